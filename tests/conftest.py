@@ -1,0 +1,6 @@
+"""Shared fixtures. Hub look-ups are switched off: nothing is downloaded in tests."""
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

@@ -1,0 +1,48 @@
+"""Where artifacts live: the roots of indexes and runs, and the default index.
+
+Resolved at call time, never at import, so tests and users can move them with
+flags or environment variables (`--indexes` / VHMINE_INDEXES, VHMINE_RUNS, VHMINE_INDEX).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .errors import IndexMissingError
+
+
+def indexes_root(override: str | os.PathLike | None = None) -> Path:
+    return Path(override or os.environ.get("VHMINE_INDEXES") or "indexes")
+
+
+def runs_root(override: str | os.PathLike | None = None) -> Path:
+    return Path(override or os.environ.get("VHMINE_RUNS") or "runs")
+
+
+def list_indexes(root: Path) -> list[str]:
+    """Names of the collections under `root` (finished or not)."""
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def default_index_name(root: Path, name: str | None) -> str:
+    """The index to use when `--index` is left out: VHMINE_INDEX, else the only one there is."""
+    if name:
+        return name
+    env = os.environ.get("VHMINE_INDEX")
+    if env:
+        return env
+    names = list_indexes(root)
+    if len(names) == 1:
+        return names[0]
+    if not names:
+        raise IndexMissingError(
+            f"no index under {root}/: build one with `vhmine embed FOLDER --name NAME` "
+            "(or point --indexes / VHMINE_INDEXES at the folder that holds them)"
+        )
+    raise IndexMissingError(
+        f"{len(names)} indexes under {root}/ ({', '.join(names)}): say which with --index NAME "
+        "or set VHMINE_INDEX"
+    )

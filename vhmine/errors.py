@@ -1,0 +1,33 @@
+"""Exceptions that say what failed, where, and what to do next.
+
+The library raises these; the CLI prints their text and exits with status 2. Each message
+names the failing thing and the next step inside the text itself, not in a log line.
+"""
+
+
+class VhmineError(Exception):
+    """Base class of every error vhmine reports to a user."""
+
+
+class InputError(VhmineError):
+    """A bad argument or input file (threshold out of range, empty collection, ...)."""
+
+
+class IndexMissingError(VhmineError):
+    """No index of that name exists."""
+
+
+class IndexCorruptError(VhmineError):
+    """An index exists but is half-written or its files disagree."""
+
+
+class EncoderError(VhmineError):
+    """An encoder could not be resolved or loaded."""
+
+
+class EncoderMismatchError(VhmineError):
+    """The encoders asked for differ from those an index was built with."""
+
+
+class DownloadError(VhmineError):
+    """A download failed or did not match its checksum."""
