@@ -35,11 +35,9 @@ def _fail(err: Exception) -> None:
 
 @app.callback()
 def _main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug details.")) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    # Other libraries stay at WARNING; vhmine's own progress notes show at INFO.
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.getLogger("vhmine").setLevel(logging.DEBUG if verbose else logging.INFO)
 
 
 @app.command()

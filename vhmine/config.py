@@ -46,3 +46,10 @@ def default_index_name(root: Path, name: str | None) -> str:
         f"{len(names)} indexes under {root}/ ({', '.join(names)}): say which with --index NAME "
         "or set VHMINE_INDEX"
     )
+
+
+# Defaults that the CLI, the library and the README share (one place, so they cannot drift).
+DEFAULT_CLIP_MODEL = "ViT-L-14:openai"
+DEFAULT_DINO_MODEL = "facebook/dinov2-large"
+DEFAULT_CLIP_MIN = 0.9
+DEFAULT_DINO_MAX = 0.55

@@ -1,0 +1,187 @@
+"""embed.py + index.py: a real collection through tiny real encoders into a FAISS index."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from PIL import Image
+
+from vhmine.embed import EmbedOptions, embed_collection
+from vhmine.errors import EncoderMismatchError, IndexCorruptError, IndexMissingError, InputError
+from vhmine.index import open_index
+
+
+def _opts(images, indexes, models, **kw):
+    clip, dino = models
+    return EmbedOptions(images=images, indexes=indexes, clip_model=clip, dino_model=dino, workers=0,
+                        batch_size=4, shard_size=5, progress=False, **kw)
+
+
+@pytest.fixture()
+def collection(tmp_path, photos_dir):
+    folder = tmp_path / "photos"
+    shutil.copytree(photos_dir, folder)
+    return folder
+
+
+def test_embed_writes_aligned_index_and_records_duplicates_once(tmp_path, collection, tiny_models):
+    res = embed_collection(_opts(collection, tmp_path / "idx", tiny_models, name="photos"))
+    n_files = len(list(collection.glob("*.png")))
+    assert res.images == n_files - 1 and res.duplicates == 1 and res.skipped == 0
+    idx = open_index(tmp_path / "idx", "photos")
+    assert list(idx.images.columns[:5]) == ["image_id", "path", "sha256", "width", "height"]
+    assert idx.clip.shape == (n_files - 1, 32) and idx.dino.shape == (n_files - 1, 32)
+    assert idx.images["image_id"].is_unique
+    # cat.png and chelsea.png are the same bytes: one row, the other path listed under it
+    row = idx.images[idx.images["path"].isin(["cat.png", "chelsea.png"])]
+    assert len(row) == 1 and list(row["duplicate_paths"].iloc[0]) == ["chelsea.png"]
+    assert idx.manifest["duplicates"] == [{"path": "chelsea.png", "image_id": row["image_id"].iloc[0]}]
+    # row i of the vectors is the embedding of the image at row i of images.parquet
+    from vhmine.encoders import load_clip, load_dino
+    from vhmine.images import decode_rgb
+
+    clip_enc, dino_enc = load_clip(tiny_models[0], "cpu"), load_dino(tiny_models[1], "cpu")
+    for k in (0, 7, len(idx.images) - 1):
+        img = decode_rgb((collection / idx.images["path"].iloc[k]).read_bytes())
+        assert np.allclose(idx.clip[k], clip_enc.encode(clip_enc.preprocess(img)[None])[0].numpy(), atol=1e-5)
+        assert np.allclose(idx.dino[k], dino_enc.encode(dino_enc.preprocess(img)[None])[0].numpy(), atol=1e-5)
+        assert idx.images["width"].iloc[k] == img.width
+    m = idx.manifest
+    assert m["encoders"]["clip"]["spec"] == tiny_models[0] and m["encoders"]["dino"]["dim"] == 32
+    assert m["encoders"]["dino"]["preprocess"]["crop_size"] == {"height": 56, "width": 56}
+    assert m["counts"] == {"files": n_files, "images": n_files - 1, "skipped": 0, "duplicates": 1}
+    assert set(m["files"]) == {"images.parquet", "skipped.csv", "clip.faiss", "dino.faiss"}
+
+
+def test_bad_images_are_skipped_with_reasons(tmp_path, collection, tiny_models):
+    (collection / "empty.jpg").write_bytes(b"")
+    (collection / "notes.jpg").write_text("this is not a picture")
+    good = (collection / "coffee.png").read_bytes()
+    (collection / "sub").mkdir()
+    (collection / "sub" / "truncated.png").write_bytes(good[: len(good) // 2])
+    Image.fromarray(np.zeros((8, 8, 4), np.uint8)).save(collection / "sub" / "rgba.png")
+    Image.fromarray(np.arange(64, dtype=np.uint16).reshape(8, 8) * 1000).save(collection / "sub" / "deep16.png")
+    res = embed_collection(_opts(collection, tmp_path / "idx", tiny_models, name="c"))
+    assert res.skipped == 3
+    idx = open_index(tmp_path / "idx", "c")
+    skipped = pd.read_csv(idx.folder / "skipped.csv")
+    assert sorted(skipped["path"]) == ["empty.jpg", "notes.jpg", "sub/truncated.png"]
+    reasons = dict(zip(skipped["path"], skipped["reason"]))
+    assert "empty" in reasons["empty.jpg"] and "truncat" in reasons["sub/truncated.png"]
+    assert {r["path"] for r in idx.manifest["skipped"]} == set(skipped["path"])
+    assert {"sub/rgba.png", "sub/deep16.png"} <= set(idx.images["path"])
+    assert "skipped" in res.summary() and "skipped.csv" in res.summary()
+
+
+def test_rerun_embeds_only_new_images_and_keeps_old_rows(tmp_path, collection, tiny_models):
+    opts = _opts(collection, tmp_path / "idx", tiny_models, name="c")
+    embed_collection(opts)
+    before = open_index(tmp_path / "idx", "c")
+    again = embed_collection(opts)
+    assert again.embedded_now == 0
+    for k in range(3):
+        Image.fromarray(np.full((40, 60, 3), 40 * k + 10, np.uint8)).save(collection / f"new{k}.png")
+    res = embed_collection(opts)
+    assert res.embedded_now == 3
+    after = open_index(tmp_path / "idx", "c")
+    n = len(before.images)
+    assert len(after.images) == n + 3
+    pd.testing.assert_frame_equal(after.images.iloc[:n].reset_index(drop=True), before.images)
+    assert np.array_equal(after.clip[:n], before.clip)
+    assert sorted(after.images["path"].iloc[n:]) == ["new0.png", "new1.png", "new2.png"]
+
+
+def test_coco_annotations_give_ids_and_categories(tmp_path, collection, tiny_models):
+    ann = {
+        "images": [{"id": 139, "file_name": "astronaut.png"}, {"id": 285, "file_name": "horse.png"}],
+        "annotations": [{"image_id": 139, "category_id": 1}, {"image_id": 139, "category_id": 3},
+                        {"image_id": 139, "category_id": 1}, {"image_id": 285, "category_id": 19}],
+        "categories": [{"id": 1, "name": "person"}, {"id": 3, "name": "car"}, {"id": 19, "name": "horse"}],
+    }
+    (tmp_path / "instances.json").write_text(json.dumps(ann))
+    embed_collection(_opts(collection, tmp_path / "idx", tiny_models, name="coco",
+                           coco_annotations=tmp_path / "instances.json"))
+    idx = open_index(tmp_path / "idx", "coco")
+    by_path = idx.images.set_index("path")
+    assert by_path.loc["astronaut.png", "coco_id"] == 139
+    assert list(by_path.loc["astronaut.png", "categories"]) == ["car", "person"]
+    assert list(by_path.loc["horse.png", "categories"]) == ["horse"]
+    assert pd.isna(by_path.loc["coffee.png", "coco_id"]) and len(by_path.loc["coffee.png", "categories"]) == 0
+    assert idx.manifest["source"]["kind"] == "coco"
+
+
+def test_user_errors(tmp_path, collection, tiny_models):
+    with pytest.raises(InputError, match="no such folder"):
+        embed_collection(_opts(tmp_path / "nowhere", tmp_path / "idx", tiny_models))
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "readme.txt").write_text("no images here")
+    with pytest.raises(InputError, match="no images found"):
+        embed_collection(_opts(tmp_path / "empty", tmp_path / "idx", tiny_models))
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(InputError, match="bad.json: not valid JSON"):
+        embed_collection(_opts(collection, tmp_path / "idx", tiny_models, coco_annotations=tmp_path / "bad.json"))
+    embed_collection(_opts(collection, tmp_path / "idx", tiny_models, name="c"))
+    other = _opts(collection, tmp_path / "idx", (tiny_models[0], str(tmp_path / "other-dino")), name="c")
+    with pytest.raises(EncoderMismatchError, match="was built with --dino-model .* not .*other-dino"):
+        embed_collection(other)
+
+
+def test_missing_half_written_and_corrupt_indexes_are_refused(tmp_path, collection, tiny_models):
+    with pytest.raises(IndexMissingError, match="no index named 'c'.*vhmine embed"):
+        open_index(tmp_path / "idx", "c")
+    embed_collection(_opts(collection, tmp_path / "idx", tiny_models, name="c"))
+    folder = tmp_path / "idx" / "c"
+    manifest = (folder / "manifest.json").read_text()
+    (folder / "manifest.json").unlink()
+    with pytest.raises(IndexCorruptError, match="half-written.*Run the same `vhmine embed` command again"):
+        open_index(tmp_path / "idx", "c")
+    (folder / "manifest.json").write_text(manifest)
+    data = (folder / "clip.faiss").read_bytes()
+    (folder / "clip.faiss").write_bytes(data[:-100])
+    with pytest.raises(IndexCorruptError, match="clip.faiss has .* bytes, the manifest says"):
+        open_index(tmp_path / "idx", "c")
+
+
+def test_killed_job_resumes_to_the_same_rows(tmp_path, tiny_models):
+    """SIGKILL a real `vhmine embed` once some shards are done; the rerun equals an uninterrupted run."""
+    rng = np.random.default_rng(0)
+    images = tmp_path / "imgs"
+    images.mkdir()
+    for k in range(48):  # noisy PNGs decode slowly enough for the kill to land mid-job
+        Image.fromarray(rng.integers(0, 255, (384, 384, 3), dtype=np.uint8)).save(images / f"im{k:02d}.png")
+    shutil.copy(images / "im03.png", images / "im47-copy.png")
+    clip, dino = tiny_models
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+
+    def cmd(indexes):
+        return [sys.executable, "-m", "vhmine.cli", "embed", str(images), "--name", "r", "--indexes", str(indexes),
+                "--clip-model", clip, "--dino-model", dino, "--batch-size", "2", "--shard-size", "4", "--workers", "0"]
+
+    proc = subprocess.Popen(cmd(tmp_path / "a"), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    shards = tmp_path / "a" / "r" / "work" / "shards"
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list(shards.glob("*.parquet"))) < 2 and proc.poll() is None:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done_at_kill = len(list(shards.glob("part-*.parquet")))
+    assert 2 <= done_at_kill < 13, "the job must have been killed part-way"
+    assert not (tmp_path / "a" / "r" / "manifest.json").exists()
+    with pytest.raises(IndexCorruptError, match="half-written"):
+        open_index(tmp_path / "a", "r")
+    subprocess.run(cmd(tmp_path / "a"), env=env, check=True, capture_output=True)
+    subprocess.run(cmd(tmp_path / "b"), env=env, check=True, capture_output=True)
+    resumed, straight = open_index(tmp_path / "a", "r"), open_index(tmp_path / "b", "r")
+    pd.testing.assert_frame_equal(resumed.images, straight.images)
+    assert len(resumed.images) == 48 and resumed.images["image_id"].is_unique
+    assert np.allclose(resumed.clip, straight.clip, atol=1e-5) and np.allclose(resumed.dino, straight.dino, atol=1e-5)
+    assert resumed.manifest["counts"] == straight.manifest["counts"]

@@ -1,0 +1,99 @@
+"""Pictures of a mining run: the CLIP-vs-DINOv2 scatter plot and a self-contained HTML gallery.
+
+Written by mine.py into the run folder. The gallery embeds small JPEG thumbnails, so it can be
+mailed or opened anywhere; every text in it is HTML-escaped.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from pathlib import Path
+
+
+def write_scatter(path: Path, clip_sim, dino_sim, background, clip_min: float, dino_max: float, *, title: str) -> None:
+    """Scatter of candidate pairs (and a random background sample), with the threshold box drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.patches import Rectangle
+
+    fig, ax = plt.subplots(figsize=(7, 6), dpi=110)
+    bg_c, bg_d = background
+    ax.scatter(bg_c, bg_d, s=2, c="#bbbbbb", alpha=0.5, label=f"random pairs ({len(bg_c)})", rasterized=True)
+    clip_sim, dino_sim = np.asarray(clip_sim), np.asarray(dino_sim)
+    if len(clip_sim) > 200_000:  # keep the PNG readable and quick to draw
+        pick = np.random.default_rng(0).choice(len(clip_sim), 200_000, replace=False)
+        clip_sim, dino_sim = clip_sim[pick], dino_sim[pick]
+    inside = dino_sim <= dino_max
+    ax.scatter(clip_sim[~inside], dino_sim[~inside], s=6, c="#4c72b0", label=f"CLIP-alike, DINOv2-alike ({int((~inside).sum())})")
+    ax.scatter(clip_sim[inside], dino_sim[inside], s=8, c="#dd3333", label=f"mined: in the box ({int(inside.sum())})")
+    lo = min(-0.1, float(np.min(bg_d)) if len(bg_d) else 0.0, float(dino_sim.min()) if len(dino_sim) else 0.0) - 0.02
+    ax.add_patch(Rectangle((clip_min, lo), 1.0 - clip_min, dino_max - lo, fill=False, edgecolor="#dd3333",
+                           linewidth=1.5, linestyle="--"))
+    ax.axvline(clip_min, color="#dd3333", linewidth=0.6)
+    ax.axhline(dino_max, color="#dd3333", linewidth=0.6)
+    ax.set_xlabel("CLIP cosine similarity")
+    ax.set_ylabel("DINOv2 cosine similarity")
+    ax.set_title(title, fontsize=10)
+    ax.legend(loc="upper left", fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def thumbnail_data_url(path: str, size: int = 256) -> str | None:
+    """A small JPEG of the image as a data URL, or None if it can no longer be read."""
+    from .images import BadImage, decode_rgb
+
+    try:
+        img = decode_rgb(Path(path).read_bytes())
+    except (OSError, BadImage):
+        return None
+    img.thumbnail((size, size))
+    buf = io.BytesIO()
+    img.save(buf, format="JPEG", quality=85)
+    return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+_PAGE = """<!doctype html>
+<html><head><meta charset="utf-8"><title>{title}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em; color: #222; }}
+table {{ border-collapse: collapse; }}
+td, th {{ padding: 6px 10px; border-bottom: 1px solid #ddd; vertical-align: top; text-align: left; }}
+img {{ max-width: 256px; max-height: 256px; display: block; }}
+.meta {{ font-size: 12px; color: #555; max-width: 256px; word-break: break-all; }}
+.num {{ font-variant-numeric: tabular-nums; }}
+</style></head><body>
+<h1>{title}</h1><p>{subtitle}</p>
+<table><tr><th>rank</th><th>image A</th><th>image B</th><th>CLIP</th><th>DINOv2</th><th>gap</th></tr>
+{rows}
+</table>{empty}</body></html>
+"""
+
+
+def _cell(path: str, image_id: str, categories) -> str:
+    url = thumbnail_data_url(path)
+    img = f'<img src="{url}" alt="{html.escape(image_id)}">' if url else "<em>(image unreadable)</em>"
+    cats = ", ".join(categories) if len(categories) else ""
+    return (f"<td>{img}<div class=meta>{html.escape(image_id)}<br>{html.escape(path)}"
+            f"{'<br>' + html.escape(cats) if cats else ''}</div></td>")
+
+
+def write_gallery(path: Path, pairs, *, title: str, subtitle: str = "") -> None:
+    """HTML table of pairs (rows of a pairs DataFrame) side by side with their scores."""
+    rows = []
+    for r in pairs.itertuples(index=False):
+        rows.append(
+            f"<tr><td class=num>{int(r.rank)}</td>{_cell(r.path_a, r.image_id_a, r.categories_a)}"
+            f"{_cell(r.path_b, r.image_id_b, r.categories_b)}<td class=num>{r.clip_sim:.4f}</td>"
+            f"<td class=num>{r.dino_sim:.4f}</td><td class=num>{r.gap:.4f}</td></tr>"
+        )
+    empty = "" if rows else "<p><strong>No pair passed both thresholds.</strong></p>"
+    page = _PAGE.format(title=html.escape(title), subtitle=html.escape(subtitle), rows="\n".join(rows), empty=empty)
+    Path(path).write_text(page, encoding="utf-8")

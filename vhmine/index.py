@@ -1,0 +1,169 @@
+"""The on-disk index of one collection: layout, atomic writes, reading and validation.
+
+    indexes/<name>/manifest.json   encoders (weights, preprocessing, dims), counts, checksums,
+                                   skipped images with reasons, vhmine version; written LAST
+    indexes/<name>/images.parquet  row i: image_id, path, sha256, width, height, coco_id, categories
+    indexes/<name>/clip.faiss      IndexFlatIP, row i = images.parquet row i
+    indexes/<name>/dino.faiss      IndexFlatIP, row i = images.parquet row i
+    indexes/<name>/skipped.csv     path, reason for every image that could not be used
+    indexes/<name>/work/           the embed job's plan and finished shards (see embed.py)
+
+An index without manifest.json is half-written (a job was stopped before it finished):
+`open_index` refuses it and says how to finish it. `vhmine embed` writes; `vhmine mine` reads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import IndexCorruptError, IndexMissingError
+
+MANIFEST = "manifest.json"
+IMAGES = "images.parquet"
+SKIPPED = "skipped.csv"
+VECTOR_FILES = {"clip": "clip.faiss", "dino": "dino.faiss"}
+FORMAT_VERSION = 1
+
+
+def image_id_for(sha256: str) -> str:
+    """Stable image id: content-addressed, so renames and moves keep it and exact duplicates share it."""
+    return sha256[:16]
+
+
+def file_sha256(path: Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def atomic_write(path: Path, write) -> None:
+    """Run `write(tmp_path)` and move the result into place, so readers never see half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def write_faiss(path: Path, vectors) -> None:
+    """Write float32 L2-normalised rows as an exact inner-product index."""
+    import faiss
+    import numpy as np
+
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    index = faiss.IndexFlatIP(vectors.shape[1])
+    if len(vectors):
+        index.add(vectors)
+    atomic_write(path, lambda tmp: faiss.write_index(index, str(tmp)))
+
+
+def read_faiss_vectors(path: Path):
+    """The stored rows of a flat index as an (n, d) float32 array (no copy through reconstruct)."""
+    import faiss
+    import numpy as np
+
+    index = faiss.read_index(str(path))
+    if not isinstance(index, faiss.IndexFlat):
+        raise IndexCorruptError(f"{path}: expected a flat (exact) FAISS index, found {type(index).__name__}")
+    codes = faiss.vector_to_array(index.codes)
+    return codes.view(np.float32).reshape(index.ntotal, index.d)
+
+
+@dataclass
+class CollectionIndex:
+    name: str
+    folder: Path
+    manifest: dict
+    images: Any  # pandas.DataFrame, row i = vector row i
+    clip: Any  # (n, d_clip) float32
+    dino: Any  # (n, d_dino) float32
+
+    @property
+    def root(self) -> Path:
+        return Path(self.manifest["root"])
+
+    def abs_paths(self) -> list[str]:
+        root = self.root
+        return [str(root / p) for p in self.images["path"]]
+
+
+def index_folder(root: Path, name: str) -> Path:
+    return Path(root) / name
+
+
+def open_index(root: Path, name: str, *, load_vectors: bool = True) -> CollectionIndex:
+    """Open and validate a finished index; every failure says what is wrong and what to run."""
+    import pandas as pd
+
+    folder = index_folder(root, name)
+    if not folder.is_dir():
+        from .config import list_indexes
+
+        have = list_indexes(Path(root))
+        listing = f" (there are: {', '.join(have)})" if have else ""
+        raise IndexMissingError(
+            f"no index named {name!r} under {root}/{listing}: build it with `vhmine embed FOLDER --name {name}`"
+        )
+    manifest_path = folder / MANIFEST
+    if not manifest_path.is_file():
+        raise IndexCorruptError(
+            f"index {name!r} at {folder} is half-written (no {MANIFEST}): its embed job did not finish. "
+            "Run the same `vhmine embed` command again to finish it"
+        )
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise IndexCorruptError(f"{manifest_path} is unreadable ({err}); rebuild with `vhmine embed`") from err
+    if manifest.get("format_version", 0) > FORMAT_VERSION:
+        raise IndexCorruptError(f"index {name!r} was written by a newer vhmine ({manifest.get('vhmine_version')}); upgrade vhmine")
+    n = manifest.get("counts", {}).get("images")
+    for fname, meta in manifest.get("files", {}).items():
+        p = folder / fname
+        if not p.is_file():
+            raise IndexCorruptError(f"index {name!r}: {p} is missing; rerun `vhmine embed` to rebuild it")
+        if p.stat().st_size != meta["bytes"]:
+            raise IndexCorruptError(
+                f"index {name!r}: {p} has {p.stat().st_size} bytes, the manifest says {meta['bytes']} "
+                "(truncated or changed); rerun `vhmine embed` to rebuild it"
+            )
+    try:
+        images = pd.read_parquet(folder / IMAGES)
+    except Exception as err:  # pyarrow raises several kinds
+        raise IndexCorruptError(f"index {name!r}: {folder / IMAGES} is unreadable ({err}); rerun `vhmine embed`") from err
+    if len(images) != n:
+        raise IndexCorruptError(f"index {name!r}: {IMAGES} has {len(images)} rows, the manifest says {n}")
+    clip = dino = None
+    if load_vectors:
+        vecs = {}
+        for kind, fname in VECTOR_FILES.items():
+            try:
+                vecs[kind] = read_faiss_vectors(folder / fname)
+            except IndexCorruptError:
+                raise
+            except Exception as err:  # faiss raises RuntimeError on a bad file
+                raise IndexCorruptError(f"index {name!r}: {folder / fname} is unreadable ({err}); rerun `vhmine embed`") from err
+            want_dim = manifest["encoders"][kind]["dim"]
+            if vecs[kind].shape != (n, want_dim):
+                raise IndexCorruptError(
+                    f"index {name!r}: {fname} holds {vecs[kind].shape[0]} x {vecs[kind].shape[1]} vectors, "
+                    f"expected {n} x {want_dim}"
+                )
+        clip, dino = vecs["clip"], vecs["dino"]
+    return CollectionIndex(name, folder, manifest, images, clip, dino)
