@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,8 +26,8 @@ from pathlib import Path
 from . import __version__
 from .config import DEFAULT_CLIP_MODEL, DEFAULT_DINO_MODEL, indexes_root
 from .errors import EncoderMismatchError, IndexCorruptError, InputError
-from .index import (FORMAT_VERSION, IMAGES, MANIFEST, SKIPPED, VECTOR_FILES, atomic_write, atomic_write_text,
-                    file_sha256, image_id_for, index_folder, write_faiss)
+from .index import (MANIFEST, SKIPPED, atomic_write, atomic_write_text, image_id_for, index_folder,
+                    write_index)
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ class EmbedOptions:
     indexes: Path | None = None
     device: str | None = None
     batch_size: int = 64
-    workers: int = 2
+    workers: int | None = None  # None: 0 on a small CPU box, more beside a GPU
     shard_size: int = 1024
     max_pixels: int = 89_478_485
     limit: int | None = None  # embed only the first N files (sorted by path)
@@ -62,6 +63,7 @@ class EmbedResult:
     embedded_now: int
     seconds: float
     skipped_reasons: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)  # seconds per phase: load (models), encode, finalize
 
     def summary(self) -> str:
         lines = [
@@ -132,13 +134,27 @@ class ImageReader:
             item["reason"] = err.reason
             return item
         try:
-            item["clip"] = self.clip_preprocess(img)
-            item["dino"] = self.dino_preprocess(img)
+            with _one_torch_thread():
+                item["clip"] = self.clip_preprocess(img)
+                item["dino"] = self.dino_preprocess(img)
         except Exception as err:  # a preprocessing bug on one odd image must not stop the job
             item["reason"] = f"preprocessing failed ({type(err).__name__}: {err})"
             return item
         item.update(status="ok", width=img.width, height=img.height)
         return item
+
+
+@contextlib.contextmanager
+def _one_torch_thread():
+    """Preprocessing's small tensor ops run far faster on one thread (loader workers already do)."""
+    import torch
+
+    prev = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(prev)
 
 
 def collate(items: list[dict]) -> dict:
@@ -274,15 +290,26 @@ def embed_collection(opts: EmbedOptions) -> EmbedResult:
         plan, n_new = _update_plan(work, rel_paths, opts.shard_size)
         all_shards = sorted(plan["shard"].unique().tolist())
         pending = [s for s in all_shards if not _shard_paths(work, s)["rows"].is_file()]
-        embedded_now = 0
+        embedded_now, timings = 0, {}
         if pending:
-            embedded_now = _run_shards(work, plan, pending, all_shards, root, job, opts)
+            embedded_now, timings = _run_shards(work, plan, pending, all_shards, root, job, opts)
         elif (folder / MANIFEST).is_file() and not n_new and not opts.coco_annotations:
             log.info("index %r is complete and up to date", name)
+        t1 = time.time()
         result = _finalize(folder, work, all_shards, job, coco, name)
+        timings["finalize"] = time.time() - t1
     result.embedded_now = embedded_now
     result.seconds = time.time() - t0
+    result.timings = timings
     return result
+
+
+def _auto_workers(device) -> int:
+    """Decoding workers: on a small CPU box they would steal cores from the encoders' matrix products."""
+    cores = os.cpu_count() or 1
+    if device.type == "cpu":
+        return 0 if cores <= 4 else 2
+    return max(1, min(16, cores - 1))
 
 
 def _run_shards(work: Path, plan, pending: list[int], all_shards: list[int], root: Path, job: dict,
@@ -292,6 +319,7 @@ def _run_shards(work: Path, plan, pending: list[int], all_shards: list[int], roo
 
     from .encoders import load_clip, load_dino, resolve_device
 
+    t0 = time.time()
     device = resolve_device(opts.device)
     clip_enc = load_clip(job["clip_model"], device)
     dino_enc = load_dino(job["dino_model"], device)
@@ -303,6 +331,7 @@ def _run_shards(work: Path, plan, pending: list[int], all_shards: list[int], roo
     job["encoders"] = described
     atomic_write_text(work / JOB, json.dumps(job, indent=2))
     dims = (clip_enc.dim, dino_enc.dim)
+    t_loaded = time.time()
 
     # Exact duplicates are found against everything already embedded, then within this run.
     done = [s for s in all_shards if s not in pending]
@@ -316,10 +345,11 @@ def _run_shards(work: Path, plan, pending: list[int], all_shards: list[int], roo
     paths = todo["path"].tolist()
     shard_of = todo["shard"].tolist()
     expected = todo.groupby("shard").size().to_dict()
+    workers = opts.workers if opts.workers is not None else _auto_workers(device)
     reader = ImageReader(root, paths, clip_enc.preprocess, dino_enc.preprocess, job.get("max_pixels", opts.max_pixels))
     loader = torch.utils.data.DataLoader(
-        reader, batch_size=opts.batch_size, shuffle=False, num_workers=opts.workers, collate_fn=collate,
-        pin_memory=device.type == "cuda", prefetch_factor=4 if opts.workers else None,
+        reader, batch_size=opts.batch_size, shuffle=False, num_workers=workers, collate_fn=collate,
+        pin_memory=device.type == "cuda", prefetch_factor=4 if workers else None,
     )
     buffers: dict[int, dict] = {}
     pos = 0
@@ -357,7 +387,7 @@ def _run_shards(work: Path, plan, pending: list[int], all_shards: list[int], roo
         bar.update(len(items))
     bar.close()
     assert not buffers, f"shards left unwritten: {sorted(buffers)}"
-    return len(paths)
+    return len(paths), {"load": t_loaded - t0, "encode": time.time() - t_loaded}
 
 
 def _finalize(folder: Path, work: Path, all_shards: list[int], job: dict, coco: dict | None, name: str) -> EmbedResult:
@@ -365,7 +395,6 @@ def _finalize(folder: Path, work: Path, all_shards: list[int], job: dict, coco: 
     import numpy as np
     import pandas as pd
 
-    (folder / MANIFEST).unlink(missing_ok=True)  # from here until the end the index is half-written
     rows = _load_done_shards(work, all_shards)
     clip = np.concatenate([np.load(_shard_paths(work, s)["clip"]) for s in all_shards])
     dino = np.concatenate([np.load(_shard_paths(work, s)["dino"]) for s in all_shards])
@@ -395,37 +424,23 @@ def _finalize(folder: Path, work: Path, all_shards: list[int], job: dict, coco: 
     images["duplicate_paths"] = [dup_paths.get(i, []) for i in images["image_id"]]
     skipped = rows.loc[rows["status"] == "skipped", ["path", "reason"]].reset_index(drop=True)
 
-    atomic_write(folder / IMAGES, lambda tmp: images.to_parquet(tmp, index=False))
-    atomic_write(folder / SKIPPED, lambda tmp: skipped.to_csv(tmp, index=False))
-    write_faiss(folder / VECTOR_FILES["clip"], clip)
-    write_faiss(folder / VECTOR_FILES["dino"], dino)
-    files = {}
-    for fname in (IMAGES, SKIPPED, *VECTOR_FILES.values()):
-        p = folder / fname
-        files[fname] = {"bytes": p.stat().st_size, "sha256": file_sha256(p)}
     reasons: dict[str, int] = {}
     for r in skipped["reason"]:
         key = r.split(":")[0].split("(")[0].strip()
         reasons[key] = reasons.get(key, 0) + 1
-    manifest = {
-        "format_version": FORMAT_VERSION,
+    if not job.get("encoders"):
+        raise IndexCorruptError(f"index {name!r}: no encoder record in {work / JOB}; delete {folder} and rerun")
+    write_index(folder, images, clip, dino, skipped=skipped, manifest={
         "producer": "vhmine embed",
-        "vhmine_version": __version__,
         "name": name,
         "created": job.get("created"),
-        "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "root": job["root"],
         "source": {"kind": "coco" if coco is not None else "folder", "coco_annotations": coco_path},
-        "encoders": job.get("encoders") or {},
+        "encoders": job["encoders"],
         "counts": {"files": int(len(rows)), "images": int(len(images)), "skipped": int(len(skipped)),
                    "duplicates": int(len(dups))},
         "shards": {"count": len(all_shards), "size": job.get("shard_size")},
-        "skipped": skipped.to_dict("records"),
         "duplicates": [{"path": p, "image_id": i} for p, i in zip(dups["path"], dups["duplicate_of"])],
-        "files": files,
-    }
-    if not manifest["encoders"]:
-        raise IndexCorruptError(f"index {name!r}: no encoder record in {work / JOB}; delete {folder} and rerun")
-    atomic_write_text(folder / MANIFEST, json.dumps(manifest, indent=2, default=str))
+    })
     return EmbedResult(name, folder, len(images), len(skipped), len(dups), 0, 0.0, reasons)
 

@@ -23,7 +23,7 @@ def write_scatter(path: Path, clip_sim, dino_sim, background, clip_min: float, d
 
     fig, ax = plt.subplots(figsize=(7, 6), dpi=110)
     bg_c, bg_d = background
-    ax.scatter(bg_c, bg_d, s=2, c="#bbbbbb", alpha=0.5, label=f"random pairs ({len(bg_c)})", rasterized=True)
+    ax.scatter(bg_c, bg_d, s=2, c="#bbbbbb", alpha=0.5, label=f"all pairs, or a random sample ({len(bg_c)})", rasterized=True)
     clip_sim, dino_sim = np.asarray(clip_sim), np.asarray(dino_sim)
     if len(clip_sim) > 200_000:  # keep the PNG readable and quick to draw
         pick = np.random.default_rng(0).choice(len(clip_sim), 200_000, replace=False)

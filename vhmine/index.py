@@ -86,6 +86,33 @@ def read_faiss_vectors(path: Path):
     return codes.view(np.float32).reshape(index.ntotal, index.d)
 
 
+def write_index(folder: Path, images, clip, dino, *, skipped, manifest: dict) -> None:
+    """Write an index's files; manifest.json (checksums, counts, skipped list added here) goes last.
+
+    `images` is a DataFrame whose row i matches row i of `clip` and `dino`; `manifest` carries the
+    producer's fields (name, root, encoders with their dims, counts, ...).
+    """
+    import time
+
+    from . import __version__
+
+    folder = Path(folder)
+    (folder / MANIFEST).unlink(missing_ok=True)  # until the end, the index is half-written
+    atomic_write(folder / IMAGES, lambda tmp: images.to_parquet(tmp, index=False))
+    atomic_write(folder / SKIPPED, lambda tmp: skipped.to_csv(tmp, index=False))
+    write_faiss(folder / VECTOR_FILES["clip"], clip)
+    write_faiss(folder / VECTOR_FILES["dino"], dino)
+    files = {}
+    for fname in (IMAGES, SKIPPED, *VECTOR_FILES.values()):
+        p = folder / fname
+        files[fname] = {"bytes": p.stat().st_size, "sha256": file_sha256(p)}
+    full = {"format_version": FORMAT_VERSION, "vhmine_version": __version__,
+            "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **manifest,
+            "skipped": skipped.to_dict("records"), "files": files}
+    full.setdefault("counts", {})["images"] = int(len(images))
+    atomic_write_text(folder / MANIFEST, json.dumps(full, indent=2, default=str))
+
+
 @dataclass
 class CollectionIndex:
     name: str

@@ -205,15 +205,16 @@ def _replace_dir(tmp: Path, final: Path) -> None:
 
 
 def _background_sample(clip, dino, *, seed: int, size: int = 20_000):
-    """Similarities of random pairs, so the plot shows where most pairs lie."""
+    """Similarities of random pairs (all of them when few), so the plot shows where most pairs lie."""
     import numpy as np
 
     n = len(clip)
-    rng = np.random.default_rng(seed)
-    i = rng.integers(0, n, size)
-    j = rng.integers(0, n, size)
-    keep = i != j
-    i, j = i[keep], j[keep]
+    if n * (n - 1) // 2 <= size:  # small collection: every pair
+        i, j = np.triu_indices(n, 1)
+    else:
+        rng = np.random.default_rng(seed)
+        i, j = rng.integers(0, n, size), rng.integers(0, n, size)
+        i, j = i[i != j], j[i != j]
     cs = np.einsum("ij,ij->i", clip[i].astype(np.float64), clip[j].astype(np.float64))
     ds = np.einsum("ij,ij->i", dino[i].astype(np.float64), dino[j].astype(np.float64))
     return cs, ds

@@ -12,8 +12,11 @@ from pathlib import Path
 
 
 def build_clip(folder: Path, *, seed: int = 0, image_size: int = 64, width: int = 64, layers: int = 2,
-               patch_size: int = 16, embed_dim: int = 32) -> str:
-    """Write an open_clip `local-dir:` folder (config + safetensors); returns its --clip-model spec."""
+               patch_size: int = 16, embed_dim: int = 32, like: str | None = None) -> str:
+    """Write an open_clip `local-dir:` folder (config + safetensors); returns its --clip-model spec.
+
+    `like="ViT-L-14"` copies a built-in architecture instead (random weights cost what real ones do).
+    """
     import open_clip
     import torch
     from safetensors.torch import save_file
@@ -22,11 +25,15 @@ def build_clip(folder: Path, *, seed: int = 0, image_size: int = 64, width: int 
     spec = f"local-dir:{folder}"
     if (folder / "open_clip_model.safetensors").is_file():
         return spec
-    model_cfg = {
-        "embed_dim": embed_dim,
-        "vision_cfg": {"image_size": image_size, "layers": layers, "width": width, "patch_size": patch_size},
-        "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 32, "heads": 2, "layers": 1},
-    }
+    if like:
+        model_cfg = open_clip.get_model_config(like)
+        image_size = model_cfg["vision_cfg"]["image_size"]
+    else:
+        model_cfg = {
+            "embed_dim": embed_dim,
+            "vision_cfg": {"image_size": image_size, "layers": layers, "width": width, "patch_size": patch_size},
+            "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 32, "heads": 2, "layers": 1},
+        }
     torch.manual_seed(seed)
     model = open_clip.CLIP(**model_cfg)
     folder.mkdir(parents=True, exist_ok=True)

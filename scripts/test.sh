@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The test command (README and .ci/run call this same script): installs everything the suite needs
+# on a fresh Debian machine, then runs pytest. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/ci_services.sh                       # Debian packages: chromium, postgresql (browser / PostgreSQL tests)
+python -m pip install -q -e ".[test]"             # vhmine, its dependencies and the test extra
+export HF_HUB_OFFLINE=1                           # tests build tiny models locally; never ask the hub
+exec python -m pytest "$@"

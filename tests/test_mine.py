@@ -1,0 +1,160 @@
+"""mine.py: thresholds, ranking, caps and the run folder, on indexes with known vectors."""
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from vhmine.cli import app
+from vhmine.errors import IndexMissingError, InputError
+from vhmine.index import write_index
+from vhmine.mine import MineOptions, check_thresholds, mine_index, rank_pairs
+
+
+def _unit(rows):
+    rows = np.asarray(rows, dtype=np.float64)
+    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+def make_index(indexes, name, clip, dino, *, root, categories=None):
+    """An index of len(clip) images with the given vectors (real PNGs, so the gallery can show them)."""
+    from PIL import Image
+
+    n = len(clip)
+    root.mkdir(parents=True, exist_ok=True)
+    for k in range(n):
+        Image.fromarray(np.full((24, 32, 3), (k * 37) % 255, np.uint8)).save(root / f"img{k:03d}.png")
+    images = pd.DataFrame({
+        "image_id": [f"{k:016x}"[::-1] for k in range(n)],  # ids whose order differs from row order
+        "path": [f"img{k:03d}.png" for k in range(n)],
+        "sha256": [f"{k:064x}" for k in range(n)],
+        "width": [32] * n, "height": [24] * n,
+        "coco_id": pd.array([100 + k for k in range(n)], dtype="Int64"),
+        "categories": categories or [["cat"] if k % 2 else [] for k in range(n)],
+    })
+    write_index(indexes / name, images, clip, dino, skipped=pd.DataFrame({"path": [], "reason": []}), manifest={
+        "name": name, "root": str(root),
+        "encoders": {"clip": {"spec": "test-clip", "dim": clip.shape[1]}, "dino": {"spec": "test-dino", "dim": dino.shape[1]}},
+    })
+    return images
+
+
+@pytest.fixture()
+def clustered(tmp_path):
+    rng = np.random.default_rng(3)
+    centers = rng.normal(size=(6, 16))
+    clip = _unit(np.repeat(centers, 5, axis=0) + 0.25 * rng.normal(size=(30, 16)))
+    dino = _unit(rng.normal(size=(30, 12)))
+    images = make_index(tmp_path / "idx", "syn", clip, dino, root=tmp_path / "imgs")
+    return tmp_path, clip, dino, images
+
+
+def _brute(clip, dino, cmin, dmax):
+    c, d = clip.astype(np.float64) @ clip.T.astype(np.float64), dino.astype(np.float64) @ dino.T.astype(np.float64)
+    i, j = np.triu_indices(len(clip), 1)
+    keep = (c[i, j] >= cmin) & (d[i, j] <= dmax)
+    return {(int(a), int(b)) for a, b in zip(i[keep], j[keep])}, c, d
+
+
+def test_pairs_equal_brute_force_with_inclusive_thresholds(clustered):
+    tmp, clip, dino, images = clustered
+    want, c, d = _brute(clip, dino, 0.8, 0.2)
+    assert len(want) > 5
+    # put both thresholds exactly on one pair's similarities: it must be found
+    a, b = sorted(want)[0]
+    res = mine_index(MineOptions(index="syn", indexes=tmp / "idx", clip=c[a, b], dino=d[a, b], out=tmp / "run1", progress=False))
+    want_exact, _, _ = _brute(clip, dino, c[a, b], d[a, b])
+    pairs = pd.read_parquet(tmp / "run1" / "pairs.parquet")
+    row_of = {i: k for k, i in enumerate(images["image_id"])}
+    got = {tuple(sorted((row_of[x], row_of[y]))) for x, y in zip(pairs["image_id_a"], pairs["image_id_b"])}
+    assert (a, b) in got and got == want_exact and res.in_box == len(want_exact)
+    res = mine_index(MineOptions(index="syn", indexes=tmp / "idx", clip=0.8, dino=0.2, out=tmp / "run2", progress=False))
+    pairs = pd.read_parquet(tmp / "run2" / "pairs.parquet")
+    got = {tuple(sorted((row_of[x], row_of[y]))) for x, y in zip(pairs["image_id_a"], pairs["image_id_b"])}
+    assert got == want
+    # columns, ranking and values
+    assert list(pairs["rank"]) == list(range(1, len(pairs) + 1))
+    assert (np.diff(pairs["gap"]) <= 0).all()
+    assert np.allclose(pairs["gap"], pairs["clip_sim"] - pairs["dino_sim"])
+    assert (pairs["image_id_a"] < pairs["image_id_b"]).all()
+    for r in pairs.itertuples():
+        i, j = row_of[r.image_id_a], row_of[r.image_id_b]
+        assert r.clip_sim == pytest.approx(c[i, j], abs=1e-12) and r.dino_sim == pytest.approx(d[i, j], abs=1e-12)
+        assert r.path_a.endswith(images["path"][i]) and r.coco_id_a == 100 + i
+        assert list(r.categories_b) == (["cat"] if j % 2 else [])
+    run = json.loads((tmp / "run2" / "run.json").read_text())
+    assert run["clip_threshold"] == 0.8 and run["dino_threshold"] == 0.2 and run["index"] == "syn"
+    assert run["encoders"]["clip"]["spec"] == "test-clip" and run["counts"]["written"] == len(pairs)
+    assert run["counts"]["clip_alike"] >= run["counts"]["in_box"] == len(want)
+    csv = pd.read_csv(tmp / "run2" / "pairs.csv")
+    assert list(csv["image_id_a"]) == list(pairs["image_id_a"])
+    assert (tmp / "run2" / "scatter.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    html = (tmp / "run2" / "gallery.html").read_text()
+    assert html.count("data:image/jpeg;base64,") == 2 * len(pairs) and pairs["image_id_a"][0] in html
+
+
+def test_caps_per_image_and_total():
+    ids_a = np.array(["a", "a", "a", "b", "c"])
+    ids_b = np.array(["b", "c", "d", "c", "d"])
+    gap = np.array([0.9, 0.8, 0.7, 0.6, 0.6])
+    assert list(rank_pairs(ids_a, ids_b, gap)) == [0, 1, 2, 3, 4]
+    assert list(rank_pairs(ids_a, ids_b, gap, max_per_image=1)) == [0, 4]
+    assert list(rank_pairs(ids_a, ids_b, gap, max_per_image=2)) == [0, 1, 3]
+    assert list(rank_pairs(ids_a, ids_b, gap, max_pairs=2)) == [0, 1]
+    # ties are broken by image ids, not by input order
+    assert list(rank_pairs(ids_a[::-1], ids_b[::-1], gap[::-1])) == [4, 3, 2, 1, 0]
+
+
+def test_caps_through_mine(clustered):
+    tmp, *_ = clustered
+    mine_index(MineOptions(index="syn", indexes=tmp / "idx", clip=0.5, dino=1.0, max_per_image=1, out=tmp / "r", progress=False))
+    pairs = pd.read_parquet(tmp / "r" / "pairs.parquet")
+    both = pd.concat([pairs["image_id_a"], pairs["image_id_b"]])
+    assert len(pairs) > 3 and both.is_unique
+    mine_index(MineOptions(index="syn", indexes=tmp / "idx", clip=0.5, dino=1.0, max_pairs=3, out=tmp / "r", progress=False))
+    assert len(pd.read_parquet(tmp / "r" / "pairs.parquet")) == 3
+
+
+def test_threshold_errors_and_warning():
+    with pytest.raises(InputError, match=r"--clip 1.5: a cosine similarity threshold must lie in \[-1, 1\]"):
+        check_thresholds(1.5, 0.5)
+    with pytest.raises(InputError, match="--dino nan"):
+        check_thresholds(0.9, math.nan)
+    assert check_thresholds(0.9, 0.55) == []
+    assert "--dino 0.95 >= --clip 0.9" in check_thresholds(0.9, 0.95)[0]
+
+
+def test_cli_mine_with_the_only_index_and_errors(clustered, monkeypatch):
+    tmp, *_ = clustered
+    monkeypatch.chdir(tmp)
+    monkeypatch.setenv("VHMINE_INDEXES", str(tmp / "idx"))
+    runner = CliRunner()
+    r = runner.invoke(app, ["mine", "--clip", "0.8", "--dino", "0.2"])
+    assert r.exit_code == 0, r.output
+    assert (tmp / "runs" / "syn-clip0.8-dino0.2" / "pairs.parquet").is_file()
+    assert "gallery.html" in r.output
+    r = runner.invoke(app, ["mine", "--clip", "2"])
+    assert r.exit_code == 2 and "--clip 2.0: a cosine similarity threshold must lie in [-1, 1]" in r.output
+    r = runner.invoke(app, ["mine", "--index", "nope"])
+    assert r.exit_code == 2 and "no index named 'nope'" in r.output and "(there are: syn)" in r.output
+    r = runner.invoke(app, ["mine", "--clip", "0.5", "--dino", "0.7"])
+    assert r.exit_code == 0 and "warning: --dino 0.7 >= --clip 0.5" in r.output
+
+
+def test_no_index_and_too_few_images(tmp_path):
+    with pytest.raises(IndexMissingError, match="no index under .*vhmine embed FOLDER"):
+        mine_index(MineOptions(indexes=tmp_path / "none"))
+    make_index(tmp_path / "idx", "one", _unit([[1, 0]]), _unit([[0, 1]]), root=tmp_path / "imgs")
+    with pytest.raises(InputError, match="index 'one' has 1 usable image: mining needs at least 2"):
+        mine_index(MineOptions(indexes=tmp_path / "idx"))
+
+
+def test_nothing_in_the_box_still_writes_a_run(clustered):
+    tmp, *_ = clustered
+    res = mine_index(MineOptions(index="syn", indexes=tmp / "idx", clip=1.0, dino=-1.0, out=tmp / "empty", progress=False))
+    assert res.written == 0
+    assert len(pd.read_parquet(tmp / "empty" / "pairs.parquet")) == 0
+    assert "No pair passed both thresholds" in (tmp / "empty" / "gallery.html").read_text()
