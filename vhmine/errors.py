@@ -31,3 +31,27 @@ class EncoderMismatchError(VhmineError):
 
 class DownloadError(VhmineError):
     """A download failed or did not match its checksum."""
+
+
+class StoreError(VhmineError):
+    """The curation store cannot be opened or is not a vhmine store."""
+
+
+class StoreVersionError(StoreError):
+    """The store was written by a newer vhmine, whose schema this one does not know."""
+
+
+class AuthError(VhmineError):
+    """A worker token is unknown, or a worker lacks the right for an action."""
+
+
+class LeaseError(VhmineError):
+    """An item is leased to another worker, or was already saved by someone."""
+
+
+class FormError(InputError):
+    """A worker's form input is invalid; `field` names the form field at fault."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field

@@ -1,0 +1,300 @@
+"""The curation app: workers sign in, annotate the per-mode queues, review blind, label model answers.
+
+Run it with `vhmine curate` (which sets VHMINE_DB). Reads and writes only through vhmine.curate and
+vhmine.store: no SQL and no file paths here; images come from `curate.image_bytes`, which serves only
+files recorded in the store. Text that workers typed is shown with st.text / tables, never as
+Markdown or HTML. Tokens are typed into a password field and never shown or logged.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import string
+
+import streamlit as st
+
+from vhmine import curate as C
+from vhmine import modes as M
+from vhmine.errors import VhmineError
+from vhmine.store import open_store
+
+st.set_page_config(page_title="vhmine curate", layout="wide")
+
+
+@st.cache_resource
+def _store(url: str):
+    return open_store(url)
+
+
+_PUNCT = re.compile("([" + re.escape(string.punctuation) + "])")
+
+
+def _esc(text: str) -> str:
+    """Text for Markdown-rendering elements (errors, captions): every ASCII punctuation mark escaped,
+    so worker-typed `**x**`, `<b>`, `:red[x]` or `$x$` show literally."""
+    return _PUNCT.sub(r"\\\1", str(text))
+
+
+def _flash(kind: str, msg: str) -> None:
+    st.session_state["flash"] = (kind, msg)
+
+
+def _show_flash() -> None:
+    kind, msg = st.session_state.pop("flash", (None, None))
+    if kind:
+        getattr(st, kind)(_esc(msg))
+
+
+def _image(store, image_id: str, caption: str) -> None:
+    try:
+        st.image(C.image_bytes(store, image_id), caption=caption, width="stretch")
+    except VhmineError as err:
+        st.error(_esc(err))
+
+
+def sign_in_page(store) -> None:
+    st.title("vhmine curation")
+    with st.form("signin"):
+        token = st.text_input("Token", type="password", key="token", help="Printed once by `vhmine workers add NAME`.")
+        ok = st.form_submit_button("Sign in")
+    if ok:
+        try:
+            w = C.sign_in(store, token)
+        except VhmineError as err:
+            st.error(_esc(err))
+            return
+        st.session_state["worker"], st.session_state["admin"] = w.name, w.is_admin
+        st.session_state.pop("token", None)
+        st.rerun()
+
+
+def sidebar(store) -> tuple[str, str]:
+    worker = st.session_state["worker"]
+    with st.sidebar:
+        st.write(f"Signed in as **{_esc(worker)}**" + (" (admin)" if st.session_state.get("admin") else ""))
+        pages = ["Annotate", "Review", "Label answers"] + (["Admin"] if st.session_state.get("admin") else [])
+        page = st.radio("Page", pages, key="page")
+        mode = st.selectbox("Mode", M.mode_names(), key="mode")
+        if st.button("Undo last action", key="undo"):
+            try:
+                _flash("info", "Undone: " + C.undo_last(store, worker))
+            except VhmineError as err:
+                _flash("error", str(err))
+            st.rerun()
+        st.subheader("Progress")
+        st.dataframe(
+            [{"mode": p.mode, "done": p.done, "remaining": p.remaining, "discarded": p.discarded, "ready questions": p.ready_instances}
+             for p in C.progress(store)],
+            hide_index=True, key="progress",
+        )
+        if st.button("Sign out", key="signout"):
+            for k in ("worker", "admin"):
+                st.session_state.pop(k, None)
+            st.rerun()
+    return page, mode
+
+
+def drafts_form(store, worker: str, mode: str) -> bool:
+    """Show the worker's YNQ drafts to confirm; True while some are pending."""
+    drafts = C.pending_drafts(store, worker, mode)
+    if not drafts:
+        return False
+    st.subheader("Confirm the yes/no questions drafted from your answers")
+    decisions = []
+    for d in drafts:
+        with st.container(border=True):
+            left, right = st.columns([1, 4])
+            with left:
+                _image(store, d.image_id, f"image {d.role}" if d.role != "image" else "image")
+            right.caption(_esc(f"From: {d.oeq_question} Your answer(s): {'; '.join(d.oeq_answers)}"))
+            keep = right.checkbox("Keep", value=True, key=f"keep:{d.instance_id}")
+            q = right.text_input("Yes/no question", value=d.question, key=f"dq:{d.instance_id}")
+            truth = right.radio("Truth", ["yes", "no"], index=0 if d.truth else 1, horizontal=True, key=f"dt:{d.instance_id}")
+            decisions.append(C.DraftDecision(d.instance_id, keep, q, truth == "yes"))
+    if st.button("Confirm", key="confirm", type="primary"):
+        try:
+            kept = C.confirm_drafts(store, worker, decisions)
+            _flash("success", f"Confirmed {len(kept)} yes/no question(s).")
+            st.rerun()
+        except VhmineError as err:
+            st.error(_esc(err))
+    return True
+
+
+def annotate_page(store, worker: str, mode_name: str) -> None:
+    mode = M.get_mode(mode_name)
+    st.header(f"Annotate: {mode.name}")
+    st.caption(f"{mode.definition} Look for: {mode.look_for}")
+    p = next(p for p in C.progress(store) if p.mode == mode.name)
+    st.caption(f"{mode.name}: {p.done} done, {p.remaining} remaining, {p.discarded} discarded")
+    if drafts_form(store, worker, mode.name):
+        return
+    try:
+        item = C.next_item(store, worker, mode.name)
+    except VhmineError as err:
+        st.error(_esc(err))
+        return
+    if item is None:
+        st.info(f"Nothing left to annotate in {mode.name}.")
+        return
+    key = item.task_id
+    cols = st.columns(len(item.images))
+    for col, v in zip(cols, item.images):
+        with col:
+            _image(store, v.id, f"image {v.role}" if v.role != "image" else "generated image")
+            if v.categories:
+                st.caption(_esc("objects: " + ", ".join(v.categories)))
+    if item.prompt is not None:
+        st.caption("Prompt that generated it:")
+        st.text(item.prompt)
+    st.caption(_esc(f"item {item.task_id}; yours until {item.lease_until:%H:%M} UTC"))
+
+    tpl_id = st.selectbox("Template", [t.id for t in mode.templates], key=f"tpl:{key}",
+                          format_func=lambda t: f"[{mode.template(t).kind}] {mode.template(t).text}")
+    tpl = mode.template(tpl_id)
+    slots = {s: st.text_input(f"{{{s}}}", key=f"slot:{key}:{tpl.id}:{s}") for s in tpl.slots}
+    try:
+        filled = M.fill(tpl, slots)
+    except VhmineError:
+        filled = tpl.text
+    qkey = f"q:{key}:{tpl.id}"
+    if st.session_state.get(qkey + ":filled") != filled:  # slots changed: offer the newly filled template
+        st.session_state[qkey] = st.session_state[qkey + ":filled"] = filled
+    question = st.text_input("Question", key=qkey, help="The filled template; reword it if you need to.")
+    roles = {v.role: v.id for v in item.images}
+    if len(item.images) > 1:
+        chosen = st.multiselect("The question is about", list(roles), default=list(roles), key=f"targets:{key}")
+    else:
+        chosen = list(roles)
+    answers, truths = {}, {}
+    for role in chosen:
+        iid = roles[role]
+        label = f"image {role}" if role != "image" else "the image"
+        if tpl.kind == M.YNQ:
+            t = st.radio(f"Truth for {label}", ["not set", "yes", "no"], horizontal=True, key=f"truth:{key}:{tpl.id}:{role}")
+            truths[iid] = None if t == "not set" else t == "yes"
+        answers[iid] = st.text_area(f"Reference answer(s) for {label}, one per line"
+                                    + (" (optional)" if tpl.kind == M.YNQ else ""), key=f"ans:{key}:{tpl.id}:{role}")
+    c1, c2, c3 = st.columns(3)
+    if c1.button("Save", type="primary", key=f"save:{key}"):
+        ann = C.Annotation(tpl.id, slots, question, answers, truths, [roles[r] for r in chosen])
+        try:
+            saved = C.save_annotation(store, worker, item.task_id, ann)
+            _flash("success", f"Saved {len(saved.instance_ids)} question(s)"
+                   + (f"; confirm {len(saved.draft_ids)} drafted yes/no question(s)." if saved.draft_ids else "."))
+            st.rerun()
+        except VhmineError as err:
+            st.error(_esc(err))
+    if c2.button("Skip", key=f"skip:{key}"):
+        try:
+            C.skip(store, worker, item.task_id)
+            _flash("info", f"Skipped {item.task_id}.")
+            st.rerun()
+        except VhmineError as err:
+            st.error(_esc(err))
+    reason = c3.text_input("Discard reason", key=f"reason:{key}", placeholder="no unambiguous question fits")
+    if c3.button("Discard", key=f"discard:{key}"):
+        try:
+            C.discard(store, worker, item.task_id, reason)
+            _flash("info", f"Discarded {item.task_id}.")
+            st.rerun()
+        except VhmineError as err:
+            st.error(_esc(err))
+
+
+def review_page(store, worker: str, mode: str) -> None:
+    st.header(f"Review: {mode}")
+    st.caption("Answer without seeing the author's answer.")
+    item = C.next_review(store, worker, mode)
+    if item is None:
+        st.info(f"Nothing to review in {mode}.")
+        return
+    _image(store, item.image_id, "image")
+    st.text(item.question)
+    if item.kind == M.YNQ:
+        answer = st.radio("Your answer", ["yes", "no", "can't tell"], index=None, horizontal=True, key=f"rv:{item.instance_id}")
+    else:
+        answer = st.text_input("Your answer", key=f"rv:{item.instance_id}")
+        if st.checkbox("I can't tell", key=f"rvx:{item.instance_id}"):
+            answer = "can't tell"
+    if st.button("Save answer", type="primary", key=f"rvs:{item.instance_id}"):
+        try:
+            C.save_review(store, worker, item.instance_id, answer or "")
+            _flash("success", "Answer saved.")
+            st.rerun()
+        except VhmineError as err:
+            st.error(_esc(err))
+
+
+def label_page(store, worker: str, mode: str) -> None:
+    st.header(f"Label model answers: {mode}")
+    item = C.next_response(store, worker, mode)
+    if item is None:
+        st.info(f"No model answers to label in {mode}.")
+        return
+    _image(store, item.image_id, "image")
+    st.caption("Question")
+    st.text(item.question)
+    st.caption("Reference answer(s)" + (f" (truth: {'yes' if item.truth else 'no'})" if item.truth is not None else ""))
+    st.text("\n".join(item.answers))
+    st.caption("The model's answer")
+    st.text(item.model_answer)
+    verdict = st.radio("Verdict", ["correct", "hallucinated"], index=None, horizontal=True, key=f"lv:{item.response_id}")
+    if st.button("Save verdict", type="primary", key=f"lvs:{item.response_id}"):
+        try:
+            C.label_response(store, worker, item.response_id, verdict or "")
+            _flash("success", "Verdict saved.")
+            st.rerun()
+        except VhmineError as err:
+            st.error(_esc(err))
+
+
+def _agreement_rows(rows):
+    return [{"mode": a.mode, "statistic": a.statistic or "-", "kappa": None if a.kappa is None else round(a.kappa, 3),
+             "items": a.items, "raters": a.raters, "disagreements": a.disagreements} for a in rows]
+
+
+def admin_page(store) -> None:
+    st.header("Agreement")
+    st.caption("Authors' reference answers against blind reviews: Cohen's kappa for two workers, Fleiss' for more.")
+    st.dataframe(_agreement_rows(C.agreement(store)), hide_index=True, key="agreement")
+    st.subheader("Disagreements")
+    dis = C.disagreements(store)
+    if dis:
+        st.dataframe([{"mode": d.mode, "instance": d.item_id, "question": d.question,
+                       "answers": "; ".join(f"{w}: {a}" for w, a in d.ratings.items())} for d in dis],
+                     hide_index=True, key="disagreements")
+    else:
+        st.write("None.")
+    st.subheader("Model-answer labels")
+    st.dataframe(_agreement_rows(C.agreement(store, "responses")), hide_index=True, key="label_agreement")
+    st.subheader("Workers")
+    st.dataframe([{"name": w.name, "admin": w.is_admin, "active": w.active} for w in C.list_workers(store)],
+                 hide_index=True, key="workers")
+
+
+def main() -> None:
+    url = os.environ.get("VHMINE_DB")
+    try:
+        store = _store(C.resolve_url(url))
+    except VhmineError as err:
+        st.error(_esc(err))
+        return
+    if "worker" not in st.session_state:
+        sign_in_page(store)
+        return
+    page, mode = sidebar(store)
+    _show_flash()
+    worker = st.session_state["worker"]
+    if page == "Annotate":
+        annotate_page(store, worker, mode)
+    elif page == "Review":
+        review_page(store, worker, mode)
+    elif page == "Label answers":
+        label_page(store, worker, mode)
+    elif page == "Admin" and st.session_state.get("admin"):
+        admin_page(store)
+
+
+main()

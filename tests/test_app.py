@@ -1,0 +1,184 @@
+"""apps/curate.py through Streamlit's AppTest: sign-in, annotate (with YNQ drafts), bad input, discard
+and undo, blind review, agreement on the admin page, labelling model answers, text shown as text."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from test_curate import _count, _seeded  # noqa: E402
+from vhmine import curate as C  # noqa: E402
+
+APP = str(Path(__file__).resolve().parent.parent / "apps" / "curate.py")
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    store, tokens = _seeded(tmp_path / "app.db", tmp_path)
+    monkeypatch.setenv("VHMINE_DB", f"sqlite:///{tmp_path / 'app.db'}")
+    yield store, tokens
+    store.close()
+
+
+def _signed_in(token: str, page: str | None = None, mode: str | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.text_input(key="token").input(token)
+    at.button[0].click().run()
+    assert not at.exception, at.exception
+    if page:
+        at.sidebar.radio(key="page").set_value(page).run()
+    if mode:
+        at.sidebar.selectbox(key="mode").select(mode).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _by_label(widgets, label):
+    found = [w for w in widgets if w.label == label]
+    assert found, f"no widget labelled {label!r}: {[w.label for w in widgets]}"
+    return found[0]
+
+
+def _plain(markdown: str) -> str:
+    """Undo the app's Markdown escaping (a backslash before each ASCII punctuation mark)."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown)
+
+
+def _texts(at) -> list[str]:
+    out = []
+    for kind in ("markdown", "text", "caption", "error", "info", "success", "title", "header", "subheader"):
+        out += [str(e.value) for e in getattr(at, kind)]
+    return out
+
+
+def test_sign_in(env):
+    store, tokens = env
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    assert at.text_input(key="token").proto.type == at.text_input(key="token").proto.PASSWORD
+    at.text_input(key="token").input("vhm_wrong")
+    at.button[0].click().run()
+    assert [_plain(e.value) for e in at.error] == ["unknown or inactive token: ask an admin for one (`vhmine workers add NAME`)"]
+    assert "worker" not in at.session_state and len(at.sidebar.radio) == 0  # nothing to write with
+    at = _signed_in(tokens["alice"])
+    assert at.sidebar.markdown[0].value == "Signed in as **alice**"
+    assert _by_label(at.sidebar.radio, "Page").options == ["Annotate", "Review", "Label answers"]  # no Admin
+    assert "token" not in at.session_state and not any(tokens["alice"] in t for t in _texts(at))
+
+
+def test_annotate_confirm_drafts_and_progress(env):
+    store, tokens = env
+    at = _signed_in(tokens["alice"], mode="counting")
+    _by_label(at.text_input, "{object}").input("cats").run()
+    assert _by_label(at.text_input, "Question").value == "How many cats are there in the picture?"
+    _by_label(at.text_area, "Reference answer(s) for image A, one per line").input("3")
+    _by_label(at.text_area, "Reference answer(s) for image B, one per line").input("2")
+    _by_label(at.button, "Save").click().run()
+    assert not at.exception, at.exception
+    assert [_plain(s.value) for s in at.success] == ["Saved 2 question(s); confirm 4 drafted yes/no question(s)."]
+    assert [w.value for w in at.text_input if w.label == "Yes/no question"] == [
+        "Are there exactly 3 cats in the picture?", "Are there exactly 2 cats in the picture?",
+        "Are there exactly 2 cats in the picture?", "Are there exactly 3 cats in the picture?"]
+    at.checkbox[3].uncheck()
+    _by_label(at.button, "Confirm").click().run()
+    assert [_plain(s.value) for s in at.success] == ["Confirmed 3 yes/no question(s)."]
+    assert sorted(r.truth for r in C.ready_instances(store, "counting", "YNQ")) == [False, True, True]
+    assert len(C.ready_instances(store, "counting", "OEQ")) == 2
+    prog = at.sidebar.dataframe[0].value
+    row = prog[prog["mode"] == "counting"].iloc[0]
+    assert (row["done"], row["remaining"], row["ready questions"]) == (1, 1, 5)
+
+
+def test_bad_input_shows_a_message_and_saves_nothing(env):
+    store, tokens = env
+    at = _signed_in(tokens["alice"], mode="counting")
+    _by_label(at.text_input, "{object}").input("cats").run()
+    _by_label(at.text_area, "Reference answer(s) for image A, one per line").input("3")
+    _by_label(at.button, "Save").click().run()
+    [err] = at.error
+    err = _plain(err.value)
+    assert err.startswith("no reference answer for image B (") and err.endswith(
+        "): write at least one acceptable answer (one per line)")
+    _by_label(at.text_area, "Reference answer(s) for image B, one per line").input("**many** <b>x</b>")
+    _by_label(at.button, "Save").click().run()
+    shown = at.error[0].value
+    assert r"\*\*many\*\* \<b\>x\<\/b\>" in shown  # escaped: shown literally, not as bold or HTML
+    assert _plain(shown).startswith("reference answer '**many** <b>x</b>' for image B (")
+    _by_label(at.selectbox, "Template").select("counting.exactly").run()
+    _by_label(at.text_input, "{n}").input("3")
+    _by_label(at.text_input, "{object}").input("cats").run()
+    _by_label(at.radio, "Truth for image A").set_value("yes")
+    _by_label(at.button, "Save").click().run()
+    assert _plain(at.error[0].value).startswith("the yes/no question for image B (")
+    assert C.ready_instances(store) == [] and C.pending_drafts(store, "alice") == []
+    assert [p.remaining for p in C.progress(store) if p.mode == "counting"] == [2]
+
+
+def test_discard_then_undo(env):
+    store, tokens = env
+    at = _signed_in(tokens["alice"], mode="color")
+    _by_label(at.button, "Discard").click().run()
+    assert _plain(at.error[0].value).startswith("give a reason for discarding")
+    _by_label(at.text_input, "Discard reason").input("two buses, which one is meant is unclear")
+    _by_label(at.button, "Discard").click().run()
+    assert _plain(at.info[0].value).startswith("Discarded color:")
+    assert [p.discarded for p in C.progress(store) if p.mode == "color"] == [1]
+    at.sidebar.button(key="undo").click().run()
+    assert _plain(at.info[0].value).startswith("Undone: discard of item color:")
+    assert [(p.discarded, p.remaining) for p in C.progress(store) if p.mode == "color"] == [(0, 2)]
+
+
+def test_review_is_blind_and_admin_sees_agreement(env):
+    store, tokens = env
+    item = C.next_item(store, "alice", "counting")
+    ids = [v.id for v in item.images]
+    C.save_annotation(store, "alice", item.task_id, C.Annotation(
+        "counting.exactly", {"object": "<script>alert(1)</script> **cats**", "n": "2"}, truths={ids[0]: True, ids[1]: False}))
+    at = _signed_in(tokens["bob"], page="Review", mode="counting")
+    question = "Are there exactly 2 <script>alert(1)</script> **cats** in the picture?"
+    assert at.text[0].value == question  # shown verbatim as text, not rendered
+    assert not any("alert(1)" in m.value for m in at.markdown)
+    assert not any(t in ("yes", "no", "Yes", "No") for t in _texts(at))  # no reference answer on the page
+    for answer in ("yes", "yes"):  # agrees on the first image, not on the second
+        _by_label(at.radio, "Your answer").set_value(answer)
+        _by_label(at.button, "Save answer").click().run()
+        assert _plain(at.success[0].value) == "Answer saved."
+    assert _plain(at.info[0].value) == "Nothing to review in counting."
+    at = _signed_in(tokens["carol"], page="Admin")
+    table = at.main.dataframe[0].value  # agreement, disagreements, label agreement, workers
+    row = table[table["mode"] == "counting"].iloc[0]
+    # items: (yes, yes) and (no, yes): p_o = 1/2, p_e = (1*2 + 1*0) / 4 = 1/2 -> kappa 0
+    assert (row["statistic"], row["kappa"], row["items"], row["raters"], row["disagreements"]) == ("cohen", 0.0, 2, 2, 1)
+    dis = at.main.dataframe[1].value
+    assert list(dis["answers"]) == ["alice: no; bob: yes"] and list(dis["question"]) == [question]
+
+
+def test_label_model_answers(env):
+    store, tokens = env
+    item = C.next_item(store, "alice", "counting")
+    saved = C.save_annotation(store, "alice", item.task_id, _count(item))
+    rid = C.add_response(store, saved.instance_ids[0], "secret-model-name", "How many cats?", "Seven cats.")
+    at = _signed_in(tokens["bob"], page="Label answers", mode="counting")
+    assert "Seven cats." in [t.value for t in at.text] and not any("secret-model-name" in t for t in _texts(at))
+    _by_label(at.radio, "Verdict").set_value("hallucinated")
+    _by_label(at.button, "Save verdict").click().run()
+    assert _plain(at.success[0].value) == "Verdict saved."
+    assert _plain(at.info[0].value) == "No model answers to label in counting."
+    assert C.next_response(store, "bob") is None and C.next_response(store, "carol").response_id == rid
+
+
+def test_cli_curate_names_a_missing_app(tmp_path):
+    from typer.testing import CliRunner
+
+    from vhmine.cli import app
+
+    r = CliRunner().invoke(app, ["curate", "--db", str(tmp_path / "x.db"), "--app", str(tmp_path / "nope.py")])
+    assert r.exit_code == 2
+    assert f"error: the curation app {tmp_path / 'nope.py'} is missing: it ships with the source checkout" in r.output

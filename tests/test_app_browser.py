@@ -1,0 +1,106 @@
+"""The curation app in a real browser: `vhmine curate` (streamlit run) on 127.0.0.1, driven by
+Playwright through Debian's chromium. Signs in, annotates one item, checks the store and saves a
+screenshot under test-artifacts/."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from test_seed import write_pairs, write_photos
+from test_store import _free_port
+
+CHROMIUM = os.environ.get("VHMINE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture
+def app_server(tmp_path):
+    """(url, db url, tokens) of `vhmine curate` serving a seeded store."""
+    from vhmine import curate as C
+    from vhmine.seed import seed_pairs
+    from vhmine.store import open_store
+
+    db = f"sqlite:///{tmp_path / 'browser.db'}"
+    with open_store(db) as store:
+        seed_pairs(store, write_pairs(tmp_path / "runs" / "b", write_photos(tmp_path / "photos", ("coffee", "rocket"))), per_mode=1)
+        token = C.add_worker(store, "alice")
+    port = _free_port()
+    log = open(tmp_path / "streamlit.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "vhmine.cli", "curate", "--db", db, "--host", "127.0.0.1", "--port", str(port)],
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError("the app did not start:\n" + (tmp_path / "streamlit.log").read_text()[-3000:])
+            time.sleep(0.5)
+        yield url, db, token, tmp_path / "streamlit.log"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)  # our own process group: vhmine and its streamlit child
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+
+
+def test_sign_in_and_annotate_in_chromium(app_server, tmp_path):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"chromium not found at {CHROMIUM}: install Debian's chromium (scripts/ci_services.sh)")
+    from vhmine import curate as C
+    from vhmine.store import open_store
+
+    url, db, token, log = app_server
+    ARTIFACTS.mkdir(exist_ok=True)
+    expect = sync_api.expect
+    with sync_api.sync_playwright() as p:
+        ctx = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, headless=True,
+                                                   args=ARGS, viewport={"width": 1400, "height": 1400})
+        try:
+            page = ctx.new_page()
+            page.goto(url, timeout=60_000)
+            page.get_by_label("Token", exact=True).fill(token)
+            page.get_by_role("button", name="Sign in").click()
+            expect(page.get_by_text("Signed in as")).to_be_visible(timeout=60_000)
+            expect(page.get_by_text("Annotate: existence")).to_be_visible(timeout=30_000)
+            slot = page.get_by_label("{where}", exact=True)
+            slot.fill("on the table")
+            slot.press("Tab")
+            expect(page.get_by_label("Question", exact=True)).to_have_value("What is on the table in the picture?", timeout=30_000)
+            for role, answer in (("A", "a cup of coffee"), ("B", "a spoon")):
+                area = page.get_by_label(f"Reference answer(s) for image {role}, one per line", exact=True)
+                area.fill(answer)
+                area.press("Tab")
+            page.get_by_role("button", name="Save", exact=True).click()
+            expect(page.get_by_text("Saved 2 question(s); confirm 4 drafted yes/no question(s).")).to_be_visible(timeout=60_000)
+            expect(page.get_by_role("button", name="Confirm")).to_be_visible(timeout=30_000)
+            page.screenshot(path=str(ARTIFACTS / "curate_browser.png"), full_page=True)
+            html = page.content()
+        finally:
+            ctx.close()
+    assert token not in html and token not in log.read_text()
+    with open_store(db) as store:
+        got = sorted((r.question, r.answers) for r in C.ready_instances(store, "existence"))
+        assert got == [("What is on the table in the picture?", ("a cup of coffee",)),
+                       ("What is on the table in the picture?", ("a spoon",))]
+        assert {r.created_by for r in C.ready_instances(store)} == {"alice"}
+        assert len(C.pending_drafts(store, "alice")) == 4
+    assert (ARTIFACTS / "curate_browser.png").stat().st_size > 10_000

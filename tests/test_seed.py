@@ -1,0 +1,176 @@
+"""vhmine.seed and `vhmine seed` / `vhmine workers`: mined pairs into the store's queues.
+
+`write_pairs` (used by the other curation tests too) writes a pairs.parquet and run.json as
+`vhmine mine` does, over real photos from scikit-image saved as PNG.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+PHOTOS = ("astronaut", "coffee", "chelsea", "rocket", "camera", "coins", "moon", "page", "clock", "horse")
+
+
+def write_photos(folder: Path, names=PHOTOS) -> list[Path]:
+    import numpy as np
+    import skimage.data
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for n in names:
+        p = folder / f"{n}.png"
+        if not p.exists():
+            img = Image.fromarray(np.asarray(getattr(skimage.data, n)()))
+            img.thumbnail((96, 96))
+            img.save(p)
+        out.append(p)
+    return out
+
+
+def write_pairs(run_dir: Path, photos: list[Path], n_pairs: int | None = None, shuffle: bool = False) -> Path:
+    """runs/<run>/pairs.parquet + run.json over all pairs of `photos` (ranked by a made-up gap)."""
+    import pandas as pd
+
+    rows = []
+    for a, b in itertools.combinations(photos, 2):
+        sa, sb = (hashlib.sha256(p.read_bytes()).hexdigest() for p in (a, b))
+        clip = 0.9 + (int(sa[:4], 16) % 100) / 1000
+        dino = 0.2 + (int(sb[:4], 16) % 300) / 1000
+        rows.append({"image_id_a": sa[:16], "image_id_b": sb[:16], "sha256_a": sa, "sha256_b": sb,
+                     "path_a": str(a.resolve()), "path_b": str(b.resolve()), "clip_sim": clip, "dino_sim": dino,
+                     "gap": clip - dino, "categories_a": [] if a.stem == "page" else [a.stem], "categories_b": [] if b.stem == "page" else [b.stem]})
+    df = pd.DataFrame(rows).sort_values("gap", ascending=False, kind="stable").reset_index(drop=True)
+    df.insert(0, "rank", range(1, len(df) + 1))
+    if n_pairs is not None:
+        df = df.head(n_pairs)
+    if shuffle:
+        df = df.sample(frac=1.0, random_state=3).reset_index(drop=True)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    df.to_parquet(run_dir / "pairs.parquet")
+    (run_dir / "run.json").write_text(json.dumps({"index": "photos", "clip_threshold": 0.9, "dino_threshold": 0.55,
+                                                  "encoders": {"clip": "tiny", "dino": "tiny"}, "vhmine_version": "0.1.0"}))
+    return run_dir / "pairs.parquet"
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory):
+    return write_photos(tmp_path_factory.mktemp("photos"))
+
+
+def test_assign_vhtest_numbers_each_pair_in_four_modes():
+    from vhmine.modes import mode_names
+    from vhmine.seed import assign
+
+    plan = assign(200, 100, mode_names())
+    assert all(len(v) == 100 and len(set(v)) == 100 for v in plan.values())
+    uses = Counter(i for v in plan.values() for i in v)
+    assert set(uses) == set(range(200)) and set(uses.values()) == {4}
+
+
+def test_assign_many_pairs_gives_disjoint_sets_and_few_pairs_are_shared():
+    from vhmine.modes import mode_names
+    from vhmine.seed import assign
+
+    plan = assign(5000, 100, mode_names())
+    allidx = [i for v in plan.values() for i in v]
+    assert len(allidx) == len(set(allidx)) == 800 and max(allidx) == 799
+    small = assign(10, 100, mode_names())
+    assert all(v == list(range(10)) for v in small.values())
+
+
+def test_assign_rejects_zero_per_mode():
+    from vhmine.errors import InputError
+    from vhmine.seed import assign
+
+    with pytest.raises(InputError, match=r"--per-mode must be at least 1, got 0"):
+        assign(10, 0, ["counting"])
+
+
+def test_seed_queues_tasks_by_rank_and_is_idempotent(tmp_path, photos):
+    from vhmine.curate import progress
+    from vhmine.seed import seed_pairs
+    from vhmine.store import Image, Pair, Run, Task, open_store
+
+    pairs = write_pairs(tmp_path / "runs" / "r1", photos, n_pairs=12)
+    shuffled = write_pairs(tmp_path / "runs" / "r2", photos, n_pairs=12, shuffle=True)
+    with open_store(tmp_path / "a.db") as a, open_store(tmp_path / "b.db") as b:
+        res = seed_pairs(a, pairs, per_mode=3)
+        assert res.pairs_read == 12 and res.tasks_added == {m: 3 for m in res.tasks_added} and len(res.tasks_added) == 8
+        assert res.pairs_added == 12  # 24 slots over 12 pairs: every pair in two modes
+        again = seed_pairs(a, pairs, per_mode=3)
+        assert again.images_added == again.pairs_added == sum(again.tasks_added.values()) == 0
+        assert again.tasks_existing == 24
+        seed_pairs(b, shuffled, per_mode=3)
+        with a.session() as sa, b.session() as sb:
+            ta = {t.id: t.priority for t in sa.query(Task)}
+            tb = {t.id: t.priority for t in sb.query(Task)}
+            assert ta == tb  # the file's row order does not matter, the rank does
+            rank1 = sa.query(Pair).filter(Pair.rank == 1).one()
+            assert f"existence:{rank1.id}" in ta
+            assert sa.get(Run, "r1").meta["index"] == "photos"
+            assert {i.source for i in sa.query(Image)} == {"mined"}
+            cats = {Path(i.path).stem: i.categories for i in sa.query(Image)}
+            assert len(cats) == res.images_added == 7 and all(c == ([] if n == "page" else [n]) for n, c in cats.items())
+        assert [(p.mode, p.remaining, p.done) for p in progress(a)][:2] == [("existence", 3, 0), ("shape", 3, 0)]
+
+
+def test_seed_errors_name_the_file_and_next_step(tmp_path, photos):
+    import pandas as pd
+
+    from vhmine.errors import InputError
+    from vhmine.seed import seed_pairs
+    from vhmine.store import open_store
+
+    pairs = write_pairs(tmp_path / "runs" / "r", photos, n_pairs=3)
+    with open_store(tmp_path / "s.db") as store:
+        with pytest.raises(InputError, match=r"pairs file .*nope.parquet not found: run `vhmine mine` first"):
+            seed_pairs(store, tmp_path / "nope.parquet")
+        df = pd.read_parquet(pairs)
+        df.drop(columns=["gap", "sha256_b"]).to_parquet(tmp_path / "bad.parquet")
+        with pytest.raises(InputError, match=r"bad.parquet lacks column\(s\) sha256_b, gap: it is not a `vhmine mine` pairs table"):
+            seed_pairs(store, tmp_path / "bad.parquet")
+        df2 = df.copy()
+        df2.loc[1, "image_id_a"] = "0123456789abcdef"
+        df2.to_parquet(tmp_path / "badid.parquet")
+        with pytest.raises(InputError, match=r"\(rank 2, side a\): image id '0123456789abcdef' is not the first 16 hex digits"):
+            seed_pairs(store, tmp_path / "badid.parquet")
+        df3 = df.copy()
+        df3.loc[0, "path_b"] = str(tmp_path / "gone.png")
+        df3.to_parquet(tmp_path / "gone.parquet")
+        with pytest.raises(InputError, match=r"\(rank 1, side b\): image file .*gone.png is missing: seed on the machine"):
+            seed_pairs(store, tmp_path / "gone.parquet")
+
+
+def test_cli_seed_and_workers(tmp_path, photos):
+    from typer.testing import CliRunner
+
+    from vhmine.cli import app
+    from vhmine.curate import sign_in
+    from vhmine.store import open_store
+
+    pairs = write_pairs(tmp_path / "runs" / "demo", photos, n_pairs=4)
+    db = str(tmp_path / "cli.db")
+    r = CliRunner().invoke(app, ["seed", "--pairs", str(pairs), "--per-mode", "2", "--mode", "counting", "--mode", "color", "--db", db])
+    assert r.exit_code == 0, r.output
+    assert "seeded run demo: 4 pairs read" in r.output and "tasks queued: counting 2, color 2 (4 new, 0 already queued)" in r.output
+    r = CliRunner().invoke(app, ["workers", "add", "alice", "--admin", "--db", db])
+    assert r.exit_code == 0, r.output
+    token = r.stdout.strip().splitlines()[-1]
+    assert token.startswith("vhm_") and len(token) > 40
+    with open_store(db) as store:
+        assert sign_in(store, token).name == "alice"
+    raw = b"".join(p.read_bytes() for p in tmp_path.glob("cli.db*"))
+    assert token.encode() not in raw and hashlib.sha256(token.encode()).hexdigest().encode() in raw
+    r = CliRunner().invoke(app, ["workers", "add", "alice", "--db", db])
+    assert r.exit_code == 2 and "worker 'alice' already exists" in r.output
+    r = CliRunner().invoke(app, ["workers", "list", "--db", db])
+    assert r.stdout.strip() == "alice\tadmin\tactive" and token not in r.output
+    r = CliRunner().invoke(app, ["seed", "--pairs", str(tmp_path / "x.parquet"), "--db", db])
+    assert r.exit_code == 2 and "error: pairs file" in r.output

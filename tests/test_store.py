@@ -1,0 +1,269 @@
+"""vhmine.store: opening, migrating and refusing stores, on SQLite and on a real PostgreSQL server.
+
+`pg_server` / `pg_url` (used by test_curate.py too) start a throw-away PostgreSQL cluster (initdb
+into a temporary folder, pg_ctl on a loopback port, as the `postgres` user when run as root).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+
+from test_seed import write_pairs, write_photos
+
+
+def _pg_bindir() -> str | None:
+    for d in sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(p.split("/")[-2]), reverse=True):
+        if os.path.exists(os.path.join(d, "initdb")):
+            return d
+    initdb = shutil.which("initdb")
+    return os.path.dirname(initdb) if initdb else None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """(host, port) of a PostgreSQL server started for this test session."""
+    bindir = _pg_bindir()
+    if bindir is None:
+        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) not found: install Debian's postgresql (scripts/ci_services.sh)")
+    prefix: list[str] = []
+    root = tempfile.mkdtemp(prefix="vhmine-pg-")
+    if os.geteuid() == 0:  # initdb refuses to run as root
+        try:
+            import pwd
+
+            pw = pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.skip("running as root and there is no `postgres` user to run the server as (install Debian's postgresql)")
+        os.chown(root, pw.pw_uid, pw.pw_gid)
+        prefix = ["runuser", "-u", "postgres", "--"]
+    data, port = os.path.join(root, "data"), _free_port()
+    run = lambda *cmd: subprocess.run(prefix + list(cmd), check=True, capture_output=True, text=True, timeout=120)  # noqa: E731
+    run(f"{bindir}/initdb", "-D", data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync")
+    run(f"{bindir}/pg_ctl", "-D", data, "-l", os.path.join(root, "log"), "-w", "-t", "60", "-o",
+        f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off", "start")
+    try:
+        yield "127.0.0.1", port
+    finally:
+        subprocess.run(prefix + [f"{bindir}/pg_ctl", "-D", data, "-m", "immediate", "stop"], capture_output=True, timeout=60)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def pg_url(pg_server):
+    """A fresh, empty database on the session's server."""
+    import psycopg
+
+    host, port = pg_server
+    name = "t_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(host=host, port=port, user="postgres", dbname="postgres", autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{name}"')
+    return f"postgresql+psycopg://postgres@{host}:{port}/{name}"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_url(request, tmp_path):
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.db'}"
+    return request.getfixturevalue("pg_url")
+
+
+def _schema_diff(store):
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    from vhmine.store import Base
+
+    with store.engine.connect() as conn:
+        return compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), Base.metadata)
+
+
+def test_new_store_is_at_head_and_matches_the_table_classes(any_url):
+    from vhmine.store import open_store, schema_head
+
+    with open_store(any_url) as store:
+        assert store.revision() == schema_head() == "0002"
+        assert _schema_diff(store) == []
+
+
+def test_sqlite_store_uses_wal_and_foreign_keys(tmp_path):
+    from sqlalchemy.exc import IntegrityError
+
+    from vhmine.store import Pair, open_store, utcnow
+
+    with open_store(tmp_path / "s.db") as store:
+        with store.engine.connect() as c:
+            assert c.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert c.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+        with pytest.raises(IntegrityError):
+            with store.session() as s:
+                s.add(Pair(id="x-y", image_a="0" * 16, image_b="1" * 16, created_at=utcnow()))
+
+
+def test_resolve_url_and_hidden_password(tmp_path, monkeypatch):
+    from vhmine.store import DEFAULT_DB, display_url, resolve_url
+
+    monkeypatch.delenv("VHMINE_DB", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert resolve_url() == "sqlite:///" + str((tmp_path / DEFAULT_DB).resolve())
+    monkeypatch.setenv("VHMINE_DB", "postgresql+psycopg://u:s3cret@db/x")
+    assert resolve_url() == "postgresql+psycopg://u:s3cret@db/x"
+    assert resolve_url("other.db") == "sqlite:///" + str(tmp_path / "other.db")
+    assert display_url("postgresql+psycopg://u:s3cret@db/x") == "postgresql+psycopg://u:***@db/x"
+
+
+def _old_store_rows(url: str, photos: list[Path]) -> dict:
+    """Write, with plain SQL as vhmine at schema 0001 did, one of each kind of row."""
+    import hashlib
+
+    from sqlalchemy import text
+
+    from vhmine.store import open_store
+
+    sha = [hashlib.sha256(p.read_bytes()).hexdigest() for p in photos[:2]]
+    ids = [s[:16] for s in sha]
+    pid = "-".join(sorted(ids))
+    store = open_store(url, target="0001")
+    assert store.revision() == "0001"
+    now = "2024-01-02 03:04:05"
+    with store.engine.begin() as c:
+        ins = lambda sql, **kw: c.execute(text(sql), kw)  # noqa: E731
+        for i, s, p in zip(ids, sha, photos):
+            ins("INSERT INTO images (id, sha256, path, source, categories, created_at) VALUES (:i, :s, :p, 'mined', '[\"cat\"]', :t)",
+                i=i, s=s, p=str(p), t=now)
+        ins("INSERT INTO runs (name, pairs_path, meta, seeded_at) VALUES ('old', '/x/pairs.parquet', '{\"index\": \"c\"}', :t)", t=now)
+        ins("INSERT INTO pairs (id, image_a, image_b, rank, clip_sim, dino_sim, gap, run, created_at) "
+            "VALUES (:p, :a, :b, 1, 0.95, 0.3, 0.65, 'old', :t)", p=pid, a=ids[0], b=ids[1], t=now)
+        ins("INSERT INTO workers (name, token_hash, is_admin, active, created_at) VALUES ('ann', :h, false, true, :t)",
+            h="ab" * 32, t=now)
+        ins("INSERT INTO tasks (id, mode, pair_id, priority, status, version, done_by, done_at, created_at) "
+            "VALUES (:i, 'counting', :p, 1, 'done', 2, 'ann', :t, :t)", i=f"counting:{pid}", p=pid, t=now)
+        ins("INSERT INTO actions (worker, kind, task_id, payload, created_at) VALUES ('ann', 'annotate', :i, '{}', :t)",
+            i=f"counting:{pid}", t=now)
+        ins("INSERT INTO instances (id, task_id, mode, kind, image_id, pair_id, template_id, slots, question, answers, "
+            "truth, status, created_by, created_at) VALUES ('inst0001', :i, 'counting', 'YNQ', :img, :p, 'counting.exactly', "
+            "'{\"object\": \"cats\", \"n\": \"2\"}', 'Are there exactly 2 cats in the picture?', '[\"No\"]', false, 'ready', 'ann', :t)",
+            i=f"counting:{pid}", img=ids[0], p=pid, t=now)
+    store.close()
+    return {"ids": ids, "pair": pid}
+
+
+def test_store_from_schema_0001_opens_in_newer_vhmine_with_nothing_lost(tmp_path):
+    from vhmine.curate import add_response, progress, ready_instances
+    from vhmine.store import Response, open_store
+
+    photos = write_photos(tmp_path / "photos", ("coffee", "rocket"))
+    db = tmp_path / "old.db"
+    old = _old_store_rows(f"sqlite:///{db}", photos)
+    with open_store(db) as store:
+        assert store.revision() == "0002"
+        assert _schema_diff(store) == []
+        [inst] = ready_instances(store)
+        assert (inst.id, inst.question, inst.answers, inst.truth, inst.slots) == (
+            "inst0001", "Are there exactly 2 cats in the picture?", ("No",), False, {"object": "cats", "n": "2"})
+        assert (inst.pair_id, inst.other_image_id, inst.created_by) == (old["pair"], old["ids"][1], "ann")
+        assert [p.done for p in progress(store) if p.mode == "counting"] == [1]
+        rid = add_response(store, "inst0001", "tiny-vlm", "Answer yes or no.", "Yes")  # a table from 0002
+        with store.session() as s:
+            assert s.get(Response, rid).answer == "Yes"
+    assert (tmp_path / "old.db.bak-0001").is_file()  # the pre-migration copy
+
+
+def test_store_from_schema_0001_migrates_on_postgresql(tmp_path, pg_url):
+    from vhmine.curate import ready_instances
+    from vhmine.store import open_store
+
+    photos = write_photos(tmp_path / "photos", ("coffee", "rocket"))
+    _old_store_rows(pg_url, photos)
+    with open_store(pg_url) as store:
+        assert store.revision() == "0002" and _schema_diff(store) == []
+        assert [r.id for r in ready_instances(store)] == ["inst0001"]
+
+
+def test_store_from_newer_vhmine_is_refused(tmp_path):
+    from vhmine.errors import StoreVersionError
+    from vhmine.store import open_store
+
+    db = tmp_path / "new.db"
+    open_store(db).close()
+    import sqlite3
+
+    with sqlite3.connect(db) as c:
+        c.execute("UPDATE alembic_version SET version_num = '0042'")
+    with pytest.raises(StoreVersionError, match=(
+            r"^store sqlite:///.*new.db has schema revision 0042, which this vhmine does not know \(it knows up to 0002\): "
+            r"it was written by a newer vhmine; upgrade vhmine \(pip install -U vhmine\) or point --db at another store$")):
+        open_store(db)
+
+
+def test_foreign_database_is_refused(tmp_path):
+    import sqlite3
+
+    from vhmine.errors import StoreError
+    from vhmine.store import open_store
+
+    db = tmp_path / "other.db"
+    with sqlite3.connect(db) as c:
+        c.execute("CREATE TABLE customers (id INTEGER)")
+    with pytest.raises(StoreError, match=r"holds tables \(customers\) but no vhmine schema: point --db / VHMINE_DB at a new file"):
+        open_store(db)
+
+
+def test_unreachable_server_names_the_url_without_password():
+    from vhmine.errors import StoreError
+    from vhmine.store import open_store
+
+    port = _free_port()
+    with pytest.raises(StoreError) as info:
+        open_store(f"postgresql+psycopg://u:s3cret@127.0.0.1:{port}/x")
+    msg = str(info.value)
+    assert msg.startswith(f"cannot open store postgresql+psycopg://u:***@127.0.0.1:{port}/x: OperationalError")
+    assert "s3cret" not in msg and msg.endswith("check --db / VHMINE_DB and that the database server is running")
+
+
+def test_seed_on_postgresql(tmp_path, pg_url):
+    from vhmine.curate import progress
+    from vhmine.seed import seed_pairs
+    from vhmine.store import open_store
+
+    pairs = write_pairs(tmp_path / "runs" / "pg", write_photos(tmp_path / "photos", ("coffee", "rocket", "horse")))
+    with open_store(pg_url) as store:
+        assert sum(seed_pairs(store, pairs, per_mode=2).tasks_added.values()) == 16
+        assert sum(p.remaining for p in progress(store)) == 16
+
+
+def test_migrations_ship_in_the_package_as_one_linear_chain():
+    from importlib.resources import files
+
+    from alembic.script import ScriptDirectory
+
+    from vhmine.store import _alembic_config
+
+    names = {p.name for p in files("vhmine.migrations.versions").iterdir()}
+    assert {"__init__.py", "0001_initial.py", "0002_next_stages.py"} <= names  # importable package: wheels carry it
+    revs = list(ScriptDirectory.from_config(_alembic_config()).walk_revisions())
+    assert [(r.revision, r.down_revision) for r in revs] == [("0002", "0001"), ("0001", None)]
+
+
+def test_cli_help_imports_no_store_or_app_libraries():
+    import sys
+
+    code = ("import sys; from vhmine.cli import main\n"
+            "try:\n    main(['seed', '--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('sqlalchemy', 'alembic', 'streamlit', 'psycopg') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
+    assert "--per-mode" in out and out.strip().splitlines()[-1] == "[]"

@@ -1,0 +1,341 @@
+"""The eight VHTest modes: definitions, what a worker looks for, and question templates.
+
+Reads and writes nothing: a declarative registry (frozen dataclasses, built once on first use) and
+the pure functions the curation library and app call to fill a template, check a worker's answers
+and draft the yes/no (YNQ) variants of an open-ended (OEQ) answer.
+
+A template's text has `{slot}` placeholders. An OEQ template names how its answer becomes a YNQ:
+- ``derive="value"``: the answer fills slot `answer_slot` of the YNQ template; the true answer
+  gives a "yes" question, a wrong one (the other image's answer, else one of the mode's
+  `alternatives`) a "no" question;
+- ``derive="pick"``: the answer must be one of the filled slots `choices`; the YNQ puts the answer in
+  the first of `choices` and the other in the second ("yes"), and swaps them for the "no" question.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Mapping, Optional, Sequence
+
+from .errors import FormError, InputError
+
+OEQ, YNQ = "OEQ", "YNQ"
+KINDS = (OEQ, YNQ)
+
+
+@dataclass(frozen=True)
+class Template:
+    id: str  # stable: "<mode>.<name>", stored with every instance
+    kind: str  # OEQ or YNQ
+    text: str
+    ynq: Optional[str] = None  # OEQ only: id of the YNQ template its answer turns into
+    derive: Optional[str] = None  # OEQ only: "value" or "pick" (see module docstring)
+    answer_slot: Optional[str] = None  # derive="value": the YNQ slot the answer fills
+    choices: tuple[str, ...] = ()  # derive="pick": the two slots the answer chooses between
+
+    @property
+    def slots(self) -> tuple[str, ...]:
+        """Slot names in order of first appearance."""
+        seen: list[str] = []
+        for _, name, _, _ in string.Formatter().parse(self.text):
+            if name and name not in seen:
+                seen.append(name)
+        return tuple(seen)
+
+
+@dataclass(frozen=True)
+class Mode:
+    name: str
+    group: str  # "object" (a property of one object) or "relation" (among objects)
+    definition: str
+    look_for: str
+    templates: tuple[Template, ...]
+    alternatives: tuple[str, ...] = ()  # wrong values for drafting "no" questions
+    numeric: bool = False  # answers must be whole numbers (counting)
+
+    def template(self, template_id: str) -> Template:
+        for t in self.templates:
+            if t.id == template_id:
+                return t
+        raise FormError(
+            "template",
+            f"unknown template {template_id!r} for mode {self.name}: choose one of "
+            + ", ".join(t.id for t in self.templates),
+        )
+
+    def templates_of(self, kind: str) -> tuple[Template, ...]:
+        return tuple(t for t in self.templates if t.kind == kind)
+
+
+def _t(mode: str, name: str, kind: str, text: str, **kw) -> Template:
+    return Template(id=f"{mode}.{name}", kind=kind, text=text, **kw)
+
+
+@lru_cache(maxsize=1)
+def _registry() -> dict[str, Mode]:
+    modes = [
+        Mode(
+            "existence", "object",
+            "Whether an object is present in the picture.",
+            "An object the other image of the pair has and this one lacks (or the reverse), or an object "
+            "that is easy to imagine but absent.",
+            (
+                _t("existence", "what_is", OEQ, "What is {where} in the picture?",
+                   ynq="existence.is_there_at", derive="value", answer_slot="object"),
+                _t("existence", "is_there_at", YNQ, "Is there a {object} {where} in the picture?"),
+                _t("existence", "is_there", YNQ, "Is there a {object} in the picture?"),
+            ),
+        ),
+        Mode(
+            "shape", "object",
+            "The shape of one object.",
+            "An object whose shape differs between the two images, or is unusual for its kind.",
+            (
+                _t("shape", "what_shape", OEQ, "What is the shape of the {object}?",
+                   ynq="shape.is_shape", derive="value", answer_slot="shape"),
+                _t("shape", "is_shape", YNQ, "Is the {object} {shape}?"),
+            ),
+            alternatives=("round", "square", "rectangular", "triangular", "oval", "heart-shaped", "star-shaped"),
+        ),
+        Mode(
+            "color", "object",
+            "The color of one object.",
+            "An object whose color differs between the two images, or is unusual for its kind.",
+            (
+                _t("color", "what_color", OEQ, "What color is the {object}?",
+                   ynq="color.is_color", derive="value", answer_slot="color"),
+                _t("color", "is_color", YNQ, "Is the {object} {color}?"),
+            ),
+            alternatives=("red", "blue", "green", "yellow", "black", "white", "brown", "orange", "pink", "purple", "gray"),
+        ),
+        Mode(
+            "orientation", "object",
+            "Which way one object faces, seen from the camera.",
+            "An object facing a different way in the two images; use the camera's point of view.",
+            (
+                _t("orientation", "facing", OEQ, "From the camera's point of view, which way is the {object} facing?",
+                   ynq="orientation.is_facing", derive="value", answer_slot="direction"),
+                _t("orientation", "is_facing", YNQ, "From the camera's point of view, is the {object} facing {direction}?"),
+            ),
+            alternatives=("left", "right", "towards the camera", "away from the camera", "up", "down"),
+        ),
+        Mode(
+            "ocr", "object",
+            "The text written on an object.",
+            "Legible text (signs, labels, screens) whose content a model could misread or invent.",
+            (
+                _t("ocr", "what_text", OEQ, "What does the text on the {object} say?",
+                   ynq="ocr.does_say", derive="value", answer_slot="text"),
+                _t("ocr", "does_say", YNQ, 'Does the text on the {object} say "{text}"?'),
+            ),
+        ),
+        Mode(
+            "size", "relation",
+            "Which of several objects is larger.",
+            "Objects whose relative size differs between the images or contradicts what is usual.",
+            (
+                _t("size", "which_larger", OEQ, "Which is larger in the picture, the {a} or the {b}?",
+                   ynq="size.is_larger", derive="pick", choices=("a", "b")),
+                _t("size", "is_larger", YNQ, "Is the {a} larger than the {b} in the picture?"),
+                _t("size", "largest", OEQ, "Which {object} is the largest?",
+                   ynq="size.is_largest", derive="value", answer_slot="which"),
+                _t("size", "is_largest", YNQ, "Is the {which} the largest {object} in the picture?"),
+            ),
+        ),
+        Mode(
+            "position", "relation",
+            "Where one object is relative to another.",
+            "Two objects whose left/right, above/below or front/behind relation differs between the images.",
+            (
+                _t("position", "where", OEQ, "Where is the {a} relative to the {b}?",
+                   ynq="position.is_at", derive="value", answer_slot="relation"),
+                _t("position", "is_at", YNQ, "Is the {a} {relation} the {b}?"),
+                _t("position", "is_left_of", YNQ, "Is the {a} to the left of the {b}?"),
+            ),
+            alternatives=("to the left of", "to the right of", "above", "below", "in front of", "behind"),
+        ),
+        Mode(
+            "counting", "relation",
+            "How many objects of a kind there are.",
+            "A kind of object whose count differs between the images; count only clearly visible ones.",
+            (
+                _t("counting", "how_many", OEQ, "How many {object} are there in the picture?",
+                   ynq="counting.exactly", derive="value", answer_slot="n"),
+                _t("counting", "exactly", YNQ, "Are there exactly {n} {object} in the picture?"),
+            ),
+            numeric=True,
+        ),
+    ]
+    return {m.name: m for m in modes}
+
+
+def mode_names() -> tuple[str, ...]:
+    """The eight modes in VHTest's order: object properties first, then relations."""
+    return tuple(_registry())
+
+
+def get_mode(name: str) -> Mode:
+    key = (name or "").strip().lower()
+    reg = _registry()
+    if key not in reg:
+        raise InputError(f"unknown mode {name!r}: choose one of {', '.join(reg)}")
+    return reg[key]
+
+
+def get_template(template_id: str) -> Template:
+    mode = get_mode(template_id.split(".", 1)[0])
+    return mode.template(template_id)
+
+
+# --- answers -----------------------------------------------------------------------------------
+
+_NUMBER_WORDS = {w: i for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+    "sixteen seventeen eighteen nineteen twenty".split())}
+_ARTICLES = re.compile(r"^(the|a|an)\s+")
+
+
+def normalize_answer(text: str) -> str:
+    """Lower case, no surrounding punctuation or leading article, number words as digits."""
+    s = " ".join((text or "").lower().split())
+    s = s.strip(" .,!?;:\"'")
+    s = _ARTICLES.sub("", s)
+    return str(_NUMBER_WORDS[s]) if s in _NUMBER_WORDS else s
+
+
+def yes_no_of(answer: str) -> Optional[bool]:
+    """True/False when an answer starts with yes/no, else None (it cannot be checked)."""
+    first = re.split(r"[\s,.;:!]+", (answer or "").strip().lower(), maxsplit=1)[0]
+    return {"yes": True, "no": False}.get(first)
+
+
+def clean_answers(answers: Sequence[str] | str | None) -> list[str]:
+    """Non-empty, stripped, de-duplicated answers in the worker's order (one per line when a str)."""
+    if answers is None:
+        return []
+    items = answers.splitlines() if isinstance(answers, str) else list(answers)
+    out: list[str] = []
+    for a in items:
+        a = " ".join(str(a).split())
+        if a and normalize_answer(a) not in {normalize_answer(b) for b in out}:
+            out.append(a)
+    return out
+
+
+def fill(template: Template, slots: Mapping[str, str]) -> str:
+    """The template's text with every slot filled; FormError naming the first empty slot."""
+    for name in template.slots:
+        if not str(slots.get(name) or "").strip():
+            raise FormError(f"slot:{name}", f"slot {{{name}}} of template {template.id} is empty: fill it in")
+    return template.text.format(**{k: " ".join(str(slots[k]).split()) for k in template.slots})
+
+
+def check_question(question: str) -> str:
+    """The question, stripped; FormError when it is empty or still has a `{slot}`."""
+    q = " ".join((question or "").split())
+    if not q:
+        raise FormError("question", "the question is empty: pick a template and fill its slots")
+    left = re.search(r"\{([^{}]*)\}", q)
+    if left:
+        raise FormError("question", f"the question still has an unfilled slot {{{left.group(1)}}}: fill it in")
+    return q
+
+
+def check_oeq_answers(mode: Mode, template: Template, slots: Mapping[str, str], answers: list[str], where: str) -> None:
+    """FormError when OEQ reference answers are missing or of the wrong form for the mode."""
+    if not answers:
+        raise FormError(f"answers:{where}", f"no reference answer for {where}: write at least one acceptable answer (one per line)")
+    if mode.numeric:
+        bad = [a for a in answers if not normalize_answer(a).isdigit()]
+        if bad:
+            raise FormError(f"answers:{where}", f"reference answer {bad[0]!r} for {where} is not a whole number: {mode.name} answers are counts, e.g. 3")
+    if template.derive == "pick":
+        opts = [str(slots.get(c, "")) for c in template.choices]
+        norm = {normalize_answer(o) for o in opts}
+        bad = [a for a in answers if normalize_answer(a) not in norm]
+        if bad:
+            raise FormError(f"answers:{where}", f"reference answer {bad[0]!r} for {where} must be one of: {', '.join(opts)}")
+
+
+def check_ynq(truth: Optional[bool], answers: list[str], where: str) -> None:
+    """FormError when a YNQ lacks its truth or a reference answer says the opposite."""
+    if truth is None:
+        raise FormError(f"truth:{where}", f"the yes/no question for {where} has no truth: choose yes or no")
+    for a in answers:
+        said = yes_no_of(a)
+        if said is not None and said != truth:
+            raise FormError(
+                f"answers:{where}",
+                f"reference answer {a!r} for {where} contradicts the yes/no truth "
+                f"({'yes' if truth else 'no'}): fix the answer or the truth",
+            )
+
+
+# --- YNQ drafts ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class YnqDraft:
+    template_id: str
+    slots: dict = field(hash=False)
+    question: str
+    truth: bool
+    value: Optional[str]  # the answer value the question tests (derive="value"), for later checks
+
+
+def _bare(value: str) -> str:
+    """An answer as a slot value: no leading article or final full stop ("a dog." -> "dog")."""
+    v = " ".join(value.split()).rstrip(".!")
+    return re.sub(r"^(?i:the|a|an)\s+", "", v)
+
+
+def draft_ynq(mode: Mode, template: Template, slots: Mapping[str, str], answers: Sequence[str],
+              other_answers: Sequence[str] = ()) -> list[YnqDraft]:
+    """Yes (and, where a wrong value can be found, no) questions drafted from an OEQ answer.
+
+    `other_answers` are the other image's answers to the same question: the natural wrong value
+    for a pair. Returns [] for a template with no YNQ counterpart.
+    """
+    if template.kind != OEQ or not template.ynq or not answers:
+        return []
+    ynq = mode.template(template.ynq)
+    base = {k: v for k, v in slots.items()}
+    true = answers[0]
+    if template.derive == "pick":
+        a, b = template.choices
+        picked = next(s for s in template.choices if normalize_answer(slots[s]) == normalize_answer(true))
+        other = b if picked == a else a
+        yes = dict(base, **{a: slots[picked], b: slots[other]})
+        no = dict(base, **{a: slots[other], b: slots[picked]})
+        return [YnqDraft(ynq.id, yes, fill(ynq, yes), True, None),
+                YnqDraft(ynq.id, no, fill(ynq, no), False, None)]
+    slot = template.answer_slot
+    known = {normalize_answer(x) for x in answers}
+    true = _bare(true)
+    drafts = [YnqDraft(ynq.id, dict(base, **{slot: true}), fill(ynq, dict(base, **{slot: true})), True, true)]
+    wrong = next((x for x in other_answers if normalize_answer(x) not in known), None)
+    if wrong is None and mode.numeric:
+        wrong = str(int(normalize_answer(true)) + 1)
+    if wrong is None:
+        wrong = next((x for x in mode.alternatives if normalize_answer(x) not in known), None)
+    if wrong is not None:
+        wrong = _bare(wrong)
+        s = dict(base, **{slot: wrong})
+        drafts.append(YnqDraft(ynq.id, s, fill(ynq, s), False, wrong))
+    return drafts
+
+
+def check_draft(truth: Optional[bool], value: Optional[str], oeq_answers: Sequence[str], where: str) -> None:
+    """FormError when a drafted YNQ's truth contradicts the OEQ answers it was made from."""
+    check_ynq(truth, [], where)
+    if value is None:
+        return
+    expected = normalize_answer(value) in {normalize_answer(a) for a in oeq_answers}
+    if expected != truth:
+        raise FormError(
+            f"truth:{where}",
+            f"yes/no truth {'yes' if truth else 'no'} for {where} contradicts the open-ended answer "
+            f"({', '.join(oeq_answers)}): {value!r} is {'one' if expected else 'not one'} of them",
+        )

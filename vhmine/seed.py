@@ -1,0 +1,151 @@
+"""Seed the curation store from mined pairs: step I of VHTest (initial VH instance tasks).
+
+Reads `runs/<run>/pairs.parquet` (and `run.json` beside it, when present) as `vhmine mine` writes
+them; writes the store's images (source "mined"), pairs, the run, and one open task per (mode, pair)
+into the queues of the eight modes. Idempotent: seeding the same pairs again adds nothing.
+
+Which pairs go to which mode: the top min(N, 8 x per_mode) pairs by rank are used; mode k of the
+eight takes `per_mode` consecutive pairs starting at k x ceil(N' / 8), wrapping around. With 200 pairs
+and --per-mode 100 (VHTest's numbers) every pair lands in four modes and every mode gets 100 pairs;
+with 800 or more pairs each mode gets its own 100, spread over the ranking.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence
+
+from . import modes as M
+from .errors import InputError
+
+REQUIRED = ("rank", "image_id_a", "image_id_b", "sha256_a", "sha256_b", "path_a", "path_b", "clip_sim", "dino_sim", "gap")
+_SHA = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass
+class SeedResult:
+    run: str
+    pairs_read: int
+    images_added: int = 0
+    pairs_added: int = 0
+    tasks_added: dict = field(default_factory=dict)  # mode -> tasks queued now
+    tasks_existing: int = 0
+
+    def summary(self) -> str:
+        per = ", ".join(f"{m} {n}" for m, n in self.tasks_added.items())
+        return (f"seeded run {self.run}: {self.pairs_read} pairs read, {self.images_added} images and "
+                f"{self.pairs_added} pairs added; tasks queued: {per} ({sum(self.tasks_added.values())} new, "
+                f"{self.tasks_existing} already queued)")
+
+
+def pair_id(a: str, b: str) -> str:
+    """Stable id of an unordered pair of image ids."""
+    return "-".join(sorted((a, b)))
+
+
+def assign(n_pairs: int, per_mode: int, modes: Sequence[str]) -> dict[str, list[int]]:
+    """Indices (into the pairs sorted by rank) queued for each mode; see the module docstring."""
+    if per_mode < 1:
+        raise InputError(f"--per-mode must be at least 1, got {per_mode}")
+    used = min(n_pairs, per_mode * len(modes))
+    if used == 0:
+        return {m: [] for m in modes}
+    stride = math.ceil(used / len(modes))
+    take = min(per_mode, used)
+    return {m: sorted({(k * stride + t) % used for t in range(take)}) for k, m in enumerate(modes)}
+
+
+def _read(pairs_path: Path):
+    import pandas as pd
+
+    if not pairs_path.is_file():
+        raise InputError(f"pairs file {pairs_path} not found: run `vhmine mine` first, or pass --pairs runs/<run>/pairs.parquet")
+    try:
+        df = pd.read_parquet(pairs_path)
+    except Exception as err:
+        raise InputError(f"cannot read {pairs_path} as parquet ({type(err).__name__}: {err}): re-run `vhmine mine`") from None
+    missing = [c for c in REQUIRED if c not in df.columns]
+    if missing:
+        raise InputError(f"{pairs_path} lacks column(s) {', '.join(missing)}: it is not a `vhmine mine` pairs table")
+    return df
+
+
+def _check_row(pairs_path: Path, row, side: str) -> None:
+    iid, sha, path = row[f"image_id_{side}"], row[f"sha256_{side}"], row[f"path_{side}"]
+    where = f"{pairs_path} (rank {row['rank']}, side {side})"
+    if not isinstance(sha, str) or not _SHA.match(sha) or iid != sha[:16]:
+        raise InputError(f"{where}: image id {iid!r} is not the first 16 hex digits of sha256 {sha!r}: re-run `vhmine mine`")
+    if not Path(path).is_file():
+        raise InputError(f"{where}: image file {path} is missing: seed on the machine that holds the images")
+
+
+def seed_pairs(store, pairs_path: str | Path, per_mode: int = 100, modes: Optional[Sequence[str]] = None) -> SeedResult:
+    """Load mined pairs into `store` (a vhmine.store.Store) and queue tasks for each mode."""
+    from sqlalchemy import select
+
+    from .store import Image, Pair, Run, Task, utcnow
+
+    pairs_path = Path(pairs_path).resolve()
+    mode_list = [M.get_mode(m).name for m in (modes or M.mode_names())]
+    df = _read(pairs_path)
+    meta_file = pairs_path.parent / "run.json"
+    meta = json.loads(meta_file.read_text()) if meta_file.is_file() else None
+    run = pairs_path.parent.name
+
+    # rank order, then pair id for ties: never the file's row order
+    rows, seen = [], set()
+    for _, r in df.iterrows():
+        _check_row(pairs_path, r, "a")
+        _check_row(pairs_path, r, "b")
+        pid = pair_id(r["image_id_a"], r["image_id_b"])
+        rows.append((int(r["rank"]), pid, r))
+    rows.sort(key=lambda x: (x[0], x[1]))
+    unique = []
+    for rank, pid, r in rows:
+        if pid not in seen:
+            seen.add(pid)
+            unique.append((rank, pid, r))
+    plan = assign(len(unique), per_mode, mode_list)
+    used = sorted({i for idx in plan.values() for i in idx})
+
+    result = SeedResult(run=run, pairs_read=len(df), tasks_added={m: 0 for m in mode_list})
+    now = utcnow()
+    with store.session() as s:
+        if s.get(Run, run) is None:
+            s.add(Run(name=run, pairs_path=str(pairs_path), meta=meta, seeded_at=now))
+        for i in used:
+            rank, pid, r = unique[i]
+            for side in ("a", "b"):
+                iid = r[f"image_id_{side}"]
+                img = s.get(Image, iid)
+                if img is None:
+                    cats = r.get(f"categories_{side}")
+                    s.add(Image(id=iid, sha256=r[f"sha256_{side}"], path=str(Path(r[f"path_{side}"]).resolve()),
+                                source="mined", categories=[str(c) for c in (cats if cats is not None else [])],
+                                created_at=now))
+                    result.images_added += 1
+                elif img.sha256 != r[f"sha256_{side}"]:
+                    raise InputError(f"image {iid} is already in the store with sha256 {img.sha256}, but {pairs_path} "
+                                     f"(rank {rank}) gives {r[f'sha256_{side}']}: the two runs disagree; re-run `vhmine mine`")
+            s.flush()
+            if s.get(Pair, pid) is None:
+                s.add(Pair(id=pid, image_a=r["image_id_a"], image_b=r["image_id_b"], rank=rank,
+                           clip_sim=float(r["clip_sim"]), dino_sim=float(r["dino_sim"]), gap=float(r["gap"]),
+                           run=run, created_at=now))
+                result.pairs_added += 1
+        s.flush()
+        existing = set(s.scalars(select(Task.id).where(Task.pair_id.in_([unique[i][1] for i in used]))))
+        for m in mode_list:
+            for i in plan[m]:
+                rank, pid, _ = unique[i]
+                tid = f"{m}:{pid}"
+                if tid in existing:
+                    result.tasks_existing += 1
+                    continue
+                s.add(Task(id=tid, mode=m, pair_id=pid, priority=float(rank), status="open", version=0, created_at=now))
+                result.tasks_added[m] += 1
+    return result

@@ -1,0 +1,401 @@
+"""The curation store: SQLAlchemy tables, opening a database, and its Alembic migrations.
+
+Reads and writes one database: a SQLite file (default `data/vhmine.db`, WAL, foreign keys on) or any
+SQLAlchemy URL given by `--db` / VHMINE_DB (PostgreSQL included). Opening a store brings its schema
+up to date through the migrations shipped in `vhmine/migrations/` (a SQLite file is first copied to
+`<file>.bak-<revision>`), and refuses a store written by a newer vhmine.
+
+The table classes below mirror the migrations' result (a test compares them); the migrations, not
+these classes, create tables. Ids are stable strings (image ids are the first 16 hex digits of the
+sha256), so nothing depends on row order. Import cost: SQLAlchemy and Alembic load with this module,
+which the CLI imports only inside the commands that use the store.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+from .errors import StoreError, StoreVersionError
+
+try:
+    import alembic  # noqa: F401  (checked here so a missing extra gets one clear message)
+    import sqlalchemy  # noqa: F401
+except ModuleNotFoundError as _err:
+    raise StoreError(f"the curation store needs {_err.name}: pip install 'vhmine[app]'") from None
+
+from sqlalchemy import (
+    JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text, create_engine, event,
+    inspect, text,
+)
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DB = Path("data") / "vhmine.db"
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+
+# the values of the status and source columns
+IMAGE_SOURCES = ("mined", "generated", "imported")
+TASK_STATUSES = ("open", "done", "discarded")
+INSTANCE_STATUSES = ("draft", "ready", "discarded")
+VERDICTS = ("correct", "hallucinated")
+
+
+def utcnow() -> dt.datetime:
+    """Naive UTC, the form every DateTime column holds (SQLite keeps no time zone)."""
+    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict: JSON, list: JSON, dt.datetime: DateTime()}
+
+
+class Image(Base):
+    __tablename__ = "images"
+    id: Mapped[str] = mapped_column(String(16), primary_key=True)
+    sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    path: Mapped[str] = mapped_column(Text)
+    source: Mapped[str] = mapped_column(String(16))
+    categories: Mapped[Optional[list]] = mapped_column(JSON)
+    width: Mapped[Optional[int]] = mapped_column(Integer)
+    height: Mapped[Optional[int]] = mapped_column(Integer)
+    created_at: Mapped[dt.datetime]
+
+
+class Run(Base):
+    __tablename__ = "runs"
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    pairs_path: Mapped[str] = mapped_column(Text)
+    meta: Mapped[Optional[dict]] = mapped_column(JSON)
+    seeded_at: Mapped[dt.datetime]
+
+
+class Pair(Base):
+    __tablename__ = "pairs"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)  # "<smaller id>-<larger id>"
+    image_a: Mapped[str] = mapped_column(ForeignKey("images.id"))
+    image_b: Mapped[str] = mapped_column(ForeignKey("images.id"))
+    rank: Mapped[Optional[int]] = mapped_column(Integer)
+    clip_sim: Mapped[Optional[float]] = mapped_column(Float)
+    dino_sim: Mapped[Optional[float]] = mapped_column(Float)
+    gap: Mapped[Optional[float]] = mapped_column(Float)
+    run: Mapped[Optional[str]] = mapped_column(ForeignKey("runs.name"))
+    created_at: Mapped[dt.datetime]
+
+
+class Worker(Base):
+    __tablename__ = "workers"
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    is_admin: Mapped[bool] = mapped_column(Boolean)
+    active: Mapped[bool] = mapped_column(Boolean)
+    created_at: Mapped[dt.datetime]
+
+
+class Task(Base):
+    """One queue item: a mined pair (pair_id) or a single image (image_id) to annotate in a mode."""
+
+    __tablename__ = "tasks"
+    __table_args__ = (Index("ix_tasks_queue", "mode", "status", "priority"),)
+    id: Mapped[str] = mapped_column(String(80), primary_key=True)  # "<mode>:<pair id or image id>"
+    mode: Mapped[str] = mapped_column(String(16))
+    pair_id: Mapped[Optional[str]] = mapped_column(ForeignKey("pairs.id"))
+    image_id: Mapped[Optional[str]] = mapped_column(ForeignKey("images.id"))
+    priority: Mapped[float] = mapped_column(Float)  # lower is handed out first (the pair's rank)
+    status: Mapped[str] = mapped_column(String(16))
+    discard_reason: Mapped[Optional[str]] = mapped_column(Text)
+    lease_worker: Mapped[Optional[str]] = mapped_column(ForeignKey("workers.name"))
+    lease_until: Mapped[Optional[dt.datetime]]
+    version: Mapped[int] = mapped_column(Integer)  # bumped by every change: compare-and-set
+    done_by: Mapped[Optional[str]] = mapped_column(ForeignKey("workers.name"))
+    done_at: Mapped[Optional[dt.datetime]]
+    created_at: Mapped[dt.datetime]
+
+
+class Action(Base):
+    """The log of what each worker did, newest last per worker; `undo` reverts the last one."""
+
+    __tablename__ = "actions"
+    __table_args__ = (Index("ix_actions_worker", "worker", "id"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    worker: Mapped[str] = mapped_column(ForeignKey("workers.name"))
+    kind: Mapped[str] = mapped_column(String(16))  # annotate, discard, skip, confirm, review, label
+    task_id: Mapped[Optional[str]] = mapped_column(ForeignKey("tasks.id"))
+    payload: Mapped[Optional[dict]] = mapped_column(JSON)
+    created_at: Mapped[dt.datetime]
+    undone_at: Mapped[Optional[dt.datetime]]
+
+
+class Instance(Base):
+    __tablename__ = "instances"
+    __table_args__ = (Index("ix_instances_mode", "mode", "kind", "status"),)
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    task_id: Mapped[str] = mapped_column(ForeignKey("tasks.id"))
+    action_id: Mapped[Optional[int]] = mapped_column(ForeignKey("actions.id"))
+    mode: Mapped[str] = mapped_column(String(16))
+    kind: Mapped[str] = mapped_column(String(3))  # OEQ or YNQ
+    image_id: Mapped[str] = mapped_column(ForeignKey("images.id"))  # the image the question is about
+    pair_id: Mapped[Optional[str]] = mapped_column(ForeignKey("pairs.id"))
+    template_id: Mapped[str] = mapped_column(String(64))
+    slots: Mapped[dict] = mapped_column(JSON)
+    question: Mapped[str] = mapped_column(Text)
+    answers: Mapped[list] = mapped_column(JSON)  # acceptable reference answers, best first
+    truth: Mapped[Optional[bool]] = mapped_column(Boolean)  # YNQ only
+    derived_from: Mapped[Optional[str]] = mapped_column(ForeignKey("instances.id"))
+    draft_value: Mapped[Optional[str]] = mapped_column(Text)  # the OEQ answer value a drafted YNQ tests
+    status: Mapped[str] = mapped_column(String(16))
+    discard_reason: Mapped[Optional[str]] = mapped_column(Text)
+    created_by: Mapped[str] = mapped_column(ForeignKey("workers.name"))
+    created_at: Mapped[dt.datetime]
+    updated_by: Mapped[Optional[str]] = mapped_column(ForeignKey("workers.name"))
+    updated_at: Mapped[Optional[dt.datetime]]
+
+
+class Review(Base):
+    """A second worker's blind answer to an instance; `label` is the category kappa compares."""
+
+    __tablename__ = "reviews"
+    instance_id: Mapped[str] = mapped_column(ForeignKey("instances.id"), primary_key=True)
+    worker: Mapped[str] = mapped_column(ForeignKey("workers.name"), primary_key=True)
+    answer: Mapped[str] = mapped_column(Text)
+    label: Mapped[str] = mapped_column(Text)
+    action_id: Mapped[Optional[int]] = mapped_column(ForeignKey("actions.id"))
+    created_at: Mapped[dt.datetime]
+
+
+# --- schema revision 0002: room for the probe, describe and generate stages ---------------------
+
+class Response(Base):
+    """A model's answer to an instance, with the judge's verdict when one was run."""
+
+    __tablename__ = "responses"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    instance_id: Mapped[str] = mapped_column(ForeignKey("instances.id"), index=True)
+    model: Mapped[str] = mapped_column(String(200))
+    prompt: Mapped[str] = mapped_column(Text)
+    answer: Mapped[str] = mapped_column(Text)
+    verdict: Mapped[Optional[str]] = mapped_column(String(16))
+    judge: Mapped[Optional[str]] = mapped_column(String(200))
+    created_at: Mapped[dt.datetime]
+
+
+class ResponseLabel(Base):
+    """A worker's verdict on a model response: correct or hallucinated."""
+
+    __tablename__ = "response_labels"
+    response_id: Mapped[str] = mapped_column(ForeignKey("responses.id"), primary_key=True)
+    worker: Mapped[str] = mapped_column(ForeignKey("workers.name"), primary_key=True)
+    verdict: Mapped[str] = mapped_column(String(16))
+    action_id: Mapped[Optional[int]] = mapped_column(ForeignKey("actions.id"))
+    created_at: Mapped[dt.datetime]
+
+
+class Description(Base):
+    __tablename__ = "descriptions"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    mode: Mapped[str] = mapped_column(String(16), index=True)
+    kind: Mapped[str] = mapped_column(String(16))  # "example" (from one success) or "merged"
+    text: Mapped[str] = mapped_column(Text)
+    model: Mapped[Optional[str]] = mapped_column(String(200))
+    hypothetical: Mapped[bool] = mapped_column(Boolean)
+    sources: Mapped[Optional[list]] = mapped_column(JSON)  # instance or description ids it came from
+    created_at: Mapped[dt.datetime]
+
+
+class Generation(Base):
+    __tablename__ = "generations"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    image_id: Mapped[str] = mapped_column(ForeignKey("images.id"), unique=True)
+    mode: Mapped[str] = mapped_column(String(16))
+    prompt: Mapped[str] = mapped_column(Text)
+    description_id: Mapped[Optional[str]] = mapped_column(ForeignKey("descriptions.id"))
+    backend: Mapped[str] = mapped_column(String(64))
+    model: Mapped[str] = mapped_column(String(200))
+    seed: Mapped[Optional[int]] = mapped_column(Integer)
+    params: Mapped[Optional[dict]] = mapped_column(JSON)
+    created_at: Mapped[dt.datetime]
+
+
+# --- opening a store -----------------------------------------------------------------------------
+
+def resolve_url(db: str | os.PathLike | None = None) -> str:
+    """`--db`, else VHMINE_DB, else data/vhmine.db; a bare path means a SQLite file."""
+    raw = str(db) if db else (os.environ.get("VHMINE_DB") or str(DEFAULT_DB))
+    if "://" in raw:
+        return raw
+    return "sqlite:///" + str(Path(raw).expanduser().resolve())
+
+
+def display_url(url: str) -> str:
+    """The URL with any password hidden, for messages and logs."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # an unparsable URL has no password we could find; say so rather than echo it
+        return "<unparsable database URL>"
+
+
+def _sqlite_hooks(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_conn, _record):  # noqa: ANN001
+        dbapi_conn.isolation_level = None  # we emit BEGIN ourselves (below)
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn):  # noqa: ANN001
+        # Writers take the lock up front, so two writers queue on busy_timeout instead of
+        # failing when a read lock cannot be upgraded; readers use a plain BEGIN.
+        conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get("vhmine_read") else "BEGIN IMMEDIATE")
+
+
+def make_engine(url: str) -> Engine:
+    u = make_url(url)
+    if u.get_backend_name() == "sqlite":
+        if u.database and u.database != ":memory:":
+            Path(u.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+        _sqlite_hooks(engine)
+        return engine
+    return create_engine(url, pool_pre_ping=True)
+
+
+def _alembic_config():
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    return cfg
+
+
+def schema_head() -> str:
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(_alembic_config()).get_current_head()
+
+
+def _known_revisions() -> set[str]:
+    from alembic.script import ScriptDirectory
+
+    return {r.revision for r in ScriptDirectory.from_config(_alembic_config()).walk_revisions()}
+
+
+def _current_revision(conn) -> Optional[str]:  # noqa: ANN001
+    from alembic.runtime.migration import MigrationContext
+
+    return MigrationContext.configure(conn).get_current_revision()
+
+
+class Store:
+    """An open store: an engine and sessions. Make one with `open_store`."""
+
+    def __init__(self, engine: Engine, url: str):
+        self.engine = engine
+        self.url = url
+        self._read_engine = engine.execution_options(vhmine_read=True)
+
+    @property
+    def display_url(self) -> str:
+        return display_url(self.url)
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    @contextmanager
+    def session(self, write: bool = True) -> Iterator[Session]:
+        """A session that commits on success and rolls back on error."""
+        with Session(self.engine if write else self._read_engine, expire_on_commit=False) as s:
+            with s.begin():
+                yield s
+
+    def revision(self) -> Optional[str]:
+        with self.engine.connect() as conn:
+            rev = _current_revision(conn)
+            conn.rollback()
+        return rev
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _backup_sqlite(engine: Engine, rev: str) -> Optional[Path]:
+    db = engine.url.database
+    if not db or db == ":memory:" or not Path(db).exists():
+        return None
+    dest = Path(f"{db}.bak-{rev}")
+    if dest.exists():
+        dest.unlink()
+    raw = engine.raw_connection()  # autocommit: VACUUM cannot run inside a transaction
+    try:
+        raw.driver_connection.execute("VACUUM INTO '" + str(dest).replace("'", "''") + "'")
+    finally:
+        raw.close()
+    return dest
+
+
+def open_store(db: str | os.PathLike | None = None, *, target: str = "head") -> Store:
+    """Open (creating or upgrading as needed) the store at `db`; see `resolve_url`.
+
+    `target` is the schema revision to migrate to; anything but "head" is for tests that build an
+    old store. Raises StoreVersionError for a store from a newer vhmine, StoreError for a database
+    that holds other tables but no vhmine schema.
+    """
+    from alembic import command
+
+    url = resolve_url(db)
+    try:
+        engine = make_engine(url)
+    except Exception as err:  # bad driver names and the like, before any connection
+        raise StoreError(f"cannot open store {display_url(url)}: {err}; check --db / VHMINE_DB") from None
+    head = schema_head() if target == "head" else target
+    try:
+        with engine.connect() as conn:
+            current = _current_revision(conn)
+            tables = set(inspect(conn).get_table_names()) - {"alembic_version"}
+            conn.rollback()
+    except Exception as err:
+        engine.dispose()
+        if isinstance(err, StoreError):
+            raise
+        raise StoreError(f"cannot open store {display_url(url)}: {type(err).__name__}: {err}; "
+                         "check --db / VHMINE_DB and that the database server is running") from None
+    if current is not None and current not in _known_revisions():
+        engine.dispose()
+        raise StoreVersionError(
+            f"store {display_url(url)} has schema revision {current}, which this vhmine does not know "
+            f"(it knows up to {schema_head()}): it was written by a newer vhmine; upgrade vhmine "
+            "(pip install -U vhmine) or point --db at another store"
+        )
+    if current is None and tables:
+        engine.dispose()
+        raise StoreError(
+            f"database {display_url(url)} holds tables ({', '.join(sorted(tables)[:5])}) but no vhmine "
+            "schema: point --db / VHMINE_DB at a new file or an empty database"
+        )
+    if current != head:
+        if current is not None and engine.dialect.name == "sqlite":
+            backup = _backup_sqlite(engine, current)
+            log.info("copied store to %s before migrating", backup)
+        cfg = _alembic_config()
+        with engine.begin() as conn:
+            if engine.dialect.name == "postgresql":  # one migrator at a time
+                conn.execute(text("SELECT pg_advisory_xact_lock(7261636)"))
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, head)
+        log.info("store %s: schema %s -> %s", display_url(url), current or "(new)", head)
+    return Store(engine, url)
