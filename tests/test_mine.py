@@ -53,10 +53,15 @@ def clustered(tmp_path):
 
 
 def _brute(clip, dino, cmin, dmax):
-    c, d = clip.astype(np.float64) @ clip.T.astype(np.float64), dino.astype(np.float64) @ dino.T.astype(np.float64)
-    i, j = np.triu_indices(len(clip), 1)
-    keep = (c[i, j] >= cmin) & (d[i, j] <= dmax)
-    return {(int(a), int(b)) for a, b in zip(i[keep], j[keep])}, c, d
+    """The reference pair set and the reference similarity matrices (simsearch.pair_sims: one definition)."""
+    from vhmine.simsearch import brute_force_pairs, pair_sims
+
+    ref = brute_force_pairs(clip, dino, cmin, dmax)
+    n = len(clip)
+    i, j = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    c = pair_sims(clip, i.ravel(), j.ravel()).reshape(n, n)
+    d = pair_sims(dino, i.ravel(), j.ravel()).reshape(n, n)
+    return {(int(a), int(b)) for a, b in zip(ref.i, ref.j)}, c, d
 
 
 def test_pairs_equal_brute_force_with_inclusive_thresholds(clustered):

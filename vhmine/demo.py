@@ -111,10 +111,11 @@ def _demo_thresholds(indexes: Path, name: str, k: int = 5) -> tuple[float, float
 
     from .index import open_index
 
+    from .simsearch import pair_sims
+
     idx = open_index(indexes, name)
-    iu = np.triu_indices(len(idx.clip), 1)
-    clip_sims = (idx.clip.astype(np.float64) @ idx.clip.T.astype(np.float64))[iu]
-    dino_sims = (idx.dino.astype(np.float64) @ idx.dino.T.astype(np.float64))[iu]
+    i, j = np.triu_indices(len(idx.clip), 1)
+    clip_sims, dino_sims = pair_sims(idx.clip, i, j), pair_sims(idx.dino, i, j)  # the miner's own sims
     rank_gap = clip_sims.argsort().argsort() - dino_sims.argsort().argsort()
     top = np.argsort(-rank_gap, kind="stable")[:k]
     return float(clip_sims[top].min()), float(dino_sims[top].max())

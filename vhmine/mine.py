@@ -215,6 +215,6 @@ def _background_sample(clip, dino, *, seed: int, size: int = 20_000):
         rng = np.random.default_rng(seed)
         i, j = rng.integers(0, n, size), rng.integers(0, n, size)
         i, j = i[i != j], j[i != j]
-    cs = np.einsum("ij,ij->i", clip[i].astype(np.float64), clip[j].astype(np.float64))
-    ds = np.einsum("ij,ij->i", dino[i].astype(np.float64), dino[j].astype(np.float64))
-    return cs, ds
+    from .simsearch import pair_sims
+
+    return pair_sims(clip, i, j), pair_sims(dino, i, j)

@@ -1,0 +1,196 @@
+"""vhmine.simsearch: find_pairs equals the float64 brute force exactly, boundaries included."""
+
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from vhmine.errors import InputError
+from vhmine.simsearch import PairSet, assert_same_pairs, brute_force_pairs, find_pairs, pair_sims
+
+
+def unit(a):
+    return (a / np.linalg.norm(a, axis=1, keepdims=True)).astype(np.float32)
+
+
+def clustered(n, d, e, seed):
+    """Half random rows, half in clusters of 2-30 of mixed tightness (CLIP cosines from about 0.6 to
+    0.99); DINOv2 agrees inside some clusters and is random inside the others."""
+    rng = np.random.default_rng(seed)
+    clip, dino = rng.standard_normal((n, d)), rng.standard_normal((n, e))
+    start = n // 2
+    while start < n:
+        rows = slice(start, start + int(rng.integers(2, 31)))
+        size = len(clip[rows])
+        clip[rows] = rng.standard_normal(d) + rng.uniform(0.1, 0.8) * rng.standard_normal((size, d))
+        if rng.random() < 0.5:
+            dino[rows] = rng.standard_normal(e) + 0.5 * rng.standard_normal((size, e))
+        start += size
+    order = rng.permutation(n)
+    return unit(clip[order]), unit(dino[order])
+
+
+def random_set(n, d, e, seed):
+    rng = np.random.default_rng(seed)
+    return unit(rng.standard_normal((n, d))), unit(rng.standard_normal((n, e)))
+
+
+def test_pair_sims_is_the_float64_inner_product_whatever_the_batch():
+    x, _ = random_set(50, 768, 4, 0)
+    i, j = np.triu_indices(50, k=1)
+    sims = pair_sims(x, i, j)
+    np.testing.assert_allclose(sims, (x.astype(np.float64) @ x.T.astype(np.float64))[i, j], rtol=0, atol=1e-13)
+    one_by_one = np.array([pair_sims(x, i[k:k + 1], j[k:k + 1])[0] for k in range(0, len(i), 37)])
+    assert np.array_equal(one_by_one, sims[::37])  # bit for bit: thresholds set from one call hold in another
+
+
+@pytest.mark.parametrize("spike", [False, True])
+def test_quantisation_error_bound_covers_every_product(spike):
+    from vhmine.simsearch import _quantise
+
+    x, _ = clustered(300, 768, 4, 0)
+    if spike:  # one large component sets a coarse scale for every row
+        x[7] = 0
+        x[7, 5] = 1
+    q, scale, err = _quantise(x, 127, 320)
+    qi = q[:300, :768].astype(np.int64)
+    gap = np.abs(x.astype(np.float64) @ x.T.astype(np.float64) - scale**2 * (qi @ qi.T))
+    assert gap.max() <= err
+    assert err < (0.2 if spike else 0.05)  # and still narrow enough to be worth having
+
+
+@pytest.mark.parametrize("n, block, seed", [(301, 64, 0), (301, 64, 1), (777, 128, 2)])
+def test_random_sets_match_brute_force(seed, n, block):
+    clip, dino = random_set(n, 16, 8, seed)
+    want = brute_force_pairs(clip, dino, 0.6, 0.2)
+    assert len(want) > 100
+    assert_same_pairs(find_pairs(clip, dino, 0.6, 0.2, block_size=block, device="cpu"), want)
+
+
+@pytest.mark.parametrize("n, d, block, seed", [
+    (1001, 64, 64, 0), (1001, 64, 128, 1), (1999, 96, 320, 2), (1999, 96, 4096, 3), (333, 768, 64, 0), (333, 768, 64, 1),
+])
+def test_clustered_sets_match_brute_force(n, d, block, seed):
+    clip, dino = clustered(n, d, 32, seed)
+    want = brute_force_pairs(clip, dino, 0.9, 0.55)
+    assert len(want) > 10  # pairs CLIP calls alike and DINOv2 different exist
+    assert (want.clip_sim >= 0.9).all() and (want.dino_sim <= 0.55).all()
+    got = find_pairs(clip, dino, 0.9, 0.55, block_size=block, device="cpu")
+    assert_same_pairs(got, want)
+    assert np.array_equal(got.clip_sim, want.clip_sim) and np.array_equal(got.dino_sim, want.dino_sim)
+
+
+def test_result_is_sorted_upper_triangle_with_documented_dtypes():
+    clip, dino = clustered(500, 32, 16, 7)
+    got = find_pairs(clip, dino, 0.8, math.inf, block_size=64)
+    assert len(got) > 100
+    assert (got.i < got.j).all()
+    assert np.array_equal(np.lexsort((got.j, got.i)), np.arange(len(got)))
+    assert [a.dtype for a in (got.i, got.j, got.clip_sim, got.dino_sim)] == [np.int64, np.int64, np.float64, np.float64]
+
+
+def test_pairs_exactly_at_both_thresholds_are_found():
+    clip, dino = clustered(600, 48, 24, 3)
+    loose = brute_force_pairs(clip, dino, 0.85, 0.6)
+    for k in (0, len(loose) - 1):
+        cmin, dmax = loose.clip_sim[k], loose.dino_sim[k]  # this pair sits on both thresholds at once
+        got = find_pairs(clip, dino, cmin, dmax, block_size=128)
+        assert ((got.i == loose.i[k]) & (got.j == loose.j[k])).sum() == 1
+        assert_same_pairs(got, brute_force_pairs(clip, dino, cmin, dmax))
+        # one ulp stricter on either side drops it
+        for stricter in ((np.nextafter(cmin, 2), dmax), (cmin, np.nextafter(dmax, -2))):
+            got = find_pairs(clip, dino, *stricter, block_size=128)
+            assert not ((got.i == loose.i[k]) & (got.j == loose.j[k])).any()
+
+
+def test_infinite_dino_max_keeps_every_clip_pair():
+    clip, dino = clustered(600, 32, 16, 5)
+    got = find_pairs(clip, dino, 0.9, math.inf, block_size=128)
+    i, j = np.triu_indices(600, k=1)
+    assert len(got) == (pair_sims(clip, i, j) >= 0.9).sum() > 0
+    assert_same_pairs(got, brute_force_pairs(clip, dino, 0.9))
+
+
+def test_empty_result_and_tiny_collections():
+    clip, dino = random_set(200, 64, 8, 0)
+    for got in (find_pairs(clip, dino, 0.99), find_pairs(clip[:0], dino[:0], 0.5), find_pairs(clip[:1], dino[:1], -1.0)):
+        assert len(got) == 0 and got.i.dtype == np.int64 and got.clip_sim.dtype == np.float64
+    assert len(brute_force_pairs(clip[:1], dino[:1], -1.0)) == 0
+    assert len(find_pairs(clip[:2], dino[:2], -1.0)) == 1
+    assert len(find_pairs(clip[:50], dino[:50], -math.inf)) == 50 * 49 // 2
+    assert len(find_pairs(clip[:50], dino[:50], math.inf)) == 0
+
+
+def test_duplicate_vectors_with_similarity_exactly_one():
+    rng = np.random.default_rng(0)
+    # rows of four +-0.5 entries: unit norm exactly, so a duplicate pair has sim exactly 1.0
+    base = np.zeros((40, 64), np.float32)
+    for row in base:
+        row[rng.choice(64, 4, replace=False)] = rng.choice([-0.5, 0.5], 4)
+    clip = base[rng.integers(0, 40, 300)]
+    dino, _ = random_set(300, 8, 1, 1)
+    got = find_pairs(clip, dino, 1.0, block_size=64)
+    assert len(got) > 0 and (got.clip_sim == 1.0).all()
+    assert np.array_equal(clip[got.i], clip[got.j])
+    assert_same_pairs(got, brute_force_pairs(clip, dino, 1.0))
+
+
+def test_too_many_candidates_says_how_many_and_what_to_do():
+    clip, dino = random_set(300, 8, 4, 0)
+    msg = r"^[\d,]+ pairs already have CLIP cosine near or above 0\.1 .* more than the limit of 1,000 candidates; raise --clip"
+    with pytest.raises(InputError, match=msg):
+        find_pairs(clip, dino, 0.1, max_candidates=1000, block_size=64)
+
+
+def test_float32_fallback_matches_brute_force(monkeypatch):
+    import torch
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no int8 matmul here")
+
+    monkeypatch.setattr(torch, "_int_mm", broken)
+    clip, dino = clustered(700, 48, 16, 9)
+    assert_same_pairs(find_pairs(clip, dino, 0.9, 0.55, block_size=128), brute_force_pairs(clip, dino, 0.9, 0.55))
+
+
+def test_progress_bar_goes_to_stderr(capsys):
+    clip, dino = random_set(300, 16, 4, 0)
+    find_pairs(clip, dino, 0.9, progress=True, block_size=64)
+    assert "mining pairs" in capsys.readouterr().err
+
+
+def test_bad_inputs_are_named():
+    clip, dino = random_set(10, 8, 4, 0)
+    with pytest.raises(InputError, match="row-aligned"):
+        find_pairs(clip, dino[:9], 0.9)
+    clip[3, 2] = np.nan
+    with pytest.raises(InputError, match="clip row 3 has NaN"):
+        find_pairs(clip, dino, 0.9)
+    with pytest.raises(InputError, match="float32"):
+        find_pairs(clip.astype(np.float64), dino, 0.9)
+
+
+def test_module_imports_without_torch():
+    code = "import sys; sys.modules['torch'] = None; import vhmine.simsearch"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_comparator_is_order_insensitive_and_names_missing_and_extra_pairs():
+    clip, dino = clustered(400, 32, 16, 2)
+    want = brute_force_pairs(clip, dino, 0.85)
+    perm = np.random.default_rng(0).permutation(len(want))
+    assert_same_pairs(PairSet(want.i[perm], want.j[perm], want.clip_sim[perm], want.dino_sim[perm]), want)
+
+    k = 5
+    drop = np.arange(len(want)) != k
+    missing = PairSet(want.i[drop], want.j[drop], want.clip_sim[drop], want.dino_sim[drop])
+    with pytest.raises(AssertionError, match=rf"1 pairs missing, 0 extra .*first missing: \({want.i[k]}, {want.j[k]}\)"):
+        assert_same_pairs(missing, want)
+    with pytest.raises(AssertionError, match=rf"0 pairs missing, 1 extra .*first extra: \({want.i[k]}, {want.j[k]}\)"):
+        assert_same_pairs(want, missing)
+    off = want.clip_sim.copy()
+    off[k] += 1e-6
+    with pytest.raises(AssertionError, match=rf"clip_sim of pair \({want.i[k]}, {want.j[k]}\) differs"):
+        assert_same_pairs(PairSet(want.i, want.j, off, want.dino_sim), want)
