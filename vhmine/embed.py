@@ -294,7 +294,8 @@ def embed_collection(opts: EmbedOptions) -> EmbedResult:
         if pending:
             embedded_now, timings = _run_shards(work, plan, pending, all_shards, root, job, opts)
         elif (folder / MANIFEST).is_file() and not n_new and not opts.coco_annotations:
-            log.info("index %r is complete and up to date", name)
+            log.info("index %r is complete and up to date: nothing to embed", name)
+            return _result_from_manifest(folder, name, time.time() - t0)
         t1 = time.time()
         result = _finalize(folder, work, all_shards, job, coco, name)
         timings["finalize"] = time.time() - t1
@@ -390,6 +391,22 @@ def _run_shards(work: Path, plan, pending: list[int], all_shards: list[int], roo
     return len(paths), {"load": t_loaded - t0, "encode": time.time() - t_loaded}
 
 
+def _result_from_manifest(folder: Path, name: str, seconds: float) -> EmbedResult:
+    manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    counts = manifest.get("counts", {})
+    reasons: dict[str, int] = {}
+    for row in manifest.get("skipped", []):
+        key = _reason_kind(row["reason"])
+        reasons[key] = reasons.get(key, 0) + 1
+    return EmbedResult(name, folder, counts.get("images", 0), counts.get("skipped", 0), counts.get("duplicates", 0),
+                       0, seconds, reasons)
+
+
+def _reason_kind(reason: str) -> str:
+    """'truncated file (...)' -> 'truncated file': what the summary counts by."""
+    return reason.split(":")[0].split("(")[0].strip()
+
+
 def _finalize(folder: Path, work: Path, all_shards: list[int], job: dict, coco: dict | None, name: str) -> EmbedResult:
     """Join the shards into the index files; manifest.json goes last, so its presence means complete."""
     import numpy as np
@@ -426,8 +443,7 @@ def _finalize(folder: Path, work: Path, all_shards: list[int], job: dict, coco: 
 
     reasons: dict[str, int] = {}
     for r in skipped["reason"]:
-        key = r.split(":")[0].split("(")[0].strip()
-        reasons[key] = reasons.get(key, 0) + 1
+        reasons[_reason_kind(r)] = reasons.get(_reason_kind(r), 0) + 1
     if not job.get("encoders"):
         raise IndexCorruptError(f"index {name!r}: no encoder record in {work / JOB}; delete {folder} and rerun")
     write_index(folder, images, clip, dino, skipped=skipped, manifest={
