@@ -206,6 +206,219 @@ def curate(
     raise typer.Exit(rc)
 
 
+# --- asking models: probe, describe, generate (vhmine.llm, vhmine.probe, vhmine.describe, vhmine.generate) ---
+
+PARTIAL_EXIT = 3  # the run finished but some items failed (listed in the summary): rerun to retry them
+BaseUrlOpt = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 [env OPENAI_BASE_URL; default OpenAI]. The key comes from OPENAI_API_KEY only.")
+ConcurrencyOpt = typer.Option(4, "--concurrency", min=1, help="Requests in flight at once.")
+TimeoutOpt = typer.Option(60.0, "--timeout", min=0.1, help="Seconds before one request is abandoned (and retried).")
+RetriesOpt = typer.Option(4, "--max-retries", min=0, help="Retries per request on 429, 5xx, time-outs and unreadable answers.")
+RetryWaitOpt = typer.Option(1.0, "--retry-wait", min=0.0, help="First back-off in seconds; doubled each retry (max 30 s), with jitter.")
+MaxCostOpt = typer.Option(None, "--max-cost", min=0.0, help="Stop cleanly before spending more than this many USD (from token usage and the price table).")
+PricesOpt = typer.Option(None, "--prices", help='JSON file overriding the price table: {"model": {"input": USD/1M tokens, "output": ..., "image": USD/image}}.')
+CacheOpt = typer.Option(None, "--cache", help="Request cache (SQLite): answers kept so reruns cost nothing [env VHMINE_LLM_CACHE; default data/llm-cache.db].")
+MaxTokensOpt = typer.Option(512, "--max-tokens", min=1, help="Most tokens a model may write per answer.")
+ModesOpt = typer.Option(None, "--mode", help="Only this mode (repeatable) [default: all 8].")
+
+
+def _llm_options(model: str, base_url, concurrency, timeout, max_retries, retry_wait, max_cost, prices, cache,
+                 max_tokens=512):
+    from .llm import LLMOptions
+
+    return LLMOptions(model=model, base_url=base_url, concurrency=concurrency, timeout_s=timeout,
+                      max_retries=max_retries, retry_wait_s=retry_wait, max_cost=max_cost, prices=prices,
+                      cache=cache, max_tokens=max_tokens)
+
+
+def _finish(result) -> None:
+    typer.echo(result.summary())
+    if result.partial:
+        raise typer.Exit(PARTIAL_EXIT)
+
+
+@app.command()
+def probe(
+    model: str = typer.Option(..., "--model", help="The victim MLLM, as the endpoint names it (e.g. gpt-4o)."),
+    judge: Optional[str] = typer.Option(None, "--judge", help="Model that judges open-ended answers (correct / incorrect / unclear) [default: none, workers label them in the app]."),
+    rule: str = typer.Option("vhtest", "--rule", help="Yes/no rule for YNQ answers: vhtest (starts with yes/no), pope, strict."),
+    mode: Optional[List[str]] = ModesOpt,
+    kind: Optional[List[str]] = typer.Option(None, "--kind", help="Only OEQ or YNQ instances (repeatable) [default: both]."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Ask at most this many instances."),
+    base_url: Optional[str] = BaseUrlOpt,
+    concurrency: int = ConcurrencyOpt,
+    timeout: float = TimeoutOpt,
+    max_retries: int = RetriesOpt,
+    retry_wait: float = RetryWaitOpt,
+    max_cost: Optional[float] = MaxCostOpt,
+    prices: Optional[Path] = PricesOpt,
+    cache: Optional[Path] = CacheOpt,
+    max_tokens: int = MaxTokensOpt,
+    db: Optional[str] = DbOpt,
+) -> None:
+    """Ask a victim MLLM every ready instance, judge the answers, print hallucinations per mode (exit 3: partial)."""
+    try:
+        from .probe import ProbeOptions, check_kinds, probe as run_probe
+        from .store import open_store
+
+        opts = ProbeOptions(llm=_llm_options(model, base_url, concurrency, timeout, max_retries, retry_wait, max_cost,
+                                             prices, cache, max_tokens),
+                            judge=judge, rule=rule, modes=mode or None, kinds=check_kinds(kind or ["OEQ", "YNQ"]),
+                            limit=limit)
+        with open_store(db) as store:
+            result = run_probe(store, opts)
+    except VhmineError as err:
+        _fail(err)
+    _finish(result)
+
+
+@app.command()
+def describe(
+    model: str = typer.Option(..., "--model", help="The MLLM that explains the hallucinations (e.g. gpt-4o)."),
+    modes: str = typer.Option("all", "--modes", help="Comma-separated modes, or all."),
+    examples: int = typer.Option(10, "--examples", min=1, help="Successes explained and merged per mode."),
+    min_real: int = typer.Option(3, "--min-real", min=0, help="With fewer real successes, hypothetical ones fill up to --examples (marked so)."),
+    victim: Optional[str] = typer.Option(None, "--victim", help="Use only the successes of this probed model [default: any model's]."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Also write <mode>.txt files here to edit before `vhmine generate --descriptions`."),
+    base_url: Optional[str] = BaseUrlOpt,
+    concurrency: int = ConcurrencyOpt,
+    timeout: float = TimeoutOpt,
+    max_retries: int = RetriesOpt,
+    retry_wait: float = RetryWaitOpt,
+    max_cost: Optional[float] = MaxCostOpt,
+    prices: Optional[Path] = PricesOpt,
+    cache: Optional[Path] = CacheOpt,
+    max_tokens: int = MaxTokensOpt,
+    db: Optional[str] = DbOpt,
+) -> None:
+    """Write one description per mode of what makes it hallucinate, from the successes (exit 3: partial)."""
+    try:
+        from .describe import DescribeOptions, describe as run_describe
+        from .store import open_store
+
+        chosen = None if modes.strip().lower() == "all" else [m.strip() for m in modes.split(",") if m.strip()]
+        opts = DescribeOptions(llm=_llm_options(model, base_url, concurrency, timeout, max_retries, retry_wait, max_cost,
+                                                prices, cache, max_tokens),
+                               modes=chosen, examples=examples, min_real=min_real, victim=victim, out=out)
+        with open_store(db) as store:
+            result = run_describe(store, opts)
+    except VhmineError as err:
+        _fail(err)
+    _finish(result)
+
+
+@app.command()
+def generate(
+    backend: str = typer.Option(..., "--backend", help="openai:<image model> (dall-e-3, gpt-image-1, ...) or diffusers:<hub id or local folder>."),
+    per_mode: int = typer.Option(10, "--per-mode", min=1, help="Images per mode."),
+    mode: Optional[List[str]] = ModesOpt,
+    prompt_model: Optional[str] = typer.Option(None, "--prompt-model", help="LLM that rewrites descriptions into image prompts (needed by every backend but openai:dall-e-3)."),
+    descriptions: Optional[Path] = typer.Option(None, "--descriptions", help="Folder of edited <mode>.txt (from `vhmine describe --out`) [default: the store's newest]."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Where images go, as <sha256>.png [default: data/generated]."),
+    size: str = typer.Option("1024x1024", "--size", help="Image size for openai backends."),
+    device: Optional[str] = typer.Option(None, "--device", help="diffusers: cpu, cuda, ... [default: cuda when present]."),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="diffusers: float32, float16, bfloat16 [default: float16 on cuda, else float32]."),
+    steps: int = typer.Option(30, "--steps", min=1, help="diffusers: denoising steps."),
+    guidance: float = typer.Option(7.5, "--guidance", help="diffusers: classifier-free guidance scale."),
+    seed: int = typer.Option(0, "--seed", help="diffusers: image k of a mode uses seed SEED + k."),
+    width: Optional[int] = typer.Option(None, "--width", min=8, help="diffusers: image width [default: the pipeline's]."),
+    height: Optional[int] = typer.Option(None, "--height", min=8, help="diffusers: image height [default: the pipeline's]."),
+    base_url: Optional[str] = BaseUrlOpt,
+    concurrency: int = ConcurrencyOpt,
+    timeout: float = TimeoutOpt,
+    max_retries: int = RetriesOpt,
+    retry_wait: float = RetryWaitOpt,
+    max_cost: Optional[float] = MaxCostOpt,
+    prices: Optional[Path] = PricesOpt,
+    cache: Optional[Path] = CacheOpt,
+    db: Optional[str] = DbOpt,
+) -> None:
+    """Render images from each mode's description and queue them for curation (exit 3: partial)."""
+    try:
+        from .errors import InputError
+        from .generate import GenerateOptions, generate as run_generate, parse_backend
+        from .store import open_store
+
+        if parse_backend(backend).needs_rewrite and not prompt_model:
+            raise InputError(f"backend {backend} needs --prompt-model: an LLM that rewrites each description into "
+                             "an image prompt (e.g. --prompt-model gpt-4o); only openai:dall-e-3 takes descriptions as they are")
+        opts = GenerateOptions(
+            backend=backend, per_mode=per_mode, modes=mode or None, descriptions=descriptions, out=out, size=size,
+            device=device, dtype=dtype, steps=steps, guidance=guidance, seed=seed, width=width, height=height,
+            llm=_llm_options(prompt_model or backend.partition(":")[2], base_url, concurrency, timeout, max_retries,
+                             retry_wait, max_cost, prices, cache))
+        with open_store(db) as store:
+            result = run_generate(store, opts)
+    except VhmineError as err:
+        _fail(err)
+    _finish(result)
+
+
+# --- export and eval (vhmine.export, vhmine.eval) ----------------------------------------------------
+
+@app.command()
+def export(
+    out: Path = typer.Option(..., "--out", help="The benchmark folder to write (must not exist unless --replace)."),
+    fmt: str = typer.Option("vhtest", "--format", help="vhtest, vlmevalkit, hf, pope, llava or hallusionbench."),
+    kind: str = typer.Option("both", "--kind", help="oeq, ynq or both."),
+    per_mode: Optional[int] = typer.Option(None, "--per-mode", min=1, help="Instances per mode and kind (YNQ: half yes, half no) [default: all]."),
+    mode: Optional[List[str]] = typer.Option(None, "--mode", help="Export only this mode (repeatable) [default: all 8]."),
+    allow_unbalanced: bool = typer.Option(False, "--allow-unbalanced", help="Go on when yes/no questions are not 50/50 within a mode."),
+    seed_: int = typer.Option(0, "--seed", help="Seed of --per-mode sampling and of the llava 80/20 split."),
+    replace: bool = typer.Option(False, "--replace", help="Replace an existing --out folder."),
+    name: Optional[str] = typer.Option(None, "--name", help="Benchmark name [default: the folder's name]."),
+    db: Optional[str] = DbOpt,
+) -> None:
+    """Write the store's ready instances as a benchmark folder (with a manifest)."""
+    try:
+        from .export import ExportOptions, export_benchmark
+        from .store import open_store
+
+        opts = ExportOptions(out=out, format=fmt, kind=kind.lower(), per_mode=per_mode, allow_unbalanced=allow_unbalanced,
+                             seed=seed_, replace=replace, name=name, modes=mode or None)
+        with open_store(db) as store:
+            result = export_benchmark(store, opts)
+    except VhmineError as err:
+        _fail(err)
+    typer.echo(result.summary())
+
+
+@app.command("eval")
+def eval_(
+    bench: Path = typer.Option(..., "--bench", help="A benchmark folder from `vhmine export`, or HallusionBench's JSON, or POPE's JSON lines."),
+    model: Optional[List[str]] = typer.Option(None, "--model", help="Ask this model (repeatable; OpenAI-compatible endpoint)."),
+    predictions: Optional[List[str]] = typer.Option(None, "--predictions", help="NAME=FILE: score answers already made (id and answer per item; repeatable)."),
+    out: Path = typer.Option(Path("eval"), "--out", help="Folder for report.md, report.json, answers and the chart."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint [env OPENAI_BASE_URL]."),
+    judge: Optional[str] = typer.Option(None, "--judge", help="Judge model for open-ended answers (with --oeq judge)."),
+    oeq: str = typer.Option("match", "--oeq", help="Open-ended scoring: match (reference appears in the answer), judge, or labels (workers' labels in the store)."),
+    rule: str = typer.Option("vhtest", "--rule", help="Yes/no rule: vhtest, pope or strict."),
+    fmt: Optional[str] = typer.Option(None, "--format", help="The benchmark's format [default: detected]."),
+    images: Optional[Path] = typer.Option(None, "--images", help="Folder of a foreign benchmark's images (POPE, HallusionBench)."),
+    partial: bool = typer.Option(False, "--partial", help="Score only the items that have an answer."),
+    max_cost: Optional[float] = typer.Option(None, "--max-cost", help="Stop asking models past this many USD."),
+    cache: Optional[Path] = typer.Option(None, "--cache", help="Request cache file [env VHMINE_LLM_CACHE; default data/llm-cache.db]."),
+    db: Optional[str] = DbOpt,
+) -> None:
+    """Score models on a benchmark: accuracy per mode, pair and image accuracy, yes/no bias."""
+    try:
+        from .errors import InputError
+        from .eval import EvalOptions, evaluate
+
+        preds = []
+        for p in predictions or []:
+            if "=" not in p:
+                raise InputError(f"--predictions {p!r} is not NAME=FILE")
+            n, f = p.split("=", 1)
+            preds.append((n, Path(f)))
+        llm = {k: v for k, v in {"max_cost": max_cost, "cache": cache}.items() if v is not None}
+        opts = EvalOptions(bench=bench, out=out, models=model or [], predictions=preds, fmt=fmt, images=images, rule=rule,
+                           oeq=oeq, judge=judge, base_url=base_url, db=db, partial=partial, llm=llm)
+        result = evaluate(opts)
+    except VhmineError as err:
+        _fail(err)
+    typer.echo(result.summary())
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     app(args=argv, prog_name="vhmine")
 

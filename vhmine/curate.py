@@ -30,6 +30,7 @@ from typing import Iterable, Mapping, Optional, Sequence
 
 from . import modes as M
 from .errors import AuthError, FormError, InputError, LeaseError, StoreError
+from .images import sha256_file
 from .store import (  # first: it says which extra to install when SQLAlchemy is missing
     VERDICTS, Action, Generation, Image, Instance, Pair, Response, ResponseLabel, Review, Store, Task,
     Worker, open_store, resolve_url, display_url, utcnow,
@@ -101,14 +102,6 @@ def _worker(s: Session, name: str, *, admin: bool = False) -> Worker:
 
 
 # --- images --------------------------------------------------------------------------------------
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
 
 def image_file(store: Store, image_id: str) -> Path:
     """The recorded file of an image id. Nothing but a recorded id reaches the file system."""

@@ -55,3 +55,57 @@ class FormError(InputError):
     def __init__(self, field: str, message: str):
         super().__init__(message)
         self.field = field
+
+
+class FormatError(InputError):
+    """A benchmark file is malformed; the message names the file, row and field."""
+
+
+class UnbalancedError(VhmineError):
+    """A yes/no benchmark would not have 50/50 yes and no answers within each mode."""
+
+
+class ExportError(VhmineError):
+    """A benchmark could not be written (destination exists, image missing, ...)."""
+
+
+class EvalError(VhmineError):
+    """A benchmark could not be scored (missing predictions, unknown parser, ...)."""
+
+
+# --- model access (vhmine.llm): probe, describe, generate, eval ----------------------------------
+
+class LLMError(VhmineError):
+    """A request to a model endpoint failed; `status` says how ("unavailable", "refused", ...)."""
+
+    status = "error"
+
+
+class LLMUnavailableError(LLMError):
+    """The endpoint kept answering 429 / 5xx, timing out or refusing connections after every retry."""
+
+    status = "unavailable"
+
+
+class LLMRefusalError(LLMError):
+    """The model refused, or the endpoint rejected the request under its content policy (not retried)."""
+
+    status = "refused"
+
+
+class LLMMalformedError(LLMError):
+    """The endpoint's answer could not be read (not JSON, no choices, no image) after every retry."""
+
+    status = "malformed"
+
+
+class LLMAuthError(LLMError):
+    """No API key, or the endpoint rejected the key: nothing more is sent."""
+
+    status = "auth"
+
+
+class CostCapError(LLMError):
+    """The next request could take spending past --max-cost: nothing more is sent."""
+
+    status = "cost-cap"

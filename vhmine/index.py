@@ -14,7 +14,6 @@ An index without manifest.json is half-written (a job was stopped before it fini
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import IndexCorruptError, IndexMissingError
+from .images import sha256_file
 
 MANIFEST = "manifest.json"
 IMAGES = "images.parquet"
@@ -34,14 +34,6 @@ FORMAT_VERSION = 1
 def image_id_for(sha256: str) -> str:
     """Stable image id: content-addressed, so renames and moves keep it and exact duplicates share it."""
     return sha256[:16]
-
-
-def file_sha256(path: Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def atomic_write(path: Path, write) -> None:
@@ -105,7 +97,7 @@ def write_index(folder: Path, images, clip, dino, *, skipped, manifest: dict) ->
     files = {}
     for fname in (IMAGES, SKIPPED, *VECTOR_FILES.values()):
         p = folder / fname
-        files[fname] = {"bytes": p.stat().st_size, "sha256": file_sha256(p)}
+        files[fname] = {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
     full = {"format_version": FORMAT_VERSION, "vhmine_version": __version__,
             "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **manifest,
             "skipped": skipped.to_dict("records"), "files": files}

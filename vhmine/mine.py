@@ -23,7 +23,8 @@ from pathlib import Path
 from . import __version__
 from .config import DEFAULT_CLIP_MIN, DEFAULT_DINO_MAX, default_index_name, indexes_root, runs_root
 from .errors import InputError
-from .index import file_sha256, open_index
+from .images import sha256_file
+from .index import open_index
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +175,7 @@ def mine_index(opts: MineOptions) -> MineResult:
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "index": name,
             "index_folder": str(idx.folder.resolve()),
-            "index_manifest_sha256": file_sha256(idx.folder / "manifest.json"),
+            "index_manifest_sha256": sha256_file(idx.folder / "manifest.json"),
             "clip_threshold": opts.clip,
             "dino_threshold": opts.dino,
             "thresholds_inclusive": True,
@@ -184,7 +185,7 @@ def mine_index(opts: MineOptions) -> MineResult:
                        "written": int(len(pairs))},
             "warnings": warnings,
         }
-        run["files"] = {p.name: {"bytes": p.stat().st_size, "sha256": file_sha256(p)} for p in sorted(tmp.iterdir())}
+        run["files"] = {p.name: {"bytes": p.stat().st_size, "sha256": sha256_file(p)} for p in sorted(tmp.iterdir())}
         (tmp / "run.json").write_text(json.dumps(run, indent=2, default=str), encoding="utf-8")
         _replace_dir(tmp, run_dir)
     except BaseException:

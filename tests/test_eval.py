@@ -1,0 +1,136 @@
+"""vhmine.eval: predictions files scored the same way as answers fetched from a model (a real OpenAI-
+compatible server on loopback); reports side by side; unreadable answers counted, never taken as "no"."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from anchors import anchor
+from openai_server import chat_images, chat_text, openai_server  # noqa: F401  (fixture)
+from vhmine import formats as F
+from vhmine.bench import BenchItem, Benchmark
+from vhmine.errors import EvalError, FormatError
+from vhmine.eval import EvalOptions, evaluate, load_predictions, match_oeq
+from vhmine.judge import judge_name, judge_prompt
+from vhmine.export import write_benchmark
+
+
+@pytest.fixture
+def bench_dir(tmp_path):
+    rng = np.random.default_rng(1)
+    paths = []
+    for i in range(2):
+        p = tmp_path / f"im{i}.png"
+        Image.fromarray(rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)).save(p)
+        paths.append(str(p))
+    items = [
+        BenchItem("o1", "counting", "OEQ", "How many cats are there in the picture?", ("3",), None, paths[0], "A", "p:OEQ"),
+        BenchItem("o2", "counting", "OEQ", "How many cats are there in the picture?", ("4", "5"), None, paths[1], "B", "p:OEQ"),
+        BenchItem("y1", "counting", "YNQ", "Are there exactly 3 cats in the picture?", ("Yes",), True, paths[0], "A", "p:YNQ"),
+        BenchItem("y2", "counting", "YNQ", "Are there exactly 3 cats in the picture?", ("No",), False, paths[1], "B", "p:YNQ"),
+        BenchItem("y3", "color", "YNQ", "Is the car red?", ("Yes",), True, paths[0], "A", None),
+        BenchItem("y4", "color", "YNQ", "Is the car blue?", ("No",), False, paths[1], "B", None),
+    ]
+    write_benchmark(Benchmark("tiny", items), tmp_path / "bench", "vlmevalkit")
+    return tmp_path / "bench"
+
+
+def _preds(path: Path, answers: dict) -> Path:
+    path.write_text("".join(json.dumps({"id": k, "answer": v}) + "\n" for k, v in answers.items()))
+    return path
+
+
+def test_match_accepts_any_reference_as_whole_words():
+    assert match_oeq("I count four cats.", ("4", "5")) and match_oeq("Five.", ("4", "5"))
+    assert not match_oeq("There are 14 cats.", ("4",)) and not match_oeq("", ("4",))
+
+
+def test_predictions_of_two_models_side_by_side(bench_dir, tmp_path):
+    a = _preds(tmp_path / "a.jsonl", {"o1": "There are three cats.", "o2": "4 or so", "y1": "Yes.", "y2": "Yes, three.",
+                                      "y3": "I cannot tell.", "y4": "No"})
+    b = _preds(tmp_path / "b.jsonl", {"o1": "2", "o2": "2", "y1": "yes", "y2": "no", "y3": "yes", "y4": "no"})
+    res = evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "ev", predictions=[("model-a", a), ("model-b", b)]))
+    ma = res.report["models"]["model-a"]["metrics"]
+    # model-a: OEQ 2/2 right; YNQ y1 right, y2 wrong (said yes), y3 unreadable, y4 right
+    assert ma["overall"]["accuracy"] == pytest.approx(4 / 6)
+    assert ma["modes"]["counting"]["accuracy"] == pytest.approx(3 / 4) and ma["modes"]["color"]["accuracy"] == 0.5
+    assert (ma["overall"]["unreadable"], ma["overall"]["tn"], ma["overall"]["fp"]) == (1, 1, 1)  # unreadable is not "no"
+    assert ma["overall"]["yes_ratio"] == pytest.approx(2 / 4)
+    assert ma["overall"]["pair_accuracy"] == pytest.approx(1 / 2)  # OEQ pair right, YNQ pair wrong
+    assert ma["overall"]["image_accuracy"] == 0.0  # A: y3 unreadable; B: y2 wrong
+    md = (tmp_path / "ev" / "report.md").read_text()
+    assert "| model | counting | color | overall | pair acc. | image acc. |" in md
+    assert "| model-a | 75.0 | 50.0 | 66.7 | 50.0 | 0.0 |" in md and "| model-b | 50.0 | 100.0 | 66.7 |" in md
+    assert (tmp_path / "ev" / "accuracy_by_mode.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    detail = [json.loads(line) for line in (tmp_path / "ev" / "answers-model-a.jsonl").read_text().splitlines()]
+    assert {d["id"]: d["read_as"] for d in detail}["y3"] == "unreadable"
+    assert json.loads((tmp_path / "ev" / "report.json").read_text())["rule"] == "vhtest"
+
+
+def test_bad_predictions_are_named(bench_dir, tmp_path):
+    bench = F.load(bench_dir)
+    with pytest.raises(FormatError, match=r"1 id\(s\) are not in the benchmark .*\(first: 'zz'\): is it the right benchmark\?"):
+        load_predictions(_preds(tmp_path / "p.jsonl", {"o1": "3", "zz": "yes"}), bench)
+    (tmp_path / "q.jsonl").write_text('{"id": "o1", "answer": "3"}\n{"id": "o2"}\n')
+    with pytest.raises(FormatError, match=r"q\.jsonl, line 2, field answer: missing"):
+        load_predictions(tmp_path / "q.jsonl", bench)
+    with pytest.raises(EvalError, match=r"^5 of 6 items have no answer from m in predictions:.*--partial"):
+        evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "ev", predictions=[("m", _preds(tmp_path / "r.jsonl", {"o1": "3"}))]))
+    with pytest.raises(Exception, match=r"unknown yes/no rule 'loose'"):
+        evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "ev", predictions=[("m", tmp_path / "r.jsonl")], rule="loose"))
+
+
+def test_hallusionbench_result_file_is_scored_with_its_measures(tmp_path):
+    res = evaluate(EvalOptions(bench=anchor("hallusionbench/HallusionBench.json"), out=tmp_path / "hb", partial=True,
+                               predictions=[("sample", anchor("hallusionbench/HallusionBench_result_sample.json"))]))
+    hb = res.report["models"]["sample"]["hallusionbench"]
+    assert (round(hb["aAcc"] * 254), round(hb["qAcc"] * 117), round(hb["fAcc"] * 69)) == (152, 38, 13)
+    assert "## HallusionBench" in (tmp_path / "hb" / "report.md").read_text()
+
+
+def test_model_on_a_loopback_server_with_a_judge(bench_dir, tmp_path, openai_server):
+    srv = openai_server
+    bench = F.load(bench_dir)
+
+    def responder(body):
+        text = chat_text(body)
+        if "Reply with exactly one word: correct, incorrect or unclear." in text:  # the judge (judge.py's prompt)
+            return "correct" if "any one of which is correct: 3\n" in text else "incorrect"  # the model always says 3
+        if "ONLY answer yes or no." in text:
+            return "Yes." if "exactly 3" in text or "red" in text else "I am not sure."
+        return "There are 3 cats."
+
+    srv.responder = responder
+    llm = {"cache": tmp_path / "cache.db", "progress": False}
+    res = evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "ev", models=["fake-vlm"], oeq="judge", judge="fake-judge",
+                               base_url=srv.base_url, llm=llm))
+    m = res.report["models"]["fake-vlm"]["metrics"]["overall"]
+    # OEQ: judge says o1 right, o2 wrong; YNQ: y1 yes (right), y2 yes (wrong), y3 yes (right), y4 unreadable
+    assert (m["correct"], m["n"], m["unreadable"]) == (3, 6, 1)
+    chats = srv.chats()
+    model_calls = [c for c in chats if c["model"] == "fake-vlm"]
+    assert len(model_calls) == 6 and len([c for c in chats if c["model"] == "fake-judge"]) == 2
+    sent = {chat_text(c): chat_images(c) for c in model_calls}
+    import hashlib
+    assert sent["Is the car red? ONLY answer yes or no."] == [hashlib.sha256(bench.image_bytes(bench.by_id()["y3"])).hexdigest()]
+    assert res.report["oeq"] == {"scorer": "judge", "judge": judge_name("fake-judge"), "judge_prompt": judge_prompt().id}
+    # a second run is answered from the cache: nothing more is sent
+    evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "ev2", models=["fake-vlm"], oeq="judge", judge="fake-judge",
+                         base_url=srv.base_url, llm=llm))
+    assert len(srv.chats()) == len(chats)
+
+
+def test_cli_eval(bench_dir, tmp_path):
+    from typer.testing import CliRunner
+
+    from vhmine.cli import app
+
+    p = _preds(tmp_path / "p.jsonl", {"o1": "3", "o2": "5", "y1": "yes", "y2": "no", "y3": "yes", "y4": "no"})
+    r = CliRunner().invoke(app, ["eval", "--bench", str(bench_dir), "--predictions", f"perfect={p}", "--out", str(tmp_path / "e")])
+    assert r.exit_code == 0, r.output
+    assert "perfect: accuracy 100.0% over 6 item(s)" in r.output
+    r = CliRunner().invoke(app, ["eval", "--bench", str(bench_dir), "--predictions", str(p)])
+    assert r.exit_code == 2 and "is not NAME=FILE" in r.output

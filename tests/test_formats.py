@@ -1,0 +1,164 @@
+"""vhmine.formats: every format round-trips without loss; VHTest sheets read as VHTest reads them;
+the real HallusionBench and POPE files import; malformed files name the file, row and field."""
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from anchors import anchor
+from vhmine import formats as F
+from vhmine.bench import BenchItem, Benchmark
+from vhmine.errors import FormatError, InputError
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    d = tmp_path_factory.mktemp("imgs")
+    rng = np.random.default_rng(0)
+    paths = []
+    for i in range(3):
+        p = d / f"im{i}.png"
+        Image.fromarray(rng.integers(0, 255, (12, 10, 3), dtype=np.uint8)).save(p)
+        paths.append(str(p))
+    jpg = d / "photo.jpg"
+    Image.fromarray(rng.integers(0, 255, (9, 9, 3), dtype=np.uint8)).save(jpg)
+    items = [
+        BenchItem("c-oeq-a", "counting", "OEQ", "How many cats are there in the picture?", ("4", "5"), None, paths[0], "img0",
+                  "p1:OEQ:q", {"slots": {"object": "cats"}, "template_id": "counting.how_many"}),
+        BenchItem("c-oeq-b", "counting", "OEQ", "How many cats are there in the picture?", ("2",), None, paths[1], "img1",
+                  "p1:OEQ:q", {"slots": {"object": "cats"}}),
+        BenchItem("c-ynq-a", "counting", "YNQ", "Are there exactly 4 cats in the picture?", ("Yes",), True, paths[0], "img0", "p1:YNQ:q", {}),
+        BenchItem("c-ynq-b", "counting", "YNQ", "Are there exactly 4 cats in the picture?", ("No",), False, paths[1], "img1", "p1:YNQ:q", {}),
+        BenchItem("o-ynq-1", "ocr", "YNQ", 'Does the text on the sign say "STOP"?', ("Yes",), True, paths[2], "img2", None, {"x": [1, "ü"]}),
+        BenchItem("o-ynq-2", "ocr", "YNQ", 'Does the text on the sign say "SHOP"?', ("No",), False, paths[2], "img2", None, {}),
+        BenchItem("p-oeq", "position", "OEQ", "Where is the cat relative to the dog?", ("to the left of",), None, str(jpg), "imgj", None, {}),
+    ]
+    return Benchmark("tiny", items)
+
+
+def _plain(items):
+    return sorted((replace(it, image=None, image_data=None) for it in items), key=lambda it: it.id)
+
+
+@pytest.mark.parametrize("fmt", ["vhtest", "vlmevalkit", "hf", "pope", "llava"])
+def test_round_trip_loses_nothing(bench, tmp_path, fmt):
+    src = bench.select(kind="YNQ") if fmt == "pope" else bench
+    F.write(fmt, src, tmp_path)
+    back = F.read(fmt, tmp_path)
+    assert F.detect(tmp_path) == fmt
+    assert _plain(back) == _plain(src)
+    got = {it.id: back.image_bytes(it) for it in back}
+    for it in src:
+        data = src.image_bytes(it)
+        if fmt == "vhtest" and it.image.endswith(".jpg"):
+            assert got[it.id][:8] == b"\x89PNG\r\n\x1a\n"  # VHTest's layout is PNG: converted, same pixels
+            assert np.array_equal(np.asarray(Image.open(it.image)), np.asarray(Image.open(back.image_path(back.by_id()[it.id]))))
+        else:
+            assert got[it.id] == data
+
+
+def test_vhtest_sheets_read_as_vhtest_reads_them(bench, tmp_path):
+    import pandas as pd
+
+    F.write("vhtest", bench, tmp_path)
+    assert sorted(p.name for p in (tmp_path / "YNQ_Benchmark").iterdir()) == ["OCR.xlsx", "counting.xlsx"]
+    oeq = pd.read_excel(tmp_path / "OEQ_Benchmark" / "counting.xlsx")
+    assert list(oeq.columns[:3]) == ["Image", "Question", "Reference_Answer"]
+    assert oeq["Reference_Answer"].tolist() == ["4 or 5", "2"]  # written as text, so "2" stays "2"
+    ynq = pd.read_excel(tmp_path / "YNQ_Benchmark" / "counting.xlsx")
+    for _, row in ynq.iterrows():  # the lines of VHTest's llava_ynq_version.py that touch the sheet
+        image_file = tmp_path / "Images" / "counting" / row["image_path"]
+        assert image_file.is_file() and row["Image"] == row["image_path"]
+        assert row["yes_or_no_ground_truth"] in ("y", "n") and row["yes_or_no_question"].endswith("?")
+    assert sorted(ynq["yes_or_no_ground_truth"]) == ["n", "y"]
+    assert sorted(p.name for p in (tmp_path / "Images" / "counting").iterdir()) == ["counting_0.png", "counting_1.png"]
+
+
+def test_llava_split_is_seeded_and_follows_vhtest_conventions(bench, tmp_path):
+    from vhmine.formats import llava
+
+    sides = llava.split(bench, seed=1)
+    assert sides == llava.split(Benchmark("x", list(reversed(bench.items))), seed=1)  # not row order
+    F.write("llava", bench, tmp_path, seed=1)
+    recs = {r["id"]: r for f in ("train.json", "test.json") for r in json.loads((tmp_path / f).read_text())}
+    assert recs["c-oeq-a"]["conversations"][1]["value"] == "There are 4 cats."
+    assert recs["p-oeq"]["conversations"][0]["value"].endswith("?\nAnswer the question using a single word or phrase.")
+    assert recs["o-ynq-2"]["conversations"][1]["value"] == "No"
+    assert recs["c-ynq-a"]["conversations"][0]["value"].startswith("<image>\n")
+    big = Benchmark("b", [replace(bench.items[0], id=f"i{k}") for k in range(50)])
+    assert sum(v == "train" for v in llava.split(big, seed=3).values()) == 40
+
+
+def test_hf_folder_loads_with_datasets(bench, tmp_path):
+    datasets = pytest.importorskip("datasets", reason="the hf round trip through `datasets` needs pip install 'vhmine[test]'")
+    F.write("hf", bench, tmp_path)
+    ds = datasets.load_dataset(str(tmp_path), split="test")
+    rows = {r["id"]: r for r in ds}
+    assert rows["c-oeq-a"]["answers"] == ["4", "5"] and rows["c-ynq-b"]["truth"] is False and rows["p-oeq"]["truth"] is None
+    img = rows["o-ynq-1"]["image"]
+    assert np.array_equal(np.asarray(img), np.asarray(Image.open(bench.by_id()["o-ynq-1"].image)))
+
+
+def test_real_hallusionbench_imports():
+    b = F.load(anchor("hallusionbench/HallusionBench.json"))
+    assert len(b) == 1129 and {it.kind for it in b} == {"YNQ"}
+    assert sum(it.truth for it in b) == 484
+    no_image = [it for it in b if it.image is None]
+    assert len(no_image) == 178 and all(it.meta["visual_input"] == "0" for it in no_image)
+    it = b.by_id()["VD_illusion_0_0_0"]
+    assert it.image == "VD/illusion/0_0.png" and it.pair_id == "VD_illusion_0_0" and it.image_id == "VD_illusion_0_0"
+
+
+def test_real_pope_imports(tmp_path):
+    for split in ("random", "popular", "adversarial"):
+        b = F.load(anchor(f"pope/coco_pope_{split}.json"), images=tmp_path)
+        assert len(b) == 3000 and sum(it.truth for it in b) == 1500
+        first = b.by_id()[f"coco_pope_{split}:1"]
+        assert first.image.startswith("COCO_val2014_") and b.image_path(first).parent == tmp_path
+    some = Benchmark("some", b.items[:12], b.root, b.source)
+    for it in some:  # COCO's images are not here: stand-ins, so the lines can go back out as POPE lines
+        Image.new("RGB", (4, 4)).save(some.image_path(it))
+    (tmp_path / "again").mkdir()
+    F.write("pope", some, tmp_path / "again")
+    assert _plain(F.read("pope", tmp_path / "again")) == _plain(some)
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"question_id": 1, "image": "a.jpg", "text": "Is there a cat?", "label": "yes"}\n{"question_id": 2, "image": "a.jpg", "text": "Is there a dog?", "label": "maybe"}\n',
+     r"bad\.jsonl, line 2, field label: 'maybe' is not yes or no$"),
+    ('{"question_id": 1, "image": "a.jpg", "label": "yes"}\n', r"bad\.jsonl, line 1, field text: missing"),
+    ('{"question_id": 1, \n', r"bad\.jsonl, line 1: not JSON"),
+])
+def test_malformed_pope_names_file_line_and_field(tmp_path, content, message):
+    (tmp_path / "bad.jsonl").write_text(content)
+    with pytest.raises(FormatError, match=message):
+        F.load(tmp_path / "bad.jsonl")
+
+
+def test_malformed_hallusionbench_and_result_file(tmp_path):
+    rows = json.loads(anchor("hallusionbench/HallusionBench.json").read_text())[:3]
+    rows[2]["gt_answer"] = "yes"
+    (tmp_path / "hb.json").write_text(json.dumps(rows))
+    with pytest.raises(FormatError, match=r"hb\.json, row 2, field gt_answer: 'yes' is not \"1\" \(yes\) or \"0\" \(no\)$"):
+        F.load(tmp_path / "hb.json")
+    with pytest.raises(FormatError, match=r"row 0, field gt_answer: missing: a result file without answers is scored against HallusionBench.json"):
+        F.load(anchor("hallusionbench/HallusionBench_result_sample.json"))
+
+
+def test_malformed_vhtest_sheet(bench, tmp_path):
+    import pandas as pd
+
+    F.write("vhtest", bench, tmp_path)
+    df = pd.read_excel(tmp_path / "YNQ_Benchmark" / "OCR.xlsx").drop(columns=["vhmine_item"])
+    df.loc[1, "yes_or_no_ground_truth"] = "perhaps"
+    df.to_excel(tmp_path / "YNQ_Benchmark" / "OCR.xlsx", index=False)
+    with pytest.raises(FormatError, match=r"OCR\.xlsx, row 3, field yes_or_no_ground_truth: 'perhaps' is not y or n$"):
+        F.read("vhtest", tmp_path)
+
+
+def test_unknown_format_lists_the_valid_ones():
+    with pytest.raises(InputError, match=r"^unknown format 'csv': choose one of vhtest, vlmevalkit, hf, pope, llava, hallusionbench$"):
+        F.get_format("csv")

@@ -1,0 +1,203 @@
+"""vhmine.generate: DALL-E-3 from the description itself, other backends from an LLM-written prompt,
+a tiny Stable Diffusion pipeline built here, saved and loaded through `diffusers:<folder>`; each image
+stored once by sha256 with its provenance and queued in its mode; a content-policy rejection recorded
+with the run going on."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import inspect
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from openai_server import API_KEY, chat_text, openai_server  # noqa: F401  (fixture)
+from test_probe import make_ready_store
+
+from vhmine import prompts as P
+from vhmine.describe import _add_description
+from vhmine.errors import InputError
+from vhmine.generate import GenerateOptions, generate, parse_backend
+from vhmine.llm import LLMOptions
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, [chr(c) for c in cs]))
+
+
+def clip_tokenizer(folder: Path):
+    """The real CLIP BPE tokenizer, built offline from the vocabulary file open_clip ships."""
+    import open_clip
+    from transformers import CLIPTokenizer
+
+    bpe = Path(open_clip.__file__).parent / "bpe_simple_vocab_16e6.txt.gz"
+    merges = gzip.open(bpe).read().decode("utf-8").split("\n")[1:49152 - 256 - 2 + 1]
+    vocab = list(_bytes_to_unicode().values())
+    vocab = vocab + [v + "</w>" for v in vocab] + ["".join(m.split()) for m in merges] + ["<|startoftext|>", "<|endoftext|>"]
+    if "vocab" in inspect.signature(CLIPTokenizer.__init__).parameters:  # transformers 5: vocab and merges in memory
+        return CLIPTokenizer(vocab={v: i for i, v in enumerate(vocab)}, merges=[tuple(m.split()) for m in merges],
+                             model_max_length=77)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "vocab.json").write_text(json.dumps({v: i for i, v in enumerate(vocab)}))
+    (folder / "merges.txt").write_text("#version: 0.2\n" + "\n".join(merges) + "\n")
+    return CLIPTokenizer(vocab_file=str(folder / "vocab.json"), merges_file=str(folder / "merges.txt"), model_max_length=77)
+
+
+@pytest.fixture(scope="module")
+def tiny_sd(tmp_path_factory) -> Path:
+    """A random-weight Stable Diffusion pipeline (UNet 32/64, tiny VAE and CLIP text model), saved."""
+    import torch
+    from diffusers import AutoencoderKL, DDIMScheduler, StableDiffusionPipeline, UNet2DConditionModel
+    from transformers import CLIPTextConfig, CLIPTextModel
+
+    root = tmp_path_factory.mktemp("tiny-sd")
+    torch.manual_seed(0)
+    tok = clip_tokenizer(root / "tok")
+    unet = UNet2DConditionModel(block_out_channels=(32, 64), layers_per_block=2, sample_size=32, in_channels=4,
+                                out_channels=4, down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+                                up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"), cross_attention_dim=32)
+    vae = AutoencoderKL(block_out_channels=[32, 64], in_channels=3, out_channels=3, latent_channels=4,
+                        down_block_types=["DownEncoderBlock2D"] * 2, up_block_types=["UpDecoderBlock2D"] * 2)
+    text = CLIPTextModel(CLIPTextConfig(bos_token_id=49406, eos_token_id=49407, pad_token_id=49407, hidden_size=32,
+                                        intermediate_size=37, num_attention_heads=4, num_hidden_layers=2,
+                                        vocab_size=len(tok), max_position_embeddings=77))
+    sched = DDIMScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear", clip_sample=False,
+                          set_alpha_to_one=False, steps_offset=1)
+    pipe = StableDiffusionPipeline(vae=vae, text_encoder=text, tokenizer=tok, unet=unet, scheduler=sched,
+                                   safety_checker=None, feature_extractor=None, requires_safety_checker=False)
+    pipe.save_pretrained(root / "pipe")
+    return root / "pipe"
+
+
+def _store_with_descriptions(tmp_path, texts: dict):
+    store = make_ready_store(tmp_path)
+    for mode, text in texts.items():
+        _add_description(store, f"d-{mode}", mode, "merged", text, "describer", False, [])
+    return store
+
+
+def _generations(store):
+    from sqlalchemy import select
+
+    from vhmine.store import Generation, Task
+
+    with store.session(write=False) as s:
+        gens = list(s.scalars(select(Generation).order_by(Generation.mode, Generation.image_id)))
+        tasks = {t.id: t for t in s.scalars(select(Task).where(Task.image_id.is_not(None)))}
+    return gens, tasks
+
+
+def _llm(srv, tmp_path, model):
+    return LLMOptions(model=model, base_url=srv.base_url, cache=tmp_path / "cache.db", retry_wait_s=0.01, progress=False)
+
+
+def test_dalle3_draws_the_description_and_a_rejection_is_recorded(openai_server, tmp_path):
+    srv = openai_server
+    store = _store_with_descriptions(tmp_path, {"counting": "Many cups, some hidden behind others.",
+                                                "color": "A FORBIDDEN scene."})
+    opts = GenerateOptions(backend="openai:dall-e-3", llm=_llm(srv, tmp_path, "dall-e-3"), per_mode=2,
+                           modes=["counting", "color"], out=tmp_path / "gen")
+    res = generate(store, opts)
+    assert res.partial and [(m.mode, m.status) for m in res.items] == \
+        [("color", "refused"), ("color", "refused"), ("counting", "generated"), ("counting", "generated")]
+    assert "content policy: dall-e-3 at http://127.0.0.1:" in res.items[0].reason
+    bodies = [r["body"] for r in srv.requests if r["path"].endswith("/images/generations")]
+    assert srv.chats() == []  # DALL-E-3 gets the description itself, no rewrite
+    assert {b["prompt"] for b in bodies} == {"Many cups, some hidden behind others.", "A FORBIDDEN scene."}
+    assert {b["response_format"] for b in bodies} == {"b64_json"}
+    gens, tasks = _generations(store)
+    assert len(gens) == 2 and len({g.image_id for g in gens}) == 2
+    for g in gens:
+        [png] = [p for p in (tmp_path / "gen").iterdir() if p.name.startswith(g.image_id)]
+        assert hashlib.sha256(png.read_bytes()).hexdigest()[:16] == g.image_id
+        assert (g.mode, g.backend, g.model, g.seed, g.prompt, g.description_id) == \
+            ("counting", "openai", "dall-e-3", None, "Many cups, some hidden behind others.", "d-counting")
+        assert g.params["revised_prompt"].startswith("revised: Many cups") and g.params["description_edited"] is False
+        assert tasks[f"counting:{g.image_id}"].status == "open"
+    assert sorted(p.name for p in (tmp_path / "gen").iterdir()) == sorted(
+        f"{hashlib.sha256(p.read_bytes()).hexdigest()}.png" for p in (tmp_path / "gen").iterdir())
+    # a rerun asks only the rejected ones again and adds nothing
+    n = srv.images_made
+    again = generate(store, opts)
+    assert srv.images_made == n and [m.status for m in again.items if m.mode == "counting"] == ["existing"] * 2
+    assert len(_generations(store)[0]) == 2
+    store.close()
+
+
+def test_gpt_image_gets_an_llm_written_prompt_and_both_texts_are_kept(openai_server, tmp_path):
+    srv = openai_server
+    srv.responder = lambda body: f"A photo of {chat_text(body).count('variant 2') + 3} red cups on a table."
+    store = _store_with_descriptions(tmp_path, {"counting": "Many cups, some hidden behind others."})
+    res = generate(store, GenerateOptions(backend="openai:gpt-image-1", llm=_llm(srv, tmp_path, "rewriter"), per_mode=2,
+                                          modes=["counting"], out=tmp_path / "gen", size="512x512"))
+    assert not res.partial
+    [c1, c2] = sorted(srv.chats(), key=chat_text)
+    assert "Many cups, some hidden behind others." in chat_text(c1) and "(variant 1)" in chat_text(c1)
+    assert c1["model"] == "rewriter"
+    bodies = [r["body"] for r in srv.requests if r["path"].endswith("/images/generations")]
+    assert sorted(b["prompt"] for b in bodies) == ["A photo of 3 red cups on a table.", "A photo of 4 red cups on a table."]
+    assert all("response_format" not in b and b["size"] == "512x512" and b["model"] == "gpt-image-1" for b in bodies)
+    gens, _ = _generations(store)
+    assert sorted(g.prompt for g in gens) == ["A photo of 3 red cups on a table.", "A photo of 4 red cups on a table."]
+    assert {(g.params["rewrite_model"], g.params["rewrite_prompt"], g.description_id) for g in gens} == \
+        {("rewriter", P.load("image_prompt").id, "d-counting")}
+    store.close()
+
+
+def test_diffusers_folder_renders_seeded_images_from_edited_descriptions(openai_server, tiny_sd, tmp_path):
+    from PIL import Image
+
+    srv = openai_server
+    srv.responder = lambda body: "a red cup behind a blue cup" if "(variant 1)" in chat_text(body) else "three green cups"
+    store = _store_with_descriptions(tmp_path, {"counting": "Many cups.", "color": "Tinted light."})
+    edits = tmp_path / "edits"
+    edits.mkdir()
+    (edits / "counting.txt").write_text("Many cups, EDITED by a user.\n")
+    (edits / "descriptions.json").write_text(json.dumps({"counting": {"description_id": "d-counting"}}))
+    opts = GenerateOptions(backend=f"diffusers:{tiny_sd}", llm=_llm(srv, tmp_path, "rewriter"), per_mode=2,
+                           descriptions=edits, out=tmp_path / "gen", steps=2, width=64, height=64, seed=5, device="cpu")
+    res = generate(store, opts)
+    assert [(m.mode, m.index, m.status) for m in res.items] == [("counting", 0, "generated"), ("counting", 1, "generated")]
+    assert all("EDITED by a user" in chat_text(b) for b in srv.chats())  # the edited text, not the stored one
+    gens, tasks = _generations(store)
+    assert sorted((g.seed, g.prompt) for g in gens) == [(5, "a red cup behind a blue cup"), (6, "three green cups")]
+    for g in gens:
+        assert (g.backend, g.model, g.description_id) == ("diffusers", str(tiny_sd), "d-counting")
+        assert g.params["description_edited"] is True and g.params["description_text"] == "Many cups, EDITED by a user."
+        assert {k: g.params[k] for k in ("steps", "width", "height", "dtype", "device", "pipeline")} == \
+            {"steps": 2, "width": 64, "height": 64, "dtype": "float32", "device": "cpu", "pipeline": "StableDiffusionPipeline"}
+        [png] = [p for p in (tmp_path / "gen").iterdir() if p.name.startswith(g.image_id)]
+        assert Image.open(png).size == (64, 64) and hashlib.sha256(png.read_bytes()).hexdigest()[:16] == g.image_id
+        assert f"counting:{g.image_id}" in tasks
+    again = generate(store, opts)  # recorded (mode, prompt, seed): nothing rendered, nothing asked
+    assert [m.status for m in again.items] == ["existing", "existing"] and len(_generations(store)[0]) == 2
+    store.close()
+
+
+def test_backends_and_cli_errors_say_what_to_do(openai_server, tmp_path):
+    with pytest.raises(InputError, match=r"^unknown backend 'sd:x': use openai:<image model> \(e\.g\. openai:dall-e-3, "
+                       r"openai:gpt-image-1\) or diffusers:<hub id or local folder>"):
+        parse_backend("sd:x")
+    assert parse_backend("diffusers:stabilityai/sdxl-turbo").model == "stabilityai/sdxl-turbo"
+    assert parse_backend(f"diffusers:{tmp_path}").model == str(tmp_path.resolve())
+    assert not parse_backend("openai:dall-e-3").needs_rewrite and parse_backend("openai:dall-e-2").needs_rewrite
+    make_ready_store(tmp_path).close()
+    env = {"OPENAI_API_KEY": API_KEY, "OPENAI_BASE_URL": openai_server.base_url, "PATH": "/usr/bin:/bin"}
+    base = [sys.executable, "-m", "vhmine.cli", "generate", "--db", str(tmp_path / "store.db"), "--cache", str(tmp_path / "c.db")]
+    r = subprocess.run(base + ["--backend", "openai:gpt-image-1"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "backend openai:gpt-image-1 needs --prompt-model" in r.stderr
+    r = subprocess.run(base + ["--backend", "openai:dall-e-3", "--mode", "shape"], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and "error: no description for shape: run `vhmine describe` first" in r.stderr

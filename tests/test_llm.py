@@ -1,0 +1,208 @@
+"""vhmine.llm against a real OpenAI-compatible server on loopback: images as data URLs (downscaled
+under the limit), the cache, retries with back-off, time-outs, malformed answers, refusals, the cost
+cap, concurrency, and the key never reaching the cache."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import time
+
+import pytest
+
+from openai_server import API_KEY, chat_images, openai_server, png_bytes  # noqa: F401  (fixture)
+
+from vhmine import llm as L
+from vhmine.errors import (
+    CostCapError, InputError, LLMAuthError, LLMMalformedError, LLMRefusalError, LLMUnavailableError,
+)
+
+
+def _llm(srv, tmp_path, **kw):
+    opts = dict(model="fake-vlm", base_url=srv.base_url, cache=tmp_path / "cache.db", retry_wait_s=0.01,
+                timeout_s=0.5, progress=False)
+    opts.update(kw)
+    return L.LLM(L.LLMOptions(**opts))
+
+
+def test_chat_sends_the_image_and_a_second_ask_costs_nothing(openai_server, tmp_path):
+    srv = openai_server
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"fake-vlm": {"input": 10.0, "output": 100.0}}))
+    img = png_bytes(3)
+    with _llm(srv, tmp_path, prices=prices) as llm:
+        a = llm.chat(L.ChatRequest("Is there a cat? Please answer yes or no.", images=[img]))
+        assert a.text == "Yes, there are." and not a.cached
+        assert a.cost == pytest.approx((100 * 10.0 + 20 * 100.0) / 1e6)
+        [body] = srv.chats()
+        assert chat_images(body) == [hashlib.sha256(img).hexdigest()]
+        assert body["messages"][-1]["content"][1]["image_url"]["url"].startswith("data:image/png;base64,")
+        assert srv.requests[0]["headers"]["authorization"] == f"Bearer {API_KEY}"
+        assert a.images[0].action == "as-is" and a.images[0].sent_sha256 == a.images[0].sha256
+        b = llm.chat(L.ChatRequest("Is there a cat? Please answer yes or no.", images=[img]))
+        assert (b.text, b.cached, b.cost, b.key) == (a.text, True, 0.0, a.key)
+        # another parameter, prompt or image is another request
+        llm.chat(L.ChatRequest("Is there a cat? Please answer yes or no.", images=[png_bytes(4)]))
+        llm.chat(L.ChatRequest("Is there a cat? Please answer yes or no.", images=[img], params={"seed": 1}))
+        assert len(srv.chats()) == 3
+    # a new client on the same cache file (a second run) sends nothing
+    with _llm(srv, tmp_path, prices=prices) as llm:
+        assert llm.chat(L.ChatRequest("Is there a cat? Please answer yes or no.", images=[img])).cached
+        assert llm.stats.sent == 0 and llm.spent == 0.0
+    assert len(srv.chats()) == 3
+    assert API_KEY.encode() not in (tmp_path / "cache.db").read_bytes()
+
+
+@pytest.mark.parametrize("fault", ["429", "500", "hang", "malformed"])
+def test_transient_faults_are_retried(openai_server, tmp_path, fault):
+    srv = openai_server
+    srv.hang_s = 1.5  # past the 0.5 s time-out
+    srv.faults = [fault, fault]
+    with _llm(srv, tmp_path) as llm:
+        a = llm.chat(L.ChatRequest("What is it?"))
+        assert a.text == "An answer to: What is it?"
+        assert (llm.stats.sent, llm.stats.retries) == (3, 2)
+    assert len(srv.chats()) == 3
+
+
+def test_retries_are_bounded_and_back_off_grows(openai_server, tmp_path):
+    srv = openai_server
+    srv.faults = ["500"] * 10
+    with _llm(srv, tmp_path, max_retries=3, retry_wait_s=0.05, max_wait_s=10) as llm:
+        t = time.monotonic()
+        with pytest.raises(LLMUnavailableError, match=r"^fake-vlm at http://127\.0\.0\.1:\d+/v1 failed 4 times "
+                           r"\(last: HTTP 500: The server had an error\); rerun later, or lower --concurrency$"):
+            llm.chat(L.ChatRequest("What is it?"))
+        waited = time.monotonic() - t
+        [fail] = llm.cache.failures()
+    assert len(srv.chats()) == 4
+    assert 0.5 * (0.05 + 0.1 + 0.2) <= waited < 2.0  # 0.05, 0.1, 0.2 s, each jittered to 50-100 %
+    assert fail["status"] == "unavailable" and "failed 4 times" in fail["reason"]
+    srv.faults = ["malformed"] * 10
+    with _llm(srv, tmp_path, max_retries=1) as llm:
+        with pytest.raises(LLMMalformedError, match="sent an unreadable answer 2 times"):
+            llm.chat(L.ChatRequest("Another?"))
+
+
+def test_refusals_and_content_policy_are_not_retried(openai_server, tmp_path):
+    srv = openai_server
+    with _llm(srv, tmp_path) as llm:
+        with pytest.raises(LLMRefusalError, match=r"gave no answer: I can't help with that\. \(finish_reason content_filter\)"):
+            llm.chat(L.ChatRequest("Please REFUSE this"))
+        with pytest.raises(LLMRefusalError, match=r"^content policy: dall-e-3 at .* rejected the request \(Your request "
+                           r"was rejected as a result of our safety system\.\)$"):
+            llm.image(L.ImageRequest("a FORBIDDEN thing", model="dall-e-3"))
+        outs = llm.chat_many([L.ChatRequest("one"), L.ChatRequest("REFUSE two"), L.ChatRequest("three")])
+        assert [o.status for o in outs] == ["ok", "refused", "ok"]
+        assert [f["status"] for f in llm.cache.failures()] == ["refused", "refused", "refused"]
+    assert len(srv.chats()) == 4 and len([r for r in srv.requests if "images" in r["path"]]) == 1
+
+
+def test_images_are_reencoded_and_downscaled_under_the_limit(openai_server, tmp_path):
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    noise = Image.fromarray(rng.integers(0, 255, (600, 600, 3), dtype=np.uint8))
+    buf = io.BytesIO()
+    noise.save(buf, format="PNG")
+    big = buf.getvalue()
+    assert len(big) > 1_000_000
+    url, sent = L.encode_image(big, max_bytes=200_000)
+    assert sent.action == "downscaled" and sent.mime == "image/jpeg" and len(url.split(",", 1)[1]) <= 200_000
+    assert sent.width < 600 and sent.sha256 == hashlib.sha256(big).hexdigest() != sent.sent_sha256
+    tif = io.BytesIO()
+    Image.new("RGBA", (40, 30), (10, 20, 30, 128)).save(tif, format="TIFF")
+    _, sent2 = L.encode_image(tif.getvalue())
+    assert (sent2.action, sent2.mime, sent2.width, sent2.height) == ("re-encoded", "image/jpeg", 40, 30)
+    with pytest.raises(InputError, match=r"^image [0-9a-f]{16} cannot be decoded"):
+        L.encode_image(b"not an image")
+    srv = openai_server
+    with _llm(srv, tmp_path, max_image_bytes=200_000) as llm:
+        a = llm.chat(L.ChatRequest("What is it?", images=[big]))
+    assert chat_images(srv.chats()[0]) == [a.images[0].sent_sha256]  # what is recorded is what was sent
+
+
+def test_cost_cap_stops_before_spending_past_it(openai_server, tmp_path):
+    srv = openai_server
+    srv.usage = (1000, 0)
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"fake-vlm": {"input": 10.0, "output": 0.0}}))  # $0.01 per request
+    reqs = [L.ChatRequest(f"q{i}") for i in range(6)]
+    with _llm(srv, tmp_path, prices=prices, max_cost=0.035, concurrency=1, max_tokens=1) as llm:
+        outs = llm.chat_many(reqs)
+        assert [o.status for o in outs] == ["ok"] * 3 + ["cost-cap"] * 3
+        assert llm.spent == pytest.approx(0.03) and llm.spent <= 0.035
+        assert isinstance(outs[3].error, CostCapError)
+        assert "rerun with a higher --max-cost to continue" in outs[3].reason
+    assert len(srv.chats()) == 3
+    with _llm(srv, tmp_path, prices=prices, max_cost=0.5, concurrency=1, max_tokens=1) as llm:  # a rerun pays for the rest
+        assert all(o.ok for o in llm.chat_many(reqs)) and llm.stats.cached == 3
+        assert llm.spent == pytest.approx(0.03)
+    with pytest.raises(InputError, match=r"^--max-cost needs a price for other-model, which the built-in table lacks: "
+                       r"pass --prices FILE"):
+        _llm(srv, tmp_path, max_cost=1.0).check_prices(["other-model"])
+
+
+def test_price_table_matches_by_longest_prefix_and_validates(tmp_path):
+    table = L.load_prices()
+    assert L.price_of("gpt-4o-2024-08-06", table) == L.PRICES["gpt-4o"]
+    assert L.price_of("gpt-4o-mini-2024-07-18", table) == L.PRICES["gpt-4o-mini"]
+    assert L.price_of("gpt-4ox", table) is None and L.price_of("llava", table) is None
+    bad = tmp_path / "p.json"
+    bad.write_text(json.dumps({"m": {"input": "cheap"}}))
+    with pytest.raises(InputError, match=r"entry 'm' must be an object with numeric"):
+        L.load_prices(bad)
+
+
+def test_requests_run_concurrently(openai_server, tmp_path):
+    srv = openai_server
+    srv.delay_s = 0.3
+    with _llm(srv, tmp_path, concurrency=4, timeout_s=5) as llm:
+        t = time.monotonic()
+        outs = llm.chat_many([L.ChatRequest(f"q{i}") for i in range(8)])
+        took = time.monotonic() - t
+    assert all(o.ok for o in outs) and [o.index for o in outs] == list(range(8))
+    assert srv.max_inflight == 4 and took < 1.5  # two waves of 0.3 s, not eight
+
+
+def test_missing_or_rejected_key_stops_the_run(openai_server, tmp_path, monkeypatch):
+    srv = openai_server
+    monkeypatch.delenv("OPENAI_API_KEY")
+    with _llm(srv, tmp_path) as llm:
+        with pytest.raises(LLMAuthError, match=r"^OPENAI_API_KEY is not set, so nothing can be sent to http://127"):
+            llm.chat(L.ChatRequest("q"))
+    assert srv.requests == []
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong-but-secret-42")
+    with _llm(srv, tmp_path, concurrency=1) as llm:
+        outs = llm.chat_many([L.ChatRequest(f"q{i}") for i in range(4)])
+        failures = json.dumps(llm.cache.failures())
+    assert [o.status for o in outs] == ["auth"] * 4
+    assert "rejected the API key (401: Incorrect API key provided: ***): check OPENAI_API_KEY" in outs[0].reason
+    assert "wrong-but-secret" not in failures and "wrong-but-secret" not in outs[0].reason
+    assert L.scrub("bad key sk-proj-abcdEFGH1234 here") == "bad key sk-*** here"
+    assert outs[1].reason.startswith("not sent: ")
+    assert len(srv.requests) == 1  # nothing more was sent after the 401
+
+
+def test_endpoint_down_is_retried_then_the_run_stops(tmp_path, monkeypatch):
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now
+    monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
+    opts = L.LLMOptions(model="m", base_url=f"http://127.0.0.1:{port}/v1", cache=tmp_path / "c.db", retry_wait_s=0.01,
+                        max_retries=1, concurrency=1, progress=False)
+    with L.LLM(opts) as llm:
+        outs = llm.chat_many([L.ChatRequest(f"q{i}") for i in range(6)])
+        assert llm.stats.sent == 6  # three requests x two attempts, then the run stops
+    assert [o.status for o in outs] == ["unavailable"] * 6
+    assert "(last: APIConnectionError)" in outs[0].reason and "is down (3 requests in a row failed" in outs[5].reason
+
+
+def test_endpoint_with_credentials_is_recorded_without_them():
+    assert L.safe_endpoint("https://user:pw@gw.example.com:8443/v1?key=abc") == "https://gw.example.com:8443/v1"
+    assert L.safe_endpoint(None) == "https://api.openai.com/v1"

@@ -1,0 +1,211 @@
+"""vhmine.probe and `vhmine probe` against a real loopback OpenAI-compatible server: YNQ judged by
+rule, OEQ by an LLM judge or left for workers, reruns that cost nothing, a refusal recorded with the run
+going on and exit status 3, a killed run that resumes, and no API key in any file written."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from openai_server import API_KEY, chat_images, chat_text, openai_server  # noqa: F401  (fixture)
+from test_seed import write_pairs, write_photos
+
+from vhmine import answers as A
+from vhmine import curate as C
+from vhmine.llm import LLMOptions
+from vhmine.probe import ProbeOptions, hallucinations, judge_verdict, probe
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def make_ready_store(tmp_path: Path):
+    """A store with 12 ready instances: counting and color, each 2 OEQ + 4 YNQ over one pair.
+
+    Truths: counting A has 3 cats, B 2; color A's cup is red, B's blue. A model answering "yes" to every
+    YNQ is right on the two "yes" questions of a mode and hallucinates on the two "no" ones.
+    """
+    from vhmine.seed import seed_pairs
+    from vhmine.store import open_store
+
+    store = open_store(tmp_path / "store.db")
+    pairs = write_pairs(tmp_path / "runs" / "t", write_photos(tmp_path / "photos", ("astronaut", "coffee", "rocket")))
+    seed_pairs(store, pairs, per_mode=1, modes=["counting", "color"])
+    C.add_worker(store, "alice")
+    for mode, ann in (("counting", ("counting.how_many", {"object": "cats"}, "3", "2")),
+                      ("color", ("color.what_color", {"object": "cup"}, "red", "blue"))):
+        item = C.next_item(store, "alice", mode)
+        a, b = (v.id for v in item.images)
+        saved = C.save_annotation(store, "alice", item.task_id,
+                                  C.Annotation(ann[0], ann[1], answers={a: ann[2], b: ann[3]}))
+        C.confirm_drafts(store, "alice", [C.DraftDecision(d, True) for d in saved.draft_ids])
+    return store
+
+
+def _responses(store):
+    from sqlalchemy import select
+
+    from vhmine.store import Response
+
+    with store.session(write=False) as s:
+        return list(s.scalars(select(Response)))
+
+
+def _opts(srv, tmp_path, **kw):
+    return LLMOptions(model="victim-vlm", base_url=srv.base_url, cache=tmp_path / "cache.db", retry_wait_s=0.01,
+                      timeout_s=5, progress=False, **kw)
+
+
+def test_probe_judges_by_rule_and_llm_and_a_rerun_asks_nothing(openai_server, tmp_path):
+    srv = openai_server
+    store = make_ready_store(tmp_path)
+    res = probe(store, ProbeOptions(_opts(srv, tmp_path), judge="judge-llm"))
+    per = res.per_mode()
+    for mode in ("counting", "color"):
+        assert per[mode] == Counter(instances=6, answered=6, hallucinated=4, correct=2)
+    assert not res.partial and res.sent == 12 + 4  # 12 victim answers, 4 OEQ judged
+    rows = _responses(store)
+    assert len(rows) == 12 and {r.model for r in rows} == {"victim-vlm"}
+    ynq = [r for r in rows if r.prompt.endswith("Please answer yes or no.")]
+    assert len(ynq) == 8 and {r.judge for r in ynq} == {"rule:vhtest"}
+    oeq = [r for r in rows if r not in ynq]
+    assert {r.verdict for r in oeq} == {"hallucinated"}
+    assert all(r.judge.startswith("llm:judge-llm judge_oeq@v1#") for r in oeq)
+    # the victim saw the image and the bare question; the judge the question, references and answer
+    victim = [b for b in srv.chats() if b["model"] == "victim-vlm"]
+    assert all(len(chat_images(b)) == 1 for b in victim)
+    judged = [chat_text(b) for b in srv.chats() if b["model"] == "judge-llm"]
+    assert any("Question: How many cats are there in the picture?\nReference answer(s), any one of which is correct: 3\n"
+               "Student's answer: An answer to: How many cats are there in the picture?" in t for t in judged)
+    # every instance hallucinated on counts once, with the error spelled out
+    hs = hallucinations(store, "counting")
+    assert len(hs) == 4 and all(h.model == "victim-vlm" for h in hs)
+    assert any(h.error == "the model answered yes, but the correct answer is no" for h in hs)
+    # a rerun: nothing asked, nothing added
+    n = len(srv.requests)
+    again = probe(store, ProbeOptions(_opts(srv, tmp_path), judge="judge-llm"))
+    assert len(srv.requests) == n and {i.status for i in again.items} == {"cached"}
+    assert again.per_mode()["color"]["hallucinated"] == 4 and len(_responses(store)) == 12
+    assert "counting         6        6       4       2        0      0" in again.summary()
+    store.close()
+
+
+def test_without_a_judge_oeq_waits_for_workers_then_a_judge_fills_in(openai_server, tmp_path):
+    srv = openai_server
+    store = make_ready_store(tmp_path)
+    res = probe(store, ProbeOptions(_opts(srv, tmp_path), modes=["counting"]))
+    assert res.per_mode()["counting"] == Counter(instances=6, answered=6, hallucinated=2, correct=2, unjudged=2)
+    oeq = [r for r in _responses(store) if r.verdict is None]
+    assert len(oeq) == 2 and {r.judge for r in oeq} == {None}
+    C.add_worker(store, "bob")
+    C.label_response(store, "bob", oeq[0].id, "hallucinated")  # a worker's label counts as a success
+    assert len(hallucinations(store, "counting")) == 3
+    n = len(srv.chats())
+    probe(store, ProbeOptions(_opts(srv, tmp_path), modes=["counting"], judge="judge-llm"))
+    assert [b["model"] for b in srv.chats()[n:]] == ["judge-llm", "judge-llm"]  # the victim is not asked again
+    assert len(hallucinations(store, "counting")) == 4
+    store.close()
+
+
+def _cli(tmp_path, srv, *args, extra_env=None):
+    env = dict(os.environ, OPENAI_API_KEY=API_KEY, OPENAI_BASE_URL=srv.base_url, HF_HUB_OFFLINE="1")
+    env.update(extra_env or {})
+    cmd = [sys.executable, "-m", "vhmine.cli", "probe", "--model", "victim-vlm", "--db", str(tmp_path / "store.db"),
+           "--cache", str(tmp_path / "cache.db"), "--retry-wait", "0.01", *args]
+    return cmd, env
+
+
+def test_cli_records_a_refusal_goes_on_exits_3_and_writes_no_key(openai_server, tmp_path):
+    srv = openai_server
+    make_ready_store(tmp_path).close()
+    srv.refuse = lambda body: "exactly 2" in chat_text(body)
+    cmd, env = _cli(tmp_path, srv, "--judge", "judge-llm")
+    r = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 3, r.stderr
+    assert "counting         6        4       3       1        0      2" in r.stdout
+    assert "color            6        6       4       2        0      0" in r.stdout
+    assert r.stdout.count(": refused: victim-vlm at http://127.0.0.1:") == 2
+    assert "partial run: 2 instance(s) not answered; rerun the same command to ask only those" in r.stdout
+    # the key: sent on every request, written nowhere
+    assert {q["headers"]["authorization"] for q in srv.requests} == {f"Bearer {API_KEY}"}
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert any(p.name == "cache.db" for p in written) and any(p.name == "store.db" for p in written)
+    assert [p for p in written if API_KEY.encode() in p.read_bytes()] == []
+    assert API_KEY not in r.stdout + r.stderr
+    # a rerun asks only the two refused ones (still refused) and nothing else
+    n = len(srv.chats())
+    r2 = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r2.returncode == 3 and len(srv.chats()) == n + 2
+    srv.refuse = lambda body: False
+    r3 = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r3.returncode == 0, r3.stdout + r3.stderr
+    assert "counting         6        6       4       2        0      0" in r3.stdout
+
+
+def test_a_killed_probe_resumes_where_it_stopped(openai_server, tmp_path):
+    srv = openai_server
+    make_ready_store(tmp_path).close()
+    srv.delay_s = 0.4
+    cmd, env = _cli(tmp_path, srv, "--concurrency", "1", "--kind", "YNQ")
+    proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    t = time.monotonic()
+    while len(srv.chats()) < 4 and time.monotonic() - t < 60:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    first = [(chat_text(b), chat_images(b)[0]) for b in srv.chats()]
+    assert 4 <= len(first) < 8  # killed mid-run
+    srv.delay_s = 0.0
+    r = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    every = Counter((chat_text(b), chat_images(b)[0]) for b in srv.chats())
+    assert len(every) == 8  # the 8 YNQ instances, each (question, image) asked...
+    assert sum(n - 1 for n in every.values()) <= 1  # ...once, but the one in flight at the kill
+    from vhmine.store import open_store
+
+    with open_store(tmp_path / "store.db") as store:
+        rows = _responses(store)
+    assert len(rows) == 8 and len({r.instance_id for r in rows}) == 8  # one response per instance
+
+
+def test_cli_cost_cap_stops_cleanly(openai_server, tmp_path):
+    srv = openai_server
+    srv.usage = (1000, 0)
+    make_ready_store(tmp_path).close()
+    (tmp_path / "prices.json").write_text('{"victim-vlm": {"input": 10.0, "output": 0.0}}')
+    cmd, env = _cli(tmp_path, srv, "--concurrency", "1", "--max-cost", "0.045", "--prices", str(tmp_path / "prices.json"))
+    r = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 3, r.stderr
+    assert len(srv.chats()) == 4 and "$0.0400 spent" in r.stdout
+    assert r.stdout.count(": cost-cap: ") == 8 and "past --max-cost $0.0450; rerun with a higher --max-cost" in r.stdout
+    cmd, env = _cli(tmp_path, srv, "--max-cost", "0.045")
+    r = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--max-cost needs a price for victim-vlm" in r.stderr and len(srv.chats()) == 4
+
+
+@pytest.mark.parametrize("answer, vhtest, pope, strict", [
+    ("Yes", True, True, True),
+    ("yes.", True, True, True),
+    ("No, there is not.", False, False, None),
+    ("Yes, but it is not red.", True, False, None),  # POPE: any "not" in the first sentence means no
+    ("There is no cat.", None, False, None),
+    ("I think so", None, True, None),
+    ("", None, True, None),
+])
+def test_yes_no_rules(answer, vhtest, pope, strict):
+    assert (A.parse_yes_no(answer), A.parse_yes_no(answer, "pope"), A.parse_yes_no(answer, "strict")) == (vhtest, pope, strict)
+
+
+def test_judge_verdicts_and_unknown_rule():
+    assert [judge_verdict(t) for t in ("Correct.", "**incorrect**", "unclear", "The answer is correct", "")] == \
+        ["correct", "hallucinated", None, None, None]
+    from vhmine.errors import InputError
+
+    with pytest.raises(InputError, match=r"^unknown yes/no rule 'lenient': choose one of vhtest, pope, strict$"):
+        A.get_rule("lenient")

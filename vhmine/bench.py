@@ -1,0 +1,125 @@
+"""The in-memory benchmark: what exporters take, importers return and `vhmine eval` scores.
+
+Reads and writes no files itself. A `Benchmark` is a list of `BenchItem`s with stable ids (from the
+curation store, or derived from the source benchmark's own keys, never from row order), plus the
+folder its relative image paths resolve against. `from_records` builds one from the store's ready
+instances (vhmine.curate.InstanceRecord).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Iterable, Iterator, Optional, Sequence
+
+from .errors import FormatError
+
+OEQ, YNQ = "OEQ", "YNQ"
+
+
+@dataclass(frozen=True)
+class BenchItem:
+    id: str  # stable: the store's instance id, or the source benchmark's key
+    mode: str  # a vhmine mode, or the source benchmark's category (e.g. "VD/illusion")
+    kind: str  # OEQ or YNQ
+    question: str
+    answers: tuple[str, ...] = ()  # acceptable reference answers, best first
+    truth: Optional[bool] = None  # YNQ only
+    image: Optional[str] = None  # path, absolute or relative to Benchmark.root; None: no image
+    image_id: Optional[str] = None  # items on the same picture share it (per-image accuracy)
+    pair_id: Optional[str] = None  # items asking the same question of a pair's images share it
+    meta: dict = field(default_factory=dict, compare=True, hash=False)  # provenance, source fields
+    image_data: Optional[bytes] = field(default=None, compare=False, repr=False)  # when read from a file that embeds it
+
+    def reference(self) -> str:
+        """The answers as one line ("4 or 5"); YNQ: "yes"/"no"."""
+        if self.kind == YNQ and self.truth is not None:
+            return "yes" if self.truth else "no"
+        return " or ".join(self.answers)
+
+
+@dataclass
+class Benchmark:
+    name: str
+    items: list[BenchItem]
+    root: Optional[Path] = None  # relative image paths resolve against it
+    source: str = ""  # the file or folder it was read from, for messages
+
+    def __post_init__(self) -> None:
+        seen: set[str] = set()
+        for it in self.items:
+            if it.id in seen:
+                raise FormatError(f"{self.source or self.name}: item id {it.id!r} appears twice: ids must be unique")
+            seen.add(it.id)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __iter__(self) -> Iterator[BenchItem]:
+        return iter(self.items)
+
+    def by_id(self) -> dict[str, BenchItem]:
+        return {it.id: it for it in self.items}
+
+    def modes(self) -> list[str]:
+        """Modes in first-seen order (vhmine's mode order for benchmarks built from the store)."""
+        return list(dict.fromkeys(it.mode for it in self.items))
+
+    def kinds(self) -> list[str]:
+        return [k for k in (OEQ, YNQ) if any(it.kind == k for it in self.items)]
+
+    def select(self, kind: Optional[str] = None, mode: Optional[str] = None) -> "Benchmark":
+        items = [it for it in self.items if (kind is None or it.kind == kind) and (mode is None or it.mode == mode)]
+        return Benchmark(self.name, items, self.root, self.source)
+
+    def image_path(self, item: BenchItem) -> Optional[Path]:
+        if item.image is None:
+            return None
+        p = Path(item.image)
+        return p if p.is_absolute() or self.root is None else self.root / p
+
+    def image_bytes(self, item: BenchItem) -> bytes:
+        """The item's image file's bytes (embedded, or read from its path)."""
+        if item.image_data is not None:
+            return item.image_data
+        p = self.image_path(item)
+        if p is None:
+            raise FormatError(f"{self.source or self.name}: item {item.id} has no image")
+        try:
+            return p.read_bytes()
+        except OSError as err:
+            raise FormatError(f"{self.source or self.name}: image {p} of item {item.id} cannot be read ({err.strerror}): "
+                              "restore the file, or give the images' folder (--images)") from None
+
+
+def question_key(question: str) -> str:
+    """A short digest of a question, ignoring case and spacing."""
+    norm = " ".join(question.lower().split()).rstrip("?. ")
+    return hashlib.sha1(norm.encode("utf-8")).hexdigest()[:10]
+
+
+def from_records(records: Sequence, name: str = "vhmine") -> Benchmark:
+    """A benchmark from the store's ready instances (InstanceRecord), images at their recorded paths."""
+    items = []
+    for r in records:
+        # a "pair" for pair accuracy: the same question asked of both images of one mined pair
+        pair = f"{r.pair_id}:{r.kind}:{question_key(r.question)}" if r.pair_id else None
+        prov = {
+            "instance_id": r.id, "task_id": r.task_id, "template_id": r.template_id, "slots": dict(r.slots),
+            "image_id": r.image_id, "image_sha256": r.image_sha256, "image_source": r.image_source,
+            "source_path": r.image_path, "pair_id": r.pair_id, "other_image_id": r.other_image_id,
+            "derived_from": r.derived_from, "created_by": r.created_by, "created_at": r.created_at.isoformat(),
+        }
+        items.append(BenchItem(r.id, r.mode, r.kind, r.question, tuple(r.answers), r.truth if r.kind == YNQ else None,
+                               r.image_path, r.image_id, pair, prov))
+    return Benchmark(name, items)
+
+
+def with_items(bench: Benchmark, items: Iterable[BenchItem]) -> Benchmark:
+    return Benchmark(bench.name, list(items), bench.root, bench.source)
+
+
+def strip_image(item: BenchItem, image: Optional[str]) -> BenchItem:
+    """The item pointing at a new image path (its bytes no longer carried)."""
+    return replace(item, image=image, image_data=None)

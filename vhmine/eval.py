@@ -1,0 +1,388 @@
+"""Stage 9, eval: score models on a benchmark, from their answers or by asking them.
+
+Reads a benchmark (a folder written by `vhmine export`, or a foreign file: HallusionBench's JSON,
+POPE's JSON lines; vhmine.formats) and, per model, either a predictions file (one answer per item
+id: JSON lines / JSON / CSV / TSV with `id` and `answer`, or a HallusionBench result file with
+`model_prediction`) or the model itself through vhmine.llm (OpenAI-compatible; answers cached).
+Writes `--out DIR`: `report.md` (tables, several models side by side), `report.json` (every number,
+the yes/no rule, the OEQ scorer and the judge's model and prompt), `answers-<model>.jsonl` (each
+answer, how it was read, right or wrong) and `accuracy_by_mode.png`.
+
+YNQ answers are read by a named rule (vhmine.answers: vhtest, pope, strict); answers no rule can
+read are counted and reported, never taken as "no". OEQ answers are scored by `match` (a reference
+answer appears in the answer, words normalized), by an LLM judge (`judge`), or by workers' labels
+of the model's responses in the curation store (`labels`).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence
+
+from . import formats as F
+from . import metrics as MT
+from .bench import OEQ, YNQ, BenchItem, Benchmark
+from .errors import EvalError, FormatError
+
+log = logging.getLogger(__name__)
+
+YNQ_SUFFIX = " ONLY answer yes or no."  # what VHTest's YNQ script appends to every question
+OEQ_SCORERS = ("match", "judge", "labels")
+
+
+# --- predictions files -------------------------------------------------------------------------------
+
+def _pick(rec: dict, names: Sequence[str]):
+    for n in names:
+        if n in rec:
+            return rec[n]
+    return None
+
+
+_ID = ("id", "question_id", "index")
+_ANSWER = ("answer", "prediction", "model_prediction", "response", "text")
+
+
+def load_predictions(path: Path, bench: Benchmark) -> dict[str, str]:
+    """item id -> answer text; FormatError naming the file, row and field for anything unreadable."""
+    path = Path(path)
+    if not path.is_file():
+        raise EvalError(f"predictions file {path} does not exist")
+    suffix = path.suffix.lower()
+    rows: list[tuple[str, dict]] = []
+    if suffix in (".csv", ".tsv"):
+        with open(path, newline="", encoding="utf-8") as f:
+            rd = csv.DictReader(f, delimiter="\t" if suffix == ".tsv" else ",")
+            rows = [(f"{path}, row {n}", r) for n, r in enumerate(rd, start=2)]
+    else:
+        text = path.read_text(encoding="utf-8")
+        head = text.lstrip()[:1]
+        if head == "[" or (head == "{" and suffix == ".json" and "\n{" not in text.strip()):
+            try:
+                data = json.loads(text)
+            except ValueError as err:
+                raise FormatError(f"{path}: not JSON ({err})") from None
+            if isinstance(data, list) and data and isinstance(data[0], dict) and "model_prediction" in data[0] and "category" in data[0]:
+                from .formats.hallusionbench import read_predictions
+
+                preds = read_predictions(path)
+                return _check_ids(preds, bench, path)
+            if isinstance(data, dict):
+                return _check_ids({str(k): "" if v is None else str(v) for k, v in data.items()}, bench, path)
+            if not isinstance(data, list):
+                raise FormatError(f"{path}: expected a list of {{id, answer}} objects or an {{id: answer}} object")
+            rows = [(f"{path}, row {n}", r) for n, r in enumerate(data)]
+        else:
+            for n, line in enumerate(text.splitlines(), start=1):
+                if line.strip():
+                    try:
+                        rows.append((f"{path}, line {n}", json.loads(line)))
+                    except ValueError as err:
+                        raise FormatError(f"{path}, line {n}: not JSON ({err.args[0]})") from None
+    preds: dict[str, str] = {}
+    for where, r in rows:
+        if not isinstance(r, dict):
+            raise FormatError(f"{where}: not an object with id and answer")
+        rid, ans = _pick(r, _ID), _pick(r, _ANSWER)
+        if rid is None:
+            raise FormatError(f"{where}, field id: missing (one of {', '.join(_ID)})")
+        if ans is None and not any(a in r for a in _ANSWER):
+            raise FormatError(f"{where}, field answer: missing (one of {', '.join(_ANSWER)})")
+        rid = str(rid)
+        if rid in preds:
+            raise FormatError(f"{where}, field id: {rid!r} appears twice")
+        preds[rid] = "" if ans is None else str(ans)
+    return _check_ids(preds, bench, path)
+
+
+def _check_ids(preds: dict[str, str], bench: Benchmark, path: Path) -> dict[str, str]:
+    ids = bench.by_id()
+    unknown = [k for k in preds if k not in ids]
+    if unknown:
+        # POPE-style files name items by their bare question_id: accept "<file>:<n>" ids by suffix
+        alias = {i.split(":", 1)[1]: i for i in ids if ":" in i}
+        if all(k in alias for k in unknown) and len(alias) == len(ids):
+            return {alias.get(k, k): v for k, v in preds.items()}
+        raise FormatError(f"{path}: {len(unknown)} id(s) are not in the benchmark {bench.source or bench.name} "
+                          f"(first: {unknown[0]!r}): is it the right benchmark?")
+    return preds
+
+
+# --- scoring -----------------------------------------------------------------------------------------
+
+def _norm_words(text: str) -> str:
+    from .modes import normalize_answer
+
+    words = re.findall(r"[a-z0-9]+(?:'[a-z]+)?", (text or "").lower())
+    return " " + " ".join(normalize_answer(w) for w in words) + " "
+
+
+def match_oeq(answer: str, references: Sequence[str]) -> bool:
+    """Any reference answer appears in the answer as whole words (case, punctuation and number words aside)."""
+    a = _norm_words(answer)
+    return any(_norm_words(r).strip() and _norm_words(r) in a for r in references)
+
+
+@dataclass
+class ModelAnswers:
+    model: str
+    answers: dict[str, Optional[str]]  # item id -> answer text; None: the request failed
+    source: str  # "predictions:<file>" or "endpoint:<url>"
+    failures: dict[str, str] = field(default_factory=dict)  # item id -> why no answer
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    bench: Path
+    out: Path
+    models: Sequence[str] = ()  # run these through vhmine.llm
+    predictions: Sequence[tuple[str, Path]] = ()  # (model name, file) pairs
+    fmt: Optional[str] = None  # the benchmark's format [default: detected]
+    images: Optional[Path] = None  # where a foreign benchmark's images are
+    rule: str = "vhtest"  # the yes/no rule
+    oeq: str = "match"  # match, judge or labels
+    judge: Optional[str] = None  # judge model (oeq="judge")
+    base_url: Optional[str] = None
+    db: Optional[str] = None  # the store, for oeq="labels"
+    partial: bool = False  # score only the items that have an answer
+    llm: dict = field(default_factory=dict)  # further vhmine.llm.LLMOptions fields (cache, max_cost, ...)
+
+
+def score(bench: Benchmark, ans: ModelAnswers, rule: str, oeq_verdicts: dict[str, Optional[bool]], oeq: str,
+          partial: bool = False) -> tuple[list[MT.Scored], list[dict]]:
+    """Scored rows for the metrics, and one detail record per item."""
+    from .answers import get_rule
+
+    parse = get_rule(rule).parse
+    missing = [it.id for it in bench if it.id not in ans.answers]
+    if missing and not partial:
+        raise EvalError(f"{len(missing)} of {len(bench)} items have no answer from {ans.model} in {ans.source} "
+                        f"(first: {missing[0]}): pass --partial to score only the answered ones")
+    rows, details = [], []
+    for it in bench:
+        if it.id not in ans.answers:
+            continue
+        text = ans.answers[it.id]
+        said = None
+        if it.kind == YNQ:
+            said = None if text is None else parse(text)
+            correct = said is not None and said == it.truth
+            how = "unreadable" if said is None else ("yes" if said else "no")
+        else:
+            v = None if text is None else (match_oeq(text, it.answers) if oeq == "match" else oeq_verdicts.get(it.id))
+            correct = bool(v)
+            how = {True: "right", False: "wrong", None: "unjudged"}[v]
+        rows.append(MT.Scored(it.id, it.mode, it.kind, correct, said, it.truth, it.pair_id, it.image_id, it.meta))
+        details.append({"id": it.id, "mode": it.mode, "kind": it.kind, "question": it.question, "reference": it.reference(),
+                        "answer": text, "read_as": how, "correct": correct,
+                        **({"failure": ans.failures[it.id]} if it.id in ans.failures else {})})
+    return rows, details
+
+
+# --- asking models (vhmine.llm) --------------------------------------------------------------------
+
+def prompt_of(item: BenchItem) -> str:
+    return item.question + (YNQ_SUFFIX if item.kind == YNQ else "")
+
+
+def _llm_options(opts: EvalOptions, model: str):
+    from .llm import LLMOptions
+
+    return LLMOptions(model=model, base_url=opts.base_url, **opts.llm)
+
+
+def run_model(bench: Benchmark, model: str, opts: EvalOptions) -> ModelAnswers:
+    from .llm import LLM, ChatRequest
+
+    reqs = []
+    for it in bench:
+        imgs = [] if it.image is None and it.image_data is None else [bench.image_bytes(it)]
+        reqs.append(ChatRequest(prompt_of(it), images=imgs))
+    out = ModelAnswers(model, {}, f"endpoint:{opts.base_url or 'OPENAI_BASE_URL'}")
+    with LLM(_llm_options(opts, model)) as llm:
+        for o in llm.chat_many(reqs, desc=f"eval {model}"):
+            iid = bench.items[o.index].id
+            out.answers[iid] = o.answer.text if o.ok else None
+            if not o.ok:
+                out.failures[iid] = f"{o.status}: {o.reason}"
+    return out
+
+
+def judge_oeq(bench: Benchmark, ans: ModelAnswers, opts: EvalOptions) -> dict[str, Optional[bool]]:
+    """OEQ verdicts from the LLM judge: the same prompt and parser as `vhmine probe` (judge.py)."""
+    from .judge import judge_prompt, judge_request, parse_verdict
+    from .llm import LLM
+
+    if not opts.judge:
+        raise EvalError("--oeq judge needs a judge model: pass --judge MODEL")
+    prompt = judge_prompt()
+    items = [it for it in bench if it.kind == OEQ and ans.answers.get(it.id) is not None]
+    reqs = [judge_request(opts.judge, it.question, it.answers, ans.answers[it.id], prompt) for it in items]
+    out: dict[str, Optional[bool]] = {}
+    with LLM(_llm_options(opts, opts.judge)) as llm:
+        for o in llm.chat_many(reqs, desc=f"judge {ans.model}"):
+            verdict = parse_verdict(o.answer.text) if o.ok else None
+            out[items[o.index].id] = {"correct": True, "incorrect": False}.get(verdict)  # unclear: no verdict
+    return out
+
+
+def _judge_record(model: Optional[str]) -> dict:
+    from .judge import judge_name, judge_prompt
+
+    return {"judge": judge_name(model or "?"), "judge_prompt": judge_prompt().id}
+
+
+def store_labels(db: Optional[str], model: str) -> dict[str, Optional[bool]]:
+    """instance id -> the workers' majority verdict on `model`'s response (ties: None)."""
+    from sqlalchemy import select
+
+    from .store import Response, ResponseLabel, open_store
+
+    votes: dict[str, list[str]] = {}
+    with open_store(db) as store, store.session(write=False) as s:
+        for iid, verdict in s.execute(select(Response.instance_id, ResponseLabel.verdict)
+                                      .join(ResponseLabel, ResponseLabel.response_id == Response.id)
+                                      .where(Response.model == model)):
+            votes.setdefault(iid, []).append(verdict)
+    out = {}
+    for iid, v in votes.items():
+        c, h = v.count("correct"), v.count("hallucinated")
+        out[iid] = None if c == h else c > h
+    return out
+
+
+# --- the report ----------------------------------------------------------------------------------------
+
+def _pct(x: Optional[float]) -> str:
+    return "-" if x is None else f"{100 * x:.1f}"
+
+
+def _num(x: Optional[float]) -> str:
+    return "-" if x is None else f"{x:+.3f}" if x < 0 else f"{x:.3f}"
+
+
+def markdown(report: dict) -> str:
+    models = report["models"]
+    modes = report["modes"]
+    lines = [f"# {report['benchmark']['name']}: {len(models)} model(s)", "",
+             f"yes/no rule: `{report['rule']}`; OEQ scorer: `{report['oeq']['scorer']}`"
+             + (f" (judge {report['oeq']['judge']})" if report["oeq"].get("judge") else ""), "",
+             "## Accuracy (%) per mode", "",
+             "| model | " + " | ".join(modes) + " | overall | pair acc. | image acc. |",
+             "|---|" + "---|" * (len(modes) + 3)]
+    for name, m in models.items():
+        o = m["metrics"]["overall"]
+        per = [_pct(m["metrics"]["modes"].get(md, {}).get("accuracy")) for md in modes]
+        lines.append(f"| {name} | " + " | ".join(per) + f" | {_pct(o['accuracy'])} | {_pct(o['pair_accuracy'])} | {_pct(o['image_accuracy'])} |")
+    if any("tp" in m["metrics"]["overall"] for m in models.values()):
+        lines += ["", "## Yes/no questions", "", "| model | precision | recall | F1 | yes share of answers | yes share of truths | unreadable |",
+                  "|---|---|---|---|---|---|---|"]
+        for name, m in models.items():
+            o = m["metrics"]["overall"]
+            if "tp" in o:
+                lines.append(f"| {name} | {_pct(o['precision'])} | {_pct(o['recall'])} | {_pct(o['f1'])} | {_pct(o['yes_ratio'])} | "
+                             f"{_pct(o['truth_yes_ratio'])} | {o['unreadable']} |")
+    if any("hallusionbench" in m for m in models.values()):
+        lines += ["", "## HallusionBench", "", "| model | aAcc | qAcc | fAcc | yes % diff | FP ratio | unclear |", "|---|---|---|---|---|---|---|"]
+        for name, m in models.items():
+            h = m.get("hallusionbench")
+            if h:
+                lines.append(f"| {name} | {_pct(h['aAcc'])} | {_pct(h['qAcc'])} | {_pct(h['fAcc'])} | {_num(h['yes_pct_diff'])} | "
+                             f"{_num(h['fp_ratio'])} | {h['unclear']} |")
+    fails = {n: m["failed"] for n, m in models.items() if m.get("failed")}
+    if fails:
+        lines += ["", "Requests that got no answer (scored wrong): " + ", ".join(f"{n}: {k}" for n, k in fails.items())]
+    return "\n".join(lines) + "\n"
+
+
+def bar_chart(report: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    modes = report["modes"]
+    models = list(report["models"])
+    width = 0.8 / max(1, len(models))
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(modes) + 2), 4))
+    for k, name in enumerate(models):
+        per = report["models"][name]["metrics"]["modes"]
+        vals = [100 * (per.get(m, {}).get("accuracy") or 0) for m in modes]
+        ax.bar([i + k * width - 0.4 + width / 2 for i in range(len(modes))], vals, width, label=name)
+    ax.set_xticks(range(len(modes)))
+    ax.set_xticklabels(modes, rotation=30, ha="right")
+    ax.set_ylabel("accuracy (%)")
+    ax.set_ylim(0, 100)
+    ax.set_title(f"{report['benchmark']['name']}: accuracy per mode")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+@dataclass
+class EvalResult:
+    out: Path
+    report: dict
+
+    def summary(self) -> str:
+        lines = [f"report: {self.out / 'report.md'}"]
+        for name, m in self.report["models"].items():
+            o = m["metrics"]["overall"]
+            lines.append(f"  {name}: accuracy {_pct(o['accuracy'])}% over {o['n']} item(s)"
+                         + (f", {o['unreadable']} unreadable" if o.get("unreadable") else ""))
+        return "\n".join(lines)
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+
+
+def evaluate(opts: EvalOptions) -> EvalResult:
+    from .answers import get_rule
+
+    get_rule(opts.rule)  # an unknown rule fails before any model is asked
+    if opts.oeq not in OEQ_SCORERS:
+        raise EvalError(f"--oeq {opts.oeq!r} is not one of {', '.join(OEQ_SCORERS)}")
+    if not opts.models and not opts.predictions:
+        raise EvalError("nothing to score: pass --model M (ask a model) or --predictions NAME=FILE")
+    fmt = F.get_format(opts.fmt).name if opts.fmt else F.detect(opts.bench)
+    # a foreign benchmark's images live elsewhere; vhmine's exports carry theirs
+    bench = F.load(opts.bench, fmt, **({"images": opts.images} if opts.images and fmt in ("pope", "hallusionbench") else {}))
+    runs: list[ModelAnswers] = [ModelAnswers(n, load_predictions(p, bench), f"predictions:{p}") for n, p in opts.predictions]
+    runs += [run_model(bench, m, opts) for m in opts.models]
+    names = [r.model for r in runs]
+    if len(set(names)) != len(names):
+        raise EvalError(f"two models are named {next(n for n in names if names.count(n) > 1)!r}: name each once (--predictions NAME=FILE)")
+    has_oeq = any(it.kind == OEQ for it in bench)
+    is_hb = bool(bench.items) and all(it.meta.get("source") == "hallusionbench" for it in bench)
+    out = Path(opts.out)
+    out.mkdir(parents=True, exist_ok=True)
+    report = {"producer": "vhmine eval", "benchmark": {"name": bench.name, "source": bench.source, "items": len(bench)},
+              "rule": opts.rule, "ynq_prompt_suffix": YNQ_SUFFIX,
+              "oeq": {"scorer": opts.oeq, **(_judge_record(opts.judge) if opts.oeq == "judge" else {})},
+              "modes": bench.modes(), "models": {}}
+    for run in runs:
+        verdicts: dict[str, Optional[bool]] = {}
+        if has_oeq and opts.oeq == "judge":
+            verdicts = judge_oeq(bench, run, opts)
+        elif has_oeq and opts.oeq == "labels":
+            verdicts = store_labels(opts.db, run.model)
+        rows, details = score(bench, run, opts.rule, verdicts, opts.oeq, opts.partial)
+        entry = {"source": run.source, "answered": len(rows), "failed": len(run.failures),
+                 "metrics": MT.by_mode(rows, bench.modes())}
+        if is_hb:
+            entry["hallusionbench"] = MT.hallusionbench(rows)
+        report["models"][run.model] = entry
+        with open(out / f"answers-{_safe(run.model)}.jsonl", "w", encoding="utf-8") as f:
+            for d in details:
+                f.write(json.dumps(d, ensure_ascii=False) + "\n")
+    (out / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
+    (out / "report.md").write_text(markdown(report), encoding="utf-8")
+    bar_chart(report, out / "accuracy_by_mode.png")
+    return EvalResult(out, report)

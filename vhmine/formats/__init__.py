@@ -1,0 +1,146 @@
+"""Benchmark file formats: one module per format, each with `write(bench, folder)` and `read(path)`.
+
+Reads and writes benchmark files only through those modules; this file is the registry (which
+formats exist, what each holds) and the resolver that names the valid formats when given an
+unknown one. A format module is imported only when it is asked for.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Optional
+
+from ..errors import FormatError, InputError
+
+
+@dataclass(frozen=True)
+class FormatSpec:
+    name: str
+    module: str
+    kinds: tuple[str, ...]  # which instance kinds it can hold
+    writes: str  # what the benchmark folder holds, for --help and the manifest
+    exportable: bool = True  # False: read-only in practice (a foreign benchmark's own layout)
+
+
+_FORMATS = (
+    FormatSpec("vhtest", "vhtest", ("OEQ", "YNQ"), "OEQ_Benchmark/<mode>.xlsx, YNQ_Benchmark/<mode>.xlsx, Images/<mode>/<mode>_<k>.png"),
+    FormatSpec("vlmevalkit", "vlmevalkit", ("OEQ", "YNQ"), "<name>_<kind>.tsv: index, image (base64), question, answer, category"),
+    FormatSpec("hf", "hf", ("OEQ", "YNQ"), "data/test-00000-of-00001.parquet with an Image column (datasets.load_dataset reads the folder)"),
+    FormatSpec("pope", "pope", ("YNQ",), "questions.jsonl (question_id, image, text, label) and images/"),
+    FormatSpec("llava", "llava", ("OEQ", "YNQ"), "train.json and test.json (LLaVA conversations, seeded 80/20 split) and images/"),
+    FormatSpec("hallusionbench", "hallusionbench", ("YNQ",), "HallusionBench.json (HallusionBench's fields) and images/"),
+)
+
+
+def format_names() -> tuple[str, ...]:
+    return tuple(f.name for f in _FORMATS)
+
+
+def get_format(name: str) -> FormatSpec:
+    key = (name or "").strip().lower()
+    for f in _FORMATS:
+        if f.name == key:
+            return f
+    raise InputError(f"unknown format {name!r}: choose one of {', '.join(format_names())}")
+
+
+def load_module(name: str) -> ModuleType:
+    return importlib.import_module(f"{__name__}.{get_format(name).module}")
+
+
+def write(name: str, bench, folder: Path, **options) -> None:
+    """Write `bench` in format `name` into the (existing, empty) `folder`."""
+    load_module(name).write(bench, Path(folder), **options)
+
+
+def read(name: str, path: Path, **options):
+    """Read a benchmark of format `name` from `path` (its folder, or its file)."""
+    return load_module(name).read(Path(path), **options)
+
+
+def detect(path: Path) -> str:
+    """The format of a benchmark folder (its manifest says) or file (its shape says)."""
+    path = Path(path)
+    if path.is_dir():
+        man = path / "manifest.json"
+        if man.is_file():
+            try:
+                fmt = json.loads(man.read_text())["format"]
+            except (ValueError, KeyError, TypeError):
+                raise FormatError(f"{man}: no 'format' field: is this a vhmine export? give --format") from None
+            return get_format(fmt).name
+        if (path / "OEQ_Benchmark").is_dir() or (path / "YNQ_Benchmark").is_dir():
+            return "vhtest"
+        if list(path.glob("*.tsv")):
+            return "vlmevalkit"
+        if (path / "data").is_dir():
+            return "hf"
+        if (path / "train.json").is_file():
+            return "llava"
+        if (path / "HallusionBench.json").is_file():
+            return "hallusionbench"
+        if (path / "questions.jsonl").is_file():
+            return "pope"
+        raise FormatError(f"{path}: no manifest.json and no known layout: give --format ({', '.join(format_names())})")
+    if not path.is_file():
+        raise InputError(f"benchmark {path} does not exist")
+    if path.suffix == ".jsonl":
+        return "pope"
+    if path.suffix == ".tsv":
+        return "vlmevalkit"
+    with open(path, "rb") as f:
+        head = f.read(4096).lstrip()
+    if head.startswith(b"["):
+        return "hallusionbench"
+    if head.startswith(b"{"):
+        return "pope"  # POPE's own files are JSON lines under a .json name
+    raise FormatError(f"{path}: not a benchmark file vhmine knows: give --format ({', '.join(format_names())})")
+
+
+def load(path: Path, fmt: Optional[str] = None, **options):
+    """Read a benchmark, detecting its format when `fmt` is None."""
+    return read(fmt or detect(path), path, **options)
+
+
+# --- helpers the format modules share --------------------------------------------------------------
+
+def item_extras(item) -> dict:
+    """Everything a format has no column for, so that a round trip loses nothing."""
+    return {"id": item.id, "mode": item.mode, "kind": item.kind, "answers": list(item.answers), "truth": item.truth,
+            "image_id": item.image_id, "pair_id": item.pair_id, "meta": item.meta}
+
+
+def image_ext(data: bytes) -> str:
+    if data[:8] == b"\x89PNG\r\n\x1a\n":
+        return ".png"
+    if data[:3] == b"\xff\xd8\xff":
+        return ".jpg"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return ".webp"
+    return ".img"
+
+
+def copy_images(bench, folder: Path, sub: str = "images") -> dict[str, str]:
+    """Each distinct image once, as `<sub>/<image id><ext>`; returns item id -> relative path."""
+    out: dict[str, str] = {}
+    written: dict[str, str] = {}
+    (folder / sub).mkdir(parents=True, exist_ok=True)
+    for it in bench:
+        if it.image is None and it.image_data is None:
+            continue
+        key = it.image_id or it.id
+        if key not in written:
+            data = bench.image_bytes(it)
+            rel = f"{sub}/{_safe(key)}{image_ext(data)}"
+            (folder / rel).write_bytes(data)
+            written[key] = rel
+        out[it.id] = written[key]
+    return out
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in str(name))

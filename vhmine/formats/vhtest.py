@@ -1,0 +1,147 @@
+"""VHTest's own benchmark layout, so that its published evaluation scripts run on our output unchanged.
+
+Writes (and reads back) a folder with one sheet per mode: `OEQ_Benchmark/<mode>.xlsx` (columns
+`Image`, `Question`, `Reference_Answer`) and `YNQ_Benchmark/<mode>.xlsx` (`Image`, `image_path`,
+`yes_or_no_question`, `yes_or_no_ground_truth` = y / n), images at `Images/<mode>/<mode>_<k>.png`.
+VHTest's YNQ script reads the image name from `image_path` while its OEQ script reads `Image`, so
+YNQ sheets carry both. Two extra columns, `vhmine_id` and `vhmine_item` (JSON), make the round trip
+lossless; VHTest's scripts ignore them. Needs openpyxl (`pip install 'vhmine[export]'`).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+from ..bench import OEQ, YNQ, BenchItem, Benchmark, question_key
+from ..errors import FormatError
+from . import item_extras
+
+VHTEST_MODES = ("counting", "shape", "color", "orientation", "size", "position", "OCR", "existence")
+COLUMNS = {OEQ: ("Image", "Question", "Reference_Answer"),
+           YNQ: ("Image", "yes_or_no_question", "yes_or_no_ground_truth")}
+FOLDER = {OEQ: "OEQ_Benchmark", YNQ: "YNQ_Benchmark"}
+
+
+def sheet_name(mode: str) -> str:
+    """VHTest's spelling of a mode ("ocr" -> "OCR"); other names made file-safe."""
+    if mode.lower() == "ocr":
+        return "OCR"
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in mode)
+
+
+def _mode_of(sheet: str) -> str:
+    return "ocr" if sheet == "OCR" else sheet
+
+
+def _needs_openpyxl() -> None:
+    try:
+        import openpyxl  # noqa: F401
+    except ModuleNotFoundError:
+        raise FormatError("the vhtest format (.xlsx sheets) needs openpyxl: pip install 'vhmine[export]'") from None
+
+
+def _png(data: bytes) -> bytes:
+    if data[:8] == b"\x89PNG\r\n\x1a\n":
+        return data  # already PNG: the bytes are kept, so checksums match the source
+    from PIL import Image
+
+    buf = io.BytesIO()
+    with Image.open(io.BytesIO(data)) as im:
+        im.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def write(bench: Benchmark, folder: Path) -> None:
+    import pandas as pd
+
+    _needs_openpyxl()
+    for mode in bench.modes():
+        sheet = sheet_name(mode)
+        items = [it for it in bench if it.mode == mode]
+        # image k: the mode's distinct images in image-id order, so names do not depend on row order
+        keys = sorted({it.image_id or it.id for it in items if it.image is not None or it.image_data is not None})
+        names = {k: f"{sheet}_{i}.png" for i, k in enumerate(keys)}
+        img_dir = folder / "Images" / sheet
+        img_dir.mkdir(parents=True, exist_ok=True)
+        done: set[str] = set()
+        for it in items:
+            key = it.image_id or it.id
+            if key in names and key not in done:
+                (img_dir / names[key]).write_bytes(_png(bench.image_bytes(it)))
+                done.add(key)
+        for kind in (OEQ, YNQ):
+            rows = []
+            for it in sorted((i for i in items if i.kind == kind), key=lambda i: (names.get(i.image_id or i.id, ""), i.id)):
+                image = names.get(it.image_id or it.id, "")
+                extra = json.dumps(item_extras(it), ensure_ascii=False, sort_keys=True)
+                if kind == OEQ:
+                    rows.append({"Image": image, "Question": it.question, "Reference_Answer": " or ".join(it.answers),
+                                 "vhmine_id": it.id, "vhmine_item": extra})
+                else:
+                    if it.truth is None:
+                        raise FormatError(f"item {it.id} ({mode}) is a yes/no question without a truth: fix it in the app")
+                    rows.append({"Image": image, "image_path": image, "yes_or_no_question": it.question,
+                                 "yes_or_no_ground_truth": "y" if it.truth else "n", "vhmine_id": it.id, "vhmine_item": extra})
+            if rows:
+                (folder / FOLDER[kind]).mkdir(parents=True, exist_ok=True)
+                pd.DataFrame(rows).to_excel(folder / FOLDER[kind] / f"{sheet}.xlsx", index=False)
+
+
+def _cell(v) -> str:
+    import pandas as pd
+
+    if v is None or (isinstance(v, float) and pd.isna(v)):
+        return ""
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
+def read(path: Path) -> Benchmark:
+    import pandas as pd
+
+    _needs_openpyxl()
+    root = Path(path)
+    items: list[BenchItem] = []
+    sheets = [(k, p) for k in (OEQ, YNQ) for p in sorted((root / FOLDER[k]).glob("*.xlsx"))]
+    if not sheets:
+        raise FormatError(f"{root}: no OEQ_Benchmark/*.xlsx or YNQ_Benchmark/*.xlsx: not a VHTest benchmark folder")
+    for kind, sheet_path in sheets:
+        df = pd.read_excel(sheet_path)  # exactly as VHTest's scripts read it
+        missing = [c for c in COLUMNS[kind] if c not in df.columns]
+        if missing:
+            raise FormatError(f"{sheet_path}: no column {missing[0]!r} (a {kind} sheet has {', '.join(COLUMNS[kind])})")
+        sheet = sheet_path.stem
+        for idx, row in df.iterrows():
+            where = f"{sheet_path}, row {idx + 2}"  # Excel's row number: header is row 1
+            image = _cell(row["Image"])
+            rel = f"Images/{sheet}/{image}" if image else None
+            extra = _cell(row.get("vhmine_item"))
+            if extra:
+                try:
+                    e = json.loads(extra)
+                    items.append(BenchItem(e["id"], e["mode"], e["kind"], _cell(row[COLUMNS[kind][1]]), tuple(e["answers"]),
+                                           e["truth"], rel, e["image_id"], e["pair_id"], e["meta"]))
+                except (ValueError, KeyError, TypeError) as err:
+                    raise FormatError(f"{where}, field vhmine_item: not a vhmine item ({err}): delete the cell to read the row as plain VHTest") from None
+                continue
+            question = _cell(row[COLUMNS[kind][1]])
+            if not question:
+                raise FormatError(f"{where}, field {COLUMNS[kind][1]}: empty question")
+            iid = f"{kind.lower()}:{sheet}:{image}:{question_key(question)}"
+            if kind == OEQ:
+                ans = _cell(row["Reference_Answer"])
+                if not ans:
+                    raise FormatError(f"{where}, field Reference_Answer: empty reference answer")
+                items.append(BenchItem(iid, _mode_of(sheet), OEQ, question, (ans,), None, rel, f"{sheet}/{image}", None,
+                                       {"source": "vhtest", "sheet": str(sheet_path.name)}))
+            else:
+                gt = _cell(row["yes_or_no_ground_truth"]).strip().lower()
+                if gt not in ("y", "n", "yes", "no"):
+                    raise FormatError(f"{where}, field yes_or_no_ground_truth: {gt!r} is not y or n")
+                truth = gt.startswith("y")
+                items.append(BenchItem(iid, _mode_of(sheet), YNQ, question, ("Yes" if truth else "No",), truth, rel,
+                                       f"{sheet}/{image}", None, {"source": "vhtest", "sheet": str(sheet_path.name)}))
+    return Benchmark(root.name, items, root, str(root))
