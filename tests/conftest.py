@@ -1,7 +1,11 @@
-"""Shared fixtures: tiny real encoders (built once per session, saved in their real formats) and
-real photos from scikit-image. Hub look-ups are switched off: nothing is downloaded in tests."""
+"""Shared fixtures: tiny real encoders and a tiny Stable Diffusion pipeline (built once per session,
+saved in their real formats) and real photos from scikit-image. Hub look-ups are switched off: nothing is downloaded in tests."""
 
+import gzip
+import inspect
+import json
 import os
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -26,3 +30,59 @@ def photos_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("photos")
     write_sample_photos(folder)
     return folder
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, [chr(c) for c in cs]))
+
+
+def clip_tokenizer(folder: Path):
+    """The real CLIP BPE tokenizer, built offline from the vocabulary file open_clip ships."""
+    import open_clip
+    from transformers import CLIPTokenizer
+
+    bpe = Path(open_clip.__file__).parent / "bpe_simple_vocab_16e6.txt.gz"
+    merges = gzip.open(bpe).read().decode("utf-8").split("\n")[1:49152 - 256 - 2 + 1]
+    vocab = list(_bytes_to_unicode().values())
+    vocab = vocab + [v + "</w>" for v in vocab] + ["".join(m.split()) for m in merges] + ["<|startoftext|>", "<|endoftext|>"]
+    if "vocab" in inspect.signature(CLIPTokenizer.__init__).parameters:  # transformers 5: vocab and merges in memory
+        return CLIPTokenizer(vocab={v: i for i, v in enumerate(vocab)}, merges=[tuple(m.split()) for m in merges],
+                             model_max_length=77)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "vocab.json").write_text(json.dumps({v: i for i, v in enumerate(vocab)}))
+    (folder / "merges.txt").write_text("#version: 0.2\n" + "\n".join(merges) + "\n")
+    return CLIPTokenizer(vocab_file=str(folder / "vocab.json"), merges_file=str(folder / "merges.txt"), model_max_length=77)
+
+
+@pytest.fixture(scope="session")
+def tiny_sd(tmp_path_factory) -> Path:
+    """A random-weight Stable Diffusion pipeline (UNet 32/64, tiny VAE and CLIP text model), saved."""
+    import torch
+    from diffusers import AutoencoderKL, DDIMScheduler, StableDiffusionPipeline, UNet2DConditionModel
+    from transformers import CLIPTextConfig, CLIPTextModel
+
+    root = tmp_path_factory.mktemp("tiny-sd")
+    torch.manual_seed(0)
+    tok = clip_tokenizer(root / "tok")
+    unet = UNet2DConditionModel(block_out_channels=(32, 64), layers_per_block=2, sample_size=32, in_channels=4,
+                                out_channels=4, down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+                                up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"), cross_attention_dim=32)
+    vae = AutoencoderKL(block_out_channels=[32, 64], in_channels=3, out_channels=3, latent_channels=4,
+                        down_block_types=["DownEncoderBlock2D"] * 2, up_block_types=["UpDecoderBlock2D"] * 2)
+    text = CLIPTextModel(CLIPTextConfig(bos_token_id=49406, eos_token_id=49407, pad_token_id=49407, hidden_size=32,
+                                        intermediate_size=37, num_attention_heads=4, num_hidden_layers=2,
+                                        vocab_size=len(tok), max_position_embeddings=77))
+    sched = DDIMScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear", clip_sample=False,
+                          set_alpha_to_one=False, steps_offset=1)
+    pipe = StableDiffusionPipeline(vae=vae, text_encoder=text, tokenizer=tok, unet=unet, scheduler=sched,
+                                   safety_checker=None, feature_extractor=None, requires_safety_checker=False)
+    pipe.save_pretrained(root / "pipe")
+    return root / "pipe"

@@ -1,17 +1,14 @@
 """vhmine.generate: DALL-E-3 from the description itself, other backends from an LLM-written prompt,
-a tiny Stable Diffusion pipeline built here, saved and loaded through `diffusers:<folder>`; each image
+a tiny Stable Diffusion pipeline (conftest's `tiny_sd`), saved and loaded through `diffusers:<folder>`; each image
 stored once by sha256 with its provenance and queued in its mode; a content-policy rejection recorded
 with the run going on."""
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import inspect
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -23,62 +20,6 @@ from vhmine.describe import _add_description
 from vhmine.errors import InputError
 from vhmine.generate import GenerateOptions, generate, parse_backend
 from vhmine.llm import LLMOptions
-
-
-def _bytes_to_unicode() -> dict[int, str]:
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, [chr(c) for c in cs]))
-
-
-def clip_tokenizer(folder: Path):
-    """The real CLIP BPE tokenizer, built offline from the vocabulary file open_clip ships."""
-    import open_clip
-    from transformers import CLIPTokenizer
-
-    bpe = Path(open_clip.__file__).parent / "bpe_simple_vocab_16e6.txt.gz"
-    merges = gzip.open(bpe).read().decode("utf-8").split("\n")[1:49152 - 256 - 2 + 1]
-    vocab = list(_bytes_to_unicode().values())
-    vocab = vocab + [v + "</w>" for v in vocab] + ["".join(m.split()) for m in merges] + ["<|startoftext|>", "<|endoftext|>"]
-    if "vocab" in inspect.signature(CLIPTokenizer.__init__).parameters:  # transformers 5: vocab and merges in memory
-        return CLIPTokenizer(vocab={v: i for i, v in enumerate(vocab)}, merges=[tuple(m.split()) for m in merges],
-                             model_max_length=77)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "vocab.json").write_text(json.dumps({v: i for i, v in enumerate(vocab)}))
-    (folder / "merges.txt").write_text("#version: 0.2\n" + "\n".join(merges) + "\n")
-    return CLIPTokenizer(vocab_file=str(folder / "vocab.json"), merges_file=str(folder / "merges.txt"), model_max_length=77)
-
-
-@pytest.fixture(scope="module")
-def tiny_sd(tmp_path_factory) -> Path:
-    """A random-weight Stable Diffusion pipeline (UNet 32/64, tiny VAE and CLIP text model), saved."""
-    import torch
-    from diffusers import AutoencoderKL, DDIMScheduler, StableDiffusionPipeline, UNet2DConditionModel
-    from transformers import CLIPTextConfig, CLIPTextModel
-
-    root = tmp_path_factory.mktemp("tiny-sd")
-    torch.manual_seed(0)
-    tok = clip_tokenizer(root / "tok")
-    unet = UNet2DConditionModel(block_out_channels=(32, 64), layers_per_block=2, sample_size=32, in_channels=4,
-                                out_channels=4, down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
-                                up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"), cross_attention_dim=32)
-    vae = AutoencoderKL(block_out_channels=[32, 64], in_channels=3, out_channels=3, latent_channels=4,
-                        down_block_types=["DownEncoderBlock2D"] * 2, up_block_types=["UpDecoderBlock2D"] * 2)
-    text = CLIPTextModel(CLIPTextConfig(bos_token_id=49406, eos_token_id=49407, pad_token_id=49407, hidden_size=32,
-                                        intermediate_size=37, num_attention_heads=4, num_hidden_layers=2,
-                                        vocab_size=len(tok), max_position_embeddings=77))
-    sched = DDIMScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear", clip_sample=False,
-                          set_alpha_to_one=False, steps_offset=1)
-    pipe = StableDiffusionPipeline(vae=vae, text_encoder=text, tokenizer=tok, unet=unet, scheduler=sched,
-                                   safety_checker=None, feature_extractor=None, requires_safety_checker=False)
-    pipe.save_pretrained(root / "pipe")
-    return root / "pipe"
 
 
 def _store_with_descriptions(tmp_path, texts: dict):
@@ -183,6 +124,26 @@ def test_diffusers_folder_renders_seeded_images_from_edited_descriptions(openai_
         assert f"counting:{g.image_id}" in tasks
     again = generate(store, opts)  # recorded (mode, prompt, seed): nothing rendered, nothing asked
     assert [m.status for m in again.items] == ["existing", "existing"] and len(_generations(store)[0]) == 2
+    store.close()
+
+
+def test_a_description_folder_is_matched_by_id_not_by_being_the_newest(openai_server, tmp_path):
+    srv = openai_server
+    store = _store_with_descriptions(tmp_path, {"counting": "Many cups.", "color": "Tinted light."})
+    _add_description(store, "d-newer", "counting", "merged", "Many cups, described again.", "describer", False, [])
+    folder = tmp_path / "desc"
+    folder.mkdir()
+    (folder / "counting.txt").write_text("Many cups.\n")  # d-counting's own text, though d-newer is newer
+    (folder / "color.txt").write_text("Tinted light.\n")
+    (folder / "descriptions.json").write_text(json.dumps({"counting": {"description_id": "d-counting"},
+                                                          "color": {"description_id": "d-other-store"}}))
+    generate(store, GenerateOptions(backend="openai:dall-e-3", llm=_llm(srv, tmp_path, "dall-e-3"), per_mode=1,
+                                    descriptions=folder, out=tmp_path / "gen"))
+    gens = {g.mode: g for g in _generations(store)[0]}
+    assert (gens["counting"].description_id, gens["counting"].params["description_edited"]) == ("d-counting", False)
+    # an id this store does not hold is dropped (a dangling reference would break the foreign key), the text kept
+    assert (gens["color"].description_id, gens["color"].params["description_edited"]) == (None, True)
+    assert gens["color"].params["description_text"] == "Tinted light."
     store.close()
 
 

@@ -20,7 +20,7 @@ import csv
 import json
 import logging
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -145,7 +145,7 @@ class EvalOptions:
     fmt: Optional[str] = None  # the benchmark's format [default: detected]
     images: Optional[Path] = None  # where a foreign benchmark's images are
     rule: str = "vhtest"  # the yes/no rule
-    oeq: str = "match"  # match, judge or labels
+    oeq: Optional[str] = None  # match, judge or labels; None: judge when `judge` is given, else match
     judge: Optional[str] = None  # judge model (oeq="judge")
     base_url: Optional[str] = None
     db: Optional[str] = None  # the store, for oeq="labels"
@@ -347,6 +347,8 @@ def evaluate(opts: EvalOptions) -> EvalResult:
     from .answers import get_rule
 
     get_rule(opts.rule)  # an unknown rule fails before any model is asked
+    if opts.oeq is None:  # `--judge M` alone means: judge the open answers with M
+        opts = replace(opts, oeq="judge" if opts.judge else "match")
     if opts.oeq not in OEQ_SCORERS:
         raise EvalError(f"--oeq {opts.oeq!r} is not one of {', '.join(OEQ_SCORERS)}")
     if not opts.models and not opts.predictions:

@@ -124,11 +124,12 @@ def _descriptions(store, opts: GenerateOptions, modes: list[str]) -> dict[str, t
     """mode -> (description id, text, edited?) for every mode that has one."""
     from .describe import latest_descriptions, read_manifest
 
-    stored = latest_descriptions(store, modes)
     if opts.descriptions is None:
-        return {m: (did, text, False) for m, (did, text) in stored.items()}
+        return {m: (did, text, False) for m, (did, text) in latest_descriptions(store, modes).items()}
     folder = Path(opts.descriptions)
     manifest = read_manifest(folder)
+    ids = [d for d in ((manifest.get(m) or {}).get("description_id") for m in modes) if d]
+    originals = _description_texts(store, ids)  # the folder's own descriptions, which need not be the newest
     out = {}
     for m in modes:
         f = folder / f"{m}.txt"
@@ -138,9 +139,25 @@ def _descriptions(store, opts: GenerateOptions, modes: list[str]) -> dict[str, t
         if not text:
             raise InputError(f"{f} is empty: write the description, or delete the file to skip mode {m}")
         did = (manifest.get(m) or {}).get("description_id")
-        original = next((t for i, t in stored.values() if i == did), None) if did else None
+        if did and did not in originals:  # a folder from another store: keep the text, not a dangling id
+            log.warning("description %s of %s is not in the store %s: recorded without a description id",
+                        did, f, store.display_url)
+            did = None
+        original = originals.get(did) if did else None
         out[m] = (did, text, original is None or original.strip() != text)
     return out
+
+
+def _description_texts(store, ids: Sequence[str]) -> dict[str, str]:
+    """description id -> its text, for the ids the store holds."""
+    from sqlalchemy import select
+
+    from .store import Description
+
+    if not ids:
+        return {}
+    with store.session(write=False) as s:
+        return dict(s.execute(select(Description.id, Description.text).where(Description.id.in_(list(ids)))).all())
 
 
 def _save_png(png: bytes, folder: Path) -> Path:

@@ -260,7 +260,8 @@ def hallucinations(store, mode: str, model: Optional[str] = None) -> list[Halluc
 
 
 def check_kinds(kinds: Sequence[str]) -> list[str]:
-    bad = [k for k in kinds if k not in M.KINDS]
+    """OEQ / YNQ in any case (`vhmine export --kind` takes them lower-case), as the store spells them."""
+    bad = [k for k in kinds if k.upper() not in M.KINDS]
     if bad:
         raise InputError(f"unknown kind {bad[0]!r}: choose from {', '.join(M.KINDS)}")
-    return list(kinds)
+    return [k.upper() for k in kinds]
