@@ -167,6 +167,17 @@ def test_requests_run_concurrently(openai_server, tmp_path):
     assert srv.max_inflight == 4 and took < 1.5  # two waves of 0.3 s, not eight
 
 
+def test_identical_requests_in_flight_are_sent_once(openai_server, tmp_path):
+    srv = openai_server
+    srv.delay_s = 0.3  # the twins overlap: both are in flight before the first answer arrives
+    reqs = [L.ChatRequest("Same question?")] * 3 + [L.ChatRequest("Other question?")]
+    with _llm(srv, tmp_path, concurrency=4, timeout_s=5) as llm:
+        outs = llm.chat_many(reqs)
+    assert all(o.ok for o in outs) and len({o.answer.text for o in outs[:3]}) == 1
+    assert sorted(c["messages"][-1]["content"][0]["text"] for c in srv.chats()) == ["Other question?", "Same question?"]
+    assert [o.answer.cached for o in outs].count(False) == 2
+
+
 def test_missing_or_rejected_key_stops_the_run(openai_server, tmp_path, monkeypatch):
     srv = openai_server
     monkeypatch.delenv("OPENAI_API_KEY")

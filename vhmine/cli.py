@@ -395,8 +395,14 @@ def eval_(
     fmt: Optional[str] = typer.Option(None, "--format", help="The benchmark's format [default: detected]."),
     images: Optional[Path] = typer.Option(None, "--images", help="Folder of a foreign benchmark's images (POPE, HallusionBench)."),
     partial: bool = typer.Option(False, "--partial", help="Score only the items that have an answer."),
-    max_cost: Optional[float] = typer.Option(None, "--max-cost", help="Stop asking models past this many USD."),
-    cache: Optional[Path] = typer.Option(None, "--cache", help="Request cache file [env VHMINE_LLM_CACHE; default data/llm-cache.db]."),
+    concurrency: int = ConcurrencyOpt,
+    timeout: float = TimeoutOpt,
+    max_retries: int = RetriesOpt,
+    retry_wait: float = RetryWaitOpt,
+    max_cost: Optional[float] = MaxCostOpt,
+    prices: Optional[Path] = PricesOpt,
+    cache: Optional[Path] = CacheOpt,
+    max_tokens: int = MaxTokensOpt,
     db: Optional[str] = DbOpt,
 ) -> None:
     """Score models on a benchmark: accuracy per mode, pair and image accuracy, yes/no bias."""
@@ -410,7 +416,9 @@ def eval_(
                 raise InputError(f"--predictions {p!r} is not NAME=FILE")
             n, f = p.split("=", 1)
             preds.append((n, Path(f)))
-        llm = {k: v for k, v in {"max_cost": max_cost, "cache": cache}.items() if v is not None}
+        # the same model-access settings as probe / describe / generate (vhmine.llm.LLMOptions fields)
+        llm = {"concurrency": concurrency, "timeout_s": timeout, "max_retries": max_retries, "retry_wait_s": retry_wait,
+               "max_cost": max_cost, "prices": prices, "cache": cache, "max_tokens": max_tokens}
         opts = EvalOptions(bench=bench, out=out, models=model or [], predictions=preds, fmt=fmt, images=images, rule=rule,
                            oeq=oeq, judge=judge, base_url=base_url, db=db, partial=partial, llm=llm)
         result = evaluate(opts)

@@ -396,6 +396,8 @@ class LLM:
         self._client_lock = threading.Lock()
         self._abort: Optional[LLMError] = None
         self._down_streak = 0
+        self._inflight: dict[str, threading.Event] = {}
+        self._inflight_lock = threading.Lock()
 
     # context manager and lifetime
     def __enter__(self) -> "LLM":
@@ -515,6 +517,30 @@ class LLM:
             self.budget.settle(reserved, 0.0, answered=False)
             raise
 
+    def _cached_or_claim(self, key: str):
+        """The cached answer for `key`, or None once this thread has claimed the right to send it.
+
+        Identical requests in flight at once (the same judge prompt twice in a batch) are sent once:
+        a twin waits for the first and then reads its answer from the cache; if the first failed,
+        the twin tries itself.
+        """
+        while True:
+            hit = self.cache.get(key)
+            if hit is not None:
+                return hit
+            with self._inflight_lock:
+                twin = self._inflight.get(key)
+                if twin is None:
+                    self._inflight[key] = threading.Event()
+                    return None
+            twin.wait()
+
+    def _release(self, key: str) -> None:
+        with self._inflight_lock:
+            done = self._inflight.pop(key, None)
+        if done is not None:
+            done.set()
+
     def chat(self, req: ChatRequest) -> Answer:
         """Ask one chat request (cached); raises LLMError on failure."""
         model = req.model or self.opts.model
@@ -523,10 +549,16 @@ class LLM:
         payload = {"system": req.system, "prompt": req.prompt, "images": [s.sha256 for _, s in sent],
                    "params": params, "max_image_bytes": self.opts.max_image_bytes}
         key = request_key("chat", model, payload)
-        hit = self.cache.get(key)
+        hit = self._cached_or_claim(key)
         if hit is not None:
             self.stats.add("cached")
             return _answer_from(hit, model, key, cached=True)
+        try:
+            return self._chat_send(req, model, key, sent, params, payload)
+        finally:
+            self._release(key)
+
+    def _chat_send(self, req: ChatRequest, model: str, key: str, sent: list, params: dict, payload: dict) -> Answer:
         content: list[dict] = [{"type": "text", "text": req.prompt}]
         content += [{"type": "image_url", "image_url": {"url": url}} for url, _ in sent]
         messages = ([{"role": "system", "content": req.system}] if req.system else []) + \
@@ -570,10 +602,16 @@ class LLM:
         params = {"size": req.size, **req.params}
         payload = {"prompt": req.prompt, "variant": req.variant, "params": params}
         key = request_key("image", model, payload)
-        hit = self.cache.get(key)
+        hit = self._cached_or_claim(key)
         if hit is not None:
             self.stats.add("cached")
             return _image_from(hit, model, key, cached=True)
+        try:
+            return self._image_send(req, model, key, params, payload)
+        finally:
+            self._release(key)
+
+    def _image_send(self, req: ImageRequest, model: str, key: str, params: dict, payload: dict) -> ImageAnswer:
         extra = {"response_format": "b64_json"} if model.startswith("dall-e") else {}  # gpt-image-* always sends b64
 
         def call(client):
