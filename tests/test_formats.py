@@ -60,6 +60,18 @@ def test_round_trip_loses_nothing(bench, tmp_path, fmt):
             assert got[it.id] == data
 
 
+def test_hallusionbench_layout_keeps_our_ids_and_modes(bench, tmp_path):
+    src = bench.select(kind="YNQ")
+    F.write("hallusionbench", src, tmp_path)
+    back = F.read("hallusionbench", tmp_path)
+    assert sorted((it.id, it.mode, it.question, it.truth) for it in back) == \
+        sorted((it.id, it.mode, it.question, it.truth) for it in src)
+    for it in src:
+        assert back.image_bytes(back.by_id()[it.id]) == src.image_bytes(it)
+    rows = json.loads((tmp_path / "HallusionBench.json").read_text())
+    assert {r["category"] for r in rows} == {"VD"} and all(r["gt_answer"] in ("0", "1") for r in rows)
+
+
 def test_vhtest_sheets_read_as_vhtest_reads_them(bench, tmp_path):
     import pandas as pd
 

@@ -14,7 +14,7 @@ from typing import List, Optional
 import typer
 
 from .config import DEFAULT_CLIP_MIN, DEFAULT_CLIP_MODEL, DEFAULT_DINO_MAX, DEFAULT_DINO_MODEL
-from .errors import VhmineError
+from .errors import InputError, VhmineError
 
 app = typer.Typer(
     name="vhmine",
@@ -275,6 +275,7 @@ def probe(
 def describe(
     model: str = typer.Option(..., "--model", help="The MLLM that explains the hallucinations (e.g. gpt-4o)."),
     modes: str = typer.Option("all", "--modes", help="Comma-separated modes, or all."),
+    mode: Optional[List[str]] = ModesOpt,
     examples: int = typer.Option(10, "--examples", min=1, help="Successes explained and merged per mode."),
     min_real: int = typer.Option(3, "--min-real", min=0, help="With fewer real successes, hypothetical ones fill up to --examples (marked so)."),
     victim: Optional[str] = typer.Option(None, "--victim", help="Use only the successes of this probed model [default: any model's]."),
@@ -296,6 +297,10 @@ def describe(
         from .store import open_store
 
         chosen = None if modes.strip().lower() == "all" else [m.strip() for m in modes.split(",") if m.strip()]
+        if mode:  # the repeatable --mode of the other stages means the same here
+            if chosen is not None:
+                raise InputError("give the modes either as --modes a,b or as repeated --mode, not both")
+            chosen = list(mode)
         opts = DescribeOptions(llm=_llm_options(model, base_url, concurrency, timeout, max_retries, retry_wait, max_cost,
                                                 prices, cache, max_tokens),
                                modes=chosen, examples=examples, min_real=min_real, victim=victim, out=out)
@@ -334,7 +339,6 @@ def generate(
 ) -> None:
     """Render images from each mode's description and queue them for curation (exit 3: partial)."""
     try:
-        from .errors import InputError
         from .generate import GenerateOptions, generate as run_generate, parse_backend
         from .store import open_store
 
@@ -407,7 +411,6 @@ def eval_(
 ) -> None:
     """Score models on a benchmark: accuracy per mode, pair and image accuracy, yes/no bias."""
     try:
-        from .errors import InputError
         from .eval import EvalOptions, evaluate
 
         preds = []

@@ -4,7 +4,8 @@ Reads `HallusionBench.json` (fields `category` VD/VS, `subcategory`, `visual_inp
 "1" original / "2" edited, `set_id`, `figure_id`, `question_id`, `question`, `gt_answer` "1" yes /
 "0" no, `gt_answer_details`, `filename`) and result files that carry a prediction per row
 (`HallusionBench_result_sample.json`: `model_prediction`, no `gt_answer`): `read_predictions`.
-Writes the same fields (and `images/`) for a benchmark. Ids are HallusionBench's own per-question
+Writes the same fields (and `images/`) for a benchmark, plus `vhmine_id` / `vhmine_mode` on rows made
+from vhmine items, so their ids and modes read back. Other ids are HallusionBench's own per-question
 key `category_subcategory_setid_figureid_questionid`; question pairs (qAcc) group by
 category/subcategory/set_id/question_id and figures (fAcc) by category/subcategory/set_id/figure_id,
 as HallusionBench's utils.py does.
@@ -69,7 +70,10 @@ def read(path: Path, images: Optional[Path] = None) -> Benchmark:
         pair = "_".join(str(r[k]) for k in ("category", "subcategory", "set_id", "question_id"))
         meta = {k: v for k, v in r.items() if k not in ("question",)}
         meta["source"] = "hallusionbench"
-        items.append(BenchItem(row_id(r), f"{r['category']}/{r['subcategory']}", YNQ, r["question"],
+        # rows we wrote carry our stable id and mode; HallusionBench's own rows get its per-question key
+        iid = str(r.get("vhmine_id") or row_id(r))
+        mode = str(r.get("vhmine_mode") or f"{r['category']}/{r['subcategory']}")
+        items.append(BenchItem(iid, mode, YNQ, r["question"],
                                ("Yes" if truth else "No",), truth, image if visual else None, fig if visual else None,
                                pair, meta))
     return Benchmark(path.stem, items, Path(images) if images else path.parent, str(path))
@@ -109,6 +113,8 @@ def write(bench: Benchmark, folder: Path) -> None:
             q = s["q"].setdefault(it.pair_id or it.id, len(s["q"]))
             r = {"category": "VD", "subcategory": it.mode, "visual_input": "1", "set_id": str(s["id"]), "figure_id": str(fig),
                  "sample_note": it.id, "question_id": str(q), "question": it.question,
+                 # HallusionBench's scripts ignore extra fields; ours read the stable id and mode back
+                 "vhmine_id": it.id, "vhmine_mode": it.mode,
                  "gt_answer_details": it.answers[0] if it.answers else "", "gt_answer": "1" if it.truth else "0",
                  "filename": "./" + paths[it.id] if it.id in paths else None}
         rows.append(r)
