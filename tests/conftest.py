@@ -1,16 +1,25 @@
 """Shared fixtures: tiny real encoders and a tiny Stable Diffusion pipeline (built once per session,
-saved in their real formats) and real photos from scikit-image. Hub look-ups are switched off: nothing is downloaded in tests."""
+saved in their real formats), real photos from scikit-image, and a throw-away PostgreSQL server
+(`pg_server`, with a fresh database per test from `pg_url`). Hub look-ups are switched off: nothing is
+downloaded in tests. Plain helpers shared by several test files are in helpers.py."""
 
+import glob
 import gzip
 import inspect
 import json
 import os
+import shutil
+import subprocess
+import tempfile
+import uuid
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import pytest  # noqa: E402
+
+from helpers import free_port  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -86,3 +95,52 @@ def tiny_sd(tmp_path_factory) -> Path:
                                    safety_checker=None, feature_extractor=None, requires_safety_checker=False)
     pipe.save_pretrained(root / "pipe")
     return root / "pipe"
+
+
+def _pg_bindir() -> str | None:
+    for d in sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(p.split("/")[-2]), reverse=True):
+        if os.path.exists(os.path.join(d, "initdb")):
+            return d
+    initdb = shutil.which("initdb")
+    return os.path.dirname(initdb) if initdb else None
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """(host, port) of a PostgreSQL server started for this test session."""
+    bindir = _pg_bindir()
+    if bindir is None:
+        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) not found: install Debian's postgresql (scripts/ci_services.sh)")
+    prefix: list[str] = []
+    root = tempfile.mkdtemp(prefix="vhmine-pg-")
+    if os.geteuid() == 0:  # initdb refuses to run as root
+        try:
+            import pwd
+
+            pw = pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.skip("running as root and there is no `postgres` user to run the server as (install Debian's postgresql)")
+        os.chown(root, pw.pw_uid, pw.pw_gid)
+        prefix = ["runuser", "-u", "postgres", "--"]
+    data, port = os.path.join(root, "data"), free_port()
+    run = lambda *cmd: subprocess.run(prefix + list(cmd), check=True, capture_output=True, text=True, timeout=120)  # noqa: E731
+    run(f"{bindir}/initdb", "-D", data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync")
+    run(f"{bindir}/pg_ctl", "-D", data, "-l", os.path.join(root, "log"), "-w", "-t", "60", "-o",
+        f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off", "start")
+    try:
+        yield "127.0.0.1", port
+    finally:
+        subprocess.run(prefix + [f"{bindir}/pg_ctl", "-D", data, "-m", "immediate", "stop"], capture_output=True, timeout=60)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def pg_url(pg_server):
+    """A fresh, empty database on the session's server."""
+    import psycopg
+
+    host, port = pg_server
+    name = "t_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(host=host, port=port, user="postgres", dbname="postgres", autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{name}"')
+    return f"postgresql+psycopg://postgres@{host}:{port}/{name}"

@@ -12,7 +12,7 @@ pytest.importorskip("streamlit")
 
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from test_curate import _count, _seeded  # noqa: E402
+from helpers import counting_annotation, seed_store  # noqa: E402
 from vhmine import curate as C  # noqa: E402
 
 APP = str(Path(__file__).resolve().parent.parent / "apps" / "curate.py")
@@ -20,7 +20,7 @@ APP = str(Path(__file__).resolve().parent.parent / "apps" / "curate.py")
 
 @pytest.fixture
 def env(tmp_path, monkeypatch):
-    store, tokens = _seeded(tmp_path / "app.db", tmp_path)
+    store, tokens = seed_store(tmp_path / "app.db", tmp_path)
     monkeypatch.setenv("VHMINE_DB", f"sqlite:///{tmp_path / 'app.db'}")
     yield store, tokens
     store.close()
@@ -163,7 +163,7 @@ def test_review_is_blind_and_admin_sees_agreement(env):
 def test_label_model_answers(env):
     store, tokens = env
     item = C.next_item(store, "alice", "counting")
-    saved = C.save_annotation(store, "alice", item.task_id, _count(item))
+    saved = C.save_annotation(store, "alice", item.task_id, counting_annotation(item))
     rid = C.add_response(store, saved.instance_ids[0], "secret-model-name", "How many cats?", "Seven cats.")
     at = _signed_in(tokens["bob"], page="Label answers", mode="counting")
     assert "Seven cats." in [t.value for t in at.text] and not any("secret-model-name" in t for t in _texts(at))

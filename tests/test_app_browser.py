@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from test_seed import write_pairs, write_photos
-from test_store import _free_port
+from helpers import free_port, write_pairs, write_photos
 
 CHROMIUM = os.environ.get("VHMINE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
@@ -35,7 +34,7 @@ def app_server(tmp_path):
     with open_store(db) as store:
         seed_pairs(store, write_pairs(tmp_path / "runs" / "b", write_photos(tmp_path / "photos", ("coffee", "rocket"))), per_mode=1)
         token = C.add_worker(store, "alice")
-    port = _free_port()
+    port = free_port()
     log = open(tmp_path / "streamlit.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "vhmine.cli", "curate", "--db", db, "--host", "127.0.0.1", "--port", str(port)],
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

@@ -11,34 +11,17 @@ import time
 
 import pytest
 
-from test_seed import write_pairs, write_photos
-from test_store import pg_server, pg_url  # noqa: F401  (fixtures)
+from helpers import counting_annotation, seed_store, write_photos
 
 from vhmine import curate as C
 from vhmine.errors import AuthError, FormError, InputError, LeaseError, StoreError
 
 
-def _seeded(url, tmp_path, per_mode=2, photos=("astronaut", "coffee", "rocket", "horse")):
-    from vhmine.seed import seed_pairs
-    from vhmine.store import open_store
-
-    store = open_store(url)
-    pairs = write_pairs(tmp_path / "runs" / "t", write_photos(tmp_path / "photos", photos))
-    seed_pairs(store, pairs, per_mode=per_mode)
-    tokens = {w: C.add_worker(store, w, admin=(w == "carol")) for w in ("alice", "bob", "carol", "dave")}
-    return store, tokens
-
-
 @pytest.fixture
 def seeded(tmp_path):
-    store, tokens = _seeded(tmp_path / "c.db", tmp_path)
+    store, tokens = seed_store(tmp_path / "c.db", tmp_path)
     yield store, tokens
     store.close()
-
-
-def _count(item, a="3", b="2"):
-    ids = [v.id for v in item.images]
-    return C.Annotation("counting.how_many", {"object": "cats"}, answers={ids[0]: a, ids[1]: b})
 
 
 def _task(store, task_id):
@@ -76,7 +59,7 @@ def test_save_oeq_drafts_ynq_and_confirm(seeded):
     store, _ = seeded
     item = C.next_item(store, "alice", "counting")
     A, B = (v.id for v in item.images)
-    saved = C.save_annotation(store, "alice", item.task_id, _count(item, "3\nthree", "2"))
+    saved = C.save_annotation(store, "alice", item.task_id, counting_annotation(item, "3\nthree", "2"))
     assert len(saved.instance_ids) == 2 and len(saved.draft_ids) == 4
     assert _task(store, item.task_id).status == "done"
     drafts = C.pending_drafts(store, "alice", "counting")
@@ -142,14 +125,14 @@ def test_nobodys_saved_work_is_overwritten(seeded):
     store, _ = seeded
     item = C.next_item(store, "alice", "counting")
     with pytest.raises(LeaseError, match=rf"^item {item.task_id} is leased to alice until \d\d:\d\d:\d\d UTC: nothing saved; take the next item$"):
-        C.save_annotation(store, "bob", item.task_id, _count(item))
+        C.save_annotation(store, "bob", item.task_id, counting_annotation(item))
     C.next_item(store, "bob", "counting")  # bob holds the other counting task
     C.next_item(store, "alice", "counting", lease_s=0)  # alice's lease runs out: carol may take her item
     taken = C.next_item(store, "carol", "counting")
     assert taken.task_id == item.task_id
-    saved = C.save_annotation(store, "carol", item.task_id, _count(item, "5", "4"))
+    saved = C.save_annotation(store, "carol", item.task_id, counting_annotation(item, "5", "4"))
     with pytest.raises(LeaseError, match=rf"^item {item.task_id} was already annotated by carol at .* UTC: nothing saved; take the next item$"):
-        C.save_annotation(store, "alice", item.task_id, _count(item))
+        C.save_annotation(store, "alice", item.task_id, counting_annotation(item))
     with pytest.raises(LeaseError):
         C.discard(store, "alice", item.task_id, "blurry")
     assert {r.id: r.answers for r in C.ready_instances(store, "counting")} == {
@@ -194,7 +177,7 @@ def test_discard_skip_undo_and_progress(seeded):
 
 def _ready_counting(store, worker="alice"):
     item = C.next_item(store, worker, "counting")
-    saved = C.save_annotation(store, worker, item.task_id, _count(item))
+    saved = C.save_annotation(store, worker, item.task_id, counting_annotation(item))
     C.confirm_drafts(store, worker, [C.DraftDecision(d, True) for d in saved.draft_ids])
     return saved
 
@@ -336,7 +319,7 @@ def test_several_processes_write_one_store_and_every_write_lands(tmp_path, backe
 
     url = f"sqlite:///{tmp_path / 'shared.db'}" if backend == "sqlite" else request.getfixturevalue("pg_url")
     photos = ("astronaut", "coffee", "rocket", "horse", "camera", "coins", "moon", "page")
-    store, _ = _seeded(url, tmp_path, per_mode=12, photos=photos)  # 28 pairs: 12 tasks in each mode
+    store, _ = seed_store(url, tmp_path, per_mode=12, photos=photos)  # 28 pairs: 12 tasks in each mode
     workers = ["alice", "bob", "carol", "dave"]
     gate = tmp_path / "gate"
     gate.mkdir()

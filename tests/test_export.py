@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from test_seed import write_pairs, write_photos
+from helpers import write_pairs, write_photos
 from vhmine import curate as C
 from vhmine import formats as F
 from vhmine.errors import ExportError, UnbalancedError

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from openai_server import API_KEY, chat_images, chat_text, openai_server  # noqa: F401  (fixture)
-from test_seed import write_pairs, write_photos
+from helpers import make_ready_store
 
 from vhmine import answers as A
 from vhmine import curate as C
@@ -23,29 +23,6 @@ from vhmine.llm import LLMOptions
 from vhmine.probe import ProbeOptions, hallucinations, judge_verdict, probe
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def make_ready_store(tmp_path: Path):
-    """A store with 12 ready instances: counting and color, each 2 OEQ + 4 YNQ over one pair.
-
-    Truths: counting A has 3 cats, B 2; color A's cup is red, B's blue. A model answering "yes" to every
-    YNQ is right on the two "yes" questions of a mode and hallucinates on the two "no" ones.
-    """
-    from vhmine.seed import seed_pairs
-    from vhmine.store import open_store
-
-    store = open_store(tmp_path / "store.db")
-    pairs = write_pairs(tmp_path / "runs" / "t", write_photos(tmp_path / "photos", ("astronaut", "coffee", "rocket")))
-    seed_pairs(store, pairs, per_mode=1, modes=["counting", "color"])
-    C.add_worker(store, "alice")
-    for mode, ann in (("counting", ("counting.how_many", {"object": "cats"}, "3", "2")),
-                      ("color", ("color.what_color", {"object": "cup"}, "red", "blue"))):
-        item = C.next_item(store, "alice", mode)
-        a, b = (v.id for v in item.images)
-        saved = C.save_annotation(store, "alice", item.task_id,
-                                  C.Annotation(ann[0], ann[1], answers={a: ann[2], b: ann[3]}))
-        C.confirm_drafts(store, "alice", [C.DraftDecision(d, True) for d in saved.draft_ids])
-    return store
 
 
 def _responses(store):

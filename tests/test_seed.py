@@ -1,62 +1,18 @@
 """vhmine.seed and `vhmine seed` / `vhmine workers`: mined pairs into the store's queues.
 
-`write_pairs` (used by the other curation tests too) writes a pairs.parquet and run.json as
-`vhmine mine` does, over real photos from scikit-image saved as PNG.
+`write_pairs` (helpers.py) writes a pairs.parquet and run.json as `vhmine mine` does, over real photos
+from scikit-image saved as PNG.
 """
 
 from __future__ import annotations
 
 import hashlib
-import itertools
-import json
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-PHOTOS = ("astronaut", "coffee", "chelsea", "rocket", "camera", "coins", "moon", "page", "clock", "horse")
-
-
-def write_photos(folder: Path, names=PHOTOS) -> list[Path]:
-    import numpy as np
-    import skimage.data
-    from PIL import Image
-
-    folder.mkdir(parents=True, exist_ok=True)
-    out = []
-    for n in names:
-        p = folder / f"{n}.png"
-        if not p.exists():
-            img = Image.fromarray(np.asarray(getattr(skimage.data, n)()))
-            img.thumbnail((96, 96))
-            img.save(p)
-        out.append(p)
-    return out
-
-
-def write_pairs(run_dir: Path, photos: list[Path], n_pairs: int | None = None, shuffle: bool = False) -> Path:
-    """runs/<run>/pairs.parquet + run.json over all pairs of `photos` (ranked by a made-up gap)."""
-    import pandas as pd
-
-    rows = []
-    for a, b in itertools.combinations(photos, 2):
-        sa, sb = (hashlib.sha256(p.read_bytes()).hexdigest() for p in (a, b))
-        clip = 0.9 + (int(sa[:4], 16) % 100) / 1000
-        dino = 0.2 + (int(sb[:4], 16) % 300) / 1000
-        rows.append({"image_id_a": sa[:16], "image_id_b": sb[:16], "sha256_a": sa, "sha256_b": sb,
-                     "path_a": str(a.resolve()), "path_b": str(b.resolve()), "clip_sim": clip, "dino_sim": dino,
-                     "gap": clip - dino, "categories_a": [] if a.stem == "page" else [a.stem], "categories_b": [] if b.stem == "page" else [b.stem]})
-    df = pd.DataFrame(rows).sort_values("gap", ascending=False, kind="stable").reset_index(drop=True)
-    df.insert(0, "rank", range(1, len(df) + 1))
-    if n_pairs is not None:
-        df = df.head(n_pairs)
-    if shuffle:
-        df = df.sample(frac=1.0, random_state=3).reset_index(drop=True)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    df.to_parquet(run_dir / "pairs.parquet")
-    (run_dir / "run.json").write_text(json.dumps({"index": "photos", "clip_threshold": 0.9, "dino_threshold": 0.55,
-                                                  "encoders": {"clip": "tiny", "dino": "tiny"}, "vhmine_version": "0.1.0"}))
-    return run_dir / "pairs.parquet"
+from helpers import write_pairs, write_photos
 
 
 @pytest.fixture(scope="module")

@@ -1,78 +1,17 @@
 """vhmine.store: opening, migrating and refusing stores, on SQLite and on a real PostgreSQL server.
 
-`pg_server` / `pg_url` (used by test_curate.py too) start a throw-away PostgreSQL cluster (initdb
-into a temporary folder, pg_ctl on a loopback port, as the `postgres` user when run as root).
+`pg_server` / `pg_url` (conftest.py) start a throw-away PostgreSQL cluster (initdb into a temporary
+folder, pg_ctl on a loopback port, as the `postgres` user when run as root).
 """
 
 from __future__ import annotations
 
-import glob
-import os
-import shutil
-import socket
 import subprocess
-import tempfile
-import uuid
 from pathlib import Path
 
 import pytest
 
-from test_seed import write_pairs, write_photos
-
-
-def _pg_bindir() -> str | None:
-    for d in sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(p.split("/")[-2]), reverse=True):
-        if os.path.exists(os.path.join(d, "initdb")):
-            return d
-    initdb = shutil.which("initdb")
-    return os.path.dirname(initdb) if initdb else None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="session")
-def pg_server():
-    """(host, port) of a PostgreSQL server started for this test session."""
-    bindir = _pg_bindir()
-    if bindir is None:
-        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) not found: install Debian's postgresql (scripts/ci_services.sh)")
-    prefix: list[str] = []
-    root = tempfile.mkdtemp(prefix="vhmine-pg-")
-    if os.geteuid() == 0:  # initdb refuses to run as root
-        try:
-            import pwd
-
-            pw = pwd.getpwnam("postgres")
-        except KeyError:
-            pytest.skip("running as root and there is no `postgres` user to run the server as (install Debian's postgresql)")
-        os.chown(root, pw.pw_uid, pw.pw_gid)
-        prefix = ["runuser", "-u", "postgres", "--"]
-    data, port = os.path.join(root, "data"), _free_port()
-    run = lambda *cmd: subprocess.run(prefix + list(cmd), check=True, capture_output=True, text=True, timeout=120)  # noqa: E731
-    run(f"{bindir}/initdb", "-D", data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync")
-    run(f"{bindir}/pg_ctl", "-D", data, "-l", os.path.join(root, "log"), "-w", "-t", "60", "-o",
-        f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off", "start")
-    try:
-        yield "127.0.0.1", port
-    finally:
-        subprocess.run(prefix + [f"{bindir}/pg_ctl", "-D", data, "-m", "immediate", "stop"], capture_output=True, timeout=60)
-        shutil.rmtree(root, ignore_errors=True)
-
-
-@pytest.fixture
-def pg_url(pg_server):
-    """A fresh, empty database on the session's server."""
-    import psycopg
-
-    host, port = pg_server
-    name = "t_" + uuid.uuid4().hex[:12]
-    with psycopg.connect(host=host, port=port, user="postgres", dbname="postgres", autocommit=True) as c:
-        c.execute(f'CREATE DATABASE "{name}"')
-    return f"postgresql+psycopg://postgres@{host}:{port}/{name}"
+from helpers import free_port, write_pairs, write_photos
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -227,7 +166,7 @@ def test_unreachable_server_names_the_url_without_password():
     from vhmine.errors import StoreError
     from vhmine.store import open_store
 
-    port = _free_port()
+    port = free_port()
     with pytest.raises(StoreError) as info:
         open_store(f"postgresql+psycopg://u:s3cret@127.0.0.1:{port}/x")
     msg = str(info.value)

@@ -1,0 +1,116 @@
+"""Plain helpers shared by several test files (fixtures shared by several files live in conftest.py).
+
+- `PHOTOS`, `write_photos(folder, names)`: scikit-image sample photos, thumbnailed to at most 96 px, saved as
+  `<name>.png` (idempotent). Not `vhmine.demo.write_sample_photos`: that one writes every sample photo at full
+  size, and the curation tests need small files and a chosen subset (the pairs' made-up gaps come from the
+  files' hashes).
+- `write_pairs(run_dir, photos, ...)`: a runs/<run>/pairs.parquet and run.json as `vhmine mine` writes them,
+  over all pairs of `photos`, ranked by a made-up gap.
+- `free_port()`: a free TCP port on 127.0.0.1.
+- `seed_store(url, tmp_path, ...)`: a store seeded with the pairs of a few photos, and four workers
+  (alice, bob, carol (admin), dave); returns (store, {worker: token}).
+- `counting_annotation(item, a, b)`: a counting.how_many annotation of "cats" answering `a` / `b` for the
+  item's two images.
+- `make_ready_store(tmp_path)`: a store with 12 ready instances (counting and color).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import socket
+from pathlib import Path
+
+PHOTOS = ("astronaut", "coffee", "chelsea", "rocket", "camera", "coins", "moon", "page", "clock", "horse")
+
+
+def write_photos(folder: Path, names=PHOTOS) -> list[Path]:
+    import numpy as np
+    import skimage.data
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for n in names:
+        p = folder / f"{n}.png"
+        if not p.exists():
+            img = Image.fromarray(np.asarray(getattr(skimage.data, n)()))
+            img.thumbnail((96, 96))
+            img.save(p)
+        out.append(p)
+    return out
+
+
+def write_pairs(run_dir: Path, photos: list[Path], n_pairs: int | None = None, shuffle: bool = False) -> Path:
+    """runs/<run>/pairs.parquet + run.json over all pairs of `photos` (ranked by a made-up gap)."""
+    import pandas as pd
+
+    rows = []
+    for a, b in itertools.combinations(photos, 2):
+        sa, sb = (hashlib.sha256(p.read_bytes()).hexdigest() for p in (a, b))
+        clip = 0.9 + (int(sa[:4], 16) % 100) / 1000
+        dino = 0.2 + (int(sb[:4], 16) % 300) / 1000
+        rows.append({"image_id_a": sa[:16], "image_id_b": sb[:16], "sha256_a": sa, "sha256_b": sb,
+                     "path_a": str(a.resolve()), "path_b": str(b.resolve()), "clip_sim": clip, "dino_sim": dino,
+                     "gap": clip - dino, "categories_a": [] if a.stem == "page" else [a.stem], "categories_b": [] if b.stem == "page" else [b.stem]})
+    df = pd.DataFrame(rows).sort_values("gap", ascending=False, kind="stable").reset_index(drop=True)
+    df.insert(0, "rank", range(1, len(df) + 1))
+    if n_pairs is not None:
+        df = df.head(n_pairs)
+    if shuffle:
+        df = df.sample(frac=1.0, random_state=3).reset_index(drop=True)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    df.to_parquet(run_dir / "pairs.parquet")
+    (run_dir / "run.json").write_text(json.dumps({"index": "photos", "clip_threshold": 0.9, "dino_threshold": 0.55,
+                                                  "encoders": {"clip": "tiny", "dino": "tiny"}, "vhmine_version": "0.1.0"}))
+    return run_dir / "pairs.parquet"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def seed_store(url, tmp_path, per_mode=2, photos=("astronaut", "coffee", "rocket", "horse")):
+    from vhmine import curate as C
+    from vhmine.seed import seed_pairs
+    from vhmine.store import open_store
+
+    store = open_store(url)
+    pairs = write_pairs(tmp_path / "runs" / "t", write_photos(tmp_path / "photos", photos))
+    seed_pairs(store, pairs, per_mode=per_mode)
+    tokens = {w: C.add_worker(store, w, admin=(w == "carol")) for w in ("alice", "bob", "carol", "dave")}
+    return store, tokens
+
+
+def counting_annotation(item, a="3", b="2"):
+    from vhmine import curate as C
+
+    ids = [v.id for v in item.images]
+    return C.Annotation("counting.how_many", {"object": "cats"}, answers={ids[0]: a, ids[1]: b})
+
+
+def make_ready_store(tmp_path: Path):
+    """A store with 12 ready instances: counting and color, each 2 OEQ + 4 YNQ over one pair.
+
+    Truths: counting A has 3 cats, B 2; color A's cup is red, B's blue. A model answering "yes" to every
+    YNQ is right on the two "yes" questions of a mode and hallucinates on the two "no" ones.
+    """
+    from vhmine import curate as C
+    from vhmine.seed import seed_pairs
+    from vhmine.store import open_store
+
+    store = open_store(tmp_path / "store.db")
+    pairs = write_pairs(tmp_path / "runs" / "t", write_photos(tmp_path / "photos", ("astronaut", "coffee", "rocket")))
+    seed_pairs(store, pairs, per_mode=1, modes=["counting", "color"])
+    C.add_worker(store, "alice")
+    for mode, ann in (("counting", ("counting.how_many", {"object": "cats"}, "3", "2")),
+                      ("color", ("color.what_color", {"object": "cup"}, "red", "blue"))):
+        item = C.next_item(store, "alice", mode)
+        a, b = (v.id for v in item.images)
+        saved = C.save_annotation(store, "alice", item.task_id,
+                                  C.Annotation(ann[0], ann[1], answers={a: ann[2], b: ann[3]}))
+        C.confirm_drafts(store, "alice", [C.DraftDecision(d, True) for d in saved.draft_ids])
+    return store
