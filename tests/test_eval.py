@@ -134,3 +134,33 @@ def test_cli_eval(bench_dir, tmp_path):
     assert "perfect: accuracy 100.0% over 6 item(s)" in r.output
     r = CliRunner().invoke(app, ["eval", "--bench", str(bench_dir), "--predictions", str(p)])
     assert r.exit_code == 2 and "is not NAME=FILE" in r.output
+
+
+def test_oeq_scored_by_worker_labels_from_the_store(tmp_path):
+    """--oeq labels: the workers' majority verdict on this model's stored response; ties and no labels: unjudged."""
+    from helpers import make_ready_store
+    from vhmine import curate as C
+    from vhmine.export import ExportOptions, export_benchmark
+
+    store = make_ready_store(tmp_path)  # the store at tmp_path / "store.db"
+    export_benchmark(store, ExportOptions(out=tmp_path / "b", format="hf"))
+    bench = F.load(tmp_path / "b")
+    oeq = sorted(it.id for it in bench if it.kind == "OEQ")
+    assert len(oeq) == 4
+    C.add_worker(store, "bob")
+    plan = {oeq[0]: ("correct", "correct"), oeq[1]: ("hallucinated", "hallucinated"), oeq[2]: ("correct", "hallucinated")}
+    for iid, (va, vb) in plan.items():
+        rid = C.add_response(store, iid, "m", "the prompt", "an answer")
+        C.label_response(store, "alice", rid, va)
+        C.label_response(store, "bob", rid, vb)
+    other = C.add_response(store, oeq[1], "other-model", "the prompt", "another answer")  # must not count for m
+    C.label_response(store, "alice", other, "correct")
+    store.close()
+    preds = tmp_path / "m.jsonl"
+    preds.write_text("".join(json.dumps({"id": it.id, "answer": "Yes" if it.kind == "YNQ" else "an answer"}) + "\n"
+                             for it in bench))
+    res = evaluate(EvalOptions(bench=tmp_path / "b", out=tmp_path / "ev", predictions=[("m", preds)], oeq="labels",
+                               db=str(tmp_path / "store.db")))
+    read_as = {r["id"]: r["read_as"] for r in map(json.loads, (tmp_path / "ev" / "answers-m.jsonl").read_text().splitlines())}
+    assert [read_as[i] for i in oeq] == ["right", "wrong", "unjudged", "unjudged"]
+    assert res.report["oeq"]["scorer"] == "labels"
