@@ -1,0 +1,51 @@
+"""Curation: the library behind `apps/curate.py` and the `workers` / `seed` commands.
+
+Reads and writes the curation store (vhmine.store): workers and their token hashes, the per-mode
+queues of tasks with their leases, instances (OEQ questions with reference answers, YNQ variants
+with their yes/no truth), blind reviews, worker labels of model responses, and an action log that
+makes "undo the last action" possible. Image bytes are read only from paths recorded in the store.
+
+Concurrency: a task is handed to one worker at a time through a lease (compare-and-set on the
+task's `version`); saving requires the task to be open and leased to the saver (or to nobody), so a
+second writer gets a LeaseError and nothing of the first is overwritten. Undo never deletes an
+instance: it marks it discarded, "undone by <worker>".
+
+One module per concern, all re-exported here (`from vhmine import curate as C; C.next_item(...)`):
+workers (sign-in), queue (leases, discard, skip, progress, generated images entering the queue),
+annotate (saving questions and answers), drafts (drafted yes/no questions), undo, review (blind
+review and agreement), responses (model responses and their labels), records (ready instances for
+export), images (serving recorded image bytes), app (launching Streamlit); _shared holds the ids,
+action log, worker lookup and lease checks they all use.
+"""
+
+from __future__ import annotations
+
+from .workers import WorkerInfo, add_worker, hash_token, list_workers, sign_in  # first: imports vhmine.store
+from .images import image_bytes, image_file
+from ._shared import ImageView, Item
+from .queue import LEASE_S, Progress, add_generation, discard, next_item, progress, skip
+from .annotate import Annotation, Saved, save_annotation
+from .drafts import DraftDecision, DraftView, confirm_drafts, pending_drafts
+from .undo import undo_last
+from .review import (
+    UNANSWERABLE, Disagreement, ModeAgreement, ReviewItem, agreement, disagreements, next_review, save_review,
+)
+from .responses import ResponseItem, add_response, label_response, next_response
+from .records import InstanceRecord, get_instance, ready_instances
+from .app import default_app_path, run_app, streamlit_command
+from ..store import resolve_url  # apps/curate.py reads it as C.resolve_url
+
+__all__ = [
+    "LEASE_S", "UNANSWERABLE",
+    "WorkerInfo", "add_worker", "hash_token", "list_workers", "sign_in",
+    "image_bytes", "image_file",
+    "ImageView", "Item", "Progress", "add_generation", "discard", "next_item", "progress", "skip",
+    "Annotation", "Saved", "save_annotation",
+    "DraftDecision", "DraftView", "confirm_drafts", "pending_drafts",
+    "undo_last",
+    "Disagreement", "ModeAgreement", "ReviewItem", "agreement", "disagreements", "next_review", "save_review",
+    "ResponseItem", "add_response", "label_response", "next_response",
+    "InstanceRecord", "get_instance", "ready_instances",
+    "default_app_path", "run_app", "streamlit_command",
+    "resolve_url",
+]

@@ -1,0 +1,96 @@
+"""Saving a worker's question and reference answers for the queue item leased to them.
+
+Reads the task and its images; closes the task, logs an `annotate` action and writes one ready
+instance per target image. An OEQ also gets drafted yes/no variants (status draft), which the worker
+confirms or rejects through vhmine.curate.drafts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+from .. import modes as M
+from ..errors import FormError
+from ..store import Instance, Store, utcnow
+
+from ._shared import Item, _close, _item, _lease_check, _log, _new_id, _worker
+
+
+@dataclass
+class Annotation:
+    """What a worker submits for one item."""
+
+    template_id: str
+    slots: dict[str, str] = field(default_factory=dict)
+    question: Optional[str] = None  # the filled template, possibly reworded; None: the filled template
+    answers: dict[str, Sequence[str] | str] = field(default_factory=dict)  # image id -> reference answers
+    truths: dict[str, Optional[bool]] = field(default_factory=dict)  # image id -> yes/no truth (YNQ)
+    targets: Optional[list[str]] = None  # image ids asked about; None: every image of the item
+
+
+@dataclass(frozen=True)
+class Saved:
+    task_id: str
+    instance_ids: tuple[str, ...]  # ready now
+    draft_ids: tuple[str, ...]  # YNQ drafts waiting for the worker to confirm
+
+
+def _validate(item: Item, ann: Annotation):
+    mode = M.get_mode(item.mode)
+    tpl = mode.template(ann.template_id)
+    filled = M.fill(tpl, ann.slots)
+    question = M.check_question(filled if ann.question is None else ann.question)
+    ids = [v.id for v in item.images]
+    targets = list(ann.targets) if ann.targets is not None else ids
+    if not targets:
+        raise FormError("targets", "no image chosen: choose the image(s) the question is about")
+    bad = [t for t in targets if t not in ids]
+    if bad:
+        raise FormError("targets", f"image {bad[0]} is not part of item {item.task_id}")
+    answers = {t: M.clean_answers(ann.answers.get(t)) for t in targets}
+    for t in targets:
+        if tpl.kind == M.OEQ:
+            M.check_oeq_answers(mode, tpl, ann.slots, answers[t], item.where(t))
+        else:
+            M.check_ynq(ann.truths.get(t), answers[t], item.where(t))
+    return mode, tpl, question, targets, answers
+
+
+def save_annotation(store: Store, worker: str, task_id: str, ann: Annotation) -> Saved:
+    """Save a worker's question and answers for an item; FormError (nothing saved) on bad input.
+
+    An OEQ becomes one ready instance per target image plus drafted YNQ variants (status draft) that
+    the worker confirms with `confirm_drafts`; a YNQ template becomes ready YNQ instances directly.
+    """
+    with store.session() as s:
+        _worker(s, worker)
+        now = utcnow()
+        t = _lease_check(s, task_id, worker, now)
+        item = _item(s, t)
+        mode, tpl, question, targets, answers = _validate(item, ann)
+        slots = {k: " ".join(str(ann.slots[k]).split()) for k in tpl.slots}
+        _close(s, t, worker, now, "done")
+        act = _log(s, worker, "annotate", task_id, {"template_id": tpl.id, "slots": slots, "question": question,
+                                                     "targets": targets, "answers": answers,
+                                                     "truths": {k: ann.truths.get(k) for k in targets}})
+        ready, drafts = [], []
+        for img in targets:
+            common = dict(task_id=task_id, action_id=act.id, mode=mode.name, image_id=img, pair_id=item.pair_id,
+                          created_by=worker, created_at=now)
+            inst = Instance(id=_new_id(), kind=tpl.kind, template_id=tpl.id, slots=slots, question=question,
+                            answers=answers[img], truth=ann.truths.get(img) if tpl.kind == M.YNQ else None,
+                            status="ready", **common)
+            s.add(inst)
+            ready.append(inst.id)
+            if tpl.kind != M.OEQ:
+                continue
+            others = [a for o in targets if o != img for a in answers[o]]
+            for d in M.draft_ynq(mode, tpl, slots, answers[img], others):
+                di = Instance(id=_new_id(), kind=M.YNQ, template_id=d.template_id, slots=d.slots, question=d.question,
+                              answers=["Yes" if d.truth else "No"], truth=d.truth, derived_from=inst.id,
+                              draft_value=d.value, status="draft", **common)
+                s.add(di)
+                drafts.append(di.id)
+        act.payload = dict(act.payload, instances=ready + drafts)
+    return Saved(task_id, tuple(ready), tuple(drafts))

@@ -1,0 +1,48 @@
+"""Launching the curation app: `vhmine curate` serves apps/curate.py with Streamlit, VHMINE_DB set.
+
+Opens (and migrates) the store first, so that a bad URL or a newer schema fails in the terminal rather
+than in the browser; then runs Streamlit in a subprocess until it is interrupted. Writes nothing itself.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Optional
+
+from ..errors import InputError, StoreError
+from ..store import display_url, open_store, resolve_url
+
+log = logging.getLogger(__package__)  # "vhmine.curate", the name these log lines had before the split
+
+
+def default_app_path() -> Path:
+    return Path(__file__).resolve().parents[2] / "apps" / "curate.py"
+
+
+def streamlit_command(app_path: Path, host: str, port: int) -> list[str]:
+    return [sys.executable, "-m", "streamlit", "run", str(app_path), "--server.address", host,
+            "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
+            "--server.fileWatcherType", "none", "--server.runOnSave", "false", "--client.toolbarMode", "minimal"]
+
+
+def run_app(db: Optional[str] = None, host: str = "127.0.0.1", port: int = 8501, app_path: Optional[Path] = None) -> int:
+    """Open (and migrate) the store, then serve the Streamlit app on it until interrupted."""
+    if importlib.util.find_spec("streamlit") is None:
+        raise StoreError("the curation app needs streamlit: pip install 'vhmine[app]'")
+    app_path = Path(app_path) if app_path else default_app_path()
+    if not app_path.is_file():
+        raise InputError(f"the curation app {app_path} is missing: it ships with the source checkout "
+                         "(apps/curate.py); run from a clone or pass --app PATH")
+    url = resolve_url(db)
+    open_store(url).close()  # errors (newer schema, bad URL) show here, not in the browser
+    env = dict(os.environ, VHMINE_DB=url)
+    log.info("curation app on http://%s:%d (store %s)", host, port, display_url(url))
+    try:
+        return subprocess.call(streamlit_command(app_path, host, port), env=env)
+    except KeyboardInterrupt:
+        return 0

@@ -1,0 +1,85 @@
+"""Drafted yes/no questions: a worker's pending drafts, and confirming or rejecting them.
+
+Reads draft instances with the OEQ each was derived from; writes their status (ready or discarded),
+question, truth and answers, and logs a `confirm` action holding the old values so undo can restore
+them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+from .. import modes as M
+from ..errors import LeaseError
+from ..store import (  # first: it says which extra to install when SQLAlchemy is missing
+    Instance, Pair, Store, utcnow,
+)
+
+from sqlalchemy import select  # noqa: E402
+
+from ._shared import _log, _worker
+
+
+@dataclass(frozen=True)
+class DraftView:
+    instance_id: str
+    task_id: str
+    image_id: str
+    role: str  # "A" or "B" of a pair, "image" for a single image
+    question: str
+    truth: bool
+    oeq_question: str
+    oeq_answers: tuple[str, ...]
+
+
+def pending_drafts(store: Store, worker: str, mode: Optional[str] = None) -> list[DraftView]:
+    """The worker's drafted YNQs still waiting for confirmation: oldest item first, image A before B, yes first."""
+    with store.session(write=False) as s:
+        q = select(Instance).where(Instance.status == "draft", Instance.created_by == worker)
+        if mode:
+            q = q.where(Instance.mode == M.get_mode(mode).name)
+        out = []
+        for d in s.scalars(q):
+            src = s.get(Instance, d.derived_from)
+            pair = s.get(Pair, d.pair_id) if d.pair_id else None
+            role = "image" if pair is None else ("A" if pair.image_a == d.image_id else "B")
+            view = DraftView(d.id, d.task_id, d.image_id, role, d.question, bool(d.truth), src.question, tuple(src.answers))
+            out.append(((d.created_at, d.task_id, role, not d.truth, d.id), view))
+        return [v for _, v in sorted(out, key=lambda x: x[0])]
+
+
+@dataclass
+class DraftDecision:
+    instance_id: str
+    keep: bool
+    question: Optional[str] = None  # reworded question; None keeps the draft's
+    truth: Optional[bool] = None  # None keeps the draft's
+
+
+def confirm_drafts(store: Store, worker: str, decisions: Iterable[DraftDecision]) -> list[str]:
+    """Make kept drafts ready and reject the others; FormError (nothing saved) on a contradiction."""
+    decisions = list(decisions)
+    with store.session() as s:
+        _worker(s, worker)
+        now = utcnow()
+        before, kept = [], []
+        for dec in decisions:
+            d = s.get(Instance, dec.instance_id)
+            if d is None or d.status != "draft" or d.created_by != worker:
+                raise LeaseError(f"{dec.instance_id} is not a draft of yours waiting for confirmation: reload the page")
+            before.append({"id": d.id, "question": d.question, "truth": d.truth, "answers": d.answers})
+            if dec.keep:
+                truth = d.truth if dec.truth is None else dec.truth
+                where = f"the yes/no question {d.id}"
+                question = M.check_question(d.question if dec.question is None else dec.question)
+                M.check_draft(truth, d.draft_value, s.get(Instance, d.derived_from).answers, where)
+                d.question, d.truth, d.status = question, truth, "ready"
+                d.answers = ["Yes" if truth else "No"]
+                kept.append(d.id)
+            else:
+                d.status, d.discard_reason = "discarded", f"draft rejected by {worker}"
+            d.updated_by, d.updated_at = worker, now
+        if decisions:
+            _log(s, worker, "confirm", None, {"drafts": before})
+    return kept

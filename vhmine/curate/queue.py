@@ -1,0 +1,139 @@
+"""The per-mode queues: generated images entering them, leasing the next task, discard, skip, progress.
+
+Reads and writes `tasks`: a lease is a compare-and-set on the task's `version`, and a worker's
+skipped tasks (from the action log) come back to them last. Discard and skip close or release the
+task and log an action. `add_generation` records a generated image (`images`, `generations`) and
+queues it; mined pairs are queued by vhmine.seed. `progress` counts tasks and ready instances.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Optional
+
+from .. import modes as M
+from ..errors import FormError, InputError
+from ..images import sha256_file
+from ..store import (  # first: it says which extra to install when SQLAlchemy is missing
+    Action, Generation, Image, Instance, Store, Task, utcnow,
+)
+
+from sqlalchemy import func, or_, select, update  # noqa: E402
+from sqlalchemy.orm import Session  # noqa: E402
+
+from ._shared import Item, _close, _item, _lease_check, _log, _new_id, _worker
+
+LEASE_S = 15 * 60
+
+
+def _free(now: dt.datetime):
+    return or_(Task.lease_worker.is_(None), Task.lease_until <= now)
+
+
+def _take(s: Session, t: Task, worker: str, now: dt.datetime, lease_s: float) -> bool:
+    """Compare-and-set the lease: succeeds only if nobody changed the task since we read it."""
+    res = s.execute(
+        update(Task).where(Task.id == t.id, Task.version == t.version)
+        .values(lease_worker=worker, lease_until=now + dt.timedelta(seconds=lease_s), version=t.version + 1)
+        .execution_options(synchronize_session=False)
+    )
+    return res.rowcount == 1
+
+
+def next_item(store: Store, worker: str, mode: str, *, lease_s: float = LEASE_S) -> Optional[Item]:
+    """Lease the next open task of `mode` to `worker` (their current lease first; skipped ones last)."""
+    mode = M.get_mode(mode).name
+    with store.session() as s:
+        _worker(s, worker)
+        now = utcnow()
+        mine = s.scalar(select(Task).where(Task.mode == mode, Task.status == "open", Task.lease_worker == worker,
+                                           Task.lease_until > now).order_by(Task.priority, Task.id).limit(1))
+        if mine is not None and _take(s, mine, worker, now, lease_s):
+            return _item(s, s.get(Task, mine.id, populate_existing=True))
+        skipped = select(Action.task_id).where(Action.worker == worker, Action.kind == "skip",
+                                               Action.undone_at.is_(None), Action.task_id.is_not(None))
+        base = select(Task).where(Task.mode == mode, Task.status == "open", _free(now))
+        for q in (base.where(Task.id.not_in(skipped)), base.where(Task.id.in_(skipped))):
+            for _ in range(5):  # others may win the race for the first few candidates
+                cands = s.scalars(q.order_by(Task.priority, Task.id).limit(8)).all()
+                if not cands:
+                    break
+                for t in cands:
+                    if _take(s, t, worker, now, lease_s):
+                        return _item(s, s.get(Task, t.id, populate_existing=True))
+                s.expire_all()
+    return None
+
+
+def discard(store: Store, worker: str, task_id: str, reason: str) -> None:
+    """Discard an item with a reason (no unambiguous question fits)."""
+    reason = " ".join((reason or "").split())
+    if not reason:
+        raise FormError("reason", "give a reason for discarding, e.g. 'no unambiguous question fits'")
+    with store.session() as s:
+        _worker(s, worker)
+        now = utcnow()
+        t = _lease_check(s, task_id, worker, now)
+        _close(s, t, worker, now, "discarded", reason)
+        _log(s, worker, "discard", task_id, {"reason": reason})
+
+
+def skip(store: Store, worker: str, task_id: str) -> None:
+    """Give the item back to the queue; it comes back to this worker only after all others."""
+    with store.session() as s:
+        _worker(s, worker)
+        t = _lease_check(s, task_id, worker, utcnow())
+        s.execute(update(Task).where(Task.id == t.id, Task.version == t.version)
+                  .values(lease_worker=None, lease_until=None, version=t.version + 1)
+                  .execution_options(synchronize_session=False))
+        _log(s, worker, "skip", task_id, {})
+
+
+@dataclass(frozen=True)
+class Progress:
+    mode: str
+    total: int
+    done: int
+    discarded: int
+    remaining: int
+    ready_instances: int
+
+
+def progress(store: Store) -> list[Progress]:
+    """Per mode, in the modes' order: tasks done, discarded and remaining, and ready instances."""
+    with store.session(write=False) as s:
+        counts: dict[tuple[str, str], int] = {
+            (m, st): n for m, st, n in s.execute(select(Task.mode, Task.status, func.count()).group_by(Task.mode, Task.status))
+        }
+        ready = dict(s.execute(select(Instance.mode, func.count()).where(Instance.status == "ready").group_by(Instance.mode)).all())
+    out = []
+    for m in M.mode_names():
+        d, x, o = counts.get((m, "done"), 0), counts.get((m, "discarded"), 0), counts.get((m, "open"), 0)
+        out.append(Progress(m, d + x + o, d, x, o, ready.get(m, 0)))
+    return out
+
+
+def add_generation(store: Store, path: str | Path, mode: str, prompt: str, *, backend: str, model: str,
+                   seed: Optional[int] = None, description_id: Optional[str] = None,
+                   params: Optional[Mapping] = None, priority: float = 0.0) -> str:
+    """Record a generated image with its provenance and queue it in `mode`; returns the task id."""
+    mode = M.get_mode(mode).name
+    p = Path(path).resolve()
+    if not p.is_file():
+        raise InputError(f"generated image {p} does not exist")
+    sha = sha256_file(p)
+    now = utcnow()
+    with store.session() as s:
+        img = s.get(Image, sha[:16])
+        if img is None:
+            img = Image(id=sha[:16], sha256=sha, path=str(p), source="generated", categories=[], created_at=now)
+            s.add(img)
+        if s.scalar(select(Generation).where(Generation.image_id == img.id)) is None:
+            s.add(Generation(id=_new_id(), image_id=img.id, mode=mode, prompt=prompt, description_id=description_id,
+                             backend=backend, model=model, seed=seed, params=dict(params or {}), created_at=now))
+        tid = f"{mode}:{img.id}"
+        if s.get(Task, tid) is None:
+            s.add(Task(id=tid, mode=mode, image_id=img.id, priority=priority, status="open", version=0, created_at=now))
+    return tid

@@ -1,0 +1,74 @@
+"""Ready instances as flat records, for export, probe and eval.
+
+Reads instances joined with their image (id, sha256, recorded path, source) and pair from the
+curation store; writes nothing. `InstanceRecord` is what vhmine.export and vhmine.bench consume.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Optional
+
+from .. import modes as M
+from ..errors import InputError
+from ..store import (  # first: it says which extra to install when SQLAlchemy is missing
+    Image, Instance, Pair, Store,
+)
+
+from sqlalchemy import select  # noqa: E402
+
+
+@dataclass(frozen=True)
+class InstanceRecord:
+    id: str
+    mode: str
+    kind: str
+    question: str
+    template_id: str
+    slots: dict
+    answers: tuple[str, ...]
+    truth: Optional[bool]
+    status: str
+    image_id: str
+    image_sha256: str
+    image_path: str
+    image_source: str
+    pair_id: Optional[str]
+    other_image_id: Optional[str]  # the pair's other image, when the item was a pair
+    derived_from: Optional[str]
+    task_id: str
+    created_by: str
+    created_at: dt.datetime
+
+
+def _record(inst: Instance, img: Image, pair: Optional[Pair]) -> InstanceRecord:
+    other = None if pair is None else (pair.image_b if pair.image_a == inst.image_id else pair.image_a)
+    return InstanceRecord(inst.id, inst.mode, inst.kind, inst.question, inst.template_id, dict(inst.slots),
+                          tuple(inst.answers), inst.truth, inst.status, img.id, img.sha256, img.path, img.source,
+                          inst.pair_id, other, inst.derived_from, inst.task_id, inst.created_by, inst.created_at)
+
+
+def ready_instances(store: Store, mode: Optional[str] = None, kind: Optional[str] = None) -> list[InstanceRecord]:
+    """Every ready instance (optionally of one mode / kind), sorted by mode order, kind, then id."""
+    if kind is not None and kind not in M.KINDS:
+        raise InputError(f"kind {kind!r} is not one of {', '.join(M.KINDS)}")
+    with store.session(write=False) as s:
+        q = (select(Instance, Image, Pair).join(Image, Image.id == Instance.image_id)
+             .outerjoin(Pair, Pair.id == Instance.pair_id).where(Instance.status == "ready"))
+        if mode:
+            q = q.where(Instance.mode == M.get_mode(mode).name)
+        if kind:
+            q = q.where(Instance.kind == kind)
+        recs = [_record(i, img, p) for i, img, p in s.execute(q)]
+    order = {m: k for k, m in enumerate(M.mode_names())}
+    return sorted(recs, key=lambda r: (order[r.mode], r.kind, r.id))
+
+
+def get_instance(store: Store, instance_id: str) -> InstanceRecord:
+    with store.session(write=False) as s:
+        row = s.execute(select(Instance, Image, Pair).join(Image, Image.id == Instance.image_id)
+                        .outerjoin(Pair, Pair.id == Instance.pair_id).where(Instance.id == instance_id)).first()
+    if row is None:
+        raise InputError(f"no instance {instance_id!r} in {store.display_url}")
+    return _record(*row)
