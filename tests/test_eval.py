@@ -163,4 +163,6 @@ def test_oeq_scored_by_worker_labels_from_the_store(tmp_path):
                                db=str(tmp_path / "store.db")))
     read_as = {r["id"]: r["read_as"] for r in map(json.loads, (tmp_path / "ev" / "answers-m.jsonl").read_text().splitlines())}
     assert [read_as[i] for i in oeq] == ["right", "wrong", "unjudged", "unjudged"]
-    assert res.report["oeq"]["scorer"] == "labels"
+    assert res.report["oeq"]["scorer"] == "labels" and res.report["models"]["m"]["oeq_unjudged"] == 2
+    assert "Open answers with no verdict (scored wrong): m: 2" in (tmp_path / "ev" / "report.md").read_text()
+    assert "2 open answers unjudged" in res.summary()

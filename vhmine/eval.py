@@ -294,6 +294,9 @@ def markdown(report: dict) -> str:
             if h:
                 lines.append(f"| {name} | {_pct(h['aAcc'])} | {_pct(h['qAcc'])} | {_pct(h['fAcc'])} | {_num(h['yes_pct_diff'])} | "
                              f"{_num(h['fp_ratio'])} | {h['unclear']} |")
+    unjudged = {n: m["oeq_unjudged"] for n, m in models.items() if m.get("oeq_unjudged")}
+    if unjudged:
+        lines += ["", "Open answers with no verdict (scored wrong): " + ", ".join(f"{n}: {k}" for n, k in unjudged.items())]
     fails = {n: m["failed"] for n, m in models.items() if m.get("failed")}
     if fails:
         lines += ["", "Requests that got no answer (scored wrong): " + ", ".join(f"{n}: {k}" for n, k in fails.items())]
@@ -335,7 +338,8 @@ class EvalResult:
         for name, m in self.report["models"].items():
             o = m["metrics"]["overall"]
             lines.append(f"  {name}: accuracy {_pct(o['accuracy'])}% over {o['n']} item(s)"
-                         + (f", {o['unreadable']} unreadable" if o.get("unreadable") else ""))
+                         + (f", {o['unreadable']} unreadable" if o.get("unreadable") else "")
+                         + (f", {m['oeq_unjudged']} open answers unjudged" if m.get("oeq_unjudged") else ""))
         return "\n".join(lines)
 
 
@@ -377,6 +381,8 @@ def evaluate(opts: EvalOptions) -> EvalResult:
             verdicts = store_labels(opts.db, run.model)
         rows, details = score(bench, run, opts.rule, verdicts, opts.oeq, opts.partial)
         entry = {"source": run.source, "answered": len(rows), "failed": len(run.failures),
+                 # open answers with no verdict (judge unclear, labels tied or missing): scored wrong, counted here
+                 "oeq_unjudged": sum(d["read_as"] == "unjudged" for d in details),
                  "metrics": MT.by_mode(rows, bench.modes())}
         if is_hb:
             entry["hallusionbench"] = MT.hallusionbench(rows)
