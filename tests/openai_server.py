@@ -4,7 +4,8 @@ Serves `POST /v1/chat/completions` (text and image_url parts), `POST /v1/images/
 (`b64_json` PNGs) and `GET /v1/models`. A test steers it through attributes of the server object:
 
 - `faults`: a list consumed one per request, front first: "429", "500", "hang" (sleep `hang_s` before
-  answering, past the client's time-out), "malformed" (200 with a body that is not JSON), "401";
+  answering, past the client's time-out), "malformed" (200 with a body that is not JSON), "bad-image" (an image
+  answer whose `b64_json` is base64 of bytes that are no image), "401";
   None or "ok" answers normally;
 - `responder(body) -> str`: the chat answer for a parsed request body (default: `default_answer`);
 - `delay_s`: sleep before every answer (to kill a client mid-run);
@@ -176,6 +177,8 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(srv.hang_s)
         if fault == "malformed":
             return self._send(200, b'{"id": "chatcmpl-x", "choices": [ {"message": ')
+        if fault == "bad-image" and self.path.endswith("/images/generations"):
+            return self._send(200, {"created": int(time.time()), "data": [{"b64_json": base64.b64encode(b"no image").decode()}]})
         if self.path.endswith("/chat/completions"):
             return self._chat(body)
         if self.path.endswith("/images/generations"):

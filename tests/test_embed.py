@@ -126,6 +126,9 @@ def test_user_errors(tmp_path, collection, tiny_models):
     (tmp_path / "empty" / "readme.txt").write_text("no images here")
     with pytest.raises(InputError, match="no images found"):
         embed_collection(_opts(tmp_path / "empty", tmp_path / "idx", tiny_models))
+    (tmp_path / "nofile.json").write_text(json.dumps({"images": [{"id": 1}]}))
+    with pytest.raises(InputError, match=r"nofile.json: entry 0 of 'images' lacks or mangles field 'file_name'"):
+        embed_collection(_opts(collection, tmp_path / "idx", tiny_models, coco_annotations=tmp_path / "nofile.json"))
     (tmp_path / "bad.json").write_text("{not json")
     with pytest.raises(InputError, match="bad.json: not valid JSON"):
         embed_collection(_opts(collection, tmp_path / "idx", tiny_models, coco_annotations=tmp_path / "bad.json"))
@@ -185,3 +188,39 @@ def test_killed_job_resumes_to_the_same_rows(tmp_path, tiny_models):
     assert len(resumed.images) == 48 and resumed.images["image_id"].is_unique
     assert np.allclose(resumed.clip, straight.clip, atol=1e-5) and np.allclose(resumed.dino, straight.dino, atol=1e-5)
     assert resumed.manifest["counts"] == straight.manifest["counts"]
+
+
+def test_rerun_rebuilds_a_damaged_index_from_its_shards(tmp_path, collection, tiny_models):
+    """open_index tells the user to rerun `vhmine embed`; that rerun must repair, not report 'up to date'."""
+    opts = _opts(collection, tmp_path / "idx", tiny_models, name="c")
+    embed_collection(opts)
+    before = open_index(tmp_path / "idx", "c")
+    folder = tmp_path / "idx" / "c"
+    (folder / "clip.faiss").write_bytes((folder / "clip.faiss").read_bytes()[:-100])
+    with pytest.raises(IndexCorruptError, match="rerun `vhmine embed` to rebuild it"):
+        open_index(tmp_path / "idx", "c")
+    res = embed_collection(opts)
+    assert res.embedded_now == 0
+    after = open_index(tmp_path / "idx", "c")
+    pd.testing.assert_frame_equal(after.images, before.images)
+    assert np.array_equal(after.clip, before.clip) and np.array_equal(after.dino, before.dino)
+    # an index from a newer vhmine is refused, not rewritten in the old format
+    manifest = json.loads((folder / "manifest.json").read_text())
+    (folder / "manifest.json").write_text(json.dumps({**manifest, "format_version": 99}))
+    with pytest.raises(IndexCorruptError, match="newer vhmine"):
+        embed_collection(opts)
+    assert json.loads((folder / "manifest.json").read_text())["format_version"] == 99
+
+
+def test_shard_files_are_closed_before_they_are_renamed(tmp_path):
+    import warnings
+
+    from vhmine.embed import _write_shard
+
+    row = {"path": "a.png", "status": "ok", "reason": "", "sha256": "ab" * 32, "width": 1, "height": 1,
+           "duplicate_of": None}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _write_shard(tmp_path, 0, [row], [np.ones(4, np.float32)], [np.ones(3, np.float32)], (4, 3))
+    assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
+    assert np.load(tmp_path / "shards" / "part-00000.clip.npy").shape == (1, 4)

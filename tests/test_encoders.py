@@ -112,3 +112,38 @@ def test_cuda_asked_for_but_absent():
         pytest.skip("this machine has CUDA")
     with pytest.raises(EncoderError, match="no CUDA device"):
         encoders.resolve_device("cuda")
+
+
+def test_unknown_device_name_says_what_to_use():
+    with pytest.raises(EncoderError, match="--device gpu: not a device name; use cpu, cuda or cuda:N"):
+        encoders.resolve_device("gpu")
+
+
+def test_half_built_tiny_dino_folder_is_rebuilt(tmp_path):
+    """A build killed after the model's config but before the processor is finished on the next call."""
+    from vhmine import tiny
+
+    (tmp_path / "dino").mkdir()
+    (tmp_path / "dino" / "config.json").write_text("{}")
+    spec = tiny.build_dino(tmp_path / "dino")
+    assert encoders.load_dino(spec, "cpu").dim == 32
+
+
+def test_reachability_probes_the_configured_proxy(monkeypatch):
+    """Behind a proxy, the hub host itself does not resolve, yet downloads work: probe the proxy."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    try:
+        port = listener.getsockname()[1]
+        for var in ("HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy"):
+            monkeypatch.delenv(var, raising=False)
+        monkeypatch.setenv("https_proxy", f"http://127.0.0.1:{port}")
+        monkeypatch.setattr(encoders, "_reachable_cache", {})
+        assert encoders.host_reachable("hub.vhmine-test.invalid", 443, timeout=2)
+        monkeypatch.setenv("no_proxy", "hub.vhmine-test.invalid")
+        assert not encoders.host_reachable("hub.vhmine-test.invalid", 443, timeout=2)
+    finally:
+        listener.close()

@@ -166,3 +166,22 @@ def test_oeq_scored_by_worker_labels_from_the_store(tmp_path):
     assert res.report["oeq"]["scorer"] == "labels" and res.report["models"]["m"]["oeq_unjudged"] == 2
     assert "Open answers with no verdict (scored wrong): m: 2" in (tmp_path / "ev" / "report.md").read_text()
     assert "2 open answers unjudged" in res.summary()
+
+
+def test_max_cost_caps_the_whole_run_not_each_model(bench_dir, tmp_path, openai_server):
+    """--max-cost is one budget for every model (and judge) of an eval run; a model without a price is refused."""
+    srv = openai_server
+    srv.usage = (1000, 0)  # $0.01 per request at the prices below
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"vlm-a": {"input": 10.0, "output": 0.0}, "vlm-b": {"input": 10.0, "output": 0.0}}))
+    llm = {"cache": tmp_path / "cache.db", "progress": False, "concurrency": 1, "max_tokens": 1, "max_cost": 0.085,
+           "prices": prices}
+    res = evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "ev", models=["vlm-a", "vlm-b"], base_url=srv.base_url,
+                               partial=True, llm=llm))
+    assert len(srv.chats()) == 8  # 6 for vlm-a ($0.06), 2 for vlm-b; a ninth would pass $0.085
+    assert res.report["models"]["vlm-a"]["failed"] == 0 and res.report["models"]["vlm-b"]["failed"] == 4
+    details = [json.loads(line) for line in (tmp_path / "ev" / "answers-vlm-b.jsonl").read_text().splitlines()]
+    assert sum(d.get("failure", "").startswith("cost-cap: ") for d in details) == 4
+    with pytest.raises(Exception, match=r"^--max-cost needs a price for vlm-c, which the built-in table lacks"):
+        evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "ev2", models=["vlm-c"], base_url=srv.base_url, llm=llm))
+    assert len(srv.chats()) == 8

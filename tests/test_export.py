@@ -135,3 +135,23 @@ def test_a_writer_failing_midway_leaves_nothing(tmp_path):
     with pytest.raises(FormatError, match=r"gone\.png of item b cannot be read"):
         write_benchmark(Benchmark("t", items), tmp_path / "out", "llava")
     assert [p.name for p in tmp_path.iterdir()] == ["p"]
+
+
+def test_a_replace_that_fails_at_the_last_rename_keeps_the_previous_export(store, tmp_path, monkeypatch):
+    import os
+
+    out = tmp_path / "b"
+    export_benchmark(store, ExportOptions(out=out, format="pope", kind="ynq", modes=["counting"]))
+    before = (out / "manifest.json").read_bytes()
+    real_rename = os.rename
+
+    def rename(src, dst):
+        if str(src).startswith(str(tmp_path / ".b.tmp-")):  # the new folder cannot be moved into place
+            raise OSError(28, "No space left on device")
+        return real_rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", rename)
+    with pytest.raises(ExportError, match=r"failed .*nothing was left behind"):
+        export_benchmark(store, ExportOptions(out=out, format="pope", kind="ynq", modes=["counting"], replace=True))
+    assert (out / "manifest.json").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".b.")) == []

@@ -43,9 +43,9 @@ def _plain(items):
     return sorted((replace(it, image=None, image_data=None) for it in items), key=lambda it: it.id)
 
 
-@pytest.mark.parametrize("fmt", ["vhtest", "vlmevalkit", "hf", "pope", "llava"])
+@pytest.mark.parametrize("fmt", ["vhtest", "vlmevalkit", "hf", "pope", "llava", "hallusionbench"])
 def test_round_trip_loses_nothing(bench, tmp_path, fmt):
-    src = bench.select(kind="YNQ") if fmt == "pope" else bench
+    src = bench.select(kind="YNQ") if fmt in ("pope", "hallusionbench") else bench
     F.write(fmt, src, tmp_path)
     back = F.read(fmt, tmp_path)
     assert F.detect(tmp_path) == fmt
@@ -148,6 +148,27 @@ def test_malformed_pope_names_file_line_and_field(tmp_path, content, message):
     (tmp_path / "bad.jsonl").write_text(content)
     with pytest.raises(FormatError, match=message):
         F.load(tmp_path / "bad.jsonl")
+
+
+@pytest.mark.parametrize("fmt, file, where", [
+    ("pope", "questions.jsonl", r"questions\.jsonl, line 1, field vhmine"),
+    ("llava", "train.json", r"train\.json, record 0, field vhmine"),
+    ("hallusionbench", "HallusionBench.json", r"HallusionBench\.json, row 0, field vhmine"),
+])
+def test_a_broken_vhmine_record_is_named_not_a_crash(bench, tmp_path, fmt, file, where):
+    src = Benchmark("one", [bench.by_id()["c-ynq-a"]] * 1)
+    F.write(fmt, src, tmp_path)
+    path = tmp_path / file
+    if fmt == "pope":
+        rec = json.loads(path.read_text())
+        del rec["vhmine"]["pair_id"]
+        path.write_text(json.dumps(rec) + "\n")
+    else:
+        recs = json.loads(path.read_text())
+        del recs[0]["vhmine"]["pair_id"]
+        path.write_text(json.dumps(recs))
+    with pytest.raises(FormatError, match=where + r": not a vhmine item \(no 'pair_id' in its vhmine record\)"):
+        F.read(fmt, tmp_path)
 
 
 def test_malformed_hallusionbench_and_result_file(tmp_path):

@@ -5,6 +5,7 @@ with the run going on."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import subprocess
@@ -124,6 +125,10 @@ def test_diffusers_folder_renders_seeded_images_from_edited_descriptions(openai_
         assert f"counting:{g.image_id}" in tasks
     again = generate(store, opts)  # recorded (mode, prompt, seed): nothing rendered, nothing asked
     assert [m.status for m in again.items] == ["existing", "existing"] and len(_generations(store)[0]) == 2
+    n = len(srv.chats())
+    more = generate(store, dataclasses.replace(opts, steps=3))  # other settings draw other pictures: rendered
+    assert [m.status for m in more.items] == ["generated", "generated"] and len(srv.chats()) == n
+    assert sorted(g.params["steps"] for g in _generations(store)[0]) == [2, 2, 3, 3]
     store.close()
 
 

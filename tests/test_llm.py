@@ -217,3 +217,47 @@ def test_endpoint_down_is_retried_then_the_run_stops(tmp_path, monkeypatch):
 def test_endpoint_with_credentials_is_recorded_without_them():
     assert L.safe_endpoint("https://user:pw@gw.example.com:8443/v1?key=abc") == "https://gw.example.com:8443/v1"
     assert L.safe_endpoint(None) == "https://api.openai.com/v1"
+
+
+def test_an_unreadable_image_answer_is_retried_and_never_cached(openai_server, tmp_path):
+    srv = openai_server
+    srv.faults = ["bad-image", "bad-image"]
+    with _llm(srv, tmp_path, max_retries=1) as llm:
+        with pytest.raises(LLMMalformedError, match=r"^dall-e-3 at .* sent an unreadable answer 2 times \(ValueError: "
+                           r"the b64_json image cannot be decoded"):
+            llm.image(L.ImageRequest("a cup", model="dall-e-3"))
+    srv.faults = ["bad-image"]
+    with _llm(srv, tmp_path) as llm:  # a rerun asks again (nothing bad was cached) and gets a real image
+        a = llm.image(L.ImageRequest("a cup", model="dall-e-3"))
+        assert not a.cached and a.png[:8] == b"\x89PNG\r\n\x1a\n" and llm.stats.retries == 1
+
+
+def test_a_model_without_a_price_is_never_sent_under_a_cap(openai_server, tmp_path):
+    srv = openai_server
+    with _llm(srv, tmp_path, max_cost=1.0, concurrency=1) as llm:  # check_prices not called: the client refuses anyway
+        outs = llm.chat_many([L.ChatRequest("q1"), L.ChatRequest("q2")])
+    assert [o.status for o in outs] == ["cost-cap", "cost-cap"] and srv.requests == []
+    assert outs[0].reason.startswith("--max-cost needs a price for fake-vlm, which the built-in table lacks")
+
+
+def test_missing_openai_package_gets_the_pip_hint(openai_server, tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "openai", None)  # `import openai` now fails as if it were not installed
+    with _llm(openai_server, tmp_path) as llm:
+        with pytest.raises(InputError, match=r"^model access needs the openai package: pip install 'vhmine\[models\]'$"):
+            llm.chat(L.ChatRequest("q"))
+
+
+def test_a_negative_retry_after_does_not_crash_the_back_off(tmp_path):
+    class Resp:
+        headers = {"retry-after": "-5"}
+
+    class Err(Exception):
+        response = Resp()
+
+    llm = L.LLM(L.LLMOptions(model="m", cache=tmp_path / "c.db", progress=False))
+    try:
+        assert 0.0 <= llm._retry_wait(0, Err()) <= 0.1
+    finally:
+        llm.close()

@@ -41,6 +41,13 @@ def test_yes_ratio_counts_predictions_not_truths():
     assert s["precision"] == 0.5 and s["recall"] == 1.0
 
 
+def test_f1_is_zero_not_missing_when_no_yes_is_right():
+    s = MT.ynq([S("1", True, False), S("2", False, True)])  # always wrong: precision 0, recall 0
+    assert (s["precision"], s["recall"], s["f1"]) == (0.0, 0.0, 0.0)
+    s = MT.ynq([S("1", True, False), S("2", False, False)])  # never says yes: precision undefined, recall 0
+    assert (s["precision"], s["recall"], s["f1"]) == (None, 0.0, 0.0)
+
+
 def test_nothing_to_divide_gives_none():
     s = MT.ynq([S("1", False, False)])
     assert s["precision"] is None and s["f1"] is None and s["recall"] is None

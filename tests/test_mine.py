@@ -2,6 +2,7 @@
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -163,3 +164,33 @@ def test_nothing_in_the_box_still_writes_a_run(clustered):
     assert res.written == 0
     assert len(pd.read_parquet(tmp / "empty" / "pairs.parquet")) == 0
     assert "No pair passed both thresholds" in (tmp / "empty" / "gallery.html").read_text()
+
+
+def test_out_folder_that_is_not_a_run_is_never_replaced(clustered):
+    """--out pointed at a folder of the user's own (or at runs/ itself) must not be swapped away and deleted."""
+    tmp, *_ = clustered
+    mine_opts = dict(index="syn", indexes=tmp / "idx", clip=0.8, dino=0.2, progress=False)
+    mine_index(MineOptions(**mine_opts, out=tmp / "runs" / "r1"))
+    for folder in (tmp / "mywork", tmp / "runs"):
+        folder.mkdir(exist_ok=True)
+        (folder / "notes.txt").write_text("keep me")
+        with pytest.raises(InputError, match="not a vhmine mine run .*give a new or empty folder"):
+            mine_index(MineOptions(**mine_opts, out=folder))
+        assert (folder / "notes.txt").read_text() == "keep me"
+    assert (tmp / "runs" / "r1" / "pairs.parquet").is_file()
+    with pytest.raises(InputError, match=r"--out \.: name the run's own folder"):
+        mine_index(MineOptions(**mine_opts, out=Path(".")))
+    # an earlier run and an empty folder are fine to (re)place
+    (tmp / "empty").mkdir()
+    for out in (tmp / "runs" / "r1", tmp / "empty"):
+        assert mine_index(MineOptions(**mine_opts, out=out)).written > 0
+        assert json.loads((out / "run.json").read_text())["producer"] == "vhmine mine"
+
+
+def test_gallery_says_how_many_pairs_it_leaves_out(clustered):
+    tmp, *_ = clustered
+    res = mine_index(MineOptions(index="syn", indexes=tmp / "idx", clip=0.5, dino=1.0, gallery_size=0, out=tmp / "g0", progress=False))
+    html = (tmp / "g0" / "gallery.html").read_text()
+    assert res.written > 2 and "No pair passed" not in html and f"{res.written} pairs passed both thresholds" in html
+    mine_index(MineOptions(index="syn", indexes=tmp / "idx", clip=0.5, dino=1.0, gallery_size=2, out=tmp / "g2", progress=False))
+    assert f"Top 2 of {res.written} pairs" in (tmp / "g2" / "gallery.html").read_text()

@@ -186,3 +186,16 @@ def test_judge_verdicts_and_unknown_rule():
 
     with pytest.raises(InputError, match=r"^unknown yes/no rule 'lenient': choose one of vhtest, pope, strict$"):
         A.get_rule("lenient")
+
+
+def test_an_unreadable_yes_no_answer_labelled_by_a_worker_keeps_its_words(openai_server, tmp_path):
+    srv = openai_server
+    srv.responder = lambda body: "I cannot tell from this picture."
+    store = make_ready_store(tmp_path)
+    res = probe(store, ProbeOptions(_opts(srv, tmp_path), modes=["color"], kinds=["YNQ"]))
+    assert res.per_mode()["color"]["unjudged"] == 4  # unreadable: no verdict, not "no"
+    rid = next(r.id for r in _responses(store) if r.verdict is None)
+    C.label_response(store, "alice", rid, "hallucinated")
+    [h] = hallucinations(store, "color")
+    assert h.error.startswith("the model answered 'I cannot tell from this picture.', but the correct answer is ")
+    store.close()

@@ -172,6 +172,19 @@ def test_bad_inputs_are_named():
         find_pairs(clip.astype(np.float64), dino, 0.9)
 
 
+def test_bad_or_absent_device_is_named():
+    import torch
+
+    from vhmine.errors import VhmineError
+
+    clip, dino = random_set(10, 8, 4, 0)
+    with pytest.raises(VhmineError, match="--device gpu: not a device name; use cpu, cuda or cuda:N"):
+        find_pairs(clip, dino, 0.9, device="gpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(VhmineError, match="no CUDA device is available here; use --device cpu"):
+            find_pairs(clip, dino, 0.9, device="cuda")
+
+
 def test_module_imports_without_torch():
     code = "import sys; sys.modules['torch'] = None; import vhmine.simsearch"
     subprocess.run([sys.executable, "-c", code], check=True)

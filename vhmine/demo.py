@@ -30,6 +30,8 @@ def write_sample_photos(folder: Path) -> list[Path]:
     import skimage.data
     from PIL import Image
 
+    from .index import atomic_write
+
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     arrays = {name: getattr(skimage.data, name)() for name in SAMPLE_PHOTOS}
@@ -41,7 +43,8 @@ def write_sample_photos(folder: Path) -> list[Path]:
         if not path.is_file():
             if arr.dtype == bool:
                 arr = arr.astype(np.uint8) * 255
-            Image.fromarray(arr).save(path)
+            # temp file and rename: a killed run must not leave a truncated PNG that later runs keep
+            atomic_write(path, lambda tmp, a=arr: Image.fromarray(a).save(tmp, format="PNG"))
         out.append(path)
     return out
 

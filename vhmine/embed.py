@@ -26,8 +26,8 @@ from pathlib import Path
 from . import __version__
 from .config import DEFAULT_CLIP_MODEL, DEFAULT_DINO_MODEL, indexes_root
 from .errors import EncoderMismatchError, IndexCorruptError, InputError
-from .index import (MANIFEST, SKIPPED, atomic_write, atomic_write_text, image_id_for, index_folder,
-                    write_index)
+from .index import (FORMAT_VERSION, MANIFEST, SKIPPED, atomic_write, atomic_write_text, image_id_for, index_folder,
+                    open_index, write_index)
 
 log = logging.getLogger(__name__)
 
@@ -91,13 +91,20 @@ def read_coco_annotations(path: Path) -> dict[str, dict]:
         raise InputError(f"--coco-annotations {path}: not valid JSON ({err})") from err
     if not isinstance(data, dict) or "images" not in data:
         raise InputError(f"--coco-annotations {path}: no 'images' list; expected a COCO instances_*.json file")
-    names = {c["id"]: c["name"] for c in data.get("categories", [])}
-    per_image: dict[int, set] = {}
-    for ann in data.get("annotations", []):
-        per_image.setdefault(ann["image_id"], set()).add(names.get(ann["category_id"], str(ann["category_id"])))
-    out = {}
-    for img in data["images"]:
-        out[img["file_name"]] = {"coco_id": int(img["id"]), "categories": sorted(per_image.get(img["id"], ()))}
+    where, n = "categories", 0
+    try:
+        names = {c["id"]: c["name"] for c in data.get("categories", [])}
+        per_image: dict[int, set] = {}
+        where = "annotations"
+        for n, ann in enumerate(data.get("annotations", [])):
+            per_image.setdefault(ann["image_id"], set()).add(names.get(ann["category_id"], str(ann["category_id"])))
+        out = {}
+        where = "images"
+        for n, img in enumerate(data["images"]):
+            out[img["file_name"]] = {"coco_id": int(img["id"]), "categories": sorted(per_image.get(img["id"], ()))}
+    except (KeyError, TypeError, ValueError) as err:
+        raise InputError(f"--coco-annotations {path}: entry {n} of '{where}' lacks or mangles field {err}; "
+                         "expected a COCO instances_*.json file") from None
     return out
 
 
@@ -249,9 +256,17 @@ def _write_shard(work: Path, shard: int, rows: list[dict], clip_rows: list, dino
     paths["rows"].parent.mkdir(parents=True, exist_ok=True)
     for kind, vecs, dim in (("clip", clip_rows, dims[0]), ("dino", dino_rows, dims[1])):
         arr = np.stack(vecs).astype(np.float32) if vecs else np.zeros((0, dim), np.float32)
-        atomic_write(paths[kind], lambda tmp, a=arr: np.save(open(tmp, "wb"), a))
+        atomic_write(paths[kind], lambda tmp, a=arr: _save_npy(tmp, a))
     df = pd.DataFrame(rows, columns=["path", "status", "reason", "sha256", "width", "height", "duplicate_of"])
     atomic_write(paths["rows"], lambda tmp: df.to_parquet(tmp, index=False))  # last: marks the shard done
+
+
+def _save_npy(path: Path, arr) -> None:
+    """np.save to exactly `path` (given a file name, it would append .npy), closing the file before the rename."""
+    import numpy as np
+
+    with open(path, "wb") as f:
+        np.save(f, arr)
 
 
 def _load_done_shards(work: Path, shards: list[int]):
@@ -294,8 +309,15 @@ def embed_collection(opts: EmbedOptions) -> EmbedResult:
         if pending:
             embedded_now, timings = _run_shards(work, plan, pending, all_shards, root, job, opts)
         elif (folder / MANIFEST).is_file() and not n_new and not opts.coco_annotations:
-            log.info("index %r is complete and up to date: nothing to embed", name)
-            return _result_from_manifest(folder, name, time.time() - t0)
+            try:  # sizes, rows and vectors against the manifest: a damaged index is rebuilt from its shards
+                open_index(folder.parent, name)
+            except IndexCorruptError as err:
+                if _written_by_newer_vhmine(folder):  # never overwrite what a newer version wrote
+                    raise
+                log.warning("%s; rebuilding the index files from the finished shards in %s", err, work)
+            else:
+                log.info("index %r is complete and up to date: nothing to embed", name)
+                return _result_from_manifest(folder, name, time.time() - t0)
         t1 = time.time()
         result = _finalize(folder, work, all_shards, job, coco, name)
         timings["finalize"] = time.time() - t1
@@ -314,7 +336,8 @@ def _auto_workers(device) -> int:
 
 
 def _run_shards(work: Path, plan, pending: list[int], all_shards: list[int], root: Path, job: dict,
-                opts: EmbedOptions) -> int:
+                opts: EmbedOptions) -> tuple[int, dict]:
+    """Embed the pending shards; returns (files read, seconds per phase)."""
     import torch
     from tqdm import tqdm
 
@@ -368,9 +391,10 @@ def _run_shards(work: Path, plan, pending: list[int], all_shards: list[int], roo
                 keep.append(t)
         clip_vecs = dino_vecs = None
         if keep:
-            sel = torch.tensor(keep)
-            clip_vecs = clip_enc.encode(batch["clip"][sel]).numpy()
-            dino_vecs = dino_enc.encode(batch["dino"][sel]).numpy()
+            # Index only when duplicates drop out: a copy would also lose the loader's pinned memory.
+            sel = None if len(keep) == len(ok_idx) else torch.tensor(keep)
+            clip_vecs = clip_enc.encode(batch["clip"] if sel is None else batch["clip"][sel]).numpy()
+            dino_vecs = dino_enc.encode(batch["dino"] if sel is None else batch["dino"][sel]).numpy()
         v = 0
         for it in items:
             shard = shard_of[pos]
@@ -389,6 +413,13 @@ def _run_shards(work: Path, plan, pending: list[int], all_shards: list[int], roo
     bar.close()
     assert not buffers, f"shards left unwritten: {sorted(buffers)}"
     return len(paths), {"load": t_loaded - t0, "encode": time.time() - t_loaded}
+
+
+def _written_by_newer_vhmine(folder: Path) -> bool:
+    try:
+        return json.loads((folder / MANIFEST).read_text(encoding="utf-8")).get("format_version", 0) > FORMAT_VERSION
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _result_from_manifest(folder: Path, name: str, seconds: float) -> EmbedResult:

@@ -35,16 +35,33 @@ HUB_HOST = "huggingface.co"
 _reachable_cache: dict[tuple[str, int], bool] = {}
 
 
+def _through_proxy(host: str, port: int) -> tuple[str, int]:
+    """The proxy that a download of host:port would go through (HTTPS_PROXY / HTTP_PROXY, NO_PROXY), else host:port."""
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    proxy = urllib.request.getproxies().get("https" if port == 443 else "http")
+    if not proxy or urllib.request.proxy_bypass(host):
+        return host, port
+    url = urlsplit(proxy if "//" in proxy else "//" + proxy)
+    try:
+        proxy_port = url.port
+    except ValueError:
+        proxy_port = None
+    return url.hostname or host, proxy_port or (443 if url.scheme == "https" else 80)
+
+
 def host_reachable(host: str, port: int = 443, timeout: float = 3.0) -> bool:
-    """True when a TCP connection to host:port opens within `timeout` seconds (DNS included)."""
-    key = (host, port)
+    """True when a TCP connection to host:port, or to the proxy configured for it, opens within `timeout`
+    seconds (DNS included). Behind a proxy the host itself is often unreachable while downloads work."""
+    key = _through_proxy(host, port)
     if key in _reachable_cache:
         return _reachable_cache[key]
     ok = [False]
 
     def probe() -> None:
         try:
-            with socket.create_connection((host, port), timeout=timeout):
+            with socket.create_connection(key, timeout=timeout):
                 ok[0] = True
         except OSError:
             pass
@@ -85,7 +102,10 @@ def resolve_device(device: str | None):
 
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(device)
+    try:
+        dev = torch.device(device)
+    except RuntimeError:  # torch's own message lists some twenty device types
+        raise EncoderError(f"--device {device}: not a device name; use cpu, cuda or cuda:N") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise EncoderError(f"--device {device}: no CUDA device is available here; use --device cpu")
     return dev
@@ -120,7 +140,8 @@ class Encoder:
         import torch
 
         with torch.inference_mode():
-            x = batch.to(self.device, dtype=self.dtype, non_blocking=True)
+            # Move, then cast: torch casts a CPU->GPU copy on the CPU first, off the pinned buffer.
+            x = batch.to(self.device, non_blocking=True).to(self.dtype)
             out = self.forward(self.model, x).float()
             out = torch.nn.functional.normalize(out, dim=-1)
         return out.cpu()

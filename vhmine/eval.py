@@ -196,7 +196,25 @@ def _llm_options(opts: EvalOptions, model: str):
     return LLMOptions(model=model, base_url=opts.base_url, **opts.llm)
 
 
-def run_model(bench: Benchmark, model: str, opts: EvalOptions) -> ModelAnswers:
+def _budget(opts: EvalOptions):
+    """One cost budget for every model and judge of an eval run, so `--max-cost` caps the run, not each client.
+
+    With a cap, every model to be asked must have a price: checked here, before any is asked.
+    """
+    from .llm import Budget, load_prices, price_of
+
+    budget = Budget(opts.llm.get("max_cost"))
+    if budget.cap is not None:
+        table = load_prices(opts.llm.get("prices"))
+        asked = list(opts.models) + ([opts.judge] if opts.judge and opts.oeq == "judge" else [])
+        missing = sorted({m for m in asked if price_of(m, table) is None})
+        if missing:
+            raise EvalError(f"--max-cost needs a price for {', '.join(missing)}, which the built-in table lacks: "
+                            'pass --prices FILE with {"' + missing[0] + '": {"input": USD per 1M tokens, "output": ...}}')
+    return budget
+
+
+def run_model(bench: Benchmark, model: str, opts: EvalOptions, budget=None) -> ModelAnswers:
     from .llm import LLM, ChatRequest
 
     reqs = []
@@ -204,7 +222,8 @@ def run_model(bench: Benchmark, model: str, opts: EvalOptions) -> ModelAnswers:
         imgs = [] if it.image is None and it.image_data is None else [bench.image_bytes(it)]
         reqs.append(ChatRequest(prompt_of(it), images=imgs))
     out = ModelAnswers(model, {}, f"endpoint:{opts.base_url or 'OPENAI_BASE_URL'}")
-    with LLM(_llm_options(opts, model)) as llm:
+    with LLM(_llm_options(opts, model), budget) as llm:
+        llm.check_prices([model])
         for o in llm.chat_many(reqs, desc=f"eval {model}"):
             iid = bench.items[o.index].id
             out.answers[iid] = o.answer.text if o.ok else None
@@ -213,7 +232,7 @@ def run_model(bench: Benchmark, model: str, opts: EvalOptions) -> ModelAnswers:
     return out
 
 
-def judge_oeq(bench: Benchmark, ans: ModelAnswers, opts: EvalOptions) -> dict[str, Optional[bool]]:
+def judge_oeq(bench: Benchmark, ans: ModelAnswers, opts: EvalOptions, budget=None) -> dict[str, Optional[bool]]:
     """OEQ verdicts from the LLM judge: the same prompt and parser as `vhmine probe` (judge.py)."""
     from .judge import judge_prompt, judge_request, parse_verdict
     from .llm import LLM
@@ -224,7 +243,8 @@ def judge_oeq(bench: Benchmark, ans: ModelAnswers, opts: EvalOptions) -> dict[st
     items = [it for it in bench if it.kind == OEQ and ans.answers.get(it.id) is not None]
     reqs = [judge_request(opts.judge, it.question, it.answers, ans.answers[it.id], prompt) for it in items]
     out: dict[str, Optional[bool]] = {}
-    with LLM(_llm_options(opts, opts.judge)) as llm:
+    with LLM(_llm_options(opts, opts.judge), budget) as llm:
+        llm.check_prices([opts.judge])
         for o in llm.chat_many(reqs, desc=f"judge {ans.model}"):
             verdict = parse_verdict(o.answer.text) if o.ok else None
             out[items[o.index].id] = {"correct": True, "incorrect": False}.get(verdict)  # unclear: no verdict
@@ -357,11 +377,12 @@ def evaluate(opts: EvalOptions) -> EvalResult:
         raise EvalError(f"--oeq {opts.oeq!r} is not one of {', '.join(OEQ_SCORERS)}")
     if not opts.models and not opts.predictions:
         raise EvalError("nothing to score: pass --model M (ask a model) or --predictions NAME=FILE")
+    budget = _budget(opts)  # a missing price fails before anything is read or asked
     fmt = F.get_format(opts.fmt).name if opts.fmt else F.detect(opts.bench)
     # a foreign benchmark's images live elsewhere; vhmine's exports carry theirs
     bench = F.load(opts.bench, fmt, **({"images": opts.images} if opts.images and fmt in ("pope", "hallusionbench") else {}))
     runs: list[ModelAnswers] = [ModelAnswers(n, load_predictions(p, bench), f"predictions:{p}") for n, p in opts.predictions]
-    runs += [run_model(bench, m, opts) for m in opts.models]
+    runs += [run_model(bench, m, opts, budget) for m in opts.models]
     names = [r.model for r in runs]
     if len(set(names)) != len(names):
         raise EvalError(f"two models are named {next(n for n in names if names.count(n) > 1)!r}: name each once (--predictions NAME=FILE)")
@@ -376,7 +397,7 @@ def evaluate(opts: EvalOptions) -> EvalResult:
     for run in runs:
         verdicts: dict[str, Optional[bool]] = {}
         if has_oeq and opts.oeq == "judge":
-            verdicts = judge_oeq(bench, run, opts)
+            verdicts = judge_oeq(bench, run, opts, budget)
         elif has_oeq and opts.oeq == "labels":
             verdicts = store_labels(opts.db, run.model)
         rows, details = score(bench, run, opts.rule, verdicts, opts.oeq, opts.partial)

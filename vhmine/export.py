@@ -8,7 +8,8 @@ under a temporary name beside DIR and renamed into place, so a failed export lea
 YNQ must be 50/50 yes/no within each mode: `--per-mode N` samples N per mode (N/2 of each for YNQ);
 where the store cannot give a balance the export stops and says by how much (`--allow-unbalanced`
 goes on). Sampling follows a hash of (seed, pair or instance id): not row order, and the two
-questions of a pair stay together.
+questions of a pair sort next to each other (a per-mode cut, or the yes/no halves of YNQ, can still
+part them).
 """
 
 from __future__ import annotations
@@ -188,7 +189,11 @@ def write_benchmark(bench: Benchmark, out: Path, fmt: str, *, replace: bool = Fa
         if out.exists():
             old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}"
             os.rename(out, old)
-            os.rename(tmp, out)
+            try:
+                os.rename(tmp, out)
+            except BaseException:
+                os.rename(old, out)  # the previous export stays where it was
+                raise
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.rename(tmp, out)

@@ -85,8 +85,8 @@ def _cell(path: str, image_id: str, categories) -> str:
             f"{'<br>' + html.escape(cats) if cats else ''}</div></td>")
 
 
-def write_gallery(path: Path, pairs, *, title: str, subtitle: str = "") -> None:
-    """HTML table of pairs (rows of a pairs DataFrame) side by side with their scores."""
+def write_gallery(path: Path, pairs, *, title: str, subtitle: str = "", total: int | None = None) -> None:
+    """HTML table of pairs (rows of a pairs DataFrame) side by side with their scores; `total`: pairs in the run."""
     rows = []
     for r in pairs.itertuples(index=False):
         rows.append(
@@ -94,6 +94,12 @@ def write_gallery(path: Path, pairs, *, title: str, subtitle: str = "") -> None:
             f"{_cell(r.path_b, r.image_id_b, r.categories_b)}<td class=num>{r.clip_sim:.4f}</td>"
             f"<td class=num>{r.dino_sim:.4f}</td><td class=num>{r.gap:.4f}</td></tr>"
         )
-    empty = "" if rows else "<p><strong>No pair passed both thresholds.</strong></p>"
+    total = len(rows) if total is None else total
+    if rows:
+        empty = "" if total <= len(rows) else f"<p>Top {len(rows)} of {total} pairs; all of them are in pairs.parquet.</p>"
+    elif total:
+        empty = f"<p>{total} pairs passed both thresholds; none is shown here (--gallery-size 0).</p>"
+    else:
+        empty = "<p><strong>No pair passed both thresholds.</strong></p>"
     page = _PAGE.format(title=html.escape(title), subtitle=html.escape(subtitle), rows="\n".join(rows), empty=empty)
     Path(path).write_text(page, encoding="utf-8")

@@ -11,7 +11,7 @@ queues it in its mode for workers. Backends (one resolver, `parse_backend`):
   (cached: a rerun asks nothing again);
 - ``diffusers:<hub id or local folder>``: a diffusers pipeline (Stable Diffusion, SDXL, ...), on
   `device` with `dtype`, `steps`, `guidance`; image k of a mode uses seed `seed + k`, and an image
-  whose (mode, prompt, seed) is already recorded is not rendered again.
+  whose (mode, prompt, seed, steps, guidance, width, height) is already recorded is not rendered again.
 """
 
 from __future__ import annotations
@@ -178,15 +178,23 @@ def _save_png(png: bytes, folder: Path) -> Path:
     return path
 
 
-def _recorded(store, backend: Backend) -> set[tuple[str, str, Optional[int]]]:
+RENDER_KEYS = ("steps", "guidance", "width", "height")  # diffusers settings that change the picture
+
+
+def _render_key(mode: str, prompt: str, seed: Optional[int], params: dict) -> tuple:
+    return (mode, prompt, seed) + tuple((params or {}).get(k) for k in RENDER_KEYS)
+
+
+def _recorded(store, backend: Backend) -> set[tuple]:
+    """`_render_key`s of the images this backend and model already made."""
     from sqlalchemy import select
 
     from .store import Generation
 
     with store.session(write=False) as s:
-        rows = s.execute(select(Generation.mode, Generation.prompt, Generation.seed)
+        rows = s.execute(select(Generation.mode, Generation.prompt, Generation.seed, Generation.params)
                          .where(Generation.backend == backend.kind, Generation.model == backend.model)).all()
-    return {tuple(r) for r in rows}
+    return {_render_key(m, p, seed, params) for m, p, seed, params in rows}
 
 
 class _Diffusers:
@@ -298,7 +306,8 @@ def generate(store, opts: GenerateOptions) -> GenerateResult:
                 result.items.append(made)
         elif todo:
             done = _recorded(store, backend)
-            left = [j for j in todo if (j[0], prompts[j], opts.seed + j[1]) not in done]
+            settings = {"steps": opts.steps, "guidance": opts.guidance, "width": opts.width, "height": opts.height}
+            left = [j for j in todo if _render_key(j[0], prompts[j], opts.seed + j[1], settings) not in done]
             result.items += [Made(m, k, "existing", prompt=prompts[(m, k)]) for m, k in todo if (m, k) not in left]
             if left:
                 pipe = _Diffusers(backend.model, opts)

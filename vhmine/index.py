@@ -73,7 +73,10 @@ def read_faiss_vectors(path: Path):
 
     index = faiss.read_index(str(path))
     if not isinstance(index, faiss.IndexFlat):
-        raise IndexCorruptError(f"{path}: expected a flat (exact) FAISS index, found {type(index).__name__}")
+        raise IndexCorruptError(
+            f"{path}: expected a flat (exact) FAISS index, found {type(index).__name__}; this is not a file "
+            "`vhmine embed` wrote: delete manifest.json next to it and run the same `vhmine embed` again"
+        )
     codes = faiss.vector_to_array(index.codes)
     return codes.view(np.float32).reshape(index.ntotal, index.d)
 

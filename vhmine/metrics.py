@@ -6,7 +6,7 @@ as wrong, never taken as "no".
 
 - accuracy: right / all.
 - YNQ (positive = "yes"): precision = TP / said yes; recall = TP / truth yes (an unreadable answer
-  to a yes-question is a miss); F1; yes_ratio = said yes / all answers (the model's share of "yes",
+  to a yes-question is a miss); F1 (their harmonic mean; 0 when TP is 0); yes_ratio = said yes / all answers (the model's share of "yes",
   not the ground truth's: lmms-eval's POPE yes_ratio counts the ground truth).
 - pair_accuracy (MMVP, HallusionBench qAcc): share of question pairs (same `pair_id`) with every
   question right; image_accuracy (fAcc): share of images (same `image_id`) with every question right.
@@ -51,7 +51,8 @@ def ynq(rows: Sequence[Scored]) -> dict:
     unread = sum(1 for r in rows if r.said is None)
     precision = _ratio(tp, tp + fp)
     recall = _ratio(tp, sum(1 for r in rows if r.truth))
-    f1 = None if not precision or not recall else 2 * precision * recall / (precision + recall)
+    # F1 = 2TP / (said yes + truth yes): 0 when nothing said "yes" was right, None only when both are empty
+    f1 = _ratio(2 * tp, (tp + fp) + sum(1 for r in rows if r.truth))
     return {"tp": tp, "fp": fp, "tn": tn, "fn": fn, "unreadable": unread, "precision": precision, "recall": recall,
             "f1": f1, "yes_ratio": _ratio(tp + fp, len(rows)), "truth_yes_ratio": _ratio(sum(1 for r in rows if r.truth), len(rows))}
 

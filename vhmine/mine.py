@@ -118,6 +118,8 @@ def mine_index(opts: MineOptions) -> MineResult:
         log.warning(w)
     root = indexes_root(opts.indexes)
     name = default_index_name(root, opts.index)
+    run_dir = Path(opts.out) if opts.out else runs_root() / default_run_name(name, opts.clip, opts.dino)
+    _check_run_dir(run_dir)
     idx = open_index(root, name)
     n = len(idx.images)
     if n < 2:
@@ -154,7 +156,6 @@ def mine_index(opts: MineOptions) -> MineResult:
         "categories_b": [list(images["categories"].iat[k]) for k in b],
     })
 
-    run_dir = Path(opts.out) if opts.out else runs_root() / default_run_name(name, opts.clip, opts.dino)
     tmp = run_dir.parent / f".{run_dir.name}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -167,7 +168,7 @@ def mine_index(opts: MineOptions) -> MineResult:
         background = _background_sample(idx.clip, idx.dino, seed=0)
         write_scatter(tmp / "scatter.png", found.clip_sim, found.dino_sim, background, opts.clip, opts.dino,
                       title=f"{name}: {len(found)} CLIP-alike pairs, {int(in_box.sum())} in the box")
-        write_gallery(tmp / "gallery.html", pairs.head(opts.gallery_size), title=f"{name}: top pairs",
+        write_gallery(tmp / "gallery.html", pairs.head(opts.gallery_size), total=len(pairs), title=f"{name}: top pairs",
                       subtitle=f"CLIP >= {opts.clip:g}, DINOv2 <= {opts.dino:g}; ranked by gap = clip - dino")
         run = {
             "producer": "vhmine mine",
@@ -193,6 +194,27 @@ def mine_index(opts: MineOptions) -> MineResult:
         raise
     return MineResult(run_dir, name, n, int(len(found)), int(in_box.sum()), int(len(pairs)),
                       time.time() - t0, warnings)
+
+
+def _check_run_dir(run_dir: Path) -> None:
+    """A run replaces its folder as a whole: refuse a folder that holds anything but an earlier run."""
+    if run_dir.name in ("", ".", ".."):
+        raise InputError(f"--out {run_dir}: name the run's own folder (e.g. --out runs/my-run), not . or .. or /")
+    if not run_dir.exists():
+        return
+    if not run_dir.is_dir():
+        raise InputError(f"--out {run_dir}: a file of that name exists; give a folder path for the run")
+    if not any(run_dir.iterdir()):
+        return
+    try:
+        producer = json.loads((run_dir / "run.json").read_text(encoding="utf-8")).get("producer")
+    except (OSError, ValueError, AttributeError):
+        producer = None
+    if producer != "vhmine mine":
+        raise InputError(
+            f"--out {run_dir}: the folder exists and is not a vhmine mine run (no run.json from `vhmine mine`); "
+            "a run replaces its folder with everything in it, so give a new or empty folder"
+        )
 
 
 def _replace_dir(tmp: Path, final: Path) -> None:

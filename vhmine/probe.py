@@ -254,8 +254,10 @@ def hallucinations(store, mode: str, model: Optional[str] = None) -> list[Halluc
         if not (r.verdict == "hallucinated" or by_workers) or inst.id in out:
             continue
         rec = C.get_instance(store, inst.id)
+        # "answered yes/no" only when the rule read it so; a worker may call an unreadable answer hallucinated
+        truth = inst.truth if r.verdict == "hallucinated" else None
         out[inst.id] = Hallucination(inst.id, r.id, mode, inst.kind, inst.question, tuple(inst.answers), r.answer,
-                                     r.model, _error_text(inst.kind, inst.truth, inst.answers, r.answer), rec.image_path)
+                                     r.model, _error_text(inst.kind, truth, inst.answers, r.answer), rec.image_path)
     return list(out.values())
 
 

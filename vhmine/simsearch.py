@@ -176,7 +176,9 @@ def find_pairs(
         return PairSet(*_EMPTY)
     if block_size is not None and block_size < 1:
         raise InputError(f"block size must be at least 1, got {block_size}")
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    from .encoders import resolve_device
+
+    device = resolve_device(device or None)  # a bad name or absent CUDA says so, instead of torch's traceback
     block = -(-(block_size or _DEFAULT_BLOCK.get(device.type, 4096)) // _ALIGN) * _ALIGN
 
     # Quantisation levels: qmax^2 * d below 2**24 keeps the float32 fallback exact as well as int32.

@@ -51,7 +51,8 @@ def build_dino(folder: Path, *, seed: int = 0, image_size: int = 56, hidden_size
     from transformers import BitImageProcessor, Dinov2Config, Dinov2Model
 
     folder = Path(folder)
-    if (folder / "config.json").is_file():
+    # The processor is saved last: with it there, the model's config and weights are there too.
+    if (folder / "config.json").is_file() and (folder / "preprocessor_config.json").is_file():
         return str(folder)
     torch.manual_seed(seed)
     config = Dinov2Config(hidden_size=hidden_size, num_hidden_layers=layers, num_attention_heads=heads,

@@ -114,6 +114,18 @@ def item_extras(item) -> dict:
             "image_id": item.image_id, "pair_id": item.pair_id, "meta": item.meta}
 
 
+def item_from_extras(e, question: str, image, where: str, image_data=None):
+    """The BenchItem that `item_extras` recorded, read back; FormatError naming `where` if the record is broken."""
+    from ..bench import BenchItem
+
+    try:
+        return BenchItem(e["id"], e["mode"], e["kind"], question, tuple(e["answers"]), e["truth"], image,
+                         e["image_id"], e["pair_id"], e["meta"], image_data)
+    except (KeyError, TypeError) as err:
+        raise FormatError(f"{where}: not a vhmine item (no {err} in its vhmine record): fix or delete the record, "
+                          "or export the benchmark again") from None
+
+
 def image_ext(data: bytes) -> str:
     if data[:8] == b"\x89PNG\r\n\x1a\n":
         return ".png"

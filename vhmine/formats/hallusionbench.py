@@ -4,8 +4,8 @@ Reads `HallusionBench.json` (fields `category` VD/VS, `subcategory`, `visual_inp
 "1" original / "2" edited, `set_id`, `figure_id`, `question_id`, `question`, `gt_answer` "1" yes /
 "0" no, `gt_answer_details`, `filename`) and result files that carry a prediction per row
 (`HallusionBench_result_sample.json`: `model_prediction`, no `gt_answer`): `read_predictions`.
-Writes the same fields (and `images/`) for a benchmark, plus `vhmine_id` / `vhmine_mode` on rows made
-from vhmine items, so their ids and modes read back. Other ids are HallusionBench's own per-question
+Writes the same fields (and `images/`) for a benchmark, plus `vhmine_id` / `vhmine_mode` and a `vhmine`
+object (the item's other fields) on rows made from vhmine items, so they read back without loss. Other ids are HallusionBench's own per-question
 key `category_subcategory_setid_figureid_questionid`; question pairs (qAcc) group by
 category/subcategory/set_id/question_id and figures (fAcc) by category/subcategory/set_id/figure_id,
 as HallusionBench's utils.py does.
@@ -19,7 +19,7 @@ from typing import Optional
 
 from ..bench import YNQ, BenchItem, Benchmark
 from ..errors import FormatError
-from . import copy_images
+from . import copy_images, item_extras, item_from_extras
 
 KEYS = ("category", "subcategory", "set_id", "figure_id", "question_id")
 FIELDS = KEYS + ("visual_input", "question")
@@ -70,6 +70,10 @@ def read(path: Path, images: Optional[Path] = None) -> Benchmark:
         pair = "_".join(str(r[k]) for k in ("category", "subcategory", "set_id", "question_id"))
         meta = {k: v for k, v in r.items() if k not in ("question",)}
         meta["source"] = "hallusionbench"
+        e = r.get("vhmine")
+        if isinstance(e, dict):  # a vhmine item we wrote: read back whole, as every other format does
+            items.append(item_from_extras(e, r["question"], image, f"{where}, field vhmine"))
+            continue
         # rows we wrote carry our stable id and mode; HallusionBench's own rows get its per-question key
         iid = str(r.get("vhmine_id") or row_id(r))
         mode = str(r.get("vhmine_mode") or f"{r['category']}/{r['subcategory']}")
@@ -114,7 +118,7 @@ def write(bench: Benchmark, folder: Path) -> None:
             r = {"category": "VD", "subcategory": it.mode, "visual_input": "1", "set_id": str(s["id"]), "figure_id": str(fig),
                  "sample_note": it.id, "question_id": str(q), "question": it.question,
                  # HallusionBench's scripts ignore extra fields; ours read the stable id and mode back
-                 "vhmine_id": it.id, "vhmine_mode": it.mode,
+                 "vhmine_id": it.id, "vhmine_mode": it.mode, "vhmine": item_extras(it),
                  "gt_answer_details": it.answers[0] if it.answers else "", "gt_answer": "1" if it.truth else "0",
                  "filename": "./" + paths[it.id] if it.id in paths else None}
         rows.append(r)

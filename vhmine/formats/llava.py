@@ -4,8 +4,8 @@ Writes (and reads back) `train.json` and `test.json` (LLaVA's list of `{"id", "i
 "conversations": [{"from": "human", "value": "<image>\\n..."}, {"from": "gpt", "value": ...}]}`) with
 the images under `images/`. As in VHTest's training set, counting answers become sentences ("There
 are 3 cats.") and position questions get "Answer the question using a single word or phrase.".
-The split is drawn per mode from a hash of (seed, id), so it does not depend on row order and an
-item keeps its side when others are added. Each record also holds a `vhmine` object for a lossless
+The split is drawn per mode from a hash of (seed, id), so it does not depend on row order (adding
+items can move an item near the 80 % cut to the other side). Each record also holds a `vhmine` object for a lossless
 round trip; LLaVA's trainer ignores it.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..bench import OEQ, YNQ, BenchItem, Benchmark
 from ..errors import FormatError
-from . import copy_images, item_extras
+from . import copy_images, item_extras, item_from_extras
 
 SHORT = "Answer the question using a single word or phrase."
 FILES = ("train.json", "test.json")
@@ -81,8 +81,9 @@ def read(path: Path) -> Benchmark:
             where = f"{f}, record {n}"
             e = rec.get("vhmine") if isinstance(rec, dict) else None
             if isinstance(e, dict):
-                items.append(BenchItem(e["id"], e["mode"], e["kind"], e["question"], tuple(e["answers"]), e["truth"],
-                                       rec.get("image"), e["image_id"], e["pair_id"], e["meta"]))
+                if "question" not in e:
+                    raise FormatError(f"{where}, field vhmine: not a vhmine item (no 'question' in its vhmine record)")
+                items.append(item_from_extras(e, e["question"], rec.get("image"), f"{where}, field vhmine"))
                 continue
             try:
                 human, gpt = rec["conversations"][0]["value"], rec["conversations"][1]["value"]

@@ -15,7 +15,7 @@ from typing import Optional
 
 from ..bench import YNQ, BenchItem, Benchmark
 from ..errors import FormatError
-from . import copy_images, item_extras
+from . import copy_images, item_extras, item_from_extras
 
 FILE = "questions.jsonl"
 
@@ -64,8 +64,7 @@ def read(path: Path, images: Optional[Path] = None) -> Benchmark:
                 image = rec.get("image")
                 e = rec.get("vhmine")
                 if isinstance(e, dict):
-                    items.append(BenchItem(e["id"], e["mode"], e["kind"], rec["text"], tuple(e["answers"]), e["truth"], image,
-                                           e["image_id"], e["pair_id"], e["meta"]))
+                    items.append(item_from_extras(e, rec["text"], image, f"{where}, field vhmine"))
                     continue
                 truth = label == "yes"
                 items.append(BenchItem(f"{f.stem}:{rec['question_id']}", rec.get("category") or "existence", YNQ, rec["text"],

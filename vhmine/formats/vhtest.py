@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..bench import OEQ, YNQ, BenchItem, Benchmark, question_key
 from ..errors import FormatError
-from . import item_extras
+from . import item_extras, item_from_extras
 
 VHTEST_MODES = ("counting", "shape", "color", "orientation", "size", "position", "OCR", "existence")
 COLUMNS = {OEQ: ("Image", "Question", "Reference_Answer"),
@@ -122,10 +122,9 @@ def read(path: Path) -> Benchmark:
             if extra:
                 try:
                     e = json.loads(extra)
-                    items.append(BenchItem(e["id"], e["mode"], e["kind"], _cell(row[COLUMNS[kind][1]]), tuple(e["answers"]),
-                                           e["truth"], rel, e["image_id"], e["pair_id"], e["meta"]))
-                except (ValueError, KeyError, TypeError) as err:
+                except ValueError as err:
                     raise FormatError(f"{where}, field vhmine_item: not a vhmine item ({err}): delete the cell to read the row as plain VHTest") from None
+                items.append(item_from_extras(e, _cell(row[COLUMNS[kind][1]]), rel, f"{where}, field vhmine_item"))
                 continue
             question = _cell(row[COLUMNS[kind][1]])
             if not question:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..bench import OEQ, YNQ, BenchItem, Benchmark, question_key
 from ..errors import FormatError
-from . import item_extras
+from . import item_extras, item_from_extras
 
 COLUMNS = ("index", "image", "question", "answer", "category")
 
@@ -65,10 +65,9 @@ def read(path: Path) -> Benchmark:
                 if row.get("vhmine_item"):
                     try:
                         e = json.loads(row["vhmine_item"])
-                        items.append(BenchItem(e["id"], e["mode"], e["kind"], row["question"], tuple(e["answers"]),
-                                               e["truth"], None, e["image_id"], e["pair_id"], e["meta"], data))
-                    except (ValueError, KeyError, TypeError) as err:
+                    except ValueError as err:
                         raise FormatError(f"{where}, field vhmine_item: not a vhmine item ({err})") from None
+                    items.append(item_from_extras(e, row["question"], None, f"{where}, field vhmine_item", data))
                     continue
                 ans = (row.get("answer") or "").strip()
                 yn = ans.lower() in ("yes", "no")

@@ -18,7 +18,8 @@ base64 by default); what was sent (sha256, size, format, action) is recorded in 
 Requests are retried on 429, 5xx, time-outs, dropped connections and unreadable answers, with
 exponential back-off and full jitter, `max_retries` times at most. `max_cost` (USD, from the
 reported token usage and `PRICES`, overridable by a JSON file) is checked before each request with an
-estimate reserved for requests in flight, so spending stops short of the cap, cleanly.
+estimate reserved for requests in flight, so spending stops at the cap, cleanly (give or take one
+request's difference from its estimate); under a cap a model with no price is never sent.
 
 The layer, one module per concern: `records` (options, requests, answers), `image_urls` (images as
 data URLs under the size limit), `prices` (the price table and the cost budget), `cache` (the SQLite

@@ -48,14 +48,15 @@ class LLM:
     made; a request whose answer is cached never does.
     """
 
-    def __init__(self, opts: LLMOptions):
+    def __init__(self, opts: LLMOptions, budget: Optional[Budget] = None):
+        """`budget`: share one `Budget` between clients (several models of one run) so that `max_cost` caps them all."""
         if opts.concurrency < 1 or opts.max_retries < 0:
             raise InputError("--concurrency must be at least 1 and --max-retries at least 0")
         self.opts = opts
         self.base_url = opts.base_url or os.environ.get("OPENAI_BASE_URL") or None
         self.endpoint = safe_endpoint(self.base_url)
         self.prices = load_prices(opts.prices)
-        self.budget = Budget(opts.max_cost)
+        self.budget = budget if budget is not None else Budget(opts.max_cost)
         self.cache = Cache(cache_path(opts.cache))
         self.stats = Stats()
         self._client = None
@@ -83,12 +84,11 @@ class LLM:
 
     def check_prices(self, models: Iterable[str]) -> None:
         """With a cost cap, every model must have a price: fail before anything is sent."""
-        if self.opts.max_cost is None:
+        if self.budget.cap is None:
             return
         missing = sorted({m for m in models if price_of(m, self.prices) is None})
         if missing:
-            raise InputError(f"--max-cost needs a price for {', '.join(missing)}, which the built-in table lacks: "
-                             'pass --prices FILE with {"' + missing[0] + '": {"input": USD per 1M tokens, "output": ...}}')
+            raise InputError(_no_price_message(missing))
 
     def _openai(self):
         with self._client_lock:
@@ -117,20 +117,24 @@ class LLM:
         retry_after = headers.get("retry-after") if headers is not None else None
         try:
             if retry_after is not None:
-                return min(self.opts.max_wait_s, float(retry_after)) + random.uniform(0, 0.1 * self.opts.retry_wait_s)
+                return max(0.0, min(self.opts.max_wait_s, float(retry_after))) + random.uniform(0, 0.1 * self.opts.retry_wait_s)
         except ValueError:
             pass
         return random.uniform(0.5, 1.0) * wait_s  # jitter: concurrent clients do not retry in lockstep
 
     def _send(self, kind: str, model: str, key: str, call, estimate: float):
-        """Run `call(client)` with retries; returns (raw result, attempts). Raises LLMError."""
-        import openai
-
+        """Run `call(client)` with retries; returns (raw result, attempts, reserved cost). Raises LLMError."""
         if self._abort is not None:
             raise type(self._abort)(f"not sent: {self._abort}")
+        if self.budget.cap is not None and price_of(model, self.prices) is None:
+            # a model without a price would cost $0 forever and never reach the cap: stop, as check_prices does
+            self._abort = CostCapError(_no_price_message([model]))
+            raise self._abort
         reserved = self.budget.reserve(estimate)
         try:
-            client = self._openai()
+            client = self._openai()  # before `import openai`, so a missing package gets its pip hint
+            import openai
+
             last: Optional[Exception] = None
             for attempt in range(self.opts.max_retries + 1):
                 if attempt:
@@ -284,6 +288,7 @@ class LLM:
             r = client.images.generate(model=model, prompt=req.prompt, n=1, **params, **extra)
             if not r.data or not getattr(r.data[0], "b64_json", None):
                 raise ValueError("the answer holds no b64_json image")
+            _check_image(r.data[0].b64_json)  # unreadable: retried, then a malformed failure, never cached
             return r
 
         try:
@@ -351,6 +356,29 @@ class LLM:
 
 class _Malformed(Exception):
     pass
+
+
+def _no_price_message(models: Sequence[str]) -> str:
+    return (f"--max-cost needs a price for {', '.join(models)}, which the built-in table lacks: "
+            'pass --prices FILE with {"' + models[0] + '": {"input": USD per 1M tokens, "output": ...}}')
+
+
+def _check_image(b64: str) -> None:
+    """ValueError unless `b64` is base64 of an image PIL can read (what `generate` will save)."""
+    import binascii
+    import io
+
+    from PIL import Image
+
+    try:
+        data = base64.b64decode(b64, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("the b64_json image is not base64") from None
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            im.verify()
+    except Exception as err:
+        raise ValueError(f"the b64_json image cannot be decoded ({type(err).__name__})") from None
 
 
 def _answer_from(rec: dict, model: str, key: str, cached: bool) -> Answer:

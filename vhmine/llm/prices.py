@@ -1,8 +1,10 @@
 """The price table (USD per million tokens or per image) and the cost budget that enforces `max_cost`.
 
 Reads the built-in `PRICES`, updated by an optional JSON file of the same shape (`--prices FILE`);
-writes nothing. `Budget` reserves an estimate before each request and settles it with the real cost
-from the reported usage, so spending stops short of the cap.
+writes nothing. `Budget` reserves an estimate before each request (the mean real cost once there is
+one) and settles it with the real cost from the reported usage, so spending stops at the cap; a
+request dearer than the estimate can pass it by the difference. One `Budget` may be shared by
+several clients (eval's models and judge) so that the cap holds for the whole run.
 """
 
 from __future__ import annotations
