@@ -349,3 +349,47 @@ def test_several_processes_write_one_store_and_every_write_lands(tmp_path, backe
     assert set(per_task) == set(done) and all(len(v) == 1 for v in per_task.values())
     assert sum(p.done + p.discarded for p in C.progress(store)) == 48
     store.close()
+
+
+def test_undo_of_a_confirmation_is_refused_once_a_model_answered(seeded):
+    store, _ = seeded
+    saved = _ready_counting(store)  # alice's last action: confirming 4 drafts
+    ynq = [r for r in C.ready_instances(store, "counting", "YNQ") if r.id in saved.draft_ids]
+    rid = C.add_response(store, ynq[0].id, "tiny-vlm", "Answer yes or no.", "Yes")
+    with pytest.raises(LeaseError, match=rf"^cannot undo: the yes/no question {ynq[0].id} was already answered by a model$"):
+        C.undo_last(store, "alice")
+    assert C.get_instance(store, ynq[0].id).status == "ready" and C.next_response(store, "bob").response_id == rid
+
+
+def test_skip_that_loses_a_race_logs_nothing(seeded, monkeypatch):
+    from sqlalchemy import update
+
+    from vhmine.curate import queue
+    from vhmine.store import Action, Task
+
+    store, _ = seeded
+    item = C.next_item(store, "alice", "counting")
+    real = queue._lease_check
+
+    def raced(s, task_id, worker, now):  # another writer changes the task between our read and our write
+        t = real(s, task_id, worker, now)
+        s.execute(update(Task).where(Task.id == task_id).values(version=Task.version + 1)
+                  .execution_options(synchronize_session=False))
+        return t
+
+    monkeypatch.setattr(queue, "_lease_check", raced)
+    with pytest.raises(LeaseError, match=rf"^item {item.task_id} was changed by another worker meanwhile: nothing skipped"):
+        C.skip(store, "alice", item.task_id)
+    with store.session() as s:
+        assert s.query(Action).count() == 0
+    assert _task(store, item.task_id).lease_worker == "alice"
+
+
+def test_an_image_named_twice_as_target_gets_one_instance(seeded):
+    store, _ = seeded
+    item = C.next_item(store, "alice", "counting")
+    a = item.images[0].id
+    saved = C.save_annotation(store, "alice", item.task_id, C.Annotation(
+        "counting.how_many", {"object": "cats"}, answers={a: "3"}, targets=[a, a]))
+    assert len(saved.instance_ids) == 1 and len(saved.draft_ids) == 2
+    assert [r.image_id for r in C.ready_instances(store, "counting", "OEQ")] == [a]

@@ -129,3 +129,24 @@ def test_answer_checks():
     with pytest.raises(FormError, match=r"^yes/no truth yes for q1 contradicts the open-ended answer \(3\): '2' is not one of them$"):
         M.check_draft(True, "2", ["3"], "q1")
     M.check_draft(True, "three", ["3"], "q1")
+
+
+def test_draft_counting_no_question_never_uses_an_accepted_count():
+    # "3" and "4" are both accepted: the drafted "no" question must not ask about 4
+    mode = M.get_mode("counting")
+    d = M.draft_ynq(mode, mode.template("counting.how_many"), {"object": "cats"}, ["3", "4"])
+    assert [(x.question, x.truth, x.value) for x in d] == [
+        ("Are there exactly 3 cats in the picture?", True, "3"), ("Are there exactly 5 cats in the picture?", False, "5")]
+    M.check_draft(d[1].truth, d[1].value, ["3", "4"], "q")  # the default truth of the draft is consistent
+
+
+def test_pick_answers_must_name_one_of_two_different_objects():
+    size = M.get_mode("size")
+    t = size.template("size.which_larger")
+    with pytest.raises(FormError, match=r"^the choices of template size.which_larger are the same \(dog, Dog\): name two different objects$") as e:
+        M.check_oeq_answers(size, t, {"a": "dog", "b": "Dog"}, ["dog"], "image A")
+    assert e.value.field == "slot:b"
+    with pytest.raises(FormError, match=r"^reference answers for image A name both cat and dog: keep the one that is right") as e:
+        M.check_oeq_answers(size, t, {"a": "cat", "b": "dog"}, ["dog", "cat"], "image A")
+    assert e.value.field == "answers:image A"
+    M.check_oeq_answers(size, t, {"a": "cat", "b": "dog"}, ["dog", "the dog"], "image A")  # one object, two spellings

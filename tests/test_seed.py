@@ -102,6 +102,9 @@ def test_seed_errors_name_the_file_and_next_step(tmp_path, photos):
         df3.to_parquet(tmp_path / "gone.parquet")
         with pytest.raises(InputError, match=r"\(rank 1, side b\): image file .*gone.png is missing: seed on the machine"):
             seed_pairs(store, tmp_path / "gone.parquet")
+        (pairs.parent / "run.json").write_text('{"index": ')  # cut short
+        with pytest.raises(InputError, match=r"run.json is not valid JSON \(.*\): re-run `vhmine mine`, or remove it"):
+            seed_pairs(store, pairs)
 
 
 def test_cli_seed_and_workers(tmp_path, photos):

@@ -255,9 +255,15 @@ def check_oeq_answers(mode: Mode, template: Template, slots: Mapping[str, str], 
     if template.derive == "pick":
         opts = [str(slots.get(c, "")) for c in template.choices]
         norm = {normalize_answer(o) for o in opts}
+        if len(norm) < len(opts):  # "the dog or the dog": no answer can tell them apart
+            raise FormError(f"slot:{template.choices[-1]}",
+                            f"the choices of template {template.id} are the same ({', '.join(opts)}): name two different objects")
         bad = [a for a in answers if normalize_answer(a) not in norm]
         if bad:
             raise FormError(f"answers:{where}", f"reference answer {bad[0]!r} for {where} must be one of: {', '.join(opts)}")
+        if len({normalize_answer(a) for a in answers}) > 1:  # both accepted: the drafted yes/no would contradict one
+            raise FormError(f"answers:{where}", f"reference answers for {where} name both {' and '.join(opts)}: "
+                            "keep the one that is right, or discard the item if neither is")
 
 
 def check_ynq(truth: Optional[bool], answers: list[str], where: str) -> None:
@@ -316,8 +322,11 @@ def draft_ynq(mode: Mode, template: Template, slots: Mapping[str, str], answers:
     true = _bare(true)
     drafts = [YnqDraft(ynq.id, dict(base, **{slot: true}), fill(ynq, dict(base, **{slot: true})), True, true)]
     wrong = next((x for x in other_answers if normalize_answer(x) not in known), None)
-    if wrong is None and mode.numeric:
-        wrong = str(int(normalize_answer(true)) + 1)
+    if wrong is None and mode.numeric:  # the next count that is not an accepted answer
+        n = int(normalize_answer(true)) + 1
+        while str(n) in known:
+            n += 1
+        wrong = str(n)
     if wrong is None:
         wrong = next((x for x in mode.alternatives if normalize_answer(x) not in known), None)
     if wrong is not None:

@@ -93,7 +93,10 @@ def seed_pairs(store, pairs_path: str | Path, per_mode: int = 100, modes: Option
     mode_list = [M.get_mode(m).name for m in (modes or M.mode_names())]
     df = _read(pairs_path)
     meta_file = pairs_path.parent / "run.json"
-    meta = json.loads(meta_file.read_text()) if meta_file.is_file() else None
+    try:
+        meta = json.loads(meta_file.read_text()) if meta_file.is_file() else None
+    except ValueError as err:
+        raise InputError(f"{meta_file} is not valid JSON ({err}): re-run `vhmine mine`, or remove it to seed without it") from None
     run = pairs_path.parent.name
 
     # rank order, then pair id for ties: never the file's row order

@@ -42,7 +42,7 @@ def _validate(item: Item, ann: Annotation):
     filled = M.fill(tpl, ann.slots)
     question = M.check_question(filled if ann.question is None else ann.question)
     ids = [v.id for v in item.images]
-    targets = list(ann.targets) if ann.targets is not None else ids
+    targets = list(dict.fromkeys(ann.targets)) if ann.targets is not None else ids  # each image once
     if not targets:
         raise FormError("targets", "no image chosen: choose the image(s) the question is about")
     bad = [t for t in targets if t not in ids]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Mapping, Optional
 
 from .. import modes as M
-from ..errors import FormError, InputError
+from ..errors import FormError, InputError, LeaseError
 from ..images import sha256_file
 from ..store import (  # first: it says which extra to install when SQLAlchemy is missing
     Action, Generation, Image, Instance, Store, Task, utcnow,
@@ -85,9 +85,11 @@ def skip(store: Store, worker: str, task_id: str) -> None:
     with store.session() as s:
         _worker(s, worker)
         t = _lease_check(s, task_id, worker, utcnow())
-        s.execute(update(Task).where(Task.id == t.id, Task.version == t.version)
-                  .values(lease_worker=None, lease_until=None, version=t.version + 1)
-                  .execution_options(synchronize_session=False))
+        res = s.execute(update(Task).where(Task.id == t.id, Task.version == t.version)
+                        .values(lease_worker=None, lease_until=None, version=t.version + 1)
+                        .execution_options(synchronize_session=False))
+        if res.rowcount != 1:  # someone saved or took it between our read and our write
+            raise LeaseError(f"item {task_id} was changed by another worker meanwhile: nothing skipped; take the next item")
         _log(s, worker, "skip", task_id, {})
 
 

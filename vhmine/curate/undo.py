@@ -58,6 +58,8 @@ def undo_last(store: Store, worker: str, *, lease_s: float = LEASE_S) -> str:
                 d = s.get(Instance, old["id"])
                 if s.scalar(select(func.count()).select_from(Review).where(Review.instance_id == d.id)):
                     raise LeaseError(f"cannot undo: the yes/no question {d.id} was already reviewed")
+                if s.scalar(select(func.count()).select_from(Response).where(Response.instance_id == d.id)):
+                    raise LeaseError(f"cannot undo: the yes/no question {d.id} was already answered by a model")
                 d.question, d.truth, d.answers = old["question"], old["truth"], old["answers"]
                 d.status, d.discard_reason, d.updated_by, d.updated_at = "draft", None, worker, now
             what = f"confirmation of {len(p.get('drafts', []))} yes/no question(s)"
