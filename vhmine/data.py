@@ -160,7 +160,7 @@ def _fetch_and_unpack(url: str, dest: Path, folder: str, md5: str | None, progre
 
     placed = dest / name
     if placed.is_file():  # put there by hand, e.g. on a machine with no internet
-        got = _md5_file(placed)
+        got = _file_md5(placed)
         if md5 and got != md5:
             raise DownloadError(
                 f"{placed} has md5 {got}, expected {md5}: it is incomplete or not the COCO {name}; "
@@ -448,6 +448,12 @@ def _int(value: str | None) -> int | None:
         return None
 
 
+def _file_md5(path: Path) -> str:
+    from .images import file_digest
+
+    return file_digest(path, "md5")
+
+
 def _why(err: BaseException) -> str:
     reason = getattr(err, "reason", None)
     if isinstance(reason, BaseException):
@@ -455,14 +461,6 @@ def _why(err: BaseException) -> str:
     if isinstance(err, (TimeoutError, socket.timeout)):
         return f"no data for {SOCKET_TIMEOUT_S:g} s"
     return str(err) or type(err).__name__
-
-
-def _md5_file(path: Path) -> str:
-    md5 = hashlib.md5()
-    with open(path, "rb") as f:
-        while block := f.read(_CHUNK):
-            md5.update(block)
-    return md5.hexdigest()
 
 
 def _human(n: int) -> str:

@@ -72,13 +72,17 @@ def list_images(root: Path) -> list[Path]:
     return [path for _, path in found]
 
 
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    """The sha256 of a file, read in chunks (the one file hasher: indexes, store, exports)."""
-    h = hashlib.sha256()
+def file_digest(path: Path, algorithm: str = "sha256", chunk: int = 1 << 20) -> str:
+    """Hex digest of a file, read in chunks (the one file hasher: indexes, store, exports, downloads)."""
+    h = hashlib.new(algorithm)
     with open(path, "rb") as f:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    return file_digest(path, "sha256")
 
 
 def sha256_bytes(data: bytes) -> str:
