@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
@@ -24,6 +23,7 @@ from typing import Optional, Sequence
 from . import modes as M
 from . import prompts as P
 from .errors import InputError
+from .index import atomic_write_text
 from .llm import LLM, ChatRequest, LLMOptions
 from .probe import Hallucination, hallucinations
 
@@ -158,9 +158,9 @@ def write_description_files(folder: Path, descs: Sequence[ModeDescription]) -> P
     folder.mkdir(parents=True, exist_ok=True)
     manifest = {d.mode: {"description_id": d.description_id, "file": f"{d.mode}.txt"} for d in descs}
     for d in descs:
-        _atomic_write(folder / f"{d.mode}.txt", d.text.strip() + "\n")
+        atomic_write_text(folder / f"{d.mode}.txt", d.text.strip() + "\n")
     old = read_manifest(folder) if (folder / "descriptions.json").exists() else {}
-    _atomic_write(folder / "descriptions.json", json.dumps({**old, **manifest}, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(folder / "descriptions.json", json.dumps({**old, **manifest}, indent=2, sort_keys=True) + "\n")
     return folder
 
 
@@ -170,12 +170,6 @@ def read_manifest(folder: Path) -> dict:
     except (OSError, ValueError) as err:
         raise InputError(f"cannot read {Path(folder) / 'descriptions.json'}: {err}; write the folder with "
                          "`vhmine describe --out FOLDER`") from None
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def latest_descriptions(store, modes: Sequence[str]) -> dict[str, tuple[str, str]]:

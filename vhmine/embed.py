@@ -425,17 +425,15 @@ def _written_by_newer_vhmine(folder: Path) -> bool:
 def _result_from_manifest(folder: Path, name: str, seconds: float) -> EmbedResult:
     manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
     counts = manifest.get("counts", {})
-    reasons: dict[str, int] = {}
-    for row in manifest.get("skipped", []):
-        key = _reason_kind(row["reason"])
-        reasons[key] = reasons.get(key, 0) + 1
     return EmbedResult(name, folder, counts.get("images", 0), counts.get("skipped", 0), counts.get("duplicates", 0),
-                       0, seconds, reasons)
+                       0, seconds, _count_reasons(row["reason"] for row in manifest.get("skipped", [])))
 
 
-def _reason_kind(reason: str) -> str:
-    """'truncated file (...)' -> 'truncated file': what the summary counts by."""
-    return reason.split(":")[0].split("(")[0].strip()
+def _count_reasons(reasons) -> dict[str, int]:
+    """Skips per kind of reason: 'truncated file (...)' counts as 'truncated file'."""
+    from collections import Counter
+
+    return dict(Counter(r.split(":")[0].split("(")[0].strip() for r in reasons))
 
 
 def _finalize(folder: Path, work: Path, all_shards: list[int], job: dict, coco: dict | None, name: str) -> EmbedResult:
@@ -472,9 +470,6 @@ def _finalize(folder: Path, work: Path, all_shards: list[int], job: dict, coco: 
     images["duplicate_paths"] = [dup_paths.get(i, []) for i in images["image_id"]]
     skipped = rows.loc[rows["status"] == "skipped", ["path", "reason"]].reset_index(drop=True)
 
-    reasons: dict[str, int] = {}
-    for r in skipped["reason"]:
-        reasons[_reason_kind(r)] = reasons.get(_reason_kind(r), 0) + 1
     if not job.get("encoders"):
         raise IndexCorruptError(f"index {name!r}: no encoder record in {work / JOB}; delete {folder} and rerun")
     write_index(folder, images, clip, dino, skipped=skipped, manifest={
@@ -489,5 +484,5 @@ def _finalize(folder: Path, work: Path, all_shards: list[int], job: dict, coco: 
         "shards": {"count": len(all_shards), "size": job.get("shard_size")},
         "duplicates": [{"path": p, "image_id": i} for p, i in zip(dups["path"], dups["duplicate_of"])],
     })
-    return EmbedResult(name, folder, len(images), len(skipped), len(dups), 0, 0.0, reasons)
+    return EmbedResult(name, folder, len(images), len(skipped), len(dups), 0, 0.0, _count_reasons(skipped["reason"]))
 

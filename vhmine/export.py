@@ -18,7 +18,6 @@ import datetime as dt
 import hashlib
 import json
 import logging
-import os
 import shutil
 import uuid
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from . import formats as F
 from .bench import OEQ, YNQ, Benchmark, from_records
 from .errors import ExportError, UnbalancedError, VhmineError
 from .images import sha256_file
+from .index import replace_dir
 
 log = logging.getLogger(__name__)
 
@@ -186,17 +186,7 @@ def write_benchmark(bench: Benchmark, out: Path, fmt: str, *, replace: bool = Fa
             "instances": {it.id: {"mode": it.mode, "kind": it.kind, **it.meta} for it in bench},
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
-        if out.exists():
-            old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}"
-            os.rename(out, old)
-            try:
-                os.rename(tmp, out)
-            except BaseException:
-                os.rename(old, out)  # the previous export stays where it was
-                raise
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, out)
+        replace_dir(tmp, out)  # a failed swap leaves the previous export where it was
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

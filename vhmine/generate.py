@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from . import modes as M
+from .index import atomic_write
 from . import prompts as P
 from .errors import InputError
 from .llm import LLM, ChatRequest, ImageRequest, LLMOptions
@@ -172,9 +173,7 @@ def _save_png(png: bytes, folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{sha}.png"
     if not path.exists():
-        tmp = folder / f".{sha}.png.tmp"
-        tmp.write_bytes(png)
-        os.replace(tmp, path)
+        atomic_write(path, lambda tmp: tmp.write_bytes(png))
     return path
 
 
@@ -265,7 +264,6 @@ def generate(store, opts: GenerateOptions) -> GenerateResult:
                          + ([backend.model] if backend.kind == "openai" else []))
         # 1. the image prompts (LLM-rewritten, cached) for every (mode, k)
         prompts: dict[tuple[str, int], str] = {}
-        rewrite_ids: dict[tuple[str, int], str] = {}
         if backend.needs_rewrite:
             reqs = [ChatRequest(p_img.render(mode=m, definition=M.get_mode(m).definition, description=descs[m][1],
                                              variant=k + 1), params={"temperature": 1.0})

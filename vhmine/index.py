@@ -54,6 +54,25 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
+def replace_dir(tmp: Path, final: Path) -> None:
+    """Swap a finished folder into place. An older folder of that name goes only once the new one is
+    there; if the swap fails, the older one is put back."""
+    import shutil
+    import uuid
+
+    if not final.exists():
+        os.rename(tmp, final)
+        return
+    old = final.parent / f".{final.name}.old-{uuid.uuid4().hex[:8]}"
+    os.rename(final, old)
+    try:
+        os.rename(tmp, final)
+    except BaseException:
+        os.rename(old, final)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
 def write_faiss(path: Path, vectors) -> None:
     """Write float32 L2-normalised rows as an exact inner-product index."""
     import faiss

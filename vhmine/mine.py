@@ -24,7 +24,7 @@ from . import __version__
 from .config import DEFAULT_CLIP_MIN, DEFAULT_DINO_MAX, default_index_name, indexes_root, runs_root
 from .errors import InputError
 from .images import sha256_file
-from .index import open_index
+from .index import open_index, replace_dir
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +188,7 @@ def mine_index(opts: MineOptions) -> MineResult:
         }
         run["files"] = {p.name: {"bytes": p.stat().st_size, "sha256": sha256_file(p)} for p in sorted(tmp.iterdir())}
         (tmp / "run.json").write_text(json.dumps(run, indent=2, default=str), encoding="utf-8")
-        _replace_dir(tmp, run_dir)
+        replace_dir(tmp, run_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -215,16 +215,6 @@ def _check_run_dir(run_dir: Path) -> None:
             f"--out {run_dir}: the folder exists and is not a vhmine mine run (no run.json from `vhmine mine`); "
             "a run replaces its folder with everything in it, so give a new or empty folder"
         )
-
-
-def _replace_dir(tmp: Path, final: Path) -> None:
-    """Swap a finished folder into place; an older run of the same name goes only once the new one is there."""
-    old = final.parent / f".{final.name}.old"
-    shutil.rmtree(old, ignore_errors=True)
-    if final.exists():
-        final.rename(old)
-    tmp.rename(final)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def _background_sample(clip, dino, *, seed: int, size: int = 20_000):
