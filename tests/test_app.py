@@ -1,4 +1,4 @@
-"""apps/curate.py through Streamlit's AppTest: sign-in, annotate (with YNQ drafts), bad input, discard
+"""vhmine/apps/curate.py through Streamlit's AppTest: sign-in, annotate (with YNQ drafts), bad input, discard
 and undo, blind review, agreement on the admin page, labelling model answers, text shown as text."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 from helpers import counting_annotation, seed_store  # noqa: E402
 from vhmine import curate as C  # noqa: E402
 
-APP = str(Path(__file__).resolve().parent.parent / "apps" / "curate.py")
+APP = str(Path(__file__).resolve().parent.parent / "vhmine" / "apps" / "curate.py")
 
 
 @pytest.fixture

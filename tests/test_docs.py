@@ -34,3 +34,11 @@ def test_readme_commands_exist_with_their_options():
         for w in words:
             if w.startswith("--"):
                 assert w.split("=")[0] in known, f"README: `{line}`: {' '.join(path)} has no option {w}"
+
+
+def test_readme_uses_only_what_a_clone_has():
+    # a new user has no ../shared beside the clone: every path the README shows lives in the repository
+    text = README.read_text(encoding="utf-8")
+    assert "../shared" not in text
+    for rel in re.findall(r"(tests/data/[\w./-]+)", text):
+        assert (README.parent / rel).exists(), f"README names {rel}, which the repository does not have"

@@ -129,7 +129,7 @@ def data_coco(
     typer.echo(result.summary())
 
 
-# --- curation store: seed, workers, curate (vhmine.seed, vhmine.curate, apps/curate.py) -------------
+# --- curation store: seed, workers, curate (vhmine.seed, vhmine.curate, vhmine/apps/curate.py) -------------
 
 DbOpt = typer.Option(None, "--db", help="Store: SQLAlchemy URL or SQLite file [env VHMINE_DB; default data/vhmine.db].")
 workers_app = typer.Typer(help="Workers who annotate in the curation app.", no_args_is_help=True)
@@ -194,7 +194,7 @@ def curate(
     db: Optional[str] = DbOpt,
     host: str = typer.Option("127.0.0.1", "--host", help="Address to serve on (0.0.0.0 to let other machines in)."),
     port: int = typer.Option(8501, "--port", min=1, max=65535, help="Port to serve on."),
-    app_path: Optional[Path] = typer.Option(None, "--app", help="The Streamlit script [default: apps/curate.py of this checkout]."),
+    app_path: Optional[Path] = typer.Option(None, "--app", help="The Streamlit script [default: the app inside the vhmine package]."),
 ) -> None:
     """Start the curation app (Streamlit) on the store."""
     try:

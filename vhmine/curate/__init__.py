@@ -1,4 +1,4 @@
-"""Curation: the library behind `apps/curate.py` and the `workers` / `seed` commands.
+"""Curation: the library behind `vhmine/apps/curate.py` and the `workers` / `seed` commands.
 
 Reads and writes the curation store (vhmine.store): workers and their token hashes, the per-mode
 queues of tasks with their leases, instances (OEQ questions with reference answers, YNQ variants
@@ -33,7 +33,7 @@ from .review import (
 from .responses import ResponseItem, add_response, label_response, next_response
 from .records import InstanceRecord, get_instance, ready_instances
 from .app import default_app_path, run_app, streamlit_command
-from ..store import resolve_url  # apps/curate.py reads it as C.resolve_url
+from ..store import resolve_url  # vhmine/apps/curate.py reads it as C.resolve_url
 
 __all__ = [
     "LEASE_S", "UNANSWERABLE",

@@ -1,4 +1,5 @@
-"""Launching the curation app: `vhmine curate` serves apps/curate.py with Streamlit, VHMINE_DB set.
+"""Launching the curation app: `vhmine curate` serves the app that ships in the package
+(vhmine/apps/curate.py) with Streamlit, VHMINE_DB set.
 
 Opens (and migrates) the store first, so that a bad URL or a newer schema fails in the terminal rather
 than in the browser; then runs Streamlit in a subprocess until it is interrupted. Writes nothing itself.
@@ -21,7 +22,7 @@ log = logging.getLogger(__package__)  # "vhmine.curate", the name these log line
 
 
 def default_app_path() -> Path:
-    return Path(__file__).resolve().parents[2] / "apps" / "curate.py"
+    return Path(__file__).resolve().parents[1] / "apps" / "curate.py"
 
 
 def streamlit_command(app_path: Path, host: str, port: int) -> list[str]:
@@ -36,8 +37,8 @@ def run_app(db: Optional[str] = None, host: str = "127.0.0.1", port: int = 8501,
         raise StoreError("the curation app needs streamlit: pip install 'vhmine[app]'")
     app_path = Path(app_path) if app_path else default_app_path()
     if not app_path.is_file():
-        raise InputError(f"the curation app {app_path} is missing: it ships with the source checkout "
-                         "(apps/curate.py); run from a clone or pass --app PATH")
+        raise InputError(f"the curation app {app_path} is missing: pass --app PATH to a Streamlit script, "
+                         "or reinstall vhmine (the app ships inside the package as vhmine/apps/curate.py)")
     url = resolve_url(db)
     open_store(url).close()  # errors (newer schema, bad URL) show here, not in the browser
     env = dict(os.environ, VHMINE_DB=url)
