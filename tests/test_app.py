@@ -181,4 +181,4 @@ def test_cli_curate_names_a_missing_app(tmp_path):
 
     r = CliRunner().invoke(app, ["curate", "--db", str(tmp_path / "x.db"), "--app", str(tmp_path / "nope.py")])
     assert r.exit_code == 2
-    assert f"error: the curation app {tmp_path / 'nope.py'} is missing: it ships with the source checkout" in r.output
+    assert f"error: the curation app {tmp_path / 'nope.py'} is missing: pass --app PATH" in r.output

@@ -1,0 +1,95 @@
+"""What `pip install .` (not editable) gives a user: a wheel built from the package, installed into a folder
+outside the source tree, runs `vhmine curate`'s app from the installed files alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from helpers import free_port, seed_store
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """The wheel of a copy of the package (the checkout stays clean), installed with --target."""
+    base = tmp_path_factory.mktemp("wheel")
+    src = base / "src"
+    src.mkdir()
+    shutil.copytree(ROOT / "vhmine", src / "vhmine", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    wheels = base / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels),
+                    str(src)], check=True, cwd=base, timeout=300)
+    (wheel,) = wheels.glob("vhmine-*.whl")
+    target = base / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
+                   check=True, cwd=base, timeout=300)
+    return target
+
+
+def _env(target: Path, **extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(PYTHONPATH=str(target), **extra)
+    return env
+
+
+def test_installed_package_has_the_app_and_uses_it(installed, tmp_path):
+    code = ("import json, vhmine, vhmine.curate.app as a; "
+            "print(json.dumps([vhmine.__file__, str(a.default_app_path()), a.default_app_path().is_file()]))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=_env(installed), check=True,
+                         capture_output=True, text=True, timeout=120).stdout
+    pkg_file, app_path, exists = json.loads(out.strip().splitlines()[-1])
+    assert Path(pkg_file).resolve().is_relative_to(installed.resolve())  # not the checkout's package
+    assert Path(app_path).resolve().is_relative_to(installed.resolve()) and exists
+
+
+def test_installed_app_renders_sign_in_from_outside_the_source_tree(installed, tmp_path):
+    store, _ = seed_store(tmp_path / "app.db", tmp_path, per_mode=1)
+    store.close()
+    code = """
+import vhmine.curate.app as a
+from streamlit.testing.v1 import AppTest
+at = AppTest.from_file(str(a.default_app_path()), default_timeout=60)
+at.run()
+assert not at.exception, at.exception
+assert [w.key for w in at.text_input] == ["token"], [w.key for w in at.text_input]
+print("signed-out page ok")
+"""
+    res = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=180,
+                         env=_env(installed, VHMINE_DB=f"sqlite:///{tmp_path / 'app.db'}"))
+    assert res.returncode == 0 and "signed-out page ok" in res.stdout, res.stdout + res.stderr
+
+
+def test_installed_vhmine_curate_serves(installed, tmp_path):
+    store, _ = seed_store(tmp_path / "app.db", tmp_path, per_mode=1)
+    store.close()
+    port = free_port()
+    code = "import sys; from vhmine.cli import main; sys.argv[0] = 'vhmine'; main()"
+    proc = subprocess.Popen([sys.executable, "-c", code, "curate", "--db", f"sqlite:///{tmp_path / 'app.db'}",
+                             "--port", str(port)], cwd=tmp_path, env=_env(installed),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline, health = time.time() + 90, None
+        while time.time() < deadline and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
+                    health = r.read().decode()
+                    break
+            except OSError:
+                time.sleep(0.5)
+        assert health == "ok", (proc.poll(), proc.stdout.read() if proc.poll() is not None else "")
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)  # the launcher and the Streamlit server it started
+        proc.wait(timeout=30)
