@@ -63,8 +63,10 @@ def test_vhtest_export_with_manifest(store, tmp_path):
     assert set(man["instances"]) == set(recs)
     some = next(iter(recs.values()))
     prov = man["instances"][some.id]
+    from vhmine.export import pseudonym, pseudonym_key
+
     assert (prov["image_sha256"], prov["task_id"], prov["created_by"], prov["template_id"]) == (
-        some.image_sha256, some.task_id, "alice", some.template_id)
+        some.image_sha256, some.task_id, pseudonym("alice", pseudonym_key(store)), some.template_id)
     ynq = pd.read_excel(out / "YNQ_Benchmark" / "counting.xlsx")
     assert sorted(ynq["yes_or_no_ground_truth"]) == ["n"] * 4 + ["y"] * 4
     n_images = len({r.image_id for r in recs.values()})  # two pairs may share an image

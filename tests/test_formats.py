@@ -100,8 +100,13 @@ def test_llava_split_is_seeded_and_follows_vhtest_conventions(bench, tmp_path):
     assert recs["p-oeq"]["conversations"][0]["value"].endswith("?\nAnswer the question using a single word or phrase.")
     assert recs["o-ynq-2"]["conversations"][1]["value"] == "No"
     assert recs["c-ynq-a"]["conversations"][0]["value"].startswith("<image>\n")
-    big = Benchmark("b", [replace(bench.items[0], id=f"i{k}") for k in range(50)])
+    # 80/20 over image groups: 50 items on 50 images split 40/10; on one image they stay together
+    big = Benchmark("b", [replace(bench.items[0], id=f"i{k}", image_id=f"img{k}", pair_id=None) for k in range(50)])
     assert sum(v == "train" for v in llava.split(big, seed=3).values()) == 40
+    one = Benchmark("b", [replace(bench.items[0], id=f"i{k}", pair_id=None) for k in range(50)])
+    assert len(set(llava.split(one, seed=3).values())) == 1
+    # the fixture's counting items share images and pairs: one group, on one side
+    assert len({sides[i] for i in ("c-oeq-a", "c-oeq-b", "c-ynq-a", "c-ynq-b")}) == 1
 
 
 def test_hf_folder_loads_with_datasets(bench, tmp_path):

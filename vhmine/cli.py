@@ -370,6 +370,7 @@ def export(
     seed_: int = typer.Option(0, "--seed", help="Seed of --per-mode sampling and of the llava 80/20 split."),
     replace: bool = typer.Option(False, "--replace", help="Replace an existing --out folder."),
     name: Optional[str] = typer.Option(None, "--name", help="Benchmark name [default: the folder's name]."),
+    with_provenance: bool = typer.Option(False, "--with-provenance", help="Keep worker names and this machine's paths (internal use) [default: pseudonyms, relative paths]."),
     db: Optional[str] = DbOpt,
 ) -> None:
     """Write the store's ready instances as a benchmark folder (with a manifest)."""
@@ -378,7 +379,7 @@ def export(
         from .store import open_store
 
         opts = ExportOptions(out=out, format=fmt, kind=kind.lower(), per_mode=per_mode, allow_unbalanced=allow_unbalanced,
-                             seed=seed_, replace=replace, name=name, modes=mode or None)
+                             seed=seed_, replace=replace, name=name, modes=mode or None, with_provenance=with_provenance)
         with open_store(db) as store:
             result = export_benchmark(store, opts)
     except VhmineError as err:
@@ -397,7 +398,7 @@ def eval_(
     oeq: Optional[str] = typer.Option(None, "--oeq", help="Open-ended scoring: match (reference appears in the answer), judge, or labels (workers' labels in the store) [default: judge with --judge, else match]."),
     rule: str = typer.Option("vhtest", "--rule", help="Yes/no rule: vhtest, pope or strict."),
     fmt: Optional[str] = typer.Option(None, "--format", help="The benchmark's format [default: detected]."),
-    images: Optional[Path] = typer.Option(None, "--images", help="Folder of a foreign benchmark's images (POPE, HallusionBench)."),
+    images: Optional[Path] = typer.Option(None, "--images", help="Folder of a foreign benchmark's images (POPE, HallusionBench, LLaVA); image paths must stay inside it."),
     partial: bool = typer.Option(False, "--partial", help="Score only the items that have an answer."),
     concurrency: int = ConcurrencyOpt,
     timeout: float = TimeoutOpt,

@@ -379,8 +379,11 @@ def evaluate(opts: EvalOptions) -> EvalResult:
         raise EvalError("nothing to score: pass --model M (ask a model) or --predictions NAME=FILE")
     budget = _budget(opts)  # a missing price fails before anything is read or asked
     fmt = F.get_format(opts.fmt).name if opts.fmt else F.detect(opts.bench)
-    # a foreign benchmark's images live elsewhere; vhmine's exports carry theirs
-    bench = F.load(opts.bench, fmt, **({"images": opts.images} if opts.images and fmt in ("pope", "hallusionbench") else {}))
+    # a foreign benchmark's images may live elsewhere (--images); image paths never leave that folder or the benchmark's
+    if opts.images and fmt not in F.TAKES_IMAGES:
+        raise EvalError(f"--images is for benchmarks whose images live apart ({', '.join(F.TAKES_IMAGES)}); "
+                        f"a {fmt} benchmark carries its own: drop --images")
+    bench = F.load(opts.bench, fmt, **({"images": opts.images} if opts.images else {}))
     runs: list[ModelAnswers] = [ModelAnswers(n, load_predictions(p, bench), f"predictions:{p}") for n, p in opts.predictions]
     runs += [run_model(bench, m, opts, budget) for m in opts.models]
     names = [r.model for r in runs]

@@ -10,17 +10,23 @@ where the store cannot give a balance the export stops and says by how much (`--
 goes on). Sampling follows a hash of (seed, pair or instance id): not row order, and the two
 questions of a pair sort next to each other (a per-mode cut, or the yes/no halves of YNQ, can still
 part them).
+
+Nothing private leaves by default: worker names become stable pseudonyms ("w-" and 8 hex digits of an
+HMAC keyed by the store's own secret, so one worker gets one pseudonym in every export of a store, for
+agreement studies), and the machine's paths (source images, a SQLite store) become relative to the
+working folder, or just the file's name. `--with-provenance` keeps names and paths, for internal use.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import hmac
 import json
 import logging
 import shutil
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -47,6 +53,7 @@ class ExportOptions:
     replace: bool = False
     name: Optional[str] = None  # the benchmark's name [default: the folder's name]
     modes: Optional[Sequence[str]] = None  # only these modes
+    with_provenance: bool = False  # keep worker names and this machine's paths (internal use only)
 
 
 @dataclass
@@ -141,6 +148,64 @@ def counts(bench: Benchmark) -> dict:
     return out
 
 
+def pseudonym(name: str, key: str) -> str:
+    """A worker's stable stand-in in exports: the same name and store key give the same pseudonym."""
+    return "w-" + hmac.new(key.encode("utf-8"), name.encode("utf-8"), hashlib.sha256).hexdigest()[:8]
+
+
+def pseudonym_key(store) -> str:
+    """The store's secret for pseudonyms (made by its migration 0003; made here if someone deleted it)."""
+    import secrets
+
+    from .store import Secret, utcnow
+
+    with store.session() as s:
+        row = s.get(Secret, "pseudonyms")
+        if row is None:
+            row = Secret(name="pseudonyms", value=secrets.token_hex(32), created_at=utcnow())
+            s.add(row)
+        return row.value
+
+
+def public_path(path: Optional[str]) -> Optional[str]:
+    """A path as an export may show it: relative to the working folder when inside it, else the file name."""
+    if not path:
+        return path
+    p = Path(path)
+    if not p.is_absolute():
+        return p.as_posix()
+    try:
+        return p.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return p.name
+
+
+def public_store(url: str) -> str:
+    """The store as an export may name it: a SQLite file's public path, or a server database's backend and name."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        u = make_url(url)
+    except Exception:
+        return "<unparsable database URL>"
+    if u.get_backend_name() == "sqlite":
+        return "sqlite:///" + (public_path(u.database) or "")
+    return f"{u.get_backend_name()} database {u.database}"
+
+
+def private_removed(bench: Benchmark, key: str) -> Benchmark:
+    """The benchmark with worker names pseudonymized and this machine's paths made public (see the docstring)."""
+    items = []
+    for it in bench:
+        meta = dict(it.meta)
+        if meta.get("created_by"):
+            meta["created_by"] = pseudonym(meta["created_by"], key)
+        if meta.get("source_path"):
+            meta["source_path"] = public_path(meta["source_path"])
+        items.append(replace(it, meta=meta))
+    return Benchmark(bench.name, items, bench.root, bench.source)
+
+
 def _check_images(bench: Benchmark) -> None:
     """Every recorded image is there and unchanged, before anything is written."""
     for it in bench:
@@ -212,8 +277,12 @@ def export_benchmark(store, opts: ExportOptions) -> ExportResult:
     bench = from_records(recs, opts.name or Path(opts.out).name)
     bench = sample(bench, opts.per_mode, opts.seed, opts.allow_unbalanced)
     _check_images(bench)
+    if not opts.with_provenance:
+        bench = private_removed(bench, pseudonym_key(store))
     fmt_options = {"seed": opts.seed} if spec.name == "llava" else {}
-    info = {"kind": opts.kind, "store": store.display_url,
+    info = {"kind": opts.kind, "store": store.display_url if opts.with_provenance else public_store(store.url),
+            "provenance": "full (worker names, this machine's paths)" if opts.with_provenance else
+                          "worker names pseudonymized, paths relative",
             "options": {"per_mode": opts.per_mode, "seed": opts.seed, "allow_unbalanced": opts.allow_unbalanced,
                         "modes": sorted(wanted) if wanted else None},
             "balance": {m: {"yes": y, "no": n} for m, (y, n) in balance(bench).items()}}

@@ -222,6 +222,17 @@ class Generation(Base):
     created_at: Mapped[dt.datetime]
 
 
+# --- schema revision 0003: the store's own secrets ---------------------------------------------
+
+class Secret(Base):
+    """A random key made once per store; "pseudonyms" keys the worker pseudonyms of exports (never exported)."""
+
+    __tablename__ = "secrets"
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[dt.datetime]
+
+
 # --- opening a store -----------------------------------------------------------------------------
 
 def resolve_url(db: str | os.PathLike | None = None) -> str:

@@ -2,7 +2,9 @@
 
 Reads and writes benchmark files only through those modules; this file is the registry (which
 formats exist, what each holds) and the resolver that names the valid formats when given an
-unknown one. A format module is imported only when it is asked for.
+unknown one. A format module is imported only when it is asked for. Every reader passes each image
+path it reads through `confined_image`, so a benchmark file can only point at files inside its own
+folder (or the `--images` folder a user named), never elsewhere on the machine.
 """
 
 from __future__ import annotations
@@ -31,9 +33,13 @@ _FORMATS = (
     FormatSpec("vlmevalkit", "vlmevalkit", ("OEQ", "YNQ"), "<name>_<kind>.tsv: index, image (base64), question, answer, category"),
     FormatSpec("hf", "hf", ("OEQ", "YNQ"), "data/test-00000-of-00001.parquet with an Image column (datasets.load_dataset reads the folder)"),
     FormatSpec("pope", "pope", ("YNQ",), "questions.jsonl (question_id, image, text, label) and images/"),
-    FormatSpec("llava", "llava", ("OEQ", "YNQ"), "train.json and test.json (LLaVA conversations, seeded 80/20 split) and images/"),
+    FormatSpec("llava", "llava", ("OEQ", "YNQ"), "train.json and test.json (LLaVA conversations, seeded 80/20 split by image group) and images/"),
     FormatSpec("hallusionbench", "hallusionbench", ("YNQ",), "HallusionBench.json (HallusionBench's fields) and images/"),
 )
+
+
+# formats whose readers take `images=`, the folder their image paths resolve in (`--images`); the others carry theirs
+TAKES_IMAGES = ("pope", "hallusionbench", "llava")
 
 
 def format_names() -> tuple[str, ...]:
@@ -124,6 +130,27 @@ def item_from_extras(e, question: str, image, where: str, image_data=None):
     except (KeyError, TypeError) as err:
         raise FormatError(f"{where}: not a vhmine item (no {err} in its vhmine record): fix or delete the record, "
                           "or export the benchmark again") from None
+
+
+def confined_image(value, base: Path, where: str, field: str) -> Optional[str]:
+    """`value`, an image path read from a benchmark (`where`: file and row; `field`: its column), checked to
+    resolve inside `base` (the benchmark's folder, or the --images folder): `base / value` with `..` and
+    symlinks resolved. A path that leaves it (absolute, `..`, a link out) is refused, so a crafted benchmark
+    cannot make `eval --model` read and upload another file of this machine. Empty: None (no image)."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise FormatError(f"{where}, field {field}: {value!r} is not an image path")
+    root = Path(base).resolve()
+    try:
+        target = (root / value).resolve()  # an absolute value replaces root here, and is checked the same way
+    except (ValueError, OSError, RuntimeError) as err:  # a NUL byte, a symlink loop
+        raise FormatError(f"{where}, field {field}: {value!r} is not a usable image path ({err})") from None
+    if not target.is_relative_to(root):
+        raise InputError(f"{where}, field {field}: image path {value!r} leads outside {root} (to {target}): a benchmark's "
+                         "image paths must stay inside its folder, or inside the folder given with --images; "
+                         "fix the row, or move the images there")
+    return value
 
 
 def image_ext(data: bytes) -> str:

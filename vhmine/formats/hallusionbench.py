@@ -8,7 +8,8 @@ Writes the same fields (and `images/`) for a benchmark, plus `vhmine_id` / `vhmi
 object (the item's other fields) on rows made from vhmine items, so they read back without loss. Other ids are HallusionBench's own per-question
 key `category_subcategory_setid_figureid_questionid`; question pairs (qAcc) group by
 category/subcategory/set_id/question_id and figures (fAcc) by category/subcategory/set_id/figure_id,
-as HallusionBench's utils.py does.
+as HallusionBench's utils.py does. A `filename` must stay inside the JSON's folder or `images=`
+(formats.confined_image).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Optional
 
 from ..bench import YNQ, BenchItem, Benchmark
 from ..errors import FormatError
-from . import copy_images, item_extras, item_from_extras
+from . import confined_image, copy_images, item_extras, item_from_extras
 
 KEYS = ("category", "subcategory", "set_id", "figure_id", "question_id")
 FIELDS = KEYS + ("visual_input", "question")
@@ -51,6 +52,7 @@ def read(path: Path, images: Optional[Path] = None) -> Benchmark:
     path = Path(path)
     if path.is_dir():
         path = path / "HallusionBench.json"
+    root = Path(images) if images else path.parent
     items = []
     for n, r in enumerate(_rows(path)):
         where = f"{path}, row {n}"
@@ -65,7 +67,7 @@ def read(path: Path, images: Optional[Path] = None) -> Benchmark:
         truth = str(gt) == "1"
         visual = str(r["visual_input"]) != "0"
         fname = r.get("filename")
-        image = fname[2:] if isinstance(fname, str) and fname.startswith("./") else fname
+        image = confined_image(fname[2:] if isinstance(fname, str) and fname.startswith("./") else fname, root, where, "filename")
         fig = "_".join(str(r[k]) for k in ("category", "subcategory", "set_id", "figure_id"))
         pair = "_".join(str(r[k]) for k in ("category", "subcategory", "set_id", "question_id"))
         meta = {k: v for k, v in r.items() if k not in ("question",)}
@@ -80,7 +82,7 @@ def read(path: Path, images: Optional[Path] = None) -> Benchmark:
         items.append(BenchItem(iid, mode, YNQ, r["question"],
                                ("Yes" if truth else "No",), truth, image if visual else None, fig if visual else None,
                                pair, meta))
-    return Benchmark(path.stem, items, Path(images) if images else path.parent, str(path))
+    return Benchmark(path.stem, items, root, str(path))
 
 
 def read_predictions(path: Path, field: str = "model_prediction") -> dict[str, str]:

@@ -3,7 +3,8 @@
 Writes (and reads back, with pyarrow alone) `data/test-00000-of-00001.parquet`: columns `id`, `mode`,
 `kind`, `question`, `answers` (list), `truth` (bool, empty for OEQ), `image` (the Image feature's
 struct of bytes and file name), `image_id`, `pair_id`, `meta` (JSON). The `datasets` feature types
-are stored in the parquet schema's "huggingface" metadata, as `datasets` itself writes them.
+are stored in the parquet schema's "huggingface" metadata, as `datasets` itself writes them. The reader takes
+images from the bytes only and never opens a path a file names.
 """
 
 from __future__ import annotations

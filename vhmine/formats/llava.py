@@ -4,9 +4,13 @@ Writes (and reads back) `train.json` and `test.json` (LLaVA's list of `{"id", "i
 "conversations": [{"from": "human", "value": "<image>\\n..."}, {"from": "gpt", "value": ...}]}`) with
 the images under `images/`. As in VHTest's training set, counting answers become sentences ("There
 are 3 cats.") and position questions get "Answer the question using a single word or phrase.".
-The split is drawn per mode from a hash of (seed, id), so it does not depend on row order (adding
-items can move an item near the 80 % cut to the other side). Each record also holds a `vhmine` object for a lossless
-round trip; LLaVA's trainer ignores it.
+The split keeps image groups whole, so nothing seen in training is tested: items joined by an image (a
+pair's two images), a question pair or a drafted-from link (a yes/no question and the open question
+it was drafted from) form one group, and groups are drawn to train in the order of a hash of
+(seed, group) until each mode holds ~80 %; it does not depend on row order (adding items can move a
+group near the cut to the other side). Each record also holds a `vhmine` object for a lossless
+round trip; LLaVA's trainer ignores it. Reading, `image` paths resolve in the JSON's folder or `images=`
+and must stay inside it (formats.confined_image).
 """
 
 from __future__ import annotations
@@ -14,23 +18,53 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Optional
 
 from ..bench import OEQ, YNQ, BenchItem, Benchmark
 from ..errors import FormatError
-from . import copy_images, item_extras, item_from_extras
+from . import confined_image, copy_images, item_extras, item_from_extras
 
 SHORT = "Answer the question using a single word or phrase."
 FILES = ("train.json", "test.json")
 
 
+def groups(bench: Benchmark) -> list[list[BenchItem]]:
+    """Items that must stay on one side (union-find): those sharing an image (either image of a pair), a
+    question pair, or a drafted-from link; each group's items in bench order."""
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for it in bench:
+        links = [it.image_id and f"image:{it.image_id}", it.meta.get("other_image_id") and f"image:{it.meta['other_image_id']}",
+                 it.pair_id and f"pair:{it.pair_id}", it.meta.get("derived_from") and f"item:{it.meta['derived_from']}"]
+        for link in filter(None, links):
+            parent[find(f"item:{it.id}")] = find(str(link))
+        find(f"item:{it.id}")
+    out: dict[str, list[BenchItem]] = {}
+    for it in bench:
+        out.setdefault(find(f"item:{it.id}"), []).append(it)
+    return list(out.values())
+
+
 def split(bench: Benchmark, seed: int = 0, train: float = 0.8) -> dict[str, str]:
-    """item id -> "train" or "test": within each mode, the first round(80%) by hash of (seed, id)."""
+    """item id -> "train" or "test", whole groups (see `groups`) at a time: in the order of a hash of (seed, the
+    group's smallest item id), a group goes to train when that brings each mode's train count nearer 80 %."""
+    target = {m: train * sum(it.mode == m for it in bench) for m in bench.modes()}
+    have = dict.fromkeys(target, 0)
     out = {}
-    for mode in bench.modes():
-        ids = sorted((it.id for it in bench if it.mode == mode),
-                     key=lambda i: hashlib.sha256(f"{seed}:{i}".encode()).hexdigest())
-        n = round(train * len(ids))
-        out.update({i: ("train" if k < n else "test") for k, i in enumerate(ids)})
+    order = sorted(groups(bench), key=lambda g: hashlib.sha256(f"{seed}:{min(it.id for it in g)}".encode()).hexdigest())
+    for g in order:
+        adds = {m: sum(it.mode == m for it in g) for m in target}
+        to_train = sum((have[m] + adds[m] - target[m]) ** 2 for m in target) < sum((have[m] - target[m]) ** 2 for m in target)
+        if to_train:
+            for m in target:
+                have[m] += adds[m]
+        out.update({it.id: ("train" if to_train else "test") for it in g})
     return out
 
 
@@ -66,9 +100,11 @@ def write(bench: Benchmark, folder: Path, seed: int = 0) -> None:
         (folder / f"{side}.json").write_text(json.dumps(recs, ensure_ascii=False, indent=1), encoding="utf-8")
 
 
-def read(path: Path) -> Benchmark:
+def read(path: Path, images: Optional[Path] = None) -> Benchmark:
+    """`images`: the folder LLaVA's `image` paths are relative to [default: the JSON's folder]."""
     path = Path(path)
     files = [path / f for f in FILES] if path.is_dir() else [path]
+    root = Path(images) if images else (path if path.is_dir() else path.parent)
     items = []
     for f in files:
         if not f.is_file():
@@ -79,11 +115,12 @@ def read(path: Path) -> Benchmark:
             raise FormatError(f"{f}: not JSON ({err})") from None
         for n, rec in enumerate(recs):
             where = f"{f}, record {n}"
+            image = confined_image(rec.get("image"), root, where, "image") if isinstance(rec, dict) else None
             e = rec.get("vhmine") if isinstance(rec, dict) else None
             if isinstance(e, dict):
                 if "question" not in e:
                     raise FormatError(f"{where}, field vhmine: not a vhmine item (no 'question' in its vhmine record)")
-                items.append(item_from_extras(e, e["question"], rec.get("image"), f"{where}, field vhmine"))
+                items.append(item_from_extras(e, e["question"], image, f"{where}, field vhmine"))
                 continue
             try:
                 human, gpt = rec["conversations"][0]["value"], rec["conversations"][1]["value"]
@@ -92,7 +129,6 @@ def read(path: Path) -> Benchmark:
             q = human.replace("<image>", "").strip()
             yn = gpt.strip().lower().rstrip(".") in ("yes", "no")
             items.append(BenchItem(str(rec.get("id", f"{f.stem}:{n}")), "llava", YNQ if yn else OEQ, q, (gpt,),
-                                   gpt.strip().lower().startswith("yes") if yn else None, rec.get("image"),
-                                   rec.get("image"), None, {"source": "llava", "file": f.name}))
-    root = path if path.is_dir() else path.parent
-    return Benchmark(root.name, items, root, str(path))
+                                   gpt.strip().lower().startswith("yes") if yn else None, image,
+                                   image, None, {"source": "llava", "file": f.name}))
+    return Benchmark((path if path.is_dir() else path.parent).name, items, root, str(path))

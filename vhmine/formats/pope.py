@@ -4,7 +4,7 @@ Reads POPE's own files (`coco_pope_{random,popular,adversarial}.json`: JSON line
 name; their images are COCO's and live elsewhere: `images=` names that folder) and writes
 `questions.jsonl` with the images under `images/`, each line also holding a `vhmine` object (the
 item's other fields) for a lossless round trip; POPE's scripts ignore it. Ids of POPE's own files
-are `<file stem>:<question_id>`.
+are `<file stem>:<question_id>`. An image path must stay inside its images folder (formats.confined_image).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Optional
 
 from ..bench import YNQ, BenchItem, Benchmark
 from ..errors import FormatError
-from . import copy_images, item_extras, item_from_extras
+from . import confined_image, copy_images, item_extras, item_from_extras
 
 FILE = "questions.jsonl"
 
@@ -61,7 +61,7 @@ def read(path: Path, images: Optional[Path] = None) -> Benchmark:
                 label = str(rec["label"]).strip().lower()
                 if label not in ("yes", "no"):
                     raise FormatError(f"{where}, field label: {rec['label']!r} is not yes or no")
-                image = rec.get("image")
+                image = confined_image(rec.get("image"), root, where, "image")
                 e = rec.get("vhmine")
                 if isinstance(e, dict):
                     items.append(item_from_extras(e, rec["text"], image, f"{where}, field vhmine"))

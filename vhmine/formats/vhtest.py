@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..bench import OEQ, YNQ, BenchItem, Benchmark, question_key
 from ..errors import FormatError
-from . import item_extras, item_from_extras
+from . import confined_image, item_extras, item_from_extras
 
 VHTEST_MODES = ("counting", "shape", "color", "orientation", "size", "position", "OCR", "existence")
 COLUMNS = {OEQ: ("Image", "Question", "Reference_Answer"),
@@ -117,7 +117,7 @@ def read(path: Path) -> Benchmark:
         for idx, row in df.iterrows():
             where = f"{sheet_path}, row {idx + 2}"  # Excel's row number: header is row 1
             image = _cell(row["Image"])
-            rel = f"Images/{sheet}/{image}" if image else None
+            rel = confined_image(Path("Images", sheet, image).as_posix(), root, where, "Image") if image else None
             extra = _cell(row.get("vhmine_item"))
             if extra:
                 try:

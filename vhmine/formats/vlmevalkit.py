@@ -4,7 +4,7 @@ Writes (and reads back) `<name>_<kind>.tsv` per instance kind, columns `index` (
 VLMEvalKit wants an integer; the stable id is in `vhmine_id`), `image` (base64 of the file),
 `question`, `answer` ("Yes"/"No" for YNQ, the reference answers joined by " or " for OEQ) and
 `category` (the mode), plus `vhmine_item` (JSON) for a lossless round trip. Images come back as
-bytes carried by the items (`BenchItem.image_data`).
+bytes carried by the items (`BenchItem.image_data`); the reader opens no image path a file names.
 """
 
 from __future__ import annotations
