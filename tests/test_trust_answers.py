@@ -292,3 +292,22 @@ def test_a_reworded_draft_tests_the_value_its_text_names(color_item):
 ])
 def test_slots_of(template, question, slots, expected):
     assert M.slots_of(M.get_template(template), question, slots) == expected
+
+
+def test_a_reworded_choice_draft_is_checked_against_the_answer(tmp_path):
+    store, _ = seed_store(tmp_path / "c.db", tmp_path)
+    try:
+        item = C.next_item(store, "alice", "size")
+        a, b = (v.id for v in item.images)
+        C.save_annotation(store, "alice", item.task_id, C.Annotation(
+            "size.which_larger", {"a": "dog", "b": "cat"}, answers={a: "the dog", b: "cat"}))
+        yes_a = next(d for d in C.pending_drafts(store, "alice", "size") if d.image_id == a and d.truth)
+        assert yes_a.question == "Is the dog larger than the cat in the picture?"
+        # the objects swapped in the text, the truth left at yes: it now contradicts image A's answer
+        with pytest.raises(FormError, match=r"yes/no truth yes for the yes/no question \w+ contradicts the open-ended answer \(the dog\): 'cat' is not one of them"):
+            C.confirm_drafts(store, "alice", [C.DraftDecision(yes_a.instance_id, True, "Is the cat larger than the dog in the picture?")])
+        C.confirm_drafts(store, "alice", [C.DraftDecision(yes_a.instance_id, True, "Is the cat larger than the dog in the picture?", False)])
+        [r] = [r for r in C.ready_instances(store, "size", "YNQ")]
+        assert (r.truth, r.slots) == (False, {"a": "cat", "b": "dog"})
+    finally:
+        store.close()

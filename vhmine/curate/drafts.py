@@ -55,8 +55,10 @@ def _match_edit(d: Instance, question: str, src: Instance) -> None:
     if slots is None:  # the worker's own question: no template values, no value to check the truth against
         d.template_id, d.slots, d.draft_value = M.own_template_id(M.get_mode(d.mode)), {}, None
         return
-    if d.draft_value is not None:  # drafted from a value: the slot the OEQ answer filled
-        d.draft_value = slots[M.get_template(src.template_id).answer_slot]
+    oeq = M.get_template(src.template_id)
+    # the value the truth is checked against: the slot the OEQ answer filled, or for a choice the one
+    # the question says is so (the first of `choices`), so that swapping the objects is caught too
+    d.draft_value = slots[oeq.choices[0] if oeq.derive == "pick" else oeq.answer_slot]
     d.slots = slots
 
 
