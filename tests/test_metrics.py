@@ -142,16 +142,65 @@ def test_no_image_unclear_counts_right_only_in_hallusionbench_measures():
 
 # --- POPE: RUCAIBox/POPE evaluate.py, transcribed -----------------------------------------------------
 
-def _pope_evaluate(answers, labels):
-    pred = [0 if parse_yes_no(a, "pope") is False else 1 for a in answers]
-    lab = [1 if l == "yes" else 0 for l in labels]
-    tp = sum(1 for p, l in zip(pred, lab) if p == 1 and l == 1)
-    fp = sum(1 for p, l in zip(pred, lab) if p == 1 and l == 0)
-    tn = sum(1 for p, l in zip(pred, lab) if p == 0 and l == 0)
-    fn = sum(1 for p, l in zip(pred, lab) if p == 0 and l == 1)
-    precision, recall = tp / (tp + fp), tp / (tp + fn)
-    return {"accuracy": (tp + tn) / len(lab), "precision": precision, "recall": recall,
-            "f1": 2 * precision * recall / (precision + recall), "yes_ratio": pred.count(1) / len(pred)}
+def _pope_evaluate(answers, label_list):
+    """POPE's evaluate.py on answer texts and labels (its files read in; its prints returned)."""
+    answers = [{"answer": a} for a in answers]
+    label_list = list(label_list)
+    for answer in answers:
+        text = answer['answer']
+
+        # Only keep the first sentence
+        if text.find('.') != -1:
+            text = text.split('.')[0]
+
+        text = text.replace(',', '')
+        words = text.split(' ')
+        if 'No' in words or 'not' in words or 'no' in words:
+            answer['answer'] = 'no'
+        else:
+            answer['answer'] = 'yes'
+
+    for i in range(len(label_list)):
+        if label_list[i] == 'no':
+            label_list[i] = 0
+        else:
+            label_list[i] = 1
+
+    pred_list = []
+    for answer in answers:
+        if answer['answer'] == 'no':
+            pred_list.append(0)
+        else:
+            pred_list.append(1)
+
+    pos = 1
+    neg = 0
+    yes_ratio = pred_list.count(1) / len(pred_list)
+
+    TP, TN, FP, FN = 0, 0, 0, 0
+    for pred, label in zip(pred_list, label_list):
+        if pred == pos and label == pos:
+            TP += 1
+        elif pred == pos and label == neg:
+            FP += 1
+        elif pred == neg and label == neg:
+            TN += 1
+        elif pred == neg and label == pos:
+            FN += 1
+
+    precision = float(TP) / float(TP + FP)
+    recall = float(TP) / float(TP + FN)
+    f1 = 2*precision*recall / (precision + recall)
+    acc = (TP + TN) / (TP + TN + FP + FN)
+    return {"accuracy": acc, "precision": precision, "recall": recall, "f1": f1, "yes_ratio": yes_ratio,
+            "preds": pred_list}
+
+
+# answers where POPE's parsing and a reader of the first word part ways: commas, "not", several sentences,
+# "No." against "no", NO in capitals, an empty answer, "no" inside a word, a question mark
+POPE_TRICKY = ["Yes, there is.", "No, there is not.", "No.", "no", "NO", "", "Yes, but not in the front.",
+               "There is no cat. Yes.", "Yes. There is no cat.", "Not", "Nope, none", "I do not see one",
+               "yes,no", "Yes, no doubt.", "Nothing like that", "No?", "Is it? No", "There is a snow-board"]
 
 
 @pytest.mark.parametrize("split", ["random", "adversarial"])
@@ -159,14 +208,13 @@ def test_pope_measures_match_its_own_scorer(split):
     path = anchor(f"pope/coco_pope_{split}.json")
     bench = F.load(path)
     lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-    def answer(qid, text):  # a deterministic fake model: says yes to every third question and to "person"
-        return "Yes, there is." if qid % 3 == 0 or "person" in text else "No, there is not."
-
-    preds = {f"{path.stem}:{r['question_id']}": answer(r["question_id"], r["text"]) for r in lines}
+    # a deterministic fake model cycling through the tricky answers, on every question of the file
+    preds = {f"{path.stem}:{r['question_id']}": POPE_TRICKY[(r["question_id"] * 7) % len(POPE_TRICKY)] for r in lines}
     rows, _ = score(bench, ModelAnswers("fake", preds, "file"), "pope", {}, "match")
     ours = MT.summary(rows)
     ref = _pope_evaluate([preds[f"{path.stem}:{r['question_id']}"] for r in lines], [r["label"] for r in lines])
+    # each answer read as POPE reads it, and its printed figures
+    assert [int(r.said) for r in rows] == ref.pop("preds")
     for k, v in ref.items():
         assert ours[k] == pytest.approx(v), k
-    assert ours["truth_yes_ratio"] == 0.5 and ours["yes_ratio"] != 0.5
+    assert ours["truth_yes_ratio"] == 0.5 and ours["yes_ratio"] != 0.5 and ours["unreadable"] == 0

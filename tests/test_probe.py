@@ -166,17 +166,21 @@ def test_cli_cost_cap_stops_cleanly(openai_server, tmp_path):
     assert r.returncode == 2 and "--max-cost needs a price for victim-vlm" in r.stderr and len(srv.chats()) == 4
 
 
-@pytest.mark.parametrize("answer, vhtest, pope, strict", [
-    ("Yes", True, True, True),
-    ("yes.", True, True, True),
-    ("No, there is not.", False, False, None),
-    ("Yes, but it is not red.", True, False, None),  # POPE: any "not" in the first sentence means no
-    ("There is no cat.", None, False, None),
-    ("I think so", None, True, None),
-    ("", None, True, None),
+@pytest.mark.parametrize("answer, vhtest, firstword, pope, strict", [
+    ("Yes", True, True, True, True),
+    ("yes.", True, True, True, True),
+    ("No, there is not.", False, False, False, None),
+    ("Yes, but it is not red.", True, True, False, None),  # POPE: any "not" in the first sentence means no
+    ("There is no cat.", None, None, False, None),
+    ("I think so", None, None, True, None),
+    ("", None, None, True, None),
+    ("Yesterday", True, None, True, None),  # VHTest reads the first letters, not the first word
+    ("Not sure", False, None, True, None),  # POPE looks for "not", "no" and "No", not "Not"
+    ("Nope", False, None, True, None),
 ])
-def test_yes_no_rules(answer, vhtest, pope, strict):
-    assert (A.parse_yes_no(answer), A.parse_yes_no(answer, "pope"), A.parse_yes_no(answer, "strict")) == (vhtest, pope, strict)
+def test_yes_no_rules(answer, vhtest, firstword, pope, strict):
+    assert tuple(A.parse_yes_no(answer, r) for r in ("vhtest", "firstword", "pope", "strict")) == (vhtest, firstword, pope, strict)
+    assert A.parse_yes_no(answer) is vhtest  # the default rule
 
 
 def test_judge_verdicts_and_unknown_rule():
@@ -184,7 +188,7 @@ def test_judge_verdicts_and_unknown_rule():
         ["correct", "hallucinated", None, None, None]
     from vhmine.errors import InputError
 
-    with pytest.raises(InputError, match=r"^unknown yes/no rule 'lenient': choose one of vhtest, pope, strict$"):
+    with pytest.raises(InputError, match=r"^unknown yes/no rule 'lenient': choose one of vhtest, firstword, pope, strict$"):
         A.get_rule("lenient")
 
 

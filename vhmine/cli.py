@@ -240,7 +240,7 @@ def _finish(result) -> None:
 def probe(
     model: str = typer.Option(..., "--model", help="The victim MLLM, as the endpoint names it (e.g. gpt-4o)."),
     judge: Optional[str] = typer.Option(None, "--judge", help="Model that judges open-ended answers (correct / incorrect / unclear) [default: none, workers label them in the app]."),
-    rule: str = typer.Option("vhtest", "--rule", help="Yes/no rule for YNQ answers: vhtest (starts with yes/no), pope, strict."),
+    rule: str = typer.Option("vhtest", "--rule", help="Yes/no rule for YNQ answers: vhtest (VHTest: the letters yes / no start it), firstword, pope, strict."),
     mode: Optional[List[str]] = ModesOpt,
     kind: Optional[List[str]] = typer.Option(None, "--kind", help="Only OEQ or YNQ instances (repeatable; any case) [default: both]."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Ask at most this many instances."),
@@ -396,7 +396,7 @@ def eval_(
     base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint [env OPENAI_BASE_URL]."),
     judge: Optional[str] = typer.Option(None, "--judge", help="Judge model for open-ended answers (implies --oeq judge)."),
     oeq: Optional[str] = typer.Option(None, "--oeq", help="Open-ended scoring: match (reference appears in the answer), judge, or labels (workers' labels in the store) [default: judge with --judge, else match]."),
-    rule: str = typer.Option("vhtest", "--rule", help="Yes/no rule: vhtest, pope or strict."),
+    rule: str = typer.Option("vhtest", "--rule", help="Yes/no rule: vhtest (VHTest's classify_response), firstword, pope or strict."),
     fmt: Optional[str] = typer.Option(None, "--format", help="The benchmark's format [default: detected]."),
     images: Optional[Path] = typer.Option(None, "--images", help="Folder of a foreign benchmark's images (POPE, HallusionBench, LLaVA); image paths must stay inside it."),
     partial: bool = typer.Option(False, "--partial", help="Score only the items that have an answer."),

@@ -18,8 +18,10 @@ import re
 import string
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import combinations
 from typing import Mapping, Optional, Sequence
 
+from .answers import parse_yes_no
 from .errors import FormError, InputError
 
 OEQ, YNQ = "OEQ", "YNQ"
@@ -207,9 +209,8 @@ def normalize_answer(text: str) -> str:
 
 
 def yes_no_of(answer: str) -> Optional[bool]:
-    """True/False when an answer starts with yes/no, else None (it cannot be checked)."""
-    first = re.split(r"[\s,.;:!]+", (answer or "").strip().lower(), maxsplit=1)[0]
-    return {"yes": True, "no": False}.get(first)
+    """A worker's yes/no answer as eval's default rule reads it (vhmine.answers); None: it cannot be read."""
+    return parse_yes_no(answer)
 
 
 def clean_answers(answers: Sequence[str] | str | None) -> list[str]:
@@ -233,6 +234,47 @@ def fill(template: Template, slots: Mapping[str, str]) -> str:
     return template.text.format(**{k: " ".join(str(slots[k]).split()) for k in template.slots})
 
 
+def own_template_id(mode: Mode) -> str:
+    """The template id saved with a question reworded past its template (it keeps no slot values)."""
+    return f"{mode.name}.own"
+
+
+def _filled_pattern(template: Template, fixed: Mapping[str, str]) -> re.Pattern:
+    """The template's text as a pattern: `fixed` slots must hold their value, the others any words."""
+    out, seen = [], set()
+    for literal, name, _, _ in string.Formatter().parse(template.text):
+        out.append(re.escape(literal))
+        if name:
+            out.append(f"(?P={name})" if name in seen else
+                       f"(?P<{name}>{re.escape(fixed[name]) if name in fixed else '.+?'})")
+            seen.add(name)
+    return re.compile("".join(out), re.IGNORECASE)
+
+
+def slots_of(template: Template, question: str, slots: Mapping[str, str]) -> Optional[dict]:
+    """The slot values a (possibly edited) question still holds; None when it no longer matches them.
+
+    The question filled from the template with other values gives those values (the worker edited a
+    value in the text: "What color is the truck?" -> object "truck"); a rewording that still names
+    every slot value keeps `slots`; anything else is the worker's own question, with no slot values.
+    """
+    given = {k: " ".join(str(slots.get(k) or "").split()) for k in template.slots}
+    for n_free in range(len(given) + 1):  # keep as many of the given values as the text allows
+        for free in combinations(given, n_free):
+            fixed = {k: v for k, v in given.items() if k not in free}
+            m = _filled_pattern(template, fixed).fullmatch(question)
+            if m and all(m.group(k).strip() for k in given):
+                return {k: m.group(k).strip() for k in given}
+    text = f" {' '.join(_words(question))} "
+    if all(_words(v) and f" {' '.join(_words(v))} " in text for v in given.values()):
+        return given
+    return None
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[\w'-]+", text.lower())
+
+
 def check_question(question: str) -> str:
     """The question, stripped; FormError when it is empty or still has a `{slot}`."""
     q = " ".join((question or "").split())
@@ -244,15 +286,15 @@ def check_question(question: str) -> str:
     return q
 
 
-def check_oeq_answers(mode: Mode, template: Template, slots: Mapping[str, str], answers: list[str], where: str) -> None:
-    """FormError when OEQ reference answers are missing or of the wrong form for the mode."""
+def check_oeq_answers(mode: Mode, template: Optional[Template], slots: Mapping[str, str], answers: list[str], where: str) -> None:
+    """FormError when OEQ reference answers are missing or of the wrong form for the mode (template None: the worker's own question)."""
     if not answers:
         raise FormError(f"answers:{where}", f"no reference answer for {where}: write at least one acceptable answer (one per line)")
     if mode.numeric:
         bad = [a for a in answers if not normalize_answer(a).isdigit()]
         if bad:
             raise FormError(f"answers:{where}", f"reference answer {bad[0]!r} for {where} is not a whole number: {mode.name} answers are counts, e.g. 3")
-    if template.derive == "pick":
+    if template is not None and template.derive == "pick":
         opts = [str(slots.get(c, "")) for c in template.choices]
         norm = {normalize_answer(o) for o in opts}
         if len(norm) < len(opts):  # "the dog or the dog": no answer can tell them apart

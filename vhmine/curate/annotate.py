@@ -2,7 +2,9 @@
 
 Reads the task and its images; closes the task, logs an `annotate` action and writes one ready
 instance per target image. An OEQ also gets drafted yes/no variants (status draft), which the worker
-confirms or rejects through vhmine.curate.drafts.
+confirms or rejects through vhmine.curate.drafts. A question the worker edited keeps only the slot
+values its text still holds (vhmine.modes.slots_of); one reworded past its template is saved as the
+worker's own (template `<mode>.own`, no slots, no drafts).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ def _validate(item: Item, ann: Annotation):
     tpl = mode.template(ann.template_id)
     filled = M.fill(tpl, ann.slots)
     question = M.check_question(filled if ann.question is None else ann.question)
+    slots = M.slots_of(tpl, question, ann.slots)  # None: reworded past the template, its values dropped
     ids = [v.id for v in item.images]
     targets = list(dict.fromkeys(ann.targets)) if ann.targets is not None else ids  # each image once
     if not targets:
@@ -51,10 +54,10 @@ def _validate(item: Item, ann: Annotation):
     answers = {t: M.clean_answers(ann.answers.get(t)) for t in targets}
     for t in targets:
         if tpl.kind == M.OEQ:
-            M.check_oeq_answers(mode, tpl, ann.slots, answers[t], item.where(t))
+            M.check_oeq_answers(mode, tpl if slots is not None else None, slots or {}, answers[t], item.where(t))
         else:
             M.check_ynq(ann.truths.get(t), answers[t], item.where(t))
-    return mode, tpl, question, targets, answers
+    return mode, tpl, question, slots, targets, answers
 
 
 def save_annotation(store: Store, worker: str, task_id: str, ann: Annotation) -> Saved:
@@ -68,22 +71,22 @@ def save_annotation(store: Store, worker: str, task_id: str, ann: Annotation) ->
         now = utcnow()
         t = _lease_check(s, task_id, worker, now)
         item = _item(s, t)
-        mode, tpl, question, targets, answers = _validate(item, ann)
-        slots = {k: " ".join(str(ann.slots[k]).split()) for k in tpl.slots}
+        mode, tpl, question, slots, targets, answers = _validate(item, ann)
+        tpl_id = tpl.id if slots is not None else M.own_template_id(mode)
         _close(s, t, worker, now, "done")
-        act = _log(s, worker, "annotate", task_id, {"template_id": tpl.id, "slots": slots, "question": question,
+        act = _log(s, worker, "annotate", task_id, {"template_id": tpl_id, "slots": slots or {}, "question": question,
                                                      "targets": targets, "answers": answers,
                                                      "truths": {k: ann.truths.get(k) for k in targets}})
         ready, drafts = [], []
         for img in targets:
             common = dict(task_id=task_id, action_id=act.id, mode=mode.name, image_id=img, pair_id=item.pair_id,
                           created_by=worker, created_at=now)
-            inst = Instance(id=_new_id(), kind=tpl.kind, template_id=tpl.id, slots=slots, question=question,
+            inst = Instance(id=_new_id(), kind=tpl.kind, template_id=tpl_id, slots=slots or {}, question=question,
                             answers=answers[img], truth=ann.truths.get(img) if tpl.kind == M.YNQ else None,
                             status="ready", **common)
             s.add(inst)
             ready.append(inst.id)
-            if tpl.kind != M.OEQ:
+            if tpl.kind != M.OEQ or slots is None:  # the worker's own question: no values to draft from
                 continue
             others = [a for o in targets if o != img for a in answers[o]]
             for d in M.draft_ynq(mode, tpl, slots, answers[img], others):

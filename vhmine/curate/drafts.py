@@ -1,8 +1,8 @@
 """Drafted yes/no questions: a worker's pending drafts, and confirming or rejecting them.
 
 Reads draft instances with the OEQ each was derived from; writes their status (ready or discarded),
-question, truth and answers, and logs a `confirm` action holding the old values so undo can restore
-them.
+question, truth and answers (a reworded question keeps only the slot values its text still holds,
+vhmine.modes.slots_of), and logs a `confirm` action holding the old values so undo can restore them.
 """
 
 from __future__ import annotations
@@ -49,6 +49,19 @@ def pending_drafts(store: Store, worker: str, mode: Optional[str] = None) -> lis
         return [v for _, v in sorted(out, key=lambda x: x[0])]
 
 
+def _match_edit(d: Instance, question: str, src: Instance) -> None:
+    """A reworded draft keeps only the slot values its text still holds, and tests the value it now names."""
+    slots = M.slots_of(M.get_template(d.template_id), question, d.slots)
+    if slots is None:  # the worker's own question: no template values, no value to check the truth against
+        d.template_id, d.slots, d.draft_value = M.own_template_id(M.get_mode(d.mode)), {}, None
+        return
+    oeq = M.get_template(src.template_id)
+    # the value the truth is checked against: the slot the OEQ answer filled, or for a choice the one
+    # the question says is so (the first of `choices`), so that swapping the objects is caught too
+    d.draft_value = slots[oeq.choices[0] if oeq.derive == "pick" else oeq.answer_slot]
+    d.slots = slots
+
+
 @dataclass
 class DraftDecision:
     instance_id: str
@@ -68,12 +81,16 @@ def confirm_drafts(store: Store, worker: str, decisions: Iterable[DraftDecision]
             d = s.get(Instance, dec.instance_id)
             if d is None or d.status != "draft" or d.created_by != worker:
                 raise LeaseError(f"{dec.instance_id} is not a draft of yours waiting for confirmation: reload the page")
-            before.append({"id": d.id, "question": d.question, "truth": d.truth, "answers": d.answers})
+            before.append({"id": d.id, "question": d.question, "truth": d.truth, "answers": d.answers,
+                           "template_id": d.template_id, "slots": d.slots, "draft_value": d.draft_value})
             if dec.keep:
                 truth = d.truth if dec.truth is None else dec.truth
                 where = f"the yes/no question {d.id}"
                 question = M.check_question(d.question if dec.question is None else dec.question)
-                M.check_draft(truth, d.draft_value, s.get(Instance, d.derived_from).answers, where)
+                src = s.get(Instance, d.derived_from)
+                if question != d.question:
+                    _match_edit(d, question, src)
+                M.check_draft(truth, d.draft_value, src.answers, where)
                 d.question, d.truth, d.status = question, truth, "ready"
                 d.answers = ["Yes" if truth else "No"]
                 kept.append(d.id)

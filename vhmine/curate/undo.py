@@ -61,6 +61,8 @@ def undo_last(store: Store, worker: str, *, lease_s: float = LEASE_S) -> str:
                 if s.scalar(select(func.count()).select_from(Response).where(Response.instance_id == d.id)):
                     raise LeaseError(f"cannot undo: the yes/no question {d.id} was already answered by a model")
                 d.question, d.truth, d.answers = old["question"], old["truth"], old["answers"]
+                d.template_id, d.slots = old.get("template_id", d.template_id), old.get("slots", d.slots)
+                d.draft_value = old.get("draft_value", d.draft_value)
                 d.status, d.discard_reason, d.updated_by, d.updated_at = "draft", None, worker, now
             what = f"confirmation of {len(p.get('drafts', []))} yes/no question(s)"
         elif act.kind == "review":

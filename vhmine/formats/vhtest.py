@@ -5,7 +5,11 @@ Writes (and reads back) a folder with one sheet per mode: `OEQ_Benchmark/<mode>.
 `yes_or_no_question`, `yes_or_no_ground_truth` = y / n), images at `Images/<mode>/<mode>_<k>.png`.
 VHTest's YNQ script reads the image name from `image_path` while its OEQ script reads `Image`, so
 YNQ sheets carry both. Two extra columns, `vhmine_id` and `vhmine_item` (JSON), make the round trip
-lossless; VHTest's scripts ignore them. Needs openpyxl (`pip install 'vhmine[export]'`).
+lossless; VHTest's scripts ignore them. Reading needs only the columns VHTest's scripts read (OEQ:
+`Image`, `Question`; YNQ: `image_path`, `yes_or_no_question`, `yes_or_no_ground_truth`), so a folder
+as VHTest publishes it imports; `Reference_Answer` is read when present (else the OEQ item has no
+reference answer) and any other column is kept in the item's meta under `extras`. Needs openpyxl
+(`pip install 'vhmine[export]'`).
 """
 
 from __future__ import annotations
@@ -19,8 +23,11 @@ from ..errors import FormatError
 from . import confined_image, item_extras, item_from_extras
 
 VHTEST_MODES = ("counting", "shape", "color", "orientation", "size", "position", "OCR", "existence")
-COLUMNS = {OEQ: ("Image", "Question", "Reference_Answer"),
-           YNQ: ("Image", "yes_or_no_question", "yes_or_no_ground_truth")}
+# the columns VHTest's scripts read (llava_oeq_version.py, llava_ynq_version.py): all a sheet needs
+COLUMNS = {OEQ: ("Image", "Question"),
+           YNQ: ("image_path", "yes_or_no_question", "yes_or_no_ground_truth")}
+ANSWER = "Reference_Answer"  # OEQ reference answers: written by vhmine, read when a sheet has them
+OURS = {OEQ: (ANSWER, "vhmine_id", "vhmine_item"), YNQ: ("Image", "vhmine_id", "vhmine_item")}  # not extras
 FOLDER = {OEQ: "OEQ_Benchmark", YNQ: "YNQ_Benchmark"}
 
 
@@ -114,10 +121,12 @@ def read(path: Path) -> Benchmark:
         if missing:
             raise FormatError(f"{sheet_path}: no column {missing[0]!r} (a {kind} sheet has {', '.join(COLUMNS[kind])})")
         sheet = sheet_path.stem
+        extras = [c for c in df.columns if c not in COLUMNS[kind] + OURS[kind]]  # kept with each item
         for idx, row in df.iterrows():
             where = f"{sheet_path}, row {idx + 2}"  # Excel's row number: header is row 1
-            image = _cell(row["Image"])
-            rel = confined_image(Path("Images", sheet, image).as_posix(), root, where, "Image") if image else None
+            column = COLUMNS[kind][0]
+            image = _cell(row[column])
+            rel = confined_image(Path("Images", sheet, image).as_posix(), root, where, column) if image else None
             extra = _cell(row.get("vhmine_item"))
             if extra:
                 try:
@@ -130,17 +139,19 @@ def read(path: Path) -> Benchmark:
             if not question:
                 raise FormatError(f"{where}, field {COLUMNS[kind][1]}: empty question")
             iid = f"{kind.lower()}:{sheet}:{image}:{question_key(question)}"
+            meta = {"source": "vhtest", "sheet": str(sheet_path.name),
+                    **({"extras": {str(c): _cell(row[c]) for c in extras}} if extras else {})}
             if kind == OEQ:
-                ans = _cell(row["Reference_Answer"])
-                if not ans:
-                    raise FormatError(f"{where}, field Reference_Answer: empty reference answer")
-                items.append(BenchItem(iid, _mode_of(sheet), OEQ, question, (ans,), None, rel, f"{sheet}/{image}", None,
-                                       {"source": "vhtest", "sheet": str(sheet_path.name)}))
+                ans = _cell(row[ANSWER]) if ANSWER in df.columns else None
+                if ans == "":
+                    raise FormatError(f"{where}, field {ANSWER}: empty reference answer")
+                items.append(BenchItem(iid, _mode_of(sheet), OEQ, question, (ans,) if ans else (), None, rel,
+                                       f"{sheet}/{image}", None, meta))
             else:
                 gt = _cell(row["yes_or_no_ground_truth"]).strip().lower()
                 if gt not in ("y", "n", "yes", "no"):
                     raise FormatError(f"{where}, field yes_or_no_ground_truth: {gt!r} is not y or n")
                 truth = gt.startswith("y")
                 items.append(BenchItem(iid, _mode_of(sheet), YNQ, question, ("Yes" if truth else "No",), truth, rel,
-                                       f"{sheet}/{image}", None, {"source": "vhtest", "sheet": str(sheet_path.name)}))
+                                       f"{sheet}/{image}", None, meta))
     return Benchmark(root.name, items, root, str(root))
