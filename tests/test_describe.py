@@ -5,6 +5,7 @@ one merged description per mode with its sources and prompts, free reruns, edita
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -97,7 +98,8 @@ def test_describe_cli_failure_of_one_mode_is_partial(openai_server, tmp_path):
     srv.responder = _answer
     srv.refuse = lambda body: '"ocr"' in chat_text(body)  # every ocr request is refused
     make_ready_store(tmp_path).close()
-    env = {"OPENAI_API_KEY": API_KEY, "OPENAI_BASE_URL": srv.base_url, "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
+    env = {"OPENAI_API_KEY": API_KEY, "OPENAI_BASE_URL": srv.base_url, "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin",
+           **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}}  # the vhmine under test
     r = subprocess.run([sys.executable, "-m", "vhmine.cli", "describe", "--model", "describer", "--modes", "shape,ocr",
                         "--examples", "2", "--db", str(tmp_path / "store.db"), "--cache", str(tmp_path / "c.db")],
                        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)

@@ -395,7 +395,7 @@ def eval_(
     out: Path = typer.Option(Path("eval"), "--out", help="Folder for report.md, report.json, answers and the chart."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint [env OPENAI_BASE_URL]."),
     judge: Optional[str] = typer.Option(None, "--judge", help="Judge model for open-ended answers (implies --oeq judge)."),
-    oeq: Optional[str] = typer.Option(None, "--oeq", help="Open-ended scoring: match (reference appears in the answer), judge, or labels (workers' labels in the store) [default: judge with --judge, else match]."),
+    oeq: Optional[str] = typer.Option(None, "--oeq", help="Open-ended scoring: match (reference appears in the answer), judge, or labels (the store's verdicts on this model's responses: workers' majority, else probe's rule or judge) [default: judge with --judge, else match]."),
     rule: str = typer.Option("vhtest", "--rule", help="Yes/no rule: vhtest (VHTest's classify_response), firstword, pope or strict."),
     fmt: Optional[str] = typer.Option(None, "--format", help="The benchmark's format [default: detected]."),
     images: Optional[Path] = typer.Option(None, "--images", help="Folder of a foreign benchmark's images (POPE, HallusionBench, LLaVA); image paths must stay inside it."),
@@ -410,7 +410,7 @@ def eval_(
     max_tokens: int = MaxTokensOpt,
     db: Optional[str] = DbOpt,
 ) -> None:
-    """Score models on a benchmark: accuracy per mode, pair and image accuracy, yes/no bias."""
+    """Score models on a benchmark: accuracy per mode, pair and image accuracy, yes/no bias (exit 3: partial)."""
     try:
         from .eval import EvalOptions, evaluate
 
@@ -428,7 +428,7 @@ def eval_(
         result = evaluate(opts)
     except VhmineError as err:
         _fail(err)
-    typer.echo(result.summary())
+    _finish(result)  # items whose request failed are not scored: exit 3, as probe
 
 
 def main(argv: Optional[List[str]] = None) -> None:

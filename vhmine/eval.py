@@ -10,8 +10,14 @@ answer, how it was read, right or wrong) and `accuracy_by_mode.png`.
 
 YNQ answers are read by a named rule (vhmine.answers: vhtest, pope, strict); answers no rule can
 read are counted and reported, never taken as "no". OEQ answers are scored by `match` (a reference
-answer appears in the answer, words normalized), by an LLM judge (`judge`), or by workers' labels
-of the model's responses in the curation store (`labels`).
+answer appears in the answer, words normalized), by an LLM judge (`judge`), or by the verdicts on the
+model's responses in the curation store (`labels`: the workers' majority where they labelled the
+response, else probe's rule or judge; curate.response_verdicts).
+
+A request that got no answer (from the model, or from the judge) is never scored: the item is listed
+as failed with its reason, left out of every figure, and the result is partial. A missing or rejected
+key, an endpoint that is down or unreachable, or a model it does not serve stops the run with the
+reason (the client's own stop, as in probe), and nothing is written.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import csv
 import json
 import logging
 import re
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional, Sequence
@@ -27,7 +34,8 @@ from typing import Optional, Sequence
 from . import formats as F
 from . import metrics as MT
 from .bench import OEQ, YNQ, BenchItem, Benchmark
-from .errors import EvalError, FormatError
+from .errors import CostCapError, EvalError, FormatError
+from .eval_report import _pct, bar_chart, markdown
 
 log = logging.getLogger(__name__)
 
@@ -131,9 +139,9 @@ def match_oeq(answer: str, references: Sequence[str]) -> bool:
 @dataclass
 class ModelAnswers:
     model: str
-    answers: dict[str, Optional[str]]  # item id -> answer text; None: the request failed
+    answers: dict[str, str]  # item id -> answer text (items whose request failed are not here)
     source: str  # "predictions:<file>" or "endpoint:<url>"
-    failures: dict[str, str] = field(default_factory=dict)  # item id -> why no answer
+    failures: dict[str, str] = field(default_factory=dict)  # item id -> "<status>: <why no answer>"; never scored
 
 
 @dataclass(frozen=True)
@@ -159,28 +167,31 @@ def score(bench: Benchmark, ans: ModelAnswers, rule: str, oeq_verdicts: dict[str
     from .answers import get_rule
 
     parse = get_rule(rule).parse
-    missing = [it.id for it in bench if it.id not in ans.answers]
+    missing = [it.id for it in bench if it.id not in ans.answers and it.id not in ans.failures]
     if missing and not partial:
         raise EvalError(f"{len(missing)} of {len(bench)} items have no answer from {ans.model} in {ans.source} "
                         f"(first: {missing[0]}): pass --partial to score only the answered ones")
     rows, details = [], []
     for it in bench:
+        base = {"id": it.id, "mode": it.mode, "kind": it.kind, "question": it.question, "reference": it.reference()}
+        if it.id in ans.failures:  # no answer (or no judge verdict) came back: listed, never scored
+            details.append({**base, "answer": ans.answers.get(it.id), "read_as": "failed", "correct": None,
+                            "failure": ans.failures[it.id]})
+            continue
         if it.id not in ans.answers:
             continue
         text = ans.answers[it.id]
         said = None
         if it.kind == YNQ:
-            said = None if text is None else parse(text)
+            said = parse(text)
             correct = said is not None and said == it.truth
             how = "unreadable" if said is None else ("yes" if said else "no")
         else:
-            v = None if text is None else (match_oeq(text, it.answers) if oeq == "match" else oeq_verdicts.get(it.id))
+            v = match_oeq(text, it.answers) if oeq == "match" else oeq_verdicts.get(it.id)
             correct = bool(v)
             how = {True: "right", False: "wrong", None: "unjudged"}[v]
         rows.append(MT.Scored(it.id, it.mode, it.kind, correct, said, it.truth, it.pair_id, it.image_id, it.meta))
-        details.append({"id": it.id, "mode": it.mode, "kind": it.kind, "question": it.question, "reference": it.reference(),
-                        "answer": text, "read_as": how, "correct": correct,
-                        **({"failure": ans.failures[it.id]} if it.id in ans.failures else {})})
+        details.append({**base, "answer": text, "read_as": how, "correct": correct})
     return rows, details
 
 
@@ -214,6 +225,17 @@ def _budget(opts: EvalOptions):
     return budget
 
 
+def _stop_if_fatal(llm, outcomes, asking: str) -> None:
+    """EvalError when the run cannot go on: the client stopped (no or rejected key, endpoint down, no such
+    model; a cost cap is a clean stop, not this), or every request failed as unavailable (unreachable)."""
+    stop = llm.stopped
+    failed = [o for o in outcomes if not o.ok]
+    if stop is None and failed and len(failed) == len(outcomes) and all(o.status == "unavailable" for o in failed):
+        stop = failed[-1].error
+    if stop is not None and not isinstance(stop, CostCapError):
+        raise EvalError(f"eval stopped while asking {asking}, nothing scored: {stop}")
+
+
 def run_model(bench: Benchmark, model: str, opts: EvalOptions, budget=None) -> ModelAnswers:
     from .llm import LLM, ChatRequest
 
@@ -223,31 +245,44 @@ def run_model(bench: Benchmark, model: str, opts: EvalOptions, budget=None) -> M
         reqs.append(ChatRequest(prompt_of(it), images=imgs))
     out = ModelAnswers(model, {}, f"endpoint:{opts.base_url or 'OPENAI_BASE_URL'}")
     with LLM(_llm_options(opts, model), budget) as llm:
+        out.source = f"endpoint:{llm.endpoint}"
         llm.check_prices([model])
-        for o in llm.chat_many(reqs, desc=f"eval {model}"):
+        outcomes = llm.chat_many(reqs, desc=f"eval {model}")
+        _stop_if_fatal(llm, outcomes, model)
+        for o in outcomes:
             iid = bench.items[o.index].id
-            out.answers[iid] = o.answer.text if o.ok else None
-            if not o.ok:
+            if o.ok:
+                out.answers[iid] = o.answer.text
+            else:
                 out.failures[iid] = f"{o.status}: {o.reason}"
     return out
 
 
 def judge_oeq(bench: Benchmark, ans: ModelAnswers, opts: EvalOptions, budget=None) -> dict[str, Optional[bool]]:
-    """OEQ verdicts from the LLM judge: the same prompt and parser as `vhmine probe` (judge.py)."""
+    """OEQ verdicts from the LLM judge: the same prompt and parser as `vhmine probe` (judge.py).
+
+    "unclear" is a verdict (none: scored wrong, counted as unjudged); a judge request that failed is
+    not: its item moves to `ans.failures` and is left out of the score.
+    """
     from .judge import judge_prompt, judge_request, parse_verdict
     from .llm import LLM
 
     if not opts.judge:
         raise EvalError("--oeq judge needs a judge model: pass --judge MODEL")
     prompt = judge_prompt()
-    items = [it for it in bench if it.kind == OEQ and ans.answers.get(it.id) is not None]
+    items = [it for it in bench if it.kind == OEQ and it.id in ans.answers and it.id not in ans.failures]
     reqs = [judge_request(opts.judge, it.question, it.answers, ans.answers[it.id], prompt) for it in items]
     out: dict[str, Optional[bool]] = {}
     with LLM(_llm_options(opts, opts.judge), budget) as llm:
         llm.check_prices([opts.judge])
-        for o in llm.chat_many(reqs, desc=f"judge {ans.model}"):
-            verdict = parse_verdict(o.answer.text) if o.ok else None
-            out[items[o.index].id] = {"correct": True, "incorrect": False}.get(verdict)  # unclear: no verdict
+        outcomes = llm.chat_many(reqs, desc=f"judge {ans.model}")
+        _stop_if_fatal(llm, outcomes, f"the judge {opts.judge}")
+        for o in outcomes:
+            iid = items[o.index].id
+            if not o.ok:
+                ans.failures[iid] = f"{o.status}: the judge {opts.judge} gave no verdict: {o.reason}"
+                continue
+            out[iid] = {"correct": True, "incorrect": False}.get(parse_verdict(o.answer.text))  # unclear: no verdict
     return out
 
 
@@ -257,101 +292,43 @@ def _judge_record(model: Optional[str]) -> dict:
     return {"judge": judge_name(model or "?"), "judge_prompt": judge_prompt().id}
 
 
-def store_labels(db: Optional[str], model: str) -> dict[str, Optional[bool]]:
-    """instance id -> the workers' majority verdict on `model`'s response (ties: None)."""
+def store_labels(db: Optional[str], model: str, answers: dict[str, str]) -> dict[str, Optional[bool]]:
+    """instance id -> the store's verdict on `model`'s response that says the same as `answers[id]`.
+
+    The verdict that counts (curate.response_verdicts): the workers' majority where they labelled the
+    response, else probe's rule or judge; tied workers: None. A verdict judges one answer text, so a
+    response with other words (another prompt, another endpoint) does not score this answer; two
+    matching responses with different verdicts give None.
+    """
     from sqlalchemy import select
 
-    from .store import Response, ResponseLabel, open_store
+    from .curate import response_verdicts
+    from .store import Response, open_store
 
-    votes: dict[str, list[str]] = {}
-    with open_store(db) as store, store.session(write=False) as s:
-        for iid, verdict in s.execute(select(Response.instance_id, ResponseLabel.verdict)
-                                      .join(ResponseLabel, ResponseLabel.response_id == Response.id)
-                                      .where(Response.model == model)):
-            votes.setdefault(iid, []).append(verdict)
-    out = {}
-    for iid, v in votes.items():
-        c, h = v.count("correct"), v.count("hallucinated")
-        out[iid] = None if c == h else c > h
-    return out
-
-
-# --- the report ----------------------------------------------------------------------------------------
-
-def _pct(x: Optional[float]) -> str:
-    return "-" if x is None else f"{100 * x:.1f}"
+    with open_store(db) as store:
+        with store.session(write=False) as s:
+            rows = [(rid, iid) for rid, iid, text in s.execute(
+                select(Response.id, Response.instance_id, Response.answer).where(Response.model == model))
+                if iid in answers and (text or "").strip() == (answers[iid] or "").strip()]
+        counts = response_verdicts(store, [rid for rid, _ in rows])
+    found: dict[str, set] = {}
+    for rid, iid in rows:
+        found.setdefault(iid, set()).add(counts[rid].verdict)
+    return {iid: {"correct": True, "hallucinated": False}.get(v.pop()) if len(v) == 1 else None
+            for iid, v in found.items()}
 
 
-def _num(x: Optional[float]) -> str:
-    return "-" if x is None else f"{x:+.3f}" if x < 0 else f"{x:.3f}"
-
-
-def markdown(report: dict) -> str:
-    models = report["models"]
-    modes = report["modes"]
-    lines = [f"# {report['benchmark']['name']}: {len(models)} model(s)", "",
-             f"yes/no rule: `{report['rule']}`; OEQ scorer: `{report['oeq']['scorer']}`"
-             + (f" (judge {report['oeq']['judge']})" if report["oeq"].get("judge") else ""), "",
-             "## Accuracy (%) per mode", "",
-             "| model | " + " | ".join(modes) + " | overall | pair acc. | image acc. |",
-             "|---|" + "---|" * (len(modes) + 3)]
-    for name, m in models.items():
-        o = m["metrics"]["overall"]
-        per = [_pct(m["metrics"]["modes"].get(md, {}).get("accuracy")) for md in modes]
-        lines.append(f"| {name} | " + " | ".join(per) + f" | {_pct(o['accuracy'])} | {_pct(o['pair_accuracy'])} | {_pct(o['image_accuracy'])} |")
-    if any("tp" in m["metrics"]["overall"] for m in models.values()):
-        lines += ["", "## Yes/no questions", "", "| model | precision | recall | F1 | yes share of answers | yes share of truths | unreadable |",
-                  "|---|---|---|---|---|---|---|"]
-        for name, m in models.items():
-            o = m["metrics"]["overall"]
-            if "tp" in o:
-                lines.append(f"| {name} | {_pct(o['precision'])} | {_pct(o['recall'])} | {_pct(o['f1'])} | {_pct(o['yes_ratio'])} | "
-                             f"{_pct(o['truth_yes_ratio'])} | {o['unreadable']} |")
-    if any("hallusionbench" in m for m in models.values()):
-        lines += ["", "## HallusionBench", "", "| model | aAcc | qAcc | fAcc | yes % diff | FP ratio | unclear |", "|---|---|---|---|---|---|---|"]
-        for name, m in models.items():
-            h = m.get("hallusionbench")
-            if h:
-                lines.append(f"| {name} | {_pct(h['aAcc'])} | {_pct(h['qAcc'])} | {_pct(h['fAcc'])} | {_num(h['yes_pct_diff'])} | "
-                             f"{_num(h['fp_ratio'])} | {h['unclear']} |")
-    unjudged = {n: m["oeq_unjudged"] for n, m in models.items() if m.get("oeq_unjudged")}
-    if unjudged:
-        lines += ["", "Open answers with no verdict (scored wrong): " + ", ".join(f"{n}: {k}" for n, k in unjudged.items())]
-    fails = {n: m["failed"] for n, m in models.items() if m.get("failed")}
-    if fails:
-        lines += ["", "Requests that got no answer (scored wrong): " + ", ".join(f"{n}: {k}" for n, k in fails.items())]
-    return "\n".join(lines) + "\n"
-
-
-def bar_chart(report: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    modes = report["modes"]
-    models = list(report["models"])
-    width = 0.8 / max(1, len(models))
-    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(modes) + 2), 4))
-    for k, name in enumerate(models):
-        per = report["models"][name]["metrics"]["modes"]
-        vals = [100 * (per.get(m, {}).get("accuracy") or 0) for m in modes]
-        ax.bar([i + k * width - 0.4 + width / 2 for i in range(len(modes))], vals, width, label=name)
-    ax.set_xticks(range(len(modes)))
-    ax.set_xticklabels(modes, rotation=30, ha="right")
-    ax.set_ylabel("accuracy (%)")
-    ax.set_ylim(0, 100)
-    ax.set_title(f"{report['benchmark']['name']}: accuracy per mode")
-    ax.legend(fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
+# --- the report (tables and chart: eval_report) ----------------------------------------------------
 
 @dataclass
 class EvalResult:
     out: Path
     report: dict
+
+    @property
+    def partial(self) -> bool:
+        """Some requests got no answer: those items are not scored (the CLI exits with status 3)."""
+        return any(m.get("failed") for m in self.report["models"].values())
 
     def summary(self) -> str:
         lines = [f"report: {self.out / 'report.md'}"]
@@ -359,7 +336,16 @@ class EvalResult:
             o = m["metrics"]["overall"]
             lines.append(f"  {name}: accuracy {_pct(o['accuracy'])}% over {o['n']} item(s)"
                          + (f", {o['unreadable']} unreadable" if o.get("unreadable") else "")
-                         + (f", {m['oeq_unjudged']} open answers unjudged" if m.get("oeq_unjudged") else ""))
+                         + (f", {m['oeq_unjudged']} open answers unjudged" if m.get("oeq_unjudged") else "")
+                         + (f"; {m['failed']} failed, not scored (" + ", ".join(f"{st} {k}" for st, k in m["failed_by_status"].items())
+                            + ")" if m.get("failed") else ""))
+            for f in m.get("failed_items", [])[:5]:
+                lines.append(f"    no answer: {f['id']}: {f['why']}")
+            if m.get("failed", 0) > 5:
+                lines.append(f"    ... and {m['failed'] - 5} more (report.json)")
+        if self.partial:
+            lines.append("partial run: failed items are left out of every figure; rerun the same command to ask only "
+                         "those (answers are cached)")
         return "\n".join(lines)
 
 
@@ -402,9 +388,12 @@ def evaluate(opts: EvalOptions) -> EvalResult:
         if has_oeq and opts.oeq == "judge":
             verdicts = judge_oeq(bench, run, opts, budget)
         elif has_oeq and opts.oeq == "labels":
-            verdicts = store_labels(opts.db, run.model)
+            verdicts = store_labels(opts.db, run.model, run.answers)
         rows, details = score(bench, run, opts.rule, verdicts, opts.oeq, opts.partial)
-        entry = {"source": run.source, "answered": len(rows), "failed": len(run.failures),
+        failed = [{"id": d["id"], "why": d["failure"]} for d in details if d["read_as"] == "failed"]
+        entry = {"source": run.source, "answered": len(rows), "failed": len(failed),  # each item one or the other
+                 "failed_by_status": dict(sorted(Counter(f["why"].split(":", 1)[0] for f in failed).items())),
+                 "failed_items": failed,
                  # open answers with no verdict (judge unclear, labels tied or missing): scored wrong, counted here
                  "oeq_unjudged": sum(d["read_as"] == "unjudged" for d in details),
                  "metrics": MT.by_mode(rows, bench.modes())}

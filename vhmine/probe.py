@@ -2,12 +2,14 @@
 
 Reads ready instances (OEQ and YNQ) and their image files from the curation store; asks the model
 through vhmine.llm (cached, so a rerun or a resumed run asks only what is missing); writes one
-`responses` row per (instance, model, prompt) with its verdict: YNQ by a yes/no rule
+`responses` row per (instance, model, endpoint, prompt) with its verdict: YNQ by a yes/no rule
 (vhmine.answers), OEQ by an LLM judge (`judge` model; its model and prompt recorded in the row's
-`judge` column) or left without a verdict for workers to label in the app. An instance is
-"hallucinated" (a success for VHTest) when its response's verdict, or the majority of the workers'
-labels, says so. Failures are recorded per item in the request cache with their reason; the run
-goes on and the result says it was partial.
+`judge` column) or left without a verdict for workers to label in the app. The endpoint (base URL
+without credentials) is part of what makes a response "already answered": two servers that serve one
+model name are two models. An instance is "hallucinated" (a success for VHTest) when the verdict that
+counts says so: the workers' majority where they labelled the response, else the rule's or judge's
+(curate.response_verdicts). Failures are recorded per item in the request cache with their reason;
+the run goes on and the result says it was partial.
 """
 
 from __future__ import annotations
@@ -118,16 +120,26 @@ def judge_verdict(text: str) -> Optional[str]:
     return {"correct": "correct", "incorrect": "hallucinated"}.get(J.parse_verdict(text))
 
 
-def _existing(store, model: str) -> dict[tuple[str, str], tuple[str, Optional[str], str]]:
-    """(instance id, prompt) -> (response id, verdict, answer) of `model`'s stored responses."""
+def _existing(store, model: str, endpoint: Optional[str]) -> dict[tuple[str, str], tuple[str, Optional[str], str]]:
+    """(instance id, prompt) -> (response id, automatic verdict, answer) of `model`'s stored responses from
+    `endpoint`; endpoint None: those stored before vhmine recorded the endpoint (whose origin is unknown)."""
     from sqlalchemy import select
 
     from .store import Response
 
+    where = Response.endpoint.is_(None) if endpoint is None else Response.endpoint == endpoint
     with store.session(write=False) as s:
         rows = s.execute(select(Response.instance_id, Response.prompt, Response.id, Response.verdict, Response.answer)
-                         .where(Response.model == model)).all()
+                         .where(Response.model == model, where).order_by(Response.id)).all()
     return {(iid, prompt): (rid, verdict, answer) for iid, prompt, rid, verdict, answer in rows}
+
+
+def _claim_endpoint(store, response_id: str, endpoint: str) -> None:
+    """Record the endpoint of a response stored before endpoints were (this endpoint gave the same answer)."""
+    from .store import Response
+
+    with store.session() as s:
+        s.get(Response, response_id).endpoint = endpoint
 
 
 def _set_verdict(store, response_id: str, verdict: Optional[str], judge: str) -> None:
@@ -154,17 +166,22 @@ def probe(store, opts: ProbeOptions) -> ProbeResult:
     by_id = {r.id: r for r in recs}
     with LLM(opts.llm) as llm:
         llm.check_prices([model] + ([opts.judge] if opts.judge else []))
-        have = _existing(store, model)
+        have, legacy = _existing(store, model, llm.endpoint), _existing(store, model, None)
+        counts = C.response_verdicts(store, [v[0] for v in have.values()] + [v[0] for v in legacy.values()])
         todo, to_judge = [], []  # to_judge: (instance id, response id, answer)
         items: dict[str, ItemResult] = {}
+
+        def reuse(r, rid: str, verdict: Optional[str], answer: str) -> None:
+            # the verdict shown is the one that counts (workers' labels first); the judge fills in a missing automatic one
+            items[r.id] = ItemResult(r.id, r.mode, r.kind, "cached", counts[rid].verdict)
+            if r.kind == M.OEQ and verdict is None and opts.judge:
+                to_judge.append((r.id, rid, answer))
+
         for r in recs:
             prompt = probe_prompt(r.kind).render(question=r.question)
             prev = have.get((r.id, prompt))
             if prev is not None:
-                rid, verdict, answer = prev
-                items[r.id] = ItemResult(r.id, r.mode, r.kind, "cached", verdict)
-                if r.kind == M.OEQ and verdict is None and opts.judge:
-                    to_judge.append((r.id, rid, answer))
+                reuse(r, *prev)
                 continue
             todo.append((r, prompt))
         reqs = [ChatRequest(prompt, images=[Path(r.image_path)]) for r, prompt in todo]
@@ -174,13 +191,19 @@ def probe(store, opts: ProbeOptions) -> ProbeResult:
                 items[r.id] = ItemResult(r.id, r.mode, r.kind, out.status, reason=out.reason)
                 continue
             text = out.answer.text
+            old = legacy.get((r.id, prompt))
+            if old is not None and old[2] == text:  # stored before endpoints were, and this endpoint says the same
+                _claim_endpoint(store, old[0], llm.endpoint)
+                reuse(r, *old)
+                continue
             if r.kind == M.YNQ:
                 verdict = rule_verdict(text, r.truth, opts.rule)
-                rid = C.add_response(store, r.id, model, prompt, text, verdict, judge=f"rule:{opts.rule}")
+                rid = C.add_response(store, r.id, model, prompt, text, verdict, judge=f"rule:{opts.rule}",
+                                     endpoint=llm.endpoint)
                 reason = "" if verdict else f"the answer is neither yes nor no under rule {opts.rule}: left for workers"
                 items[r.id] = ItemResult(r.id, r.mode, r.kind, "answered", verdict, reason)
             else:
-                rid = C.add_response(store, r.id, model, prompt, text)
+                rid = C.add_response(store, r.id, model, prompt, text, endpoint=llm.endpoint)
                 items[r.id] = ItemResult(r.id, r.mode, r.kind, "answered")
                 if opts.judge:
                     to_judge.append((r.id, rid, text))
@@ -194,7 +217,8 @@ def probe(store, opts: ProbeOptions) -> ProbeResult:
                     continue
                 verdict = judge_verdict(out.answer.text)
                 _set_verdict(store, rid, verdict, judge_name)
-                items[iid].verdict = verdict
+                if rid not in counts or not counts[rid].by_workers:  # workers' labels still override the judge
+                    items[iid].verdict = verdict
                 if verdict is None:
                     items[iid].reason = f"the judge said {out.answer.text[:40]!r}: left for workers"
         result.spent, result.sent, result.cached = llm.spent, llm.stats.sent, llm.stats.cached
@@ -227,7 +251,8 @@ def _error_text(kind: str, truth: Optional[bool], refs: Sequence[str], answer: s
 
 
 def hallucinations(store, mode: str, model: Optional[str] = None) -> list[Hallucination]:
-    """Responses judged hallucinated (by rule, judge, or a majority of worker labels), by instance id.
+    """Responses whose verdict that counts is "hallucinated", by instance id (curate.response_verdicts: the
+    workers' majority where they labelled the response, overriding the rule or judge; a tie: no verdict).
 
     One per instance (its first such response by id), so an instance counts once however many
     models failed on it; `model` keeps only that model's responses.
@@ -235,7 +260,7 @@ def hallucinations(store, mode: str, model: Optional[str] = None) -> list[Halluc
     from sqlalchemy import select
 
     from . import curate as C
-    from .store import Instance, Response, ResponseLabel
+    from .store import Instance, Response
 
     mode = M.get_mode(mode).name
     with store.session(write=False) as s:
@@ -244,14 +269,10 @@ def hallucinations(store, mode: str, model: Optional[str] = None) -> list[Halluc
         if model:
             q = q.where(Response.model == model)
         rows = s.execute(q).all()
-        labels: dict[str, Counter] = {}
-        for rid, verdict in s.execute(select(ResponseLabel.response_id, ResponseLabel.verdict)):
-            labels.setdefault(rid, Counter())[verdict] += 1
+    counts = C.response_verdicts(store, [r.id for r, _ in rows])
     out: dict[str, Hallucination] = {}
     for r, inst in sorted(rows, key=lambda x: (x[1].id, x[0].id)):
-        lab = labels.get(r.id)
-        by_workers = lab is not None and lab["hallucinated"] > lab["correct"]
-        if not (r.verdict == "hallucinated" or by_workers) or inst.id in out:
+        if counts[r.id].verdict != "hallucinated" or inst.id in out:
             continue
         rec = C.get_instance(store, inst.id)
         # "answered yes/no" only when the rule read it so; a worker may call an unreadable answer hallucinated

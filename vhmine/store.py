@@ -183,6 +183,9 @@ class Response(Base):
     verdict: Mapped[Optional[str]] = mapped_column(String(16))
     judge: Mapped[Optional[str]] = mapped_column(String(200))
     created_at: Mapped[dt.datetime]
+    # revision 0004: the endpoint that answered, without credentials (llm.safe_endpoint);
+    # None for responses stored before it was recorded
+    endpoint: Mapped[Optional[str]] = mapped_column(String(500))
 
 
 class ResponseLabel(Base):

@@ -30,7 +30,10 @@ from .undo import undo_last
 from .review import (
     UNANSWERABLE, Disagreement, ModeAgreement, ReviewItem, agreement, disagreements, next_review, save_review,
 )
-from .responses import ResponseItem, add_response, label_response, next_response
+from .responses import (
+    ResponseItem, ResponseVerdict, add_response, decide_verdict, label_response, majority_verdict, next_response,
+    response_verdicts,
+)
 from .records import InstanceRecord, get_instance, ready_instances
 from .app import default_app_path, run_app, streamlit_command
 from ..store import resolve_url  # vhmine/apps/curate.py reads it as C.resolve_url
@@ -45,6 +48,7 @@ __all__ = [
     "undo_last",
     "Disagreement", "ModeAgreement", "ReviewItem", "agreement", "disagreements", "next_review", "save_review",
     "ResponseItem", "add_response", "label_response", "next_response",
+    "ResponseVerdict", "decide_verdict", "majority_verdict", "response_verdicts",
     "InstanceRecord", "get_instance", "ready_instances",
     "default_app_path", "run_app", "streamlit_command",
     "resolve_url",

@@ -1,14 +1,19 @@
 """Model responses (written by the probe stage) and workers' labels of them.
 
-`add_response` writes a model's answer to an instance, with an optional automatic verdict;
-`next_response` reads one the worker has not labelled yet, without the model's name; `label_response`
-writes the worker's correct / hallucinated verdict and a `label` action.
+`add_response` writes a model's answer to an instance (with the endpoint that gave it), with an
+optional automatic verdict; `next_response` reads one the worker has not labelled yet, without the
+model's name; `label_response` writes the worker's correct / hallucinated verdict and a `label` action.
+`response_verdicts` reads the verdict that counts for each response, decided by `decide_verdict` alone:
+where workers labelled a response, their majority overrides the automatic verdict (rule or judge), and a
+tie between them gives no verdict. probe's hallucinations, describe's examples and eval's `labels`
+scorer all read verdicts through it.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
-from typing import Optional
+from typing import Iterable, Optional, Sequence
 
 from .. import modes as M
 from ..errors import FormError, InputError, LeaseError
@@ -22,7 +27,8 @@ from ._shared import _log, _new_id, _worker
 
 
 def add_response(store: Store, instance_id: str, model: str, prompt: str, answer: str,
-                 verdict: Optional[str] = None, judge: Optional[str] = None) -> str:
+                 verdict: Optional[str] = None, judge: Optional[str] = None, endpoint: Optional[str] = None) -> str:
+    """A new response row; `endpoint` is where the answer came from, without credentials (llm.safe_endpoint)."""
     if verdict is not None and verdict not in VERDICTS:
         raise InputError(f"verdict {verdict!r} is not one of {', '.join(VERDICTS)}")
     with store.session() as s:
@@ -30,8 +36,54 @@ def add_response(store: Store, instance_id: str, model: str, prompt: str, answer
             raise InputError(f"no instance {instance_id!r} in {store.display_url}")
         rid = _new_id()
         s.add(Response(id=rid, instance_id=instance_id, model=model, prompt=prompt, answer=answer, verdict=verdict,
-                       judge=judge, created_at=utcnow()))
+                       judge=judge, endpoint=endpoint, created_at=utcnow()))
     return rid
+
+
+@dataclass(frozen=True)
+class ResponseVerdict:
+    """The verdict that counts for one response, and who gave it."""
+
+    verdict: Optional[str]  # "correct", "hallucinated", or None: not judged, or the workers tied
+    source: str  # "workers", "workers tied", or the automatic judge ("rule:vhtest", "llm:<model> ..."); "none"
+    labels: int = 0  # how many workers labelled the response
+
+    @property
+    def by_workers(self) -> bool:
+        return self.labels > 0
+
+
+def majority_verdict(labels: Sequence[str]) -> Optional[str]:
+    """The verdict most workers gave; no labels, or a tie for the most, gives no verdict (None)."""
+    top = Counter(labels).most_common(2)
+    if not top or (len(top) == 2 and top[0][1] == top[1][1]):
+        return None
+    return top[0][0]
+
+
+def decide_verdict(automatic: Optional[str], judge: Optional[str], labels: Sequence[str]) -> ResponseVerdict:
+    """Workers' labels, where there are any, override the automatic verdict; tied labels leave no verdict."""
+    if labels:
+        v = majority_verdict(labels)
+        return ResponseVerdict(v, "workers" if v else "workers tied", len(labels))
+    return ResponseVerdict(automatic, judge or "none")
+
+
+def response_verdicts(store: Store, response_ids: Optional[Iterable[str]] = None) -> dict[str, ResponseVerdict]:
+    """response id -> the verdict that counts (decide_verdict), for the given responses or all of them."""
+    ids = None if response_ids is None else sorted(set(response_ids))
+    rows: list = []
+    labels: dict[str, list[str]] = {}
+    with store.session(write=False) as s:
+        for chunk in ([None] if ids is None else [ids[i:i + 500] for i in range(0, len(ids), 500)]):
+            q = select(Response.id, Response.verdict, Response.judge)
+            lq = select(ResponseLabel.response_id, ResponseLabel.verdict)
+            if chunk is not None:  # in chunks: SQLite caps the parameters of one statement
+                q, lq = q.where(Response.id.in_(chunk)), lq.where(ResponseLabel.response_id.in_(chunk))
+            rows += s.execute(q).all()
+            for rid, verdict in s.execute(lq):
+                labels.setdefault(rid, []).append(verdict)
+    return {rid: decide_verdict(verdict, judge, labels.get(rid, ())) for rid, verdict, judge in rows}
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,10 @@
 """The request cache: answers by request key, and failures with reasons, in one SQLite file.
 
 Reads and writes `data/llm-cache.db` by default (`--cache` / VHMINE_LLM_CACHE). The key is the
-sha256 of everything that decides an answer (model, prompt, image hashes, parameters), never the
-API key or the endpoint, so a second run costs nothing and a killed run resumes where it stopped.
+sha256 of everything that decides an answer: the endpoint without credentials (two servers may serve
+one model name with different weights), the model, prompt, image hashes and parameters; never the API
+key. So a second run costs nothing and a killed run resumes where it stopped. Answers cached by older
+vhmine (keys without the endpoint) are still found when the endpoint they were recorded with matches.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Optional
 from ..errors import InputError
 
 DEFAULT_CACHE = Path("data") / "llm-cache.db"
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: the endpoint is part of the key
 
 
 def cache_path(override: Optional[os.PathLike | str] = None) -> Path:
@@ -44,9 +46,13 @@ class Cache:
         except sqlite3.Error as err:
             raise InputError(f"cannot open the request cache {self.path}: {err}; pass --cache FILE") from None
 
-    def get(self, key: str) -> Optional[dict]:
+    def get(self, key: str, legacy_key: Optional[str] = None, endpoint: Optional[str] = None) -> Optional[dict]:
+        """The answer under `key`; else one an older vhmine stored under `legacy_key` from this `endpoint`."""
         with self._lock:
             row = self._db.execute("SELECT answer FROM answers WHERE key = ?", (key,)).fetchone()
+            if row is None and legacy_key is not None:
+                row = self._db.execute("SELECT answer FROM answers WHERE key = ? AND endpoint = ?",
+                                       (legacy_key, endpoint)).fetchone()
         return json.loads(row[0]) if row else None
 
     def put(self, key: str, kind: str, model: str, endpoint: str, request: dict, answer: dict, cost: float) -> None:
@@ -77,7 +83,17 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def request_key(kind: str, model: str, payload: dict) -> str:
-    """sha256 of the canonical JSON of everything that decides an answer (never the key or endpoint)."""
-    blob = json.dumps({"v": CACHE_VERSION, "kind": kind, "model": model, **payload}, sort_keys=True, ensure_ascii=False)
+def request_key(kind: str, model: str, endpoint: str, payload: dict) -> str:
+    """sha256 of the canonical JSON of everything that decides an answer, the endpoint (`safe_endpoint`:
+    no credentials) included; never the API key."""
+    return _sha({"v": CACHE_VERSION, "kind": kind, "model": model, "endpoint": endpoint, **payload})
+
+
+def legacy_request_key(kind: str, model: str, payload: dict) -> str:
+    """The key vhmine used before the endpoint was part of it (cache version 1)."""
+    return _sha({"v": 1, "kind": kind, "model": model, **payload})
+
+
+def _sha(record: dict) -> str:
+    blob = json.dumps(record, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()

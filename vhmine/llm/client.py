@@ -4,6 +4,8 @@ Reads OPENAI_API_KEY and OPENAI_BASE_URL at call time (the `openai` package is i
 request is sent); writes answers and failures to the request cache (`cache.Cache`). Requests are
 retried on 429, 5xx, time-outs, dropped connections and unreadable answers with exponential
 back-off and full jitter; a fatal error (no or bad key, cost cap, endpoint down) stops new requests.
+The state that concurrent requests share (the stop reason, the failure streak) changes only under
+one lock, so a streak counts every failure once and the first fatal reason is the one reported.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any, Iterable, Iterator, Optional, Sequence
 from ..errors import (
     CostCapError, InputError, LLMAuthError, LLMError, LLMMalformedError, LLMRefusalError, LLMUnavailableError,
 )
-from .cache import Cache, cache_path, request_key
+from .cache import Cache, cache_path, legacy_request_key, request_key
 from .image_urls import _read_image, encode_image
 from .prices import _IMAGE_TOKENS_GUESS, Budget, load_prices, price_of
 from .records import Answer, ChatRequest, ImageAnswer, ImageRequest, LLMOptions, Outcome, SentImage
@@ -61,8 +63,9 @@ class LLM:
         self.stats = Stats()
         self._client = None
         self._client_lock = threading.Lock()
+        self._state_lock = threading.Lock()  # guards _abort and _down_streak, shared by run_many's threads
         self._abort: Optional[LLMError] = None
-        self._down_streak = 0
+        self._down_streak = 0  # requests that failed after every retry since the last answer
         self._inflight: dict[str, threading.Event] = {}
         self._inflight_lock = threading.Lock()
 
@@ -82,6 +85,36 @@ class LLM:
     def spent(self) -> float:
         return self.budget.spent
 
+    @property
+    def stopped(self) -> Optional[LLMError]:
+        """Why this client sends nothing more (no or bad key, endpoint down, no such model, cost cap), or None."""
+        with self._state_lock:
+            return self._abort
+
+    @property
+    def down_streak(self) -> int:
+        with self._state_lock:
+            return self._down_streak
+
+    def _stop(self, err: LLMError) -> LLMError:
+        """Stop sending, for the first fatal reason; later ones do not replace it. Returns the reason kept."""
+        with self._state_lock:
+            if self._abort is None:
+                self._abort = err
+            return self._abort
+
+    def _note_answer(self) -> None:
+        with self._state_lock:
+            self._down_streak = 0
+
+    def _note_down(self, last: Optional[Exception]) -> None:
+        """One more request failed after every retry; enough in a row (one per slot, at least 3) stop the run."""
+        with self._state_lock:
+            self._down_streak += 1
+            if self._abort is None and self._down_streak >= max(3, self.opts.concurrency):
+                self._abort = LLMUnavailableError(f"{self.endpoint} is down ({self._down_streak} requests in a row "
+                                                  f"failed, last: {_describe(last)}); rerun when it is back")
+
     def check_prices(self, models: Iterable[str]) -> None:
         """With a cost cap, every model must have a price: fail before anything is sent."""
         if self.budget.cap is None:
@@ -99,8 +132,9 @@ class LLM:
                     raise InputError("model access needs the openai package: pip install 'vhmine[models]'") from None
                 key = os.environ.get("OPENAI_API_KEY")
                 if not key:
-                    raise LLMAuthError(f"OPENAI_API_KEY is not set, so nothing can be sent to {self.endpoint}: export "
-                                       "OPENAI_API_KEY (any non-empty value for a local server that checks none)")
+                    raise self._stop(LLMAuthError(f"OPENAI_API_KEY is not set, so nothing can be sent to {self.endpoint}: "
+                                                  "export OPENAI_API_KEY (any non-empty value for a local server that "
+                                                  "checks none)"))
                 self._client = openai.OpenAI(api_key=key, base_url=self.base_url, timeout=self.opts.timeout_s,
                                              max_retries=0)  # we retry ourselves, with jitter and a record
             return self._client
@@ -124,12 +158,12 @@ class LLM:
 
     def _send(self, kind: str, model: str, key: str, call, estimate: float):
         """Run `call(client)` with retries; returns (raw result, attempts, reserved cost). Raises LLMError."""
-        if self._abort is not None:
-            raise type(self._abort)(f"not sent: {self._abort}")
+        stopped = self.stopped
+        if stopped is not None:
+            raise type(stopped)(f"not sent: {stopped}")
         if self.budget.cap is not None and price_of(model, self.prices) is None:
             # a model without a price would cost $0 forever and never reach the cap: stop, as check_prices does
-            self._abort = CostCapError(_no_price_message([model]))
-            raise self._abort
+            raise self._stop(CostCapError(_no_price_message([model])))
         reserved = self.budget.reserve(estimate)
         try:
             client = self._openai()  # before `import openai`, so a missing package gets its pip hint
@@ -143,12 +177,12 @@ class LLM:
                 self.stats.add("sent")
                 try:
                     result = call(client)
-                    self._down_streak = 0
+                    self._note_answer()
                     return result, attempt + 1, reserved
                 except openai.AuthenticationError as err:
                     e = LLMAuthError(f"{self.endpoint} rejected the API key (401: {_msg(err)}): check OPENAI_API_KEY; "
                                      "nothing more is sent in this run")
-                    self._abort = e
+                    self._stop(e)
                     raise e from None
                 except openai.PermissionDeniedError as err:
                     raise LLMRefusalError(f"{self.endpoint} refused model {model} (403: {_msg(err)})") from None
@@ -162,7 +196,7 @@ class LLM:
                 except openai.NotFoundError as err:
                     e = LLMError(f"{self.endpoint} has no model {model} or no such route (404: {_msg(err)}): "
                                  "check --model and --base-url")
-                    self._abort = e
+                    self._stop(e)
                     raise e from None
                 except (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError,
                         openai.APIConnectionError) as err:
@@ -173,21 +207,17 @@ class LLM:
                     last = err
                 except (openai.APIResponseValidationError, ValueError, KeyError, TypeError) as err:
                     last = _Malformed(f"{type(err).__name__}: {str(err)[:200]}")
-            self._down_streak += 1
+            self._note_down(last)
             if isinstance(last, _Malformed):
                 raise LLMMalformedError(f"{model} at {self.endpoint} sent an unreadable answer "
                                         f"{self.opts.max_retries + 1} times ({last}); rerun later") from None
-            e = LLMUnavailableError(f"{model} at {self.endpoint} failed {self.opts.max_retries + 1} times "
-                                    f"(last: {_describe(last)}); rerun later, or lower --concurrency")
-            if self._down_streak >= max(3, self.opts.concurrency):  # endpoint down: stop hammering it
-                self._abort = LLMUnavailableError(f"{self.endpoint} is down ({self._down_streak} requests in a row "
-                                                  f"failed, last: {_describe(last)}); rerun when it is back")
-            raise e
+            raise LLMUnavailableError(f"{model} at {self.endpoint} failed {self.opts.max_retries + 1} times "
+                                      f"(last: {_describe(last)}); rerun later, or lower --concurrency")
         except BaseException:
             self.budget.settle(reserved, 0.0, answered=False)
             raise
 
-    def _cached_or_claim(self, key: str):
+    def _cached_or_claim(self, key: str, legacy_key: str):
         """The cached answer for `key`, or None once this thread has claimed the right to send it.
 
         Identical requests in flight at once (the same judge prompt twice in a batch) are sent once:
@@ -195,7 +225,7 @@ class LLM:
         the twin tries itself.
         """
         while True:
-            hit = self.cache.get(key)
+            hit = self.cache.get(key, legacy_key, self.endpoint)
             if hit is not None:
                 return hit
             with self._inflight_lock:
@@ -218,8 +248,8 @@ class LLM:
         params = {"temperature": self.opts.temperature, "max_tokens": self.opts.max_tokens, **req.params}
         payload = {"system": req.system, "prompt": req.prompt, "images": [s.sha256 for _, s in sent],
                    "params": params, "max_image_bytes": self.opts.max_image_bytes}
-        key = request_key("chat", model, payload)
-        hit = self._cached_or_claim(key)
+        key = request_key("chat", model, self.endpoint, payload)
+        hit = self._cached_or_claim(key, legacy_request_key("chat", model, payload))
         if hit is not None:
             self.stats.add("cached")
             return _answer_from(hit, model, key, cached=True)
@@ -271,8 +301,8 @@ class LLM:
         model = req.model or self.opts.model
         params = {"size": req.size, **req.params}
         payload = {"prompt": req.prompt, "variant": req.variant, "params": params}
-        key = request_key("image", model, payload)
-        hit = self._cached_or_claim(key)
+        key = request_key("image", model, self.endpoint, payload)
+        hit = self._cached_or_claim(key, legacy_request_key("image", model, payload))
         if hit is not None:
             self.stats.add("cached")
             return _image_from(hit, model, key, cached=True)
@@ -320,7 +350,7 @@ class LLM:
             try:
                 return Outcome(i, answer=fn(items[i]))
             except CostCapError as err:
-                self._abort = self._abort or err
+                self._stop(err)
                 return Outcome(i, error=err)
             except LLMError as err:
                 return Outcome(i, error=err)

@@ -12,14 +12,29 @@ from typing import Optional
 from urllib.parse import urlsplit, urlunsplit
 
 
+# query parameters whose names say they carry a credential (Azure's `code`, `api-key`, signed URLs' `sig`)
+_SECRET_PARAM = re.compile(r"key|token|secret|sig|pass|pwd|auth|code|session|credential", re.I)
+_DEFAULT_PORT = {"http": 80, "https": 443}
+
+
 def safe_endpoint(base_url: Optional[str]) -> str:
-    """The endpoint without user info, query or fragment: what may be recorded."""
+    """The endpoint without credentials: no user info, no key-like query parameters, no fragment.
+
+    What may be recorded, and what the request cache and probe's stored responses are keyed by: two
+    spellings of one endpoint (host case, default port, trailing slash) give the same text.
+    """
+    from urllib.parse import parse_qsl, urlencode
+
     if not base_url:
         return "https://api.openai.com/v1"
-    p = urlsplit(base_url)
-    host = p.hostname or ""
-    netloc = host + (f":{p.port}" if p.port else "")
-    return urlunsplit((p.scheme, netloc, p.path, "", ""))
+    p = urlsplit(base_url.strip())
+    scheme = p.scheme.lower()
+    host = (p.hostname or "").lower()
+    host = f"[{host}]" if ":" in host else host  # an IPv6 literal keeps its brackets
+    netloc = host + (f":{p.port}" if p.port and p.port != _DEFAULT_PORT.get(scheme) else "")
+    query = sorted((k, v) for k, v in parse_qsl(p.query, keep_blank_values=True)
+                   if not _SECRET_PARAM.search(k) and not _KEYLIKE.search(v))
+    return urlunsplit((scheme, netloc, p.path.rstrip("/"), urlencode(query), ""))
 
 
 def _error_body(err: Exception) -> dict:

@@ -1,0 +1,84 @@
+"""eval's report files: `report.md` (tables, several models side by side) and `accuracy_by_mode.png`.
+
+Reads the report dict that vhmine.eval.evaluate builds (also written as report.json); writes the two
+files' contents (`markdown`) and the chart (`bar_chart`, matplotlib). Items whose request failed are
+not in any figure; `markdown` lists how many per model and why.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+
+def _pct(x: Optional[float]) -> str:
+    return "-" if x is None else f"{100 * x:.1f}"
+
+
+def _num(x: Optional[float]) -> str:
+    return "-" if x is None else f"{x:+.3f}" if x < 0 else f"{x:.3f}"
+
+
+def markdown(report: dict) -> str:
+    models = report["models"]
+    modes = report["modes"]
+    lines = [f"# {report['benchmark']['name']}: {len(models)} model(s)", "",
+             f"yes/no rule: `{report['rule']}`; OEQ scorer: `{report['oeq']['scorer']}`"
+             + (f" (judge {report['oeq']['judge']})" if report["oeq"].get("judge") else ""), "",
+             "## Accuracy (%) per mode", "",
+             "| model | " + " | ".join(modes) + " | overall | pair acc. | image acc. |",
+             "|---|" + "---|" * (len(modes) + 3)]
+    for name, m in models.items():
+        o = m["metrics"]["overall"]
+        per = [_pct(m["metrics"]["modes"].get(md, {}).get("accuracy")) for md in modes]
+        lines.append(f"| {name} | " + " | ".join(per) + f" | {_pct(o['accuracy'])} | {_pct(o['pair_accuracy'])} | {_pct(o['image_accuracy'])} |")
+    if any("tp" in m["metrics"]["overall"] for m in models.values()):
+        lines += ["", "## Yes/no questions", "", "| model | precision | recall | F1 | yes share of answers | yes share of truths | unreadable |",
+                  "|---|---|---|---|---|---|---|"]
+        for name, m in models.items():
+            o = m["metrics"]["overall"]
+            if "tp" in o:
+                lines.append(f"| {name} | {_pct(o['precision'])} | {_pct(o['recall'])} | {_pct(o['f1'])} | {_pct(o['yes_ratio'])} | "
+                             f"{_pct(o['truth_yes_ratio'])} | {o['unreadable']} |")
+    if any("hallusionbench" in m for m in models.values()):
+        lines += ["", "## HallusionBench", "", "| model | aAcc | qAcc | fAcc | yes % diff | FP ratio | unclear |", "|---|---|---|---|---|---|---|"]
+        for name, m in models.items():
+            h = m.get("hallusionbench")
+            if h:
+                lines.append(f"| {name} | {_pct(h['aAcc'])} | {_pct(h['qAcc'])} | {_pct(h['fAcc'])} | {_num(h['yes_pct_diff'])} | "
+                             f"{_num(h['fp_ratio'])} | {h['unclear']} |")
+    unjudged = {n: m["oeq_unjudged"] for n, m in models.items() if m.get("oeq_unjudged")}
+    if unjudged:
+        lines += ["", "Open answers with no verdict (scored wrong): " + ", ".join(f"{n}: {k}" for n, k in unjudged.items())]
+    fails = {n: m for n, m in models.items() if m.get("failed")}
+    if fails:
+        lines += ["", "## Requests that got no answer (not scored)", ""]
+        for n, m in fails.items():
+            why = ", ".join(f"{st} {k}" for st, k in m["failed_by_status"].items())
+            lines.append(f"- {n}: {m['failed']} ({why}); the items and reasons are in report.json and answers-*.jsonl")
+    return "\n".join(lines) + "\n"
+
+
+def bar_chart(report: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    modes = report["modes"]
+    models = list(report["models"])
+    width = 0.8 / max(1, len(models))
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(modes) + 2), 4))
+    for k, name in enumerate(models):
+        per = report["models"][name]["metrics"]["modes"]
+        vals = [100 * (per.get(m, {}).get("accuracy") or 0) for m in modes]
+        ax.bar([i + k * width - 0.4 + width / 2 for i in range(len(modes))], vals, width, label=name)
+    ax.set_xticks(range(len(modes)))
+    ax.set_xticklabels(modes, rotation=30, ha="right")
+    ax.set_ylabel("accuracy (%)")
+    ax.set_ylim(0, 100)
+    ax.set_title(f"{report['benchmark']['name']}: accuracy per mode")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,24 @@
+"""The endpoint that gave each model response (base URL without credentials), so two servers that
+serve the same model name never count as one model. Responses stored before stay NULL: unknown.
+
+Revision ID: 0004
+Revises: 0003
+"""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0004"
+down_revision = "0003"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("responses") as batch:
+        batch.add_column(sa.Column("endpoint", sa.String(500)))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("responses") as batch:
+        batch.drop_column("endpoint")
