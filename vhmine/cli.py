@@ -22,8 +22,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # help texts are plain: rich markup would eat "[default: ...]" and "[env ...]"
 )
-data_app = typer.Typer(help="Download and verify public image collections.", no_args_is_help=True)
+data_app = typer.Typer(help="Download and verify public image collections.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(data_app, name="data")
 
 IndexesOpt = typer.Option(None, "--indexes", help="Folder that holds the indexes [env VHMINE_INDEXES; default ./indexes].")
@@ -132,7 +133,7 @@ def data_coco(
 # --- curation store: seed, workers, curate (vhmine.seed, vhmine.curate, vhmine/apps/curate.py) -------------
 
 DbOpt = typer.Option(None, "--db", help="Store: SQLAlchemy URL or SQLite file [env VHMINE_DB; default data/vhmine.db].")
-workers_app = typer.Typer(help="Workers who annotate in the curation app.", no_args_is_help=True)
+workers_app = typer.Typer(help="Workers who annotate in the curation app.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(workers_app, name="workers")
 
 

@@ -2,7 +2,8 @@
 (vhmine/apps/curate.py) with Streamlit, VHMINE_DB set.
 
 Opens (and migrates) the store first, so that a bad URL or a newer schema fails in the terminal rather
-than in the browser; then runs Streamlit in a subprocess until it is interrupted. Writes nothing itself.
+than in the browser; then runs Streamlit in a subprocess until it is interrupted, and
+stops that subprocess whenever vhmine itself is stopped (Ctrl-C, SIGTERM, SIGHUP). Writes nothing itself.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -43,7 +45,32 @@ def run_app(db: Optional[str] = None, host: str = "127.0.0.1", port: int = 8501,
     open_store(url).close()  # errors (newer schema, bad URL) show here, not in the browser
     env = dict(os.environ, VHMINE_DB=url)
     log.info("curation app on http://%s:%d (store %s)", host, port, display_url(url))
+    return serve(streamlit_command(app_path, host, port), env)
+
+
+def serve(command: list[str], env: dict) -> int:
+    """Run the server until it ends or vhmine is stopped; SIGTERM, SIGHUP and Ctrl-C stop the server too,
+    so that no orphan keeps the port. 0 when stopped by a signal, else the server's own exit status."""
+    proc = subprocess.Popen(command, env=env)
+    stopped = []
+
+    def forward(signum, _frame):
+        stopped.append(signum)
+        proc.send_signal(signal.SIGTERM)
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        return subprocess.call(streamlit_command(app_path, host, port), env=env)
-    except KeyboardInterrupt:
+        rc = proc.wait()
+        return 0 if stopped else rc
+    except KeyboardInterrupt:  # the server got Ctrl-C too when it shares the terminal; make sure it stops
         return 0
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
