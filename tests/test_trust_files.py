@@ -90,7 +90,7 @@ def test_export_replace_refuses_a_folder_holding_a_users_file(mined):
     mine = tmp / "my-benchmark"
     mine.mkdir()
     (mine / "notes.txt").write_text("a week of notes")
-    with pytest.raises(InputError, match=r"my-benchmark: the folder exists and is not a vhmine export export .*"
+    with pytest.raises(InputError, match=r"my-benchmark: the folder exists and is not an export that `vhmine export` wrote .*"
                                          r"it holds notes\.txt\..*choose another --out.*remove that folder yourself"):
         export_benchmark(store, ExportOptions(out=mine, **opts))
     assert (mine / "notes.txt").read_text() == "a week of notes" and [p.name for p in mine.iterdir()] == ["notes.txt"]
@@ -121,7 +121,7 @@ def test_export_replace_refuses_the_data_folder_that_holds_the_store(mined):
     from vhmine.index import replace_dir
     from vhmine.mine import MineOptions, mine_index
 
-    with pytest.raises(InputError, match=r"not a vhmine mine run .*holds the curation store \(vhmine\.db"):
+    with pytest.raises(InputError, match=r"not a run that `vhmine mine` wrote .*holds the curation store \(vhmine\.db"):
         mine_index(MineOptions(index="p", indexes=tmp / "idx", out=data, progress=False))
     (tmp / "new").mkdir()
     (tmp / "new" / "x.txt").write_text("x")
@@ -137,7 +137,7 @@ def test_embed_never_writes_into_a_folder_that_is_not_an_index(mined, tiny_model
     r = CliRunner().invoke(app, ["embed", str(photos), "--name", "data", "--indexes", str(tmp),
                                  "--clip-model", tiny_models[0], "--dino-model", tiny_models[1], "--workers", "0"])
     assert r.exit_code == 2, r.output
-    assert "is not a vhmine embed index" in r.output and "holds the curation store (vhmine.db" in r.output
+    assert "is not an index that `vhmine embed` wrote" in r.output and "holds the curation store (vhmine.db" in r.output
     assert "choose another --name" in r.output
     assert _tree(tmp / "data") == before
 
@@ -383,6 +383,6 @@ def test_a_job_stopped_before_it_embedded_anything_starts_clean_and_is_never_pic
     # a folder of the user's own under the indexes is never taken for an index
     (idx / "notes").mkdir()
     (idx / "notes" / "todo.txt").write_text("x")
-    with pytest.raises(InputError, match="is not a vhmine embed index"):
+    with pytest.raises(InputError, match="is not an index that `vhmine embed` wrote"):
         embed_collection(_embed_opts(photos, idx, tiny_models, name="notes"))
     assert (idx / "notes" / "todo.txt").read_text() == "x"

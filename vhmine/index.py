@@ -144,7 +144,7 @@ def check_owned(folder: Path, producer: str, *, flag: str = "--out", whole: bool
         if not extra:
             return
         raise InputError(
-            f"{flag} {folder}: this {producer} {noun} also holds files that {producer} did not write there "
+            f"{flag} {folder}: this {noun} from `{producer}` also holds files that {producer} did not write there "
             f"({_few(extra)}); replacing it would delete them. Move them out first, or choose another {flag}")
     stores = [e for e in entries if _is_sqlite(folder / e)]
     others = [e for e in entries if e not in stores and not e.startswith(tuple(f"{st}-" for st in stores))]
@@ -152,9 +152,10 @@ def check_owned(folder: Path, producer: str, *, flag: str = "--out", whole: bool
     if stores:  # e.g. data/ with data/vhmine.db (and its -wal, -shm files)
         holds = f"the curation store ({', '.join(stores)})" + (f" and {holds}" if others else "")
     action = "replaces its folder with everything in it" if whole else "writes its files into that folder"
+    article = "an" if noun[0] in "aeiou" else "a"
     raise InputError(
-        f"{flag} {folder}: the folder exists and is not a {producer} {noun} (no {mark} from `{producer}`); it holds "
-        f"{holds}. A {producer} {noun} {action}, so give a new or empty folder (choose another {flag}), "
+        f"{flag} {folder}: the folder exists and is not {article} {noun} that `{producer}` wrote (no {mark} from it); it "
+        f"holds {holds}. `{producer}` {action}, so give a new or empty folder (choose another {flag}), "
         "or remove that folder yourself if you really mean to replace it")
 
 
