@@ -215,7 +215,7 @@ def test_rerun_rebuilds_a_damaged_index_from_its_shards(tmp_path, collection, ti
 def test_shard_files_are_closed_before_they_are_renamed(tmp_path):
     import warnings
 
-    from vhmine.embed import _write_shard
+    from vhmine.embed_work import write_shard as _write_shard
 
     row = {"path": "a.png", "status": "ok", "reason": "", "sha256": "ab" * 32, "width": 1, "height": 1,
            "duplicate_of": None}

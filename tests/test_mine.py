@@ -174,7 +174,7 @@ def test_out_folder_that_is_not_a_run_is_never_replaced(clustered):
     for folder in (tmp / "mywork", tmp / "runs"):
         folder.mkdir(exist_ok=True)
         (folder / "notes.txt").write_text("keep me")
-        with pytest.raises(InputError, match="not a vhmine mine run .*give a new or empty folder"):
+        with pytest.raises(InputError, match="not a run that `vhmine mine` wrote .*give a new or empty folder"):
             mine_index(MineOptions(**mine_opts, out=folder))
         assert (folder / "notes.txt").read_text() == "keep me"
     assert (tmp / "runs" / "r1" / "pairs.parquet").is_file()

@@ -34,9 +34,16 @@ def default_index_name(root: Path, name: str | None) -> str:
     env = os.environ.get("VHMINE_INDEX")
     if env:
         return env
-    names = list_indexes(root)
+    every = list_indexes(root)
+    names = [n for n in every if (root / n / "manifest.json").is_file()]  # an unfinished embed job is no choice
+    unfinished = [n for n in every if n not in names]
     if len(names) == 1:
         return names[0]
+    if not names and unfinished:
+        raise IndexMissingError(
+            f"no finished index under {root}/: {', '.join(unfinished)} did not finish embedding; rerun the same "
+            "`vhmine embed` command to finish it (or pass --index NAME)"
+        )
     if not names:
         raise IndexMissingError(
             f"no index under {root}/: build one with `vhmine embed FOLDER --name NAME` "

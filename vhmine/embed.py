@@ -1,16 +1,20 @@
 """Stage 1, embed: an image collection -> `indexes/<name>/` (see index.py for the layout).
 
 reader -> mapper -> writer, resumable by shard:
-- plan: the collection's files are listed once and frozen into `work/plan.parquet` (path -> shard);
-  a later run on the same folder appends shards for new files only, so it embeds only those.
-- reader: DataLoader workers read each file once, hash it, decode it (images.py) and run both
-  encoders' preprocessing; an unusable image becomes a row with its reason, never an exception.
+- plan: the collection's files are listed and frozen into `work/plan.parquet` (path -> shard); a later
+  run on the same folder appends shards for new files and for files whose content changed (size and
+  time, then sha256, tell), so it embeds only those (embed_work.py keeps the work folder).
+- reader (embed_read.py): DataLoader workers read each file once, hash it, decode it (images.py)
+  and run both encoders' preprocessing; an unusable image becomes a row with its reason, never an
+  exception.
 - mapper: both encoders, each loaded once, on the chosen device (half precision on GPU).
 - writer: a shard's vectors (`.npy`) and rows (`.parquet`, written last: the commit mark) arrive
   by temp-file-and-rename; a killed job reruns only shards without their parquet.
-- finalize: all shards are joined into images.parquet, clip.faiss, dino.faiss, skipped.csv and,
-  last, manifest.json.
-Exact duplicates (same sha256) are embedded once; later copies are listed under the first.
+- finalize: the current row of every file still there is joined into images.parquet, clip.faiss,
+  dino.faiss, skipped.csv and, last, manifest.json, which lists the files that left as "removed".
+Exact duplicates (same sha256) are embedded once; later copies are listed under the first. Vectors
+follow content: whichever copy of an image is left, the image keeps its vectors and its id.
+A job whose encoders never loaded leaves no index folder behind; a stopped job resumes.
 """
 
 from __future__ import annotations
@@ -19,21 +23,20 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import __version__
 from .config import DEFAULT_CLIP_MODEL, DEFAULT_DINO_MODEL, indexes_root
-from .errors import EncoderMismatchError, IndexCorruptError, InputError
-from .index import (FORMAT_VERSION, MANIFEST, SKIPPED, atomic_write, atomic_write_text, image_id_for, index_folder,
+from .embed_read import ImageReader, collate, read_coco_annotations
+from .embed_work import (INDEXED, JOB, WORK, changed_paths, check_job, current_rows, load_done_shards, read_plan,
+                         shard_paths, started, update_plan, write_shard)
+from .errors import IndexCorruptError, InputError
+from .index import (FORMAT_VERSION, MANIFEST, SKIPPED, atomic_write_text, check_owned, image_id_for, index_folder,
                     open_index, write_index)
 
 log = logging.getLogger(__name__)
-
-WORK = "work"
-PLAN = "plan.parquet"
-JOB = "job.json"
 
 
 @dataclass
@@ -78,105 +81,6 @@ class EmbedResult:
         return "\n".join(lines)
 
 
-# --- collection metadata -------------------------------------------------------------------------
-
-
-def read_coco_annotations(path: Path) -> dict[str, dict]:
-    """file_name -> {"coco_id": int, "categories": sorted category names} from a COCO instances JSON."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"--coco-annotations {path}: file not found") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise InputError(f"--coco-annotations {path}: not valid JSON ({err})") from err
-    if not isinstance(data, dict) or "images" not in data:
-        raise InputError(f"--coco-annotations {path}: no 'images' list; expected a COCO instances_*.json file")
-    where, n = "categories", 0
-    try:
-        names = {c["id"]: c["name"] for c in data.get("categories", [])}
-        per_image: dict[int, set] = {}
-        where = "annotations"
-        for n, ann in enumerate(data.get("annotations", [])):
-            per_image.setdefault(ann["image_id"], set()).add(names.get(ann["category_id"], str(ann["category_id"])))
-        out = {}
-        where = "images"
-        for n, img in enumerate(data["images"]):
-            out[img["file_name"]] = {"coco_id": int(img["id"]), "categories": sorted(per_image.get(img["id"], ()))}
-    except (KeyError, TypeError, ValueError) as err:
-        raise InputError(f"--coco-annotations {path}: entry {n} of '{where}' lacks or mangles field {err}; "
-                         "expected a COCO instances_*.json file") from None
-    return out
-
-
-# --- reader: runs in DataLoader workers ----------------------------------------------------------
-
-
-class ImageReader:
-    """Map-style dataset: item k = one file, read once, hashed, decoded, preprocessed for both encoders."""
-
-    def __init__(self, root: Path, paths: list[str], clip_preprocess, dino_preprocess, max_pixels: int):
-        self.root = Path(root)
-        self.paths = paths
-        self.clip_preprocess = clip_preprocess
-        self.dino_preprocess = dino_preprocess
-        self.max_pixels = max_pixels
-
-    def __len__(self) -> int:
-        return len(self.paths)
-
-    def __getitem__(self, k: int) -> dict:
-        from .images import BadImage, decode_rgb, sha256_bytes
-
-        rel = self.paths[k]
-        item = {"path": rel, "status": "skipped", "reason": "", "sha256": "", "width": 0, "height": 0}
-        try:
-            data = (self.root / rel).read_bytes()
-        except OSError as err:
-            item["reason"] = f"unreadable file ({err.strerror or err})"
-            return item
-        item["sha256"] = sha256_bytes(data)
-        try:
-            img = decode_rgb(data, max_pixels=self.max_pixels)
-        except BadImage as err:
-            item["reason"] = err.reason
-            return item
-        try:
-            with _one_torch_thread():
-                item["clip"] = self.clip_preprocess(img)
-                item["dino"] = self.dino_preprocess(img)
-        except Exception as err:  # a preprocessing bug on one odd image must not stop the job
-            item["reason"] = f"preprocessing failed ({type(err).__name__}: {err})"
-            return item
-        item.update(status="ok", width=img.width, height=img.height)
-        return item
-
-
-@contextlib.contextmanager
-def _one_torch_thread():
-    """Preprocessing's small tensor ops run far faster on one thread (loader workers already do)."""
-    import torch
-
-    prev = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(prev)
-
-
-def collate(items: list[dict]) -> dict:
-    """Keep every row's metadata; stack the tensors of the decodable ones."""
-    import torch
-
-    ok = [it for it in items if it["status"] == "ok"]
-    meta = [{k: v for k, v in it.items() if k not in ("clip", "dino")} for it in items]
-    out = {"items": meta, "clip": None, "dino": None}
-    if ok:
-        out["clip"] = torch.stack([it["clip"] for it in ok])
-        out["dino"] = torch.stack([it["dino"] for it in ok])
-    return out
-
-
 # --- the job --------------------------------------------------------------------------------------
 
 
@@ -199,87 +103,6 @@ def _job_lock(work: Path, name: str):
         f.close()
 
 
-def _shard_paths(work: Path, shard: int) -> dict[str, Path]:
-    stem = work / "shards" / f"part-{shard:05d}"
-    return {"rows": stem.with_suffix(".parquet"), "clip": Path(f"{stem}.clip.npy"), "dino": Path(f"{stem}.dino.npy")}
-
-
-def _check_job(work: Path, opts: EmbedOptions, root: Path) -> dict:
-    """Load or create job.json; refuse encoders other than those the index was started with."""
-    job_path = work / JOB
-    wanted = {"clip_model": opts.clip_model, "dino_model": opts.dino_model}
-    if job_path.is_file():
-        job = json.loads(job_path.read_text(encoding="utf-8"))
-        for key, flag in (("clip_model", "--clip-model"), ("dino_model", "--dino-model")):
-            if job[key] != wanted[key]:
-                raise EncoderMismatchError(
-                    f"index {work.parent.name!r} was built with {flag} {job[key]}, not {wanted[key]}: "
-                    f"vectors from different encoders cannot share an index. Use another --name, "
-                    f"pass {flag} {job[key]}, or delete {work.parent} to rebuild"
-                )
-        if job.get("root") != str(root):
-            log.warning("collection root changed from %s to %s; paths are relative, so the index still applies",
-                        job.get("root"), root)
-            job["root"] = str(root)
-        if opts.coco_annotations:
-            job["coco_annotations"] = str(Path(opts.coco_annotations).resolve())
-    else:
-        job = {**wanted, "root": str(root), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-               "coco_annotations": str(Path(opts.coco_annotations).resolve()) if opts.coco_annotations else None,
-               "max_pixels": opts.max_pixels, "shard_size": opts.shard_size, "vhmine_version": __version__}
-    atomic_write_text(job_path, json.dumps(job, indent=2))
-    return job
-
-
-def _update_plan(work: Path, rel_paths: list[str], shard_size: int):
-    """Freeze which file belongs to which shard; new files get new shards after the old ones."""
-    import pandas as pd
-
-    plan_path = work / PLAN
-    plan = pd.read_parquet(plan_path) if plan_path.is_file() else pd.DataFrame({"path": [], "shard": []})
-    known = set(plan["path"])
-    new = [p for p in rel_paths if p not in known]
-    if new:
-        first = int(plan["shard"].max()) + 1 if len(plan) else 0
-        shards = [first + k // shard_size for k in range(len(new))]
-        plan = pd.concat([plan, pd.DataFrame({"path": new, "shard": shards})], ignore_index=True)
-        plan["shard"] = plan["shard"].astype("int64")
-        atomic_write(plan_path, lambda tmp: plan.to_parquet(tmp, index=False))
-    return plan, len(new)
-
-
-def _write_shard(work: Path, shard: int, rows: list[dict], clip_rows: list, dino_rows: list, dims: tuple[int, int]) -> None:
-    import numpy as np
-    import pandas as pd
-
-    paths = _shard_paths(work, shard)
-    paths["rows"].parent.mkdir(parents=True, exist_ok=True)
-    for kind, vecs, dim in (("clip", clip_rows, dims[0]), ("dino", dino_rows, dims[1])):
-        arr = np.stack(vecs).astype(np.float32) if vecs else np.zeros((0, dim), np.float32)
-        atomic_write(paths[kind], lambda tmp, a=arr: _save_npy(tmp, a))
-    df = pd.DataFrame(rows, columns=["path", "status", "reason", "sha256", "width", "height", "duplicate_of"])
-    atomic_write(paths["rows"], lambda tmp: df.to_parquet(tmp, index=False))  # last: marks the shard done
-
-
-def _save_npy(path: Path, arr) -> None:
-    """np.save to exactly `path` (given a file name, it would append .npy), closing the file before the rename."""
-    import numpy as np
-
-    with open(path, "wb") as f:
-        np.save(f, arr)
-
-
-def _load_done_shards(work: Path, shards: list[int]):
-    import pandas as pd
-
-    frames = []
-    for s in shards:
-        df = pd.read_parquet(_shard_paths(work, s)["rows"])
-        df["shard"] = s
-        frames.append(df)
-    return pd.concat(frames, ignore_index=True) if frames else None
-
-
 def embed_collection(opts: EmbedOptions) -> EmbedResult:
     """Embed (or finish embedding, or extend) a collection's index; see the module docstring."""
     from .images import list_images
@@ -292,39 +115,64 @@ def embed_collection(opts: EmbedOptions) -> EmbedResult:
     if not name or "/" in name or name.startswith("."):
         raise InputError(f"--name {name!r}: use a plain folder name (letters, digits, - and _)")
     coco = read_coco_annotations(opts.coco_annotations) if opts.coco_annotations else None
-    files = list_images(root)
-    rel_paths = [p.relative_to(root).as_posix() for p in files]
-    if opts.limit:
-        rel_paths = rel_paths[: opts.limit]
+    on_disk = [p.relative_to(root).as_posix() for p in list_images(root)]
+    rel_paths = on_disk[: opts.limit] if opts.limit else on_disk
     if not rel_paths:
         raise InputError(f"{root}: no images found (looked for .jpg, .jpeg, .png, .webp, recursively)")
     folder = index_folder(indexes_root(opts.indexes), name)
+    check_owned(folder, "vhmine embed", flag="--name", whole=False)  # never write into a folder of the user's
+    created = not folder.exists()
     work = folder / WORK
     with _job_lock(work, name):
-        job = _check_job(work, opts, root)
-        plan, n_new = _update_plan(work, rel_paths, opts.shard_size)
-        all_shards = sorted(plan["shard"].unique().tolist())
-        pending = [s for s in all_shards if not _shard_paths(work, s)["rows"].is_file()]
-        embedded_now, timings = 0, {}
-        if pending:
-            embedded_now, timings = _run_shards(work, plan, pending, all_shards, root, job, opts)
-        elif (folder / MANIFEST).is_file() and not n_new and not opts.coco_annotations:
-            try:  # sizes, rows and vectors against the manifest: a damaged index is rebuilt from its shards
-                open_index(folder.parent, name)
-            except IndexCorruptError as err:
-                if _written_by_newer_vhmine(folder):  # never overwrite what a newer version wrote
-                    raise
-                log.warning("%s; rebuilding the index files from the finished shards in %s", err, work)
-            else:
-                log.info("index %r is complete and up to date: nothing to embed", name)
-                return _result_from_manifest(folder, name, time.time() - t0)
-        t1 = time.time()
-        result = _finalize(folder, work, all_shards, job, coco, name)
-        timings["finalize"] = time.time() - t1
-    result.embedded_now = embedded_now
+        try:
+            result = _embed_locked(opts, root, name, folder, coco, rel_paths, set(on_disk))
+        except BaseException:
+            if created and not started(work):  # e.g. encoders that do not load: leave no index behind
+                shutil.rmtree(folder, ignore_errors=True)
+            raise
     result.seconds = time.time() - t0
+    return result
+
+
+def _embed_locked(opts: EmbedOptions, root: Path, name: str, folder: Path, coco, rel_paths: list[str],
+                  on_disk: set[str]) -> EmbedResult:
+    work = folder / WORK
+    job = check_job(work, opts, root)
+    plan = read_plan(work)
+    done = [s for s in sorted(plan["shard"].unique().tolist()) if shard_paths(work, s)["rows"].is_file()]
+    known = set(plan["path"])
+    add = [p for p in rel_paths if p not in known] + changed_paths(plan, load_done_shards(work, done), root, on_disk)
+    plan = update_plan(work, plan, add, opts.shard_size)
+    all_shards = sorted(plan["shard"].unique().tolist())
+    pending = [s for s in all_shards if not shard_paths(work, s)["rows"].is_file()]
+    embedded_now, timings = 0, {}
+    if pending:
+        embedded_now, timings = _run_shards(work, plan, pending, all_shards, root, job, opts)
+    elif (folder / MANIFEST).is_file() and not opts.coco_annotations:
+        try:  # sizes, rows and vectors against the manifest: a damaged index is rebuilt from its shards
+            idx = open_index(folder.parent, name)
+        except IndexCorruptError as err:
+            if _written_by_newer_vhmine(folder):  # never overwrite what a newer version wrote
+                raise
+            log.warning("%s; rebuilding the index files from the finished shards in %s", err, work)
+        else:
+            present, _ = current_rows(load_done_shards(work, all_shards), on_disk)
+            if set(present["path"]) == _paths_in(idx):
+                log.info("index %r is complete and up to date: nothing to embed", name)
+                return _result_from_manifest(folder, name, 0.0)
+    t1 = time.time()
+    result = _finalize(folder, work, all_shards, job, coco, name, on_disk)
+    timings["finalize"] = time.time() - t1
+    result.embedded_now = embedded_now
     result.timings = timings
     return result
+
+
+def _paths_in(idx) -> set[str]:
+    """Every file path an index accounts for: indexed, duplicate copies and skipped."""
+    dups = idx.images["duplicate_paths"] if "duplicate_paths" in idx.images else []
+    return ({*idx.images["path"]} | {p for more in dups for p in more}
+            | {r["path"] for r in idx.manifest.get("skipped", [])})
 
 
 def _auto_workers(device) -> int:
@@ -359,7 +207,7 @@ def _run_shards(work: Path, plan, pending: list[int], all_shards: list[int], roo
 
     # Exact duplicates are found against everything already embedded, then within this run.
     done = [s for s in all_shards if s not in pending]
-    done_rows = _load_done_shards(work, done)
+    done_rows = load_done_shards(work, done)
     seen: dict[str, str] = {}
     if done_rows is not None:
         for sha in done_rows.loc[done_rows["status"] == "ok", "sha256"]:
@@ -407,7 +255,7 @@ def _run_shards(work: Path, plan, pending: list[int], all_shards: list[int], roo
                 buf["dino"].append(dino_vecs[v])
                 v += 1
             if len(buf["rows"]) == expected[shard]:
-                _write_shard(work, shard, buf["rows"], buf["clip"], buf["dino"], dims)
+                write_shard(work, shard, buf["rows"], buf["clip"], buf["dino"], dims)
                 del buffers[shard]
         bar.update(len(items))
     bar.close()
@@ -436,20 +284,35 @@ def _count_reasons(reasons) -> dict[str, int]:
     return dict(Counter(r.split(":")[0].split("(")[0].strip() for r in reasons))
 
 
-def _finalize(folder: Path, work: Path, all_shards: list[int], job: dict, coco: dict | None, name: str) -> EmbedResult:
-    """Join the shards into the index files; manifest.json goes last, so its presence means complete."""
+def _finalize(folder: Path, work: Path, all_shards: list[int], job: dict, coco: dict | None, name: str,
+              on_disk: set[str]) -> EmbedResult:
+    """Join the current rows of the files still there into the index files; manifest.json goes last,
+    so its presence means complete. An image's vectors are found by its sha256, in whichever shard
+    first embedded that content, so it keeps them when the copy that was embedded has gone."""
     import numpy as np
     import pandas as pd
 
-    rows = _load_done_shards(work, all_shards)
-    clip = np.concatenate([np.load(_shard_paths(work, s)["clip"]) for s in all_shards])
-    dino = np.concatenate([np.load(_shard_paths(work, s)["dino"]) for s in all_shards])
-    ok = rows[rows["status"] == "ok"].reset_index(drop=True)
-    if len(ok) != len(clip) or len(ok) != len(dino):
-        raise IndexCorruptError(f"index {name!r}: shard files disagree ({len(ok)} rows, {len(clip)} vectors); delete {work} and rerun")
+    rows = load_done_shards(work, all_shards)
+    clip = np.concatenate([np.load(shard_paths(work, s)["clip"]) for s in all_shards])
+    dino = np.concatenate([np.load(shard_paths(work, s)["dino"]) for s in all_shards])
+    embedded = rows.loc[rows["status"] == "ok", "sha256"]
+    if len(embedded) != len(clip) or len(embedded) != len(dino):
+        raise IndexCorruptError(f"index {name!r}: shard files disagree ({len(embedded)} rows, {len(clip)} vectors); delete {work} and rerun")
+    vector_of: dict[str, int] = {}
+    for k, sha in enumerate(embedded):
+        vector_of.setdefault(sha, k)
+    present, removed = current_rows(rows, on_disk)
+    usable = present[present["status"].isin(INDEXED)]
+    first = ~usable["sha256"].duplicated()
+    ok, dups = usable[first].reset_index(drop=True), usable[~first]
+    lost = [p for p, sha in zip(ok["path"], ok["sha256"]) if sha not in vector_of]
+    if lost:
+        raise IndexCorruptError(f"index {name!r}: no vectors in {work} for {lost[0]}; delete {work} and rerun")
+    take = [vector_of[sha] for sha in ok["sha256"]]
+    clip, dino = clip[take], dino[take]
     ok["image_id"] = ok["sha256"].map(image_id_for)
-    dups = rows[rows["status"] == "duplicate"]
-    dup_paths = dups.groupby("duplicate_of")["path"].apply(list).to_dict()
+    dup_ids = dups["sha256"].map(image_id_for)
+    dup_paths = dups.groupby(dup_ids)["path"].apply(list).to_dict()
     images = pd.DataFrame({
         "image_id": ok["image_id"],
         "path": ok["path"],
@@ -468,7 +331,7 @@ def _finalize(folder: Path, work: Path, all_shards: list[int], job: dict, coco: 
         images["coco_id"] = pd.array([None] * len(images), dtype="Int64")
         images["categories"] = [[] for _ in range(len(images))]
     images["duplicate_paths"] = [dup_paths.get(i, []) for i in images["image_id"]]
-    skipped = rows.loc[rows["status"] == "skipped", ["path", "reason"]].reset_index(drop=True)
+    skipped = present.loc[present["status"] == "skipped", ["path", "reason"]].reset_index(drop=True)
 
     if not job.get("encoders"):
         raise IndexCorruptError(f"index {name!r}: no encoder record in {work / JOB}; delete {folder} and rerun")
@@ -479,10 +342,11 @@ def _finalize(folder: Path, work: Path, all_shards: list[int], job: dict, coco: 
         "root": job["root"],
         "source": {"kind": "coco" if coco is not None else "folder", "coco_annotations": coco_path},
         "encoders": job["encoders"],
-        "counts": {"files": int(len(rows)), "images": int(len(images)), "skipped": int(len(skipped)),
+        "counts": {"files": int(len(present)), "images": int(len(images)), "skipped": int(len(skipped)),
                    "duplicates": int(len(dups))},
         "shards": {"count": len(all_shards), "size": job.get("shard_size")},
-        "duplicates": [{"path": p, "image_id": i} for p, i in zip(dups["path"], dups["duplicate_of"])],
+        "duplicates": [{"path": p, "image_id": i} for p, i in zip(dups["path"], dup_ids)],
+        "removed": removed,  # files embedded earlier that are gone, or whose content changed
     })
     return EmbedResult(name, folder, len(images), len(skipped), len(dups), 0, 0.0, _count_reasons(skipped["reason"]))
 

@@ -35,7 +35,7 @@ from . import formats as F
 from .bench import OEQ, YNQ, Benchmark, from_records
 from .errors import ExportError, UnbalancedError, VhmineError
 from .images import sha256_file
-from .index import replace_dir
+from .index import check_owned, replace_dir
 
 log = logging.getLogger(__name__)
 
@@ -232,6 +232,7 @@ def write_benchmark(bench: Benchmark, out: Path, fmt: str, *, replace: bool = Fa
     out = Path(out)
     if out.exists() and not replace:
         raise ExportError(f"{out} already exists: choose another --out, or pass --replace")
+    check_owned(out, "vhmine export")  # --replace replaces only an earlier export, never a user's folder
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
@@ -251,7 +252,7 @@ def write_benchmark(bench: Benchmark, out: Path, fmt: str, *, replace: bool = Fa
             "instances": {it.id: {"mode": it.mode, "kind": it.kind, **it.meta} for it in bench},
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
-        replace_dir(tmp, out)  # a failed swap leaves the previous export where it was
+        replace_dir(tmp, out, producer="vhmine export")  # a failed swap leaves the previous export where it was
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -24,7 +24,7 @@ from . import __version__
 from .config import DEFAULT_CLIP_MIN, DEFAULT_DINO_MAX, default_index_name, indexes_root, runs_root
 from .errors import InputError
 from .images import sha256_file
-from .index import open_index, replace_dir
+from .index import check_owned, open_index, replace_dir
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,7 @@ def mine_index(opts: MineOptions) -> MineResult:
     root = indexes_root(opts.indexes)
     name = default_index_name(root, opts.index)
     run_dir = Path(opts.out) if opts.out else runs_root() / default_run_name(name, opts.clip, opts.dino)
-    _check_run_dir(run_dir)
+    check_owned(run_dir, "vhmine mine")  # a run replaces its folder as a whole: only an earlier run
     idx = open_index(root, name)
     n = len(idx.images)
     if n < 2:
@@ -188,33 +188,12 @@ def mine_index(opts: MineOptions) -> MineResult:
         }
         run["files"] = {p.name: {"bytes": p.stat().st_size, "sha256": sha256_file(p)} for p in sorted(tmp.iterdir())}
         (tmp / "run.json").write_text(json.dumps(run, indent=2, default=str), encoding="utf-8")
-        replace_dir(tmp, run_dir)
+        replace_dir(tmp, run_dir, producer="vhmine mine")
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return MineResult(run_dir, name, n, int(len(found)), int(in_box.sum()), int(len(pairs)),
                       time.time() - t0, warnings)
-
-
-def _check_run_dir(run_dir: Path) -> None:
-    """A run replaces its folder as a whole: refuse a folder that holds anything but an earlier run."""
-    if run_dir.name in ("", ".", ".."):
-        raise InputError(f"--out {run_dir}: name the run's own folder (e.g. --out runs/my-run), not . or .. or /")
-    if not run_dir.exists():
-        return
-    if not run_dir.is_dir():
-        raise InputError(f"--out {run_dir}: a file of that name exists; give a folder path for the run")
-    if not any(run_dir.iterdir()):
-        return
-    try:
-        producer = json.loads((run_dir / "run.json").read_text(encoding="utf-8")).get("producer")
-    except (OSError, ValueError, AttributeError):
-        producer = None
-    if producer != "vhmine mine":
-        raise InputError(
-            f"--out {run_dir}: the folder exists and is not a vhmine mine run (no run.json from `vhmine mine`); "
-            "a run replaces its folder with everything in it, so give a new or empty folder"
-        )
 
 
 def _background_sample(clip, dino, *, seed: int, size: int = 20_000):

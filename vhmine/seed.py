@@ -21,6 +21,7 @@ from typing import Optional, Sequence
 
 from . import modes as M
 from .errors import InputError
+from .index import locate_image
 
 REQUIRED = ("rank", "image_id_a", "image_id_b", "sha256_a", "sha256_b", "path_a", "path_b", "clip_sim", "dino_sim", "gap")
 _SHA = re.compile(r"^[0-9a-f]{64}$")
@@ -74,13 +75,26 @@ def _read(pairs_path: Path):
     return df
 
 
-def _check_row(pairs_path: Path, row, side: str) -> None:
+def _check_ids(pairs_path: Path, row, side: str) -> None:
+    iid, sha = row[f"image_id_{side}"], row[f"sha256_{side}"]
+    if not isinstance(sha, str) or not _SHA.match(sha) or iid != sha[:16]:
+        raise InputError(f"{pairs_path} (rank {row['rank']}, side {side}): image id {iid!r} is not the first 16 hex "
+                         f"digits of sha256 {sha!r}: re-run `vhmine mine`")
+
+
+def _image_file(pairs_path: Path, row, side: str, index_folders) -> str:
+    """The file that holds this side's image now: the pairs table's path while its bytes still hash to
+    the row's sha256, else a file with that content that an index lists (index.locate_image)."""
     iid, sha, path = row[f"image_id_{side}"], row[f"sha256_{side}"], row[f"path_{side}"]
     where = f"{pairs_path} (rank {row['rank']}, side {side})"
-    if not isinstance(sha, str) or not _SHA.match(sha) or iid != sha[:16]:
-        raise InputError(f"{where}: image id {iid!r} is not the first 16 hex digits of sha256 {sha!r}: re-run `vhmine mine`")
-    if not Path(path).is_file():
-        raise InputError(f"{where}: image file {path} is missing: seed on the machine that holds the images")
+    found = locate_image(sha, Path(path), index_folders)
+    if found is None and Path(path).is_file():
+        raise InputError(f"{where}: image file {path} no longer holds image {iid} (its content changed since it was "
+                         "embedded) and no index lists another copy: restore it, or run `vhmine embed` and `vhmine mine` again")
+    if found is None:
+        raise InputError(f"{where}: image file {path} is missing: seed on the machine that holds the images "
+                         "(no index lists another copy; if it moved, run `vhmine embed` on its folder again)")
+    return str(found.resolve())
 
 
 def seed_pairs(store, pairs_path: str | Path, per_mode: int = 100, modes: Optional[Sequence[str]] = None) -> SeedResult:
@@ -100,10 +114,16 @@ def seed_pairs(store, pairs_path: str | Path, per_mode: int = 100, modes: Option
     run = pairs_path.parent.name
 
     # rank order, then pair id for ties: never the file's row order
+    def index_folders() -> list[Path]:  # where moved files are looked for: the run's index, then ./indexes
+        from .config import indexes_root, list_indexes
+
+        mined_from = [Path(meta["index_folder"])] if isinstance(meta, dict) and meta.get("index_folder") else []
+        return mined_from + [indexes_root() / name for name in list_indexes(indexes_root())]
+
     rows, seen = [], set()
     for _, r in df.iterrows():
-        _check_row(pairs_path, r, "a")
-        _check_row(pairs_path, r, "b")
+        _check_ids(pairs_path, r, "a")
+        _check_ids(pairs_path, r, "b")
         pid = pair_id(r["image_id_a"], r["image_id_b"])
         rows.append((int(r["rank"]), pid, r))
     rows.sort(key=lambda x: (x[0], x[1]))
@@ -114,6 +134,13 @@ def seed_pairs(store, pairs_path: str | Path, per_mode: int = 100, modes: Option
             unique.append((rank, pid, r))
     plan = assign(len(unique), per_mode, mode_list)
     used = sorted({i for idx in plan.values() for i in idx})
+    files = {}  # (sha256, path in the table) -> the file that holds that content now
+    for i in used:
+        r = unique[i][2]
+        for side in ("a", "b"):
+            key = (r[f"sha256_{side}"], r[f"path_{side}"])
+            if key not in files:
+                files[key] = _image_file(pairs_path, r, side, index_folders)
 
     result = SeedResult(run=run, pairs_read=len(df), tasks_added={m: 0 for m in mode_list})
     now = utcnow()
@@ -125,15 +152,18 @@ def seed_pairs(store, pairs_path: str | Path, per_mode: int = 100, modes: Option
             for side in ("a", "b"):
                 iid = r[f"image_id_{side}"]
                 img = s.get(Image, iid)
+                path = files[(r[f"sha256_{side}"], r[f"path_{side}"])]
                 if img is None:
                     cats = r.get(f"categories_{side}")
-                    s.add(Image(id=iid, sha256=r[f"sha256_{side}"], path=str(Path(r[f"path_{side}"]).resolve()),
+                    s.add(Image(id=iid, sha256=r[f"sha256_{side}"], path=path,
                                 source="mined", categories=[str(c) for c in (cats if cats is not None else [])],
                                 created_at=now))
                     result.images_added += 1
                 elif img.sha256 != r[f"sha256_{side}"]:
                     raise InputError(f"image {iid} is already in the store with sha256 {img.sha256}, but {pairs_path} "
                                      f"(rank {rank}) gives {r[f'sha256_{side}']}: the two runs disagree; re-run `vhmine mine`")
+                elif img.path != path and locate_image(img.sha256, Path(img.path), lambda: []) is None:
+                    img.path = path  # the recorded file moved or changed: record where the content is now
             s.flush()
             if s.get(Pair, pid) is None:
                 s.add(Pair(id=pid, image_a=r["image_id_a"], image_b=r["image_id_b"], rank=rank,

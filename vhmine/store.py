@@ -351,14 +351,19 @@ def _backup_sqlite(engine: Engine, rev: str) -> Optional[Path]:
     db = engine.url.database
     if not db or db == ":memory:" or not Path(db).exists():
         return None
+    from .index import atomic_write
+
     dest = Path(f"{db}.bak-{rev}")
-    if dest.exists():
-        dest.unlink()
-    raw = engine.raw_connection()  # autocommit: VACUUM cannot run inside a transaction
-    try:
-        raw.driver_connection.execute("VACUUM INTO '" + str(dest).replace("'", "''") + "'")
-    finally:
-        raw.close()
+
+    def vacuum_into(tmp: Path) -> None:
+        tmp.unlink()  # VACUUM INTO wants a new file
+        raw = engine.raw_connection()  # autocommit: VACUUM cannot run inside a transaction
+        try:
+            raw.driver_connection.execute("VACUUM INTO '" + str(tmp).replace("'", "''") + "'")
+        finally:
+            raw.close()
+
+    atomic_write(dest, vacuum_into)  # on disk (fsync) before it takes the backup's name
     return dest
 
 

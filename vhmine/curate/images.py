@@ -1,7 +1,10 @@
-"""Image bytes for the app: only files whose image id is recorded in the curation store.
+"""Image bytes for the app, and image files for export: found by content (sha256), never taken on trust.
 
-Reads the `images` table (recorded path and sha256) and that file; writes nothing. A missing or
-changed file is a StoreError that says to restore it.
+Reads the `images` table (recorded path and sha256), the runs' `index_folder` (from their run.json)
+and those indexes' images.parquet (index.locate_image), and the files themselves; writes nothing.
+The recorded file is used while its bytes still hash to the recorded sha256; when it has moved or
+changed, another file with that content that an index lists is used (a duplicate copy, or the
+file's new place after `vhmine embed` ran again). When none is left, a StoreError says to restore it.
 """
 
 from __future__ import annotations
@@ -11,23 +14,49 @@ import re
 from pathlib import Path
 
 from ..errors import InputError, StoreError
-from ..store import Image, Store
+from ..index import locate_image
+from ..store import Image, Run, Store
 
 _IMAGE_ID = re.compile(r"^[0-9a-f]{16}$")
 
 
+def index_folders(store: Store) -> list[Path]:
+    """Indexes that may list the store's images: those its mined runs came from, then ./indexes (or
+    VHMINE_INDEXES)."""
+    from sqlalchemy import select
+
+    from ..config import indexes_root, list_indexes
+
+    with store.session(write=False) as s:
+        metas = s.scalars(select(Run.meta)).all()
+    folders = [Path(m["index_folder"]) for m in metas if isinstance(m, dict) and m.get("index_folder")]
+    root = indexes_root()
+    folders += [root / name for name in list_indexes(root)]
+    return list(dict.fromkeys(folders))
+
+
+def current_path(store: Store, sha256: str, recorded: str) -> Path | None:
+    """A file that holds the image with this sha256 now (the recorded one first), or None."""
+    return locate_image(sha256, Path(recorded), lambda: index_folders(store))
+
+
 def image_file(store: Store, image_id: str) -> Path:
-    """The recorded file of an image id. Nothing but a recorded id reaches the file system."""
+    """The file that holds a recorded image id's content. Nothing but a recorded id reaches the file system."""
     if not isinstance(image_id, str) or not _IMAGE_ID.match(image_id):
         raise InputError(f"{image_id!r} is not an image id (16 lower-case hex digits)")
     with store.session(write=False) as s:
         img = s.get(Image, image_id)
+        sha, recorded = (img.sha256, Path(img.path)) if img is not None else (None, None)
     if img is None:
         raise InputError(f"no image {image_id} in {store.display_url}")
-    p = Path(img.path)
-    if not p.is_file():
-        raise StoreError(f"image {image_id} is recorded at {p}, which is missing: restore the file or re-seed")
-    return p
+    found = current_path(store, sha, str(recorded))
+    if found is not None:
+        return found
+    if recorded.is_file():
+        raise StoreError(f"image {image_id} at {recorded} no longer matches its recorded sha256: the file was changed; "
+                         "restore it (no index lists another file with its content)")
+    raise StoreError(f"image {image_id} is recorded at {recorded}, which is missing, and no index lists another file with "
+                     "its content: restore the file, or run `vhmine embed` again on the folder it moved to")
 
 
 def image_bytes(store: Store, image_id: str) -> bytes:
@@ -36,6 +65,6 @@ def image_bytes(store: Store, image_id: str) -> bytes:
     data = p.read_bytes()
     with store.session(write=False) as s:
         want = s.get(Image, image_id).sha256
-    if hashlib.sha256(data).hexdigest() != want:
+    if hashlib.sha256(data).hexdigest() != want:  # changed between the check and the read
         raise StoreError(f"image {image_id} at {p} no longer matches its recorded sha256: the file was changed; restore it")
     return data

@@ -1,7 +1,9 @@
 """Ready instances as flat records, for export, probe and eval.
 
 Reads instances joined with their image (id, sha256, recorded path, source) and pair from the
-curation store; writes nothing. `InstanceRecord` is what vhmine.export and vhmine.bench consume.
+curation store; writes nothing. `InstanceRecord` is what vhmine.export and vhmine.bench consume; its
+image_path is where the image's content is now (curate.images.current_path: moved files are found
+by sha256), or the recorded path when no file holds it any more (export then says so).
 """
 
 from __future__ import annotations
@@ -62,7 +64,21 @@ def ready_instances(store: Store, mode: Optional[str] = None, kind: Optional[str
             q = q.where(Instance.kind == kind)
         recs = [_record(i, img, p) for i, img, p in s.execute(q)]
     order = {m: k for k, m in enumerate(M.mode_names())}
-    return sorted(recs, key=lambda r: (order[r.mode], r.kind, r.id))
+    return sorted(_at_current_paths(store, recs), key=lambda r: (order[r.mode], r.kind, r.id))
+
+
+def _at_current_paths(store: Store, recs: list[InstanceRecord]) -> list[InstanceRecord]:
+    from dataclasses import replace
+
+    from .images import current_path
+
+    found: dict[tuple[str, str], Optional[str]] = {}
+    for r in recs:
+        key = (r.image_sha256, r.image_path)
+        if key not in found:  # each image is hashed once, however many questions it has
+            p = current_path(store, *key)
+            found[key] = None if p is None else str(p)
+    return [replace(r, image_path=found[(r.image_sha256, r.image_path)] or r.image_path) for r in recs]
 
 
 def get_instance(store: Store, instance_id: str) -> InstanceRecord:
@@ -71,4 +87,4 @@ def get_instance(store: Store, instance_id: str) -> InstanceRecord:
                         .outerjoin(Pair, Pair.id == Instance.pair_id).where(Instance.id == instance_id)).first()
     if row is None:
         raise InputError(f"no instance {instance_id!r} in {store.display_url}")
-    return _record(*row)
+    return _at_current_paths(store, [_record(*row)])[0]
