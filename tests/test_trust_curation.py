@@ -5,7 +5,9 @@ and in the app (Streamlit AppTest; the real-browser check is in test_app_browser
 from __future__ import annotations
 
 import multiprocessing as mp
+import random
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -13,9 +15,11 @@ import pytest
 from helpers import counting_annotation, seed_store
 
 from vhmine import curate as C
-from vhmine.errors import AuthError, InputError, LeaseError
+from vhmine.errors import AuthError, InputError
 
 ROUNDS = 60
+RACED = ("LeaseError", "cannot undo: your last action was undone elsewhere meanwhile (another tab?): nothing changed; "
+                       "reload the page")
 SIGNED_OUT = r"the sign-in of 'alice' is no longer valid \(the token was replaced or the worker deactivated\): nothing saved; sign in again with the current token"
 
 
@@ -27,9 +31,11 @@ def _racer(url, idx, job, worker, mode, rounds, barrier, out):  # runs in a spaw
     from vhmine.store import open_store
 
     store = open_store(url)
+    jitter = random.Random(idx)
     try:
         for _ in range(rounds):
             barrier.wait(120)  # the main process has set the round up: go together
+            time.sleep(jitter.uniform(0, 0.008))  # vary who starts first, so the two calls interleave every way
             try:
                 if job == "undo":
                     res = ("ok", C.undo_last(store, worker))
@@ -94,8 +100,8 @@ def test_undo_and_take_racing_on_postgresql_never_both_win(tmp_path, pg_url):
 
     def check(before, results):
         (u_status, undone), (t_status, taken) = results
-        assert (u_status, t_status) == ("ok", "ok"), results
         t = _task(store, tid)
+        assert (u_status, t_status) == ("ok", "ok"), results
         assert t.status == "open" and t.version == before + 1, (results, t.version, before)  # one transition applied
         holder = "bob" if taken == tid else "alice"
         assert taken in (tid, None) and t.lease_worker == holder, (results, t.lease_worker)
@@ -111,7 +117,7 @@ def test_undo_and_take_racing_on_postgresql_never_both_win(tmp_path, pg_url):
         C.skip(store, "alice", tid)
 
     _race(pg_url, [("undo", "alice", "counting"), ("take", "bob", "counting")], setup, check)
-    assert wins["alice"] + wins["bob"] == ROUNDS
+    assert wins["alice"] + wins["bob"] == ROUNDS and min(wins.values()) > 0, wins  # each side won some rounds
     store.close()
 
 
@@ -127,15 +133,16 @@ def test_two_undos_of_one_action_on_postgresql_never_both_apply(tmp_path, pg_url
     def check(before, results):
         applied = [msg for status, msg in results if status == "ok"]
         assert applied == [f"discard of item {tid}"], results
-        [(status, msg)] = [r for r in results if r[0] != "ok"]
-        assert (status, msg) in {  # raced for the same action, or came after it and found nothing older
-            ("LeaseError", "cannot undo: your last action was undone elsewhere meanwhile (another tab?): nothing changed; reload the page"),
-            ("InputError", "nothing to undo for alice")}, results
+        [loser] = [r for r in results if r[0] != "ok"]
+        assert loser in (RACED, ("InputError", "nothing to undo for alice")), results  # raced for it, or came after
+        raced.append(loser == RACED)
         t = _task(store, tid)
         assert (t.status, t.lease_worker, t.done_by, t.version) == ("open", "alice", None, before + 1)
         assert all(a.undone_at is not None for a in _actions(store, "alice", "discard"))
 
+    raced = []
     _race(pg_url, [("undo", "alice", "color"), ("undo", "alice", "color")], setup, check)
+    assert any(raced), "the two undos never overlapped: the test proved nothing"
     assert len(_actions(store, "alice", "discard")) == ROUNDS
     store.close()
 

@@ -58,12 +58,14 @@ def _image(store, image_id: str, caption: str) -> None:
 
 def sign_in_page(store) -> None:
     st.title("vhmine curation")
-    if "signed_out" in st.session_state:  # why the last session ended (token rotated, worker deactivated)
-        st.error(_esc(st.session_state["signed_out"]))
+    note = st.empty()
     with st.form("signin"):
         token = st.text_input("Token", type="password", key="token", help="Printed once by `vhmine workers add NAME`.")
         ok = st.form_submit_button("Sign in")
+    if not ok and "signed_out" in st.session_state:  # why the last session ended (token rotated, worker deactivated)
+        note.error(_esc(st.session_state["signed_out"]))
     if ok:
+        st.session_state.pop("signed_out", None)
         try:
             w = C.sign_in(store, token)
         except VhmineError as err:
@@ -71,7 +73,6 @@ def sign_in_page(store) -> None:
             return
         st.session_state["worker"] = w
         st.session_state.pop("token", None)
-        st.session_state.pop("signed_out", None)
         st.rerun()
 
 
