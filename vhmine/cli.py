@@ -190,6 +190,43 @@ def workers_list(db: Optional[str] = DbOpt) -> None:
         typer.echo(f"{w.name}\t{'admin' if w.is_admin else 'worker'}\t{'active' if w.active else 'inactive'}")
 
 
+def _on_store(db: Optional[str], action: str, *args):
+    """`vhmine.curate.<action>(store, *args)` on the opened store; a VhmineError ends the command with its message."""
+    try:
+        from . import curate
+        from .store import open_store
+
+        with open_store(db) as store:
+            return getattr(curate, action)(store, *args)
+    except VhmineError as err:
+        _fail(err)
+
+
+WorkerArg = typer.Argument(..., help="Worker name (as `vhmine workers list` shows it).")
+
+
+@workers_app.command("rotate")
+def workers_rotate(name: str = WorkerArg, db: Optional[str] = DbOpt) -> None:
+    """Give a worker a new token and print it (shown once); the old one, and every browser signed in with it, stop working now."""
+    token = _on_store(db, "rotate_token", name)
+    typer.echo(f"worker {name}: new sign-in token (shown only now, keep it secret); the old one no longer works:", err=True)
+    typer.echo(token)
+
+
+@workers_app.command("deactivate")
+def workers_deactivate(name: str = WorkerArg, db: Optional[str] = DbOpt) -> None:
+    """Stop a worker: their token no longer signs in, and a browser signed in is signed out at its next action."""
+    _on_store(db, "deactivate_worker", name)
+    typer.echo(f"worker {name} deactivated; what they saved stays (`vhmine workers activate {name}` lets them back in)")
+
+
+@workers_app.command("activate")
+def workers_activate(name: str = WorkerArg, db: Optional[str] = DbOpt) -> None:
+    """Let a deactivated worker sign in again with their token."""
+    _on_store(db, "activate_worker", name)
+    typer.echo(f"worker {name} active")
+
+
 @app.command()
 def curate(
     db: Optional[str] = DbOpt,

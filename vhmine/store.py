@@ -96,6 +96,9 @@ class Worker(Base):
     is_admin: Mapped[bool] = mapped_column(Boolean)
     active: Mapped[bool] = mapped_column(Boolean)
     created_at: Mapped[dt.datetime]
+    # schema revision 0005: bumped by `workers rotate` / `deactivate`; a signed-in
+    # session holds the value it signed in with and stops working once they differ
+    token_generation: Mapped[int] = mapped_column(Integer, server_default=text("0"))
 
 
 class Task(Base):

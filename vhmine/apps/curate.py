@@ -3,7 +3,10 @@
 Run it with `vhmine curate` (which sets VHMINE_DB). Reads and writes only through vhmine.curate and
 vhmine.store: no SQL and no file paths here; images come from `curate.image_bytes`, which serves only
 files recorded in the store. Text that workers typed is shown with st.text / tables, never as
-Markdown or HTML. Tokens are typed into a password field and never shown or logged.
+Markdown or HTML. Tokens are typed into a password field and never shown or logged. The session holds
+the signed-in `C.WorkerInfo` (name, token generation), never the token; every page run re-checks it
+(`C.check_session`) and every library call checks it again, so a rotated token or a deactivated worker
+is signed out at the next click, and admin data comes only from calls the library lets an admin make.
 """
 
 from __future__ import annotations
@@ -55,30 +58,35 @@ def _image(store, image_id: str, caption: str) -> None:
 
 def sign_in_page(store) -> None:
     st.title("vhmine curation")
+    note = st.empty()
     with st.form("signin"):
         token = st.text_input("Token", type="password", key="token", help="Printed once by `vhmine workers add NAME`.")
         ok = st.form_submit_button("Sign in")
+    if not ok and "signed_out" in st.session_state:  # why the last session ended (token rotated, worker deactivated)
+        note.error(_esc(st.session_state["signed_out"]))
     if ok:
+        st.session_state.pop("signed_out", None)
         try:
             w = C.sign_in(store, token)
         except VhmineError as err:
             st.error(_esc(err))
             return
-        st.session_state["worker"], st.session_state["admin"] = w.name, w.is_admin
+        st.session_state["worker"] = w
         st.session_state.pop("token", None)
         st.rerun()
 
 
-def sidebar(store) -> tuple[str, str]:
-    worker = st.session_state["worker"]
+def sidebar(store, me: C.WorkerInfo) -> tuple[str, str]:
     with st.sidebar:
-        st.write(f"Signed in as **{_esc(worker)}**" + (" (admin)" if st.session_state.get("admin") else ""))
-        pages = ["Annotate", "Review", "Label answers"] + (["Admin"] if st.session_state.get("admin") else [])
+        st.write(f"Signed in as **{_esc(me.name)}**" + (" (admin)" if me.is_admin else ""))
+        pages = ["Annotate", "Review", "Label answers"] + (["Admin"] if me.is_admin else [])
+        if st.session_state.get("page") not in (None, *pages):  # an admin page after the right was taken away
+            st.session_state.pop("page")
         page = st.radio("Page", pages, key="page")
         mode = st.selectbox("Mode", M.mode_names(), key="mode")
         if st.button("Undo last action", key="undo"):
             try:
-                _flash("info", "Undone: " + C.undo_last(store, worker))
+                _flash("info", "Undone: " + C.undo_last(store, me))
             except VhmineError as err:
                 _flash("error", str(err))
             st.rerun()
@@ -89,13 +97,12 @@ def sidebar(store) -> tuple[str, str]:
             hide_index=True, key="progress",
         )
         if st.button("Sign out", key="signout"):
-            for k in ("worker", "admin"):
-                st.session_state.pop(k, None)
+            st.session_state.pop("worker", None)
             st.rerun()
     return page, mode
 
 
-def drafts_form(store, worker: str, mode: str) -> bool:
+def drafts_form(store, worker: C.WorkerInfo, mode: str) -> bool:
     """Show the worker's YNQ drafts to confirm; True while some are pending."""
     drafts = C.pending_drafts(store, worker, mode)
     if not drafts:
@@ -122,7 +129,7 @@ def drafts_form(store, worker: str, mode: str) -> bool:
     return True
 
 
-def annotate_page(store, worker: str, mode_name: str) -> None:
+def annotate_page(store, worker: C.WorkerInfo, mode_name: str) -> None:
     mode = M.get_mode(mode_name)
     st.header(f"Annotate: {mode.name}")
     st.caption(f"{mode.definition} Look for: {mode.look_for}")
@@ -203,7 +210,7 @@ def annotate_page(store, worker: str, mode_name: str) -> None:
             st.error(_esc(err))
 
 
-def review_page(store, worker: str, mode: str) -> None:
+def review_page(store, worker: C.WorkerInfo, mode: str) -> None:
     st.header(f"Review: {mode}")
     st.caption("Answer without seeing the author's answer.")
     item = C.next_review(store, worker, mode)
@@ -227,7 +234,7 @@ def review_page(store, worker: str, mode: str) -> None:
             st.error(_esc(err))
 
 
-def label_page(store, worker: str, mode: str) -> None:
+def label_page(store, worker: C.WorkerInfo, mode: str) -> None:
     st.header(f"Label model answers: {mode}")
     item = C.next_response(store, worker, mode)
     if item is None:
@@ -255,12 +262,17 @@ def _agreement_rows(rows):
              "items": a.items, "raters": a.raters, "disagreements": a.disagreements} for a in rows]
 
 
-def admin_page(store) -> None:
+def admin_page(store, me: C.WorkerInfo) -> None:
     st.header("Agreement")
+    try:  # the library checks the right again on every call: the page is not the guard
+        rows, dis = C.agreement(store, by=me), C.disagreements(store, by=me)
+        label_rows, workers = C.agreement(store, "responses", by=me), C.list_workers(store, by=me)
+    except VhmineError as err:
+        st.error(_esc(err))
+        return
     st.caption("Authors' reference answers against blind reviews: Cohen's kappa for two workers, Fleiss' for more.")
-    st.dataframe(_agreement_rows(C.agreement(store)), hide_index=True, key="agreement")
+    st.dataframe(_agreement_rows(rows), hide_index=True, key="agreement")
     st.subheader("Disagreements")
-    dis = C.disagreements(store)
     if dis:
         st.dataframe([{"mode": d.mode, "instance": d.item_id, "question": d.question,
                        "answers": "; ".join(f"{w}: {a}" for w, a in d.ratings.items())} for d in dis],
@@ -268,9 +280,9 @@ def admin_page(store) -> None:
     else:
         st.write("None.")
     st.subheader("Model-answer labels")
-    st.dataframe(_agreement_rows(C.agreement(store, "responses")), hide_index=True, key="label_agreement")
+    st.dataframe(_agreement_rows(label_rows), hide_index=True, key="label_agreement")
     st.subheader("Workers")
-    st.dataframe([{"name": w.name, "admin": w.is_admin, "active": w.active} for w in C.list_workers(store)],
+    st.dataframe([{"name": w.name, "admin": w.is_admin, "active": w.active} for w in workers],
                  hide_index=True, key="workers")
 
 
@@ -281,20 +293,26 @@ def main() -> None:
     except VhmineError as err:
         st.error(_esc(err))
         return
+    if "worker" in st.session_state:
+        try:  # every run: a rotated token or a deactivation signs the browser out before any click acts
+            st.session_state["worker"] = C.check_session(store, st.session_state["worker"])
+        except VhmineError as err:
+            st.session_state.pop("worker")
+            st.session_state["signed_out"] = f"You were signed out: {err}"
     if "worker" not in st.session_state:
         sign_in_page(store)
         return
-    page, mode = sidebar(store)
+    me = st.session_state["worker"]  # a C.WorkerInfo: every call below re-checks it in the store
+    page, mode = sidebar(store, me)
     _show_flash()
-    worker = st.session_state["worker"]
     if page == "Annotate":
-        annotate_page(store, worker, mode)
+        annotate_page(store, me, mode)
     elif page == "Review":
-        review_page(store, worker, mode)
+        review_page(store, me, mode)
     elif page == "Label answers":
-        label_page(store, worker, mode)
-    elif page == "Admin" and st.session_state.get("admin"):
-        admin_page(store)
+        label_page(store, me, mode)
+    elif page == "Admin":
+        admin_page(store, me)
 
 
 main()

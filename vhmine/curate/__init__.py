@@ -7,11 +7,18 @@ makes "undo the last action" possible. Image bytes are read only from paths reco
 
 Concurrency: a task is handed to one worker at a time through a lease (compare-and-set on the
 task's `version`); saving requires the task to be open and leased to the saver (or to nobody), so a
-second writer gets a LeaseError and nothing of the first is overwritten. Undo never deletes an
-instance: it marks it discarded, "undone by <worker>".
+second writer gets a LeaseError and nothing of the first is overwritten. Undo claims its action and
+changes the task through the same compare-and-set, and never deletes an instance: it marks it
+discarded, "undone by <worker>".
+
+Who may act: every call that takes a worker checks, in the store, that they are active; a signed-in
+`WorkerInfo` (what the app passes) must also still hold the token generation it signed in with, so a
+rotated token or a deactivation ends a browser session at its next action. Admin reads and writes
+(`agreement`, `disagreements`, `list_workers`, adding, rotating, (de)activating workers) check that
+the worker asking (`by=`) is an admin; `by=None` is the store's operator (the CLI).
 
 One module per concern, all re-exported here (`from vhmine import curate as C; C.next_item(...)`):
-workers (sign-in), queue (leases, discard, skip, progress, generated images entering the queue),
+workers (sign-in, tokens, (de)activation), queue (leases, discard, skip, progress, generated images entering the queue),
 annotate (saving questions and answers), drafts (drafted yes/no questions), undo, review (blind
 review and agreement), responses (model responses and their labels), records (ready instances for
 export), images (serving recorded image bytes), app (launching Streamlit); _shared holds the ids,
@@ -20,7 +27,10 @@ action log, worker lookup and lease checks they all use.
 
 from __future__ import annotations
 
-from .workers import WorkerInfo, add_worker, hash_token, list_workers, sign_in  # first: imports vhmine.store
+from .workers import (  # first: imports vhmine.store
+    WorkerInfo, activate_worker, add_worker, check_session, deactivate_worker, hash_token, list_workers, rotate_token,
+    sign_in,
+)
 from .images import image_bytes, image_file
 from ._shared import ImageView, Item
 from .queue import LEASE_S, Progress, add_generation, discard, next_item, progress, skip
@@ -40,7 +50,8 @@ from ..store import resolve_url  # vhmine/apps/curate.py reads it as C.resolve_u
 
 __all__ = [
     "LEASE_S", "UNANSWERABLE",
-    "WorkerInfo", "add_worker", "hash_token", "list_workers", "sign_in",
+    "WorkerInfo", "activate_worker", "add_worker", "check_session", "deactivate_worker", "hash_token", "list_workers",
+    "rotate_token", "sign_in",
     "image_bytes", "image_file",
     "ImageView", "Item", "Progress", "add_generation", "discard", "next_item", "progress", "skip",
     "Annotation", "Saved", "save_annotation",

@@ -1,8 +1,10 @@
-"""What more than one curation module needs: ids, the action log, worker lookup, lease checks.
+"""What more than one curation module needs: ids, the action log, worker checks, lease checks.
 
 Reads workers and tasks (with the pair, images and generation a task shows) from the curation store
-(vhmine.store); writes action-log rows and closes tasks with a compare-and-set on the task's
-`version`. Also the queue `Item` a task is shown as: leasing builds it, and so does saving.
+(vhmine.store); writes action-log rows and changes tasks only through one compare-and-set on the
+task's `version` (`_cas`), which leasing, saving, discarding, skipping and undoing all use. Also the
+queue `Item` a task is shown as (leasing builds it, and so does saving), and `WorkerInfo`, the
+signed-in worker the app passes to every call.
 """
 
 from __future__ import annotations
@@ -25,13 +27,37 @@ def _new_id() -> str:
     return uuid.uuid4().hex[:16]
 
 
-def _worker(s: Session, name: str, *, admin: bool = False) -> Worker:
+@dataclass(frozen=True)
+class WorkerInfo:
+    """A worker as signed in: `generation` is the worker's token generation at sign-in."""
+
+    name: str
+    is_admin: bool
+    active: bool
+    generation: int = 0
+
+
+def _worker(s: Session, who: "str | WorkerInfo", *, admin: bool = False) -> Worker:
+    """The worker row of `who`, checked on every call: active, an admin when `admin`, and, for a
+    signed-in WorkerInfo, still on the token it signed in with (a rotated token or a deactivation
+    bumps the generation). A bare name is a caller that holds the store itself (CLI, scripts)."""
+    name = who if isinstance(who, str) else who.name
     w = s.get(Worker, name)
     if w is None or not w.active:
         raise AuthError(f"worker {name!r} is unknown or inactive: sign in again")
+    if isinstance(who, WorkerInfo) and who.generation != w.token_generation:
+        raise AuthError(f"the sign-in of {name!r} is no longer valid (the token was replaced or the worker "
+                        "deactivated): nothing saved; sign in again with the current token")
     if admin and not w.is_admin:
         raise AuthError(f"worker {name!r} is not an admin: ask an admin (`vhmine workers add NAME --admin`)")
     return w
+
+
+def _admin(s: Session, by: "str | WorkerInfo | None") -> None:
+    """Admin actions: `by` is the signed-in worker asking, who must be an admin; None is the store's
+    operator (the CLI), who holds the database itself."""
+    if by is not None:
+        _worker(s, by, admin=True)
 
 
 @dataclass(frozen=True)
@@ -92,12 +118,17 @@ def _lease_check(s: Session, task_id: str, worker: str, now: dt.datetime) -> Tas
     return t
 
 
+def _cas(s: Session, t: Task, *, expect_status: Optional[str] = None, **values) -> bool:
+    """Change task `t` only if nobody changed it since we read it (same `version`, and status
+    `expect_status` when given), bumping the version; False when someone else won and nothing was
+    written. On PostgreSQL a concurrent UPDATE waits for ours, then no longer matches."""
+    cond = [Task.id == t.id, Task.version == t.version] + ([Task.status == expect_status] if expect_status else [])
+    res = s.execute(update(Task).where(*cond).values(**values, version=t.version + 1)
+                    .execution_options(synchronize_session=False))
+    return res.rowcount == 1
+
+
 def _close(s: Session, t: Task, worker: str, now: dt.datetime, status: str, reason: Optional[str] = None) -> None:
-    res = s.execute(
-        update(Task).where(Task.id == t.id, Task.version == t.version, Task.status == "open")
-        .values(status=status, discard_reason=reason, done_by=worker, done_at=now, lease_worker=None,
-                lease_until=None, version=t.version + 1)
-        .execution_options(synchronize_session=False)
-    )
-    if res.rowcount != 1:  # someone saved or took it between our read and our write
+    if not _cas(s, t, expect_status="open", status=status, discard_reason=reason, done_by=worker, done_at=now,
+                lease_worker=None, lease_until=None):  # someone saved or took it between our read and our write
         raise LeaseError(f"item {t.id} was changed by another worker while you worked on it: nothing saved; take the next item")

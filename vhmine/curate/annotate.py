@@ -67,7 +67,7 @@ def save_annotation(store: Store, worker: str, task_id: str, ann: Annotation) ->
     the worker confirms with `confirm_drafts`; a YNQ template becomes ready YNQ instances directly.
     """
     with store.session() as s:
-        _worker(s, worker)
+        worker = _worker(s, worker).name  # a signed-in WorkerInfo must still be current
         now = utcnow()
         t = _lease_check(s, task_id, worker, now)
         item = _item(s, t)

@@ -36,6 +36,7 @@ class DraftView:
 def pending_drafts(store: Store, worker: str, mode: Optional[str] = None) -> list[DraftView]:
     """The worker's drafted YNQs still waiting for confirmation: oldest item first, image A before B, yes first."""
     with store.session(write=False) as s:
+        worker = _worker(s, worker).name  # a signed-in WorkerInfo must still be current
         q = select(Instance).where(Instance.status == "draft", Instance.created_by == worker)
         if mode:
             q = q.where(Instance.mode == M.get_mode(mode).name)
@@ -74,7 +75,7 @@ def confirm_drafts(store: Store, worker: str, decisions: Iterable[DraftDecision]
     """Make kept drafts ready and reject the others; FormError (nothing saved) on a contradiction."""
     decisions = list(decisions)
     with store.session() as s:
-        _worker(s, worker)
+        worker = _worker(s, worker).name  # a signed-in WorkerInfo must still be current
         now = utcnow()
         before, kept = [], []
         for dec in decisions:

@@ -20,10 +20,10 @@ from ..store import (  # first: it says which extra to install when SQLAlchemy i
     Action, Generation, Image, Instance, Store, Task, utcnow,
 )
 
-from sqlalchemy import func, or_, select, update  # noqa: E402
+from sqlalchemy import func, or_, select  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from ._shared import Item, _close, _item, _lease_check, _log, _new_id, _worker
+from ._shared import Item, WorkerInfo, _cas, _close, _item, _lease_check, _log, _new_id, _worker
 
 LEASE_S = 15 * 60
 
@@ -34,19 +34,14 @@ def _free(now: dt.datetime):
 
 def _take(s: Session, t: Task, worker: str, now: dt.datetime, lease_s: float) -> bool:
     """Compare-and-set the lease: succeeds only if nobody changed the task since we read it."""
-    res = s.execute(
-        update(Task).where(Task.id == t.id, Task.version == t.version)
-        .values(lease_worker=worker, lease_until=now + dt.timedelta(seconds=lease_s), version=t.version + 1)
-        .execution_options(synchronize_session=False)
-    )
-    return res.rowcount == 1
+    return _cas(s, t, lease_worker=worker, lease_until=now + dt.timedelta(seconds=lease_s))
 
 
-def next_item(store: Store, worker: str, mode: str, *, lease_s: float = LEASE_S) -> Optional[Item]:
+def next_item(store: Store, worker: str | WorkerInfo, mode: str, *, lease_s: float = LEASE_S) -> Optional[Item]:
     """Lease the next open task of `mode` to `worker` (their current lease first; skipped ones last)."""
     mode = M.get_mode(mode).name
     with store.session() as s:
-        _worker(s, worker)
+        worker = _worker(s, worker).name
         now = utcnow()
         mine = s.scalar(select(Task).where(Task.mode == mode, Task.status == "open", Task.lease_worker == worker,
                                            Task.lease_until > now).order_by(Task.priority, Task.id).limit(1))
@@ -67,28 +62,25 @@ def next_item(store: Store, worker: str, mode: str, *, lease_s: float = LEASE_S)
     return None
 
 
-def discard(store: Store, worker: str, task_id: str, reason: str) -> None:
+def discard(store: Store, worker: str | WorkerInfo, task_id: str, reason: str) -> None:
     """Discard an item with a reason (no unambiguous question fits)."""
     reason = " ".join((reason or "").split())
     if not reason:
         raise FormError("reason", "give a reason for discarding, e.g. 'no unambiguous question fits'")
     with store.session() as s:
-        _worker(s, worker)
+        worker = _worker(s, worker).name
         now = utcnow()
         t = _lease_check(s, task_id, worker, now)
         _close(s, t, worker, now, "discarded", reason)
         _log(s, worker, "discard", task_id, {"reason": reason})
 
 
-def skip(store: Store, worker: str, task_id: str) -> None:
+def skip(store: Store, worker: str | WorkerInfo, task_id: str) -> None:
     """Give the item back to the queue; it comes back to this worker only after all others."""
     with store.session() as s:
-        _worker(s, worker)
+        worker = _worker(s, worker).name
         t = _lease_check(s, task_id, worker, utcnow())
-        res = s.execute(update(Task).where(Task.id == t.id, Task.version == t.version)
-                        .values(lease_worker=None, lease_until=None, version=t.version + 1)
-                        .execution_options(synchronize_session=False))
-        if res.rowcount != 1:  # someone saved or took it between our read and our write
+        if not _cas(s, t, lease_worker=None, lease_until=None):  # someone saved or took it between our read and our write
             raise LeaseError(f"item {task_id} was changed by another worker meanwhile: nothing skipped; take the next item")
         _log(s, worker, "skip", task_id, {})
 

@@ -23,7 +23,7 @@ from ..store import (  # first: it says which extra to install when SQLAlchemy i
 
 from sqlalchemy import func, select  # noqa: E402
 
-from ._shared import _log, _new_id, _worker
+from ._shared import WorkerInfo, _log, _new_id, _worker
 
 
 def add_response(store: Store, instance_id: str, model: str, prompt: str, answer: str,
@@ -98,10 +98,10 @@ class ResponseItem:
     model_answer: str  # the model's name is not shown: labels should not depend on it
 
 
-def next_response(store: Store, worker: str, mode: Optional[str] = None) -> Optional[ResponseItem]:
+def next_response(store: Store, worker: str | WorkerInfo, mode: Optional[str] = None) -> Optional[ResponseItem]:
     """A model response the worker has not labelled, fewest labels first."""
     with store.session(write=False) as s:
-        _worker(s, worker)
+        worker = _worker(s, worker).name
         mine = select(ResponseLabel.response_id).where(ResponseLabel.worker == worker)
         n = select(ResponseLabel.response_id, func.count().label("n")).group_by(ResponseLabel.response_id).subquery()
         q = (select(Response, Instance).join(Instance, Instance.id == Response.instance_id)
@@ -117,12 +117,12 @@ def next_response(store: Store, worker: str, mode: Optional[str] = None) -> Opti
                             inst.image_id, r.answer)
 
 
-def label_response(store: Store, worker: str, response_id: str, verdict: str) -> None:
+def label_response(store: Store, worker: str | WorkerInfo, response_id: str, verdict: str) -> None:
     """Mark a model response correct or hallucinated."""
     if verdict not in VERDICTS:
         raise FormError("verdict", f"choose one of: {', '.join(VERDICTS)}")
     with store.session() as s:
-        _worker(s, worker)
+        worker = _worker(s, worker).name
         if s.get(Response, response_id) is None:
             raise InputError(f"no response {response_id!r} in the store")
         if s.get(ResponseLabel, (response_id, worker)) is not None:

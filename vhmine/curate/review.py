@@ -3,7 +3,8 @@
 Reads ready instances that someone else wrote (shown without answers or author) and writes the
 reviewer's answer with its normalized label, plus a `review` action. `agreement` and `disagreements`
 read, per mode, the author's reference answer against the blind reviews, or workers' labels of model
-responses, and compute Cohen's or Fleiss' kappa with vhmine.agreement.
+responses, and compute Cohen's or Fleiss' kappa with vhmine.agreement; a signed-in worker asking
+for them (`by`) must be an admin, checked in the store on every call.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from sqlalchemy import func, select  # noqa: E402
 from sqlalchemy.exc import IntegrityError  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from ._shared import _log, _worker
+from ._shared import WorkerInfo, _admin, _log, _worker
 
 UNANSWERABLE = "unanswerable"
 
@@ -36,11 +37,11 @@ class ReviewItem:
     image_id: str  # blind: no reference answer, no author
 
 
-def next_review(store: Store, worker: str, mode: str) -> Optional[ReviewItem]:
+def next_review(store: Store, worker: str | WorkerInfo, mode: str) -> Optional[ReviewItem]:
     """A ready instance of `mode` that someone else wrote and `worker` has not answered, fewest reviews first."""
     mode = M.get_mode(mode).name
     with store.session(write=False) as s:
-        _worker(s, worker)
+        worker = _worker(s, worker).name
         mine = select(Review.instance_id).where(Review.worker == worker)
         n = select(Review.instance_id, func.count().label("n")).group_by(Review.instance_id).subquery()
         inst = s.scalar(
@@ -70,14 +71,14 @@ def _review_label(inst: Instance, answer: str) -> str:
     return norm
 
 
-def save_review(store: Store, worker: str, instance_id: str, answer: str) -> None:
+def save_review(store: Store, worker: str | WorkerInfo, instance_id: str, answer: str) -> None:
     """Save a blind answer. YNQ: yes, no or "can't tell"; OEQ: free text or "can't tell"."""
     answer = " ".join((answer or "").split())
     if not answer:
         raise FormError("answer", "the answer is empty: answer the question, or choose \"can't tell\"")
     with store.session() as s:
-        _worker(s, worker)
-        inst = s.get(Instance, instance_id)
+        worker = _worker(s, worker).name
+        inst = s.get(Instance, instance_id, with_for_update=True)  # an undo discarding it waits, or we see it discarded
         if inst is None or inst.status != "ready":
             raise InputError(f"no ready instance {instance_id!r} to review")
         if inst.created_by == worker:
@@ -138,15 +139,17 @@ def _defined(k: float) -> Optional[float]:
     return None if math.isnan(k) else k
 
 
-def agreement(store: Store, what: str = "instances") -> list[ModeAgreement]:
+def agreement(store: Store, what: str = "instances", *, by: str | WorkerInfo | None = None) -> list[ModeAgreement]:
     """Per mode: Cohen's kappa when exactly two workers rated, Fleiss' kappa when more.
 
     `what="instances"`: the author's reference answer against blind reviews; `what="responses"`:
-    workers' correct/hallucinated labels of model responses.
+    workers' correct/hallucinated labels of model responses. `by`: the signed-in worker asking (the
+    app passes it), who must be an admin; None only for the store's operator (CLI, scripts).
     """
     from ..agreement import cohen_kappa, fleiss_kappa
 
     with store.session(write=False) as s:
+        _admin(s, by)
         data = _ratings(s, what)
     out = []
     for m in M.mode_names():
@@ -165,9 +168,11 @@ def agreement(store: Store, what: str = "instances") -> list[ModeAgreement]:
     return out
 
 
-def disagreements(store: Store, mode: Optional[str] = None, what: str = "instances") -> list[Disagreement]:
-    """Items on which the workers' normalized answers differ, by mode then id."""
+def disagreements(store: Store, mode: Optional[str] = None, what: str = "instances", *,
+                  by: str | WorkerInfo | None = None) -> list[Disagreement]:
+    """Items on which the workers' normalized answers differ, by mode then id; `by` as for `agreement`."""
     with store.session(write=False) as s:
+        _admin(s, by)
         data = _ratings(s, what)
         questions: dict[str, str] = {}
         for items in data.values():

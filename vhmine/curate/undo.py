@@ -2,7 +2,12 @@
 
 Reopens an annotated or discarded task for the worker (its instances become discarded, "undone by
 <worker>", never deleted), takes a skipped task back, restores confirmed drafts, or deletes a review
-or a response label; then marks the action undone. Refuses when someone else built on it since.
+or a response label; then the action stays marked undone. Refuses when someone else built on it since.
+
+Concurrency, as every other transition: the action is claimed first (set `undone_at` only where it is
+still unset), so of two undos racing for one action exactly one applies; the task changes only through
+the compare-and-set on its `version` (`_shared._cas`), so an undo and a concurrent take never both win;
+instances are locked (FOR UPDATE on PostgreSQL) before checking for reviews, which `save_review` locks too.
 """
 
 from __future__ import annotations
@@ -14,52 +19,72 @@ from ..store import (  # first: it says which extra to install when SQLAlchemy i
     Action, Instance, Response, ResponseLabel, Review, Store, Task, utcnow,
 )
 
-from sqlalchemy import func, select  # noqa: E402
+from sqlalchemy import func, select, update  # noqa: E402
+from sqlalchemy.orm import Session  # noqa: E402
 
-from ._shared import _worker
+from ._shared import WorkerInfo, _cas, _worker
 from .queue import LEASE_S
 
 
-def undo_last(store: Store, worker: str, *, lease_s: float = LEASE_S) -> str:
-    """Revert the worker's last action and say what was undone; InputError when there is none."""
+def _claim(s: Session, act: Action, now: dt.datetime) -> None:
+    res = s.execute(update(Action).where(Action.id == act.id, Action.undone_at.is_(None)).values(undone_at=now)
+                    .execution_options(synchronize_session=False))
+    if res.rowcount != 1:  # another undo (a second tab, a double click) took it between our read and our write
+        raise LeaseError("cannot undo: your last action was undone elsewhere meanwhile (another tab?): nothing changed; "
+                         "reload the page")
+
+
+def _used(s: Session, ids: list[str]) -> str:
+    """What already built on these instances ("" when nothing): a review or a model's answer."""
+    if s.scalar(select(func.count()).select_from(Review).where(Review.instance_id.in_(ids))):
+        return "reviewed"
+    if s.scalar(select(func.count()).select_from(Response).where(Response.instance_id.in_(ids))):
+        return "answered by a model"
+    return ""
+
+
+def undo_last(store: Store, worker: str | WorkerInfo, *, lease_s: float = LEASE_S) -> str:
+    """Revert the worker's last action and say what was undone; InputError when there is none,
+    LeaseError (nothing changed) when someone built on it or changed it meanwhile."""
     with store.session() as s:
-        _worker(s, worker)
+        worker = _worker(s, worker).name
         now = utcnow()
         act = s.scalar(select(Action).where(Action.worker == worker, Action.undone_at.is_(None))
                        .order_by(Action.id.desc()).limit(1))
         if act is None:
             raise InputError(f"nothing to undo for {worker}")
+        _claim(s, act, now)
         p = act.payload or {}
+        lease = dict(lease_worker=worker, lease_until=now + dt.timedelta(seconds=lease_s))
         if act.kind in ("annotate", "discard"):
             t = s.get(Task, act.task_id)
             if t.status == "open" or t.done_by != worker:
                 raise LeaseError(f"cannot undo: item {t.id} was changed since by someone else")
             if act.kind == "annotate":
                 ids = p.get("instances", [])
-                used = s.scalar(select(func.count()).select_from(Review).where(Review.instance_id.in_(ids))) or 0
-                used += s.scalar(select(func.count()).select_from(Response).where(Response.instance_id.in_(ids))) or 0
-                if used:
+                insts = s.scalars(select(Instance).where(Instance.id.in_(ids)).with_for_update()).all()
+                if _used(s, ids):
                     raise LeaseError(f"cannot undo: item {t.id}'s questions were already reviewed or answered by a model")
-                for inst in s.scalars(select(Instance).where(Instance.id.in_(ids))):
+                for inst in insts:
                     inst.status, inst.discard_reason = "discarded", f"undone by {worker}"
                     inst.updated_by, inst.updated_at = worker, now
-            t.status, t.discard_reason, t.done_by, t.done_at = "open", None, None, None
-            t.lease_worker, t.lease_until = worker, now + dt.timedelta(seconds=lease_s)
-            t.version += 1
+            if not _cas(s, t, expect_status=t.status, status="open", discard_reason=None, done_by=None, done_at=None,
+                        **lease):
+                raise LeaseError(f"cannot undo: item {t.id} was changed by someone else meanwhile: nothing changed")
             what = f"{'annotation' if act.kind == 'annotate' else 'discard'} of item {t.id}"
         elif act.kind == "skip":
             t = s.get(Task, act.task_id)
-            if t.status == "open" and (t.lease_worker is None or t.lease_until <= now):
-                t.lease_worker, t.lease_until = worker, now + dt.timedelta(seconds=lease_s)
-                t.version += 1
-            what = f"skip of item {t.id}"
+            free = t.status == "open" and (t.lease_worker in (None, worker) or t.lease_until <= now)
+            # the skip is undone either way; the item comes back only if nobody took it first
+            back = free and _cas(s, t, expect_status="open", **lease)
+            if not back:
+                s.refresh(t)
+            what = f"skip of item {t.id}" + ("" if back else f" (the item is {_held(t, now)}, so it stays there)")
         elif act.kind == "confirm":
             for old in p.get("drafts", []):
-                d = s.get(Instance, old["id"])
-                if s.scalar(select(func.count()).select_from(Review).where(Review.instance_id == d.id)):
-                    raise LeaseError(f"cannot undo: the yes/no question {d.id} was already reviewed")
-                if s.scalar(select(func.count()).select_from(Response).where(Response.instance_id == d.id)):
-                    raise LeaseError(f"cannot undo: the yes/no question {d.id} was already answered by a model")
+                d = s.get(Instance, old["id"], with_for_update=True)
+                if used := _used(s, [d.id]):
+                    raise LeaseError(f"cannot undo: the yes/no question {d.id} was already {used}")
                 d.question, d.truth, d.answers = old["question"], old["truth"], old["answers"]
                 d.template_id, d.slots = old.get("template_id", d.template_id), old.get("slots", d.slots)
                 d.draft_value = old.get("draft_value", d.draft_value)
@@ -77,5 +102,10 @@ def undo_last(store: Store, worker: str, *, lease_s: float = LEASE_S) -> str:
             what = f"label of response {p['response_id']}"
         else:  # pragma: no cover - every kind written above is handled
             raise StoreError(f"action {act.id} has unknown kind {act.kind!r}")
-        act.undone_at = now
     return what
+
+
+def _held(t: Task, now: dt.datetime) -> str:
+    if t.status != "open":
+        return f"{'annotated' if t.status == 'done' else t.status} by {t.done_by}"
+    return f"leased to {t.lease_worker}" if t.lease_worker and t.lease_until > now else "open"

@@ -1,7 +1,11 @@
-"""Workers: registering them (`vhmine workers add`), listing them, and signing in with a token.
+"""Workers: registering them (`vhmine workers add`), listing, rotating their token, deactivating and
+reactivating them, and signing in with a token.
 
-Reads and writes the `workers` table of the curation store. A new worker's token is returned once;
-only its sha256 is kept, and a failed sign-in never repeats the token.
+Reads and writes the `workers` table of the curation store. A new or rotated token is returned once;
+only its sha256 is kept, and a failed sign-in never repeats the token. Rotating or deactivating bumps
+the worker's token generation, which every signed-in session carries (`WorkerInfo.generation`) and
+every library call compares (`_shared._worker`): the old token and every browser signed in with it
+stop working at their next action.
 """
 
 from __future__ import annotations
@@ -9,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-from dataclasses import dataclass
+from typing import Optional
 
 from ..errors import AuthError, InputError
 from ..store import (  # first: it says which extra to install when SQLAlchemy is missing
@@ -17,6 +21,9 @@ from ..store import (  # first: it says which extra to install when SQLAlchemy i
 )
 
 from sqlalchemy import select  # noqa: E402
+from sqlalchemy.orm import Session  # noqa: E402
+
+from ._shared import WorkerInfo, _admin, _worker
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -25,28 +32,70 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
-@dataclass(frozen=True)
-class WorkerInfo:
-    name: str
-    is_admin: bool
-    active: bool
+def _new_token() -> str:
+    return "vhm_" + secrets.token_urlsafe(32)
 
 
-def add_worker(store: Store, name: str, *, admin: bool = False) -> str:
-    """Register a worker and return their sign-in token; only its hash is kept, so show it once."""
+def _info(w: Worker) -> WorkerInfo:
+    return WorkerInfo(w.name, w.is_admin, w.active, w.token_generation)
+
+
+def add_worker(store: Store, name: str, *, admin: bool = False, by: Optional[WorkerInfo | str] = None) -> str:
+    """Register a worker and return their sign-in token; only its hash is kept, so show it once.
+
+    `by` (here and in the other admin functions below): the signed-in worker asking, who must be an
+    admin; None only for the store's operator (the CLI), who holds the database itself.
+    """
     if not _NAME.match(name or ""):
         raise InputError(f"worker name {name!r} is not allowed: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
-    token = "vhm_" + secrets.token_urlsafe(32)
+    token = _new_token()
     with store.session() as s:
+        _admin(s, by)
         if s.get(Worker, name) is not None:
             raise InputError(f"worker {name!r} already exists in {store.display_url}: choose another name")
-        s.add(Worker(name=name, token_hash=hash_token(token), is_admin=admin, active=True, created_at=utcnow()))
+        s.add(Worker(name=name, token_hash=hash_token(token), is_admin=admin, active=True, created_at=utcnow(),
+                     token_generation=0))
     return token
 
 
-def list_workers(store: Store) -> list[WorkerInfo]:
+def list_workers(store: Store, *, by: Optional[WorkerInfo | str] = None) -> list[WorkerInfo]:
     with store.session(write=False) as s:
-        return [WorkerInfo(w.name, w.is_admin, w.active) for w in s.scalars(select(Worker).order_by(Worker.name))]
+        _admin(s, by)
+        return [_info(w) for w in s.scalars(select(Worker).order_by(Worker.name))]
+
+
+def _named(s: Session, store: Store, name: str) -> Worker:
+    w = s.get(Worker, name, with_for_update=True)
+    if w is None:
+        raise InputError(f"no worker {name!r} in {store.display_url}: `vhmine workers list` shows them")
+    return w
+
+
+def rotate_token(store: Store, name: str, *, by: Optional[WorkerInfo | str] = None) -> str:
+    """Give a worker a new token and return it (shown once); the old token and every session signed
+    in with it stop working at once."""
+    token = _new_token()
+    with store.session() as s:
+        _admin(s, by)
+        w = _named(s, store, name)
+        w.token_hash, w.token_generation = hash_token(token), w.token_generation + 1
+    return token
+
+
+def deactivate_worker(store: Store, name: str, *, by: Optional[WorkerInfo | str] = None) -> None:
+    """Stop a worker: their token no longer signs in and their signed-in sessions end at their next action.
+    Nothing they saved is touched; their leases lapse as usual."""
+    with store.session() as s:
+        _admin(s, by)
+        w = _named(s, store, name)
+        w.active, w.token_generation = False, w.token_generation + 1
+
+
+def activate_worker(store: Store, name: str, *, by: Optional[WorkerInfo | str] = None) -> None:
+    """Let a deactivated worker sign in again with their token (sessions from before stay ended)."""
+    with store.session() as s:
+        _admin(s, by)
+        _named(s, store, name).active = True
 
 
 def sign_in(store: Store, token: str) -> WorkerInfo:
@@ -56,4 +105,11 @@ def sign_in(store: Store, token: str) -> WorkerInfo:
         w = s.scalar(select(Worker).where(Worker.token_hash == hash_token(token))) if token else None
         if w is None or not w.active:
             raise AuthError("unknown or inactive token: ask an admin for one (`vhmine workers add NAME`)")
-        return WorkerInfo(w.name, w.is_admin, w.active)
+        return _info(w)
+
+
+def check_session(store: Store, me: WorkerInfo) -> WorkerInfo:
+    """`me` as the store has them now (admin flag included); AuthError when the worker was deactivated
+    or their token rotated since they signed in. The app calls it on every page run."""
+    with store.session(write=False) as s:
+        return _info(_worker(s, me))
