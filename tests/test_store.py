@@ -195,7 +195,7 @@ def test_migrations_ship_in_the_package_as_one_linear_chain():
     names = {p.name for p in files("vhmine.migrations.versions").iterdir()}
     assert {"__init__.py", "0001_initial.py", "0002_next_stages.py", "0003_secrets.py", "0004_response_endpoint.py", "0005_worker_status.py"} <= names  # importable package: wheels carry it
     revs = list(ScriptDirectory.from_config(_alembic_config()).walk_revisions())
-    assert [(r.revision, r.down_revision) for r in revs] == [("0005", "0003"), ("0003", "0002"), ("0002", "0001"), ("0001", None)]
+    assert [(r.revision, r.down_revision) for r in revs] == [("0005", "0004"), ("0004", "0003"), ("0003", "0002"), ("0002", "0001"), ("0001", None)]
 
 
 def test_cli_help_imports_no_store_or_app_libraries():
