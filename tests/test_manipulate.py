@@ -239,3 +239,35 @@ def test_owlvit_detector_finds_boxes_in_scenes_without_annotations(tmp_path):
     objs = scenes[0].objects
     assert objs and {o.name for o in objs} <= {"cup", "spoon"} and len({o.name for o in objs}) == len(objs)
     assert all(0 <= o.box[0] < o.box[2] <= w and 0 <= o.box[1] < o.box[3] <= h for o in objs)
+
+
+def test_cli_run_then_a_verified_edit_exports_with_its_provenance(collection, openai_server, tmp_path):
+    from typer.testing import CliRunner
+
+    from vhmine import curate as C
+    from vhmine.cli import app
+    from vhmine.export import ExportOptions, export_benchmark
+    from vhmine.store import open_store
+
+    openai_server.responder = _victim([("Describe", "A photo."), ("Is there", "No.")])
+    db, out = tmp_path / "cli.db", tmp_path / "edited"
+    res = CliRunner().invoke(app, ["manipulate", "--model", "victim-vlm", "--index", "scenes", "--indexes",
+                                   str(collection / "idx"), "--strategy", "abnormal", "--per-strategy", "1",
+                                   "--out", str(out), "--cache", str(tmp_path / "c.db"), "--db", str(db)])
+    assert res.exit_code == 0, res.output
+    assert "ASR" in res.output and "existence" in res.output
+    report = json.loads((out / "manipulate-report.json").read_text())
+    (case,) = report["cases"].values()
+    assert report["metrics"]["existence"]["MASR"] == 100.0  # "No" about a pasted object is wrong
+    with open_store(db) as store:
+        C.add_worker(store, "alice")
+        item = C.next_item(store, "alice", "existence")
+        assert item.images[0].id == case["image_id"]
+        C.save_annotation(store, "alice", item.task_id, C.Annotation(
+            "existence.is_there", {"object": case["target"]}, answers={case["image_id"]: "yes"}, truths={case["image_id"]: True}))
+        export_benchmark(store, ExportOptions(out=tmp_path / "bench", format="pope", kind="ynq", allow_unbalanced=True))
+    meta = json.loads((tmp_path / "bench" / "manifest.json").read_text())["instances"]
+    edit = next(iter(meta.values()))["edit"]
+    assert edit["strategy"] == "abnormal" and edit["inserted_object"] == case["target"]
+    assert edit["source_image_id"] == case["source_image_id"] and (out / edit["mask"]).is_file()
+    assert str(tmp_path) not in json.dumps(edit)  # no machine paths leave with it
