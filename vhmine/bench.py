@@ -111,6 +111,8 @@ def from_records(records: Sequence, name: str = "vhmine") -> Benchmark:
             "source_path": r.image_path, "pair_id": r.pair_id, "other_image_id": r.other_image_id,
             "derived_from": r.derived_from, "created_by": r.created_by, "created_at": r.created_at.isoformat(),
         }
+        if getattr(r, "edit", None):  # a manipulated image: what was edited, from which image, with which mask
+            prov["edit"] = dict(r.edit)
         items.append(BenchItem(r.id, r.mode, r.kind, r.question, tuple(r.answers), r.truth if r.kind == YNQ else None,
                                r.image_path, r.image_id, pair, prov))
     return Benchmark(name, items)

@@ -395,6 +395,56 @@ def generate(
     _finish(result)
 
 
+@app.command()
+def manipulate(
+    model: str = typer.Option(..., "--model", help="The victim MLLM, as the endpoint names it (e.g. gpt-4o)."),
+    index: Optional[str] = typer.Option(None, "--index", help="Collection whose images are the scenes [default: VHMINE_INDEX, or the only one there is]."),
+    indexes: Optional[Path] = IndexesOpt,
+    strategy: Optional[List[str]] = typer.Option(None, "--strategy", help="abnormal, paired or removal (repeatable) [default: all three]."),
+    per_strategy: int = typer.Option(10, "--per-strategy", min=1, help="Edited images per strategy."),
+    prior: str = typer.Option("counts", "--prior", help="What picks the object: counts (co-occurrence over the annotations) or llm."),
+    prior_model: Optional[str] = typer.Option(None, "--prior-model", help="Text-only model of --prior llm."),
+    coco_annotations: Optional[Path] = typer.Option(None, "--coco-annotations", help="COCO instances JSON [default: the one the collection was embedded with]."),
+    detector: Optional[str] = typer.Option(None, "--detector", help="Owl-ViT / OWLv2 hub id or local folder, for scenes without annotations."),
+    vocabulary: Optional[str] = typer.Option(None, "--vocabulary", help="Comma-separated object names for --detector [default: the COCO categories]."),
+    inpaint: Optional[str] = typer.Option(None, "--inpaint", help="diffusers:<hub id or local folder> of an inpainting pipeline (needed by removal)."),
+    judge: Optional[str] = typer.Option(None, "--judge", help="Model that judges answers against the edit's truth [default: the yes/no rule]."),
+    rule: str = typer.Option("vhtest", "--rule", help="Yes/no rule: vhtest, firstword, pope, strict."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Where edited images, masks and the report go [default: data/manipulated]."),
+    device: Optional[str] = typer.Option(None, "--device", help="Detector and inpainting: cpu, cuda ... [default: cuda when present]."),
+    steps: int = typer.Option(30, "--steps", min=1, help="Inpainting denoising steps."),
+    seed: int = typer.Option(0, "--seed", help="Scene order and inpainting seed."),
+    base_url: Optional[str] = BaseUrlOpt,
+    concurrency: int = ConcurrencyOpt,
+    timeout: float = TimeoutOpt,
+    max_retries: int = RetriesOpt,
+    retry_wait: float = RetryWaitOpt,
+    max_cost: Optional[float] = MaxCostOpt,
+    prices: Optional[Path] = PricesOpt,
+    cache: Optional[Path] = CacheOpt,
+    max_tokens: int = MaxTokensOpt,
+    db: Optional[str] = DbOpt,
+) -> None:
+    """Edit scenes against the language prior (AutoHallusion), queue them, report ASR / MASR / CASR (exit 3: partial)."""
+    try:
+        from .manipulate import ManipulateOptions, manipulate as run_manipulate
+        from .store import open_store
+
+        opts = ManipulateOptions(
+            llm=_llm_options(model, base_url, concurrency, timeout, max_retries, retry_wait, max_cost, prices, cache,
+                             max_tokens),
+            index=index, indexes=indexes, coco_annotations=coco_annotations, detector=detector,
+            vocabulary=tuple(v.strip() for v in (vocabulary or "").split(",") if v.strip()), prior=prior,
+            prior_model=prior_model, strategies=tuple(strategy or ("abnormal", "paired", "removal")),
+            per_strategy=per_strategy, inpaint=inpaint, judge=judge, rule=rule, out=out, device=device, steps=steps,
+            seed=seed)
+        with open_store(db) as store:
+            result = run_manipulate(store, opts)
+    except VhmineError as err:
+        _fail(err)
+    _finish(result)
+
+
 # --- export and eval (vhmine.export, vhmine.eval) ----------------------------------------------------
 
 @app.command()

@@ -15,7 +15,7 @@ from typing import Optional
 from .. import modes as M
 from ..errors import InputError
 from ..store import (  # first: it says which extra to install when SQLAlchemy is missing
-    Image, Instance, Pair, Store,
+    Generation, Image, Instance, Pair, Store,
 )
 
 from sqlalchemy import select  # noqa: E402
@@ -42,13 +42,22 @@ class InstanceRecord:
     task_id: str
     created_by: str
     created_at: dt.datetime
+    edit: Optional[dict] = None  # a manipulated image's edit (vhmine.manipulate): strategy, source, object, mask
 
 
-def _record(inst: Instance, img: Image, pair: Optional[Pair]) -> InstanceRecord:
+# what an export may show of a `vhmine manipulate` edit (no machine paths: the mask is named inside the out folder)
+EDIT_KEYS = ("strategy", "source_image_id", "source_sha256", "inserted_object", "removed_object", "asked_object",
+             "object_box", "mask", "mask_sha256", "donor", "prior")
+
+
+def _record(inst: Instance, img: Image, pair: Optional[Pair], gen: Optional[Generation] = None) -> InstanceRecord:
     other = None if pair is None else (pair.image_b if pair.image_a == inst.image_id else pair.image_a)
+    edit = None
+    if gen is not None and gen.backend == "manipulate":
+        edit = {k: gen.params[k] for k in EDIT_KEYS if k in (gen.params or {})}
     return InstanceRecord(inst.id, inst.mode, inst.kind, inst.question, inst.template_id, dict(inst.slots),
                           tuple(inst.answers), inst.truth, inst.status, img.id, img.sha256, img.path, img.source,
-                          inst.pair_id, other, inst.derived_from, inst.task_id, inst.created_by, inst.created_at)
+                          inst.pair_id, other, inst.derived_from, inst.task_id, inst.created_by, inst.created_at, edit)
 
 
 def ready_instances(store: Store, mode: Optional[str] = None, kind: Optional[str] = None) -> list[InstanceRecord]:
@@ -56,13 +65,14 @@ def ready_instances(store: Store, mode: Optional[str] = None, kind: Optional[str
     if kind is not None and kind not in M.KINDS:
         raise InputError(f"kind {kind!r} is not one of {', '.join(M.KINDS)}")
     with store.session(write=False) as s:
-        q = (select(Instance, Image, Pair).join(Image, Image.id == Instance.image_id)
-             .outerjoin(Pair, Pair.id == Instance.pair_id).where(Instance.status == "ready"))
+        q = (select(Instance, Image, Pair, Generation).join(Image, Image.id == Instance.image_id)
+             .outerjoin(Pair, Pair.id == Instance.pair_id).outerjoin(Generation, Generation.image_id == Image.id)
+             .where(Instance.status == "ready"))
         if mode:
             q = q.where(Instance.mode == M.get_mode(mode).name)
         if kind:
             q = q.where(Instance.kind == kind)
-        recs = [_record(i, img, p) for i, img, p in s.execute(q)]
+        recs = [_record(i, img, p, g) for i, img, p, g in s.execute(q)]
     order = {m: k for k, m in enumerate(M.mode_names())}
     return sorted(_at_current_paths(store, recs), key=lambda r: (order[r.mode], r.kind, r.id))
 

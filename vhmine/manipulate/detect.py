@@ -1,0 +1,90 @@
+"""Hallucination detection on one case's answers: correctness and consistency.
+
+Reads the questions of one (edited image, question family) and the victim's answers; writes nothing.
+Correctness uses the same code as probe: a judge model's verdict through vhmine.judge (the paper's
+teacher prompt plays this part; reference = the truth the edit implies, e.g. "There is no cup."),
+read with probe.judge_verdict, or without a judge the yes/no rule through probe.rule_verdict
+(vhmine.answers). Consistency: two answers about the same fact at different context levels that read
+as opposite yes/no (vhmine.answers), or an existence answer that denies an object the victim's own
+caption of the image names. The paper asks its judge whether two answers conflict; vhmine reads both
+as yes/no instead, so a consistency verdict costs no request and means the same on every rerun.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+from .. import answers as A
+from ..probe import judge_verdict, rule_verdict
+from .prior import match_names
+from .questions import Question
+
+
+@dataclass
+class Judged:
+    question: Question
+    answer: Optional[str]  # None: the request failed
+    verdict: Optional[str] = None  # correct, hallucinated, or None (unreadable / unjudged)
+    conflicts: list[str] = field(default_factory=list)  # levels this answer conflicts with; "caption" too
+
+
+@dataclass
+class FamilyResult:
+    case_id: str
+    strategy: str
+    family: str  # existence or spatial
+    asked: int  # questions answered
+    by_correctness: bool
+    by_consistency: bool
+    first_induced: Optional[int]  # 1-based: the question after which the case counts as induced
+    items: list[Judged] = field(default_factory=list)
+
+    @property
+    def success(self) -> bool:
+        return self.by_correctness or self.by_consistency
+
+
+def correctness(q: Question, answer: str, rule: str, judge_text: Optional[str] = None) -> Optional[str]:
+    """correct / hallucinated / None: the judge's verdict when there is one, else the yes/no rule."""
+    if judge_text is not None:
+        return judge_verdict(judge_text)
+    return rule_verdict(answer, q.truth, rule)
+
+
+def caption_conflict(q: Question, answer: str, caption: Optional[str], rule: str) -> bool:
+    """The victim's caption names the object, and its answer says it is not there."""
+    if q.family != "existence" or not caption:
+        return False
+    return bool(match_names(caption, [q.obj])) and A.parse_yes_no(answer, rule) is False
+
+
+def judge_family(case_id: str, strategy: str, family: str, questions: Sequence[Question],
+                 answers: Sequence[Optional[str]], rule: str, caption: Optional[str] = None,
+                 judge_texts: Optional[Sequence[Optional[str]]] = None) -> FamilyResult:
+    """Correctness and consistency of one family's answers, in the order asked."""
+    items = [Judged(q, a) for q, a in zip(questions, answers)]
+    first_corr = first_cons = None
+    said: list[Optional[bool]] = []
+    for k, it in enumerate(items, start=1):
+        if it.answer is None:
+            said.append(None)
+            continue
+        jt = judge_texts[k - 1] if judge_texts is not None else None
+        it.verdict = correctness(it.question, it.answer, rule, jt)
+        yes = A.parse_yes_no(it.answer, rule)
+        said.append(yes)
+        for j in range(k - 1):
+            other = items[j]
+            if other.question.fact == it.question.fact and said[j] is not None and yes is not None and said[j] != yes:
+                it.conflicts.append(other.question.level)
+                other.conflicts.append(it.question.level)
+        if caption_conflict(it.question, it.answer, caption, rule):
+            it.conflicts.append("caption")
+        if it.verdict == "hallucinated" and first_corr is None:
+            first_corr = k
+        if it.conflicts and first_cons is None:
+            first_cons = k
+    firsts = [f for f in (first_corr, first_cons) if f is not None]
+    return FamilyResult(case_id, strategy, family, sum(it.answer is not None for it in items), first_corr is not None,
+                        first_cons is not None, min(firsts) if firsts else None, items)
