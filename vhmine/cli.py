@@ -479,7 +479,7 @@ def export(
 def eval_(
     bench: Path = typer.Option(..., "--bench", help="A benchmark folder from `vhmine export`, or HallusionBench's JSON, or POPE's JSON lines."),
     model: Optional[List[str]] = typer.Option(None, "--model", help="Ask this model (repeatable; OpenAI-compatible endpoint)."),
-    predictions: Optional[List[str]] = typer.Option(None, "--predictions", help="NAME=FILE: score answers already made (id and answer per item; repeatable)."),
+    predictions: Optional[List[str]] = typer.Option(None, "--predictions", help="NAME=FILE: score answers already made: vhmine's own (id and answer per item), VLMEvalKit's <model>_<dataset>.xlsx or lmms-eval's --log_samples JSONL (repeatable; one NAME over several files merges them)."),
     out: Path = typer.Option(Path("eval"), "--out", help="Folder for report.md, report.json, answers and the chart."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint [env OPENAI_BASE_URL]."),
     judge: Optional[str] = typer.Option(None, "--judge", help="Judge model for open-ended answers (implies --oeq judge)."),
@@ -488,6 +488,7 @@ def eval_(
     fmt: Optional[str] = typer.Option(None, "--format", help="The benchmark's format [default: detected]."),
     images: Optional[Path] = typer.Option(None, "--images", help="Folder of a foreign benchmark's images (POPE, HallusionBench, LLaVA); image paths must stay inside it."),
     partial: bool = typer.Option(False, "--partial", help="Score only the items that have an answer."),
+    judge_agreement: bool = typer.Option(False, "--judge-agreement", help="With --judge: Cohen's kappa between the judge's verdicts and workers' labels in the store (--db), where both exist."),
     concurrency: int = ConcurrencyOpt,
     timeout: float = TimeoutOpt,
     max_retries: int = RetriesOpt,
@@ -512,7 +513,8 @@ def eval_(
         llm = {"concurrency": concurrency, "timeout_s": timeout, "max_retries": max_retries, "retry_wait_s": retry_wait,
                "max_cost": max_cost, "prices": prices, "cache": cache, "max_tokens": max_tokens}
         opts = EvalOptions(bench=bench, out=out, models=model or [], predictions=preds, fmt=fmt, images=images, rule=rule,
-                           oeq=oeq, judge=judge, base_url=base_url, db=db, partial=partial, llm=llm)
+                           oeq=oeq, judge=judge, base_url=base_url, db=db, partial=partial,
+                           judge_agreement=judge_agreement, llm=llm)
         result = evaluate(opts)
     except VhmineError as err:
         _fail(err)

@@ -80,12 +80,9 @@ class DescribeResult:
 
 def _add_description(store, did: str, mode: str, kind: str, text: str, model: str, hypothetical: bool,
                      sources: list[str]) -> None:
-    from .store import Description, utcnow
+    from .curate.descriptions import add_description
 
-    with store.session() as s:
-        if s.get(Description, did) is None:
-            s.add(Description(id=did, mode=mode, kind=kind, text=text, model=model, hypothetical=hypothetical,
-                              sources=sources, created_at=utcnow()))
+    add_description(store, did, mode, kind, text, model, hypothetical, sources)
 
 
 def describe(store, opts: DescribeOptions) -> DescribeResult:
@@ -174,14 +171,6 @@ def read_manifest(folder: Path) -> dict:
 
 def latest_descriptions(store, modes: Sequence[str]) -> dict[str, tuple[str, str]]:
     """mode -> (description id, text) of its newest merged description (ties broken by id)."""
-    from sqlalchemy import select
+    from .curate.descriptions import latest_descriptions as latest
 
-    from .store import Description
-
-    out: dict[str, tuple[str, str]] = {}
-    with store.session(write=False) as s:
-        rows = s.execute(select(Description).where(Description.kind == "merged", Description.mode.in_(list(modes)))
-                         .order_by(Description.created_at, Description.id)).scalars().all()
-        for d in rows:
-            out[d.mode] = (d.id, d.text)
-    return out
+    return latest(store, modes)

@@ -1,10 +1,11 @@
 """Stage 9, eval: score models on a benchmark, from their answers or by asking them.
 
 Reads a benchmark (a folder written by `vhmine export`, or a foreign file: HallusionBench's JSON,
-POPE's JSON lines; vhmine.formats) and, per model, either a predictions file (one answer per item
-id: JSON lines / JSON / CSV / TSV with `id` and `answer`, or a HallusionBench result file with
-`model_prediction`) or the model itself through vhmine.llm (OpenAI-compatible; answers cached).
-Writes `--out DIR`: `report.md` (tables, several models side by side), `report.json` (every number,
+POPE's JSON lines; vhmine.formats) and, per model, either a predictions file (vhmine.predictions:
+vhmine's own with `id` and `answer`, a HallusionBench result file, VLMEvalKit's `<model>_<dataset>.xlsx`
+or lmms-eval's `--log_samples` JSONL) or the model itself through vhmine.llm (OpenAI-compatible;
+answers cached). This module runs the stage; eval_score reads and scores the answers, eval_report
+writes the tables and chart, and the store is read through vhmine.curate only. Writes `--out DIR`: `report.md` (tables, several models side by side), `report.json` (every number,
 the yes/no rule, the OEQ scorer and the judge's model and prompt), `answers-<model>.jsonl` (each
 answer, how it was read, right or wrong) and `accuracy_by_mode.png`.
 
@@ -12,7 +13,8 @@ YNQ answers are read by a named rule (vhmine.answers: vhtest, pope, strict); ans
 read are counted and reported, never taken as "no". OEQ answers are scored by `match` (a reference
 answer appears in the answer, words normalized), by an LLM judge (`judge`), or by the verdicts on the
 model's responses in the curation store (`labels`: the workers' majority where they labelled the
-response, else probe's rule or judge; curate.response_verdicts).
+response, else probe's rule or judge; curate.response_verdicts). With a judge, `judge_agreement`
+adds Cohen's kappa between the judge's verdicts and the workers' majority on the same answers.
 
 A request that got no answer (from the model, or from the judge) is never scored: the item is listed
 as failed with its reason, left out of every figure, and the result is partial. A missing or rejected
@@ -22,7 +24,6 @@ reason (the client's own stop, as in probe), and nothing is written.
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
 import re
@@ -34,114 +35,15 @@ from typing import Optional, Sequence
 from . import formats as F
 from . import metrics as MT
 from .bench import OEQ, YNQ, BenchItem, Benchmark
-from .errors import CostCapError, EvalError, FormatError
-from .eval_report import _pct, bar_chart, markdown
+from .errors import CostCapError, EvalError
+from .eval_report import _kappa, _pct, bar_chart, markdown
+from .eval_score import ModelAnswers, judge_agreement, match_oeq, score  # noqa: F401  (eval's public names)
+from .predictions import load_predictions, read_predictions  # noqa: F401
 
 log = logging.getLogger(__name__)
 
 YNQ_SUFFIX = " ONLY answer yes or no."  # what VHTest's YNQ script appends to every question
 OEQ_SCORERS = ("match", "judge", "labels")
-
-
-# --- predictions files -------------------------------------------------------------------------------
-
-def _pick(rec: dict, names: Sequence[str]):
-    for n in names:
-        if n in rec:
-            return rec[n]
-    return None
-
-
-_ID = ("id", "question_id", "index")
-_ANSWER = ("answer", "prediction", "model_prediction", "response", "text")
-
-
-def load_predictions(path: Path, bench: Benchmark) -> dict[str, str]:
-    """item id -> answer text; FormatError naming the file, row and field for anything unreadable."""
-    path = Path(path)
-    if not path.is_file():
-        raise EvalError(f"predictions file {path} does not exist")
-    suffix = path.suffix.lower()
-    rows: list[tuple[str, dict]] = []
-    if suffix in (".csv", ".tsv"):
-        with open(path, newline="", encoding="utf-8") as f:
-            rd = csv.DictReader(f, delimiter="\t" if suffix == ".tsv" else ",")
-            rows = [(f"{path}, row {n}", r) for n, r in enumerate(rd, start=2)]
-    else:
-        text = path.read_text(encoding="utf-8")
-        head = text.lstrip()[:1]
-        if head == "[" or (head == "{" and suffix == ".json" and "\n{" not in text.strip()):
-            try:
-                data = json.loads(text)
-            except ValueError as err:
-                raise FormatError(f"{path}: not JSON ({err})") from None
-            if isinstance(data, list) and data and isinstance(data[0], dict) and "model_prediction" in data[0] and "category" in data[0]:
-                from .formats.hallusionbench import read_predictions
-
-                preds = read_predictions(path)
-                return _check_ids(preds, bench, path)
-            if isinstance(data, dict):
-                return _check_ids({str(k): "" if v is None else str(v) for k, v in data.items()}, bench, path)
-            if not isinstance(data, list):
-                raise FormatError(f"{path}: expected a list of {{id, answer}} objects or an {{id: answer}} object")
-            rows = [(f"{path}, row {n}", r) for n, r in enumerate(data)]
-        else:
-            for n, line in enumerate(text.splitlines(), start=1):
-                if line.strip():
-                    try:
-                        rows.append((f"{path}, line {n}", json.loads(line)))
-                    except ValueError as err:
-                        raise FormatError(f"{path}, line {n}: not JSON ({err.args[0]})") from None
-    preds: dict[str, str] = {}
-    for where, r in rows:
-        if not isinstance(r, dict):
-            raise FormatError(f"{where}: not an object with id and answer")
-        rid, ans = _pick(r, _ID), _pick(r, _ANSWER)
-        if rid is None:
-            raise FormatError(f"{where}, field id: missing (one of {', '.join(_ID)})")
-        if ans is None and not any(a in r for a in _ANSWER):
-            raise FormatError(f"{where}, field answer: missing (one of {', '.join(_ANSWER)})")
-        rid = str(rid)
-        if rid in preds:
-            raise FormatError(f"{where}, field id: {rid!r} appears twice")
-        preds[rid] = "" if ans is None else str(ans)
-    return _check_ids(preds, bench, path)
-
-
-def _check_ids(preds: dict[str, str], bench: Benchmark, path: Path) -> dict[str, str]:
-    ids = bench.by_id()
-    unknown = [k for k in preds if k not in ids]
-    if unknown:
-        # POPE-style files name items by their bare question_id: accept "<file>:<n>" ids by suffix
-        alias = {i.split(":", 1)[1]: i for i in ids if ":" in i}
-        if all(k in alias for k in unknown) and len(alias) == len(ids):
-            return {alias.get(k, k): v for k, v in preds.items()}
-        raise FormatError(f"{path}: {len(unknown)} id(s) are not in the benchmark {bench.source or bench.name} "
-                          f"(first: {unknown[0]!r}): is it the right benchmark?")
-    return preds
-
-
-# --- scoring -----------------------------------------------------------------------------------------
-
-def _norm_words(text: str) -> str:
-    from .modes import normalize_answer
-
-    words = re.findall(r"[a-z0-9]+(?:'[a-z]+)?", (text or "").lower())
-    return " " + " ".join(normalize_answer(w) for w in words) + " "
-
-
-def match_oeq(answer: str, references: Sequence[str]) -> bool:
-    """Any reference answer appears in the answer as whole words (case, punctuation and number words aside)."""
-    a = _norm_words(answer)
-    return any(_norm_words(r).strip() and _norm_words(r) in a for r in references)
-
-
-@dataclass
-class ModelAnswers:
-    model: str
-    answers: dict[str, str]  # item id -> answer text (items whose request failed are not here)
-    source: str  # "predictions:<file>" or "endpoint:<url>"
-    failures: dict[str, str] = field(default_factory=dict)  # item id -> "<status>: <why no answer>"; never scored
 
 
 @dataclass(frozen=True)
@@ -158,41 +60,8 @@ class EvalOptions:
     base_url: Optional[str] = None
     db: Optional[str] = None  # the store, for oeq="labels"
     partial: bool = False  # score only the items that have an answer
+    judge_agreement: bool = False  # Cohen's kappa of the judge's verdicts against workers' labels in the store (db)
     llm: dict = field(default_factory=dict)  # further vhmine.llm.LLMOptions fields (cache, max_cost, ...)
-
-
-def score(bench: Benchmark, ans: ModelAnswers, rule: str, oeq_verdicts: dict[str, Optional[bool]], oeq: str,
-          partial: bool = False) -> tuple[list[MT.Scored], list[dict]]:
-    """Scored rows for the metrics, and one detail record per item."""
-    from .answers import get_rule
-
-    parse = get_rule(rule).parse
-    missing = [it.id for it in bench if it.id not in ans.answers and it.id not in ans.failures]
-    if missing and not partial:
-        raise EvalError(f"{len(missing)} of {len(bench)} items have no answer from {ans.model} in {ans.source} "
-                        f"(first: {missing[0]}): pass --partial to score only the answered ones")
-    rows, details = [], []
-    for it in bench:
-        base = {"id": it.id, "mode": it.mode, "kind": it.kind, "question": it.question, "reference": it.reference()}
-        if it.id in ans.failures:  # no answer (or no judge verdict) came back: listed, never scored
-            details.append({**base, "answer": ans.answers.get(it.id), "read_as": "failed", "correct": None,
-                            "failure": ans.failures[it.id]})
-            continue
-        if it.id not in ans.answers:
-            continue
-        text = ans.answers[it.id]
-        said = None
-        if it.kind == YNQ:
-            said = parse(text)
-            correct = said is not None and said == it.truth
-            how = "unreadable" if said is None else ("yes" if said else "no")
-        else:
-            v = match_oeq(text, it.answers) if oeq == "match" else oeq_verdicts.get(it.id)
-            correct = bool(v)
-            how = {True: "right", False: "wrong", None: "unjudged"}[v]
-        rows.append(MT.Scored(it.id, it.mode, it.kind, correct, said, it.truth, it.pair_id, it.image_id, it.meta))
-        details.append({**base, "answer": text, "read_as": how, "correct": correct})
-    return rows, details
 
 
 # --- asking models (vhmine.llm) --------------------------------------------------------------------
@@ -264,25 +133,24 @@ def judge_oeq(bench: Benchmark, ans: ModelAnswers, opts: EvalOptions, budget=Non
     "unclear" is a verdict (none: scored wrong, counted as unjudged); a judge request that failed is
     not: its item moves to `ans.failures` and is left out of the score.
     """
-    from .judge import judge_prompt, judge_request, parse_verdict
+    from .judge import JUDGED_RIGHT, judge_iter, judge_prompt
     from .llm import LLM
 
     if not opts.judge:
         raise EvalError("--oeq judge needs a judge model: pass --judge MODEL")
-    prompt = judge_prompt()
     items = [it for it in bench if it.kind == OEQ and it.id in ans.answers and it.id not in ans.failures]
-    reqs = [judge_request(opts.judge, it.question, it.answers, ans.answers[it.id], prompt) for it in items]
     out: dict[str, Optional[bool]] = {}
     with LLM(_llm_options(opts, opts.judge), budget) as llm:
         llm.check_prices([opts.judge])
-        outcomes = llm.chat_many(reqs, desc=f"judge {ans.model}")
-        _stop_if_fatal(llm, outcomes, f"the judge {opts.judge}")
-        for o in outcomes:
-            iid = items[o.index].id
+        cases = [(it.question, it.answers, ans.answers[it.id]) for it in items]
+        outcomes = sorted(judge_iter(llm, opts.judge, cases, judge_prompt(), f"judge {ans.model}"), key=lambda x: x[0])
+        _stop_if_fatal(llm, [o for _, o, _ in outcomes], f"the judge {opts.judge}")
+        for k, o, said in outcomes:
+            iid = items[k].id
             if not o.ok:
                 ans.failures[iid] = f"{o.status}: the judge {opts.judge} gave no verdict: {o.reason}"
                 continue
-            out[iid] = {"correct": True, "incorrect": False}.get(parse_verdict(o.answer.text))  # unclear: no verdict
+            out[iid] = JUDGED_RIGHT.get(said)  # unclear: no verdict
     return out
 
 
@@ -292,28 +160,27 @@ def _judge_record(model: Optional[str]) -> dict:
     return {"judge": judge_name(model or "?"), "judge_prompt": judge_prompt().id}
 
 
-def store_labels(db: Optional[str], model: str, answers: dict[str, str]) -> dict[str, Optional[bool]]:
+def store_labels(db: Optional[str], model: str, answers: dict[str, str],
+                 workers_only: bool = False) -> dict[str, Optional[bool]]:
     """instance id -> the store's verdict on `model`'s response that says the same as `answers[id]`.
 
     The verdict that counts (curate.response_verdicts): the workers' majority where they labelled the
-    response, else probe's rule or judge; tied workers: None. A verdict judges one answer text, so a
-    response with other words (another prompt, another endpoint) does not score this answer; two
-    matching responses with different verdicts give None.
+    response, else probe's rule or judge; tied workers: None. `workers_only`: the workers' majority alone
+    (responses no worker labelled are left out). A verdict judges one answer text, so a response with
+    other words (another prompt, another endpoint) does not score this answer; two matching responses
+    with different verdicts give None.
     """
-    from sqlalchemy import select
-
     from .curate import response_verdicts
-    from .store import Response, open_store
+    from .curate.model_responses import responses_saying
+    from .store import open_store
 
     with open_store(db) as store:
-        with store.session(write=False) as s:
-            rows = [(rid, iid) for rid, iid, text in s.execute(
-                select(Response.id, Response.instance_id, Response.answer).where(Response.model == model))
-                if iid in answers and (text or "").strip() == (answers[iid] or "").strip()]
+        rows = responses_saying(store, model, answers)
         counts = response_verdicts(store, [rid for rid, _ in rows])
     found: dict[str, set] = {}
     for rid, iid in rows:
-        found.setdefault(iid, set()).add(counts[rid].verdict)
+        if not workers_only or counts[rid].by_workers:
+            found.setdefault(iid, set()).add(counts[rid].verdict)
     return {iid: {"correct": True, "hallucinated": False}.get(v.pop()) if len(v) == 1 else None
             for iid, v in found.items()}
 
@@ -339,6 +206,10 @@ class EvalResult:
                          + (f", {m['oeq_unjudged']} open answers unjudged" if m.get("oeq_unjudged") else "")
                          + (f"; {m['failed']} failed, not scored (" + ", ".join(f"{st} {k}" for st, k in m["failed_by_status"].items())
                             + ")" if m.get("failed") else ""))
+            if "judge_agreement" in m:
+                a = m["judge_agreement"]
+                lines.append(f"    judge vs workers: Cohen's kappa {_kappa(a['kappa'])} over {a['items']} open answer(s) "
+                             f"both judged ({a['agree']} agree)")
             for f in m.get("failed_items", [])[:5]:
                 lines.append(f"    no answer: {f['id']}: {f['why']}")
             if m.get("failed", 0) > 5:
@@ -353,6 +224,28 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
 
 
+def _read_runs(bench: Benchmark, predictions: Sequence[tuple[str, Path]]) -> list[ModelAnswers]:
+    """One ModelAnswers per name. A harness writes a file per dataset or task (VLMEvalKit's `<model>_<name>_YNQ.xlsx`
+    and `..._OEQ.xlsx`, lmms-eval's `samples_vhmine_ynq.jsonl`, ...): files given under one name are merged."""
+    runs: dict[str, ModelAnswers] = {}
+    for name, path in predictions:
+        got = read_predictions(path, bench)
+        run = runs.get(name)
+        if run is None:
+            runs[name] = ModelAnswers(name, got.answers, f"predictions:{path}", dict(got.failures), got.harness)
+            continue
+        twice = sorted(set(got.answers).union(got.failures) & (set(run.answers) | set(run.failures)))
+        if twice:
+            raise EvalError(f"{name}: item {twice[0]!r} is answered in {path} and in {run.source}: give each item's "
+                            "answer once per model (or name the runs apart)")
+        run.answers.update(got.answers)
+        run.failures.update(got.failures)
+        run.source += f", {path}"
+        if run.harness != got.harness:
+            run.harness = f"{run.harness}+{got.harness}"
+    return list(runs.values())
+
+
 def evaluate(opts: EvalOptions) -> EvalResult:
     from .answers import get_rule
 
@@ -363,6 +256,8 @@ def evaluate(opts: EvalOptions) -> EvalResult:
         raise EvalError(f"--oeq {opts.oeq!r} is not one of {', '.join(OEQ_SCORERS)}")
     if not opts.models and not opts.predictions:
         raise EvalError("nothing to score: pass --model M (ask a model) or --predictions NAME=FILE")
+    if opts.judge_agreement and (opts.oeq != "judge" or not opts.judge):
+        raise EvalError("--judge-agreement compares a judge's verdicts with workers' labels: pass --judge MODEL")
     budget = _budget(opts)  # a missing price fails before anything is read or asked
     fmt = F.get_format(opts.fmt).name if opts.fmt else F.detect(opts.bench)
     # a foreign benchmark's images may live elsewhere (--images); image paths never leave that folder or the benchmark's
@@ -370,7 +265,7 @@ def evaluate(opts: EvalOptions) -> EvalResult:
         raise EvalError(f"--images is for benchmarks whose images live apart ({', '.join(F.TAKES_IMAGES)}); "
                         f"a {fmt} benchmark carries its own: drop --images")
     bench = F.load(opts.bench, fmt, **({"images": opts.images} if opts.images else {}))
-    runs: list[ModelAnswers] = [ModelAnswers(n, load_predictions(p, bench), f"predictions:{p}") for n, p in opts.predictions]
+    runs = _read_runs(bench, opts.predictions)
     runs += [run_model(bench, m, opts, budget) for m in opts.models]
     names = [r.model for r in runs]
     if len(set(names)) != len(names):
@@ -385,18 +280,23 @@ def evaluate(opts: EvalOptions) -> EvalResult:
               "modes": bench.modes(), "models": {}}
     for run in runs:
         verdicts: dict[str, Optional[bool]] = {}
+        agreement = None
         if has_oeq and opts.oeq == "judge":
             verdicts = judge_oeq(bench, run, opts, budget)
+            if opts.judge_agreement:  # judges disagree (HallusionBench #12): how far this one agrees with people
+                agreement = judge_agreement(verdicts, store_labels(opts.db, run.model, run.answers, workers_only=True))
         elif has_oeq and opts.oeq == "labels":
             verdicts = store_labels(opts.db, run.model, run.answers)
         rows, details = score(bench, run, opts.rule, verdicts, opts.oeq, opts.partial)
         failed = [{"id": d["id"], "why": d["failure"]} for d in details if d["read_as"] == "failed"]
-        entry = {"source": run.source, "answered": len(rows), "failed": len(failed),  # each item one or the other
+        entry = {"source": run.source, **({"harness": run.harness} if run.harness else {}), "answered": len(rows), "failed": len(failed),  # each item one or the other
                  "failed_by_status": dict(sorted(Counter(f["why"].split(":", 1)[0] for f in failed).items())),
                  "failed_items": failed,
                  # open answers with no verdict (judge unclear, labels tied or missing): scored wrong, counted here
                  "oeq_unjudged": sum(d["read_as"] == "unjudged" for d in details),
                  "metrics": MT.by_mode(rows, bench.modes())}
+        if agreement is not None:
+            entry["judge_agreement"] = agreement
         if is_hb:
             entry["hallusionbench"] = MT.hallusionbench(rows)
         report["models"][run.model] = entry

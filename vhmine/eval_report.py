@@ -19,6 +19,10 @@ def _num(x: Optional[float]) -> str:
     return "-" if x is None else f"{x:+.3f}" if x < 0 else f"{x:.3f}"
 
 
+def _kappa(x: Optional[float]) -> str:
+    return "undefined" if x is None else f"{x:.3f}"
+
+
 def markdown(report: dict) -> str:
     models = report["models"]
     modes = report["modes"]
@@ -47,6 +51,15 @@ def markdown(report: dict) -> str:
             if h:
                 lines.append(f"| {name} | {_pct(h['aAcc'])} | {_pct(h['qAcc'])} | {_pct(h['fAcc'])} | {_num(h['yes_pct_diff'])} | "
                              f"{_num(h['fp_ratio'])} | {h['unclear']} |")
+    if any("judge_agreement" in m for m in models.values()):
+        lines += ["", "## Judge vs workers (open answers both judged)", "",
+                  "| model | items compared | agree | Cohen's kappa | judged by the judge only | by workers only |",
+                  "|---|---|---|---|---|---|"]
+        for name, m in models.items():
+            a = m.get("judge_agreement")
+            if a:
+                lines.append(f"| {name} | {a['items']} | {a['agree']} | {_kappa(a['kappa'])} | {a['judge_only']} | "
+                             f"{a['workers_only']} |")
     unjudged = {n: m["oeq_unjudged"] for n, m in models.items() if m.get("oeq_unjudged")}
     if unjudged:
         lines += ["", "Open answers with no verdict (scored wrong): " + ", ".join(f"{n}: {k}" for n, k in unjudged.items())]

@@ -151,14 +151,9 @@ def _descriptions(store, opts: GenerateOptions, modes: list[str]) -> dict[str, t
 
 def _description_texts(store, ids: Sequence[str]) -> dict[str, str]:
     """description id -> its text, for the ids the store holds."""
-    from sqlalchemy import select
+    from .curate.descriptions import description_texts
 
-    from .store import Description
-
-    if not ids:
-        return {}
-    with store.session(write=False) as s:
-        return dict(s.execute(select(Description.id, Description.text).where(Description.id.in_(list(ids)))).all())
+    return description_texts(store, ids)
 
 
 def _save_png(png: bytes, folder: Path) -> Path:
@@ -186,14 +181,9 @@ def _render_key(mode: str, prompt: str, seed: Optional[int], params: dict) -> tu
 
 def _recorded(store, backend: Backend) -> set[tuple]:
     """`_render_key`s of the images this backend and model already made."""
-    from sqlalchemy import select
+    from .curate.generations import recorded_renders
 
-    from .store import Generation
-
-    with store.session(write=False) as s:
-        rows = s.execute(select(Generation.mode, Generation.prompt, Generation.seed, Generation.params)
-                         .where(Generation.backend == backend.kind, Generation.model == backend.model)).all()
-    return {_render_key(m, p, seed, params) for m, p, seed, params in rows}
+    return {_render_key(m, p, seed, params) for m, p, seed, params in recorded_renders(store, backend.kind, backend.model)}
 
 
 class _Diffusers:

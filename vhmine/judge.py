@@ -5,17 +5,22 @@ question, the reference answers and the model's answer (not the image), in the s
 HallusionBench's and AutoHallusion's teacher prompt, and answers correct, incorrect or unclear. probe
 uses it for OEQ instances; eval can use the same three functions, so verdicts of both stages mean the
 same thing. `judge_name` is what a record stores: the judge model and the prompt's id with its hash.
+`judge_iter` is the one loop both stages run: it sends the requests through a vhmine.llm.LLM, so the
+judge is any OpenAI-compatible server (OpenAI, vLLM, Ollama, LMDeploy: `--base-url`), and reads each
+verdict with `parse_verdict`.
 """
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Iterator, Optional, Sequence
 
 from . import prompts as P
 from .llm import ChatRequest
 
 PROMPT = "judge_oeq"
 VERDICTS = ("correct", "incorrect", "unclear")
+RESPONSE_VERDICT = {"correct": "correct", "incorrect": "hallucinated"}  # a store verdict; unclear: none
+JUDGED_RIGHT = {"correct": True, "incorrect": False}  # eval's verdict on an open answer; unclear: none
 
 
 def judge_prompt(version: Optional[int] = None) -> P.Prompt:
@@ -39,3 +44,16 @@ def parse_verdict(text: str) -> Optional[str]:
     words = (text or "").strip().lower().replace("*", "").split()
     first = words[0].strip(".,:;!\"'") if words else ""
     return first if first in VERDICTS else None
+
+
+def judge_iter(llm, model: str, cases: Sequence[tuple[str, Sequence[str], str]], prompt: Optional[P.Prompt] = None,
+               desc: Optional[str] = None) -> Iterator[tuple[int, object, Optional[str]]]:
+    """Ask `model` through `llm` (a vhmine.llm.LLM) to grade each (question, references, answer) case.
+
+    Yields (case index, the request's Outcome, verdict) as answers arrive; verdict is correct, incorrect,
+    unclear, or None when the request failed or the judge said something else.
+    """
+    prompt = prompt or judge_prompt()
+    reqs = [judge_request(model, q, refs, ans, prompt) for q, refs, ans in cases]
+    for out in llm.chat_iter(reqs, desc=desc or f"judge {model}"):
+        yield out.index, out, (parse_verdict(out.answer.text) if out.ok else None)

@@ -117,42 +117,13 @@ def rule_verdict(answer: str, truth: Optional[bool], rule: str) -> Optional[str]
 
 def judge_verdict(text: str) -> Optional[str]:
     """A judge's answer as a response verdict: correct -> correct, incorrect -> hallucinated, else None."""
-    return {"correct": "correct", "incorrect": "hallucinated"}.get(J.parse_verdict(text))
-
-
-def _existing(store, model: str, endpoint: Optional[str]) -> dict[tuple[str, str], tuple[str, Optional[str], str]]:
-    """(instance id, prompt) -> (response id, automatic verdict, answer) of `model`'s stored responses from
-    `endpoint`; endpoint None: those stored before vhmine recorded the endpoint (whose origin is unknown)."""
-    from sqlalchemy import select
-
-    from .store import Response
-
-    where = Response.endpoint.is_(None) if endpoint is None else Response.endpoint == endpoint
-    with store.session(write=False) as s:
-        rows = s.execute(select(Response.instance_id, Response.prompt, Response.id, Response.verdict, Response.answer)
-                         .where(Response.model == model, where).order_by(Response.id)).all()
-    return {(iid, prompt): (rid, verdict, answer) for iid, prompt, rid, verdict, answer in rows}
-
-
-def _claim_endpoint(store, response_id: str, endpoint: str) -> None:
-    """Record the endpoint of a response stored before endpoints were (this endpoint gave the same answer)."""
-    from .store import Response
-
-    with store.session() as s:
-        s.get(Response, response_id).endpoint = endpoint
-
-
-def _set_verdict(store, response_id: str, verdict: Optional[str], judge: str) -> None:
-    from .store import Response
-
-    with store.session() as s:
-        r = s.get(Response, response_id)
-        r.verdict, r.judge = verdict, judge
+    return J.RESPONSE_VERDICT.get(J.parse_verdict(text))
 
 
 def probe(store, opts: ProbeOptions) -> ProbeResult:
     """Ask every selected ready instance once per (model, prompt); judge; return per-item results."""
     from . import curate as C
+    from .curate import model_responses as CR
 
     A.get_rule(opts.rule)
     modes = [M.get_mode(m).name for m in (opts.modes or M.mode_names())]
@@ -166,7 +137,7 @@ def probe(store, opts: ProbeOptions) -> ProbeResult:
     by_id = {r.id: r for r in recs}
     with LLM(opts.llm) as llm:
         llm.check_prices([model] + ([opts.judge] if opts.judge else []))
-        have, legacy = _existing(store, model, llm.endpoint), _existing(store, model, None)
+        have, legacy = CR.stored_responses(store, model, llm.endpoint), CR.stored_responses(store, model, None)
         counts = C.response_verdicts(store, [v[0] for v in have.values()] + [v[0] for v in legacy.values()])
         todo, to_judge = [], []  # to_judge: (instance id, response id, answer)
         items: dict[str, ItemResult] = {}
@@ -193,7 +164,7 @@ def probe(store, opts: ProbeOptions) -> ProbeResult:
             text = out.answer.text
             old = legacy.get((r.id, prompt))
             if old is not None and old[2] == text:  # stored before endpoints were, and this endpoint says the same
-                _claim_endpoint(store, old[0], llm.endpoint)
+                CR.claim_endpoint(store, old[0], llm.endpoint)
                 reuse(r, *old)
                 continue
             if r.kind == M.YNQ:
@@ -208,15 +179,14 @@ def probe(store, opts: ProbeOptions) -> ProbeResult:
                 if opts.judge:
                     to_judge.append((r.id, rid, text))
         if to_judge:
-            jreqs = [J.judge_request(opts.judge, by_id[iid].question, by_id[iid].answers, ans, judge_prompt)
-                     for iid, _, ans in to_judge]
-            for out in llm.chat_iter(jreqs, desc=f"judge {opts.judge}"):
-                iid, rid, _ = to_judge[out.index]
+            cases = [(by_id[iid].question, by_id[iid].answers, ans) for iid, _, ans in to_judge]
+            for k, out, said in J.judge_iter(llm, opts.judge, cases, judge_prompt):
+                iid, rid, _ = to_judge[k]
                 if not out.ok:  # the answer stays, unjudged, for workers; the item is not a failure
                     items[iid].reason = f"judge failed ({out.status}): {out.reason}"
                     continue
-                verdict = judge_verdict(out.answer.text)
-                _set_verdict(store, rid, verdict, judge_name)
+                verdict = J.RESPONSE_VERDICT.get(said)
+                CR.set_automatic_verdict(store, rid, verdict, judge_name)
                 if rid not in counts or not counts[rid].by_workers:  # workers' labels still override the judge
                     items[iid].verdict = verdict
                 if verdict is None:
@@ -257,28 +227,21 @@ def hallucinations(store, mode: str, model: Optional[str] = None) -> list[Halluc
     One per instance (its first such response by id), so an instance counts once however many
     models failed on it; `model` keeps only that model's responses.
     """
-    from sqlalchemy import select
-
     from . import curate as C
-    from .store import Instance, Response
+    from .curate.model_responses import mode_responses
 
     mode = M.get_mode(mode).name
-    with store.session(write=False) as s:
-        q = (select(Response, Instance).join(Instance, Instance.id == Response.instance_id)
-             .where(Instance.mode == mode, Instance.status == "ready"))
-        if model:
-            q = q.where(Response.model == model)
-        rows = s.execute(q).all()
-    counts = C.response_verdicts(store, [r.id for r, _ in rows])
+    rows = mode_responses(store, mode, model)
+    counts = C.response_verdicts(store, [r.response_id for r in rows])
     out: dict[str, Hallucination] = {}
-    for r, inst in sorted(rows, key=lambda x: (x[1].id, x[0].id)):
-        if counts[r.id].verdict != "hallucinated" or inst.id in out:
+    for r in rows:  # by instance id, then response id
+        if counts[r.response_id].verdict != "hallucinated" or r.instance_id in out:
             continue
-        rec = C.get_instance(store, inst.id)
+        rec = C.get_instance(store, r.instance_id)
         # "answered yes/no" only when the rule read it so; a worker may call an unreadable answer hallucinated
-        truth = inst.truth if r.verdict == "hallucinated" else None
-        out[inst.id] = Hallucination(inst.id, r.id, mode, inst.kind, inst.question, tuple(inst.answers), r.answer,
-                                     r.model, _error_text(inst.kind, truth, inst.answers, r.answer), rec.image_path)
+        truth = r.truth if r.verdict == "hallucinated" else None
+        out[r.instance_id] = Hallucination(r.instance_id, r.response_id, mode, r.kind, r.question, r.answers, r.answer,
+                                           r.model, _error_text(r.kind, truth, r.answers, r.answer), rec.image_path)
     return list(out.values())
 
 

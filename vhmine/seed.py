@@ -99,9 +99,7 @@ def _image_file(pairs_path: Path, row, side: str, index_folders) -> str:
 
 def seed_pairs(store, pairs_path: str | Path, per_mode: int = 100, modes: Optional[Sequence[str]] = None) -> SeedResult:
     """Load mined pairs into `store` (a vhmine.store.Store) and queue tasks for each mode."""
-    from sqlalchemy import select
-
-    from .store import Image, Pair, Run, Task, utcnow
+    from .curate.seeding import add_mined_pairs
 
     pairs_path = Path(pairs_path).resolve()
     mode_list = [M.get_mode(m).name for m in (modes or M.mode_names())]
@@ -141,44 +139,6 @@ def seed_pairs(store, pairs_path: str | Path, per_mode: int = 100, modes: Option
             key = (r[f"sha256_{side}"], r[f"path_{side}"])
             if key not in files:
                 files[key] = _image_file(pairs_path, r, side, index_folders)
-
-    result = SeedResult(run=run, pairs_read=len(df), tasks_added={m: 0 for m in mode_list})
-    now = utcnow()
-    with store.session() as s:
-        if s.get(Run, run) is None:
-            s.add(Run(name=run, pairs_path=str(pairs_path), meta=meta, seeded_at=now))
-        for i in used:
-            rank, pid, r = unique[i]
-            for side in ("a", "b"):
-                iid = r[f"image_id_{side}"]
-                img = s.get(Image, iid)
-                path = files[(r[f"sha256_{side}"], r[f"path_{side}"])]
-                if img is None:
-                    cats = r.get(f"categories_{side}")
-                    s.add(Image(id=iid, sha256=r[f"sha256_{side}"], path=path,
-                                source="mined", categories=[str(c) for c in (cats if cats is not None else [])],
-                                created_at=now))
-                    result.images_added += 1
-                elif img.sha256 != r[f"sha256_{side}"]:
-                    raise InputError(f"image {iid} is already in the store with sha256 {img.sha256}, but {pairs_path} "
-                                     f"(rank {rank}) gives {r[f'sha256_{side}']}: the two runs disagree; re-run `vhmine mine`")
-                elif img.path != path and locate_image(img.sha256, Path(img.path), lambda: []) is None:
-                    img.path = path  # the recorded file moved or changed: record where the content is now
-            s.flush()
-            if s.get(Pair, pid) is None:
-                s.add(Pair(id=pid, image_a=r["image_id_a"], image_b=r["image_id_b"], rank=rank,
-                           clip_sim=float(r["clip_sim"]), dino_sim=float(r["dino_sim"]), gap=float(r["gap"]),
-                           run=run, created_at=now))
-                result.pairs_added += 1
-        s.flush()
-        existing = set(s.scalars(select(Task.id).where(Task.pair_id.in_([unique[i][1] for i in used]))))
-        for m in mode_list:
-            for i in plan[m]:
-                rank, pid, _ = unique[i]
-                tid = f"{m}:{pid}"
-                if tid in existing:
-                    result.tasks_existing += 1
-                    continue
-                s.add(Task(id=tid, mode=m, pair_id=pid, priority=float(rank), status="open", version=0, created_at=now))
-                result.tasks_added[m] += 1
-    return result
+    counts = add_mined_pairs(store, run, pairs_path, meta, unique, {m: plan[m] for m in mode_list}, files)
+    return SeedResult(run=run, pairs_read=len(df), images_added=counts.images_added, pairs_added=counts.pairs_added,
+                      tasks_added=counts.tasks_added, tasks_existing=counts.tasks_existing)

@@ -1,0 +1,290 @@
+"""Back from the harnesses: `vhmine eval --predictions` reads VLMEvalKit's result files and lmms-eval's
+--log_samples JSONL, written here exactly as those harnesses write them, and scores them to the same numbers
+as the same answers in vhmine's own predictions file. The judge (judge.py) serves probe and eval alike
+against an OpenAI-compatible server on loopback, and `--judge-agreement` reports Cohen's kappa against
+workers' labels. Stage modules hold no SQL (a source scan)."""
+
+import ast
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from openai_server import chat_text, openai_server  # noqa: F401  (fixture)
+from vhmine import formats as F
+from vhmine.bench import BenchItem, Benchmark
+from vhmine.errors import EvalError, FormatError
+from vhmine.eval import EvalOptions, evaluate
+from vhmine.export import write_benchmark
+
+REPO = Path(__file__).resolve().parent.parent
+
+# one model's answers: OEQ o1 right, o2 wrong; YNQ y1 right, y2 wrong (said yes), y3 unreadable, y4 right
+ANSWERS = {"o1": "There are three cats.", "o2": "2", "y1": "Yes.", "y2": "Yes, three.", "y3": "I cannot tell.", "y4": "No"}
+
+
+@pytest.fixture
+def bench_dir(tmp_path):
+    rng = np.random.default_rng(1)
+    paths = []
+    for i in range(2):
+        p = tmp_path / f"im{i}.png"
+        Image.fromarray(rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)).save(p)
+        paths.append(str(p))
+    items = [
+        BenchItem("o1", "counting", "OEQ", "How many cats are there in the picture?", ("3",), None, paths[0], "A", "p:OEQ"),
+        BenchItem("o2", "counting", "OEQ", "How many dogs are there in the picture?", ("4", "5"), None, paths[1], "B", "p:OEQ"),
+        BenchItem("y1", "counting", "YNQ", "Are there exactly 3 cats in the picture?", ("Yes",), True, paths[0], "A", "p:YNQ"),
+        BenchItem("y2", "counting", "YNQ", "Are there exactly 3 cats in this picture?", ("No",), False, paths[1], "B", "p:YNQ"),
+        BenchItem("y3", "color", "YNQ", "Is the car red?", ("Yes",), True, paths[0], "A", None),
+        BenchItem("y4", "color", "YNQ", "Is the car blue?", ("No",), False, paths[1], "B", None),
+    ]
+    write_benchmark(Benchmark("tiny", items), tmp_path / "bench", "vlmevalkit")
+    return tmp_path / "bench"
+
+
+def _own(tmp_path, answers=ANSWERS) -> Path:
+    p = tmp_path / "own.jsonl"
+    p.write_text("".join(json.dumps({"id": k, "answer": v}) + "\n" for k, v in answers.items()))
+    return p
+
+
+def _numbers(res, name):
+    m = res.report["models"][name]
+    return m["metrics"], m["answered"], m["failed"], m["oeq_unjudged"]
+
+
+# --- VLMEvalKit ---------------------------------------------------------------------------------------
+
+def _vlmevalkit_result(tsv: Path, work_dir: Path, model: str, answers: dict, fmt: str = "xlsx", drop=()) -> Path:
+    """What VLMEvalKit's infer_data_job writes: the dataset's TSV as its `load` reads it (pandas), without the
+    image column, plus `prediction`; dumped as `<model>_<dataset>.<fmt>` by its `dump` (to_excel / to_csv QUOTE_ALL)."""
+    import csv
+
+    import pandas as pd
+
+    data = pd.read_csv(tsv, sep="\t")
+    ids = data["vhmine_id"].tolist()  # which answer goes on which row (the harness asks the model per row)
+    data["prediction"] = [str(answers[i]) for i in ids]
+    data.pop("image")
+    for col in drop:
+        data.pop(col)
+    out = work_dir / f"{model}_{tsv.stem}.{fmt}"
+    if fmt == "xlsx":
+        with pd.ExcelWriter(out, engine="openpyxl") as writer:  # VLMEvalKit's engine is xlsxwriter; the sheet is the same
+            data.to_excel(writer, index=False)
+    else:
+        data.to_csv(out, sep="\t" if fmt == "tsv" else ",", index=False, encoding="utf-8", quoting=csv.QUOTE_ALL)
+    return out
+
+
+@pytest.mark.parametrize("fmt,drop", [("xlsx", ()), ("xlsx", ("vhmine_id", "vhmine_item")), ("tsv", ()), ("csv", ("vhmine_id",))])
+def test_vlmevalkit_result_files_score_as_own_predictions(bench_dir, tmp_path, fmt, drop):
+    """With the vhmine_id column, or without it (index k is the k-th item of the dataset's kind), the numbers are
+    those of the same answers in vhmine's own file; the model's two result files (one per dataset) merge."""
+    own = evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "own", predictions=[("m", _own(tmp_path))]))
+    files = [_vlmevalkit_result(t, tmp_path, "MyVLM", ANSWERS, fmt, drop) for t in sorted(bench_dir.glob("*.tsv"))]
+    assert [f.name for f in files] == [f"MyVLM_tiny_OEQ.{fmt}", f"MyVLM_tiny_YNQ.{fmt}"]
+    res = evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "vk", predictions=[("m", f) for f in files]))
+    assert _numbers(res, "m") == _numbers(own, "m")
+    assert res.report["models"]["m"]["harness"] == "vlmevalkit"
+    assert res.report["models"]["m"]["metrics"]["overall"]["accuracy"] == pytest.approx(3 / 6)
+
+
+def test_vlmevalkit_failed_answers_are_not_scored_and_wrong_files_are_named(bench_dir, tmp_path):
+    ynq = bench_dir / "tiny_YNQ.tsv"
+    failed = dict(ANSWERS, y3="Failed to obtain answer via API.")
+    f = _vlmevalkit_result(ynq, tmp_path, "MyVLM", failed)
+    res = evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "ev", predictions=[("m", f)], partial=True))
+    m = res.report["models"]["m"]
+    assert (m["answered"], m["failed"], res.partial) == (3, 1, True)  # y3 listed as failed, never read as "no"
+    assert m["failed_items"][0]["id"] == "y3" and "VLMEvalKit recorded no answer" in m["failed_items"][0]["why"]
+    # a sheet without `prediction`: the file and what was expected
+    import pandas as pd
+
+    bad = tmp_path / "MyVLM_tiny_YNQ_bad.xlsx"
+    pd.read_csv(ynq, sep="\t").drop(columns=["image"]).to_excel(bad, index=False)
+    with pytest.raises(FormatError, match=r"MyVLM_tiny_YNQ_bad\.xlsx: read as VLMEvalKit's result file .* no column 'prediction'"):
+        evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "e2", predictions=[("m", bad)]))
+    # by position (no vhmine_id), a file of another benchmark is refused on its questions, not scored
+    other = dict(ANSWERS)
+    g = _vlmevalkit_result(ynq, tmp_path, "Other", other, drop=("vhmine_id", "vhmine_item"))
+    import pandas as pd
+
+    df = pd.read_excel(g)
+    df["question"] = df["question"][::-1].tolist()
+    df.to_excel(g, index=False)
+    with pytest.raises(FormatError, match=r"Other_tiny_YNQ\.xlsx, row 2: the row's question .* is not item y1's"):
+        evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "e3", predictions=[("m", g)], partial=True))
+
+
+# --- lmms-eval -------------------------------------------------------------------------------------------
+
+def _lmms_eval_samples(bench: Benchmark, kind: str, folder: Path, answers: dict, carry_id: bool) -> Path:
+    """`<date>_samples_<task>.jsonl` as lmms-eval 0.7.3 writes it: evaluator.py builds each doc's `example`
+    (doc_id, doc, target, arguments, resps, filtered_resps, token_counts, doc_hash, then the metrics
+    process_results returned) and loggers/evaluation_tracker.py save_results_samples rewrites it: input =
+    arguments[0], resps / filtered_resps flattened for one request, resps dropped when equal, target as str,
+    arguments and doc dropped."""
+    task = f"vhmine_{kind.lower()}"
+    path = folder / "my-vlm" / f"20250101_120000_samples_{task}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        for doc_id, it in enumerate(x for x in bench if x.kind == kind):
+            doc = {"id": it.id, "question": it.question, "answer": it.answers[0], "mode": it.mode}
+            context = it.question + (" ONLY answer yes or no." if kind == "YNQ" else "")
+            text = answers[it.id]
+            metric = {"id": it.id, "mode": it.mode, "prediction": text} if carry_id else 0.0
+            sample = {"doc_id": doc_id, "doc": doc, "target": it.answers[0],
+                      "arguments": [context, {"max_new_tokens": 64}],
+                      "resps": [[text]], "filtered_resps": [text], "token_counts": [None],
+                      "doc_hash": hashlib.sha256(json.dumps(doc, indent=2).encode()).hexdigest(),
+                      "vhmine_accuracy": metric}
+            sample["input"] = sample["arguments"][0]
+            sample["resps"] = sample["resps"]  # sanitize_list leaves strings as they are
+            if isinstance(sample["resps"], list) and len(sample["resps"]) == 1:
+                sample["resps"] = sample["resps"][0]
+            if isinstance(sample["filtered_resps"], list) and len(sample["filtered_resps"]) == 1:
+                sample["filtered_resps"] = sample["filtered_resps"][0]
+            if sample["resps"] == sample["filtered_resps"]:
+                sample.pop("resps")
+            elif isinstance(sample["resps"], list) and len(sample["resps"]) == 1 and sample["resps"][0] == sample["filtered_resps"]:
+                sample.pop("resps")
+            sample["target"] = str(sample["target"])
+            sample.pop("arguments")
+            sample.pop("doc")
+            f.write(json.dumps(sample, ensure_ascii=False) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("carry_id", [True, False])
+def test_lmms_eval_samples_score_as_own_predictions(bench_dir, tmp_path, carry_id):
+    """The item comes from the id process_results logged, or else from doc_id (the k-th item of the task's kind,
+    its `input` checked to hold the item's question): the same numbers as vhmine's own file."""
+    bench = F.load(bench_dir)
+    own = evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "own", predictions=[("m", _own(tmp_path))]))
+    files = [_lmms_eval_samples(bench, k, tmp_path / "logs", ANSWERS, carry_id) for k in ("YNQ", "OEQ")]
+    first = json.loads(files[0].read_text().splitlines()[0])
+    assert "doc" not in first and first["filtered_resps"] == "Yes." and first["input"].endswith("ONLY answer yes or no.")
+    res = evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "lm", predictions=[("m", f) for f in files]))
+    assert _numbers(res, "m") == _numbers(own, "m") and res.report["models"]["m"]["harness"] == "lmms-eval"
+
+
+def test_lmms_eval_samples_of_another_benchmark_or_broken_are_named(bench_dir, tmp_path):
+    bench = F.load(bench_dir)
+    f = _lmms_eval_samples(bench, "YNQ", tmp_path / "logs", ANSWERS, carry_id=False)
+    lines = f.read_text().splitlines()
+    swapped = [json.loads(x) for x in lines]
+    swapped[0]["input"], swapped[1]["input"] = swapped[1]["input"], swapped[0]["input"]
+    f.write_text("".join(json.dumps(x) + "\n" for x in swapped))
+    with pytest.raises(FormatError, match=r"samples_vhmine_ynq\.jsonl, line 1: the row's question .* is not item y1's"):
+        evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "e", predictions=[("m", f)], partial=True))
+    broken = json.loads(lines[1])
+    broken.pop("filtered_resps")
+    f.write_text(lines[0] + "\n" + json.dumps(broken) + "\n")
+    with pytest.raises(FormatError, match=r"samples_vhmine_ynq\.jsonl, line 2: not an lmms-eval sample \(expected doc_id and filtered_resps"):
+        evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "e", predictions=[("m", f)], partial=True))
+    # the same item in two files of one model is refused, naming both
+    a = _lmms_eval_samples(bench, "OEQ", tmp_path / "a", ANSWERS, carry_id=True)
+    b = _lmms_eval_samples(bench, "OEQ", tmp_path / "b", ANSWERS, carry_id=True)
+    with pytest.raises(EvalError, match=r"item 'o1' is answered in .*b/my-vlm.* and in predictions:.*a/my-vlm"):
+        evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "e", predictions=[("m", a), ("m", b)], partial=True))
+
+
+# --- judges: one judge for probe and eval, on any OpenAI-compatible server; agreement with workers ----------
+
+def test_probe_and_eval_share_the_judge_and_eval_reports_its_agreement_with_workers(openai_server, tmp_path):
+    """probe and eval send the judge the same requests (judge.py) at a vLLM-style base URL (http://host:port/v1);
+    `--judge-agreement` gives Cohen's kappa between the judge and the workers' majority where both exist."""
+    from typer.testing import CliRunner
+
+    from helpers import make_ready_store
+    from vhmine import curate as C
+    from vhmine.cli import app
+    from vhmine.curate.model_responses import mode_responses
+    from vhmine.export import ExportOptions, export_benchmark
+    from vhmine.llm import LLMOptions
+    from vhmine.probe import ProbeOptions, probe
+
+    srv = openai_server
+
+    def responder(body):
+        text = chat_text(body)
+        if "correct, incorrect or unclear" in text:  # the judge: right when the reference is 3 or red
+            refs = text.split("any one of which is correct:", 1)[1].split("\n", 1)[0]
+            return "correct" if refs.strip() in ("3", "red") else "incorrect"
+        return "An answer to: " + text.splitlines()[0]
+
+    srv.responder = responder
+    store = make_ready_store(tmp_path)
+    probe(store, ProbeOptions(LLMOptions(model="victim", base_url=srv.base_url, cache=tmp_path / "c1.db", progress=False),
+                              judge="judge-llm"))
+    probe_judged = sorted(chat_text(b) for b in srv.chats() if b["model"] == "judge-llm")
+    oeq = {r.instance_id: r for m in ("counting", "color") for r in mode_responses(store, m) if r.kind == "OEQ"}
+    assert len(oeq) == 4 and len(probe_judged) == 4
+    # workers: agree with the judge on "3" (correct) and "2" (hallucinated), disagree on "red", tie on "blue"
+    C.add_worker(store, "bob")
+    by_ref = {r.answers[0]: r for r in oeq.values()}
+    for ref, (va, vb) in {"3": ("correct", "correct"), "2": ("hallucinated", "hallucinated"),
+                          "red": ("hallucinated", "hallucinated"), "blue": ("correct", "hallucinated")}.items():
+        C.label_response(store, "alice", by_ref[ref].response_id, va)
+        C.label_response(store, "bob", by_ref[ref].response_id, vb)
+    export_benchmark(store, ExportOptions(out=tmp_path / "b", format="hf"))
+    store.close()
+    bench = F.load(tmp_path / "b")
+    preds = tmp_path / "victim.jsonl"
+    preds.write_text("".join(json.dumps({"id": it.id, "answer": oeq[it.id].answer if it.id in oeq else "Yes"}) + "\n"
+                             for it in bench))
+    srv.requests.clear()
+    r = CliRunner().invoke(app, ["eval", "--bench", str(tmp_path / "b"), "--predictions", f"victim={preds}",
+                                 "--judge", "judge-llm", "--judge-agreement", "--db", str(tmp_path / "store.db"),
+                                 "--base-url", srv.base_url, "--cache", str(tmp_path / "c2.db"), "--out", str(tmp_path / "ev")])
+    assert r.exit_code == 0, r.output
+    assert sorted(chat_text(b) for b in srv.chats() if b["model"] == "judge-llm") == probe_judged  # the same judge requests
+    # judge [T, F, T] vs workers [T, F, F] on 3 items (the tie is left out): po 2/3, pe 4/9, kappa 0.4
+    report = json.loads((tmp_path / "ev" / "report.json").read_text())
+    assert report["models"]["victim"]["judge_agreement"] == {"items": 3, "agree": 2, "kappa": 0.4, "judge_only": 1,
+                                                             "workers_only": 0}
+    assert "| victim | 3 | 2 | 0.400 | 1 | 0 |" in (tmp_path / "ev" / "report.md").read_text()
+    assert "judge vs workers: Cohen's kappa 0.400 over 3 open answer(s) both judged (2 agree)" in r.output
+    r = CliRunner().invoke(app, ["eval", "--bench", str(tmp_path / "b"), "--predictions", f"victim={preds}",
+                                 "--judge-agreement", "--out", str(tmp_path / "ev2")])
+    assert r.exit_code != 0 and "--judge-agreement compares a judge's verdicts with workers' labels: pass --judge MODEL" in r.output
+
+
+# --- the stages hold no SQL -----------------------------------------------------------------------------
+
+STAGES = ("probe", "describe", "generate", "eval", "eval_score", "eval_report", "seed", "judge")
+QUERY_METHODS = {"session", "execute", "scalars", "scalar", "query"}  # a store's or a session's
+QUERY_BUILDERS = {"select", "insert", "update", "delete"}  # sqlalchemy's statement builders
+STORE_NAMES_ALLOWED = {"open_store"}  # opening the store a user named is not a query
+
+
+def test_stage_modules_hold_no_sql():
+    files = [p for p in (REPO / "vhmine" / f"{m}.py" for m in STAGES) if p.is_file()]
+    files += sorted((REPO / "vhmine" / "predictions").glob("*.py"))
+    assert len(files) >= 5
+    found = []
+    for path in files:
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "sqlalchemy" for a in node.names):
+                found.append(f"{path.name}:{node.lineno} imports sqlalchemy")
+            elif isinstance(node, ast.ImportFrom):
+                mod = node.module or ""
+                if mod.split(".")[0] == "sqlalchemy":
+                    found.append(f"{path.name}:{node.lineno} imports from sqlalchemy")
+                elif node.level > 0 and mod == "store":
+                    extra = {a.name for a in node.names} - STORE_NAMES_ALLOWED
+                    if extra:
+                        found.append(f"{path.name}:{node.lineno} imports the store's tables {sorted(extra)}")
+            elif isinstance(node, ast.Call):
+                fn = node.func
+                if isinstance(fn, ast.Attribute) and fn.attr in QUERY_METHODS:
+                    found.append(f"{path.name}:{node.lineno} calls .{fn.attr}()")
+                elif isinstance(fn, ast.Name) and fn.id in QUERY_BUILDERS:
+                    found.append(f"{path.name}:{node.lineno} calls {fn.id}()")
+    assert not found, "stage modules must reach the store through vhmine.curate: " + "; ".join(found)

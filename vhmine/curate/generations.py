@@ -1,0 +1,20 @@
+"""Generated images already recorded in the curation store, so generate renders each one once.
+
+Reads `generations` rows (mode, prompt, seed, backend settings) of one backend and model; writes
+nothing (queue.add_generation records a new image and queues it).
+"""
+
+from __future__ import annotations
+
+from ..store import (  # first: it says which extra to install when SQLAlchemy is missing
+    Generation, Store,
+)
+
+from sqlalchemy import select  # noqa: E402
+
+
+def recorded_renders(store: Store, backend: str, model: str) -> list[tuple[str, str, object, dict]]:
+    """(mode, prompt, seed, params) of every image `backend` ("openai", "diffusers") and `model` made."""
+    with store.session(write=False) as s:
+        return [tuple(r) for r in s.execute(select(Generation.mode, Generation.prompt, Generation.seed, Generation.params)
+                                            .where(Generation.backend == backend, Generation.model == model)).all()]

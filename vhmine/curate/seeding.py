@@ -1,0 +1,77 @@
+"""Mined pairs entering the curation store (vhmine.seed reads and plans them; this writes them).
+
+Reads the store's images, pairs, runs and tasks; writes the run, its images (source "mined") and
+pairs, and one open task per (mode, pair) the plan names. Idempotent: what the store holds already
+is counted, not added again; an image whose sha256 differs from the store's stops the seeding; an
+image whose recorded file moved or changed gets the path where its content is now.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from ..errors import InputError
+from ..index import locate_image
+from ..store import (  # first: it says which extra to install when SQLAlchemy is missing
+    Image, Pair, Run, Store, Task, utcnow,
+)
+
+from sqlalchemy import select  # noqa: E402
+
+
+@dataclass
+class SeedCounts:
+    images_added: int = 0
+    pairs_added: int = 0
+    tasks_added: dict = field(default_factory=dict)  # mode -> tasks queued now
+    tasks_existing: int = 0
+
+
+def add_mined_pairs(store: Store, run: str, pairs_path: Path, meta: Optional[dict],
+                    pairs: Sequence[tuple[int, str, Any]], plan: dict[str, list[int]],
+                    files: dict[tuple[str, str], str]) -> SeedCounts:
+    """`pairs[i]` = (rank, pair id, the pairs table's row); `plan[mode]` = the indices into `pairs` queued for it;
+    `files[(sha256, path in the table)]` = the file that holds that content now (vhmine.seed found it)."""
+    used = sorted({i for idx in plan.values() for i in idx})
+    counts = SeedCounts(tasks_added={m: 0 for m in plan})
+    now = utcnow()
+    with store.session() as s:
+        if s.get(Run, run) is None:
+            s.add(Run(name=run, pairs_path=str(pairs_path), meta=meta, seeded_at=now))
+        for i in used:
+            rank, pid, r = pairs[i]
+            for side in ("a", "b"):
+                iid = r[f"image_id_{side}"]
+                img = s.get(Image, iid)
+                path = files[(r[f"sha256_{side}"], r[f"path_{side}"])]
+                if img is None:
+                    cats = r.get(f"categories_{side}")
+                    s.add(Image(id=iid, sha256=r[f"sha256_{side}"], path=path,
+                                source="mined", categories=[str(c) for c in (cats if cats is not None else [])],
+                                created_at=now))
+                    counts.images_added += 1
+                elif img.sha256 != r[f"sha256_{side}"]:
+                    raise InputError(f"image {iid} is already in the store with sha256 {img.sha256}, but {pairs_path} "
+                                     f"(rank {rank}) gives {r[f'sha256_{side}']}: the two runs disagree; re-run `vhmine mine`")
+                elif img.path != path and locate_image(img.sha256, Path(img.path), lambda: []) is None:
+                    img.path = path  # the recorded file moved or changed: record where the content is now
+            s.flush()
+            if s.get(Pair, pid) is None:
+                s.add(Pair(id=pid, image_a=r["image_id_a"], image_b=r["image_id_b"], rank=rank,
+                           clip_sim=float(r["clip_sim"]), dino_sim=float(r["dino_sim"]), gap=float(r["gap"]),
+                           run=run, created_at=now))
+                counts.pairs_added += 1
+        s.flush()
+        existing = set(s.scalars(select(Task.id).where(Task.pair_id.in_([pairs[i][1] for i in used]))))
+        for m, idx in plan.items():
+            for i in idx:
+                rank, pid, _ = pairs[i]
+                tid = f"{m}:{pid}"
+                if tid in existing:
+                    counts.tasks_existing += 1
+                    continue
+                s.add(Task(id=tid, mode=m, pair_id=pid, priority=float(rank), status="open", version=0, created_at=now))
+                counts.tasks_added[m] += 1
+    return counts
