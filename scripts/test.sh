@@ -5,5 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ci_services.sh                       # Debian packages: chromium, postgresql (browser / PostgreSQL tests)
 python -m pip install -q -e ".[test]"             # vhmine, its dependencies and the test extra
+python -m pip install -q --no-deps "lmms-eval==0.7.3"  # the lmms-eval export test; what it imports is in the test extra
 export HF_HUB_OFFLINE=1                           # tests build tiny models locally; never ask the hub
 exec python -m pytest "$@"

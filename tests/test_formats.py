@@ -43,7 +43,7 @@ def _plain(items):
     return sorted((replace(it, image=None, image_data=None) for it in items), key=lambda it: it.id)
 
 
-@pytest.mark.parametrize("fmt", ["vhtest", "vlmevalkit", "hf", "pope", "llava", "hallusionbench"])
+@pytest.mark.parametrize("fmt", ["vhtest", "vlmevalkit", "hf", "pope", "llava", "hallusionbench", "lmms-eval"])
 def test_round_trip_loses_nothing(bench, tmp_path, fmt):
     src = bench.select(kind="YNQ") if fmt in ("pope", "hallusionbench") else bench
     F.write(fmt, src, tmp_path)
@@ -198,5 +198,5 @@ def test_malformed_vhtest_sheet(bench, tmp_path):
 
 
 def test_unknown_format_lists_the_valid_ones():
-    with pytest.raises(InputError, match=r"^unknown format 'csv': choose one of vhtest, vlmevalkit, hf, pope, llava, hallusionbench$"):
+    with pytest.raises(InputError, match=r"^unknown format 'csv': choose one of vhtest, vlmevalkit, hf, pope, llava, hallusionbench, lmms-eval$"):
         F.get_format("csv")

@@ -19,7 +19,7 @@ from vhmine import formats as F
 from vhmine.errors import EvalError, InputError
 from vhmine.export import ExportOptions, export_benchmark
 
-FORMATS = ("vhtest", "vlmevalkit", "hf", "pope", "llava", "hallusionbench")
+FORMATS = ("vhtest", "vlmevalkit", "hf", "pope", "llava", "hallusionbench", "lmms-eval")
 
 
 # --- the llava split ------------------------------------------------------------------------------
@@ -225,7 +225,7 @@ def _readable(path: Path) -> bytes:
     elif path.suffix == ".tsv":
         csv.field_size_limit(sys.maxsize)
         for row in csv.DictReader(io.StringIO(data.decode()), delimiter="\t"):
-            parts += [base64.b64decode(v) if k == "image" else v.encode() for k, v in row.items()]
+            parts += [base64.b64decode(v) if k == "image" and len(v) > 64 else v.encode() for k, v in row.items()]  # <= 64: a row index
     return b"\n".join(parts)
 
 

@@ -450,7 +450,7 @@ def manipulate(
 @app.command()
 def export(
     out: Path = typer.Option(..., "--out", help="The benchmark folder to write (must not exist unless --replace)."),
-    fmt: str = typer.Option("vhtest", "--format", help="vhtest, vlmevalkit, hf, pope, llava or hallusionbench."),
+    fmt: str = typer.Option("vhtest", "--format", help="vhtest, vlmevalkit, lmms-eval, hf, pope, llava or hallusionbench."),
     kind: str = typer.Option("both", "--kind", help="oeq, ynq or both."),
     per_mode: Optional[int] = typer.Option(None, "--per-mode", min=1, help="Instances per mode and kind (YNQ: half yes, half no) [default: all]."),
     mode: Optional[List[str]] = typer.Option(None, "--mode", help="Export only this mode (repeatable) [default: all 8]."),

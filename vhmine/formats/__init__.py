@@ -35,6 +35,7 @@ _FORMATS = (
     FormatSpec("pope", "pope", ("YNQ",), "questions.jsonl (question_id, image, text, label) and images/"),
     FormatSpec("llava", "llava", ("OEQ", "YNQ"), "train.json and test.json (LLaVA conversations, seeded 80/20 split by image group) and images/"),
     FormatSpec("hallusionbench", "hallusionbench", ("YNQ",), "HallusionBench.json (HallusionBench's fields) and images/"),
+    FormatSpec("lmms-eval", "lmms_eval", ("OEQ", "YNQ"), "data/<kind>.parquet, vhmine_ynq.yaml, vhmine_oeq.yaml, vhmine.yaml (group) and utils.py: an lmms-eval --include_path folder"),
 )
 
 
@@ -83,6 +84,8 @@ def detect(path: Path) -> str:
             return "vhtest"
         if list(path.glob("*.tsv")):
             return "vlmevalkit"
+        if (path / "vhmine.yaml").is_file() and (path / "utils.py").is_file():
+            return "lmms-eval"
         if (path / "data").is_dir():
             return "hf"
         if (path / "train.json").is_file():

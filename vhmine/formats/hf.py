@@ -28,6 +28,11 @@ FEATURES = {
 
 
 def write(bench: Benchmark, folder: Path) -> None:
+    write_parquet(bench, folder / PARQUET)
+
+
+def write_parquet(bench: Benchmark, path: Path) -> None:
+    """`bench` as one parquet file at `path` (the columns above); the lmms-eval export writes one per kind."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -48,8 +53,8 @@ def write(bench: Benchmark, folder: Path) -> None:
     schema = pa.schema([("id", s), ("mode", s), ("kind", s), ("question", s), ("answers", pa.list_(s)), ("truth", pa.bool_()),
                         ("image", pa.struct([("bytes", pa.binary()), ("path", s)])), ("image_id", s), ("pair_id", s), ("meta", s)],
                        metadata={"huggingface": json.dumps({"info": {"features": FEATURES}})})
-    (folder / "data").mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table(rows, schema=schema), folder / PARQUET)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table(rows, schema=schema), path)
 
 
 def read(path: Path) -> Benchmark:
