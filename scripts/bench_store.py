@@ -93,15 +93,25 @@ def worker_main(url: str, token: str, seconds: float, lease_s: float, seed: int,
         out["start"] = time.time()
         deadline = time.monotonic() + seconds
         pending: list[str] = []  # modes where we may hold a lease (an item taken back by undo)
+        def failed(kind: str, err: Exception) -> None:  # an error the library let through: a finding, not a crash
+            out["errors"].append(f"{kind}: {type(err).__name__}: {str(err).splitlines()[0][:200]}")
+
         while time.monotonic() < deadline:
-            item = None
+            item, empty = None, set()
             for mode in pending + rng.sample(modes, len(modes)):  # our own leases first, then any mode
-                item = C.next_item(store, name, mode, lease_s=lease_s)
+                try:
+                    item = C.next_item(store, name, mode, lease_s=lease_s)
+                except Exception as err:
+                    failed("take", err)
+                    continue
                 if item is not None:
                     break
+                empty.add(mode)
             pending.clear()
+            if len(empty) == len(modes):
+                break  # every queue is empty for us
             if item is None:
-                break  # the queue is empty for us
+                continue
             counts["take"] = counts.get("take", 0) + 1
             r = rng.random()
             kind = "annotate" if r < 0.70 else "skip" if r < 0.85 else "undo" if r < 0.95 else "discard"
@@ -132,13 +142,13 @@ def worker_main(url: str, token: str, seconds: float, lease_s: float, seed: int,
                 if kind == "undo" and str(err).startswith("nothing to undo") and not any(not e[2] for e in log):
                     counts["undo nothing"] = counts.get("undo nothing", 0) + 1
                 else:
-                    out["errors"].append(f"{kind}: {type(err).__name__}: {err}")
-            except Exception as err:  # a database error the library let through: a finding, not a crash
-                out["errors"].append(f"{kind}: {type(err).__name__}: {str(err)[:300]}")
+                    failed(kind, err)
+            except Exception as err:
+                failed(kind, err)
         out["end"] = time.time()
         store.close()
     except Exception:
-        out["errors"].append(traceback.format_exc()[-1500:])
+        out["errors"].append("worker died: " + traceback.format_exc()[-600:])
         if not out.get("ready"):
             ready.put(out["worker"] or "?")  # never leave the parent waiting for us
     results.put(out)
@@ -261,8 +271,11 @@ def check(store, results: list[dict]) -> dict[str, list[str]]:
             history = "; ".join(f"#{a.id} {a.kind} by {a.worker}{' (undone)' if a.undone_at else ''}"
                                 for a in actions if a.task_id == tid)
             bad["one state"].append(f"{tid}: {problem} (its actions: {history or 'none'})")
+    seen: dict[str, list[str]] = {}  # error -> the workers that hit it
     for r in results:
-        bad["no errors"] += [f"{r['worker']}: {e}" for e in r["errors"]]
+        for e in r["errors"]:
+            seen.setdefault(e, []).append(r["worker"])
+    bad["no errors"] = [f"{len(ws)} x {e} ({', '.join(sorted(set(ws)))})" for e, ws in seen.items()]
     return bad
 
 
