@@ -13,6 +13,7 @@ what succeeded. Then the store itself is checked:
 - no action lost: each worker's action log in the store is exactly what it saw succeed (kind, item,
   undone or not, the instances saved), in order;
 - one state: every task is open, done or discarded, and its actions, instances and lease agree;
+- one holder: no worker is refused an item as "leased to" someone else while its own lease runs;
 - no errors: no worker hit anything but the library's LeaseError (a conflict) or "nothing to undo".
 
 It prints actions per second, lease conflicts and PASS/FAIL per check, and exits 1 on any FAIL.
@@ -42,7 +43,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from throwaway_pg import ThrowawayPostgres, database_on  # noqa: E402
 
-CHECKS = ("no double annotation", "no action lost", "one state", "no errors")
+CHECKS = ("no double annotation", "no action lost", "one state", "one holder", "no errors")
 WORDS = ("dog", "cat", "cup", "car", "tree", "lamp", "boat", "bird", "clock", "chair")
 
 
@@ -77,11 +78,12 @@ def worker_main(url: str, token: str, seconds: float, lease_s: float, seed: int,
                 ready, go, results) -> None:
     """Runs in a spawned process; puts one dict (counts and its log of successful actions) on `results`."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and ends us
-    out = {"worker": None, "counts": {}, "conflicts": {}, "errors": [], "log": [], "undo_mismatch": []}
+    out = {"worker": None, "counts": {}, "conflicts": {}, "errors": [], "log": [], "undo_mismatch": [],
+           "conflict_samples": [], "two_holders": []}
     try:
         from vhmine import curate as C
         from vhmine.errors import InputError, LeaseError
-        from vhmine.store import open_store
+        from vhmine.store import open_store, utcnow
 
         store = open_store(url)
         name = out["worker"] = C.sign_in(store, token).name
@@ -136,8 +138,12 @@ def worker_main(url: str, token: str, seconds: float, lease_s: float, seed: int,
                         live[-1][2] = True
                         pending.insert(0, live[-1][1].split(":", 1)[0])
                 counts[kind] = counts.get(kind, 0) + 1
-            except LeaseError:
+            except LeaseError as err:
                 conflicts[kind] = conflicts.get(kind, 0) + 1
+                if " is leased to " in str(err) and utcnow() < item.lease_until:  # our lease still runs: two holders
+                    out["two_holders"].append(f"{kind} refused while our lease ran: {err}")
+                if len(out["conflict_samples"]) < 2:
+                    out["conflict_samples"].append(f"{name} {kind}: {err}")
             except InputError as err:
                 if kind == "undo" and str(err).startswith("nothing to undo") and not any(not e[2] for e in log):
                     counts["undo nothing"] = counts.get("undo nothing", 0) + 1
@@ -271,6 +277,7 @@ def check(store, results: list[dict]) -> dict[str, list[str]]:
             history = "; ".join(f"#{a.id} {a.kind} by {a.worker}{' (undone)' if a.undone_at else ''}"
                                 for a in actions if a.task_id == tid)
             bad["one state"].append(f"{tid}: {problem} (its actions: {history or 'none'})")
+    bad["one holder"] = [f"{r['worker']}: {m}" for r in results for m in r.get("two_holders", [])]
     seen: dict[str, list[str]] = {}  # error -> the workers that hit it
     for r in results:
         for e in r["errors"]:
@@ -285,9 +292,10 @@ def run_once(url: str, pairs: Path, per_mode: int, n_workers: int, args) -> dict
     store, tokens = seed(url, pairs, per_mode, n_workers)
     ctx = mp.get_context("spawn")
     ready, results, go = ctx.Queue(), ctx.Queue(), ctx.Event()
-    modes = sorted({t.split(":", 1)[0] for t in _task_ids(store)})
-    procs = [ctx.Process(target=worker_main, args=(url, tok, args.seconds, args.lease_s, args.seed * 1000 + i, modes,
-                                                   ready, go, results), daemon=True)
+    from vhmine import modes as M
+
+    procs = [ctx.Process(target=worker_main, args=(url, tok, args.seconds, args.lease_s, args.seed * 1000 + i,
+                                                   list(M.mode_names()), ready, go, results), daemon=True)
              for i, tok in enumerate(tokens)]
     try:
         for p in procs:
@@ -305,34 +313,28 @@ def run_once(url: str, pairs: Path, per_mode: int, n_workers: int, args) -> dict
         for p in procs:
             p.join(timeout=30)
         problems = check(store, out)
-        with store.session(write=False) as s:
-            from sqlalchemy import func, select
-
-            from vhmine.store import Task
-
-            states = dict(s.execute(select(Task.status, func.count()).group_by(Task.status)).all())
+        states = _states(store)
     finally:
         for p in procs:
             if p.is_alive():
                 p.terminate()
                 p.join(timeout=10)
         store.close()
-    starts = [r["start"] for r in out if "start" in r]
-    ends = [r["end"] for r in out if "end" in r]
-    elapsed = max(ends) - min(starts) if starts and ends else float("nan")
-    total = lambda key: sum(r[key].get(k, 0) for r in out for k in r[key])  # noqa: E731
+    elapsed = max(r.get("end", 0) for r in out) - min(r.get("start", float("inf")) for r in out)
     counts = {k: sum(r["counts"].get(k, 0) for r in out) for k in ("take", "annotate", "skip", "undo", "discard")}
+    conflicts = {k: sum(r["conflicts"].get(k, 0) for r in out) for k in sorted({k for r in out for k in r["conflicts"]})}
     return {"workers": n_workers, "elapsed": elapsed, "counts": counts, "actions": sum(counts.values()),
-            "conflicts": total("conflicts"), "states": states, "tasks": sum(states.values()), "problems": problems}
+            "conflicts": sum(conflicts.values()), "conflicts_by_kind": conflicts, "states": states, "problems": problems,
+            "conflict_samples": [m for r in out for m in r["conflict_samples"]][:3]}
 
 
-def _task_ids(store) -> list[str]:
-    from sqlalchemy import select
+def _states(store) -> dict[str, int]:
+    from sqlalchemy import func, select
 
     from vhmine.store import Task
 
     with store.session(write=False) as s:
-        return list(s.scalars(select(Task.id)))
+        return dict(s.execute(select(Task.status, func.count()).group_by(Task.status)).all())
 
 
 def print_row(backend: str, r: dict) -> None:
@@ -341,6 +343,9 @@ def print_row(backend: str, r: dict) -> None:
     print(f"{backend:<10} {r['workers']:>7} {r['elapsed']:>6.1f} {c['take']:>6} {c['annotate']:>6} {c['skip']:>5} "
           f"{c['undo']:>5} {c['discard']:>5} {r['actions'] / r['elapsed']:>9.1f} {r['conflicts']:>9} "
           f"{st.get('done', 0):>5}/{st.get('discarded', 0)}/{st.get('open', 0):<5}  {verdicts}", flush=True)
+    if r["conflicts"]:
+        print("    conflicts: " + ", ".join(f"{k} {n}" for k, n in r["conflicts_by_kind"].items())
+              + "".join(f"\n      e.g. {m}" for m in r["conflict_samples"]))
     for k in CHECKS:
         for line in r["problems"][k][:10]:
             print(f"    FAIL {k}: {line}")
@@ -395,7 +400,7 @@ def main() -> int:
         if pg is not None:
             pg.stop()
         shutil.rmtree(tmp, ignore_errors=True)
-    print("FAIL" if failed else "PASS: no double annotation, no action lost, every task in one state")
+    print("FAIL" if failed else "PASS: no double annotation, no action lost, every task in one state, one holder per lease")
     return 1 if failed else 0
 
 

@@ -1,8 +1,9 @@
 """scripts/bench_store.py: the store's load figure runs on both backends, and its checks can fail.
 
 The first test runs the script as a user does (a subprocess, its own throw-away PostgreSQL server);
-the second feeds its checker a store that breaks each promise in turn: a lost action, a task
-annotated twice, a done task still leased.
+the second stops it with Ctrl-C and finds its server and files gone; the third feeds its checker
+a store that breaks each promise in turn: a lost action, a task annotated twice, a done task still
+leased, an item held by two workers.
 """
 
 from __future__ import annotations
@@ -62,8 +63,8 @@ def test_bench_store_runs_workers_on_sqlite_and_postgresql_and_every_check_passe
     assert [r[:2] for r in rows] == [["sqlite", "4"], ["postgresql", "4"]], out
     for r in rows:
         assert int(r[3]) > 0 and float(r[8]) > 0, out  # items were taken, actions per second measured
-        assert r[-4:] == ["PASS"] * 4, out
-    assert out.rstrip().endswith("PASS: no double annotation, no action lost, every task in one state")
+        assert r[-5:] == ["PASS"] * 5, out
+    assert out.rstrip().endswith("PASS: no double annotation, no action lost, every task in one state, one holder per lease")
     assert "FAIL" not in out
     assert list(script_tmp.iterdir()) == []  # the store files and the PostgreSQL cluster are gone
 
@@ -116,7 +117,7 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def test_the_checks_catch_a_lost_action_a_double_annotation_and_a_leased_done_task(tmp_path, bench):
+def test_the_checks_catch_a_lost_action_a_double_annotation_a_leased_done_task_and_two_holders(tmp_path, bench):
     from sqlalchemy import update
 
     from vhmine import curate as C
@@ -152,4 +153,6 @@ def test_the_checks_catch_a_lost_action_a_double_annotation_and_a_leased_done_ta
     assert problems["no double annotation"] == [f"{first.task_id}: 2 live closing actions annotate by w000 (#1), annotate by w001 (#3)"]
     assert problems["no action lost"] == ["w001: store has 1 actions, worker saw 0 succeed; first difference at #0: "
                                           f"store [['annotate', '{first.task_id}', False]], worker []"]
+    holders = bench.check(store, [results[0], dict(results[1], two_holders=["skip refused while our lease ran: x"])])
+    assert holders["one holder"] == ["w001: skip refused while our lease ran: x"]
     store.close()
