@@ -141,7 +141,7 @@ def worker_main(url: str, token: str, seconds: float, lease_s: float, seed: int,
             except LeaseError as err:
                 conflicts[kind] = conflicts.get(kind, 0) + 1
                 if " is leased to " in str(err) and utcnow() < item.lease_until:  # our lease still runs: two holders
-                    out["two_holders"].append(f"{kind} refused while our lease ran: {err}")
+                    out["two_holders"].append([item.task_id, f"{kind} refused while our lease ran: {err}"])
                 if len(out["conflict_samples"]) < 2:
                     out["conflict_samples"].append(f"{name} {kind}: {err}")
             except InputError as err:
@@ -274,16 +274,20 @@ def check(store, results: list[dict]) -> dict[str, list[str]]:
             else:
                 problem = None
         if problem:
-            history = "; ".join(f"#{a.id} {a.kind} by {a.worker}{' (undone)' if a.undone_at else ''}"
-                                for a in actions if a.task_id == tid)
-            bad["one state"].append(f"{tid}: {problem} (its actions: {history or 'none'})")
-    bad["one holder"] = [f"{r['worker']}: {m}" for r in results for m in r.get("two_holders", [])]
+            bad["one state"].append(f"{tid}: {problem} (its actions: {_history(actions, tid)})")
+    bad["one holder"] = [f"{r['worker']}: {m} (its actions: {_history(actions, tid)})"
+                         for r in results for tid, m in r.get("two_holders", [])]
     seen: dict[str, list[str]] = {}  # error -> the workers that hit it
     for r in results:
         for e in r["errors"]:
             seen.setdefault(e, []).append(r["worker"])
     bad["no errors"] = [f"{len(ws)} x {e} ({', '.join(sorted(set(ws)))})" for e, ws in seen.items()]
     return bad
+
+
+def _history(actions, task_id: str) -> str:
+    return "; ".join(f"#{a.id} {a.kind} by {a.worker}{' (undone)' if a.undone_at else ''}"
+                     for a in actions if a.task_id == task_id) or "none"
 
 
 # --- one run, and the table ----------------------------------------------------------------------

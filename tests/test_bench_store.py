@@ -153,6 +153,6 @@ def test_the_checks_catch_a_lost_action_a_double_annotation_a_leased_done_task_a
     assert problems["no double annotation"] == [f"{first.task_id}: 2 live closing actions annotate by w000 (#1), annotate by w001 (#3)"]
     assert problems["no action lost"] == ["w001: store has 1 actions, worker saw 0 succeed; first difference at #0: "
                                           f"store [['annotate', '{first.task_id}', False]], worker []"]
-    holders = bench.check(store, [results[0], dict(results[1], two_holders=["skip refused while our lease ran: x"])])
-    assert holders["one holder"] == ["w001: skip refused while our lease ran: x"]
+    holders = bench.check(store, [results[0], dict(results[1], two_holders=[[second.task_id, "skip refused while our lease ran: x"]])])
+    assert holders["one holder"] == ["w001: skip refused while our lease ran: x (its actions: #2 skip by w000 (undone))"]
     store.close()
