@@ -210,3 +210,24 @@ def test_cli_blind_and_export_drop_blind(tmp_path, openai_server):  # noqa: F811
     assert "left out 6 instance(s)" in run.output
     man = json.loads((tmp_path / "e" / "manifest.json").read_text())
     assert man["blind"]["drop_blind"] is True and man["blind"]["left_out"] == 6
+
+
+def test_open_answers_scored_by_the_judge(tmp_path, openai_server):  # noqa: F811
+    from vhmine import curate as C
+    from vhmine.blind import blind
+    from vhmine.judge import judge_prompt
+    from vhmine.store import BlindAnswer
+
+    store = _store(tmp_path)
+
+    def judged(body):  # a lenient judge: every open answer is correct, so the colour question is flagged too
+        return "correct" if "correct, incorrect or unclear" in chat_text(body) else responder(body)
+
+    openai_server.responder = judged
+    blind(store, _opts(tmp_path, openai_server, judge="judge-model", modes=["color"], kinds=["OEQ"]))
+    with store.session(write=False) as s:
+        rows = s.query(BlindAnswer).all()
+    assert len(rows) == 2 and all(r.correct and r.flag_id for r in rows)
+    assert {r.scorer for r in rows} == {"llm:judge-model " + judge_prompt().id}
+    (flag,) = C.flag_list(store, "alice")
+    assert flag.question == "What color is the cup?" and flag.scorer.startswith("llm:judge-model judge_oeq@v1#")

@@ -4,6 +4,7 @@ re-encoded copy of an exported mined photo, and the reference index (built by `v
 another encoding of the same photo. Tiny random encoders crowd every cosine near 1 (unrelated photos
 reach 0.995 here), so the test's thresholds are 0.999; the copies score above 0.9997."""
 
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -66,7 +67,7 @@ def _setup(tmp_path, tiny_models):
     item = C.next_item(store, "alice", "counting")
     C.save_annotation(store, "alice", item.task_id,
                       C.Annotation("counting.how_many", {"object": "flags"}, answers={item.images[0].id: "1"}))
-    ids = {p.stem: __import__("hashlib").sha256(p.read_bytes()).hexdigest()[:16]
+    ids = {p.stem: hashlib.sha256(p.read_bytes()).hexdigest()[:16]
            for p in photos + [gen_dir / "astronaut-copy.jpg"]}
     store.close()
     return indexes, ids
@@ -145,7 +146,6 @@ def test_near_dups_needs_an_index_and_says_so(tmp_path):
     from vhmine.export import ExportOptions, export_benchmark
     from vhmine.neardup import DupOptions
 
-    sys.path.insert(0, str(Path(__file__).parent))
     from helpers import make_ready_store
 
     store = make_ready_store(tmp_path)  # its run.json names no index
