@@ -445,6 +445,40 @@ def manipulate(
     _finish(result)
 
 
+@app.command()
+def blind(
+    model: str = typer.Option(..., "--model", help="The text-only model that answers without the image (e.g. gpt-4o-mini)."),
+    judge: Optional[str] = typer.Option(None, "--judge", help="Model that judges open-ended answers [default: match, a reference answer appears in the answer, as eval scores]."),
+    rule: str = typer.Option("vhtest", "--rule", help="Yes/no rule for YNQ answers: vhtest, firstword, pope, strict."),
+    mode: Optional[List[str]] = ModesOpt,
+    kind: Optional[List[str]] = typer.Option(None, "--kind", help="Only OEQ or YNQ instances (repeatable; any case) [default: both]."),
+    base_url: Optional[str] = BaseUrlOpt,
+    concurrency: int = ConcurrencyOpt,
+    timeout: float = TimeoutOpt,
+    max_retries: int = RetriesOpt,
+    retry_wait: float = RetryWaitOpt,
+    max_cost: Optional[float] = MaxCostOpt,
+    prices: Optional[Path] = PricesOpt,
+    cache: Optional[Path] = CacheOpt,
+    max_tokens: int = MaxTokensOpt,
+    db: Optional[str] = DbOpt,
+) -> None:
+    """Ask a text-only model every ready question without its image; flag those it gets right on every image (exit 3: partial)."""
+    try:
+        from .blind import BlindOptions, blind as run_blind
+        from .probe import check_kinds
+        from .store import open_store
+
+        opts = BlindOptions(llm=_llm_options(model, base_url, concurrency, timeout, max_retries, retry_wait, max_cost,
+                                             prices, cache, max_tokens),
+                            judge=judge, rule=rule, modes=mode or None, kinds=check_kinds(kind or ["OEQ", "YNQ"]))
+        with open_store(db) as store:
+            result = run_blind(store, opts)
+    except VhmineError as err:
+        _fail(err)
+    _finish(result)
+
+
 # --- export and eval (vhmine.export, vhmine.eval) ----------------------------------------------------
 
 @app.command()
@@ -459,6 +493,13 @@ def export(
     replace: bool = typer.Option(False, "--replace", help="Replace an existing --out folder."),
     name: Optional[str] = typer.Option(None, "--name", help="Benchmark name [default: the folder's name]."),
     with_provenance: bool = typer.Option(False, "--with-provenance", help="Keep worker names and this machine's paths (internal use) [default: pseudonyms, relative paths]."),
+    drop_blind: bool = typer.Option(False, "--drop-blind", help="Leave out questions a blind solver answered right without the image (`vhmine blind`), unless a worker overruled the flag."),
+    near_dups: bool = typer.Option(False, "--near-dups", help="Check the exported images for near duplicates of each other (and generated ones against their source collection), with the encoders of the index they were mined from."),
+    against: Optional[str] = typer.Option(None, "--against", help="Also check them against this reference index from `vhmine embed` (name or folder; e.g. COCO train2017), with its encoders; implies --near-dups."),
+    dup_clip: float = typer.Option(0.95, "--dup-clip", help="Near duplicate: CLIP cosine >= this (and DINOv2 >= --dup-dino)."),
+    dup_dino: float = typer.Option(0.9, "--dup-dino", help="Near duplicate: DINOv2 cosine >= this (and CLIP >= --dup-clip)."),
+    indexes: Optional[Path] = IndexesOpt,
+    device: Optional[str] = typer.Option(None, "--device", help="Encoders' device for the near-duplicate check: cpu, cuda ... [default: cuda when present]."),
     db: Optional[str] = DbOpt,
 ) -> None:
     """Write the store's ready instances as a benchmark folder (with a manifest)."""
@@ -466,8 +507,14 @@ def export(
         from .export import ExportOptions, export_benchmark
         from .store import open_store
 
+        dups = None
+        if near_dups or against:
+            from .neardup import DupOptions
+
+            dups = DupOptions(against=against, indexes=indexes, clip_min=dup_clip, dino_min=dup_dino, device=device)
         opts = ExportOptions(out=out, format=fmt, kind=kind.lower(), per_mode=per_mode, allow_unbalanced=allow_unbalanced,
-                             seed=seed_, replace=replace, name=name, modes=mode or None, with_provenance=with_provenance)
+                             seed=seed_, replace=replace, name=name, modes=mode or None, with_provenance=with_provenance,
+                             drop_blind=drop_blind, near_dups=dups)
         with open_store(db) as store:
             result = export_benchmark(store, opts)
     except VhmineError as err:

@@ -15,6 +15,11 @@ Nothing private leaves by default: worker names become stable pseudonyms ("w-" a
 HMAC keyed by the store's own secret, so one worker gets one pseudonym in every export of a store, for
 agreement studies), and the machine's paths (source images, a SQLite store) become relative to the
 working folder, or just the file's name. `--with-provenance` keeps names and paths, for internal use.
+
+`--drop-blind` leaves out the instances a blind solver flagged (vhmine blind; not those a worker
+overruled); the manifest's `blind` holds blind accuracy per mode whenever blind answers exist.
+`--near-dups` / `--against INDEX` check the images for near duplicates (vhmine.neardup): listed in
+the manifest and shown in `near_duplicates.html`.
 """
 
 from __future__ import annotations
@@ -54,6 +59,8 @@ class ExportOptions:
     name: Optional[str] = None  # the benchmark's name [default: the folder's name]
     modes: Optional[Sequence[str]] = None  # only these modes
     with_provenance: bool = False  # keep worker names and this machine's paths (internal use only)
+    drop_blind: bool = False  # leave out instances a blind solver flagged (vhmine blind), unless a worker overruled it
+    near_dups: Optional[object] = None  # vhmine.neardup.DupOptions: check the images for near duplicates
 
 
 @dataclass
@@ -220,7 +227,7 @@ def _check_images(bench: Benchmark) -> None:
 
 
 def write_benchmark(bench: Benchmark, out: Path, fmt: str, *, replace: bool = False, info: Optional[dict] = None,
-                    **fmt_options) -> ExportResult:
+                    extra_files: Optional[dict] = None, **fmt_options) -> ExportResult:
     """Write `bench` as format `fmt` into folder `out` with a manifest, atomically."""
     spec = F.get_format(fmt)
     wrong = sorted({it.kind for it in bench} - set(spec.kinds))
@@ -238,6 +245,8 @@ def write_benchmark(bench: Benchmark, out: Path, fmt: str, *, replace: bool = Fa
     tmp.mkdir()
     try:
         F.write(spec.name, bench, tmp, **fmt_options)
+        for fname, text in (extra_files or {}).items():  # e.g. near_duplicates.html: listed in files like the rest
+            (tmp / fname).write_text(text, encoding="utf-8")
         files = {}
         for p in sorted(q for q in tmp.rglob("*") if q.is_file()):
             files[p.relative_to(tmp).as_posix()] = {"sha256": sha256_file(p), "bytes": p.stat().st_size}
@@ -262,7 +271,7 @@ def write_benchmark(bench: Benchmark, out: Path, fmt: str, *, replace: bool = Fa
 def export_benchmark(store, opts: ExportOptions) -> ExportResult:
     """Ready instances of the store -> `opts.out` in `opts.format` (see the module docstring)."""
     from . import modes as M
-    from .curate import ready_instances
+    from .curate import blind_dropped, blind_summary, ready_instances
 
     if opts.kind not in KIND_CHOICES:
         raise ExportError(f"--kind {opts.kind!r} is not one of {', '.join(KIND_CHOICES)}")
@@ -275,9 +284,17 @@ def export_benchmark(store, opts: ExportOptions) -> ExportResult:
         raise ExportError("--per-mode must be at least 1")
     wanted = {M.get_mode(m).name for m in opts.modes} if opts.modes else None
     recs = [r for r in ready_instances(store) if r.kind in kinds and (wanted is None or r.mode in wanted)]
+    flagged = blind_dropped(store) if opts.drop_blind else set()
+    left_out = [r for r in recs if r.id in flagged]  # answerable without the image (vhmine blind)
+    recs = [r for r in recs if r.id not in flagged]
     bench = from_records(recs, opts.name or Path(opts.out).name)
     bench = sample(bench, opts.per_mode, opts.seed, opts.allow_unbalanced)
     _check_images(bench)
+    dups = None
+    if opts.near_dups is not None:
+        from .neardup import check_near_duplicates
+
+        dups = check_near_duplicates(store, bench, opts.near_dups, public=not opts.with_provenance)
     if not opts.with_provenance:
         bench = private_removed(bench, pseudonym_key(store))
     fmt_options = {"seed": opts.seed} if spec.name == "llava" else {}
@@ -287,12 +304,22 @@ def export_benchmark(store, opts: ExportOptions) -> ExportResult:
             "options": {"per_mode": opts.per_mode, "seed": opts.seed, "allow_unbalanced": opts.allow_unbalanced,
                         "modes": sorted(wanted) if wanted else None},
             "balance": {m: {"yes": y, "no": n} for m, (y, n) in balance(bench).items()}}
+    blind = blind_summary(store, bench, dropped=left_out, with_endpoint=opts.with_provenance)
+    if blind or opts.drop_blind:  # blind accuracy per mode whenever blind answers exist
+        info["blind"] = {"drop_blind": opts.drop_blind, "left_out": len(left_out), "solvers": blind}
+    if dups is not None:
+        info["near_duplicates"] = dups.manifest
     try:
-        res = write_benchmark(bench, opts.out, spec.name, replace=opts.replace, info=info, **fmt_options)
+        res = write_benchmark(bench, opts.out, spec.name, replace=opts.replace, info=info,
+                              extra_files=dups.files if dups is not None else None, **fmt_options)
     except VhmineError:
         raise
     except OSError as err:
         raise ExportError(f"writing {opts.out} failed ({err}): nothing was left behind; check the disk and try again") from None
+    if opts.drop_blind:
+        res.notes.append(f"left out {len(left_out)} instance(s) a blind solver answered right without the image (--drop-blind)")
+    if dups is not None:
+        res.notes.append(dups.note)
     if opts.allow_unbalanced and unbalanced_message(balance(bench)):
         res.notes.append("note: " + unbalanced_message(balance(bench)).split(". Write more")[0] + " (--allow-unbalanced)")
     return res

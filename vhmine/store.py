@@ -239,6 +239,33 @@ class Secret(Base):
     created_at: Mapped[dt.datetime]
 
 
+# --- schema revision 0006: blind solvers (vhmine blind, vhmine/curate/blind.py) ----------------
+
+class BlindAnswer(Base):
+    """A text-only model's answer to an instance asked WITHOUT its image, and whether it was right.
+
+    Rows of one question group (the same question on each image of a pair; a single-image question
+    alone) share `group_key`; when every row of a group is right they share a `flag_id`: the item is
+    answerable blind. A worker may overrule the flag (who, when, why); `export --drop-blind` leaves
+    flagged, not overruled, instances out."""
+
+    __tablename__ = "blind_answers"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    instance_id: Mapped[str] = mapped_column(ForeignKey("instances.id"), index=True)
+    model: Mapped[str] = mapped_column(String(200))
+    endpoint: Mapped[Optional[str]] = mapped_column(String(500))  # llm.safe_endpoint: no credentials
+    prompt: Mapped[str] = mapped_column(String(200))  # the prompt's id, blind@vN#sha8
+    answer: Mapped[str] = mapped_column(Text)
+    correct: Mapped[bool] = mapped_column(Boolean)
+    scorer: Mapped[str] = mapped_column(String(300))  # rule:<rule>, match, or llm:<judge> judge_oeq@vN#sha8
+    group_key: Mapped[str] = mapped_column(String(120))
+    flag_id: Mapped[Optional[str]] = mapped_column(String(32), index=True)
+    overruled_by: Mapped[Optional[str]] = mapped_column(ForeignKey("workers.name"))
+    overruled_at: Mapped[Optional[dt.datetime]]
+    overrule_reason: Mapped[Optional[str]] = mapped_column(Text)
+    created_at: Mapped[dt.datetime]
+
+
 # --- opening a store -----------------------------------------------------------------------------
 
 def resolve_url(db: str | os.PathLike | None = None) -> str:

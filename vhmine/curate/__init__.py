@@ -45,6 +45,11 @@ from .responses import (
     response_verdicts,
 )
 from .records import InstanceRecord, get_instance, ready_instances
+from .blind import (
+    BlindFlag, FlaggedItem, blind_answered, blind_dropped, blind_summary, flag_list, overrule_blind_flag,
+    record_blind_answer, refresh_blind_flags, reinstate_blind_flag,
+)
+from .blind import group_key as blind_group_key
 from .app import default_app_path, run_app, streamlit_command
 from ..store import resolve_url  # vhmine/apps/curate.py reads it as C.resolve_url
 
@@ -61,6 +66,8 @@ __all__ = [
     "ResponseItem", "add_response", "label_response", "next_response",
     "ResponseVerdict", "decide_verdict", "majority_verdict", "response_verdicts",
     "InstanceRecord", "get_instance", "ready_instances",
+    "BlindFlag", "FlaggedItem", "blind_answered", "blind_dropped", "blind_group_key", "blind_summary", "flag_list",
+    "overrule_blind_flag", "record_blind_answer", "refresh_blind_flags", "reinstate_blind_flag",
     "default_app_path", "run_app", "streamlit_command",
     "resolve_url",
 ]

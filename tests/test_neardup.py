@@ -1,0 +1,158 @@
+"""Near duplicates and contamination (vhmine.neardup through `vhmine export --near-dups / --against`),
+with tiny real encoders on scikit-image photos: an exported generated image is a resized, JPEG
+re-encoded copy of an exported mined photo, and the reference index (built by `vhmine embed`) holds
+another encoding of the same photo. Tiny random encoders crowd every cosine near 1 (unrelated photos
+reach 0.995 here), so the test's thresholds are 0.999; the copies score above 0.9997."""
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from helpers import write_pairs, write_photos  # noqa: E402
+
+TH = ["--dup-clip", "0.999", "--dup-dino", "0.999"]
+
+
+def _embed(runner, folder, name, indexes, tiny_models):
+    from vhmine.cli import app
+
+    clip, dino = tiny_models
+    res = runner.invoke(app, ["embed", str(folder), "--name", name, "--clip-model", clip, "--dino-model", dino,
+                              "--indexes", str(indexes), "--device", "cpu", "--workers", "0"])
+    assert res.exit_code == 0, res.output
+    return indexes / name
+
+
+def _setup(tmp_path, tiny_models):
+    """A store whose mined pairs come from index `home` (astronaut, coffee, rocket), a generated image that
+    is a copy of astronaut, and a reference index `ref` with astronaut (full size, JPEG) and unrelated photos."""
+    import skimage.data
+    from PIL import Image
+    from typer.testing import CliRunner
+
+    from vhmine import curate as C
+    from vhmine.seed import seed_pairs
+    from vhmine.store import open_store
+
+    runner = CliRunner()
+    indexes = tmp_path / "indexes"
+    photos = write_photos(tmp_path / "photos", ("astronaut", "coffee", "rocket"))
+    home = _embed(runner, tmp_path / "photos", "home", indexes, tiny_models)
+    ref_dir = tmp_path / "ref"
+    write_photos(ref_dir, ("camera", "moon", "page", "clock", "horse"))
+    Image.fromarray(skimage.data.astronaut()).save(ref_dir / "astronaut-big.jpg", quality=90)
+    _embed(runner, ref_dir, "ref", indexes, tiny_models)
+    gen_dir = tmp_path / "generated"
+    gen_dir.mkdir()
+    Image.open(photos[0]).convert("RGB").resize((72, 72)).save(gen_dir / "astronaut-copy.jpg", quality=80)
+
+    pairs = write_pairs(tmp_path / "runs" / "t", photos)
+    run_json = pairs.parent / "run.json"  # as `vhmine mine` writes it: the index the pairs came from
+    meta = json.loads(run_json.read_text())
+    meta.update(index="home", index_folder=str(home.resolve()),
+                encoders=json.loads((home / "manifest.json").read_text())["encoders"])
+    run_json.write_text(json.dumps(meta))
+    store = open_store(tmp_path / "store.db")
+    seed_pairs(store, pairs, per_mode=1, modes=["counting", "color"])
+    C.add_worker(store, "alice")
+    for mode, tpl, slots, a_ans, b_ans in (("counting", "counting.how_many", {"object": "cats"}, "3", "2"),
+                                           ("color", "color.what_color", {"object": "cup"}, "red", "blue")):
+        item = C.next_item(store, "alice", mode)
+        a, b = (v.id for v in item.images)
+        C.save_annotation(store, "alice", item.task_id, C.Annotation(tpl, slots, answers={a: a_ans, b: b_ans}))
+    C.add_generation(store, gen_dir / "astronaut-copy.jpg", "counting", "an astronaut", backend="openai", model="dall-e-3")
+    item = C.next_item(store, "alice", "counting")
+    C.save_annotation(store, "alice", item.task_id,
+                      C.Annotation("counting.how_many", {"object": "flags"}, answers={item.images[0].id: "1"}))
+    ids = {p.stem: hashlib.sha256(p.read_bytes()).hexdigest()[:16]
+           for p in photos + [gen_dir / "astronaut-copy.jpg"]}
+    store.close()
+    return indexes, ids
+
+
+def _ids(entries):
+    return sorted((e["a"]["image_id"], e["b"]["image_id"]) for e in entries)
+
+
+def test_near_duplicates_within_against_reference_and_generated(tmp_path, tiny_models, monkeypatch):
+    from typer.testing import CliRunner
+
+    from vhmine.cli import app
+
+    indexes, ids = _setup(tmp_path, tiny_models)
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "bench"
+    res = CliRunner().invoke(app, ["export", "--out", str(out), "--db", str(tmp_path / "store.db"), "--kind", "oeq",
+                                   "--against", "ref", "--indexes", str(indexes), "--device", "cpu", *TH])
+    assert res.exit_code == 0, res.output
+    assert "near duplicates: 1 pair(s) within the export, 2 against ref, 1 generated" in res.output
+    nd = json.loads((out / "manifest.json").read_text())["near_duplicates"]
+    assert nd["images_checked"] == 4
+    # every decision says which encoders made it and with which thresholds
+    enc = nd["decided_by"]["encoders"]
+    assert enc["clip"]["spec"].startswith("local-dir:") and enc["dino"]["dim"] == 32
+    assert nd["decided_by"]["encoders_from_index"] == "ref"
+    assert nd["decided_by"]["thresholds"] == {"clip": 0.999, "dino": 0.999, "inclusive": True,
+                                              "rule": "CLIP cosine >= clip AND DINOv2 cosine >= dino"}
+    assert str(tmp_path) not in json.dumps(nd)  # public paths only (relative to the working folder)
+    astro, copy = ids["astronaut"], ids["astronaut-copy"]
+    # within the export: the copy and its original; coffee and rocket, unrelated, not listed
+    assert _ids(nd["within_export"]) == [tuple(sorted((astro, copy)))]
+    e = nd["within_export"][0]
+    assert e["clip"] >= 0.999 and e["dino"] >= 0.999 and e["exact"] is False
+    assert {e["a"]["source"], e["b"]["source"]} == {"mined", "generated"}
+    # against the reference: both the photo and its copy near the reference's astronaut, nothing else
+    big = nd["against_reference"][0]["b"]
+    assert big["index"] == "ref" and big["path"] == "astronaut-big.jpg"
+    assert _ids(nd["against_reference"]) == sorted([(astro, big["image_id"]), (copy, big["image_id"])])
+    assert nd["reference"]["index"] == "ref" and nd["reference"]["images"] == 6
+    # the generated image against the collection it came from (the mining run's index)
+    assert nd["generated_checked_against"] == ["home"]
+    assert [(g["a"]["image_id"], g["b"]["index"], g["b"]["image_id"]) for g in nd["generated_against_source"]] == [
+        (copy, "home", astro)]
+    assert nd["generated_against_source"][0]["b"]["path"] == "astronaut.png"
+    # the page shows them side by side, self-contained (thumbnails as data URLs)
+    page = (out / "near_duplicates.html").read_text()
+    assert page.count("<tr>") == 1 + 1 + 2 + 1 + 2  # header rows of the three tables, then 1 + 2 + 1 pairs
+    assert page.count("data:image/jpeg;base64,") == 2 * 4
+    assert copy in page and big["image_id"] in page and ids["coffee"] not in page and ids["rocket"] not in page
+    assert "src=\"http" not in page and "file:" not in page
+    man = json.loads((out / "manifest.json").read_text())
+    assert "near_duplicates.html" in man["files"]
+
+
+def test_near_dups_without_reference_uses_the_mining_index(tmp_path, tiny_models):
+    from vhmine.export import ExportOptions, export_benchmark
+    from vhmine.neardup import DupOptions
+    from vhmine.store import open_store
+
+    indexes, ids = _setup(tmp_path, tiny_models)
+    with open_store(tmp_path / "store.db") as store:
+        export_benchmark(store, ExportOptions(out=tmp_path / "b", format="vhtest", kind="oeq", near_dups=DupOptions(
+            clip_min=0.999, dino_min=0.999, device="cpu")))
+    nd = json.loads((tmp_path / "b" / "manifest.json").read_text())["near_duplicates"]
+    assert nd["decided_by"]["encoders_from_index"] == "home" and nd["reference"] is None
+    assert _ids(nd["within_export"]) == [tuple(sorted((ids["astronaut"], ids["astronaut-copy"])))]
+    assert nd["against_reference"] == []
+    assert [(g["a"]["image_id"], g["b"]["image_id"]) for g in nd["generated_against_source"]] == [
+        (ids["astronaut-copy"], ids["astronaut"])]
+
+
+def test_near_dups_needs_an_index_and_says_so(tmp_path):
+    from vhmine.errors import InputError
+    from vhmine.export import ExportOptions, export_benchmark
+    from vhmine.neardup import DupOptions
+
+    from helpers import make_ready_store
+
+    store = make_ready_store(tmp_path)  # its run.json names no index
+    try:
+        export_benchmark(store, ExportOptions(out=tmp_path / "b", format="vhtest", near_dups=DupOptions()))
+    except InputError as err:
+        assert "pass --against INDEX" in str(err)
+    else:
+        raise AssertionError("no error")
+    assert not (tmp_path / "b").exists()

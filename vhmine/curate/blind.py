@@ -1,0 +1,212 @@
+"""Blind-solver flags: what a text-only model answered without the image, and the flags workers overrule.
+
+Reads and writes the `blind_answers` table (vhmine.store.BlindAnswer) with the instances it points at.
+`record_blind_answer` writes one answer (vhmine.blind calls it); `refresh_blind_flags` decides the flags
+of one (model, endpoint, prompt) from the answers stored: a question group (`group_key`) is flagged when
+every ready instance of it has an answer and every answer was right, so a failed request never makes a
+flag. `flag_list` shows flags to a worker; `overrule_blind_flag` records who overruled one and why (and
+`reinstate_blind_flag` takes that back); `blind_dropped` and `blind_summary` are what export reads.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+from .. import modes as M
+from ..errors import FormError, InputError
+from ..store import (  # first: it says which extra to install when SQLAlchemy is missing
+    BlindAnswer, Instance, Store, utcnow,
+)
+
+from sqlalchemy import select  # noqa: E402
+
+from ._shared import WorkerInfo, _new_id, _worker
+
+
+def group_key(mode: str, kind: str, pair_id: Optional[str], question: str, instance_id: str) -> str:
+    """The instances that ask one question: of a pair, the same question (bench.question_key) on its
+    images; a question without a pair is its own group."""
+    from ..bench import question_key
+
+    return f"{mode}:{pair_id}:{kind}:{question_key(question)}" if pair_id else f"{mode}:{instance_id}"
+
+
+def blind_answered(store: Store, model: str, endpoint: Optional[str], prompt: str) -> set[str]:
+    """Instance ids that already have an answer from this model, endpoint and prompt."""
+    with store.session(write=False) as s:
+        return set(s.scalars(select(BlindAnswer.instance_id).where(
+            BlindAnswer.model == model, BlindAnswer.prompt == prompt,
+            BlindAnswer.endpoint.is_(None) if endpoint is None else BlindAnswer.endpoint == endpoint)))
+
+
+def record_blind_answer(store: Store, instance_id: str, *, model: str, endpoint: Optional[str], prompt: str,
+                        answer: str, correct: bool, scorer: str, group: str) -> str:
+    with store.session() as s:
+        if s.get(Instance, instance_id) is None:
+            raise InputError(f"no instance {instance_id!r} in {store.display_url}")
+        rid = _new_id()
+        s.add(BlindAnswer(id=rid, instance_id=instance_id, model=model, endpoint=endpoint, prompt=prompt, answer=answer,
+                          correct=bool(correct), scorer=scorer, group_key=group, created_at=utcnow()))
+    return rid
+
+
+def refresh_blind_flags(store: Store, model: str, endpoint: Optional[str], prompt: str) -> dict[str, str]:
+    """Set the flags of this model's answers: group_key -> flag id for every group right on all its
+    ready instances. A flag already there keeps its id and any overrule; a group no longer right
+    everywhere (a new instance joined it and was answered wrong) loses its flag."""
+    with store.session() as s:
+        rows = s.scalars(select(BlindAnswer).where(
+            BlindAnswer.model == model, BlindAnswer.prompt == prompt,
+            BlindAnswer.endpoint.is_(None) if endpoint is None else BlindAnswer.endpoint == endpoint)).all()
+        by_group: dict[str, list[BlindAnswer]] = defaultdict(list)
+        for r in rows:
+            by_group[r.group_key].append(r)
+        ready = s.execute(select(Instance.id, Instance.mode, Instance.kind, Instance.pair_id, Instance.question)
+                          .where(Instance.status == "ready")).all()
+        members: dict[str, set[str]] = defaultdict(set)
+        for iid, mode, kind, pair_id, question in ready:
+            members[group_key(mode, kind, pair_id, question, iid)].add(iid)
+        flags = {}
+        for key, group in by_group.items():
+            answered = {r.instance_id for r in group if r.instance_id in members[key]}
+            right = bool(members[key]) and answered == members[key] and all(
+                r.correct for r in group if r.instance_id in members[key])
+            if not right:
+                for r in group:
+                    r.flag_id = None
+                continue
+            fid = next((r.flag_id for r in group if r.flag_id), None) or _new_id()
+            for r in group:
+                r.flag_id = fid if r.instance_id in members[key] else None
+            flags[key] = fid
+    return flags
+
+
+@dataclass(frozen=True)
+class FlaggedItem:
+    instance_id: str
+    image_id: str
+    references: tuple[str, ...]  # the reference answers (YNQ: "Yes" / "No")
+    blind_answer: str
+
+
+@dataclass(frozen=True)
+class BlindFlag:
+    """One flag: a question a text-only model answered right on every image it is asked of."""
+
+    flag_id: str
+    mode: str
+    kind: str
+    question: str
+    model: str
+    prompt: str
+    endpoint: Optional[str]
+    scorer: str
+    items: tuple[FlaggedItem, ...]
+    created_at: dt.datetime
+    overruled_by: Optional[str] = None
+    overruled_at: Optional[dt.datetime] = None
+    overrule_reason: Optional[str] = None
+
+    @property
+    def overruled(self) -> bool:
+        return self.overruled_by is not None
+
+
+def flag_list(store: Store, worker: str | WorkerInfo, *, mode: Optional[str] = None,
+              include_overruled: bool = True) -> list[BlindFlag]:
+    """Every blind flag (of `mode`), newest model run last, for a worker to look through."""
+    with store.session(write=False) as s:
+        _worker(s, worker)
+        q = (select(BlindAnswer, Instance).join(Instance, Instance.id == BlindAnswer.instance_id)
+             .where(BlindAnswer.flag_id.is_not(None), Instance.status == "ready"))
+        if mode:
+            q = q.where(Instance.mode == M.get_mode(mode).name)
+        rows = s.execute(q.order_by(BlindAnswer.created_at, BlindAnswer.flag_id, Instance.id)).all()
+    grouped: dict[str, list] = defaultdict(list)
+    for r, inst in rows:
+        grouped[r.flag_id].append((r, inst))
+    out = []
+    for fid, rs in grouped.items():
+        r0, i0 = rs[0]
+        if r0.overruled_by and not include_overruled:
+            continue
+        items = tuple(FlaggedItem(inst.id, inst.image_id, tuple(inst.answers), r.answer) for r, inst in rs)
+        out.append(BlindFlag(fid, i0.mode, i0.kind, i0.question, r0.model, r0.prompt, r0.endpoint, r0.scorer, items,
+                             r0.created_at, r0.overruled_by, r0.overruled_at, r0.overrule_reason))
+    return out
+
+
+def _flag_rows(s, flag_id: str) -> list[BlindAnswer]:
+    rows = s.scalars(select(BlindAnswer).where(BlindAnswer.flag_id == flag_id)).all()
+    if not rows:
+        raise InputError(f"no blind flag {flag_id!r} in the store (it may have been lifted by a later `vhmine blind`)")
+    return rows
+
+
+def overrule_blind_flag(store: Store, worker: str | WorkerInfo, flag_id: str, reason: str) -> None:
+    """A worker's judgement that the question needs its image after all: the flag stays on record with
+    who overruled it, when and why, and export keeps its instances."""
+    reason = (reason or "").strip()
+    if not reason:
+        raise FormError("reason", "say why the question needs its image (e.g. 'the model guessed the usual answer; "
+                                  "this picture is the exception')")
+    with store.session() as s:
+        name = _worker(s, worker).name
+        now = utcnow()
+        for r in _flag_rows(s, flag_id):
+            r.overruled_by, r.overruled_at, r.overrule_reason = name, now, reason
+
+
+def reinstate_blind_flag(store: Store, worker: str | WorkerInfo, flag_id: str) -> None:
+    """Take an overrule back: the flag counts again."""
+    with store.session() as s:
+        _worker(s, worker)
+        for r in _flag_rows(s, flag_id):
+            r.overruled_by, r.overruled_at, r.overrule_reason = None, None, None
+
+
+def blind_dropped(store: Store) -> set[str]:
+    """Instance ids flagged by any blind model and not overruled: what `export --drop-blind` leaves out."""
+    with store.session(write=False) as s:
+        return set(s.scalars(select(BlindAnswer.instance_id).where(
+            BlindAnswer.flag_id.is_not(None), BlindAnswer.overruled_by.is_(None))))
+
+
+def blind_summary(store: Store, items: Iterable, *, dropped: Iterable = (), with_endpoint: bool = False) -> list[dict]:
+    """Blind accuracy per mode over `items` (exported BenchItems: id, mode), one entry per (model,
+    prompt[, endpoint]); `dropped` are the items --drop-blind left out, counted per mode beside it."""
+    modes = {it.id: it.mode for it in items}
+    left_out = {it.id: it.mode for it in dropped}
+    ids = list(modes) + list(left_out)
+    rows: list = []
+    with store.session(write=False) as s:
+        for k in range(0, len(ids), 500):  # in chunks: SQLite caps the parameters of one statement
+            rows += s.scalars(select(BlindAnswer).where(BlindAnswer.instance_id.in_(ids[k:k + 500]))).all()
+    runs: dict[tuple, dict] = {}
+    for r in sorted(rows, key=lambda r: (r.model, r.prompt, r.endpoint or "", r.instance_id)):
+        key = (r.model, r.prompt, r.endpoint if with_endpoint else None)
+        run = runs.setdefault(key, {"model": r.model, "prompt": r.prompt, "scorers": set(), "per_mode": {}})
+        if with_endpoint:
+            run["endpoint"] = r.endpoint
+        run["scorers"].add(r.scorer)
+        if r.instance_id in modes:
+            c = run["per_mode"].setdefault(modes[r.instance_id], {"asked": 0, "right": 0, "flagged_kept": 0,
+                                                                  "overruled": 0, "left_out": 0})
+            c["asked"] += 1
+            c["right"] += bool(r.correct)
+            c["flagged_kept"] += bool(r.flag_id and not r.overruled_by)
+            c["overruled"] += bool(r.flag_id and r.overruled_by)
+        elif r.flag_id and not r.overruled_by:
+            run["per_mode"].setdefault(left_out[r.instance_id], {"asked": 0, "right": 0, "flagged_kept": 0,
+                                                                 "overruled": 0, "left_out": 0})["left_out"] += 1
+    out = []
+    for run in runs.values():
+        for c in run["per_mode"].values():
+            c["accuracy"] = round(c["right"] / c["asked"], 4) if c["asked"] else None
+        run["scorers"] = sorted(run["scorers"])
+        out.append(run)
+    return out

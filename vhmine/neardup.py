@@ -1,0 +1,300 @@
+"""Near duplicates and contamination: the exported images checked against each other and a reference.
+
+Reads the export's image files, finished indexes written by `vhmine embed` (vhmine.index: their
+manifests name the encoders, their FAISS files hold the vectors) and the store's runs (run.json of
+`vhmine mine`: the index each mined pair came from). Writes nothing itself: `check_near_duplicates`
+returns the manifest's `near_duplicates` section and the page `near_duplicates.html`, which
+vhmine.export puts in the benchmark folder.
+
+Encoders: those recorded in the `--against` index's manifest, else those of the index the images were
+mined from; every exported image is embedded with them (vhmine.encoders) so its vectors compare with
+the index's. A near duplicate is a pair whose CLIP cosine AND DINOv2 cosine both reach their thresholds
+(`--dup-clip`, `--dup-dino`, both inclusive). Three checks, each listed with its similarities:
+
+- within the export: every pair of exported images, exactly (vhmine.simsearch.find_pairs);
+- against the reference (`--against INDEX`, e.g. COCO train2017): every exported image's neighbours in
+  the index (faiss range search on CLIP, then DINOv2), an image with the same bytes marked `exact`;
+- generated images (store source "generated") against the collection they came from: the indexes the
+  store's mining runs were made from, whose encoders match.
+
+Every decision is recorded with the encoders that made it and the thresholds it used; nothing is
+dropped: the list is for the maintainer to read (and the page shows each pair side by side).
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from .errors import ExportError, InputError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DUP_CLIP = 0.95
+DEFAULT_DUP_DINO = 0.90
+PAGE = "near_duplicates.html"
+
+
+@dataclass(frozen=True)
+class DupOptions:
+    against: Optional[str] = None  # a reference index: its name under `indexes`, or its folder
+    indexes: Optional[Path] = None  # [default: VHMINE_INDEXES or ./indexes]
+    clip_min: float = DEFAULT_DUP_CLIP
+    dino_min: float = DEFAULT_DUP_DINO
+    device: Optional[str] = None
+    batch_size: int = 32
+
+
+@dataclass
+class DupReport:
+    manifest: dict
+    files: dict = field(default_factory=dict)  # file name -> text, written into the export folder
+    note: str = ""
+
+
+def _open(where: str, indexes: Optional[Path]):
+    from .config import indexes_root
+    from .index import MANIFEST, open_index
+
+    p = Path(where).expanduser()
+    if (p / MANIFEST).is_file():
+        return open_index(p.resolve().parent, p.resolve().name)
+    return open_index(indexes_root(indexes), where)
+
+
+def _home_indexes(store) -> tuple[list, list[str]]:
+    """The finished indexes the store's mining runs came from (run.json's index_folder), and notes on
+    those that cannot be opened."""
+    from sqlalchemy import select
+
+    from .errors import IndexCorruptError, IndexMissingError
+    from .store import Run
+
+    with store.session(write=False) as s:
+        metas = [(name, meta) for name, meta in s.execute(select(Run.name, Run.meta).order_by(Run.seeded_at, Run.name))]
+    out, notes, seen = [], [], set()
+    for run, meta in metas:
+        folder = (meta or {}).get("index_folder") if isinstance(meta, dict) else None
+        if not folder or folder in seen:
+            continue
+        seen.add(folder)
+        try:
+            out.append(_open(folder, None))
+        except (IndexMissingError, IndexCorruptError) as err:
+            notes.append(f"run {run}: its index cannot be read ({err}); generated images not checked against it")
+    return out, notes
+
+
+def _specs(idx) -> tuple[str, str]:
+    enc = idx.manifest.get("encoders") or {}
+    try:
+        return enc["clip"]["spec"], enc["dino"]["spec"]
+    except (KeyError, TypeError):
+        raise InputError(f"index {idx.name!r}: its manifest names no encoders (clip and dino spec); "
+                         "rebuild it with `vhmine embed`") from None
+
+
+def _public_spec(spec: str, public: bool) -> str:
+    """An encoder spec as an export may show it: paths in it made public (export.public_path)."""
+    from .export import public_path
+
+    if not public:
+        return spec
+    for prefix in ("local-dir:",):
+        if spec.startswith(prefix):
+            return prefix + (public_path(spec[len(prefix):]) or "")
+    name, sep, rest = spec.partition(":")
+    if sep and rest.startswith("/"):
+        return f"{name}:{public_path(rest)}"
+    return public_path(spec) if spec.startswith("/") else spec
+
+
+def _encoder_record(idx, public: bool) -> dict:
+    enc = idx.manifest["encoders"]
+    return {k: {"spec": _public_spec(enc[k]["spec"], public), "model": enc[k].get("model"), "dim": enc[k].get("dim")}
+            for k in ("clip", "dino")}
+
+
+def embed_images(paths: list[str], clip_spec: str, dino_spec: str, *, device=None, batch_size: int = 32):
+    """(clip, dino): L2-normalised float32 rows of `paths`, as `vhmine embed` computes them."""
+    import numpy as np
+
+    from .embed_read import ImageReader, collate
+    from .encoders import load_clip, load_dino, resolve_device
+
+    dev = resolve_device(device)
+    clip_enc, dino_enc = load_clip(clip_spec, dev), load_dino(dino_spec, dev)
+    reader = ImageReader(Path("/"), [str(Path(p).resolve()) for p in paths], clip_enc.preprocess,
+                         dino_enc.preprocess, 89_478_485)
+    clips, dinos = [], []
+    for start in range(0, len(paths), batch_size):
+        batch = collate([reader[k] for k in range(start, min(start + batch_size, len(paths)))])
+        bad = [it for it in batch["items"] if it["status"] != "ok"]
+        if bad:
+            raise ExportError(f"image {bad[0]['path']} cannot be embedded for the near-duplicate check "
+                              f"({bad[0]['reason']}): restore it, or discard its instances in the app")
+        clips.append(clip_enc.encode(batch["clip"]).numpy())
+        dinos.append(dino_enc.encode(batch["dino"]).numpy())
+    return np.concatenate(clips).astype(np.float32), np.concatenate(dinos).astype(np.float32)
+
+
+def _within(clip, dino, o: DupOptions) -> list[tuple[int, int, float, float]]:
+    from .simsearch import find_pairs
+
+    if len(clip) < 2:
+        return []
+    found = find_pairs(clip, dino, o.clip_min, device=o.device)
+    return [(int(i), int(j), float(c), float(d)) for i, j, c, d in zip(found.i, found.j, found.clip_sim, found.dino_sim)
+            if d >= o.dino_min]
+
+
+def _against(clip, dino, idx, o: DupOptions, rows: list[int]) -> list[tuple[int, int, float, float]]:
+    """(exported row, index row, clip, dino) for every neighbour in `idx` past both thresholds."""
+    import faiss
+    import numpy as np
+
+    if not rows or not len(idx.clip):
+        return []
+    index = faiss.IndexFlatIP(idx.clip.shape[1])
+    index.add(np.ascontiguousarray(idx.clip, dtype=np.float32))
+    # a little below the threshold: faiss's float32 sums are re-checked in float64 below
+    lims, _, found = index.range_search(np.ascontiguousarray(clip[rows]), float(o.clip_min) - 1e-4)
+    out = []
+    for q, row in enumerate(rows):
+        for k in found[lims[q]:lims[q + 1]]:
+            c = float(np.dot(clip[row].astype(np.float64), idx.clip[k].astype(np.float64)))
+            d = float(np.dot(dino[row].astype(np.float64), idx.dino[k].astype(np.float64)))
+            if c >= o.clip_min and d >= o.dino_min:
+                out.append((row, int(k), c, d))
+    return out
+
+
+def check_near_duplicates(store, bench, o: DupOptions, *, public: bool = True) -> DupReport:
+    """The `near_duplicates` manifest section and page for the images of `bench` (see the module docstring)."""
+    from .export import public_path
+    from .index import sha256_file
+
+    if not (0 < o.clip_min <= 1 and 0 < o.dino_min <= 1):
+        raise InputError(f"--dup-clip {o.clip_min:g} / --dup-dino {o.dino_min:g}: thresholds are cosines in (0, 1]")
+    ref = _open(o.against, o.indexes) if o.against else None
+    homes, notes = _home_indexes(store)
+    basis = ref or (homes[0] if homes else None)
+    if basis is None:
+        raise InputError("the near-duplicate check needs the encoders of an index: pass --against INDEX (a "
+                         "`vhmine embed` index; its encoders are used), or export a store seeded from a `vhmine mine` "
+                         "run whose index is still there")
+    clip_spec, dino_spec = _specs(basis)
+    same = [h for h in homes if _specs(h) == (clip_spec, dino_spec)]
+    notes += [f"index {h.name!r} has other encoders than {basis.name!r}: generated images not checked against it"
+              for h in homes if h not in same]
+
+    images: dict[str, dict] = {}  # image id -> what the manifest says of it, plus its file
+    for it in bench:
+        iid = it.meta.get("image_id") or it.image_id
+        e = images.setdefault(iid, {"image_id": iid, "sha256": it.meta.get("image_sha256"),
+                                    "source": it.meta.get("image_source"), "instances": [],
+                                    "_file": str(bench.image_path(it))})
+        e["instances"].append(it.id)
+    ids = sorted(images)
+    files = [images[i]["_file"] for i in ids]
+    for i in ids:
+        images[i]["sha256"] = images[i]["sha256"] or sha256_file(Path(images[i]["_file"]))
+        images[i]["path"] = public_path(images[i]["_file"]) if public else images[i]["_file"]
+    clip, dino = embed_images(files, clip_spec, dino_spec, device=o.device, batch_size=o.batch_size)
+
+    def mine(k: int) -> dict:
+        return dict(images[ids[k]])
+
+    def theirs(idx, k: int) -> dict:
+        r = idx.images.iloc[k]
+        return {"index": idx.name, "image_id": str(r["image_id"]), "sha256": str(r["sha256"]), "path": str(r["path"]),
+                "_file": str(idx.root / r["path"])}
+
+    def entry(a: dict, b: dict, c: float, d: float) -> dict:
+        return {"a": a, "b": b, "clip": round(c, 6), "dino": round(d, 6), "exact": a["sha256"] == b["sha256"]}
+
+    within = [entry(mine(i), mine(j), c, d) for i, j, c, d in _within(clip, dino, o)]
+    against = ([entry(mine(i), theirs(ref, k), c, d) for i, k, c, d in _against(clip, dino, ref, o, list(range(len(ids))))]
+               if ref is not None else [])
+    generated_rows = [k for k, i in enumerate(ids) if images[i]["source"] == "generated"]
+    generated = []
+    for h in same:
+        if ref is not None and h.folder == ref.folder:  # already searched: the reference is their source
+            generated += [e for e in against if e["a"]["source"] == "generated"]
+        else:
+            generated += [entry(mine(i), theirs(h, k), c, d) for i, k, c, d in _against(clip, dino, h, o, generated_rows)]
+    for lst in (within, against, generated):
+        lst.sort(key=lambda e: (-e["clip"], -e["dino"], e["a"]["image_id"], e["b"]["image_id"]))
+
+    def strip(lst: list[dict]) -> list[dict]:  # the files' own paths stay out of the manifest
+        return [{**e, **{s: {k: v for k, v in e[s].items() if not k.startswith("_")} for s in ("a", "b")}} for e in lst]
+
+    section = {
+        "decided_by": {"encoders": _encoder_record(basis, public), "encoders_from_index": basis.name,
+                       "thresholds": {"clip": o.clip_min, "dino": o.dino_min, "inclusive": True,
+                                      "rule": "CLIP cosine >= clip AND DINOv2 cosine >= dino"}},
+        "images_checked": len(ids),
+        "reference": ({"index": ref.name, "images": int(len(ref.images)),
+                       "manifest_sha256": sha256_file(ref.folder / "manifest.json")} if ref is not None else None),
+        "generated_checked_against": [h.name for h in same] if generated_rows else [],
+        "within_export": strip(within), "against_reference": strip(against), "generated_against_source": strip(generated),
+        "page": PAGE, "notes": notes,
+    }
+    page = _page(section, within, against, generated)
+    note = (f"near duplicates: {len(within)} pair(s) within the export, {len(against)} against "
+            f"{ref.name if ref is not None else 'no reference'}, {len(generated)} generated image(s) near their source "
+            f"collection (CLIP >= {o.clip_min:g}, DINOv2 >= {o.dino_min:g}; see {PAGE})")
+    return DupReport(section, {PAGE: page}, note)
+
+
+_HEAD = """<!doctype html>
+<html><head><meta charset="utf-8"><title>{title}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em; color: #222; }}
+table {{ border-collapse: collapse; margin-bottom: 2em; }}
+td, th {{ padding: 6px 10px; border-bottom: 1px solid #ddd; vertical-align: top; text-align: left; }}
+img {{ max-width: 256px; max-height: 256px; display: block; }}
+.meta {{ font-size: 12px; color: #555; max-width: 256px; word-break: break-all; }}
+.num {{ font-variant-numeric: tabular-nums; }}
+</style></head><body>
+<h1>{title}</h1><p>{subtitle}</p>
+"""
+
+
+def _cell(e: dict) -> str:
+    """One image: a thumbnail (gallery.thumbnail_data_url, so the page is self-contained) and what it is."""
+    from .gallery import thumbnail_data_url
+
+    url = thumbnail_data_url(e["_file"]) if e.get("_file") else None
+    img = f'<img src="{url}" alt="{html.escape(e["image_id"])}">' if url else "<em>(image unreadable)</em>"
+    where = f"index {e['index']}: " if "index" in e else ""
+    inst = f"<br>instances: {html.escape(', '.join(e['instances']))}" if e.get("instances") else ""
+    return (f"<td>{img}<div class=meta>{html.escape(where + e['image_id'])}<br>{html.escape(e.get('path') or '')}"
+            f"{inst}</div></td>")
+
+
+def _page(section: dict, *lists: list[dict]) -> str:
+    enc = section["decided_by"]["encoders"]
+    th = section["decided_by"]["thresholds"]
+    ref = section["reference"]
+    titles = ("Within the export", f"Against the reference {ref['index']}" if ref else "Against a reference (none given)",
+              "Generated images against the collection they came from")
+    parts = [_HEAD.format(title="Near duplicates", subtitle=html.escape(
+        f"{section['images_checked']} exported images; CLIP >= {th['clip']:g} and DINOv2 >= {th['dino']:g} "
+        f"(CLIP {enc['clip']['spec']}, DINOv2 {enc['dino']['spec']})"))]
+    for title, rows in zip(titles, lists):
+        parts.append(f"<h2>{html.escape(title)}: {len(rows)}</h2>")
+        if not rows:
+            parts.append("<p>None.</p>")
+            continue
+        parts.append("<table><tr><th>exported image</th><th>near duplicate</th><th>CLIP</th><th>DINOv2</th>"
+                     "<th>same bytes</th></tr>")
+        for e in rows:
+            parts.append(f"<tr>{_cell(e['a'])}{_cell(e['b'])}<td class=num>{e['clip']:.4f}</td>"
+                         f"<td class=num>{e['dino']:.4f}</td><td>{'yes' if e['exact'] else 'no'}</td></tr>")
+        parts.append("</table>")
+    parts.append("</body></html>\n")
+    return "\n".join(parts)
