@@ -12,6 +12,8 @@
 - `counting_annotation(item, a, b)`: a counting.how_many annotation of "cats" answering `a` / `b` for the
   item's two images.
 - `make_ready_store(tmp_path)`: a store with 12 ready instances (counting and color).
+- `tiny_owlvit(folder)`: a random-weight Owl-ViT (seeded, 64 px input, small weights so that its boxes sit
+  near the patches they come from) and its processor, saved with save_pretrained into `folder`.
 """
 
 from __future__ import annotations
@@ -114,3 +116,23 @@ def make_ready_store(tmp_path: Path):
                                   C.Annotation(ann[0], ann[1], answers={a: ann[2], b: ann[3]}))
         C.confirm_drafts(store, "alice", [C.DraftDecision(d, True) for d in saved.draft_ids])
     return store
+
+
+def tiny_owlvit(folder: Path) -> Path:
+    """A random-weight Owl-ViT (2 layers, 64 px input, seeded) and its processor, saved into `folder`."""
+    import torch
+    from conftest import clip_tokenizer
+    from transformers import OwlViTConfig, OwlViTForObjectDetection, OwlViTImageProcessor, OwlViTProcessor
+
+    tok = clip_tokenizer(folder.parent / f"{folder.name}-tok")
+    cfg = OwlViTConfig(text_config={"vocab_size": len(tok), "hidden_size": 32, "intermediate_size": 37,
+                                    "num_attention_heads": 4, "num_hidden_layers": 2, "max_position_embeddings": 77},
+                       vision_config={"hidden_size": 32, "intermediate_size": 37, "num_attention_heads": 4,
+                                      "num_hidden_layers": 2, "image_size": 64, "patch_size": 16},
+                       projection_dim=32, initializer_factor=0.01)  # near-zero box offsets: boxes on the 4x4 patches
+    torch.manual_seed(0)
+    OwlViTForObjectDetection(cfg).save_pretrained(folder)
+    proc = OwlViTProcessor(image_processor=OwlViTImageProcessor(size={"height": 64, "width": 64},
+                                                                crop_size={"height": 64, "width": 64}), tokenizer=tok)
+    proc.save_pretrained(folder)
+    return folder

@@ -1,7 +1,8 @@
 """A real OpenAI-compatible HTTP server on 127.0.0.1 for tests (no mocks of the openai client).
 
 Serves `POST /v1/chat/completions` (text and image_url parts), `POST /v1/images/generations`
-(`b64_json` PNGs) and `GET /v1/models`. A test steers it through attributes of the server object:
+(`b64_json` PNGs), `POST /v1/images/edits` (multipart image + mask; a canned `b64_json` PNG, `edit_png`)
+and `GET /v1/models`. A test steers it through attributes of the server object:
 
 - `faults`: a list consumed one per request, front first: "429", "500", "hang" (sleep `hang_s` before
   answering, past the client's time-out), "malformed" (200 with a body that is not JSON), "bad-image" (an image
@@ -156,7 +157,7 @@ class _Handler(BaseHTTPRequestHandler):
         n = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(n)
         try:
-            body = json.loads(raw)
+            body = _multipart(self.headers.get("Content-Type"), raw) if self.path.endswith("/images/edits") else json.loads(raw)
         except ValueError:
             return self._error(400, "body is not JSON", "bad_json")
         with srv.lock:
@@ -177,6 +178,8 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(srv.hang_s)
         if fault == "malformed":
             return self._send(200, b'{"id": "chatcmpl-x", "choices": [ {"message": ')
+        if self.path.endswith("/images/edits"):
+            return self._edit(body, fault)
         if fault == "bad-image" and self.path.endswith("/images/generations"):
             return self._send(200, {"created": int(time.time()), "data": [{"b64_json": base64.b64encode(b"no image").decode()}]})
         if self.path.endswith("/chat/completions"):
@@ -210,6 +213,41 @@ class _Handler(BaseHTTPRequestHandler):
             seed = srv.images_made  # a new picture per request, as a real model draws
         self._send(200, {"created": int(time.time()), "data": [
             {"b64_json": base64.b64encode(png_bytes(seed)).decode(), "revised_prompt": f"revised: {prompt[:40]}"}]})
+
+    def _edit(self, body: dict, fault: Optional[str]) -> None:
+        """`/v1/images/edits`: a canned PNG (`srv.edit_png`, default a flat magenta picture of 40x24 px, so the
+        client must fit it back to its image), or a prompt with FORBIDDEN refused as the generator does."""
+        if "FORBIDDEN" in body.get("prompt", ""):
+            return self._error(400, "Your request was rejected as a result of our safety system.",
+                               "content_policy_violation")
+        if "image" not in body or "mask" not in body:
+            return self._error(400, "image and mask are required", "missing_file")
+        png = getattr(self.server, "edit_png", None) or _flat_png((255, 0, 255), (40, 24))
+        data = b"no image" if fault == "bad-image" else png
+        self._send(200, {"created": int(time.time()), "data": [{"b64_json": base64.b64encode(data).decode()}]})
+
+
+def _flat_png(color: tuple, size: tuple) -> bytes:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", size, color).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _multipart(content_type: Optional[str], raw: bytes) -> dict:
+    """A multipart/form-data body as {field: text, or bytes for a file part}; ValueError if it is none."""
+    from email.parser import BytesParser
+    from email.policy import HTTP
+
+    if not (content_type or "").startswith("multipart/form-data"):
+        raise ValueError("not multipart/form-data")
+    msg = BytesParser(policy=HTTP).parsebytes(b"Content-Type: " + content_type.encode() + b"\r\n\r\n" + raw)
+    out: dict = {}
+    for part in msg.iter_parts():
+        name, data = part.get_param("name", header="content-disposition"), part.get_payload(decode=True)
+        out[name] = data if part.get_filename() else data.decode()
+    return out
 
 
 def start_server() -> FakeOpenAI:

@@ -216,21 +216,10 @@ def test_spatial_truth_from_box_centres():
 
 
 def test_owlvit_detector_finds_boxes_in_scenes_without_annotations(tmp_path):
-    from conftest import clip_tokenizer
-    from transformers import OwlViTConfig, OwlViTForObjectDetection, OwlViTImageProcessor, OwlViTProcessor
-
+    from helpers import tiny_owlvit
     from vhmine.manipulate.scenes import Scene, detect_scenes
 
-    tok = clip_tokenizer(tmp_path / "tok")
-    cfg = OwlViTConfig(text_config={"vocab_size": len(tok), "hidden_size": 32, "intermediate_size": 37,
-                                    "num_attention_heads": 4, "num_hidden_layers": 2, "max_position_embeddings": 77},
-                       vision_config={"hidden_size": 32, "intermediate_size": 37, "num_attention_heads": 4,
-                                      "num_hidden_layers": 2, "image_size": 32, "patch_size": 16},
-                       projection_dim=32)
-    OwlViTForObjectDetection(cfg).save_pretrained(tmp_path / "owl")
-    proc = OwlViTProcessor(image_processor=OwlViTImageProcessor(size={"height": 32, "width": 32},
-                                                                crop_size={"height": 32, "width": 32}), tokenizer=tok)
-    proc.save_pretrained(tmp_path / "owl")
+    tiny_owlvit(tmp_path / "owl")
     (photo,) = write_photos(tmp_path / "p", ("coffee",))
     from PIL import Image
 

@@ -407,7 +407,7 @@ def manipulate(
     coco_annotations: Optional[Path] = typer.Option(None, "--coco-annotations", help="COCO instances JSON [default: the one the collection was embedded with]."),
     detector: Optional[str] = typer.Option(None, "--detector", help="Owl-ViT / OWLv2 hub id or local folder, for scenes without annotations."),
     vocabulary: Optional[str] = typer.Option(None, "--vocabulary", help="Comma-separated object names for --detector [default: the COCO categories]."),
-    inpaint: Optional[str] = typer.Option(None, "--inpaint", help="diffusers:<hub id or local folder> of an inpainting pipeline (needed by removal)."),
+    inpaint: Optional[str] = typer.Option(None, "--inpaint", help="diffusers:<hub id or local folder> (an inpainting pipeline) or openai:<model> (an image edit); needed by removal."),
     judge: Optional[str] = typer.Option(None, "--judge", help="Model that judges answers against the edit's truth [default: the yes/no rule]."),
     rule: str = typer.Option("vhtest", "--rule", help="Yes/no rule: vhtest, firstword, pope, strict."),
     out: Optional[Path] = typer.Option(None, "--out", help="Where edited images, masks and the report go [default: data/manipulated]."),

@@ -1,7 +1,7 @@
-"""One way to reach models: OpenAI-compatible chat (with images) and image generation.
+"""One way to reach models: OpenAI-compatible chat (with images), image generation and image edits.
 
-Used by probe, describe, generate and eval. Reads the API key from OPENAI_API_KEY and the endpoint
-from `base_url` / OPENAI_BASE_URL at call time; the key is never written anywhere (not to the cache,
+Used by probe, describe, generate, eval and manipulate. Reads the API key from OPENAI_API_KEY and the
+endpoint from `base_url` / OPENAI_BASE_URL at call time; the key is never written anywhere (not to the cache,
 not to logs, not to error texts). Writes one SQLite file, the request cache (default
 `data/llm-cache.db`, `--cache` / VHMINE_LLM_CACHE), which keeps every answer keyed by model, prompt,
 image hashes and parameters, and every failure with its reason: a second run costs nothing and a
@@ -23,8 +23,9 @@ request's difference from its estimate); under a cap a model with no price is ne
 
 The layer, one module per concern: `records` (options, requests, answers), `image_urls` (images as
 data URLs under the size limit), `prices` (the price table and the cost budget), `cache` (the SQLite
-request cache and request keys), `redact` (endpoint and error texts safe to record) and `client`
-(the `LLM` class: retries, single-flight, `run_many`). Everything is re-exported here.
+request cache and request keys), `redact` (endpoint and error texts safe to record), `client`
+(the `LLM` class: retries, single-flight, `run_many`) and `images` (its `image` and `image_edit`
+calls). Everything is re-exported here.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ from .client import LLM, Stats
 from .image_urls import encode_image
 from .prices import PRICES, Budget, load_prices, price_of
 from .records import (
-    MAX_IMAGE_BYTES, Answer, ChatRequest, ImageAnswer, ImageRequest, LLMOptions, Outcome, SentImage,
+    MAX_IMAGE_BYTES, Answer, ChatRequest, ImageAnswer, ImageEditRequest, ImageRequest, LLMOptions, Outcome,
+    SentImage,
 )
 from .redact import safe_endpoint, scrub
 
@@ -44,7 +46,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "CACHE_VERSION", "DEFAULT_CACHE", "MAX_IMAGE_BYTES", "PRICES",
-    "LLMOptions", "ChatRequest", "ImageRequest", "SentImage", "Answer", "ImageAnswer", "Outcome",
+    "LLMOptions", "ChatRequest", "ImageRequest", "ImageEditRequest", "SentImage", "Answer", "ImageAnswer", "Outcome",
     "load_prices", "price_of", "Budget", "encode_image", "cache_path", "safe_endpoint", "Cache", "request_key",
     "Stats", "LLM", "scrub",
 ]

@@ -10,7 +10,6 @@ one lock, so a streak counts every failure once and the first fatal reason is th
 
 from __future__ import annotations
 
-import base64
 import os
 import random
 import threading
@@ -24,8 +23,9 @@ from ..errors import (
 )
 from .cache import Cache, cache_path, legacy_request_key, request_key
 from .image_urls import _read_image, encode_image
+from .images import ImageCalls
 from .prices import _IMAGE_TOKENS_GUESS, Budget, load_prices, price_of
-from .records import Answer, ChatRequest, ImageAnswer, ImageRequest, LLMOptions, Outcome, SentImage
+from .records import Answer, ChatRequest, LLMOptions, Outcome, SentImage
 from .redact import _code, _describe, _msg, safe_endpoint
 
 
@@ -42,12 +42,13 @@ class Stats:
             setattr(self, name, getattr(self, name) + n)
 
 
-class LLM:
+class LLM(ImageCalls):
     """A client for one endpoint with a cache, retries, a concurrency limit and a cost cap.
 
-    Construct it, then call `chat` / `image` for one request (raising LLMError) or `chat_iter` /
-    `image_iter` / `run_many` for many in flight. Nothing touches the network until a request is
-    made; a request whose answer is cached never does.
+    Construct it, then call `chat` / `image` / `image_edit` for one request (raising LLMError) or
+    `chat_iter` / `image_iter` / `image_edit_iter` / `run_many` for many in flight (the image calls live
+    in `images.ImageCalls`). Nothing touches the network until a request is made; a request whose
+    answer is cached never does.
     """
 
     def __init__(self, opts: LLMOptions, budget: Optional[Budget] = None):
@@ -296,44 +297,6 @@ class LLM:
         self.cache.put(key, "chat", model, self.endpoint, {**payload, "sent": record["images"]}, record, cost)
         return _answer_from(record, model, key, cached=False)
 
-    def image(self, req: ImageRequest) -> ImageAnswer:
-        """Generate one image (cached); raises LLMError on failure."""
-        model = req.model or self.opts.model
-        params = {"size": req.size, **req.params}
-        payload = {"prompt": req.prompt, "variant": req.variant, "params": params}
-        key = request_key("image", model, self.endpoint, payload)
-        hit = self._cached_or_claim(key, legacy_request_key("image", model, payload))
-        if hit is not None:
-            self.stats.add("cached")
-            return _image_from(hit, model, key, cached=True)
-        try:
-            return self._image_send(req, model, key, params, payload)
-        finally:
-            self._release(key)
-
-    def _image_send(self, req: ImageRequest, model: str, key: str, params: dict, payload: dict) -> ImageAnswer:
-        extra = {"response_format": "b64_json"} if model.startswith("dall-e") else {}  # gpt-image-* always sends b64
-
-        def call(client):
-            r = client.images.generate(model=model, prompt=req.prompt, n=1, **params, **extra)
-            if not r.data or not getattr(r.data[0], "b64_json", None):
-                raise ValueError("the answer holds no b64_json image")
-            _check_image(r.data[0].b64_json)  # unreadable: retried, then a malformed failure, never cached
-            return r
-
-        try:
-            r, attempts, reserved = self._send("image", model, key, call, self._cost(model, images=1))
-        except LLMError as err:
-            self.stats.add("failed")
-            self.cache.fail(key, "image", model, self.endpoint, err.status, str(err), None)
-            raise
-        cost = self._cost(model, images=1)
-        self.budget.settle(reserved, cost)
-        d = r.data[0]
-        record = {"b64": d.b64_json, "revised_prompt": getattr(d, "revised_prompt", None), "cost": cost}
-        self.cache.put(key, "image", model, self.endpoint, payload, record, cost)
-        return _image_from(record, model, key, cached=False)
-
     # many requests
     def run_many(self, fn, items: Sequence, desc: str = "requests") -> Iterator[Outcome]:
         """`fn(item)` for every item, `concurrency` at a time; Outcomes as they finish (index = position).
@@ -376,9 +339,6 @@ class LLM:
     def chat_iter(self, requests: Sequence[ChatRequest], desc: str = "chat") -> Iterator[Outcome]:
         return self.run_many(self.chat, requests, desc)
 
-    def image_iter(self, requests: Sequence[ImageRequest], desc: str = "images") -> Iterator[Outcome]:
-        return self.run_many(self.image, requests, desc)
-
     def chat_many(self, requests: Sequence[ChatRequest], desc: str = "chat") -> list[Outcome]:
         """Every request's Outcome, in the order of `requests`."""
         return sorted(self.chat_iter(requests, desc), key=lambda o: o.index)
@@ -393,30 +353,7 @@ def _no_price_message(models: Sequence[str]) -> str:
             'pass --prices FILE with {"' + models[0] + '": {"input": USD per 1M tokens, "output": ...}}')
 
 
-def _check_image(b64: str) -> None:
-    """ValueError unless `b64` is base64 of an image PIL can read (what `generate` will save)."""
-    import binascii
-    import io
-
-    from PIL import Image
-
-    try:
-        data = base64.b64decode(b64, validate=True)
-    except (binascii.Error, ValueError):
-        raise ValueError("the b64_json image is not base64") from None
-    try:
-        with Image.open(io.BytesIO(data)) as im:
-            im.verify()
-    except Exception as err:
-        raise ValueError(f"the b64_json image cannot be decoded ({type(err).__name__})") from None
-
-
 def _answer_from(rec: dict, model: str, key: str, cached: bool) -> Answer:
     return Answer(rec["text"], model, key, 0.0 if cached else rec["cost"], cached, rec["prompt_tokens"],
                   rec["completion_tokens"], rec["finish_reason"], rec.get("served_model"),
                   tuple(SentImage(**s) for s in rec["images"]))
-
-
-def _image_from(rec: dict, model: str, key: str, cached: bool) -> ImageAnswer:
-    return ImageAnswer(base64.b64decode(rec["b64"]), model, key, 0.0 if cached else rec["cost"], cached,
-                       rec.get("revised_prompt"))

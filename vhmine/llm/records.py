@@ -54,6 +54,17 @@ class ImageRequest:
 
 
 @dataclass(frozen=True)
+class ImageEditRequest:
+    """Repaint part of an image (`images.edit`): where `mask` (a PNG of the image's size) is transparent."""
+
+    prompt: str  # what the whole picture should show after the edit
+    image: bytes  # PNG
+    mask: bytes  # PNG with alpha: alpha 0 = repaint, opaque = keep (OpenAI's convention)
+    model: Optional[str] = None
+    params: dict = field(default_factory=dict)  # size, quality, ...
+
+
+@dataclass(frozen=True)
 class SentImage:
     """What was sent for one image (the original is identified by `sha256`)."""
 

@@ -4,7 +4,7 @@ Reads an embedded collection and its COCO annotations (or an Owl-ViT / OWLv2 det
 edited images into the curation store's queues (vhmine.curate.add_generation) and a report. One
 module per concern: scenes (objects, boxes, masks), prior (which object), strategies (the three
 edits), questions (Table 9 templates), detect (correctness and consistency), metrics (ASR, MASR,
-CASR), run (the stage).
+CASR), stored (earlier cases in the store, so reruns accumulate), run (the stage).
 """
 
 from .run import ManipulateOptions, ManipulateResult, manipulate

@@ -98,17 +98,20 @@ def ask_texts(strategy: str, scene: Sequence[str], candidates: Sequence[str]) ->
     raise InputError(f"unknown strategy {strategy!r}")
 
 
-def llm_choices(llm, model: str, asks: Sequence[tuple[str, Sequence[str], Sequence[str]]]) -> list[Optional[Choice]]:
+def llm_choices(llm, model: str, asks: Sequence[tuple[str, Sequence[str], Sequence[str]]],
+                misses: Optional[dict] = None) -> list[Optional[Choice]]:
     """One text-only request per (strategy, scene objects, candidates); an answer naming none of the
-    candidates (or a failed request) gives None."""
+    candidates (or a failed request) gives None, and its reason goes into `misses` (index -> (failed, why))."""
     from ..llm import ChatRequest
 
     prompt = P.load(PROMPT)
     reqs = [ChatRequest(prompt.render(ask=ask_texts(st, scene, cands)), model=model, params={"temperature": 0.0})
             for st, scene, cands in asks]
     out: list[Optional[Choice]] = [None] * len(reqs)
+    misses = {} if misses is None else misses
     for o in llm.chat_iter(reqs, desc="prior"):
         if not o.ok:
+            misses[o.index] = (True, f"the prior model's request failed: {o.reason}")
             continue
         st, scene, cands = asks[o.index]
         pool = [c for c in cands if c not in scene] if st != "removal" else list(cands)
@@ -116,4 +119,7 @@ def llm_choices(llm, model: str, asks: Sequence[tuple[str, Sequence[str], Sequen
         need = 2 if st == "paired" else 1
         if len(said) >= need:
             out[o.index] = Choice(tuple(said[:need]), f"llm:{model} {prompt.id}", None, o.answer.text.strip()[:200])
+        else:
+            misses[o.index] = (False, f"the prior model's answer names {'fewer than two' if need == 2 else 'none'} "
+                                      f"of the candidates: {' '.join(o.answer.text.split())[:80]!r}")
     return out

@@ -6,14 +6,15 @@ and its edit mask as `<out>/masks/<sha256>.png`, records it with curate.add_gene
 `manipulate`, the strategy, source and donor image ids and sha256, the inserted or removed object, its
 box, the mask's file and sha256, the prior and its answer) and queues it in the existence mode (and
 in position when it has spatial questions), where workers verify it (an edit that failed is discarded
-there). Writes `<out>/manipulate-report.json`: every case's questions, answers, verdicts and conflicts,
-and the metrics.
+there; an image edit request that failed is discarded before, with its reason in the report). Reruns
+accumulate: a case already in the store for the run's options is reused, not edited again
+(vhmine.manipulate.stored), and `<out>/manipulate-report.json`, written atomically, covers every such
+case: its questions, answers, verdicts and conflicts, and the metrics.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import logging
 from dataclasses import dataclass, field
@@ -21,11 +22,12 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from .. import prompts as P
-from ..errors import InputError
+from ..errors import InputError, LLMError
 from ..index import atomic_write_text
 from ..llm import LLM, ChatRequest, LLMOptions
 from . import prior as PR
 from . import questions as Q
+from . import stored as ST
 from . import strategies as S
 from .detect import FamilyResult, judge_family
 from .metrics import attack_metrics, metrics_table
@@ -49,7 +51,7 @@ class ManipulateOptions:
     prior_model: Optional[str] = None  # text-only model of --prior llm
     strategies: Sequence[str] = S.STRATEGIES
     per_strategy: int = 10
-    inpaint: Optional[str] = None  # diffusers:<hub id or folder>, needed by removal
+    inpaint: Optional[str] = None  # diffusers:<hub id or folder> or openai:<model>, needed by removal
     judge: Optional[str] = None  # judge model; None: the yes/no rule
     rule: str = "vhtest"
     out: Optional[Path] = None
@@ -78,6 +80,8 @@ class ManipulateResult:
     results: list[FamilyResult] = field(default_factory=list)
     metrics: dict = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
+    discarded: list[dict] = field(default_factory=list)  # image edits that failed, with the reason
+    new: int = 0  # cases edited in this run (the rest were in the store already)
     failed: int = 0
     spent: float = 0.0
     report: Optional[Path] = None
@@ -88,20 +92,15 @@ class ManipulateResult:
 
     def summary(self) -> str:
         by = {s: sum(c.edit.strategy == s for c in self.cases) for s in S.STRATEGIES}
-        lines = [f"manipulate: {len(self.cases)} edited image(s) queued for verification "
+        lines = [f"manipulate: {len(self.cases)} edited image(s) queued for verification, {self.new} new in this run "
                  f"({', '.join(f'{s} {n}' for s, n in by.items())}); ${self.spent:.4f} spent; report {self.report}"]
         if self.metrics:
             lines.append(metrics_table(self.metrics))
         lines += [f"  skipped: {s}" for s in self.skipped[:10]]
+        lines += [f"  discarded: {d['strategy']} on {d['source_image_id']}: {d['reason']}" for d in self.discarded[:10]]
         if self.partial:
             lines.append(f"partial run: {self.failed} request(s) failed; rerun the same command to retry only those")
         return "\n".join(lines)
-
-
-def _png(img) -> bytes:
-    buf = io.BytesIO()
-    img.save(buf, format="PNG")
-    return buf.getvalue()
 
 
 def _save(data: bytes, folder: Path) -> tuple[Path, str]:
@@ -130,14 +129,18 @@ def _donors(scenes: list[Scene]) -> dict[str, tuple[Scene, object]]:
 
 
 def _choices(strategy: str, scenes: list[Scene], counts: PR.Cooccurrence, donors: dict, opts: ManipulateOptions,
-             llm: Optional[LLM]) -> list[tuple[Scene, PR.Choice]]:
+             llm: Optional[LLM], result: ManipulateResult) -> list[tuple[Scene, PR.Choice]]:
     names = sorted(counts.n)
     pool = [s for s in _order(opts.seed, scenes, strategy) if len(s.objects) >= (2 if strategy == "removal" else 1)]
     pool = pool[:opts.per_strategy * 3]  # a few spare scenes for choices that cannot be made
     if opts.prior == "llm":
         asks = [(strategy, s.names(), s.names() if strategy == "removal" else
                  [n for n in names if n not in s.names() and donors.get(n, (s,))[0] is not s]) for s in pool]
-        picked = PR.llm_choices(llm, opts.prior_model, asks)
+        misses: dict = {}
+        picked = PR.llm_choices(llm, opts.prior_model, asks, misses)
+        for k, (failed, why) in sorted(misses.items()):  # recorded; a failed request makes the run partial
+            result.failed += failed
+            result.skipped.append(f"{strategy} on {pool[k].image_id}: {why}")
     else:
         picked = []
         for s in pool:
@@ -156,7 +159,7 @@ def _record(store, case: Case, out: Path, opts: ManipulateOptions, params: dict)
 
     e = case.edit
     path, sha = _save(case.png, out)
-    mpath, msha = _save(_png(e.mask), out / "masks")
+    mpath, msha = _save(S.png_bytes(e.mask), out / "masks")
     case.image_id = sha[:16]
     prov = {"strategy": e.strategy, "source_image_id": e.scene.image_id, "source_sha256": e.scene.sha256,
             "inserted_object" if e.strategy != "removal" else "removed_object": e.target,
@@ -188,7 +191,51 @@ def _object_crop(case: Case, donors: dict) -> bytes:
     e = case.edit
     scene, obj = donors[e.target] if e.strategy != "removal" else (e.scene, e.scene.get(e.target))
     with Image.open(scene.path) as im:
-        return _png(im.convert("RGB").crop(tuple(int(round(v)) for v in obj.box)))
+        return S.png_bytes(im.convert("RGB").crop(tuple(int(round(v)) for v in obj.box)))
+
+
+def _make_cases(store, scenes: list[Scene], counts: PR.Cooccurrence, donors: dict, opts: ManipulateOptions,
+                llm: LLM, inpainter, result: ManipulateResult) -> None:
+    """The stored cases for these options, then an edit for each new choice (see vhmine.manipulate.stored)."""
+    prior = "counts" if opts.prior == "counts" else f"llm:{opts.prior_model} {P.load(PR.PROMPT).id}"
+    backends = {st: (inpainter.spec, ST.edit_settings(inpainter.params())) if st == "removal" else ("cut-paste", None)
+                for st in opts.strategies}
+    by_sha = {s.sha256: s for s in scenes}
+    known = ST.stored_cases(store, scenes, opts.strategies, prior, opts.detector, backends)
+    for strategy in opts.strategies:
+        for scene, choice in _choices(strategy, scenes, counts, donors, opts, llm, result):
+            target = choice.objects[0]
+            if ST.case_key(strategy, scene.sha256, target, choice.objects[-1]) in known:
+                continue  # made by an earlier run: taken from the store below
+            try:
+                if strategy == "removal":
+                    edit = S.remove(scene, scene.get(target), inpainter)
+                else:
+                    edit = S.insert(strategy, scene, *donors[target], asked=choice.objects[-1])
+            except LLMError as err:  # the image edit failed: discarded, with its reason; a rerun asks again
+                result.failed += 1
+                result.discarded.append({"strategy": strategy, "source_image_id": scene.image_id, "object": target,
+                                         "backend": inpainter.spec, "reason": str(err)[:300]})
+                continue
+            except Exception as err:  # one bad image does not stop the run
+                result.skipped.append(f"{strategy} on {scene.image_id}: {type(err).__name__}: {str(err)[:160]}")
+                continue
+            _add_case(result, edit, choice, S.png_bytes(edit.image))
+            result.new += 1
+    for key, (p, path) in known.items():
+        got = ST.rebuild(p, path, by_sha[key[1]])
+        if got is None:
+            result.skipped.append(f"{key[0]} on {by_sha[key[1]].image_id}: the stored edit's mask or object is gone")
+            continue
+        _add_case(result, *got)
+    order = {st: k for k, st in enumerate(S.STRATEGIES)}
+    result.cases.sort(key=lambda c: (order[c.edit.strategy], c.edit.scene.image_id, c.id))
+
+
+def _add_case(result: ManipulateResult, edit: S.Edit, choice: PR.Choice, png: bytes) -> None:
+    cid = f"{edit.strategy}:{hashlib.sha256(png).hexdigest()[:16]}"
+    if all(c.id != cid for c in result.cases):
+        result.cases.append(Case(cid, edit, choice, cid.split(":")[1], png))
 
 
 def manipulate(store, opts: ManipulateOptions) -> ManipulateResult:
@@ -204,7 +251,8 @@ def manipulate(store, opts: ManipulateOptions) -> ManipulateResult:
         raise InputError("--prior llm needs --prior-model: a text-only model that names the objects")
     if "removal" in opts.strategies and not opts.inpaint:
         raise InputError("correlated object removal needs --inpaint diffusers:<hub id or folder> (an inpainting "
-                         "pipeline), or leave it out with --strategy abnormal --strategy paired")
+                         "pipeline) or --inpaint openai:<model> (an image edit, e.g. openai:gpt-image-1), or leave it "
+                         "out with --strategy abnormal --strategy paired")
     scenes, coco = collection_scenes(opts.index, opts.indexes, opts.coco_annotations)
     if opts.detector:
         vocab = list(opts.vocabulary) or sorted({o.name for s in scenes for o in s.objects})
@@ -216,26 +264,14 @@ def manipulate(store, opts: ManipulateOptions) -> ManipulateResult:
     result = ManipulateResult()
     counts = PR.Cooccurrence([s.names() for s in scenes])
     donors = _donors(scenes)
-    inpainter = S.Inpainter(opts.inpaint, opts.device, opts.steps, opts.guidance, opts.seed) \
-        if "removal" in opts.strategies else None
     p_cap, p_obj = P.load("manipulate_caption"), P.load("manipulate_object")
     victim = opts.llm.model
     with LLM(opts.llm) as llm:
-        llm.check_prices([victim] + [m for m in (opts.judge, opts.prior_model) if m])
-        for strategy in opts.strategies:
-            for scene, choice in _choices(strategy, scenes, counts, donors, opts, llm):
-                target = choice.objects[0]
-                try:
-                    if strategy == "removal":
-                        edit = S.remove(scene, scene.get(target), inpainter)
-                    else:
-                        edit = S.insert(strategy, scene, *donors[target], asked=choice.objects[-1])
-                except Exception as err:  # one bad image does not stop the run
-                    result.skipped.append(f"{strategy} on {scene.image_id}: {type(err).__name__}: {str(err)[:160]}")
-                    continue
-                png = _png(edit.image)
-                cid = f"{strategy}:{hashlib.sha256(png).hexdigest()[:16]}"
-                result.cases.append(Case(cid, edit, choice, cid.split(":")[1], png))
+        inpainter = S.make_inpainter(opts.inpaint, llm, opts.device, opts.steps, opts.guidance, opts.seed) \
+            if "removal" in opts.strategies else None
+        edit_model = [inpainter.model] if isinstance(inpainter, S.OpenAIInpainter) else []
+        llm.check_prices([victim] + [m for m in (opts.judge, opts.prior_model) if m] + edit_model)
+        _make_cases(store, scenes, counts, donors, opts, llm, inpainter, result)
         # the victim's own caption of each edited image and its description of the target object
         caps = _ask(llm, [ChatRequest(p_cap.render(), images=[c.png]) for c in result.cases], "captions", result)
         descs = _ask(llm, [ChatRequest(p_obj.render(object=c.edit.target), images=[_object_crop(c, donors)])
@@ -279,7 +315,8 @@ def manipulate(store, opts: ManipulateOptions) -> ManipulateResult:
 def _write_report(out: Path, result: ManipulateResult, opts: ManipulateOptions) -> Path:
     cases = {c.id: {"strategy": c.edit.strategy, "image_id": c.image_id, "tasks": c.tasks,
                     "source_image_id": c.edit.scene.image_id, "target": c.edit.target, "asked": c.edit.asked,
-                    "prior": c.choice.prior, "caption": c.caption, "object_description": c.desc} for c in result.cases}
+                    "prior": c.choice.prior, "prior_answer": c.choice.answer, "caption": c.caption,
+                    "object_description": c.desc} for c in result.cases}
     families = [{"case": r.case_id, "strategy": r.strategy, "family": r.family, "by_correctness": r.by_correctness,
                  "by_consistency": r.by_consistency, "first_induced": r.first_induced,
                  "questions": [{"level": it.question.level, "template_id": it.question.template_id,
@@ -288,7 +325,7 @@ def _write_report(out: Path, result: ManipulateResult, opts: ManipulateOptions) 
                 for r in result.results]
     data = {"victim": opts.llm.model, "judge": opts.judge, "rule": opts.rule, "prior": opts.prior,
             "strategies": list(opts.strategies), "metrics": result.metrics, "cases": cases, "families": families,
-            "skipped": result.skipped, "failed_requests": result.failed}
+            "skipped": result.skipped, "discarded_edits": result.discarded, "failed_requests": result.failed}
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / REPORT, json.dumps(data, indent=1, ensure_ascii=False))
     return out / REPORT

@@ -1,14 +1,18 @@
 """The three AutoHallusion edits: abnormal object insertion, paired object insertion, correlated object removal.
 
 Reads the scene image and, for insertions, a donor image whose object is cut out with its mask (no
-diffusion, so no artefacts); for removal, an inpainting backend (`diffusers:<hub id or folder>`, a
-diffusers inpainting pipeline) fills the object's box enlarged by 20% (the paper's `remove_obj_mask`).
-Writes nothing: an `Edit` holds the edited image, the edit mask and the objects after the edit (the
-spatial truth's boxes); vhmine.manipulate.run saves and queues it.
+diffusion, so no artefacts); for removal, an inpainting backend fills the object's box enlarged by 20%
+(the paper's `remove_obj_mask`): `diffusers:<hub id or folder>`, a diffusers inpainting pipeline, or
+`openai:<model>`, an OpenAI-compatible image edit (`images.edit` with the image and a mask whose
+transparent part is repainted) through vhmine.llm. Either way only the masked pixels change: the
+backend's picture is pasted back inside the mask. Writes nothing: an `Edit` holds the edited image,
+the edit mask and the objects after the edit (the spatial truth's boxes); vhmine.manipulate.run saves
+and queues it.
 """
 
 from __future__ import annotations
 
+import io
 import warnings
 from dataclasses import dataclass, field
 from typing import Optional
@@ -19,6 +23,8 @@ from .scenes import Scene, SceneObject
 STRATEGIES = ("abnormal", "paired", "removal")
 INSERT_FRACTION = 0.35  # the pasted object's longer side, as a share of the scene's shorter side
 ENLARGE = 0.2  # the removal mask: the object's box enlarged by this much (AutoHallusion's enlarge_ratio)
+_BAD_BACKEND = ("unknown inpainting backend {spec!r}: use diffusers:<hub id or local folder> (e.g. "
+                "diffusers:stabilityai/stable-diffusion-2-inpainting) or openai:<image edit model> (e.g. openai:gpt-image-1)")
 
 
 @dataclass
@@ -100,8 +106,7 @@ class Inpainter:
     def __init__(self, spec: str, device: Optional[str] = None, steps: int = 30, guidance: float = 7.5, seed: int = 0):
         kind, sep, source = (spec or "").partition(":")
         if kind != "diffusers" or not source:
-            raise InputError(f"unknown inpainting backend {spec!r}: use diffusers:<hub id or local folder> (e.g. "
-                             "diffusers:stabilityai/stable-diffusion-2-inpainting)")
+            raise InputError(_BAD_BACKEND.format(spec=spec))
         try:
             import torch
             from diffusers import AutoPipelineForInpainting
@@ -136,7 +141,46 @@ class Inpainter:
         return Image.composite(out.resize(image.size), image, mask)
 
 
-def remove(scene: Scene, obj: SceneObject, inpainter: Inpainter) -> Edit:
+class OpenAIInpainter:
+    """An OpenAI-compatible image edit (`openai:<model>`, e.g. gpt-image-1 or dall-e-2) through an `LLM` client."""
+
+    def __init__(self, spec: str, llm):
+        self.model = spec.partition(":")[2]
+        self.llm, self.spec = llm, f"openai:{self.model}"
+
+    def params(self) -> dict:
+        return {"model": self.model, "api": "images.edit"}
+
+    def fill(self, image, mask, prompt: str):
+        """The endpoint's repainting of the masked area, resized to the image; raises LLMError when the edit fails."""
+        from PIL import Image, ImageOps
+
+        from ..llm import ImageEditRequest
+
+        alpha_mask = Image.new("RGBA", image.size, (0, 0, 0, 255))
+        alpha_mask.putalpha(ImageOps.invert(mask))  # OpenAI repaints where the mask is transparent
+        ans = self.llm.image_edit(ImageEditRequest(prompt, png_bytes(image), png_bytes(alpha_mask), model=self.model))
+        with Image.open(io.BytesIO(ans.png)) as im:
+            out = im.convert("RGB").resize(image.size, Image.LANCZOS)
+        return Image.composite(out, image, mask)
+
+
+def make_inpainter(spec: Optional[str], llm=None, device: Optional[str] = None, steps: int = 30,
+                   guidance: float = 7.5, seed: int = 0):
+    """The removal backend `spec` names: diffusers:<hub id or folder> or openai:<model> (through `llm`)."""
+    kind, _, source = (spec or "").partition(":")
+    if kind == "openai" and source:
+        return OpenAIInpainter(spec, llm)
+    return Inpainter(spec, device, steps, guidance, seed)
+
+
+def png_bytes(img) -> bytes:
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def remove(scene: Scene, obj: SceneObject, inpainter) -> Edit:
     """Mask out `obj` and let the inpainter fill the scene without it."""
     from PIL import Image
 
