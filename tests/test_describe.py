@@ -120,10 +120,10 @@ def test_prompts_are_versioned_package_files():
     assert (P.FOLDER / "describe_merge.v1.txt").read_text(encoding="utf-8") == p.text
     with pytest.raises(InputError, match=r"^prompt describe_merge@v1#[0-9a-f]{8} needs analyses$"):
         p.render(count=1, mode="ocr", definition="d")
-    with pytest.raises(InputError, match=r"^no prompt 'nope' in .*: choose one of describe_example, describe_hypothetical, "
-                       r"describe_merge, image_prompt, judge_oeq, probe_oeq, probe_ynq$"):
+    with pytest.raises(InputError, match=r"^no prompt 'nope' in .*: choose one of blind, describe_example, describe_hypothetical, "
+                       r"describe_merge, image_prompt, judge_oeq, manipulate_caption, manipulate_object, manipulate_prior, probe_oeq, probe_ynq$"):
         P.load("nope")
     import importlib.resources
 
     shipped = {f.name for f in importlib.resources.files("vhmine.prompts").iterdir() if f.name.endswith(".txt")}
-    assert "judge_oeq.v1.txt" in shipped and len(shipped) == 7
+    assert shipped == {p.name for p in P.FOLDER.glob("*.txt")} and "judge_oeq.v1.txt" in shipped and len(shipped) == 11
