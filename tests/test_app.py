@@ -91,9 +91,10 @@ def test_annotate_confirm_drafts_and_progress(env):
     assert [_plain(s.value) for s in at.success] == ["Confirmed 3 yes/no question(s)."]
     assert sorted(r.truth for r in C.ready_instances(store, "counting", "YNQ")) == [False, True, True]
     assert len(C.ready_instances(store, "counting", "OEQ")) == 2
-    prog = at.sidebar.dataframe[0].value
+    prog = at.sidebar.table[0].value
+    assert list(prog.columns) == ["mode", "done", "left", "ready"]  # four short columns: all fit the sidebar
     row = prog[prog["mode"] == "counting"].iloc[0]
-    assert (row["done"], row["remaining"], row["ready questions"]) == (1, 1, 5)
+    assert (row["done"], row["left"], row["ready"]) == (1, 1, 5)
 
 
 def test_bad_input_shows_a_message_and_saves_nothing(env):
@@ -133,6 +134,55 @@ def test_discard_then_undo(env):
     at.sidebar.button(key="undo").click().run()
     assert _plain(at.info[0].value).startswith("Undone: discard of item color:")
     assert [(p.discarded, p.remaining) for p in C.progress(store) if p.mode == "color"] == [(0, 2)]
+
+
+def test_undo_then_skip_keeps_the_question_field_filled(env):
+    """The question field of an item that comes back (undo) or that was shown before (skip) is filled:
+    Streamlit drops a widget's state in a run that does not draw it, and the app used to think it had
+    already filled it."""
+    store, tokens = env
+    at = _signed_in(tokens["alice"], mode="color")
+    first = _by_label(at.text_input, "Question").value
+    assert first == "What color is the {object}?"
+
+    def shown_item():
+        return next(_plain(c.value) for c in at.caption if _plain(c.value).startswith("item "))
+
+    one = shown_item()
+    _by_label(at.button, "Skip").click().run()
+    two = shown_item()
+    assert two != one and _by_label(at.text_input, "Question").value == first
+    at.sidebar.button(key="undo").click().run()
+    assert _plain(at.info[0].value).startswith("Undone: skip of item color:")
+    assert shown_item() == one and _by_label(at.text_input, "Question").value == first
+    _by_label(at.button, "Skip").click().run()
+    assert shown_item() == two and _by_label(at.text_input, "Question").value == first
+    _by_label(at.text_input, "{object}").input("bus").run()  # the slots still fill it
+    assert _by_label(at.text_input, "Question").value == "What color is the bus?"
+
+
+def test_images_are_drawn_at_their_own_width(env, monkeypatch):
+    """st.image gets width "content" (its pixel width, at most the column's), never "stretch", which drew a
+    32 px image 940 px wide; the caption goes apart, as st.image's own widens a small image to its width.
+    AppTest's tree drops an element's width, so the messages the app sent are read as they pass."""
+    import streamlit.testing.v1.local_script_runner as runner
+
+    sent = []
+    parse = runner.parse_tree_from_messages
+    monkeypatch.setattr(runner, "parse_tree_from_messages", lambda msgs: (sent.extend(msgs), parse(msgs))[1])
+    store, tokens = env
+    item = C.next_item(store, "alice", "counting")
+    saved = C.save_annotation(store, "alice", item.task_id, counting_annotation(item))
+    C.add_response(store, saved.instance_ids[0], "m", "How many cats?", "Seven cats.")
+    for page in ("Annotate", "Label answers"):
+        at = _signed_in(tokens["bob"], page=page, mode="counting")
+        sent.clear()
+        at.run()
+        images = [m.delta.new_element for m in sent if m.HasField("delta") and m.delta.new_element.HasField("imgs")]
+        assert len(images) == (2 if page == "Annotate" else 1), page
+        assert [e.width_config.WhichOneof("width_spec") for e in images] == ["use_content"] * len(images), page
+        assert all(not img.caption for e in images for img in e.imgs.imgs)
+        assert len(at.get("image")) == len(images)
 
 
 def test_review_is_blind_and_admin_sees_agreement(env):

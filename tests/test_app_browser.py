@@ -4,6 +4,7 @@ screenshot under test-artifacts/."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -23,17 +24,9 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-f
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
-@pytest.fixture
-def app_server(tmp_path):
-    """(url, db url, tokens) of `vhmine curate` serving a seeded store."""
-    from vhmine import curate as C
-    from vhmine.seed import seed_pairs
-    from vhmine.store import open_store
-
-    db = f"sqlite:///{tmp_path / 'browser.db'}"
-    with open_store(db) as store:
-        seed_pairs(store, write_pairs(tmp_path / "runs" / "b", write_photos(tmp_path / "photos", ("coffee", "rocket"))), per_mode=1)
-        token = C.add_worker(store, "alice")
+@contextlib.contextmanager
+def _serve(tmp_path, db: str):
+    """(url, log path) of `vhmine curate` serving the store at `db` until the block ends."""
     port = free_port()
     log = open(tmp_path / "streamlit.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "vhmine.cli", "curate", "--db", db, "--host", "127.0.0.1", "--port", str(port)],
@@ -50,7 +43,7 @@ def app_server(tmp_path):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError("the app did not start:\n" + (tmp_path / "streamlit.log").read_text()[-3000:])
             time.sleep(0.5)
-        yield url, db, token, tmp_path / "streamlit.log"
+        yield url, tmp_path / "streamlit.log"
     finally:
         os.killpg(proc.pid, signal.SIGTERM)  # our own process group: vhmine and its streamlit child
         try:
@@ -58,6 +51,21 @@ def app_server(tmp_path):
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
         log.close()
+
+
+@pytest.fixture
+def app_server(tmp_path):
+    """(url, db url, tokens) of `vhmine curate` serving a seeded store."""
+    from vhmine import curate as C
+    from vhmine.seed import seed_pairs
+    from vhmine.store import open_store
+
+    db = f"sqlite:///{tmp_path / 'browser.db'}"
+    with open_store(db) as store:
+        seed_pairs(store, write_pairs(tmp_path / "runs" / "b", write_photos(tmp_path / "photos", ("coffee", "rocket"))), per_mode=1)
+        token = C.add_worker(store, "alice")
+    with _serve(tmp_path, db) as (url, log):
+        yield url, db, token, log
 
 
 def test_sign_in_and_annotate_in_chromium(app_server, tmp_path):
@@ -159,3 +167,107 @@ def test_rotated_token_signs_the_browser_out_at_its_next_click(app_server, tmp_p
         assert C.ready_instances(store) == [] and C.pending_drafts(store, "alice") == []  # the click saved nothing
         with store.session() as s:
             assert s.query(Action).count() == 0
+
+
+def _write_sized(folder: Path, name: str, width: int) -> Path:
+    """A sample photo resized to `width` px wide (aspect kept), saved as <name>.png."""
+    import numpy as np
+    import skimage.data
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    img = Image.fromarray(np.asarray(getattr(skimage.data, name)()))
+    img = img.resize((width, round(img.height * width / img.width)))
+    img.save(folder / f"{name}.png")
+    return folder / f"{name}.png"
+
+
+@pytest.fixture
+def layout_server(tmp_path):
+    """(url, token) of `vhmine curate` over one pair: a 32 px wide image and a 1280 px wide one; bob has
+    annotated the existence item and a model answered both of its questions."""
+    from vhmine import curate as C
+    from vhmine.seed import seed_pairs
+    from vhmine.store import open_store
+
+    photos = [_write_sized(tmp_path / "photos", "coffee", 32), _write_sized(tmp_path / "photos", "rocket", 1280)]
+    db = f"sqlite:///{tmp_path / 'layout.db'}"
+    with open_store(db) as store:
+        seed_pairs(store, write_pairs(tmp_path / "runs" / "l", photos), per_mode=1)
+        token = C.add_worker(store, "alice")
+        C.add_worker(store, "bob")
+        item = C.next_item(store, "bob", "existence")
+        a, b = (v.id for v in item.images)
+        C.save_annotation(store, "bob", item.task_id, C.Annotation(
+            "existence.what_is", {"where": "on the table"}, answers={a: "a cup of coffee", b: "a launch pad"}))
+        for inst in C.ready_instances(store, "existence"):
+            C.add_response(store, inst.id, "m", inst.question, f"Model says: a red bicycle ({inst.answers[0]} truly)")
+    with _serve(tmp_path, db) as (url, _log):
+        yield url, token
+
+
+def _inside(inner, outer) -> bool:
+    return (inner["x"] >= outer["x"] - 0.5 and inner["y"] >= outer["y"] - 0.5
+            and inner["x"] + inner["width"] <= outer["x"] + outer["width"] + 0.5
+            and inner["y"] + inner["height"] <= outer["y"] + outer["height"] + 0.5)
+
+
+def test_layout_at_1400x1000(layout_server, tmp_path):
+    """Images at natural size (never stretched), the whole progress table inside the sidebar, and on
+    "Label answers" the question and the model's answer on screen without scrolling."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"chromium not found at {CHROMIUM}: install Debian's chromium (scripts/ci_services.sh)")
+    url, token = layout_server
+    ARTIFACTS.mkdir(exist_ok=True)
+    expect = sync_api.expect
+    viewport = {"x": 0, "y": 0, "width": 1400, "height": 1000}
+    with sync_api.sync_playwright() as p:
+        ctx = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, headless=True,
+                                                   args=ARGS, viewport={"width": 1400, "height": 1000})
+        try:
+            page = ctx.new_page()
+            page.set_default_timeout(60_000)
+            idle = page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]')
+            page.goto(url, timeout=60_000)
+            page.get_by_label("Token", exact=True).fill(token)
+            page.get_by_role("button", name="Sign in").click()
+            expect(page.get_by_text("Signed in as")).to_be_visible()
+            idle.wait_for()
+            page.screenshot(path=str(ARTIFACTS / "curate_annotate.png"))
+
+            # every header inside the sidebar and inside the table's own frame, which clips (scrolls) what overflows
+            sidebar = page.get_by_test_id("stSidebarContent").bounding_box()
+            frame = page.get_by_test_id("stSidebar").get_by_test_id("stTable")
+            headers = frame.locator("thead th").all()
+            boxes = {h.inner_text().strip(): h.bounding_box() for h in headers}
+            assert [n for n in boxes if n] == ["mode", "done", "left", "ready"], boxes
+            for name, box in boxes.items():
+                assert _inside(box, sidebar) and _inside(box, frame.bounding_box()), (name, boxes, frame.bounding_box())
+            assert frame.evaluate("f => [f, ...f.querySelectorAll('*')].every(e => e.scrollWidth <= e.clientWidth + 1)")
+
+            page.get_by_test_id("stSidebar").get_by_text("Label answers", exact=True).click()
+            natural_widths = set()
+            for n in (1, 2):
+                expect(page.get_by_text("Label model answers: existence")).to_be_visible()
+                idle.wait_for()
+                page.wait_for_function("[...document.querySelectorAll('[data-testid=stMain] img')].every(i => i.complete)")
+                page.screenshot(path=str(ARTIFACTS / f"curate_label_{n}.png"))
+                img = page.get_by_test_id("stMain").locator("img")
+                expect(img).to_have_count(1)
+                natural = img.evaluate("i => i.naturalWidth")
+                natural_widths.add(natural)
+                box = img.bounding_box()
+                assert box["width"] <= natural + 0.5, (box, natural)  # never stretched beyond its pixels
+                assert _inside(box, page.get_by_test_id("stMain").bounding_box())
+                for text in ("What is on the table in the picture?", "Model says: a red bicycle"):
+                    assert _inside(page.get_by_text(text).bounding_box(), viewport), text  # no scrolling needed
+                assert page.evaluate("window.scrollY") == 0
+                page.get_by_text("hallucinated", exact=True).click()
+                idle.wait_for()
+                page.get_by_role("button", name="Save verdict").click()
+                expect(page.get_by_text("Verdict saved.")).to_be_visible()
+            assert natural_widths == {32, 1280}
+            expect(page.get_by_text("No model answers to label in existence.")).to_be_visible()
+        finally:
+            ctx.close()

@@ -12,8 +12,18 @@ import io
 from pathlib import Path
 
 
-def write_scatter(path: Path, clip_sim, dino_sim, background, clip_min: float, dino_max: float, *, title: str) -> None:
-    """Scatter of candidate pairs (and a random background sample), with the threshold box drawn."""
+def box_label(in_box: int, written: int | None = None) -> str:
+    """The legend of the pairs in the box: how many are in it and, when --max-pairs / --max-per-image kept
+    fewer, how many of them pairs.parquet holds."""
+    if written is None or written == in_box:
+        return f"in the box: mined and written ({in_box})"
+    return f"in the box ({in_box}); {written} of them written (--max-pairs / --max-per-image)"
+
+
+def write_scatter(path: Path, clip_sim, dino_sim, background, clip_min: float, dino_max: float, *, title: str,
+                  written: int | None = None) -> list[str]:
+    """Scatter of candidate pairs (and a random background sample), with the threshold box drawn; `written`:
+    the pairs of the box that the run wrote. Returns the legend's labels."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -25,12 +35,14 @@ def write_scatter(path: Path, clip_sim, dino_sim, background, clip_min: float, d
     bg_c, bg_d = background
     ax.scatter(bg_c, bg_d, s=2, c="#bbbbbb", alpha=0.5, label=f"all pairs, or a random sample ({len(bg_c)})", rasterized=True)
     clip_sim, dino_sim = np.asarray(clip_sim), np.asarray(dino_sim)
+    n_in = int((dino_sim <= dino_max).sum())  # counted before any sampling: the legend gives the run's numbers
+    n_out = len(dino_sim) - n_in
     if len(clip_sim) > 200_000:  # keep the PNG readable and quick to draw
         pick = np.random.default_rng(0).choice(len(clip_sim), 200_000, replace=False)
         clip_sim, dino_sim = clip_sim[pick], dino_sim[pick]
     inside = dino_sim <= dino_max
-    ax.scatter(clip_sim[~inside], dino_sim[~inside], s=6, c="#4c72b0", label=f"CLIP-alike, DINOv2-alike ({int((~inside).sum())})")
-    ax.scatter(clip_sim[inside], dino_sim[inside], s=8, c="#dd3333", label=f"mined: in the box ({int(inside.sum())})")
+    ax.scatter(clip_sim[~inside], dino_sim[~inside], s=6, c="#4c72b0", label=f"CLIP-alike, DINOv2-alike ({n_out})")
+    ax.scatter(clip_sim[inside], dino_sim[inside], s=8, c="#dd3333", label=box_label(n_in, written))
     lo = min(-0.1, float(np.min(bg_d)) if len(bg_d) else 0.0, float(dino_sim.min()) if len(dino_sim) else 0.0) - 0.02
     ax.add_patch(Rectangle((clip_min, lo), 1.0 - clip_min, dino_max - lo, fill=False, edgecolor="#dd3333",
                            linewidth=1.5, linestyle="--"))
@@ -39,11 +51,12 @@ def write_scatter(path: Path, clip_sim, dino_sim, background, clip_min: float, d
     ax.set_xlabel("CLIP cosine similarity")
     ax.set_ylabel("DINOv2 cosine similarity")
     ax.set_title(title, fontsize=10)
-    ax.legend(loc="upper left", fontsize=8)
+    labels = [t.get_text() for t in ax.legend(loc="upper left", fontsize=8).get_texts()]
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+    return labels
 
 
 def thumbnail_data_url(path: str, size: int = 256) -> str | None:

@@ -113,9 +113,7 @@ def mine_index(opts: MineOptions) -> MineResult:
     from .simsearch import find_pairs
 
     t0 = time.time()
-    warnings = check_thresholds(opts.clip, opts.dino)
-    for w in warnings:
-        log.warning(w)
+    warnings = check_thresholds(opts.clip, opts.dino)  # said once: in the summary (not also logged)
     root = indexes_root(opts.indexes)
     name = default_index_name(root, opts.index)
     run_dir = Path(opts.out) if opts.out else runs_root() / default_run_name(name, opts.clip, opts.dino)
@@ -166,7 +164,7 @@ def mine_index(opts: MineOptions) -> MineResult:
             csv[col] = ["|".join(c) for c in csv[col]]
         csv.to_csv(tmp / "pairs.csv", index=False)
         background = _background_sample(idx.clip, idx.dino, seed=0)
-        write_scatter(tmp / "scatter.png", found.clip_sim, found.dino_sim, background, opts.clip, opts.dino,
+        write_scatter(tmp / "scatter.png", found.clip_sim, found.dino_sim, background, opts.clip, opts.dino, written=len(pairs),
                       title=f"{name}: {len(found)} CLIP-alike pairs, {int(in_box.sum())} in the box")
         write_gallery(tmp / "gallery.html", pairs.head(opts.gallery_size), total=len(pairs), title=f"{name}: top pairs",
                       subtitle=f"CLIP >= {opts.clip:g}, DINOv2 <= {opts.dino:g}; ranked by gap = clip - dino")

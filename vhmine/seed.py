@@ -68,6 +68,11 @@ def _read(pairs_path: Path):
     try:
         df = pd.read_parquet(pairs_path)
     except Exception as err:
+        beside = next((p for p in (pairs_path.with_suffix(".parquet"), pairs_path.with_name("pairs.parquet"))
+                       if p != pairs_path and p.is_file()), None)
+        if beside is not None:  # e.g. the pairs.csv that `vhmine mine` writes next to the parquet file
+            raise InputError(f"cannot read {pairs_path} as parquet: pass --pairs {beside}, the parquet file "
+                             "`vhmine mine` wrote beside it") from None
         raise InputError(f"cannot read {pairs_path} as parquet ({type(err).__name__}: {err}): re-run `vhmine mine`") from None
     missing = [c for c in REQUIRED if c not in df.columns]
     if missing:

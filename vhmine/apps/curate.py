@@ -51,7 +51,11 @@ def _show_flash() -> None:
 
 def _image(store, image_id: str, caption: str) -> None:
     try:
-        st.image(C.image_bytes(store, image_id), caption=caption, width="stretch")
+        # "content": its own pixel width, shrunk to fit the column but never stretched (a 32 px image drawn
+        # 940 px wide shows nothing a worker can judge); the caption apart, as st.image's own caption widens
+        # a small image to the caption's width
+        st.image(C.image_bytes(store, image_id), width="content")
+        st.caption(_esc(caption))
     except VhmineError as err:
         st.error(_esc(err))
 
@@ -91,11 +95,11 @@ def sidebar(store, me: C.WorkerInfo) -> tuple[str, str]:
                 _flash("error", str(err))
             st.rerun()
         st.subheader("Progress")
-        st.dataframe(
-            [{"mode": p.mode, "done": p.done, "remaining": p.remaining, "discarded": p.discarded, "ready questions": p.ready_instances}
-             for p in C.progress(store)],
-            hide_index=True, key="progress",
-        )
+        # a plain table of four short columns: all of it fits the sidebar's width, where a data grid of five
+        # hid its last ones; the discarded counts are on the Annotate page (its mode) and the Admin page
+        st.table([{"mode": p.mode, "done": p.done, "left": p.remaining, "ready": p.ready_instances}
+                  for p in C.progress(store)], hide_index=True)
+        st.caption("Items annotated (done) and left to annotate; ready: questions ready to export.")
         if st.button("Sign out", key="signout"):
             st.session_state.pop("worker", None)
             st.rerun()
@@ -166,7 +170,9 @@ def annotate_page(store, worker: C.WorkerInfo, mode_name: str) -> None:
     except VhmineError:
         filled = tpl.text
     qkey = f"q:{key}:{tpl.id}"
-    if st.session_state.get(qkey + ":filled") != filled:  # slots changed: offer the newly filled template
+    # offer the newly filled template when the slots changed, or when Streamlit dropped the field's state
+    # because it was not drawn in some run (skip, then undo): the ":filled" mark is no widget and outlives it
+    if qkey not in st.session_state or st.session_state.get(qkey + ":filled") != filled:
         st.session_state[qkey] = st.session_state[qkey + ":filled"] = filled
     question = st.text_input("Question", key=qkey, help="The filled template; reword it if you need to.")
     roles = {v.role: v.id for v in item.images}
@@ -217,7 +223,14 @@ def review_page(store, worker: C.WorkerInfo, mode: str) -> None:
     if item is None:
         st.info(f"Nothing to review in {mode}.")
         return
-    _image(store, item.image_id, "image")
+    pic, form = st.columns([2, 3])  # side by side: a large image does not push the question off screen
+    with pic:
+        _image(store, item.image_id, "image")
+    with form:
+        _review_form(store, worker, item)
+
+
+def _review_form(store, worker: C.WorkerInfo, item) -> None:
     st.text(item.question)
     if item.kind == M.YNQ:
         answer = st.radio("Your answer", ["yes", "no", "can't tell"], index=None, horizontal=True, key=f"rv:{item.instance_id}")
@@ -240,7 +253,14 @@ def label_page(store, worker: C.WorkerInfo, mode: str) -> None:
     if item is None:
         st.info(f"No model answers to label in {mode}.")
         return
-    _image(store, item.image_id, "image")
+    pic, form = st.columns([2, 3])  # side by side: question and answer stay on screen beside a large image
+    with pic:
+        _image(store, item.image_id, "image")
+    with form:
+        _label_form(store, worker, item)
+
+
+def _label_form(store, worker: C.WorkerInfo, item) -> None:
     st.caption("Question")
     st.text(item.question)
     st.caption("Reference answer(s)" + (f" (truth: {'yes' if item.truth else 'no'})" if item.truth is not None else ""))
@@ -284,6 +304,9 @@ def admin_page(store, me: C.WorkerInfo) -> None:
     st.subheader("Workers")
     st.dataframe([{"name": w.name, "admin": w.is_admin, "active": w.active} for w in workers],
                  hide_index=True, key="workers")
+    st.subheader("Progress")  # the sidebar's table in full: with the discarded items
+    st.dataframe([{"mode": p.mode, "done": p.done, "remaining": p.remaining, "discarded": p.discarded,
+                   "ready questions": p.ready_instances} for p in C.progress(store)], hide_index=True, key="progress")
 
 
 def main() -> None:
