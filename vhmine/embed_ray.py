@@ -27,6 +27,7 @@ def connect(address: str | None) -> bool:
         import ray
     except ImportError:
         raise InputError("--engine ray needs Ray: pip install 'vhmine[ray]'") from None
+    _check_reachable(address)
     if ray.is_initialized():
         return False
     try:
@@ -37,6 +38,24 @@ def connect(address: str | None) -> bool:
                          "with `ray start --head` and pass the address it prints, or leave --ray-address out "
                          "to start a local one") from None
     return True
+
+
+def _check_reachable(address: str | None) -> None:
+    """A HOST:PORT that nothing answers on fails in seconds here; Ray itself would retry for minutes."""
+    import socket
+
+    if not address or address in ("auto", "local"):
+        return
+    host, _, port = address.split("://", 1)[-1].rpartition(":")
+    if not host or not port.isdigit():
+        raise InputError(f"--ray-address {address}: expected HOST:PORT (the address `ray start --head` prints), "
+                         "ray://HOST:PORT, or auto")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
+    except OSError as err:
+        raise InputError(f"--ray-address {address}: no Ray cluster answers there ({err.strerror or err}); start one "
+                         "with `ray start --head` and pass the address it prints, or leave --ray-address out "
+                         "to start a local one") from None
 
 
 def _actor_plan(requested: int | None, resources: dict) -> tuple[int, dict]:
@@ -60,9 +79,8 @@ def run_ray(opts, job: dict, work, source, shards: list[tuple[int, list[dict]]],
     try:
         n_actors, resources = _actor_plan(opts.ray_actors, ray.cluster_resources())
         n_actors = min(n_actors, len(shards)) or 1
-        device = opts.device or ("cuda" if resources.get("num_gpus") else "cpu")
         actor_cls = ray.remote(ShardEmbedder).options(max_restarts=RESTARTS, max_task_retries=RESTARTS, **resources)
-        actors = [actor_cls.remote(job["clip_model"], job["dino_model"], str(work), device=device,
+        actors = [actor_cls.remote(job["clip_model"], job["dino_model"], str(work), device=opts.device,
                                    batch_size=opts.batch_size, workers=opts.workers,
                                    max_pixels=job.get("max_pixels", opts.max_pixels)) for _ in range(n_actors)]
         log.info("embedding %d shards on %d Ray actors (%s each)", len(shards), n_actors, resources)
