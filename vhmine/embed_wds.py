@@ -3,7 +3,8 @@
 A shard `NNNNN.tar` holds, per sample, `{key}.jpg` (or .jpeg/.png/.webp) beside `{key}.json` (img2dataset's
 record: url, caption, ...) and optionally `{key}.txt` (the caption). Listing reads the tars' member
 headers only; a record is one image member with where its bytes lie in the tar (and its json and txt),
-so a reader fetches exactly those bytes (a range request on object stores). Its path in the index is
+so a reader fetches exactly those bytes (a range request on object stores). A record's size and time
+are its member's size and its tar's time: a tar written again has its members hashed anew. Its path in the index is
 `<tar>/<member>`; images.parquet keeps `key`, `tar`, `url` and `caption`. A tar cut short keeps the
 members before the cut; the member that was cut is skipped with its reason, as for folders.
 Reads the tars; writes nothing.
@@ -98,13 +99,14 @@ class TarSource:
     def _list_tar(self, tar: str) -> dict[str, dict]:
         """One record per image member of one tar, with the offsets of its json and txt beside it."""
         images, sides = {}, {}
+        tar_mtime = self._mtime_ns(f"{self._base}/{tar}")
         try:
             with self._filesystem().open(f"{self._base}/{tar}", "rb") as f, tarfile.open(fileobj=f, mode="r:") as tf:
                 for m in tf:
                     if not m.isfile():
                         continue
                     key, ext = _split_member(m.name)
-                    where = {"offset": m.offset_data, "size": m.size, "mtime_ns": int(m.mtime * 1e9), "member": m.name}
+                    where = {"offset": m.offset_data, "size": m.size, "mtime_ns": tar_mtime, "member": m.name}
                     if ext in IMAGE_EXTS:
                         images.setdefault(key, where)
                     elif ext in (".json", ".txt"):
@@ -116,6 +118,17 @@ class TarSource:
                                          "offset": w["offset"], "size": w["size"], "mtime_ns": w["mtime_ns"],
                                          "json": sides.get((key, ".json")), "txt": sides.get((key, ".txt"))}
                 for key, w in sorted(images.items())}
+
+    def _mtime_ns(self, path: str) -> int:
+        """The tar's modification time: a tar written again (downloaded again) has its members hashed anew,
+        and only those whose bytes changed are embedded again. 0 where the filesystem does not say."""
+        fs = self._filesystem()
+        try:
+            return int(fs.modified(path).timestamp() * 1e9)
+        except (NotImplementedError, OSError, AttributeError, ValueError):
+            info = fs.info(path)
+            mtime = info.get("mtime") or info.get("LastModified") or 0
+            return int(mtime.timestamp() * 1e9) if hasattr(mtime, "timestamp") else int(float(mtime) * 1e9)
 
     def _read_range(self, tar: str, offset: int, size: int) -> bytes:
         f = self._files.get(tar)
