@@ -74,7 +74,7 @@ def test_webdataset_tars_are_embedded_with_key_tar_url_and_caption(tmp_path, sha
         "10001", "00001.tar", "https://example.org/10001.jpg", "another 1")
     skipped = dict(pd.read_csv(idx.folder / "skipped.csv").values)
     assert set(skipped) == {"00000.tar/00004.jpg", "00001.tar/10002.jpg"}
-    assert "not an image" in skipped["00000.tar/00004.jpg"] or "identif" in skipped["00000.tar/00004.jpg"]
+    assert "not an image" in skipped["00000.tar/00004.jpg"]
     assert "truncated tar member" in skipped["00001.tar/10002.jpg"]
     assert idx.manifest["source"]["kind"] == "webdataset"
     # the vectors are those of the jpg bytes in the tar, row for row
