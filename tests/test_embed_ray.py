@@ -19,7 +19,7 @@ from helpers import free_port, write_photos  # noqa: E402
 
 from vhmine.embed import EmbedOptions, embed_collection  # noqa: E402
 from vhmine.embed_run import EXIT_MARKER_ENV  # noqa: E402
-from vhmine.errors import InputError  # noqa: E402
+from vhmine.errors import EncoderError, InputError  # noqa: E402
 from vhmine.index import open_index  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -107,3 +107,12 @@ def test_an_unreachable_cluster_address_is_a_clear_error(folder, tiny_models, tm
     port = free_port()  # nothing listens there
     with pytest.raises(InputError, match=rf"--ray-address 127.0.0.1:{port}: no Ray cluster answers there"):
         embed_collection(_opts(folder, tmp_path, tiny_models, engine="ray", ray_address=f"127.0.0.1:{port}"))
+
+
+def test_cluster_errors_say_what_to_do(cluster, folder, tiny_models, tmp_path):
+    with pytest.raises(InputError, match="--ray-actors 3: the Ray cluster has 2 CPUs"):
+        embed_collection(_opts(folder, tmp_path, tiny_models, engine="ray", ray_actors=3))
+    missing = (tiny_models[0], str(tmp_path / "no-such-dino"))  # a node without the model files
+    with pytest.raises(EncoderError, match=r"a Ray actor could not start: .*no-such-dino.*model files at the same path"):
+        embed_collection(_opts(folder, tmp_path, missing, engine="ray", ray_actors=1))
+    assert not (tmp_path / "c").exists()  # nothing half-written

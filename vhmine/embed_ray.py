@@ -61,9 +61,13 @@ def _check_reachable(address: str | None) -> None:
 def _actor_plan(requested: int | None, resources: dict) -> tuple[int, dict]:
     """(how many actors, the resources of each): a GPU each where there are GPUs, else a CPU each."""
     gpus, cpus = int(resources.get("GPU", 0)), int(resources.get("CPU", 1))
+    have, what = (gpus, "GPUs") if gpus else (max(1, cpus), "CPUs")
+    if requested and requested > have:  # Ray would wait for the missing ones forever
+        raise InputError(f"--ray-actors {requested}: the Ray cluster has {have} {what}, one per actor; "
+                         f"ask for at most {have} or add nodes")
     if gpus:
         return requested or gpus, {"num_gpus": 1, "num_cpus": 1}
-    return requested or max(1, cpus), {"num_cpus": 1}
+    return requested or have, {"num_cpus": 1}
 
 
 def run_ray(opts, job: dict, work, source, shards: list[tuple[int, list[dict]]], on_described) -> dict:
@@ -100,8 +104,8 @@ def _first(ray, refs, *errors) -> dict:
     try:
         described = ray.get(refs)
     except errors as err:
-        raise EncoderError(f"a Ray actor could not load the encoders: {_cause(err)}. Every node needs the "
-                           "model files at the same path (or hub access) and the job folder mounted") from None
+        raise EncoderError(f"a Ray actor could not start: {_cause(err)}. Every node needs the model files at "
+                           "the same path (or hub access) and the job folder mounted") from None
     if any(d != described[0] for d in described[1:]):
         log.warning("Ray actors loaded the encoders differently (device or dtype differ between nodes?)")
     return described[0]
