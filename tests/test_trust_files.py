@@ -118,7 +118,7 @@ def test_export_replace_refuses_the_data_folder_that_holds_the_store(mined):
     assert _tree(data) == before
     assert len(C.ready_instances(store)) > 0  # the store is whole
     # the same guard sits in every folder swap: mine --out and the swap itself
-    from vhmine.index import replace_dir
+    from vhmine.files import replace_dir
     from vhmine.mine import MineOptions, mine_index
 
     with pytest.raises(InputError, match=r"not a run that `vhmine mine` wrote .*holds the curation store \(vhmine\.db"):
@@ -297,7 +297,7 @@ def _published_after_fsync(events, final: Path):
 
 def test_index_manifest_export_and_run_are_flushed_before_they_are_published(mined, disk_log):
     tmp, _, store = mined
-    from vhmine.index import atomic_write_text
+    from vhmine.files import atomic_write_text
 
     atomic_write_text(tmp / "idx" / "p" / "note.json", "{}")
     _published_after_fsync(disk_log, tmp / "idx" / "p" / "note.json")

@@ -44,7 +44,7 @@ def _main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug
 
 @app.command()
 def embed(
-    images: Path = typer.Argument(..., help="Folder of images (searched recursively: jpg, jpeg, png, webp)."),
+    images: str = typer.Argument(..., help="Folder of images (searched recursively: jpg, jpeg, png, webp), or WebDataset .tar shards: a .tar, a folder of them, or an fsspec URL."),
     name: Optional[str] = typer.Option(None, "--name", help="Collection name [default: the folder's name]."),
     coco_annotations: Optional[Path] = typer.Option(None, "--coco-annotations", help="COCO instances JSON: keep COCO ids and object categories."),
     clip_model: str = typer.Option(DEFAULT_CLIP_MODEL, "--clip-model", help="open_clip NAME:PRETRAINED, NAME:/path/to/checkpoint, or local-dir:/folder."),
@@ -55,6 +55,9 @@ def embed(
     workers: Optional[int] = typer.Option(None, "--workers", min=0, help="Image-decoding worker processes [default: 0 on a small CPU machine, up to 16 with a GPU]."),
     shard_size: int = typer.Option(1024, "--shard-size", min=1, help="Images per resumable shard."),
     max_pixels: int = typer.Option(89_478_485, "--max-pixels", min=1, help="Skip images larger than this (decompression-bomb guard)."),
+    engine: str = typer.Option("local", "--engine", help="local (this process) or ray (a Ray cluster: pip install 'vhmine[ray]')."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Ray cluster address [default: RAY_ADDRESS, a running local cluster, else a new local one]."),
+    ray_actors: Optional[int] = typer.Option(None, "--ray-actors", min=1, help="Ray actors [default: one per GPU of the cluster; one per CPU where it has none]."),
 ) -> None:
     """Embed an image collection with CLIP and DINOv2 into FAISS indexes (resumable)."""
     from .embed import EmbedOptions, embed_collection
@@ -62,7 +65,8 @@ def embed(
     opts = EmbedOptions(
         images=images, name=name, coco_annotations=coco_annotations, clip_model=clip_model,
         dino_model=dino_model, indexes=indexes, device=device, batch_size=batch_size,
-        workers=workers, shard_size=shard_size, max_pixels=max_pixels,
+        workers=workers, shard_size=shard_size, max_pixels=max_pixels, engine=engine, ray_address=ray_address,
+        ray_actors=ray_actors,
     )
     try:
         result = embed_collection(opts)

@@ -28,7 +28,7 @@ def write_sample_photos(folder: Path) -> list[Path]:
     import skimage.data
     from PIL import Image
 
-    from .index import atomic_write
+    from .files import atomic_write
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,7 @@ from typing import Optional, Sequence
 from . import modes as M
 from . import prompts as P
 from .errors import InputError
-from .index import atomic_write_text
+from .files import atomic_write_text
 from .llm import LLM, ChatRequest, LLMOptions
 from .probe import Hallucination, hallucinations
 

@@ -1,20 +1,24 @@
 """Stage 1, embed: an image collection -> `indexes/<name>/` (see index.py for the layout).
 
-reader -> mapper -> writer, resumable by shard:
-- plan: the collection's files are listed and frozen into `work/plan.parquet` (path -> shard); a later
-  run on the same folder appends shards for new files and for files whose content changed (size and
-  time, then sha256, tell), so it embeds only those (embed_work.py keeps the work folder).
-- reader (embed_read.py): DataLoader workers read each file once, hash it, decode it (images.py)
-  and run both encoders' preprocessing; an unusable image becomes a row with its reason, never an
-  exception.
-- mapper: both encoders, each loaded once, on the chosen device (half precision on GPU).
-- writer: a shard's vectors (`.npy`) and rows (`.parquet`, written last: the commit mark) arrive
-  by temp-file-and-rename; a killed job reruns only shards without their parquet.
-- finalize: the current row of every file still there is joined into images.parquet, clip.faiss,
-  dino.faiss, skipped.csv and, last, manifest.json, which lists the files that left as "removed".
-Exact duplicates (same sha256) are embedded once; later copies are listed under the first. Vectors
-follow content: whichever copy of an image is left, the image keeps its vectors and its id.
-A job whose encoders never loaded leaves no index folder behind; a stopped job resumes.
+The roles, one module each, resumable by shard:
+- reader (embed_read.py, embed_wds.py): a source of image records (a folder, with COCO annotations or
+  not, or WebDataset tar shards) and the dataset DataLoader workers run: each record read once,
+  hashed, decoded (images.py) and preprocessed for both encoders; an unusable image becomes a row
+  with its reason, never an exception.
+- encoders (encoders.py): a batch in, two vector arrays out (half precision on GPU).
+- shard writer (embed_work.py): a shard's vectors (`.npy`) and rows (`.parquet`, written last: the
+  commit mark), by temp-file-and-rename; the work folder's plan and job record.
+- runner (embed_run.py): whole shards through reader, encoders and writer.
+- distributor, `--engine`: `local` runs the pending shards in this process; `ray` (embed_ray.py) hands
+  them to one actor per GPU of a Ray cluster. Both write the same shard files.
+This module is the job: it freezes the plan (`work/plan.parquet`, path -> shard; a later run appends
+shards for new files and for files whose content changed, so it embeds only those), runs the pending
+shards on the chosen engine, and finalizes: the current row of every file still there is joined
+into images.parquet, clip.faiss, dino.faiss, skipped.csv and, last, manifest.json, which lists the
+files that left as "removed". Exact duplicates (same sha256) are embedded once per shard and indexed
+once; later copies are listed under the first. Vectors follow content: whichever copy of an image is
+left, the image keeps its vectors and its id. A job whose encoders never loaded leaves no index
+folder behind; a stopped job resumes. Reads the source; writes only under indexes/<name>/.
 """
 
 from __future__ import annotations
@@ -22,19 +26,18 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import DEFAULT_CLIP_MODEL, DEFAULT_DINO_MODEL, indexes_root
-from .embed_read import ImageReader, collate, read_coco_annotations
+from .embed_read import open_source, read_coco_annotations
 from .embed_work import (INDEXED, JOB, WORK, changed_paths, check_job, current_rows, load_done_shards, read_plan,
-                         shard_paths, started, update_plan, write_shard)
+                         shard_paths, started, update_plan)
 from .errors import IndexCorruptError, InputError
-from .index import (FORMAT_VERSION, MANIFEST, SKIPPED, atomic_write_text, check_owned, image_id_for, index_folder,
-                    open_index, write_index)
+from .files import atomic_write_text, check_owned
+from .index import FORMAT_VERSION, MANIFEST, SKIPPED, image_id_for, index_folder, open_index, write_index
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +57,9 @@ class EmbedOptions:
     max_pixels: int = 89_478_485
     limit: int | None = None  # embed only the first N files (sorted by path)
     progress: bool = True
+    engine: str = "local"  # "local": this process; "ray": a Ray cluster (embed_ray.py)
+    ray_address: str | None = None  # None: RAY_ADDRESS, a running local cluster, else start one
+    ray_actors: int | None = None  # None: one per GPU of the cluster, else one per CPU
 
 
 @dataclass
@@ -69,15 +75,18 @@ class EmbedResult:
     timings: dict = field(default_factory=dict)  # seconds per phase: load (models), encode, finalize
 
     def summary(self) -> str:
-        lines = [
-            f"index {self.name!r} at {self.folder}: {self.images} images "
-            f"({self.embedded_now} embedded in this run, {self.seconds:.1f} s)",
-        ]
+        head = f"index {self.name!r} at {self.folder}: {self.images} images in the index"
+        if self.skipped:
+            head += f"; {self.skipped} skipped (see {SKIPPED})"
+        lines = [f"{head} ({self.embedded_now} files read in this run, {self.seconds:.1f} s)"]
         if self.duplicates:
             lines.append(f"  {self.duplicates} exact duplicates recorded once (see {MANIFEST})")
         if self.skipped:
             reasons = ", ".join(f"{r}: {n}" for r, n in sorted(self.skipped_reasons.items()))
             lines.append(f"  {self.skipped} images skipped ({reasons}); listed in {self.folder / SKIPPED}")
+        if not self.images:
+            lines.append("  the index holds no images: nothing can be mined from it; fix or replace the files "
+                         "listed in skipped.csv and run the same command again")
         return "\n".join(lines)
 
 
@@ -105,27 +114,26 @@ def _job_lock(work: Path, name: str):
 
 def embed_collection(opts: EmbedOptions) -> EmbedResult:
     """Embed (or finish embedding, or extend) a collection's index; see the module docstring."""
-    from .images import list_images
-
     t0 = time.time()
-    root = Path(opts.images).expanduser().resolve()
-    if not root.is_dir():
-        raise InputError(f"{opts.images}: no such folder; give the folder that holds the images")
-    name = opts.name or root.name
+    if opts.engine not in ("local", "ray"):
+        raise InputError(f"--engine {opts.engine}: use local or ray")
+    source = open_source(opts.images)
+    name = opts.name or source.location.rstrip("/").rsplit("/", 1)[-1].removesuffix(".tar")
     if not name or "/" in name or name.startswith("."):
         raise InputError(f"--name {name!r}: use a plain folder name (letters, digits, - and _)")
     coco = read_coco_annotations(opts.coco_annotations) if opts.coco_annotations else None
-    on_disk = [p.relative_to(root).as_posix() for p in list_images(root)]
+    listing = source.list()
+    on_disk = list(listing)
     rel_paths = on_disk[: opts.limit] if opts.limit else on_disk
     if not rel_paths:
-        raise InputError(f"{root}: no images found (looked for .jpg, .jpeg, .png, .webp, recursively)")
+        raise InputError(f"{source.location}: no images found (looked for .jpg, .jpeg, .png, .webp, recursively)")
     folder = index_folder(indexes_root(opts.indexes), name)
     check_owned(folder, "vhmine embed", flag="--name", whole=False)  # never write into a folder of the user's
     created = not folder.exists()
     work = folder / WORK
     with _job_lock(work, name):
         try:
-            result = _embed_locked(opts, root, name, folder, coco, rel_paths, set(on_disk))
+            result = _embed_locked(opts, source, listing, name, folder, coco, rel_paths)
         except BaseException:
             if created and not started(work):  # e.g. encoders that do not load: leave no index behind
                 shutil.rmtree(folder, ignore_errors=True)
@@ -134,20 +142,22 @@ def embed_collection(opts: EmbedOptions) -> EmbedResult:
     return result
 
 
-def _embed_locked(opts: EmbedOptions, root: Path, name: str, folder: Path, coco, rel_paths: list[str],
-                  on_disk: set[str]) -> EmbedResult:
+def _embed_locked(opts: EmbedOptions, source, listing: dict[str, dict], name: str, folder: Path, coco,
+                  rel_paths: list[str]) -> EmbedResult:
     work = folder / WORK
-    job = check_job(work, opts, root)
+    on_disk = set(listing)
+    job = check_job(work, opts, source.location)
+    job.setdefault("source", source.kind)
     plan = read_plan(work)
     done = [s for s in sorted(plan["shard"].unique().tolist()) if shard_paths(work, s)["rows"].is_file()]
     known = set(plan["path"])
-    add = [p for p in rel_paths if p not in known] + changed_paths(plan, load_done_shards(work, done), root, on_disk)
+    add = [p for p in rel_paths if p not in known] + changed_paths(plan, load_done_shards(work, done), source, listing)
     plan = update_plan(work, plan, add, opts.shard_size)
     all_shards = sorted(plan["shard"].unique().tolist())
     pending = [s for s in all_shards if not shard_paths(work, s)["rows"].is_file()]
     embedded_now, timings = 0, {}
     if pending:
-        embedded_now, timings = _run_shards(work, plan, pending, all_shards, root, job, opts)
+        embedded_now, timings = _run_shards(work, plan, pending, source, listing, job, opts)
     elif (folder / MANIFEST).is_file() and not opts.coco_annotations:
         try:  # sizes, rows and vectors against the manifest: a damaged index is rebuilt from its shards
             idx = open_index(folder.parent, name)
@@ -175,92 +185,37 @@ def _paths_in(idx) -> set[str]:
             | {r["path"] for r in idx.manifest.get("skipped", [])})
 
 
-def _auto_workers(device) -> int:
-    """Decoding workers: on a small CPU box they would steal cores from the encoders' matrix products."""
-    cores = os.cpu_count() or 1
-    if device.type == "cpu":
-        return 0 if cores <= 4 else 2
-    return max(1, min(16, cores - 1))
-
-
-def _run_shards(work: Path, plan, pending: list[int], all_shards: list[int], root: Path, job: dict,
+def _run_shards(work: Path, plan, pending: list[int], source, listing: dict[str, dict], job: dict,
                 opts: EmbedOptions) -> tuple[int, dict]:
-    """Embed the pending shards; returns (files read, seconds per phase)."""
-    import torch
-    from tqdm import tqdm
-
-    from .encoders import load_clip, load_dino, resolve_device
-
+    """Embed the pending shards on the chosen engine; returns (files read, seconds per phase)."""
     t0 = time.time()
-    device = resolve_device(opts.device)
-    clip_enc = load_clip(job["clip_model"], device)
-    dino_enc = load_dino(job["dino_model"], device)
-    described = {"clip": clip_enc.describe(), "dino": dino_enc.describe()}
-    for enc, loaded in ((described["clip"], clip_enc), (described["dino"], dino_enc)):
-        enc["dtype"] = str(loaded.dtype).replace("torch.", "")
-    if job.get("encoders") and job["encoders"] != described:
-        log.warning("encoder details differ from the ones this index started with (device or dtype changed?)")
-    job["encoders"] = described
-    atomic_write_text(work / JOB, json.dumps(job, indent=2))
-    dims = (clip_enc.dim, dino_enc.dim)
-    t_loaded = time.time()
+    todo = plan[plan["shard"].isin(pending)]
+    # a file listed in the plan but gone since (its shard not done yet) still gets a row: a skip
+    shards = [(int(s), [listing.get(p) or {"path": p, "missing": True} for p in group["path"]])
+              for s, group in todo.groupby("shard", sort=True)]
+    loaded = {}
 
-    # Exact duplicates are found against everything already embedded, then within this run.
-    done = [s for s in all_shards if s not in pending]
-    done_rows = load_done_shards(work, done)
-    seen: dict[str, str] = {}
-    if done_rows is not None:
-        for sha in done_rows.loc[done_rows["status"] == "ok", "sha256"]:
-            seen.setdefault(sha, image_id_for(sha))
+    def record_encoders(described: dict) -> None:
+        if job.get("encoders") and job["encoders"] != described:
+            log.warning("encoder details differ from the ones this index started with (device or dtype changed?)")
+        job["encoders"] = described
+        atomic_write_text(work / JOB, json.dumps(job, indent=2))
+        loaded["at"] = time.time()
 
-    todo = plan[plan["shard"].isin(pending)].sort_values("shard", kind="stable")
-    paths = todo["path"].tolist()
-    shard_of = todo["shard"].tolist()
-    expected = todo.groupby("shard").size().to_dict()
-    workers = opts.workers if opts.workers is not None else _auto_workers(device)
-    reader = ImageReader(root, paths, clip_enc.preprocess, dino_enc.preprocess, job.get("max_pixels", opts.max_pixels))
-    loader = torch.utils.data.DataLoader(
-        reader, batch_size=opts.batch_size, shuffle=False, num_workers=workers, collate_fn=collate,
-        pin_memory=device.type == "cuda", prefetch_factor=4 if workers else None,
-    )
-    buffers: dict[int, dict] = {}
-    pos = 0
-    bar = tqdm(total=len(paths), desc="embed", unit="img", disable=not opts.progress)
-    for batch in loader:
-        items = batch["items"]
-        ok_idx = [k for k, it in enumerate(items) if it["status"] == "ok"]
-        keep = []  # positions within the stacked ok tensors that are new images
-        for t, k in enumerate(ok_idx):
-            it = items[k]
-            if it["sha256"] in seen:
-                it["status"], it["duplicate_of"] = "duplicate", seen[it["sha256"]]
-            else:
-                seen[it["sha256"]] = image_id_for(it["sha256"])
-                keep.append(t)
-        clip_vecs = dino_vecs = None
-        if keep:
-            # Index only when duplicates drop out: a copy would also lose the loader's pinned memory.
-            sel = None if len(keep) == len(ok_idx) else torch.tensor(keep)
-            clip_vecs = clip_enc.encode(batch["clip"] if sel is None else batch["clip"][sel]).numpy()
-            dino_vecs = dino_enc.encode(batch["dino"] if sel is None else batch["dino"][sel]).numpy()
-        v = 0
-        for it in items:
-            shard = shard_of[pos]
-            pos += 1
-            buf = buffers.setdefault(shard, {"rows": [], "clip": [], "dino": []})
-            it.setdefault("duplicate_of", None)
-            buf["rows"].append(it)
-            if it["status"] == "ok":
-                buf["clip"].append(clip_vecs[v])
-                buf["dino"].append(dino_vecs[v])
-                v += 1
-            if len(buf["rows"]) == expected[shard]:
-                write_shard(work, shard, buf["rows"], buf["clip"], buf["dino"], dims)
-                del buffers[shard]
-        bar.update(len(items))
-    bar.close()
-    assert not buffers, f"shards left unwritten: {sorted(buffers)}"
-    return len(paths), {"load": t_loaded - t0, "encode": time.time() - t_loaded}
+    if opts.engine == "ray":
+        from .embed_ray import run_ray
+
+        run_ray(opts, job, work, source, shards, record_encoders)
+    else:
+        from .embed_run import ShardEmbedder, run_local
+
+        embedder = ShardEmbedder(job["clip_model"], job["dino_model"], str(work), device=opts.device,
+                                 batch_size=opts.batch_size, workers=opts.workers,
+                                 max_pixels=job.get("max_pixels", opts.max_pixels))
+        record_encoders(embedder.describe())
+        run_local(embedder, source, shards, opts.progress)
+    t_loaded = loaded.get("at", t0)
+    return len(todo), {"load": t_loaded - t0, "encode": time.time() - t_loaded}
 
 
 def _written_by_newer_vhmine(folder: Path) -> bool:
@@ -331,6 +286,9 @@ def _finalize(folder: Path, work: Path, all_shards: list[int], job: dict, coco: 
         images["coco_id"] = pd.array([None] * len(images), dtype="Int64")
         images["categories"] = [[] for _ in range(len(images))]
     images["duplicate_paths"] = [dup_paths.get(i, []) for i in images["image_id"]]
+    wds = job.get("source") == "webdataset"
+    for col in ("key", "tar", "url", "caption") if wds else ():  # img2dataset's fields, from the tars
+        images[col] = ok[col].astype("string") if col in ok else pd.array([None] * len(ok), dtype="string")
     skipped = present.loc[present["status"] == "skipped", ["path", "reason"]].reset_index(drop=True)
 
     if not job.get("encoders"):
@@ -340,7 +298,7 @@ def _finalize(folder: Path, work: Path, all_shards: list[int], job: dict, coco: 
         "name": name,
         "created": job.get("created"),
         "root": job["root"],
-        "source": {"kind": "coco" if coco is not None else "folder", "coco_annotations": coco_path},
+        "source": {"kind": "coco" if coco is not None else job.get("source", "folder"), "coco_annotations": coco_path},
         "encoders": job["encoders"],
         "counts": {"files": int(len(present)), "images": int(len(images)), "skipped": int(len(skipped)),
                    "duplicates": int(len(dups))},

@@ -1,8 +1,11 @@
-"""The embed job's reader side: COCO annotations, and the dataset that DataLoader workers run.
+"""The embed job's reader side: where image records come from, and the dataset that DataLoader workers run.
 
-Reads a COCO instances JSON (file name -> id and categories) and each image file once: its size and
-time, its bytes (hashed with sha256, decoded by images.py) and both encoders' preprocessing. An
-unusable image becomes a row with its reason, never an exception. Writes nothing.
+A source lists a collection's records (relative path -> record) and reads one record's bytes:
+`FolderSource` (a folder of image files, searched recursively) here, `TarSource` (WebDataset tar
+shards as img2dataset writes them, local or any fsspec URL) in embed_wds.py; `open_source` picks one.
+Also reads a COCO instances JSON (file name -> id and categories). `ShardReader` reads each record
+once: its size and time, its bytes (hashed with sha256, decoded by images.py) and both encoders'
+preprocessing. An unusable image becomes a row with its reason, never an exception. Writes nothing.
 """
 
 from __future__ import annotations
@@ -45,35 +48,95 @@ def read_coco_annotations(path: Path) -> dict[str, dict]:
     return out
 
 
+# --- sources ------------------------------------------------------------------------------------
+
+
+class FolderSource:
+    """A folder of image files; a record is {"path": path relative to the folder}."""
+
+    kind = "folder"
+    extra_columns: tuple[str, ...] = ()
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+
+    @property
+    def location(self) -> str:
+        return str(self.root)
+
+    def check(self) -> None:
+        """Raise if this machine cannot see the collection (a Ray node without the shared folder)."""
+        if not self.root.is_dir():
+            raise InputError(f"{self.root}: no such folder on this machine; the images must be on a filesystem "
+                             "every node mounts, at the same path")
+
+    def list(self) -> dict[str, dict]:
+        from .images import list_images
+
+        return {rel: {"path": rel} for rel in (p.relative_to(self.root).as_posix() for p in list_images(self.root))}
+
+    def stat(self, rec: dict) -> tuple[int, int]:
+        st = os.stat(self.root / rec["path"])
+        return st.st_size, st.st_mtime_ns
+
+    def read(self, rec: dict) -> bytes:
+        return (self.root / rec["path"]).read_bytes()
+
+    def extras(self, rec: dict) -> dict:
+        return {}
+
+
+def open_source(images) -> "FolderSource":
+    """The source for `vhmine embed IMAGES`: WebDataset tars for an fsspec URL, a .tar file, or a folder
+    that holds .tar files and no images; otherwise a folder of image files."""
+    from .embed_wds import TarSource, is_tar_input
+
+    text = str(images)
+    if "://" in text or text.endswith(".tar"):
+        return TarSource(text)
+    root = Path(images).expanduser().resolve()
+    if not root.is_dir():
+        raise InputError(f"{images}: no such folder; give the folder that holds the images (or WebDataset .tar shards)")
+    if is_tar_input(root):
+        return TarSource(str(root))
+    return FolderSource(root)
+
+
 # --- reader: runs in DataLoader workers ----------------------------------------------------------
 
 
-class ImageReader:
-    """Map-style dataset: item k = one file, read once, hashed, decoded, preprocessed for both encoders."""
+class ShardReader:
+    """Map-style dataset: item k = one record, read once, hashed, decoded, preprocessed for both encoders."""
 
-    def __init__(self, root: Path, paths: list[str], clip_preprocess, dino_preprocess, max_pixels: int):
-        self.root = Path(root)
-        self.paths = paths
+    def __init__(self, source, records: list[dict], clip_preprocess, dino_preprocess, max_pixels: int):
+        self.source = source
+        self.records = records
         self.clip_preprocess = clip_preprocess
         self.dino_preprocess = dino_preprocess
         self.max_pixels = max_pixels
 
     def __len__(self) -> int:
-        return len(self.paths)
+        return len(self.records)
 
     def __getitem__(self, k: int) -> dict:
         from .images import BadImage, decode_rgb, sha256_bytes
 
-        rel = self.paths[k]
-        item = {"path": rel, "status": "skipped", "reason": "", "sha256": "", "width": 0, "height": 0,
+        rec = self.records[k]
+        item = {"path": rec["path"], "status": "skipped", "reason": "", "sha256": "", "width": 0, "height": 0,
                 "size": -1, "mtime_ns": -1}
+        if rec.get("missing"):  # listed in the plan, gone since
+            item["reason"] = "unreadable file (gone since the job was planned)"
+            return item
         try:
+            item.update(self.source.extras(rec))
             # size and time as of before the read: a change during or after it shows on the next run
-            st = os.stat(self.root / rel)
-            item["size"], item["mtime_ns"] = st.st_size, st.st_mtime_ns
-            data = (self.root / rel).read_bytes()
+            item["size"], item["mtime_ns"] = self.source.stat(rec)
+            data = self.source.read(rec)
         except OSError as err:
             item["reason"] = f"unreadable file ({err.strerror or err})"
+            return item
+        except BadImage as err:  # e.g. a tar member cut short
+            item["reason"] = err.reason
             return item
         item["sha256"] = sha256_bytes(data)
         try:

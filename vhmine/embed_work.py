@@ -9,21 +9,21 @@ disk say about them (see embed.py for the job itself).
                         marks the shard done
     work/lock           held while a job runs
 
-Reads the image folder's file sizes and times and, where those changed, the files' bytes (sha256);
-writes only under work/.
+`write_shard` is the shard writer both engines (local and Ray) use. Reads the source's file sizes and
+times and, where those changed, the files' bytes (sha256); writes only under work/.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from pathlib import Path
 
 from . import __version__
 from .errors import EncoderMismatchError
-from .index import MANIFEST, atomic_write, atomic_write_text, image_id_for
+from .files import atomic_write, atomic_write_text
+from .index import MANIFEST, image_id_for
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,9 @@ def update_plan(work: Path, plan, add: list[str], shard_size: int):
     return plan
 
 
-def write_shard(work: Path, shard: int, rows: list[dict], clip_rows: list, dino_rows: list, dims: tuple[int, int]) -> None:
+def write_shard(work: Path, shard: int, rows: list[dict], clip_rows: list, dino_rows: list, dims: tuple[int, int],
+                extra_columns: tuple[str, ...] = ()) -> None:
+    """One shard's vectors, then its rows (the parquet, last, marks it done); each by temp file and rename."""
     import numpy as np
     import pandas as pd
 
@@ -107,7 +109,7 @@ def write_shard(work: Path, shard: int, rows: list[dict], clip_rows: list, dino_
     for kind, vecs, dim in (("clip", clip_rows, dims[0]), ("dino", dino_rows, dims[1])):
         arr = np.stack(vecs).astype(np.float32) if vecs else np.zeros((0, dim), np.float32)
         atomic_write(paths[kind], lambda tmp, a=arr: _save_npy(tmp, a))
-    df = pd.DataFrame(rows, columns=ROW_COLUMNS)
+    df = pd.DataFrame(rows, columns=ROW_COLUMNS + list(extra_columns))
     atomic_write(paths["rows"], lambda tmp: df.to_parquet(tmp, index=False))  # last: marks the shard done
 
 
@@ -131,12 +133,12 @@ def load_done_shards(work: Path, shards: list[int]):
     return pd.concat(frames, ignore_index=True) if frames else None
 
 
-def changed_paths(plan, done_rows, root: Path, on_disk: set[str]) -> list[str]:
+def changed_paths(plan, done_rows, source, listing: dict[str, dict]) -> list[str]:
     """Files whose content differs from what their current (done) row recorded.
 
     Size and modification time decide cheaply; when they differ (or were not recorded), the file is
     hashed, so a file that was only touched or copied keeps its row."""
-    from .images import sha256_file
+    from .images import BadImage, sha256_bytes
 
     if done_rows is None:
         return []
@@ -144,18 +146,18 @@ def changed_paths(plan, done_rows, root: Path, on_disk: set[str]) -> list[str]:
     rows = done_rows.drop_duplicates("path", keep="last")
     out = []
     for r in rows.itertuples(index=False):
-        if r.path not in on_disk or last_shard.get(r.path) != r.shard:  # gone, or already planned again
+        if r.path not in listing or last_shard.get(r.path) != r.shard:  # gone, or already planned again
             continue
         try:
-            st = os.stat(root / r.path)
+            size, mtime_ns = source.stat(listing[r.path])
         except OSError:
             continue
-        if getattr(r, "size", None) == st.st_size and getattr(r, "mtime_ns", None) == st.st_mtime_ns:
+        if getattr(r, "size", None) == size and getattr(r, "mtime_ns", None) == mtime_ns:
             continue
         try:
-            if r.sha256 and sha256_file(root / r.path) == r.sha256:
+            if r.sha256 and sha256_bytes(source.read(listing[r.path])) == r.sha256:
                 continue
-        except OSError:
+        except (OSError, BadImage):
             pass
         out.append(r.path)
     return out

@@ -318,3 +318,34 @@ def load_dino(spec: str, device=None) -> Encoder:
     preprocess = HFImagePreprocess(pp_cfg)
     info["preprocess_repr"] = repr(preprocess)
     return Encoder("dino", spec, model, preprocess, _dino_forward, int(config.hidden_size), dev, dtype, info)
+
+
+# --- both encoders: a batch in, two vector arrays out ---------------------------------------------
+
+
+@dataclass
+class EncoderPair:
+    """CLIP and DINOv2 loaded once, side by side: what one embed worker (process or Ray actor) holds."""
+
+    clip: Encoder
+    dino: Encoder
+
+    @property
+    def dims(self) -> tuple[int, int]:
+        return self.clip.dim, self.dino.dim
+
+    def encode(self, clip_batch, dino_batch):
+        """Two preprocessed batches of the same images -> two (B, dim) float32 numpy arrays."""
+        return self.clip.encode(clip_batch).numpy(), self.dino.encode(dino_batch).numpy()
+
+    def describe(self) -> dict:
+        """What the manifest records: each encoder's spec, dims, weights, preprocessing and dtype as run."""
+        out = {}
+        for kind, enc in (("clip", self.clip), ("dino", self.dino)):
+            out[kind] = {**enc.describe(), "dtype": str(enc.dtype).replace("torch.", "")}
+        return out
+
+
+def load_pair(clip_spec: str, dino_spec: str, device=None) -> EncoderPair:
+    dev = resolve_device(device) if not hasattr(device, "type") else device
+    return EncoderPair(load_clip(clip_spec, dev), load_dino(dino_spec, dev))

@@ -40,7 +40,7 @@ from . import formats as F
 from .bench import OEQ, YNQ, Benchmark, from_records
 from .errors import ExportError, UnbalancedError, VhmineError
 from .images import sha256_file
-from .index import check_owned, replace_dir
+from .files import check_owned, replace_dir
 
 log = logging.getLogger(__name__)
 

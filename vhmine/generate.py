@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from . import modes as M
-from .index import atomic_write
+from .files import atomic_write
 from . import prompts as P
 from .errors import InputError
 from .llm import LLM, ChatRequest, ImageRequest, LLMOptions

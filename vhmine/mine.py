@@ -24,7 +24,8 @@ from . import __version__
 from .config import DEFAULT_CLIP_MIN, DEFAULT_DINO_MAX, default_index_name, indexes_root, runs_root
 from .errors import InputError
 from .images import sha256_file
-from .index import check_owned, open_index, replace_dir
+from .files import check_owned, replace_dir
+from .index import open_index
 
 log = logging.getLogger(__name__)
 

@@ -381,7 +381,7 @@ def _backup_sqlite(engine: Engine, rev: str) -> Optional[Path]:
     db = engine.url.database
     if not db or db == ":memory:" or not Path(db).exists():
         return None
-    from .index import atomic_write
+    from .files import atomic_write
 
     dest = Path(f"{db}.bak-{rev}")
 

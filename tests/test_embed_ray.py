@@ -1,0 +1,118 @@
+"""`vhmine embed --engine ray` on a real local Ray cluster (2 CPUs, started here): the index equals the
+local engine's row for row and vector for vector, also when a worker process dies mid-shard, and a
+rerun skips the finished shards."""
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+# A local cluster on the loopback address only (Ray would otherwise bind to the machine's public IP);
+# read when ray is imported, so set before.
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+ray = pytest.importorskip("ray")
+
+from helpers import free_port, write_photos  # noqa: E402
+
+from vhmine.embed import EmbedOptions, embed_collection  # noqa: E402
+from vhmine.embed_run import EXIT_MARKER_ENV  # noqa: E402
+from vhmine.errors import EncoderError, InputError  # noqa: E402
+from vhmine.index import open_index  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A 2-CPU Ray cluster for this module; yields the marker file that makes one worker exit mid-shard."""
+    marker = tmp_path_factory.mktemp("ray") / "exit-at-shard"
+    saved = {k: os.environ.get(k) for k in (EXIT_MARKER_ENV, "PYTHONPATH")}
+    os.environ[EXIT_MARKER_ENV] = str(marker)  # the actors inherit the environment of this process
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [saved["PYTHONPATH"]])])
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield marker
+    finally:
+        ray.shutdown()
+        for k, v in saved.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """10 photos, a copy of one (in a later shard), and two files that are not images."""
+    root = tmp_path_factory.mktemp("imgs")
+    write_photos(root)
+    shutil.copy(root / "astronaut.png", root / "zz-astronaut-copy.png")
+    (root / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\nnot really")
+    (root / "notes.jpg").write_text("not a picture")
+    return root
+
+
+def _opts(images, indexes, models, **kw):
+    clip, dino = models
+    return EmbedOptions(images=images, indexes=indexes, name="c", clip_model=clip, dino_model=dino, workers=0,
+                        batch_size=2, shard_size=3, progress=False, device="cpu", **kw)
+
+
+@pytest.fixture(scope="module")
+def local_index(tmp_path_factory, folder, tiny_models):
+    indexes = tmp_path_factory.mktemp("local")
+    embed_collection(_opts(folder, indexes, tiny_models))
+    return open_index(indexes, "c")
+
+
+def _assert_same(idx, ref):
+    pd.testing.assert_frame_equal(idx.images, ref.images)
+    assert np.array_equal(idx.clip, ref.clip) and np.array_equal(idx.dino, ref.dino)
+    for key in ("counts", "skipped", "duplicates", "encoders"):
+        assert idx.manifest[key] == ref.manifest[key], key
+
+
+def test_ray_engine_writes_the_local_index(cluster, folder, tiny_models, local_index, tmp_path):
+    res = embed_collection(_opts(folder, tmp_path, tiny_models, engine="ray", ray_actors=2))
+    idx = open_index(tmp_path, "c")
+    _assert_same(idx, local_index)
+    assert res.images == 10 and res.skipped == 2 and res.duplicates == 1 and res.embedded_now == 13
+    assert len(list((tmp_path / "c" / "work" / "shards").glob("part-*.parquet"))) == 5
+
+
+def test_a_worker_killed_mid_shard_is_retried(cluster, folder, tiny_models, local_index, tmp_path):
+    cluster.write_text("2")  # the worker that embeds shard 2 exits after its first batch, once
+    embed_collection(_opts(folder, tmp_path, tiny_models, engine="ray", ray_actors=1))
+    assert not cluster.exists(), "the worker never reached shard 2"
+    _assert_same(open_index(tmp_path, "c"), local_index)
+
+
+def test_rerun_skips_finished_shards(cluster, folder, tiny_models, local_index, tmp_path):
+    opts = _opts(folder, tmp_path, tiny_models, engine="ray", ray_actors=1)
+    embed_collection(opts)
+    shards = tmp_path / "c" / "work" / "shards"
+    # a job stopped before shard 3 and the index files were written
+    for f in shards.glob("part-00003.*"):
+        f.unlink()
+    (tmp_path / "c" / "manifest.json").unlink()
+    kept = {f.name: f.stat().st_mtime_ns for f in shards.iterdir()}
+    res = embed_collection(opts)
+    assert res.embedded_now == 3  # only shard 3's files were read again
+    assert {f.name: f.stat().st_mtime_ns for f in shards.iterdir() if f.name in kept} == kept
+    _assert_same(open_index(tmp_path, "c"), local_index)
+    assert embed_collection(opts).embedded_now == 0
+
+
+def test_an_unreachable_cluster_address_is_a_clear_error(folder, tiny_models, tmp_path):
+    port = free_port()  # nothing listens there
+    with pytest.raises(InputError, match=rf"--ray-address 127.0.0.1:{port}: no Ray cluster answers there"):
+        embed_collection(_opts(folder, tmp_path, tiny_models, engine="ray", ray_address=f"127.0.0.1:{port}"))
+
+
+def test_cluster_errors_say_what_to_do(cluster, folder, tiny_models, tmp_path):
+    with pytest.raises(InputError, match="--ray-actors 3: the Ray cluster has 2 CPUs"):
+        embed_collection(_opts(folder, tmp_path, tiny_models, engine="ray", ray_actors=3))
+    missing = (tiny_models[0], str(tmp_path / "no-such-dino"))  # a node without the model files
+    with pytest.raises(EncoderError, match=r"a Ray actor could not start: .*no-such-dino.*model files at the same path"):
+        embed_collection(_opts(folder, tmp_path, missing, engine="ray", ray_actors=1))
+    assert not (tmp_path / "c").exists()  # nothing half-written

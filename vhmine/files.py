@@ -1,0 +1,152 @@
+"""The file-system rules every stage shares: publish a file or a folder whole, never half.
+
+`atomic_write` and `replace_dir` publish a file or a folder by rename after flushing it to disk
+(fsync); `check_owned` refuses to replace or write into a folder that vhmine did not write (it reads
+the folder's listing and the producer's record file, e.g. run.json or manifest.json). Writes only the
+files its callers name, through temporary files beside them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+
+def fsync_path(path: Path) -> None:
+    """Flush a file's (or a folder's entries') data to disk, so a crash after the rename loses nothing."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(folder: Path) -> None:
+    """Every file of a folder, then every folder bottom-up, before the folder is published."""
+    for dirpath, _dirnames, filenames in os.walk(folder, topdown=False):
+        for name in filenames:
+            fsync_path(Path(dirpath, name))
+        fsync_path(Path(dirpath))
+
+
+def atomic_write(path: Path, write) -> None:
+    """Run `write(tmp_path)` and move the result into place, so readers never see half a file.
+
+    The file is flushed to disk before the rename and the folder after it: once this returns, a
+    crash or power loss leaves the new file, never an empty or half one under the final name."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        fsync_path(Path(tmp))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    fsync_path(path.parent)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def replace_dir(tmp: Path, final: Path, *, producer: str, flag: str = "--out") -> None:
+    """Swap a finished folder into place. An older folder of that name goes only once the new one is
+    there, and only if `producer` wrote it (check_owned); if the swap fails, the older one is put back.
+    The new folder's files are flushed to disk before the swap, its parent after it."""
+    import shutil
+    import uuid
+
+    final = Path(final)
+    check_owned(final, producer, flag=flag)
+    _fsync_tree(Path(tmp))
+    if not final.exists():
+        os.rename(tmp, final)
+        fsync_path(final.parent)
+        return
+    old = final.parent / f".{final.name}.old-{uuid.uuid4().hex[:8]}"
+    os.rename(final, old)
+    try:
+        os.rename(tmp, final)
+    except BaseException:
+        os.rename(old, final)
+        raise
+    fsync_path(final.parent)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+# What marks a folder as written by a stage: the file that records its producer (and its files).
+_MARKS = {"vhmine mine": ("run", "run.json"), "vhmine export": ("export", "manifest.json"),
+          "vhmine embed": ("index", "manifest.json")}
+_SQLITE_MAGIC = b"SQLite format 3\0"
+
+
+def check_owned(folder: Path, producer: str, *, flag: str = "--out", whole: bool = True) -> None:
+    """Refuse to replace (`whole`) or write into `folder` unless it is absent, empty, or `producer` wrote it.
+
+    For a whole-folder swap every file in it must be one the producer's record lists, so a file a
+    user added later is never deleted with it. The error says what the folder holds and what to do.
+    """
+    from .errors import InputError
+
+    folder = Path(folder)
+    noun, mark = _MARKS[producer]
+    if folder.name in ("", ".", ".."):
+        raise InputError(f"{flag} {folder}: name the {noun}'s own folder (e.g. {flag} {noun}s/my-{noun}), not . or .. or /")
+    if not folder.exists():
+        return
+    if not folder.is_dir():
+        raise InputError(f"{flag} {folder}: a file of that name exists; give a folder path for the {noun}")
+    entries = sorted(p.name for p in folder.iterdir())
+    if not entries:
+        return
+    record = _read_record(folder / mark)
+    if producer == "vhmine embed" and any((folder / "work" / f).is_file() for f in ("job.json", "lock")):
+        record = record or {"producer": producer}  # an embed job that has not finished yet
+    if record.get("producer") == producer:
+        if not whole:
+            return
+        listed = set(record.get("files") or {}) | {mark}
+        extra = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")
+                       if not p.is_dir() and p.relative_to(folder).as_posix() not in listed)
+        if not extra:
+            return
+        raise InputError(
+            f"{flag} {folder}: this {noun} from `{producer}` also holds files that {producer} did not write there "
+            f"({_few(extra)}); replacing it would delete them. Move them out first, or choose another {flag}")
+    stores = [e for e in entries if _is_sqlite(folder / e)]
+    others = [e for e in entries if e not in stores and not e.startswith(tuple(f"{st}-" for st in stores))]
+    holds = _few(others)
+    if stores:  # e.g. data/ with data/vhmine.db (and its -wal, -shm files)
+        holds = f"the curation store ({', '.join(stores)})" + (f" and {holds}" if others else "")
+    action = "replaces its folder with everything in it" if whole else "writes its files into that folder"
+    article = "an" if noun[0] in "aeiou" else "a"
+    raise InputError(
+        f"{flag} {folder}: the folder exists and is not {article} {noun} that `{producer}` wrote (no {mark} from it); it "
+        f"holds {holds}. `{producer}` {action}, so give a new or empty folder (choose another {flag}), "
+        "or remove that folder yourself if you really mean to replace it")
+
+
+def _read_record(path: Path) -> dict:
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _is_sqlite(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+def _few(names: list[str], n: int = 5) -> str:
+    shown = ", ".join(names[:n])
+    return shown + (f" and {len(names) - n} more" if len(names) > n else "")
