@@ -49,8 +49,8 @@ def _table(path: Path) -> list[dict]:
             if not (isinstance(data, list) and all(isinstance(r, dict) for r in data)):
                 raise FormatError(f"{path}: read as VLMEvalKit's result file, but it is not a list of records")
             return data
-        else:
-            df = pd.read_excel(path, dtype=object)
+        else:  # as written here too: pandas' default NA spellings ("None", "N/A", "nan") are answers a model gave
+            df = pd.read_excel(path, dtype=object, keep_default_na=False)
     except ImportError as err:
         raise FormatError(f"{path}: reading VLMEvalKit's .xlsx result files needs openpyxl ({err}): "
                           "pip install openpyxl") from None
