@@ -103,6 +103,7 @@ def test_changelog_since_an_earlier_export(workdir):
     assert ch["actions"][0]["kind"] == "errata_accept" and ch["actions"][0]["details"]["flagged_by"] == pd
     assert sorted(e["id"] for e in log["added"]) == sorted(added.instance_ids + added.draft_ids)
     assert all(e["by"] == [pa] and "question written" in e["why"] for e in log["added"])
+    assert all("yes/no draft confirmed" in e["why"] for e in log["added"] if e["kind"] == "YNQ")
     assert len(log["removed"]) == 4
     for e in log["removed"]:
         assert e["mode"] == "color" and e["kind"] == "YNQ" and e["by"] == [pb]

@@ -143,10 +143,14 @@ def _touches(payload: dict) -> set:
     return {i for i in ids if isinstance(i, str)}
 
 
-def _why(kind: str, p: dict) -> str:
+def _why(kind: str, p: dict, row=None) -> str:
     if p.get("reason"):
         return str(p["reason"])
-    return {"annotate": "question written", "confirm": "yes/no draft confirmed or rejected",
+    if kind == "confirm":  # the payload holds the drafts before the decision; the instance says which it was
+        status, reason = (row.status, row.discard_reason or "") if row is not None else ("", "")
+        return {"ready": "yes/no draft confirmed"}.get(status, "yes/no draft rejected" if reason.startswith("draft rejected")
+                                                       else "yes/no draft decided")
+    return {"annotate": "question written",
             "review": f"second answer {p.get('answer')!r}" if p.get("answer") is not None else "reviewed"}.get(kind, kind)
 
 
@@ -195,7 +199,7 @@ def _events(store, ids: set, earlier: Earlier, same_store: bool) -> tuple[dict, 
             for i in sorted(hit):
                 if after:
                     ev = {"action": a.id, "kind": a.kind, "worker": a.worker, "at": a.created_at.isoformat(timespec="seconds"),
-                          "why": _why(a.kind, a.payload or {})}
+                          "why": _why(a.kind, a.payload or {}, rows.get(i))}
                     extra = {k: v for k, v in (a.payload or {}).items()
                              if k not in ("instance_id", "instances", "instance_ids", "drafts", "reason")}
                     if a.kind not in ("annotate", "confirm") and extra:  # e.g. an errata decision's fields
