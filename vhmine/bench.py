@@ -3,7 +3,9 @@
 Reads and writes no files itself. A `Benchmark` is a list of `BenchItem`s with stable ids (from the
 curation store, or derived from the source benchmark's own keys, never from row order), plus the
 folder its relative image paths resolve against. `from_records` builds one from the store's ready
-instances (vhmine.curate.InstanceRecord).
+instances (vhmine.curate.InstanceRecord). `assign_groups` marks pair groups: where a pair's two images
+have different answers to the same question (NaturalBench's design), the questions so asked of the pair
+in one mode and kind form a group that `vhmine eval` scores whole (vhmine.metrics.pair_groups).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class BenchItem:
     pair_id: Optional[str] = None  # items asking the same question of a pair's images share it
     meta: dict = field(default_factory=dict, compare=True, hash=False)  # provenance, source fields
     image_data: Optional[bytes] = field(default=None, compare=False, repr=False)  # when read from a file that embeds it
+    group_id: Optional[str] = None  # a pair group (assign_groups): items of a pair whose answers differ by image
 
     def reference(self) -> str:
         """The answers as one line ("4 or 5"); YNQ: "yes"/"no"."""
@@ -116,6 +119,37 @@ def from_records(records: Sequence, name: str = "vhmine") -> Benchmark:
         items.append(BenchItem(r.id, r.mode, r.kind, r.question, tuple(r.answers), r.truth if r.kind == YNQ else None,
                                r.image_path, r.image_id, pair, prov))
     return Benchmark(name, items)
+
+
+def _differ(a: BenchItem, b: BenchItem) -> bool:
+    """The two images' answers to one question differ: yes/no truths, or open answers with none in common."""
+    if a.kind == YNQ:
+        return a.truth is not None and b.truth is not None and a.truth != b.truth
+    norm = lambda it: {" ".join(x.lower().split()) for x in it.answers}  # noqa: E731
+    return bool(a.answers and b.answers) and not (norm(a) & norm(b))
+
+
+def assign_groups(bench: Benchmark) -> Benchmark:
+    """The benchmark with `group_id` set on pair groups (and cleared elsewhere).
+
+    A question asked of both images of a mined pair (the items sharing a `pair_id`, one per image) whose
+    answers differ joins the group of its pair, mode and kind, `<mode>:<kind>:<pair>`; for yes/no it is
+    "yes" on one image and "no" on the other, so every group is balanced by construction. A question
+    whose images agree, or whose other image is not in this benchmark (a --per-mode cut), is in no group.
+    """
+    by_pair: dict[str, list[BenchItem]] = {}
+    for it in bench:
+        if it.pair_id:
+            by_pair.setdefault(it.pair_id, []).append(it)
+    gid: dict[str, str] = {}
+    for items in by_pair.values():
+        if len(items) != 2 or items[0].image_id == items[1].image_id or not _differ(*items):
+            continue
+        a = items[0]
+        pair = a.meta.get("pair_id") or a.pair_id  # the store's pair; a foreign item's question pair
+        for it in items:
+            gid[it.id] = f"{a.mode}:{a.kind}:{pair}"
+    return with_items(bench, (replace(it, group_id=gid.get(it.id)) for it in bench))
 
 
 def with_items(bench: Benchmark, items: Iterable[BenchItem]) -> Benchmark:

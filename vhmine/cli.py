@@ -504,9 +504,11 @@ def export(
     dup_dino: float = typer.Option(0.9, "--dup-dino", help="Near duplicate: DINOv2 cosine >= this (and CLIP >= --dup-clip)."),
     indexes: Optional[Path] = IndexesOpt,
     device: Optional[str] = typer.Option(None, "--device", help="Encoders' device for the near-duplicate check: cpu, cuda ... [default: cuda when present]."),
+    version: Optional[str] = typer.Option(None, "--version", help="This export's version, an integer or semver (1.2.0), later than --since's [default: --since's counted up, else 1]."),
+    since: Optional[Path] = typer.Option(None, "--since", help="An earlier export: write CHANGELOG.md and changelog.json (items added, removed, changed, with who and why from the store's action log)."),
     db: Optional[str] = DbOpt,
 ) -> None:
-    """Write the store's ready instances as a benchmark folder (with a manifest)."""
+    """Write the store's ready instances as a benchmark folder (with a manifest, a version and pair groups)."""
     try:
         from .export import ExportOptions, export_benchmark
         from .store import open_store
@@ -518,7 +520,7 @@ def export(
             dups = DupOptions(against=against, indexes=indexes, clip_min=dup_clip, dino_min=dup_dino, device=device)
         opts = ExportOptions(out=out, format=fmt, kind=kind.lower(), per_mode=per_mode, allow_unbalanced=allow_unbalanced,
                              seed=seed_, replace=replace, name=name, modes=mode or None, with_provenance=with_provenance,
-                             drop_blind=drop_blind, near_dups=dups)
+                             drop_blind=drop_blind, near_dups=dups, version=version, since=since)
         with open_store(db) as store:
             result = export_benchmark(store, opts)
     except VhmineError as err:

@@ -36,8 +36,8 @@ from . import formats as F
 from . import metrics as MT
 from .bench import OEQ, YNQ, BenchItem, Benchmark
 from .errors import CostCapError, EvalError
-from .eval_report import _kappa, _pct, bar_chart, markdown
-from .eval_score import ModelAnswers, judge_agreement, match_oeq, score  # noqa: F401  (eval's public names)
+from .eval_report import _kappa, _pct, bar_chart, markdown, pair_groups_line
+from .eval_score import ModelAnswers, group_sizes, judge_agreement, match_oeq, score  # noqa: F401  (eval's public names)
 from .predictions import load_predictions, read_predictions  # noqa: F401
 
 log = logging.getLogger(__name__)
@@ -206,6 +206,8 @@ class EvalResult:
                          + (f", {m['oeq_unjudged']} open answers unjudged" if m.get("oeq_unjudged") else "")
                          + (f"; {m['failed']} failed, not scored (" + ", ".join(f"{st} {k}" for st, k in m["failed_by_status"].items())
                             + ")" if m.get("failed") else ""))
+            if o.get("pair_groups"):
+                lines.append("    " + pair_groups_line(o["pair_groups"]))
             if "judge_agreement" in m:
                 a = m["judge_agreement"]
                 lines.append(f"    judge vs workers: Cohen's kappa {_kappa(a['kappa'])} over {a['items']} open answer(s) "
@@ -294,7 +296,7 @@ def evaluate(opts: EvalOptions) -> EvalResult:
                  "failed_items": failed,
                  # open answers with no verdict (judge unclear, labels tied or missing): scored wrong, counted here
                  "oeq_unjudged": sum(d["read_as"] == "unjudged" for d in details),
-                 "metrics": MT.by_mode(rows, bench.modes())}
+                 "metrics": MT.by_mode(rows, bench.modes(), group_sizes(bench))}
         if agreement is not None:
             entry["judge_agreement"] = agreement
         if is_hb:

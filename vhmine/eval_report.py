@@ -1,7 +1,9 @@
 """eval's report files: `report.md` (tables, several models side by side) and `accuracy_by_mode.png`.
 
 Reads the report dict that vhmine.eval.evaluate builds (also written as report.json); writes the two
-files' contents (`markdown`) and the chart (`bar_chart`, matplotlib). Items whose request failed are
+files' contents (`markdown`) and the chart (`bar_chart`, matplotlib). Where the benchmark has pair
+groups, `markdown` adds their question, image and group accuracy per mode (NaturalBench's Q-Acc, I-Acc,
+G-Acc, vhmine.metrics.pair_groups) beside the per-item accuracy VHTest reports. Items whose request failed are
 not in any figure; `markdown` lists how many per model and why.
 """
 
@@ -23,6 +25,32 @@ def _kappa(x: Optional[float]) -> str:
     return "undefined" if x is None else f"{x:.3f}"
 
 
+def pair_groups_line(g: dict) -> str:
+    """One line of a `metrics.pair_groups` dict, for the command's summary."""
+    left = f"; {g['incomplete']} group(s) with an unscored item left out" if g.get("incomplete") else ""
+    return (f"pair groups: question acc. {_pct(g['q_acc'])}%, image acc. {_pct(g['i_acc'])}%, group acc. "
+            f"{_pct(g['g_acc'])}% over {g['groups']} group(s){left}")
+
+
+def _groups_table(models: dict, modes: list) -> list[str]:
+    """Per model and mode: items' accuracy (all, as VHTest), then Q-Acc, I-Acc, G-Acc over the pair groups."""
+    lines = ["", "## Pair groups (%): question, image and group accuracy", "",
+             "A group: the questions asked of both images of a pair whose answers differ by image (yes/no: yes on "
+             "one, no on the other). Question: right on both images; image: every question of its group right on it; "
+             "group: every question right on both images (NaturalBench's Q-Acc, I-Acc, G-Acc).", "",
+             "| model | mode | accuracy (all items) | groups | question acc. | image acc. | group acc. |",
+             "|---|---|---|---|---|---|---|"]
+    for name, m in models.items():
+        per = [(md, m["metrics"]["modes"].get(md, {})) for md in modes] + [("overall", m["metrics"]["overall"])]
+        for md, s in per:
+            g = s.get("pair_groups")
+            if g:
+                left = f" ({g['incomplete']} incomplete left out)" if g.get("incomplete") else ""
+                lines.append(f"| {name} | {md} | {_pct(s.get('accuracy'))} | {g['groups']}{left} | {_pct(g['q_acc'])} | "
+                             f"{_pct(g['i_acc'])} | {_pct(g['g_acc'])} |")
+    return lines
+
+
 def markdown(report: dict) -> str:
     models = report["models"]
     modes = report["modes"]
@@ -36,6 +64,8 @@ def markdown(report: dict) -> str:
         o = m["metrics"]["overall"]
         per = [_pct(m["metrics"]["modes"].get(md, {}).get("accuracy")) for md in modes]
         lines.append(f"| {name} | " + " | ".join(per) + f" | {_pct(o['accuracy'])} | {_pct(o['pair_accuracy'])} | {_pct(o['image_accuracy'])} |")
+    if any("pair_groups" in m["metrics"]["overall"] for m in models.values()):
+        lines += _groups_table(models, modes)
     if any("tp" in m["metrics"]["overall"] for m in models.values()):
         lines += ["", "## Yes/no questions", "", "| model | precision | recall | F1 | yes share of answers | yes share of truths | unreadable |",
                   "|---|---|---|---|---|---|---|"]

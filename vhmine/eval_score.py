@@ -69,9 +69,18 @@ def score(bench: Benchmark, ans: ModelAnswers, rule: str, oeq_verdicts: dict[str
             v = match_oeq(text, it.answers) if oeq == "match" else oeq_verdicts.get(it.id)
             correct = bool(v)
             how = {True: "right", False: "wrong", None: "unjudged"}[v]
-        rows.append(MT.Scored(it.id, it.mode, it.kind, correct, said, it.truth, it.pair_id, it.image_id, it.meta))
+        rows.append(MT.Scored(it.id, it.mode, it.kind, correct, said, it.truth, it.pair_id, it.image_id, it.meta, it.group_id))
         details.append({**base, "answer": text, "read_as": how, "correct": correct})
     return rows, details
+
+
+def group_sizes(bench: Benchmark) -> dict[str, int]:
+    """Pair group id -> its items in the benchmark (metrics.pair_groups leaves out a group scored in part)."""
+    out: dict[str, int] = {}
+    for it in bench:
+        if it.group_id is not None:
+            out[it.group_id] = out.get(it.group_id, 0) + 1
+    return out
 
 
 def judge_agreement(judge: dict[str, Optional[bool]], workers: dict[str, Optional[bool]]) -> dict:

@@ -20,6 +20,14 @@ working folder, or just the file's name. `--with-provenance` keeps names and pat
 overruled); the manifest's `blind` holds blind accuracy per mode whenever blind answers exist.
 `--near-dups` / `--against INDEX` check the images for near duplicates (vhmine.neardup): listed in
 the manifest and shown in `near_duplicates.html`.
+
+Pair groups (vhmine.bench.assign_groups): questions asked of both images of a pair whose answers differ
+carry a `group_id` in every format (vhtest and vlmevalkit: a column; hf and lmms-eval: a parquet column;
+pope: a field; llava and hallusionbench: the `vhmine` record); the manifest counts them per mode.
+
+Versions (vhmine.changelog): the manifest holds `version` (`--version`, or counted up from `--since`'s)
+and `content_hash`; `--since DIR` also writes `CHANGELOG.md` and `changelog.json`: the items added,
+removed and changed against the earlier export DIR, with who and why from the store's action log.
 """
 
 from __future__ import annotations
@@ -37,7 +45,7 @@ from typing import Optional, Sequence
 
 from . import __version__
 from . import formats as F
-from .bench import OEQ, YNQ, Benchmark, from_records
+from .bench import OEQ, YNQ, Benchmark, assign_groups, from_records
 from .errors import ExportError, UnbalancedError, VhmineError
 from .images import sha256_file
 from .files import check_owned, replace_dir
@@ -61,6 +69,8 @@ class ExportOptions:
     with_provenance: bool = False  # keep worker names and this machine's paths (internal use only)
     drop_blind: bool = False  # leave out instances a blind solver flagged (vhmine blind), unless a worker overruled it
     near_dups: Optional[object] = None  # vhmine.neardup.DupOptions: check the images for near duplicates
+    version: Optional[str] = None  # integer or semver; None: counted up from --since's, or 1
+    since: Optional[Path] = None  # an earlier export: write CHANGELOG.md / changelog.json against it
 
 
 @dataclass
@@ -258,7 +268,8 @@ def write_benchmark(bench: Benchmark, out: Path, fmt: str, *, replace: bool = Fa
             "counts": c,
             "totals": {OEQ: sum(v[OEQ] for v in c.values()), YNQ: sum(v[YNQ] for v in c.values())},
             "files": files,
-            "instances": {it.id: {"mode": it.mode, "kind": it.kind, **it.meta} for it in bench},
+            "instances": {it.id: {"mode": it.mode, "kind": it.kind, **it.meta,
+                                  **({"group_id": it.group_id} if it.group_id else {})} for it in bench},
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
         replace_dir(tmp, out, producer="vhmine export")  # a failed swap leaves the previous export where it was
@@ -266,6 +277,40 @@ def write_benchmark(bench: Benchmark, out: Path, fmt: str, *, replace: bool = Fa
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return ExportResult(out, spec.name, c, len(files) + 1)
+
+
+def group_counts(bench: Benchmark) -> dict:
+    """mode -> kind -> number of pair groups (vhmine.bench.assign_groups)."""
+    out: dict[str, dict[str, set]] = {}
+    for it in bench:
+        if it.group_id:
+            out.setdefault(it.mode, {}).setdefault(it.kind, set()).add(it.group_id)
+    return {m: {k: len(g) for k, g in per.items()} for m, per in out.items()}
+
+
+def _versioning(store, opts: ExportOptions, bench: Benchmark, left_out: list) -> tuple[dict, dict, Optional[str]]:
+    """The manifest's version fields, the changelog files (with --since) and a note for the summary."""
+    from . import changelog as CL
+
+    key = pseudonym_key(store)
+    earlier = CL.read_earlier(opts.since) if opts.since else None
+    log = None
+    if earlier is not None:
+        d = CL.diff(earlier, bench)
+        version = CL.next_version(opts.version, earlier.version, bool(d["added"] or d["removed"]), opts.since)
+        log, md = CL.build(store, earlier, bench, version=version, key=key, with_provenance=opts.with_provenance,
+                           left_out={r.id for r in left_out})
+    else:
+        version = CL.next_version(opts.version, None, False, None)
+    info = {"version": version, "content_hash": CL.content_hash(bench), "store_fingerprint": CL.store_fingerprint(key),
+            **CL.store_state(store)}
+    if log is None:
+        return info, {}, None
+    info["since"] = {**log["since"], **log["counts"]}
+    files = {"CHANGELOG.md": md, "changelog.json": json.dumps(log, indent=1, ensure_ascii=False, default=str)}
+    c = log["counts"]
+    return info, files, (f"version {version}: {c['added']} added, {c['removed']} removed, {c['changed']} changed since "
+                         f"{earlier.version or 'the earlier export'} (CHANGELOG.md)")
 
 
 def export_benchmark(store, opts: ExportOptions) -> ExportResult:
@@ -288,8 +333,9 @@ def export_benchmark(store, opts: ExportOptions) -> ExportResult:
     left_out = [r for r in recs if r.id in flagged]  # answerable without the image (vhmine blind)
     recs = [r for r in recs if r.id not in flagged]
     bench = from_records(recs, opts.name or Path(opts.out).name)
-    bench = sample(bench, opts.per_mode, opts.seed, opts.allow_unbalanced)
+    bench = assign_groups(sample(bench, opts.per_mode, opts.seed, opts.allow_unbalanced))  # groups of what is exported
     _check_images(bench)
+    version_info, log_files, log_note = _versioning(store, opts, bench, left_out)
     dups = None
     if opts.near_dups is not None:
         from .neardup import check_near_duplicates
@@ -303,7 +349,8 @@ def export_benchmark(store, opts: ExportOptions) -> ExportResult:
                           "worker names pseudonymized, paths relative",
             "options": {"per_mode": opts.per_mode, "seed": opts.seed, "allow_unbalanced": opts.allow_unbalanced,
                         "modes": sorted(wanted) if wanted else None},
-            "balance": {m: {"yes": y, "no": n} for m, (y, n) in balance(bench).items()}}
+            "balance": {m: {"yes": y, "no": n} for m, (y, n) in balance(bench).items()},
+            "pair_groups": group_counts(bench), **version_info}
     blind = blind_summary(store, bench, dropped=left_out, with_endpoint=opts.with_provenance)
     if blind or opts.drop_blind:  # blind accuracy per mode whenever blind answers exist
         info["blind"] = {"drop_blind": opts.drop_blind, "left_out": len(left_out), "solvers": blind}
@@ -311,11 +358,15 @@ def export_benchmark(store, opts: ExportOptions) -> ExportResult:
         info["near_duplicates"] = dups.manifest
     try:
         res = write_benchmark(bench, opts.out, spec.name, replace=opts.replace, info=info,
-                              extra_files=dups.files if dups is not None else None, **fmt_options)
+                              extra_files={**(dups.files if dups is not None else {}), **log_files}, **fmt_options)
     except VhmineError:
         raise
     except OSError as err:
         raise ExportError(f"writing {opts.out} failed ({err}): nothing was left behind; check the disk and try again") from None
+    res.notes.append(f"version {version_info['version']}, content hash {version_info['content_hash'][:12]}; "
+                     f"{sum(sum(k.values()) for k in group_counts(bench).values())} pair group(s)")
+    if log_note:
+        res.notes.append(log_note)
     if opts.drop_blind:
         res.notes.append(f"left out {len(left_out)} instance(s) a blind solver answered right without the image (--drop-blind)")
     if dups is not None:

@@ -10,6 +10,10 @@ as wrong, never taken as "no".
   not the ground truth's: lmms-eval's POPE yes_ratio counts the ground truth).
 - pair_accuracy (MMVP, HallusionBench qAcc): share of question pairs (same `pair_id`) with every
   question right; image_accuracy (fAcc): share of images (same `image_id`) with every question right.
+- pair_groups (NaturalBench's Q-Acc, I-Acc, G-Acc over the exported pair groups, `group_id`): a
+  question is right when right on both images of its group; an image when every question of its group
+  is right on it; a group when every question is right on both images. `acc` is the items' accuracy
+  within groups. A group missing an item (a failed request, --partial) is left out and counted.
 - hallusionbench(): HallusionBench's aAcc, qAcc, fAcc, yes-percentage difference and false-positive
   ratio as its paper and utils.py define them (see that function).
 """
@@ -31,6 +35,7 @@ class Scored:
     pair_id: Optional[str] = None
     image_id: Optional[str] = None
     meta: dict = field(default_factory=dict, compare=False, hash=False)
+    group_id: Optional[str] = None  # a pair group (vhmine.bench.assign_groups)
 
 
 def _ratio(a: int, b: int) -> Optional[float]:
@@ -68,8 +73,34 @@ def group_accuracy(rows: Iterable[Scored], key: str) -> dict:
     return {"groups": len(groups), "correct": right, "accuracy": _ratio(right, len(groups))}
 
 
-def summary(rows: Sequence[Scored]) -> dict:
-    """accuracy (and YNQ measures when there are YNQ rows), pair and image accuracy."""
+def pair_groups(rows: Sequence[Scored], sizes: Optional[dict] = None) -> dict:
+    """NaturalBench's measures over the pair groups (see the module docstring); `sizes`: group id -> its items
+    in the benchmark, so that a group with an unscored item is left out rather than scored on what is left."""
+    groups: dict[str, list[Scored]] = {}
+    for r in rows:
+        if r.group_id is not None:
+            groups.setdefault(r.group_id, []).append(r)
+    incomplete = sorted(g for g, rs in groups.items() if sizes is not None and len(rs) < sizes.get(g, 0))
+    for g in incomplete:
+        del groups[g]
+    questions: dict[tuple, list[bool]] = {}
+    images: dict[tuple, list[bool]] = {}
+    for g, rs in groups.items():
+        for r in rs:
+            questions.setdefault((g, r.pair_id or r.id), []).append(r.correct)
+            images.setdefault((g, r.image_id or r.id), []).append(r.correct)
+    items = [r.correct for rs in groups.values() for r in rs]
+    return {"groups": len(groups), "questions": len(questions), "images": len(images), "items": len(items),
+            "incomplete": len(incomplete),
+            "q_acc": _ratio(sum(all(v) for v in questions.values()), len(questions)),
+            "i_acc": _ratio(sum(all(v) for v in images.values()), len(images)),
+            "g_acc": _ratio(sum(all(r.correct for r in rs) for rs in groups.values()), len(groups)),
+            "acc": _ratio(sum(items), len(items))}
+
+
+def summary(rows: Sequence[Scored], group_sizes: Optional[dict] = None) -> dict:
+    """accuracy (and YNQ measures when there are YNQ rows), pair and image accuracy, and the pair groups'
+    measures (`pair_groups`) when any row is in a group."""
     out = accuracy(rows)
     y = [r for r in rows if r.kind == "YNQ"]
     if y:
@@ -78,14 +109,16 @@ def summary(rows: Sequence[Scored]) -> dict:
     out["pairs"] = group_accuracy(rows, "pair_id")["groups"]
     out["image_accuracy"] = group_accuracy(rows, "image_id")["accuracy"]
     out["images"] = group_accuracy(rows, "image_id")["groups"]
+    if any(r.group_id is not None for r in rows):
+        out["pair_groups"] = pair_groups(rows, group_sizes)
     return out
 
 
-def by_mode(rows: Sequence[Scored], modes: Optional[Sequence[str]] = None) -> dict:
+def by_mode(rows: Sequence[Scored], modes: Optional[Sequence[str]] = None, group_sizes: Optional[dict] = None) -> dict:
     """{"overall": summary, "modes": {mode: summary}} with modes in the given (or first-seen) order."""
     order = list(modes) if modes else list(dict.fromkeys(r.mode for r in rows))
-    per = {m: summary([r for r in rows if r.mode == m]) for m in order if any(r.mode == m for r in rows)}
-    return {"overall": summary(rows), "modes": per}
+    per = {m: summary([r for r in rows if r.mode == m], group_sizes) for m in order if any(r.mode == m for r in rows)}
+    return {"overall": summary(rows, group_sizes), "modes": per}
 
 
 # --- HallusionBench ------------------------------------------------------------------------------

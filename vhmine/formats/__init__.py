@@ -120,7 +120,7 @@ def load(path: Path, fmt: Optional[str] = None, **options):
 def item_extras(item) -> dict:
     """Everything a format has no column for, so that a round trip loses nothing."""
     return {"id": item.id, "mode": item.mode, "kind": item.kind, "answers": list(item.answers), "truth": item.truth,
-            "image_id": item.image_id, "pair_id": item.pair_id, "meta": item.meta}
+            "image_id": item.image_id, "pair_id": item.pair_id, "group_id": item.group_id, "meta": item.meta}
 
 
 def item_from_extras(e, question: str, image, where: str, image_data=None):
@@ -129,7 +129,7 @@ def item_from_extras(e, question: str, image, where: str, image_data=None):
 
     try:
         return BenchItem(e["id"], e["mode"], e["kind"], question, tuple(e["answers"]), e["truth"], image,
-                         e["image_id"], e["pair_id"], e["meta"], image_data)
+                         e["image_id"], e["pair_id"], e["meta"], image_data, e.get("group_id"))  # no group_id: before pair groups
     except (KeyError, TypeError) as err:
         raise FormatError(f"{where}: not a vhmine item (no {err} in its vhmine record): fix or delete the record, "
                           "or export the benchmark again") from None

@@ -2,7 +2,8 @@
 
 Writes (and reads back, with pyarrow alone) `data/test-00000-of-00001.parquet`: columns `id`, `mode`,
 `kind`, `question`, `answers` (list), `truth` (bool, empty for OEQ), `image` (the Image feature's
-struct of bytes and file name), `image_id`, `pair_id`, `meta` (JSON). The `datasets` feature types
+struct of bytes and file name), `image_id`, `pair_id`, `meta` (JSON), `group_id` (the pair group, vhmine.bench.assign_groups;
+empty outside one; files written before it have no such column and read back without groups). The `datasets` feature types
 are stored in the parquet schema's "huggingface" metadata, as `datasets` itself writes them. The reader takes
 images from the bytes only and never opens a path a file names.
 """
@@ -23,8 +24,9 @@ FEATURES = {
     "answers": {"feature": _STR, "_type": "Sequence"},
     "truth": {"dtype": "bool", "_type": "Value"},
     "image": {"_type": "Image"},
-    "image_id": _STR, "pair_id": _STR, "meta": _STR,
+    "image_id": _STR, "pair_id": _STR, "meta": _STR, "group_id": _STR,
 }
+OPTIONAL = ("group_id",)  # columns an earlier vhmine did not write
 
 
 def write(bench: Benchmark, folder: Path) -> None:
@@ -49,9 +51,11 @@ def write_parquet(bench: Benchmark, path: Path) -> None:
         rows["image_id"].append(it.image_id)
         rows["pair_id"].append(it.pair_id)
         rows["meta"].append(json.dumps(it.meta, ensure_ascii=False, sort_keys=True))
+        rows["group_id"].append(it.group_id)
     s = pa.string()
     schema = pa.schema([("id", s), ("mode", s), ("kind", s), ("question", s), ("answers", pa.list_(s)), ("truth", pa.bool_()),
-                        ("image", pa.struct([("bytes", pa.binary()), ("path", s)])), ("image_id", s), ("pair_id", s), ("meta", s)],
+                        ("image", pa.struct([("bytes", pa.binary()), ("path", s)])), ("image_id", s), ("pair_id", s), ("meta", s),
+                        ("group_id", s)],
                        metadata={"huggingface": json.dumps({"info": {"features": FEATURES}})})
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.table(rows, schema=schema), path)
@@ -67,7 +71,7 @@ def read(path: Path) -> Benchmark:
     items = []
     for f in files:
         table = pq.read_table(f)
-        missing = [c for c in FEATURES if c not in table.column_names]
+        missing = [c for c in FEATURES if c not in table.column_names and c not in OPTIONAL]
         if missing:
             raise FormatError(f"{f}: no column {missing[0]!r} (expected {', '.join(FEATURES)})")
         for n, r in enumerate(table.to_pylist()):
@@ -77,5 +81,6 @@ def read(path: Path) -> Benchmark:
                 raise FormatError(f"{f}, row {n}, field meta: not JSON") from None
             img = r["image"]
             items.append(BenchItem(r["id"], r["mode"], r["kind"], r["question"], tuple(r["answers"] or ()), r["truth"], None,
-                                   r["image_id"], r["pair_id"], meta, img["bytes"] if img else None))
+                                   r["image_id"], r["pair_id"], meta, img["bytes"] if img else None,
+                                   r.get("group_id")))
     return Benchmark(path.name, items, path if path.is_dir() else path.parent, str(path))

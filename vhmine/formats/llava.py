@@ -9,7 +9,7 @@ pair's two images), a question pair or a drafted-from link (a yes/no question an
 it was drafted from) form one group, and groups are drawn to train in the order of a hash of
 (seed, group) until each mode holds ~80 %; it does not depend on row order (adding items can move a
 group near the cut to the other side). Each record also holds a `vhmine` object for a lossless
-round trip; LLaVA's trainer ignores it. Reading, `image` paths resolve in the JSON's folder or `images=`
+round trip (its `group_id` is the pair group); LLaVA's trainer ignores it. Reading, `image` paths resolve in the JSON's folder or `images=`
 and must stay inside it (formats.confined_image).
 """
 

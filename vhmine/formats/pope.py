@@ -2,7 +2,8 @@
 
 Reads POPE's own files (`coco_pope_{random,popular,adversarial}.json`: JSON lines under a .json
 name; their images are COCO's and live elsewhere: `images=` names that folder) and writes
-`questions.jsonl` with the images under `images/`, each line also holding a `vhmine` object (the
+`questions.jsonl` with the images under `images/`, each line also holding `group_id` (its pair group, or
+null) and a `vhmine` object (the
 item's other fields) for a lossless round trip; POPE's scripts ignore it. Ids of POPE's own files
 are `<file stem>:<question_id>`. An image path must stay inside its images folder (formats.confined_image).
 """
@@ -28,7 +29,8 @@ def write(bench: Benchmark, folder: Path) -> None:
     with open(folder / FILE, "w", encoding="utf-8") as f:
         for it in bench:
             rec = {"question_id": it.id, "image": Path(paths[it.id]).name if it.id in paths else None, "text": it.question,
-                   "label": "yes" if it.truth else "no", "category": it.mode, "vhmine": item_extras(it)}
+                   "label": "yes" if it.truth else "no", "category": it.mode, "group_id": it.group_id,
+                   "vhmine": item_extras(it)}
             f.write(json.dumps(rec, ensure_ascii=False) + "\n")
 
 

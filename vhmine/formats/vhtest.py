@@ -4,8 +4,8 @@ Writes (and reads back) a folder with one sheet per mode: `OEQ_Benchmark/<mode>.
 `Image`, `Question`, `Reference_Answer`) and `YNQ_Benchmark/<mode>.xlsx` (`Image`, `image_path`,
 `yes_or_no_question`, `yes_or_no_ground_truth` = y / n), images at `Images/<mode>/<mode>_<k>.png`.
 VHTest's YNQ script reads the image name from `image_path` while its OEQ script reads `Image`, so
-YNQ sheets carry both. Two extra columns, `vhmine_id` and `vhmine_item` (JSON), make the round trip
-lossless; VHTest's scripts ignore them. Reading needs only the columns VHTest's scripts read (OEQ:
+YNQ sheets carry both. Extra columns, `vhmine_id`, `group_id` (the pair group; empty outside one) and
+`vhmine_item` (JSON), make the round trip lossless; VHTest's scripts ignore them. Reading needs only the columns VHTest's scripts read (OEQ:
 `Image`, `Question`; YNQ: `image_path`, `yes_or_no_question`, `yes_or_no_ground_truth`), so a folder
 as VHTest publishes it imports; `Reference_Answer` is read when present (else the OEQ item has no
 reference answer) and any other column is kept in the item's meta under `extras`. Needs openpyxl
@@ -27,7 +27,7 @@ VHTEST_MODES = ("counting", "shape", "color", "orientation", "size", "position",
 COLUMNS = {OEQ: ("Image", "Question"),
            YNQ: ("image_path", "yes_or_no_question", "yes_or_no_ground_truth")}
 ANSWER = "Reference_Answer"  # OEQ reference answers: written by vhmine, read when a sheet has them
-OURS = {OEQ: (ANSWER, "vhmine_id", "vhmine_item"), YNQ: ("Image", "vhmine_id", "vhmine_item")}  # not extras
+OURS = {OEQ: (ANSWER, "vhmine_id", "group_id", "vhmine_item"), YNQ: ("Image", "vhmine_id", "group_id", "vhmine_item")}  # not extras
 FOLDER = {OEQ: "OEQ_Benchmark", YNQ: "YNQ_Benchmark"}
 
 
@@ -85,12 +85,13 @@ def write(bench: Benchmark, folder: Path) -> None:
                 extra = json.dumps(item_extras(it), ensure_ascii=False, sort_keys=True)
                 if kind == OEQ:
                     rows.append({"Image": image, "Question": it.question, "Reference_Answer": " or ".join(it.answers),
-                                 "vhmine_id": it.id, "vhmine_item": extra})
+                                 "vhmine_id": it.id, "group_id": it.group_id or "", "vhmine_item": extra})
                 else:
                     if it.truth is None:
                         raise FormatError(f"item {it.id} ({mode}) is a yes/no question without a truth: fix it in the app")
                     rows.append({"Image": image, "image_path": image, "yes_or_no_question": it.question,
-                                 "yes_or_no_ground_truth": "y" if it.truth else "n", "vhmine_id": it.id, "vhmine_item": extra})
+                                 "yes_or_no_ground_truth": "y" if it.truth else "n", "vhmine_id": it.id,
+                                 "group_id": it.group_id or "", "vhmine_item": extra})
             if rows:
                 (folder / FOLDER[kind]).mkdir(parents=True, exist_ok=True)
                 pd.DataFrame(rows).to_excel(folder / FOLDER[kind] / f"{sheet}.xlsx", index=False)

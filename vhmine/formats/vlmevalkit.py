@@ -5,7 +5,8 @@ VLMEvalKit wants an integer; the stable id is in `vhmine_id`), `image` (base64 o
 once: a later row with the same image holds the first row's `index`, VLMEvalKit's own rule for an image
 value of 64 characters or fewer), `question`, `answer` (exactly "Yes"/"No" for YNQ, which VLMEvalKit's
 yes/no scoring compares with; the reference answers joined by " or " for OEQ) and `category` (the
-mode), plus `vhmine_item` (JSON) for a lossless round trip. Beside them: `vhmine_vlmevalkit.py`
+mode), plus `group_id` (the pair group: scored whole by `vhmine eval`; empty outside one) and `vhmine_item`
+(JSON) for a lossless round trip. Beside them: `vhmine_vlmevalkit.py`
 (vlmevalkit_register: the datasets as VLMEvalKit classes, local path and md5) and `README.md` (how to
 run it). Images come back as bytes carried by the items (`BenchItem.image_data`); the reader resolves
 index references as VLMEvalKit does and opens no image path a file names.
@@ -44,7 +45,7 @@ def write(bench: Benchmark, folder: Path) -> None:
         first: dict[str, int] = {}  # base64 of an image -> the index of the first row that holds it
         with open(tsv, "w", newline="", encoding="utf-8") as f:
             w = csv.writer(f, delimiter="\t", lineterminator="\n")
-            w.writerow(COLUMNS + ("vhmine_id", "vhmine_item"))
+            w.writerow(COLUMNS + ("vhmine_id", "group_id", "vhmine_item"))
             for k, it in enumerate(items):
                 img = base64.b64encode(bench.image_bytes(it)).decode("ascii") if (it.image or it.image_data) else ""
                 if img and len(img) <= INDEX_REF_MAX:
@@ -55,7 +56,7 @@ def write(bench: Benchmark, folder: Path) -> None:
                 elif img:
                     first[img] = k
                 answer = ("Yes" if it.truth else "No") if kind == YNQ else " or ".join(it.answers)
-                w.writerow([k, img, it.question, answer, it.mode, it.id,
+                w.writerow([k, img, it.question, answer, it.mode, it.id, it.group_id or "",
                             json.dumps(item_extras(it), ensure_ascii=False, sort_keys=True)])
         tsvs[kind] = tsv
     write_registration(folder, tsvs)
