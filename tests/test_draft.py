@@ -6,6 +6,7 @@ reject the others (curate.verify); the saving is measured from the action log (c
 import datetime as dt
 import hashlib
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -248,3 +249,76 @@ def test_savings_by_hand(tmp_path):
         C.draft_savings(store, by="alice")
     assert C.draft_savings(store, by="carol") == list(rows.values())
     assert "saving = 1 - s/kept / s/item" in C.savings_table(list(rows.values()))
+
+
+# --- the app's Verify drafts page (AppTest) ------------------------------------------------------------------
+
+def _plain(markdown: str) -> str:
+    """Undo the app's Markdown escaping (a backslash before each ASCII punctuation mark)."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown)
+
+
+def _app_signed_in(token, page, mode):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "vhmine" / "apps" / "curate.py"), default_timeout=60)
+    at.run()
+    at.text_input(key="token").input(token)
+    at.button[0].click().run()
+    at.sidebar.radio(key="page").set_value(page).run()
+    if mode:
+        at.sidebar.selectbox(key="mode").select(mode).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_verify_page_accept_edit_reject(tmp_path, monkeypatch):
+    pytest.importorskip("streamlit")
+    from helpers import seed_store
+
+    from vhmine import curate as C
+    from vhmine.draft_check import parse_draft
+    from vhmine.store import Draft, Task
+
+    store, tokens = seed_store(tmp_path / "app.db", tmp_path)
+    monkeypatch.setenv("VHMINE_DB", f"sqlite:///{tmp_path / 'app.db'}")
+    with store.session(write=False) as s:
+        tasks = [(t.id, t.pair_id) for t in s.query(Task).filter_by(mode="color").order_by(Task.priority, Task.id)]
+        from vhmine.store import Pair
+        pairs = {t: (s.get(Pair, p).image_a, s.get(Pair, p).image_b) for t, p in tasks}
+    ids = []
+    for tid, _ in tasks:
+        content = parse_draft(CANNED['"color"'], "color", list(pairs[tid]))
+        ids.append(C.record_draft(store, tid, model="fake-vlm", endpoint=None, prompt="draft@v1#test", raw="{}", content=content))
+
+    at = _app_signed_in(tokens["alice"], "Verify drafts", "color")
+    assert [h.value for h in at.header] == ["Verify drafts: color"]
+    first = ids[0]
+    assert at.text_input(key=f"vq:{first}").value == "What color is the cup?"
+    assert at.text_area(key=f"va:{first}:B").value == "blue"
+    assert any("by fake-vlm (draft@v1#test)" in _plain(c.value) for c in at.caption)
+    at.text_area(key=f"va:{first}:B").input("navy").run()
+    at.button(key=f"vedit:{first}").click().run()
+    assert any("contradicts the open" in _plain(e.value) for e in at.error)  # the yes/no variants still say blue
+    at.checkbox(key=f"vk:{first}:1").uncheck().run()  # drop "Is the cup blue?"
+    at.button(key=f"vedit:{first}").click().run()
+    assert not at.exception and any("edited): 4 question(s) ready" in _plain(m.value) for m in at.success), [e.value for e in at.error]
+    second = ids[1]
+    assert at.text_input(key=f"vq:{second}").value == "What color is the cup?"
+    at.button(key=f"vrej:{second}").click().run()
+    assert any("say why the draft is wrong" in _plain(e.value) for e in at.error)
+    at.text_input(key=f"vreason:{second}").input("both cups are white").run()
+    at.button(key=f"vrej:{second}").click().run()
+    assert [_plain(i.value) for i in at.info][-1] == "No drafts to verify in color."
+    with store.session(write=False) as s:
+        got = {d.id: (d.status, d.decided_by, d.reason) for d in s.query(Draft)}
+    assert got == {first: ("edited", "alice", None), second: ("rejected", "alice", "both cups are white")}
+    navy = [r for r in C.ready_instances(store, "color", "OEQ") if r.answers == ("navy",)]
+    assert len(navy) == 1 and navy[0].created_by == "alice"
+
+    admin = _app_signed_in(tokens["carol"], "Admin", None)
+    assert "Drafts: time saved" in [h.value for h in admin.subheader]
+    [rows] = [d.value.to_dict("records") for d in admin.dataframe if "s/kept draft" in d.value.columns]
+    color = next(r for r in rows if r["mode"] == "color")
+    assert (color["verified"], color["edit rate"], color["reject rate"]) == (2, 0.5, 0.5)
+    store.close()
