@@ -115,3 +115,65 @@ def test_yes_no_fix_remove_and_reject(store):
                                           "reason": "blue under the house's color names", "changes": {},
                                           "flag_id": f3, "flagged_by": "bob"}
     assert C.errata_list(store, "bob", status="rejected")[0].decision_reason == "blue under the house's color names"
+
+
+# --- the app's Errata page (AppTest) -------------------------------------------------------------------------
+
+def _plain(markdown: str) -> str:
+    import re
+
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown)
+
+
+def _app(token, page):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "vhmine" / "apps" / "curate.py"), default_timeout=60)
+    at.run()
+    at.text_input(key="token").input(token)
+    at.button[0].click().run()
+    at.sidebar.radio(key="page").set_value(page).run()
+    at.sidebar.selectbox(key="mode").select("counting").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_errata_page_flag_then_admin_accepts(tmp_path, monkeypatch):
+    pytest.importorskip("streamlit")
+    from vhmine import curate as C
+    from vhmine.store import Worker
+
+    store = make_ready_store(tmp_path)
+    tokens = {"bob": C.add_worker(store, "bob"), "carol": C.add_worker(store, "carol", admin=True)}
+    monkeypatch.setenv("VHMINE_DB", f"sqlite:///{tmp_path / 'store.db'}")
+    oeq = _rec(store, "How many cats are there in the picture?")
+
+    at = _app(tokens["bob"], "Errata")
+    assert [h.value for h in at.header] == ["Errata"] and "Open flags (0)" not in [h.value for h in at.subheader]
+    at.text_input(key="er_id").input(oeq.id).run()
+    assert "How many cats are there in the picture?" in [t.value for t in at.text]  # the item, to check it is the one
+    at.button(key="er_flag").click().run()
+    assert any("say what is wrong" in _plain(e.value) for e in at.error)
+    at.text_input(key="er_reason").input("four cats: one is behind the sofa").run()
+    at.text_input(key="er_proposed").input("4").run()
+    at.button(key="er_flag").click().run()
+    assert any(f"Flagged {oeq.id}" in _plain(m.value) for m in at.success)
+    [mine] = [d.value.to_dict("records") for d in at.dataframe if "what is wrong" in d.value.columns]
+    assert [(r["instance"], r["status"]) for r in mine] == [(oeq.id, "open")]
+
+    admin = _app(tokens["carol"], "Errata")
+    assert "Open flags (1)" in [h.value for h in admin.subheader]
+    [flag] = C.errata_list(store, "carol")
+    assert admin.text_area(key=f"er_ans:{flag.id}").value == "4"  # the flagger's proposal, to accept or change
+    admin.button(key=f"er_acc:{flag.id}").click().run()
+    assert any(f"Accepted flag {flag.id}" in _plain(m.value) for m in admin.success), [e.value for e in admin.error]
+    assert "Open flags (0)" in [h.value for h in admin.subheader]
+    assert C.get_instance(store, oeq.id).answers == ("4",)
+    assert _actions(store, "errata_accept")[0][1]["changes"] == {"answers": [list(oeq.answers), ["4"]]}
+    with store.session() as s:  # the right is checked by the library, not the page: a demoted admin cannot decide
+        s.get(Worker, "carol").is_admin = False
+    f2 = C.flag_instance(store, "bob", oeq.id, "still wrong")
+    from vhmine.errors import AuthError
+    with pytest.raises(AuthError):
+        C.reject_erratum(store, "carol", f2, "no")
+    store.close()
