@@ -4,7 +4,6 @@ malformed drafts and drafts with one answer for both images are rejected by rule
 reject the others (curate.verify); the saving is measured from the action log (checked by hand)."""
 
 import datetime as dt
-import hashlib
 import json
 import re
 import sys
@@ -322,3 +321,26 @@ def test_verify_page_accept_edit_reject(tmp_path, monkeypatch):
     color = next(r for r in rows if r["mode"] == "color")
     assert (color["verified"], color["edit rate"], color["reject rate"]) == (2, 0.5, 0.5)
     store.close()
+
+
+def test_rules_by_hand():
+    """The draft rules on their own: yes/no variants drafted from the answers only when none are given."""
+    from vhmine.draft_check import check_content, parse_draft
+    from vhmine.errors import FormError
+
+    got = check_content("counting", ["A", "B"], "counting.how_many", {"object": "cats"}, None, {"A": "3", "B": "2"}, None)
+    assert [(y.question, y.truths) for y in got.yes_no] == [
+        ("Are there exactly 3 cats in the picture?", {"A": True, "B": False}),
+        ("Are there exactly 2 cats in the picture?", {"A": False, "B": True})]
+    none = check_content("counting", ["A", "B"], "counting.how_many", {"object": "cats"}, None, {"A": "3", "B": "2"}, [])
+    assert none.yes_no == ()  # a worker who unticks every variant keeps none
+    with pytest.raises(FormError, match="is yes on both images"):
+        check_content("counting", ["A", "B"], "counting.how_many", {"object": "cats"}, None, {"A": "3", "B": "2"},
+                      [("Are there cats?", {"A": True, "B": True})])
+    with pytest.raises(FormError, match="yes/no template"):
+        check_content("counting", ["A", "B"], "counting.exactly", {"object": "cats", "n": "2"}, None, {"A": "3", "B": "2"}, None)
+    with pytest.raises(FormError, match="malformed draft: answer_b missing"):
+        parse_draft(json.dumps({"template": "counting.how_many", "answer_a": "3"}), "counting", ["A", "B"])
+    reworded = check_content("color", ["A", "B"], "color.what_color", {"object": "cup"}, "Which hue does the mug have?",
+                             {"A": "red", "B": "blue"}, [])
+    assert (reworded.template_id, reworded.base_template, reworded.slots) == ("color.own", "color.what_color", {})

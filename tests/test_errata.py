@@ -177,3 +177,32 @@ def test_errata_page_flag_then_admin_accepts(tmp_path, monkeypatch):
     with pytest.raises(AuthError):
         C.reject_erratum(store, "carol", f2, "no")
     store.close()
+
+
+# --- the app's Blind flags page (AppTest): automatic flags a worker overrules -----------------------------------
+
+def test_blind_flags_page_overrule_and_reinstate(tmp_path, monkeypatch):
+    pytest.importorskip("streamlit")
+    from vhmine import curate as C
+
+    store = make_ready_store(tmp_path)
+    token = C.add_worker(store, "bob")
+    monkeypatch.setenv("VHMINE_DB", f"sqlite:///{tmp_path / 'store.db'}")
+    for r in C.ready_instances(store, "counting", "OEQ"):  # right on both images of the pair: flagged
+        C.record_blind_answer(store, r.id, model="text-only", endpoint=None, prompt="blind@v1#x", answer=r.answers[0],
+                              correct=True, scorer="match", group=C.blind_group_key(r.mode, r.kind, r.pair_id, r.question, r.id))
+    C.refresh_blind_flags(store, "text-only", None, "blind@v1#x")
+    [flag] = C.flag_list(store, "bob")
+    at = _app(token, "Blind flags")
+    assert [h.value for h in at.header] == ["Blind flags: counting"]
+    assert "How many cats are there in the picture?" in [t.value for t in at.text]
+    at.button(key=f"bov:{flag.flag_id}").click().run()
+    assert any("say why the question needs its image" in _plain(e.value) for e in at.error)
+    at.text_input(key=f"bwhy:{flag.flag_id}").input("the model guessed; count differs per image").run()
+    at.button(key=f"bov:{flag.flag_id}").click().run()
+    [flag] = C.flag_list(store, "bob")
+    assert (flag.overruled_by, flag.overrule_reason) == ("bob", "the model guessed; count differs per image")
+    assert "the model guessed; count differs per image" in [t.value for t in at.text]
+    at.button(key=f"bre:{flag.flag_id}").click().run()
+    assert not C.flag_list(store, "bob")[0].overruled and C.blind_dropped(store)
+    store.close()

@@ -51,8 +51,8 @@ def check_content(mode_name: str, images: Sequence[str], template_id: str, slots
                   yes_no: Optional[Sequence[tuple[str, Mapping[str, Optional[bool]]]]]) -> DraftContent:
     """A checked draft for the pair `images` (A, B); FormError naming the first rule it breaks.
 
-    `question` None: the filled template. `yes_no` None or empty: the variants are drafted from the
-    answers as the annotate page drafts them (vhmine.modes.draft_ynq)."""
+    `question` None: the filled template. `yes_no` None: the variants are drafted from the answers as the
+    annotate page drafts them (vhmine.modes.draft_ynq); [] keeps none."""
     mode = M.get_mode(mode_name)
     tpl = mode.template(template_id)
     if tpl.kind != M.OEQ:
@@ -71,7 +71,7 @@ def check_content(mode_name: str, images: Sequence[str], template_id: str, slots
                                    "have a different answer on each image")
     ynq_tpl = mode.template(tpl.ynq) if tpl.ynq else None
     out: list[YesNo] = []
-    for q, truths in (yes_no or _derived(mode, tpl, kept, clean, images)):
+    for q, truths in (_derived(mode, tpl, kept, clean, images) if yes_no is None else yes_no):
         q = M.check_question(q)
         t = {img: truths.get(img) for img in images}
         if any(v is None for v in t.values()):
@@ -140,4 +140,4 @@ def parse_draft(text: str, mode_name: str, images: Sequence[str]) -> DraftConten
     q = data.get("question")
     return check_content(mode_name, images, str(data["template"]), {k: str(v) for k, v in slots.items()},
                          None if q in (None, "") else str(q), {a: [str(data["answer_a"])], b: [str(data["answer_b"])]},
-                         yn)
+                         yn or None)  # none given: drafted from the answers
