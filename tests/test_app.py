@@ -69,7 +69,7 @@ def test_sign_in(env):
     assert "worker" not in at.session_state and len(at.sidebar.radio) == 0  # nothing to write with
     at = _signed_in(tokens["alice"])
     assert at.sidebar.markdown[0].value == "Signed in as **alice**"
-    assert _by_label(at.sidebar.radio, "Page").options == ["Annotate", "Review", "Label answers"]  # no Admin
+    assert _by_label(at.sidebar.radio, "Page").options == ["Annotate", "Review", "Label answers", "Verify drafts", "Errata", "Blind flags"]  # no Admin
     assert "token" not in at.session_state and not any(tokens["alice"] in t for t in _texts(at))
 
 

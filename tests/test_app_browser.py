@@ -271,3 +271,74 @@ def test_layout_at_1400x1000(layout_server, tmp_path):
             expect(page.get_by_text("No model answers to label in existence.")).to_be_visible()
         finally:
             ctx.close()
+
+
+def test_verify_a_draft_and_flag_an_item_in_chromium(app_server, tmp_path):
+    """The verify queue and the errata flag: alice accepts a model's draft of the existence pair, then flags one
+    of the questions it made, by the id an export writes, as wrong."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"chromium not found at {CHROMIUM}: install Debian's chromium (scripts/ci_services.sh)")
+    import json as _json
+
+    from vhmine import curate as C
+    from vhmine.draft_check import parse_draft
+    from vhmine.store import Draft, Erratum, Pair, Task, open_store
+
+    url, db, token, log = app_server
+    with open_store(db) as store:
+        with store.session(write=False) as s:
+            t = s.query(Task).filter_by(mode="existence").one()
+            p = s.get(Pair, t.pair_id)
+        raw = _json.dumps({"template": "existence.what_is", "slots": {"where": "on the table"},
+                           "answer_a": "a cup", "answer_b": "a spoon"})
+        did = C.record_draft(store, t.id, model="fake-vlm", endpoint=None, prompt="draft@v1#test", raw=raw,
+                             content=parse_draft(raw, "existence", [p.image_a, p.image_b]))
+    expect = sync_api.expect
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_api.sync_playwright() as pw:
+        ctx = pw.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, headless=True,
+                                                    args=ARGS, viewport={"width": 1400, "height": 1600})
+        try:
+            page = ctx.new_page()
+            page.set_default_timeout(60_000)
+            idle = page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]')
+            page.goto(url, timeout=60_000)
+            page.get_by_label("Token", exact=True).fill(token)
+            page.get_by_role("button", name="Sign in").click()
+            expect(page.get_by_text("Annotate: existence")).to_be_visible(timeout=60_000)
+            idle.wait_for()
+            page.get_by_text("Verify drafts", exact=True).click()
+            expect(page.get_by_text("Verify drafts: existence")).to_be_visible(timeout=60_000)
+            expect(page.get_by_label("Question", exact=True)).to_have_value("What is on the table in the picture?")
+            expect(page.get_by_label("Answer(s) for image B, one per line", exact=True)).to_have_value("a spoon")
+            idle.wait_for()
+            page.get_by_role("button", name="Accept as drafted").click()
+            expect(page.get_by_text("Accepted the draft: 6 question(s) ready.")).to_be_visible(timeout=60_000)
+            expect(page.get_by_text("No drafts to verify in existence.")).to_be_visible()
+            with open_store(db) as store:
+                target = next(r for r in C.ready_instances(store, "existence", "OEQ") if r.answers == ("a spoon",))
+            idle.wait_for()
+            page.get_by_text("Errata", exact=True).click()
+            expect(page.get_by_role("heading", name="Errata")).to_be_visible(timeout=60_000)
+            box = page.get_by_label("Instance id", exact=True)
+            box.fill(target.id)
+            box.press("Tab")
+            expect(page.get_by_text("a spoon", exact=True)).to_be_visible(timeout=60_000)  # the item shown to check
+            why = page.get_by_label("What is wrong", exact=True)
+            why.fill("it is a fork, not a spoon")
+            why.press("Tab")
+            idle.wait_for()
+            page.get_by_role("button", name="Flag as wrong").click()
+            expect(page.get_by_text(f"Flagged {target.id}: an admin will accept or reject the flag.")).to_be_visible(timeout=60_000)
+            page.screenshot(path=str(ARTIFACTS / "verify_errata_browser.png"), full_page=True)
+            html = page.content()
+        finally:
+            ctx.close()
+    assert token not in html and token not in log.read_text()
+    with open_store(db) as store:
+        with store.session(write=False) as s:
+            assert (s.get(Draft, did).status, s.get(Draft, did).decided_by) == ("accepted", "alice")
+            [flag] = s.query(Erratum).all()
+            assert (flag.instance_id, flag.flagged_by, flag.reason, flag.status) == (
+                target.id, "alice", "it is a fork, not a spoon", "open")

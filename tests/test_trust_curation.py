@@ -391,4 +391,4 @@ def test_app_admin_page_needs_the_right_in_the_store(env):
     at.run()
     assert not at.exception, at.exception
     assert "Agreement" not in [h.value for h in at.header] and not [d for d in at.main.dataframe if "name" in d.value]
-    assert _by_label(at.sidebar.radio, "Page").options == ["Annotate", "Review", "Label answers"]
+    assert _by_label(at.sidebar.radio, "Page").options == ["Annotate", "Review", "Label answers", "Verify drafts", "Errata", "Blind flags"]

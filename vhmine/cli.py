@@ -483,6 +483,46 @@ def blind(
     _finish(result)
 
 
+@app.command()
+def draft(
+    model: Optional[str] = typer.Option(None, "--model", help="The vision model that drafts each pair task (e.g. gpt-4o)."),
+    stats: bool = typer.Option(False, "--stats", help="Print what verifying drafts saves (time per verified item against per item written from scratch, accept / edit rates per mode) and ask no model."),
+    mode: Optional[List[str]] = ModesOpt,
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Draft at most this many pair tasks."),
+    base_url: Optional[str] = BaseUrlOpt,
+    concurrency: int = ConcurrencyOpt,
+    timeout: float = TimeoutOpt,
+    max_retries: int = RetriesOpt,
+    retry_wait: float = RetryWaitOpt,
+    max_cost: Optional[float] = MaxCostOpt,
+    prices: Optional[Path] = PricesOpt,
+    cache: Optional[Path] = CacheOpt,
+    max_tokens: int = MaxTokensOpt,
+    db: Optional[str] = DbOpt,
+) -> None:
+    """Draft each open pair task's question and per-image answers with a vision model, for workers to verify (exit 3: partial)."""
+    try:
+        from .store import open_store
+
+        if stats:
+            from .curate import draft_savings, savings_table
+
+            with open_store(db) as store:
+                typer.echo(savings_table(draft_savings(store)))
+            return
+        if not model:
+            raise InputError("give --model M (the vision model that drafts), or --stats to see what verifying saves")
+        from .draft import DraftOptions, draft as run_draft
+
+        opts = DraftOptions(llm=_llm_options(model, base_url, concurrency, timeout, max_retries, retry_wait, max_cost,
+                                             prices, cache, max_tokens), modes=mode or None, limit=limit)
+        with open_store(db) as store:
+            result = run_draft(store, opts)
+    except VhmineError as err:
+        _fail(err)
+    _finish(result)
+
+
 # --- export and eval (vhmine.export, vhmine.eval) ----------------------------------------------------
 
 @app.command()

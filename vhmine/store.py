@@ -266,6 +266,62 @@ class BlindAnswer(Base):
     created_at: Mapped[dt.datetime]
 
 
+# --- schema revision 0007: drafts that workers verify (vhmine draft), errata of released items ----
+
+DRAFT_STATUSES = ("pending", "accepted", "edited", "rejected", "rule_rejected", "superseded")
+ERRATUM_STATUSES = ("open", "accepted", "rejected", "withdrawn")
+
+
+class Draft(Base):
+    """A vision model's draft for one pair task: an OEQ with a reference answer per image and yes/no variants.
+
+    `answers` maps image id -> reference answers; `yes_no` is a list of {"question", "truths": {image id:
+    bool}}. A draft breaking a rule (malformed, the same answer on both images, ...) is stored with status
+    `rule_rejected` and the `reason`, never queued; a worker accepts, edits or rejects the others
+    (`decided_by`, `action_id`). Model, endpoint (no credentials) and prompt id say what made it."""
+
+    __tablename__ = "drafts"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    task_id: Mapped[str] = mapped_column(ForeignKey("tasks.id"), index=True)
+    mode: Mapped[str] = mapped_column(String(16))
+    model: Mapped[str] = mapped_column(String(200))
+    endpoint: Mapped[Optional[str]] = mapped_column(String(500))
+    prompt: Mapped[str] = mapped_column(String(200))
+    raw: Mapped[str] = mapped_column(Text)  # the model's answer as sent back
+    template_id: Mapped[Optional[str]] = mapped_column(String(64))
+    slots: Mapped[Optional[dict]] = mapped_column(JSON)
+    question: Mapped[Optional[str]] = mapped_column(Text)
+    answers: Mapped[Optional[dict]] = mapped_column(JSON)
+    yes_no: Mapped[Optional[list]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[Optional[str]] = mapped_column(Text)
+    decided_by: Mapped[Optional[str]] = mapped_column(ForeignKey("workers.name"))
+    decided_at: Mapped[Optional[dt.datetime]]
+    action_id: Mapped[Optional[int]] = mapped_column(ForeignKey("actions.id"))
+    created_at: Mapped[dt.datetime]
+
+
+class Erratum(Base):
+    """A worker's flag that a (released) instance is wrong, and an admin's decision on it.
+
+    `changes` (field -> [old, new]) is what accepting it changed on the instance; the `errata_accept` /
+    `errata_reject` action (`action_id`) carries the same, for the next export's changelog."""
+
+    __tablename__ = "errata"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    instance_id: Mapped[str] = mapped_column(ForeignKey("instances.id"), index=True)
+    flagged_by: Mapped[str] = mapped_column(ForeignKey("workers.name"))
+    reason: Mapped[str] = mapped_column(Text)
+    proposed: Mapped[Optional[str]] = mapped_column(Text)  # the answer the flagger thinks is right, if given
+    status: Mapped[str] = mapped_column(String(16))
+    decided_by: Mapped[Optional[str]] = mapped_column(ForeignKey("workers.name"))
+    decided_at: Mapped[Optional[dt.datetime]]
+    decision_reason: Mapped[Optional[str]] = mapped_column(Text)
+    changes: Mapped[Optional[dict]] = mapped_column(JSON)
+    action_id: Mapped[Optional[int]] = mapped_column(ForeignKey("actions.id"))
+    created_at: Mapped[dt.datetime]
+
+
 # --- opening a store -----------------------------------------------------------------------------
 
 def resolve_url(db: str | os.PathLike | None = None) -> str:

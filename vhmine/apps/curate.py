@@ -19,6 +19,9 @@ import streamlit as st
 
 from vhmine import curate as C
 from vhmine import modes as M
+from vhmine.apps.blind_page import blind_page
+from vhmine.apps.errata_page import errata_page
+from vhmine.apps.verify_page import savings_section, verify_page
 from vhmine.errors import VhmineError
 from vhmine.store import open_store
 
@@ -83,7 +86,7 @@ def sign_in_page(store) -> None:
 def sidebar(store, me: C.WorkerInfo) -> tuple[str, str]:
     with st.sidebar:
         st.write(f"Signed in as **{_esc(me.name)}**" + (" (admin)" if me.is_admin else ""))
-        pages = ["Annotate", "Review", "Label answers"] + (["Admin"] if me.is_admin else [])
+        pages = ["Annotate", "Review", "Label answers", "Verify drafts", "Errata", "Blind flags"] + (["Admin"] if me.is_admin else [])
         if st.session_state.get("page") not in (None, *pages):  # an admin page after the right was taken away
             st.session_state.pop("page")
         page = st.radio("Page", pages, key="page")
@@ -307,6 +310,7 @@ def admin_page(store, me: C.WorkerInfo) -> None:
     st.subheader("Progress")  # the sidebar's table in full: with the discarded items
     st.dataframe([{"mode": p.mode, "done": p.done, "remaining": p.remaining, "discarded": p.discarded,
                    "ready questions": p.ready_instances} for p in C.progress(store)], hide_index=True, key="progress")
+    savings_section(store, me)
 
 
 def main() -> None:
@@ -334,6 +338,12 @@ def main() -> None:
         review_page(store, me, mode)
     elif page == "Label answers":
         label_page(store, me, mode)
+    elif page == "Verify drafts":
+        verify_page(store, me, mode)
+    elif page == "Errata":
+        errata_page(store, me, mode)
+    elif page == "Blind flags":
+        blind_page(store, me, mode)
     elif page == "Admin":
         admin_page(store, me)
 

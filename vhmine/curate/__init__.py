@@ -21,7 +21,8 @@ One module per concern, all re-exported here (`from vhmine import curate as C; C
 workers (sign-in, tokens, (de)activation), queue (leases, discard, skip, progress, generated images entering the queue),
 annotate (saving questions and answers), drafts (drafted yes/no questions), undo, review (blind
 review and agreement), responses (model responses and their labels), records (ready instances for
-export), images (serving recorded image bytes), app (launching Streamlit); _shared holds the ids,
+export), verify (model drafts of pair tasks: accept, edit, reject), errata (flags on released items and
+admins' decisions), savings (time per verified against per scratch item), images (serving recorded image bytes), app (launching Streamlit); _shared holds the ids,
 action log, worker lookup and lease checks they all use.
 """
 
@@ -50,6 +51,9 @@ from .blind import (
     record_blind_answer, refresh_blind_flags, reinstate_blind_flag,
 )
 from .blind import group_key as blind_group_key
+from .verify import VerifyItem, Verified, accept_draft, edit_draft, next_verify_item, record_draft, reject_draft
+from .errata import ErratumView, accept_erratum, errata_list, flag_instance, reject_erratum
+from .savings import ModeSavings, draft_savings, savings_table
 from .app import default_app_path, run_app, streamlit_command
 from ..store import resolve_url  # vhmine/apps/curate.py reads it as C.resolve_url
 
@@ -68,6 +72,9 @@ __all__ = [
     "InstanceRecord", "get_instance", "ready_instances",
     "BlindFlag", "FlaggedItem", "blind_answered", "blind_dropped", "blind_group_key", "blind_summary", "flag_list",
     "overrule_blind_flag", "record_blind_answer", "refresh_blind_flags", "reinstate_blind_flag",
+    "VerifyItem", "Verified", "accept_draft", "edit_draft", "next_verify_item", "record_draft", "reject_draft",
+    "ErratumView", "accept_erratum", "errata_list", "flag_instance", "reject_erratum",
+    "ModeSavings", "draft_savings", "savings_table",
     "default_app_path", "run_app", "streamlit_command",
     "resolve_url",
 ]

@@ -38,18 +38,22 @@ def _take(s: Session, t: Task, worker: str, now: dt.datetime, lease_s: float) ->
 
 
 def next_item(store: Store, worker: str | WorkerInfo, mode: str, *, lease_s: float = LEASE_S) -> Optional[Item]:
-    """Lease the next open task of `mode` to `worker` (their current lease first; skipped ones last)."""
+    """Lease the next open task of `mode` to `worker` (their current lease first; skipped ones last; a task with
+    a model draft waiting for a worker is left to the verify queue, curate.verify)."""
+    from .verify import pending_draft_tasks
+
     mode = M.get_mode(mode).name
     with store.session() as s:
         worker = _worker(s, worker).name
         now = utcnow()
+        undrafted = Task.id.not_in(pending_draft_tasks())  # a pair with a model's draft goes to the verify queue
         mine = s.scalar(select(Task).where(Task.mode == mode, Task.status == "open", Task.lease_worker == worker,
-                                           Task.lease_until > now).order_by(Task.priority, Task.id).limit(1))
+                                           Task.lease_until > now, undrafted).order_by(Task.priority, Task.id).limit(1))
         if mine is not None and _take(s, mine, worker, now, lease_s):
             return _item(s, s.get(Task, mine.id, populate_existing=True))
         skipped = select(Action.task_id).where(Action.worker == worker, Action.kind == "skip",
                                                Action.undone_at.is_(None), Action.task_id.is_not(None))
-        base = select(Task).where(Task.mode == mode, Task.status == "open", _free(now))
+        base = select(Task).where(Task.mode == mode, Task.status == "open", _free(now), undrafted)
         for q in (base.where(Task.id.not_in(skipped)), base.where(Task.id.in_(skipped))):
             for _ in range(5):  # others may win the race for the first few candidates
                 cands = s.scalars(q.order_by(Task.priority, Task.id).limit(8)).all()

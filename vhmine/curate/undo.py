@@ -100,6 +100,14 @@ def undo_last(store: Store, worker: str | WorkerInfo, *, lease_s: float = LEASE_
             if r is not None:
                 s.delete(r)
             what = f"label of response {p['response_id']}"
+        elif act.kind == "verify":  # a model draft accepted, edited or rejected (curate.verify)
+            from .verify import undo_verify
+
+            what = undo_verify(s, act, worker, now, lease)
+        elif act.kind.startswith("errata_"):  # a flag, or an admin's decision on one (curate.errata)
+            from .errata import undo_errata
+
+            what = undo_errata(s, act, worker, now)
         else:  # pragma: no cover - every kind written above is handled
             raise StoreError(f"action {act.id} has unknown kind {act.kind!r}")
     return what

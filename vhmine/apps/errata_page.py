@@ -1,0 +1,99 @@
+"""The app's "Errata" page: any worker flags an item of a released export as wrong; admins decide the flags.
+
+A worker types the instance id an export wrote (or picks a ready item of the mode), says what is wrong and,
+optionally, the right answer; they see their own flags and what became of them. An admin sees every open
+flag with the item, and accepts it (a new answer, a new yes/no truth, or removing the item) or rejects it
+with a reason. Reads and writes only through vhmine.curate (flag_instance, errata_list, accept_erratum,
+reject_erratum, ready_instances, get_instance); the library checks the admin right on every call.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from vhmine import curate as C
+from vhmine import modes as M
+from vhmine.apps.page_helpers import act, esc, image
+from vhmine.errors import VhmineError
+
+
+def _answer_text(kind: str, answers, truth) -> str:
+    return ("yes" if truth else "no") if kind == M.YNQ else "; ".join(answers)
+
+
+def _flag_form(store, me: C.WorkerInfo, mode: str) -> None:
+    st.subheader("Flag an item as wrong")
+    typed = st.text_input("Instance id", key="er_id", help="The id field of the released export's instance.")
+    ready = C.ready_instances(store, mode)
+    picked = st.selectbox(f"Or pick a ready {mode} item", [None] + [r.id for r in ready], key=f"er_pick:{mode}",
+                          format_func=lambda i: "-" if i is None else next(f"{r.id}: {r.question} ({_answer_text(r.kind, r.answers, r.truth)})"
+                                                                          for r in ready if r.id == i))
+    iid = (typed or "").strip() or picked
+    if iid:
+        try:
+            rec = C.get_instance(store, iid)
+        except VhmineError as err:
+            st.error(esc(err))
+        else:
+            left, right = st.columns([1, 3])
+            with left:
+                image(store, rec.image_id, "image")
+            right.text(rec.question)
+            right.caption("Reference answer")
+            right.text(_answer_text(rec.kind, rec.answers, rec.truth))
+    reason = st.text_input("What is wrong", key="er_reason", placeholder="image B shows three cats, not two")
+    proposed = st.text_input("Right answer (optional)", key="er_proposed")
+    if st.button("Flag as wrong", type="primary", key="er_flag"):
+        act(lambda: C.flag_instance(store, me, iid or "", reason, proposed), "success",
+            f"Flagged {iid}: an admin will accept or reject the flag.")
+
+
+def _decide(store, me: C.WorkerInfo, e: C.ErratumView) -> None:
+    with st.container(border=True):
+        left, right = st.columns([1, 3])
+        with left:
+            image(store, e.image_id, "image")
+        right.caption(esc(f"flag {e.id} on {e.mode} {e.kind} {e.instance_id} by {e.flagged_by}"))
+        right.text(e.question)
+        right.caption("Reference answer now")
+        right.text(_answer_text(e.kind, e.answers, e.truth))
+        right.caption("What is wrong" + (" (proposed answer below)" if e.proposed else ""))
+        right.text(e.reason + (f"\n{e.proposed}" if e.proposed else ""))
+        remove = right.checkbox("Remove the item instead of fixing it", key=f"er_rm:{e.id}")
+        if e.kind == M.YNQ:
+            truth = right.radio("Right truth", ["yes", "no"], index=1 if e.truth else 0, horizontal=True,
+                                key=f"er_truth:{e.id}") == "yes"
+            answers = None
+        else:
+            truth = None
+            answers = right.text_area("Right answer(s), one per line", value=e.proposed or "", key=f"er_ans:{e.id}")
+        note = right.text_input("Note (needed to reject)", key=f"er_note:{e.id}")
+        c1, c2 = right.columns(2)
+        if c1.button("Accept flag", type="primary", key=f"er_acc:{e.id}"):
+            act(lambda: C.accept_erratum(store, me, e.id, answers=answers, truth=truth, remove=remove, reason=note),
+                "success", lambda ch: f"Accepted flag {e.id}: " + "; ".join(f"{k} {o} -> {n}" for k, (o, n) in ch.items()))
+        if c2.button("Reject flag", key=f"er_rej:{e.id}"):
+            act(lambda: C.reject_erratum(store, me, e.id, note), "info", f"Rejected flag {e.id}.")
+
+
+def errata_page(store, me: C.WorkerInfo, mode: str) -> None:
+    st.header("Errata")
+    st.caption("Found a wrong item in a released benchmark? Flag it here; the fix goes into the next export's changelog.")
+    _flag_form(store, me, mode)
+    try:
+        mine = [e for e in C.errata_list(store, me, status=None) if e.flagged_by == me.name]
+        open_flags = C.errata_list(store, me) if me.is_admin else []
+    except VhmineError as err:
+        st.error(esc(err))
+        return
+    st.subheader("Your flags")
+    if mine:
+        st.dataframe([{"flag": e.id, "instance": e.instance_id, "question": e.question, "what is wrong": e.reason,
+                       "status": e.status, "decided by": e.decided_by or "", "why": e.decision_reason or ""}
+                      for e in mine], hide_index=True, key="er_mine")
+    else:
+        st.write("None.")
+    if me.is_admin:
+        st.subheader(f"Open flags ({len(open_flags)})")
+        for e in open_flags:
+            _decide(store, me, e)

@@ -1,0 +1,82 @@
+"""The app's "Verify drafts" page, and the drafts' saving on the admin page.
+
+A worker sees a pair a vision model drafted (`vhmine draft`): both images, the question, an answer per
+image and the yes/no variants with their truth on each image, and the model and prompt that made them;
+they accept it as drafted, save their edit, or reject it with a reason. Reads and writes only through
+vhmine.curate (next_verify_item, accept_draft, edit_draft, reject_draft, draft_savings); text the model
+or a worker wrote is shown with st.text or in escaped Markdown.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from vhmine import curate as C
+from vhmine.apps.page_helpers import act, esc, image
+from vhmine.errors import VhmineError
+
+
+def verify_page(store, me: C.WorkerInfo, mode: str) -> None:
+    st.header(f"Verify drafts: {mode}")
+    st.caption("A model drafted this question and its answers: accept them, fix them, or reject the draft.")
+    try:
+        item = C.next_verify_item(store, me, mode)
+    except VhmineError as err:
+        st.error(esc(err))
+        return
+    if item is None:
+        st.info(f"No drafts to verify in {mode}.")
+        return
+    key = item.draft_id
+    roles = {v.id: v.role for v in item.images}
+    for col, v in zip(st.columns(len(item.images)), item.images):
+        with col:
+            image(store, v.id, f"image {v.role}")
+    st.caption(esc(f"draft {item.draft_id} of item {item.task_id} by {item.model} ({item.prompt}); "
+                   f"yours until {item.lease_until:%H:%M} UTC"))
+    question = st.text_input("Question", value=item.question, key=f"vq:{key}")
+    answers = {}
+    for col, (img, ans) in zip(st.columns(len(item.answers)), item.answers.items()):
+        answers[img] = col.text_area(f"Answer(s) for image {roles[img]}, one per line", value="\n".join(ans),
+                                     key=f"va:{key}:{roles[img]}")
+    st.subheader("Yes/no variants")
+    yes_no = []
+    for k, (q, truths) in enumerate(item.yes_no):
+        with st.container(border=True):
+            keep = st.checkbox("Keep", value=True, key=f"vk:{key}:{k}")
+            yq = st.text_input(f"Yes/no question {k + 1}", value=q, key=f"vyq:{key}:{k}")
+            cols = st.columns(len(truths))
+            got = {}
+            for col, (img, t) in zip(cols, truths.items()):
+                got[img] = col.radio(f"Image {roles[img]}", ["yes", "no"], index=0 if t else 1, horizontal=True,
+                                     key=f"vyt:{key}:{k}:{roles[img]}") == "yes"
+            if keep:
+                yes_no.append((yq, got))
+    c1, c2, c3 = st.columns(3)
+    if c1.button("Accept as drafted", type="primary", key=f"vacc:{key}"):
+        act(lambda: C.accept_draft(store, me, item.draft_id), "success",
+            lambda v: f"Accepted the draft: {len(v.instance_ids)} question(s) ready.")
+    if c2.button("Save my edit", key=f"vedit:{key}"):
+        act(lambda: C.edit_draft(store, me, item.draft_id, question=question, answers=answers, yes_no=yes_no),
+            "success", lambda v: f"Saved ({'no change: accepted' if v.decision == 'accept' else 'edited'}): "
+                                 f"{len(v.instance_ids)} question(s) ready.")
+    reason = c3.text_input("Reject reason", key=f"vreason:{key}", placeholder="answer for image B is wrong")
+    if c3.button("Reject", key=f"vrej:{key}"):
+        act(lambda: C.reject_draft(store, me, item.draft_id, reason), "info",
+            f"Rejected the draft of {item.task_id}; the pair goes back to the annotate queue.")
+
+
+def savings_section(store, me: C.WorkerInfo) -> None:
+    """For the admin page: what verifying drafts saves over writing items from scratch, per mode."""
+    st.subheader("Drafts: time saved")
+    try:
+        rows = C.draft_savings(store, by=me)
+    except VhmineError as err:
+        st.error(esc(err))
+        return
+    if not rows:
+        st.write("No items written or drafts verified yet.")
+        return
+    st.caption("Seconds are gaps between a worker's actions (a long gap is a break); s/kept draft counts the time "
+               "of rejected drafts too; saving = 1 - s/kept draft / s/scratch item. `vhmine draft --stats` prints the same.")
+    st.dataframe([r.row() for r in rows], hide_index=True, key="draft_savings")
