@@ -1,8 +1,8 @@
 """Images as base64 data URLs under the API's size limit (`max_image_bytes`, 5 MB of base64 by default).
 
 Reads images (files, WebDataset tar members, fsspec URLs: images.read_image_bytes) or bytes; writes
-nothing. JPEG, PNG, WebP and GIF under the limit go as they are, anything else is re-encoded as JPEG, and an image still too large is downscaled until it fits; the
-`SentImage` returned records what was sent. PIL is imported inside `encode_image`.
+nothing. JPEG, PNG, WebP and GIF under the limit go as they are, anything else is re-encoded as JPEG,
+and an image still too large is downscaled until it fits; the `SentImage` returned records what was sent. PIL is imported inside `encode_image`.
 """
 
 from __future__ import annotations
