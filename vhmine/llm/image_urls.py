@@ -2,7 +2,8 @@
 
 Reads images (files, WebDataset tar members, fsspec URLs: images.read_image_bytes) or bytes; writes
 nothing. JPEG, PNG, WebP and GIF under the limit go as they are, anything else is re-encoded as JPEG,
-and an image still too large is downscaled until it fits; the `SentImage` returned records what was sent. PIL is imported inside `encode_image`.
+and an image still too large is downscaled until it fits; the `SentImage` returned records what was
+sent. PIL is imported inside `encode_image`.
 """
 
 from __future__ import annotations
