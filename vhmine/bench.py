@@ -89,8 +89,10 @@ class Benchmark:
         p = self.image_path(item)
         if p is None:
             raise FormatError(f"{self.source or self.name}: item {item.id} has no image")
+        from .images import read_image_bytes
+
         try:
-            return p.read_bytes()
+            return read_image_bytes(p)  # a file, or a WebDataset tar member
         except OSError as err:
             raise FormatError(f"{self.source or self.name}: image {p} of item {item.id} cannot be read ({err.strerror}): "
                               "restore the file, or give the images' folder (--images)") from None

@@ -7,7 +7,8 @@ so a reader fetches exactly those bytes (a range request on object stores). A re
 are its member's size and its tar's time: a tar written again has its members hashed anew. Its path in the index is
 `<tar>/<member>`; images.parquet keeps `key`, `tar`, `url` and `caption`. A tar cut short keeps the
 members before the cut; the member that was cut is skipped with its reason, as for folders.
-Reads the tars; writes nothing.
+Later stages read one member's bytes with `read_member` (through images.read_image_bytes), which lists
+a tar's members once per process while the tar is unchanged. Reads the tars; writes nothing.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 import json
 import logging
 import tarfile
+import threading
+from collections import OrderedDict
 from pathlib import Path
 
 from .errors import InputError
@@ -169,3 +172,39 @@ class TarSource:
         if out["caption"] is None and rec.get("txt"):
             out["caption"] = self._read_range(rec["tar"], *rec["txt"]).decode("utf-8", "replace").strip()
         return out
+
+
+# A few tars with their member tables, for the stages after embed that read one image at a time:
+# (tar URL, mtime, size) -> (source, records by member name). A tar written again is listed again.
+_MEMBER_TABLES: OrderedDict = OrderedDict()
+_MEMBER_LOCK = threading.Lock()  # a source's open file is shared: one seek-and-read at a time
+
+
+def read_member(tar: str, member: str) -> bytes:
+    """The bytes of image member `member` of the tar at `tar` (a local path or an fsspec URL): its
+    headers are listed once (as `vhmine embed` lists them), then exactly the member's bytes are read.
+    FileNotFoundError when the tar has no such image member; OSError when it is cut short."""
+    import errno
+
+    from .images import BadImage
+
+    with _MEMBER_LOCK:
+        source = TarSource(tar)
+        fs = source._filesystem()
+        key = (source.url, source._mtime_ns(source._path), fs.size(source._path))
+        if key not in _MEMBER_TABLES:
+            listed = source.list()
+            _MEMBER_TABLES[key] = (source, {rec["path"].split("/", 1)[1]: rec for rec in listed.values()})
+            while len(_MEMBER_TABLES) > 8:
+                old, _ = _MEMBER_TABLES.popitem(last=False)[1]
+                for f in old._files.values():
+                    f.close()
+        _MEMBER_TABLES.move_to_end(key)
+        source, members = _MEMBER_TABLES[key]
+        rec = members.get(member)
+        if rec is None:
+            raise FileNotFoundError(errno.ENOENT, f"no image member {member!r} in this tar", tar)
+        try:
+            return source.read(rec)
+        except BadImage as err:
+            raise OSError(errno.EIO, err.reason, tar) from None

@@ -47,7 +47,7 @@ from . import __version__
 from . import formats as F
 from .bench import OEQ, YNQ, Benchmark, assign_groups, from_records
 from .errors import ExportError, UnbalancedError, VhmineError
-from .images import sha256_file
+from .images import image_sha256, sha256_file
 from .files import check_owned, replace_dir
 
 log = logging.getLogger(__name__)
@@ -230,9 +230,10 @@ def _check_images(bench: Benchmark) -> None:
         p = bench.image_path(it)
         if p is None:
             continue
-        if not p.is_file():
+        found = image_sha256(p)  # a file, or a WebDataset tar member
+        if found is None:
             raise ExportError(f"image {p} of instance {it.id} ({it.mode}) is missing: restore it, or discard the instance in the app")
-        if sha and sha256_file(p) != sha:
+        if sha and found != sha:
             raise ExportError(f"image {p} of instance {it.id} ({it.mode}) no longer matches its recorded sha256: restore the file")
 
 

@@ -1,7 +1,8 @@
 """Pictures of a mining run: the CLIP-vs-DINOv2 scatter plot and a self-contained HTML gallery.
 
 Written by mine.py into the run folder. The gallery embeds small JPEG thumbnails, so it can be
-mailed or opened anywhere; every text in it is HTML-escaped.
+mailed or opened anywhere; every text in it is HTML-escaped. Images are read where the index says they
+are (a file, or a WebDataset tar member: images.read_image_bytes).
 """
 
 from __future__ import annotations
@@ -60,11 +61,11 @@ def write_scatter(path: Path, clip_sim, dino_sim, background, clip_min: float, d
 
 
 def thumbnail_data_url(path: str, size: int = 256) -> str | None:
-    """A small JPEG of the image as a data URL, or None if it can no longer be read."""
-    from .images import BadImage, decode_rgb
+    """A small JPEG of the image (a file, a tar member or a URL) as a data URL, or None if it can no longer be read."""
+    from .images import BadImage, decode_rgb, read_image_bytes
 
     try:
-        img = decode_rgb(Path(path).read_bytes())
+        img = decode_rgb(read_image_bytes(path))
     except (OSError, BadImage):
         return None
     img.thumbnail((size, size))

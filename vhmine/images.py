@@ -3,15 +3,21 @@
 The embed stage's reader goes through this module: `list_images` walks a folder, the reader
 reads each file once, hashes the bytes with `sha256_bytes` and decodes the same bytes with
 `decode_rgb`. A file that cannot be used raises `BadImage` with a short reason, which the
-reader records as data; a bad image never stops a job. Reads only the bytes it is given and
-writes nothing.
+reader records as data; a bad image never stops a job.
+
+`read_image_bytes` is the one place the stages after embed (gallery, seed, the curation app, export,
+probe, eval, describe) open an image where an index or the store records it: a file, a member of a
+WebDataset tar (`<folder>/00000.tar/<member>`, read through embed_wds.read_member), or either behind an
+fsspec URL (`s3://bucket/shards/00000.tar/<member>`). Reads those bytes; writes nothing.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import os
+import re
 import threading
 from pathlib import Path
 
@@ -87,6 +93,78 @@ def sha256_file(path: Path) -> str:
 
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):/+")
+
+
+def remote_url(location) -> str | None:
+    """`location` as an fsspec URL when it is one (also when a Path folded its `//` into `/`), else None.
+    file:// URLs are local paths: None."""
+    text = str(location)
+    m = _SCHEME.match(text)
+    if m is None or m.group(1).lower() in ("file", "local") or os.path.exists(text):
+        return None
+    return f"{m.group(1)}://{text[m.end():]}"
+
+
+def local_path(location) -> str:
+    """A location that is not a remote URL, as a local path (file:// URLs lose their scheme)."""
+    text = str(location)
+    m = _SCHEME.match(text)
+    if m is not None and m.group(1).lower() in ("file", "local") and not os.path.exists(text):
+        return "/" + text[m.end():]
+    return text
+
+
+def join_location(root: str, rel: str) -> str:
+    """The location of `rel` (a POSIX path, as images.parquet records it) under `root` (a folder, or a URL)."""
+    url = remote_url(root)
+    return f"{url.rstrip('/')}/{rel}" if url else str(Path(local_path(root)) / rel)
+
+
+def read_image_bytes(location) -> bytes:
+    """The bytes of the image at `location`: a file; a member of a tar (the first `.tar` along the path
+    that is a file holds the rest of the path as a member); either through fsspec for a URL. Raises
+    OSError (FileNotFoundError when there is no such file or member)."""
+    url = remote_url(location)
+    if url is None:
+        path = local_path(location)
+        if os.path.isfile(path):
+            with open(path, "rb") as f:
+                return f.read()
+        parts = path.split("/")
+        is_file = os.path.isfile
+    else:
+        import fsspec
+
+        try:
+            fs, path = fsspec.core.url_to_fs(url)
+        except (ImportError, ValueError) as err:
+            raise OSError(errno.EPROTONOSUPPORT, f"cannot open this URL ({err}); install the fsspec package for its "
+                          "protocol (e.g. s3fs, gcsfs)", url) from None
+        if fs.isfile(path):
+            return fs.cat_file(path)
+        parts = path.split("/")
+        is_file = fs.isfile
+    for k, part in enumerate(parts[:-1]):
+        tar = "/".join(parts[: k + 1])
+        if part.lower().endswith(".tar") and is_file(tar):
+            from .embed_wds import read_member
+
+            return read_member(tar if url is None else fs.unstrip_protocol(tar), "/".join(parts[k + 1:]))
+    raise FileNotFoundError(errno.ENOENT, "no such file", str(location))
+
+
+def image_sha256(location) -> str | None:
+    """sha256 of the image at `location` (see read_image_bytes), or None when it cannot be read."""
+    path = local_path(location)
+    try:
+        if remote_url(location) is None and os.path.isfile(path):
+            return sha256_file(Path(path))  # a plain file is hashed in chunks
+        return sha256_bytes(read_image_bytes(location))
+    except (OSError, ValueError):
+        return None
 
 
 def decode_rgb(data: bytes, *, max_pixels: int = 89_478_485) -> Image.Image:

@@ -12,8 +12,10 @@
 An index without manifest.json is half-written (a job was stopped before it finished):
 `open_index` refuses it and says how to finish it. `vhmine embed` writes; `vhmine mine` reads.
 
-`locate_image` finds a file by its content (sha256) through the indexes, for stages that recorded a
-path that has since moved. Atomic writes and folder swaps are in files.py.
+`locate_image` finds an image by its content (sha256) through the indexes, for stages that recorded a
+path that has since moved; an image is a file, or a member of a WebDataset tar (`.../00000.tar/KEY.jpg`),
+local or behind an fsspec URL (images.read_image_bytes opens both). Atomic writes and folder swaps are in
+files.py.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 
 from .errors import IndexCorruptError, IndexMissingError
 from .files import atomic_write, atomic_write_text
-from .images import sha256_file
+from .images import image_sha256, join_location, local_path, remote_url, sha256_file
 
 MANIFEST = "manifest.json"
 IMAGES = "images.parquet"
@@ -104,11 +106,22 @@ class CollectionIndex:
 
     @property
     def root(self) -> Path:
-        return Path(self.manifest["root"])
+        """The folder the `path`s are relative to (a URL's `//` folds into `/` in a Path: use `location`)."""
+        return Path(local_path(self._root_text()))
+
+    def _root_text(self) -> str:
+        # one WebDataset .tar given to `vhmine embed`: the paths are `00000.tar/MEMBER`, relative to its folder
+        root = str(self.manifest["root"])
+        if self.manifest.get("source", {}).get("kind") == "webdataset" and root.endswith(".tar"):
+            root = root.rsplit("/", 1)[0]
+        return root
+
+    def location(self, rel: str) -> str:
+        """Where the image at `rel` (a `path` of images.parquet) is: a local path, or an fsspec URL."""
+        return join_location(self._root_text(), rel)
 
     def abs_paths(self) -> list[str]:
-        root = self.root
-        return [str(root / p) for p in self.images["path"]]
+        return [self.location(p) for p in self.images["path"]]
 
 
 def index_folder(root: Path, name: str) -> Path:
@@ -194,27 +207,32 @@ def image_paths_by_sha(folder: Path) -> dict[str, list[Path]]:
         except (IndexCorruptError, IndexMissingError):
             return {}
         dups = idx.images["duplicate_paths"] if "duplicate_paths" in idx.images else [[]] * len(idx.images)
-        _PATHS_BY_SHA[key] = {sha: [idx.root / p, *(idx.root / d for d in more)]
+        _PATHS_BY_SHA[key] = {sha: [_as_found(idx.location(p)), *(_as_found(idx.location(d)) for d in more)]
                               for sha, p, more in zip(idx.images["sha256"], idx.images["path"], dups)}
     return _PATHS_BY_SHA[key]
 
 
-def locate_image(sha256: str, recorded: Path | None, index_folders) -> Path | None:
-    """A file whose bytes hash to `sha256`: `recorded` while it still does, else one of the paths the
-    indexes list for it; None if none does. `index_folders()` gives the indexes' folders; it is
-    called only when the recorded file does not do.
+def _as_found(location: str) -> Path | str:
+    """A local location as a Path; a URL stays a string (a Path would fold its `//`)."""
+    return location if remote_url(location) else Path(location)
 
-    A file whose content changed is never taken for the image it was: every candidate is hashed."""
-    tried: set[Path] = set()
 
-    def matches(p: Path) -> bool:
-        if p in tried:
+def locate_image(sha256: str, recorded: Path | str | None, index_folders) -> Path | str | None:
+    """An image whose bytes hash to `sha256`: `recorded` while it still does, else one of the places the
+    indexes list for it; None if none does. A place is a file or a tar member (a Path), or an fsspec URL (a
+    str). `index_folders()` gives the indexes' folders; it is called only when the recorded one does not do.
+
+    An image whose content changed is never taken for the image it was: every candidate is hashed."""
+    tried: set[str] = set()
+
+    def matches(p) -> bool:
+        if str(p) in tried:
             return False
-        tried.add(p)
-        return p.is_file() and sha256_file(p) == sha256
+        tried.add(str(p))
+        return image_sha256(p) == sha256
 
-    if recorded is not None and matches(Path(recorded)):
-        return Path(recorded)
+    if recorded is not None and matches(recorded):
+        return _as_found(remote_url(recorded) or local_path(recorded))
     for folder in index_folders():
         for p in image_paths_by_sha(folder).get(sha256, []):
             if matches(p):

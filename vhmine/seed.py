@@ -21,6 +21,7 @@ from typing import Optional, Sequence
 
 from . import modes as M
 from .errors import InputError
+from .images import image_sha256
 from .index import locate_image
 
 REQUIRED = ("rank", "image_id_a", "image_id_b", "sha256_a", "sha256_b", "path_a", "path_b", "clip_sim", "dino_sim", "gap")
@@ -92,14 +93,14 @@ def _image_file(pairs_path: Path, row, side: str, index_folders) -> str:
     the row's sha256, else a file with that content that an index lists (index.locate_image)."""
     iid, sha, path = row[f"image_id_{side}"], row[f"sha256_{side}"], row[f"path_{side}"]
     where = f"{pairs_path} (rank {row['rank']}, side {side})"
-    found = locate_image(sha, Path(path), index_folders)
-    if found is None and Path(path).is_file():
+    found = locate_image(sha, path, index_folders)
+    if found is None and image_sha256(path) is not None:
         raise InputError(f"{where}: image file {path} no longer holds image {iid} (its content changed since it was "
                          "embedded) and no index lists another copy: restore it, or run `vhmine embed` and `vhmine mine` again")
     if found is None:
         raise InputError(f"{where}: image file {path} is missing: seed on the machine that holds the images "
                          "(no index lists another copy; if it moved, run `vhmine embed` on its folder again)")
-    return str(found.resolve())
+    return str(found.resolve()) if isinstance(found, Path) else found  # a URL stays as it is
 
 
 def seed_pairs(store, pairs_path: str | Path, per_mode: int = 100, modes: Optional[Sequence[str]] = None) -> SeedResult:

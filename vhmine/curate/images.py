@@ -1,10 +1,11 @@
 """Image bytes for the app, and image files for export: found by content (sha256), never taken on trust.
 
 Reads the `images` table (recorded path and sha256), the runs' `index_folder` (from their run.json)
-and those indexes' images.parquet (index.locate_image), and the files themselves; writes nothing.
-The recorded file is used while its bytes still hash to the recorded sha256; when it has moved or
-changed, another file with that content that an index lists is used (a duplicate copy, or the
-file's new place after `vhmine embed` ran again). When none is left, a StoreError says to restore it.
+and those indexes' images.parquet (index.locate_image), and the images themselves: files, or members of
+WebDataset tars, local or behind an fsspec URL (images.read_image_bytes); writes nothing.
+The recorded image is used while its bytes still hash to the recorded sha256; when it has moved or
+changed, another copy with that content that an index lists is used (a duplicate copy, or the
+image's new place after `vhmine embed` ran again). When none is left, a StoreError says to restore it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import re
 from pathlib import Path
 
 from ..errors import InputError, StoreError
+from ..images import image_sha256, read_image_bytes
 from ..index import locate_image
 from ..store import Image, Run, Store
 
@@ -35,24 +37,25 @@ def index_folders(store: Store) -> list[Path]:
     return list(dict.fromkeys(folders))
 
 
-def current_path(store: Store, sha256: str, recorded: str) -> Path | None:
-    """A file that holds the image with this sha256 now (the recorded one first), or None."""
-    return locate_image(sha256, Path(recorded), lambda: index_folders(store))
+def current_path(store: Store, sha256: str, recorded: str) -> Path | str | None:
+    """Where the image with this sha256 is now (the recorded place first: a file, a tar member, a URL), or None."""
+    return locate_image(sha256, recorded, lambda: index_folders(store))
 
 
-def image_file(store: Store, image_id: str) -> Path:
-    """The file that holds a recorded image id's content. Nothing but a recorded id reaches the file system."""
+def image_file(store: Store, image_id: str) -> Path | str:
+    """Where a recorded image id's content is: a file or a tar member (a Path), or an fsspec URL (a str).
+    Nothing but a recorded id reaches the file system."""
     if not isinstance(image_id, str) or not _IMAGE_ID.match(image_id):
         raise InputError(f"{image_id!r} is not an image id (16 lower-case hex digits)")
     with store.session(write=False) as s:
         img = s.get(Image, image_id)
-        sha, recorded = (img.sha256, Path(img.path)) if img is not None else (None, None)
+        sha, recorded = (img.sha256, img.path) if img is not None else (None, None)
     if img is None:
         raise InputError(f"no image {image_id} in {store.display_url}")
-    found = current_path(store, sha, str(recorded))
+    found = current_path(store, sha, recorded)
     if found is not None:
         return found
-    if recorded.is_file():
+    if image_sha256(recorded) is not None:
         raise StoreError(f"image {image_id} at {recorded} no longer matches its recorded sha256: the file was changed; "
                          "restore it (no index lists another file with its content)")
     raise StoreError(f"image {image_id} is recorded at {recorded}, which is missing, and no index lists another file with "
@@ -62,7 +65,10 @@ def image_file(store: Store, image_id: str) -> Path:
 def image_bytes(store: Store, image_id: str) -> bytes:
     """The bytes of a recorded image, checked against its recorded sha256."""
     p = image_file(store, image_id)
-    data = p.read_bytes()
+    try:
+        data = read_image_bytes(p)
+    except OSError as err:  # gone between the check and the read
+        raise StoreError(f"image {image_id} at {p} cannot be read now ({err.strerror or err}): restore it") from None
     with store.session(write=False) as s:
         want = s.get(Image, image_id).sha256
     if hashlib.sha256(data).hexdigest() != want:  # changed between the check and the read

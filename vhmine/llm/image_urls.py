@@ -1,8 +1,9 @@
 """Images as base64 data URLs under the API's size limit (`max_image_bytes`, 5 MB of base64 by default).
 
-Reads image files or bytes; writes nothing. JPEG, PNG, WebP and GIF under the limit go as they are,
-anything else is re-encoded as JPEG, and an image still too large is downscaled until it fits; the
-`SentImage` returned records what was sent. PIL is imported inside `encode_image`.
+Reads images (files, WebDataset tar members, fsspec URLs: images.read_image_bytes) or bytes; writes
+nothing. JPEG, PNG, WebP and GIF under the limit go as they are, anything else is re-encoded as JPEG,
+and an image still too large is downscaled until it fits; the `SentImage` returned records what was
+sent. PIL is imported inside `encode_image`.
 """
 
 from __future__ import annotations
@@ -65,10 +66,12 @@ def encode_image(data: bytes, max_bytes: int = MAX_IMAGE_BYTES) -> tuple[str, Se
     return url, SentImage(sha, hashlib.sha256(out).hexdigest(), mime, size[0], size[1], len(out), action)
 
 
-def _read_image(src: Union[Path, bytes]) -> bytes:
+def _read_image(src: Union[Path, str, bytes]) -> bytes:
+    from ..images import read_image_bytes
+
     if isinstance(src, (bytes, bytearray)):
         return bytes(src)
     try:
-        return Path(src).read_bytes()
+        return read_image_bytes(src)
     except OSError as err:
         raise InputError(f"cannot read image {src}: {err.strerror}; restore the file") from None
