@@ -118,17 +118,32 @@ def _encoder_record(idx, public: bool) -> dict:
             for k in ("clip", "dino")}
 
 
+class _Locations:
+    """The embed reader's source for images the store records: plain files or tar members (images.read_image_bytes)."""
+
+    def extras(self, rec: dict) -> dict:
+        return {}
+
+    def stat(self, rec: dict) -> tuple[int, int]:
+        return -1, -1
+
+    def read(self, rec: dict) -> bytes:
+        from .images import read_image_bytes
+
+        return read_image_bytes(rec["path"])
+
+
 def embed_images(paths: list[str], clip_spec: str, dino_spec: str, *, device=None, batch_size: int = 32):
     """(clip, dino): L2-normalised float32 rows of `paths`, as `vhmine embed` computes them."""
     import numpy as np
 
-    from .embed_read import ImageReader, collate
+    from .embed_read import ShardReader, collate
     from .encoders import load_clip, load_dino, resolve_device
 
     dev = resolve_device(device)
     clip_enc, dino_enc = load_clip(clip_spec, dev), load_dino(dino_spec, dev)
-    reader = ImageReader(Path("/"), [str(Path(p).resolve()) for p in paths], clip_enc.preprocess,
-                         dino_enc.preprocess, 89_478_485)
+    reader = ShardReader(_Locations(), [{"path": p} for p in paths], clip_enc.preprocess, dino_enc.preprocess,
+                         89_478_485)
     clips, dinos = [], []
     for start in range(0, len(paths), batch_size):
         batch = collate([reader[k] for k in range(start, min(start + batch_size, len(paths)))])
