@@ -386,3 +386,16 @@ def test_a_job_stopped_before_it_embedded_anything_starts_clean_and_is_never_pic
     with pytest.raises(InputError, match="is not an index that `vhmine embed` wrote"):
         embed_collection(_embed_opts(photos, idx, tiny_models, name="notes"))
     assert (idx / "notes" / "todo.txt").read_text() == "x"
+
+
+def test_a_collection_moved_as_a_whole_is_found_at_its_new_place_after_a_rerun(tmp_path, photos_dir, tiny_models):
+    old = _photos(tmp_path / "old", photos_dir)
+    embed_collection(_embed_opts(old, tmp_path / "indexes", tiny_models, name="c"))
+    before = open_index(tmp_path / "indexes", "c", load_vectors=False)
+    new = tmp_path / "moved"
+    old.rename(new)
+    res = embed_collection(_embed_opts(new, tmp_path / "indexes", tiny_models, name="c"))
+    assert res.embedded_now == 0  # same paths, same content: nothing is embedded again
+    after = open_index(tmp_path / "indexes", "c", load_vectors=False)
+    assert list(after.images["sha256"]) == list(before.images["sha256"])
+    assert all(Path(p).is_file() and Path(p).is_relative_to(new) for p in after.abs_paths())

@@ -167,7 +167,8 @@ def _embed_locked(opts: EmbedOptions, source, listing: dict[str, dict], name: st
             log.warning("%s; rebuilding the index files from the finished shards in %s", err, work)
         else:
             present, _ = current_rows(load_done_shards(work, all_shards), on_disk)
-            if set(present["path"]) == _paths_in(idx):
+            # a collection moved as a whole keeps its paths: rewrite the manifest so its root follows
+            if set(present["path"]) == _paths_in(idx) and idx.manifest.get("root") == job["root"]:
                 log.info("index %r is complete and up to date: nothing to embed", name)
                 return _result_from_manifest(folder, name, 0.0)
     t1 = time.time()
