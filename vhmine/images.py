@@ -156,6 +156,11 @@ def read_image_bytes(location) -> bytes:
     raise FileNotFoundError(errno.ENOENT, "no such file", str(location))
 
 
+def open_scene_image(location) -> Image.Image:
+    """The decoded RGB picture at `location` (a file or a tar member, as read_image_bytes reads it)."""
+    return decode_rgb(read_image_bytes(location))
+
+
 def image_sha256(location) -> str | None:
     """sha256 of the image at `location` (see read_image_bytes), or None when it cannot be read."""
     path = local_path(location)

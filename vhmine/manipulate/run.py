@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from .. import prompts as P
+from ..images import open_scene_image
 from ..errors import InputError, LLMError
 from ..index import atomic_write_text
 from ..llm import LLM, ChatRequest, LLMOptions
@@ -190,7 +191,7 @@ def _object_crop(case: Case, donors: dict) -> bytes:
 
     e = case.edit
     scene, obj = donors[e.target] if e.strategy != "removal" else (e.scene, e.scene.get(e.target))
-    with Image.open(scene.path) as im:
+    with open_scene_image(scene.path) as im:
         return S.png_bytes(im.convert("RGB").crop(tuple(int(round(v)) for v in obj.box)))
 
 

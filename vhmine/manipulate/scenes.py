@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
+from ..images import open_scene_image
 from ..errors import InputError
 
 log = logging.getLogger(__name__)
@@ -186,6 +187,6 @@ def detect_scenes(scenes: list[Scene], detector: str, vocabulary: Sequence[str],
         return scenes
     det = Detector(detector, device)
     for s in todo:
-        with Image.open(s.path) as im:
+        with open_scene_image(s.path) as im:
             s.objects = det.detect(im.convert("RGB"), list(vocabulary), threshold)
     return scenes

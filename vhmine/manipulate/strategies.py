@@ -17,6 +17,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..images import open_scene_image
 from ..errors import InputError
 from .scenes import Scene, SceneObject
 
@@ -45,7 +46,7 @@ def _cutout(donor: Scene, obj: SceneObject):
     """(RGBA crop of the object, with its mask as alpha) from the donor image."""
     from PIL import Image
 
-    with Image.open(donor.path) as im:
+    with open_scene_image(donor.path) as im:
         rgb = im.convert("RGB")
     alpha = obj.mask(rgb.size)
     box = tuple(int(round(v)) for v in obj.box)
@@ -76,7 +77,7 @@ def insert(strategy: str, scene: Scene, donor: Scene, obj: SceneObject, asked: O
     side = INSERT_FRACTION * min(scene.width, scene.height)
     k = side / max(piece.width, piece.height)
     piece = piece.resize((max(1, round(piece.width * k)), max(1, round(piece.height * k))), Image.LANCZOS)
-    with Image.open(scene.path) as im:
+    with open_scene_image(scene.path) as im:
         base = im.convert("RGB")
     x, y = _place(base.size, piece.size, [o.box for o in scene.objects])
     base.paste(piece, (x, y), piece)
@@ -184,7 +185,7 @@ def remove(scene: Scene, obj: SceneObject, inpainter) -> Edit:
     """Mask out `obj` and let the inpainter fill the scene without it."""
     from PIL import Image
 
-    with Image.open(scene.path) as im:
+    with open_scene_image(scene.path) as im:
         base = im.convert("RGB")
     mask = removal_mask(scene, obj)
     others = [o for o in scene.objects if o.name != obj.name]
