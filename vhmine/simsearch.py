@@ -7,10 +7,12 @@ float64 inner product of two stored float32 rows as `pair_sims` computes it, and
 `brute_force_pairs` exactly as a set, pairs at either threshold included. `assert_same_pairs` is
 the order-insensitive comparator that the tests and scripts/bench_mine.py use.
 
-How: CLIP rows are quantised to small integers once, and blocked upper-triangle products of those
-(torch, so the same code runs on a GPU) select candidates with a margin that provably covers the
-quantisation error, without ever holding an N x N matrix. Only candidates get the float64 CLIP and
-DINOv2 products.
+How: CLIP rows are quantised to small integers once (fast_pass; first turned by a seeded random
+rotation when a few dimensions dwarf the rest, as in real CLIP embeddings: inner products stay the
+same, the quantisation step shrinks), and blocked upper-triangle products of those (BlockMiner;
+torch, so the same code runs on a GPU) select candidates with a margin that provably covers the
+quantisation and rotation error, without ever holding an N x N matrix. Only candidates get the
+float64 CLIP and DINOv2 products. vhmine.mine_ray runs the same BlockMiner, one Ray task per block.
 """
 
 from __future__ import annotations
