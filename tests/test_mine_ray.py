@@ -108,6 +108,12 @@ def test_tile_size_follows_the_memory_bound():
         tile_rows(int(0.05 * 2**20), 768)
 
 
+def test_a_device_ray_cannot_give_is_named():
+    clip, dino = clustered(100, 8, 4, 6)
+    with pytest.raises(InputError, match="--device gpu: Ray tiles run on cpu or cuda"):
+        find_pairs_ray(clip, dino, 0.9, device="gpu")
+
+
 def test_too_many_candidates_stops_the_job():
     rng = np.random.default_rng(0)
     clip, dino = unit(rng.standard_normal((400, 8))), unit(rng.standard_normal((400, 4)))

@@ -151,6 +151,9 @@ def find_pairs_ray(
         import ray
     except ImportError:
         raise InputError("--engine ray needs Ray: pip install 'vhmine[ray]' (or --engine local)") from None
+    if device != "cpu" and not device.startswith("cuda"):
+        raise InputError(f"--device {device}: Ray tiles run on cpu or cuda (one GPU each)")
+    device = "cuda" if device.startswith("cuda") else "cpu"  # a task sees only the GPU Ray gave it
     clip, dino = _check(clip, dino)
     clip_min, dino_max = float(clip_min), float(dino_max)
     n = len(clip)
@@ -164,7 +167,7 @@ def find_pairs_ray(
     started = _connect(ray, address)
     try:
         task = ray.remote(_mine_tile).options(
-            max_retries=max_retries, num_cpus=1, num_gpus=1 if device.startswith("cuda") else 0,
+            max_retries=max_retries, num_cpus=1, num_gpus=1 if device == "cuda" else 0,
             memory=block_bytes(tile, width),
         )
         shared = ray.put(fp.q), ray.put(clip), ray.put(dino)  # once: every task maps the same copy
