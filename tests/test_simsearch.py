@@ -207,3 +207,59 @@ def test_comparator_is_order_insensitive_and_names_missing_and_extra_pairs():
     off[k] += 1e-6
     with pytest.raises(AssertionError, match=rf"clip_sim of pair \({want.i[k]}, {want.j[k]}\) differs"):
         assert_same_pairs(PairSet(want.i, want.j, off, want.dino_sim), want)
+
+
+def spiky(n, d, e, seed):
+    """clustered() rows shaped like real CLIP embeddings: three dimensions 10-25x the rest and of one
+    sign in every row (unrelated rows then sit near cosine 0.5), then normalised."""
+    clip, dino = clustered(n, d, e, seed)
+    x = clip.astype(np.float64) * math.sqrt(d)
+    for k, f in zip((3, 11, 40), (10, 15, 25)):
+        x[:, k] = f * (1 + 0.3 * x[:, k])
+    return unit(x), dino
+
+
+@pytest.mark.parametrize("rotate", [True, False, None])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_spiky_sets_match_brute_force_rotated_or_not(rotate, seed):
+    clip, dino = spiky(900, 96, 32, seed)
+    want = brute_force_pairs(clip, dino, 0.95, 0.6)
+    assert len(want) > 10
+    stats = {}
+    got = find_pairs(clip, dino, 0.95, 0.6, block_size=128, device="cpu", rotate=rotate, stats=stats)
+    assert_same_pairs(got, want)
+    assert np.array_equal(got.clip_sim, want.clip_sim) and np.array_equal(got.dino_sim, want.dino_sim)
+    assert stats["rotated"] == (rotate is not False)  # the default rotates spiky rows
+
+
+def test_rotation_narrows_the_margin_on_spiky_rows_and_is_skipped_on_even_ones():
+    from vhmine.simsearch import fast_pass
+
+    clip, _ = spiky(2000, 768, 4, 3)
+    plain, turned = fast_pass(clip, 0.9, rotate=False), fast_pass(clip, 0.9, rotate=True)
+    assert turned.margin < plain.margin / 3
+    assert fast_pass(clip, 0.9).rotated
+    even, _ = clustered(2000, 768, 4, 3)
+    assert not fast_pass(even, 0.9).rotated
+
+
+@pytest.mark.parametrize("data", ["spiky", "even"])
+def test_rotated_quantisation_bound_covers_every_product(data):
+    from vhmine.simsearch import _quantise, rotation
+
+    x, _ = (spiky if data == "spiky" else clustered)(300, 768, 4, 4)
+    x[5] = 0  # a row whose rotation is exactly zero, and one unit spike
+    x[6] = 0
+    x[6, 3] = 1
+    q, scale, err = _quantise(x, 127, 320, rotation(768))
+    qi = q[:300, :768].astype(np.int64)
+    gap = np.abs(x.astype(np.float64) @ x.T.astype(np.float64) - scale**2 * (qi @ qi.T))
+    assert gap.max() <= err < 0.05
+
+
+def test_rotation_is_seeded_and_orthogonal():
+    from vhmine.simsearch import rotation
+
+    m = rotation(96)
+    assert m.dtype == np.float32 and np.array_equal(m, rotation(96))
+    assert np.abs(m.astype(np.float64) @ m.T.astype(np.float64) - np.eye(96)).max() < 1e-6

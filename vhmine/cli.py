@@ -84,8 +84,11 @@ def mine(
     max_per_image: Optional[int] = typer.Option(None, "--max-per-image", min=1, help="At most this many pairs per image."),
     out: Optional[Path] = typer.Option(None, "--out", help="Run folder [default: runs/<index>-clip<C>-dino<D>]."),
     indexes: Optional[Path] = IndexesOpt,
-    device: Optional[str] = typer.Option(None, "--device", help="cpu, cuda ... [default: cuda when present]."),
+    device: Optional[str] = typer.Option(None, "--device", help="cpu, cuda ... [default: cuda when present; cpu per Ray tile]."),
     gallery_size: int = typer.Option(100, "--gallery-size", min=0, help="Pairs shown in gallery.html."),
+    engine: str = typer.Option("local", "--engine", help="local: this machine; ray: one Ray task per tile of the upper triangle (pip install 'vhmine[ray]')."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Ray cluster to join, e.g. HEAD:6379 [default: RAY_ADDRESS, or a new local cluster]."),
+    tile_memory: float = typer.Option(1024, "--tile-memory", min=0.01, help="MiB of working memory per Ray tile; sets the tile size (1024 MiB: 15,680 rows at 768 dims)."),
 ) -> None:
     """Find image pairs that CLIP calls alike and DINOv2 calls different."""
     from .mine import MineOptions, mine_index
@@ -93,6 +96,7 @@ def mine(
     opts = MineOptions(
         index=index, clip=clip, dino=dino, max_pairs=max_pairs, max_per_image=max_per_image,
         out=out, indexes=indexes, device=device, gallery_size=gallery_size,
+        engine=engine, ray_address=ray_address, tile_memory=int(tile_memory * 2**20),
     )
     try:
         result = mine_index(opts)

@@ -40,6 +40,9 @@ class MineOptions:
     out: Path | None = None
     indexes: Path | None = None
     device: str | None = None
+    engine: str = "local"  # "local": simsearch.find_pairs here; "ray": mine_ray.find_pairs_ray on a cluster
+    ray_address: str | None = None
+    tile_memory: int | None = None  # bytes per Ray tile [default: mine_ray.DEFAULT_TILE_MEMORY]
     gallery_size: int = 100
     progress: bool = True
 
@@ -114,6 +117,8 @@ def mine_index(opts: MineOptions) -> MineResult:
     from .simsearch import find_pairs
 
     t0 = time.time()
+    if opts.engine not in ("local", "ray"):
+        raise InputError(f"--engine {opts.engine}: not an engine; use local or ray")
     warnings = check_thresholds(opts.clip, opts.dino)  # said once: in the summary (not also logged)
     root = indexes_root(opts.indexes)
     name = default_index_name(root, opts.index)
@@ -128,7 +133,14 @@ def mine_index(opts: MineOptions) -> MineResult:
         )
     # One search at the CLIP threshold gives every CLIP-alike pair with its DINOv2 sim: the pairs in
     # the box, and the rest of the candidates for the scatter plot.
-    found = find_pairs(idx.clip, idx.dino, opts.clip, math.inf, device=opts.device, progress=opts.progress)
+    if opts.engine == "ray":
+        from .mine_ray import DEFAULT_TILE_MEMORY, find_pairs_ray
+
+        found = find_pairs_ray(idx.clip, idx.dino, opts.clip, math.inf, address=opts.ray_address,
+                               tile_memory=opts.tile_memory or DEFAULT_TILE_MEMORY, device=opts.device or "cpu",
+                               progress=opts.progress)
+    else:
+        found = find_pairs(idx.clip, idx.dino, opts.clip, math.inf, device=opts.device, progress=opts.progress)
     in_box = found.dino_sim <= opts.dino
     i, j = found.i[in_box], found.j[in_box]
     clip_sim, dino_sim = found.clip_sim[in_box], found.dino_sim[in_box]
@@ -180,7 +192,7 @@ def mine_index(opts: MineOptions) -> MineResult:
             "dino_threshold": opts.dino,
             "thresholds_inclusive": True,
             "encoders": idx.manifest.get("encoders", {}),
-            "options": {"max_pairs": opts.max_pairs, "max_per_image": opts.max_per_image},
+            "options": {"max_pairs": opts.max_pairs, "max_per_image": opts.max_per_image, "engine": opts.engine},
             "counts": {"images": n, "clip_alike": int(len(found)), "in_box": int(in_box.sum()),
                        "written": int(len(pairs))},
             "warnings": warnings,

@@ -7,14 +7,17 @@ float64 inner product of two stored float32 rows as `pair_sims` computes it, and
 `brute_force_pairs` exactly as a set, pairs at either threshold included. `assert_same_pairs` is
 the order-insensitive comparator that the tests and scripts/bench_mine.py use.
 
-How: CLIP rows are quantised to small integers once, and blocked upper-triangle products of those
-(torch, so the same code runs on a GPU) select candidates with a margin that provably covers the
-quantisation error, without ever holding an N x N matrix. Only candidates get the float64 CLIP and
-DINOv2 products.
+How: CLIP rows are quantised to small integers once (fast_pass; first turned by a seeded random
+rotation when a few dimensions dwarf the rest, as in real CLIP embeddings: inner products stay the
+same, the quantisation step shrinks), and blocked upper-triangle products of those (BlockMiner;
+torch, so the same code runs on a GPU) select candidates with a margin that provably covers the
+quantisation and rotation error, without ever holding an N x N matrix. Only candidates get the
+float64 CLIP and DINOv2 products. vhmine.mine_ray runs the same BlockMiner, one Ray task per block.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from dataclasses import dataclass
@@ -106,28 +109,84 @@ def brute_force_pairs(clip: np.ndarray, dino: np.ndarray, clip_min: float, dino_
     return _pairset(*(np.concatenate(p) for p in zip(*parts))) if parts else PairSet(*_EMPTY)
 
 
-def _quantise(x: np.ndarray, qmax: int, rows: int) -> tuple[np.ndarray, float, float]:
-    """Rows as integers q in [-qmax, qmax], x ~ scale * q (zero-padded to `rows` x a multiple of 8,
-    which changes no product), plus a bound on the error of any product.
+@functools.lru_cache(maxsize=4)
+def rotation(d: int, seed: int = 0) -> np.ndarray:
+    """A random orthogonal d x d matrix in float32 (QR of a seeded Gaussian). Exactness never rests on
+    it being orthogonal: _quantise measures how far it is from that and widens the margin to match."""
+    qm, rm = np.linalg.qr(np.random.default_rng(seed).standard_normal((d, d)))
+    m = (qm * np.sign(np.diag(rm))).astype(np.float32)
+    m.flags.writeable = False
+    return m
 
-    For rows x, y with xh = scale * q_x: x.y - xh.yh = x.(y - yh) + (x - xh).yh, so by Cauchy-Schwarz
-    |x.y - scale^2 q_x.q_y| <= R (max|x| + max|xh|) with R the largest residual norm |x - xh|. The
-    integer products are exact, so this bound, measured here in float64, is the fast pass's whole error.
+
+def _quantise(x: np.ndarray, qmax: int, rows: int, m: np.ndarray | None = None) -> tuple[np.ndarray, float, float]:
+    """Rows z (z = m x when a rotation m is given, else x) as integers q in [-qmax, qmax], z ~ scale * q
+    (zero-padded to `rows` x a multiple of 8, which changes no product), plus a bound on the error of
+    any product against the original rows.
+
+    With u = m x exactly: x.y - xh.yh = u.(v - yh) + (u - xh).yh - x.(m^T m - I)y. By Cauchy-Schwarz
+    |x.y - scale^2 q_x.q_y| <= R (max|u| + max|xh|) + E max|x|^2, with E = ||m^T m - I||_F (measured;
+    0 without m), |u| <= sqrt(1 + E)|x|, and R the largest |u - xh| <= |z - xh| + |u - z|. z is m x in
+    float32, so |u - z| <= gamma_d sqrt(d) max_k |m_k| |x| (gamma_d = d 2^-24 / (1 - d 2^-24): a float32
+    dot product's worst case in any summation order). The integer products are exact, so this bound,
+    measured here in float64, is the fast pass's whole error.
     """
     n, d = x.shape
-    amax = float(max(-x.min(), x.max()))
+    gamma = orth = 0.0
+    z = x
+    if m is not None:
+        m64 = m.astype(np.float64)
+        orth = float(np.linalg.norm(m64.T @ m64 - np.eye(d))) + 1e-12  # + the float64 sum's own rounding
+        gamma = d * 2.0**-24 / (1 - d * 2.0**-24) * math.sqrt(d) * float(np.linalg.norm(m64, axis=1).max())
+        z = np.empty_like(x)  # all of it first: the scale follows the largest rotated component
+        for s in range(0, n, 4096):
+            np.matmul(x[s:s + 4096], m.T, out=z[s:s + 4096])
+    amax = float(max(-z.min(), z.max()))
     scale = amax / qmax if amax > 0 else 1.0
     q = np.zeros((rows, -(-d // 8) * 8), np.int8)
     r2 = xn2 = xh2 = 0.0
     for s in range(0, n, 512):  # numpy, in chunks that stay in cache: no thread-pool stalls on a busy machine
         x64 = x[s:s + 512].astype(np.float64)
-        qs = np.clip(np.rint(x64 * (1 / scale)), -qmax, qmax)
-        q[s:s + len(qs), :d] = qs
         xn2 = max(xn2, np.einsum("ij,ij->i", x64, x64).max())
+        z64 = x64 if m is None else z[s:s + 512].astype(np.float64)
+        qs = np.clip(np.rint(z64 * (1 / scale)), -qmax, qmax)
+        q[s:s + len(qs), :d] = qs
         xh2 = max(xh2, np.einsum("ij,ij->i", qs, qs).max() * scale**2)
-        x64 -= qs * scale
-        r2 = max(r2, np.einsum("ij,ij->i", x64, x64).max())
-    return q, scale, math.sqrt(r2) * (math.sqrt(xn2) + math.sqrt(xh2))
+        z64 -= qs * scale
+        r2 = max(r2, np.einsum("ij,ij->i", z64, z64).max())
+    r = math.sqrt(r2) + gamma * math.sqrt(xn2)
+    return q, scale, r * (math.sqrt(xn2 * (1 + orth)) + math.sqrt(xh2)) + orth * xn2
+
+
+@dataclass(frozen=True, eq=False)
+class FastPass:
+    """What every block of the fast CLIP pass reads: n int8 rows (zero-padded to a multiple of 64) and
+    the integer threshold that every pair with float64 CLIP sim >= clip_min provably reaches."""
+
+    q: np.ndarray
+    thresh: int
+    margin: float  # bound on |float64 sim - scale^2 * integer product|
+    rotated: bool
+    n: int
+
+
+def fast_pass(clip: np.ndarray, clip_min: float, rotate: bool | None = None) -> FastPass:
+    """Quantise the (checked) CLIP rows once. rotate: turn them by a seeded random orthogonal matrix
+    first [default: when that shrinks the quantisation step 1.5x or more, as with embeddings whose few
+    dimensions are far larger than the rest: it spreads them over all dimensions]."""
+    n, d = clip.shape
+    # Quantisation levels: qmax^2 * d below 2**24 keeps the float32 fallback exact as well as int32.
+    qmax = min(127, math.isqrt((2**24 - 1) // max(d, 1)))
+    if rotate is None:  # judged on an even sample of rows: a rotation costs a d x d product per row
+        sample = clip[np.linspace(0, n - 1, min(n, 4096)).astype(np.int64)]
+        rotate = n > 0 and 1.5 * float(np.abs(sample @ rotation(d).T).max()) <= float(np.abs(clip).max())
+    q, scale, err = _quantise(clip, qmax, -(-n // _ALIGN) * _ALIGN, rotation(d) if rotate else None)
+    # A pair with float64 sim >= clip_min has real sim >= clip_min - d * 2**-53 (the float64 sum's own
+    # rounding) and so integer product >= (clip_min - err - that) / scale^2; 1e-9 covers the d * 2**-53
+    # term (1e-13 at d = 768) and the rounding of the norms behind err with room to spare.
+    limit = d * qmax * qmax + 1  # |q_x.q_y| never exceeds this; clamping also keeps +-inf thresholds finite
+    thresh = math.floor(min(max((clip_min - err - 1e-9) / scale**2, -limit), limit))
+    return FastPass(q, thresh, err, bool(rotate), n)
 
 
 def _int_matmul(torch, device, d: int):
@@ -146,7 +205,80 @@ def _int_matmul(torch, device, d: int):
             return (lambda a, b, out: torch._int_mm(a, b.T, out=out)), torch.int32
     except (RuntimeError, AttributeError, NotImplementedError):
         pass
-    return (lambda a, b, out: torch.mm(a.float(), b.float().T, out=out)), torch.float32
+    return _float_matmul(torch), torch.float32
+
+
+def _float_matmul(torch):
+    return lambda a, b, out: torch.mm(a.float(), b.float().T, out=out)
+
+
+def tiles(rows: int, block: int) -> list[tuple[int, int]]:
+    """First rows of the (row block, column block) pairs of the upper triangle, column block >= row block."""
+    starts = range(0, rows, block)
+    return [(r, c) for r in starts for c in starts if c >= r]
+
+
+def block_bytes(block: int, width: int) -> int:
+    """Working memory of one block besides its candidates: the product (4 bytes a cell), the segment
+    maxima and their mask, and a copy of both row blocks."""
+    return math.ceil(4.25 * block * block) + 2 * block * width
+
+
+class BlockMiner:
+    """One block of the upper triangle on one device: the products of two row blocks, the pairs at or
+    above the threshold (candidates), and their exact float64 re-check. find_pairs runs every block in
+    one process and vhmine.mine_ray one per Ray task, through this same code.
+
+    products="int8": rows are FastPass.q rows, thresh its integer threshold (exact integer matmul).
+    products="float32": rows are float32 vectors and thresh a float one (the benchmark's baseline).
+    """
+
+    def __init__(self, clip, dino, clip_min, dino_max, thresh, n, *, device, block, width, products="int8"):
+        import torch
+
+        self.torch, self.device, self.thresh, self.n = torch, device, thresh, n
+        self.clip, self.dino, self.clip_min, self.dino_max = clip, dino, clip_min, dino_max
+        if products == "int8":
+            self.matmul, dtype = _int_matmul(torch, device, width)
+        else:
+            self.matmul, dtype = _float_matmul(torch), torch.float32
+        self.buf = torch.empty(block * block, dtype=dtype, device=device)  # reused: no page faults per block
+
+    def candidates(self, x, y, r: int, c: int) -> tuple[np.ndarray, np.ndarray]:
+        """Pairs (i, j), i < j < n, of rows r + row of x and c + row of y whose product reaches thresh."""
+        torch = self.torch
+        seg = self.matmul(x, y, self.buf[:len(x) * len(y)].view(len(x), len(y))).view(len(x), -1, _SEG)
+        # Two levels: segment maxima read the block once on the device, and only segments holding a
+        # candidate come back to be compared element-wise (a block-wide compare + nonzero costs half
+        # the int8 matmul on CPU). The small index work is numpy's: no thread-pool stalls.
+        si, sk = np.nonzero(seg.amax(2).cpu().numpy() >= self.thresh)
+        hits = seg[torch.from_numpy(si).to(self.device), torch.from_numpy(sk).to(self.device)].cpu().numpy()
+        k, off = np.nonzero(hits >= self.thresh)
+        i, j = si[k] + r, sk[k] * _SEG + off + c
+        keep = (i < j) & (j < self.n)  # upper triangle only on the diagonal block; padding rows out
+        return i[keep], j[keep]
+
+    def recheck(self, i, j):
+        return _recheck(self.clip, self.dino, i, j, self.clip_min, self.dino_max)
+
+
+def too_many_candidates(total: int, clip_min: float, done: int, blocks: int, limit: int) -> InputError:
+    return InputError(
+        f"{total:,} pairs already have CLIP cosine near or above {clip_min:g} after {done} of "
+        f"{blocks} blocks, more than the limit of {limit:,} candidates; "
+        f"raise --clip above {clip_min:g} so that fewer pairs qualify"
+    )
+
+
+def merge(found: list) -> PairSet:
+    """One PairSet, sorted, from the (i, j, clip_sim, dino_sim) parts of blocks in any order."""
+    return _pairset(*(np.concatenate(p) for p in zip(*found))) if found else PairSet(*_EMPTY)
+
+
+def block_rows(block_size: int | None, device_type: str) -> int:
+    if block_size is not None and block_size < 1:
+        raise InputError(f"block size must be at least 1, got {block_size}")
+    return -(-(block_size or _DEFAULT_BLOCK.get(device_type, 4096)) // _ALIGN) * _ALIGN
 
 
 def find_pairs(
@@ -159,68 +291,47 @@ def find_pairs(
     block_size: int | None = None,
     max_candidates: int = 50_000_000,
     progress: bool = False,
+    rotate: bool | None = None,
+    stats: dict | None = None,
 ) -> PairSet:
     """Every pair i < j with clip_sim >= clip_min and dino_sim <= dino_max (both inclusive), exactly.
 
     device: "cpu", "cuda", "cuda:1", ... [default: cuda when available]. block_size: rows per block
-    side, rounded up to a multiple of 64 [default: 8192 on CPU, 16384 on CUDA]. Raises InputError when
-    more than max_candidates pairs pass the fast CLIP pass.
+    side, rounded up to a multiple of 64 [default: 8192 on CPU, 16384 on CUDA]. rotate: see fast_pass.
+    Raises InputError when more than max_candidates pairs pass the fast CLIP pass. stats, when given,
+    receives the margin, the candidate count and whether the rows were rotated.
     """
     import torch
     from tqdm import tqdm
 
-    clip, dino = _check(clip, dino)
-    clip_min, dino_max = float(clip_min), float(dino_max)
-    n, d = clip.shape
-    if n < 2:
-        return PairSet(*_EMPTY)
-    if block_size is not None and block_size < 1:
-        raise InputError(f"block size must be at least 1, got {block_size}")
     from .encoders import resolve_device
 
+    clip, dino = _check(clip, dino)
+    clip_min, dino_max = float(clip_min), float(dino_max)
+    n = len(clip)
+    if n < 2:
+        return PairSet(*_EMPTY)
+    block_rows(block_size, "cpu")  # a bad size is named before the device is looked at
     device = resolve_device(device or None)  # a bad name or absent CUDA says so, instead of torch's traceback
-    block = -(-(block_size or _DEFAULT_BLOCK.get(device.type, 4096)) // _ALIGN) * _ALIGN
-
-    # Quantisation levels: qmax^2 * d below 2**24 keeps the float32 fallback exact as well as int32.
-    qmax = min(127, math.isqrt((2**24 - 1) // max(d, 1)))
-    rows = -(-n // _ALIGN) * _ALIGN
-    q, scale, err = _quantise(clip, qmax, rows)
-    # A pair with float64 sim >= clip_min has real sim >= clip_min - d * 2**-53 (the float64 sum's own
-    # rounding) and so integer product >= (clip_min - err - that) / scale^2; 1e-9 covers the d * 2**-53
-    # term (1e-13 at d = 768) and the rounding of the norms behind err with room to spare.
-    limit = d * qmax * qmax + 1  # |q_x.q_y| never exceeds this; clamping also keeps +-inf thresholds finite
-    thresh = math.floor(min(max((clip_min - err - 1e-9) / scale**2, -limit), limit))
-    q = torch.from_numpy(q).to(device)
-    matmul, out_dtype = _int_matmul(torch, device, q.shape[1])
-    buf = torch.empty(min(block, rows) ** 2, dtype=out_dtype, device=device)  # reused: no page faults per block
-
-    starts = range(0, rows, block)
-    blocks = [(r, c) for r in starts for c in starts if c >= r]
+    fp = fast_pass(clip, clip_min, rotate)
+    block = min(block_rows(block_size, device.type), len(fp.q))
+    miner = BlockMiner(clip, dino, clip_min, dino_max, fp.thresh, n, device=device, block=block, width=fp.q.shape[1])
+    q = torch.from_numpy(fp.q).to(device)
+    blocks = tiles(len(fp.q), block)
     found, total = [], 0
     with torch.inference_mode():
         for b, (r, c) in enumerate(tqdm(blocks, desc="mining pairs", unit="block", disable=not progress)):
-            x, y = q[r:r + block], q[c:c + block]
-            seg = matmul(x, y, buf[:len(x) * len(y)].view(len(x), len(y))).view(len(x), -1, _SEG)
-            # Two levels: segment maxima read the block once on the device, and only segments holding a
-            # candidate come back to be compared element-wise (a block-wide compare + nonzero costs half
-            # the int8 matmul on CPU). The small index work is numpy's: no thread-pool stalls.
-            si, sk = np.nonzero(seg.amax(2).cpu().numpy() >= thresh)
-            hits = seg[torch.from_numpy(si).to(device), torch.from_numpy(sk).to(device)].cpu().numpy()
-            k, off = np.nonzero(hits >= thresh)
-            i, j = si[k] + r, sk[k] * _SEG + off + c
-            keep = (i < j) & (j < n)  # upper triangle only on the diagonal block; padding rows out
-            i, j = i[keep], j[keep]
+            i, j = miner.candidates(q[r:r + block], q[c:c + block], r, c)
             total += len(i)
             if total > max_candidates:
-                raise InputError(
-                    f"{total:,} pairs already have CLIP cosine near or above {clip_min:g} after {b + 1} of "
-                    f"{len(blocks)} blocks, more than the limit of {max_candidates:,} candidates; "
-                    f"raise --clip above {clip_min:g} so that fewer pairs qualify"
-                )
+                raise too_many_candidates(total, clip_min, b + 1, len(blocks), max_candidates)
             if len(i):
-                found.append(_recheck(clip, dino, i, j, clip_min, dino_max))
-    log.debug("fast pass: margin %.4f, %d candidates, %d pairs", err, total, sum(len(f[0]) for f in found))
-    return _pairset(*(np.concatenate(p) for p in zip(*found))) if found else PairSet(*_EMPTY)
+                found.append(miner.recheck(i, j))
+    pairs = merge(found)
+    log.debug("fast pass: margin %.4f, %d candidates, %d pairs", fp.margin, total, len(pairs))
+    if stats is not None:
+        stats.update(margin=fp.margin, candidates=total, rotated=fp.rotated, blocks=len(blocks))
+    return pairs
 
 
 def assert_same_pairs(got: PairSet, want: PairSet, *, atol: float = 1e-9) -> None:
