@@ -16,6 +16,9 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Ray clusters the tests start stay on 127.0.0.1 (Ray otherwise picks the machine's outward address); Ray
+# reads this once, when it is first imported, so it is set here before any test module imports it
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 import pytest  # noqa: E402
 

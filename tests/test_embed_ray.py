@@ -10,9 +10,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-# A local cluster on the loopback address only (Ray would otherwise bind to the machine's public IP);
-# read when ray is imported, so set before.
-os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 ray = pytest.importorskip("ray")
 
 from helpers import free_port, write_photos  # noqa: E402
