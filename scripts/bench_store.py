@@ -132,7 +132,7 @@ def worker_main(url: str, token: str, seconds: float, lease_s: float, seed: int,
                 else:
                     what = C.undo_last(store, name, lease_s=lease_s)
                     live = [e for e in log if not e[2]]
-                    if not live or not what.endswith(f"item {live[-1][1]}"):
+                    if not live or not undid(what, live[-1][0], live[-1][1]):
                         out["undo_mismatch"].append(f"undid {what!r}, expected {live[-1][:2] if live else 'nothing'}")
                     if live:
                         live[-1][2] = True
@@ -158,6 +158,14 @@ def worker_main(url: str, token: str, seconds: float, lease_s: float, seed: int,
         if not out.get("ready"):
             ready.put(out["worker"] or "?")  # never leave the parent waiting for us
     results.put(out)
+
+
+def undid(what: str, kind: str, task_id: str) -> bool:
+    """Whether undo_last's answer `what` names the undo of our `kind` action on `task_id`. An undone
+    skip whose item someone else took meanwhile says where the item is: "... (the item is leased to
+    w003, so it stays there)"; the skip is undone all the same."""
+    name = {"annotate": "annotation", "discard": "discard", "skip": "skip"}[kind]
+    return what.split(" (the item is ")[0] == f"{name} of item {task_id}"
 
 
 # --- seeding -------------------------------------------------------------------------------------

@@ -156,3 +156,22 @@ def test_the_checks_catch_a_lost_action_a_double_annotation_a_leased_done_task_a
     holders = bench.check(store, [results[0], dict(results[1], two_holders=[[second.task_id, "skip refused while our lease ran: x"]])])
     assert holders["one holder"] == ["w001: skip refused while our lease ran: x (its actions: #2 skip by w000 (undone))"]
     store.close()
+
+
+def test_an_undone_skip_whose_item_another_worker_took_is_the_undo_the_worker_expected(tmp_path, bench):
+    """undo_last undoes a skip even when someone took the item meanwhile, and says where the item is;
+    the workers' log must count that as the undo of their skip, not as a lost action."""
+    from vhmine import curate as C
+
+    store, _ = bench.seed(f"sqlite:///{tmp_path / 's.db'}", bench.write_pairs(tmp_path, 1), 1, 2)
+    tid = C.next_item(store, "w000", "counting").task_id
+    C.skip(store, "w000", tid)
+    assert C.next_item(store, "w001", "counting").task_id == tid
+    what = C.undo_last(store, "w000")
+    assert what == f"skip of item {tid} (the item is leased to w001, so it stays there)"
+    assert bench.undid(what, "skip", tid)
+    assert not bench.undid(what, "annotate", tid) and not bench.undid(what, "skip", tid + "x")
+    saved = C.save_annotation(store, "w001", tid, C.Annotation("counting.how_many", {"object": "cats"},
+                                                              answers={v.id: "2" for v in C.next_item(store, "w001", "counting").images}))
+    assert bench.undid(C.undo_last(store, "w001"), "annotate", saved.task_id)
+    store.close()

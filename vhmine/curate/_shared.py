@@ -2,14 +2,19 @@
 
 Reads workers and tasks (with the pair, images and generation a task shows) from the curation store
 (vhmine.store); writes action-log rows and changes tasks only through one compare-and-set on the
-task's `version` (`_cas`), which leasing, saving, discarding, skipping and undoing all use. Also the
-queue `Item` a task is shown as (leasing builds it, and so does saving), and `WorkerInfo`, the
-signed-in worker the app passes to every call.
+task's `version` (`_cas`), which leasing, saving, discarding, skipping and undoing all use; every
+transition runs through `_retried`, so a PostgreSQL deadlock or serialization failure is retried in a
+fresh transaction and never reaches the app as a driver exception. Also the queue `Item` a task is
+shown as (leasing builds it, and so does saving), and `WorkerInfo`, the signed-in worker the app
+passes to every call.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import random
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Optional
@@ -20,7 +25,33 @@ from ..store import (  # first: it says which extra to install when SQLAlchemy i
 )
 
 from sqlalchemy import select, update  # noqa: E402
+from sqlalchemy.exc import DBAPIError  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
+
+
+TRIES = 4  # attempts of a transition that PostgreSQL aborted to break a deadlock
+_ABORTED = {"40P01": "a deadlock", "40001": "a serialization conflict"}  # PostgreSQL SQLSTATEs worth a retry
+
+
+def _retried(fn):
+    """Run the curation transition `fn` (which opens its own transaction) again when PostgreSQL aborted
+    it to break a deadlock or a serialization conflict with another worker: the rolled-back attempt
+    changed nothing. After TRIES attempts, a LeaseError that says so, never the driver's exception."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        for attempt in range(TRIES):
+            try:
+                return fn(*args, **kwargs)
+            except DBAPIError as err:
+                orig = err.orig
+                why = _ABORTED.get(getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None))
+                if why is None:
+                    raise
+            if attempt + 1 < TRIES:
+                time.sleep(random.uniform(0, 0.02 * 2 ** attempt))  # let the other side finish first
+        raise LeaseError(f"the store is busy: {fn.__name__.replace('_', ' ')} was aborted {TRIES} times by the database "
+                         f"to resolve {why} with other workers: nothing saved; try again")
+    return run
 
 
 def _new_id() -> str:

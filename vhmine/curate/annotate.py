@@ -16,7 +16,7 @@ from .. import modes as M
 from ..errors import FormError
 from ..store import Instance, Store, utcnow
 
-from ._shared import Item, _close, _item, _lease_check, _log, _new_id, _worker
+from ._shared import Item, _close, _item, _lease_check, _log, _new_id, _retried, _worker
 
 
 @dataclass
@@ -60,6 +60,7 @@ def _validate(item: Item, ann: Annotation):
     return mode, tpl, question, slots, targets, answers
 
 
+@_retried
 def save_annotation(store: Store, worker: str, task_id: str, ann: Annotation) -> Saved:
     """Save a worker's question and answers for an item; FormError (nothing saved) on bad input.
 

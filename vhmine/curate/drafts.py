@@ -18,7 +18,7 @@ from ..store import (  # first: it says which extra to install when SQLAlchemy i
 
 from sqlalchemy import select  # noqa: E402
 
-from ._shared import _log, _worker
+from ._shared import _log, _retried, _worker
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,7 @@ class DraftDecision:
     truth: Optional[bool] = None  # None keeps the draft's
 
 
+@_retried
 def confirm_drafts(store: Store, worker: str, decisions: Iterable[DraftDecision]) -> list[str]:
     """Make kept drafts ready and reject the others; FormError (nothing saved) on a contradiction."""
     decisions = list(decisions)

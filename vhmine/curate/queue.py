@@ -1,9 +1,13 @@
 """The per-mode queues: generated images entering them, leasing the next task, discard, skip, progress.
 
 Reads and writes `tasks`: a lease is a compare-and-set on the task's `version`, and a worker's
-skipped tasks (from the action log) come back to them last. Discard and skip close or release the
-task and log an action. `add_generation` records a generated image (`images`, `generations`) and
-queues it; mined pairs are queued by vhmine.seed. `progress` counts tasks and ready instances.
+skipped tasks (from the action log) come back to them last. On PostgreSQL a candidate is chosen
+with FOR NO KEY UPDATE SKIP LOCKED: a task another transaction is changing is passed over, never
+waited for, so workers taking items never queue behind each other nor deadlock (NO KEY: the lock an
+UPDATE takes, which still lets others log actions that refer to the task; SQLite ignores the clause:
+its writers take turns). Discard and skip close or release the task and log an action.
+`add_generation` records a generated image (`images`, `generations`) and queues it; mined pairs are
+queued by vhmine.seed. `progress` counts tasks and ready instances.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from ..store import (  # first: it says which extra to install when SQLAlchemy i
 from sqlalchemy import func, or_, select  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from ._shared import Item, WorkerInfo, _cas, _close, _item, _lease_check, _log, _new_id, _worker
+from ._shared import Item, WorkerInfo, _cas, _close, _item, _lease_check, _log, _new_id, _retried, _worker
 
 LEASE_S = 15 * 60
 
@@ -37,6 +41,7 @@ def _take(s: Session, t: Task, worker: str, now: dt.datetime, lease_s: float) ->
     return _cas(s, t, lease_worker=worker, lease_until=now + dt.timedelta(seconds=lease_s))
 
 
+@_retried
 def next_item(store: Store, worker: str | WorkerInfo, mode: str, *, lease_s: float = LEASE_S) -> Optional[Item]:
     """Lease the next open task of `mode` to `worker` (their current lease first; skipped ones last; a task with
     a model draft waiting for a worker is left to the verify queue, curate.verify)."""
@@ -47,25 +52,30 @@ def next_item(store: Store, worker: str | WorkerInfo, mode: str, *, lease_s: flo
         worker = _worker(s, worker).name
         now = utcnow()
         undrafted = Task.id.not_in(pending_draft_tasks())  # a pair with a model's draft goes to the verify queue
+        # our running lease: wait if someone is changing it (we hold no lock yet, so no deadlock can form)
         mine = s.scalar(select(Task).where(Task.mode == mode, Task.status == "open", Task.lease_worker == worker,
-                                           Task.lease_until > now, undrafted).order_by(Task.priority, Task.id).limit(1))
+                                           Task.lease_until > now, undrafted).order_by(Task.priority, Task.id).limit(1)
+                        .with_for_update(key_share=True).execution_options(populate_existing=True))
         if mine is not None and _take(s, mine, worker, now, lease_s):
             return _item(s, s.get(Task, mine.id, populate_existing=True))
         skipped = select(Action.task_id).where(Action.worker == worker, Action.kind == "skip",
                                                Action.undone_at.is_(None), Action.task_id.is_not(None))
         base = select(Task).where(Task.mode == mode, Task.status == "open", _free(now), undrafted)
+        tried: list[str] = []  # a task we locked but could not take stays locked by us: never pick it again
         for q in (base.where(Task.id.not_in(skipped)), base.where(Task.id.in_(skipped))):
-            for _ in range(5):  # others may win the race for the first few candidates
-                cands = s.scalars(q.order_by(Task.priority, Task.id).limit(8)).all()
-                if not cands:
+            while len(tried) < 8:
+                # the first free task nobody else is changing, locked (and read at its latest version) by us
+                t = s.scalar(q.where(Task.id.not_in(tried)).order_by(Task.priority, Task.id).limit(1)
+                             .with_for_update(skip_locked=True, key_share=True).execution_options(populate_existing=True))
+                if t is None:
                     break
-                for t in cands:
-                    if _take(s, t, worker, now, lease_s):
-                        return _item(s, s.get(Task, t.id, populate_existing=True))
-                s.expire_all()
+                if _take(s, t, worker, now, lease_s):
+                    return _item(s, s.get(Task, t.id, populate_existing=True))
+                tried.append(t.id)
     return None
 
 
+@_retried
 def discard(store: Store, worker: str | WorkerInfo, task_id: str, reason: str) -> None:
     """Discard an item with a reason (no unambiguous question fits)."""
     reason = " ".join((reason or "").split())
@@ -79,6 +89,7 @@ def discard(store: Store, worker: str | WorkerInfo, task_id: str, reason: str) -
         _log(s, worker, "discard", task_id, {"reason": reason})
 
 
+@_retried
 def skip(store: Store, worker: str | WorkerInfo, task_id: str) -> None:
     """Give the item back to the queue; it comes back to this worker only after all others."""
     with store.session() as s:

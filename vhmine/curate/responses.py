@@ -23,7 +23,7 @@ from ..store import (  # first: it says which extra to install when SQLAlchemy i
 
 from sqlalchemy import func, select  # noqa: E402
 
-from ._shared import WorkerInfo, _log, _new_id, _worker
+from ._shared import WorkerInfo, _log, _new_id, _retried, _worker
 
 
 def add_response(store: Store, instance_id: str, model: str, prompt: str, answer: str,
@@ -117,6 +117,7 @@ def next_response(store: Store, worker: str | WorkerInfo, mode: Optional[str] = 
                             inst.image_id, r.answer)
 
 
+@_retried
 def label_response(store: Store, worker: str | WorkerInfo, response_id: str, verdict: str) -> None:
     """Mark a model response correct or hallucinated."""
     if verdict not in VERDICTS:

@@ -22,7 +22,7 @@ from ..store import (  # first: it says which extra to install when SQLAlchemy i
 from sqlalchemy import func, select, update  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from ._shared import WorkerInfo, _cas, _worker
+from ._shared import WorkerInfo, _cas, _retried, _worker
 from .queue import LEASE_S
 
 
@@ -43,6 +43,7 @@ def _used(s: Session, ids: list[str]) -> str:
     return ""
 
 
+@_retried
 def undo_last(store: Store, worker: str | WorkerInfo, *, lease_s: float = LEASE_S) -> str:
     """Revert the worker's last action and say what was undone; InputError when there is none,
     LeaseError (nothing changed) when someone built on it or changed it meanwhile."""
