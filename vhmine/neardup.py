@@ -122,12 +122,13 @@ def embed_images(paths: list[str], clip_spec: str, dino_spec: str, *, device=Non
     """(clip, dino): L2-normalised float32 rows of `paths`, as `vhmine embed` computes them."""
     import numpy as np
 
-    from .embed_read import ImageReader, collate
+    from .embed_read import FolderSource, ShardReader, collate
     from .encoders import load_clip, load_dino, resolve_device
 
     dev = resolve_device(device)
     clip_enc, dino_enc = load_clip(clip_spec, dev), load_dino(dino_spec, dev)
-    reader = ImageReader(Path("/"), [str(Path(p).resolve()) for p in paths], clip_enc.preprocess,
+    # absolute paths under the root "/": each record reads the file itself, as embed's own reader does
+    reader = ShardReader(FolderSource(Path("/")), [{"path": str(Path(p).resolve())} for p in paths], clip_enc.preprocess,
                          dino_enc.preprocess, 89_478_485)
     clips, dinos = [], []
     for start in range(0, len(paths), batch_size):
