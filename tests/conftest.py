@@ -74,17 +74,19 @@ def clip_tokenizer(folder: Path):
     return CLIPTokenizer(vocab_file=str(folder / "vocab.json"), merges_file=str(folder / "merges.txt"), model_max_length=77)
 
 
-@pytest.fixture(scope="session")
-def tiny_sd(tmp_path_factory) -> Path:
-    """A random-weight Stable Diffusion pipeline (UNet 32/64, tiny VAE and CLIP text model), saved."""
+def tiny_sd_pipeline(root: Path, inpaint: bool = False) -> Path:
+    """A random-weight Stable Diffusion pipeline (tiny UNet, VAE and CLIP text model) saved into root/pipe;
+    `inpaint`: the inpainting one (a 9-channel UNet: latents, mask and masked image)."""
     import torch
-    from diffusers import AutoencoderKL, DDIMScheduler, StableDiffusionPipeline, UNet2DConditionModel
+    from diffusers import (
+        AutoencoderKL, DDIMScheduler, StableDiffusionInpaintPipeline, StableDiffusionPipeline, UNet2DConditionModel,
+    )
     from transformers import CLIPTextConfig, CLIPTextModel
 
-    root = tmp_path_factory.mktemp("tiny-sd")
     torch.manual_seed(0)
     tok = clip_tokenizer(root / "tok")
-    unet = UNet2DConditionModel(block_out_channels=(32, 64), layers_per_block=2, sample_size=32, in_channels=4,
+    unet = UNet2DConditionModel(block_out_channels=(32, 64), layers_per_block=1 if inpaint else 2,
+                                sample_size=16 if inpaint else 32, in_channels=9 if inpaint else 4,
                                 out_channels=4, down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
                                 up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"), cross_attention_dim=32)
     vae = AutoencoderKL(block_out_channels=[32, 64], in_channels=3, out_channels=3, latent_channels=4,
@@ -94,10 +96,17 @@ def tiny_sd(tmp_path_factory) -> Path:
                                         vocab_size=len(tok), max_position_embeddings=77))
     sched = DDIMScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear", clip_sample=False,
                           set_alpha_to_one=False, steps_offset=1)
-    pipe = StableDiffusionPipeline(vae=vae, text_encoder=text, tokenizer=tok, unet=unet, scheduler=sched,
-                                   safety_checker=None, feature_extractor=None, requires_safety_checker=False)
+    cls = StableDiffusionInpaintPipeline if inpaint else StableDiffusionPipeline
+    pipe = cls(vae=vae, text_encoder=text, tokenizer=tok, unet=unet, scheduler=sched,
+               safety_checker=None, feature_extractor=None, requires_safety_checker=False)
     pipe.save_pretrained(root / "pipe")
     return root / "pipe"
+
+
+@pytest.fixture(scope="session")
+def tiny_sd(tmp_path_factory) -> Path:
+    """A random-weight Stable Diffusion pipeline (UNet 32/64, tiny VAE and CLIP text model), saved."""
+    return tiny_sd_pipeline(tmp_path_factory.mktemp("tiny-sd"))
 
 
 def _pg_bindir() -> str | None:

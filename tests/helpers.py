@@ -12,6 +12,9 @@
 - `counting_annotation(item, a, b)`: a counting.how_many annotation of "cats" answering `a` / `b` for the
   item's two images.
 - `make_ready_store(tmp_path)`: a store with 12 ready instances (counting and color).
+- `write_tiny_bench(tmp_path, questions)`: six items over two random 8 px images (o1, o2 counting OEQ; y1, y2
+  counting YNQ; y3, y4 color YNQ) exported in the vlmevalkit format to tmp_path/bench; `questions` overrides
+  an item's question by id.
 - `tiny_owlvit(folder)`: a random-weight Owl-ViT (seeded, 64 px input, small weights so that its boxes sit
   near the patches they come from) and its processor, saved with save_pretrained into `folder`.
 """
@@ -116,6 +119,40 @@ def make_ready_store(tmp_path: Path):
                                   C.Annotation(ann[0], ann[1], answers={a: ann[2], b: ann[3]}))
         C.confirm_drafts(store, "alice", [C.DraftDecision(d, True) for d in saved.draft_ids])
     return store
+
+
+TINY_BENCH_QUESTIONS = {
+    "o1": "How many cats are there in the picture?", "o2": "How many cats are there in the picture?",
+    "y1": "Are there exactly 3 cats in the picture?", "y2": "Are there exactly 3 cats in the picture?",
+    "y3": "Is the car red?", "y4": "Is the car blue?",
+}
+
+
+def write_tiny_bench(tmp_path: Path, questions: dict | None = None) -> Path:
+    """Six items over two images (A: 3 cats, red car; B: not), written as vlmevalkit into tmp_path/bench."""
+    import numpy as np
+    from PIL import Image
+
+    from vhmine.bench import BenchItem, Benchmark
+    from vhmine.export import write_benchmark
+
+    rng = np.random.default_rng(1)
+    paths = []
+    for i in range(2):
+        p = tmp_path / f"im{i}.png"
+        Image.fromarray(rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)).save(p)
+        paths.append(str(p))
+    q = {**TINY_BENCH_QUESTIONS, **(questions or {})}
+    items = [
+        BenchItem("o1", "counting", "OEQ", q["o1"], ("3",), None, paths[0], "A", "p:OEQ"),
+        BenchItem("o2", "counting", "OEQ", q["o2"], ("4", "5"), None, paths[1], "B", "p:OEQ"),
+        BenchItem("y1", "counting", "YNQ", q["y1"], ("Yes",), True, paths[0], "A", "p:YNQ"),
+        BenchItem("y2", "counting", "YNQ", q["y2"], ("No",), False, paths[1], "B", "p:YNQ"),
+        BenchItem("y3", "color", "YNQ", q["y3"], ("Yes",), True, paths[0], "A", None),
+        BenchItem("y4", "color", "YNQ", q["y4"], ("No",), False, paths[1], "B", None),
+    ]
+    write_benchmark(Benchmark("tiny", items), tmp_path / "bench", "vlmevalkit")
+    return tmp_path / "bench"
 
 
 def tiny_owlvit(folder: Path) -> Path:

@@ -20,6 +20,7 @@ import pytest
 from PIL import Image
 
 import vhmine.data as data
+import vhmine.download as download
 from vhmine.data import CocoDownload, download_coco
 from vhmine.errors import DownloadError, InputError
 
@@ -131,7 +132,7 @@ class Server:
 def _isolated(monkeypatch):
     for var in ("VHMINE_COCO_URL", "http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(data, "RETRY_DELAYS_S", (0.01, 0.01, 0.01))
+    monkeypatch.setattr(download, "RETRY_DELAYS_S", (0.01, 0.01, 0.01))
 
 
 @pytest.fixture
@@ -274,7 +275,7 @@ def test_closed_port_fails_fast(tmp_path):
 
 
 def test_unknown_host_fails_fast(tmp_path, monkeypatch):
-    monkeypatch.setattr(data, "RESOLVE_TIMEOUT_S", 2.0)
+    monkeypatch.setattr(download, "RESOLVE_TIMEOUT_S", 2.0)
     t0 = time.monotonic()
     with pytest.raises(DownloadError, match=r"cannot reach http://vhmine-test\.invalid/zips/val2017\.zip"):
         download_coco("val2017", tmp_path, base_url="http://vhmine-test.invalid", progress=False)
@@ -282,8 +283,8 @@ def test_unknown_host_fails_fast(tmp_path, monkeypatch):
 
 
 def test_hung_resolver_is_bounded(tmp_path, monkeypatch):
-    monkeypatch.setattr(data, "RESOLVE_TIMEOUT_S", 0.2)
-    monkeypatch.setattr(data.socket, "getaddrinfo", lambda *a, **k: time.sleep(5))
+    monkeypatch.setattr(download, "RESOLVE_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(download.socket, "getaddrinfo", lambda *a, **k: time.sleep(5))
     t0 = time.monotonic()
     with pytest.raises(DownloadError, match=r"no answer resolving images\.cocodataset\.org within 0\.2 s"):
         download_coco("val2017", tmp_path, progress=False)

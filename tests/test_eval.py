@@ -4,38 +4,20 @@ compatible server on loopback); reports side by side; unreadable answers counted
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
-from PIL import Image
 
 from anchors import anchor
+from helpers import write_tiny_bench
 from openai_server import chat_images, chat_text, openai_server  # noqa: F401  (fixture)
 from vhmine import formats as F
-from vhmine.bench import BenchItem, Benchmark
 from vhmine.errors import EvalError, FormatError
 from vhmine.eval import EvalOptions, evaluate, load_predictions, match_oeq
 from vhmine.judge import judge_name, judge_prompt
-from vhmine.export import write_benchmark
 
 
 @pytest.fixture
 def bench_dir(tmp_path):
-    rng = np.random.default_rng(1)
-    paths = []
-    for i in range(2):
-        p = tmp_path / f"im{i}.png"
-        Image.fromarray(rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)).save(p)
-        paths.append(str(p))
-    items = [
-        BenchItem("o1", "counting", "OEQ", "How many cats are there in the picture?", ("3",), None, paths[0], "A", "p:OEQ"),
-        BenchItem("o2", "counting", "OEQ", "How many cats are there in the picture?", ("4", "5"), None, paths[1], "B", "p:OEQ"),
-        BenchItem("y1", "counting", "YNQ", "Are there exactly 3 cats in the picture?", ("Yes",), True, paths[0], "A", "p:YNQ"),
-        BenchItem("y2", "counting", "YNQ", "Are there exactly 3 cats in the picture?", ("No",), False, paths[1], "B", "p:YNQ"),
-        BenchItem("y3", "color", "YNQ", "Is the car red?", ("Yes",), True, paths[0], "A", None),
-        BenchItem("y4", "color", "YNQ", "Is the car blue?", ("No",), False, paths[1], "B", None),
-    ]
-    write_benchmark(Benchmark("tiny", items), tmp_path / "bench", "vlmevalkit")
-    return tmp_path / "bench"
+    return write_tiny_bench(tmp_path)
 
 
 def _preds(path: Path, answers: dict) -> Path:

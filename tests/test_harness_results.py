@@ -9,16 +9,14 @@ import hashlib
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
-from PIL import Image
 
 from openai_server import chat_text, openai_server  # noqa: F401  (fixture)
+from helpers import write_tiny_bench
 from vhmine import formats as F
-from vhmine.bench import BenchItem, Benchmark
+from vhmine.bench import Benchmark
 from vhmine.errors import EvalError, FormatError
 from vhmine.eval import EvalOptions, evaluate
-from vhmine.export import write_benchmark
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -28,22 +26,7 @@ ANSWERS = {"o1": "There are three cats.", "o2": "2", "y1": "Yes.", "y2": "Yes, t
 
 @pytest.fixture
 def bench_dir(tmp_path):
-    rng = np.random.default_rng(1)
-    paths = []
-    for i in range(2):
-        p = tmp_path / f"im{i}.png"
-        Image.fromarray(rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)).save(p)
-        paths.append(str(p))
-    items = [
-        BenchItem("o1", "counting", "OEQ", "How many cats are there in the picture?", ("3",), None, paths[0], "A", "p:OEQ"),
-        BenchItem("o2", "counting", "OEQ", "How many dogs are there in the picture?", ("4", "5"), None, paths[1], "B", "p:OEQ"),
-        BenchItem("y1", "counting", "YNQ", "Are there exactly 3 cats in the picture?", ("Yes",), True, paths[0], "A", "p:YNQ"),
-        BenchItem("y2", "counting", "YNQ", "Are there exactly 3 cats in this picture?", ("No",), False, paths[1], "B", "p:YNQ"),
-        BenchItem("y3", "color", "YNQ", "Is the car red?", ("Yes",), True, paths[0], "A", None),
-        BenchItem("y4", "color", "YNQ", "Is the car blue?", ("No",), False, paths[1], "B", None),
-    ]
-    write_benchmark(Benchmark("tiny", items), tmp_path / "bench", "vlmevalkit")
-    return tmp_path / "bench"
+    return write_tiny_bench(tmp_path, {"o2": "How many dogs are there in the picture?", "y2": "Are there exactly 3 cats in this picture?"})
 
 
 def _own(tmp_path, answers=ANSWERS) -> Path:

@@ -63,28 +63,9 @@ def collection(tmp_path_factory, tiny_models):
 @pytest.fixture(scope="module")
 def tiny_inpaint(tmp_path_factory):
     """A random-weight StableDiffusionInpaintPipeline (9-channel UNet), saved with save_pretrained."""
-    import torch
-    from conftest import clip_tokenizer
-    from diffusers import AutoencoderKL, DDIMScheduler, StableDiffusionInpaintPipeline, UNet2DConditionModel
-    from transformers import CLIPTextConfig, CLIPTextModel
+    from conftest import tiny_sd_pipeline
 
-    root = tmp_path_factory.mktemp("tiny-inpaint")
-    torch.manual_seed(0)
-    tok = clip_tokenizer(root / "tok")
-    unet = UNet2DConditionModel(block_out_channels=(32, 64), layers_per_block=1, sample_size=16, in_channels=9,
-                                out_channels=4, down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
-                                up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"), cross_attention_dim=32)
-    vae = AutoencoderKL(block_out_channels=[32, 64], in_channels=3, out_channels=3, latent_channels=4,
-                        down_block_types=["DownEncoderBlock2D"] * 2, up_block_types=["UpDecoderBlock2D"] * 2)
-    text = CLIPTextModel(CLIPTextConfig(bos_token_id=49406, eos_token_id=49407, pad_token_id=49407, hidden_size=32,
-                                        intermediate_size=37, num_attention_heads=4, num_hidden_layers=2,
-                                        vocab_size=len(tok), max_position_embeddings=77))
-    sched = DDIMScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear", clip_sample=False,
-                          set_alpha_to_one=False, steps_offset=1)
-    pipe = StableDiffusionInpaintPipeline(vae=vae, text_encoder=text, tokenizer=tok, unet=unet, scheduler=sched,
-                                          safety_checker=None, feature_extractor=None, requires_safety_checker=False)
-    pipe.save_pretrained(root / "pipe")
-    return root / "pipe"
+    return tiny_sd_pipeline(tmp_path_factory.mktemp("tiny-inpaint"), inpaint=True)
 
 
 def _opts(root, strategy, **kw):

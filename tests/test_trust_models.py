@@ -16,38 +16,19 @@ import json
 import socket
 from pathlib import Path
 
-import numpy as np
 import pytest
-from PIL import Image
 
 from openai_server import API_KEY, chat_text, openai_server, start_server  # noqa: F401  (fixture)
-from helpers import make_ready_store
+from helpers import make_ready_store, write_tiny_bench
 
 from vhmine import curate as C
 from vhmine import llm as L
-from vhmine.bench import BenchItem, Benchmark
-from vhmine.export import write_benchmark
 
 
 @pytest.fixture
 def bench_dir(tmp_path):
     """Six items over two images: two OEQ (counting), four YNQ (two counting, two color)."""
-    rng = np.random.default_rng(1)
-    paths = []
-    for i in range(2):
-        p = tmp_path / f"im{i}.png"
-        Image.fromarray(rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)).save(p)
-        paths.append(str(p))
-    items = [
-        BenchItem("o1", "counting", "OEQ", "How many cats are there in the picture?", ("3",), None, paths[0], "A", "p:OEQ"),
-        BenchItem("o2", "counting", "OEQ", "How many dogs are there in the picture?", ("4", "5"), None, paths[1], "B", "p:OEQ"),
-        BenchItem("y1", "counting", "YNQ", "Are there exactly 3 cats in the picture?", ("Yes",), True, paths[0], "A", "p:YNQ"),
-        BenchItem("y2", "counting", "YNQ", "Are there exactly 3 dogs in the picture?", ("No",), False, paths[1], "B", "p:YNQ"),
-        BenchItem("y3", "color", "YNQ", "Is the car red?", ("Yes",), True, paths[0], "A", None),
-        BenchItem("y4", "color", "YNQ", "Is the car blue?", ("No",), False, paths[1], "B", None),
-    ]
-    write_benchmark(Benchmark("tiny", items), tmp_path / "bench", "vlmevalkit")
-    return tmp_path / "bench"
+    return write_tiny_bench(tmp_path, {"o2": "How many dogs are there in the picture?", "y2": "Are there exactly 3 dogs in the picture?"})
 
 
 def _says_yes(body):

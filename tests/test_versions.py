@@ -47,7 +47,7 @@ def _erratum(store, admin, instance_id, answers, reason, flagged_by):
         inst.answers, inst.updated_by, inst.updated_at = answers, admin, utcnow()
         s.add(Action(worker=admin, kind="errata_accept", task_id=inst.task_id, created_at=utcnow(),
                      payload={"instance_id": instance_id, "reason": reason, "flagged_by": flagged_by,
-                              "fields": {"answers": [before, answers]}}))
+                              "changes": {"answers": [before, answers]}}))
 
 
 @pytest.fixture()

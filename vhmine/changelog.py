@@ -13,7 +13,10 @@ Markdown (`CHANGELOG.md`), which vhmine.export writes into the new folder.
 - The changelog lists the items added, removed and changed (question, answers, truth or image), each
   with the actions that touched the instance since the earlier export (annotate, confirm, review,
   discard, an undo, errata decisions such as `errata_accept`, any other action whose payload names
-  the instance), and for removed items the instance's state now. Workers appear as the export's
+  the instance), and for removed items the instance's state now. An action made and undone since the
+  earlier export is left out (it changed nothing); one made before and undone since shows as its undo.
+  An errata decision's payload {"instance_id", "reason", "changes": {field: [old, new]}, "flag_id",
+  "flagged_by"} (curate.errata) gives the why (its reason) and the details. Workers appear as the export's
   pseudonyms (also inside reasons and payloads) unless `--with-provenance`.
 """
 
@@ -196,13 +199,15 @@ def _events(store, ids: set, earlier: Earlier, same_store: bool) -> tuple[dict, 
             if not hit:
                 continue
             after = a.id > upto if upto is not None else a.created_at > t0
+            if after and a.undone_at is not None:  # made and taken back since the earlier export: no change
+                continue
             for i in sorted(hit):
                 if after:
                     ev = {"action": a.id, "kind": a.kind, "worker": a.worker, "at": a.created_at.isoformat(timespec="seconds"),
                           "why": _why(a.kind, a.payload or {}, rows.get(i))}
                     extra = {k: v for k, v in (a.payload or {}).items()
                              if k not in ("instance_id", "instances", "instance_ids", "drafts", "reason")}
-                    if a.kind not in ("annotate", "confirm") and extra:  # e.g. an errata decision's fields
+                    if a.kind not in ("annotate", "confirm") and extra:  # e.g. an errata decision's "changes"
                         ev["details"] = extra
                     out[i].append(ev)
                 if a.undone_at is not None and a.undone_at > t0:

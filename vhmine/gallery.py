@@ -74,18 +74,22 @@ def thumbnail_data_url(path: str, size: int = 256) -> str | None:
     return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-_PAGE = """<!doctype html>
+# the head of every vhmine HTML page of image pairs (this gallery, the export's near-duplicate page): format
+# it with title and subtitle (HTML-escaped by the caller)
+PAGE_HEAD = """<!doctype html>
 <html><head><meta charset="utf-8"><title>{title}</title>
 <style>
 body {{ font-family: system-ui, sans-serif; margin: 2em; color: #222; }}
-table {{ border-collapse: collapse; }}
+table {{ border-collapse: collapse; margin-bottom: 2em; }}
 td, th {{ padding: 6px 10px; border-bottom: 1px solid #ddd; vertical-align: top; text-align: left; }}
 img {{ max-width: 256px; max-height: 256px; display: block; }}
 .meta {{ font-size: 12px; color: #555; max-width: 256px; word-break: break-all; }}
 .num {{ font-variant-numeric: tabular-nums; }}
 </style></head><body>
 <h1>{title}</h1><p>{subtitle}</p>
-<table><tr><th>rank</th><th>image A</th><th>image B</th><th>CLIP</th><th>DINOv2</th><th>gap</th></tr>
+"""
+
+_PAGE = PAGE_HEAD + """<table><tr><th>rank</th><th>image A</th><th>image B</th><th>CLIP</th><th>DINOv2</th><th>gap</th></tr>
 {rows}
 </table>{empty}</body></html>
 """

@@ -265,20 +265,6 @@ def check_near_duplicates(store, bench, o: DupOptions, *, public: bool = True) -
     return DupReport(section, {PAGE: page}, note)
 
 
-_HEAD = """<!doctype html>
-<html><head><meta charset="utf-8"><title>{title}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 2em; color: #222; }}
-table {{ border-collapse: collapse; margin-bottom: 2em; }}
-td, th {{ padding: 6px 10px; border-bottom: 1px solid #ddd; vertical-align: top; text-align: left; }}
-img {{ max-width: 256px; max-height: 256px; display: block; }}
-.meta {{ font-size: 12px; color: #555; max-width: 256px; word-break: break-all; }}
-.num {{ font-variant-numeric: tabular-nums; }}
-</style></head><body>
-<h1>{title}</h1><p>{subtitle}</p>
-"""
-
-
 def _cell(e: dict) -> str:
     """One image: a thumbnail (gallery.thumbnail_data_url, so the page is self-contained) and what it is."""
     from .gallery import thumbnail_data_url
@@ -292,12 +278,14 @@ def _cell(e: dict) -> str:
 
 
 def _page(section: dict, *lists: list[dict]) -> str:
+    from .gallery import PAGE_HEAD
+
     enc = section["decided_by"]["encoders"]
     th = section["decided_by"]["thresholds"]
     ref = section["reference"]
     titles = ("Within the export", f"Against the reference {ref['index']}" if ref else "Against a reference (none given)",
               "Generated images against the collection they came from")
-    parts = [_HEAD.format(title="Near duplicates", subtitle=html.escape(
+    parts = [PAGE_HEAD.format(title="Near duplicates", subtitle=html.escape(
         f"{section['images_checked']} exported images; CLIP >= {th['clip']:g} and DINOv2 >= {th['dino']:g} "
         f"(CLIP {enc['clip']['spec']}, DINOv2 {enc['dino']['spec']})"))]
     for title, rows in zip(titles, lists):

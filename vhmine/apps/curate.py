@@ -12,8 +12,6 @@ is signed out at the next click, and admin data comes only from calls the librar
 from __future__ import annotations
 
 import os
-import re
-import string
 
 import streamlit as st
 
@@ -21,6 +19,7 @@ from vhmine import curate as C
 from vhmine import modes as M
 from vhmine.apps.blind_page import blind_page
 from vhmine.apps.errata_page import errata_page
+from vhmine.apps.page_helpers import esc, flash, image, show_flash
 from vhmine.apps.verify_page import savings_section, verify_page
 from vhmine.errors import VhmineError
 from vhmine.store import open_store
@@ -33,36 +32,6 @@ def _store(url: str):
     return open_store(url)
 
 
-_PUNCT = re.compile("([" + re.escape(string.punctuation) + "])")
-
-
-def _esc(text: str) -> str:
-    """Text for Markdown-rendering elements (errors, captions): every ASCII punctuation mark escaped,
-    so worker-typed `**x**`, `<b>`, `:red[x]` or `$x$` show literally."""
-    return _PUNCT.sub(r"\\\1", str(text))
-
-
-def _flash(kind: str, msg: str) -> None:
-    st.session_state["flash"] = (kind, msg)
-
-
-def _show_flash() -> None:
-    kind, msg = st.session_state.pop("flash", (None, None))
-    if kind:
-        getattr(st, kind)(_esc(msg))
-
-
-def _image(store, image_id: str, caption: str) -> None:
-    try:
-        # "content": its own pixel width, shrunk to fit the column but never stretched (a 32 px image drawn
-        # 940 px wide shows nothing a worker can judge); the caption apart, as st.image's own caption widens
-        # a small image to the caption's width
-        st.image(C.image_bytes(store, image_id), width="content")
-        st.caption(_esc(caption))
-    except VhmineError as err:
-        st.error(_esc(err))
-
-
 def sign_in_page(store) -> None:
     st.title("vhmine curation")
     note = st.empty()
@@ -70,13 +39,13 @@ def sign_in_page(store) -> None:
         token = st.text_input("Token", type="password", key="token", help="Printed once by `vhmine workers add NAME`.")
         ok = st.form_submit_button("Sign in")
     if not ok and "signed_out" in st.session_state:  # why the last session ended (token rotated, worker deactivated)
-        note.error(_esc(st.session_state["signed_out"]))
+        note.error(esc(st.session_state["signed_out"]))
     if ok:
         st.session_state.pop("signed_out", None)
         try:
             w = C.sign_in(store, token)
         except VhmineError as err:
-            st.error(_esc(err))
+            st.error(esc(err))
             return
         st.session_state["worker"] = w
         st.session_state.pop("token", None)
@@ -85,7 +54,7 @@ def sign_in_page(store) -> None:
 
 def sidebar(store, me: C.WorkerInfo) -> tuple[str, str]:
     with st.sidebar:
-        st.write(f"Signed in as **{_esc(me.name)}**" + (" (admin)" if me.is_admin else ""))
+        st.write(f"Signed in as **{esc(me.name)}**" + (" (admin)" if me.is_admin else ""))
         pages = ["Annotate", "Review", "Label answers", "Verify drafts", "Errata", "Blind flags"] + (["Admin"] if me.is_admin else [])
         if st.session_state.get("page") not in (None, *pages):  # an admin page after the right was taken away
             st.session_state.pop("page")
@@ -93,9 +62,9 @@ def sidebar(store, me: C.WorkerInfo) -> tuple[str, str]:
         mode = st.selectbox("Mode", M.mode_names(), key="mode")
         if st.button("Undo last action", key="undo"):
             try:
-                _flash("info", "Undone: " + C.undo_last(store, me))
+                flash("info", "Undone: " + C.undo_last(store, me))
             except VhmineError as err:
-                _flash("error", str(err))
+                flash("error", str(err))
             st.rerun()
         st.subheader("Progress")
         # a plain table of four short columns: all of it fits the sidebar's width, where a data grid of five
@@ -120,8 +89,8 @@ def drafts_form(store, worker: C.WorkerInfo, mode: str) -> bool:
         with st.container(border=True):
             left, right = st.columns([1, 4])
             with left:
-                _image(store, d.image_id, f"image {d.role}" if d.role != "image" else "image")
-            right.caption(_esc(f"From: {d.oeq_question} Your answer(s): {'; '.join(d.oeq_answers)}"))
+                image(store, d.image_id, f"image {d.role}" if d.role != "image" else "image")
+            right.caption(esc(f"From: {d.oeq_question} Your answer(s): {'; '.join(d.oeq_answers)}"))
             keep = right.checkbox("Keep", value=True, key=f"keep:{d.instance_id}")
             q = right.text_input("Yes/no question", value=d.question, key=f"dq:{d.instance_id}")
             truth = right.radio("Truth", ["yes", "no"], index=0 if d.truth else 1, horizontal=True, key=f"dt:{d.instance_id}")
@@ -129,10 +98,10 @@ def drafts_form(store, worker: C.WorkerInfo, mode: str) -> bool:
     if st.button("Confirm", key="confirm", type="primary"):
         try:
             kept = C.confirm_drafts(store, worker, decisions)
-            _flash("success", f"Confirmed {len(kept)} yes/no question(s).")
+            flash("success", f"Confirmed {len(kept)} yes/no question(s).")
             st.rerun()
         except VhmineError as err:
-            st.error(_esc(err))
+            st.error(esc(err))
     return True
 
 
@@ -147,7 +116,7 @@ def annotate_page(store, worker: C.WorkerInfo, mode_name: str) -> None:
     try:
         item = C.next_item(store, worker, mode.name)
     except VhmineError as err:
-        st.error(_esc(err))
+        st.error(esc(err))
         return
     if item is None:
         st.info(f"Nothing left to annotate in {mode.name}.")
@@ -156,13 +125,13 @@ def annotate_page(store, worker: C.WorkerInfo, mode_name: str) -> None:
     cols = st.columns(len(item.images))
     for col, v in zip(cols, item.images):
         with col:
-            _image(store, v.id, f"image {v.role}" if v.role != "image" else "generated image")
+            image(store, v.id, f"image {v.role}" if v.role != "image" else "generated image")
             if v.categories:
-                st.caption(_esc("objects: " + ", ".join(v.categories)))
+                st.caption(esc("objects: " + ", ".join(v.categories)))
     if item.prompt is not None:
         st.caption("Prompt that generated it:")
         st.text(item.prompt)
-    st.caption(_esc(f"item {item.task_id}; yours until {item.lease_until:%H:%M} UTC"))
+    st.caption(esc(f"item {item.task_id}; yours until {item.lease_until:%H:%M} UTC"))
 
     tpl_id = st.selectbox("Template", [t.id for t in mode.templates], key=f"tpl:{key}",
                           format_func=lambda t: f"[{mode.template(t).kind}] {mode.template(t).text}")
@@ -197,26 +166,26 @@ def annotate_page(store, worker: C.WorkerInfo, mode_name: str) -> None:
         ann = C.Annotation(tpl.id, slots, question, answers, truths, [roles[r] for r in chosen])
         try:
             saved = C.save_annotation(store, worker, item.task_id, ann)
-            _flash("success", f"Saved {len(saved.instance_ids)} question(s)"
+            flash("success", f"Saved {len(saved.instance_ids)} question(s)"
                    + (f"; confirm {len(saved.draft_ids)} drafted yes/no question(s)." if saved.draft_ids else "."))
             st.rerun()
         except VhmineError as err:
-            st.error(_esc(err))
+            st.error(esc(err))
     if c2.button("Skip", key=f"skip:{key}"):
         try:
             C.skip(store, worker, item.task_id)
-            _flash("info", f"Skipped {item.task_id}.")
+            flash("info", f"Skipped {item.task_id}.")
             st.rerun()
         except VhmineError as err:
-            st.error(_esc(err))
+            st.error(esc(err))
     reason = c3.text_input("Discard reason", key=f"reason:{key}", placeholder="no unambiguous question fits")
     if c3.button("Discard", key=f"discard:{key}"):
         try:
             C.discard(store, worker, item.task_id, reason)
-            _flash("info", f"Discarded {item.task_id}.")
+            flash("info", f"Discarded {item.task_id}.")
             st.rerun()
         except VhmineError as err:
-            st.error(_esc(err))
+            st.error(esc(err))
 
 
 def review_page(store, worker: C.WorkerInfo, mode: str) -> None:
@@ -228,7 +197,7 @@ def review_page(store, worker: C.WorkerInfo, mode: str) -> None:
         return
     pic, form = st.columns([2, 3])  # side by side: a large image does not push the question off screen
     with pic:
-        _image(store, item.image_id, "image")
+        image(store, item.image_id, "image")
     with form:
         _review_form(store, worker, item)
 
@@ -244,10 +213,10 @@ def _review_form(store, worker: C.WorkerInfo, item) -> None:
     if st.button("Save answer", type="primary", key=f"rvs:{item.instance_id}"):
         try:
             C.save_review(store, worker, item.instance_id, answer or "")
-            _flash("success", "Answer saved.")
+            flash("success", "Answer saved.")
             st.rerun()
         except VhmineError as err:
-            st.error(_esc(err))
+            st.error(esc(err))
 
 
 def label_page(store, worker: C.WorkerInfo, mode: str) -> None:
@@ -258,7 +227,7 @@ def label_page(store, worker: C.WorkerInfo, mode: str) -> None:
         return
     pic, form = st.columns([2, 3])  # side by side: question and answer stay on screen beside a large image
     with pic:
-        _image(store, item.image_id, "image")
+        image(store, item.image_id, "image")
     with form:
         _label_form(store, worker, item)
 
@@ -274,10 +243,10 @@ def _label_form(store, worker: C.WorkerInfo, item) -> None:
     if st.button("Save verdict", type="primary", key=f"lvs:{item.response_id}"):
         try:
             C.label_response(store, worker, item.response_id, verdict or "")
-            _flash("success", "Verdict saved.")
+            flash("success", "Verdict saved.")
             st.rerun()
         except VhmineError as err:
-            st.error(_esc(err))
+            st.error(esc(err))
 
 
 def _agreement_rows(rows):
@@ -291,7 +260,7 @@ def admin_page(store, me: C.WorkerInfo) -> None:
         rows, dis = C.agreement(store, by=me), C.disagreements(store, by=me)
         label_rows, workers = C.agreement(store, "responses", by=me), C.list_workers(store, by=me)
     except VhmineError as err:
-        st.error(_esc(err))
+        st.error(esc(err))
         return
     st.caption("Authors' reference answers against blind reviews: Cohen's kappa for two workers, Fleiss' for more.")
     st.dataframe(_agreement_rows(rows), hide_index=True, key="agreement")
@@ -318,7 +287,7 @@ def main() -> None:
     try:
         store = _store(C.resolve_url(url))
     except VhmineError as err:
-        st.error(_esc(err))
+        st.error(esc(err))
         return
     if "worker" in st.session_state:
         try:  # every run: a rotated token or a deactivation signs the browser out before any click acts
@@ -331,7 +300,7 @@ def main() -> None:
         return
     me = st.session_state["worker"]  # a C.WorkerInfo: every call below re-checks it in the store
     page, mode = sidebar(store, me)
-    _show_flash()
+    show_flash()
     if page == "Annotate":
         annotate_page(store, me, mode)
     elif page == "Review":

@@ -1,8 +1,8 @@
 """What the app's page modules share: Markdown-safe text, the flash message shown after a rerun, images.
 
 Reads image bytes only through vhmine.curate.image_bytes (files recorded in the store); writes only
-Streamlit session state ("flash", which vhmine/apps/curate.py shows at the top of the next run).
-Mirrors the helpers of vhmine/apps/curate.py, which cannot be imported (it is the Streamlit script).
+Streamlit session state ("flash", which `show_flash` shows at the top of the next run). vhmine/apps/curate.py
+(the Streamlit script, which nothing imports) uses these too.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ _PUNCT = re.compile("([" + re.escape(string.punctuation) + "])")
 
 
 def esc(text: object) -> str:
-    """Text for Markdown-rendering elements: every ASCII punctuation mark escaped, so typed text shows literally."""
+    """Text for Markdown-rendering elements (errors, captions): every ASCII punctuation mark escaped,
+    so worker-typed `**x**`, `<b>`, `:red[x]` or `$x$` show literally."""
     return _PUNCT.sub(r"\\\1", str(text))
 
 
@@ -27,9 +28,19 @@ def flash(kind: str, msg: str) -> None:
     st.session_state["flash"] = (kind, msg)
 
 
+def show_flash() -> None:
+    kind, msg = st.session_state.pop("flash", (None, None))
+    if kind:
+        getattr(st, kind)(esc(msg))
+
+
 def image(store, image_id: str, caption: str) -> None:
     try:
-        st.image(C.image_bytes(store, image_id), caption=caption, width="stretch")
+        # "content": its own pixel width, shrunk to fit the column but never stretched (a 32 px image drawn
+        # 940 px wide shows nothing a worker can judge); the caption apart, as st.image's own caption widens
+        # a small image to the caption's width
+        st.image(C.image_bytes(store, image_id), width="content")
+        st.caption(esc(caption))
     except VhmineError as err:
         st.error(esc(err))
 
