@@ -391,7 +391,7 @@ def test_app_admin_page_needs_the_right_in_the_store(env):
     at.run()
     assert not at.exception, at.exception
     assert "Agreement" not in [h.value for h in at.header] and not [d for d in at.main.dataframe if "name" in d.value]
-        assert _by_label(at.sidebar.radio, "Page").options == ["Annotate", "Review", "Label answers", "Verify drafts", "Errata", "Blind flags"]
+    assert _by_label(at.sidebar.radio, "Page").options == ["Annotate", "Review", "Label answers", "Verify drafts", "Errata", "Blind flags"]
 
 
 # --- many workers on PostgreSQL: no worker waits on another's candidate, no deadlock escapes ------

@@ -25,7 +25,7 @@ from ..store import (  # first: it says which extra to install when SQLAlchemy i
 from sqlalchemy import select, update  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from ._shared import WorkerInfo, _log, _new_id, _worker
+from ._shared import WorkerInfo, _log, _new_id, _retried, _worker
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,7 @@ def _text(value: Optional[str]) -> str:
     return " ".join((value or "").split())
 
 
+@_retried
 def flag_instance(store: Store, worker: str | WorkerInfo, instance_id: str, reason: str,
                   proposed: Optional[str] = None) -> str:
     """Flag a ready instance (its id as exports write it) as wrong; returns the flag's id."""
@@ -127,6 +128,7 @@ def _fix(mode: M.Mode, inst: Instance, answers: Optional[Sequence[str] | str], t
     return {k: [getattr(inst, k), v] for k, v in new.items() if getattr(inst, k) != v}
 
 
+@_retried
 def accept_erratum(store: Store, by: str | WorkerInfo, flag_id: str, *, answers: Optional[Sequence[str] | str] = None,
                    truth: Optional[bool] = None, remove: bool = False, reason: str = "") -> dict:
     """An admin agrees the item is wrong: fix its answer (OEQ `answers`, YNQ `truth`) or `remove` it (discarded).
@@ -161,6 +163,7 @@ def accept_erratum(store: Store, by: str | WorkerInfo, flag_id: str, *, answers:
         return changes
 
 
+@_retried
 def reject_erratum(store: Store, by: str | WorkerInfo, flag_id: str, reason: str) -> None:
     """An admin finds the item right after all: the flag is closed with the reason; the item is unchanged."""
     why = _text(reason)

@@ -27,8 +27,8 @@ from ..store import (  # first: it says which extra to install when SQLAlchemy i
 from sqlalchemy import select, update  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from ._shared import ImageView, WorkerInfo, _cas, _close, _item, _lease_check, _log, _new_id, _worker
-from .queue import LEASE_S, _free, _take
+from ._shared import ImageView, WorkerInfo, _cas, _close, _item, _lease_check, _log, _new_id, _retried, _worker
+from .queue import LEASE_S, lease_next
 
 VERIFY = "verify"  # the action kind of every decision; payload["decision"]: accept, edit or reject
 
@@ -97,28 +97,14 @@ def _pending(s: Session, task_id: str) -> Optional[Draft]:
                     .order_by(Draft.created_at, Draft.id).limit(1))
 
 
+@_retried
 def next_verify_item(store: Store, worker: str | WorkerInfo, mode: str, *, lease_s: float = LEASE_S) -> Optional[VerifyItem]:
     """Lease the next open task of `mode` with a pending draft to `worker` (their current lease first)."""
     mode = M.get_mode(mode).name
     with store.session() as s:
         worker = _worker(s, worker).name
-        now = utcnow()
-        drafted = Task.id.in_(pending_draft_tasks())
-        mine = s.scalar(select(Task).where(Task.mode == mode, Task.status == "open", Task.lease_worker == worker,
-                                           Task.lease_until > now, drafted).order_by(Task.priority, Task.id).limit(1))
-        cands = [mine] if mine is not None else []
-        for _ in range(5):  # others may win the race for the first few candidates
-            cands += s.scalars(select(Task).where(Task.mode == mode, Task.status == "open", _free(now), drafted)
-                               .order_by(Task.priority, Task.id).limit(8)).all()
-            if not cands:
-                return None
-            for t in cands:
-                if _take(s, t, worker, now, lease_s):
-                    t = s.get(Task, t.id, populate_existing=True)
-                    return _view(s, t, _pending(s, t.id))
-            cands = []
-            s.expire_all()
-    return None
+        t = lease_next(s, worker, mode, Task.id.in_(pending_draft_tasks()), utcnow(), lease_s, skipped_last=False)
+        return _view(s, t, _pending(s, t.id)) if t is not None else None
 
 
 def _claim_draft(s: Session, d: Draft, worker: str, now: dt.datetime, status: str, reason: Optional[str]) -> None:
@@ -139,11 +125,13 @@ def _draft_and_task(s: Session, draft_id: str, worker: str, now: dt.datetime) ->
     return d, _lease_check(s, d.task_id, worker, now)
 
 
+@_retried
 def accept_draft(store: Store, worker: str | WorkerInfo, draft_id: str) -> Verified:
     """Accept a draft as the model wrote it: its instances become ready and its task is done."""
     return edit_draft(store, worker, draft_id)
 
 
+@_retried
 def edit_draft(store: Store, worker: str | WorkerInfo, draft_id: str, *, question: Optional[str] = None,
                answers: Optional[dict] = None, yes_no: Optional[Sequence[tuple[str, dict]]] = None) -> Verified:
     """Save the worker's edit of a draft (None keeps the draft's part; an edit identical to the draft is an
@@ -200,6 +188,7 @@ def _instances(s: Session, t: Task, c: DraftContent, act: Action, worker: str, n
     return ids
 
 
+@_retried
 def reject_draft(store: Store, worker: str | WorkerInfo, draft_id: str, reason: str) -> Verified:
     """Reject a draft with a reason; its task goes back to the queues (to annotate from scratch)."""
     reason = " ".join((reason or "").split())
