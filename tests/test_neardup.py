@@ -6,6 +6,7 @@ reach 0.995 here), so the test's thresholds are 0.999; the copies score above 0.
 
 import hashlib
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -150,9 +151,143 @@ def test_near_dups_needs_an_index_and_says_so(tmp_path):
 
     store = make_ready_store(tmp_path)  # its run.json names no index
     try:
-        export_benchmark(store, ExportOptions(out=tmp_path / "b", format="vhtest", near_dups=DupOptions()))
+        export_benchmark(store, ExportOptions(out=tmp_path / "b", format="vhtest", near_dups=DupOptions(required=True)))
     except InputError as err:
         assert "pass --against INDEX" in str(err)
     else:
         raise AssertionError("no error")
     assert not (tmp_path / "b").exists()
+
+
+def _export(tmp_path, out, *args):
+    from typer.testing import CliRunner
+
+    from vhmine.cli import app
+
+    res = CliRunner().invoke(app, ["export", "--out", str(out), "--db", str(tmp_path / "store.db"), "--kind", "oeq",
+                                   "--device", "cpu", *args])
+    assert res.exit_code == 0, res.output
+    return json.loads((out / "manifest.json").read_text())["near_duplicates"], res.output
+
+
+def test_near_dups_on_by_default_and_overruled_by_a_worker(tmp_path, tiny_models):
+    """No --near-dups: the check runs with the mining index's encoders and stores each pair; a worker
+    overrules one and the next export lists it as overruled (by a pseudonym); reinstating takes it back;
+    when the index is gone the export goes on and says the check did not run, and why."""
+    import shutil
+
+    import pytest
+
+    from vhmine import curate as C
+    from vhmine.errors import FormError
+    from vhmine.store import open_store
+
+    indexes, ids = _setup(tmp_path, tiny_models)
+    pair = tuple(sorted((ids["astronaut"], ids["astronaut-copy"])))
+    nd, output = _export(tmp_path, tmp_path / "b1", *TH)
+    assert nd["ran"] is True and nd["decided_by"]["encoders_from_index"] == "home"
+    assert _ids(nd["within_export"]) == [pair] and nd["within_export"][0]["overruled"] is None
+    assert nd["overruled"] == 0 and "near duplicates: 1 pair(s) within the export" in output
+    dup_id = nd["within_export"][0]["id"]
+    gen_id = nd["generated_against_source"][0]["id"]
+    with open_store(tmp_path / "store.db") as store:
+        seen = {d.id: d for d in C.near_duplicate_list(store, "alice")}
+        assert set(seen) == {dup_id, gen_id}  # the store holds what the manifest lists, with what decided it
+        d = seen[dup_id]
+        assert (d.scope, tuple(sorted((d.a_image, d.b_image))), d.b_index) == ("within", pair, None)
+        assert d.encoders["clip"]["spec"].startswith("local-dir:") and d.thresholds["clip"] == 0.999
+        assert seen[gen_id].b_index == "home" and seen[gen_id].b_path.endswith("astronaut.png")
+        with pytest.raises(FormError):
+            C.overrule_near_duplicate(store, "alice", dup_id, "  ")
+        C.overrule_near_duplicate(store, "alice", dup_id, "the copy is the generated counterpart; intended")
+        assert [d.id for d in C.near_duplicate_list(store, "alice", include_overruled=False)] == [gen_id]
+
+    nd, _ = _export(tmp_path, tmp_path / "b2", *TH)
+    e = nd["within_export"][0]
+    assert e["id"] == dup_id and nd["overruled"] == 1
+    assert e["overruled"]["reason"] == "the copy is the generated counterpart; intended"
+    assert e["overruled"]["by"].startswith("w-") and "alice" not in json.dumps(nd)  # a pseudonym by default
+    assert nd["generated_against_source"][0]["overruled"] is None
+    assert "by w-" in (tmp_path / "b2" / "near_duplicates.html").read_text()
+    nd, _ = _export(tmp_path, tmp_path / "b3", *TH, "--with-provenance")
+    assert nd["within_export"][0]["overruled"]["by"] == "alice"
+
+    with open_store(tmp_path / "store.db") as store:
+        C.reinstate_near_duplicate(store, "alice", dup_id)
+    nd, _ = _export(tmp_path, tmp_path / "b4", *TH)
+    assert nd["within_export"][0]["overruled"] is None and nd["overruled"] == 0
+
+    nd, output = _export(tmp_path, tmp_path / "b5", "--no-near-dups")
+    assert nd == {"ran": False, "reason": "turned off (--no-near-dups)"} and "NOT checked" in output
+    assert not (tmp_path / "b5" / "near_duplicates.html").exists()
+
+    shutil.rmtree(indexes / "home")  # the index the pairs were mined from is gone: said, not silent
+    nd, output = _export(tmp_path, tmp_path / "b6", *TH)
+    assert nd["ran"] is False and "its index cannot be read" in nd["reason"] and "run t" in nd["reason"]
+    assert "near duplicates: NOT checked" in output
+
+
+def test_near_dups_default_without_an_index_is_recorded_as_not_run(tmp_path):
+    """A store from a hand-written pairs table has no index: the default check does not run, the export
+    succeeds and its manifest says why; an explicit --near-dups is an error that says what to do."""
+    from typer.testing import CliRunner
+
+    from vhmine.cli import app
+
+    from helpers import make_ready_store
+
+    make_ready_store(tmp_path).close()
+    db = str(tmp_path / "store.db")
+    res = CliRunner().invoke(app, ["export", "--out", str(tmp_path / "b"), "--db", db])
+    assert res.exit_code == 0, res.output
+    nd = json.loads((tmp_path / "b" / "manifest.json").read_text())["near_duplicates"]
+    assert nd["ran"] is False and "name no index" in nd["reason"] and "--against INDEX" in nd["reason"]
+    assert "near duplicates: NOT checked" in res.output
+    res = CliRunner().invoke(app, ["export", "--out", str(tmp_path / "c"), "--db", db, "--near-dups"])
+    assert res.exit_code == 2 and "pass --against INDEX" in res.output and not (tmp_path / "c").exists()
+    res = CliRunner().invoke(app, ["export", "--out", str(tmp_path / "c"), "--db", db, "--no-near-dups",
+                                   "--against", "ref"])
+    assert res.exit_code == 2 and "pass one of them" in res.output
+
+
+def test_flags_page_shows_near_duplicates_side_by_side_and_overrules(tmp_path, monkeypatch):
+    """The app's Blind flags page lists the recorded pairs (both images, what decided) and a worker overrules
+    one with a reason, then reinstates it."""
+    import pytest
+
+    pytest.importorskip("streamlit")
+    from streamlit.testing.v1 import AppTest
+
+    from vhmine import curate as C
+
+    from helpers import make_ready_store
+
+    store = make_ready_store(tmp_path)
+    token = C.add_worker(store, "bob")
+    a, b = sorted({r.image_id for r in C.ready_instances(store, "counting", "OEQ")})
+    enc = {"clip": {"spec": "ViT-B-32:openai", "model": "ViT-B-32", "dim": 512},
+           "dino": {"spec": "facebook/dinov2-small", "model": "dinov2-small", "dim": 384}}
+    C.record_near_duplicates(store, [{"scope": "within", "a_image": a, "b_image": b, "clip": 0.97, "dino": 0.93,
+                                      "exact": False}], encoders=enc, thresholds={"clip": 0.95, "dino": 0.9})
+    [d] = C.near_duplicate_list(store, "bob")
+    monkeypatch.setenv("VHMINE_DB", f"sqlite:///{tmp_path / 'store.db'}")
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "vhmine" / "apps" / "curate.py"),
+                           default_timeout=60)
+    at.run()
+    at.text_input(key="token").input(token)
+    at.button[0].click().run()
+    at.sidebar.radio(key="page").set_value("Blind flags").run()
+    assert not at.exception, at.exception
+    assert "Near duplicates" in [h.value for h in at.subheader]
+    captions = [re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", c.value) for c in at.caption]  # markdown escapes undone
+    assert any("CLIP 0.9700, DINOv2 0.9300" in c and "ViT-B-32:openai" in c for c in captions)
+    assert a in captions and b in captions and not any("unreadable" in c for c in captions)  # side by side
+    at.button(key=f"ndov:{d.id}").click().run()
+    assert any("say why the pair is not a problem" in re.sub(r"\\", "", e.value) for e in at.error)
+    at.text_input(key=f"ndwhy:{d.id}").input("two different cats; the questions differ").run()
+    at.button(key=f"ndov:{d.id}").click().run()
+    [d] = C.near_duplicate_list(store, "bob")
+    assert (d.overruled_by, d.overrule_reason) == ("bob", "two different cats; the questions differ")
+    at.button(key=f"ndre:{d.id}").click().run()
+    assert not C.near_duplicate_list(store, "bob")[0].overruled
+    store.close()

@@ -31,7 +31,7 @@ def export(
     name: Optional[str] = typer.Option(None, "--name", help="Benchmark name [default: the folder's name]."),
     with_provenance: bool = typer.Option(False, "--with-provenance", help="Keep worker names and this machine's paths (internal use) [default: pseudonyms, relative paths]."),
     drop_blind: bool = typer.Option(False, "--drop-blind", help="Leave out questions a blind solver answered right without the image (`vhmine blind`), unless a worker overruled the flag."),
-    near_dups: bool = typer.Option(False, "--near-dups", help="Check the exported images for near duplicates of each other (and generated ones against their source collection), with the encoders of the index they were mined from."),
+    near_dups: Optional[bool] = typer.Option(None, "--near-dups/--no-near-dups", help="Check the exported images for near duplicates of each other (and generated ones against their source collection), with the encoders of the index they were mined from [default: on; when it cannot run the manifest says why; --near-dups makes that an error]."),
     against: Optional[str] = typer.Option(None, "--against", help="Also check them against this reference index from `vhmine embed` (name or folder; e.g. COCO train2017), with its encoders; implies --near-dups."),
     dup_clip: float = typer.Option(0.95, "--dup-clip", help="Near duplicate: CLIP cosine >= this (and DINOv2 >= --dup-dino)."),
     dup_dino: float = typer.Option(0.9, "--dup-dino", help="Near duplicate: DINOv2 cosine >= this (and CLIP >= --dup-clip)."),
@@ -44,13 +44,14 @@ def export(
     """Write the store's ready instances as a benchmark folder (with a manifest, a version and pair groups)."""
     try:
         from .export import ExportOptions, export_benchmark
+        from .neardup import DupOptions
         from .store import open_store
 
-        dups = None
-        if near_dups or against:
-            from .neardup import DupOptions
-
-            dups = DupOptions(against=against, indexes=indexes, clip_min=dup_clip, dino_min=dup_dino, device=device)
+        if near_dups is False and against:
+            raise InputError("--against checks for near duplicates, --no-near-dups turns the check off: pass one of them")
+        dups = None if near_dups is False else DupOptions(
+            against=against, indexes=indexes, clip_min=dup_clip, dino_min=dup_dino, device=device,
+            required=bool(near_dups or against))  # asked for explicitly: not running is an error
         opts = ExportOptions(out=out, format=fmt, kind=kind.lower(), per_mode=per_mode, allow_unbalanced=allow_unbalanced,
                              seed=seed_, replace=replace, name=name, modes=mode or None, with_provenance=with_provenance,
                              drop_blind=drop_blind, near_dups=dups, version=version, since=since)

@@ -18,8 +18,9 @@ working folder, or just the file's name. `--with-provenance` keeps names and pat
 
 `--drop-blind` leaves out the instances a blind solver flagged (vhmine blind; not those a worker
 overruled); the manifest's `blind` holds blind accuracy per mode whenever blind answers exist.
-`--near-dups` / `--against INDEX` check the images for near duplicates (vhmine.neardup): listed in
-the manifest and shown in `near_duplicates.html`.
+The images are checked for near duplicates (vhmine.neardup; on by default, `--no-near-dups` turns it
+off, `--against INDEX` adds a reference): listed in the manifest and shown in `near_duplicates.html`;
+a check that did not run is listed with its reason.
 
 Pair groups (vhmine.bench.assign_groups): questions asked of both images of a pair whose answers differ
 carry a `group_id` in every format (vhtest and vlmevalkit: a column; hf and lmms-eval: a parquet column;
@@ -49,6 +50,7 @@ from .bench import OEQ, YNQ, Benchmark, assign_groups, from_records
 from .errors import ExportError, UnbalancedError, VhmineError
 from .images import image_sha256, sha256_file
 from .files import check_owned, replace_dir
+from .neardup import DupOptions, not_run
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +70,7 @@ class ExportOptions:
     modes: Optional[Sequence[str]] = None  # only these modes
     with_provenance: bool = False  # keep worker names and this machine's paths (internal use only)
     drop_blind: bool = False  # leave out instances a blind solver flagged (vhmine blind), unless a worker overruled it
-    near_dups: Optional[object] = None  # vhmine.neardup.DupOptions: check the images for near duplicates
+    near_dups: Optional[DupOptions] = DupOptions()  # check the images for near duplicates; None: turned off
     version: Optional[str] = None  # integer or semver; None: counted up from --since's, or 1
     since: Optional[Path] = None  # an earlier export: write CHANGELOG.md / changelog.json against it
 
@@ -337,11 +339,12 @@ def export_benchmark(store, opts: ExportOptions) -> ExportResult:
     bench = assign_groups(sample(bench, opts.per_mode, opts.seed, opts.allow_unbalanced))  # groups of what is exported
     _check_images(bench)
     version_info, log_files, log_note = _versioning(store, opts, bench, left_out)
-    dups = None
     if opts.near_dups is not None:
         from .neardup import check_near_duplicates
 
         dups = check_near_duplicates(store, bench, opts.near_dups, public=not opts.with_provenance)
+    else:
+        dups = not_run("turned off (--no-near-dups)")
     if not opts.with_provenance:
         bench = private_removed(bench, pseudonym_key(store))
     fmt_options = {"seed": opts.seed} if spec.name == "llava" else {}
@@ -355,11 +358,10 @@ def export_benchmark(store, opts: ExportOptions) -> ExportResult:
     blind = blind_summary(store, bench, dropped=left_out, with_endpoint=opts.with_provenance)
     if blind or opts.drop_blind:  # blind accuracy per mode whenever blind answers exist
         info["blind"] = {"drop_blind": opts.drop_blind, "left_out": len(left_out), "solvers": blind}
-    if dups is not None:
-        info["near_duplicates"] = dups.manifest
+    info["near_duplicates"] = dups.manifest
     try:
         res = write_benchmark(bench, opts.out, spec.name, replace=opts.replace, info=info,
-                              extra_files={**(dups.files if dups is not None else {}), **log_files}, **fmt_options)
+                              extra_files={**dups.files, **log_files}, **fmt_options)
     except VhmineError:
         raise
     except OSError as err:
@@ -370,8 +372,7 @@ def export_benchmark(store, opts: ExportOptions) -> ExportResult:
         res.notes.append(log_note)
     if opts.drop_blind:
         res.notes.append(f"left out {len(left_out)} instance(s) a blind solver answered right without the image (--drop-blind)")
-    if dups is not None:
-        res.notes.append(dups.note)
+    res.notes.append(dups.note)
     if opts.allow_unbalanced and unbalanced_message(balance(bench)):
         res.notes.append("note: " + unbalanced_message(balance(bench)).split(". Write more")[0] + " (--allow-unbalanced)")
     return res

@@ -17,8 +17,15 @@ the index's. A near duplicate is a pair whose CLIP cosine AND DINOv2 cosine both
 - generated images (store source "generated") against the collection they came from: the indexes the
   store's mining runs were made from, whose encoders match.
 
-Every decision is recorded with the encoders that made it and the thresholds it used; nothing is
+Every decision is recorded with the encoders that made it and the thresholds it used, in the manifest and
+in the store's `near_duplicates` table (vhmine.curate.neardups: a worker can overrule a pair with a reason;
+the manifest then lists it as overruled, by whom: a pseudonym unless --with-provenance). Nothing is
 dropped: the list is for the maintainer to read (and the page shows each pair side by side).
+
+The check is on by default (`vhmine export`; `--no-near-dups` turns it off). When it cannot run (no
+mining run names an index, e.g. a store seeded from a hand-written pairs table; the index or its encoder
+files are gone), `not_run` makes the manifest say so and why, and the export goes on; with an explicit
+`--near-dups` or `--against` (`DupOptions.required`) that is an error instead.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from .errors import ExportError, InputError
+from .errors import EncoderError, ExportError, InputError
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +53,7 @@ class DupOptions:
     dino_min: float = DEFAULT_DUP_DINO
     device: Optional[str] = None
     batch_size: int = 32
+    required: bool = False  # asked for explicitly: a check that cannot run is an error, not a note
 
 
 @dataclass
@@ -53,6 +61,11 @@ class DupReport:
     manifest: dict
     files: dict = field(default_factory=dict)  # file name -> text, written into the export folder
     note: str = ""
+
+
+def not_run(reason: str) -> DupReport:
+    """The manifest section of a check that did not run, saying why (never silently)."""
+    return DupReport({"ran": False, "reason": reason}, {}, f"near duplicates: NOT checked ({reason})")
 
 
 def _open(where: str, indexes: Optional[Path]):
@@ -198,10 +211,20 @@ def check_near_duplicates(store, bench, o: DupOptions, *, public: bool = True) -
     homes, notes = _home_indexes(store)
     basis = ref or (homes[0] if homes else None)
     if basis is None:
-        raise InputError("the near-duplicate check needs the encoders of an index: pass --against INDEX (a "
+        why = ("the store's mining runs name no index (e.g. seeded from a hand-written pairs table)" if not notes
+               else "; ".join(notes))
+        if not o.required:
+            return not_run(f"no encoders to embed the images with: {why}; pass --against INDEX to check "
+                           "against a `vhmine embed` index")
+        raise InputError(f"{why}: the near-duplicate check needs the encoders of an index: pass --against INDEX (a "
                          "`vhmine embed` index; its encoders are used), or export a store seeded from a `vhmine mine` "
                          "run whose index is still there")
-    clip_spec, dino_spec = _specs(basis)
+    try:
+        clip_spec, dino_spec = _specs(basis)
+    except InputError as err:
+        if o.required:
+            raise
+        return not_run(str(err))
     same = [h for h in homes if _specs(h) == (clip_spec, dino_spec)]
     notes += [f"index {h.name!r} has other encoders than {basis.name!r}: generated images not checked against it"
               for h in homes if h not in same]
@@ -218,7 +241,14 @@ def check_near_duplicates(store, bench, o: DupOptions, *, public: bool = True) -
     for i in ids:
         images[i]["sha256"] = images[i]["sha256"] or sha256_file(Path(images[i]["_file"]))
         images[i]["path"] = public_path(images[i]["_file"]) if public else images[i]["_file"]
-    clip, dino = embed_images(files, clip_spec, dino_spec, device=o.device, batch_size=o.batch_size)
+    if not files:
+        return not_run("no images exported")
+    try:
+        clip, dino = embed_images(files, clip_spec, dino_spec, device=o.device, batch_size=o.batch_size)
+    except EncoderError as err:  # the index is there, its encoders' files are not
+        if o.required:
+            raise
+        return not_run(f"the encoders of index {basis.name!r} cannot be loaded ({err})")
 
     def mine(k: int) -> dict:
         return dict(images[ids[k]])
@@ -244,10 +274,16 @@ def check_near_duplicates(store, bench, o: DupOptions, *, public: bool = True) -
     for lst in (within, against, generated):
         lst.sort(key=lambda e: (-e["clip"], -e["dino"], e["a"]["image_id"], e["b"]["image_id"]))
 
+    decided_by = {"encoders": _encoder_record(basis, public), "encoders_from_index": basis.name,
+                  "thresholds": {"clip": o.clip_min, "dino": o.dino_min, "inclusive": True,
+                                 "rule": "CLIP cosine >= clip AND DINOv2 cosine >= dino"}}
+    _record(store, {"within": within, "reference": against, "generated": generated}, basis, decided_by, public)
+
     def strip(lst: list[dict]) -> list[dict]:  # the files' own paths stay out of the manifest
         return [{**e, **{s: {k: v for k, v in e[s].items() if not k.startswith("_")} for s in ("a", "b")}} for e in lst]
 
     section = {
+        "ran": True,
         "decided_by": {"encoders": _encoder_record(basis, public), "encoders_from_index": basis.name,
                        "thresholds": {"clip": o.clip_min, "dino": o.dino_min, "inclusive": True,
                                       "rule": "CLIP cosine >= clip AND DINOv2 cosine >= dino"}},
@@ -255,6 +291,7 @@ def check_near_duplicates(store, bench, o: DupOptions, *, public: bool = True) -
         "reference": ({"index": ref.name, "images": int(len(ref.images)),
                        "manifest_sha256": sha256_file(ref.folder / "manifest.json")} if ref is not None else None),
         "generated_checked_against": [h.name for h in same] if generated_rows else [],
+        "overruled": sum(1 for lst in (within, against, generated) for e in lst if e["overruled"]),
         "within_export": strip(within), "against_reference": strip(against), "generated_against_source": strip(generated),
         "page": PAGE, "notes": notes,
     }
@@ -263,6 +300,28 @@ def check_near_duplicates(store, bench, o: DupOptions, *, public: bool = True) -
             f"{ref.name if ref is not None else 'no reference'}, {len(generated)} generated image(s) near their source "
             f"collection (CLIP >= {o.clip_min:g}, DINOv2 >= {o.dino_min:g}; see {PAGE})")
     return DupReport(section, {PAGE: page}, note)
+
+
+def _record(store, found: dict[str, list[dict]], basis, decided_by: dict, public: bool) -> None:
+    """Store every pair (vhmine.curate.neardups, with this machine's encoder specs) and mark each entry with
+    its stored id and any worker's overrule (who: a pseudonym when `public`)."""
+    from .curate import near_duplicate_id, record_near_duplicates
+    from .export import pseudonym, pseudonym_key
+
+    rows = [{"scope": scope, "a_image": e["a"]["image_id"], "a_sha256": e["a"]["sha256"], "b_index": e["b"].get("index"),
+             "b_image": e["b"]["image_id"], "b_sha256": e["b"]["sha256"], "b_path": e["b"].get("_file") if "index" in e["b"]
+             else None, "clip": e["clip"], "dino": e["dino"], "exact": e["exact"]}
+            for scope, lst in found.items() for e in lst]
+    overrules = record_near_duplicates(store, rows, encoders=_encoder_record(basis, False),
+                                       thresholds=decided_by["thresholds"])
+    key = pseudonym_key(store) if public and any(overrules.values()) else None
+    for scope, lst in found.items():
+        for e in lst:
+            e["id"] = near_duplicate_id(scope, e["a"]["image_id"], e["b"].get("index"), e["b"]["image_id"])
+            o = overrules.get(e["id"])
+            e["overruled"] = None if o is None else {
+                "by": pseudonym(o.by, key) if key else o.by, "at": o.at.isoformat(timespec="seconds") + "Z",
+                "reason": o.reason}
 
 
 def _cell(e: dict) -> str:
@@ -275,6 +334,10 @@ def _cell(e: dict) -> str:
     inst = f"<br>instances: {html.escape(', '.join(e['instances']))}" if e.get("instances") else ""
     return (f"<td>{img}<div class=meta>{html.escape(where + e['image_id'])}<br>{html.escape(e.get('path') or '')}"
             f"{inst}</div></td>")
+
+
+def _overrule_text(o: Optional[dict]) -> str:
+    return f"by {o['by']}: {o['reason']}" if o else "no"
 
 
 def _page(section: dict, *lists: list[dict]) -> str:
@@ -294,10 +357,11 @@ def _page(section: dict, *lists: list[dict]) -> str:
             parts.append("<p>None.</p>")
             continue
         parts.append("<table><tr><th>exported image</th><th>near duplicate</th><th>CLIP</th><th>DINOv2</th>"
-                     "<th>same bytes</th></tr>")
+                     "<th>same bytes</th><th>overruled</th></tr>")
         for e in rows:
             parts.append(f"<tr>{_cell(e['a'])}{_cell(e['b'])}<td class=num>{e['clip']:.4f}</td>"
-                         f"<td class=num>{e['dino']:.4f}</td><td>{'yes' if e['exact'] else 'no'}</td></tr>")
+                         f"<td class=num>{e['dino']:.4f}</td><td>{'yes' if e['exact'] else 'no'}</td>"
+                         f"<td>{html.escape(_overrule_text(e.get('overruled')))}</td></tr>")
         parts.append("</table>")
     parts.append("</body></html>\n")
     return "\n".join(parts)

@@ -32,8 +32,8 @@ from sqlalchemy.orm import Session
 
 from .tables import (  # noqa: F401  (the table classes, importable from here as before)
     DRAFT_STATUSES, ERRATUM_STATUSES, IMAGE_SOURCES, INSTANCE_STATUSES, TASK_STATUSES, VERDICTS, Action, Base,
-    BlindAnswer, Description, Draft, Erratum, Generation, Image, Instance, Pair, Response, ResponseLabel,
-    Review, Run, Secret, Task, Worker, utcnow,
+    BlindAnswer, Description, Draft, Erratum, Generation, Image, Instance, NearDuplicate, Pair, Response,
+    ResponseLabel, Review, Run, Secret, Task, Worker, utcnow,
 )
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """The curation store's tables: SQLAlchemy classes for images, runs, pairs, workers, tasks, the action log,
-instances, reviews, model responses and labels, descriptions, generations, secrets, blind answers, drafts and
-errata, with the values their status columns take.
+instances, reviews, model responses and labels, descriptions, generations, secrets, blind answers, drafts,
+errata and near duplicates, with the values their status columns take.
 
 Reads and writes nothing itself: vhmine.store opens the database, and its migrations (vhmine/migrations/),
 not these classes, create the tables; the classes mirror the migrations' result (tests/test_store.py
@@ -297,3 +297,33 @@ class Erratum(Base):
     changes: Mapped[Optional[dict]] = mapped_column(JSON)
     action_id: Mapped[Optional[int]] = mapped_column(ForeignKey("actions.id"))
     created_at: Mapped[dt.datetime]
+
+
+# --- schema revision 0008: near duplicates found by export (vhmine.neardup, vhmine/curate/neardups.py) ----
+
+class NearDuplicate(Base):
+    """A pair of images an export's near-duplicate check found (`scope`: within / reference / generated).
+
+    `a_image` is an exported image; `b_image` another exported image (`b_index` None) or an image of the
+    index `b_index`. The id is derived from (scope, a, b), so the next export finds the same row: its
+    cosines, encoders and thresholds are refreshed (`seen_at`) and a worker's overrule (who, when, why) stays."""
+
+    __tablename__ = "near_duplicates"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    scope: Mapped[str] = mapped_column(String(16))  # within, reference or generated
+    a_image: Mapped[str] = mapped_column(String(64))
+    a_sha256: Mapped[Optional[str]] = mapped_column(String(64))
+    b_index: Mapped[Optional[str]] = mapped_column(String(200))
+    b_image: Mapped[str] = mapped_column(String(200))
+    b_sha256: Mapped[Optional[str]] = mapped_column(String(64))
+    b_path: Mapped[Optional[str]] = mapped_column(Text)  # the index image's file on this machine, for the app
+    clip: Mapped[float] = mapped_column(Float)
+    dino: Mapped[float] = mapped_column(Float)
+    exact: Mapped[bool] = mapped_column(Boolean)
+    encoders: Mapped[dict] = mapped_column(JSON)  # {"clip": {"spec", "model", "dim"}, "dino": {...}}
+    thresholds: Mapped[dict] = mapped_column(JSON)
+    overruled_by: Mapped[Optional[str]] = mapped_column(ForeignKey("workers.name"))
+    overruled_at: Mapped[Optional[dt.datetime]]
+    overrule_reason: Mapped[Optional[str]] = mapped_column(Text)
+    created_at: Mapped[dt.datetime]
+    seen_at: Mapped[dt.datetime]

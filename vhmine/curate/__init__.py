@@ -22,7 +22,7 @@ workers (sign-in, tokens, (de)activation), queue (leases, discard, skip, progres
 annotate (saving questions and answers), drafts (drafted yes/no questions), undo, review (blind
 review and agreement), responses (model responses and their labels), records (ready instances for
 export), verify (model drafts of pair tasks: accept, edit, reject), errata (flags on released items and
-admins' decisions), savings (time per verified against per scratch item), images (serving recorded image bytes), app (launching Streamlit); _shared holds the ids,
+admins' decisions), neardups (near duplicates export found, and their overrules), savings (time per verified against per scratch item), images (serving recorded image bytes), app (launching Streamlit); _shared holds the ids,
 action log, worker lookup and lease checks they all use.
 """
 
@@ -52,6 +52,10 @@ from .blind import (
 )
 from .blind import group_key as blind_group_key
 from .verify import VerifyItem, Verified, accept_draft, edit_draft, next_verify_item, record_draft, reject_draft
+from .neardups import (
+    NearDuplicateView, near_duplicate_id, near_duplicate_list, overrule_near_duplicate, record_near_duplicates,
+    reinstate_near_duplicate,
+)
 from .errata import ErratumView, accept_erratum, errata_list, flag_instance, reject_erratum
 from .savings import ModeSavings, draft_savings, savings_table
 from .app import default_app_path, run_app, streamlit_command
@@ -73,6 +77,8 @@ __all__ = [
     "BlindFlag", "FlaggedItem", "blind_answered", "blind_dropped", "blind_group_key", "blind_summary", "flag_list",
     "overrule_blind_flag", "record_blind_answer", "refresh_blind_flags", "reinstate_blind_flag",
     "VerifyItem", "Verified", "accept_draft", "edit_draft", "next_verify_item", "record_draft", "reject_draft",
+    "NearDuplicateView", "near_duplicate_id", "near_duplicate_list", "overrule_near_duplicate",
+    "record_near_duplicates", "reinstate_near_duplicate",
     "ErratumView", "accept_erratum", "errata_list", "flag_instance", "reject_erratum",
     "ModeSavings", "draft_savings", "savings_table",
     "default_app_path", "run_app", "streamlit_command",
