@@ -1,0 +1,114 @@
+"""The CUDA paths against the CPU ones: find_pairs, `vhmine embed` and `vhmine mine --engine local`.
+
+Tests marked `gpu` run only where torch sees a CUDA device and are skipped elsewhere with the reason
+"no CUDA device" (CI has no GPU: they must skip there, never fail). scripts/gpu_check.sh runs them as
+`pytest -m gpu tests/test_gpu.py`. The unmarked tests below check that script's plumbing on any machine.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _clustered(n: int, d: int, seed: int) -> np.ndarray:
+    """Unit rows, a third of them in clusters of 6 tight enough to give pairs at cosine 0.85-0.95."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, d))
+    k = n // 3 // 6 * 6
+    x[:k] = np.repeat(rng.standard_normal((k // 6, d)), 6, axis=0) + 0.35 * rng.standard_normal((k, d))
+    x = x[rng.permutation(n)]
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="no CUDA device")
+@pytest.mark.parametrize("block_size", [None, 256])  # one block, and many blocks of the upper triangle
+def test_find_pairs_on_cuda_equals_cpu_and_brute_force(block_size):
+    from vhmine.simsearch import assert_same_pairs, brute_force_pairs, find_pairs
+
+    clip, dino = _clustered(2000, 768, 0), _clustered(2000, 1024, 1)
+    want = brute_force_pairs(clip, dino, 0.85, 0.6)
+    assert len(want) > 50  # the check means something only if there are pairs to find
+    st: dict = {}
+    got = find_pairs(clip, dino, 0.85, 0.6, device="cuda", block_size=block_size, stats=st)
+    assert st["blocks"] == (1 if block_size is None else 36)
+    assert_same_pairs(got, want, atol=0.0)  # the re-check is float64 on the CPU: the same bits
+    assert_same_pairs(got, find_pairs(clip, dino, 0.85, 0.6, device="cpu", block_size=block_size), atol=0.0)
+    # a threshold set to a found pair's own similarity finds that pair on the GPU too (inclusive)
+    edge = float(want.clip_sim.min())
+    assert_same_pairs(find_pairs(clip, dino, edge, 0.6, device="cuda"), brute_force_pairs(clip, dino, edge, 0.6))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="no CUDA device")
+def test_embed_on_cuda_matches_cpu_within_half_precision(tmp_path, photos_dir, tiny_models):
+    from vhmine.embed import EmbedOptions, embed_collection
+    from vhmine.index import open_index
+
+    clip, dino = tiny_models
+    for dev in ("cpu", "cuda"):
+        embed_collection(EmbedOptions(images=photos_dir, name=dev, indexes=tmp_path / "idx", clip_model=clip,
+                                      dino_model=dino, device=dev, workers=0, batch_size=4, progress=False))
+    cpu, on_gpu = open_index(tmp_path / "idx", "cpu"), open_index(tmp_path / "idx", "cuda")
+    pd.testing.assert_series_equal(cpu.images["sha256"], on_gpu.images["sha256"])  # same rows, same order
+    assert "bfloat16" in str(on_gpu.manifest) or "float16" in str(on_gpu.manifest)  # the dtype as run is recorded
+    for kind in ("clip", "dino"):
+        a, b = getattr(cpu, kind), getattr(on_gpu, kind)
+        assert a.shape == b.shape and b.dtype == np.float32
+        np.testing.assert_allclose(np.linalg.norm(b, axis=1), 1.0, atol=1e-5)
+        cos = (a.astype(np.float64) * b).sum(axis=1)
+        assert cos.min() >= 0.98, f"{kind}: CUDA (half precision) and CPU rows differ, min cosine {cos.min():.4f}"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="no CUDA device")
+def test_mine_local_engine_on_cuda_writes_the_cpu_pairs(tmp_path):
+    from typer.testing import CliRunner
+
+    from test_mine import make_index
+    from vhmine.cli import app
+
+    clip, dino = _clustered(300, 64, 2), _clustered(300, 48, 3)
+    make_index(tmp_path / "idx", "syn", clip, dino, root=tmp_path / "imgs")
+    runner = CliRunner()
+    for dev in ("cpu", "cuda"):
+        res = runner.invoke(app, ["mine", "--index", "syn", "--indexes", str(tmp_path / "idx"), "--clip", "0.8",
+                                  "--dino", "0.5", "--engine", "local", "--device", dev, "--out", str(tmp_path / dev)])
+        assert res.exit_code == 0, res.output
+    cpu, cuda = (pd.read_parquet(tmp_path / d / "pairs.parquet") for d in ("cpu", "cuda"))
+    assert len(cpu) > 5
+    pd.testing.assert_frame_equal(cpu, cuda)
+
+
+# --- the check script's plumbing, on any machine ----------------------------------------------------
+
+def test_gpu_marker_is_registered_and_check_script_parses():
+    markers = [line for line in (ROOT / "pyproject.toml").read_text().splitlines() if line.startswith("markers")]
+    assert markers and '"gpu: ' in markers[0], markers  # -m gpu selects a registered marker
+    subprocess.run(["bash", "-n", str(ROOT / "scripts" / "gpu_check.sh")], check=True)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_cuda(), reason="checks the no-CUDA path")
+def test_check_script_without_cuda_skips_every_part_and_exits_2():
+    env = {**os.environ, "PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
+    res = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh")], capture_output=True, text=True,
+                         env=env, timeout=300)
+    out = res.stdout + res.stderr
+    assert res.returncode == 2, out
+    for part in ("SKIP 1 mine: no CUDA device", "SKIP 2 embed: no CUDA device", "SKIP 3 tests:"):
+        assert part in out, out
+    assert "FAIL" not in out, out
