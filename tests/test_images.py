@@ -295,3 +295,13 @@ def test_list_images_missing_folder(tmp_path):
 def test_sha256_bytes():
     assert sha256_bytes(b"") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
     assert sha256_bytes(b"abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+
+
+@pytest.mark.parametrize("fmt", ["JPEG", "PNG"])
+def test_truncated_is_named_even_when_another_library_made_pil_lenient(astronaut, fmt, monkeypatch):
+    from PIL import ImageFile
+
+    monkeypatch.setattr(ImageFile, "LOAD_TRUNCATED_IMAGES", True)  # what importing lmms-eval does
+    data = encode(astronaut, fmt)
+    assert reason(data[: int(len(data) * 0.5)]) == "truncated file"
+    assert ImageFile.LOAD_TRUNCATED_IMAGES is True  # their setting is left as it was

@@ -250,6 +250,18 @@ def _riff_truncated(data: bytes) -> bool:
 
 
 def _load(im: ImageFile.ImageFile) -> None:
+    if ImageFile.LOAD_TRUNCATED_IMAGES:  # another library switched PIL's process-wide leniency on (lmms-eval does)
+        with _PIL_LIMIT_LOCK:  # off for this decode only, and restored: a truncated file is still named so
+            saved, ImageFile.LOAD_TRUNCATED_IMAGES = ImageFile.LOAD_TRUNCATED_IMAGES, False
+            try:
+                _load_strict(im)
+            finally:
+                ImageFile.LOAD_TRUNCATED_IMAGES = saved
+    else:
+        _load_strict(im)
+
+
+def _load_strict(im: ImageFile.ImageFile) -> None:
     try:
         im.load()
     except (OSError, SyntaxError, EOFError, ValueError) as err:
