@@ -129,3 +129,20 @@ def test_prompts_are_versioned_package_files():
 
     shipped = {f.name for f in importlib.resources.files("vhmine.prompts").iterdir() if f.name.endswith(".txt")}
     assert shipped == {p.name for p in P.FOLDER.glob("*.txt")} and {"judge_oeq.v1.txt", "draft.v1.txt", "blind.v1.txt"} <= shipped
+
+
+def test_description_files_a_user_edited_are_never_overwritten(tmp_path):
+    import json
+
+    from vhmine.describe import ModeDescription, write_description_files
+
+    write_description_files(tmp_path, [ModeDescription("color", "d1", text="first"),
+                                       ModeDescription("shape", "d2", text="round")])
+    (tmp_path / "color.txt").write_text("first, with the user's own guidance\n")
+    write_description_files(tmp_path, [ModeDescription("color", "d3", text="second"),
+                                       ModeDescription("shape", "d4", text="square")])
+    assert (tmp_path / "color.txt").read_text() == "first, with the user's own guidance\n"  # the edit is kept
+    assert (tmp_path / "color.new.txt").read_text() == "second\n"
+    assert (tmp_path / "shape.txt").read_text() == "square\n"  # untouched by the user: replaced
+    manifest = json.loads((tmp_path / "descriptions.json").read_text())
+    assert manifest["color"]["description_id"] == "d1" and manifest["shape"]["description_id"] == "d4"

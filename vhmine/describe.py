@@ -150,13 +150,30 @@ def describe(store, opts: DescribeOptions) -> DescribeResult:
 
 
 def write_description_files(folder: Path, descs: Sequence[ModeDescription]) -> Path:
-    """`<mode>.txt` per description and `descriptions.json` (mode -> id), each by temp file and rename."""
+    """`<mode>.txt` per description and `descriptions.json` (mode -> id and the sha256 of the text written),
+    each by temp file and rename. A `<mode>.txt` that a user edited since vhmine wrote it (its sha256 is no
+    longer the recorded one) is never overwritten: the new description goes to `<mode>.new.txt` and the
+    manifest keeps the entry the edit was based on."""
+    import hashlib
+
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    manifest = {d.mode: {"description_id": d.description_id, "file": f"{d.mode}.txt"} for d in descs}
-    for d in descs:
-        atomic_write_text(folder / f"{d.mode}.txt", d.text.strip() + "\n")
     old = read_manifest(folder) if (folder / "descriptions.json").exists() else {}
+    manifest = {}
+    for d in descs:
+        text = d.text.strip() + "\n"
+        path = folder / f"{d.mode}.txt"
+        if path.exists():
+            now = path.read_text(encoding="utf-8")
+            edited = hashlib.sha256(now.encode()).hexdigest() != (old.get(d.mode) or {}).get("sha256")
+            if edited and now != text:
+                atomic_write_text(folder / f"{d.mode}.new.txt", text)
+                log.warning("%s was edited since vhmine wrote it: kept as it is; the new description is in %s",
+                            path, folder / f"{d.mode}.new.txt")
+                continue
+        atomic_write_text(path, text)
+        manifest[d.mode] = {"description_id": d.description_id, "file": f"{d.mode}.txt",
+                            "sha256": hashlib.sha256(text.encode()).hexdigest()}
     atomic_write_text(folder / "descriptions.json", json.dumps({**old, **manifest}, indent=2, sort_keys=True) + "\n")
     return folder
 
