@@ -34,8 +34,20 @@ def _sha(path: Path) -> str:
 
 
 def _tree(folder: Path) -> dict:
-    """Every file under `folder` with its bytes' sha256: what 'untouched' means."""
-    return {p.relative_to(folder).as_posix(): _sha(p) for p in sorted(folder.rglob("*")) if p.is_file()}
+    """Every file under `folder` with its bytes' sha256: what 'untouched' means. A SQLite store counts by
+    its rows (any reader changes its -wal/-shm companions and may checkpoint them into the file)."""
+    import sqlite3
+
+    out = {}
+    for p in sorted(folder.rglob("*")):
+        if not p.is_file() or p.name.endswith(("-wal", "-shm")):
+            continue
+        if p.suffix == ".db":
+            with sqlite3.connect(f"file:{p}?mode=ro", uri=True) as c:
+                out[p.relative_to(folder).as_posix()] = hashlib.sha256("\n".join(c.iterdump()).encode()).hexdigest()
+        else:
+            out[p.relative_to(folder).as_posix()] = _sha(p)
+    return out
 
 
 def _photos(folder: Path, photos_dir: Path, names=("astronaut", "cat", "chelsea", "coffee")) -> Path:

@@ -330,6 +330,10 @@ def export_benchmark(store, opts: ExportOptions) -> ExportResult:
         raise ExportError(f"format {spec.name} holds {' and '.join(spec.kinds)} only: pass --kind {spec.kinds[0].lower()}")
     if opts.per_mode is not None and opts.per_mode < 1:
         raise ExportError("--per-mode must be at least 1")
+    # the output folder first: a refused export must not have recorded anything in the store
+    if Path(opts.out).exists() and not opts.replace:
+        raise ExportError(f"{opts.out} already exists: choose another --out, or pass --replace")
+    check_owned(Path(opts.out), "vhmine export")
     wanted = {M.get_mode(m).name for m in opts.modes} if opts.modes else None
     recs = [r for r in ready_instances(store) if r.kind in kinds and (wanted is None or r.mode in wanted)]
     flagged = blind_dropped(store) if opts.drop_blind else set()
