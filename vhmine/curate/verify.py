@@ -128,7 +128,7 @@ def _draft_and_task(s: Session, draft_id: str, worker: str, now: dt.datetime) ->
 @_retried
 def accept_draft(store: Store, worker: str | WorkerInfo, draft_id: str) -> Verified:
     """Accept a draft as the model wrote it: its instances become ready and its task is done."""
-    return edit_draft(store, worker, draft_id)
+    return _edit_draft(store, worker, draft_id)
 
 
 @_retried
@@ -138,6 +138,12 @@ def edit_draft(store: Store, worker: str | WorkerInfo, draft_id: str, *, questio
     accept): FormError (nothing saved) when it breaks a draft rule (vhmine.draft_check). Closes the task;
     returns the ready instances made. `answers`: image id -> answers (a str: one per line); `yes_no`:
     (question, {image id: truth}) for every variant to keep."""
+    return _edit_draft(store, worker, draft_id, question=question, answers=answers, yes_no=yes_no)
+
+
+def _edit_draft(store: Store, worker: str | WorkerInfo, draft_id: str, *, question: Optional[str] = None,
+                answers: Optional[dict] = None, yes_no: Optional[Sequence[tuple[str, dict]]] = None) -> Verified:
+    """edit_draft's one attempt, without the retry (accept_draft and edit_draft each retry it once over)."""
     with store.session() as s:
         worker = _worker(s, worker).name
         now = utcnow()
