@@ -12,7 +12,7 @@ import typer
 
 from .cli import (
     CacheOpt, ConcurrencyOpt, DbOpt, IndexesOpt, MaxCostOpt, MaxTokensOpt, PricesOpt, RetriesOpt,
-    RetryWaitOpt, TimeoutOpt, _fail, _finish, app,
+    RetryWaitOpt, TimeoutOpt, _fail, _finish, _llm_options, app,
 )
 from .errors import InputError, VhmineError
 
@@ -97,8 +97,9 @@ def eval_(
             n, f = p.split("=", 1)
             preds.append((n, Path(f)))
         # the same model-access settings as probe / describe / generate (vhmine.llm.LLMOptions fields)
-        llm = {"concurrency": concurrency, "timeout_s": timeout, "max_retries": max_retries, "retry_wait_s": retry_wait,
-               "max_cost": max_cost, "prices": prices, "cache": cache, "max_tokens": max_tokens}
+        # (the template's model is a placeholder: eval replaces it, and base_url, per model and judge)
+        llm = _llm_options("", base_url, concurrency, timeout, max_retries, retry_wait, max_cost, prices, cache,
+                           max_tokens)
         opts = EvalOptions(bench=bench, out=out, models=model or [], predictions=preds, fmt=fmt, images=images, rule=rule,
                            oeq=oeq, judge=judge, base_url=base_url, db=db, partial=partial,
                            judge_agreement=judge_agreement, llm=llm)

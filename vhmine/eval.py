@@ -30,7 +30,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from . import formats as F
 from . import metrics as MT
@@ -61,7 +61,9 @@ class EvalOptions:
     db: Optional[str] = None  # the store, for oeq="labels"
     partial: bool = False  # score only the items that have an answer
     judge_agreement: bool = False  # Cohen's kappa of the judge's verdicts against workers' labels in the store (db)
-    llm: dict = field(default_factory=dict)  # further vhmine.llm.LLMOptions fields (cache, max_cost, ...)
+    # further vhmine.llm.LLMOptions fields (cache, max_cost, ...): a dict of them, or an LLMOptions template whose
+    # model and base_url each model / judge replaces
+    llm: Any = field(default_factory=dict)
 
 
 # --- asking models (vhmine.llm) --------------------------------------------------------------------
@@ -73,7 +75,14 @@ def prompt_of(item: BenchItem) -> str:
 def _llm_options(opts: EvalOptions, model: str):
     from .llm import LLMOptions
 
+    if isinstance(opts.llm, LLMOptions):
+        return replace(opts.llm, model=model, base_url=opts.base_url)
     return LLMOptions(model=model, base_url=opts.base_url, **opts.llm)
+
+
+def _llm_setting(opts: EvalOptions, name: str):
+    """One LLMOptions field of `opts.llm` (dict or template); None where a dict lacks it."""
+    return opts.llm.get(name) if isinstance(opts.llm, dict) else getattr(opts.llm, name)
 
 
 def _budget(opts: EvalOptions):
@@ -83,9 +92,9 @@ def _budget(opts: EvalOptions):
     """
     from .llm import Budget, load_prices, price_of
 
-    budget = Budget(opts.llm.get("max_cost"))
+    budget = Budget(_llm_setting(opts, "max_cost"))
     if budget.cap is not None:
-        table = load_prices(opts.llm.get("prices"))
+        table = load_prices(_llm_setting(opts, "prices"))
         asked = list(opts.models) + ([opts.judge] if opts.judge and opts.oeq == "judge" else [])
         missing = sorted({m for m in asked if price_of(m, table) is None})
         if missing:
