@@ -185,7 +185,7 @@ def _stored(store, model: str, endpoint: Optional[str], prompt: str) -> dict[str
 
     from .store import BlindAnswer
 
-    where = BlindAnswer.endpoint.is_(None) if endpoint is None else BlindAnswer.endpoint == endpoint
+    where = BlindAnswer.endpoint == endpoint  # None: IS NULL
     with store.session(write=False) as s:
         rows = s.execute(select(BlindAnswer.instance_id, BlindAnswer.correct, BlindAnswer.flag_id)
                          .where(BlindAnswer.model == model, BlindAnswer.prompt == prompt, where)).all()

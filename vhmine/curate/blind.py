@@ -39,7 +39,7 @@ def blind_answered(store: Store, model: str, endpoint: Optional[str], prompt: st
     with store.session(write=False) as s:
         return set(s.scalars(select(BlindAnswer.instance_id).where(
             BlindAnswer.model == model, BlindAnswer.prompt == prompt,
-            BlindAnswer.endpoint.is_(None) if endpoint is None else BlindAnswer.endpoint == endpoint)))
+            BlindAnswer.endpoint == endpoint)))  # endpoint None: IS NULL
 
 
 def record_blind_answer(store: Store, instance_id: str, *, model: str, endpoint: Optional[str], prompt: str,
@@ -60,7 +60,7 @@ def refresh_blind_flags(store: Store, model: str, endpoint: Optional[str], promp
     with store.session() as s:
         rows = s.scalars(select(BlindAnswer).where(
             BlindAnswer.model == model, BlindAnswer.prompt == prompt,
-            BlindAnswer.endpoint.is_(None) if endpoint is None else BlindAnswer.endpoint == endpoint)).all()
+            BlindAnswer.endpoint == endpoint)).all()  # endpoint None: IS NULL
         by_group: dict[str, list[BlindAnswer]] = defaultdict(list)
         for r in rows:
             by_group[r.group_key].append(r)

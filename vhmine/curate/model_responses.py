@@ -22,7 +22,7 @@ from sqlalchemy import select  # noqa: E402
 def stored_responses(store: Store, model: str, endpoint: Optional[str]) -> dict[tuple[str, str], tuple[str, Optional[str], str]]:
     """(instance id, prompt) -> (response id, automatic verdict, answer) of `model`'s responses from `endpoint`;
     endpoint None: those stored before vhmine recorded the endpoint (whose origin is unknown). Later ids win."""
-    where = Response.endpoint.is_(None) if endpoint is None else Response.endpoint == endpoint
+    where = Response.endpoint == endpoint  # None: IS NULL
     with store.session(write=False) as s:
         rows = s.execute(select(Response.instance_id, Response.prompt, Response.id, Response.verdict, Response.answer)
                          .where(Response.model == model, where).order_by(Response.id)).all()

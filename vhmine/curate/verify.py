@@ -75,7 +75,7 @@ def record_draft(store: Store, task_id: str, *, model: str, endpoint: Optional[s
 
 def drafted_tasks(store: Store, model: str, endpoint: Optional[str], prompt: str) -> set[str]:
     """Task ids that already have a draft (of any status) by this model, endpoint and prompt: a rerun skips them."""
-    where = Draft.endpoint.is_(None) if endpoint is None else Draft.endpoint == endpoint
+    where = Draft.endpoint == endpoint  # None: IS NULL
     with store.session(write=False) as s:
         return set(s.scalars(select(Draft.task_id).where(Draft.model == model, Draft.prompt == prompt, where)))
 
