@@ -26,6 +26,7 @@ from . import judge as J
 from . import modes as M
 from . import prompts as P
 from .llm import LLM, ChatRequest, LLMOptions
+from .probe import rule_verdict
 
 log = logging.getLogger(__name__)
 
@@ -102,11 +103,6 @@ def blind_prompt(version: Optional[int] = None) -> P.Prompt:
     return P.load(PROMPT, version)
 
 
-def _rule_right(answer: str, truth: Optional[bool], rule: str) -> bool:
-    said = A.parse_yes_no(answer, rule)
-    return said is not None and said == truth
-
-
 def blind(store, opts: BlindOptions) -> BlindResult:
     """Ask every selected ready instance once per (model, endpoint, prompt) without its image; flag."""
     from . import curate as C
@@ -144,20 +140,20 @@ def blind(store, opts: BlindOptions) -> BlindResult:
         to_judge = []
         for r, text in answered:
             if r.kind == M.YNQ:
-                verdicts[r.id] = (_rule_right(text, r.truth, opts.rule), f"rule:{opts.rule}")
+                verdicts[r.id] = (rule_verdict(text, r.truth, opts.rule) == "correct", f"rule:{opts.rule}")
             elif opts.judge:
                 to_judge.append((r, text))
             else:
                 verdicts[r.id] = (match_oeq(text, r.answers), "match")
         if to_judge:
-            jreqs = [J.judge_request(opts.judge, r.question, r.answers, text, judge_prompt) for r, text in to_judge]
-            for out in llm.chat_iter(jreqs, desc=f"judge {opts.judge}"):
-                r, _ = to_judge[out.index]
+            cases = [(r.question, r.answers, text) for r, text in to_judge]
+            for i, out, verdict in J.judge_iter(llm, opts.judge, cases, judge_prompt):
+                r, _ = to_judge[i]
                 if not out.ok:  # no verdict: no answer stored, so this group cannot be flagged
                     items[r.id] = BlindItem(r.id, r.mode, r.kind, out.status,
                                             reason=f"the judge {opts.judge} gave no verdict: {out.reason}")
                     continue
-                verdicts[r.id] = (J.parse_verdict(out.answer.text) == "correct", oeq_scorer)  # unclear: not right
+                verdicts[r.id] = (verdict == "correct", oeq_scorer)  # unclear: not right
         for r, text in answered:
             if r.id not in verdicts:
                 continue
