@@ -15,7 +15,7 @@ import os
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional, Union
 
 from ..errors import InputError
 
@@ -46,10 +46,16 @@ class Cache:
         except sqlite3.Error as err:
             raise InputError(f"cannot open the request cache {self.path}: {err}; pass --cache FILE") from None
 
-    def get(self, key: str, legacy_key: Optional[str] = None, endpoint: Optional[str] = None) -> Optional[dict]:
-        """The answer under `key`; else one an older vhmine stored under `legacy_key` from this `endpoint`."""
+    def get(self, key: str, legacy_key: Union[str, Callable[[], str], None] = None,
+            endpoint: Optional[str] = None) -> Optional[dict]:
+        """The answer under `key`; else one an older vhmine stored under `legacy_key` from this `endpoint`.
+
+        `legacy_key` may be a function that computes it: called only when `key` misses.
+        """
         with self._lock:
             row = self._db.execute("SELECT answer FROM answers WHERE key = ?", (key,)).fetchone()
+            if row is None and callable(legacy_key):
+                legacy_key = legacy_key()
             if row is None and legacy_key is not None:
                 row = self._db.execute("SELECT answer FROM answers WHERE key = ? AND endpoint = ?",
                                        (legacy_key, endpoint)).fetchone()

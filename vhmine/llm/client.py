@@ -218,12 +218,12 @@ class LLM(ImageCalls):
             self.budget.settle(reserved, 0.0, answered=False)
             raise
 
-    def _cached_or_claim(self, key: str, legacy_key: str):
+    def _cached_or_claim(self, key: str, legacy_key):
         """The cached answer for `key`, or None once this thread has claimed the right to send it.
 
         Identical requests in flight at once (the same judge prompt twice in a batch) are sent once:
         a twin waits for the first and then reads its answer from the cache; if the first failed,
-        the twin tries itself.
+        the twin tries itself. `legacy_key`: as `Cache.get` (a function: computed only on a miss).
         """
         while True:
             hit = self.cache.get(key, legacy_key, self.endpoint)
@@ -250,7 +250,7 @@ class LLM(ImageCalls):
         payload = {"system": req.system, "prompt": req.prompt, "images": [s.sha256 for _, s in sent],
                    "params": params, "max_image_bytes": self.opts.max_image_bytes}
         key = request_key("chat", model, self.endpoint, payload)
-        hit = self._cached_or_claim(key, legacy_request_key("chat", model, payload))
+        hit = self._cached_or_claim(key, lambda: legacy_request_key("chat", model, payload))
         if hit is not None:
             self.stats.add("cached")
             return _answer_from(hit, model, key, cached=True)

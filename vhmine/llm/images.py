@@ -27,7 +27,7 @@ class ImageCalls:
         params = {"size": req.size, **req.params}
         payload = {"prompt": req.prompt, "variant": req.variant, "params": params}
         key = request_key("image", model, self.endpoint, payload)
-        hit = self._cached_or_claim(key, legacy_request_key("image", model, payload))
+        hit = self._cached_or_claim(key, lambda: legacy_request_key("image", model, payload))
         if hit is not None:
             self.stats.add("cached")
             return _image_from(hit, model, key, cached=True)
