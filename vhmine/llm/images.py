@@ -26,20 +26,12 @@ class ImageCalls:
         model = req.model or self.opts.model
         params = {"size": req.size, **req.params}
         payload = {"prompt": req.prompt, "variant": req.variant, "params": params}
-        key = request_key("image", model, self.endpoint, payload)
-        hit = self._cached_or_claim(key, lambda: legacy_request_key("image", model, payload))
-        if hit is not None:
-            self.stats.add("cached")
-            return _image_from(hit, model, key, cached=True)
-        extra = {"response_format": "b64_json"} if model.startswith("dall-e") else {}  # gpt-image-* always sends b64
 
-        def call(client):
+        def call(client, extra):
             return _checked(client.images.generate(model=model, prompt=req.prompt, n=1, **params, **extra))
 
-        try:
-            return self._image_send("image", model, key, payload, call)
-        finally:
-            self._release(key)
+        return self._image_request("image", model, payload, call,
+                                   lambda: legacy_request_key("image", model, payload))
 
     def image_edit(self, req: ImageEditRequest) -> ImageAnswer:
         """Repaint the transparent part of `req.mask` in `req.image` (cached); raises LLMError on failure.
@@ -50,30 +42,34 @@ class ImageCalls:
         model = req.model or self.opts.model
         params = dict(req.params)
         payload = {"prompt": req.prompt, "image": _sha(req.image), "mask": _sha(req.mask), "params": params}
-        key = request_key("image_edit", model, self.endpoint, payload)
-        hit = self._cached_or_claim(key, None)  # no key of an older vhmine to look under
-        if hit is not None:
-            self.stats.add("cached")
-            return _image_from(hit, model, key, cached=True)
-        extra = {"response_format": "b64_json"} if model.startswith("dall-e") else {}
 
-        def call(client):
+        def call(client, extra):
             return _checked(client.images.edit(model=model, prompt=req.prompt, image=("image.png", req.image, "image/png"),
                                                mask=("mask.png", req.mask, "image/png"), n=1, **params, **extra))
 
+        return self._image_request("image_edit", model, payload, call, None)  # no key of an older vhmine to look under
+
+    def _image_request(self, kind: str, model: str, payload: dict, call, legacy_key) -> ImageAnswer:
+        """The steps both image calls share: the cache (and single-flight), else `call(client, extra)` sent."""
+        key = request_key(kind, model, self.endpoint, payload)
+        hit = self._cached_or_claim(key, legacy_key)
+        if hit is not None:
+            self.stats.add("cached")
+            return _image_from(hit, model, key, cached=True)
+        extra = {"response_format": "b64_json"} if model.startswith("dall-e") else {}  # gpt-image-* always sends b64
         try:
-            return self._image_send("image_edit", model, key, payload, call)
+            return self._image_send(kind, model, key, payload, lambda client: call(client, extra))
         finally:
             self._release(key)
 
     def _image_send(self, kind: str, model: str, key: str, payload: dict, call) -> ImageAnswer:
+        cost = self._cost(model, images=1)
         try:
-            r, _attempts, reserved = self._send(kind, model, key, call, self._cost(model, images=1))
+            r, _attempts, reserved = self._send(kind, model, key, call, cost)
         except LLMError as err:
             self.stats.add("failed")
             self.cache.fail(key, kind, model, self.endpoint, err.status, str(err), None)
             raise
-        cost = self._cost(model, images=1)
         self.budget.settle(reserved, cost)
         d = r.data[0]
         record = {"b64": d.b64_json, "revised_prompt": getattr(d, "revised_prompt", None), "cost": cost}
