@@ -46,7 +46,7 @@ class LLM(ImageCalls):
     """A client for one endpoint with a cache, retries, a concurrency limit and a cost cap.
 
     Construct it, then call `chat` / `image` / `image_edit` for one request (raising LLMError) or
-    `chat_iter` / `image_iter` / `image_edit_iter` / `run_many` for many in flight (the image calls live
+    `chat_iter` / `image_iter` / `run_many` for many in flight (the image calls live
     in `images.ImageCalls`). Nothing touches the network until a request is made; a request whose
     answer is cached never does.
     """

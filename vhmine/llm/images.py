@@ -79,9 +79,6 @@ class ImageCalls:
     def image_iter(self, requests: Sequence[ImageRequest], desc: str = "images") -> Iterator[Outcome]:
         return self.run_many(self.image, requests, desc)
 
-    def image_edit_iter(self, requests: Sequence[ImageEditRequest], desc: str = "image edits") -> Iterator[Outcome]:
-        return self.run_many(self.image_edit, requests, desc)
-
 
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
