@@ -58,6 +58,11 @@ def _new_id() -> str:
     return uuid.uuid4().hex[:16]
 
 
+def _text(value: Optional[str]) -> str:
+    """A worker's free text with its whitespace collapsed to single spaces (None: "")."""
+    return " ".join((value or "").split())
+
+
 @dataclass(frozen=True)
 class WorkerInfo:
     """A worker as signed in: `generation` is the worker's token generation at sign-in."""

@@ -25,7 +25,7 @@ from ..store import (  # first: it says which extra to install when SQLAlchemy i
 from sqlalchemy import select, update  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from ._shared import WorkerInfo, _log, _new_id, _retried, _worker
+from ._shared import WorkerInfo, _log, _new_id, _retried, _text, _worker
 
 
 @dataclass(frozen=True)
@@ -47,10 +47,6 @@ class ErratumView:
     decision_reason: Optional[str]
     changes: Optional[dict]
     created_at: dt.datetime
-
-
-def _text(value: Optional[str]) -> str:
-    return " ".join((value or "").split())
 
 
 @_retried

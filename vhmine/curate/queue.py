@@ -27,7 +27,7 @@ from ..store import (  # first: it says which extra to install when SQLAlchemy i
 from sqlalchemy import func, or_, select  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from ._shared import Item, WorkerInfo, _cas, _close, _item, _lease_check, _log, _new_id, _retried, _worker
+from ._shared import Item, WorkerInfo, _cas, _close, _item, _lease_check, _log, _new_id, _retried, _text, _worker
 
 LEASE_S = 15 * 60
 
@@ -89,7 +89,7 @@ def next_item(store: Store, worker: str | WorkerInfo, mode: str, *, lease_s: flo
 @_retried
 def discard(store: Store, worker: str | WorkerInfo, task_id: str, reason: str) -> None:
     """Discard an item with a reason (no unambiguous question fits)."""
-    reason = " ".join((reason or "").split())
+    reason = _text(reason)
     if not reason:
         raise FormError("reason", "give a reason for discarding, e.g. 'no unambiguous question fits'")
     with store.session() as s:

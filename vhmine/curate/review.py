@@ -23,7 +23,7 @@ from sqlalchemy import func, select  # noqa: E402
 from sqlalchemy.exc import IntegrityError  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from ._shared import WorkerInfo, _admin, _log, _retried, _worker
+from ._shared import WorkerInfo, _admin, _log, _retried, _text, _worker
 
 UNANSWERABLE = "unanswerable"
 
@@ -74,7 +74,7 @@ def _review_label(inst: Instance, answer: str) -> str:
 @_retried
 def save_review(store: Store, worker: str | WorkerInfo, instance_id: str, answer: str) -> None:
     """Save a blind answer. YNQ: yes, no or "can't tell"; OEQ: free text or "can't tell"."""
-    answer = " ".join((answer or "").split())
+    answer = _text(answer)
     if not answer:
         raise FormError("answer", "the answer is empty: answer the question, or choose \"can't tell\"")
     with store.session() as s:

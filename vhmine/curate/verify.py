@@ -27,7 +27,7 @@ from ..store import (  # first: it says which extra to install when SQLAlchemy i
 from sqlalchemy import select, update  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from ._shared import ImageView, WorkerInfo, _cas, _close, _item, _lease_check, _log, _new_id, _retried, _worker
+from ._shared import ImageView, WorkerInfo, _cas, _close, _item, _lease_check, _log, _new_id, _retried, _text, _worker
 from .queue import LEASE_S, lease_next
 
 VERIFY = "verify"  # the action kind of every decision; payload["decision"]: accept, edit or reject
@@ -197,7 +197,7 @@ def _instances(s: Session, t: Task, c: DraftContent, act: Action, worker: str, n
 @_retried
 def reject_draft(store: Store, worker: str | WorkerInfo, draft_id: str, reason: str) -> Verified:
     """Reject a draft with a reason; its task goes back to the queues (to annotate from scratch)."""
-    reason = " ".join((reason or "").split())
+    reason = _text(reason)
     if not reason:
         raise FormError("reason", "say why the draft is wrong, e.g. 'answer for image B is wrong'")
     with store.session() as s:
