@@ -109,7 +109,7 @@ def draft(store, opts: DraftOptions) -> DraftResult:
     from .curate.verify import drafted_tasks
     from .draft_check import parse_draft
 
-    modes = [M.get_mode(m).name for m in (opts.modes or M.mode_names())]
+    modes = M.selected_modes(opts.modes)
     tasks = _open_pair_tasks(store, modes)
     if opts.limit is not None:
         tasks = tasks[:opts.limit]

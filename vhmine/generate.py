@@ -237,7 +237,7 @@ def generate(store, opts: GenerateOptions) -> GenerateResult:
     backend = parse_backend(opts.backend)
     if opts.per_mode < 1:
         raise InputError("--per-mode must be at least 1")
-    modes = [M.get_mode(m).name for m in (opts.modes or M.mode_names())]
+    modes = M.selected_modes(opts.modes)
     descs = _descriptions(store, opts, modes)
     missing = [m for m in modes if m not in descs]
     if len(missing) == len(modes):

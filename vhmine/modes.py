@@ -187,6 +187,11 @@ def get_mode(name: str) -> Mode:
     return reg[key]
 
 
+def selected_modes(modes: Optional[Sequence[str]]) -> list[str]:
+    """The canonical names of the modes asked for (`--mode`, any case); all eight, in order, when none are."""
+    return [get_mode(m).name for m in (modes or mode_names())]
+
+
 def get_template(template_id: str) -> Template:
     mode = get_mode(template_id.split(".", 1)[0])
     return mode.template(template_id)

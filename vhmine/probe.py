@@ -126,7 +126,7 @@ def probe(store, opts: ProbeOptions) -> ProbeResult:
     from .curate import model_responses as CR
 
     A.get_rule(opts.rule)
-    modes = [M.get_mode(m).name for m in (opts.modes or M.mode_names())]
+    modes = M.selected_modes(opts.modes)
     recs = [r for r in C.ready_instances(store) if r.mode in modes and r.kind in opts.kinds]
     if opts.limit is not None:
         recs = recs[:opts.limit]

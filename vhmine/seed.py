@@ -108,7 +108,7 @@ def seed_pairs(store, pairs_path: str | Path, per_mode: int = 100, modes: Option
     from .curate.seeding import add_mined_pairs
 
     pairs_path = Path(pairs_path).resolve()
-    mode_list = [M.get_mode(m).name for m in (modes or M.mode_names())]
+    mode_list = M.selected_modes(modes)
     df = _read(pairs_path)
     meta_file = pairs_path.parent / "run.json"
     try:
