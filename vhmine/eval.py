@@ -289,6 +289,7 @@ def evaluate(opts: EvalOptions) -> EvalResult:
               "rule": opts.rule, "ynq_prompt_suffix": YNQ_SUFFIX,
               "oeq": {"scorer": opts.oeq, **(_judge_record(opts.judge) if opts.oeq == "judge" else {})},
               "modes": bench.modes(), "models": {}}
+    modes, sizes = bench.modes(), group_sizes(bench)  # the same for every model
     for run in runs:
         verdicts: dict[str, Optional[bool]] = {}
         agreement = None
@@ -305,7 +306,7 @@ def evaluate(opts: EvalOptions) -> EvalResult:
                  "failed_items": failed,
                  # open answers with no verdict (judge unclear, labels tied or missing): scored wrong, counted here
                  "oeq_unjudged": sum(d["read_as"] == "unjudged" for d in details),
-                 "metrics": MT.by_mode(rows, bench.modes(), group_sizes(bench))}
+                 "metrics": MT.by_mode(rows, modes, sizes)}
         if agreement is not None:
             entry["judge_agreement"] = agreement
         if is_hb:
