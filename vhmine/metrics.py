@@ -105,10 +105,9 @@ def summary(rows: Sequence[Scored], group_sizes: Optional[dict] = None) -> dict:
     y = [r for r in rows if r.kind == "YNQ"]
     if y:
         out.update(ynq(y))
-    out["pair_accuracy"] = group_accuracy(rows, "pair_id")["accuracy"]
-    out["pairs"] = group_accuracy(rows, "pair_id")["groups"]
-    out["image_accuracy"] = group_accuracy(rows, "image_id")["accuracy"]
-    out["images"] = group_accuracy(rows, "image_id")["groups"]
+    pairs, images = group_accuracy(rows, "pair_id"), group_accuracy(rows, "image_id")
+    out["pair_accuracy"], out["pairs"] = pairs["accuracy"], pairs["groups"]
+    out["image_accuracy"], out["images"] = images["accuracy"], images["groups"]
     if any(r.group_id is not None for r in rows):
         out["pair_groups"] = pair_groups(rows, group_sizes)
     return out
