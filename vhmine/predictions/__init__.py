@@ -19,13 +19,10 @@ from ..bench import Benchmark
 from ..errors import EvalError
 from .ids import check_ids
 
-HARNESSES = ("vhmine", "vlmevalkit", "lmms-eval")
-
-
 @dataclass
 class Predictions:
     answers: dict[str, str]  # item id -> answer text
-    harness: str  # which layout the file had: one of HARNESSES
+    harness: str  # which layout the file had: "vhmine", "vlmevalkit" or "lmms-eval"
     failures: dict[str, str] = field(default_factory=dict)  # item id -> "<status>: <why>": the harness got no answer
 
 
