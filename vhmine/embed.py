@@ -151,10 +151,13 @@ def _embed_locked(opts: EmbedOptions, source, listing: dict[str, dict], name: st
     plan = read_plan(work)
     done = [s for s in sorted(plan["shard"].unique().tolist()) if shard_paths(work, s)["rows"].is_file()]
     known = set(plan["path"])
-    add = [p for p in rel_paths if p not in known] + changed_paths(plan, load_done_shards(work, done), source, listing)
+    rows = load_done_shards(work, done)
+    add = [p for p in rel_paths if p not in known] + changed_paths(plan, rows, source, listing)
     plan = update_plan(work, plan, add, opts.shard_size)
     all_shards = sorted(plan["shard"].unique().tolist())
     pending = [s for s in all_shards if not shard_paths(work, s)["rows"].is_file()]
+    if pending or all_shards != done:  # shards written in this run (or new ones): read their rows afresh
+        rows = None
     embedded_now, timings = 0, {}
     if pending:
         embedded_now, timings = _run_shards(work, plan, pending, source, listing, job, opts)
@@ -166,13 +169,15 @@ def _embed_locked(opts: EmbedOptions, source, listing: dict[str, dict], name: st
                 raise
             log.warning("%s; rebuilding the index files from the finished shards in %s", err, work)
         else:
-            present, _ = current_rows(load_done_shards(work, all_shards), on_disk)
+            if rows is None:
+                rows = load_done_shards(work, all_shards)
+            present, _ = current_rows(rows, on_disk)
             # a collection moved as a whole keeps its paths: rewrite the manifest so its root follows
             if set(present["path"]) == _paths_in(idx) and idx.manifest.get("root") == job["root"]:
                 log.info("index %r is complete and up to date: nothing to embed", name)
                 return _result_from_manifest(folder, name, 0.0)
     t1 = time.time()
-    result = _finalize(folder, work, all_shards, job, coco, name, on_disk)
+    result = _finalize(folder, work, all_shards, job, coco, name, on_disk, rows)
     timings["finalize"] = time.time() - t1
     result.embedded_now = embedded_now
     result.timings = timings
@@ -241,14 +246,16 @@ def _count_reasons(reasons) -> dict[str, int]:
 
 
 def _finalize(folder: Path, work: Path, all_shards: list[int], job: dict, coco: dict | None, name: str,
-              on_disk: set[str]) -> EmbedResult:
+              on_disk: set[str], rows=None) -> EmbedResult:
     """Join the current rows of the files still there into the index files; manifest.json goes last,
     so its presence means complete. An image's vectors are found by its sha256, in whichever shard
-    first embedded that content, so it keeps them when the copy that was embedded has gone."""
+    first embedded that content, so it keeps them when the copy that was embedded has gone.
+    `rows` are the shards' rows when the caller has them already (None: read them here)."""
     import numpy as np
     import pandas as pd
 
-    rows = load_done_shards(work, all_shards)
+    if rows is None:
+        rows = load_done_shards(work, all_shards)
     clip = np.concatenate([np.load(shard_paths(work, s)["clip"]) for s in all_shards])
     dino = np.concatenate([np.load(shard_paths(work, s)["dino"]) for s in all_shards])
     embedded = rows.loc[rows["status"] == "ok", "sha256"]
