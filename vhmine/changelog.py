@@ -217,11 +217,12 @@ def _events(store, ids: set, earlier: Earlier, same_store: bool) -> tuple[dict, 
 
 
 def build(store, earlier: Earlier, bench, *, version: str, key: str, with_provenance: bool,
-          left_out: set = frozenset()) -> tuple[dict, str]:
-    """changelog.json's dict and CHANGELOG.md's text for `bench` (before its names are pseudonymized) against `earlier`."""
+          left_out: set = frozenset(), changes: Optional[dict] = None) -> tuple[dict, str]:
+    """changelog.json's dict and CHANGELOG.md's text for `bench` (before its names are pseudonymized) against `earlier`.
+    `changes`: diff(earlier, bench) when the caller has made it already."""
     from .export import pseudonym, public_path
 
-    d = diff(earlier, bench)
+    d = diff(earlier, bench) if changes is None else changes
     same_store = earlier.manifest.get("store_fingerprint") == store_fingerprint(key)
     ids = set(d["added"]) | set(d["removed"]) | set(d["changed"])
     events, rows, names = _events(store, ids, earlier, same_store)

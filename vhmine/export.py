@@ -239,6 +239,14 @@ def _check_images(bench: Benchmark) -> None:
             raise ExportError(f"image {p} of instance {it.id} ({it.mode}) no longer matches its recorded sha256: restore the file")
 
 
+def _check_out(out, replace: bool) -> None:
+    """Refuse an output folder that exists (unless --replace) or that is not an earlier export:
+    --replace replaces only an earlier export, never a user's folder. The message names `out` as given."""
+    if Path(out).exists() and not replace:
+        raise ExportError(f"{out} already exists: choose another --out, or pass --replace")
+    check_owned(Path(out), "vhmine export")
+
+
 def write_benchmark(bench: Benchmark, out: Path, fmt: str, *, replace: bool = False, info: Optional[dict] = None,
                     extra_files: Optional[dict] = None, **fmt_options) -> ExportResult:
     """Write `bench` as format `fmt` into folder `out` with a manifest, atomically."""
@@ -250,9 +258,7 @@ def write_benchmark(bench: Benchmark, out: Path, fmt: str, *, replace: bool = Fa
     if not len(bench):
         raise ExportError("nothing to export: no ready instances match (mark instances ready in the app, or widen --kind/--mode)")
     out = Path(out)
-    if out.exists() and not replace:
-        raise ExportError(f"{out} already exists: choose another --out, or pass --replace")
-    check_owned(out, "vhmine export")  # --replace replaces only an earlier export, never a user's folder
+    _check_out(out, replace)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
@@ -291,18 +297,19 @@ def group_counts(bench: Benchmark) -> dict:
     return {m: {k: len(g) for k, g in per.items()} for m, per in out.items()}
 
 
-def _versioning(store, opts: ExportOptions, bench: Benchmark, left_out: list) -> tuple[dict, dict, Optional[str]]:
-    """The manifest's version fields, the changelog files (with --since) and a note for the summary."""
+def _versioning(store, opts: ExportOptions, bench: Benchmark, left_out: list,
+                key: str) -> tuple[dict, dict, Optional[str]]:
+    """The manifest's version fields, the changelog files (with --since) and a note for the summary;
+    `key` is pseudonym_key(store)."""
     from . import changelog as CL
 
-    key = pseudonym_key(store)
     earlier = CL.read_earlier(opts.since) if opts.since else None
     log = None
     if earlier is not None:
         d = CL.diff(earlier, bench)
         version = CL.next_version(opts.version, earlier.version, bool(d["added"] or d["removed"]), opts.since)
         log, md = CL.build(store, earlier, bench, version=version, key=key, with_provenance=opts.with_provenance,
-                           left_out={r.id for r in left_out})
+                           left_out={r.id for r in left_out}, changes=d)
     else:
         version = CL.next_version(opts.version, None, False, None)
     info = {"version": version, "content_hash": CL.content_hash(bench), "store_fingerprint": CL.store_fingerprint(key),
@@ -330,10 +337,7 @@ def export_benchmark(store, opts: ExportOptions) -> ExportResult:
         raise ExportError(f"format {spec.name} holds {' and '.join(spec.kinds)} only: pass --kind {spec.kinds[0].lower()}")
     if opts.per_mode is not None and opts.per_mode < 1:
         raise ExportError("--per-mode must be at least 1")
-    # the output folder first: a refused export must not have recorded anything in the store
-    if Path(opts.out).exists() and not opts.replace:
-        raise ExportError(f"{opts.out} already exists: choose another --out, or pass --replace")
-    check_owned(Path(opts.out), "vhmine export")
+    _check_out(opts.out, opts.replace)  # first: a refused export must not have recorded anything in the store
     wanted = {M.get_mode(m).name for m in opts.modes} if opts.modes else None
     recs = [r for r in ready_instances(store) if r.kind in kinds and (wanted is None or r.mode in wanted)]
     flagged = blind_dropped(store) if opts.drop_blind else set()
@@ -342,7 +346,8 @@ def export_benchmark(store, opts: ExportOptions) -> ExportResult:
     bench = from_records(recs, opts.name or Path(opts.out).name)
     bench = assign_groups(sample(bench, opts.per_mode, opts.seed, opts.allow_unbalanced))  # groups of what is exported
     _check_images(bench)
-    version_info, log_files, log_note = _versioning(store, opts, bench, left_out)
+    key = pseudonym_key(store)
+    version_info, log_files, log_note = _versioning(store, opts, bench, left_out, key)
     if opts.near_dups is not None:
         from .neardup import check_near_duplicates
 
@@ -350,15 +355,16 @@ def export_benchmark(store, opts: ExportOptions) -> ExportResult:
     else:
         dups = not_run("turned off (--no-near-dups)")
     if not opts.with_provenance:
-        bench = private_removed(bench, pseudonym_key(store))
+        bench = private_removed(bench, key)
     fmt_options = {"seed": opts.seed} if spec.name == "llava" else {}
+    groups = group_counts(bench)
     info = {"kind": opts.kind, "store": store.display_url if opts.with_provenance else public_store(store.url),
             "provenance": "full (worker names, this machine's paths)" if opts.with_provenance else
                           "worker names pseudonymized, paths relative",
             "options": {"per_mode": opts.per_mode, "seed": opts.seed, "allow_unbalanced": opts.allow_unbalanced,
                         "modes": sorted(wanted) if wanted else None},
             "balance": {m: {"yes": y, "no": n} for m, (y, n) in balance(bench).items()},
-            "pair_groups": group_counts(bench), **version_info}
+            "pair_groups": groups, **version_info}
     blind = blind_summary(store, bench, dropped=left_out, with_endpoint=opts.with_provenance)
     if blind or opts.drop_blind:  # blind accuracy per mode whenever blind answers exist
         info["blind"] = {"drop_blind": opts.drop_blind, "left_out": len(left_out), "solvers": blind}
@@ -371,7 +377,7 @@ def export_benchmark(store, opts: ExportOptions) -> ExportResult:
     except OSError as err:
         raise ExportError(f"writing {opts.out} failed ({err}): nothing was left behind; check the disk and try again") from None
     res.notes.append(f"version {version_info['version']}, content hash {version_info['content_hash'][:12]}; "
-                     f"{sum(sum(k.values()) for k in group_counts(bench).values())} pair group(s)")
+                     f"{sum(sum(k.values()) for k in groups.values())} pair group(s)")
     if log_note:
         res.notes.append(log_note)
     if opts.drop_blind:
