@@ -116,9 +116,9 @@ def _public_spec(spec: str, public: bool) -> str:
 
     if not public:
         return spec
-    for prefix in ("local-dir:",):
-        if spec.startswith(prefix):
-            return prefix + (public_path(spec[len(prefix):]) or "")
+    prefix = "local-dir:"
+    if spec.startswith(prefix):
+        return prefix + (public_path(spec[len(prefix):]) or "")
     name, sep, rest = spec.partition(":")
     if sep and rest.startswith("/"):
         return f"{name}:{public_path(rest)}"
@@ -203,6 +203,7 @@ def _against(clip, dino, idx, o: DupOptions, rows: list[int]) -> list[tuple[int,
 def check_near_duplicates(store, bench, o: DupOptions, *, public: bool = True) -> DupReport:
     """The `near_duplicates` manifest section and page for the images of `bench` (see the module docstring)."""
     from .export import public_path
+    from .images import image_sha256
     from .index import sha256_file
 
     if not (0 < o.clip_min <= 1 and 0 < o.dino_min <= 1):
@@ -239,7 +240,9 @@ def check_near_duplicates(store, bench, o: DupOptions, *, public: bool = True) -
     ids = sorted(images)
     files = [images[i]["_file"] for i in ids]
     for i in ids:
-        images[i]["sha256"] = images[i]["sha256"] or sha256_file(Path(images[i]["_file"]))
+        # a file or a tar member; one that cannot be read: sha256_file raises the OSError that says why
+        images[i]["sha256"] = (images[i]["sha256"] or image_sha256(images[i]["_file"])
+                               or sha256_file(Path(images[i]["_file"])))
         images[i]["path"] = public_path(images[i]["_file"]) if public else images[i]["_file"]
     if not files:
         return not_run("no images exported")
@@ -284,9 +287,7 @@ def check_near_duplicates(store, bench, o: DupOptions, *, public: bool = True) -
 
     section = {
         "ran": True,
-        "decided_by": {"encoders": _encoder_record(basis, public), "encoders_from_index": basis.name,
-                       "thresholds": {"clip": o.clip_min, "dino": o.dino_min, "inclusive": True,
-                                      "rule": "CLIP cosine >= clip AND DINOv2 cosine >= dino"}},
+        "decided_by": decided_by,
         "images_checked": len(ids),
         "reference": ({"index": ref.name, "images": int(len(ref.images)),
                        "manifest_sha256": sha256_file(ref.folder / "manifest.json")} if ref is not None else None),
