@@ -42,9 +42,8 @@ def current_path(store: Store, sha256: str, recorded: str) -> Path | str | None:
     return locate_image(sha256, recorded, lambda: index_folders(store))
 
 
-def image_file(store: Store, image_id: str) -> Path | str:
-    """Where a recorded image id's content is: a file or a tar member (a Path), or an fsspec URL (a str).
-    Nothing but a recorded id reaches the file system."""
+def _recorded(store: Store, image_id: str) -> tuple[str, str]:
+    """(sha256, recorded path) of a recorded image id; InputError for anything else."""
     if not isinstance(image_id, str) or not _IMAGE_ID.match(image_id):
         raise InputError(f"{image_id!r} is not an image id (16 lower-case hex digits)")
     with store.session(write=False) as s:
@@ -52,6 +51,10 @@ def image_file(store: Store, image_id: str) -> Path | str:
         sha, recorded = (img.sha256, img.path) if img is not None else (None, None)
     if img is None:
         raise InputError(f"no image {image_id} in {store.display_url}")
+    return sha, recorded
+
+
+def _located(store: Store, image_id: str, sha: str, recorded: str) -> Path | str:
     found = current_path(store, sha, recorded)
     if found is not None:
         return found
@@ -62,15 +65,28 @@ def image_file(store: Store, image_id: str) -> Path | str:
                      "its content: restore the file, or run `vhmine embed` again on the folder it moved to")
 
 
+def image_file(store: Store, image_id: str) -> Path | str:
+    """Where a recorded image id's content is: a file or a tar member (a Path), or an fsspec URL (a str).
+    Nothing but a recorded id reaches the file system."""
+    return _located(store, image_id, *_recorded(store, image_id))
+
+
 def image_bytes(store: Store, image_id: str) -> bytes:
-    """The bytes of a recorded image, checked against its recorded sha256."""
-    p = image_file(store, image_id)
+    """The bytes of a recorded image, checked against its recorded sha256: read and hashed once from the
+    recorded place; the indexes are searched (image_file) only when those bytes are gone or changed."""
+    sha, recorded = _recorded(store, image_id)
+    if recorded is not None:
+        try:
+            data = read_image_bytes(recorded)
+        except (OSError, ValueError):  # what image_sha256 takes for "cannot be read"
+            data = None
+        if data is not None and hashlib.sha256(data).hexdigest() == sha:
+            return data
+    p = _located(store, image_id, sha, recorded)
     try:
         data = read_image_bytes(p)
     except OSError as err:  # gone between the check and the read
         raise StoreError(f"image {image_id} at {p} cannot be read now ({err.strerror or err}): restore it") from None
-    with store.session(write=False) as s:
-        want = s.get(Image, image_id).sha256
-    if hashlib.sha256(data).hexdigest() != want:  # changed between the check and the read
+    if hashlib.sha256(data).hexdigest() != sha:  # changed between the check and the read
         raise StoreError(f"image {image_id} at {p} no longer matches its recorded sha256: the file was changed; restore it")
     return data
