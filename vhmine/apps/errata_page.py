@@ -24,10 +24,10 @@ def _answer_text(kind: str, answers, truth) -> str:
 def _flag_form(store, me: C.WorkerInfo, mode: str) -> None:
     st.subheader("Flag an item as wrong")
     typed = st.text_input("Instance id", key="er_id", help="The id field of the released export's instance.")
-    ready = C.ready_instances(store, mode)
-    picked = st.selectbox(f"Or pick a ready {mode} item", [None] + [r.id for r in ready], key=f"er_pick:{mode}",
-                          format_func=lambda i: "-" if i is None else next(f"{r.id}: {r.question} ({_answer_text(r.kind, r.answers, r.truth)})"
-                                                                          for r in ready if r.id == i))
+    labels = {r.id: f"{r.id}: {r.question} ({_answer_text(r.kind, r.answers, r.truth)})"
+              for r in C.ready_instances(store, mode, locate=False)}  # only the text: no image is hashed
+    picked = st.selectbox(f"Or pick a ready {mode} item", [None, *labels], key=f"er_pick:{mode}",
+                          format_func=lambda i: "-" if i is None else labels[i])
     iid = (typed or "").strip() or picked
     if iid:
         try:
@@ -81,8 +81,9 @@ def errata_page(store, me: C.WorkerInfo, mode: str) -> None:
     st.caption("Found a wrong item in a released benchmark? Flag it here; the fix goes into the next export's changelog.")
     _flag_form(store, me, mode)
     try:
-        mine = [e for e in C.errata_list(store, me, status=None) if e.flagged_by == me.name]
-        open_flags = C.errata_list(store, me) if me.is_admin else []
+        flags = C.errata_list(store, me, status=None)  # one read: open flags are those of status open
+        mine = [e for e in flags if e.flagged_by == me.name]
+        open_flags = [e for e in flags if e.status == "open"] if me.is_admin else []
     except VhmineError as err:
         st.error(esc(err))
         return

@@ -60,8 +60,10 @@ def _record(inst: Instance, img: Image, pair: Optional[Pair], gen: Optional[Gene
                           inst.pair_id, other, inst.derived_from, inst.task_id, inst.created_by, inst.created_at, edit)
 
 
-def ready_instances(store: Store, mode: Optional[str] = None, kind: Optional[str] = None) -> list[InstanceRecord]:
-    """Every ready instance (optionally of one mode / kind), sorted by mode order, kind, then id."""
+def ready_instances(store: Store, mode: Optional[str] = None, kind: Optional[str] = None, *,
+                    locate: bool = True) -> list[InstanceRecord]:
+    """Every ready instance (optionally of one mode / kind), sorted by mode order, kind, then id.
+    `locate` False: image_path stays the recorded path (no image is hashed), for a caller that uses no image."""
     if kind is not None and kind not in M.KINDS:
         raise InputError(f"kind {kind!r} is not one of {', '.join(M.KINDS)}")
     with store.session(write=False) as s:
@@ -74,7 +76,7 @@ def ready_instances(store: Store, mode: Optional[str] = None, kind: Optional[str
             q = q.where(Instance.kind == kind)
         recs = [_record(i, img, p, g) for i, img, p, g in s.execute(q)]
     order = {m: k for k, m in enumerate(M.mode_names())}
-    return sorted(_at_current_paths(store, recs), key=lambda r: (order[r.mode], r.kind, r.id))
+    return sorted(_at_current_paths(store, recs) if locate else recs, key=lambda r: (order[r.mode], r.kind, r.id))
 
 
 def _at_current_paths(store: Store, recs: list[InstanceRecord]) -> list[InstanceRecord]:
