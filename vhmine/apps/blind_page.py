@@ -14,7 +14,7 @@ from __future__ import annotations
 import streamlit as st
 
 from vhmine import curate as C
-from vhmine.apps.page_helpers import act, esc
+from vhmine.apps.page_helpers import esc, overrule_controls
 from vhmine.errors import VhmineError
 
 
@@ -35,16 +35,9 @@ def blind_page(store, me: C.WorkerInfo, mode: str) -> None:
             st.text(f.question)
             st.dataframe([{"instance": it.instance_id, "image": it.image_id, "reference": "; ".join(it.references),
                            "blind answer": it.blind_answer} for it in f.items], hide_index=True, key=f"bf:{f.flag_id}")
-            if f.overruled:
-                st.caption(esc(f"overruled by {f.overruled_by} at {f.overruled_at:%Y-%m-%d %H:%M} UTC:"))
-                st.text(f.overrule_reason or "")
-                if st.button("Reinstate the flag", key=f"bre:{f.flag_id}"):
-                    act(lambda f=f: C.reinstate_blind_flag(store, me, f.flag_id), "info", f"Flag {f.flag_id} counts again.")
-            else:
-                reason = st.text_input("Why it needs its image", key=f"bwhy:{f.flag_id}")
-                if st.button("Overrule", key=f"bov:{f.flag_id}"):
-                    act(lambda f=f, r=reason: C.overrule_blind_flag(store, me, f.flag_id, r), "success",
-                        f"Overruled flag {f.flag_id}: export keeps its questions.")
+            overrule_controls(store, me, f, f.flag_id, key="b", why="Why it needs its image", reinstate_label="Reinstate the flag",
+                              reinstate=C.reinstate_blind_flag, reinstated=f"Flag {f.flag_id} counts again.",
+                              overrule=C.overrule_blind_flag, overruled=f"Overruled flag {f.flag_id}: export keeps its questions.")
     near_dup_section(store, me)
 
 
@@ -83,13 +76,7 @@ def near_dup_section(store, me: C.WorkerInfo) -> None:
                 _show_image(store, d, "a")
             with right:
                 _show_image(store, d, "b")
-            if d.overruled:
-                st.caption(esc(f"overruled by {d.overruled_by} at {d.overruled_at:%Y-%m-%d %H:%M} UTC:"))
-                st.text(d.overrule_reason or "")
-                if st.button("Reinstate", key=f"ndre:{d.id}"):
-                    act(lambda d=d: C.reinstate_near_duplicate(store, me, d.id), "info", f"Pair {d.id} counts again.")
-            else:
-                reason = st.text_input("Why it is no problem", key=f"ndwhy:{d.id}")
-                if st.button("Overrule", key=f"ndov:{d.id}"):
-                    act(lambda d=d, r=reason: C.overrule_near_duplicate(store, me, d.id, r), "success",
-                        f"Overruled pair {d.id}: the next export lists it as overruled.")
+            overrule_controls(store, me, d, d.id, key="nd", why="Why it is no problem", reinstate_label="Reinstate",
+                              reinstate=C.reinstate_near_duplicate, reinstated=f"Pair {d.id} counts again.",
+                              overrule=C.overrule_near_duplicate,
+                              overruled=f"Overruled pair {d.id}: the next export lists it as overruled.")

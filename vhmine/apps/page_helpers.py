@@ -54,3 +54,19 @@ def act(fn, ok_kind: str, ok_msg) -> None:
         return
     flash(ok_kind, ok_msg(got) if callable(ok_msg) else ok_msg)
     st.rerun()
+
+
+def overrule_controls(store, me, flag, fid: str, *, key: str, why: str, reinstate_label: str, reinstate, reinstated: str,
+                      overrule, overruled: str) -> None:
+    """Who overruled `flag` (a blind flag or a near-duplicate pair), when and why, with a button that
+    reinstates it; else a reason box and an Overrule button. `fid`: its id; `reinstate(store, me, fid)` and
+    `overrule(store, me, fid, reason)` are the library calls; `key` + re/why/ov + ":" + fid keys the widgets."""
+    if flag.overruled:
+        st.caption(esc(f"overruled by {flag.overruled_by} at {flag.overruled_at:%Y-%m-%d %H:%M} UTC:"))
+        st.text(flag.overrule_reason or "")
+        if st.button(reinstate_label, key=f"{key}re:{fid}"):
+            act(lambda: reinstate(store, me, fid), "info", reinstated)
+    else:
+        reason = st.text_input(why, key=f"{key}why:{fid}")
+        if st.button("Overrule", key=f"{key}ov:{fid}"):
+            act(lambda: overrule(store, me, fid, reason), "success", overruled)
