@@ -188,6 +188,16 @@ def annotate_page(store, worker: C.WorkerInfo, mode_name: str) -> None:
             st.error(esc(err))
 
 
+def _image_beside_form(store, image_id: str, form) -> None:
+    """The image left, `form()` right: side by side, a large image does not push the question (and the
+    answer being labelled) off screen."""
+    pic, right = st.columns([2, 3])
+    with pic:
+        image(store, image_id, "image")
+    with right:
+        form()
+
+
 def review_page(store, worker: C.WorkerInfo, mode: str) -> None:
     st.header(f"Review: {mode}")
     st.caption("Answer without seeing the author's answer.")
@@ -195,11 +205,7 @@ def review_page(store, worker: C.WorkerInfo, mode: str) -> None:
     if item is None:
         st.info(f"Nothing to review in {mode}.")
         return
-    pic, form = st.columns([2, 3])  # side by side: a large image does not push the question off screen
-    with pic:
-        image(store, item.image_id, "image")
-    with form:
-        _review_form(store, worker, item)
+    _image_beside_form(store, item.image_id, lambda: _review_form(store, worker, item))
 
 
 def _review_form(store, worker: C.WorkerInfo, item) -> None:
@@ -225,11 +231,7 @@ def label_page(store, worker: C.WorkerInfo, mode: str) -> None:
     if item is None:
         st.info(f"No model answers to label in {mode}.")
         return
-    pic, form = st.columns([2, 3])  # side by side: question and answer stay on screen beside a large image
-    with pic:
-        image(store, item.image_id, "image")
-    with form:
-        _label_form(store, worker, item)
+    _image_beside_form(store, item.image_id, lambda: _label_form(store, worker, item))
 
 
 def _label_form(store, worker: C.WorkerInfo, item) -> None:
