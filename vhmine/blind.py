@@ -109,7 +109,7 @@ def blind(store, opts: BlindOptions) -> BlindResult:
     from .eval import match_oeq  # the scorer eval uses for open answers
 
     A.get_rule(opts.rule)
-    modes = [M.get_mode(m).name for m in (opts.modes or M.mode_names())]
+    modes = M.selected_modes(opts.modes)
     recs = [r for r in C.ready_instances(store) if r.mode in modes and r.kind in opts.kinds]
     prompt = blind_prompt()
     judge_prompt = J.judge_prompt()
