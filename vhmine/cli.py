@@ -181,6 +181,6 @@ def main(argv: Optional[List[str]] = None) -> None:
 
 
 if __name__ == "__main__":  # `python -m vhmine.cli`: run the module proper, on whose app the others registered
-    from vhmine.cli import main as _main
+    from vhmine.cli import main as run_main
 
-    _main()
+    run_main()
