@@ -53,9 +53,9 @@ def main() -> None:
 
     import torch
 
-    from vhmine import tiny
-    from vhmine.embed import EmbedOptions, embed_collection
-    from vhmine.encoders import load_clip, load_dino
+    from vhmine.embed import tiny
+    from vhmine.embed.job import EmbedOptions, embed_collection
+    from vhmine.embed.encoders import load_clip, load_dino
     from vhmine.images import decode_rgb, list_images
 
     arch, hidden, layers, heads = PRESETS[args.preset]

@@ -1,4 +1,4 @@
-"""Benchmark vhmine.simsearch.find_pairs against two baselines on the same vectors and device.
+"""Benchmark vhmine.mine.simsearch.find_pairs against two baselines on the same vectors and device.
 
 Baselines: faiss IndexFlatIP + range_search, and the strongest simple one, blocked upper-triangle
 float32 products (torch matmul per block, the same candidate extraction, the same exact float64
@@ -27,7 +27,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from vhmine.simsearch import (
+from vhmine.mine.simsearch import (
     BlockMiner, PairSet, assert_same_pairs, fast_pass, find_pairs, merge, pair_sims, tiles,
 )
 
@@ -74,7 +74,7 @@ def float32_pairs(clip, dino, clip_min: float, dino_max: float, device: str | No
     the same float64 re-check, through the same BlockMiner as find_pairs."""
     import torch
 
-    from vhmine.encoders import resolve_device
+    from vhmine.embed.encoders import resolve_device
 
     dev = resolve_device(device)
     n, d = clip.shape

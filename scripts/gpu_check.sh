@@ -12,7 +12,7 @@
 #             simsearch.pair_sims: the brute force's own definition), and that reference is itself checked
 #             against simsearch.brute_force_pairs on the CPU over a subsample. Target: < 1 s per data set.
 #   2. embed: vhmine embed (embed_collection, as the CLI calls it) end to end on synthetic 640x480 JPEGs with
-#             ViT-L/14 + DINOv2-L/14 shapes at 224 px, random weights built locally (vhmine/tiny.py,
+#             ViT-L/14 + DINOv2-L/14 shapes at 224 px, random weights built locally (vhmine/embed/tiny.py,
 #             scripts/bench_embed.py's "large" preset). Target: >= 1,000 images/s.
 #   3. tests: pytest -m gpu tests/test_gpu.py (CUDA equals CPU for mining, embedding and `vhmine mine`).
 #
@@ -86,7 +86,7 @@ import numpy as np
 import torch
 sys.path.insert(0, "scripts")
 from bench_mine import make_clip_like, make_vectors
-from vhmine.simsearch import PairSet, assert_same_pairs, brute_force_pairs, find_pairs, pair_sims
+from vhmine.mine.simsearch import PairSet, assert_same_pairs, brute_force_pairs, find_pairs, pair_sims
 
 dev, dry = os.environ["GPU_CHECK_DEVICE"], os.environ["GPU_CHECK_DRY"] == "1"
 n = int(os.environ.get("GPU_CHECK_N", 3000 if dry else 118_287))
@@ -157,7 +157,7 @@ from pathlib import Path
 sys.path.insert(0, "scripts")
 from bench_embed import PRESETS, make_jpegs
 from vhmine import tiny
-from vhmine.embed import EmbedOptions, embed_collection
+from vhmine.embed.job import EmbedOptions, embed_collection
 
 dev, dry = os.environ["GPU_CHECK_DEVICE"], os.environ["GPU_CHECK_DRY"] == "1"
 n = int(os.environ.get("GPU_CHECK_EMBED_N", 48 if dry else 10_000))

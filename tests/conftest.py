@@ -28,7 +28,7 @@ from helpers import free_port  # noqa: E402
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory):
     """(clip_spec, dino_spec) of tiny random-weight encoders saved as local-dir / save_pretrained folders."""
-    from vhmine import tiny
+    from vhmine.embed import tiny
 
     root = tmp_path_factory.mktemp("models")
     return tiny.build_clip(root / "clip"), tiny.build_dino(root / "dino")

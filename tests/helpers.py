@@ -134,7 +134,7 @@ def write_tiny_bench(tmp_path: Path, questions: dict | None = None) -> Path:
     from PIL import Image
 
     from vhmine.bench import BenchItem, Benchmark
-    from vhmine.export import write_benchmark
+    from vhmine.export.job import write_benchmark
 
     rng = np.random.default_rng(1)
     paths = []

@@ -1,10 +1,10 @@
-"""vhmine.agreement: Cohen's and Fleiss' kappa against hand-computed values."""
+"""vhmine.curate.kappa: Cohen's and Fleiss' kappa against hand-computed values."""
 
 import math
 
 import pytest
 
-from vhmine.agreement import cohen_kappa, fleiss_kappa
+from vhmine.curate.kappa import cohen_kappa, fleiss_kappa
 
 
 def test_cohen_two_categories():

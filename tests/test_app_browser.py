@@ -282,7 +282,7 @@ def test_verify_a_draft_and_flag_an_item_in_chromium(app_server, tmp_path):
     import json as _json
 
     from vhmine import curate as C
-    from vhmine.draft_check import parse_draft
+    from vhmine.models.draft_check import parse_draft
     from vhmine.store import Draft, Erratum, Pair, Task, open_store
 
     url, db, token, log = app_server

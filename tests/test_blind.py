@@ -70,7 +70,7 @@ def _by_question(store):
 
 
 def _opts(tmp_path, srv, **kw):
-    from vhmine.blind import BlindOptions
+    from vhmine.models.blind import BlindOptions
     from vhmine.llm import LLMOptions
 
     return BlindOptions(llm=LLMOptions(model="text-only", base_url=srv.base_url, cache=tmp_path / "cache.db",
@@ -79,7 +79,7 @@ def _opts(tmp_path, srv, **kw):
 
 def test_blind_flags_only_questions_right_on_every_image(tmp_path, openai_server):  # noqa: F811
     from vhmine import curate as C
-    from vhmine.blind import blind
+    from vhmine.models.blind import blind
     from vhmine.store import BlindAnswer
 
     store = _store(tmp_path)
@@ -127,9 +127,9 @@ def test_blind_flags_only_questions_right_on_every_image(tmp_path, openai_server
 
 def test_drop_blind_export_and_overrule(tmp_path, openai_server):  # noqa: F811
     from vhmine import curate as C
-    from vhmine.blind import blind
+    from vhmine.models.blind import blind
     from vhmine.errors import FormError
-    from vhmine.export import ExportOptions, export_benchmark
+    from vhmine.export.job import ExportOptions, export_benchmark
 
     store = _store(tmp_path)
     openai_server.responder = responder
@@ -184,7 +184,7 @@ def test_drop_blind_export_and_overrule(tmp_path, openai_server):  # noqa: F811
 
 
 def test_no_blind_section_without_blind_answers(tmp_path):
-    from vhmine.export import ExportOptions, export_benchmark
+    from vhmine.export.job import ExportOptions, export_benchmark
 
     store = _store(tmp_path)
     export_benchmark(store, ExportOptions(out=tmp_path / "e", format="vhtest", allow_unbalanced=True))
@@ -214,8 +214,8 @@ def test_cli_blind_and_export_drop_blind(tmp_path, openai_server):  # noqa: F811
 
 def test_open_answers_scored_by_the_judge(tmp_path, openai_server):  # noqa: F811
     from vhmine import curate as C
-    from vhmine.blind import blind
-    from vhmine.judge import judge_prompt
+    from vhmine.models.blind import blind
+    from vhmine.models.judge import judge_prompt
     from vhmine.store import BlindAnswer
 
     store = _store(tmp_path)

@@ -1,4 +1,4 @@
-"""vhmine.data: COCO download, resume, verification and unpacking against a local HTTP server.
+"""vhmine.data.coco: COCO download, resume, verification and unpacking against a local HTTP server.
 
 The server (http.server on 127.0.0.1, in a thread) serves small zips built here in the real
 COCO layout, honours Range requests unless told not to, and records every request.
@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-import vhmine.data as data
-import vhmine.download as download
-from vhmine.data import CocoDownload, download_coco
+import vhmine.data.coco as data
+import vhmine.data.download as download
+from vhmine.data.coco import CocoDownload, download_coco
 from vhmine.errors import DownloadError, InputError
 
 IMAGE_NAMES = ["000000000139.jpg", "000000000285.jpg", "000000000632.jpg"]

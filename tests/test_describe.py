@@ -1,4 +1,4 @@
-"""vhmine.describe against a loopback OpenAI-compatible server: one example description per success
+"""vhmine.models.describe against a loopback OpenAI-compatible server: one example description per success
 (with its image), hypothetical examples where successes are scarce (and the merged row marked so),
 one merged description per mode with its sources and prompts, free reruns, editable files."""
 
@@ -17,9 +17,9 @@ from openai_server import API_KEY, chat_images, chat_text, openai_server  # noqa
 from helpers import make_ready_store
 
 from vhmine import prompts as P
-from vhmine.describe import DescribeOptions, describe, latest_descriptions
+from vhmine.models.describe import DescribeOptions, describe, latest_descriptions
 from vhmine.llm import LLMOptions
-from vhmine.probe import ProbeOptions, probe
+from vhmine.models.probe import ProbeOptions, probe
 
 
 def _answer(body):
@@ -134,7 +134,7 @@ def test_prompts_are_versioned_package_files():
 def test_description_files_a_user_edited_are_never_overwritten(tmp_path):
     import json
 
-    from vhmine.describe import ModeDescription, write_description_files
+    from vhmine.models.describe import ModeDescription, write_description_files
 
     write_description_files(tmp_path, [ModeDescription("color", "d1", text="first"),
                                        ModeDescription("shape", "d2", text="round")])

@@ -52,7 +52,7 @@ def _seeded(tmp_path):
 
 
 def _opts(tmp_path, srv, **kw):
-    from vhmine.draft import DraftOptions
+    from vhmine.models.draft import DraftOptions
     from vhmine.llm import LLMOptions
 
     return DraftOptions(llm=LLMOptions(model="fake-vlm", base_url=srv.base_url, cache=tmp_path / "cache.db",
@@ -61,7 +61,7 @@ def _opts(tmp_path, srv, **kw):
 
 @pytest.fixture
 def drafted(tmp_path, openai_server):  # noqa: F811
-    from vhmine.draft import draft
+    from vhmine.models.draft import draft
 
     store = _seeded(tmp_path)
     openai_server.responder = responder
@@ -105,7 +105,7 @@ def test_draft_sends_both_images_and_applies_the_rules(drafted):
 
 
 def test_rerun_asks_nothing_again(drafted, tmp_path):
-    from vhmine.draft import draft
+    from vhmine.models.draft import draft
 
     store, _, srv = drafted
     n = len(srv.chats())
@@ -276,7 +276,7 @@ def test_verify_page_accept_edit_reject(tmp_path, monkeypatch):
     from helpers import seed_store
 
     from vhmine import curate as C
-    from vhmine.draft_check import parse_draft
+    from vhmine.models.draft_check import parse_draft
     from vhmine.store import Draft, Task
 
     store, tokens = seed_store(tmp_path / "app.db", tmp_path)
@@ -325,7 +325,7 @@ def test_verify_page_accept_edit_reject(tmp_path, monkeypatch):
 
 def test_rules_by_hand():
     """The draft rules on their own: yes/no variants drafted from the answers only when none are given."""
-    from vhmine.draft_check import check_content, parse_draft
+    from vhmine.models.draft_check import check_content, parse_draft
     from vhmine.errors import FormError
 
     got = check_content("counting", ["A", "B"], "counting.how_many", {"object": "cats"}, None, {"A": "3", "B": "2"}, None)

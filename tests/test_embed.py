@@ -15,9 +15,9 @@ import pytest
 import torch
 from PIL import Image
 
-from vhmine.embed import EmbedOptions, embed_collection
+from vhmine.embed.job import EmbedOptions, embed_collection
 from vhmine.errors import EncoderMismatchError, IndexCorruptError, IndexMissingError, InputError
-from vhmine.index import open_index
+from vhmine.embed.index import open_index
 
 
 def _opts(images, indexes, models, **kw):
@@ -46,7 +46,7 @@ def test_embed_writes_aligned_index_and_records_duplicates_once(tmp_path, collec
     assert len(row) == 1 and list(row["duplicate_paths"].iloc[0]) == ["chelsea.png"]
     assert idx.manifest["duplicates"] == [{"path": "chelsea.png", "image_id": row["image_id"].iloc[0]}]
     # row i of the vectors is the embedding of the image at row i of images.parquet
-    from vhmine.encoders import load_clip, load_dino
+    from vhmine.embed.encoders import load_clip, load_dino
     from vhmine.images import decode_rgb
 
     clip_enc, dino_enc = load_clip(tiny_models[0], "cpu"), load_dino(tiny_models[1], "cpu")
@@ -215,7 +215,7 @@ def test_rerun_rebuilds_a_damaged_index_from_its_shards(tmp_path, collection, ti
 def test_shard_files_are_closed_before_they_are_renamed(tmp_path):
     import warnings
 
-    from vhmine.embed_work import write_shard as _write_shard
+    from vhmine.embed.work import write_shard as _write_shard
 
     row = {"path": "a.png", "status": "ok", "reason": "", "sha256": "ab" * 32, "width": 1, "height": 1,
            "duplicate_of": None}

@@ -12,8 +12,8 @@ import pytest
 from helpers import write_photos
 from PIL import Image
 
-from vhmine.embed import EmbedOptions, embed_collection
-from vhmine.index import open_index
+from vhmine.embed.job import EmbedOptions, embed_collection
+from vhmine.embed.index import open_index
 
 
 def _opts(images, indexes, models, **kw):
@@ -78,7 +78,7 @@ def test_webdataset_tars_are_embedded_with_key_tar_url_and_caption(tmp_path, sha
     assert "truncated tar member" in skipped["00001.tar/10002.jpg"]
     assert idx.manifest["source"]["kind"] == "webdataset"
     # the vectors are those of the jpg bytes in the tar, row for row
-    from vhmine.encoders import load_clip
+    from vhmine.embed.encoders import load_clip
     from vhmine.images import decode_rgb
 
     clip = load_clip(tiny_models[0], "cpu")

@@ -8,7 +8,7 @@ import pytest
 import torch
 from PIL import Image
 
-from vhmine import encoders
+from vhmine.embed import encoders
 from vhmine.errors import EncoderError
 
 
@@ -121,7 +121,7 @@ def test_unknown_device_name_says_what_to_use():
 
 def test_half_built_tiny_dino_folder_is_rebuilt(tmp_path):
     """A build killed after the model's config but before the processor is finished on the next call."""
-    from vhmine import tiny
+    from vhmine.embed import tiny
 
     (tmp_path / "dino").mkdir()
     (tmp_path / "dino" / "config.json").write_text("{}")

@@ -26,7 +26,7 @@ def store(tmp_path):
 
 def _released_ids(store, tmp_path):
     """The instance ids as a released export writes them."""
-    from vhmine.export import ExportOptions, export_benchmark
+    from vhmine.export.job import ExportOptions, export_benchmark
 
     export_benchmark(store, ExportOptions(out=tmp_path / "v1", format="vhtest", allow_unbalanced=True))
     man = json.loads((tmp_path / "v1" / "manifest.json").read_text())

@@ -44,7 +44,7 @@ def flagged(tmp_path):
     """v1 exported; then: bob's flag accepted (3 -> 4), dave's flag rejected, dave's other flag accepted
     (2 -> 5), undone, and accepted again (2 -> 3)."""
     from vhmine import curate as C
-    from vhmine.export import pseudonym_key
+    from vhmine.export.privacy import pseudonym_key
 
     store = make_ready_store(tmp_path)
     for w in ("bob", "dave"):
@@ -72,7 +72,7 @@ def flagged(tmp_path):
 
 
 def test_errata_reach_the_changelog_with_who_and_why(flagged):
-    from vhmine.export import pseudonym
+    from vhmine.export.privacy import pseudonym
 
     tmp, db, key, cats_a, cats_b, cup_a = flagged
     r = _vhmine(tmp, "export", "--db", db, "--out", "v2", "--since", "v1", "--allow-unbalanced")

@@ -1,4 +1,4 @@
-"""vhmine.eval: predictions files scored the same way as answers fetched from a model (a real OpenAI-
+"""vhmine.eval.job: predictions files scored the same way as answers fetched from a model (a real OpenAI-
 compatible server on loopback); reports side by side; unreadable answers counted, never taken as "no"."""
 
 import json
@@ -11,8 +11,8 @@ from helpers import write_tiny_bench
 from openai_server import chat_images, chat_text, openai_server  # noqa: F401  (fixture)
 from vhmine import formats as F
 from vhmine.errors import EvalError, FormatError
-from vhmine.eval import EvalOptions, evaluate, load_predictions, match_oeq
-from vhmine.judge import judge_name, judge_prompt
+from vhmine.eval.job import EvalOptions, evaluate, load_predictions, match_oeq
+from vhmine.models.judge import judge_name, judge_prompt
 
 
 @pytest.fixture
@@ -122,7 +122,7 @@ def test_oeq_scored_by_worker_labels_from_the_store(tmp_path):
     """--oeq labels: the workers' majority verdict on this model's stored response; ties and no labels: unjudged."""
     from helpers import make_ready_store
     from vhmine import curate as C
-    from vhmine.export import ExportOptions, export_benchmark
+    from vhmine.export.job import ExportOptions, export_benchmark
 
     store = make_ready_store(tmp_path)  # the store at tmp_path / "store.db"
     export_benchmark(store, ExportOptions(out=tmp_path / "b", format="hf"))

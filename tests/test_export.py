@@ -1,4 +1,4 @@
-"""vhmine.export: a store with ready instances becomes benchmark folders; 50/50 yes/no or a stop that
+"""vhmine.export.job: a store with ready instances becomes benchmark folders; 50/50 yes/no or a stop that
 says by how much; a manifest with counts, checksums and provenance; atomic writes; the CLI."""
 
 import json
@@ -9,7 +9,7 @@ from helpers import write_pairs, write_photos
 from vhmine import curate as C
 from vhmine import formats as F
 from vhmine.errors import ExportError, UnbalancedError
-from vhmine.export import ExportOptions, export_benchmark
+from vhmine.export.job import ExportOptions, export_benchmark
 from vhmine.images import sha256_file
 
 
@@ -63,7 +63,7 @@ def test_vhtest_export_with_manifest(store, tmp_path):
     assert set(man["instances"]) == set(recs)
     some = next(iter(recs.values()))
     prov = man["instances"][some.id]
-    from vhmine.export import pseudonym, pseudonym_key
+    from vhmine.export.privacy import pseudonym, pseudonym_key
 
     assert (prov["image_sha256"], prov["task_id"], prov["created_by"], prov["template_id"]) == (
         some.image_sha256, some.task_id, pseudonym("alice", pseudonym_key(store)), some.template_id)
@@ -129,7 +129,7 @@ def test_cli_export(store, tmp_path):
 def test_a_writer_failing_midway_leaves_nothing(tmp_path):
     from vhmine.bench import BenchItem, Benchmark
     from vhmine.errors import FormatError
-    from vhmine.export import write_benchmark
+    from vhmine.export.job import write_benchmark
 
     [ok] = write_photos(tmp_path / "p", ("coffee",))
     items = [BenchItem("a", "color", "OEQ", "What color is the cup?", ("white",), None, str(ok), "i1"),

@@ -1,4 +1,4 @@
-"""vhmine.generate: DALL-E-3 from the description itself, other backends from an LLM-written prompt,
+"""vhmine.models.generate: DALL-E-3 from the description itself, other backends from an LLM-written prompt,
 a tiny Stable Diffusion pipeline (conftest's `tiny_sd`), saved and loaded through `diffusers:<folder>`; each image
 stored once by sha256 with its provenance and queued in its mode; a content-policy rejection recorded
 with the run going on."""
@@ -17,9 +17,9 @@ from openai_server import API_KEY, chat_text, openai_server  # noqa: F401  (fixt
 from helpers import make_ready_store
 
 from vhmine import prompts as P
-from vhmine.describe import _add_description
+from vhmine.models.describe import _add_description
 from vhmine.errors import InputError
-from vhmine.generate import GenerateOptions, generate, parse_backend
+from vhmine.models.generate import GenerateOptions, generate, parse_backend
 from vhmine.llm import LLMOptions
 
 

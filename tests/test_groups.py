@@ -16,7 +16,7 @@ import pytest
 
 from helpers import make_ready_store
 from vhmine.bench import OEQ, YNQ, BenchItem, Benchmark, assign_groups
-from vhmine.metrics import Scored, by_mode, pair_groups
+from vhmine.eval.metrics import Scored, by_mode, pair_groups
 
 
 def _row(id, mode, kind, correct, q, image, group, truth=None):
@@ -128,7 +128,7 @@ def test_pope_export_and_eval_report_groups_through_the_cli(ready):
 @pytest.mark.parametrize("fmt", ["vhtest", "vlmevalkit", "hf", "lmms-eval", "llava", "hallusionbench"])
 def test_every_format_carries_the_group(ready, fmt):
     from vhmine import formats as F
-    from vhmine.export import ExportOptions, export_benchmark
+    from vhmine.export.job import ExportOptions, export_benchmark
     from vhmine.store import open_store
 
     kind = "ynq" if fmt == "hallusionbench" else "both"
@@ -166,7 +166,7 @@ def test_an_export_before_groups_reads_back_without_them(tmp_path, ready):
     """hf files written before the group column read back (no groups), so older exports still evaluate."""
     import pyarrow.parquet as pq
 
-    from vhmine.export import ExportOptions, export_benchmark
+    from vhmine.export.job import ExportOptions, export_benchmark
     from vhmine.formats import hf
     from vhmine.store import open_store
 

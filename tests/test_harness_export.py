@@ -22,10 +22,10 @@ import pytest
 from PIL import Image
 
 from vhmine import formats as F
-from vhmine.answers import parse_yes_no
+from vhmine.eval.answers import parse_yes_no
 from vhmine.bench import BenchItem, Benchmark
-from vhmine.eval import YNQ_SUFFIX, match_oeq, prompt_of
-from vhmine.export import write_benchmark
+from vhmine.eval.job import YNQ_SUFFIX, match_oeq, prompt_of
+from vhmine.export.job import write_benchmark
 from vhmine.formats import harness_rules
 
 # the model's canned answers: readable, unreadable, VHTest's edge cases, number words, wrong answers

@@ -19,8 +19,8 @@ import sys
 import pytest
 
 from test_harness_export import CANNED, _load_py, bench, vlmeval  # noqa: F401  (fixtures)
-from vhmine.eval import EvalOptions, evaluate
-from vhmine.export import write_benchmark
+from vhmine.eval.job import EvalOptions, evaluate
+from vhmine.export.job import write_benchmark
 
 
 def _report(out):
@@ -201,7 +201,7 @@ def test_vlmevalkit_result_files_as_its_inference_writes_them(bench, tmp_path, v
     import numpy as np
     from PIL import Image
 
-    from vhmine.eval import prompt_of
+    from vhmine.eval.job import prompt_of
 
     folder, work = tmp_path / "vl", tmp_path / "outputs"
     write_benchmark(bench, folder, "vlmevalkit")

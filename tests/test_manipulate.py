@@ -49,7 +49,7 @@ def _coco(folder):
 
 @pytest.fixture(scope="module")
 def collection(tmp_path_factory, tiny_models):
-    from vhmine.embed import EmbedOptions, embed_collection
+    from vhmine.embed.job import EmbedOptions, embed_collection
 
     root = tmp_path_factory.mktemp("manip")
     write_photos(root / "photos", tuple(n[:-4] for n in OBJECTS))
@@ -216,7 +216,7 @@ def test_cli_run_then_a_verified_edit_exports_with_its_provenance(collection, op
 
     from vhmine import curate as C
     from vhmine.cli import app
-    from vhmine.export import ExportOptions, export_benchmark
+    from vhmine.export.job import ExportOptions, export_benchmark
     from vhmine.store import open_store
 
     openai_server.responder = _victim([("Describe", "A photo."), ("Is there", "No.")])

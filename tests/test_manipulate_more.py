@@ -193,7 +193,7 @@ def test_llm_prior_through_the_stage_records_the_prior_with_each_case_and_a_fail
 @pytest.fixture(scope="module")
 def plain(tmp_path_factory, tiny_models):
     """The same photos embedded with no COCO annotations, and a tiny Owl-ViT saved to a folder."""
-    from vhmine.embed import EmbedOptions, embed_collection
+    from vhmine.embed.job import EmbedOptions, embed_collection
 
     root = tmp_path_factory.mktemp("plain")
     write_photos(root / "photos", tuple(n[:-4] for n in OBJECTS))

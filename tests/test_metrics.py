@@ -1,4 +1,4 @@
-"""vhmine.metrics: hand-computed cases, and the real HallusionBench and POPE files scored against each
+"""vhmine.eval.metrics: hand-computed cases, and the real HallusionBench and POPE files scored against each
 benchmark's own published scoring code (transcribed below as the reference)."""
 
 import json
@@ -7,9 +7,9 @@ import pytest
 
 from anchors import anchor
 from vhmine import formats as F
-from vhmine import metrics as MT
-from vhmine.answers import parse_yes_no
-from vhmine.eval import ModelAnswers, score
+from vhmine.eval import metrics as MT
+from vhmine.eval.answers import parse_yes_no
+from vhmine.eval.job import ModelAnswers, score
 
 
 def S(id, truth, said, mode="color", pair=None, image=None, kind="YNQ"):

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from vhmine.cli import app
 from vhmine.errors import IndexMissingError, InputError
-from vhmine.index import write_index
-from vhmine.mine import MineOptions, check_thresholds, mine_index, rank_pairs
+from vhmine.embed.index import write_index
+from vhmine.mine.job import MineOptions, check_thresholds, mine_index, rank_pairs
 
 
 def _unit(rows):
@@ -55,7 +55,7 @@ def clustered(tmp_path):
 
 def _brute(clip, dino, cmin, dmax):
     """The reference pair set and the reference similarity matrices (simsearch.pair_sims: one definition)."""
-    from vhmine.simsearch import brute_force_pairs, pair_sims
+    from vhmine.mine.simsearch import brute_force_pairs, pair_sims
 
     ref = brute_force_pairs(clip, dino, cmin, dmax)
     n = len(clip)

@@ -1,4 +1,4 @@
-"""vhmine.mine_ray: `vhmine mine --engine ray` on a local 2-CPU Ray cluster gives the local miner's pairs.
+"""vhmine.mine.ray_engine: `vhmine mine --engine ray` on a local 2-CPU Ray cluster gives the local miner's pairs.
 
 Tiles are small (64-192 rows) so that they cut through clusters, and one test kills a tile's worker
 process on its first attempt and checks that the retry gives the same pairs.
@@ -13,11 +13,11 @@ from typer.testing import CliRunner
 
 from vhmine.cli import app
 from vhmine.errors import InputError
-from vhmine.simsearch import assert_same_pairs, block_bytes, brute_force_pairs, find_pairs
+from vhmine.mine.simsearch import assert_same_pairs, block_bytes, brute_force_pairs, find_pairs
 
 ray = pytest.importorskip("ray", reason="the Ray engine needs the ray extra: pip install -e '.[ray]'")
 
-from vhmine.mine_ray import find_pairs_ray, tile_rows  # noqa: E402
+from vhmine.mine.ray_engine import find_pairs_ray, tile_rows  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
 

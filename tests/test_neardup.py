@@ -1,4 +1,4 @@
-"""Near duplicates and contamination (vhmine.neardup through `vhmine export --near-dups / --against`),
+"""Near duplicates and contamination (vhmine.export.neardup through `vhmine export --near-dups / --against`),
 with tiny real encoders on scikit-image photos: an exported generated image is a resized, JPEG
 re-encoded copy of an exported mined photo, and the reference index (built by `vhmine embed`) holds
 another encoding of the same photo. Tiny random encoders crowd every cosine near 1 (unrelated photos
@@ -126,8 +126,8 @@ def test_near_duplicates_within_against_reference_and_generated(tmp_path, tiny_m
 
 
 def test_near_dups_without_reference_uses_the_mining_index(tmp_path, tiny_models):
-    from vhmine.export import ExportOptions, export_benchmark
-    from vhmine.neardup import DupOptions
+    from vhmine.export.job import ExportOptions, export_benchmark
+    from vhmine.export.neardup import DupOptions
     from vhmine.store import open_store
 
     indexes, ids = _setup(tmp_path, tiny_models)
@@ -144,8 +144,8 @@ def test_near_dups_without_reference_uses_the_mining_index(tmp_path, tiny_models
 
 def test_near_dups_needs_an_index_and_says_so(tmp_path):
     from vhmine.errors import InputError
-    from vhmine.export import ExportOptions, export_benchmark
-    from vhmine.neardup import DupOptions
+    from vhmine.export.job import ExportOptions, export_benchmark
+    from vhmine.export.neardup import DupOptions
 
     from helpers import make_ready_store
 

@@ -111,7 +111,7 @@ def test_offline_demo_says_how_many_pairs_its_box_holds(tmp_path):
 def test_scatter_legend_says_how_many_of_the_box_were_written(tmp_path):
     import numpy as np
 
-    from vhmine.gallery import write_scatter
+    from vhmine.mine.gallery import write_scatter
 
     clip, dino = np.array([0.95, 0.94, 0.93, 0.92, 0.91]), np.array([0.1, 0.2, 0.3, 0.9, 0.95])
     background = (np.array([0.1, 0.2]), np.array([0.1, 0.3]))

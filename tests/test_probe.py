@@ -1,4 +1,4 @@
-"""vhmine.probe and `vhmine probe` against a real loopback OpenAI-compatible server: YNQ judged by
+"""vhmine.models.probe and `vhmine probe` against a real loopback OpenAI-compatible server: YNQ judged by
 rule, OEQ by an LLM judge or left for workers, reruns that cost nothing, a refusal recorded with the run
 going on and exit status 3, a killed run that resumes, and no API key in any file written."""
 
@@ -17,10 +17,10 @@ import pytest
 from openai_server import API_KEY, chat_images, chat_text, openai_server  # noqa: F401  (fixture)
 from helpers import make_ready_store
 
-from vhmine import answers as A
+from vhmine.eval import answers as A
 from vhmine import curate as C
 from vhmine.llm import LLMOptions
-from vhmine.probe import ProbeOptions, hallucinations, judge_verdict, probe
+from vhmine.models.probe import ProbeOptions, hallucinations, judge_verdict, probe
 
 REPO = Path(__file__).resolve().parent.parent
 

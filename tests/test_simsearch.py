@@ -1,4 +1,4 @@
-"""vhmine.simsearch: find_pairs equals the float64 brute force exactly, boundaries included."""
+"""vhmine.mine.simsearch: find_pairs equals the float64 brute force exactly, boundaries included."""
 
 import math
 import subprocess
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from vhmine.errors import InputError
-from vhmine.simsearch import PairSet, assert_same_pairs, brute_force_pairs, find_pairs, pair_sims
+from vhmine.mine.simsearch import PairSet, assert_same_pairs, brute_force_pairs, find_pairs, pair_sims
 
 
 def unit(a):
@@ -48,7 +48,7 @@ def test_pair_sims_is_the_float64_inner_product_whatever_the_batch():
 
 @pytest.mark.parametrize("spike", [False, True])
 def test_quantisation_error_bound_covers_every_product(spike):
-    from vhmine.simsearch import _quantise
+    from vhmine.mine.simsearch import _quantise
 
     x, _ = clustered(300, 768, 4, 0)
     if spike:  # one large component sets a coarse scale for every row
@@ -186,7 +186,7 @@ def test_bad_or_absent_device_is_named():
 
 
 def test_module_imports_without_torch():
-    code = "import sys; sys.modules['torch'] = None; import vhmine.simsearch"
+    code = "import sys; sys.modules['torch'] = None; import vhmine.mine.simsearch"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -233,7 +233,7 @@ def test_spiky_sets_match_brute_force_rotated_or_not(rotate, seed):
 
 
 def test_rotation_narrows_the_margin_on_spiky_rows_and_is_skipped_on_even_ones():
-    from vhmine.simsearch import fast_pass
+    from vhmine.mine.simsearch import fast_pass
 
     clip, _ = spiky(2000, 768, 4, 3)
     plain, turned = fast_pass(clip, 0.9, rotate=False), fast_pass(clip, 0.9, rotate=True)
@@ -245,7 +245,7 @@ def test_rotation_narrows_the_margin_on_spiky_rows_and_is_skipped_on_even_ones()
 
 @pytest.mark.parametrize("data", ["spiky", "even"])
 def test_rotated_quantisation_bound_covers_every_product(data):
-    from vhmine.simsearch import _quantise, rotation
+    from vhmine.mine.simsearch import _quantise, rotation
 
     x, _ = (spiky if data == "spiky" else clustered)(300, 768, 4, 4)
     x[5] = 0  # a row whose rotation is exactly zero, and one unit spike
@@ -258,7 +258,7 @@ def test_rotated_quantisation_bound_covers_every_product(data):
 
 
 def test_rotation_is_seeded_and_orthogonal():
-    from vhmine.simsearch import rotation
+    from vhmine.mine.simsearch import rotation
 
     m = rotation(96)
     assert m.dtype == np.float32 and np.array_equal(m, rotation(96))

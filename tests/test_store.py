@@ -190,9 +190,9 @@ def test_migrations_ship_in_the_package_as_one_linear_chain():
 
     from alembic.script import ScriptDirectory
 
-    from vhmine.store import _alembic_config
+    from vhmine.store.db import _alembic_config
 
-    names = {p.name for p in files("vhmine.migrations.versions").iterdir()}
+    names = {p.name for p in files("vhmine.store.migrations.versions").iterdir()}
     assert {"__init__.py", "0001_initial.py", "0002_next_stages.py", "0003_secrets.py", "0004_response_endpoint.py", "0005_worker_status.py", "0006_blind_answers.py", "0007_drafts_errata.py", "0008_near_duplicates.py"} <= names  # importable package: wheels carry it
     revs = list(ScriptDirectory.from_config(_alembic_config()).walk_revisions())
     assert [(r.revision, r.down_revision) for r in revs] == [("0008", "0007"), ("0007", "0006"), ("0006", "0005"), ("0005", "0004"), ("0004", "0003"), ("0003", "0002"), ("0002", "0001"), ("0001", None)]

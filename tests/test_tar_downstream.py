@@ -25,9 +25,9 @@ from PIL import Image
 from test_embed_inputs import _jpeg, _opts, _sample, _write_tar
 from test_pipeline import Workdir
 
-from vhmine.embed import embed_collection
+from vhmine.embed.job import embed_collection
 from vhmine.images import read_image_bytes
-from vhmine.index import locate_image, open_index
+from vhmine.embed.index import locate_image, open_index
 
 
 def _shards(folder, photos) -> dict[str, bytes]:

@@ -14,7 +14,7 @@ import pytest
 
 from helpers import seed_store
 
-from vhmine import answers as A
+from vhmine.eval import answers as A
 from vhmine import curate as C
 from vhmine import formats as F
 from vhmine import modes as M
@@ -113,7 +113,7 @@ def _vhtest_folder(root, modes=("counting", "OCR", "color")):
 
 
 def test_vhtest_accuracies_equal_what_vhtests_script_prints(tmp_path):
-    from vhmine.eval import EvalOptions, evaluate
+    from vhmine.eval.job import EvalOptions, evaluate
 
     root = tmp_path / "Benchmark"
     raw = _vhtest_folder(root)
@@ -167,7 +167,7 @@ def test_a_vhtest_folder_as_published_imports_with_its_extra_columns(tmp_path):
 # --- one yes/no reader: curation and eval ---------------------------------------------------------------
 
 def _eval_reading(text, truth):
-    from vhmine.eval import ModelAnswers, score
+    from vhmine.eval.job import ModelAnswers, score
 
     bench = Benchmark("one", [BenchItem("q", "color", "YNQ", "Is the cup red?", (), truth)])
     _, details = score(bench, ModelAnswers("m", {"q": text}, "file"), A.DEFAULT_RULE, {}, "match")

@@ -17,10 +17,10 @@ from typer.testing import CliRunner
 
 from vhmine import curate as C
 from vhmine.cli import app
-from vhmine.embed import EmbedOptions, embed_collection
+from vhmine.embed.job import EmbedOptions, embed_collection
 from vhmine.errors import ExportError, IndexMissingError, InputError, StoreError
-from vhmine.export import ExportOptions, export_benchmark
-from vhmine.index import open_index
+from vhmine.export.job import ExportOptions, export_benchmark
+from vhmine.embed.index import open_index
 
 
 def _embed_opts(images, indexes, models, **kw):
@@ -82,7 +82,7 @@ def _ready_store(db: Path, run_dir: Path, per_mode=3):
 def mined(tmp_path, photos_dir, tiny_models):
     """photos/ embedded into idx/p with tiny encoders, every pair mined into runs/r, and a store at
     data/vhmine.db (the default place) seeded from that run with ready instances."""
-    from vhmine.mine import MineOptions, mine_index
+    from vhmine.mine.job import MineOptions, mine_index
 
     photos = _photos(tmp_path / "photos", photos_dir)
     embed_collection(_embed_opts(photos, tmp_path / "idx", tiny_models, name="p"))
@@ -131,7 +131,7 @@ def test_export_replace_refuses_the_data_folder_that_holds_the_store(mined):
     assert len(C.ready_instances(store)) > 0  # the store is whole
     # the same guard sits in every folder swap: mine --out and the swap itself
     from vhmine.files import replace_dir
-    from vhmine.mine import MineOptions, mine_index
+    from vhmine.mine.job import MineOptions, mine_index
 
     with pytest.raises(InputError, match=r"not a run that `vhmine mine` wrote .*holds the curation store \(vhmine\.db"):
         mine_index(MineOptions(index="p", indexes=tmp / "idx", out=data, progress=False))

@@ -17,7 +17,7 @@ from openai_server import png_bytes, openai_server  # noqa: F401  (fixture)
 from vhmine import curate as C
 from vhmine import formats as F
 from vhmine.errors import EvalError, InputError
-from vhmine.export import ExportOptions, export_benchmark
+from vhmine.export.job import ExportOptions, export_benchmark
 
 FORMATS = ("vhtest", "vlmevalkit", "hf", "pope", "llava", "hallusionbench", "lmms-eval")
 
@@ -187,7 +187,7 @@ def test_crafted_benchmark_never_makes_eval_upload_a_file(tmp_path, fmt, openai_
 
 
 def test_eval_images_for_a_format_that_carries_its_own(tmp_path):
-    from vhmine.eval import EvalOptions, evaluate
+    from vhmine.eval.job import EvalOptions, evaluate
 
     store = make_ready_store(tmp_path)
     export_benchmark(store, ExportOptions(out=tmp_path / "vl", format="vlmevalkit"))
@@ -251,7 +251,7 @@ def test_exports_hold_no_worker_names_or_machine_paths(tmp_path, monkeypatch):
         for word in private:
             assert word not in data, f"{word!r} in {name}"
     # one worker, one pseudonym, in every export of the store
-    from vhmine.export import pseudonym, pseudonym_key
+    from vhmine.export.privacy import pseudonym, pseudonym_key
 
     alias = pseudonym("alice", pseudonym_key(store))
     assert alias.startswith("w-") and len(alias) == 10
@@ -262,7 +262,7 @@ def test_exports_hold_no_worker_names_or_machine_paths(tmp_path, monkeypatch):
     assert man["store"] == "sqlite:///store.db"
     assert {v["source_path"] for v in man["instances"].values()} <= {"astronaut.png", "coffee.png", "rocket.png"}
     monkeypatch.chdir(tmp_path)  # inside the working folder: paths relative to it
-    from vhmine.export import public_path, public_store
+    from vhmine.export.privacy import public_path, public_store
 
     assert (public_path(str(tmp_path / "photos" / "coffee.png")), public_store(store.url)) == ("photos/coffee.png", "sqlite:///store.db")
     # internal use: --with-provenance keeps the names and paths
@@ -274,7 +274,7 @@ def test_exports_hold_no_worker_names_or_machine_paths(tmp_path, monkeypatch):
 
 
 def test_pseudonyms_are_per_store(tmp_path):
-    from vhmine.export import pseudonym, pseudonym_key
+    from vhmine.export.privacy import pseudonym, pseudonym_key
 
     a = make_ready_store(tmp_path / "a")
     b = make_ready_store(tmp_path / "b")

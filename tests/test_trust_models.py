@@ -135,7 +135,7 @@ def test_eval_with_some_failed_requests_is_partial_and_never_scores_them(bench_d
 
 
 def test_a_judge_that_fails_leaves_its_item_unscored(bench_dir, tmp_path, openai_server):
-    from vhmine.eval import EvalOptions, evaluate
+    from vhmine.eval.job import EvalOptions, evaluate
 
     srv = openai_server
     srv.responder = lambda body: "correct" if "correct, incorrect or unclear" in chat_text(body) else _says_yes(body)
@@ -185,7 +185,7 @@ def test_eval_on_two_endpoints_never_mixes_their_answers(bench_dir, tmp_path, tw
 def test_probe_on_two_endpoints_never_mixes_their_answers(tmp_path, two_servers):
     from sqlalchemy import select
 
-    from vhmine.probe import ProbeOptions, hallucinations, probe
+    from vhmine.models.probe import ProbeOptions, hallucinations, probe
     from vhmine.store import Response
 
     a, b = two_servers
@@ -244,7 +244,7 @@ def test_majority_verdict_ties_give_no_verdict():
 
 def _probed_store(tmp_path, srv):
     """A probed store (YNQ by rule: the all-yes victim is wrong on the 'no' questions), workers bob and carol."""
-    from vhmine.probe import ProbeOptions, probe
+    from vhmine.models.probe import ProbeOptions, probe
 
     store = make_ready_store(tmp_path)
     probe(store, ProbeOptions(L.LLMOptions(model="victim", base_url=srv.base_url, cache=tmp_path / "cache.db",
@@ -265,7 +265,7 @@ def _responses(store, mode):
 
 
 def test_probe_hallucinations_follow_the_workers(tmp_path, openai_server):
-    from vhmine.probe import ProbeOptions, hallucinations, probe
+    from vhmine.models.probe import ProbeOptions, hallucinations, probe
 
     srv = openai_server
     srv.responder = lambda body: "Yes"
@@ -290,7 +290,7 @@ def test_probe_hallucinations_follow_the_workers(tmp_path, openai_server):
 
 
 def test_describe_explains_only_what_the_workers_call_hallucinated(tmp_path, openai_server):
-    from vhmine.describe import DescribeOptions, describe
+    from vhmine.models.describe import DescribeOptions, describe
 
     srv = openai_server
     srv.responder = lambda body: "Yes"
@@ -316,8 +316,8 @@ def test_describe_explains_only_what_the_workers_call_hallucinated(tmp_path, ope
 
 def test_eval_labels_scorer_uses_the_verdict_that_counts(tmp_path):
     from vhmine import formats as F
-    from vhmine.eval import EvalOptions, evaluate
-    from vhmine.export import ExportOptions, export_benchmark
+    from vhmine.eval.job import EvalOptions, evaluate
+    from vhmine.export.job import ExportOptions, export_benchmark
 
     store = make_ready_store(tmp_path)
     export_benchmark(store, ExportOptions(out=tmp_path / "b", format="hf"))
@@ -376,7 +376,7 @@ def test_concurrent_answers_settle_the_budget_exactly(openai_server, tmp_path):
 def test_probe_adopts_a_response_stored_before_endpoints_were_recorded(tmp_path, openai_server):
     from sqlalchemy import select
 
-    from vhmine.probe import ProbeOptions, probe, probe_prompt
+    from vhmine.models.probe import ProbeOptions, probe, probe_prompt
     from vhmine.store import Response
 
     srv = openai_server

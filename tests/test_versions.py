@@ -69,7 +69,7 @@ def workdir(tmp_path):
 
 def test_changelog_since_an_earlier_export(workdir):
     from vhmine import curate as C
-    from vhmine.export import pseudonym, pseudonym_key
+    from vhmine.export.privacy import pseudonym, pseudonym_key
     from vhmine.store import open_store
 
     tmp, first = workdir

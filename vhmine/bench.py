@@ -5,7 +5,7 @@ curation store, or derived from the source benchmark's own keys, never from row 
 folder its relative image paths resolve against. `from_records` builds one from the store's ready
 instances (vhmine.curate.InstanceRecord). `assign_groups` marks pair groups: where a pair's two images
 have different answers to the same question (NaturalBench's design), the questions so asked of the pair
-in one mode and kind form a group that `vhmine eval` scores whole (vhmine.metrics.pair_groups).
+in one mode and kind form a group that `vhmine eval` scores whole (vhmine.eval.metrics.pair_groups).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Iterator, Optional, Sequence
 
-from .errors import FormatError
+from vhmine.errors import FormatError
 
 OEQ, YNQ = "OEQ", "YNQ"
 
@@ -89,7 +89,7 @@ class Benchmark:
         p = self.image_path(item)
         if p is None:
             raise FormatError(f"{self.source or self.name}: item {item.id} has no image")
-        from .images import read_image_bytes
+        from vhmine.images import read_image_bytes
 
         try:
             return read_image_bytes(p)  # a file, or a WebDataset tar member

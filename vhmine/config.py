@@ -9,8 +9,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import IndexMissingError
+from vhmine.errors import IndexMissingError
 
+
+# where `vhmine data coco` downloads from (env VHMINE_COCO_URL or --base-url name a mirror with the same layout)
+COCO_BASE_URL = "http://images.cocodataset.org"
 
 def indexes_root(override: str | os.PathLike | None = None) -> Path:
     return Path(override or os.environ.get("VHMINE_INDEXES") or "indexes")

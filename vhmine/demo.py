@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import DEFAULT_CLIP_MODEL, DEFAULT_DINO_MODEL
+from vhmine.config import DEFAULT_CLIP_MODEL, DEFAULT_DINO_MODEL
 
 COCO_HOST = "images.cocodataset.org"
 DEMO_TOP = 5  # the offline demo's box is the smallest around this many pairs
@@ -28,7 +28,7 @@ def write_sample_photos(folder: Path) -> list[Path]:
     import skimage.data
     from PIL import Image
 
-    from .files import atomic_write
+    from vhmine.files import atomic_write
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -59,15 +59,15 @@ class DemoResult:
 
 
 def run_demo(*, limit: int = 500, offline: bool = False, workdir: Path = Path(".")) -> DemoResult:
-    from .embed import EmbedOptions, embed_collection
-    from .encoders import HUB_HOST, host_reachable
-    from .mine import MineOptions, mine_index
+    from vhmine.embed.job import EmbedOptions, embed_collection
+    from vhmine.embed.encoders import HUB_HOST, host_reachable
+    from vhmine.mine.job import MineOptions, mine_index
 
     workdir = Path(workdir)
     indexes = workdir / "indexes"
     online = not offline and host_reachable(HUB_HOST) and host_reachable(COCO_HOST, 80)
     if online:
-        from .data import download_coco
+        from vhmine.data.coco import download_coco
 
         coco = download_coco("val2017", workdir / "data" / "coco")
         eres = embed_collection(EmbedOptions(images=coco.images_dir, name="coco-val2017-demo",
@@ -76,7 +76,7 @@ def run_demo(*, limit: int = 500, offline: bool = False, workdir: Path = Path(".
         mres = mine_index(MineOptions(index=eres.name, indexes=indexes, out=workdir / "runs" / "demo-coco"))
         return DemoResult("coco", eres.summary(), mres.summary())
 
-    from . import tiny
+    from vhmine.embed import tiny
 
     notes = [
         ("offline: --offline given" if offline else f"offline: {HUB_HOST} / {COCO_HOST} unreachable")
@@ -110,9 +110,9 @@ def _demo_thresholds(indexes: Path, name: str, k: int = DEMO_TOP) -> tuple[float
     """
     import numpy as np
 
-    from .index import open_index
+    from vhmine.embed.index import open_index
 
-    from .simsearch import pair_sims
+    from vhmine.mine.simsearch import pair_sims
 
     idx = open_index(indexes, name)
     i, j = np.triu_indices(len(idx.clip), 1)

@@ -109,3 +109,13 @@ class CostCapError(LLMError):
     """The next request could take spending past --max-cost: nothing more is sent."""
 
     status = "cost-cap"
+
+
+# Not a VhmineError: an unusable image is data (a row with its reason), never a stop. Defined here, below both
+# vhmine.images and vhmine.tars, which raise it; importable as vhmine.images.BadImage as before.
+class BadImage(Exception):
+    """An image that cannot be used; `reason` says why, in a few words."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason

@@ -91,7 +91,7 @@ def check_owned(folder: Path, producer: str, *, flag: str = "--out", whole: bool
     For a whole-folder swap every file in it must be one the producer's record lists, so a file a
     user added later is never deleted with it. The error says what the folder holds and what to do.
     """
-    from .errors import InputError
+    from vhmine.errors import InputError
 
     folder = Path(folder)
     noun, mark = _MARKS[producer]

@@ -7,7 +7,7 @@ reader records as data; a bad image never stops a job.
 
 `read_image_bytes` is the one place the stages after embed (gallery, seed, the curation app, export,
 probe, eval, describe) open an image where an index or the store records it: a file, a member of a
-WebDataset tar (`<folder>/00000.tar/<member>`, read through embed_wds.read_member), or either behind an
+WebDataset tar (`<folder>/00000.tar/<member>`, read through vhmine.tars.read_member), or either behind an
 fsspec URL (`s3://bucket/shards/00000.tar/<member>`). Reads those bytes; writes nothing.
 """
 
@@ -24,6 +24,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageCms, ImageFile, ImageOps, UnidentifiedImageError
 
+from vhmine.errors import BadImage  # noqa: F401  (raised here; importable from here as before)
+
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp")
 
 # Formats tried when identifying bytes. A mis-named file of a common raster format still decodes;
@@ -36,14 +38,6 @@ _PIL_LIMIT_LOCK = threading.Lock()
 _WHITE = (255, 255, 255)
 
 
-class BadImage(Exception):
-    """An image that cannot be used; `reason` says why, in a few words."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
-
-
 def list_images(root: Path) -> list[Path]:
     """Image files under `root`, recursively, sorted by their POSIX path relative to `root`.
 
@@ -51,7 +45,7 @@ def list_images(root: Path) -> list[Path]:
     real folder is visited once, so a link loop (or two links to one folder) adds nothing twice.
     Returned paths are `root / relative path`, never resolved.
     """
-    from .errors import InputError
+    from vhmine.errors import InputError
 
     root = Path(root)
     if not root.is_dir():
@@ -150,7 +144,7 @@ def read_image_bytes(location) -> bytes:
     for k, part in enumerate(parts[:-1]):
         tar = "/".join(parts[: k + 1])
         if part.lower().endswith(".tar") and is_file(tar):
-            from .embed_wds import read_member
+            from vhmine.tars import read_member
 
             return read_member(tar if url is None else fs.unstrip_protocol(tar), "/".join(parts[k + 1:]))
     raise FileNotFoundError(errno.ENOENT, "no such file", str(location))

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
-from . import modes as M
-from .errors import InputError
-from .images import image_sha256
-from .index import locate_image
+from vhmine import modes as M
+from vhmine.errors import InputError
+from vhmine.images import image_sha256
+from vhmine.embed.index import locate_image
 
 REQUIRED = ("rank", "image_id_a", "image_id_b", "sha256_a", "sha256_b", "path_a", "path_b", "clip_sim", "dino_sim", "gap")
 _SHA = re.compile(r"^[0-9a-f]{64}$")
@@ -105,7 +105,7 @@ def _image_file(pairs_path: Path, row, side: str, index_folders) -> str:
 
 def seed_pairs(store, pairs_path: str | Path, per_mode: int = 100, modes: Optional[Sequence[str]] = None) -> SeedResult:
     """Load mined pairs into `store` (a vhmine.store.Store) and queue tasks for each mode."""
-    from .curate.seeding import add_mined_pairs
+    from vhmine.curate.seeding import add_mined_pairs
 
     pairs_path = Path(pairs_path).resolve()
     mode_list = M.selected_modes(modes)
@@ -119,7 +119,7 @@ def seed_pairs(store, pairs_path: str | Path, per_mode: int = 100, modes: Option
 
     # rank order, then pair id for ties: never the file's row order
     def index_folders() -> list[Path]:  # where moved files are looked for: the run's index, then ./indexes
-        from .config import indexes_root, list_indexes
+        from vhmine.config import indexes_root, list_indexes
 
         mined_from = [Path(meta["index_folder"])] if isinstance(meta, dict) and meta.get("index_folder") else []
         return mined_from + [indexes_root() / name for name in list_indexes(indexes_root())]

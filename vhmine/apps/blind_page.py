@@ -1,5 +1,5 @@
 """The app's "Blind flags" page: questions a text-only model answered right without their image (`vhmine blind`),
-and the near duplicates `vhmine export` found (vhmine.neardup).
+and the near duplicates `vhmine export` found (vhmine.export.neardup).
 
 A worker sees each flag of the mode (the question, the model and prompt that raised it, its blind answer
 and the reference on each image) and overrules it with a reason when the question needs its image after

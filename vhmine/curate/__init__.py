@@ -28,38 +28,38 @@ action log, worker lookup and lease checks they all use.
 
 from __future__ import annotations
 
-from .workers import (  # first: imports vhmine.store
+from vhmine.curate.workers import (  # first: imports vhmine.store
     WorkerInfo, activate_worker, add_worker, check_session, deactivate_worker, hash_token, list_workers, rotate_token,
     sign_in,
 )
-from .images import image_bytes, image_file
-from ._shared import ImageView, Item
-from .queue import LEASE_S, Progress, add_generation, discard, next_item, progress, skip
-from .annotate import Annotation, Saved, save_annotation
-from .drafts import DraftDecision, DraftView, confirm_drafts, pending_drafts
-from .undo import undo_last
-from .review import (
+from vhmine.curate.images import image_bytes, image_file
+from vhmine.curate._shared import ImageView, Item
+from vhmine.curate.queue import LEASE_S, Progress, add_generation, discard, next_item, progress, skip
+from vhmine.curate.annotate import Annotation, Saved, save_annotation
+from vhmine.curate.drafts import DraftDecision, DraftView, confirm_drafts, pending_drafts
+from vhmine.curate.undo import undo_last
+from vhmine.curate.review import (
     UNANSWERABLE, Disagreement, ModeAgreement, ReviewItem, agreement, disagreements, next_review, save_review,
 )
-from .responses import (
+from vhmine.curate.responses import (
     ResponseItem, ResponseVerdict, add_response, decide_verdict, label_response, majority_verdict, next_response,
     response_verdicts,
 )
-from .records import InstanceRecord, get_instance, ready_instances
-from .blind import (
+from vhmine.curate.records import InstanceRecord, get_instance, ready_instances
+from vhmine.curate.blind import (
     BlindFlag, FlaggedItem, blind_answered, blind_dropped, blind_summary, flag_list, overrule_blind_flag,
     record_blind_answer, refresh_blind_flags, reinstate_blind_flag,
 )
-from .blind import group_key as blind_group_key
-from .verify import VerifyItem, Verified, accept_draft, edit_draft, next_verify_item, record_draft, reject_draft
-from .neardups import (
+from vhmine.curate.blind import group_key as blind_group_key
+from vhmine.curate.verify import VerifyItem, Verified, accept_draft, edit_draft, next_verify_item, record_draft, reject_draft
+from vhmine.curate.neardups import (
     NearDuplicateView, near_duplicate_id, near_duplicate_list, overrule_near_duplicate, record_near_duplicates,
     reinstate_near_duplicate,
 )
-from .errata import ErratumView, accept_erratum, errata_list, flag_instance, reject_erratum
-from .savings import ModeSavings, draft_savings, savings_table
-from .app import default_app_path, run_app, streamlit_command
-from ..store import resolve_url  # vhmine/apps/curate.py reads it as C.resolve_url
+from vhmine.curate.errata import ErratumView, accept_erratum, errata_list, flag_instance, reject_erratum
+from vhmine.curate.savings import ModeSavings, draft_savings, savings_table
+from vhmine.curate.app import default_app_path, run_app, streamlit_command
+from vhmine.store import resolve_url  # vhmine/apps/curate.py reads it as C.resolve_url
 
 __all__ = [
     "LEASE_S", "UNANSWERABLE",

@@ -19,12 +19,12 @@ import uuid
 from dataclasses import dataclass
 from typing import Optional
 
-from ..errors import AuthError, InputError, LeaseError
-from ..store import (  # first: it says which extra to install when SQLAlchemy is missing
-    Action, Generation, Image, Pair, Task, Worker, utcnow,
+from vhmine.errors import AuthError, InputError, LeaseError
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+    Action, Generation, Image, Pair, Response, Review, Task, Worker, utcnow,
 )
 
-from sqlalchemy import select, update  # noqa: E402
+from sqlalchemy import func, select, update  # noqa: E402
 from sqlalchemy.exc import DBAPIError  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
@@ -168,3 +168,12 @@ def _close(s: Session, t: Task, worker: str, now: dt.datetime, status: str, reas
     if not _cas(s, t, expect_status="open", status=status, discard_reason=reason, done_by=worker, done_at=now,
                 lease_worker=None, lease_until=None):  # someone saved or took it between our read and our write
         raise LeaseError(f"item {t.id} was changed by another worker while you worked on it: nothing saved; take the next item")
+
+
+def _used(s: Session, ids: list[str]) -> str:
+    """What already built on these instances ("" when nothing): a review or a model's answer."""
+    if s.scalar(select(func.count()).select_from(Review).where(Review.instance_id.in_(ids))):
+        return "reviewed"
+    if s.scalar(select(func.count()).select_from(Response).where(Response.instance_id.in_(ids))):
+        return "answered by a model"
+    return ""

@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
-from .. import modes as M
-from ..errors import FormError
-from ..store import Instance, Store, utcnow
+from vhmine import modes as M
+from vhmine.errors import FormError
+from vhmine.store import Instance, Store, utcnow
 
-from ._shared import Item, _close, _item, _lease_check, _log, _new_id, _retried, _worker
+from vhmine.curate._shared import Item, _close, _item, _lease_check, _log, _new_id, _retried, _worker
 
 
 @dataclass

@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from ..errors import InputError, StoreError
-from ..store import display_url, open_store, resolve_url
+from vhmine.errors import InputError, StoreError
+from vhmine.store import display_url, open_store, resolve_url
 
 log = logging.getLogger(__package__)  # "vhmine.curate", the name these log lines had before the split
 

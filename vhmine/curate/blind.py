@@ -1,7 +1,7 @@
 """Blind-solver flags: what a text-only model answered without the image, and the flags workers overrule.
 
 Reads and writes the `blind_answers` table (vhmine.store.BlindAnswer) with the instances it points at.
-`record_blind_answer` writes one answer (vhmine.blind calls it); `refresh_blind_flags` decides the flags
+`record_blind_answer` writes one answer (vhmine.models.blind calls it); `refresh_blind_flags` decides the flags
 of one (model, endpoint, prompt) from the answers stored: a question group (`group_key`) is flagged when
 every ready instance of it has an answer and every answer was right, so a failed request never makes a
 flag. `flag_list` shows flags to a worker; `overrule_blind_flag` records who overruled one and why (and
@@ -15,21 +15,21 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from .. import modes as M
-from ..errors import FormError, InputError
-from ..store import (  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine import modes as M
+from vhmine.errors import FormError, InputError
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
     BlindAnswer, Instance, Store, utcnow,
 )
 
 from sqlalchemy import select  # noqa: E402
 
-from ._shared import WorkerInfo, _new_id, _worker
+from vhmine.curate._shared import WorkerInfo, _new_id, _worker
 
 
 def group_key(mode: str, kind: str, pair_id: Optional[str], question: str, instance_id: str) -> str:
     """The instances that ask one question: of a pair, the same question (bench.question_key) on its
     images; a question without a pair is its own group."""
-    from ..bench import question_key
+    from vhmine.bench import question_key
 
     return f"{mode}:{pair_id}:{kind}:{question_key(question)}" if pair_id else f"{mode}:{instance_id}"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..store import (  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
     Description, Store, utcnow,
 )
 

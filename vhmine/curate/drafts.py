@@ -10,15 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from .. import modes as M
-from ..errors import LeaseError
-from ..store import (  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine import modes as M
+from vhmine.errors import LeaseError
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
     Instance, Pair, Store, utcnow,
 )
 
 from sqlalchemy import select  # noqa: E402
 
-from ._shared import _log, _retried, _worker
+from vhmine.curate._shared import _log, _retried, _worker
 
 
 @dataclass(frozen=True)

@@ -16,16 +16,16 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from .. import modes as M
-from ..errors import FormError, InputError, LeaseError
-from ..store import (  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine import modes as M
+from vhmine.errors import FormError, InputError, LeaseError
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
     Action, Erratum, Instance, Store, utcnow,
 )
 
 from sqlalchemy import select, update  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from ._shared import WorkerInfo, _log, _new_id, _retried, _text, _worker
+from vhmine.curate._shared import WorkerInfo, _log, _new_id, _retried, _text, _worker
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ nothing (queue.add_generation records a new image and queues it).
 
 from __future__ import annotations
 
-from ..store import (  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
     Generation, Store,
 )
 

@@ -14,10 +14,10 @@ import hashlib
 import re
 from pathlib import Path
 
-from ..errors import InputError, StoreError
-from ..images import image_sha256, read_image_bytes
-from ..index import locate_image
-from ..store import Image, Run, Store
+from vhmine.errors import InputError, StoreError
+from vhmine.images import image_sha256, read_image_bytes
+from vhmine.embed.index import locate_image
+from vhmine.store import Image, Run, Store
 
 _IMAGE_ID = re.compile(r"^[0-9a-f]{16}$")
 
@@ -27,7 +27,7 @@ def index_folders(store: Store) -> list[Path]:
     VHMINE_INDEXES)."""
     from sqlalchemy import select
 
-    from ..config import indexes_root, list_indexes
+    from vhmine.config import indexes_root, list_indexes
 
     with store.session(write=False) as s:
         metas = s.scalars(select(Run.meta)).all()

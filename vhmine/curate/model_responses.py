@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from .. import modes as M
-from ..store import (  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine import modes as M
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
     Instance, Response, Store,
 )
 

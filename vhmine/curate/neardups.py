@@ -1,4 +1,4 @@
-"""Near duplicates a worker can see and overrule: the pairs `vhmine export`'s check found (vhmine.neardup).
+"""Near duplicates a worker can see and overrule: the pairs `vhmine export`'s check found (vhmine.export.neardup).
 
 Reads and writes the `near_duplicates` table (vhmine.store.NearDuplicate). `record_near_duplicates` is
 what export calls: it stores each pair found, with the encoders and thresholds that decided it, under an
@@ -15,12 +15,12 @@ import hashlib
 from dataclasses import dataclass
 from typing import Optional
 
-from ..errors import FormError, InputError
-from ..store import NearDuplicate, Store, utcnow  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine.errors import FormError, InputError
+from vhmine.store import NearDuplicate, Store, utcnow  # first: it says which extra to install when SQLAlchemy is missing
 
 from sqlalchemy import select  # noqa: E402
 
-from ._shared import WorkerInfo, _worker
+from vhmine.curate._shared import WorkerInfo, _worker
 
 SCOPES = ("within", "reference", "generated")
 

@@ -12,72 +12,26 @@ queued by vhmine.seed. `progress` counts tasks and ready instances.
 
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional
 
-from .. import modes as M
-from ..errors import FormError, InputError, LeaseError
-from ..images import sha256_file
-from ..store import (  # first: it says which extra to install when SQLAlchemy is missing
-    Action, Generation, Image, Instance, Store, Task, utcnow,
+from vhmine import modes as M
+from vhmine.errors import FormError, InputError, LeaseError
+from vhmine.images import sha256_file
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+    Generation, Image, Instance, Store, Task, utcnow,
 )
 
-from sqlalchemy import func, or_, select  # noqa: E402
-from sqlalchemy.orm import Session  # noqa: E402
+from sqlalchemy import func, select  # noqa: E402
 
-from ._shared import Item, WorkerInfo, _cas, _close, _item, _lease_check, _log, _new_id, _retried, _text, _worker
-
-LEASE_S = 15 * 60
-
-
-def _free(now: dt.datetime):
-    return or_(Task.lease_worker.is_(None), Task.lease_until <= now)
-
-
-def _take(s: Session, t: Task, worker: str, now: dt.datetime, lease_s: float) -> bool:
-    """Compare-and-set the lease: succeeds only if nobody changed the task since we read it."""
-    return _cas(s, t, lease_worker=worker, lease_until=now + dt.timedelta(seconds=lease_s))
-
-
-def lease_next(s: Session, worker: str, mode: str, which, now: dt.datetime, lease_s: float,
-               *, skipped_last: bool = True) -> Optional[Task]:
-    """Lease to `worker` the next open task of `mode` that `which` (a condition on Task) admits: their own
-    running lease first, then the first free task nobody else is changing (skipped ones last); None if none.
-    The one way every queue hands out work, so that none of them can wait on another worker's row."""
-    # our running lease: wait if someone is changing it (we hold no lock yet, so no deadlock can form)
-    mine = s.scalar(select(Task).where(Task.mode == mode, Task.status == "open", Task.lease_worker == worker,
-                                       Task.lease_until > now, which).order_by(Task.priority, Task.id).limit(1)
-                    .with_for_update(key_share=True).execution_options(populate_existing=True))
-    if mine is not None and _take(s, mine, worker, now, lease_s):
-        return s.get(Task, mine.id, populate_existing=True)
-    base = select(Task).where(Task.mode == mode, Task.status == "open", _free(now), which)
-    queries = [base]
-    if skipped_last:
-        skipped = select(Action.task_id).where(Action.worker == worker, Action.kind == "skip",
-                                               Action.undone_at.is_(None), Action.task_id.is_not(None))
-        queries = [base.where(Task.id.not_in(skipped)), base.where(Task.id.in_(skipped))]
-    tried: list[str] = []  # a task we locked but could not take stays locked by us: never pick it again
-    for q in queries:
-        while len(tried) < 8:
-            # the first free task nobody else is changing, locked (and read at its latest version) by us
-            t = s.scalar(q.where(Task.id.not_in(tried)).order_by(Task.priority, Task.id).limit(1)
-                         .with_for_update(skip_locked=True, key_share=True).execution_options(populate_existing=True))
-            if t is None:
-                break
-            if _take(s, t, worker, now, lease_s):
-                return s.get(Task, t.id, populate_existing=True)
-            tried.append(t.id)
-    return None
-
+from vhmine.curate._shared import Item, WorkerInfo, _cas, _close, _item, _lease_check, _log, _new_id, _retried, _text, _worker
+from vhmine.curate.lease import LEASE_S, lease_next, pending_draft_tasks  # noqa: F401  (LEASE_S: vhmine.curate re-exports it)
 
 @_retried
 def next_item(store: Store, worker: str | WorkerInfo, mode: str, *, lease_s: float = LEASE_S) -> Optional[Item]:
     """Lease the next open task of `mode` to `worker` (their current lease first; skipped ones last; a task with
     a model draft waiting for a worker is left to the verify queue, curate.verify)."""
-    from .verify import pending_draft_tasks
-
     mode = M.get_mode(mode).name
     with store.session() as s:
         worker = _worker(s, worker).name

@@ -1,7 +1,7 @@
 """Ready instances as flat records, for export, probe and eval.
 
 Reads instances joined with their image (id, sha256, recorded path, source) and pair from the
-curation store; writes nothing. `InstanceRecord` is what vhmine.export and vhmine.bench consume; its
+curation store; writes nothing. `InstanceRecord` is what vhmine.export.job and vhmine.bench consume; its
 image_path is where the image's content is now (curate.images.current_path: moved files are found
 by sha256), or the recorded path when no file holds it any more (export then says so).
 """
@@ -12,9 +12,9 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Optional
 
-from .. import modes as M
-from ..errors import InputError
-from ..store import (  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine import modes as M
+from vhmine.errors import InputError
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
     Generation, Image, Instance, Pair, Store,
 )
 
@@ -82,7 +82,7 @@ def ready_instances(store: Store, mode: Optional[str] = None, kind: Optional[str
 def _at_current_paths(store: Store, recs: list[InstanceRecord]) -> list[InstanceRecord]:
     from dataclasses import replace
 
-    from .images import current_path
+    from vhmine.curate.images import current_path
 
     found: dict[tuple[str, str], Optional[str]] = {}
     for r in recs:

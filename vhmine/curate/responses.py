@@ -15,15 +15,15 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Optional, Sequence
 
-from .. import modes as M
-from ..errors import FormError, InputError, LeaseError
-from ..store import (  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine import modes as M
+from vhmine.errors import FormError, InputError, LeaseError
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
     VERDICTS, Instance, Response, ResponseLabel, Store, utcnow,
 )
 
 from sqlalchemy import func, select  # noqa: E402
 
-from ._shared import WorkerInfo, _log, _new_id, _retried, _worker
+from vhmine.curate._shared import WorkerInfo, _log, _new_id, _retried, _worker
 
 
 def add_response(store: Store, instance_id: str, model: str, prompt: str, answer: str,

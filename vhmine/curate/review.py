@@ -3,7 +3,7 @@
 Reads ready instances that someone else wrote (shown without answers or author) and writes the
 reviewer's answer with its normalized label, plus a `review` action. `agreement` and `disagreements`
 read, per mode, the author's reference answer against the blind reviews, or workers' labels of model
-responses, and compute Cohen's or Fleiss' kappa with vhmine.agreement; a signed-in worker asking
+responses, and compute Cohen's or Fleiss' kappa with vhmine.curate.kappa; a signed-in worker asking
 for them (`by`) must be an admin, checked in the store on every call.
 """
 
@@ -13,9 +13,9 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from .. import modes as M
-from ..errors import AuthError, FormError, InputError, LeaseError
-from ..store import (  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine import modes as M
+from vhmine.errors import AuthError, FormError, InputError, LeaseError
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
     Instance, Response, ResponseLabel, Review, Store, utcnow,
 )
 
@@ -23,7 +23,7 @@ from sqlalchemy import func, select  # noqa: E402
 from sqlalchemy.exc import IntegrityError  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from ._shared import WorkerInfo, _admin, _log, _retried, _text, _worker
+from vhmine.curate._shared import WorkerInfo, _admin, _log, _retried, _text, _worker
 
 UNANSWERABLE = "unanswerable"
 
@@ -147,7 +147,7 @@ def agreement(store: Store, what: str = "instances", *, by: str | WorkerInfo | N
     workers' correct/hallucinated labels of model responses. `by`: the signed-in worker asking (the
     app passes it), who must be an admin; None only for the store's operator (CLI, scripts).
     """
-    from ..agreement import cohen_kappa, fleiss_kappa
+    from vhmine.curate.kappa import cohen_kappa, fleiss_kappa
 
     with store.session(write=False) as s:
         _admin(s, by)

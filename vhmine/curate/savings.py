@@ -15,15 +15,15 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Optional
 
-from .. import modes as M
-from ..store import (  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine import modes as M
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
     Action, Draft, Store,
 )
 
 from sqlalchemy import func, select  # noqa: E402
 
-from ._shared import WorkerInfo, _admin
-from .queue import LEASE_S
+from vhmine.curate._shared import WorkerInfo, _admin
+from vhmine.curate.queue import LEASE_S
 
 IDLE_S = LEASE_S  # a gap longer than a lease is a break, not work on the next item
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ..errors import InputError
-from ..index import locate_image
-from ..store import (  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine.errors import InputError
+from vhmine.embed.index import locate_image
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
     Image, Pair, Run, Store, Task, utcnow,
 )
 

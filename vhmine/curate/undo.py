@@ -14,16 +14,16 @@ from __future__ import annotations
 
 import datetime as dt
 
-from ..errors import InputError, LeaseError, StoreError
-from ..store import (  # first: it says which extra to install when SQLAlchemy is missing
-    Action, Instance, Response, ResponseLabel, Review, Store, Task, utcnow,
+from vhmine.errors import InputError, LeaseError, StoreError
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+    Action, Instance, ResponseLabel, Review, Store, Task, utcnow,
 )
 
-from sqlalchemy import func, select, update  # noqa: E402
+from sqlalchemy import select, update  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from ._shared import WorkerInfo, _cas, _retried, _worker
-from .queue import LEASE_S
+from vhmine.curate._shared import WorkerInfo, _cas, _retried, _used, _worker
+from vhmine.curate.lease import LEASE_S
 
 
 def _claim(s: Session, act: Action, now: dt.datetime) -> None:
@@ -32,15 +32,6 @@ def _claim(s: Session, act: Action, now: dt.datetime) -> None:
     if res.rowcount != 1:  # another undo (a second tab, a double click) took it between our read and our write
         raise LeaseError("cannot undo: your last action was undone elsewhere meanwhile (another tab?): nothing changed; "
                          "reload the page")
-
-
-def _used(s: Session, ids: list[str]) -> str:
-    """What already built on these instances ("" when nothing): a review or a model's answer."""
-    if s.scalar(select(func.count()).select_from(Review).where(Review.instance_id.in_(ids))):
-        return "reviewed"
-    if s.scalar(select(func.count()).select_from(Response).where(Response.instance_id.in_(ids))):
-        return "answered by a model"
-    return ""
 
 
 @_retried
@@ -102,11 +93,11 @@ def undo_last(store: Store, worker: str | WorkerInfo, *, lease_s: float = LEASE_
                 s.delete(r)
             what = f"label of response {p['response_id']}"
         elif act.kind == "verify":  # a model draft accepted, edited or rejected (curate.verify)
-            from .verify import undo_verify
+            from vhmine.curate.verify import undo_verify
 
             what = undo_verify(s, act, worker, now, lease)
         elif act.kind.startswith("errata_"):  # a flag, or an admin's decision on one (curate.errata)
-            from .errata import undo_errata
+            from vhmine.curate.errata import undo_errata
 
             what = undo_errata(s, act, worker, now)
         else:  # pragma: no cover - every kind written above is handled

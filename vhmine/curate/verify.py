@@ -17,18 +17,18 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from .. import modes as M
-from ..draft_check import DraftContent, check_content
-from ..errors import FormError, InputError, LeaseError
-from ..store import (  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine import modes as M
+from vhmine.models.draft_check import DraftContent, check_content
+from vhmine.errors import FormError, InputError, LeaseError
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
     Action, Draft, Instance, Store, Task, utcnow,
 )
 
 from sqlalchemy import select, update  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from ._shared import ImageView, WorkerInfo, _cas, _close, _item, _lease_check, _log, _new_id, _retried, _text, _worker
-from .queue import LEASE_S, lease_next
+from vhmine.curate._shared import ImageView, WorkerInfo, _cas, _close, _item, _lease_check, _log, _new_id, _retried, _text, _used, _worker
+from vhmine.curate.lease import LEASE_S, lease_next, pending_draft_tasks
 
 VERIFY = "verify"  # the action kind of every decision; payload["decision"]: accept, edit or reject
 
@@ -78,11 +78,6 @@ def drafted_tasks(store: Store, model: str, endpoint: Optional[str], prompt: str
     where = Draft.endpoint == endpoint  # None: IS NULL
     with store.session(write=False) as s:
         return set(s.scalars(select(Draft.task_id).where(Draft.model == model, Draft.prompt == prompt, where)))
-
-
-def pending_draft_tasks():
-    """A subquery of task ids with a draft waiting for a worker (the annotate queue leaves them out)."""
-    return select(Draft.task_id).where(Draft.status == "pending")
 
 
 def _view(s: Session, t: Task, d: Draft) -> VerifyItem:
@@ -135,7 +130,7 @@ def accept_draft(store: Store, worker: str | WorkerInfo, draft_id: str) -> Verif
 def edit_draft(store: Store, worker: str | WorkerInfo, draft_id: str, *, question: Optional[str] = None,
                answers: Optional[dict] = None, yes_no: Optional[Sequence[tuple[str, dict]]] = None) -> Verified:
     """Save the worker's edit of a draft (None keeps the draft's part; an edit identical to the draft is an
-    accept): FormError (nothing saved) when it breaks a draft rule (vhmine.draft_check). Closes the task;
+    accept): FormError (nothing saved) when it breaks a draft rule (vhmine.models.draft_check). Closes the task;
     returns the ready instances made. `answers`: image id -> answers (a str: one per line); `yes_no`:
     (question, {image id: truth}) for every variant to keep."""
     return _edit_draft(store, worker, draft_id, question=question, answers=answers, yes_no=yes_no)
@@ -216,8 +211,6 @@ def reject_draft(store: Store, worker: str | WorkerInfo, draft_id: str, reason: 
 def undo_verify(s: Session, act: Action, worker: str, now: dt.datetime, lease: dict) -> str:
     """Undo a `verify` action (called by curate.undo with the action claimed): the draft is pending again, its
     instances discarded ("undone by"), the task open and leased back to the worker."""
-    from .undo import _used
-
     p = act.payload or {}
     d = s.get(Draft, p["draft_id"])
     t = s.get(Task, act.task_id)

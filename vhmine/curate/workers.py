@@ -15,15 +15,15 @@ import re
 import secrets
 from typing import Optional
 
-from ..errors import AuthError, InputError
-from ..store import (  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine.errors import AuthError, InputError
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
     Store, Worker, utcnow,
 )
 
 from sqlalchemy import select  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from ._shared import WorkerInfo, _admin, _worker
+from vhmine.curate._shared import WorkerInfo, _admin, _worker
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 

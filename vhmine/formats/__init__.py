@@ -16,7 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Optional
 
-from ..errors import FormatError, InputError
+from vhmine.errors import FormatError, InputError
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ def item_extras(item) -> dict:
 
 def item_from_extras(e, question: str, image, where: str, image_data=None):
     """The BenchItem that `item_extras` recorded, read back; FormatError naming `where` if the record is broken."""
-    from ..bench import BenchItem
+    from vhmine.bench import BenchItem
 
     try:
         return BenchItem(e["id"], e["mode"], e["kind"], question, tuple(e["answers"]), e["truth"], image,

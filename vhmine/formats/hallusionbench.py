@@ -18,9 +18,9 @@ import json
 from pathlib import Path
 from typing import Optional
 
-from ..bench import YNQ, BenchItem, Benchmark
-from ..errors import FormatError
-from . import confined_image, copy_images, item_extras, item_from_extras
+from vhmine.bench import YNQ, BenchItem, Benchmark
+from vhmine.errors import FormatError
+from vhmine.formats import confined_image, copy_images, item_extras, item_from_extras
 
 KEYS = ("category", "subcategory", "set_id", "figure_id", "question_id")
 FIELDS = KEYS + ("visual_input", "question")

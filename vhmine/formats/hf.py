@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..bench import BenchItem, Benchmark
-from ..errors import FormatError
-from . import image_ext
+from vhmine.bench import BenchItem, Benchmark
+from vhmine.errors import FormatError
+from vhmine.formats import image_ext
 
 PARQUET = "data/test-00000-of-00001.parquet"
 _STR = {"dtype": "string", "_type": "Value"}

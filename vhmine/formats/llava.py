@@ -20,9 +20,9 @@ import json
 from pathlib import Path
 from typing import Optional
 
-from ..bench import OEQ, YNQ, BenchItem, Benchmark
-from ..errors import FormatError
-from . import confined_image, copy_images, item_extras, item_from_extras
+from vhmine.bench import OEQ, YNQ, BenchItem, Benchmark
+from vhmine.errors import FormatError
+from vhmine.formats import confined_image, copy_images, item_extras, item_from_extras
 
 SHORT = "Answer the question using a single word or phrase."
 FILES = ("train.json", "test.json")

@@ -8,7 +8,7 @@ the group `vhmine.yaml` (size-weighted accuracy over both tasks, i.e. the overal
 `utils.py`: doc_to_visual, doc_to_text (the question plus the suffix `vhmine eval` adds to a yes/no
 question), process_results and the aggregations: accuracy per task and per mode (`<mode>_acc`), and for yes/no
 precision, recall, F1, the yes ratio of the model's answers (lmms-eval's POPE task counts the truths
-instead) and the unreadable count, as vhmine.metrics defines them. utils.py embeds harness_rules (the
+instead) and the unreadable count, as vhmine.eval.metrics defines them. utils.py embeds harness_rules (the
 default yes/no rule and the `match` scorer of vhmine eval) so it needs no vhmine.
 """
 
@@ -19,9 +19,10 @@ import json
 import re
 from pathlib import Path
 
-from ..bench import OEQ, YNQ, Benchmark
-from ..errors import FormatError
-from . import harness_rules, hf
+from vhmine.bench import OEQ, YNQ, Benchmark
+from vhmine.errors import FormatError
+from vhmine.formats import harness_rules
+from vhmine.formats import hf
 
 GROUP = "vhmine"
 TASKS = {YNQ: "vhmine_ynq", OEQ: "vhmine_oeq"}

@@ -18,9 +18,9 @@ import io
 import json
 from pathlib import Path
 
-from ..bench import OEQ, YNQ, BenchItem, Benchmark, question_key
-from ..errors import FormatError
-from . import confined_image, item_extras, item_from_extras
+from vhmine.bench import OEQ, YNQ, BenchItem, Benchmark, question_key
+from vhmine.errors import FormatError
+from vhmine.formats import confined_image, item_extras, item_from_extras
 
 VHTEST_MODES = ("counting", "shape", "color", "orientation", "size", "position", "OCR", "existence")
 # the columns VHTest's scripts read (llava_oeq_version.py, llava_ynq_version.py): all a sheet needs

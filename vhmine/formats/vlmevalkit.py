@@ -21,9 +21,9 @@ import json
 import sys
 from pathlib import Path
 
-from ..bench import OEQ, YNQ, BenchItem, Benchmark, question_key
-from ..errors import FormatError
-from . import item_extras, item_from_extras
+from vhmine.bench import OEQ, YNQ, BenchItem, Benchmark, question_key
+from vhmine.errors import FormatError
+from vhmine.formats import item_extras, item_from_extras
 
 COLUMNS = ("index", "image", "question", "answer", "category")
 
@@ -36,7 +36,7 @@ INDEX_REF_MAX = 64  # VLMEvalKit (ImageBaseDataset.__init__): an image value thi
 
 
 def write(bench: Benchmark, folder: Path) -> None:
-    from .vlmevalkit_register import write_readme, write_registration
+    from vhmine.formats.vlmevalkit_register import write_readme, write_registration
 
     tsvs = {}
     for kind in bench.kinds():

@@ -16,8 +16,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from ..bench import OEQ, YNQ, Benchmark
-from .lmms_eval import _rules_source
+from vhmine.bench import OEQ, YNQ, Benchmark
+from vhmine.formats.lmms_eval import _rules_source
 
 FILE = "vhmine_vlmevalkit.py"
 CLASSES = {YNQ: "VhmineYNQ", OEQ: "VhmineOEQ"}

@@ -32,15 +32,15 @@ from __future__ import annotations
 
 import logging
 
-from .cache import CACHE_VERSION, DEFAULT_CACHE, Cache, cache_path, request_key
-from .client import LLM, Stats
-from .image_urls import encode_image
-from .prices import PRICES, Budget, load_prices, price_of
-from .records import (
+from vhmine.llm.cache import CACHE_VERSION, DEFAULT_CACHE, Cache, cache_path, request_key
+from vhmine.llm.client import LLM, Stats
+from vhmine.llm.image_urls import encode_image
+from vhmine.llm.prices import PRICES, Budget, load_prices, price_of
+from vhmine.llm.records import (
     MAX_IMAGE_BYTES, Answer, ChatRequest, ImageAnswer, ImageEditRequest, ImageRequest, LLMOptions, Outcome,
     SentImage,
 )
-from .redact import safe_endpoint, scrub
+from vhmine.llm.redact import safe_endpoint, scrub
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import Callable, Optional, Union
 
-from ..errors import InputError
+from vhmine.errors import InputError
 
 DEFAULT_CACHE = Path("data") / "llm-cache.db"
 CACHE_VERSION = 2  # 2: the endpoint is part of the key

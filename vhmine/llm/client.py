@@ -18,15 +18,15 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Iterator, Optional, Sequence
 
-from ..errors import (
+from vhmine.errors import (
     CostCapError, InputError, LLMAuthError, LLMError, LLMMalformedError, LLMRefusalError, LLMUnavailableError,
 )
-from .cache import Cache, cache_path, legacy_request_key, request_key
-from .image_urls import _read_image, encode_image
-from .images import ImageCalls
-from .prices import _IMAGE_TOKENS_GUESS, Budget, load_prices, price_of
-from .records import Answer, ChatRequest, LLMOptions, Outcome, SentImage
-from .redact import _code, _describe, _msg, safe_endpoint
+from vhmine.llm.cache import Cache, cache_path, legacy_request_key, request_key
+from vhmine.llm.image_urls import _read_image, encode_image
+from vhmine.llm.images import ImageCalls
+from vhmine.llm.prices import _IMAGE_TOKENS_GUESS, Budget, load_prices, price_of
+from vhmine.llm.records import Answer, ChatRequest, LLMOptions, Outcome, SentImage
+from vhmine.llm.redact import _code, _describe, _msg, safe_endpoint
 
 
 @dataclass

@@ -15,8 +15,8 @@ import math
 from pathlib import Path
 from typing import Union
 
-from ..errors import InputError
-from .records import MAX_IMAGE_BYTES, SentImage
+from vhmine.errors import InputError
+from vhmine.llm.records import MAX_IMAGE_BYTES, SentImage
 
 
 _MIME = {"JPEG": "image/jpeg", "PNG": "image/png", "WEBP": "image/webp", "GIF": "image/gif"}
@@ -67,7 +67,7 @@ def encode_image(data: bytes, max_bytes: int = MAX_IMAGE_BYTES) -> tuple[str, Se
 
 
 def _read_image(src: Union[Path, str, bytes]) -> bytes:
-    from ..images import read_image_bytes
+    from vhmine.images import read_image_bytes
 
     if isinstance(src, (bytes, bytearray)):
         return bytes(src)

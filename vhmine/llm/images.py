@@ -13,9 +13,9 @@ import base64
 import hashlib
 from typing import Iterator, Sequence
 
-from ..errors import LLMError
-from .cache import legacy_request_key, request_key
-from .records import ImageAnswer, ImageEditRequest, ImageRequest, Outcome
+from vhmine.errors import LLMError
+from vhmine.llm.cache import legacy_request_key, request_key
+from vhmine.llm.records import ImageAnswer, ImageEditRequest, ImageRequest, Outcome
 
 
 class ImageCalls:

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Optional
 
-from ..errors import CostCapError, InputError
+from vhmine.errors import CostCapError, InputError
 
 # USD per million tokens ("input", "output") or per image ("image"). Public list prices as of 2025;
 # they change: pass --prices FILE (same shape) to override or add models. Matched by longest prefix.

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
-from ..errors import LLMError
+from vhmine.errors import LLMError
 
 MAX_IMAGE_BYTES = 5 * 1024 * 1024  # the API's limit on one image, counted on the base64 text
 

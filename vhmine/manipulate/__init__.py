@@ -7,6 +7,6 @@ edits), questions (Table 9 templates), detect (correctness and consistency), met
 CASR), stored (earlier cases in the store, so reruns accumulate), run (the stage).
 """
 
-from .run import ManipulateOptions, ManipulateResult, manipulate
+from vhmine.manipulate.run import ManipulateOptions, ManipulateResult, manipulate
 
 __all__ = ["ManipulateOptions", "ManipulateResult", "manipulate"]

@@ -19,8 +19,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from .. import prompts as P
-from ..errors import InputError
+from vhmine import prompts as P
+from vhmine.errors import InputError
 
 PROMPT = "manipulate_prior"
 
@@ -102,7 +102,7 @@ def llm_choices(llm, model: str, asks: Sequence[tuple[str, Sequence[str], Sequen
                 misses: Optional[dict] = None) -> list[Optional[Choice]]:
     """One text-only request per (strategy, scene objects, candidates); an answer naming none of the
     candidates (or a failed request) gives None, and its reason goes into `misses` (index -> (failed, why))."""
-    from ..llm import ChatRequest
+    from vhmine.llm import ChatRequest
 
     prompt = P.load(PROMPT)
     reqs = [ChatRequest(prompt.render(ask=ask_texts(st, scene, cands)), model=model, params={"temperature": 0.0})

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from .scenes import SceneObject
+from vhmine.manipulate.scenes import SceneObject
 
 FLAGS = {"left": "on the left of", "right": "on the right of", "up": "above", "down": "below", "front": "on the front of"}
 LEVELS = ("none", "caption", "paired", "description")

@@ -21,18 +21,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .. import prompts as P
-from ..images import open_scene_image
-from ..errors import InputError, LLMError
-from ..index import atomic_write_text
-from ..llm import LLM, ChatRequest, LLMOptions
-from . import prior as PR
-from . import questions as Q
-from . import stored as ST
-from . import strategies as S
-from .detect import FamilyResult, judge_family
-from .metrics import attack_metrics, metrics_table
-from .scenes import Scene, collection_scenes, detect_scenes
+from vhmine import prompts as P
+from vhmine.images import open_scene_image
+from vhmine.errors import InputError, LLMError
+from vhmine.embed.index import atomic_write_text
+from vhmine.llm import LLM, ChatRequest, LLMOptions
+from vhmine.manipulate import prior as PR
+from vhmine.manipulate import questions as Q
+from vhmine.manipulate import stored as ST
+from vhmine.manipulate import strategies as S
+from vhmine.manipulate.detect import FamilyResult, judge_family
+from vhmine.manipulate.metrics import attack_metrics, metrics_table
+from vhmine.manipulate.scenes import Scene, collection_scenes, detect_scenes
 
 log = logging.getLogger(__name__)
 DEFAULT_OUT = Path("data") / "manipulated"
@@ -156,7 +156,7 @@ def _choices(strategy: str, scenes: list[Scene], counts: PR.Cooccurrence, donors
 
 
 def _record(store, case: Case, out: Path, opts: ManipulateOptions, params: dict) -> None:
-    from .. import curate as C
+    from vhmine import curate as C
 
     e = case.edit
     path, sha = _save(case.png, out)
@@ -241,7 +241,7 @@ def _add_case(result: ManipulateResult, edit: S.Edit, choice: PR.Choice, png: by
 
 def manipulate(store, opts: ManipulateOptions) -> ManipulateResult:
     """Make the edits, queue them, ask the victim and score the attacks (see the module docstring)."""
-    from ..judge import judge_prompt, judge_request
+    from vhmine.models.judge import judge_prompt, judge_request
 
     bad = [s for s in opts.strategies if s not in S.STRATEGIES]
     if bad or not opts.strategies:

@@ -14,9 +14,9 @@ import logging
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .prior import Choice
-from .scenes import Scene, SceneObject
-from .strategies import Edit
+from vhmine.manipulate.prior import Choice
+from vhmine.manipulate.scenes import Scene, SceneObject
+from vhmine.manipulate.strategies import Edit
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ def stored_cases(store, scenes: Sequence[Scene], strategies: Sequence[str], prio
     `backends`: strategy -> (edit backend, its edit_settings) that the run would use."""
     from sqlalchemy import select
 
-    from ..store import Generation, Image
+    from vhmine.store import Generation, Image
 
     shas = {s.sha256 for s in scenes}
     out: dict[tuple, tuple[dict, Path]] = {}

@@ -17,9 +17,9 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..images import open_scene_image
-from ..errors import InputError
-from .scenes import Scene, SceneObject
+from vhmine.images import open_scene_image
+from vhmine.errors import InputError
+from vhmine.manipulate.scenes import Scene, SceneObject
 
 STRATEGIES = ("abnormal", "paired", "removal")
 INSERT_FRACTION = 0.35  # the pasted object's longer side, as a share of the scene's shorter side
@@ -156,7 +156,7 @@ class OpenAIInpainter:
         """The endpoint's repainting of the masked area, resized to the image; raises LLMError when the edit fails."""
         from PIL import Image, ImageOps
 
-        from ..llm import ImageEditRequest
+        from vhmine.llm import ImageEditRequest
 
         alpha_mask = Image.new("RGBA", image.size, (0, 0, 0, 255))
         alpha_mask.putalpha(ImageOps.invert(mask))  # OpenAI repaints where the mask is transparent

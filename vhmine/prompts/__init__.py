@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from ..errors import InputError
+from vhmine.errors import InputError
 
 FOLDER = Path(__file__).resolve().parent
 _FILE = re.compile(r"^(?P<name>[a-z_]+)\.v(?P<version>\d+)\.txt$")

@@ -1,0 +1,109 @@
+"""`vhmine export` and `vhmine eval`: benchmarks out of the store and scores back (registered on vhmine.cli.app).
+
+Thin wiring over vhmine.export.job and vhmine.eval.job; reads and writes what those do, nothing itself.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from vhmine.cli.options import (
+    CacheOpt, ConcurrencyOpt, DbOpt, IndexesOpt, MaxCostOpt, MaxTokensOpt, PricesOpt, RetriesOpt,
+    RetryWaitOpt, TimeoutOpt, _fail, _finish, _llm_options, app,
+)
+from vhmine.errors import InputError, VhmineError
+
+
+
+@app.command()
+def export(
+    out: Path = typer.Option(..., "--out", help="The benchmark folder to write (must not exist unless --replace)."),
+    fmt: str = typer.Option("vhtest", "--format", help="vhtest, vlmevalkit, lmms-eval, hf, pope, llava or hallusionbench."),
+    kind: str = typer.Option("both", "--kind", help="oeq, ynq or both."),
+    per_mode: Optional[int] = typer.Option(None, "--per-mode", min=1, help="Instances per mode and kind (YNQ: half yes, half no) [default: all]."),
+    mode: Optional[List[str]] = typer.Option(None, "--mode", help="Export only this mode (repeatable) [default: all 8]."),
+    allow_unbalanced: bool = typer.Option(False, "--allow-unbalanced", help="Go on when yes/no questions are not 50/50 within a mode."),
+    seed_: int = typer.Option(0, "--seed", help="Seed of --per-mode sampling and of the llava 80/20 split."),
+    replace: bool = typer.Option(False, "--replace", help="Replace an existing --out folder."),
+    name: Optional[str] = typer.Option(None, "--name", help="Benchmark name [default: the folder's name]."),
+    with_provenance: bool = typer.Option(False, "--with-provenance", help="Keep worker names and this machine's paths (internal use) [default: pseudonyms, relative paths]."),
+    drop_blind: bool = typer.Option(False, "--drop-blind", help="Leave out questions a blind solver answered right without the image (`vhmine blind`), unless a worker overruled the flag."),
+    near_dups: Optional[bool] = typer.Option(None, "--near-dups/--no-near-dups", help="Check the exported images for near duplicates of each other (and generated ones against their source collection), with the encoders of the index they were mined from [default: on; when it cannot run the manifest says why; --near-dups makes that an error]."),
+    against: Optional[str] = typer.Option(None, "--against", help="Also check them against this reference index from `vhmine embed` (name or folder; e.g. COCO train2017), with its encoders; implies --near-dups."),
+    dup_clip: float = typer.Option(0.95, "--dup-clip", help="Near duplicate: CLIP cosine >= this (and DINOv2 >= --dup-dino)."),
+    dup_dino: float = typer.Option(0.9, "--dup-dino", help="Near duplicate: DINOv2 cosine >= this (and CLIP >= --dup-clip)."),
+    indexes: Optional[Path] = IndexesOpt,
+    device: Optional[str] = typer.Option(None, "--device", help="Encoders' device for the near-duplicate check: cpu, cuda ... [default: cuda when present]."),
+    version: Optional[str] = typer.Option(None, "--version", help="This export's version, an integer or semver (1.2.0), later than --since's [default: --since's counted up, else 1]."),
+    since: Optional[Path] = typer.Option(None, "--since", help="An earlier export: write CHANGELOG.md and changelog.json (items added, removed, changed, with who and why from the store's action log)."),
+    db: Optional[str] = DbOpt,
+) -> None:
+    """Write the store's ready instances as a benchmark folder (with a manifest, a version and pair groups)."""
+    try:
+        from vhmine.export.job import ExportOptions, export_benchmark
+        from vhmine.export.neardup import DupOptions
+        from vhmine.store import open_store
+
+        if near_dups is False and against:
+            raise InputError("--against checks for near duplicates, --no-near-dups turns the check off: pass one of them")
+        dups = None if near_dups is False else DupOptions(
+            against=against, indexes=indexes, clip_min=dup_clip, dino_min=dup_dino, device=device,
+            required=bool(near_dups or against))  # asked for explicitly: not running is an error
+        opts = ExportOptions(out=out, format=fmt, kind=kind.lower(), per_mode=per_mode, allow_unbalanced=allow_unbalanced,
+                             seed=seed_, replace=replace, name=name, modes=mode or None, with_provenance=with_provenance,
+                             drop_blind=drop_blind, near_dups=dups, version=version, since=since)
+        with open_store(db) as store:
+            result = export_benchmark(store, opts)
+    except VhmineError as err:
+        _fail(err)
+    typer.echo(result.summary())
+
+
+@app.command("eval")
+def eval_(
+    bench: Path = typer.Option(..., "--bench", help="A benchmark folder from `vhmine export`, or HallusionBench's JSON, or POPE's JSON lines."),
+    model: Optional[List[str]] = typer.Option(None, "--model", help="Ask this model (repeatable; OpenAI-compatible endpoint)."),
+    predictions: Optional[List[str]] = typer.Option(None, "--predictions", help="NAME=FILE: score answers already made: vhmine's own (id and answer per item), VLMEvalKit's <model>_<dataset>.xlsx or lmms-eval's --log_samples JSONL (repeatable; one NAME over several files merges them)."),
+    out: Path = typer.Option(Path("eval"), "--out", help="Folder for report.md, report.json, answers and the chart."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint [env OPENAI_BASE_URL]."),
+    judge: Optional[str] = typer.Option(None, "--judge", help="Judge model for open-ended answers (implies --oeq judge)."),
+    oeq: Optional[str] = typer.Option(None, "--oeq", help="Open-ended scoring: match (reference appears in the answer), judge, or labels (the store's verdicts on this model's responses: workers' majority, else probe's rule or judge) [default: judge with --judge, else match]."),
+    rule: str = typer.Option("vhtest", "--rule", help="Yes/no rule: vhtest (VHTest's classify_response), firstword, pope or strict."),
+    fmt: Optional[str] = typer.Option(None, "--format", help="The benchmark's format [default: detected]."),
+    images: Optional[Path] = typer.Option(None, "--images", help="Folder of a foreign benchmark's images (POPE, HallusionBench, LLaVA); image paths must stay inside it."),
+    partial: bool = typer.Option(False, "--partial", help="Score only the items that have an answer."),
+    judge_agreement: bool = typer.Option(False, "--judge-agreement", help="With --judge: Cohen's kappa between the judge's verdicts and workers' labels in the store (--db), where both exist."),
+    concurrency: int = ConcurrencyOpt,
+    timeout: float = TimeoutOpt,
+    max_retries: int = RetriesOpt,
+    retry_wait: float = RetryWaitOpt,
+    max_cost: Optional[float] = MaxCostOpt,
+    prices: Optional[Path] = PricesOpt,
+    cache: Optional[Path] = CacheOpt,
+    max_tokens: int = MaxTokensOpt,
+    db: Optional[str] = DbOpt,
+) -> None:
+    """Score models on a benchmark: accuracy per mode, pair and image accuracy, yes/no bias (exit 3: partial)."""
+    try:
+        from vhmine.eval.job import EvalOptions, evaluate
+
+        preds = []
+        for p in predictions or []:
+            if "=" not in p:
+                raise InputError(f"--predictions {p!r} is not NAME=FILE")
+            n, f = p.split("=", 1)
+            preds.append((n, Path(f)))
+        # the same model-access settings as probe / describe / generate (vhmine.llm.LLMOptions fields)
+        # (the template's model is a placeholder: eval replaces it, and base_url, per model and judge)
+        llm = _llm_options("", base_url, concurrency, timeout, max_retries, retry_wait, max_cost, prices, cache,
+                           max_tokens)
+        opts = EvalOptions(bench=bench, out=out, models=model or [], predictions=preds, fmt=fmt, images=images, rule=rule,
+                           oeq=oeq, judge=judge, base_url=base_url, db=db, partial=partial,
+                           judge_agreement=judge_agreement, llm=llm)
+        result = evaluate(opts)
+    except VhmineError as err:
+        _fail(err)
+    _finish(result)  # items whose request failed are not scored: exit 3, as probe

@@ -1,0 +1,240 @@
+"""The on-disk index of one collection: layout, writing, reading and validation.
+
+    indexes/<name>/manifest.json   encoders (weights, preprocessing, dims), counts, checksums,
+                                   skipped images with reasons, files removed since they were
+                                   embedded (path, sha256, image_id, reason), vhmine version; written LAST
+    indexes/<name>/images.parquet  row i: image_id, path, sha256, width, height, coco_id, categories
+    indexes/<name>/clip.faiss      IndexFlatIP, row i = images.parquet row i
+    indexes/<name>/dino.faiss      IndexFlatIP, row i = images.parquet row i
+    indexes/<name>/skipped.csv     path, reason for every image that could not be used
+    indexes/<name>/work/           the embed job's plan and finished shards (see embed.py)
+
+An index without manifest.json is half-written (a job was stopped before it finished):
+`open_index` refuses it and says how to finish it. `vhmine embed` writes; `vhmine mine` reads.
+
+`locate_image` finds an image by its content (sha256) through the indexes, for stages that recorded a
+path that has since moved; an image is a file, or a member of a WebDataset tar (`.../00000.tar/KEY.jpg`),
+local or behind an fsspec URL (images.read_image_bytes opens both). Atomic writes and folder swaps are in
+files.py.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vhmine.errors import IndexCorruptError, IndexMissingError
+from vhmine.files import atomic_write, atomic_write_text
+from vhmine.images import image_sha256, join_location, local_path, remote_url, sha256_file
+
+MANIFEST = "manifest.json"
+IMAGES = "images.parquet"
+SKIPPED = "skipped.csv"
+VECTOR_FILES = {"clip": "clip.faiss", "dino": "dino.faiss"}
+FORMAT_VERSION = 1
+
+
+def image_id_for(sha256: str) -> str:
+    """Stable image id: content-addressed, so renames and moves keep it and exact duplicates share it."""
+    return sha256[:16]
+
+
+def write_faiss(path: Path, vectors) -> None:
+    """Write float32 L2-normalised rows as an exact inner-product index."""
+    import faiss
+    import numpy as np
+
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    index = faiss.IndexFlatIP(vectors.shape[1])
+    if len(vectors):
+        index.add(vectors)
+    atomic_write(path, lambda tmp: faiss.write_index(index, str(tmp)))
+
+
+def read_faiss_vectors(path: Path):
+    """The stored rows of a flat index as an (n, d) float32 array (no copy through reconstruct)."""
+    import faiss
+    import numpy as np
+
+    index = faiss.read_index(str(path))
+    if not isinstance(index, faiss.IndexFlat):
+        raise IndexCorruptError(
+            f"{path}: expected a flat (exact) FAISS index, found {type(index).__name__}; this is not a file "
+            "`vhmine embed` wrote: delete manifest.json next to it and run the same `vhmine embed` again"
+        )
+    codes = faiss.vector_to_array(index.codes)
+    return codes.view(np.float32).reshape(index.ntotal, index.d)
+
+
+def write_index(folder: Path, images, clip, dino, *, skipped, manifest: dict) -> None:
+    """Write an index's files; manifest.json (checksums, counts, skipped list added here) goes last.
+
+    `images` is a DataFrame whose row i matches row i of `clip` and `dino`; `manifest` carries the
+    producer's fields (name, root, encoders with their dims, counts, ...).
+    """
+    import time
+
+    from vhmine import __version__
+
+    folder = Path(folder)
+    (folder / MANIFEST).unlink(missing_ok=True)  # until the end, the index is half-written
+    atomic_write(folder / IMAGES, lambda tmp: images.to_parquet(tmp, index=False))
+    atomic_write(folder / SKIPPED, lambda tmp: skipped.to_csv(tmp, index=False))
+    write_faiss(folder / VECTOR_FILES["clip"], clip)
+    write_faiss(folder / VECTOR_FILES["dino"], dino)
+    files = {}
+    for fname in (IMAGES, SKIPPED, *VECTOR_FILES.values()):
+        p = folder / fname
+        files[fname] = {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
+    full = {"format_version": FORMAT_VERSION, "vhmine_version": __version__,
+            "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **manifest,
+            "skipped": skipped.to_dict("records"), "files": files}
+    full.setdefault("counts", {})["images"] = int(len(images))
+    atomic_write_text(folder / MANIFEST, json.dumps(full, indent=2, default=str))
+
+
+@dataclass
+class CollectionIndex:
+    name: str
+    folder: Path
+    manifest: dict
+    images: Any  # pandas.DataFrame, row i = vector row i
+    clip: Any  # (n, d_clip) float32
+    dino: Any  # (n, d_dino) float32
+
+    @property
+    def root(self) -> Path:
+        """The folder the `path`s are relative to (a URL's `//` folds into `/` in a Path: use `location`)."""
+        return Path(local_path(self._root_text()))
+
+    def _root_text(self) -> str:
+        # one WebDataset .tar given to `vhmine embed`: the paths are `00000.tar/MEMBER`, relative to its folder
+        root = str(self.manifest["root"])
+        if self.manifest.get("source", {}).get("kind") == "webdataset" and root.endswith(".tar"):
+            root = root.rsplit("/", 1)[0]
+        return root
+
+    def location(self, rel: str) -> str:
+        """Where the image at `rel` (a `path` of images.parquet) is: a local path, or an fsspec URL."""
+        return join_location(self._root_text(), rel)
+
+    def abs_paths(self) -> list[str]:
+        return [self.location(p) for p in self.images["path"]]
+
+
+def index_folder(root: Path, name: str) -> Path:
+    return Path(root) / name
+
+
+def open_index(root: Path, name: str, *, load_vectors: bool = True) -> CollectionIndex:
+    """Open and validate a finished index; every failure says what is wrong and what to run."""
+    import pandas as pd
+
+    folder = index_folder(root, name)
+    if not folder.is_dir():
+        from vhmine.config import list_indexes
+
+        have = list_indexes(Path(root))
+        listing = f" (there are: {', '.join(have)})" if have else ""
+        raise IndexMissingError(
+            f"no index named {name!r} under {root}/{listing}: build it with `vhmine embed FOLDER --name {name}`"
+        )
+    manifest_path = folder / MANIFEST
+    if not manifest_path.is_file():
+        raise IndexCorruptError(
+            f"index {name!r} at {folder} is half-written (no {MANIFEST}): its embed job did not finish. "
+            "Run the same `vhmine embed` command again to finish it"
+        )
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise IndexCorruptError(f"{manifest_path} is unreadable ({err}); rebuild with `vhmine embed`") from err
+    if manifest.get("format_version", 0) > FORMAT_VERSION:
+        raise IndexCorruptError(f"index {name!r} was written by a newer vhmine ({manifest.get('vhmine_version')}); upgrade vhmine")
+    n = manifest.get("counts", {}).get("images")
+    for fname, meta in manifest.get("files", {}).items():
+        p = folder / fname
+        if not p.is_file():
+            raise IndexCorruptError(f"index {name!r}: {p} is missing; rerun `vhmine embed` to rebuild it")
+        if p.stat().st_size != meta["bytes"]:
+            raise IndexCorruptError(
+                f"index {name!r}: {p} has {p.stat().st_size} bytes, the manifest says {meta['bytes']} "
+                "(truncated or changed); rerun `vhmine embed` to rebuild it"
+            )
+    try:
+        images = pd.read_parquet(folder / IMAGES)
+    except Exception as err:  # pyarrow raises several kinds
+        raise IndexCorruptError(f"index {name!r}: {folder / IMAGES} is unreadable ({err}); rerun `vhmine embed`") from err
+    if len(images) != n:
+        raise IndexCorruptError(f"index {name!r}: {IMAGES} has {len(images)} rows, the manifest says {n}")
+    clip = dino = None
+    if load_vectors:
+        vecs = {}
+        for kind, fname in VECTOR_FILES.items():
+            try:
+                vecs[kind] = read_faiss_vectors(folder / fname)
+            except IndexCorruptError:
+                raise
+            except Exception as err:  # faiss raises RuntimeError on a bad file
+                raise IndexCorruptError(f"index {name!r}: {folder / fname} is unreadable ({err}); rerun `vhmine embed`") from err
+            want_dim = manifest["encoders"][kind]["dim"]
+            if vecs[kind].shape != (n, want_dim):
+                raise IndexCorruptError(
+                    f"index {name!r}: {fname} holds {vecs[kind].shape[0]} x {vecs[kind].shape[1]} vectors, "
+                    f"expected {n} x {want_dim}"
+                )
+        clip, dino = vecs["clip"], vecs["dino"]
+    return CollectionIndex(name, folder, manifest, images, clip, dino)
+
+
+_PATHS_BY_SHA: dict[tuple, dict] = {}  # (folder, manifest mtime and size) -> sha256 -> paths
+
+
+def image_paths_by_sha(folder: Path) -> dict[str, list[Path]]:
+    """sha256 -> absolute paths of the files a finished index holds with that content (the indexed
+    path first, then its exact duplicates). Empty for a folder that is not a readable index."""
+    folder = Path(folder)
+    try:
+        st = (folder / MANIFEST).stat()
+    except OSError:
+        return {}
+    key = (str(folder.resolve()), st.st_mtime_ns, st.st_size)
+    if key not in _PATHS_BY_SHA:
+        try:
+            idx = open_index(folder.parent, folder.name, load_vectors=False)
+        except (IndexCorruptError, IndexMissingError):
+            return {}
+        dups = idx.images["duplicate_paths"] if "duplicate_paths" in idx.images else [[]] * len(idx.images)
+        _PATHS_BY_SHA[key] = {sha: [_as_found(idx.location(p)), *(_as_found(idx.location(d)) for d in more)]
+                              for sha, p, more in zip(idx.images["sha256"], idx.images["path"], dups)}
+    return _PATHS_BY_SHA[key]
+
+
+def _as_found(location: str) -> Path | str:
+    """A local location as a Path; a URL stays a string (a Path would fold its `//`)."""
+    return location if remote_url(location) else Path(location)
+
+
+def locate_image(sha256: str, recorded: Path | str | None, index_folders) -> Path | str | None:
+    """An image whose bytes hash to `sha256`: `recorded` while it still does, else one of the places the
+    indexes list for it; None if none does. A place is a file or a tar member (a Path), or an fsspec URL (a
+    str). `index_folders()` gives the indexes' folders; it is called only when the recorded one does not do.
+
+    An image whose content changed is never taken for the image it was: every candidate is hashed."""
+    tried: set[str] = set()
+
+    def matches(p) -> bool:
+        if str(p) in tried:
+            return False
+        tried.add(str(p))
+        return image_sha256(p) == sha256
+
+    if recorded is not None and matches(recorded):
+        return _as_found(remote_url(recorded) or local_path(recorded))
+    for folder in index_folders():
+        for p in image_paths_by_sha(folder).get(sha256, []):
+            if matches(p):
+                return p
+    return None

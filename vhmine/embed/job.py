@@ -1,0 +1,318 @@
+"""Stage 1, embed: an image collection -> `indexes/<name>/` (see index.py for the layout).
+
+The roles, one module each, resumable by shard:
+- reader (read.py, vhmine/tars.py): a source of image records (a folder, with COCO annotations or
+  not, or WebDataset tar shards) and the dataset DataLoader workers run: each record read once,
+  hashed, decoded (images.py) and preprocessed for both encoders; an unusable image becomes a row
+  with its reason, never an exception.
+- encoders (encoders.py): a batch in, two vector arrays out (half precision on GPU).
+- shard writer (work.py): a shard's vectors (`.npy`) and rows (`.parquet`, written last: the
+  commit mark), by temp-file-and-rename; the work folder's plan and job record.
+- runner (run.py): whole shards through reader, encoders and writer.
+- distributor, `--engine`: `local` runs the pending shards in this process; `ray` (ray_engine.py) hands
+  them to one actor per GPU of a Ray cluster. Both write the same shard files.
+This module is the job: it freezes the plan (`work/plan.parquet`, path -> shard; a later run appends
+shards for new files and for files whose content changed, so it embeds only those), runs the pending
+shards on the chosen engine, and finalizes: the current row of every file still there is joined
+into images.parquet, clip.faiss, dino.faiss, skipped.csv and, last, manifest.json, which lists the
+files that left as "removed". Exact duplicates (same sha256) are embedded once per shard and indexed
+once; later copies are listed under the first. Vectors follow content: whichever copy of an image is
+left, the image keeps its vectors and its id. A job whose encoders never loaded leaves no index
+folder behind; a stopped job resumes. Reads the source; writes only under indexes/<name>/.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vhmine.config import DEFAULT_CLIP_MODEL, DEFAULT_DINO_MODEL, indexes_root
+from vhmine.embed.read import open_source, read_coco_annotations
+from vhmine.embed.work import (INDEXED, JOB, WORK, changed_paths, check_job, current_rows, load_done_shards, read_plan,
+                         shard_paths, started, update_plan)
+from vhmine.errors import IndexCorruptError, InputError
+from vhmine.files import atomic_write_text, check_owned
+from vhmine.embed.index import FORMAT_VERSION, MANIFEST, SKIPPED, image_id_for, index_folder, open_index, write_index
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EmbedOptions:
+    images: Path
+    name: str | None = None
+    coco_annotations: Path | None = None
+    clip_model: str = DEFAULT_CLIP_MODEL
+    dino_model: str = DEFAULT_DINO_MODEL
+    indexes: Path | None = None
+    device: str | None = None
+    batch_size: int = 64
+    workers: int | None = None  # None: 0 on a small CPU box, more beside a GPU
+    shard_size: int = 1024
+    max_pixels: int = 89_478_485
+    limit: int | None = None  # embed only the first N files (sorted by path)
+    progress: bool = True
+    engine: str = "local"  # "local": this process; "ray": a Ray cluster (ray_engine.py)
+    ray_address: str | None = None  # None: RAY_ADDRESS, a running local cluster, else start one
+    ray_actors: int | None = None  # None: one per GPU of the cluster, else one per CPU
+
+
+@dataclass
+class EmbedResult:
+    name: str
+    folder: Path
+    images: int
+    skipped: int
+    duplicates: int
+    embedded_now: int
+    seconds: float
+    skipped_reasons: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)  # seconds per phase: load (models), encode, finalize
+
+    def summary(self) -> str:
+        head = f"index {self.name!r} at {self.folder}: {self.images} images in the index"
+        if self.skipped:
+            head += f"; {self.skipped} skipped (see {SKIPPED})"
+        lines = [f"{head} ({self.embedded_now} files read in this run, {self.seconds:.1f} s)"]
+        if self.duplicates:
+            lines.append(f"  {self.duplicates} exact duplicates recorded once (see {MANIFEST})")
+        if self.skipped:
+            reasons = ", ".join(f"{r}: {n}" for r, n in sorted(self.skipped_reasons.items()))
+            lines.append(f"  {self.skipped} images skipped ({reasons}); listed in {self.folder / SKIPPED}")
+        if not self.images:
+            lines.append("  the index holds no images: nothing can be mined from it; fix or replace the files "
+                         "listed in skipped.csv and run the same command again")
+        return "\n".join(lines)
+
+
+# --- the job --------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _job_lock(work: Path, name: str):
+    """One embed job per index at a time: a second one would interleave shards."""
+    import fcntl
+
+    work.mkdir(parents=True, exist_ok=True)
+    f = open(work / "lock", "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        raise InputError(f"another `vhmine embed` is running on index {name!r} ({work.parent}); wait for it to finish") from None
+    try:
+        yield
+    finally:
+        fcntl.flock(f, fcntl.LOCK_UN)
+        f.close()
+
+
+def embed_collection(opts: EmbedOptions) -> EmbedResult:
+    """Embed (or finish embedding, or extend) a collection's index; see the module docstring."""
+    t0 = time.time()
+    if opts.engine not in ("local", "ray"):
+        raise InputError(f"--engine {opts.engine}: use local or ray")
+    source = open_source(opts.images)
+    name = opts.name or source.location.rstrip("/").rsplit("/", 1)[-1].removesuffix(".tar")
+    if not name or "/" in name or name.startswith("."):
+        raise InputError(f"--name {name!r}: use a plain folder name (letters, digits, - and _)")
+    coco = read_coco_annotations(opts.coco_annotations) if opts.coco_annotations else None
+    listing = source.list()
+    on_disk = list(listing)
+    rel_paths = on_disk[: opts.limit] if opts.limit else on_disk
+    if not rel_paths:
+        raise InputError(f"{source.location}: no images found (looked for .jpg, .jpeg, .png, .webp, recursively)")
+    folder = index_folder(indexes_root(opts.indexes), name)
+    check_owned(folder, "vhmine embed", flag="--name", whole=False)  # never write into a folder of the user's
+    created = not folder.exists()
+    work = folder / WORK
+    with _job_lock(work, name):
+        try:
+            result = _embed_locked(opts, source, listing, name, folder, coco, rel_paths)
+        except BaseException:
+            if created and not started(work):  # e.g. encoders that do not load: leave no index behind
+                shutil.rmtree(folder, ignore_errors=True)
+            raise
+    result.seconds = time.time() - t0
+    return result
+
+
+def _embed_locked(opts: EmbedOptions, source, listing: dict[str, dict], name: str, folder: Path, coco,
+                  rel_paths: list[str]) -> EmbedResult:
+    work = folder / WORK
+    on_disk = set(listing)
+    job = check_job(work, opts, source.location)
+    job.setdefault("source", source.kind)
+    plan = read_plan(work)
+    done = [s for s in sorted(plan["shard"].unique().tolist()) if shard_paths(work, s)["rows"].is_file()]
+    known = set(plan["path"])
+    rows = load_done_shards(work, done)
+    add = [p for p in rel_paths if p not in known] + changed_paths(plan, rows, source, listing)
+    plan = update_plan(work, plan, add, opts.shard_size)
+    all_shards = sorted(plan["shard"].unique().tolist())
+    pending = [s for s in all_shards if not shard_paths(work, s)["rows"].is_file()]
+    if pending or all_shards != done:  # shards written in this run (or new ones): read their rows afresh
+        rows = None
+    embedded_now, timings = 0, {}
+    if pending:
+        embedded_now, timings = _run_shards(work, plan, pending, source, listing, job, opts)
+    elif (folder / MANIFEST).is_file() and not opts.coco_annotations:
+        try:  # sizes, rows and vectors against the manifest: a damaged index is rebuilt from its shards
+            idx = open_index(folder.parent, name)
+        except IndexCorruptError as err:
+            if _written_by_newer_vhmine(folder):  # never overwrite what a newer version wrote
+                raise
+            log.warning("%s; rebuilding the index files from the finished shards in %s", err, work)
+        else:
+            if rows is None:
+                rows = load_done_shards(work, all_shards)
+            present, _ = current_rows(rows, on_disk)
+            # a collection moved as a whole keeps its paths: rewrite the manifest so its root follows
+            if set(present["path"]) == _paths_in(idx) and idx.manifest.get("root") == job["root"]:
+                log.info("index %r is complete and up to date: nothing to embed", name)
+                return _result_from_manifest(folder, name, 0.0)
+    t1 = time.time()
+    result = _finalize(folder, work, all_shards, job, coco, name, on_disk, rows)
+    timings["finalize"] = time.time() - t1
+    result.embedded_now = embedded_now
+    result.timings = timings
+    return result
+
+
+def _paths_in(idx) -> set[str]:
+    """Every file path an index accounts for: indexed, duplicate copies and skipped."""
+    dups = idx.images["duplicate_paths"] if "duplicate_paths" in idx.images else []
+    return ({*idx.images["path"]} | {p for more in dups for p in more}
+            | {r["path"] for r in idx.manifest.get("skipped", [])})
+
+
+def _run_shards(work: Path, plan, pending: list[int], source, listing: dict[str, dict], job: dict,
+                opts: EmbedOptions) -> tuple[int, dict]:
+    """Embed the pending shards on the chosen engine; returns (files read, seconds per phase)."""
+    t0 = time.time()
+    todo = plan[plan["shard"].isin(pending)]
+    # a file listed in the plan but gone since (its shard not done yet) still gets a row: a skip
+    shards = [(int(s), [listing.get(p) or {"path": p, "missing": True} for p in group["path"]])
+              for s, group in todo.groupby("shard", sort=True)]
+    loaded = {}
+
+    def record_encoders(described: dict) -> None:
+        if job.get("encoders") and job["encoders"] != described:
+            log.warning("encoder details differ from the ones this index started with (device or dtype changed?)")
+        job["encoders"] = described
+        atomic_write_text(work / JOB, json.dumps(job, indent=2))
+        loaded["at"] = time.time()
+
+    if opts.engine == "ray":
+        from vhmine.embed.ray_engine import run_ray
+
+        run_ray(opts, job, work, source, shards, record_encoders)
+    else:
+        from vhmine.embed.run import ShardEmbedder, run_local
+
+        embedder = ShardEmbedder(job["clip_model"], job["dino_model"], str(work), device=opts.device,
+                                 batch_size=opts.batch_size, workers=opts.workers,
+                                 max_pixels=job.get("max_pixels", opts.max_pixels))
+        record_encoders(embedder.describe())
+        run_local(embedder, source, shards, opts.progress)
+    t_loaded = loaded.get("at", t0)
+    return len(todo), {"load": t_loaded - t0, "encode": time.time() - t_loaded}
+
+
+def _written_by_newer_vhmine(folder: Path) -> bool:
+    try:
+        return json.loads((folder / MANIFEST).read_text(encoding="utf-8")).get("format_version", 0) > FORMAT_VERSION
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _result_from_manifest(folder: Path, name: str, seconds: float) -> EmbedResult:
+    manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    counts = manifest.get("counts", {})
+    return EmbedResult(name, folder, counts.get("images", 0), counts.get("skipped", 0), counts.get("duplicates", 0),
+                       0, seconds, _count_reasons(row["reason"] for row in manifest.get("skipped", [])))
+
+
+def _count_reasons(reasons) -> dict[str, int]:
+    """Skips per kind of reason: 'truncated file (...)' counts as 'truncated file'."""
+    from collections import Counter
+
+    return dict(Counter(r.split(":")[0].split("(")[0].strip() for r in reasons))
+
+
+def _finalize(folder: Path, work: Path, all_shards: list[int], job: dict, coco: dict | None, name: str,
+              on_disk: set[str], rows=None) -> EmbedResult:
+    """Join the current rows of the files still there into the index files; manifest.json goes last,
+    so its presence means complete. An image's vectors are found by its sha256, in whichever shard
+    first embedded that content, so it keeps them when the copy that was embedded has gone.
+    `rows` are the shards' rows when the caller has them already (None: read them here)."""
+    import numpy as np
+    import pandas as pd
+
+    if rows is None:
+        rows = load_done_shards(work, all_shards)
+    clip = np.concatenate([np.load(shard_paths(work, s)["clip"]) for s in all_shards])
+    dino = np.concatenate([np.load(shard_paths(work, s)["dino"]) for s in all_shards])
+    embedded = rows.loc[rows["status"] == "ok", "sha256"]
+    if len(embedded) != len(clip) or len(embedded) != len(dino):
+        raise IndexCorruptError(f"index {name!r}: shard files disagree ({len(embedded)} rows, {len(clip)} vectors); delete {work} and rerun")
+    vector_of: dict[str, int] = {}
+    for k, sha in enumerate(embedded):
+        vector_of.setdefault(sha, k)
+    present, removed = current_rows(rows, on_disk)
+    usable = present[present["status"].isin(INDEXED)]
+    first = ~usable["sha256"].duplicated()
+    ok, dups = usable[first].reset_index(drop=True), usable[~first]
+    lost = [p for p, sha in zip(ok["path"], ok["sha256"]) if sha not in vector_of]
+    if lost:
+        raise IndexCorruptError(f"index {name!r}: no vectors in {work} for {lost[0]}; delete {work} and rerun")
+    take = [vector_of[sha] for sha in ok["sha256"]]
+    clip, dino = clip[take], dino[take]
+    ok["image_id"] = ok["sha256"].map(image_id_for)
+    dup_ids = dups["sha256"].map(image_id_for)
+    dup_paths = dups.groupby(dup_ids)["path"].apply(list).to_dict()
+    images = pd.DataFrame({
+        "image_id": ok["image_id"],
+        "path": ok["path"],
+        "sha256": ok["sha256"],
+        "width": ok["width"].astype("int64"),
+        "height": ok["height"].astype("int64"),
+    })
+    coco_path = job.get("coco_annotations")
+    if coco is None and coco_path:
+        coco = read_coco_annotations(Path(coco_path))
+    if coco is not None:
+        meta = [coco.get(p) or coco.get(p.rsplit("/", 1)[-1]) for p in images["path"]]
+        images["coco_id"] = pd.array([m["coco_id"] if m else None for m in meta], dtype="Int64")
+        images["categories"] = [m["categories"] if m else [] for m in meta]
+    else:
+        images["coco_id"] = pd.array([None] * len(images), dtype="Int64")
+        images["categories"] = [[] for _ in range(len(images))]
+    images["duplicate_paths"] = [dup_paths.get(i, []) for i in images["image_id"]]
+    wds = job.get("source") == "webdataset"
+    for col in ("key", "tar", "url", "caption") if wds else ():  # img2dataset's fields, from the tars
+        images[col] = ok[col].astype("string") if col in ok else pd.array([None] * len(ok), dtype="string")
+    skipped = present.loc[present["status"] == "skipped", ["path", "reason"]].reset_index(drop=True)
+
+    if not job.get("encoders"):
+        raise IndexCorruptError(f"index {name!r}: no encoder record in {work / JOB}; delete {folder} and rerun")
+    write_index(folder, images, clip, dino, skipped=skipped, manifest={
+        "producer": "vhmine embed",
+        "name": name,
+        "created": job.get("created"),
+        "root": job["root"],
+        "source": {"kind": "coco" if coco is not None else job.get("source", "folder"), "coco_annotations": coco_path},
+        "encoders": job["encoders"],
+        "counts": {"files": int(len(present)), "images": int(len(images)), "skipped": int(len(skipped)),
+                   "duplicates": int(len(dups))},
+        "shards": {"count": len(all_shards), "size": job.get("shard_size")},
+        "duplicates": [{"path": p, "image_id": i} for p, i in zip(dups["path"], dup_ids)],
+        "removed": removed,  # files embedded earlier that are gone, or whose content changed
+    })
+    return EmbedResult(name, folder, len(images), len(skipped), len(dups), 0, 0.0, _count_reasons(skipped["reason"]))
+

@@ -1,0 +1,321 @@
+"""Stage 9, eval: score models on a benchmark, from their answers or by asking them.
+
+Reads a benchmark (a folder written by `vhmine export`, or a foreign file: HallusionBench's JSON,
+POPE's JSON lines; vhmine.formats) and, per model, either a predictions file (vhmine.eval.predictions:
+vhmine's own with `id` and `answer`, a HallusionBench result file, VLMEvalKit's `<model>_<dataset>.xlsx`
+or lmms-eval's `--log_samples` JSONL) or the model itself through vhmine.llm (OpenAI-compatible;
+answers cached). This module runs the stage; score reads and scores the answers, report
+writes the tables and chart, and the store is read through vhmine.curate only. Writes `--out DIR`: `report.md` (tables, several models side by side), `report.json` (every number,
+the yes/no rule, the OEQ scorer and the judge's model and prompt), `answers-<model>.jsonl` (each
+answer, how it was read, right or wrong) and `accuracy_by_mode.png`.
+
+YNQ answers are read by a named rule (vhmine.eval.answers: vhtest, pope, strict); answers no rule can
+read are counted and reported, never taken as "no". OEQ answers are scored by `match` (a reference
+answer appears in the answer, words normalized), by an LLM judge (`judge`), or by the verdicts on the
+model's responses in the curation store (`labels`: the workers' majority where they labelled the
+response, else probe's rule or judge; curate.response_verdicts). With a judge, `judge_agreement`
+adds Cohen's kappa between the judge's verdicts and the workers' majority on the same answers.
+
+A request that got no answer (from the model, or from the judge) is never scored: the item is listed
+as failed with its reason, left out of every figure, and the result is partial. A missing or rejected
+key, an endpoint that is down or unreachable, or a model it does not serve stops the run with the
+reason (the client's own stop, as in probe), and nothing is written.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from vhmine import formats as F
+from vhmine.eval import metrics as MT
+from vhmine.bench import OEQ, YNQ, BenchItem, Benchmark
+from vhmine.errors import CostCapError, EvalError
+from vhmine.eval.report import _kappa, _pct, bar_chart, markdown, pair_groups_line
+from vhmine.eval.score import ModelAnswers, group_sizes, judge_agreement, match_oeq, score  # noqa: F401  (eval's public names)
+from vhmine.eval.predictions import load_predictions, read_predictions  # noqa: F401
+
+log = logging.getLogger(__name__)
+
+YNQ_SUFFIX = " ONLY answer yes or no."  # what VHTest's YNQ script appends to every question
+OEQ_SCORERS = ("match", "judge", "labels")
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    bench: Path
+    out: Path
+    models: Sequence[str] = ()  # run these through vhmine.llm
+    predictions: Sequence[tuple[str, Path]] = ()  # (model name, file) pairs
+    fmt: Optional[str] = None  # the benchmark's format [default: detected]
+    images: Optional[Path] = None  # where a foreign benchmark's images are
+    rule: str = "vhtest"  # the yes/no rule
+    oeq: Optional[str] = None  # match, judge or labels; None: judge when `judge` is given, else match
+    judge: Optional[str] = None  # judge model (oeq="judge")
+    base_url: Optional[str] = None
+    db: Optional[str] = None  # the store, for oeq="labels"
+    partial: bool = False  # score only the items that have an answer
+    judge_agreement: bool = False  # Cohen's kappa of the judge's verdicts against workers' labels in the store (db)
+    # further vhmine.llm.LLMOptions fields (cache, max_cost, ...): a dict of them, or an LLMOptions template whose
+    # model and base_url each model / judge replaces
+    llm: Any = field(default_factory=dict)
+
+
+# --- asking models (vhmine.llm) --------------------------------------------------------------------
+
+def prompt_of(item: BenchItem) -> str:
+    return item.question + (YNQ_SUFFIX if item.kind == YNQ else "")
+
+
+def _llm_options(opts: EvalOptions, model: str):
+    from vhmine.llm import LLMOptions
+
+    if isinstance(opts.llm, LLMOptions):
+        return replace(opts.llm, model=model, base_url=opts.base_url)
+    return LLMOptions(model=model, base_url=opts.base_url, **opts.llm)
+
+
+def _llm_setting(opts: EvalOptions, name: str):
+    """One LLMOptions field of `opts.llm` (dict or template); None where a dict lacks it."""
+    return opts.llm.get(name) if isinstance(opts.llm, dict) else getattr(opts.llm, name)
+
+
+def _budget(opts: EvalOptions):
+    """One cost budget for every model and judge of an eval run, so `--max-cost` caps the run, not each client.
+
+    With a cap, every model to be asked must have a price: checked here, before any is asked.
+    """
+    from vhmine.llm import Budget, load_prices, price_of
+
+    budget = Budget(_llm_setting(opts, "max_cost"))
+    if budget.cap is not None:
+        table = load_prices(_llm_setting(opts, "prices"))
+        asked = list(opts.models) + ([opts.judge] if opts.judge and opts.oeq == "judge" else [])
+        missing = sorted({m for m in asked if price_of(m, table) is None})
+        if missing:
+            raise EvalError(f"--max-cost needs a price for {', '.join(missing)}, which the built-in table lacks: "
+                            'pass --prices FILE with {"' + missing[0] + '": {"input": USD per 1M tokens, "output": ...}}')
+    return budget
+
+
+def _stop_if_fatal(llm, outcomes, asking: str) -> None:
+    """EvalError when the run cannot go on: the client stopped (no or rejected key, endpoint down, no such
+    model; a cost cap is a clean stop, not this), or every request failed as unavailable (unreachable)."""
+    stop = llm.stopped
+    failed = [o for o in outcomes if not o.ok]
+    if stop is None and failed and len(failed) == len(outcomes) and all(o.status == "unavailable" for o in failed):
+        stop = failed[-1].error
+    if stop is not None and not isinstance(stop, CostCapError):
+        raise EvalError(f"eval stopped while asking {asking}, nothing scored: {stop}")
+
+
+def run_model(bench: Benchmark, model: str, opts: EvalOptions, budget=None) -> ModelAnswers:
+    from vhmine.llm import LLM, ChatRequest
+
+    reqs = []
+    for it in bench:
+        imgs = [] if it.image is None and it.image_data is None else [bench.image_bytes(it)]
+        reqs.append(ChatRequest(prompt_of(it), images=imgs))
+    out = ModelAnswers(model, {}, f"endpoint:{opts.base_url or 'OPENAI_BASE_URL'}")
+    with LLM(_llm_options(opts, model), budget) as llm:
+        out.source = f"endpoint:{llm.endpoint}"
+        llm.check_prices([model])
+        outcomes = llm.chat_many(reqs, desc=f"eval {model}")
+        _stop_if_fatal(llm, outcomes, model)
+        for o in outcomes:
+            iid = bench.items[o.index].id
+            if o.ok:
+                out.answers[iid] = o.answer.text
+            else:
+                out.failures[iid] = f"{o.status}: {o.reason}"
+    return out
+
+
+def judge_oeq(bench: Benchmark, ans: ModelAnswers, opts: EvalOptions, budget=None) -> dict[str, Optional[bool]]:
+    """OEQ verdicts from the LLM judge: the same prompt and parser as `vhmine probe` (judge.py).
+
+    "unclear" is a verdict (none: scored wrong, counted as unjudged); a judge request that failed is
+    not: its item moves to `ans.failures` and is left out of the score.
+    """
+    from vhmine.models.judge import JUDGED_RIGHT, judge_iter, judge_prompt
+    from vhmine.llm import LLM
+
+    if not opts.judge:
+        raise EvalError("--oeq judge needs a judge model: pass --judge MODEL")
+    items = [it for it in bench if it.kind == OEQ and it.id in ans.answers and it.id not in ans.failures]
+    out: dict[str, Optional[bool]] = {}
+    with LLM(_llm_options(opts, opts.judge), budget) as llm:
+        llm.check_prices([opts.judge])
+        cases = [(it.question, it.answers, ans.answers[it.id]) for it in items]
+        outcomes = sorted(judge_iter(llm, opts.judge, cases, judge_prompt(), f"judge {ans.model}"), key=lambda x: x[0])
+        _stop_if_fatal(llm, [o for _, o, _ in outcomes], f"the judge {opts.judge}")
+        for k, o, said in outcomes:
+            iid = items[k].id
+            if not o.ok:
+                ans.failures[iid] = f"{o.status}: the judge {opts.judge} gave no verdict: {o.reason}"
+                continue
+            out[iid] = JUDGED_RIGHT.get(said)  # unclear: no verdict
+    return out
+
+
+def _judge_record(model: Optional[str]) -> dict:
+    from vhmine.models.judge import judge_name, judge_prompt
+
+    return {"judge": judge_name(model or "?"), "judge_prompt": judge_prompt().id}
+
+
+def store_labels(db: Optional[str], model: str, answers: dict[str, str],
+                 workers_only: bool = False) -> dict[str, Optional[bool]]:
+    """instance id -> the store's verdict on `model`'s response that says the same as `answers[id]`.
+
+    The verdict that counts (curate.response_verdicts): the workers' majority where they labelled the
+    response, else probe's rule or judge; tied workers: None. `workers_only`: the workers' majority alone
+    (responses no worker labelled are left out). A verdict judges one answer text, so a response with
+    other words (another prompt, another endpoint) does not score this answer; two matching responses
+    with different verdicts give None.
+    """
+    from vhmine.curate import response_verdicts
+    from vhmine.curate.model_responses import responses_saying
+    from vhmine.store import open_store
+
+    with open_store(db) as store:
+        rows = responses_saying(store, model, answers)
+        counts = response_verdicts(store, [rid for rid, _ in rows])
+    found: dict[str, set] = {}
+    for rid, iid in rows:
+        if not workers_only or counts[rid].by_workers:
+            found.setdefault(iid, set()).add(counts[rid].verdict)
+    return {iid: {"correct": True, "hallucinated": False}.get(v.pop()) if len(v) == 1 else None
+            for iid, v in found.items()}
+
+
+# --- the report (tables and chart: report) ----------------------------------------------------
+
+@dataclass
+class EvalResult:
+    out: Path
+    report: dict
+
+    @property
+    def partial(self) -> bool:
+        """Some requests got no answer: those items are not scored (the CLI exits with status 3)."""
+        return any(m.get("failed") for m in self.report["models"].values())
+
+    def summary(self) -> str:
+        lines = [f"report: {self.out / 'report.md'}"]
+        for name, m in self.report["models"].items():
+            o = m["metrics"]["overall"]
+            lines.append(f"  {name}: accuracy {_pct(o['accuracy'])}% over {o['n']} item(s)"
+                         + (f", {o['unreadable']} unreadable" if o.get("unreadable") else "")
+                         + (f", {m['oeq_unjudged']} open answers unjudged" if m.get("oeq_unjudged") else "")
+                         + (f"; {m['failed']} failed, not scored (" + ", ".join(f"{st} {k}" for st, k in m["failed_by_status"].items())
+                            + ")" if m.get("failed") else ""))
+            if o.get("pair_groups"):
+                lines.append("    " + pair_groups_line(o["pair_groups"]))
+            if "judge_agreement" in m:
+                a = m["judge_agreement"]
+                lines.append(f"    judge vs workers: Cohen's kappa {_kappa(a['kappa'])} over {a['items']} open answer(s) "
+                             f"both judged ({a['agree']} agree)")
+            for f in m.get("failed_items", [])[:5]:
+                lines.append(f"    no answer: {f['id']}: {f['why']}")
+            if m.get("failed", 0) > 5:
+                lines.append(f"    ... and {m['failed'] - 5} more (report.json)")
+        if self.partial:
+            lines.append("partial run: failed items are left out of every figure; rerun the same command to ask only "
+                         "those (answers are cached)")
+        return "\n".join(lines)
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+
+
+def _read_runs(bench: Benchmark, predictions: Sequence[tuple[str, Path]]) -> list[ModelAnswers]:
+    """One ModelAnswers per name. A harness writes a file per dataset or task (VLMEvalKit's `<model>_<name>_YNQ.xlsx`
+    and `..._OEQ.xlsx`, lmms-eval's `samples_vhmine_ynq.jsonl`, ...): files given under one name are merged."""
+    runs: dict[str, ModelAnswers] = {}
+    for name, path in predictions:
+        got = read_predictions(path, bench)
+        run = runs.get(name)
+        if run is None:
+            runs[name] = ModelAnswers(name, got.answers, f"predictions:{path}", dict(got.failures), got.harness)
+            continue
+        twice = sorted(set(got.answers).union(got.failures) & (set(run.answers) | set(run.failures)))
+        if twice:
+            raise EvalError(f"{name}: item {twice[0]!r} is answered in {path} and in {run.source}: give each item's "
+                            "answer once per model (or name the runs apart)")
+        run.answers.update(got.answers)
+        run.failures.update(got.failures)
+        run.source += f", {path}"
+        if run.harness != got.harness:
+            run.harness = f"{run.harness}+{got.harness}"
+    return list(runs.values())
+
+
+def evaluate(opts: EvalOptions) -> EvalResult:
+    from vhmine.eval.answers import get_rule
+
+    get_rule(opts.rule)  # an unknown rule fails before any model is asked
+    if opts.oeq is None:  # `--judge M` alone means: judge the open answers with M
+        opts = replace(opts, oeq="judge" if opts.judge else "match")
+    if opts.oeq not in OEQ_SCORERS:
+        raise EvalError(f"--oeq {opts.oeq!r} is not one of {', '.join(OEQ_SCORERS)}")
+    if not opts.models and not opts.predictions:
+        raise EvalError("nothing to score: pass --model M (ask a model) or --predictions NAME=FILE")
+    if opts.judge_agreement and (opts.oeq != "judge" or not opts.judge):
+        raise EvalError("--judge-agreement compares a judge's verdicts with workers' labels: pass --judge MODEL")
+    budget = _budget(opts)  # a missing price fails before anything is read or asked
+    fmt = F.get_format(opts.fmt).name if opts.fmt else F.detect(opts.bench)
+    # a foreign benchmark's images may live elsewhere (--images); image paths never leave that folder or the benchmark's
+    if opts.images and fmt not in F.TAKES_IMAGES:
+        raise EvalError(f"--images is for benchmarks whose images live apart ({', '.join(F.TAKES_IMAGES)}); "
+                        f"a {fmt} benchmark carries its own: drop --images")
+    bench = F.load(opts.bench, fmt, **({"images": opts.images} if opts.images else {}))
+    runs = _read_runs(bench, opts.predictions)
+    runs += [run_model(bench, m, opts, budget) for m in opts.models]
+    names = [r.model for r in runs]
+    if len(set(names)) != len(names):
+        raise EvalError(f"two models are named {next(n for n in names if names.count(n) > 1)!r}: name each once (--predictions NAME=FILE)")
+    has_oeq = any(it.kind == OEQ for it in bench)
+    is_hb = bool(bench.items) and all(it.meta.get("source") == "hallusionbench" for it in bench)
+    out = Path(opts.out)
+    out.mkdir(parents=True, exist_ok=True)
+    report = {"producer": "vhmine eval", "benchmark": {"name": bench.name, "source": bench.source, "items": len(bench)},
+              "rule": opts.rule, "ynq_prompt_suffix": YNQ_SUFFIX,
+              "oeq": {"scorer": opts.oeq, **(_judge_record(opts.judge) if opts.oeq == "judge" else {})},
+              "modes": bench.modes(), "models": {}}
+    modes, sizes = bench.modes(), group_sizes(bench)  # the same for every model
+    for run in runs:
+        verdicts: dict[str, Optional[bool]] = {}
+        agreement = None
+        if has_oeq and opts.oeq == "judge":
+            verdicts = judge_oeq(bench, run, opts, budget)
+            if opts.judge_agreement:  # judges disagree (HallusionBench #12): how far this one agrees with people
+                agreement = judge_agreement(verdicts, store_labels(opts.db, run.model, run.answers, workers_only=True))
+        elif has_oeq and opts.oeq == "labels":
+            verdicts = store_labels(opts.db, run.model, run.answers)
+        rows, details = score(bench, run, opts.rule, verdicts, opts.oeq, opts.partial)
+        failed = [{"id": d["id"], "why": d["failure"]} for d in details if d["read_as"] == "failed"]
+        entry = {"source": run.source, **({"harness": run.harness} if run.harness else {}), "answered": len(rows), "failed": len(failed),  # each item one or the other
+                 "failed_by_status": dict(sorted(Counter(f["why"].split(":", 1)[0] for f in failed).items())),
+                 "failed_items": failed,
+                 # open answers with no verdict (judge unclear, labels tied or missing): scored wrong, counted here
+                 "oeq_unjudged": sum(d["read_as"] == "unjudged" for d in details),
+                 "metrics": MT.by_mode(rows, modes, sizes)}
+        if agreement is not None:
+            entry["judge_agreement"] = agreement
+        if is_hb:
+            entry["hallusionbench"] = MT.hallusionbench(rows)
+        report["models"][run.model] = entry
+        with open(out / f"answers-{_safe(run.model)}.jsonl", "w", encoding="utf-8") as f:
+            for d in details:
+                f.write(json.dumps(d, ensure_ascii=False) + "\n")
+    (out / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
+    (out / "report.md").write_text(markdown(report), encoding="utf-8")
+    bar_chart(report, out / "accuracy_by_mode.png")
+    return EvalResult(out, report)

@@ -1,0 +1,56 @@
+"""Which benchmark item a harness's row answers: the id checks and the position rule vhmine's exports use.
+
+Reads a Benchmark; writes nothing. vhmine's VLMEvalKit TSVs number rows `index` 0, 1, ... within each
+kind's file (`<name>_<kind>.tsv`, items in benchmark order) and keep the item id in `vhmine_id`; an
+lmms-eval task's `doc_id` is the row's position in its kind's data. `items_of_kind` gives that order;
+`kind_in_name` reads the kind from a dataset or task name; `check_question` refuses a row whose
+question is another item's, so a file from another benchmark is never scored by position.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Optional
+
+from vhmine.bench import OEQ, YNQ, Benchmark, BenchItem
+from vhmine.errors import FormatError
+
+
+def check_ids(preds: dict[str, str], bench: Benchmark, path: Path) -> dict[str, str]:
+    ids = bench.by_id()
+    unknown = [k for k in preds if k not in ids]
+    if unknown:
+        # POPE-style files name items by their bare question_id: accept "<file>:<n>" ids by suffix
+        alias = {i.split(":", 1)[1]: i for i in ids if ":" in i}
+        if all(k in alias for k in unknown) and len(alias) == len(ids):
+            return {alias.get(k, k): v for k, v in preds.items()}
+        raise FormatError(f"{path}: {len(unknown)} id(s) are not in the benchmark {bench.source or bench.name} "
+                          f"(first: {unknown[0]!r}): is it the right benchmark?")
+    return preds
+
+
+def kind_in_name(name: str, bench: Benchmark) -> Optional[str]:
+    """YNQ or OEQ when `name` holds one as a word (`vh_YNQ`, `vhmine_ynq`), else the benchmark's only kind, else None."""
+    found = {k for k in (OEQ, YNQ) if re.search(rf"(?:^|[^a-z0-9]){k.lower()}(?:$|[^a-z0-9])", name.lower())}
+    if len(found) == 1:
+        return found.pop()
+    kinds = {it.kind for it in bench}
+    return kinds.pop() if len(kinds) == 1 else None
+
+
+def items_of_kind(bench: Benchmark, kind: str) -> list[BenchItem]:
+    """The items of one kind in benchmark order: row k of that kind's export is the k-th."""
+    return [it for it in bench if it.kind == kind]
+
+
+def _norm(text: str) -> str:
+    return " ".join(str(text or "").split()).lower()
+
+
+def check_question(item: BenchItem, shown: Optional[str], where: str) -> None:
+    """FormatError when the text the harness showed the model (`shown`) does not hold `item`'s question."""
+    if shown and _norm(item.question) not in _norm(shown):
+        raise FormatError(f"{where}: the row's question {str(shown)[:80]!r} is not item {item.id}'s "
+                          f"({item.question[:80]!r}): the file answers another benchmark (or another export of it); "
+                          "pass the benchmark the harness ran")

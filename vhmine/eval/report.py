@@ -1,0 +1,127 @@
+"""eval's report files: `report.md` (tables, several models side by side) and `accuracy_by_mode.png`.
+
+Reads the report dict that vhmine.eval.job.evaluate builds (also written as report.json); writes the two
+files' contents (`markdown`) and the chart (`bar_chart`, matplotlib). Where the benchmark has pair
+groups, `markdown` adds their question, image and group accuracy per mode (NaturalBench's Q-Acc, I-Acc,
+G-Acc, vhmine.eval.metrics.pair_groups) beside the per-item accuracy VHTest reports. Items whose request failed are
+not in any figure; `markdown` lists how many per model and why.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+
+def _pct(x: Optional[float]) -> str:
+    return "-" if x is None else f"{100 * x:.1f}"
+
+
+def _num(x: Optional[float]) -> str:
+    return "-" if x is None else f"{x:+.3f}" if x < 0 else f"{x:.3f}"
+
+
+def _kappa(x: Optional[float]) -> str:
+    return "undefined" if x is None else f"{x:.3f}"
+
+
+def pair_groups_line(g: dict) -> str:
+    """One line of a `metrics.pair_groups` dict, for the command's summary."""
+    left = f"; {g['incomplete']} group(s) with an unscored item left out" if g.get("incomplete") else ""
+    return (f"pair groups: question acc. {_pct(g['q_acc'])}%, image acc. {_pct(g['i_acc'])}%, group acc. "
+            f"{_pct(g['g_acc'])}% over {g['groups']} group(s){left}")
+
+
+def _groups_table(models: dict, modes: list) -> list[str]:
+    """Per model and mode: items' accuracy (all, as VHTest), then Q-Acc, I-Acc, G-Acc over the pair groups."""
+    lines = ["", "## Pair groups (%): question, image and group accuracy", "",
+             "A group: the questions asked of both images of a pair whose answers differ by image (yes/no: yes on "
+             "one, no on the other). Question: right on both images; image: every question of its group right on it; "
+             "group: every question right on both images (NaturalBench's Q-Acc, I-Acc, G-Acc).", "",
+             "| model | mode | accuracy (all items) | groups | question acc. | image acc. | group acc. |",
+             "|---|---|---|---|---|---|---|"]
+    for name, m in models.items():
+        per = [(md, m["metrics"]["modes"].get(md, {})) for md in modes] + [("overall", m["metrics"]["overall"])]
+        for md, s in per:
+            g = s.get("pair_groups")
+            if g:
+                left = f" ({g['incomplete']} incomplete left out)" if g.get("incomplete") else ""
+                lines.append(f"| {name} | {md} | {_pct(s.get('accuracy'))} | {g['groups']}{left} | {_pct(g['q_acc'])} | "
+                             f"{_pct(g['i_acc'])} | {_pct(g['g_acc'])} |")
+    return lines
+
+
+def markdown(report: dict) -> str:
+    models = report["models"]
+    modes = report["modes"]
+    lines = [f"# {report['benchmark']['name']}: {len(models)} model(s)", "",
+             f"yes/no rule: `{report['rule']}`; OEQ scorer: `{report['oeq']['scorer']}`"
+             + (f" (judge {report['oeq']['judge']})" if report["oeq"].get("judge") else ""), "",
+             "## Accuracy (%) per mode", "",
+             "| model | " + " | ".join(modes) + " | overall | pair acc. | image acc. |",
+             "|---|" + "---|" * (len(modes) + 3)]
+    for name, m in models.items():
+        o = m["metrics"]["overall"]
+        per = [_pct(m["metrics"]["modes"].get(md, {}).get("accuracy")) for md in modes]
+        lines.append(f"| {name} | " + " | ".join(per) + f" | {_pct(o['accuracy'])} | {_pct(o['pair_accuracy'])} | {_pct(o['image_accuracy'])} |")
+    if any("pair_groups" in m["metrics"]["overall"] for m in models.values()):
+        lines += _groups_table(models, modes)
+    if any("tp" in m["metrics"]["overall"] for m in models.values()):
+        lines += ["", "## Yes/no questions", "", "| model | precision | recall | F1 | yes share of answers | yes share of truths | unreadable |",
+                  "|---|---|---|---|---|---|---|"]
+        for name, m in models.items():
+            o = m["metrics"]["overall"]
+            if "tp" in o:
+                lines.append(f"| {name} | {_pct(o['precision'])} | {_pct(o['recall'])} | {_pct(o['f1'])} | {_pct(o['yes_ratio'])} | "
+                             f"{_pct(o['truth_yes_ratio'])} | {o['unreadable']} |")
+    if any("hallusionbench" in m for m in models.values()):
+        lines += ["", "## HallusionBench", "", "| model | aAcc | qAcc | fAcc | yes % diff | FP ratio | unclear |", "|---|---|---|---|---|---|---|"]
+        for name, m in models.items():
+            h = m.get("hallusionbench")
+            if h:
+                lines.append(f"| {name} | {_pct(h['aAcc'])} | {_pct(h['qAcc'])} | {_pct(h['fAcc'])} | {_num(h['yes_pct_diff'])} | "
+                             f"{_num(h['fp_ratio'])} | {h['unclear']} |")
+    if any("judge_agreement" in m for m in models.values()):
+        lines += ["", "## Judge vs workers (open answers both judged)", "",
+                  "| model | items compared | agree | Cohen's kappa | judged by the judge only | by workers only |",
+                  "|---|---|---|---|---|---|"]
+        for name, m in models.items():
+            a = m.get("judge_agreement")
+            if a:
+                lines.append(f"| {name} | {a['items']} | {a['agree']} | {_kappa(a['kappa'])} | {a['judge_only']} | "
+                             f"{a['workers_only']} |")
+    unjudged = {n: m["oeq_unjudged"] for n, m in models.items() if m.get("oeq_unjudged")}
+    if unjudged:
+        lines += ["", "Open answers with no verdict (scored wrong): " + ", ".join(f"{n}: {k}" for n, k in unjudged.items())]
+    fails = {n: m for n, m in models.items() if m.get("failed")}
+    if fails:
+        lines += ["", "## Requests that got no answer (not scored)", ""]
+        for n, m in fails.items():
+            why = ", ".join(f"{st} {k}" for st, k in m["failed_by_status"].items())
+            lines.append(f"- {n}: {m['failed']} ({why}); the items and reasons are in report.json and answers-*.jsonl")
+    return "\n".join(lines) + "\n"
+
+
+def bar_chart(report: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    modes = report["modes"]
+    models = list(report["models"])
+    width = 0.8 / max(1, len(models))
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(modes) + 2), 4))
+    for k, name in enumerate(models):
+        per = report["models"][name]["metrics"]["modes"]
+        vals = [100 * (per.get(m, {}).get("accuracy") or 0) for m in modes]
+        ax.bar([i + k * width - 0.4 + width / 2 for i in range(len(modes))], vals, width, label=name)
+    ax.set_xticks(range(len(modes)))
+    ax.set_xticklabels(modes, rotation=30, ha="right")
+    ax.set_ylabel("accuracy (%)")
+    ax.set_ylim(0, 100)
+    ax.set_title(f"{report['benchmark']['name']}: accuracy per mode")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,330 @@
+"""Stage 8, export: the store's ready instances become a benchmark folder in one format.
+
+Reads the curation store (vhmine.curate.ready_instances) and the image files it records; writes one
+folder, `--out DIR`, in the chosen format (vhmine.formats) plus `manifest.json`: counts per mode and
+kind (yes/no too), the sha256 of every file, and where each instance came from. The folder is built
+under a temporary name beside DIR and renamed into place, so a failed export leaves no half folder.
+
+YNQ must be 50/50 yes/no within each mode: `--per-mode N` samples N per mode (N/2 of each for YNQ);
+where the store cannot give a balance the export stops and says by how much (`--allow-unbalanced`
+goes on). Sampling follows a hash of (seed, pair or instance id): not row order, and the two
+questions of a pair sort next to each other (a per-mode cut, or the yes/no halves of YNQ, can still
+part them).
+
+Nothing private leaves by default: worker names become stable pseudonyms ("w-" and 8 hex digits of an
+HMAC keyed by the store's own secret, so one worker gets one pseudonym in every export of a store, for
+agreement studies), and the machine's paths (source images, a SQLite store) become relative to the
+working folder, or just the file's name. `--with-provenance` keeps names and paths, for internal use.
+
+`--drop-blind` leaves out the instances a blind solver flagged (vhmine blind; not those a worker
+overruled); the manifest's `blind` holds blind accuracy per mode whenever blind answers exist.
+The images are checked for near duplicates (vhmine.export.neardup; on by default, `--no-near-dups` turns it
+off, `--against INDEX` adds a reference): listed in the manifest and shown in `near_duplicates.html`;
+a check that did not run is listed with its reason.
+
+Pair groups (vhmine.bench.assign_groups): questions asked of both images of a pair whose answers differ
+carry a `group_id` in every format (vhtest and vlmevalkit: a column; hf and lmms-eval: a parquet column;
+pope: a field; llava and hallusionbench: the `vhmine` record); the manifest counts them per mode.
+
+Versions (vhmine.export.changelog): the manifest holds `version` (`--version`, or counted up from `--since`'s)
+and `content_hash`; `--since DIR` also writes `CHANGELOG.md` and `changelog.json`: the items added,
+removed and changed against the earlier export DIR, with who and why from the store's action log.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence
+
+from vhmine import __version__
+from vhmine import formats as F
+from vhmine.bench import OEQ, YNQ, Benchmark, assign_groups, from_records
+from vhmine.errors import ExportError, UnbalancedError, VhmineError
+from vhmine.images import image_sha256, sha256_file
+from vhmine.files import check_owned, replace_dir
+from vhmine.export.neardup import DupOptions, not_run
+from vhmine.export.privacy import private_removed, pseudonym_key, public_store
+
+log = logging.getLogger(__name__)
+
+KIND_CHOICES = {"oeq": (OEQ,), "ynq": (YNQ,), "both": (OEQ, YNQ)}
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    out: Path
+    format: str
+    kind: str = "both"  # oeq, ynq or both
+    per_mode: Optional[int] = None  # instances per mode and kind; None: all
+    allow_unbalanced: bool = False
+    seed: int = 0  # sampling (--per-mode) and the llava train/test split
+    replace: bool = False
+    name: Optional[str] = None  # the benchmark's name [default: the folder's name]
+    modes: Optional[Sequence[str]] = None  # only these modes
+    with_provenance: bool = False  # keep worker names and this machine's paths (internal use only)
+    drop_blind: bool = False  # leave out instances a blind solver flagged (vhmine blind), unless a worker overruled it
+    near_dups: Optional[DupOptions] = DupOptions()  # check the images for near duplicates; None: turned off
+    version: Optional[str] = None  # integer or semver; None: counted up from --since's, or 1
+    since: Optional[Path] = None  # an earlier export: write CHANGELOG.md / changelog.json against it
+
+
+@dataclass
+class ExportResult:
+    out: Path
+    format: str
+    counts: dict
+    files: int
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        n = sum(c.get(OEQ, 0) + c.get(YNQ, 0) for c in self.counts.values())
+        lines = [f"exported {n} instance(s) in {len(self.counts)} mode(s) as {self.format} to {self.out} ({self.files} files)"]
+        for m, c in self.counts.items():
+            y = f" (yes {c.get('yes', 0)} / no {c.get('no', 0)})" if c.get(YNQ) else ""
+            lines.append(f"  {m}: OEQ {c.get(OEQ, 0)}, YNQ {c.get(YNQ, 0)}{y}")
+        return "\n".join(lines + self.notes)
+
+
+def _order(seed: int, key: str) -> str:
+    return hashlib.sha256(f"{seed}:{key}".encode("utf-8")).hexdigest()
+
+
+def _group(item) -> str:
+    return item.pair_id or item.id
+
+
+def balance(bench: Benchmark) -> dict[str, tuple[int, int]]:
+    """mode -> (yes, no) over the YNQ items."""
+    out: dict[str, tuple[int, int]] = {}
+    for it in bench:
+        if it.kind == YNQ:
+            y, n = out.get(it.mode, (0, 0))
+            out[it.mode] = (y + bool(it.truth), n + (not it.truth))
+    return out
+
+
+def unbalanced_message(bal: dict[str, tuple[int, int]]) -> Optional[str]:
+    bad = [(m, y, n) for m, (y, n) in bal.items() if y != n]
+    if not bad:
+        return None
+    parts = []
+    for m, y, n in bad:
+        more, less = ("yes", "no") if y > n else ("no", "yes")
+        parts.append(f"{m}: {y} yes / {n} no ({100 * max(y, n) / (y + n):.1f}% {more}; {abs(y - n)} more '{less}' "
+                     f"question(s) needed, or {abs(y - n)} '{more}' dropped)")
+    return ("yes/no questions are not 50/50 within each mode: " + "; ".join(parts) +
+            ". Write more in the app, pass --per-mode N to sample a balanced subset, or --allow-unbalanced")
+
+
+def sample(bench: Benchmark, per_mode: Optional[int], seed: int = 0, allow_unbalanced: bool = False) -> Benchmark:
+    """Up to `per_mode` items per mode and kind (YNQ: half yes, half no), by hash order; then the balance check."""
+    items = list(bench)
+    if per_mode is not None:
+        picked = []
+        for m in bench.modes():
+            for kind in (OEQ, YNQ):
+                pool = sorted((it for it in items if it.mode == m and it.kind == kind),
+                              key=lambda it: (_order(seed, _group(it)), it.id))
+                if kind == OEQ:
+                    picked += pool[:per_mode]
+                    continue
+                if not pool:
+                    continue
+                half = per_mode // 2
+                yes = [it for it in pool if it.truth][: per_mode - half if allow_unbalanced else half]
+                no = [it for it in pool if not it.truth][:half]
+                if per_mode % 2 and not allow_unbalanced:
+                    raise UnbalancedError(f"--per-mode {per_mode} is odd: a yes/no benchmark needs an even number per mode")
+                if not allow_unbalanced and (len(yes) < half or len(no) < half):
+                    raise UnbalancedError(
+                        f"mode {m} has {sum(1 for it in pool if it.truth)} yes and {sum(1 for it in pool if not it.truth)} "
+                        f"no questions: {half} of each are needed for --per-mode {per_mode}. Lower --per-mode, write more "
+                        "in the app, or pass --allow-unbalanced")
+                picked += yes + no
+        keep = {it.id for it in picked}
+        items = [it for it in items if it.id in keep]  # the store's order (mode, kind, id), not the sample's
+    out = Benchmark(bench.name, items, bench.root, bench.source)
+    msg = unbalanced_message(balance(out))
+    if msg and not allow_unbalanced:
+        raise UnbalancedError(msg)
+    return out
+
+
+def counts(bench: Benchmark) -> dict:
+    out: dict[str, dict] = {}
+    for it in bench:
+        c = out.setdefault(it.mode, {OEQ: 0, YNQ: 0, "yes": 0, "no": 0})
+        c[it.kind] += 1
+        if it.kind == YNQ:
+            c["yes" if it.truth else "no"] += 1
+    return out
+
+
+def _check_images(bench: Benchmark) -> None:
+    """Every recorded image is there and unchanged, before anything is written."""
+    for it in bench:
+        sha = it.meta.get("image_sha256")
+        p = bench.image_path(it)
+        if p is None:
+            continue
+        found = image_sha256(p)  # a file, or a WebDataset tar member
+        if found is None:
+            raise ExportError(f"image {p} of instance {it.id} ({it.mode}) is missing: restore it, or discard the instance in the app")
+        if sha and found != sha:
+            raise ExportError(f"image {p} of instance {it.id} ({it.mode}) no longer matches its recorded sha256: restore the file")
+
+
+def _check_out(out, replace: bool) -> None:
+    """Refuse an output folder that exists (unless --replace) or that is not an earlier export:
+    --replace replaces only an earlier export, never a user's folder. The message names `out` as given."""
+    if Path(out).exists() and not replace:
+        raise ExportError(f"{out} already exists: choose another --out, or pass --replace")
+    check_owned(Path(out), "vhmine export")
+
+
+def write_benchmark(bench: Benchmark, out: Path, fmt: str, *, replace: bool = False, info: Optional[dict] = None,
+                    extra_files: Optional[dict] = None, **fmt_options) -> ExportResult:
+    """Write `bench` as format `fmt` into folder `out` with a manifest, atomically."""
+    spec = F.get_format(fmt)
+    wrong = sorted({it.kind for it in bench} - set(spec.kinds))
+    if wrong:
+        raise ExportError(f"format {spec.name} holds {' and '.join(spec.kinds)} only, and the benchmark has {wrong[0]} "
+                          f"instances: pass --kind {spec.kinds[0].lower()}")
+    if not len(bench):
+        raise ExportError("nothing to export: no ready instances match (mark instances ready in the app, or widen --kind/--mode)")
+    out = Path(out)
+    _check_out(out, replace)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        F.write(spec.name, bench, tmp, **fmt_options)
+        for fname, text in (extra_files or {}).items():  # e.g. near_duplicates.html: listed in files like the rest
+            (tmp / fname).write_text(text, encoding="utf-8")
+        files = {}
+        for p in sorted(q for q in tmp.rglob("*") if q.is_file()):
+            files[p.relative_to(tmp).as_posix()] = {"sha256": sha256_file(p), "bytes": p.stat().st_size}
+        c = counts(bench)
+        manifest = {
+            "producer": "vhmine export", "vhmine_version": __version__, "format": spec.name, "layout": spec.writes,
+            "name": bench.name, "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            **(info or {}),
+            "counts": c,
+            "totals": {OEQ: sum(v[OEQ] for v in c.values()), YNQ: sum(v[YNQ] for v in c.values())},
+            "files": files,
+            "instances": {it.id: {"mode": it.mode, "kind": it.kind, **it.meta,
+                                  **({"group_id": it.group_id} if it.group_id else {})} for it in bench},
+        }
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
+        replace_dir(tmp, out, producer="vhmine export")  # a failed swap leaves the previous export where it was
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return ExportResult(out, spec.name, c, len(files) + 1)
+
+
+def group_counts(bench: Benchmark) -> dict:
+    """mode -> kind -> number of pair groups (vhmine.bench.assign_groups)."""
+    out: dict[str, dict[str, set]] = {}
+    for it in bench:
+        if it.group_id:
+            out.setdefault(it.mode, {}).setdefault(it.kind, set()).add(it.group_id)
+    return {m: {k: len(g) for k, g in per.items()} for m, per in out.items()}
+
+
+def _versioning(store, opts: ExportOptions, bench: Benchmark, left_out: list,
+                key: str) -> tuple[dict, dict, Optional[str]]:
+    """The manifest's version fields, the changelog files (with --since) and a note for the summary;
+    `key` is pseudonym_key(store)."""
+    from vhmine.export import changelog as CL
+
+    earlier = CL.read_earlier(opts.since) if opts.since else None
+    log = None
+    if earlier is not None:
+        d = CL.diff(earlier, bench)
+        version = CL.next_version(opts.version, earlier.version, bool(d["added"] or d["removed"]), opts.since)
+        log, md = CL.build(store, earlier, bench, version=version, key=key, with_provenance=opts.with_provenance,
+                           left_out={r.id for r in left_out}, changes=d)
+    else:
+        version = CL.next_version(opts.version, None, False, None)
+    info = {"version": version, "content_hash": CL.content_hash(bench), "store_fingerprint": CL.store_fingerprint(key),
+            **CL.store_state(store)}
+    if log is None:
+        return info, {}, None
+    info["since"] = {**log["since"], **log["counts"]}
+    files = {"CHANGELOG.md": md, "changelog.json": json.dumps(log, indent=1, ensure_ascii=False, default=str)}
+    c = log["counts"]
+    return info, files, (f"version {version}: {c['added']} added, {c['removed']} removed, {c['changed']} changed since "
+                         f"{earlier.version or 'the earlier export'} (CHANGELOG.md)")
+
+
+def export_benchmark(store, opts: ExportOptions) -> ExportResult:
+    """Ready instances of the store -> `opts.out` in `opts.format` (see the module docstring)."""
+    from vhmine import modes as M
+    from vhmine.curate import blind_dropped, blind_summary, ready_instances
+
+    if opts.kind not in KIND_CHOICES:
+        raise ExportError(f"--kind {opts.kind!r} is not one of {', '.join(KIND_CHOICES)}")
+    spec = F.get_format(opts.format)
+    kinds = KIND_CHOICES[opts.kind]
+    missing = [k for k in kinds if k not in spec.kinds]
+    if missing:
+        raise ExportError(f"format {spec.name} holds {' and '.join(spec.kinds)} only: pass --kind {spec.kinds[0].lower()}")
+    if opts.per_mode is not None and opts.per_mode < 1:
+        raise ExportError("--per-mode must be at least 1")
+    _check_out(opts.out, opts.replace)  # first: a refused export must not have recorded anything in the store
+    wanted = {M.get_mode(m).name for m in opts.modes} if opts.modes else None
+    recs = [r for r in ready_instances(store) if r.kind in kinds and (wanted is None or r.mode in wanted)]
+    flagged = blind_dropped(store) if opts.drop_blind else set()
+    left_out = [r for r in recs if r.id in flagged]  # answerable without the image (vhmine blind)
+    recs = [r for r in recs if r.id not in flagged]
+    bench = from_records(recs, opts.name or Path(opts.out).name)
+    bench = assign_groups(sample(bench, opts.per_mode, opts.seed, opts.allow_unbalanced))  # groups of what is exported
+    _check_images(bench)
+    key = pseudonym_key(store)
+    version_info, log_files, log_note = _versioning(store, opts, bench, left_out, key)
+    if opts.near_dups is not None:
+        from vhmine.export.neardup import check_near_duplicates
+
+        dups = check_near_duplicates(store, bench, opts.near_dups, public=not opts.with_provenance)
+    else:
+        dups = not_run("turned off (--no-near-dups)")
+    if not opts.with_provenance:
+        bench = private_removed(bench, key)
+    fmt_options = {"seed": opts.seed} if spec.name == "llava" else {}
+    groups = group_counts(bench)
+    info = {"kind": opts.kind, "store": store.display_url if opts.with_provenance else public_store(store.url),
+            "provenance": "full (worker names, this machine's paths)" if opts.with_provenance else
+                          "worker names pseudonymized, paths relative",
+            "options": {"per_mode": opts.per_mode, "seed": opts.seed, "allow_unbalanced": opts.allow_unbalanced,
+                        "modes": sorted(wanted) if wanted else None},
+            "balance": {m: {"yes": y, "no": n} for m, (y, n) in balance(bench).items()},
+            "pair_groups": groups, **version_info}
+    blind = blind_summary(store, bench, dropped=left_out, with_endpoint=opts.with_provenance)
+    if blind or opts.drop_blind:  # blind accuracy per mode whenever blind answers exist
+        info["blind"] = {"drop_blind": opts.drop_blind, "left_out": len(left_out), "solvers": blind}
+    info["near_duplicates"] = dups.manifest
+    try:
+        res = write_benchmark(bench, opts.out, spec.name, replace=opts.replace, info=info,
+                              extra_files={**dups.files, **log_files}, **fmt_options)
+    except VhmineError:
+        raise
+    except OSError as err:
+        raise ExportError(f"writing {opts.out} failed ({err}): nothing was left behind; check the disk and try again") from None
+    res.notes.append(f"version {version_info['version']}, content hash {version_info['content_hash'][:12]}; "
+                     f"{sum(sum(k.values()) for k in groups.values())} pair group(s)")
+    if log_note:
+        res.notes.append(log_note)
+    if opts.drop_blind:
+        res.notes.append(f"left out {len(left_out)} instance(s) a blind solver answered right without the image (--drop-blind)")
+    res.notes.append(dups.note)
+    if opts.allow_unbalanced and unbalanced_message(balance(bench)):
+        res.notes.append("note: " + unbalanced_message(balance(bench)).split(". Write more")[0] + " (--allow-unbalanced)")
+    return res

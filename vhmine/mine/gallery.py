@@ -1,0 +1,123 @@
+"""Pictures of a mining run: the CLIP-vs-DINOv2 scatter plot and a self-contained HTML gallery.
+
+Written by mine.py into the run folder. The gallery embeds small JPEG thumbnails, so it can be
+mailed or opened anywhere; every text in it is HTML-escaped. Images are read where the index says they
+are (a file, or a WebDataset tar member: images.read_image_bytes).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from pathlib import Path
+
+
+def box_label(in_box: int, written: int | None = None) -> str:
+    """The legend of the pairs in the box: how many are in it and, when --max-pairs / --max-per-image kept
+    fewer, how many of them pairs.parquet holds."""
+    if written is None or written == in_box:
+        return f"in the box: mined and written ({in_box})"
+    return f"in the box ({in_box}); {written} of them written (--max-pairs / --max-per-image)"
+
+
+def write_scatter(path: Path, clip_sim, dino_sim, background, clip_min: float, dino_max: float, *, title: str,
+                  written: int | None = None) -> list[str]:
+    """Scatter of candidate pairs (and a random background sample), with the threshold box drawn; `written`:
+    the pairs of the box that the run wrote. Returns the legend's labels."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.patches import Rectangle
+
+    fig, ax = plt.subplots(figsize=(7, 6), dpi=110)
+    bg_c, bg_d = background
+    ax.scatter(bg_c, bg_d, s=2, c="#bbbbbb", alpha=0.5, label=f"all pairs, or a random sample ({len(bg_c)})", rasterized=True)
+    clip_sim, dino_sim = np.asarray(clip_sim), np.asarray(dino_sim)
+    n_in = int((dino_sim <= dino_max).sum())  # counted before any sampling: the legend gives the run's numbers
+    n_out = len(dino_sim) - n_in
+    if len(clip_sim) > 200_000:  # keep the PNG readable and quick to draw
+        pick = np.random.default_rng(0).choice(len(clip_sim), 200_000, replace=False)
+        clip_sim, dino_sim = clip_sim[pick], dino_sim[pick]
+    inside = dino_sim <= dino_max
+    ax.scatter(clip_sim[~inside], dino_sim[~inside], s=6, c="#4c72b0", label=f"CLIP-alike, DINOv2-alike ({n_out})")
+    ax.scatter(clip_sim[inside], dino_sim[inside], s=8, c="#dd3333", label=box_label(n_in, written))
+    lo = min(-0.1, float(np.min(bg_d)) if len(bg_d) else 0.0, float(dino_sim.min()) if len(dino_sim) else 0.0) - 0.02
+    ax.add_patch(Rectangle((clip_min, lo), 1.0 - clip_min, dino_max - lo, fill=False, edgecolor="#dd3333",
+                           linewidth=1.5, linestyle="--"))
+    ax.axvline(clip_min, color="#dd3333", linewidth=0.6)
+    ax.axhline(dino_max, color="#dd3333", linewidth=0.6)
+    ax.set_xlabel("CLIP cosine similarity")
+    ax.set_ylabel("DINOv2 cosine similarity")
+    ax.set_title(title, fontsize=10)
+    labels = [t.get_text() for t in ax.legend(loc="upper left", fontsize=8).get_texts()]
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return labels
+
+
+def thumbnail_data_url(path: str, size: int = 256) -> str | None:
+    """A small JPEG of the image (a file, a tar member or a URL) as a data URL, or None if it can no longer be read."""
+    from vhmine.images import BadImage, decode_rgb, read_image_bytes
+
+    try:
+        img = decode_rgb(read_image_bytes(path))
+    except (OSError, BadImage):
+        return None
+    img.thumbnail((size, size))
+    buf = io.BytesIO()
+    img.save(buf, format="JPEG", quality=85)
+    return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+# the head of every vhmine HTML page of image pairs (this gallery, the export's near-duplicate page): format
+# it with title and subtitle (HTML-escaped by the caller)
+PAGE_HEAD = """<!doctype html>
+<html><head><meta charset="utf-8"><title>{title}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em; color: #222; }}
+table {{ border-collapse: collapse; margin-bottom: 2em; }}
+td, th {{ padding: 6px 10px; border-bottom: 1px solid #ddd; vertical-align: top; text-align: left; }}
+img {{ max-width: 256px; max-height: 256px; display: block; }}
+.meta {{ font-size: 12px; color: #555; max-width: 256px; word-break: break-all; }}
+.num {{ font-variant-numeric: tabular-nums; }}
+</style></head><body>
+<h1>{title}</h1><p>{subtitle}</p>
+"""
+
+_PAGE = PAGE_HEAD + """<table><tr><th>rank</th><th>image A</th><th>image B</th><th>CLIP</th><th>DINOv2</th><th>gap</th></tr>
+{rows}
+</table>{empty}</body></html>
+"""
+
+
+def _cell(path: str, image_id: str, categories) -> str:
+    url = thumbnail_data_url(path)
+    img = f'<img src="{url}" alt="{html.escape(image_id)}">' if url else "<em>(image unreadable)</em>"
+    cats = ", ".join(categories) if len(categories) else ""
+    return (f"<td>{img}<div class=meta>{html.escape(image_id)}<br>{html.escape(path)}"
+            f"{'<br>' + html.escape(cats) if cats else ''}</div></td>")
+
+
+def write_gallery(path: Path, pairs, *, title: str, subtitle: str = "", total: int | None = None) -> None:
+    """HTML table of pairs (rows of a pairs DataFrame) side by side with their scores; `total`: pairs in the run."""
+    rows = []
+    for r in pairs.itertuples(index=False):
+        rows.append(
+            f"<tr><td class=num>{int(r.rank)}</td>{_cell(r.path_a, r.image_id_a, r.categories_a)}"
+            f"{_cell(r.path_b, r.image_id_b, r.categories_b)}<td class=num>{r.clip_sim:.4f}</td>"
+            f"<td class=num>{r.dino_sim:.4f}</td><td class=num>{r.gap:.4f}</td></tr>"
+        )
+    total = len(rows) if total is None else total
+    if rows:
+        empty = "" if total <= len(rows) else f"<p>Top {len(rows)} of {total} pairs; all of them are in pairs.parquet.</p>"
+    elif total:
+        empty = f"<p>{total} pairs passed both thresholds; none is shown here (--gallery-size 0).</p>"
+    else:
+        empty = "<p><strong>No pair passed both thresholds.</strong></p>"
+    page = _PAGE.format(title=html.escape(title), subtitle=html.escape(subtitle), rows="\n".join(rows), empty=empty)
+    Path(path).write_text(page, encoding="utf-8")

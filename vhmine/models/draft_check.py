@@ -1,0 +1,143 @@
+"""The rules a pair draft must pass, for a model's draft (vhmine.models.draft) and a worker's edit (curate.verify) alike.
+
+Reads and writes nothing: pure functions over vhmine.modes. A draft is an open question (OEQ) from one of
+the mode's templates with reference answers for each image of the pair, and yes/no variants that each
+have a truth per image. The rules: the template is one of the mode's open templates and its slots are
+filled; the answers are of the mode's form (vhmine.modes.check_oeq_answers); the two images' answers
+differ (the pair is a difference CLIP misses: a question with one answer for both tells the images
+apart no better than a guess); each yes/no variant is yes on one image and no on the other, and does not
+contradict the open answer it tests. `parse_draft` reads a model's JSON into the same form, raising
+FormError with the reason when it is malformed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Mapping, Optional, Sequence
+
+from vhmine import modes as M
+from vhmine.errors import FormError
+
+
+@dataclass(frozen=True)
+class YesNo:
+    question: str
+    truths: dict = field(hash=False)  # image id -> True / False
+
+
+@dataclass(frozen=True)
+class DraftContent:
+    template_id: str  # the OEQ template, or `<mode>.own` for a question reworded past it
+    slots: dict = field(hash=False)
+    question: str = ""
+    answers: dict = field(default_factory=dict, hash=False)  # image id -> list of reference answers
+    yes_no: tuple[YesNo, ...] = ()
+    base_template: str = ""  # the open template it was filled from (kept when the question is reworded past it)
+
+    def as_json(self) -> dict:
+        return {"template_id": self.base_template or self.template_id, "slots": self.slots, "question": self.question,
+                "answers": self.answers,
+                "yes_no": [{"question": y.question, "truths": y.truths} for y in self.yes_no]}
+
+
+def _where(role: str) -> str:
+    return f"image {role}"
+
+
+def check_content(mode_name: str, images: Sequence[str], template_id: str, slots: Mapping[str, str],
+                  question: Optional[str], answers: Mapping[str, Sequence[str] | str],
+                  yes_no: Optional[Sequence[tuple[str, Mapping[str, Optional[bool]]]]]) -> DraftContent:
+    """A checked draft for the pair `images` (A, B); FormError naming the first rule it breaks.
+
+    `question` None: the filled template. `yes_no` None: the variants are drafted from the answers as the
+    annotate page drafts them (vhmine.modes.draft_ynq); [] keeps none."""
+    mode = M.get_mode(mode_name)
+    tpl = mode.template(template_id)
+    if tpl.kind != M.OEQ:
+        raise FormError("template", f"template {tpl.id} is a yes/no template: a pair draft starts from an open "
+                                    f"question ({', '.join(t.id for t in mode.templates_of(M.OEQ))})")
+    slots = {k: " ".join(str(v).split()) for k, v in (slots or {}).items() if k in tpl.slots}
+    question = M.check_question(M.fill(tpl, slots) if question is None else question)
+    kept = M.slots_of(tpl, question, slots)  # None: reworded past the template
+    roles = dict(zip(images, "AB"))
+    clean = {img: M.clean_answers(answers.get(img)) for img in images}
+    for img in images:
+        M.check_oeq_answers(mode, tpl if kept is not None else None, kept or {}, clean[img], _where(roles[img]))
+    a, b = ({M.normalize_answer(x) for x in clean[img]} for img in images)
+    if a & b:
+        raise FormError("answers", f"image A and image B share the answer {sorted(a & b)[0]!r}: a pair question must "
+                                   "have a different answer on each image")
+    ynq_tpl = mode.template(tpl.ynq) if tpl.ynq else None
+    out: list[YesNo] = []
+    for q, truths in (_derived(mode, tpl, kept, clean, images) if yes_no is None else yes_no):
+        q = M.check_question(q)
+        t = {img: truths.get(img) for img in images}
+        if any(v is None for v in t.values()):
+            raise FormError("yes_no", f"the yes/no question {q!r} needs yes or no for both images")
+        if len(set(t.values())) == 1:
+            raise FormError("yes_no", f"the yes/no question {q!r} is {'yes' if t[images[0]] else 'no'} on both images: "
+                                      "a pair's yes/no question must be yes on one image and no on the other")
+        value = _tested_value(tpl, ynq_tpl, q)
+        for img in images:
+            M.check_draft(t[img], value, clean[img], f"{q!r} on {_where(roles[img])}")
+        out.append(YesNo(q, {img: bool(v) for img, v in t.items()}))
+    tid = tpl.id if kept is not None else M.own_template_id(mode)
+    return DraftContent(tid, kept or {}, question, clean, tuple(out), tpl.id)
+
+
+def _tested_value(tpl: M.Template, ynq_tpl: Optional[M.Template], question: str) -> Optional[str]:
+    """The open answer's value a yes/no question names (derive="value" templates), else None (no check)."""
+    if ynq_tpl is None or tpl.derive != "value":
+        return None
+    got = M.slots_of(ynq_tpl, question, {})
+    return None if got is None else got.get(tpl.answer_slot)
+
+
+def _derived(mode: M.Mode, tpl: M.Template, slots: Optional[dict], answers: dict, images: Sequence[str]):
+    """Yes/no variants drafted from each image's answer (the other image's answer as the wrong value), merged by
+    question: a question kept only where it has a truth on both images."""
+    if slots is None:
+        return []
+    merged: dict[str, dict] = {}
+    for img in images:
+        others = [x for o in images if o != img for x in answers[o]]
+        for d in M.draft_ynq(mode, tpl, slots, answers[img], others):
+            merged.setdefault(d.question, {})[img] = d.truth
+    return [(q, t) for q, t in merged.items() if len(t) == len(images)]
+
+
+_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
+
+
+def _yes_no_word(v) -> Optional[bool]:
+    if isinstance(v, bool):
+        return v
+    return {"yes": True, "no": False}.get(str(v).strip().lower().rstrip("."))
+
+
+def parse_draft(text: str, mode_name: str, images: Sequence[str]) -> DraftContent:
+    """A model's JSON draft (a ```json fence around it is allowed) checked by the rules; FormError with the
+    reason when it is not JSON of the asked shape or breaks a rule."""
+    m = _FENCE.match(text or "")
+    try:
+        data = json.loads(m.group(1) if m else (text or ""))
+    except ValueError as err:
+        raise FormError("json", f"malformed draft: not JSON ({err.msg} at character {err.pos})") from None
+    if not isinstance(data, dict):
+        raise FormError("json", "malformed draft: the JSON is not an object")
+    missing = [k for k in ("template", "answer_a", "answer_b") if not isinstance(data.get(k), (str, int))]
+    if missing:
+        raise FormError("json", f"malformed draft: {', '.join(missing)} missing or not text")
+    slots = data.get("slots") or {}
+    yes_no = data.get("yes_no") or []
+    if not isinstance(slots, dict) or not isinstance(yes_no, list) or not all(isinstance(y, dict) for y in yes_no):
+        raise FormError("json", "malformed draft: slots must be an object and yes_no a list of objects")
+    a, b = images
+    yn = [(str(y.get("question") or ""), {a: _yes_no_word(y.get("answer_a")), b: _yes_no_word(y.get("answer_b"))})
+          for y in yes_no]
+    q = data.get("question")
+    return check_content(mode_name, images, str(data["template"]), {k: str(v) for k, v in slots.items()},
+                         None if q in (None, "") else str(q), {a: [str(data["answer_a"])], b: [str(data["answer_b"])]},
+                         yn or None)  # none given: drafted from the answers

@@ -1,0 +1,226 @@
+"""The curation store: opening a database, sessions, and its Alembic migrations.
+
+Reads and writes one database: a SQLite file (default `data/vhmine.db`, WAL, foreign keys on) or any
+SQLAlchemy URL given by `--db` / VHMINE_DB (PostgreSQL included). Opening a store brings its schema
+up to date through the migrations shipped in `vhmine/store/migrations/` (a SQLite file is first copied to
+`<file>.bak-<revision>`), and refuses a store written by a newer vhmine.
+
+The table classes live in vhmine.store.tables and are imported from here (`from vhmine.store import Instance`),
+so that a missing SQLAlchemy gets the message below first. Import cost: SQLAlchemy and Alembic load with this module,
+which the CLI imports only inside the commands that use the store.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+from vhmine.errors import StoreError, StoreVersionError
+
+try:
+    import alembic  # noqa: F401  (checked here so a missing extra gets one clear message)
+    import sqlalchemy  # noqa: F401
+except ModuleNotFoundError as _err:
+    raise StoreError(f"the curation store needs {_err.name}: pip install 'vhmine[app]'") from None
+
+from sqlalchemy import create_engine, event, inspect, text
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.orm import Session
+
+from vhmine.store.tables import (  # noqa: F401  (the table classes, importable from here as before)
+    DRAFT_STATUSES, ERRATUM_STATUSES, IMAGE_SOURCES, INSTANCE_STATUSES, TASK_STATUSES, VERDICTS, Action, Base,
+    BlindAnswer, Description, Draft, Erratum, Generation, Image, Instance, NearDuplicate, Pair, Response,
+    ResponseLabel, Review, Run, Secret, Task, Worker, utcnow,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DB = Path("data") / "vhmine.db"
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+
+
+# --- opening a store -----------------------------------------------------------------------------
+
+def resolve_url(db: str | os.PathLike | None = None) -> str:
+    """`--db`, else VHMINE_DB, else data/vhmine.db; a bare path means a SQLite file."""
+    raw = str(db) if db else (os.environ.get("VHMINE_DB") or str(DEFAULT_DB))
+    if "://" in raw:
+        return raw
+    return "sqlite:///" + str(Path(raw).expanduser().resolve())
+
+
+def display_url(url: str) -> str:
+    """The URL with any password hidden, for messages and logs."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # an unparsable URL has no password we could find; say so rather than echo it
+        return "<unparsable database URL>"
+
+
+def _sqlite_hooks(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_conn, _record):  # noqa: ANN001
+        dbapi_conn.isolation_level = None  # we emit BEGIN ourselves (below)
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn):  # noqa: ANN001
+        # Writers take the lock up front, so two writers queue on busy_timeout instead of
+        # failing when a read lock cannot be upgraded; readers use a plain BEGIN.
+        conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get("vhmine_read") else "BEGIN IMMEDIATE")
+
+
+def make_engine(url: str) -> Engine:
+    u = make_url(url)
+    if u.get_backend_name() == "sqlite":
+        if u.database and u.database != ":memory:":
+            Path(u.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+        _sqlite_hooks(engine)
+        return engine
+    return create_engine(url, pool_pre_ping=True)
+
+
+def _alembic_config():
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    return cfg
+
+
+def schema_head() -> str:
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(_alembic_config()).get_current_head()
+
+
+def _known_revisions() -> set[str]:
+    from alembic.script import ScriptDirectory
+
+    return {r.revision for r in ScriptDirectory.from_config(_alembic_config()).walk_revisions()}
+
+
+def _current_revision(conn) -> Optional[str]:  # noqa: ANN001
+    from alembic.runtime.migration import MigrationContext
+
+    return MigrationContext.configure(conn).get_current_revision()
+
+
+class Store:
+    """An open store: an engine and sessions. Make one with `open_store`."""
+
+    def __init__(self, engine: Engine, url: str):
+        self.engine = engine
+        self.url = url
+        self._read_engine = engine.execution_options(vhmine_read=True)
+
+    @property
+    def display_url(self) -> str:
+        return display_url(self.url)
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    @contextmanager
+    def session(self, write: bool = True) -> Iterator[Session]:
+        """A session that commits on success and rolls back on error."""
+        with Session(self.engine if write else self._read_engine, expire_on_commit=False) as s:
+            with s.begin():
+                yield s
+
+    def revision(self) -> Optional[str]:
+        with self.engine.connect() as conn:
+            rev = _current_revision(conn)
+            conn.rollback()
+        return rev
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _backup_sqlite(engine: Engine, rev: str) -> Optional[Path]:
+    db = engine.url.database
+    if not db or db == ":memory:" or not Path(db).exists():
+        return None
+    from vhmine.files import atomic_write
+
+    dest = Path(f"{db}.bak-{rev}")
+
+    def vacuum_into(tmp: Path) -> None:
+        tmp.unlink()  # VACUUM INTO wants a new file
+        raw = engine.raw_connection()  # autocommit: VACUUM cannot run inside a transaction
+        try:
+            raw.driver_connection.execute("VACUUM INTO '" + str(tmp).replace("'", "''") + "'")
+        finally:
+            raw.close()
+
+    atomic_write(dest, vacuum_into)  # on disk (fsync) before it takes the backup's name
+    return dest
+
+
+def open_store(db: str | os.PathLike | None = None, *, target: str = "head") -> Store:
+    """Open (creating or upgrading as needed) the store at `db`; see `resolve_url`.
+
+    `target` is the schema revision to migrate to; anything but "head" is for tests that build an
+    old store. Raises StoreVersionError for a store from a newer vhmine, StoreError for a database
+    that holds other tables but no vhmine schema.
+    """
+    from alembic import command
+
+    url = resolve_url(db)
+    try:
+        engine = make_engine(url)
+    except Exception as err:  # bad driver names and the like, before any connection
+        raise StoreError(f"cannot open store {display_url(url)}: {err}; check --db / VHMINE_DB") from None
+    head = schema_head() if target == "head" else target
+    try:
+        with engine.connect() as conn:
+            current = _current_revision(conn)
+            tables = set(inspect(conn).get_table_names()) - {"alembic_version"}
+            conn.rollback()
+    except Exception as err:
+        engine.dispose()
+        if isinstance(err, StoreError):
+            raise
+        raise StoreError(f"cannot open store {display_url(url)}: {type(err).__name__}: {err}; "
+                         "check --db / VHMINE_DB and that the database server is running") from None
+    if current is not None and current not in _known_revisions():
+        engine.dispose()
+        raise StoreVersionError(
+            f"store {display_url(url)} has schema revision {current}, which this vhmine does not know "
+            f"(it knows up to {schema_head()}): it was written by a newer vhmine; upgrade vhmine "
+            "(pip install -U vhmine) or point --db at another store"
+        )
+    if current is None and tables:
+        engine.dispose()
+        raise StoreError(
+            f"database {display_url(url)} holds tables ({', '.join(sorted(tables)[:5])}) but no vhmine "
+            "schema: point --db / VHMINE_DB at a new file or an empty database"
+        )
+    if current != head:
+        if current is not None and engine.dialect.name == "sqlite":
+            backup = _backup_sqlite(engine, current)
+            log.info("copied store to %s before migrating", backup)
+        cfg = _alembic_config()
+        with engine.begin() as conn:
+            if engine.dialect.name == "postgresql":  # one migrator at a time
+                conn.execute(text("SELECT pg_advisory_xact_lock(7261636)"))
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, head)
+        log.info("store %s: schema %s -> %s", display_url(url), current or "(new)", head)
+    return Store(engine, url)
