@@ -43,20 +43,17 @@ def export(
 ) -> None:
     """Write the store's ready instances as a benchmark folder (with a manifest, a version and pair groups)."""
     try:
-        from vhmine.export.job import ExportOptions, export_benchmark
+        from vhmine import api
         from vhmine.export.neardup import DupOptions
-        from vhmine.store import open_store
 
         if near_dups is False and against:
             raise InputError("--against checks for near duplicates, --no-near-dups turns the check off: pass one of them")
         dups = None if near_dups is False else DupOptions(
             against=against, indexes=indexes, clip_min=dup_clip, dino_min=dup_dino, device=device,
             required=bool(near_dups or against))  # asked for explicitly: not running is an error
-        opts = ExportOptions(out=out, format=fmt, kind=kind.lower(), per_mode=per_mode, allow_unbalanced=allow_unbalanced,
-                             seed=seed_, replace=replace, name=name, modes=mode or None, with_provenance=with_provenance,
-                             drop_blind=drop_blind, near_dups=dups, version=version, since=since)
-        with open_store(db) as store:
-            result = export_benchmark(store, opts)
+        result = api.export(out, fmt, db=db, kind=kind.lower(), per_mode=per_mode, allow_unbalanced=allow_unbalanced,
+                            seed=seed_, replace=replace, name=name, modes=mode or None, with_provenance=with_provenance,
+                            drop_blind=drop_blind, near_dups=dups, version=version, since=since)
     except VhmineError as err:
         _fail(err)
     typer.echo(result.summary())
@@ -88,7 +85,7 @@ def eval_(
 ) -> None:
     """Score models on a benchmark: accuracy per mode, pair and image accuracy, yes/no bias (exit 3: partial)."""
     try:
-        from vhmine.eval.job import EvalOptions, evaluate
+        from vhmine import api
 
         preds = []
         for p in predictions or []:
@@ -100,10 +97,9 @@ def eval_(
         # (the template's model is a placeholder: eval replaces it, and base_url, per model and judge)
         llm = _llm_options("", base_url, concurrency, timeout, max_retries, retry_wait, max_cost, prices, cache,
                            max_tokens)
-        opts = EvalOptions(bench=bench, out=out, models=model or [], predictions=preds, fmt=fmt, images=images, rule=rule,
-                           oeq=oeq, judge=judge, base_url=base_url, db=db, partial=partial,
-                           judge_agreement=judge_agreement, llm=llm)
-        result = evaluate(opts)
+        result = api.evaluate(bench, out, models=model or [], predictions=preds, fmt=fmt, images=images, rule=rule,
+                              oeq=oeq, judge=judge, base_url=base_url, db=db, partial=partial,
+                              judge_agreement=judge_agreement, llm=llm)
     except VhmineError as err:
         _fail(err)
     _finish(result)  # items whose request failed are not scored: exit 3, as probe

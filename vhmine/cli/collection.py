@@ -33,16 +33,15 @@ def embed(
     ray_actors: Optional[int] = typer.Option(None, "--ray-actors", min=1, help="Ray actors [default: one per GPU of the cluster; one per CPU where it has none]."),
 ) -> None:
     """Embed an image collection with CLIP and DINOv2 into FAISS indexes (resumable)."""
-    from vhmine.embed.job import EmbedOptions, embed_collection
+    from vhmine import api
 
-    opts = EmbedOptions(
-        images=images, name=name, coco_annotations=coco_annotations, clip_model=clip_model,
-        dino_model=dino_model, indexes=indexes, device=device, batch_size=batch_size,
-        workers=workers, shard_size=shard_size, max_pixels=max_pixels, engine=engine, ray_address=ray_address,
-        ray_actors=ray_actors,
-    )
     try:
-        result = embed_collection(opts)
+        result = api.embed(
+            images, name=name, coco_annotations=coco_annotations, clip_model=clip_model,
+            dino_model=dino_model, indexes=indexes, device=device, batch_size=batch_size,
+            workers=workers, shard_size=shard_size, max_pixels=max_pixels, engine=engine, ray_address=ray_address,
+            ray_actors=ray_actors,
+        )
     except VhmineError as err:
         _fail(err)
     typer.echo(result.summary())
@@ -64,15 +63,14 @@ def mine(
     tile_memory: float = typer.Option(1024, "--tile-memory", min=0.01, help="MiB of working memory per Ray tile; sets the tile size (1024 MiB: 15,680 rows at 768 dims)."),
 ) -> None:
     """Find image pairs that CLIP calls alike and DINOv2 calls different."""
-    from vhmine.mine.job import MineOptions, mine_index
+    from vhmine import api
 
-    opts = MineOptions(
-        index=index, clip=clip, dino=dino, max_pairs=max_pairs, max_per_image=max_per_image,
-        out=out, indexes=indexes, device=device, gallery_size=gallery_size,
-        engine=engine, ray_address=ray_address, tile_memory=int(tile_memory * 2**20),
-    )
     try:
-        result = mine_index(opts)
+        result = api.mine(
+            index, clip=clip, dino=dino, max_pairs=max_pairs, max_per_image=max_per_image,
+            out=out, indexes=indexes, device=device, gallery_size=gallery_size,
+            engine=engine, ray_address=ray_address, tile_memory=int(tile_memory * 2**20),
+        )
     except VhmineError as err:
         _fail(err)
     typer.echo(result.summary())

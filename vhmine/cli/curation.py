@@ -30,11 +30,9 @@ def seed(
 ) -> None:
     """Load mined pairs into the store and queue initial-instance tasks per mode."""
     try:
-        from vhmine.seed import seed_pairs
-        from vhmine.store import open_store
+        from vhmine import api
 
-        with open_store(db) as store:
-            result = seed_pairs(store, pairs, per_mode=per_mode, modes=mode or None)
+        result = api.seed(pairs, db=db, per_mode=per_mode, modes=mode or None)
     except VhmineError as err:
         _fail(err)
     typer.echo(result.summary())

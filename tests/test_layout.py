@@ -1,0 +1,152 @@
+"""The package's layout: no import cycles (imports inside functions included), a folder per stage whose
+`__init__` says what it reads and writes, the shared vocabulary at the top, and the thin app entry."""
+
+import ast
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "vhmine"
+STAGES = ("data", "embed", "mine", "store", "curate", "models", "manipulate", "export", "formats", "eval", "cli", "apps")
+
+
+def module_files(root: Path = PACKAGE) -> dict[str, Path]:
+    """Dotted module name -> file, for every .py file of the package (a package is its __init__.py)."""
+    out = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def import_graph(mods: dict[str, Path]) -> dict[str, set[str]]:
+    """Module -> the package modules it imports anywhere in its source (top level or inside functions)."""
+    top = next(iter(mods)).split(".")[0]
+
+    def resolve(name: str) -> str:
+        while name and name not in mods:
+            name = name.rpartition(".")[0]
+        return name
+
+    edges: dict[str, set[str]] = defaultdict(set)
+    for mod, path in mods.items():
+        is_pkg = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = mod.split(".") if is_pkg else mod.split(".")[:-1]
+                    base = base[: len(base) - (node.level - 1)]
+                    source = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    source = node.module or ""
+                # `from pkg import sub` imports the submodule; `from mod import name` imports mod
+                targets = [f"{source}.{a.name}" if f"{source}.{a.name}" in mods else source for a in node.names]
+            for t in targets:
+                if t == top or t.startswith(top + "."):
+                    target = resolve(t)
+                    if target and target != mod:
+                        edges[mod].add(target)
+    return edges
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index, low, stack, on, found, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(set(edges) | {w for ws in edges.values() for w in ws}):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_cycle_finder_finds_a_cycle_through_a_function_level_import(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from pkg.sub import b\n")
+    (pkg / "sub" / "b.py").write_text("def f():\n    from ..c import x\n")
+    (pkg / "c.py").write_text("from . import a\nx = 1\n")
+    (pkg / "d.py").write_text("from pkg import c\n")
+    mods = module_files(pkg)
+    assert cycles(import_graph(mods)) == [["pkg.a", "pkg.c", "pkg.sub.b"]]
+    (pkg / "c.py").write_text("x = 1\n")
+    assert cycles(import_graph(module_files(pkg))) == []
+
+
+def test_the_package_has_no_import_cycles():
+    mods = module_files()
+    found = cycles(import_graph(mods))
+    named = ["  " + " <-> ".join(str(mods[m].relative_to(REPO)) for m in comp) for comp in found]
+    assert not found, "import cycles (move the shared piece below both sides):\n" + "\n".join(named)
+
+
+def test_a_folder_per_stage_each_saying_what_it_reads_and_writes():
+    for stage in STAGES:
+        init = PACKAGE / stage / "__init__.py"
+        assert init.is_file(), f"vhmine/{stage}/ is not a package"
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        assert len(doc) > 80, f"vhmine/{stage}/__init__.py needs a docstring saying what the stage reads and writes"
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= 12, f"{len(top)} modules directly under vhmine/: {top}"
+    # a module inside a stage's folder carries no stage prefix
+    prefixed = [str(p.relative_to(REPO)) for stage in STAGES for p in (PACKAGE / stage).glob(f"{stage}_*.py")]
+    assert not prefixed, prefixed
+
+
+def test_no_submodule_hides_a_name_its_package_exports():
+    # `from vhmine import curate as C; C.agreement(...)` must stay the function even once a module
+    # of that name would have been imported: so no submodule may share a name its package exports
+    code = ("import inspect, pkgutil\n"
+            "import vhmine.curate, vhmine.llm, vhmine.formats, vhmine.manipulate, vhmine.store, vhmine.cli\n"
+            "import vhmine.eval.predictions\n"
+            "bad = []\n"
+            "for pkg in (vhmine.curate, vhmine.llm, vhmine.formats, vhmine.manipulate, vhmine.store, vhmine.cli,\n"
+            "            vhmine.eval.predictions):\n"
+            "    exported = {n for n, o in vars(pkg).items() if not n.startswith('_') and not inspect.ismodule(o)}\n"
+            "    bad += [pkg.__name__ + '.' + m.name for m in pkgutil.iter_modules(pkg.__path__) if m.name in exported]\n"
+            "print('BAD', bad)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO).stdout
+    assert "BAD []" in out, out
+
+
+def test_the_top_level_app_entry_runs_the_packaged_app(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("VHMINE_DB", str(tmp_path / "store.db"))
+    from vhmine.store import open_store
+
+    open_store(str(tmp_path / "store.db")).close()
+    at = AppTest.from_file(str(REPO / "apps" / "curate.py"), default_timeout=60).run()
+    assert not at.exception, at.exception
+    assert [t.value for t in at.title] == ["vhmine curation"]
+    assert at.text_input(key="token") is not None
