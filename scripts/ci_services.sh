@@ -2,7 +2,7 @@
 # Install and prepare what the curation tests need on a fresh Debian machine (run as root, or with
 # sudo available): PostgreSQL server binaries (tests/conftest.py starts its own throw-away cluster
 # with initdb + pg_ctl on a free loopback port; Debian's own cluster is neither needed nor touched) and
-# Chromium (tests/test_app_browser.py drives /usr/bin/chromium through the playwright pip package,
+# Chromium (tests/apps/test_app_browser.py drives /usr/bin/chromium through the playwright pip package,
 # which is in the `test` extra; `playwright install` is never run: nothing is downloaded).
 # Idempotent. Called by .ci/run before `pip install -e ".[test]"` and pytest.
 set -euo pipefail

@@ -40,5 +40,5 @@ def test_readme_uses_only_what_a_clone_has():
     # a new user has no ../shared beside the clone: every path the README shows lives in the repository
     text = README.read_text(encoding="utf-8")
     assert "../shared" not in text
-    for rel in re.findall(r"(tests/data/[\w./-]+)", text):
+    for rel in re.findall(r"(tests/fixtures/[\w./-]+)", text):
         assert (README.parent / rel).exists(), f"README names {rel}, which the repository does not have"

@@ -3,7 +3,7 @@ instances, reviews, model responses and labels, descriptions, generations, secre
 errata and near duplicates, with the values their status columns take.
 
 Reads and writes nothing itself: vhmine.store opens the database, and its migrations (vhmine/store/migrations/),
-not these classes, create the tables; the classes mirror the migrations' result (tests/test_store.py
+not these classes, create the tables; the classes mirror the migrations' result (tests/store/test_store.py
 compares them). Import them through `vhmine.store`, which first says which extra to install when
 SQLAlchemy is missing. Ids are stable strings (image ids are the first 16 hex digits of the sha256), so
 nothing depends on row order.

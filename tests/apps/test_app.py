@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 from helpers import counting_annotation, seed_store  # noqa: E402
 from vhmine import curate as C  # noqa: E402
 
-APP = str(Path(__file__).resolve().parent.parent / "vhmine" / "apps" / "curate.py")
+APP = str(Path(__file__).resolve().parents[2] / "vhmine" / "apps" / "curate.py")
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from vhmine.bench import Benchmark
 from vhmine.errors import EvalError, FormatError
 from vhmine.eval.job import EvalOptions, evaluate
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 # one model's answers: OEQ o1 right, o2 wrong; YNQ y1 right, y2 wrong (said yes), y3 unreadable, y4 right
 ANSWERS = {"o1": "There are three cats.", "o2": "2", "y1": "Yes.", "y2": "Yes, three.", "y3": "I cannot tell.", "y4": "No"}

@@ -19,7 +19,7 @@ import pytest
 from helpers import free_port, write_pairs, write_photos
 
 CHROMIUM = os.environ.get("VHMINE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 

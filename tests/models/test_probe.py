@@ -22,7 +22,7 @@ from vhmine import curate as C
 from vhmine.llm import LLMOptions
 from vhmine.models.probe import ProbeOptions, hallucinations, judge_verdict, probe
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _responses(store):

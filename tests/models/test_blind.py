@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from helpers import write_pairs, write_photos  # noqa: E402
 from openai_server import chat_images, chat_text, openai_server  # noqa: E402,F401

@@ -10,7 +10,7 @@ import re
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from helpers import write_pairs, write_photos  # noqa: E402
 
@@ -271,7 +271,7 @@ def test_flags_page_shows_near_duplicates_side_by_side_and_overrules(tmp_path, m
                                       "exact": False}], encoders=enc, thresholds={"clip": 0.95, "dino": 0.9})
     [d] = C.near_duplicate_list(store, "bob")
     monkeypatch.setenv("VHMINE_DB", f"sqlite:///{tmp_path / 'store.db'}")
-    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "vhmine" / "apps" / "curate.py"),
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[2] / "vhmine" / "apps" / "curate.py"),
                            default_timeout=60)
     at.run()
     at.text_input(key="token").input(token)

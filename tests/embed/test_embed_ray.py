@@ -19,7 +19,7 @@ from vhmine.embed.run import EXIT_MARKER_ENV  # noqa: E402
 from vhmine.errors import EncoderError, InputError  # noqa: E402
 from vhmine.embed.index import open_index  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from helpers import make_ready_store  # noqa: E402
 
@@ -128,7 +128,7 @@ def _plain(markdown: str) -> str:
 def _app(token, page):
     from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "vhmine" / "apps" / "curate.py"), default_timeout=60)
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[2] / "vhmine" / "apps" / "curate.py"), default_timeout=60)
     at.run()
     at.text_input(key="token").input(token)
     at.button[0].click().run()
