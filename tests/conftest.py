@@ -22,7 +22,7 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 import pytest  # noqa: E402
 
-from helpers import free_port  # noqa: E402
+from helpers import copy_photos, embed_options, free_port, ready_store_from_run  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -156,3 +156,35 @@ def pg_url(pg_server):
     with psycopg.connect(host=host, port=port, user="postgres", dbname="postgres", autocommit=True) as c:
         c.execute(f'CREATE DATABASE "{name}"')
     return f"postgresql+psycopg://postgres@{host}:{port}/{name}"
+
+
+@pytest.fixture
+def mined(tmp_path, photos_dir, tiny_models):
+    """photos/ embedded into idx/p with tiny encoders, every pair mined into runs/r, and a store at
+    data/vhmine.db (the default place) seeded from that run with ready instances."""
+    from vhmine.embed.job import embed_collection
+    from vhmine.mine.job import MineOptions, mine_index
+
+    photos = copy_photos(tmp_path / "photos", photos_dir)
+    embed_collection(embed_options(photos, tmp_path / "idx", tiny_models, name="p"))
+    mine_index(MineOptions(index="p", indexes=tmp_path / "idx", clip=-1.0, dino=1.0, out=tmp_path / "runs" / "r",
+                           progress=False))
+    store = ready_store_from_run(tmp_path / "data" / "vhmine.db", tmp_path / "runs" / "r")
+    yield tmp_path, photos, store
+    store.close()
+
+
+@pytest.fixture
+def two_servers(monkeypatch):
+    """Two loopback servers serving the same model name: one says yes to everything, the other no."""
+    from openai_server import API_KEY, chat_text, start_server
+
+    a, b = start_server(), start_server()
+    a.responder = lambda body: "Yes" if "yes or no" in chat_text(body).lower() else "There are 3."
+    b.responder = lambda body: "No" if "yes or no" in chat_text(body).lower() else "There are 9."
+    monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    yield a, b
+    for s in (a, b):
+        s.shutdown()
+        s.server_close()

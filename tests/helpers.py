@@ -173,3 +173,134 @@ def tiny_owlvit(folder: Path) -> Path:
                                                                 crop_size={"height": 64, "width": 64}), tokenizer=tok)
     proc.save_pretrained(folder)
     return folder
+
+
+# answers on which VHTest's character prefix and a first-word reader part ways, plus the plain ones
+TRICKY = ["Yes", "yes.", "YES!", "Yes?", "Yesterday there was a cat.", "yes-no", " yes", "\nNo.", "No, two.",
+          "Nope", "Not sure", "Nothing is there", "no", "N", "Ye", "Maybe", "I think yes", "- Yes", "", "Yes, but not red."]
+
+
+# --- VHTest: Evaluation/LLaVA/llava_ynq_version.py, transcribed ------------------------------------------
+
+vh_mode_list = ["counting", "shape", "color", "orientation", "size", "position", "OCR", "existence"]
+
+
+def classify_response(outputs):
+    lower_case_start = outputs[:3].lower()
+
+    if lower_case_start == 'yes':
+        return 'y'
+    else:
+        lower_case_start = outputs[:2].lower()
+        if lower_case_start == 'no':
+            return 'n'
+        else:
+            return 'wrong_format'
+
+
+SIGNED_OUT = r"the sign-in of 'alice' is no longer valid \(the token was replaced or the worker deactivated\): nothing saved; sign in again with the current token"
+
+
+def stored_task(store, task_id):
+    from vhmine.store import Task
+
+    with store.session() as s:
+        return s.get(Task, task_id)
+
+
+def logged_actions(store, worker, kind):
+    from vhmine.store import Action
+
+    with store.session() as s:
+        return s.query(Action).filter(Action.worker == worker, Action.kind == kind).order_by(Action.id).all()
+
+
+def embed_options(images, indexes, models, **kw):
+    """EmbedOptions for a quiet, small-shard embed with the tiny encoders `models` (clip_spec, dino_spec)."""
+    from vhmine.embed.job import EmbedOptions
+
+    clip, dino = models
+    return EmbedOptions(images=images, indexes=indexes, clip_model=clip, dino_model=dino, workers=0,
+                        batch_size=4, shard_size=3, progress=False, **kw)
+
+
+def sha_of(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def copy_photos(folder: Path, photos_dir: Path, names=("astronaut", "cat", "chelsea", "coffee")) -> Path:
+    """A small collection; cat.png and chelsea.png are the same bytes (one image, two paths)."""
+    import shutil
+
+    from PIL import Image as PILImage
+
+    folder.mkdir(parents=True)
+    for n in names:
+        img = PILImage.open(photos_dir / f"{n}.png")
+        img.thumbnail((64, 64))
+        img.save(folder / f"{n}.png")
+    shutil.copy(folder / "cat.png", folder / "chelsea.png")
+    return folder
+
+
+def ready_store_from_run(db: Path, run_dir: Path, per_mode=3):
+    """A store seeded from a real `vhmine mine` run, with every pair of it annotated (ready instances)."""
+    from vhmine import curate as C
+    from vhmine.seed import seed_pairs
+    from vhmine.store import open_store
+
+    store = open_store(db)
+    seed_pairs(store, run_dir / "pairs.parquet", per_mode=per_mode, modes=["counting"])
+    C.add_worker(store, "alice")
+    while (item := C.next_item(store, "alice", "counting")) is not None:
+        ids = [v.id for v in item.images]
+        C.save_annotation(store, "alice", item.task_id,
+                          C.Annotation("counting.how_many", {"object": "cats"}, answers=dict(zip(ids, ["3", "2"]))))
+        C.confirm_drafts(store, "alice", [C.DraftDecision(d.instance_id, True)
+                                          for d in C.pending_drafts(store, "alice", "counting")])
+    return store
+
+
+def re_search(pattern: str, text: str) -> bool:
+    import re
+
+    return re.search(pattern, " ".join(text.split())) is not None
+
+
+def probed_store(tmp_path, srv):
+    """A probed store (YNQ by rule: the all-yes victim is wrong on the 'no' questions), workers bob and carol."""
+    from vhmine import curate as C
+    from vhmine import llm as L
+    from vhmine.models.probe import ProbeOptions, probe
+
+    store = make_ready_store(tmp_path)
+    probe(store, ProbeOptions(L.LLMOptions(model="victim", base_url=srv.base_url, cache=tmp_path / "cache.db",
+                                           progress=False), kinds=["YNQ"]))
+    for w in ("bob", "carol"):
+        C.add_worker(store, w)
+    return store
+
+
+def mode_responses(store, mode):
+    from sqlalchemy import select
+
+    from vhmine.store import Instance, Response
+
+    with store.session(write=False) as s:
+        return s.execute(select(Response.id, Response.verdict).join(Instance, Instance.id == Response.instance_id)
+                         .where(Instance.mode == mode).order_by(Response.id)).all()
+
+
+def answer_details(folder: Path, model: str) -> dict[str, dict]:
+    return {d["id"]: d for d in map(json.loads, (folder / f"answers-{model}.jsonl").read_text().splitlines())}
+
+
+def run_vhmine(*words: str, cwd):
+    """`python -m vhmine.cli WORDS` in `cwd` as a user runs it (a subprocess; wide help, offline hub)."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, COLUMNS="200", HF_HUB_OFFLINE="1")
+    return subprocess.run([sys.executable, "-m", "vhmine.cli", *words], capture_output=True, text=True, env=env,
+                          cwd=cwd, timeout=600)

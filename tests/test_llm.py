@@ -261,3 +261,50 @@ def test_a_negative_retry_after_does_not_crash_the_back_off(tmp_path):
         assert 0.0 <= llm._retry_wait(0, Err()) <= 0.1
     finally:
         llm.close()
+
+
+def test_the_cache_key_holds_the_endpoint_without_credentials_and_old_answers_stay_found(tmp_path, two_servers):
+    a, b = two_servers
+    assert L.safe_endpoint("https://u:pw@GW.example.com:443/v1/?api-key=abc&token=t&api-version=2024-06-01") == \
+        "https://gw.example.com/v1?api-version=2024-06-01"
+    assert L.safe_endpoint("http://127.0.0.1:8000/v1?sig=s3cret") == "http://127.0.0.1:8000/v1"
+    # an answer an older vhmine cached (key without the endpoint) is found on the endpoint it came from only
+    from vhmine.llm.cache import legacy_request_key
+
+    with L.LLM(L.LLMOptions(model="m", base_url=a.base_url, cache=tmp_path / "c.db", progress=False)) as llm:
+        req = L.ChatRequest("Old question?")
+        payload = {"system": None, "prompt": req.prompt, "images": [],
+                   "params": {"temperature": 0.0, "max_tokens": 512}, "max_image_bytes": L.MAX_IMAGE_BYTES}
+        record = {"text": "an old answer from a", "prompt_tokens": 1, "completion_tokens": 1, "finish_reason": "stop",
+                  "served_model": "m", "images": [], "cost": 0.0}
+        llm.cache.put(legacy_request_key("chat", "m", payload), "chat", "m", a.base_url, payload, record, 0.0)
+        assert llm.chat(req).text == "an old answer from a" and a.requests == []
+    with L.LLM(L.LLMOptions(model="m", base_url=b.base_url, cache=tmp_path / "c.db", progress=False)) as llm:
+        assert llm.chat(req).text == "There are 9." and len(b.requests) == 1
+
+
+def test_concurrent_failures_count_exactly_and_the_first_stop_reason_holds(openai_server, tmp_path):
+    srv = openai_server
+    srv.faults = ["500"] * 200  # every request fails; no retries: each failure is one streak step
+    with L.LLM(L.LLMOptions(model="m", base_url=srv.base_url, cache=tmp_path / "c.db", max_retries=0, concurrency=8,
+                            progress=False)) as llm:
+        outs = llm.chat_many([L.ChatRequest(f"q{i}") for i in range(64)])
+        sent = len(srv.chats())
+        assert llm.stats.sent == sent and llm.down_streak == sent  # every failure counted once
+        assert str(llm.stopped).endswith("is down (8 requests in a row failed, last: HTTP 500: The server had an "
+                                         "error); rerun when it is back")
+    assert 8 <= sent < 64 and [o.status for o in outs] == ["unavailable"] * 64
+    not_sent = {o.reason for o in outs if o.reason.startswith("not sent: ")}
+    assert not_sent == {f"not sent: {llm.stopped}"} and len([o for o in outs if o.reason.startswith("not sent")]) == 64 - sent
+
+
+def test_concurrent_answers_settle_the_budget_exactly(openai_server, tmp_path):
+    srv = openai_server
+    srv.usage = (1000, 0)
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"m": {"input": 1.0, "output": 0.0}}))  # $0.001 a request
+    with L.LLM(L.LLMOptions(model="m", base_url=srv.base_url, cache=tmp_path / "c.db", concurrency=8, max_cost=10.0,
+                            prices=prices, progress=False)) as llm:
+        outs = llm.chat_many([L.ChatRequest(f"q{i}") for i in range(120)])
+        assert all(o.ok for o in outs) and llm.stats.sent == 120 and llm.down_streak == 0
+        assert llm.spent == pytest.approx(0.12, abs=1e-12) and llm.budget._reserved == pytest.approx(0.0, abs=1e-12)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import write_pairs, write_photos
+from helpers import run_vhmine, write_pairs, write_photos
 
 
 @pytest.fixture(scope="module")
@@ -133,3 +133,21 @@ def test_cli_seed_and_workers(tmp_path, photos):
     assert r.stdout.strip() == "alice\tadmin\tactive" and token not in r.output
     r = CliRunner().invoke(app, ["seed", "--pairs", str(tmp_path / "x.parquet"), "--db", db])
     assert r.exit_code == 2 and "error: pairs file" in r.output
+
+
+def test_seed_given_the_csv_names_the_parquet_file_beside_it(tmp_path):
+    import pandas as pd
+
+    from helpers import write_pairs, write_photos
+
+    pairs = write_pairs(tmp_path / "runs" / "t", write_photos(tmp_path / "photos", ("coffee", "rocket", "horse")))
+    pd.read_parquet(pairs).to_csv(pairs.with_name("pairs.csv"), index=False)  # as `vhmine mine` writes both
+    r = run_vhmine("seed", "--db", "sqlite:///store.db", "--pairs", "runs/t/pairs.csv", cwd=tmp_path)
+    assert r.returncode == 2
+    said = " ".join((r.stdout + r.stderr).split())
+    run = (tmp_path / "runs" / "t").resolve()
+    assert (f"cannot read {run / 'pairs.csv'} as parquet: pass --pairs {run / 'pairs.parquet'}, the parquet file "
+            "`vhmine mine` wrote beside it") in said
+    assert "re-run" not in said
+    r = run_vhmine("seed", "--db", "sqlite:///store.db", "--pairs", "runs/t/pairs.parquet", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr

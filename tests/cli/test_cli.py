@@ -65,3 +65,16 @@ def test_offline_demo_end_to_end(tmp_path):
     assert (tmp_path / "indexes" / "demo-skimage" / "manifest.json").is_file()
     assert "motorcycle_left.png" in set(pd.read_parquet(tmp_path / "indexes" / "demo-skimage" / "images.parquet")["path"])
     assert str(run / "gallery.html") in r.stdout
+
+
+def _help(*words: str) -> str:
+    env = dict(os.environ, COLUMNS="200")
+    return subprocess.run([sys.executable, "-m", "vhmine.cli", *words, "--help"], capture_output=True, text=True,
+                          env=env, check=True, timeout=120).stdout
+
+
+def test_help_shows_bracketed_defaults_and_env_names():
+    text = " ".join(_help("embed").split())
+    assert "Collection name [default: the folder's name]." in text  # rich markup used to eat the brackets
+    assert "[env VHMINE_INDEXES; default ./indexes]" in text
+    assert "[default: 64" in text

@@ -12,12 +12,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 from PIL import Image
 
+from PIL import Image as PILImage
+from typer.testing import CliRunner
+
+from helpers import copy_photos, embed_options, sha_of
+from vhmine.cli import app
+from vhmine.embed.index import open_index
 from vhmine.embed.job import EmbedOptions, embed_collection
 from vhmine.errors import EncoderMismatchError, IndexCorruptError, IndexMissingError, InputError
-from vhmine.embed.index import open_index
 
 
 def _opts(images, indexes, models, **kw):
@@ -224,3 +228,132 @@ def test_shard_files_are_closed_before_they_are_renamed(tmp_path):
         _write_shard(tmp_path, 0, [row], [np.ones(4, np.float32)], [np.ones(3, np.float32)], (4, 3))
     assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
     assert np.load(tmp_path / "shards" / "part-00000.clip.npy").shape == (1, 4)
+
+
+def test_embed_rerun_reembeds_a_file_changed_in_place_and_drops_a_deleted_one(tmp_path, photos_dir, tiny_models):
+    photos = copy_photos(tmp_path / "photos", photos_dir, names=("astronaut", "cat", "chelsea", "coffee", "rocket", "horse"))
+    opts = embed_options(photos, tmp_path / "idx", tiny_models, name="c")
+    embed_collection(opts)
+    before = open_index(tmp_path / "idx", "c")
+    old = {p: sha_of(photos / p) for p in ("coffee.png", "rocket.png")}
+    rocket = (photos / "rocket.png").read_bytes()
+    PILImage.fromarray(np.full((40, 50, 3), 200, np.uint8)).save(photos / "coffee.png")  # same name, new picture
+    (photos / "rocket.png").unlink()
+    res = embed_collection(opts)
+    assert res.embedded_now == 1  # only the changed file is read again
+    after = open_index(tmp_path / "idx", "c")
+    rows = after.images.set_index("path")
+    assert rows.loc["coffee.png", "sha256"] == sha_of(photos / "coffee.png")
+    assert old["coffee.png"] not in set(after.images["sha256"])  # the old row left the index
+    assert "rocket.png" not in rows.index and old["rocket.png"] not in set(after.images["sha256"])
+    assert len(after.images) == len(before.images) - 1 == after.clip.shape[0] == after.dino.shape[0]
+    removed = {(r["path"], r["reason"]): r for r in after.manifest["removed"]}
+    assert set(removed) == {("coffee.png", "changed"), ("rocket.png", "deleted")}
+    assert removed[("rocket.png", "deleted")]["sha256"] == old["rocket.png"]
+    assert removed[("rocket.png", "deleted")]["image_id"] == old["rocket.png"][:16]
+    assert removed[("coffee.png", "changed")]["sha256"] == old["coffee.png"]
+    assert after.manifest["counts"]["files"] == 5
+    # the index equals a fresh embed of the folder as it is now, row for row
+    fresh = embed_collection(embed_options(photos, tmp_path / "fresh", tiny_models, name="c"))
+    assert fresh.images == len(after.images)
+    straight = open_index(tmp_path / "fresh", "c")
+    by_sha = {s: k for k, s in enumerate(straight.images["sha256"])}
+    order = [by_sha[s] for s in after.images["sha256"]]
+    assert np.allclose(after.clip, straight.clip[order], atol=1e-5)
+    assert np.allclose(after.dino, straight.dino[order], atol=1e-5)
+    # nothing changed since: the rerun is a no-op; the deleted file coming back returns it, unembedded
+    assert embed_collection(opts).embedded_now == 0
+    assert open_index(tmp_path / "idx", "c").manifest["removed"] == after.manifest["removed"]
+    (photos / "rocket.png").write_bytes(rocket)
+    assert embed_collection(opts).embedded_now == 0
+    back = open_index(tmp_path / "idx", "c")
+    assert old["rocket.png"] in set(back.images["sha256"]) and len(back.images) == len(before.images)
+    assert [r["path"] for r in back.manifest["removed"]] == ["coffee.png"]
+
+
+def test_an_image_keeps_its_vectors_when_only_its_duplicate_copy_is_left(tmp_path, photos_dir, tiny_models):
+    photos = copy_photos(tmp_path / "photos", photos_dir)
+    opts = embed_options(photos, tmp_path / "idx", tiny_models, name="c")
+    embed_collection(opts)
+    before = open_index(tmp_path / "idx", "c").images.set_index("path")
+    cat = before.loc["cat.png"]
+    assert list(cat["duplicate_paths"]) == ["chelsea.png"]
+    (photos / "cat.png").unlink()  # the copy that was embedded goes; chelsea.png holds the same bytes
+    embed_collection(opts)
+    after = open_index(tmp_path / "idx", "c")
+    rows = after.images.set_index("path")
+    assert rows.loc["chelsea.png", "image_id"] == cat["image_id"] and len(rows.loc["chelsea.png", "duplicate_paths"]) == 0
+    k_new = list(after.images["path"]).index("chelsea.png")
+    assert len(after.images) == len(before)
+    assert after.manifest["removed"] == [{"path": "cat.png", "sha256": cat["sha256"], "image_id": cat["image_id"],
+                                          "reason": "deleted"}]
+    assert after.manifest["duplicates"] == []
+    fresh = embed_collection(embed_options(photos, tmp_path / "fresh", tiny_models, name="c"))
+    assert fresh.images == len(after.images)
+    straight = open_index(tmp_path / "fresh", "c")
+    k_straight = list(straight.images["path"]).index("chelsea.png")
+    assert np.allclose(after.clip[k_new], straight.clip[k_straight], atol=1e-5)
+
+
+def test_an_embed_whose_encoder_does_not_load_leaves_no_index_and_the_fixed_command_works(tmp_path, photos_dir, tiny_models):
+    photos = copy_photos(tmp_path / "photos", photos_dir)
+    idx = tmp_path / "idx"
+    clip, dino = tiny_models
+
+    def embed(clip_model):
+        return CliRunner().invoke(app, ["embed", str(photos), "--name", "p", "--indexes", str(idx), "--clip-model",
+                                        clip_model, "--dino-model", dino, "--workers", "0", "--shard-size", "2"])
+
+    r = embed(f"local-dir:{tmp_path / 'no-such-model'}")
+    assert r.exit_code == 2 and "no-such-model" in r.output, r.output
+    assert not (idx / "p").exists()  # nothing half-written for `mine` or a listing to find
+    r = CliRunner().invoke(app, ["mine", "--indexes", str(idx), "--out", str(tmp_path / "run")])
+    assert r.exit_code == 2 and "no index under" in r.output and "vhmine embed" in r.output, r.output
+    r = embed(clip)  # the corrected command
+    assert r.exit_code == 0, r.output
+    assert len(open_index(idx, "p").images) == 3
+    r = CliRunner().invoke(app, ["mine", "--indexes", str(idx), "--out", str(tmp_path / "run"), "--clip", "-1",
+                                 "--dino", "1"])
+    assert r.exit_code == 0, r.output
+
+
+def test_a_job_stopped_before_it_embedded_anything_starts_clean_and_is_never_picked(tmp_path, photos_dir, tiny_models):
+    """A job killed while its models loaded leaves work/job.json (with the encoders asked for) and no shard."""
+    from vhmine.config import default_index_name
+    from vhmine.errors import EncoderError
+
+    photos = copy_photos(tmp_path / "photos", photos_dir)
+    idx = tmp_path / "idx"
+    (idx / "p").mkdir(parents=True)  # the folder was there before (made by the killed job): it stays
+    with pytest.raises(EncoderError):
+        embed_collection(embed_options(photos, idx, (f"local-dir:{tmp_path / 'nope'}", tiny_models[1]), name="p"))
+    assert (idx / "p" / "work" / "job.json").is_file()
+    with pytest.raises(IndexMissingError, match=r"no finished index under .*: p did not finish embedding; rerun the same `vhmine embed`"):
+        default_index_name(idx, None)
+    embed_collection(embed_options(photos, tmp_path / "idx", tiny_models, name="good"))
+    assert default_index_name(idx, None) == "good"  # the unfinished one is no candidate
+    res = embed_collection(embed_options(photos, idx, tiny_models, name="p"))  # other encoders: starts clean
+    assert res.images == 3
+    job = json.loads((idx / "p" / "work" / "job.json").read_text())
+    assert job["clip_model"] == tiny_models[0]
+    with pytest.raises(IndexMissingError, match="2 indexes"):
+        default_index_name(idx, None)
+    # a folder of the user's own under the indexes is never taken for an index
+    (idx / "notes").mkdir()
+    (idx / "notes" / "todo.txt").write_text("x")
+    with pytest.raises(InputError, match="is not an index that `vhmine embed` wrote"):
+        embed_collection(embed_options(photos, idx, tiny_models, name="notes"))
+    assert (idx / "notes" / "todo.txt").read_text() == "x"
+
+
+def test_a_collection_moved_as_a_whole_is_found_at_its_new_place_after_a_rerun(tmp_path, photos_dir, tiny_models):
+    old = copy_photos(tmp_path / "old", photos_dir)
+    embed_collection(embed_options(old, tmp_path / "indexes", tiny_models, name="c"))
+    before = open_index(tmp_path / "indexes", "c", load_vectors=False)
+    new = tmp_path / "moved"
+    old.rename(new)
+    res = embed_collection(embed_options(new, tmp_path / "indexes", tiny_models, name="c"))
+    assert res.embedded_now == 0  # same paths, same content: nothing is embedded again
+    after = open_index(tmp_path / "indexes", "c", load_vectors=False)
+    assert list(after.images["sha256"]) == list(before.images["sha256"])
+    assert all(Path(p).is_file() and Path(p).is_relative_to(new) for p in after.abs_paths())

@@ -7,12 +7,13 @@ from pathlib import Path
 import pytest
 
 from anchors import anchor
-from helpers import write_tiny_bench
-from openai_server import chat_images, chat_text, openai_server  # noqa: F401  (fixture)
+from helpers import answer_details, write_tiny_bench
+from openai_server import API_KEY, chat_images, chat_text, openai_server  # noqa: F401  (fixture)
 from vhmine import formats as F
 from vhmine.errors import EvalError, FormatError
 from vhmine.eval.job import EvalOptions, evaluate, load_predictions, match_oeq
 from vhmine.models.judge import judge_name, judge_prompt
+import socket
 
 
 @pytest.fixture
@@ -167,3 +168,138 @@ def test_max_cost_caps_the_whole_run_not_each_model(bench_dir, tmp_path, openai_
     with pytest.raises(Exception, match=r"^--max-cost needs a price for vlm-c, which the built-in table lacks"):
         evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "ev2", models=["vlm-c"], base_url=srv.base_url, llm=llm))
     assert len(srv.chats()) == 8
+
+
+@pytest.fixture
+def dogs_bench(tmp_path):
+    """Six items over two images: two OEQ (counting), four YNQ (two counting, two color)."""
+    return write_tiny_bench(tmp_path, {"o2": "How many dogs are there in the picture?", "y2": "Are there exactly 3 dogs in the picture?"})
+
+
+def _says_yes(body):
+    """Yes to every yes/no question but the blue car; three to every open one."""
+    text = chat_text(body)
+    if "ONLY answer yes or no." in text:
+        return "No" if "blue" in text else "Yes"
+    return "There are 3."
+
+
+def _eval(tmp_path, *args, out="ev"):
+    from typer.testing import CliRunner
+
+    from vhmine.cli import app
+
+    return CliRunner().invoke(app, ["eval", "--cache", str(tmp_path / "cache.db"), "--retry-wait", "0.01",
+                                    "--out", str(tmp_path / out), *args])
+
+
+def _free_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_eval_without_a_key_stops_with_the_reason(dogs_bench, tmp_path, openai_server, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY")
+    r = _eval(tmp_path, "--bench", str(dogs_bench), "--model", "fake-vlm")
+    assert r.exit_code == 2, r.output
+    assert "eval stopped while asking fake-vlm, nothing scored: OPENAI_API_KEY is not set, so nothing can be sent " \
+           f"to {openai_server.base_url}: export OPENAI_API_KEY" in r.output
+    assert "accuracy" not in r.output and not (tmp_path / "ev" / "report.json").exists()
+    assert openai_server.requests == []
+
+
+def test_eval_with_a_rejected_key_stops_with_the_reason(dogs_bench, tmp_path, openai_server, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-rejected-but-secret-1234")
+    r = _eval(tmp_path, "--bench", str(dogs_bench), "--model", "fake-vlm", "--concurrency", "1")
+    assert r.exit_code == 2, r.output
+    assert f"nothing scored: {openai_server.base_url} rejected the API key (401: Incorrect API key provided: ***): " \
+           "check OPENAI_API_KEY" in r.output
+    assert "rejected-but-secret" not in r.output and not (tmp_path / "ev" / "report.json").exists()
+    assert len(openai_server.requests) == 1  # the client stopped at the first 401
+
+
+@pytest.mark.parametrize("concurrency, why", [
+    ("4", "{url} is down (4 requests in a row failed, last: APIConnectionError); rerun when it is back"),  # client stop
+    ("8", "fake-vlm at {url} failed 1 times (last: APIConnectionError)"),  # 6 requests: no stop, yet none answered
+])
+def test_eval_against_an_unreachable_endpoint_stops_with_the_reason(dogs_bench, tmp_path, monkeypatch, concurrency, why):
+    monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
+    url = f"http://127.0.0.1:{_free_port()}/v1"  # nothing listens there
+    r = _eval(tmp_path, "--bench", str(dogs_bench), "--model", "fake-vlm", "--base-url", url, "--max-retries", "0",
+              "--concurrency", concurrency)
+    assert r.exit_code == 2, r.output
+    assert "eval stopped while asking fake-vlm, nothing scored: " + why.format(url=url) in r.output
+    assert not (tmp_path / "ev" / "report.json").exists()
+
+
+def test_eval_with_some_failed_requests_is_partial_and_never_scores_them(dogs_bench, tmp_path, openai_server):
+    srv = openai_server
+    srv.responder = _says_yes
+    srv.refuse = lambda body: "red" in chat_text(body)  # y3: a content-filter refusal
+    srv.faults = ["500"]  # the first request (o1, at concurrency 1) gets a 500, and no retry is allowed
+    args = ["--bench", str(dogs_bench), "--model", "fake-vlm", "--base-url", srv.base_url, "--concurrency", "1",
+            "--max-retries", "0"]
+    r = _eval(tmp_path, *args)
+    assert r.exit_code == 3, r.output
+    # o2 wrong (3 is not 4 or 5), y1 right, y2 wrong (yes), y4 right: 2 of 4; o1 and y3 are not scored
+    assert "fake-vlm: accuracy 50.0% over 4 item(s); 2 failed, not scored (refused 1, unavailable 1)" in r.output
+    assert "    no answer: o1: unavailable: fake-vlm at http://127.0.0.1:" in r.output
+    assert "    no answer: y3: refused: fake-vlm at http://127.0.0.1:" in r.output
+    assert "partial run: failed items are left out of every figure" in r.output
+    report = json.loads((tmp_path / "ev" / "report.json").read_text())["models"]["fake-vlm"]
+    assert (report["answered"], report["failed"]) == (4, 2)
+    assert report["failed_by_status"] == {"refused": 1, "unavailable": 1}
+    assert [f["id"] for f in report["failed_items"]] == ["o1", "y3"]
+    overall = report["metrics"]["overall"]
+    assert (overall["n"], overall["correct"], overall["unreadable"]) == (4, 2, 0)  # a failure is never "unreadable"
+    assert report["oeq_unjudged"] == 0
+    details = answer_details(tmp_path / "ev", "fake-vlm")
+    failed = {i for i, d in details.items() if d["read_as"] == "failed"}
+    answered = {i for i, d in details.items() if d["read_as"] != "failed"}
+    assert failed == {"o1", "y3"} and answered == {"o2", "y1", "y2", "y4"} and not failed & answered
+    assert all(details[i]["correct"] is None and details[i]["failure"] for i in failed)
+    assert not any("failure" in details[i] for i in answered)
+    md = (tmp_path / "ev" / "report.md").read_text()
+    assert "- fake-vlm: 2 (refused 1, unavailable 1)" in md
+    # a rerun asks only the two that failed; with the server well again, every item is scored
+    srv.refuse = lambda body: False
+    n = len(srv.chats())
+    r = _eval(tmp_path, *args, out="ev2")
+    assert r.exit_code == 0, r.output
+    assert len(srv.chats()) == n + 2
+    assert "fake-vlm: accuracy 66.7% over 6 item(s)" in r.output
+
+
+def test_a_judge_that_fails_leaves_its_item_unscored(dogs_bench, tmp_path, openai_server):
+    from vhmine.eval.job import EvalOptions, evaluate
+
+    srv = openai_server
+    srv.responder = lambda body: "correct" if "correct, incorrect or unclear" in chat_text(body) else _says_yes(body)
+    srv.refuse = lambda body: "correct, incorrect or unclear" in chat_text(body) and "dogs" in chat_text(body)
+    res = evaluate(EvalOptions(bench=dogs_bench, out=tmp_path / "ev", models=["fake-vlm"], judge="fake-judge",
+                               base_url=srv.base_url, llm={"cache": tmp_path / "c.db", "progress": False}))
+    m = res.report["models"]["fake-vlm"]
+    assert res.partial and (m["answered"], m["failed"], m["oeq_unjudged"]) == (5, 1, 0)
+    assert m["failed_items"][0]["id"] == "o2"
+    assert m["failed_items"][0]["why"].startswith("refused: the judge fake-judge gave no verdict: ")
+    assert answer_details(tmp_path / "ev", "fake-vlm")["o2"]["answer"] == "There are 3."  # the model's answer is kept
+
+
+def test_eval_on_two_endpoints_never_mixes_their_answers(dogs_bench, tmp_path, two_servers):
+    a, b = two_servers
+    assert _eval(tmp_path, "--bench", str(dogs_bench), "--model", "same-name", "--base-url", a.base_url,
+                 out="ev-a").exit_code == 0
+    assert _eval(tmp_path, "--bench", str(dogs_bench), "--model", "same-name", "--base-url", b.base_url,
+                 out="ev-b").exit_code == 0
+    assert len(a.chats()) == 6 and len(b.chats()) == 6  # one cache file, yet b was asked everything
+    ans_a = {i: d["answer"] for i, d in answer_details(tmp_path / "ev-a", "same-name").items()}
+    ans_b = {i: d["answer"] for i, d in answer_details(tmp_path / "ev-b", "same-name").items()}
+    assert set(ans_a.values()) == {"Yes", "There are 3."} and set(ans_b.values()) == {"No", "There are 9."}
+    # the same endpoint spelled with a trailing slash is the same endpoint: answered from the cache
+    assert _eval(tmp_path, "--bench", str(dogs_bench), "--model", "same-name", "--base-url", b.base_url + "/",
+                 out="ev-b2").exit_code == 0
+    assert len(b.chats()) == 6
+    assert {i: d["answer"] for i, d in answer_details(tmp_path / "ev-b2", "same-name").items()} == ans_b

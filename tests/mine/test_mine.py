@@ -13,6 +13,7 @@ from vhmine.cli import app
 from vhmine.errors import IndexMissingError, InputError
 from vhmine.embed.index import write_index
 from vhmine.mine.job import MineOptions, check_thresholds, mine_index, rank_pairs
+from helpers import run_vhmine
 
 
 def _unit(rows):
@@ -194,3 +195,17 @@ def test_gallery_says_how_many_pairs_it_leaves_out(clustered):
     assert res.written > 2 and "No pair passed" not in html and f"{res.written} pairs passed both thresholds" in html
     mine_index(MineOptions(index="syn", indexes=tmp / "idx", clip=0.5, dino=1.0, gallery_size=2, out=tmp / "g2", progress=False))
     assert f"Top 2 of {res.written} pairs" in (tmp / "g2" / "gallery.html").read_text()
+
+
+def test_mine_warns_once_about_reversed_thresholds(tmp_path):
+    import numpy as np
+
+    from test_mine import _unit, make_index
+
+    rng = np.random.default_rng(0)
+    make_index(tmp_path / "idx", "syn", _unit(rng.normal(size=(8, 6))), _unit(rng.normal(size=(8, 5))), root=tmp_path / "imgs")
+    r = run_vhmine("mine", "--index", "syn", "--indexes", str(tmp_path / "idx"), "--clip", "0.5", "--dino", "0.7",
+                "--out", "runs/x", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    said = r.stdout + r.stderr
+    assert said.count("--dino 0.7 >= --clip 0.5") == 1, said  # it was logged, then repeated in the summary

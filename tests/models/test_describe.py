@@ -14,9 +14,9 @@ import re
 import pytest
 
 from openai_server import API_KEY, chat_images, chat_text, openai_server  # noqa: F401  (fixture)
-from helpers import make_ready_store
+from helpers import make_ready_store, mode_responses, probed_store
 
-from vhmine import prompts as P
+from vhmine import curate as C, llm as L, prompts as P
 from vhmine.models.describe import DescribeOptions, describe, latest_descriptions
 from vhmine.llm import LLMOptions
 from vhmine.models.probe import ProbeOptions, probe
@@ -146,3 +146,28 @@ def test_description_files_a_user_edited_are_never_overwritten(tmp_path):
     assert (tmp_path / "shape.txt").read_text() == "square\n"  # untouched by the user: replaced
     manifest = json.loads((tmp_path / "descriptions.json").read_text())
     assert manifest["color"]["description_id"] == "d1" and manifest["shape"]["description_id"] == "d4"
+
+
+def test_describe_explains_only_what_the_workers_call_hallucinated(tmp_path, openai_server):
+    from vhmine.models.describe import DescribeOptions, describe
+
+    srv = openai_server
+    srv.responder = lambda body: "Yes"
+    store = probed_store(tmp_path, srv)
+    wrong = [rid for rid, v in mode_responses(store, "color") if v == "hallucinated"]
+    for w in ("bob", "carol"):
+        C.label_response(store, w, wrong[0], "correct")
+    srv.responder = lambda body: "An explanation."
+    res = describe(store, DescribeOptions(L.LLMOptions(model="describer", base_url=srv.base_url,
+                                                       cache=tmp_path / "cache.db", progress=False),
+                                          modes=["color"], examples=5, min_real=1))
+    [md] = res.modes
+    assert (md.real, md.hypothetical) == (1, 0)
+    from sqlalchemy import select
+
+    from vhmine.store import Description
+
+    with store.session(write=False) as s:
+        [example] = s.scalars(select(Description).where(Description.kind == "example")).all()
+    assert example.sources[1] == wrong[1]  # the one the workers did not overturn
+    store.close()

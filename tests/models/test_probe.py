@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from openai_server import API_KEY, chat_images, chat_text, openai_server  # noqa: F401  (fixture)
-from helpers import make_ready_store
+from helpers import make_ready_store, mode_responses, probed_store
 
 from vhmine.eval import answers as A
-from vhmine import curate as C
+from vhmine import curate as C, llm as L
 from vhmine.llm import LLMOptions
 from vhmine.models.probe import ProbeOptions, hallucinations, judge_verdict, probe
 
@@ -202,4 +202,84 @@ def test_an_unreadable_yes_no_answer_labelled_by_a_worker_keeps_its_words(openai
     C.label_response(store, "alice", rid, "hallucinated")
     [h] = hallucinations(store, "color")
     assert h.error.startswith("the model answered 'I cannot tell from this picture.', but the correct answer is ")
+    store.close()
+
+
+def test_probe_on_two_endpoints_never_mixes_their_answers(tmp_path, two_servers):
+    from sqlalchemy import select
+
+    from vhmine.models.probe import ProbeOptions, hallucinations, probe
+    from vhmine.store import Response
+
+    a, b = two_servers
+    store = make_ready_store(tmp_path)
+
+    def run(srv):
+        opts = L.LLMOptions(model="same-name", base_url=srv.base_url, cache=tmp_path / "cache.db", retry_wait_s=0.01,
+                            progress=False)
+        return probe(store, ProbeOptions(opts, kinds=["YNQ"]))
+
+    ra = run(a)
+    rb = run(b)
+    assert {i.status for i in ra.items} == {"answered"} and {i.status for i in rb.items} == {"answered"}
+    assert len(a.chats()) == 8 and len(b.chats()) == 8
+    # all-yes hallucinates on the "no" questions, all-no on the "yes" ones
+    assert ra.per_mode()["counting"]["hallucinated"] == 2 and rb.per_mode()["counting"]["hallucinated"] == 2
+    with store.session(write=False) as s:
+        rows = s.execute(select(Response.endpoint, Response.answer)).all()
+    assert sorted(set(rows)) == sorted({(a.base_url, "Yes"), (b.base_url, "No")})
+    # a rerun on either endpoint asks nothing and finds its own responses
+    assert {i.status for i in run(b).items} == {"cached"} and len(b.chats()) == 8
+    assert len(hallucinations(store, "counting")) == 4  # each instance once, from whichever endpoint failed it
+    store.close()
+
+
+def test_probe_hallucinations_follow_the_workers(tmp_path, openai_server):
+    from vhmine.models.probe import ProbeOptions, hallucinations, probe
+
+    srv = openai_server
+    srv.responder = lambda body: "Yes"
+    store = probed_store(tmp_path, srv)
+    rows = mode_responses(store, "counting")
+    wrong = [rid for rid, v in rows if v == "hallucinated"]
+    right = [rid for rid, v in rows if v == "correct"]
+    assert len(wrong) == 2 and len(right) == 2
+    assert {h.response_id for h in hallucinations(store, "counting")} == set(wrong)
+    C.label_response(store, "bob", wrong[0], "correct")  # the rule said hallucinated; the workers say correct
+    C.label_response(store, "carol", wrong[0], "correct")
+    C.label_response(store, "bob", wrong[1], "correct")  # a tie: no verdict
+    C.label_response(store, "carol", wrong[1], "hallucinated")
+    C.label_response(store, "bob", right[0], "hallucinated")  # the rule said correct; one worker says hallucinated
+    assert {h.response_id for h in hallucinations(store, "counting")} == {right[0]}
+    # probe's own summary of a rerun shows the verdicts that count
+    again = probe(store, ProbeOptions(L.LLMOptions(model="victim", base_url=srv.base_url, cache=tmp_path / "cache.db",
+                                                   progress=False), kinds=["YNQ"], modes=["counting"]))
+    assert again.per_mode()["counting"] == {"instances": 4, "answered": 4, "hallucinated": 1, "correct": 2,
+                                            "unjudged": 1}
+    store.close()
+
+
+def test_probe_adopts_a_response_stored_before_endpoints_were_recorded(tmp_path, openai_server):
+    from sqlalchemy import select
+
+    from vhmine.models.probe import ProbeOptions, probe, probe_prompt
+    from vhmine.store import Response
+
+    srv = openai_server
+    srv.responder = lambda body: "Yes"
+    store = make_ready_store(tmp_path)
+    ynq = [r for r in C.ready_instances(store) if r.kind == "YNQ" and r.mode == "counting"]
+    same, other = ynq[0], ynq[1]
+    old_same = C.add_response(store, same.id, "victim", probe_prompt("YNQ").render(question=same.question), "Yes")
+    old_other = C.add_response(store, other.id, "victim", probe_prompt("YNQ").render(question=other.question), "No")
+    C.label_response(store, "alice", old_same, "hallucinated")
+    res = probe(store, ProbeOptions(L.LLMOptions(model="victim", base_url=srv.base_url, cache=tmp_path / "c.db",
+                                                 progress=False), kinds=["YNQ"], modes=["counting"]))
+    by_id = {i.instance_id: i for i in res.items}
+    assert (by_id[same.id].status, by_id[same.id].verdict) == ("cached", "hallucinated")  # the label still counts
+    with store.session(write=False) as s:
+        rows = {r.id: r for r in s.scalars(select(Response))}
+    assert rows[old_same].endpoint == srv.base_url  # adopted: this endpoint gave the same answer
+    assert rows[old_other].endpoint is None  # another answer: kept apart, and a new response added
+    assert len(rows) == 1 + 4 and by_id[other.id].status == "answered"
     store.close()

@@ -1,0 +1,28 @@
+"""vhmine.demo: the offline demo runs end to end and says how many pairs its box holds."""
+
+from __future__ import annotations
+
+from helpers import run_vhmine
+
+
+def test_offline_demo_says_how_many_pairs_its_box_holds(tmp_path):
+    """The demo drew its box around 5 pairs and said "the box holds the 5 pairs", then wrote 31; each
+    note was printed twice (logged, then in the summary)."""
+    import json
+    import re
+
+    import pandas as pd
+
+    r = run_vhmine("demo", "--offline", "--workdir", str(tmp_path), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    run = tmp_path / "runs" / "demo-offline"
+    written = len(pd.read_parquet(run / "pairs.parquet"))
+    in_box = json.loads((run / "run.json").read_text())["counts"]["in_box"]
+    note = re.search(r"the smallest box that holds the 5 pairs CLIP ranks highest relative to DINOv2 .*; "
+                     r"(\d+) pairs fall inside it, those 5 among them, and (\d+) are written\.", r.stdout)
+    assert note, r.stdout
+    assert (int(note[1]), int(note[2])) == (in_box, written) and written >= 5
+    assert re.search(rf"^{written} pairs written to ", r.stdout, re.M)
+    said = r.stdout + r.stderr
+    for line in ("Pairs from untrained encoders mean nothing", "offline: --offline given", "the smallest box"):
+        assert said.count(line) == 1, line
