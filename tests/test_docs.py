@@ -1,44 +1,250 @@
-"""README.md stays true: every `vhmine ...` command it shows names a real command and real options."""
+"""The README and the docs site stay true: every `vhmine ...` command they show names a real command and real
+options, every path they name is in the repository, `mkdocs build --strict` passes (no broken link, no page
+left out of the nav), the CLI reference is what scripts/cli_reference.py generates now, and the import-layer
+table of docs/architecture.md holds for the real import graph."""
 
+import importlib.util
+import os
 import re
 import shlex
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import typer.main
+import yaml
 
+from test_layout import import_graph, module_files
 from vhmine.cli import app
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+PAGES = [README, *sorted(DOCS.glob("*.md"))]
 
 
-def _readme_commands() -> list[str]:
-    text = README.read_text(encoding="utf-8")
-    found = re.findall(r"`(vhmine [^`]+)`", text)  # inline code
-    found += [m.strip() for m in re.findall(r"^ {4}(vhmine .+?)(?:\s+#.*)?$", text, flags=re.M)]  # code blocks
-    found += [m.strip() for m in re.findall(r"&& (vhmine [^#\n]+)", text)]
-    return sorted(set(found))
+def _rel(page: Path) -> str:
+    return str(page.relative_to(ROOT))
 
 
-def test_readme_commands_exist_with_their_options():
-    root = typer.main.get_command(app)
-    commands = _readme_commands()
-    assert any(c.startswith("vhmine embed") for c in commands) and any(c.startswith("vhmine mine") for c in commands)
-    for line in commands:
-        words = shlex.split(line)[1:]
-        cmd, path = root, ["vhmine"]
-        while words and hasattr(cmd, "commands") and words[0] in cmd.commands:
+def _commands(text: str) -> list[str]:
+    """Every `vhmine ...` command a page shows: inline code, lines of code blocks (fenced, or indented 4 spaces)."""
+    text = re.sub(r"\\\n\s*", " ", text)  # a command continued on the next line with a backslash
+    found = re.findall(r"`(vhmine [^`]+)`", text)
+    fenced = False
+    for line in text.splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            continue
+        if fenced or line.startswith("    "):
+            code = re.sub(r"^\s*(\$ )?", "", line)
+            found += [m.strip() for m in re.findall(r"(?:^|&& )(vhmine [^#\n]+)", code)]
+    return sorted({" ".join(c.split()) for c in found})
+
+
+def _command_errors(line: str, root) -> list[str]:
+    words = shlex.split(line)[1:]
+    cmd, path = root, ["vhmine"]
+    while words and hasattr(cmd, "commands"):
+        known = {o: p for p in cmd.params for o in (*p.opts, *getattr(p, "secondary_opts", []))}
+        if words[0] in known:  # a group's own option before the subcommand: `vhmine -v mine ...`
+            param = known[words.pop(0)]
+            if not getattr(param, "is_flag", False) and words:
+                words.pop(0)
+        elif words[0] in cmd.commands:
             cmd = cmd.commands[words[0]]
             path.append(words.pop(0))
-        assert not hasattr(cmd, "commands") or words == ["--help"], f"README: `{line}` names no command"
-        known = {"--help"} | {opt for p in cmd.params for opt in (*p.opts, *getattr(p, "secondary_opts", []))}
-        for w in words:
-            if w.startswith("--"):
-                assert w.split("=")[0] in known, f"README: `{line}`: {' '.join(path)} has no option {w}"
+        else:
+            break
+    if hasattr(cmd, "commands") and words not in ([], ["--help"]):  # a group named alone is fine
+        return [f"`{line}` names no command"]
+    known = {"--help"} | {opt for p in cmd.params for opt in (*p.opts, *getattr(p, "secondary_opts", []))}
+    return [f"`{line}`: {' '.join(path)} has no option {w}" for w in words
+            if w.startswith("--") and w.split("=")[0] not in known]
 
 
-def test_readme_uses_only_what_a_clone_has():
-    # a new user has no ../shared beside the clone: every path the README shows lives in the repository
-    text = README.read_text(encoding="utf-8")
-    assert "../shared" not in text
-    for rel in re.findall(r"(tests/fixtures/[\w./-]+)", text):
-        assert (README.parent / rel).exists(), f"README names {rel}, which the repository does not have"
+def test_every_page_shows_only_real_commands_and_options():
+    root = typer.main.get_command(app)
+    readme = _commands(README.read_text(encoding="utf-8"))
+    assert any(c.startswith("vhmine embed") for c in readme) and any(c.startswith("vhmine mine") for c in readme)
+    errors, seen = [], 0
+    for page in PAGES:
+        for line in _commands(page.read_text(encoding="utf-8")):
+            seen += 1
+            errors += [f"{_rel(page)}: {e}" for e in _command_errors(line, root)]
+    assert seen > 100 and not errors, "\n".join(errors)
+
+
+def test_the_command_check_catches_a_wrong_command_or_option():
+    root = typer.main.get_command(app)
+    assert _command_errors("vhmine -v mine --index x --clip 0.9", root) == []
+    assert _command_errors("vhmine workers add alice --admin", root) == []
+    assert _command_errors("vhmine export --no-near-dups --out b", root) == []
+    assert _command_errors("vhmine mine --clips 0.9", root) == ["`vhmine mine --clips 0.9`: vhmine mine has no option --clips"]
+    assert _command_errors("vhmine workers ad alice", root) == ["`vhmine workers ad alice` names no command"]
+    cmds = _commands("    vhmine seed --pairs p   # a comment\n```bash\nvhmine eval --bench b \\\n  --rule pope\n```\n")
+    assert cmds == ["vhmine eval --bench b --rule pope", "vhmine seed --pairs p"]
+
+
+def test_pages_use_only_what_a_clone_has():
+    # a new user has no ../shared beside the clone: every path a page shows lives in the repository
+    missing = []
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        assert "../shared" not in text, f"{_rel(page)} points at ../shared, which a clone does not have"
+        for rel in re.findall(r"(?<![\w./-])((?:vhmine|tests|scripts|apps|docs)/[\w./-]*)", text):
+            rel = rel.rstrip(".")
+            if not (ROOT / rel).exists():
+                missing.append(f"{_rel(page)} names {rel}, which the repository does not have")
+    assert not missing, "\n".join(missing)
+
+
+# --- the site ------------------------------------------------------------------------------------------
+
+def _mkdocs_build(config: Path, site: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(site)],
+                          capture_output=True, text=True, timeout=300, env=env)
+
+
+def _nav_pages(nav) -> list[str]:
+    out = []
+    for entry in nav:
+        for value in (entry.values() if isinstance(entry, dict) else [entry]):
+            out += _nav_pages(value) if isinstance(value, list) else [value]
+    return out
+
+
+def test_the_site_builds_strict_with_every_page_in_the_nav(tmp_path):
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    assert config["theme"]["name"] == "material"
+    assert sorted(_nav_pages(config["nav"])) == sorted(p.name for p in DOCS.glob("*.md"))
+    res = _mkdocs_build(ROOT / "mkdocs.yml", tmp_path / "site")
+    assert res.returncode == 0, res.stdout + res.stderr
+    for page in DOCS.glob("*.md"):
+        html = tmp_path / "site" / ("index.html" if page.stem == "index" else f"{page.stem}/index.html")
+        assert html.is_file(), f"{page.name} was not built"
+
+
+def test_the_strict_build_fails_on_a_broken_link_and_a_page_outside_the_nav(tmp_path):
+    # the same config on a copy of the pages, with one broken anchor and one page the nav does not list
+    shutil.copytree(DOCS, tmp_path / "docs")
+    shutil.copy(ROOT / "mkdocs.yml", tmp_path / "mkdocs.yml")
+    with open(tmp_path / "docs" / "index.md", "a", encoding="utf-8") as f:
+        f.write("\nSee [the rules](eval.md#no-such-section).\n")
+    (tmp_path / "docs" / "stray.md").write_text("# stray\n")
+    res = _mkdocs_build(tmp_path / "mkdocs.yml", tmp_path / "site")
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and "no-such-section" in out and "stray.md" in out, out
+
+
+# --- the CLI reference ---------------------------------------------------------------------------------
+
+def _cli_reference():
+    spec = importlib.util.spec_from_file_location("cli_reference", ROOT / "scripts" / "cli_reference.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_cli_reference_is_what_the_cli_says_now():
+    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "cli_reference.py"), "--check"], capture_output=True,
+                         text=True, timeout=120, cwd=ROOT)
+    assert res.returncode == 0, res.stdout + res.stderr + "\n(run: python scripts/cli_reference.py)"
+    text = (DOCS / "cli.md").read_text(encoding="utf-8")
+    root = typer.main.get_command(app)
+    # every command and subcommand has its section, with the options its --help lists
+    for name, cmd in root.commands.items():
+        assert f"## vhmine {name}\n" in text
+        for sub in getattr(cmd, "commands", {}):
+            assert f"## vhmine {name} {sub}\n" in text
+    assert "--coco-annotations <path>" in text and "--judge-agreement" in text
+
+
+def test_the_cli_reference_check_fails_on_a_stale_page(tmp_path, capsys):
+    ref = _cli_reference()
+    ref.OUT = tmp_path / "cli.md"
+    assert ref.main([]) == 0 and ref.main(["--check"]) == 0
+    ref.OUT.write_text(ref.OUT.read_text().replace("--max-per-image", "--max-per-picture"))
+    assert ref.main(["--check"]) == 1
+    assert "out of date" in capsys.readouterr().err
+
+
+# --- the import layers of docs/architecture.md -----------------------------------------------------------
+
+def _layer_table(text: str) -> list[tuple[int, str, list[str], set[str]]]:
+    """(layer, name, module names, names of the layers it may import) per row of the `| layer | name |` table."""
+    rows = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].isdigit():
+            allowed = {n.strip() for n in cells[3].split(",")} - {"—", "-", ""}
+            rows.append((int(cells[0]), cells[1], re.findall(r"`([\w.]+)`", cells[2]), allowed))
+    return rows
+
+
+def layer_violations(rows, mods, edges) -> list[str]:
+    """What in the package breaks the table: a module in no row, an import the row may not make, a claim upward."""
+    top = next(iter(mods)).split(".")[0]
+    full = {r[1]: [top if m == top else f"{top}.{m}" for m in r[2]] for r in rows}
+    layer = {r[1]: r[0] for r in rows}
+    bad = []
+    for n, name, _, allowed in rows:
+        bad += [f"row {name!r} may import {a!r}, which is no row" for a in allowed if a not in layer]
+        bad += [f"row {name!r} (layer {n}) may import {a!r}, which is not below it"
+                for a in allowed if a in layer and layer[a] >= n]
+
+    def row_of(mod: str):
+        hits = [(len(p), name) for name, ps in full.items() for p in ps
+                if mod == p or (p != top and mod.startswith(p + "."))]
+        return max(hits)[1] if hits else None
+
+    where = {m: row_of(m) for m in mods}
+    bad += [f"{m} is in no row of the table" for m, r in where.items() if r is None]
+    allowed_of = {r[1]: r[3] for r in rows}
+    for mod, targets in sorted(edges.items()):
+        for t in sorted(targets):
+            a, b = where.get(mod), where.get(t)
+            if a and b and b != a and b not in allowed_of[a]:
+                bad.append(f"{mod} ({a}, layer {layer[a]}) imports {t} ({b}, layer {layer[b]}): "
+                           f"the table says {a} may import {', '.join(sorted(allowed_of[a])) or 'nothing'}")
+        # importing a module runs its packages' __init__ first: one above the module's layer must import nothing
+        parts = mod.split(".")
+        for i in range(1, len(parts)):
+            pkg = ".".join(parts[:i])
+            if where.get(pkg) and where.get(mod) and layer[where[pkg]] > layer[where[mod]] and edges.get(pkg):
+                bad.append(f"{pkg} (layer {layer[where[pkg]]}) imports {sorted(edges[pkg])} in its __init__, "
+                           f"so importing {mod} (layer {layer[where[mod]]}) reaches above its layer")
+    return sorted(set(bad))
+
+
+def test_the_architecture_page_layers_hold_for_the_real_imports():
+    rows = _layer_table((DOCS / "architecture.md").read_text(encoding="utf-8"))
+    assert [r[0] for r in rows] == list(range(len(rows))) and len(rows) >= 10
+    assert rows[0][1] == "vocabulary" and {"errors", "config", "files", "images", "modes", "bench", "llm"} <= set(rows[0][2])
+    mods = module_files()
+    assert layer_violations(rows, mods, import_graph(mods)) == []
+
+
+def test_the_layer_check_catches_an_upward_import_and_a_module_in_no_row(tmp_path):
+    pkg = tmp_path / "pkg"
+    for sub in ("low", "high"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "errors.py").write_text("")
+    (pkg / "low" / "a.py").write_text("from pkg import errors\n")
+    (pkg / "high" / "b.py").write_text("from pkg.low import a\n")
+    rows = _layer_table("| 0 | vocabulary | `pkg`, `errors` | — |\n| 1 | low | `low` | vocabulary |\n"
+                        "| 2 | high | `high` | vocabulary, low |\n")
+    mods = module_files(pkg)
+    assert layer_violations(rows, mods, import_graph(mods)) == []
+    (pkg / "low" / "a.py").write_text("def f():\n    from pkg.high import b\n")  # upward, inside a function
+    (pkg / "stray.py").write_text("")
+    found = layer_violations(rows, module_files(pkg), import_graph(module_files(pkg)))
+    assert any(v.startswith("pkg.low.a (low, layer 1) imports pkg.high.b") for v in found), found
+    assert "pkg.stray is in no row of the table" in found
+    bad_claim = _layer_table("| 0 | vocabulary | `pkg`, `errors` | high |\n| 1 | high | `high` | vocabulary |\n")
+    assert "row 'vocabulary' (layer 0) may import 'high', which is not below it" in layer_violations(
+        bad_claim, {"pkg": pkg / "__init__.py"}, {})

@@ -4,7 +4,7 @@
 
     api.embed("photos/", name="photos")                     # indexes/photos/
     run = api.mine(index="photos", clip=0.9, dino=0.55)      # runs/photos-clip0.9-dino0.55/
-    api.seed(run.out / "pairs.parquet", per_mode=50)         # the curation store's queues
+    api.seed(run.run_dir / "pairs.parquet", per_mode=50)     # the curation store's queues
     api.export("benchmarks/vh", format="hf", per_mode=100)   # a benchmark folder
     report = api.evaluate("benchmarks/vh", predictions=[("my-model", "answers.jsonl")])
     bench = api.read_benchmark("benchmarks/vh")              # a vhmine.bench.Benchmark
