@@ -72,7 +72,7 @@ def test_vhtest_rule_is_vhtests_classify_response():
     assert [A.parse_yes_no(t) for t in ("Yesterday there was a cat.", "Nope", "Not sure", "Maybe")] == [True, False, False, None]
     # the first-word reader stays, under its own name
     assert [A.parse_yes_no(t, "firstword") for t in ("Yesterday", "Nope", "Yes?", "No, two.")] == [None, None, True, False]
-    assert A.rule_names() == ("vhtest", "firstword", "pope", "strict")
+    assert A.rule_names() == ("vhtest", "firstword", "pope", "strict", "vlmevalkit")
 
 
 def _png(path):

@@ -23,7 +23,7 @@ from vhmine.errors import InputError, VhmineError
 def probe(
     model: str = typer.Option(..., "--model", help="The victim MLLM, as the endpoint names it (e.g. gpt-4o)."),
     judge: Optional[str] = typer.Option(None, "--judge", help="Model that judges open-ended answers (correct / incorrect / unclear) [default: none, workers label them in the app]."),
-    rule: str = typer.Option("vhtest", "--rule", help="Yes/no rule for YNQ answers: vhtest (VHTest: the letters yes / no start it), firstword, pope, strict."),
+    rule: str = typer.Option("vhtest", "--rule", help="Yes/no rule for YNQ answers: vhtest (VHTest: the letters yes / no start it), firstword, pope, strict, vlmevalkit."),
     mode: Optional[List[str]] = ModesOpt,
     kind: Optional[List[str]] = typer.Option(None, "--kind", help="Only OEQ or YNQ instances (repeatable; any case) [default: both]."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Ask at most this many instances."),
