@@ -92,6 +92,8 @@ def eval_(
             if "=" not in p:
                 raise InputError(f"--predictions {p!r} is not NAME=FILE")
             n, f = p.split("=", 1)
+            if not n.strip() or not f.strip():
+                raise InputError(f"--predictions {p!r} has no {'model name' if not n.strip() else 'file'}: pass NAME=FILE")
             preds.append((n, Path(f)))
         # the same model-access settings as probe / describe / generate (vhmine.llm.LLMOptions fields)
         # (the template's model is a placeholder: eval replaces it, and base_url, per model and judge)

@@ -265,6 +265,9 @@ def evaluate(opts: EvalOptions) -> EvalResult:
         opts = replace(opts, oeq="judge" if opts.judge else "match")
     if opts.oeq not in OEQ_SCORERS:
         raise EvalError(f"--oeq {opts.oeq!r} is not one of {', '.join(OEQ_SCORERS)}")
+    unnamed = [str(f) for n, f in opts.predictions if not str(n).strip()]
+    if unnamed:
+        raise EvalError(f"--predictions ={unnamed[0]} has no model name: pass NAME=FILE")
     if not opts.models and not opts.predictions:
         raise EvalError("nothing to score: pass --model M (ask a model) or --predictions NAME=FILE")
     if opts.judge_agreement and (opts.oeq != "judge" or not opts.judge):
