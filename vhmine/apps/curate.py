@@ -29,7 +29,7 @@ st.set_page_config(page_title="vhmine curate", layout="wide")
 
 @st.cache_resource
 def _store(url: str):
-    return open_store(url)
+    return open_store(url, create=False)
 
 
 def sign_in_page(store) -> None:

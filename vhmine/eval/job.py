@@ -183,7 +183,7 @@ def store_labels(db: Optional[str], model: str, answers: dict[str, str],
     from vhmine.curate.model_responses import responses_saying
     from vhmine.store import open_store
 
-    with open_store(db) as store:
+    with open_store(db, create=False) as store:
         rows = responses_saying(store, model, answers)
         counts = response_verdicts(store, [rid for rid, _ in rows])
     found: dict[str, set] = {}
