@@ -253,13 +253,16 @@ name never shows a model the pictures of an earlier one.
        python {FILE} --data {names} --model {model}
 
 3. VLMEvalKit writes the answers to `outputs/{model}/{model}_<dataset>.xlsx` and the scores beside them,
-   with vhmine's rules: {'; '.join(scores)}. `Overall` is the accuracy over the answered items (a row
-   VLMEvalKit recorded as "Failed to obtain answer" is counted under `failed`, never scored). `vhmine eval`
-   on the answer files gives the same figures, and pair and image accuracy besides:
+   by vhmine's rules:
+{chr(10).join("   - " + x for x in scores)}
+
+   `Overall` is the accuracy over the answered items: a row VLMEvalKit recorded as "Failed to obtain answer"
+   is counted under `failed`, never scored. `vhmine eval` on all the answer files gives the same figures, and
+   pair and image accuracy besides:
 
        {readme_eval_command(tsvs, model)}
 
-   To check a figure from a plain VLMEvalKit run of these TSVs (its own ImageYORNDataset reads yes/no with
-   YOrN_Extraction), add `--rule vlmevalkit`.
+   VLMEvalKit's own yes/no scoring (ImageYORNDataset, reading answers with YOrN_Extraction) differs on
+   answers such as "Nope", "Yesterday" or "I think yes": add `--rule vlmevalkit` to reproduce its figures.
 """
     (folder / "README.md").write_text(text, encoding="utf-8")
