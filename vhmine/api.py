@@ -50,7 +50,7 @@ def seed(pairs: PathLike, *, db: Optional[str] = None, per_mode: int = 100, mode
     from vhmine.seed import seed_pairs
     from vhmine.store import open_store
 
-    with open_store(db) as store:
+    with open_store(db, create=True) as store:  # seed may make the first store
         return seed_pairs(store, pairs, per_mode=per_mode, modes=modes)
 
 
@@ -63,7 +63,7 @@ def export(out: PathLike, format: str = "vhtest", *, db: Optional[str] = None, *
     from vhmine.store import open_store
 
     opts = ExportOptions(out=Path(out), format=format, **options)
-    with open_store(db) as store:
+    with open_store(db, create=False) as store:  # a mistyped --db is named, never a new empty store
         return export_benchmark(store, opts)
 
 

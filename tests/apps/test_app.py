@@ -86,7 +86,7 @@ def test_annotate_confirm_drafts_and_progress(env):
     assert [w.value for w in at.text_input if w.label == "Yes/no question"] == [
         "Are there exactly 3 cats in the picture?", "Are there exactly 2 cats in the picture?",
         "Are there exactly 2 cats in the picture?", "Are there exactly 3 cats in the picture?"]
-    at.checkbox[3].uncheck()
+    [c for c in at.checkbox if c.label == "Keep"][3].uncheck()
     _by_label(at.button, "Confirm").click().run()
     assert [_plain(s.value) for s in at.success] == ["Confirmed 3 yes/no question(s)."]
     assert sorted(r.truth for r in C.ready_instances(store, "counting", "YNQ")) == [False, True, True]

@@ -78,3 +78,49 @@ def test_help_shows_bracketed_defaults_and_env_names():
     assert "Collection name [default: the folder's name]." in text  # rich markup used to eat the brackets
     assert "[env VHMINE_INDEXES; default ./indexes]" in text
     assert "[default: 64" in text
+
+
+def test_a_mistyped_db_never_creates_a_store(tmp_path):
+    """Only the commands that put the first things into a store (seed, generate, manipulate, workers add) may create
+    one; every other command with --db refuses a store that does not exist, names its path and creates nothing.
+    (Before: `blind --db typo.db` made an empty store, printed "0 questions" and exited 0.)"""
+    import typer.main
+
+    from helpers import write_tiny_bench
+    from vhmine.store.db import CREATORS
+
+    bench = write_tiny_bench(tmp_path)
+    preds = tmp_path / "p.jsonl"
+    preds.write_text("".join(json.dumps({"id": i, "answer": "yes"}) + "\n" for i in ("o1", "o2", "y1", "y2", "y3", "y4")))
+    args = {  # enough for each command to reach its store
+        "probe": ["--model", "m"], "describe": ["--model", "m"], "blind": ["--model", "m"], "draft": ["--model", "m"],
+        "export": ["--out", str(tmp_path / "out")], "curate": [],
+        "eval": ["--bench", str(bench), "--predictions", f"m={preds}", "--oeq", "labels", "--out", str(tmp_path / "ev")],
+        "workers list": [], "workers rotate": ["alice"], "workers deactivate": ["alice"], "workers activate": ["alice"],
+    }
+
+    def walk(cmd, path):
+        if hasattr(cmd, "commands"):
+            for name, sub in cmd.commands.items():
+                yield from walk(sub, path + [name])
+        elif any("--db" in p.opts for p in cmd.params):
+            yield " ".join(path)
+
+    with_db = set(walk(typer.main.get_command(app), []))
+    assert with_db == set(args) | set(CREATORS), "a new command with --db: add it to `args` or to store.db.CREATORS"
+    runner = CliRunner()
+    for name, extra in list(args.items()) + [("draft", ["--stats"])]:
+        typo = tmp_path / f"typo-{name.replace(' ', '-')}.db"
+        r = runner.invoke(app, name.split() + extra + ["--db", str(typo)])
+        assert r.exit_code == 2, (name, r.output)
+        assert f"no store at {typo}: check --db / VHMINE_DB" in r.output, (name, r.output)
+        assert not typo.exists(), name
+    # an empty file is no store either
+    (tmp_path / "empty.db").write_bytes(b"")
+    r = runner.invoke(app, ["blind", "--model", "m", "--db", str(tmp_path / "empty.db")])
+    assert r.exit_code == 2 and "no store at" in r.output, r.output
+    # a command that makes the first thing in a store still makes it
+    r = runner.invoke(app, ["workers", "add", "alice", "--db", str(tmp_path / "new.db")])
+    assert r.exit_code == 0 and (tmp_path / "new.db").is_file(), r.output
+    r = runner.invoke(app, ["blind", "--model", "m", "--db", str(tmp_path / "new.db"), "--base-url", "http://127.0.0.1:9/v1"])
+    assert "no store at" not in r.output

@@ -16,7 +16,7 @@ from helpers import write_tiny_bench
 from vhmine import formats as F
 from vhmine.bench import Benchmark
 from vhmine.errors import EvalError, FormatError
-from vhmine.eval.job import EvalOptions, evaluate
+from vhmine.eval.job import EvalOptions, evaluate, load_predictions
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -271,3 +271,76 @@ def test_stage_modules_hold_no_sql():
                 elif isinstance(fn, ast.Name) and fn.id in QUERY_BUILDERS:
                     found.append(f"{path.name}:{node.lineno} calls {fn.id}()")
     assert not found, "stage modules must reach the store through vhmine.curate: " + "; ".join(found)
+
+
+# --- inputs read exactly -----------------------------------------------------------------------------------
+
+def _cli(*args, cwd=None):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "vhmine.cli", *map(str, args)], capture_output=True, text=True, cwd=cwd)
+
+
+def test_a_json_object_holding_an_id_twice_is_refused(bench_dir, tmp_path):
+    """{"y1": "no", "y1": "yes"}: json keeps the last silently; refused, as a repeated id in JSON lines is."""
+    bench = F.load(bench_dir)
+    p = tmp_path / "p.json"
+    p.write_text('{"o1": "3", "o2": "4", "y1": "no", "y2": "no", "y3": "yes", "y4": "no", "y1": "yes"}')
+    with pytest.raises(FormatError, match=r"p\.json: the key 'y1' appears twice in one object: give each item's answer once"):
+        load_predictions(p, bench)
+    q = tmp_path / "q.jsonl"  # inside a JSON line: which answer is it?
+    q.write_text('{"id": "o1", "answer": "3", "answer": "4"}\n')
+    with pytest.raises(FormatError, match=r"q\.jsonl, line 1: the key 'answer' appears twice"):
+        load_predictions(q, bench)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv", ".tsv"])
+def test_a_file_that_is_not_utf8_gets_one_line(bench_dir, tmp_path, suffix):
+    rows = {".jsonl": '{"id": "o1", "answer": "trois \xe9l\xe8ves"}\n',
+            ".csv": "id,answer\no1,trois \xe9l\xe8ves\n", ".tsv": "id\tanswer\no1\ttrois \xe9l\xe8ves\n"}
+    p = tmp_path / f"latin1{suffix}"
+    p.write_bytes(rows[suffix].encode("latin-1"))
+    r = _cli("eval", "--bench", bench_dir, "--predictions", f"m={p}", "--out", tmp_path / "ev", "--partial")
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert f"{p}: not UTF-8 text (byte 0xe9 cannot be decoded): save it as UTF-8" in r.stderr
+    # a VLMEvalKit result csv (index, prediction) in latin-1 alike
+    v = tmp_path / f"M_tiny_YNQ{suffix}"
+    if suffix != ".jsonl":
+        sep = "\t" if suffix == ".tsv" else ","
+        v.write_bytes(f"index{sep}prediction\n0{sep}oui \xe9\n".encode("latin-1"))
+        r = _cli("eval", "--bench", bench_dir, "--predictions", f"m={v}", "--partial")
+        assert r.returncode == 2 and "not UTF-8 text" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_predictions_without_a_model_name_are_refused(bench_dir, tmp_path):
+    p = _own(tmp_path)
+    r = _cli("eval", "--bench", bench_dir, "--predictions", f"={p}", "--out", tmp_path / "ev")
+    assert r.returncode == 2 and f"--predictions '={p}' has no model name: pass NAME=FILE" in r.stderr, r.stderr
+    assert not (tmp_path / "ev").exists()
+    with pytest.raises(EvalError, match=r"has no model name: pass NAME=FILE"):
+        evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "ev2", predictions=[("", p)]))
+
+
+def test_a_hallusionbench_result_file_of_vhmines_own_export_reads_back(tmp_path):
+    """HallusionBench's scripts add `model_prediction` to each row of HallusionBench.json and dump the list: made
+    from vhmine's `hallusionbench` export, its rows name vhmine's items and score as vhmine's own file."""
+    from helpers import write_tiny_bench
+
+    from vhmine.export.job import write_benchmark
+
+    (tmp_path / "t").mkdir()
+    tiny = F.load(write_tiny_bench(tmp_path / "t"))
+    ynq = Benchmark("tiny", [it for it in tiny if it.kind == "YNQ"])
+    write_benchmark(ynq, tmp_path / "hb", "hallusionbench")
+    rows = json.loads((tmp_path / "hb" / "HallusionBench.json").read_text())
+    for r in rows:
+        r["model_prediction"] = ANSWERS[r["vhmine_id"]]
+    result = tmp_path / "HallusionBench_result.json"
+    result.write_text(json.dumps(rows, indent=4))
+    got = evaluate(EvalOptions(bench=tmp_path / "hb", out=tmp_path / "ev", predictions=[("m", result)]))
+    own = evaluate(EvalOptions(bench=tmp_path / "hb", out=tmp_path / "own",
+                               predictions=[("m", _own(tmp_path, {k: v for k, v in ANSWERS.items() if k.startswith("y")}))]))
+    assert _numbers(got, "m") == _numbers(own, "m")
+    assert got.report["models"]["m"]["answered"] == 4

@@ -5,8 +5,9 @@ through its own TaskManager(include_path=...) and get_task_dict, and its own eva
 model that gives canned answers; every number equals `vhmine eval --predictions` on the same answers.
 VLMEvalKit is not on PyPI, so its side is a transcription: a stand-in `vlmeval` package written by this
 test copies VLMEvalKit's loader rules (load_tsv, the image-index resolution of ImageBaseDataset.__init__,
-dump_image, build_prompt, build_dataset's class search, YORN's exact "Yes"/"No" answer check); the
-registration file must import against it, declare the right classes, and score like vhmine.
+dump_image, build_prompt, build_dataset's class search, and ImageYORNDataset.evaluate's own yes/no reading and default_rating
+as verified against VLMEvalKit's code); the registration file must import against it, declare the right classes,
+and score like vhmine.
 """
 
 import base64
@@ -309,7 +310,33 @@ class ImageBaseDataset:
         return msgs
 ''',
     "vlmeval/dataset/image_yorn.py": '''
+import re
+import numpy as np
+import pandas as pd
+from vlmeval.smp import load
 from .image_base import ImageBaseDataset
+
+def process_punctuation(inText):  # vlmeval/smp/misc.py
+    outText = inText
+    punct = [";", r"/", "[", "]", \'"\', "{", "}", "(", ")", "=", "+", "\\\\", "_", "-", ">", "<", "@", "`", ",", "?", "!"]
+    commaStrip = re.compile(r"(\\d)(,)(\\d)")
+    periodStrip = re.compile(r"(?<!\\d)\\.(?!\\d)")
+    for p in punct:
+        if (p + " " in inText or " " + p in inText) or (re.search(commaStrip, inText) is not None):
+            outText = outText.replace(p, "")
+        else:
+            outText = outText.replace(p, " ")
+    outText = periodStrip.sub("", outText, count=32)  # VLMEvalKit passes re.UNICODE (32) as the count, positionally
+    return outText
+
+def YOrN_Extraction(output):  # vlmeval/dataset/utils/yorn.py
+    s = output.lower()
+    words = process_punctuation(s).split()
+    if "yes" in words and "no" not in words:
+        return "Yes"
+    if "yes" not in words and "no" in words:
+        return "No"
+    return "Unknown"
 
 class ImageYORNDataset(ImageBaseDataset):
     TYPE = "Y/N"
@@ -317,7 +344,16 @@ class ImageYORNDataset(ImageBaseDataset):
     DATASET_MD5 = {"POPE": "c12f5acb142f2ef1f85a26ba2fbe41d5"}
 
     def evaluate(self, eval_file, **judge_kwargs):
-        raise NotImplementedError("VLMEvalKit's own yes/no scoring: not part of this stand-in")
+        # image_yorn.py with exact matching (no judge) and yorn.py default_rating: a plain VLMEvalKit run's figures
+        data = load(eval_file)
+        data["prediction"] = [str(x) for x in data["prediction"]]
+        data["extracted"] = [YOrN_Extraction(x) for x in data["prediction"]]
+        data["score"] = data["answer"] == data["extracted"]
+        res = {"Overall": np.mean(data["score"]) * 100}
+        if "category" in data:
+            for c in sorted(set(x for x in data["category"] if not pd.isna(x))):
+                res[c] = np.mean(data[data["category"] == c]["score"]) * 100
+        return pd.DataFrame({k: [v] for k, v in res.items()})
 ''',
     "vlmeval/dataset/image_vqa.py": '''
 from .image_base import ImageBaseDataset

@@ -206,3 +206,26 @@ def test_cli_help_imports_no_store_or_app_libraries():
             "print(sorted(m for m in ('sqlalchemy', 'alembic', 'streamlit', 'psycopg') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
     assert "--per-mode" in out and out.strip().splitlines()[-1] == "[]"
+
+
+def test_open_store_without_create_refuses_a_store_that_does_not_exist(any_url, tmp_path):
+    """create=False (every command but seed, generate, manipulate and workers add): a missing SQLite file, an empty
+    one, or a database without vhmine's schema is named, and nothing is created in it."""
+    from sqlalchemy import create_engine, inspect
+
+    from vhmine.errors import StoreError
+    from vhmine.store import open_store
+
+    typo = tmp_path / "sub" / "typo.db"
+    with pytest.raises(StoreError, match=rf"no store at {typo}: check --db / VHMINE_DB \(only `vhmine seed`, "):
+        open_store(typo, create=False)
+    assert not typo.exists() and not typo.parent.exists()
+    with pytest.raises(StoreError, match=r"no store at .*: check --db"):
+        open_store(any_url, create=False)  # a new SQLite file, or a PostgreSQL database with nothing in it
+    engine = create_engine(any_url)
+    with engine.connect() as conn:
+        assert inspect(conn).get_table_names() == []  # no schema was put there
+    engine.dispose()
+    open_store(any_url).close()  # created, as seed does
+    with open_store(any_url, create=False) as store:
+        assert store.revision() is not None

@@ -29,7 +29,7 @@ st.set_page_config(page_title="vhmine curate", layout="wide")
 
 @st.cache_resource
 def _store(url: str):
-    return open_store(url)
+    return open_store(url, create=False)
 
 
 def sign_in_page(store) -> None:
@@ -94,7 +94,9 @@ def drafts_form(store, worker: C.WorkerInfo, mode: str) -> bool:
             keep = right.checkbox("Keep", value=True, key=f"keep:{d.instance_id}")
             q = right.text_input("Yes/no question", value=d.question, key=f"dq:{d.instance_id}")
             truth = right.radio("Truth", ["yes", "no"], index=0 if d.truth else 1, horizontal=True, key=f"dt:{d.instance_id}")
-            decisions.append(C.DraftDecision(d.instance_id, keep, q, truth == "yes"))
+            checked = right.checkbox("I checked this truth on the image (needed where the rules cannot read a reworded "
+                                     "question)", value=False, key=f"dc:{d.instance_id}")
+            decisions.append(C.DraftDecision(d.instance_id, keep, q, truth == "yes", checked))
     if st.button("Confirm", key="confirm", type="primary"):
         try:
             kept = C.confirm_drafts(store, worker, decisions)

@@ -40,24 +40,30 @@ def verify_page(store, me: C.WorkerInfo, mode: str) -> None:
         answers[img] = col.text_area(f"Answer(s) for image {roles[img]}, one per line", value="\n".join(ans),
                                      key=f"va:{key}:{roles[img]}")
     st.subheader("Yes/no variants")
-    yes_no = []
+    yes_no, checked = [], []
     for k, (q, truths) in enumerate(item.yes_no):
         with st.container(border=True):
             keep = st.checkbox("Keep", value=True, key=f"vk:{key}:{k}")
+            if q in item.unchecked:
+                st.warning("The rules cannot check this question against the answers: check its truths on the images.")
             yq = st.text_input(f"Yes/no question {k + 1}", value=q, key=f"vyq:{key}:{k}")
             cols = st.columns(len(truths))
             got = {}
             for col, (img, t) in zip(cols, truths.items()):
                 got[img] = col.radio(f"Image {roles[img]}", ["yes", "no"], index=0 if t else 1, horizontal=True,
                                      key=f"vyt:{key}:{k}:{roles[img]}") == "yes"
+            if st.checkbox("I checked these truths on the images (needed where the rules cannot check them)",
+                           value=False, key=f"vc:{key}:{k}"):
+                checked.append(yq)
             if keep:
                 yes_no.append((yq, got))
     c1, c2, c3 = st.columns(3)
     if c1.button("Accept as drafted", type="primary", key=f"vacc:{key}"):
-        act(lambda: C.accept_draft(store, me, item.draft_id), "success",
+        act(lambda: C.accept_draft(store, me, item.draft_id, checked=checked), "success",
             lambda v: f"Accepted the draft: {len(v.instance_ids)} question(s) ready.")
     if c2.button("Save my edit", key=f"vedit:{key}"):
-        act(lambda: C.edit_draft(store, me, item.draft_id, question=question, answers=answers, yes_no=yes_no),
+        act(lambda: C.edit_draft(store, me, item.draft_id, question=question, answers=answers, yes_no=yes_no,
+                                 checked=checked),
             "success", lambda v: f"Saved ({'no change: accepted' if v.decision == 'accept' else 'edited'}): "
                                  f"{len(v.instance_ids)} question(s) ready.")
     reason = c3.text_input("Reject reason", key=f"vreason:{key}", placeholder="answer for image B is wrong")

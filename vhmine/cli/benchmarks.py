@@ -68,7 +68,7 @@ def eval_(
     base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint [env OPENAI_BASE_URL]."),
     judge: Optional[str] = typer.Option(None, "--judge", help="Judge model for open-ended answers (implies --oeq judge)."),
     oeq: Optional[str] = typer.Option(None, "--oeq", help="Open-ended scoring: match (reference appears in the answer), judge, or labels (the store's verdicts on this model's responses: workers' majority, else probe's rule or judge) [default: judge with --judge, else match]."),
-    rule: str = typer.Option("vhtest", "--rule", help="Yes/no rule: vhtest (VHTest's classify_response), firstword, pope or strict."),
+    rule: str = typer.Option("vhtest", "--rule", help="Yes/no rule: vhtest (VHTest's classify_response), firstword, pope, strict or vlmevalkit (VLMEvalKit's YOrN_Extraction, to check a plain VLMEvalKit run's figures)."),
     fmt: Optional[str] = typer.Option(None, "--format", help="The benchmark's format [default: detected]."),
     images: Optional[Path] = typer.Option(None, "--images", help="Folder of a foreign benchmark's images (POPE, HallusionBench, LLaVA); image paths must stay inside it."),
     partial: bool = typer.Option(False, "--partial", help="Score only the items that have an answer."),
@@ -92,6 +92,8 @@ def eval_(
             if "=" not in p:
                 raise InputError(f"--predictions {p!r} is not NAME=FILE")
             n, f = p.split("=", 1)
+            if not n.strip() or not f.strip():
+                raise InputError(f"--predictions {p!r} has no {'model name' if not n.strip() else 'file'}: pass NAME=FILE")
             preds.append((n, Path(f)))
         # the same model-access settings as probe / describe / generate (vhmine.llm.LLMOptions fields)
         # (the template's model is a placeholder: eval replaces it, and base_url, per model and judge)

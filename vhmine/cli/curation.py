@@ -49,7 +49,7 @@ def workers_add(
         from vhmine.curate import add_worker
         from vhmine.store import open_store
 
-        with open_store(db) as store:
+        with open_store(db, create=True) as store:  # the first worker may come before the first seed
             token = add_worker(store, name, admin=admin)
     except VhmineError as err:
         _fail(err)
@@ -64,7 +64,7 @@ def workers_list(db: Optional[str] = DbOpt) -> None:
         from vhmine.curate import list_workers
         from vhmine.store import open_store
 
-        with open_store(db) as store:
+        with open_store(db, create=False) as store:
             workers = list_workers(store)
     except VhmineError as err:
         _fail(err)
@@ -78,7 +78,7 @@ def _on_store(db: Optional[str], action: str, *args):
         from vhmine import curate
         from vhmine.store import open_store
 
-        with open_store(db) as store:
+        with open_store(db, create=False) as store:
             return getattr(curate, action)(store, *args)
     except VhmineError as err:
         _fail(err)

@@ -23,7 +23,7 @@ from vhmine.errors import InputError, VhmineError
 def probe(
     model: str = typer.Option(..., "--model", help="The victim MLLM, as the endpoint names it (e.g. gpt-4o)."),
     judge: Optional[str] = typer.Option(None, "--judge", help="Model that judges open-ended answers (correct / incorrect / unclear) [default: none, workers label them in the app]."),
-    rule: str = typer.Option("vhtest", "--rule", help="Yes/no rule for YNQ answers: vhtest (VHTest: the letters yes / no start it), firstword, pope, strict."),
+    rule: str = typer.Option("vhtest", "--rule", help="Yes/no rule for YNQ answers: vhtest (VHTest: the letters yes / no start it), firstword, pope, strict, vlmevalkit."),
     mode: Optional[List[str]] = ModesOpt,
     kind: Optional[List[str]] = typer.Option(None, "--kind", help="Only OEQ or YNQ instances (repeatable; any case) [default: both]."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Ask at most this many instances."),
@@ -47,7 +47,7 @@ def probe(
                                              prices, cache, max_tokens),
                             judge=judge, rule=rule, modes=mode or None, kinds=check_kinds(kind or ["OEQ", "YNQ"]),
                             limit=limit)
-        with open_store(db) as store:
+        with open_store(db, create=False) as store:
             result = run_probe(store, opts)
     except VhmineError as err:
         _fail(err)
@@ -87,7 +87,7 @@ def describe(
         opts = DescribeOptions(llm=_llm_options(model, base_url, concurrency, timeout, max_retries, retry_wait, max_cost,
                                                 prices, cache, max_tokens),
                                modes=chosen, examples=examples, min_real=min_real, victim=victim, out=out)
-        with open_store(db) as store:
+        with open_store(db, create=False) as store:
             result = run_describe(store, opts)
     except VhmineError as err:
         _fail(err)
@@ -133,7 +133,7 @@ def generate(
             device=device, dtype=dtype, steps=steps, guidance=guidance, seed=seed, width=width, height=height,
             llm=_llm_options(prompt_model or backend.partition(":")[2], base_url, concurrency, timeout, max_retries,
                              retry_wait, max_cost, prices, cache))
-        with open_store(db) as store:
+        with open_store(db, create=True) as store:  # may make the first store
             result = run_generate(store, opts)
     except VhmineError as err:
         _fail(err)
@@ -183,7 +183,7 @@ def manipulate(
             prior_model=prior_model, strategies=tuple(strategy or ("abnormal", "paired", "removal")),
             per_strategy=per_strategy, inpaint=inpaint, judge=judge, rule=rule, out=out, device=device, steps=steps,
             seed=seed)
-        with open_store(db) as store:
+        with open_store(db, create=True) as store:  # may make the first store
             result = run_manipulate(store, opts)
     except VhmineError as err:
         _fail(err)
@@ -217,7 +217,7 @@ def blind(
         opts = BlindOptions(llm=_llm_options(model, base_url, concurrency, timeout, max_retries, retry_wait, max_cost,
                                              prices, cache, max_tokens),
                             judge=judge, rule=rule, modes=mode or None, kinds=check_kinds(kind or ["OEQ", "YNQ"]))
-        with open_store(db) as store:
+        with open_store(db, create=False) as store:
             result = run_blind(store, opts)
     except VhmineError as err:
         _fail(err)
@@ -248,7 +248,7 @@ def draft(
         if stats:
             from vhmine.curate import draft_savings, savings_table
 
-            with open_store(db) as store:
+            with open_store(db, create=False) as store:
                 typer.echo(savings_table(draft_savings(store)))
             return
         if not model:
@@ -257,7 +257,7 @@ def draft(
 
         opts = DraftOptions(llm=_llm_options(model, base_url, concurrency, timeout, max_retries, retry_wait, max_cost,
                                              prices, cache, max_tokens), modes=mode or None, limit=limit)
-        with open_store(db) as store:
+        with open_store(db, create=False) as store:
             result = run_draft(store, opts)
     except VhmineError as err:
         _fail(err)

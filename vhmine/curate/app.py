@@ -42,7 +42,7 @@ def run_app(db: Optional[str] = None, host: str = "127.0.0.1", port: int = 8501,
         raise InputError(f"the curation app {app_path} is missing: pass --app PATH to a Streamlit script, "
                          "or reinstall vhmine (the app ships inside the package as vhmine/apps/curate.py)")
     url = resolve_url(db)
-    open_store(url).close()  # errors (newer schema, bad URL) show here, not in the browser
+    open_store(url, create=False).close()  # errors (no such store, newer schema, bad URL) show here, not in the browser
     env = dict(os.environ, VHMINE_DB=url)
     log.info("curation app on http://%s:%d (store %s)", host, port, display_url(url))
     return serve(streamlit_command(app_path, host, port), env)

@@ -1,8 +1,10 @@
 """Drafted yes/no questions: a worker's pending drafts, and confirming or rejecting them.
 
-Reads draft instances with the OEQ each was derived from; writes their status (ready or discarded),
-question, truth and answers (a reworded question keeps only the slot values its text still holds,
-vhmine.modes.slots_of), and logs a `confirm` action holding the old values so undo can restore them.
+Reads draft instances with the OEQ each was derived from (and the pair's other OEQ); writes their status
+(ready or discarded), question, truth and answers (a reworded question keeps only the slot values its text
+still holds, vhmine.modes.slots_of), and logs a `confirm` action holding the old values so undo can restore
+them. A kept question never contradicts what the open answers imply, however it is worded
+(vhmine.models.variant); one the check cannot read is made ready only when the worker marks it checked.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from vhmine import modes as M
-from vhmine.errors import LeaseError
+from vhmine.errors import FormError, LeaseError
+from vhmine.models.variant import check_variant, undecided_message
 from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
     Instance, Pair, Store, utcnow,
 )
@@ -63,12 +66,24 @@ def _match_edit(d: Instance, question: str, src: Instance) -> None:
     d.slots = slots
 
 
+def _agrees(s, d: Instance, src: Instance, question: str, truth: bool, where: str) -> bool:
+    """FormError when the question's truth contradicts what the open answers imply (this image's, and the pair's
+    other image's as the wrong values), however it is worded; False when the check cannot decide."""
+    if src.template_id.endswith(".own"):
+        return False
+    other = s.scalars(select(Instance).where(Instance.action_id == src.action_id, Instance.kind == M.OEQ,
+                                             Instance.id != src.id, Instance.status == "ready")).all()
+    return check_variant(M.get_mode(d.mode), M.get_template(src.template_id), src.slots, question, truth,
+                         src.answers, [a for o in other for a in o.answers], where)
+
+
 @dataclass
 class DraftDecision:
     instance_id: str
     keep: bool
     question: Optional[str] = None  # reworded question; None keeps the draft's
     truth: Optional[bool] = None  # None keeps the draft's
+    checked: bool = False  # the worker checked the truth on the image: needed where the rules cannot read the question
 
 
 @_retried
@@ -92,7 +107,8 @@ def confirm_drafts(store: Store, worker: str, decisions: Iterable[DraftDecision]
                 src = s.get(Instance, d.derived_from)
                 if question != d.question:
                     _match_edit(d, question, src)
-                M.check_draft(truth, d.draft_value, src.answers, where)
+                if not _agrees(s, d, src, question, truth, where) and not dec.checked:
+                    raise FormError("yes_no", undecided_message(question, f"{where}, on image {d.image_id}"))
                 d.question, d.truth, d.status = question, truth, "ready"
                 d.answers = ["Yes" if truth else "No"]
                 kept.append(d.id)

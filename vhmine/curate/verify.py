@@ -19,6 +19,7 @@ from typing import Optional, Sequence
 
 from vhmine import modes as M
 from vhmine.models.draft_check import DraftContent, check_content
+from vhmine.models.variant import undecided_message
 from vhmine.errors import FormError, InputError, LeaseError
 from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
     Action, Draft, Instance, Store, Task, utcnow,
@@ -47,6 +48,7 @@ class VerifyItem:
     model: str
     prompt: str
     lease_until: dt.datetime
+    unchecked: tuple[str, ...] = ()  # yes/no questions the rules could not check against the answers: check them
 
 
 @dataclass(frozen=True)
@@ -83,8 +85,14 @@ def drafted_tasks(store: Store, model: str, endpoint: Optional[str], prompt: str
 def _view(s: Session, t: Task, d: Draft) -> VerifyItem:
     item = _item(s, t)
     yn = tuple((y["question"], dict(y["truths"])) for y in d.yes_no or [])
+    try:  # the rules are pure: which variants they cannot check, read again for the page
+        unchecked = check_content(d.mode, [v.id for v in item.images], d.template_id, d.slots or {}, d.question,
+                                  d.answers or {}, list(yn)).unchecked
+    except FormError:
+        unchecked = tuple(q for q, _ in yn)
     return VerifyItem(d.id, t.id, t.mode, item.images, d.template_id, dict(d.slots or {}), d.question,
-                      {k: tuple(v) for k, v in (d.answers or {}).items()}, yn, d.model, d.prompt, t.lease_until)
+                      {k: tuple(v) for k, v in (d.answers or {}).items()}, yn, d.model, d.prompt, t.lease_until,
+                      unchecked)
 
 
 def _pending(s: Session, task_id: str) -> Optional[Draft]:
@@ -121,23 +129,27 @@ def _draft_and_task(s: Session, draft_id: str, worker: str, now: dt.datetime) ->
 
 
 @_retried
-def accept_draft(store: Store, worker: str | WorkerInfo, draft_id: str) -> Verified:
-    """Accept a draft as the model wrote it: its instances become ready and its task is done."""
-    return _edit_draft(store, worker, draft_id)
+def accept_draft(store: Store, worker: str | WorkerInfo, draft_id: str, *, checked: Sequence[str] = ()) -> Verified:
+    """Accept a draft as the model wrote it: its instances become ready and its task is done. `checked`: the
+    yes/no questions the rules could not check (VerifyItem.unchecked) that the worker checked on the images."""
+    return _edit_draft(store, worker, draft_id, checked=checked)
 
 
 @_retried
 def edit_draft(store: Store, worker: str | WorkerInfo, draft_id: str, *, question: Optional[str] = None,
-               answers: Optional[dict] = None, yes_no: Optional[Sequence[tuple[str, dict]]] = None) -> Verified:
+               answers: Optional[dict] = None, yes_no: Optional[Sequence[tuple[str, dict]]] = None,
+               checked: Sequence[str] = ()) -> Verified:
     """Save the worker's edit of a draft (None keeps the draft's part; an edit identical to the draft is an
-    accept): FormError (nothing saved) when it breaks a draft rule (vhmine.models.draft_check). Closes the task;
-    returns the ready instances made. `answers`: image id -> answers (a str: one per line); `yes_no`:
-    (question, {image id: truth}) for every variant to keep."""
-    return _edit_draft(store, worker, draft_id, question=question, answers=answers, yes_no=yes_no)
+    accept): FormError (nothing saved) when it breaks a draft rule (vhmine.models.draft_check), or keeps a yes/no
+    question the rules cannot check against the answers that is not in `checked` (the worker looked at it on the
+    images). Closes the task; returns the ready instances made. `answers`: image id -> answers (a str: one per
+    line); `yes_no`: (question, {image id: truth}) for every variant to keep."""
+    return _edit_draft(store, worker, draft_id, question=question, answers=answers, yes_no=yes_no, checked=checked)
 
 
 def _edit_draft(store: Store, worker: str | WorkerInfo, draft_id: str, *, question: Optional[str] = None,
-                answers: Optional[dict] = None, yes_no: Optional[Sequence[tuple[str, dict]]] = None) -> Verified:
+                answers: Optional[dict] = None, yes_no: Optional[Sequence[tuple[str, dict]]] = None,
+                checked: Sequence[str] = ()) -> Verified:
     """edit_draft's one attempt, without the retry (accept_draft and edit_draft each retry it once over)."""
     with store.session() as s:
         worker = _worker(s, worker).name
@@ -149,6 +161,10 @@ def _edit_draft(store: Store, worker: str | WorkerInfo, draft_id: str, *, questi
         content = check_content(d.mode, images, d.template_id, d.slots or {}, edited_q,
                                 d.answers if answers is None else answers,
                                 [(y["question"], y["truths"]) for y in d.yes_no or []] if yes_no is None else list(yes_no))
+        vouched = {" ".join(str(q).split()) for q in checked}
+        for q in content.unchecked:  # the rules could not read it: made ready only once a worker checked it
+            if q not in vouched:
+                raise FormError("yes_no", undecided_message(q, "on the pair's images"))
         new_json = {"question": content.question, "answers": content.answers,
                     "yes_no": [{"question": y.question, "truths": y.truths} for y in content.yes_no]}
         decision = "accept" if new_json == draft_json else "edit"
@@ -158,7 +174,8 @@ def _edit_draft(store: Store, worker: str | WorkerInfo, draft_id: str, *, questi
             other.status, other.reason = "superseded", f"draft {d.id} of this pair was verified"
         act = _log(s, worker, VERIFY, t.id, {"draft_id": d.id, "mode": d.mode, "decision": decision, "model": d.model,
                                             "prompt": d.prompt, "draft": draft_json,
-                                            **({"edited": new_json} if decision == "edit" else {})})
+                                            **({"edited": new_json} if decision == "edit" else {}),
+                                            **({"checked_by_worker": list(content.unchecked)} if content.unchecked else {})})
         ids = _instances(s, t, content, act, worker, now)
         d.action_id = act.id
         act.payload = dict(act.payload, instances=ids)

@@ -14,7 +14,14 @@ so a reference answer the curation accepts is read the same way by eval's defaul
   read, "Yesterday" and "Not sure" do not;
 - ``pope``: POPE's rule (its `evaluate.py`): keep the first sentence, drop commas; "no", "No" or
   "not" among its space-separated words means no, anything else yes (never None);
-- ``strict``: the whole answer is "yes" or "no", nothing else.
+- ``strict``: the whole answer is "yes" or "no", nothing else;
+- ``vlmevalkit``: VLMEvalKit's own (`YOrN_Extraction` after `process_punctuation`, as its
+  ImageYORNDataset.evaluate reads str() of each cell its result-file loading gives): the word "yes"
+  present and "no" absent -> yes, the reverse -> no, else None (its "Unknown", scored wrong). Its list of
+  punctuation, the once-per-character choice between deleting and spacing it, the 32-period limit and the
+  cells pandas reads as NaN ("None", "N/A", "" -> "nan") are reproduced (vhmine.formats.harness_rules,
+  the copy the VLMEvalKit export embeds). So "Nope", "Not sure", "Yesterday", "No, but yes" and "None"
+  read as None, and "I think yes" as yes.
 """
 
 from __future__ import annotations
@@ -54,6 +61,12 @@ def _strict(answer: str) -> Optional[bool]:
     return {"yes": True, "no": False}.get((answer or "").strip().strip(".!").strip().lower())
 
 
+def _vlmevalkit(answer: str) -> Optional[bool]:
+    from vhmine.formats.harness_rules import read_yes_no_vlmevalkit
+
+    return read_yes_no_vlmevalkit(answer)
+
+
 @dataclass(frozen=True)
 class YesNoRule:
     name: str
@@ -66,6 +79,7 @@ _RULES = {r.name: r for r in (
     YesNoRule("firstword", _firstword, "the first word is yes or no"),
     YesNoRule("pope", _pope, "no/No/not in the first sentence means no, else yes (POPE)"),
     YesNoRule("strict", _strict, "exactly yes or no"),
+    YesNoRule("vlmevalkit", _vlmevalkit, 'the word yes without the word no, or the reverse (VLMEvalKit\'s YOrN_Extraction)'),
 )}
 
 

@@ -183,7 +183,7 @@ def store_labels(db: Optional[str], model: str, answers: dict[str, str],
     from vhmine.curate.model_responses import responses_saying
     from vhmine.store import open_store
 
-    with open_store(db) as store:
+    with open_store(db, create=False) as store:
         rows = responses_saying(store, model, answers)
         counts = response_verdicts(store, [rid for rid, _ in rows])
     found: dict[str, set] = {}
@@ -265,6 +265,9 @@ def evaluate(opts: EvalOptions) -> EvalResult:
         opts = replace(opts, oeq="judge" if opts.judge else "match")
     if opts.oeq not in OEQ_SCORERS:
         raise EvalError(f"--oeq {opts.oeq!r} is not one of {', '.join(OEQ_SCORERS)}")
+    unnamed = [str(f) for n, f in opts.predictions if not str(n).strip()]
+    if unnamed:
+        raise EvalError(f"--predictions ={unnamed[0]} has no model name: pass NAME=FILE")
     if not opts.models and not opts.predictions:
         raise EvalError("nothing to score: pass --model M (ask a model) or --predictions NAME=FILE")
     if opts.judge_agreement and (opts.oeq != "judge" or not opts.judge):

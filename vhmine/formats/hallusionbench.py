@@ -86,12 +86,13 @@ def read(path: Path, images: Optional[Path] = None) -> Benchmark:
 
 
 def read_predictions(path: Path, field: str = "model_prediction") -> dict[str, str]:
-    """HallusionBench id -> the model's answer, from a result file."""
+    """Item id -> the model's answer, from a result file: HallusionBench's per-question key, or the `vhmine_id` of a row
+    vhmine's export wrote (the id `read` gives that item)."""
     out = {}
     for n, r in enumerate(_rows(path)):
         if field not in r:
             raise FormatError(f"{path}, row {n}, field {field}: missing (the model's answer)")
-        rid = row_id(r)
+        rid = str(r.get("vhmine_id") or row_id(r))  # a row of vhmine's own export names its item, as `read` does
         if rid in out:
             raise FormatError(f"{path}, row {n}: question {rid} appears twice")
         out[rid] = "" if r[field] is None else str(r[field])

@@ -35,8 +35,12 @@ def _name(bench: Benchmark) -> str:
 INDEX_REF_MAX = 64  # VLMEvalKit (ImageBaseDataset.__init__): an image value this short names another row's index
 
 
-def write(bench: Benchmark, folder: Path) -> None:
-    from vhmine.formats.vlmevalkit_register import write_readme, write_registration
+def write(bench: Benchmark, folder: Path, rule: str = "vhtest") -> None:
+    """The TSVs, the registration file and the README; `rule`: how the registered yes/no dataset reads answers
+    (vhtest, as `vhmine eval` does by default, or vlmevalkit)."""
+    from vhmine.formats.vlmevalkit_register import _check_rule, write_readme, write_registration
+
+    _check_rule(rule)
 
     tsvs = {}
     for kind in bench.kinds():
@@ -59,8 +63,8 @@ def write(bench: Benchmark, folder: Path) -> None:
                 w.writerow([k, img, it.question, answer, it.mode, it.id, it.group_id or "",
                             json.dumps(item_extras(it), ensure_ascii=False, sort_keys=True)])
         tsvs[kind] = tsv
-    write_registration(folder, tsvs)
-    write_readme(folder, bench, tsvs)
+    write_registration(folder, tsvs, rule)
+    write_readme(folder, bench, tsvs, rule)
 
 
 def resolve_images(rows: list[dict], where: str) -> list[str]:

@@ -4,9 +4,11 @@ Reads the store's open pair tasks (vhmine.seed queues one per (pair, mode)) and 
 asks `--model` through vhmine.llm (cache, retries, cost cap) with the versioned prompt `draft`
 (vhmine/prompts/draft.v1.txt, the mode's open templates filled in), both images attached (A first).
 Each answer is checked by the draft rules (vhmine.models.draft_check) and stored (vhmine.curate.record_draft)
-with the model, endpoint and prompt id: a draft that passes waits in the verify queue of the app; a
-malformed one, or one with the same answer on both images, is stored as rejected by rule with the
-reason and never queued. A task that already has a draft of this model, endpoint and prompt is not
+with the model, endpoint and prompt id: a draft that passes waits in the verify queue of the app (one
+holding a yes/no question the rules cannot read against its answers is listed "to check", and the
+verifier must mark that question checked); a malformed one, one with the same answer on both images, or
+one whose yes/no question contradicts its answers however it is worded, is stored as rejected by rule
+with the reason and never queued. A task that already has a draft of this model, endpoint and prompt is not
 asked again; a request that failed stores nothing (rerun to ask again).
 """
 
@@ -72,6 +74,8 @@ class DraftResult:
                              f"{c['skipped']:>7} {c['failed']:>6}")
         for i in [i for i in self.items if i.status == "rule_rejected"][:20]:
             lines.append(f"  rejected by rule: {i.task_id}: {i.reason}")
+        for i in [i for i in self.items if i.status == "queued" and i.reason][:20]:
+            lines.append(f"  to check: {i.task_id}: {i.reason}")
         for f in self.failed[:20]:
             lines.append(f"  not drafted: {f.task_id}: {f.status}: {f.reason}")
         if self.partial:
@@ -141,6 +145,9 @@ def draft(store, opts: DraftOptions) -> DraftResult:
                 content, reason = None, str(err)
             C.record_draft(store, tid, model=model, endpoint=llm.endpoint, prompt=prompt.id, raw=text,
                            content=content, reason=reason)
+            if content is not None and content.unchecked:  # queued all the same: the verifier checks these
+                reason = (f"{len(content.unchecked)} yes/no question(s) the rules cannot check against the answers "
+                          f"(first: {content.unchecked[0]!r}): the verifier checks them on the images")
             items[tid] = DraftItem(tid, mode, "queued" if content is not None else "rule_rejected", reason or "")
         result.spent, result.sent = llm.spent, llm.stats.sent
     result.items = [items[t[0]] for t in tasks]

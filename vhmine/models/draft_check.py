@@ -6,7 +6,8 @@ have a truth per image. The rules: the template is one of the mode's open templa
 filled; the answers are of the mode's form (vhmine.modes.check_oeq_answers); the two images' answers
 differ (the pair is a difference CLIP misses: a question with one answer for both tells the images
 apart no better than a guess); each yes/no variant is yes on one image and no on the other, and does not
-contradict the open answer it tests. `parse_draft` reads a model's JSON into the same form, raising
+contradict what the open answers imply, however it is worded (vhmine.models.variant); a variant the check
+cannot read is listed in `unchecked`, for the verifying worker to check (curate.verify). `parse_draft` reads a model's JSON into the same form, raising
 FormError with the reason when it is malformed.
 """
 
@@ -19,6 +20,7 @@ from typing import Mapping, Optional, Sequence
 
 from vhmine import modes as M
 from vhmine.errors import FormError
+from vhmine.models.variant import check_variant
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class DraftContent:
     answers: dict = field(default_factory=dict, hash=False)  # image id -> list of reference answers
     yes_no: tuple[YesNo, ...] = ()
     base_template: str = ""  # the open template it was filled from (kept when the question is reworded past it)
+    unchecked: tuple[str, ...] = ()  # yes/no questions the rules could not check against the answers
 
     def as_json(self) -> dict:
         return {"template_id": self.base_template or self.template_id, "slots": self.slots, "question": self.question,
@@ -69,8 +72,8 @@ def check_content(mode_name: str, images: Sequence[str], template_id: str, slots
     if a & b:
         raise FormError("answers", f"image A and image B share the answer {sorted(a & b)[0]!r}: a pair question must "
                                    "have a different answer on each image")
-    ynq_tpl = mode.template(tpl.ynq) if tpl.ynq else None
     out: list[YesNo] = []
+    unchecked: list[str] = []  # variants the check could not read against the answers: a worker checks them
     for q, truths in (_derived(mode, tpl, kept, clean, images) if yes_no is None else yes_no):
         q = M.check_question(q)
         t = {img: truths.get(img) for img in images}
@@ -79,20 +82,14 @@ def check_content(mode_name: str, images: Sequence[str], template_id: str, slots
         if len(set(t.values())) == 1:
             raise FormError("yes_no", f"the yes/no question {q!r} is {'yes' if t[images[0]] else 'no'} on both images: "
                                       "a pair's yes/no question must be yes on one image and no on the other")
-        value = _tested_value(tpl, ynq_tpl, q)
-        for img in images:
-            M.check_draft(t[img], value, clean[img], f"{q!r} on {_where(roles[img])}")
+        decided = [check_variant(mode, tpl, kept if kept is not None else slots, q, t[img], clean[img],
+                                 [x for o in images if o != img for x in clean[o]], f"{q!r} on {_where(roles[img])}")
+                   for img in images]
+        if not all(decided):
+            unchecked.append(q)
         out.append(YesNo(q, {img: bool(v) for img, v in t.items()}))
     tid = tpl.id if kept is not None else M.own_template_id(mode)
-    return DraftContent(tid, kept or {}, question, clean, tuple(out), tpl.id)
-
-
-def _tested_value(tpl: M.Template, ynq_tpl: Optional[M.Template], question: str) -> Optional[str]:
-    """The open answer's value a yes/no question names (derive="value" templates), else None (no check)."""
-    if ynq_tpl is None or tpl.derive != "value":
-        return None
-    got = M.slots_of(ynq_tpl, question, {})
-    return None if got is None else got.get(tpl.answer_slot)
+    return DraftContent(tid, kept or {}, question, clean, tuple(out), tpl.id, tuple(unchecked))
 
 
 def _derived(mode: M.Mode, tpl: M.Template, slots: Optional[dict], answers: dict, images: Sequence[str]):

@@ -173,16 +173,37 @@ def _backup_sqlite(engine: Engine, rev: str) -> Optional[Path]:
     return dest
 
 
-def open_store(db: str | os.PathLike | None = None, *, target: str = "head") -> Store:
+CREATORS = ("seed", "generate", "manipulate", "workers add")  # the commands that put the first things into a store
+
+
+def _missing(url: str) -> Optional[str]:
+    """A SQLite file that does not exist: its path (opening it would create it); else None."""
+    u = make_url(url)
+    if u.get_backend_name() == "sqlite" and u.database and u.database != ":memory:" and not Path(u.database).exists():
+        return u.database
+    return None
+
+
+def _no_store(where: str) -> StoreError:
+    return StoreError(f"no store at {where}: check --db / VHMINE_DB (only "
+                      + ", ".join(f"`vhmine {c}`" for c in CREATORS) + " make a new one)")
+
+
+def open_store(db: str | os.PathLike | None = None, *, target: str = "head", create: bool = True) -> Store:
     """Open (creating or upgrading as needed) the store at `db`; see `resolve_url`.
 
     `target` is the schema revision to migrate to; anything but "head" is for tests that build an
-    old store. Raises StoreVersionError for a store from a newer vhmine, StoreError for a database
-    that holds other tables but no vhmine schema.
+    old store. `create=False` refuses a store that does not exist yet (a missing or empty SQLite file,
+    a database without vhmine's schema) with a StoreError naming it, and creates nothing: every command
+    but CREATORS opens its store so, so a mistyped `--db` never makes a new empty store. Raises
+    StoreVersionError for a store from a newer vhmine, StoreError for a database that holds other
+    tables but no vhmine schema.
     """
     from alembic import command
 
     url = resolve_url(db)
+    if not create and _missing(url):
+        raise _no_store(_missing(url))
     try:
         engine = make_engine(url)
     except Exception as err:  # bad driver names and the like, before any connection
@@ -206,6 +227,9 @@ def open_store(db: str | os.PathLike | None = None, *, target: str = "head") -> 
             f"(it knows up to {schema_head()}): it was written by a newer vhmine; upgrade vhmine "
             "(pip install -U vhmine) or point --db at another store"
         )
+    if current is None and not tables and not create:
+        engine.dispose()
+        raise _no_store(make_url(url).database if engine.dialect.name == "sqlite" else display_url(url))
     if current is None and tables:
         engine.dispose()
         raise StoreError(

@@ -68,14 +68,19 @@ def read_predictions(path: Path, bench: Benchmark) -> Predictions:
     path = Path(path)
     if not path.is_file():
         raise EvalError(f"predictions file {path} does not exist")
-    harness = detect(path)
-    if harness == "vlmevalkit":
-        from vhmine.eval.predictions.vlmevalkit import read
-    elif harness == "lmms-eval":
-        from vhmine.eval.predictions.lmms_eval import read
-    else:
-        from vhmine.eval.predictions.own import read
-    answers, failures = read(path, bench)
+    try:
+        harness = detect(path)
+        if harness == "vlmevalkit":
+            from vhmine.eval.predictions.vlmevalkit import read
+        elif harness == "lmms-eval":
+            from vhmine.eval.predictions.lmms_eval import read
+        else:
+            from vhmine.eval.predictions.own import read
+        answers, failures = read(path, bench)
+    except UnicodeDecodeError as err:  # .jsonl, .csv, .tsv alike (an .xlsx is a zip, never decoded)
+        from vhmine.eval.predictions.text import not_utf8
+
+        raise not_utf8(path, err) from None
     answers = check_ids(answers, bench, path)  # vhmine's own files may name POPE items by their bare question_id
     check_ids(failures, bench, path)
     return Predictions(answers, harness, failures)

@@ -11,13 +11,13 @@ process_results puts it there, as lmms-eval's POPE task does with question_id), 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 from vhmine.bench import Benchmark
 from vhmine.errors import FormatError
 from vhmine.eval.predictions.ids import check_question, items_of_kind, kind_in_name
+from vhmine.eval.predictions.text import loads
 
 
 def task_name(path: Path) -> str:
@@ -56,7 +56,9 @@ def read(path: Path, bench: Benchmark) -> tuple[dict[str, str], dict[str, str]]:
                 continue
             where = f"{path}, line {n}"
             try:
-                rec = json.loads(line)
+                rec = loads(line, where)
+            except FormatError:
+                raise
             except ValueError as err:
                 raise FormatError(f"{where}: not JSON ({err.args[0]}): an lmms-eval --log_samples file has one "
                                   "JSON object per line") from None

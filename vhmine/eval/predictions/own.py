@@ -9,12 +9,12 @@ writes nothing. FormatError names the file, row and field of anything unreadable
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 from typing import Sequence
 
 from vhmine.bench import Benchmark
 from vhmine.errors import FormatError
+from vhmine.eval.predictions.text import loads
 
 ID_FIELDS = ("id", "question_id", "index")
 ANSWER_FIELDS = ("answer", "prediction", "model_prediction", "response", "text")
@@ -40,7 +40,9 @@ def read(path: Path, bench: Benchmark) -> tuple[dict[str, str], dict[str, str]]:
         head = text.lstrip()[:1]
         if head == "[" or (head == "{" and suffix == ".json" and "\n{" not in text.strip()):
             try:
-                data = json.loads(text)
+                data = loads(text, str(path))  # an {id: answer} object holding an id twice is refused
+            except FormatError:
+                raise
             except ValueError as err:
                 raise FormatError(f"{path}: not JSON ({err})") from None
             if isinstance(data, list) and data and isinstance(data[0], dict) and "model_prediction" in data[0] and "category" in data[0]:
@@ -56,7 +58,9 @@ def read(path: Path, bench: Benchmark) -> tuple[dict[str, str], dict[str, str]]:
             for n, line in enumerate(text.splitlines(), start=1):
                 if line.strip():
                     try:
-                        rows.append((f"{path}, line {n}", json.loads(line)))
+                        rows.append((f"{path}, line {n}", loads(line, f"{path}, line {n}")))
+                    except FormatError:
+                        raise
                     except ValueError as err:
                         raise FormatError(f"{path}, line {n}: not JSON ({err.args[0]})") from None
     preds: dict[str, str] = {}

@@ -11,13 +11,13 @@ A prediction holding VLMEvalKit's FAIL_MSG ("Failed to obtain answer") is a fail
 from __future__ import annotations
 
 import csv
-import json
 import math
 from pathlib import Path
 
 from vhmine.bench import Benchmark
 from vhmine.errors import FormatError
 from vhmine.eval.predictions.ids import check_question, items_of_kind, kind_in_name
+from vhmine.eval.predictions.text import loads
 
 FAIL_MSG = "Failed to obtain answer"  # vlmeval/constant.py; API wrappers append " via API."
 NEEDED = ("index", "prediction")
@@ -45,7 +45,7 @@ def _table(path: Path) -> list[dict]:
         if suffix in (".csv", ".tsv"):  # every cell as written: a model that answered "None" said None, not NaN
             df = pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",", dtype=str, keep_default_na=False)
         elif suffix == ".json":
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = loads(path.read_text(encoding="utf-8"), str(path))
             if not (isinstance(data, list) and all(isinstance(r, dict) for r in data)):
                 raise FormatError(f"{path}: read as VLMEvalKit's result file, but it is not a list of records")
             return data
