@@ -203,3 +203,24 @@ def test_an_unreadable_yes_no_answer_labelled_by_a_worker_keeps_its_words(openai
     [h] = hallucinations(store, "color")
     assert h.error.startswith("the model answered 'I cannot tell from this picture.', but the correct answer is ")
     store.close()
+
+
+def test_a_rerun_reads_stored_yes_no_answers_against_the_current_truth(openai_server, tmp_path):
+    """A truth fixed in place (a store from before errata carried through, curate.derived): the rerun's verdicts
+    follow it without asking anything. Before, the stored verdict stayed."""
+    from vhmine.store import Instance
+
+    srv = openai_server
+    store = make_ready_store(tmp_path)
+    probe(store, ProbeOptions(_opts(srv, tmp_path), modes=["color"], kinds=["YNQ"]))
+    yes_no = [r for r in C.ready_instances(store, "color", "YNQ") if not r.truth]  # the victim says "yes": wrong
+    with store.session() as s:
+        s.get(Instance, yes_no[0].id).truth = True
+        s.get(Instance, yes_no[0].id).answers = ["Yes"]
+    n = len(srv.requests)
+    again = probe(store, ProbeOptions(_opts(srv, tmp_path), modes=["color"], kinds=["YNQ"]))
+    assert len(srv.requests) == n
+    assert {i.instance_id: i.verdict for i in again.items}[yes_no[0].id] == "correct"
+    assert {r.instance_id: r.verdict for r in _responses(store)}[yes_no[0].id] == "correct"
+    assert again.per_mode()["color"]["hallucinated"] == 1
+    store.close()
