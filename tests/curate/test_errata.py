@@ -74,8 +74,11 @@ def test_flag_then_accept_fixes_the_answer_in_place(store, tmp_path):
     changes = C.accept_erratum(store, "carol", fid, answers="4\nfour")
     assert changes == {"answers": [list(oeq.answers), ["4"]]}  # "four" is the same answer as "4"
     assert C.get_instance(store, oeq.id).answers == ("4",) and C.get_instance(store, oeq.id).status == "ready"
-    assert _actions(store, "errata_accept") == [("carol", {"instance_id": oeq.id, "reason": "there are four cats, one behind the sofa",
-                                                          "changes": changes, "flag_id": fid, "flagged_by": "bob"})]
+    [(who, payload)] = _actions(store, "errata_accept")
+    derived = payload.pop("derived")  # what the fix carried through to (curate.derived, tests/curate/test_derived.py)
+    assert (who, payload) == ("carol", {"instance_id": oeq.id, "reason": "there are four cats, one behind the sofa",
+                                        "changes": changes, "flag_id": fid, "flagged_by": "bob"})
+    assert {e["table"] for e in derived} >= {"instances"}  # "exactly 3 cats" retired, "exactly 4" drafted
     with pytest.raises(LeaseError, match="already accepted by carol"):
         C.reject_erratum(store, "carol", fid, "no")
     assert C.errata_list(store, "carol") == [] and C.errata_list(store, "carol", status="accepted")[0].changes == changes

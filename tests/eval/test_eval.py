@@ -45,7 +45,7 @@ def test_predictions_of_two_models_side_by_side(bench_dir, tmp_path):
     assert ma["overall"]["pair_accuracy"] == pytest.approx(1 / 2)  # OEQ pair right, YNQ pair wrong
     assert ma["overall"]["image_accuracy"] == 0.0  # A: y3 unreadable; B: y2 wrong
     md = (tmp_path / "ev" / "report.md").read_text()
-    assert "| model | counting | color | overall | pair acc. | image acc. |" in md
+    assert "| model | counting | color | overall | pair accuracy | image accuracy |" in md
     assert "| model-a | 75.0 | 50.0 | 66.7 | 50.0 | 0.0 |" in md and "| model-b | 50.0 | 100.0 | 66.7 |" in md
     assert (tmp_path / "ev" / "accuracy_by_mode.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     detail = [json.loads(line) for line in (tmp_path / "ev" / "answers-model-a.jsonl").read_text().splitlines()]
@@ -70,7 +70,11 @@ def test_hallusionbench_result_file_is_scored_with_its_measures(tmp_path):
     res = evaluate(EvalOptions(bench=anchor("hallusionbench/HallusionBench.json"), out=tmp_path / "hb", partial=True,
                                predictions=[("sample", anchor("hallusionbench/HallusionBench_result_sample.json"))]))
     hb = res.report["models"]["sample"]["hallusionbench"]
-    assert (round(hb["aAcc"] * 254), round(hb["qAcc"] * 117), round(hb["fAcc"] * 69)) == (152, 38, 13)
+    # the sample answers 254 of the benchmark's 1129 questions and cuts through 15 of the 117 question pairs it
+    # touches: those are left out of qAcc (28 of the 102 complete pairs right; scored in part they gave 38 / 117)
+    assert (round(hb["aAcc"] * 254), round(hb["qAcc"] * 102), round(hb["fAcc"] * 69)) == (152, 28, 13)
+    assert (hb["question_pairs"], hb["figures"]) == (102, 69)
+    assert (hb["incomplete_question_pairs"], hb["incomplete_figures"]) == (353, 277)  # the unanswered ones included
     assert "## HallusionBench" in (tmp_path / "hb" / "report.md").read_text()
 
 
@@ -245,7 +249,9 @@ def test_eval_with_some_failed_requests_is_partial_and_never_scores_them(dogs_be
     r = _eval(tmp_path, *args)
     assert r.exit_code == 3, r.output
     # o2 wrong (3 is not 4 or 5), y1 right, y2 wrong (yes), y4 right: 2 of 4; o1 and y3 are not scored
-    assert "fake-vlm: accuracy 50.0% over 4 item(s); 2 failed, not scored (refused 1, unavailable 1)" in r.output
+    assert "fake-vlm: accuracy 50.0% over 4 item(s); pair accuracy 0.0% over 1 pair(s);" in r.output
+    assert ("(1 pair(s) and 1 image(s) with an unscored item left out of pair accuracy and image accuracy); "
+            "2 failed, not scored (refused 1, unavailable 1)") in r.output
     assert "    no answer: o1: unavailable: fake-vlm at http://127.0.0.1:" in r.output
     assert "    no answer: y3: refused: fake-vlm at http://127.0.0.1:" in r.output
     assert "partial run: failed items are left out of every figure" in r.output

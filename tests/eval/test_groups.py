@@ -114,9 +114,9 @@ def test_pope_export_and_eval_report_groups_through_the_cli(ready):
     assert (col["pair_groups"]["q_acc"], col["pair_groups"]["i_acc"], col["pair_groups"]["g_acc"]) == (1.0, 1.0, 1.0)
     assert (o["pair_groups"]["groups"], o["pair_groups"]["g_acc"], o["pair_groups"]["q_acc"]) == (2, 0.5, 0.75)
     md = (ready / "ev" / "report.md").read_text()
-    assert "## Pair groups (%): question, image and group accuracy" in md
+    assert "## Pair groups (%): Q-Acc, I-Acc, G-Acc" in md
     assert "| m | counting | 75.0 | 1 | 50.0 | 50.0 | 0.0 |" in md
-    assert "pair groups: question acc. 75.0%, image acc. 75.0%, group acc. 50.0% over 2 group(s)" in r.stdout
+    assert "pair groups: Q-Acc 75.0%, I-Acc 75.0%, G-Acc 50.0% over 2 group(s)" in r.stdout
 
     # a failed or missing answer leaves its group out of the group measures (--partial), never scores it in part
     (ready / "q.jsonl").write_text("".join(json.dumps({"id": k, "answer": v}) + "\n" for k, v in answers.items() if k != wrong))

@@ -51,7 +51,7 @@ def test_f1_is_zero_not_missing_when_no_yes_is_right():
 def test_nothing_to_divide_gives_none():
     s = MT.ynq([S("1", False, False)])
     assert s["precision"] is None and s["f1"] is None and s["recall"] is None
-    assert MT.group_accuracy([], "pair_id") == {"groups": 0, "correct": 0, "accuracy": None}
+    assert MT.group_accuracy([], "pair_id") == {"groups": 0, "correct": 0, "accuracy": None, "incomplete": 0}
 
 
 # --- HallusionBench: tianyi-lab/HallusionBench utils.py, transcribed (correctness: 1 right, 0 wrong, 2 unclear) ---
@@ -218,3 +218,112 @@ def test_pope_measures_match_its_own_scorer(split):
     for k, v in ref.items():
         assert ours[k] == pytest.approx(v), k
     assert ours["truth_yes_ratio"] == 0.5 and ours["yes_ratio"] != 0.5 and ours["unreadable"] == 0
+
+
+# --- partial data never inflates a rate (issue 16) -------------------------------------------------------------
+
+def _ring_bench(tmp_path):
+    """12 images and 12 yes/no questions, each asked of two images: question j is "yes" on image j and "no" on
+    image j+1, so every pair and every image holds one truth-yes and one truth-no item (24 items), exported as
+    vlmevalkit (whose TSV the VLMEvalKit result file below is made from)."""
+    import numpy as np
+    from PIL import Image
+
+    from vhmine.bench import BenchItem, Benchmark, assign_groups
+    from vhmine.export.job import write_benchmark
+
+    rng = np.random.default_rng(3)
+    paths = []
+    for k in range(12):
+        p = tmp_path / f"im{k}.png"
+        Image.fromarray(rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)).save(p)
+        paths.append(str(p))
+    items = []
+    for j in range(12):
+        q = f"Is there a thing number {j} in the picture?"
+        for img, truth in ((j, True), ((j + 1) % 12, False)):
+            items.append(BenchItem(f"q{j}-{'yes' if truth else 'no'}", "existence", "YNQ", q, ("Yes" if truth else "No",),
+                                   truth, paths[img], f"I{img}", f"pair{j}", {"pair_id": f"pair{j}"}))
+    bench = assign_groups(Benchmark("ring", items))
+    write_benchmark(bench, tmp_path / "bench", "vlmevalkit")
+    return tmp_path / "bench", bench
+
+
+def _yes_only(bench):
+    return {it.id: "Yes" for it in bench if it.truth}
+
+
+def _own_file(tmp_path, bench):
+    p = tmp_path / "own.jsonl"
+    p.write_text("".join(json.dumps({"id": k, "answer": v}) + "\n" for k, v in _yes_only(bench).items()))
+    return p
+
+
+def _vlmevalkit_file(tmp_path, bench_dir):
+    """VLMEvalKit's result table: the dataset's TSV without images, plus `prediction`; every truth-no item got
+    VLMEvalKit's FAIL_MSG, as its API wrappers write it."""
+    import pandas as pd
+
+    data = pd.read_csv(bench_dir / "ring_YNQ.tsv", sep="\t")
+    data.pop("image")
+    truth = {it.id: it.truth for it in F.load(bench_dir)}
+    data["prediction"] = ["Yes" if truth[i] else "Failed to obtain answer via API." for i in data["vhmine_id"]]
+    out = tmp_path / "MyVLM_ring_YNQ.xlsx"
+    data.to_excel(out, index=False)
+    return out
+
+
+def _lmms_eval_file(tmp_path, bench):
+    """lmms-eval's --log_samples lines for the truth-yes docs only (the others never came back)."""
+    path = tmp_path / "logs" / "20250101_120000_samples_vhmine_ynq.jsonl"
+    path.parent.mkdir(parents=True)
+    docs = [it for it in bench if it.kind == "YNQ"]
+    with open(path, "w") as f:
+        for doc_id, it in enumerate(docs):
+            if it.truth:
+                f.write(json.dumps({"doc_id": doc_id, "target": "yes", "input": it.question + " ONLY answer yes or no.",
+                                    "filtered_resps": "Yes", "accuracy": {"id": it.id, "correct": True}}) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("layout", ["vhmine", "vlmevalkit", "lmms-eval"])
+def test_pairs_and_images_missing_an_item_are_left_out_not_counted_right(tmp_path, layout):
+    from vhmine.eval.job import EvalOptions, evaluate
+
+    bench_dir, bench = _ring_bench(tmp_path)
+    read = F.load(bench_dir)
+    path = {"vhmine": lambda: _own_file(tmp_path, read), "vlmevalkit": lambda: _vlmevalkit_file(tmp_path, bench_dir),
+            "lmms-eval": lambda: _lmms_eval_file(tmp_path, read)}[layout]()
+    # the harness's failure marks are failures already; files that leave items out need --partial
+    res = evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "ev", predictions=[("m", path)], partial=True))
+    m = res.report["models"]["m"]
+    o = m["metrics"]["overall"]
+    assert (m["answered"], o["accuracy"]) == (12, 1.0)  # the 12 answers are right: per-item accuracy is honest
+    # before: pair accuracy 1.0 over 12 pairs and image accuracy 1.0 over 12 images, from half of each
+    assert (o["pair_accuracy"], o["pairs"], o["incomplete_pairs"]) == (None, 0, 12)
+    assert (o["image_accuracy"], o["images"], o["incomplete_images"]) == (None, 0, 12)
+    assert (o["pair_groups"]["groups"], o["pair_groups"]["incomplete"], o["pair_groups"]["g_acc"]) == (0, 12, None)
+    md = (tmp_path / "ev" / "report.md").read_text()
+    assert "| m | 100.0 | 100.0 | - | - |" in md and "12 pair(s) and 12 image(s) with an unscored item left out" in md
+    # one complete pair and its two complete images: counted, and only they
+    if layout == "vhmine":
+        answers = dict(_yes_only(read), **{"q0-no": "No", "q11-no": "No"})  # pair 0 whole; images I0 and I1 whole
+        path.write_text("".join(json.dumps({"id": k, "answer": v}) + "\n" for k, v in answers.items()))
+        o = evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "ev2", predictions=[("m", path)],
+                                 partial=True)).report["models"]["m"]["metrics"]["overall"]
+        assert (o["pair_accuracy"], o["pairs"], o["incomplete_pairs"]) == (1.0, 2, 10)  # pairs 0 and 11
+        assert (o["image_accuracy"], o["images"], o["incomplete_images"]) == (1.0, 2, 10)  # I0 (q0 yes, q11 no), I1
+
+
+def test_hallusionbench_pairs_and_figures_count_only_when_complete():
+    meta = lambda s, f, q: {"category": "VD", "subcategory": "illusion", "set_id": s, "figure_id": f, "question_id": q}  # noqa: E731
+    items = [MT.Scored(f"{s}{f}{q}", "VD/illusion", "YNQ", True, True, True, None, None, meta(s, f, q))
+             for s in "01" for f in "01" for q in "01"]
+    full = MT.hallusionbench(items, items)
+    assert (full["qAcc"], full["question_pairs"], full["fAcc"], full["figures"]) == (1.0, 4, 1.0, 4)
+    # set 1, figure 1, question 1 failed: its pair (set 1 question 1) and its figure (set 1 figure 1) leave
+    scored = [r for r in items if r.id != "111"]
+    part = MT.hallusionbench(scored, items)
+    assert (part["qAcc"], part["question_pairs"], part["incomplete_question_pairs"]) == (1.0, 3, 1)
+    assert (part["fAcc"], part["figures"], part["incomplete_figures"]) == (1.0, 3, 1)
+    assert part["aAcc"] == 1.0 and part["n"] == 7

@@ -76,11 +76,23 @@ def test_errata_reach_the_changelog_with_who_and_why(flagged):
 
     tmp, db, key, cats_a, cats_b, cup_a = flagged
     r = _vhmine(tmp, "export", "--db", db, "--out", "v2", "--since", "v1", "--allow-unbalanced")
-    assert "version 2: 0 added, 0 removed, 2 changed since 1" in r.stdout
+    # the two fixed counts, and the four yes/no questions drafted from the old counts, which leave (issue 16)
+    assert "version 2: 0 added, 4 removed, 2 changed since 1" in r.stdout
     log = json.loads((tmp / "v2" / "changelog.json").read_text())
     pb, pc, pd = (pseudonym(w, key) for w in ("bob", "carol", "dave"))
     changed = {e["id"]: e for e in log["changed"]}
     assert set(changed) == {cats_a.id, cats_b.id}  # the rejected flag (cup_a) changes nothing
+    removed = {e["question"] for e in log["removed"]}
+    assert removed == {"Are there exactly 3 cats in the picture?", "Are there exactly 2 cats in the picture?"}
+    assert all(e["state"].startswith("discarded: erratum ") and e["by"] == [pc] for e in log["removed"])
+    assert all(ev["kind"] == "errata_accept" and ev["why"].startswith("erratum ") for e in log["removed"] for ev in e["actions"])
+    # what replaces them waits for alice, who wrote the question: listed as derived, nothing of the undone 2 -> 5
+    drafts = sorted((e["what"], e["instance_id"]) for e in log["derived"])
+    assert drafts == sorted([("new draft: Are there exactly 4 cats in the picture? → yes", cats_a.id),
+                             ("new draft: Are there exactly 4 cats in the picture? → no", cats_a.id),
+                             ("new draft: Are there exactly 3 cats in the picture? → yes", cats_b.id),
+                             ("new draft: Are there exactly 3 cats in the picture? → no", cats_b.id)])
+    assert all(e["worker"] == pc for e in log["derived"])
 
     a = changed[cats_a.id]
     assert a["fields"] == {"answers": [["3"], ["4"]]} and a["answer"] == "4"

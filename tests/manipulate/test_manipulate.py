@@ -16,7 +16,7 @@ from openai_server import chat_text, openai_server  # noqa: E402,F401
 from vhmine.llm import LLMOptions  # noqa: E402
 from vhmine.manipulate import ManipulateOptions, manipulate  # noqa: E402
 from vhmine.manipulate.detect import FamilyResult  # noqa: E402
-from vhmine.manipulate.metrics import attack_metrics  # noqa: E402
+from vhmine.manipulate.metrics import attack_metrics, metrics_table  # noqa: E402
 from vhmine.manipulate.questions import relation  # noqa: E402
 
 # file -> [(category, x, y, w, h)]: every object a polygon (a diamond in its box), so masks are not boxes
@@ -166,7 +166,7 @@ def test_correlated_removal_inpainted_and_caught_by_consistency_only(collection,
     b, a = np.asarray(before), np.asarray(after)
     assert (a[~inside] == b[~inside]).all() and (a[inside] != b[inside]).any()
     assert res.metrics["existence"] == {"cases": 1, "ASR": 100.0, "MASR": 0.0, "CASR": 100.0, "induced": 1,
-                                        "avg_questions_to_induce": 1.0}
+                                        "avg_questions_to_induce": 1.0, "unanswered": 0, "unjudged": 0}
 
 
 def _fr(family, corr, cons, first, strategy="abnormal"):
@@ -181,12 +181,40 @@ def test_asr_masr_casr_by_hand():
     ]
     m = attack_metrics(table)
     # overall: induced 4 of 6; by correctness 3 of 6; by consistency 2 of 6; questions (2 + 1 + 3 + 2) / 4
-    assert m["overall"] == {"cases": 6, "ASR": 66.67, "MASR": 50.0, "CASR": 33.33, "induced": 4,
-                            "avg_questions_to_induce": 2.0}
+    assert m["overall"] == {"cases": 6, "ASR": pytest.approx(200 / 3), "MASR": 50.0, "CASR": pytest.approx(100 / 3),
+                            "induced": 4, "avg_questions_to_induce": 2.0, "unanswered": 0, "unjudged": 0}
+    assert m["overall"]["ASR"] != round(m["overall"]["ASR"], 2)  # kept unrounded: only the printed table rounds
+    assert " 66.7 " in metrics_table(m) and "66.67" not in metrics_table(m)
     assert (m["existence"]["ASR"], m["existence"]["MASR"], m["existence"]["CASR"]) == (75.0, 50.0, 50.0)
     assert (m["spatial"]["ASR"], m["spatial"]["MASR"], m["spatial"]["CASR"]) == (50.0, 50.0, 0.0)
     assert m["existence"]["avg_questions_to_induce"] == 2.0 and m["spatial"]["avg_questions_to_induce"] == 2.0
     assert m["by_strategy"]["removal"]["cases"] == 2
+
+
+def test_a_case_without_any_answer_is_no_failed_attack():
+    # one induced case, one whose every request failed (asked 0): before, ASR 50 from the failed one
+    m = attack_metrics([_fr("existence", True, False, 1), FamilyResult("d", "abnormal", "existence", 0, False, False, None)])
+    assert (m["overall"]["cases"], m["overall"]["ASR"], m["overall"]["MASR"], m["overall"]["CASR"]) == (1, 100.0, 100.0, 0.0)
+    assert m["overall"]["unanswered"] == 1 and m["existence"]["unanswered"] == 1
+    nothing = attack_metrics([FamilyResult("d", "abnormal", "existence", 0, False, False, None)])["overall"]
+    assert (nothing["cases"], nothing["ASR"], nothing["unanswered"]) == (0, None, 1)
+    assert "1 case(s) got no answer to any question" in metrics_table(attack_metrics(
+        [FamilyResult("d", "abnormal", "spatial", 0, False, False, None)]))
+
+
+def test_a_failed_judge_request_leaves_the_answer_unjudged():
+    from vhmine.manipulate.detect import judge_family
+    from vhmine.manipulate.questions import Question
+
+    qs = [Question("existence", "none", "cup", "Is there a cup in this image?", False, "There is no cup.", "exists.none", "cup"),
+          Question("existence", "caption", "cup", "We have a table. Is there a cup?", False, "There is no cup.",
+                   "exists.caption", "cup")]
+    # the victim says "Yes" (wrong) twice; the judge answered the second only: the first is unjudged, never read
+    # by the yes/no rule (before: "hallucinated" by the rule, and the case induced by correctness at question 1)
+    r = judge_family("c", "removal", "existence", qs, ["Yes.", "Yes."], "vhtest", judge_texts=[None, "incorrect"])
+    assert [it.verdict for it in r.items] == [None, "hallucinated"] and [it.unjudged for it in r.items] == [True, False]
+    assert r.by_correctness and r.first_induced == 2 and r.unjudged == 1
+    assert attack_metrics([r])["overall"]["unjudged"] == 1
 
 
 def test_spatial_truth_from_box_centres():

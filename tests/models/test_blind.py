@@ -155,16 +155,16 @@ def test_drop_blind_export_and_overrule(tmp_path, openai_server):  # noqa: F811
     assert dropped["blind"]["left_out"] == 6 and solver["model"] == "text-only" and "endpoint" not in solver
     # color: 2 OEQ + 4 YNQ asked, right: "red" on A, "Is the cup red?" yes on A, "Is the cup blue?" no on A
     assert solver["per_mode"]["color"] == {"asked": 6, "right": 3, "accuracy": 0.5, "flagged_kept": 0,
-                                           "overruled": 0, "left_out": 0}
+                                           "overruled": 0, "left_out": 0, "unscored": 0}
     # counting: the 6 flagged left out, the 3 left ("exactly 3 cats" twice, "exactly 2 horses") all wrong
     assert solver["per_mode"]["counting"] == {"asked": 3, "right": 0, "accuracy": 0.0, "flagged_kept": 0,
-                                              "overruled": 0, "left_out": 6}
+                                              "overruled": 0, "left_out": 6, "unscored": 0}
     # shape: its open question never answered (the failed call), its 4 yes/no ones answered wrong
     assert solver["per_mode"]["shape"] == {"asked": 4, "right": 0, "accuracy": 0.0, "flagged_kept": 0,
-                                           "overruled": 0, "left_out": 0}
+                                           "overruled": 0, "left_out": 0, "unscored": 0}
     (solver_all,) = kept["blind"]["solvers"]
     assert solver_all["per_mode"]["counting"] == {"asked": 9, "right": 6, "accuracy": 0.6667, "flagged_kept": 6,
-                                                  "overruled": 0, "left_out": 0}
+                                                  "overruled": 0, "left_out": 0, "unscored": 0}
 
     # a worker overrules one flag (with a reason): its questions come back, and the record says who and why
     flag = next(f for f in C.flag_list(store, "bob") if f.question.startswith("How many cats"))
@@ -231,3 +231,99 @@ def test_open_answers_scored_by_the_judge(tmp_path, openai_server):  # noqa: F81
     assert {r.scorer for r in rows} == {"llm:judge-model " + judge_prompt().id}
     (flag,) = C.flag_list(store, "alice")
     assert flag.question == "What color is the cup?" and flag.scorer.startswith("llm:judge-model judge_oeq@v1#")
+
+
+# --- stored answers follow their reference (issue 16) ----------------------------------------------------------
+
+def _set_answers(store, question, image_index, answers):
+    """A reference changed the way stores before vhmine carried fixes through saw it: in place, nothing else."""
+    from vhmine.store import Instance
+
+    rec = sorted(_by_question(store)[question], key=lambda r: r.image_id)[image_index]
+    with store.session() as s:
+        s.get(Instance, rec.id).answers = answers
+    return rec
+
+
+def test_a_rerun_scores_stored_answers_against_the_current_reference(tmp_path, openai_server):  # noqa: F811
+    from vhmine import curate as C
+    from vhmine.models.blind import blind
+
+    store = _store(tmp_path)
+    openai_server.responder = responder
+    first = blind(store, _opts(tmp_path, openai_server, modes=["counting", "color"], kinds=["OEQ"]))
+    cats = {r.id for r in _by_question(store)["How many cats are there in the picture?"]}
+    cups = {r.id for r in _by_question(store)["What color is the cup?"]}
+    assert cats <= {i.instance_id for i in first.items if i.flagged} and not cups & C.blind_dropped(store)
+    # the cup on the blue image was red after all; one image has 3 cats, not 2
+    blue = next(r for r in C.ready_instances(store, "color", "OEQ") if r.answers == ("blue",))
+    _set_answers(store, "What color is the cup?", [r.id for r in sorted(_by_question(store)["What color is the cup?"],
+                                                                        key=lambda r: r.image_id)].index(blue.id), ["red"])
+    _set_answers(store, "How many cats are there in the picture?", 0, ["3"])
+    n = len(openai_server.chats())
+    again = blind(store, _opts(tmp_path, openai_server, modes=["counting", "color"], kinds=["OEQ"]))
+    # before: 0 requests and the stale verdicts: the cup never flagged, the cats' false flag kept
+    assert len(openai_server.chats()) == n and again.sent == 0  # match scores stored answers without asking
+    flagged = {i.instance_id for i in again.items if i.flagged}
+    assert cups <= flagged and not cats & flagged  # "Probably red." right on both; "2" wrong on the 3-cat image
+    assert cups <= C.blind_dropped(store) and not cats & C.blind_dropped(store)
+    assert again.rescored == 2 and "2 stored answer(s) scored again" in again.summary()  # the two references changed
+    assert not again.partial
+    # a third run finds nothing to score again
+    assert blind(store, _opts(tmp_path, openai_server, modes=["counting", "color"], kinds=["OEQ"])).rescored == 0
+
+
+def test_an_erratum_leaves_a_judged_answer_for_the_rerun_to_judge_again(tmp_path, openai_server):  # noqa: F811
+    from vhmine import curate as C
+    from vhmine.models.blind import blind
+    from vhmine.store import BlindAnswer
+
+    store = _store(tmp_path)
+    C.add_worker(store, "carol", admin=True)
+    judged = []
+
+    def judge(body):
+        if "correct, incorrect or unclear" in chat_text(body):
+            judged.append(chat_text(body))
+            return "incorrect" if "green" in chat_text(body) else "correct"
+        return responder(body)
+
+    openai_server.responder = judge
+    opts = _opts(tmp_path, openai_server, judge="judge-model", modes=["color"], kinds=["OEQ"])
+    blind(store, opts)
+    (flag,) = C.flag_list(store, "alice")
+    blue = next(r for r in C.ready_instances(store, "color", "OEQ") if r.answers == ("blue",))
+    fid = C.flag_instance(store, "bob", blue.id, "the cup is green")
+    C.accept_erratum(store, "carol", fid, answers="green")
+    with store.session(write=False) as s:  # the judge saw "blue": no score, no flag until it judges "green"
+        assert s.query(BlindAnswer).filter_by(instance_id=blue.id).one().correct is None
+    assert C.flag_list(store, "alice") == [] and not C.blind_dropped(store)
+    n = len(judged)
+    again = blind(store, opts)
+    assert len(judged) - n == 1 and "green" in judged[-1]  # only the answer whose reference changed is judged again
+    with store.session(write=False) as s:
+        row = s.query(BlindAnswer).filter_by(instance_id=blue.id).one()
+        assert (row.correct, row.reference) == (False, {"answers": ["green"], "truth": None})
+    assert again.rescored == 1 and C.flag_list(store, "alice") == []
+    # the undo of the erratum puts the judged score back: the flag is there again
+    C.undo_last(store, "carol")
+    assert [f.flag_id for f in C.flag_list(store, "alice")] == [flag.flag_id]
+
+
+def test_blind_accuracy_counts_each_question_once_per_solver_whatever_the_endpoint(tmp_path, openai_server):  # noqa: F811
+    from vhmine.models.blind import blind
+    from vhmine.export.job import ExportOptions, export_benchmark
+
+    store = _store(tmp_path)
+    openai_server.responder = responder
+    blind(store, _opts(tmp_path, openai_server, modes=["color"]))
+    other = _opts(tmp_path, openai_server, modes=["color"])
+    blind(store, type(other)(**{**other.__dict__, "llm": type(other.llm)(**{
+        **other.llm.__dict__, "base_url": openai_server.base_url.replace("127.0.0.1", "localhost")})}))
+    export_benchmark(store, ExportOptions(out=tmp_path / "e", format="vhtest", allow_unbalanced=True))
+    (solver,) = json.loads((tmp_path / "e" / "manifest.json").read_text())["blind"]["solvers"]
+    # before: asked 12, right 6 (each of the 6 colour questions twice, once per endpoint)
+    assert (solver["per_mode"]["color"]["asked"], solver["per_mode"]["color"]["right"]) == (6, 3)
+    export_benchmark(store, ExportOptions(out=tmp_path / "p", format="vhtest", allow_unbalanced=True, with_provenance=True))
+    per_endpoint = json.loads((tmp_path / "p" / "manifest.json").read_text())["blind"]["solvers"]
+    assert sorted(s["per_mode"]["color"]["asked"] for s in per_endpoint) == [6, 6] and len(per_endpoint) == 2

@@ -188,7 +188,7 @@ def test_judge_verdicts_and_unknown_rule():
         ["correct", "hallucinated", None, None, None]
     from vhmine.errors import InputError
 
-    with pytest.raises(InputError, match=r"^unknown yes/no rule 'lenient': choose one of vhtest, firstword, pope, strict$"):
+    with pytest.raises(InputError, match=r"^unknown yes/no rule 'lenient': choose one of vhtest, firstword, pope, strict, vlmevalkit$"):
         A.get_rule("lenient")
 
 
@@ -282,4 +282,24 @@ def test_probe_adopts_a_response_stored_before_endpoints_were_recorded(tmp_path,
     assert rows[old_same].endpoint == srv.base_url  # adopted: this endpoint gave the same answer
     assert rows[old_other].endpoint is None  # another answer: kept apart, and a new response added
     assert len(rows) == 1 + 4 and by_id[other.id].status == "answered"
+
+
+def test_a_rerun_reads_stored_yes_no_answers_against_the_current_truth(openai_server, tmp_path):
+    """A truth fixed in place (a store from before errata carried through, curate.derived): the rerun's verdicts
+    follow it without asking anything. Before, the stored verdict stayed."""
+    from vhmine.store import Instance
+
+    srv = openai_server
+    store = make_ready_store(tmp_path)
+    probe(store, ProbeOptions(_opts(srv, tmp_path), modes=["color"], kinds=["YNQ"]))
+    yes_no = [r for r in C.ready_instances(store, "color", "YNQ") if not r.truth]  # the victim says "yes": wrong
+    with store.session() as s:
+        s.get(Instance, yes_no[0].id).truth = True
+        s.get(Instance, yes_no[0].id).answers = ["Yes"]
+    n = len(srv.requests)
+    again = probe(store, ProbeOptions(_opts(srv, tmp_path), modes=["color"], kinds=["YNQ"]))
+    assert len(srv.requests) == n
+    assert {i.instance_id: i.verdict for i in again.items}[yes_no[0].id] == "correct"
+    assert {r.instance_id: r.verdict for r in _responses(store)}[yes_no[0].id] == "correct"
+    assert again.per_mode()["color"]["hallucinated"] == 1
     store.close()

@@ -91,6 +91,8 @@ def drafts_form(store, worker: C.WorkerInfo, mode: str) -> bool:
             with left:
                 image(store, d.image_id, f"image {d.role}" if d.role != "image" else "image")
             right.caption(esc(f"From: {d.oeq_question} Your answer(s): {'; '.join(d.oeq_answers)}"))
+            if d.note:  # an accepted erratum changed the answers it comes from: why it is here
+                right.warning(esc(d.note))
             keep = right.checkbox("Keep", value=True, key=f"keep:{d.instance_id}")
             q = right.text_input("Yes/no question", value=d.question, key=f"dq:{d.instance_id}")
             truth = right.radio("Truth", ["yes", "no"], index=0 if d.truth else 1, horizontal=True, key=f"dt:{d.instance_id}")

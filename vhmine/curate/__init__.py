@@ -48,9 +48,11 @@ from vhmine.curate.responses import (
 from vhmine.curate.records import InstanceRecord, get_instance, ready_instances
 from vhmine.curate.blind import (
     BlindFlag, FlaggedItem, blind_answered, blind_dropped, blind_summary, flag_list, overrule_blind_flag,
-    record_blind_answer, refresh_blind_flags, reinstate_blind_flag,
+    record_blind_answer, refresh_blind_flags, reinstate_blind_flag, rescore_blind_answer, score_stored,
 )
 from vhmine.curate.blind import group_key as blind_group_key
+from vhmine.curate.blind import reference_of as blind_reference
+from vhmine.curate.blind import stored_answers as blind_stored_answers
 from vhmine.curate.verify import VerifyItem, Verified, accept_draft, edit_draft, next_verify_item, record_draft, reject_draft
 from vhmine.curate.neardups import (
     NearDuplicateView, near_duplicate_id, near_duplicate_list, overrule_near_duplicate, record_near_duplicates,
@@ -76,6 +78,7 @@ __all__ = [
     "InstanceRecord", "get_instance", "ready_instances",
     "BlindFlag", "FlaggedItem", "blind_answered", "blind_dropped", "blind_group_key", "blind_summary", "flag_list",
     "overrule_blind_flag", "record_blind_answer", "refresh_blind_flags", "reinstate_blind_flag",
+    "blind_reference", "blind_stored_answers", "rescore_blind_answer", "score_stored",
     "VerifyItem", "Verified", "accept_draft", "edit_draft", "next_verify_item", "record_draft", "reject_draft",
     "NearDuplicateView", "near_duplicate_id", "near_duplicate_list", "overrule_near_duplicate",
     "record_near_duplicates", "reinstate_near_duplicate",

@@ -1,11 +1,15 @@
 """Blind-solver flags: what a text-only model answered without the image, and the flags workers overrule.
 
 Reads and writes the `blind_answers` table (vhmine.store.BlindAnswer) with the instances it points at.
-`record_blind_answer` writes one answer (vhmine.models.blind calls it); `refresh_blind_flags` decides the flags
-of one (model, endpoint, prompt) from the answers stored: a question group (`group_key`) is flagged when
-every ready instance of it has an answer and every answer was right, so a failed request never makes a
-flag. `flag_list` shows flags to a worker; `overrule_blind_flag` records who overruled one and why (and
-`reinstate_blind_flag` takes that back); `blind_dropped` and `blind_summary` are what export reads.
+`record_blind_answer` writes one answer (vhmine.models.blind calls it) with the reference it was scored
+against; `refresh_blind_flags` decides the flags of one (model, endpoint, prompt) from the answers stored: a
+question group (`group_key`) is flagged when every ready instance of it has a scored answer and every answer
+was right, so a failed request (or an answer waiting to be scored again, `correct` NULL) never makes a flag.
+`score_stored` scores a stored answer against an instance's current reference, as `vhmine blind` and
+curate.derived (an accepted erratum) re-score them; `stored_answers` and `rescore_blind_answer` are the rerun's
+reads and writes. `flag_list` shows flags to a worker; `overrule_blind_flag` records who overruled one and why
+(and `reinstate_blind_flag` takes that back); `blind_dropped` and `blind_summary` are what export reads:
+blind accuracy counts each question once per solver (model and prompt), whatever endpoints it was asked through.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from vhmine.store import (  # first: it says which extra to install when SQLAlch
 )
 
 from sqlalchemy import select  # noqa: E402
+from sqlalchemy.orm import Session  # noqa: E402
 
 from vhmine.curate._shared import WorkerInfo, _new_id, _worker
 
@@ -42,15 +47,63 @@ def blind_answered(store: Store, model: str, endpoint: Optional[str], prompt: st
             BlindAnswer.endpoint == endpoint)))  # endpoint None: IS NULL
 
 
+def reference_of(inst) -> dict:
+    """What a blind answer is scored against: the instance's reference answers and (yes/no) truth."""
+    return {"answers": list(inst.answers), "truth": inst.truth}
+
+
+def score_stored(kind: str, answer: str, reference: dict, scorer: str) -> Optional[bool]:
+    """Whether a stored blind answer is right against `reference` (reference_of) under its scorer: `rule:<rule>`
+    (yes/no), `match` (open answers, eval's match_oeq); None for a judge's scorer (`llm:...`): only the judge
+    can say, so the answer waits for `vhmine blind --judge` to judge it again."""
+    from vhmine.eval.answers import yes_no_verdict
+
+    if scorer.startswith("rule:"):
+        return yes_no_verdict(answer, reference.get("truth"), scorer[5:]) == "correct" if kind == M.YNQ else None
+    if scorer == "match":
+        from vhmine.formats.harness_rules import match_oeq
+
+        return bool(match_oeq(answer, reference.get("answers") or ()))
+    return None
+
+
 def record_blind_answer(store: Store, instance_id: str, *, model: str, endpoint: Optional[str], prompt: str,
                         answer: str, correct: bool, scorer: str, group: str) -> str:
     with store.session() as s:
-        if s.get(Instance, instance_id) is None:
+        inst = s.get(Instance, instance_id)
+        if inst is None:
             raise InputError(f"no instance {instance_id!r} in {store.display_url}")
         rid = _new_id()
         s.add(BlindAnswer(id=rid, instance_id=instance_id, model=model, endpoint=endpoint, prompt=prompt, answer=answer,
-                          correct=bool(correct), scorer=scorer, group_key=group, created_at=utcnow()))
+                          correct=bool(correct), scorer=scorer, group_key=group, created_at=utcnow(),
+                          reference=reference_of(inst)))
     return rid
+
+
+@dataclass(frozen=True)
+class StoredAnswer:
+    id: str
+    instance_id: str
+    answer: str
+    correct: Optional[bool]
+    scorer: str
+    reference: Optional[dict]
+
+
+def stored_answers(store: Store, model: str, endpoint: Optional[str], prompt: str) -> dict[str, StoredAnswer]:
+    """instance id -> the stored answer of this model, endpoint and prompt (the latest, should there be two)."""
+    with store.session(write=False) as s:
+        rows = s.scalars(select(BlindAnswer).where(BlindAnswer.model == model, BlindAnswer.prompt == prompt,
+                                                   BlindAnswer.endpoint == endpoint)  # None: IS NULL
+                         .order_by(BlindAnswer.created_at, BlindAnswer.id)).all()
+        return {r.instance_id: StoredAnswer(r.id, r.instance_id, r.answer, r.correct, r.scorer, r.reference) for r in rows}
+
+
+def rescore_blind_answer(store: Store, answer_id: str, *, correct: Optional[bool], scorer: str, reference: dict) -> None:
+    """A stored answer scored again (vhmine blind's rerun): right or not against `reference`, by `scorer`."""
+    with store.session() as s:
+        r = s.get(BlindAnswer, answer_id)
+        r.correct, r.scorer, r.reference = correct, scorer, reference
 
 
 def refresh_blind_flags(store: Store, model: str, endpoint: Optional[str], prompt: str) -> dict[str, str]:
@@ -58,30 +111,40 @@ def refresh_blind_flags(store: Store, model: str, endpoint: Optional[str], promp
     ready instances. A flag already there keeps its id and any overrule; a group no longer right
     everywhere (a new instance joined it and was answered wrong) loses its flag."""
     with store.session() as s:
-        rows = s.scalars(select(BlindAnswer).where(
-            BlindAnswer.model == model, BlindAnswer.prompt == prompt,
-            BlindAnswer.endpoint == endpoint)).all()  # endpoint None: IS NULL
-        by_group: dict[str, list[BlindAnswer]] = defaultdict(list)
-        for r in rows:
-            by_group[r.group_key].append(r)
-        ready = s.execute(select(Instance.id, Instance.mode, Instance.kind, Instance.pair_id, Instance.question)
-                          .where(Instance.status == "ready")).all()
-        members: dict[str, set[str]] = defaultdict(set)
-        for iid, mode, kind, pair_id, question in ready:
-            members[group_key(mode, kind, pair_id, question, iid)].add(iid)
-        flags = {}
-        for key, group in by_group.items():
-            answered = {r.instance_id for r in group if r.instance_id in members[key]}
-            right = bool(members[key]) and answered == members[key] and all(
-                r.correct for r in group if r.instance_id in members[key])
-            if not right:
-                for r in group:
-                    r.flag_id = None
-                continue
-            fid = next((r.flag_id for r in group if r.flag_id), None) or _new_id()
+        return refresh_flags(s, model, endpoint, prompt)
+
+
+def solver_rows(s: Session, model: str, endpoint: Optional[str], prompt: str) -> list[BlindAnswer]:
+    return s.scalars(select(BlindAnswer).where(
+        BlindAnswer.model == model, BlindAnswer.prompt == prompt,
+        BlindAnswer.endpoint == endpoint)).all()  # endpoint None: IS NULL
+
+
+def refresh_flags(s: Session, model: str, endpoint: Optional[str], prompt: str) -> dict[str, str]:
+    """refresh_blind_flags inside a transaction the caller holds (curate.derived refreshes with an erratum)."""
+    rows = solver_rows(s, model, endpoint, prompt)
+    by_group: dict[str, list[BlindAnswer]] = defaultdict(list)
+    for r in rows:
+        by_group[r.group_key].append(r)
+    ready = s.execute(select(Instance.id, Instance.mode, Instance.kind, Instance.pair_id, Instance.question)
+                      .where(Instance.status == "ready")).all()
+    members: dict[str, set[str]] = defaultdict(set)
+    for iid, mode, kind, pair_id, question in ready:
+        members[group_key(mode, kind, pair_id, question, iid)].add(iid)
+    flags = {}
+    for key, group in by_group.items():
+        # an answer waiting to be scored again (correct None) is no answer yet
+        answered = {r.instance_id for r in group if r.instance_id in members[key] and r.correct is not None}
+        right = bool(members[key]) and answered == members[key] and all(
+            r.correct for r in group if r.instance_id in members[key] and r.correct is not None)
+        if not right:
             for r in group:
-                r.flag_id = fid if r.instance_id in members[key] else None
-            flags[key] = fid
+                r.flag_id = None
+            continue
+        fid = next((r.flag_id for r in group if r.flag_id), None) or _new_id()
+        for r in group:
+            r.flag_id = fid if r.instance_id in members[key] else None
+        flags[key] = fid
     return flags
 
 
@@ -177,8 +240,11 @@ def blind_dropped(store: Store) -> set[str]:
 
 
 def blind_summary(store: Store, items: Iterable, *, dropped: Iterable = (), with_endpoint: bool = False) -> list[dict]:
-    """Blind accuracy per mode over `items` (exported BenchItems: id, mode), one entry per (model,
-    prompt[, endpoint]); `dropped` are the items --drop-blind left out, counted per mode beside it."""
+    """Blind accuracy per mode over `items` (exported BenchItems: id, mode), one entry per solver (model, prompt;
+    with_endpoint: per endpoint too); `dropped` are the items --drop-blind left out, counted per mode beside it.
+
+    A question counts once per solver however many endpoints answered it (127.0.0.1 and localhost are one
+    solver): its latest scored answer. An answer waiting to be scored again is counted as `unscored`, not asked."""
     modes = {it.id: it.mode for it in items}
     left_out = {it.id: it.mode for it in dropped}
     ids = list(modes) + list(left_out)
@@ -186,23 +252,36 @@ def blind_summary(store: Store, items: Iterable, *, dropped: Iterable = (), with
     with store.session(write=False) as s:
         for k in range(0, len(ids), 500):  # in chunks: SQLite caps the parameters of one statement
             rows += s.scalars(select(BlindAnswer).where(BlindAnswer.instance_id.in_(ids[k:k + 500]))).all()
+    per_question: dict[tuple, list] = defaultdict(list)  # (solver key, instance id) -> its rows, oldest first
     runs: dict[tuple, dict] = {}
-    for r in sorted(rows, key=lambda r: (r.model, r.prompt, r.endpoint or "", r.instance_id)):
+    for r in sorted(rows, key=lambda r: (r.model, r.prompt, r.endpoint or "", r.created_at, r.id)):
         key = (r.model, r.prompt, r.endpoint if with_endpoint else None)
         run = runs.setdefault(key, {"model": r.model, "prompt": r.prompt, "scorers": set(), "per_mode": {}})
         if with_endpoint:
             run["endpoint"] = r.endpoint
         run["scorers"].add(r.scorer)
-        if r.instance_id in modes:
-            c = run["per_mode"].setdefault(modes[r.instance_id], {"asked": 0, "right": 0, "flagged_kept": 0,
-                                                                  "overruled": 0, "left_out": 0})
-            c["asked"] += 1
-            c["right"] += bool(r.correct)
-            c["flagged_kept"] += bool(r.flag_id and not r.overruled_by)
-            c["overruled"] += bool(r.flag_id and r.overruled_by)
-        elif r.flag_id and not r.overruled_by:
-            run["per_mode"].setdefault(left_out[r.instance_id], {"asked": 0, "right": 0, "flagged_kept": 0,
-                                                                 "overruled": 0, "left_out": 0})["left_out"] += 1
+        per_question[(key, r.instance_id)].append(r)
+
+    def counts(run: dict, mode: str) -> dict:
+        return run["per_mode"].setdefault(mode, {"asked": 0, "right": 0, "flagged_kept": 0, "overruled": 0,
+                                                 "left_out": 0, "unscored": 0})
+
+    for (key, iid), rs in sorted(per_question.items(), key=lambda x: (x[0][0][0], x[0][0][1], x[0][0][2] or "", x[0][1])):
+        run = runs[key]
+        scored = sorted((r for r in rs if r.correct is not None), key=lambda r: (r.created_at, r.id))
+        flagged = [r for r in rs if r.flag_id]
+        kept = any(not r.overruled_by for r in flagged)
+        if iid in modes:
+            c = counts(run, modes[iid])
+            if scored:
+                c["asked"] += 1
+                c["right"] += bool(scored[-1].correct)
+            else:
+                c["unscored"] += 1
+            c["flagged_kept"] += kept
+            c["overruled"] += bool(flagged) and not kept
+        elif kept:
+            counts(run, left_out[iid])["left_out"] += 1
     out = []
     for run in runs.values():
         for c in run["per_mode"].values():

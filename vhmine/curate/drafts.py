@@ -5,6 +5,7 @@ Reads draft instances with the OEQ each was derived from (and the pair's other O
 still holds, vhmine.modes.slots_of), and logs a `confirm` action holding the old values so undo can restore
 them. A kept question never contradicts what the open answers imply, however it is worded
 (vhmine.models.variant); one the check cannot read is made ready only when the worker marks it checked.
+A draft an accepted erratum made or sent back (curate.derived) carries the reason (`DraftView.note`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class DraftView:
     truth: bool
     oeq_question: str
     oeq_answers: tuple[str, ...]
+    note: str = ""  # why the draft is (back) here: an erratum changed the answers it was drafted from
 
 
 def pending_drafts(store: Store, worker: str, mode: Optional[str] = None) -> list[DraftView]:
@@ -46,9 +48,12 @@ def pending_drafts(store: Store, worker: str, mode: Optional[str] = None) -> lis
         out = []
         for d in s.scalars(q):
             src = s.get(Instance, d.derived_from)
+            if src is None or src.status != "ready":  # its open question was undone or removed since: nothing to confirm
+                continue
             pair = s.get(Pair, d.pair_id) if d.pair_id else None
             role = "image" if pair is None else ("A" if pair.image_a == d.image_id else "B")
-            view = DraftView(d.id, d.task_id, d.image_id, role, d.question, bool(d.truth), src.question, tuple(src.answers))
+            view = DraftView(d.id, d.task_id, d.image_id, role, d.question, bool(d.truth), src.question, tuple(src.answers),
+                             d.discard_reason or "")
             out.append(((d.created_at, d.task_id, role, not d.truth, d.id), view))
         return [v for _, v in sorted(out, key=lambda x: x[0])]
 
@@ -99,7 +104,8 @@ def confirm_drafts(store: Store, worker: str, decisions: Iterable[DraftDecision]
             if d is None or d.status != "draft" or d.created_by != worker:
                 raise LeaseError(f"{dec.instance_id} is not a draft of yours waiting for confirmation: reload the page")
             before.append({"id": d.id, "question": d.question, "truth": d.truth, "answers": d.answers,
-                           "template_id": d.template_id, "slots": d.slots, "draft_value": d.draft_value})
+                           "template_id": d.template_id, "slots": d.slots, "draft_value": d.draft_value,
+                           "discard_reason": d.discard_reason})
             if dec.keep:
                 truth = d.truth if dec.truth is None else dec.truth
                 where = f"the yes/no question {d.id}"
@@ -109,7 +115,7 @@ def confirm_drafts(store: Store, worker: str, decisions: Iterable[DraftDecision]
                     _match_edit(d, question, src)
                 if not _agrees(s, d, src, question, truth, where) and not dec.checked:
                     raise FormError("yes_no", undecided_message(question, f"{where}, on image {d.image_id}"))
-                d.question, d.truth, d.status = question, truth, "ready"
+                d.question, d.truth, d.status, d.discard_reason = question, truth, "ready", None
                 d.answers = ["Yes" if truth else "No"]
                 kept.append(d.id)
             else:

@@ -3,11 +3,14 @@
 Reads and writes `errata` and the instances they name, and logs every step in the action log so that
 the next export's changelog (`vhmine export --since`) can say who changed what and why:
 `errata_flag` {"instance_id", "reason", "flag_id"} by the flagger; `errata_accept` / `errata_reject`
-{"instance_id", "reason", "changes": {field: [old, new]}, "flag_id"} by the admin. Accepting fixes the
-instance in place, so it keeps the id exports give it: a new reference answer (OEQ) or truth (YNQ),
-or the instance discarded. Deciding needs an admin (`by`, checked in the store on every call); a flag is
+{"instance_id", "reason", "changes": {field: [old, new]}, "flag_id", "derived"} by the admin. Accepting fixes
+the instance in place, so it keeps the id exports give it: a new reference answer (OEQ) or truth (YNQ),
+or the instance discarded; and carries the fix through to everything derived from it (curate.derived: the
+yes/no questions drafted from it, model verdicts, workers' labels, blind answers and flags, reviews, pair
+groups), the entries of which `derived` lists. Deciding needs an admin (`by`, checked in the store on every call); a flag is
 decided once (compare-and-set on its status) and the instance is locked while it changes. Undo (curate.undo)
-withdraws a flag still open, or takes a decision back while the instance still holds what it set.
+withdraws a flag still open, or takes a decision back while the instance still holds what it set, with
+everything the decision derived (curate.derived.reverse).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from vhmine.store import (  # first: it says which extra to install when SQLAlch
 from sqlalchemy import select, update  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
+from vhmine.curate import derived as D
 from vhmine.curate._shared import WorkerInfo, _log, _new_id, _retried, _text, _worker
 
 
@@ -129,7 +133,7 @@ def accept_erratum(store: Store, by: str | WorkerInfo, flag_id: str, *, answers:
                    truth: Optional[bool] = None, remove: bool = False, reason: str = "") -> dict:
     """An admin agrees the item is wrong: fix its answer (OEQ `answers`, YNQ `truth`) or `remove` it (discarded).
     Returns the changes {field: [old, new]}; the `errata_accept` action carries them with the reason (the
-    admin's, else the flag's)."""
+    admin's, else the flag's), and what the fix changed beyond the instance (curate.derived) under "derived"."""
     with store.session() as s:
         admin = _worker(s, by, admin=True).name
         now = utcnow()
@@ -147,13 +151,11 @@ def accept_erratum(store: Store, by: str | WorkerInfo, flag_id: str, *, answers:
                 raise FormError("answers", "that is the answer the item already has: give the right one, or remove the item")
         why = _text(reason) or e.reason
         _decide(s, flag_id, admin, now, "accepted", why, changes)
-        for field, (_, new) in changes.items():
-            setattr(inst, field, new)
-        if remove:
-            inst.discard_reason = f"erratum {flag_id}: {why}"
-        inst.updated_by, inst.updated_at = admin, now
+        derived = D.apply(s, inst, changes, cause=f"erratum {flag_id}", by=admin, now=now,
+                          discard_reason=f"erratum {flag_id}: {why}" if remove else None)
         act = _log(s, admin, "errata_accept", inst.task_id, {"instance_id": inst.id, "reason": why, "changes": changes,
-                                                             "flag_id": flag_id, "flagged_by": e.flagged_by})
+                                                             "flag_id": flag_id, "flagged_by": e.flagged_by,
+                                                             "derived": derived})
         s.execute(update(Erratum).where(Erratum.id == flag_id).values(action_id=act.id)
                   .execution_options(synchronize_session=False))
         return changes
@@ -194,5 +196,7 @@ def undo_errata(s: Session, act: Action, worker: str, now: dt.datetime) -> str:
     if "status" in (p.get("changes") or {}):
         inst.discard_reason = None
     inst.updated_by, inst.updated_at = worker, now
+    # what the decision derived, back too; a LeaseError there (a worker built on it) rolls all of this back
+    D.reverse(s, p.get("derived") or [], f"erratum {e.id}", worker, now)
     e.status, e.decided_by, e.decided_at, e.decision_reason, e.changes, e.action_id = "open", None, None, None, None, None
     return f"{act.kind.removeprefix('errata_')} of flag {e.id} (instance {e.instance_id})"

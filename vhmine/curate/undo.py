@@ -80,7 +80,7 @@ def undo_last(store: Store, worker: str | WorkerInfo, *, lease_s: float = LEASE_
                 d.question, d.truth, d.answers = old["question"], old["truth"], old["answers"]
                 d.template_id, d.slots = old.get("template_id", d.template_id), old.get("slots", d.slots)
                 d.draft_value = old.get("draft_value", d.draft_value)
-                d.status, d.discard_reason, d.updated_by, d.updated_at = "draft", None, worker, now
+                d.status, d.discard_reason, d.updated_by, d.updated_at = "draft", old.get("discard_reason"), worker, now
             what = f"confirmation of {len(p.get('drafts', []))} yes/no question(s)"
         elif act.kind == "review":
             r = s.get(Review, (p["instance_id"], worker))

@@ -96,3 +96,12 @@ def get_rule(name: str) -> YesNoRule:
 def parse_yes_no(answer: str, rule: str = DEFAULT_RULE) -> Optional[bool]:
     """True for yes, False for no, None when `rule` cannot read the answer as either."""
     return get_rule(rule).parse(answer)
+
+
+def yes_no_verdict(answer: str, truth: Optional[bool], rule: str = DEFAULT_RULE) -> Optional[str]:
+    """A yes/no answer against its truth: "correct" or "hallucinated"; None when `rule` cannot read it (or there is
+    no truth). probe's verdicts, blind answers and what curate re-scores when a truth changes all read it so."""
+    said = parse_yes_no(answer, rule)
+    if said is None or truth is None:
+        return None
+    return "correct" if said == truth else "hallucinated"

@@ -36,7 +36,7 @@ from vhmine import formats as F
 from vhmine.eval import metrics as MT
 from vhmine.bench import OEQ, YNQ, BenchItem, Benchmark
 from vhmine.errors import CostCapError, EvalError
-from vhmine.eval.report import _kappa, _pct, bar_chart, markdown, pair_groups_line
+from vhmine.eval.report import _kappa, bar_chart, figures_line, markdown, pair_groups_line
 from vhmine.eval.score import ModelAnswers, group_sizes, judge_agreement, match_oeq, score  # noqa: F401  (eval's public names)
 from vhmine.eval.predictions import load_predictions, read_predictions  # noqa: F401
 
@@ -210,7 +210,7 @@ class EvalResult:
         lines = [f"report: {self.out / 'report.md'}"]
         for name, m in self.report["models"].items():
             o = m["metrics"]["overall"]
-            lines.append(f"  {name}: accuracy {_pct(o['accuracy'])}% over {o['n']} item(s)"
+            lines.append(f"  {name}: {figures_line(o)}"
                          + (f", {o['unreadable']} unreadable" if o.get("unreadable") else "")
                          + (f", {m['oeq_unjudged']} open answers unjudged" if m.get("oeq_unjudged") else "")
                          + (f"; {m['failed']} failed, not scored (" + ", ".join(f"{st} {k}" for st, k in m["failed_by_status"].items())
@@ -292,7 +292,7 @@ def evaluate(opts: EvalOptions) -> EvalResult:
               "rule": opts.rule, "ynq_prompt_suffix": YNQ_SUFFIX,
               "oeq": {"scorer": opts.oeq, **(_judge_record(opts.judge) if opts.oeq == "judge" else {})},
               "modes": bench.modes(), "models": {}}
-    modes, sizes = bench.modes(), group_sizes(bench)  # the same for every model
+    modes = bench.modes()  # the same for every model; bench.items: what a complete pair, image or group holds
     for run in runs:
         verdicts: dict[str, Optional[bool]] = {}
         agreement = None
@@ -309,11 +309,11 @@ def evaluate(opts: EvalOptions) -> EvalResult:
                  "failed_items": failed,
                  # open answers with no verdict (judge unclear, labels tied or missing): scored wrong, counted here
                  "oeq_unjudged": sum(d["read_as"] == "unjudged" for d in details),
-                 "metrics": MT.by_mode(rows, modes, sizes)}
+                 "metrics": MT.by_mode(rows, modes, bench.items)}
         if agreement is not None:
             entry["judge_agreement"] = agreement
         if is_hb:
-            entry["hallusionbench"] = MT.hallusionbench(rows)
+            entry["hallusionbench"] = MT.hallusionbench(rows, bench.items)
         report["models"][run.model] = entry
         with open(out / f"answers-{_safe(run.model)}.jsonl", "w", encoding="utf-8") as f:
             for d in details:

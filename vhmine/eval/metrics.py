@@ -10,18 +10,55 @@ as wrong, never taken as "no".
   not the ground truth's: lmms-eval's POPE yes_ratio counts the ground truth).
 - pair_accuracy (MMVP, HallusionBench qAcc): share of question pairs (same `pair_id`) with every
   question right; image_accuracy (fAcc): share of images (same `image_id`) with every question right.
+  Only complete pairs and images count: given the benchmark's items (`expected`), a pair or image with
+  an item that was not scored (a failed request, an answer missing under --partial) is left out and
+  counted (`incomplete_pairs`, `incomplete_images`), never judged on the items that are left.
 - pair_groups (NaturalBench's Q-Acc, I-Acc, G-Acc over the exported pair groups, `group_id`): a
   question is right when right on both images of its group; an image when every question of its group
   is right on it; a group when every question is right on both images. `acc` is the items' accuracy
   within groups. A group missing an item (a failed request, --partial) is left out and counted.
 - hallusionbench(): HallusionBench's aAcc, qAcc, fAcc, yes-percentage difference and false-positive
-  ratio as its paper and utils.py define them (see that function).
+  ratio as its paper and utils.py define them (see that function); its question pairs and figures
+  follow the same rule: only complete ones count.
+
+FIGURES names every figure once: the key report.json uses, the label the console and report.md print,
+and what it counts; the lmms-eval export names its metrics by the same keys.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
+
+
+# One name per figure: report.json's key -> (the label the console and report.md print, what it counts).
+# The lmms-eval export names its metrics by these keys (vhmine.formats.lmms_eval).
+FIGURES = {
+    "accuracy": ("accuracy", "right items / scored items (VHTest's per-item accuracy)"),
+    "pair_accuracy": ("pair accuracy", "question pairs (one question asked of both images of a mined pair) with every "
+                                       "item right / complete pairs"),
+    "image_accuracy": ("image accuracy", "images with every question asked of them right / complete images"),
+    "q_acc": ("Q-Acc", "pair-group questions right on both images / questions of complete groups (NaturalBench)"),
+    "i_acc": ("I-Acc", "pair-group images with every question of their group right / images of complete groups "
+                       "(NaturalBench)"),
+    "g_acc": ("G-Acc", "pair groups with every question right on both images / complete groups (NaturalBench)"),
+    "precision": ("precision", "yes/no: right yes / said yes"),
+    "recall": ("recall", "yes/no: right yes / truth yes (an unreadable answer to a yes-question is a miss)"),
+    "f1": ("F1", "yes/no: 2 right yes / (said yes + truth yes)"),
+    "yes_ratio": ("yes ratio", "yes/no: the model's answers read as yes / its answers"),
+    "truth_yes_ratio": ("truth yes ratio", "yes/no: truth-yes items / items"),
+    "unreadable": ("unreadable", "yes/no answers the rule cannot read (counted wrong, never as no)"),
+    "aAcc": ("aAcc", "HallusionBench: right questions / questions"),
+    "qAcc": ("qAcc", "HallusionBench: question pairs with every question right / complete question pairs"),
+    "fAcc": ("fAcc", "HallusionBench: figures with every question right / complete figures"),
+    "yes_pct_diff": ("yes % diff", "HallusionBench: share of yes answers - share of yes truths"),
+    "fp_ratio": ("FP ratio", "HallusionBench: share of yes among the wrong answers"),
+}
+
+
+def label(key: str) -> str:
+    """The printed name of the figure report.json calls `key`."""
+    return FIGURES[key][0]
 
 
 @dataclass(frozen=True)
@@ -62,15 +99,37 @@ def ynq(rows: Sequence[Scored]) -> dict:
             "f1": f1, "yes_ratio": _ratio(tp + fp, len(rows)), "truth_yes_ratio": _ratio(sum(1 for r in rows if r.truth), len(rows))}
 
 
-def group_accuracy(rows: Iterable[Scored], key: str) -> dict:
-    """Share of groups (rows sharing a non-empty `key`) whose every row is right."""
+def sizes_of(items: Iterable, key: str) -> dict:
+    """How many items share each non-empty `key` (pair_id, image_id, group_id): `items` are the benchmark's
+    items (BenchItem) or Scored rows, anything with that attribute."""
+    out: dict = {}
+    for it in items:
+        k = getattr(it, key)
+        if k is not None:
+            out[k] = out.get(k, 0) + 1
+    return out
+
+
+def _incomplete(groups: dict, sizes: Optional[dict]) -> list:
+    """Keys of `sizes` (the benchmark's groups) with fewer scored rows in `groups` than items, none included."""
+    if sizes is None:
+        return []
+    return sorted(k for k, n in sizes.items() if len(groups.get(k, ())) < n)
+
+
+def group_accuracy(rows: Iterable[Scored], key: str, sizes: Optional[dict] = None) -> dict:
+    """Share of groups (rows sharing a non-empty `key`) whose every row is right. `sizes`: key -> its items
+    in the benchmark; a group with fewer scored rows is left out and counted as `incomplete`."""
     groups: dict[str, list[bool]] = {}
     for r in rows:
         k = getattr(r, key)
         if k is not None:
             groups.setdefault(k, []).append(r.correct)
+    incomplete = _incomplete(groups, sizes)
+    for k in incomplete:
+        groups.pop(k, None)
     right = sum(all(v) for v in groups.values())
-    return {"groups": len(groups), "correct": right, "accuracy": _ratio(right, len(groups))}
+    return {"groups": len(groups), "correct": right, "accuracy": _ratio(right, len(groups)), "incomplete": len(incomplete)}
 
 
 def pair_groups(rows: Sequence[Scored], sizes: Optional[dict] = None) -> dict:
@@ -80,9 +139,9 @@ def pair_groups(rows: Sequence[Scored], sizes: Optional[dict] = None) -> dict:
     for r in rows:
         if r.group_id is not None:
             groups.setdefault(r.group_id, []).append(r)
-    incomplete = sorted(g for g, rs in groups.items() if sizes is not None and len(rs) < sizes.get(g, 0))
+    incomplete = _incomplete(groups, sizes)
     for g in incomplete:
-        del groups[g]
+        groups.pop(g, None)
     questions: dict[tuple, list[bool]] = {}
     images: dict[tuple, list[bool]] = {}
     for g, rs in groups.items():
@@ -98,26 +157,35 @@ def pair_groups(rows: Sequence[Scored], sizes: Optional[dict] = None) -> dict:
             "acc": _ratio(sum(items), len(items))}
 
 
-def summary(rows: Sequence[Scored], group_sizes: Optional[dict] = None) -> dict:
+def summary(rows: Sequence[Scored], expected: Optional[Sequence] = None) -> dict:
     """accuracy (and YNQ measures when there are YNQ rows), pair and image accuracy, and the pair groups'
-    measures (`pair_groups`) when any row is in a group."""
+    measures (`pair_groups`) when any row is in a group. `expected`: the benchmark's items these rows
+    score (BenchItems: id, pair_id, image_id, group_id), so that a pair, image or group with an unscored
+    item is left out and counted rather than scored on what is left; None: the rows are everything."""
     out = accuracy(rows)
     y = [r for r in rows if r.kind == "YNQ"]
     if y:
         out.update(ynq(y))
-    pairs, images = group_accuracy(rows, "pair_id"), group_accuracy(rows, "image_id")
-    out["pair_accuracy"], out["pairs"] = pairs["accuracy"], pairs["groups"]
-    out["image_accuracy"], out["images"] = images["accuracy"], images["groups"]
-    if any(r.group_id is not None for r in rows):
-        out["pair_groups"] = pair_groups(rows, group_sizes)
+    size = (lambda key: None) if expected is None else (lambda key: sizes_of(expected, key))  # noqa: E731
+    pairs, images = group_accuracy(rows, "pair_id", size("pair_id")), group_accuracy(rows, "image_id", size("image_id"))
+    out["pair_accuracy"], out["pairs"], out["incomplete_pairs"] = pairs["accuracy"], pairs["groups"], pairs["incomplete"]
+    out["image_accuracy"], out["images"], out["incomplete_images"] = (images["accuracy"], images["groups"],
+                                                                       images["incomplete"])
+    if any(r.group_id is not None for r in rows) or any(it.group_id is not None for it in expected or ()):
+        out["pair_groups"] = pair_groups(rows, size("group_id"))
     return out
 
 
-def by_mode(rows: Sequence[Scored], modes: Optional[Sequence[str]] = None, group_sizes: Optional[dict] = None) -> dict:
-    """{"overall": summary, "modes": {mode: summary}} with modes in the given (or first-seen) order."""
+def by_mode(rows: Sequence[Scored], modes: Optional[Sequence[str]] = None, expected: Optional[Sequence] = None) -> dict:
+    """{"overall": summary, "modes": {mode: summary}} with modes in the given (or first-seen) order; `expected`
+    as for `summary` (each mode's own items for its figures: an image asked in two modes is two images there)."""
     order = list(modes) if modes else list(dict.fromkeys(r.mode for r in rows))
-    per = {m: summary([r for r in rows if r.mode == m], group_sizes) for m in order if any(r.mode == m for r in rows)}
-    return {"overall": summary(rows, group_sizes), "modes": per}
+
+    def of(m):
+        return None if expected is None else [it for it in expected if it.mode == m]
+
+    per = {m: summary([r for r in rows if r.mode == m], of(m)) for m in order if any(r.mode == m for r in rows)}
+    return {"overall": summary(rows, expected), "modes": per}
 
 
 # --- HallusionBench ------------------------------------------------------------------------------
@@ -136,7 +204,19 @@ def hb_correct(r: Scored) -> bool:
     return c in (1, 2) if no_figure else c == 1
 
 
-def hallusionbench(rows: Sequence[Scored]) -> dict:
+def _hb_key(meta: dict, *names: str) -> str:
+    return "_".join(str(meta[n]) for n in names)
+
+
+def _hb_no_figure(meta: dict) -> bool:
+    return meta["category"] == "VS" and str(meta["figure_id"]) == "0"
+
+
+HB_PAIR = ("category", "subcategory", "set_id", "question_id")
+HB_FIGURE = ("category", "subcategory", "set_id", "figure_id")
+
+
+def hallusionbench(rows: Sequence[Scored], expected: Optional[Sequence] = None) -> dict:
     """HallusionBench's measures (rows need its meta: category, subcategory, set_id, figure_id, question_id).
 
     - aAcc: right questions / all questions (`get_eval_all`);
@@ -149,17 +229,31 @@ def hallusionbench(rows: Sequence[Scored]) -> dict:
     The last two count what the model said: an unclear answer is neither yes nor no. (utils.py's
     yes_ratio_stats infers "said yes" from correctness, which counts an unclear answer to a
     no-question as "yes"; on readable answers the two agree.)
+    `expected`: the benchmark's items (BenchItems with the same meta); a question pair or figure with an
+    item that was not scored is left out of qAcc / fAcc and counted (`incomplete_question_pairs`,
+    `incomplete_figures`), as for pair and image accuracy. None: the rows are everything.
     """
-    def key(r: Scored, *names: str) -> str:
-        return "_".join(str(r.meta[n]) for n in names)
-
     right = {r.id: hb_correct(r) for r in rows}
     pairs: dict[str, list[bool]] = {}
     figs: dict[str, list[bool]] = {}
     for r in rows:
-        pairs.setdefault(key(r, "category", "subcategory", "set_id", "question_id"), []).append(right[r.id])
-        if not (r.meta["category"] == "VS" and str(r.meta["figure_id"]) == "0"):
-            figs.setdefault(key(r, "category", "subcategory", "set_id", "figure_id"), []).append(right[r.id])
+        pairs.setdefault(_hb_key(r.meta, *HB_PAIR), []).append(right[r.id])
+        if not _hb_no_figure(r.meta):
+            figs.setdefault(_hb_key(r.meta, *HB_FIGURE), []).append(right[r.id])
+    pair_sizes = fig_sizes = None
+    if expected is not None:
+        pair_sizes, fig_sizes = {}, {}
+        for it in expected:
+            k = _hb_key(it.meta, *HB_PAIR)
+            pair_sizes[k] = pair_sizes.get(k, 0) + 1
+            if not _hb_no_figure(it.meta):
+                k = _hb_key(it.meta, *HB_FIGURE)
+                fig_sizes[k] = fig_sizes.get(k, 0) + 1
+    bad_pairs, bad_figs = _incomplete(pairs, pair_sizes), _incomplete(figs, fig_sizes)
+    for k in bad_pairs:
+        pairs.pop(k, None)
+    for k in bad_figs:
+        figs.pop(k, None)
     wrong = [r for r in rows if not right[r.id]]
     said_yes = sum(1 for r in rows if r.said is True)
     return {
@@ -169,6 +263,8 @@ def hallusionbench(rows: Sequence[Scored]) -> dict:
         "fAcc": _ratio(sum(all(v) for v in figs.values()), len(figs)),
         "question_pairs": len(pairs),
         "figures": len(figs),
+        "incomplete_question_pairs": len(bad_pairs),
+        "incomplete_figures": len(bad_figs),
         "yes_pct_diff": None if not rows else said_yes / len(rows) - sum(1 for r in rows if r.truth) / len(rows),
         "fp_ratio": _ratio(sum(1 for r in wrong if r.said is True), len(wrong)),
         "unclear": sum(1 for r in rows if r.said is None),

@@ -4,13 +4,16 @@ Reads the report dict that vhmine.eval.job.evaluate builds (also written as repo
 files' contents (`markdown`) and the chart (`bar_chart`, matplotlib). Where the benchmark has pair
 groups, `markdown` adds their question, image and group accuracy per mode (NaturalBench's Q-Acc, I-Acc,
 G-Acc, vhmine.eval.metrics.pair_groups) beside the per-item accuracy VHTest reports. Items whose request failed are
-not in any figure; `markdown` lists how many per model and why.
+not in any figure; `markdown` lists how many per model and why. Every figure is printed under its one label
+(vhmine.eval.metrics.FIGURES), here, in the console summary (`model_lines`) and as report.json's key.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Optional
+
+from vhmine.eval.metrics import FIGURES, label
 
 
 def _pct(x: Optional[float]) -> str:
@@ -28,17 +31,35 @@ def _kappa(x: Optional[float]) -> str:
 def pair_groups_line(g: dict) -> str:
     """One line of a `metrics.pair_groups` dict, for the command's summary."""
     left = f"; {g['incomplete']} group(s) with an unscored item left out" if g.get("incomplete") else ""
-    return (f"pair groups: question acc. {_pct(g['q_acc'])}%, image acc. {_pct(g['i_acc'])}%, group acc. "
-            f"{_pct(g['g_acc'])}% over {g['groups']} group(s){left}")
+    return (f"pair groups: {label('q_acc')} {_pct(g['q_acc'])}%, {label('i_acc')} {_pct(g['i_acc'])}%, "
+            f"{label('g_acc')} {_pct(g['g_acc'])}% over {g['groups']} group(s){left}")
+
+
+def left_out_line(o: dict) -> str:
+    """Pairs and images left out of pair and image accuracy for an unscored item ("" when none were)."""
+    p, i = o.get("incomplete_pairs", 0), o.get("incomplete_images", 0)
+    if not p and not i:
+        return ""
+    return (f"{p} pair(s) and {i} image(s) with an unscored item left out of {label('pair_accuracy')} and "
+            f"{label('image_accuracy')}")
+
+
+def figures_line(o: dict) -> str:
+    """A model's overall accuracy, pair accuracy and image accuracy, for the command's summary."""
+    left = left_out_line(o)
+    return (f"{label('accuracy')} {_pct(o['accuracy'])}% over {o['n']} item(s); {label('pair_accuracy')} "
+            f"{_pct(o['pair_accuracy'])}% over {o['pairs']} pair(s); {label('image_accuracy')} "
+            f"{_pct(o['image_accuracy'])}% over {o['images']} image(s)" + (f" ({left})" if left else ""))
 
 
 def _groups_table(models: dict, modes: list) -> list[str]:
     """Per model and mode: items' accuracy (all, as VHTest), then Q-Acc, I-Acc, G-Acc over the pair groups."""
-    lines = ["", "## Pair groups (%): question, image and group accuracy", "",
+    lines = ["", f"## Pair groups (%): {label('q_acc')}, {label('i_acc')}, {label('g_acc')}", "",
              "A group: the questions asked of both images of a pair whose answers differ by image (yes/no: yes on "
-             "one, no on the other). Question: right on both images; image: every question of its group right on it; "
-             "group: every question right on both images (NaturalBench's Q-Acc, I-Acc, G-Acc).", "",
-             "| model | mode | accuracy (all items) | groups | question acc. | image acc. | group acc. |",
+             f"one, no on the other). {label('q_acc')}: a question right on both images; {label('i_acc')}: an image "
+             f"with every question of its group right on it; {label('g_acc')}: a group with every question right on "
+             "both images (NaturalBench). Accuracy is over all items of the mode.", "",
+             f"| model | mode | {label('accuracy')} | groups | {label('q_acc')} | {label('i_acc')} | {label('g_acc')} |",
              "|---|---|---|---|---|---|---|"]
     for name, m in models.items():
         per = [(md, m["metrics"]["modes"].get(md, {})) for md in modes] + [("overall", m["metrics"]["overall"])]
@@ -58,16 +79,22 @@ def markdown(report: dict) -> str:
              f"yes/no rule: `{report['rule']}`; OEQ scorer: `{report['oeq']['scorer']}`"
              + (f" (judge {report['oeq']['judge']})" if report["oeq"].get("judge") else ""), "",
              "## Accuracy (%) per mode", "",
-             "| model | " + " | ".join(modes) + " | overall | pair acc. | image acc. |",
+             "| model | " + " | ".join(modes) + f" | overall | {label('pair_accuracy')} | {label('image_accuracy')} |",
              "|---|" + "---|" * (len(modes) + 3)]
+    left = []
     for name, m in models.items():
         o = m["metrics"]["overall"]
         per = [_pct(m["metrics"]["modes"].get(md, {}).get("accuracy")) for md in modes]
         lines.append(f"| {name} | " + " | ".join(per) + f" | {_pct(o['accuracy'])} | {_pct(o['pair_accuracy'])} | {_pct(o['image_accuracy'])} |")
+        if left_out_line(o):
+            left.append(f"- {name}: {left_out_line(o)}")
+    if left:
+        lines += [""] + left
     if any("pair_groups" in m["metrics"]["overall"] for m in models.values()):
         lines += _groups_table(models, modes)
     if any("tp" in m["metrics"]["overall"] for m in models.values()):
-        lines += ["", "## Yes/no questions", "", "| model | precision | recall | F1 | yes share of answers | yes share of truths | unreadable |",
+        keys = ("precision", "recall", "f1", "yes_ratio", "truth_yes_ratio", "unreadable")
+        lines += ["", "## Yes/no questions", "", "| model | " + " | ".join(label(k) for k in keys) + " |",
                   "|---|---|---|---|---|---|---|"]
         for name, m in models.items():
             o = m["metrics"]["overall"]
@@ -75,12 +102,17 @@ def markdown(report: dict) -> str:
                 lines.append(f"| {name} | {_pct(o['precision'])} | {_pct(o['recall'])} | {_pct(o['f1'])} | {_pct(o['yes_ratio'])} | "
                              f"{_pct(o['truth_yes_ratio'])} | {o['unreadable']} |")
     if any("hallusionbench" in m for m in models.values()):
-        lines += ["", "## HallusionBench", "", "| model | aAcc | qAcc | fAcc | yes % diff | FP ratio | unclear |", "|---|---|---|---|---|---|---|"]
+        keys = ("aAcc", "qAcc", "fAcc", "yes_pct_diff", "fp_ratio")
+        lines += ["", "## HallusionBench", "", "| model | " + " | ".join(label(k) for k in keys) + " | unclear |",
+                  "|---|---|---|---|---|---|---|"]
         for name, m in models.items():
             h = m.get("hallusionbench")
             if h:
                 lines.append(f"| {name} | {_pct(h['aAcc'])} | {_pct(h['qAcc'])} | {_pct(h['fAcc'])} | {_num(h['yes_pct_diff'])} | "
                              f"{_num(h['fp_ratio'])} | {h['unclear']} |")
+                if h.get("incomplete_question_pairs") or h.get("incomplete_figures"):
+                    lines.append(f"\n{name}: {h['incomplete_question_pairs']} question pair(s) and {h['incomplete_figures']} "
+                                 f"figure(s) with an unscored question left out of {label('qAcc')} and {label('fAcc')}\n")
     if any("judge_agreement" in m for m in models.values()):
         lines += ["", "## Judge vs workers (open answers both judged)", "",
                   "| model | items compared | agree | Cohen's kappa | judged by the judge only | by workers only |",
@@ -99,6 +131,14 @@ def markdown(report: dict) -> str:
         for n, m in fails.items():
             why = ", ".join(f"{st} {k}" for st, k in m["failed_by_status"].items())
             lines.append(f"- {n}: {m['failed']} ({why}); the items and reasons are in report.json and answers-*.jsonl")
+    lines += ["", "## Figures", "", "Each figure's name here and in the console, its key in report.json (and in the "
+              "lmms-eval export's metrics), and what it counts. Pairs, images, groups, question pairs and figures "
+              "count only when every item of theirs was scored.", "", "| name | report.json key | counts |", "|---|---|---|"]
+    shown = set()
+    for m in models.values():
+        o = m["metrics"]["overall"]
+        shown |= set(o) | set(o.get("pair_groups") or {}) | set(m.get("hallusionbench") or {})
+    lines += [f"| {name} | `{key}` | {what} |" for key, (name, what) in FIGURES.items() if key in shown]
     return "\n".join(lines) + "\n"
 
 

@@ -10,14 +10,18 @@ Markdown (`CHANGELOG.md`), which vhmine.export.job writes into the new folder.
   added or removed, else patch); with neither, 1.
 - content_hash: sha256 of the items' content (id, mode, kind, question, answers, truth, image sha256,
   pair group), sorted by id: equal for equal content in any format, with or without provenance.
-- The changelog lists the items added, removed and changed (question, answers, truth or image), each
-  with the actions that touched the instance since the earlier export (annotate, confirm, review,
+- The changelog lists the items added, removed and changed (question, answers, truth, image or pair
+  group), each with the actions that touched the instance since the earlier export (annotate, confirm, review,
   discard, an undo, errata decisions such as `errata_accept`, any other action whose payload names
   the instance), and for removed items the instance's state now. An action made and undone since the
   earlier export is left out (it changed nothing); one made before and undone since shows as its undo.
   An errata decision's payload {"instance_id", "reason", "changes": {field: [old, new]}, "flag_id",
-  "flagged_by"} (curate.errata) gives the why (its reason) and the details. Workers appear as the export's
-  pseudonyms (also inside reasons and payloads) unless `--with-provenance`.
+  "flagged_by", "derived"} (curate.errata) gives the why (its reason) and the details. What an accepted
+  erratum changed beyond its instance (curate.derived: yes/no questions drafted again, retired or sent back,
+  pair groups rebuilt) shows on those items with the erratum's why for each; everything else it derived
+  (new drafts waiting for a worker, model verdicts, workers' labels set aside, blind answers and flags,
+  reviews) is listed under `derived` (changelog.json) and "Derived from errata" (CHANGELOG.md). Workers appear
+  as the export's pseudonyms (also inside reasons and payloads) unless `--with-provenance`.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from typing import Callable, Optional
 
 from vhmine.errors import ExportError, FormatError, InputError
 
-FIELDS = ("question", "answers", "truth", "image_sha256", "mode", "kind")
+FIELDS = ("question", "answers", "truth", "image_sha256", "mode", "kind", "group_id")
 _INT, _SEMVER = re.compile(r"^\d+$"), re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
 
 
@@ -137,12 +141,22 @@ def _parse_time(s) -> Optional[dt.datetime]:
     return t.astimezone(dt.timezone.utc).replace(tzinfo=None) if t.tzinfo else t
 
 
+def _derived_on(payload: dict) -> dict:
+    """instance id -> the derived entries (curate.derived) an errata decision's payload holds for it."""
+    out: dict = {}
+    for e in (payload or {}).get("derived") or []:
+        if isinstance(e, dict) and e.get("table") in ("instances", "groups") and isinstance(e.get("id"), str):
+            out.setdefault(e["id"], []).append(e)
+    return out
+
+
 def _touches(payload: dict) -> set:
     """Instance ids an action's payload names (review, errata and edit: instance_id; annotate: instances;
-    confirm: drafts; any action: instance_ids)."""
+    confirm: drafts; any action: instance_ids; an errata decision: the instances it derived changes on)."""
     p = payload or {}
     ids = {p.get("instance_id")} | set(p.get("instances") or []) | set(p.get("instance_ids") or [])
     ids |= {d.get("id") for d in p.get("drafts") or [] if isinstance(d, dict)}
+    ids |= set(_derived_on(p))
     return {i for i in ids if isinstance(i, str)}
 
 
@@ -201,12 +215,17 @@ def _events(store, ids: set, earlier: Earlier, same_store: bool) -> tuple[dict, 
             after = a.id > upto if upto is not None else a.created_at > t0
             if after and a.undone_at is not None:  # made and taken back since the earlier export: no change
                 continue
+            derived = _derived_on(a.payload)
             for i in sorted(hit):
                 if after:
                     ev = {"action": a.id, "kind": a.kind, "worker": a.worker, "at": a.created_at.isoformat(timespec="seconds"),
                           "why": _why(a.kind, a.payload or {}, rows.get(i))}
                     extra = {k: v for k, v in (a.payload or {}).items()
-                             if k not in ("instance_id", "instances", "instance_ids", "drafts", "reason")}
+                             if k not in ("instance_id", "instances", "instance_ids", "drafts", "reason", "derived")}
+                    if i in derived and i != (a.payload or {}).get("instance_id"):  # carried through from another item
+                        ev["why"] = "; ".join(e["why"] for e in derived[i])
+                        extra = {"flag_id": extra.get("flag_id"), "derived_from": (a.payload or {}).get("instance_id"),
+                                 "changes": {f: v for e in derived[i] for f, v in (e.get("changes") or {}).items()}}
                     if a.kind not in ("annotate", "confirm") and extra:  # e.g. an errata decision's "changes"
                         ev["details"] = extra
                     out[i].append(ev)
@@ -214,6 +233,38 @@ def _events(store, ids: set, earlier: Earlier, same_store: bool) -> tuple[dict, 
                     out[i].append({"action": a.id, "kind": "undo", "worker": a.worker,
                                    "at": a.undone_at.isoformat(timespec="seconds"), "why": f"{a.kind} undone"})
     return out, rows, names
+
+
+_TABLE_NAMES = {"instances": "yes/no question", "groups": "pair group", "responses": "model verdict",
+                "response_labels": "worker's label", "blind_answers": "blind answer", "reviews": "review"}
+
+
+def _derived_log(store, earlier: Earlier, same_store: bool, shown: set) -> list[dict]:
+    """What the errata decisions since the earlier export derived beyond the items the changelog lists
+    (`shown`): new drafts, verdicts, labels set aside, blind answers and flags, reviews; oldest first."""
+    from sqlalchemy import select
+
+    from vhmine.store import Action
+
+    upto = earlier.manifest.get("actions_upto") if same_store else None
+    t0 = _parse_time(earlier.manifest.get("created_at")) or dt.datetime.min
+    out = []
+    with store.session(write=False) as s:
+        for a in s.scalars(select(Action).where(Action.kind == "errata_accept").order_by(Action.id)):
+            after = a.id > upto if upto is not None else a.created_at > t0
+            p = a.payload or {}
+            if not after or a.undone_at is not None:
+                continue
+            for e in p.get("derived") or []:
+                if e.get("table") in ("instances", "groups") and e.get("id") in shown and "created" not in e:
+                    continue  # on an item of the changelog, with this why
+                what = ("new draft: " + f"{e['created']['question']} → {'yes' if e['created']['truth'] else 'no'}"
+                        if "created" in e else "set aside: " + str(e["deleted"].get("verdict")) if "deleted" in e
+                        else "; ".join(f"{f}: {_cell(v[0])} → {_cell(v[1])}" for f, v in (e.get("changes") or {}).items()))
+                out.append({"action": a.id, "flag_id": p.get("flag_id"), "instance_id": p.get("instance_id"),
+                            "worker": a.worker, "at": a.created_at.isoformat(timespec="seconds"), "table": e["table"],
+                            "id": e["id"], "what": what, "why": e.get("why", "")})
+    return out
 
 
 def build(store, earlier: Earlier, bench, *, version: str, key: str, with_provenance: bool,
@@ -266,12 +317,13 @@ def build(store, earlier: Earlier, bench, *, version: str, key: str, with_proven
         if not e["why"]:
             e["why"] = ["no action in the store's log explains it"]
         changed.append(e)
+    derived = scrub(_derived_log(store, earlier, same_store, ids))
     log = {"producer": "vhmine export", "version": version,
            "since": {"path": str(earlier.path) if with_provenance else public_path(str(earlier.path)),
                      "version": earlier.version, "content_hash": earlier.manifest.get("content_hash"),
                      "created_at": earlier.manifest.get("created_at"), "same_store": same_store},
            "counts": {"added": len(added), "removed": len(removed), "changed": len(changed)},
-           "added": added, "removed": removed, "changed": changed}
+           "added": added, "removed": removed, "changed": changed, "derived": derived}
     return log, markdown(log, bench.name)
 
 
@@ -296,5 +348,14 @@ def markdown(log: dict, name: str) -> str:
             what = "; ".join(f"{f}: {_cell(a)} → {_cell(b)}" for f, (a, b) in e["fields"].items()) if key == "changed" else e["answer"]
             lines.append(f"| {e['id']} | {e['mode']} | {e['kind']} | {_cell(e['question'])} | {_cell(what)} | "
                          f"{', '.join(e['by']) or '-'} | {_cell('; '.join(e['why']))} |")
+        lines.append("")
+    if log.get("derived"):
+        lines += ["## Derived from errata", "", "What accepted errata changed beyond the items above: drafts waiting for a "
+                  "worker, model verdicts, workers' labels set aside, blind answers and their flags, reviews.", "",
+                  "| erratum | fixed item | what | id | change | why |", "|---|---|---|---|---|---|"]
+        for e in log["derived"]:
+            ident = "/".join(e["id"]) if isinstance(e["id"], list) else e["id"]
+            lines.append(f"| {e['flag_id']} | {e['instance_id']} | {_TABLE_NAMES.get(e['table'], e['table'])} | "
+                         f"{_cell(ident)} | {_cell(e['what'])} | {_cell(e['why'])} |")
         lines.append("")
     return "\n".join(lines)

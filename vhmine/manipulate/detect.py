@@ -4,7 +4,8 @@ Reads the questions of one (edited image, question family) and the victim's answ
 Correctness uses the same code as probe: a judge model's verdict through vhmine.models.judge (the paper's
 teacher prompt plays this part; reference = the truth the edit implies, e.g. "There is no cup."),
 read with probe.judge_verdict, or without a judge the yes/no rule through probe.rule_verdict
-(vhmine.eval.answers). Consistency: two answers about the same fact at different context levels that read
+(vhmine.eval.answers). With a judge, an answer whose judge request failed stays unjudged (no verdict,
+`unjudged`): it is never read by the yes/no rule instead. Consistency: two answers about the same fact at different context levels that read
 as opposite yes/no (vhmine.eval.answers), or an existence answer that denies an object the victim's own
 caption of the image names. The paper asks its judge whether two answers conflict; vhmine reads both
 as yes/no instead, so a consistency verdict costs no request and means the same on every rerun.
@@ -27,6 +28,7 @@ class Judged:
     answer: Optional[str]  # None: the request failed
     verdict: Optional[str] = None  # correct, hallucinated, or None (unreadable / unjudged)
     conflicts: list[str] = field(default_factory=list)  # levels this answer conflicts with; "caption" too
+    unjudged: bool = False  # the judge's request failed: no verdict
 
 
 @dataclass
@@ -39,6 +41,11 @@ class FamilyResult:
     by_consistency: bool
     first_induced: Optional[int]  # 1-based: the question after which the case counts as induced
     items: list[Judged] = field(default_factory=list)
+
+    @property
+    def unjudged(self) -> int:
+        """Answers whose judge request failed."""
+        return sum(it.unjudged for it in self.items)
 
     @property
     def success(self) -> bool:
@@ -62,7 +69,8 @@ def caption_conflict(q: Question, answer: str, caption: Optional[str], rule: str
 def judge_family(case_id: str, strategy: str, family: str, questions: Sequence[Question],
                  answers: Sequence[Optional[str]], rule: str, caption: Optional[str] = None,
                  judge_texts: Optional[Sequence[Optional[str]]] = None) -> FamilyResult:
-    """Correctness and consistency of one family's answers, in the order asked."""
+    """Correctness and consistency of one family's answers, in the order asked. `judge_texts` (with a judge):
+    the judge's answer per question, None where its request failed (that answer is left unjudged)."""
     items = [Judged(q, a) for q, a in zip(questions, answers)]
     first_corr = first_cons = None
     said: list[Optional[bool]] = []
@@ -71,7 +79,10 @@ def judge_family(case_id: str, strategy: str, family: str, questions: Sequence[Q
             said.append(None)
             continue
         jt = judge_texts[k - 1] if judge_texts is not None else None
-        it.verdict = correctness(it.question, it.answer, rule, jt)
+        if judge_texts is not None and jt is None:  # the judge gave nothing: no verdict, not the rule's reading
+            it.unjudged = True
+        else:
+            it.verdict = correctness(it.question, it.answer, rule, jt)
         yes = A.parse_yes_no(it.answer, rule)
         said.append(yes)
         for j in range(k - 1):

@@ -322,7 +322,8 @@ def _write_report(out: Path, result: ManipulateResult, opts: ManipulateOptions) 
                  "by_consistency": r.by_consistency, "first_induced": r.first_induced,
                  "questions": [{"level": it.question.level, "template_id": it.question.template_id,
                                 "question": it.question.text, "truth": it.question.truth, "answer": it.answer,
-                                "verdict": it.verdict, "conflicts": it.conflicts} for it in r.items]}
+                                "verdict": it.verdict, "conflicts": it.conflicts,
+                                **({"unjudged": True} if it.unjudged else {})} for it in r.items]}
                 for r in result.results]
     data = {"victim": opts.llm.model, "judge": opts.judge, "rule": opts.rule, "prior": opts.prior,
             "strategies": list(opts.strategies), "metrics": result.metrics, "cases": cases, "families": families,

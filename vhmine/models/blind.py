@@ -12,6 +12,11 @@ both images of its pair where the pair has the same question on both (and so, fo
 opposite answers: a blind guess cannot be right on both), and on its one image for a question about a
 single image. A request or a judge call that failed leaves its instance without an answer, so its
 group is never flagged (rerun to ask again; the cache makes that free for the answers already got).
+
+A rerun asks only what has no answer yet, and scores every stored answer again against the instance's
+current reference with this run's scorers (curate.score_stored): a reference changed since (an erratum) or
+another --rule changes the verdict, and the flags follow. The judge is asked again only for an open answer
+whose reference, or judge, differs from the one it was judged with (or that waits to be judged again).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from vhmine.models.probe import rule_verdict
 log = logging.getLogger(__name__)
 
 PROMPT = "blind"
+OK_STATUSES = ("answered", "cached", "rescored")
 
 
 @dataclass(frozen=True)
@@ -47,7 +53,7 @@ class BlindItem:
     instance_id: str
     mode: str
     kind: str
-    status: str  # "answered", "cached" (stored by an earlier run), or why there is no answer
+    status: str  # "answered", "cached" (stored by an earlier run), "rescored" (stored, scored again), or why there is no answer
     correct: Optional[bool] = None
     flagged: bool = False
     reason: str = ""
@@ -65,7 +71,11 @@ class BlindResult:
 
     @property
     def failed(self) -> list[BlindItem]:
-        return [i for i in self.items if i.status not in ("answered", "cached")]
+        return [i for i in self.items if i.status not in OK_STATUSES]
+
+    @property
+    def rescored(self) -> int:
+        return sum(i.status == "rescored" for i in self.items)
 
     @property
     def partial(self) -> bool:
@@ -74,7 +84,8 @@ class BlindResult:
     def summary(self) -> str:
         lines = [f"blind {self.model} ({self.prompt}; OEQ by {self.scorer}): {len(self.items)} questions asked without "
                  f"their image, ${self.spent:.4f} spent, {self.sent} requests sent; {self.flags} question group(s) "
-                 "flagged (right on every image they are asked of)",
+                 "flagged (right on every image they are asked of)"
+                 + (f"; {self.rescored} stored answer(s) scored again against their current reference" if self.rescored else ""),
                  f"{'mode':<12} {'asked':>5} {'right':>5} {'acc.':>6} {'flagged':>7} {'failed':>6}"]
         per: dict[str, Counter] = {}
         for i in self.items:
@@ -82,7 +93,7 @@ class BlindResult:
             c["asked"] += 1
             c["right"] += bool(i.correct)
             c["flagged"] += i.flagged
-            c["failed"] += i.status not in ("answered", "cached")
+            c["failed"] += i.status not in OK_STATUSES
         for mode in M.mode_names():
             if mode in per:
                 c = per[mode]
@@ -120,11 +131,12 @@ def blind(store, opts: BlindOptions) -> BlindResult:
     with LLM(opts.llm) as llm:
         llm.check_prices([model] + ([opts.judge] if opts.judge else []))
         endpoint = llm.endpoint
-        done = C.blind_answered(store, model, endpoint, prompt.id)
-        todo = []
+        stored = C.blind_stored_answers(store, model, endpoint, prompt.id)
+        todo, again = [], []
         for r in recs:
-            if r.id in done:
+            if r.id in stored:
                 items[r.id] = BlindItem(r.id, r.mode, r.kind, "cached")
+                again.append((r, stored[r.id]))
             else:
                 todo.append(r)
         # no image is attached: the model sees the question text only
@@ -137,23 +149,40 @@ def blind(store, opts: BlindOptions) -> BlindResult:
             else:
                 answered.append((r, out.answer.text))
         verdicts: dict[str, tuple[bool, str]] = {}
-        to_judge = []
+        to_judge = []  # (record, answer text, stored answer or None)
         for r, text in answered:
             if r.kind == M.YNQ:
                 verdicts[r.id] = (rule_verdict(text, r.truth, opts.rule) == "correct", f"rule:{opts.rule}")
             elif opts.judge:
-                to_judge.append((r, text))
+                to_judge.append((r, text, None))
             else:
                 verdicts[r.id] = (match_oeq(text, r.answers), "match")
+        for r, st in again:  # stored answers, scored again against the reference they are scored against now
+            ref, scorer = C.blind_reference(r), f"rule:{opts.rule}" if r.kind == M.YNQ else oeq_scorer
+            if r.kind == M.OEQ and opts.judge:
+                if st.correct is None or st.scorer != scorer or st.reference != ref:
+                    to_judge.append((r, st.answer, st))
+                continue
+            right = C.score_stored(r.kind, st.answer, ref, scorer)
+            if (right, scorer, ref) != (st.correct, st.scorer, st.reference):
+                C.rescore_blind_answer(store, st.id, correct=right, scorer=scorer, reference=ref)
+                items[r.id].status = "rescored"
         if to_judge:
-            cases = [(r.question, r.answers, text) for r, text in to_judge]
+            cases = [(r.question, r.answers, text) for r, text, _ in to_judge]
             for i, out, verdict in J.judge_iter(llm, opts.judge, cases, judge_prompt):
-                r, _ = to_judge[i]
-                if not out.ok:  # no verdict: no answer stored, so this group cannot be flagged
+                r, _, st = to_judge[i]
+                if not out.ok:  # no verdict: no answer stored (or the stored one stays unscored), so no flag
+                    if st is not None and st.reference != C.blind_reference(r) and st.correct is not None:
+                        C.rescore_blind_answer(store, st.id, correct=None, scorer=st.scorer, reference=st.reference)
                     items[r.id] = BlindItem(r.id, r.mode, r.kind, out.status,
                                             reason=f"the judge {opts.judge} gave no verdict: {out.reason}")
                     continue
-                verdicts[r.id] = (verdict == "correct", oeq_scorer)  # unclear: not right
+                if st is None:
+                    verdicts[r.id] = (verdict == "correct", oeq_scorer)  # unclear: not right
+                else:
+                    C.rescore_blind_answer(store, st.id, correct=verdict == "correct", scorer=oeq_scorer,
+                                           reference=C.blind_reference(r))
+                    items[r.id].status = "rescored"
         for r, text in answered:
             if r.id not in verdicts:
                 continue
@@ -175,7 +204,7 @@ def blind(store, opts: BlindOptions) -> BlindResult:
     return result
 
 
-def _stored(store, model: str, endpoint: Optional[str], prompt: str) -> dict[str, tuple[bool, Optional[str]]]:
+def _stored(store, model: str, endpoint: Optional[str], prompt: str) -> dict[str, tuple[Optional[bool], Optional[str]]]:
     """instance id -> (right, flag id) of the stored answers of this model, endpoint and prompt."""
     from sqlalchemy import select
 
@@ -185,4 +214,4 @@ def _stored(store, model: str, endpoint: Optional[str], prompt: str) -> dict[str
     with store.session(write=False) as s:
         rows = s.execute(select(BlindAnswer.instance_id, BlindAnswer.correct, BlindAnswer.flag_id)
                          .where(BlindAnswer.model == model, BlindAnswer.prompt == prompt, where)).all()
-    return {iid: (bool(c), f) for iid, c, f in rows}
+    return {iid: (None if c is None else bool(c), f) for iid, c, f in rows}

@@ -9,7 +9,9 @@ without credentials) is part of what makes a response "already answered": two se
 model name are two models. An instance is "hallucinated" (a success for VHTest) when the verdict that
 counts says so: the workers' majority where they labelled the response, else the rule's or judge's
 (curate.response_verdicts). Failures are recorded per item in the request cache with their reason;
-the run goes on and the result says it was partial.
+the run goes on and the result says it was partial. A rerun reads a stored yes/no answer again by this run's
+rule against the instance's current truth (a truth fixed since, by an erratum, changes its verdict); a stored
+open answer whose judge's verdict was cleared (curate.derived) is judged again when a judge is given.
 """
 
 from __future__ import annotations
@@ -109,10 +111,7 @@ def probe_prompt(kind: str) -> P.Prompt:
 
 def rule_verdict(answer: str, truth: Optional[bool], rule: str) -> Optional[str]:
     """A YNQ verdict by rule; None when the answer is neither yes nor no under the rule."""
-    said = A.parse_yes_no(answer, rule)
-    if said is None or truth is None:
-        return None
-    return "correct" if said == truth else "hallucinated"
+    return A.yes_no_verdict(answer, truth, rule)
 
 
 def judge_verdict(text: str) -> Optional[str]:
@@ -143,6 +142,10 @@ def probe(store, opts: ProbeOptions) -> ProbeResult:
         items: dict[str, ItemResult] = {}
 
         def reuse(r, rid: str, verdict: Optional[str], answer: str) -> None:
+            if r.kind == M.YNQ and rule_verdict(answer, r.truth, opts.rule) != verdict:  # the truth changed since
+                verdict = rule_verdict(answer, r.truth, opts.rule)
+                CR.set_automatic_verdict(store, rid, verdict, f"rule:{opts.rule}")
+                counts.update(C.response_verdicts(store, [rid]))
             # the verdict shown is the one that counts (workers' labels first); the judge fills in a missing automatic one
             items[r.id] = ItemResult(r.id, r.mode, r.kind, "cached", counts[rid].verdict)
             if r.kind == M.OEQ and verdict is None and opts.judge:

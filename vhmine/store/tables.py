@@ -224,7 +224,11 @@ class BlindAnswer(Base):
     Rows of one question group (the same question on each image of a pair; a single-image question
     alone) share `group_key`; when every row of a group is right they share a `flag_id`: the item is
     answerable blind. A worker may overrule the flag (who, when, why); `export --drop-blind` leaves
-    flagged, not overruled, instances out."""
+    flagged, not overruled, instances out.
+
+    Revision 0009: `reference` is the instance's {"answers", "truth"} the answer was scored against; `correct`
+    None is an answer waiting to be scored again against a changed reference (curate.derived, vhmine blind):
+    it counts nowhere and makes no flag until then."""
 
     __tablename__ = "blind_answers"
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
@@ -233,7 +237,7 @@ class BlindAnswer(Base):
     endpoint: Mapped[Optional[str]] = mapped_column(String(500))  # llm.safe_endpoint: no credentials
     prompt: Mapped[str] = mapped_column(String(200))  # the prompt's id, blind@vN#sha8
     answer: Mapped[str] = mapped_column(Text)
-    correct: Mapped[bool] = mapped_column(Boolean)
+    correct: Mapped[Optional[bool]] = mapped_column(Boolean)  # None: to be scored again (revision 0009)
     scorer: Mapped[str] = mapped_column(String(300))  # rule:<rule>, match, or llm:<judge> judge_oeq@vN#sha8
     group_key: Mapped[str] = mapped_column(String(120))
     flag_id: Mapped[Optional[str]] = mapped_column(String(32), index=True)
@@ -241,6 +245,7 @@ class BlindAnswer(Base):
     overruled_at: Mapped[Optional[dt.datetime]]
     overrule_reason: Mapped[Optional[str]] = mapped_column(Text)
     created_at: Mapped[dt.datetime]
+    reference: Mapped[Optional[dict]] = mapped_column(JSON)  # revision 0009: {"answers", "truth"} it was scored against
 
 
 # --- schema revision 0007: drafts that workers verify (vhmine draft), errata of released items ----

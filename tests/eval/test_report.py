@@ -1,0 +1,83 @@
+"""One name per figure (issue 16): the console summary, report.md and report.json of one `vhmine eval` run give
+every figure under one name with one value, and the lmms-eval export names its metrics by report.json's keys.
+Before, the console printed NaturalBench's I-Acc as "image acc." while report.md gave per-image accuracy that
+name (56.2 against 40.0 on one run)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+from helpers import make_ready_store
+from vhmine.eval import metrics as MT
+
+
+def _vhmine(cwd, *args):
+    r = subprocess.run([sys.executable, "-m", "vhmine.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, f"vhmine {' '.join(args)} -> {r.returncode}\n{r.stdout}\n{r.stderr}"
+    return r
+
+
+def _tables(md: str) -> list[list[dict]]:
+    """Each markdown table of report.md as a list of {header: cell} rows."""
+    out, rows, head = [], [], None
+    for line in md.splitlines() + [""]:
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if head is None:
+                head = cells
+            elif not set("".join(cells)) <= {"-"}:
+                rows.append(dict(zip(head, cells)))
+        elif head is not None:
+            out.append(rows)
+            rows, head = [], None
+    return out
+
+
+def test_console_report_md_and_report_json_name_each_figure_alike(tmp_path):
+    make_ready_store(tmp_path).close()
+    db = str(tmp_path / "store.db")
+    _vhmine(tmp_path, "export", "--db", db, "--out", "b", "--format", "pope", "--kind", "ynq")
+    lines = [json.loads(x) for x in (tmp_path / "b" / "questions.jsonl").read_text().splitlines()]
+    # right everywhere but once: a counting "no" question answered "yes" (so Q-Acc, I-Acc, G-Acc, pair and image
+    # accuracy all differ from one another)
+    wrong = next(r["question_id"] for r in lines if r["category"] == "counting" and r["label"] == "no")
+    answers = {r["question_id"]: "Yes." if r["label"] == "yes" or r["question_id"] == wrong else "No." for r in lines}
+    (tmp_path / "p.jsonl").write_text("".join(json.dumps({"id": k, "answer": v}) + "\n" for k, v in answers.items()))
+    console = _vhmine(tmp_path, "eval", "--bench", "b", "--predictions", "m=p.jsonl", "--out", "ev").stdout
+    report = json.loads((tmp_path / "ev" / "report.json").read_text())["models"]["m"]["metrics"]["overall"]
+    md = (tmp_path / "ev" / "report.md").read_text()
+    tables = _tables(md)
+
+    def pct(x):
+        return "-" if x is None else f"{100 * x:.1f}"
+
+    figures = {k: report[k] for k in ("accuracy", "pair_accuracy", "image_accuracy")}
+    figures.update({k: report["pair_groups"][k] for k in ("q_acc", "i_acc", "g_acc")})
+    # the figures tell apart (image accuracy 66.7 and I-Acc 75.0 above all): a swap of names would show
+    assert pct(figures["image_accuracy"]) != pct(figures["i_acc"]) and len({pct(v) for v in figures.values()}) >= 4
+    for key, value in figures.items():
+        name = MT.label(key)
+        # the console: "<name> <value>%"
+        said = re.findall(rf"(?:^|[:;,] ){re.escape(name)} (\S+)%", console, re.M)
+        assert said == [pct(value)], (key, name, said, console)
+        # report.md: every column so headed holds this value on the model's overall row
+        cells = [row[name] for t in tables for row in t if name in row and row.get("model") == "m"
+                 and row.get("mode", "overall") == "overall"]
+        if key == "accuracy":  # the per-mode table heads its overall column "overall"
+            cells += [row["overall"] for t in tables for row in t if "overall" in row and row.get("model") == "m"]
+        assert cells and set(cells) == {pct(value)}, (key, name, cells)
+        # ... and the legend ties the name to report.json's key
+        assert f"| {name} | `{key}` |" in md
+    # no name stands for two figures anywhere in report.md: the old "image acc." / "question acc." are gone
+    assert "image acc." not in md and "image acc." not in console and "question acc." not in console
+    labels = [name for name, _ in MT.FIGURES.values()]
+    assert len(labels) == len(set(labels))
+
+
+def test_lmms_eval_export_names_its_metrics_by_report_json_keys():
+    from vhmine.formats import lmms_eval
+
+    assert set(lmms_eval.YNQ_METRICS) | set(lmms_eval.OEQ_METRICS) <= set(MT.FIGURES)

@@ -1,0 +1,346 @@
+"""Derived state follows its source: one fix to a ready instance, and everything the store derived from it.
+
+Reads and writes, inside the transaction that changes the instance (curate.errata accepts an erratum with
+`apply`; curate.undo takes it back with `reverse`), what the store's recorded links tie to it:
+- `derived_from` and the pair task: the yes/no questions drafted from an open question are drafted again from
+  the fixed answers (modes.draft_ynq, as annotating drafts them), together with the pair's other open question
+  on the same question (its "no" variant takes this image's answer as the wrong value). A derived YNQ the new
+  drafting makes again keeps its id and takes the new truth; one it no longer makes leaves the ready set
+  (discarded, with the reason); a variant none asks yet becomes a draft waiting for the question's author
+  (curate.drafts). Where nothing can be drafted (a question reworded past its template), the fixed question's
+  YNQs go back to their author's drafts with the reason, to redo. A removed open question takes its YNQs along.
+- `responses` and `response_labels` of every instance whose reference changed: a rule's verdict (judge
+  `rule:<rule>`) is read again against the new truth; a judge's verdict on an open answer is cleared, for
+  `vhmine probe --judge` to judge again; workers' labels, which judged the old reference, are set aside (the
+  answer goes back to the labelling queue).
+- `blind_answers`: scored again (curate.blind.score_stored); one only a judge can score waits, unscored, for
+  `vhmine blind` to judge it again; the flags of every solver that answered there are recomputed.
+- `reviews`: an open answer's review label is read again against the new answers.
+- pair groups (vhmine.bench.assign_groups, rebuilt by every export): the pair's groups before and after are
+  compared so that the changelog can say why an item's group changed.
+
+`apply` returns the entries the errata_accept action keeps: {"table", "id", "why"} with "changes" {field: [old,
+new]}, "created" (a new draft) or "deleted" (a label set aside). `reverse` takes exactly these back; the export
+changelog lists them (vhmine.export.changelog).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Optional
+
+from vhmine import modes as M
+from vhmine.errors import FormError, InputError, LeaseError
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+    BlindAnswer, Instance, Response, ResponseLabel, Review,
+)
+
+from sqlalchemy import select  # noqa: E402
+from sqlalchemy.orm import Session  # noqa: E402
+
+from vhmine.curate._shared import _new_id
+
+TABLES = {"instances": Instance, "responses": Response, "response_labels": ResponseLabel,
+          "blind_answers": BlindAnswer, "reviews": Review}
+HUMAN = ("instances", "response_labels")  # workers' work: undo refuses where it changed since
+DERIVED = {"instances", "groups"}  # entries naming instances (the changelog shows them beside the items)
+
+
+def _plain(value):
+    """A column value as JSON keeps it (lists and dicts copied, so later changes do not reach the record)."""
+    return json.loads(json.dumps(value))
+
+
+def _pk(table: str, obj) -> object:
+    if table == "response_labels":
+        return [obj.response_id, obj.worker]
+    if table == "reviews":
+        return [obj.instance_id, obj.worker]
+    return obj.id
+
+
+def _row(s: Session, table: str, pk):
+    return s.get(TABLES[table], tuple(pk) if isinstance(pk, list) else pk)
+
+
+class _Log:
+    """What `apply` changed: the tracked rows' values before (diffed with their values at the end), and the
+    rows it added or set aside."""
+
+    def __init__(self) -> None:
+        self._tracked: dict[tuple, list] = {}
+        self.extra: list[dict] = []
+
+    def track(self, table: str, obj, why: str, *fields: str) -> None:
+        key = (table, json.dumps(_pk(table, obj)))
+        old = self._tracked.setdefault(key, [obj, {}, why])
+        for f in fields:
+            old[1].setdefault(f, _plain(getattr(obj, f)))
+
+    def entries(self) -> list[dict]:
+        out = []
+        for (table, _), (obj, before, why) in self._tracked.items():
+            ch = {f: [v, _plain(getattr(obj, f))] for f, v in before.items() if v != _plain(getattr(obj, f))}
+            if ch:
+                out.append({"table": table, "id": _pk(table, obj), "changes": ch, "why": why})
+        return out + self.extra
+
+
+def _show(values) -> str:
+    if isinstance(values, bool):
+        return "yes" if values else "no"
+    if isinstance(values, list):
+        return " / ".join(map(str, values)) or "(none)"
+    return str(values)
+
+
+def describe(changes: dict) -> str:
+    """An erratum's changes in words: "answers blue → red", "truth yes → no", "removed"."""
+    if "status" in changes:
+        return "removed"
+    return "; ".join(f"{f} {_show(a)} → {_show(b)}" for f, (a, b) in changes.items() if f != "answers" or "truth" not in changes)
+
+
+# --- pair groups ------------------------------------------------------------------------------------
+
+def _groups(s: Session, inst: Instance) -> dict[str, Optional[str]]:
+    """instance id -> its pair group (as an export of every ready instance of the pair and mode builds them)."""
+    from vhmine.bench import BenchItem, Benchmark, assign_groups, question_key
+
+    if not inst.pair_id:
+        return {}
+    rows = s.scalars(select(Instance).where(Instance.pair_id == inst.pair_id, Instance.mode == inst.mode,
+                                            Instance.status == "ready")).all()
+    items = [BenchItem(r.id, r.mode, r.kind, r.question, tuple(r.answers), r.truth, None, r.image_id,
+                       f"{r.pair_id}:{r.kind}:{question_key(r.question)}", {"pair_id": r.pair_id}) for r in rows]
+    return {it.id: it.group_id for it in assign_groups(Benchmark("pair", items))}
+
+
+# --- yes/no questions drafted again ----------------------------------------------------------------------
+
+def _template(o: Instance) -> Optional[M.Template]:
+    """The OEQ template to draft from; None for the worker's own question (or one that has no YNQ form)."""
+    if not o.slots:
+        return None
+    try:
+        tpl = M.get_template(o.template_id)
+    except (FormError, InputError):
+        return None
+    return tpl if tpl.kind == M.OEQ and tpl.ynq else None
+
+
+def _same(d: Instance, n: M.YnqDraft) -> bool:
+    """A stored YNQ is this new draft: the same question, or the same tested value (a reworded one)."""
+    if " ".join(d.question.lower().split()).rstrip("?. ") == " ".join(n.question.lower().split()).rstrip("?. "):
+        return True
+    return d.draft_value is not None and n.value is not None and \
+        M.normalize_answer(d.draft_value) == M.normalize_answer(n.value)
+
+
+def _redraft(s: Session, inst: Instance, log: _Log, cause: str, what: str, by: str, now: dt.datetime
+             ) -> tuple[set[str], set[str]]:
+    """Draft the YNQs of `inst` and of the pair's other OEQs on its question again; returns (ids whose truth
+    changed while ready, ids that left the ready set)."""
+    from vhmine.bench import question_key
+
+    key = question_key(inst.question)
+    others = [o for o in s.scalars(select(Instance).where(
+        Instance.task_id == inst.task_id, Instance.kind == M.OEQ, Instance.mode == inst.mode,
+        Instance.status == "ready", Instance.id != inst.id)) if question_key(o.question) == key]
+    asked = ([inst] if inst.status == "ready" else []) + others
+    flipped, gone = set(), set()
+
+    def leave(d: Instance, why: str, status: str = "discarded") -> None:
+        log.track("instances", d, why, "status", "discard_reason")
+        if d.status == "ready":
+            gone.add(d.id)
+        d.status, d.discard_reason, d.updated_by, d.updated_at = status, why, by, now
+
+    for o in [inst] + others:
+        derived = s.scalars(select(Instance).where(Instance.derived_from == o.id, Instance.status.in_(("ready", "draft")))
+                            .order_by(Instance.id)).all()
+        if not derived:
+            continue
+        source = "the open question it was drafted from" if o is inst else f"the pair's open question {inst.id}"
+        if o.status != "ready":
+            for d in derived:
+                leave(d, f"{cause}: {source} was removed")
+            continue
+        tpl = _template(o)
+        if tpl is None:  # nothing to draft from: the fixed question's variants go back to their author to redo
+            if o is inst:
+                for d in derived:
+                    if d.status == "ready":
+                        leave(d, f"{cause}: the answer it was drafted from changed ({what}); check its truth again",
+                              status="draft")
+            continue
+        wrong = [a for x in asked if x.id != o.id for a in x.answers]
+        fresh = M.draft_ynq(M.get_mode(o.mode), tpl, o.slots, o.answers, wrong)
+        used: set[int] = set()
+        for d in derived:
+            k = next((k for k, n in enumerate(fresh) if k not in used and _same(d, n)), None)
+            if k is None:
+                if o is not inst and d.draft_value is None:
+                    continue  # a reworded variant about an image whose answer did not change: still true
+                leave(d, f"{cause}: no longer among the yes/no questions drafted from the fixed answers ({what})"
+                      if o is inst else f"{cause}: its 'no' value came from {source}, whose answers changed ({what})")
+                continue
+            used.add(k)
+            n = fresh[k]
+            if bool(d.truth) != n.truth:
+                log.track("instances", d, f"{cause}: drafted again from the fixed answers ({what}): truth "
+                                          f"{_show(bool(d.truth))} → {_show(n.truth)}", "truth", "answers")
+                d.truth, d.answers, d.updated_by, d.updated_at = n.truth, ["Yes" if n.truth else "No"], by, now
+                if d.status == "ready":
+                    flipped.add(d.id)
+        for k, n in enumerate(fresh):
+            if k in used:
+                continue
+            why = f"{cause}: drafted from the fixed answers ({what}); waiting for its author to confirm"
+            d = Instance(id=_new_id(), task_id=o.task_id, action_id=None, mode=o.mode, kind=M.YNQ, image_id=o.image_id,
+                         pair_id=o.pair_id, template_id=n.template_id, slots=dict(n.slots), question=n.question,
+                         answers=["Yes" if n.truth else "No"], truth=n.truth, derived_from=o.id, draft_value=n.value,
+                         status="draft", discard_reason=why, created_by=o.created_by, created_at=now)
+            s.add(d)
+            log.extra.append({"table": "instances", "id": d.id, "why": why,
+                              "created": {"question": n.question, "truth": n.truth, "image_id": o.image_id,
+                                          "derived_from": o.id}})
+    return flipped, gone
+
+
+# --- what scored the old reference, scored again -------------------------------------------------------------
+
+def _rescore(s: Session, inst: Instance, log: _Log, cause: str, what: str) -> None:
+    from vhmine.curate.blind import reference_of, score_stored
+    from vhmine.curate.review import UNANSWERABLE, _review_label
+    from vhmine.eval.answers import get_rule, yes_no_verdict
+
+    for r in s.scalars(select(Response).where(Response.instance_id == inst.id).order_by(Response.id)):
+        judge = r.judge or ""
+        rule = judge[5:] if judge.startswith("rule:") else None
+        try:
+            rule = get_rule(rule).name if rule and inst.kind == M.YNQ else None
+        except InputError:
+            rule = None
+        if rule:
+            log.track("responses", r, f"{cause}: verdict read again by {judge} against the new truth ({what})", "verdict")
+            r.verdict = yes_no_verdict(r.answer, inst.truth, rule)
+        elif r.verdict is not None or judge:
+            log.track("responses", r, f"{cause}: the judge saw the old reference ({what}); cleared for "
+                                      "`vhmine probe --judge` to judge it again", "verdict", "judge")
+            r.verdict, r.judge = None, None
+        for lab in s.scalars(select(ResponseLabel).where(ResponseLabel.response_id == r.id)).all():
+            log.extra.append({"table": "response_labels", "id": [lab.response_id, lab.worker],
+                              "why": f"{cause}: the label judged the old reference ({what}); set aside to label again",
+                              "deleted": {"verdict": lab.verdict, "action_id": lab.action_id,
+                                          "created_at": lab.created_at.isoformat()}})
+            s.delete(lab)
+    ref = reference_of(inst)
+    for b in s.scalars(select(BlindAnswer).where(BlindAnswer.instance_id == inst.id).order_by(BlindAnswer.id)):
+        right = score_stored(inst.kind, b.answer, ref, b.scorer)
+        log.track("blind_answers", b, f"{cause}: scored again against the new reference ({what})" if right is not None
+                  else f"{cause}: the judge saw the old reference ({what}); unscored until `vhmine blind` judges it again",
+                  "correct", "reference")
+        b.correct, b.reference = right, ref if right is not None else b.reference
+    if inst.kind == M.OEQ:
+        for rv in s.scalars(select(Review).where(Review.instance_id == inst.id)):
+            if rv.label != UNANSWERABLE:
+                log.track("reviews", rv, f"{cause}: the review read again against the new answers ({what})", "label")
+                rv.label = _review_label(inst, rv.answer)
+
+
+def _solvers(s: Session, ids: set[str]) -> list[tuple]:
+    if not ids:
+        return []
+    return sorted(set(s.execute(select(BlindAnswer.model, BlindAnswer.endpoint, BlindAnswer.prompt)
+                                .where(BlindAnswer.instance_id.in_(sorted(ids)))).all()),
+                  key=lambda t: (t[0], t[1] or "", t[2]))
+
+
+def _refresh(s: Session, solvers: list[tuple], log: Optional[_Log], why: str) -> None:
+    from vhmine.curate.blind import refresh_flags, solver_rows
+
+    s.flush()
+    for model, endpoint, prompt in solvers:
+        if log is not None:
+            for b in solver_rows(s, model, endpoint, prompt):
+                log.track("blind_answers", b, why, "flag_id")
+        refresh_flags(s, model, endpoint, prompt)
+
+
+# --- the mechanism ------------------------------------------------------------------------------------------
+
+def apply(s: Session, inst: Instance, changes: dict, *, cause: str, by: str, now: dt.datetime,
+          discard_reason: Optional[str] = None) -> list[dict]:
+    """Put `changes` ({field: [old, new]}: answers, truth, status) on the ready instance `inst` and carry them
+    through to everything derived from it (see the module docstring); returns the derived entries."""
+    before = _groups(s, inst)
+    for field, (_, new) in changes.items():
+        setattr(inst, field, new)
+    if "status" in changes:
+        inst.discard_reason = discard_reason
+    inst.updated_by, inst.updated_at = by, now
+    s.flush()
+    what = describe(changes)
+    log = _Log()
+    changed = {inst.id} if {"answers", "truth"} & set(changes) else set()
+    gone: set[str] = set()
+    if inst.kind == M.OEQ:
+        flipped, gone = _redraft(s, inst, log, cause, what, by, now)
+        changed |= flipped
+    s.flush()
+    for iid in sorted(changed):
+        _rescore(s, s.get(Instance, iid), log, cause, what)
+    _refresh(s, _solvers(s, changed | gone | {inst.id}), log, f"{cause}: blind flags recomputed ({what})")
+    after = _groups(s, inst)
+    for iid in sorted(set(before) | set(after)):
+        if before.get(iid) != after.get(iid):
+            old, new = before.get(iid), after.get(iid)
+            log.extra.append({"table": "groups", "id": iid, "changes": {"group_id": [old, new]},
+                              "why": f"{cause}: pair group {old or '(none)'} → {new or '(none)'}, rebuilt from the "
+                                     f"fixed answers ({what})"})
+    return log.entries()
+
+
+def reverse(s: Session, entries: list[dict], cause: str, by: str, now: dt.datetime) -> None:
+    """Take `apply`'s entries back (undo of the erratum). LeaseError, and nothing changed, where a worker built on
+    them since: a yes/no question changed again, a new draft confirmed, a set-aside answer labelled again.
+    Scores (responses' verdicts, blind answers, reviews) go back to what they were against the old reference."""
+    solvers = set()
+    for e in entries:
+        table = e["table"]
+        if table == "groups":
+            continue
+        obj = _row(s, table, e["id"])
+        if "created" in e:
+            if obj.status == "ready":
+                raise LeaseError(f"cannot undo: the yes/no question {obj.id} drafted with {cause} was confirmed since")
+        elif "deleted" in e:
+            if obj is not None:
+                raise LeaseError(f"cannot undo: response {e['id'][0]} was labelled again since {cause}")
+        elif table in HUMAN:
+            for field, (_, new) in e["changes"].items():
+                if _plain(getattr(obj, field)) != new:
+                    raise LeaseError(f"cannot undo: {table[:-1].replace('_', ' ')} {e['id']} was changed again since "
+                                     f"{cause} ({field})")
+        if table == "blind_answers":
+            solvers.add((obj.model, obj.endpoint, obj.prompt))
+    for e in reversed(entries):
+        table = e["table"]
+        if table == "groups":
+            continue
+        obj = _row(s, table, e["id"])
+        if "created" in e:
+            if obj.status == "draft":
+                obj.status, obj.discard_reason, obj.updated_by, obj.updated_at = "discarded", f"{cause} undone", by, now
+        elif "deleted" in e:
+            d = e["deleted"]
+            s.add(ResponseLabel(response_id=e["id"][0], worker=e["id"][1], verdict=d["verdict"], action_id=d["action_id"],
+                                created_at=dt.datetime.fromisoformat(d["created_at"])))
+        else:
+            for field, (old, _) in e["changes"].items():
+                setattr(obj, field, old)
+            if table == "instances":
+                obj.updated_by, obj.updated_at = by, now
+    _refresh(s, sorted(solvers, key=lambda t: (t[0], t[1] or "", t[2])), None, "")
