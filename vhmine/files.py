@@ -81,7 +81,7 @@ def replace_dir(tmp: Path, final: Path, *, producer: str, flag: str = "--out") -
 
 # What marks a folder as written by a stage: the file that records its producer (and its files).
 _MARKS = {"vhmine mine": ("run", "run.json"), "vhmine export": ("export", "manifest.json"),
-          "vhmine embed": ("index", "manifest.json")}
+          "vhmine embed": ("index", "manifest.json"), "vhmine eval": ("report", "report.json")}
 _SQLITE_MAGIC = b"SQLite format 3\0"
 
 
