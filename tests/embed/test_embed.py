@@ -138,6 +138,21 @@ def test_user_errors(tmp_path, collection, tiny_models):
         embed_collection(other)
 
 
+def test_an_indexes_folder_that_cannot_be_written_is_said_in_one_line(tmp_path, collection, tiny_models):
+    from typer.testing import CliRunner
+
+    from helpers import unwritable_folders
+    from vhmine.cli import app
+
+    clip, dino = tiny_models
+    for folder in unwritable_folders(tmp_path):
+        r = CliRunner().invoke(app, ["embed", str(collection), "--name", "c", "--indexes", str(folder), "--clip-model",
+                                     clip, "--dino-model", dino, "--device", "cpu", "--workers", "0"])
+        assert r.exit_code == 2, (folder, r.output, r.exception)
+        (line,) = r.output.strip().splitlines()
+        assert line.startswith(f"error: --indexes: cannot write in {folder} (") and line.endswith("or fix its permissions")
+
+
 def test_missing_half_written_and_corrupt_indexes_are_refused(tmp_path, collection, tiny_models):
     with pytest.raises(IndexMissingError, match="no index named 'c'.*vhmine embed"):
         open_index(tmp_path / "idx", "c")

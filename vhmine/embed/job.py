@@ -36,7 +36,7 @@ from vhmine.embed.read import open_source, read_coco_annotations
 from vhmine.embed.work import (INDEXED, JOB, WORK, changed_paths, check_job, current_rows, load_done_shards, read_plan,
                          shard_paths, started, update_plan)
 from vhmine.errors import IndexCorruptError, InputError
-from vhmine.files import atomic_write_text, check_owned
+from vhmine.files import atomic_write_text, check_owned, check_writable
 from vhmine.embed.index import FORMAT_VERSION, MANIFEST, SKIPPED, image_id_for, index_folder, open_index, write_index
 
 log = logging.getLogger(__name__)
@@ -129,6 +129,7 @@ def embed_collection(opts: EmbedOptions) -> EmbedResult:
         raise InputError(f"{source.location}: no images found (looked for .jpg, .jpeg, .png, .webp, recursively)")
     folder = index_folder(indexes_root(opts.indexes), name)
     check_owned(folder, "vhmine embed", flag="--name", whole=False)  # never write into a folder of the user's
+    check_writable(folder if folder.exists() else folder.parent, flag="--indexes")  # one line, not an OSError
     created = not folder.exists()
     work = folder / WORK
     with _job_lock(work, name):
