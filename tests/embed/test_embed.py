@@ -205,6 +205,44 @@ def test_killed_job_resumes_to_the_same_rows(tmp_path, tiny_models):
     assert resumed.manifest["counts"] == straight.manifest["counts"]
 
 
+def _holds_flock(pid: int) -> bool:
+    return any("FLOCK" in line.split() and str(pid) in line.split() for line in Path("/proc/locks").read_text().splitlines())
+
+
+def test_two_embed_processes_on_one_index_never_interleave(tmp_path, collection, tiny_models):
+    """A real `vhmine embed` holds the index's lock (stopped with SIGSTOP while it does, so the overlap is certain);
+    a second real one on the same index is refused in one line naming the first, and writes nothing; once the
+    first is done, the second finds the index complete."""
+    clip, dino = tiny_models
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    cmd = [sys.executable, "-m", "vhmine.cli", "embed", str(collection), "--name", "c", "--indexes", str(tmp_path / "idx"),
+           "--clip-model", clip, "--dino-model", dino, "--device", "cpu", "--workers", "0", "--shard-size", "2"]
+    first = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while not _holds_flock(first.pid) and first.poll() is None and time.time() < deadline:
+            time.sleep(0.002)
+        os.kill(first.pid, signal.SIGSTOP)
+        assert first.poll() is None and _holds_flock(first.pid), "the first job must hold the lock"
+        work = tmp_path / "idx" / "c" / "work"
+        before = sorted(p.relative_to(work).as_posix() for p in work.rglob("*"))
+        second = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+        assert second.returncode == 2, second.stderr
+        assert second.stderr.strip().splitlines()[-1] == (
+            f"error: another `vhmine embed` (process {first.pid}) is running on index 'c' ({tmp_path / 'idx' / 'c'}); "
+            "nothing was written: wait for it to finish, then run this command again")
+        assert "Traceback" not in second.stderr
+        assert sorted(p.relative_to(work).as_posix() for p in work.rglob("*")) == before
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
+    out, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and "(0 files read in this run" in again.stdout, again.stderr
+    idx = open_index(tmp_path / "idx", "c")
+    assert idx.images["image_id"].is_unique and len(idx.clip) == len(idx.images)
+
+
 def test_rerun_rebuilds_a_damaged_index_from_its_shards(tmp_path, collection, tiny_models):
     """open_index tells the user to rerun `vhmine embed`; that rerun must repair, not report 'up to date'."""
     opts = _opts(collection, tmp_path / "idx", tiny_models, name="c")

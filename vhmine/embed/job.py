@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -103,8 +104,16 @@ def _job_lock(work: Path, name: str):
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip()
         f.close()
-        raise InputError(f"another `vhmine embed` is running on index {name!r} ({work.parent}); wait for it to finish") from None
+        who = f" (process {holder})" if holder.isdigit() else ""
+        raise InputError(f"another `vhmine embed`{who} is running on index {name!r} ({work.parent}); nothing was "
+                         "written: wait for it to finish, then run this command again") from None
+    f.seek(0)
+    f.truncate()
+    f.write(f"{os.getpid()}\n")  # who holds it, for the message a second job gets
+    f.flush()
     try:
         yield
     finally:
