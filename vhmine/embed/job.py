@@ -212,8 +212,13 @@ def _run_shards(work: Path, plan, pending: list[int], source, listing: dict[str,
     loaded = {}
 
     def record_encoders(described: dict) -> None:
+        described = json.loads(json.dumps(described))  # as job.json holds it: tuples are lists there
         if job.get("encoders") and job["encoders"] != described:
-            log.warning("encoder details differ from the ones this index started with (device or dtype changed?)")
+            differ = sorted(f"{enc}.{k}" for enc in set(described) | set(job["encoders"])
+                            for k in set(described.get(enc) or {}) | set(job["encoders"].get(enc) or {})
+                            if (described.get(enc) or {}).get(k) != (job["encoders"].get(enc) or {}).get(k))
+            log.warning("encoder details differ from the ones this index started with (%s; device or dtype "
+                        "changed?)", ", ".join(differ) or "their layout")
         job["encoders"] = described
         atomic_write_text(work / JOB, json.dumps(job, indent=2))
         loaded["at"] = time.time()
