@@ -4,10 +4,9 @@ Reads workers and tasks (with the pair, images and generation a task shows) from
 (vhmine.store); writes action-log rows and changes tasks only through one compare-and-set on the
 task's `version` (`_cas`), which leasing, saving, discarding, skipping and undoing all use; every
 transition runs through `_retried`, so a PostgreSQL deadlock or serialization failure, or a connection
-lost before the commit (a server restart), is retried in a fresh transaction and never reaches the app as
-a driver exception. Also the queue `Item` a task is
-shown as (leasing builds it, and so does saving), and `WorkerInfo`, the signed-in worker the app
-passes to every call.
+lost before the commit (a server restart), is retried in a fresh transaction and never reaches the app
+as a driver exception. Also the queue `Item` a task is shown as (leasing builds it, and so does saving),
+and `WorkerInfo`, the signed-in worker the app passes to every call.
 """
 
 from __future__ import annotations
