@@ -1,7 +1,7 @@
 """Shared fixtures: tiny real encoders and a tiny Stable Diffusion pipeline (built once per session,
 saved in their real formats), real photos from scikit-image, and a throw-away PostgreSQL server
-(`pg_server`, with a fresh database per test from `pg_url`). Hub look-ups are switched off: nothing is
-downloaded in tests. Plain helpers shared by several test files are in helpers.py."""
+(`pg_server`, with a fresh database per test from `pg_url`; `pg_own_server`, a server of a test's own, for
+a test that restarts it). Hub look-ups are switched off: nothing is downloaded in tests. Plain helpers shared by several test files are in helpers.py."""
 
 import glob
 import gzip
@@ -117,33 +117,80 @@ def _pg_bindir() -> str | None:
     return os.path.dirname(initdb) if initdb else None
 
 
+class PgServer:
+    """A throw-away PostgreSQL server (initdb + pg_ctl) on 127.0.0.1, that a test may stop, start and restart."""
+
+    def __init__(self):
+        self.bindir = _pg_bindir()
+        if self.bindir is None:
+            pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) not found: install Debian's postgresql (scripts/ci_services.sh)")
+        self.prefix: list[str] = []
+        self.root = tempfile.mkdtemp(prefix="vhmine-pg-")
+        if os.geteuid() == 0:  # initdb refuses to run as root
+            try:
+                import pwd
+
+                pw = pwd.getpwnam("postgres")
+            except KeyError:
+                pytest.skip("running as root and there is no `postgres` user to run the server as (install Debian's postgresql)")
+            os.chown(self.root, pw.pw_uid, pw.pw_gid)
+            self.prefix = ["runuser", "-u", "postgres", "--"]
+        self.data, self.host, self.port = os.path.join(self.root, "data"), "127.0.0.1", free_port()
+        self._run(f"{self.bindir}/initdb", "-D", self.data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync")
+        self.start()
+
+    def _run(self, *cmd):
+        return subprocess.run(self.prefix + list(cmd), check=True, capture_output=True, text=True, timeout=120)
+
+    def _ctl(self, action: str, *extra: str):
+        self._run(f"{self.bindir}/pg_ctl", "-D", self.data, "-l", os.path.join(self.root, "log"), "-w", "-t", "60",
+                  *extra, action)
+
+    def start(self):
+        self._ctl("start", "-o", f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
+                                 "-c full_page_writes=off")
+
+    def stop(self, mode: str = "fast"):
+        self._ctl("stop", "-m", mode)
+
+    def restart(self, mode: str = "fast"):
+        """Stop (every client connection is cut) and start again on the same port and data."""
+        self.stop(mode)
+        self.start()
+
+    def new_database(self) -> str:
+        """The SQLAlchemy URL of a fresh, empty database on this server."""
+        import psycopg
+
+        name = "t_" + uuid.uuid4().hex[:12]
+        with psycopg.connect(host=self.host, port=self.port, user="postgres", dbname="postgres", autocommit=True) as c:
+            c.execute(f'CREATE DATABASE "{name}"')
+        return f"postgresql+psycopg://postgres@{self.host}:{self.port}/{name}"
+
+    def close(self):
+        subprocess.run(self.prefix + [f"{self.bindir}/pg_ctl", "-D", self.data, "-m", "immediate", "stop"],
+                       capture_output=True, timeout=60)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def pg_server():
     """(host, port) of a PostgreSQL server started for this test session."""
-    bindir = _pg_bindir()
-    if bindir is None:
-        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) not found: install Debian's postgresql (scripts/ci_services.sh)")
-    prefix: list[str] = []
-    root = tempfile.mkdtemp(prefix="vhmine-pg-")
-    if os.geteuid() == 0:  # initdb refuses to run as root
-        try:
-            import pwd
-
-            pw = pwd.getpwnam("postgres")
-        except KeyError:
-            pytest.skip("running as root and there is no `postgres` user to run the server as (install Debian's postgresql)")
-        os.chown(root, pw.pw_uid, pw.pw_gid)
-        prefix = ["runuser", "-u", "postgres", "--"]
-    data, port = os.path.join(root, "data"), free_port()
-    run = lambda *cmd: subprocess.run(prefix + list(cmd), check=True, capture_output=True, text=True, timeout=120)  # noqa: E731
-    run(f"{bindir}/initdb", "-D", data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync")
-    run(f"{bindir}/pg_ctl", "-D", data, "-l", os.path.join(root, "log"), "-w", "-t", "60", "-o",
-        f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off", "start")
+    server = PgServer()
     try:
-        yield "127.0.0.1", port
+        yield server.host, server.port
     finally:
-        subprocess.run(prefix + [f"{bindir}/pg_ctl", "-D", data, "-m", "immediate", "stop"], capture_output=True, timeout=60)
-        shutil.rmtree(root, ignore_errors=True)
+        server.close()
+
+
+@pytest.fixture
+def pg_own_server():
+    """A PostgreSQL server of this test's own (a PgServer), for tests that stop or restart it."""
+    server = PgServer()
+    try:
+        yield server
+    finally:
+        server.close()
 
 
 @pytest.fixture

@@ -72,6 +72,23 @@ def write_pairs(run_dir: Path, photos: list[Path], n_pairs: int | None = None, s
     return run_dir / "pairs.parquet"
 
 
+def unwritable_folders(tmp_path: Path) -> list[Path]:
+    """Folders this user cannot write in: one under a file, one on /sys (refused even to root), and a
+    read-only folder where permissions bind (not for root)."""
+    import os
+
+    (tmp_path / "a-file").write_text("not a folder")
+    out = [tmp_path / "a-file" / "sub"]
+    if Path("/sys").is_dir():
+        out.append(Path("/sys/vhmine-test-out"))
+    if os.geteuid() != 0:
+        ro = tmp_path / "read-only"
+        ro.mkdir()
+        ro.chmod(0o555)
+        out.append(ro / "sub")
+    return out
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -219,6 +219,20 @@ def test_endpoint_with_credentials_is_recorded_without_them():
     assert L.safe_endpoint(None) == "https://api.openai.com/v1"
 
 
+def test_endpoint_with_a_key_in_its_path_is_recorded_without_it():
+    key = "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5q" * 2
+    assert L.safe_endpoint(f"https://gw.example.com/{key}/v1") == "https://gw.example.com/sk-***/v1"
+    assert L.safe_endpoint(f"https://gw.example.com/v1/{key}") == "https://gw.example.com/v1/sk-***"
+    assert L.safe_endpoint("https://gw.example.com/api-key/Zq81xw7Hk2/v1") == "https://gw.example.com/api-key/***/v1"
+    google = "AIza" + "Sy" + "D3f9kLm2nOp5qRs8tUv1wXy4zAb7cDe0fGh"
+    assert L.safe_endpoint(f"https://gw.example.com/{google}/v1beta/openai") == "https://gw.example.com/AIza***/v1beta/openai"
+    assert L.safe_endpoint(f"https://gw.example.com/hf_{'a1B2c3D4e5' * 3}/v1") == "https://gw.example.com/hf_***/v1"
+    # what is no key stays as it is: deployment names, versions
+    kept = "https://x.openai.azure.com/openai/deployments/gpt-4o-mini-2024-07-18/chat?api-version=2024-06-01"
+    assert L.safe_endpoint(kept) == kept
+    assert L.scrub(f"bad key {key} given") == "bad key sk-*** given"
+
+
 def test_an_unreadable_image_answer_is_retried_and_never_cached(openai_server, tmp_path):
     srv = openai_server
     srv.faults = ["bad-image", "bad-image"]

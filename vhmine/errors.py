@@ -37,6 +37,10 @@ class StoreError(VhmineError):
     """The curation store cannot be opened or is not a vhmine store."""
 
 
+class StoreConnectionError(StoreError):
+    """The database server cannot be reached, or the connection broke while a change was being committed."""
+
+
 class StoreVersionError(StoreError):
     """The store was written by a newer vhmine, whose schema this one does not know."""
 

@@ -2,8 +2,9 @@
 
 `atomic_write` and `replace_dir` publish a file or a folder by rename after flushing it to disk
 (fsync); `check_owned` refuses to replace or write into a folder that vhmine did not write (it reads
-the folder's listing and the producer's record file, e.g. run.json or manifest.json). Writes only the
-files its callers name, through temporary files beside them.
+the folder's listing and the producer's record file, e.g. run.json or manifest.json); `check_writable`
+says in one line that a stage cannot write where it was told to, before it starts. Writes only the
+files its callers name, through temporary files beside them (and check_writable's probe, removed at once).
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def replace_dir(tmp: Path, final: Path, *, producer: str, flag: str = "--out") -
 
 # What marks a folder as written by a stage: the file that records its producer (and its files).
 _MARKS = {"vhmine mine": ("run", "run.json"), "vhmine export": ("export", "manifest.json"),
-          "vhmine embed": ("index", "manifest.json")}
+          "vhmine embed": ("index", "manifest.json"), "vhmine eval": ("report", "report.json")}
 _SQLITE_MAGIC = b"SQLite format 3\0"
 
 
@@ -129,6 +130,23 @@ def check_owned(folder: Path, producer: str, *, flag: str = "--out", whole: bool
         f"{flag} {folder}: the folder exists and is not {article} {noun} that `{producer}` wrote (no {mark} from it); it "
         f"holds {holds}. `{producer}` {action}, so give a new or empty folder (choose another {flag}), "
         "or remove that folder yourself if you really mean to replace it")
+
+
+def check_writable(folder: Path, *, flag: str) -> None:
+    """Make `folder` (and its parents) and write a probe file in it; InputError, naming the folder and the
+    reason, when this user cannot (no permission, a read-only file system, a file in the way)."""
+    from vhmine.errors import InputError
+
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".vhmine-write-probe-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        why = "a file of that name is in the way" if isinstance(err, FileExistsError) else err.strerror or str(err)
+        raise InputError(f"{flag}: cannot write in {folder} ({why}): choose a folder you can write, "
+                         "or fix its permissions") from None
 
 
 def _read_record(path: Path) -> dict:

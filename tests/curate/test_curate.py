@@ -41,6 +41,10 @@ def test_sign_in_and_tokens(seeded):
         C.sign_in(store, "")
     with pytest.raises(InputError, match="worker name 'al ice' is not allowed"):
         C.add_worker(store, "al ice")
+    for name in ("ann.", "lee-", "-x", "a_"):  # a name is one token in a sentence: it ends with a letter or digit
+        with pytest.raises(InputError, match="starting and ending with a letter or digit"):
+            C.add_worker(store, name)
+    C.add_worker(store, "a.b-c_9")
     with pytest.raises(AuthError, match=r"^worker 'mallory' is unknown or inactive: sign in again$"):
         C.next_item(store, "mallory", "counting")
 

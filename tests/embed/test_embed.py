@@ -86,7 +86,7 @@ def test_bad_images_are_skipped_with_reasons(tmp_path, collection, tiny_models):
     assert "skipped" in res.summary() and "skipped.csv" in res.summary()
 
 
-def test_rerun_embeds_only_new_images_and_keeps_old_rows(tmp_path, collection, tiny_models):
+def test_rerun_embeds_only_new_images_and_keeps_old_rows(tmp_path, collection, tiny_models, caplog):
     opts = _opts(collection, tmp_path / "idx", tiny_models, name="c")
     embed_collection(opts)
     before = open_index(tmp_path / "idx", "c")
@@ -94,8 +94,11 @@ def test_rerun_embeds_only_new_images_and_keeps_old_rows(tmp_path, collection, t
     assert again.embedded_now == 0
     for k in range(3):
         Image.fromarray(np.full((40, 60, 3), 40 * k + 10, np.uint8)).save(collection / f"new{k}.png")
-    res = embed_collection(opts)
+    with caplog.at_level("WARNING", logger="vhmine"):
+        res = embed_collection(opts)
     assert res.embedded_now == 3
+    # the same encoders: nothing to warn of (their record read back from JSON equals the one just described)
+    assert not [r.getMessage() for r in caplog.records if "encoder details differ" in r.getMessage()]
     after = open_index(tmp_path / "idx", "c")
     n = len(before.images)
     assert len(after.images) == n + 3
@@ -140,6 +143,21 @@ def test_user_errors(tmp_path, collection, tiny_models):
     other = _opts(collection, tmp_path / "idx", (tiny_models[0], str(tmp_path / "other-dino")), name="c")
     with pytest.raises(EncoderMismatchError, match="was built with --dino-model .* not .*other-dino"):
         embed_collection(other)
+
+
+def test_an_indexes_folder_that_cannot_be_written_is_said_in_one_line(tmp_path, collection, tiny_models):
+    from typer.testing import CliRunner
+
+    from helpers import unwritable_folders
+    from vhmine.cli import app
+
+    clip, dino = tiny_models
+    for folder in unwritable_folders(tmp_path):
+        r = CliRunner().invoke(app, ["embed", str(collection), "--name", "c", "--indexes", str(folder), "--clip-model",
+                                     clip, "--dino-model", dino, "--device", "cpu", "--workers", "0"])
+        assert r.exit_code == 2, (folder, r.output, r.exception)
+        (line,) = r.output.strip().splitlines()
+        assert line.startswith(f"error: --indexes: cannot write in {folder} (") and line.endswith("or fix its permissions")
 
 
 def test_missing_half_written_and_corrupt_indexes_are_refused(tmp_path, collection, tiny_models):
@@ -192,6 +210,44 @@ def test_killed_job_resumes_to_the_same_rows(tmp_path, tiny_models):
     assert len(resumed.images) == 48 and resumed.images["image_id"].is_unique
     assert np.allclose(resumed.clip, straight.clip, atol=1e-5) and np.allclose(resumed.dino, straight.dino, atol=1e-5)
     assert resumed.manifest["counts"] == straight.manifest["counts"]
+
+
+def _holds_flock(pid: int) -> bool:
+    return any("FLOCK" in line.split() and str(pid) in line.split() for line in Path("/proc/locks").read_text().splitlines())
+
+
+def test_two_embed_processes_on_one_index_never_interleave(tmp_path, collection, tiny_models):
+    """A real `vhmine embed` holds the index's lock (stopped with SIGSTOP while it does, so the overlap is certain);
+    a second real one on the same index is refused in one line naming the first, and writes nothing; once the
+    first is done, the second finds the index complete."""
+    clip, dino = tiny_models
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    cmd = [sys.executable, "-m", "vhmine.cli", "embed", str(collection), "--name", "c", "--indexes", str(tmp_path / "idx"),
+           "--clip-model", clip, "--dino-model", dino, "--device", "cpu", "--workers", "0", "--shard-size", "2"]
+    first = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while not _holds_flock(first.pid) and first.poll() is None and time.time() < deadline:
+            time.sleep(0.002)
+        os.kill(first.pid, signal.SIGSTOP)
+        assert first.poll() is None and _holds_flock(first.pid), "the first job must hold the lock"
+        work = tmp_path / "idx" / "c" / "work"
+        before = sorted(p.relative_to(work).as_posix() for p in work.rglob("*"))
+        second = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+        assert second.returncode == 2, second.stderr
+        assert second.stderr.strip().splitlines()[-1] == (
+            f"error: another `vhmine embed` (process {first.pid}) is running on index 'c' ({tmp_path / 'idx' / 'c'}); "
+            "nothing was written: wait for it to finish, then run this command again")
+        assert "Traceback" not in second.stderr
+        assert sorted(p.relative_to(work).as_posix() for p in work.rglob("*")) == before
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
+    out, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and "(0 files read in this run" in again.stdout, again.stderr
+    idx = open_index(tmp_path / "idx", "c")
+    assert idx.images["image_id"].is_unique and len(idx.clip) == len(idx.images)
 
 
 def test_rerun_rebuilds_a_damaged_index_from_its_shards(tmp_path, collection, tiny_models):

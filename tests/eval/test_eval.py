@@ -10,7 +10,7 @@ from anchors import anchor
 from helpers import answer_details, write_tiny_bench
 from openai_server import API_KEY, chat_images, chat_text, openai_server  # noqa: F401  (fixture)
 from vhmine import formats as F
-from vhmine.errors import EvalError, FormatError
+from vhmine.errors import EvalError, FormatError, InputError
 from vhmine.eval.job import EvalOptions, evaluate, load_predictions, match_oeq
 from vhmine.models.judge import judge_name, judge_prompt
 import socket
@@ -121,6 +121,31 @@ def test_cli_eval(bench_dir, tmp_path):
     assert "perfect: accuracy 100.0% over 6 item(s)" in r.output
     r = CliRunner().invoke(app, ["eval", "--bench", str(bench_dir), "--predictions", str(p)])
     assert r.exit_code == 2 and "is not NAME=FILE" in r.output
+
+
+def test_eval_out_is_a_new_folder_or_one_eval_wrote(bench_dir, tmp_path):
+    """`eval --out photos` would put the report and its chart among the photos, and the next `vhmine embed`
+    would index the chart: refused in one line, with nothing written; a new folder, or eval's own again, is fine."""
+    from typer.testing import CliRunner
+
+    from helpers import write_photos
+    from vhmine.cli import app
+
+    p = _preds(tmp_path / "p.jsonl", {"o1": "3", "o2": "5", "y1": "yes", "y2": "no", "y3": "yes", "y4": "no"})
+    photos = tmp_path / "photos"
+    write_photos(photos, ("coffee", "rocket"))
+    before = sorted(x.name for x in photos.iterdir())
+    r = CliRunner().invoke(app, ["eval", "--bench", str(bench_dir), "--predictions", f"m={p}", "--out", str(photos)])
+    assert r.exit_code == 2
+    assert f"--out {photos}: the folder exists and is not a report that `vhmine eval` wrote (no report.json from it)" in r.output
+    assert "Traceback" not in r.output and sorted(x.name for x in photos.iterdir()) == before
+    with pytest.raises(InputError, match="is not a report that `vhmine eval` wrote"):  # nor into the benchmark's folder
+        evaluate(EvalOptions(bench=bench_dir, out=bench_dir, predictions=[("m", p)]))
+    for _ in range(2):  # a new folder, then the same one again: eval's own
+        r = CliRunner().invoke(app, ["eval", "--bench", str(bench_dir), "--predictions", f"m={p}", "--out", str(tmp_path / "ev")])
+        assert r.exit_code == 0, r.output
+    assert sorted(x.name for x in (tmp_path / "ev").iterdir()) == ["accuracy_by_mode.png", "answers-m.jsonl", "report.json",
+                                                                  "report.md"]
 
 
 def test_oeq_scored_by_worker_labels_from_the_store(tmp_path):

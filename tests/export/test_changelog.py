@@ -142,3 +142,45 @@ def test_integer_versions_count_up_and_the_hash_ignores_format_and_provenance(wo
     assert bad.returncode == 2 and "--version 'v2' is neither an integer (3) nor semver (1.2.0)" in bad.stderr
     bad = _vhmine(tmp, "export", "--db", db, "--out", "d", "--since", "photos", ok=False)
     assert bad.returncode == 2 and "--since photos: no manifest.json there" in bad.stderr
+
+
+def test_names_are_whole_tokens_and_a_name_that_is_a_content_word_stays_a_word(workdir):
+    """Workers called "ann." and "lee-" (registered before names had to end with a letter or digit) and "red":
+    without --with-provenance no name is left in CHANGELOG.md or changelog.json, and the colour "red" in the
+    reasons and changes stays "red" (it is the item's answer), while "by red" is the worker."""
+    from vhmine import curate as C
+    from vhmine.export.privacy import pseudonym, pseudonym_key
+    from vhmine.store import Instance, Worker, open_store, utcnow
+
+    tmp, first = workdir
+    db = str(tmp / "store.db")
+    with open_store(db) as store:
+        with store.session() as s:
+            for n in ("ann.", "lee-"):
+                s.add(Worker(name=n, token_hash=n, is_admin=False, active=True, created_at=utcnow(), token_generation=0))
+        C.add_worker(store, "red")
+        key = pseudonym_key(store)
+    _vhmine(tmp, "export", "--db", db, "--out", "v1", "--version", "1")
+    with open_store(db) as store:
+        with store.session(write=False) as s:
+            cup = next(i for i in s.query(Instance).all() if i.question == "What color is the cup?" and i.answers == ["red"])
+        _erratum(store, "ann.", cup.id, ["dark red"], "the cup is red, darker than that; lee- and red saw it too, ask ann.",
+                 flagged_by="lee-")
+        _erratum(store, "red", first.instance_ids[0], ["4"], "four cats: counted twice by red, and by lee-.", flagged_by="ann.")
+    _vhmine(tmp, "export", "--db", db, "--out", "v2", "--since", "v1")
+
+    pann, plee, pred = (pseudonym(n, key) for n in ("ann.", "lee-", "red"))
+    log = json.loads((tmp / "v2" / "changelog.json").read_text())
+    changed = {e["id"]: e for e in log["changed"]}
+    c = changed[cup.id]
+    assert c["why"] == [f"the cup is red, darker than that; {plee} and red saw it too, ask {pann}"]
+    assert c["by"] == [pann] and c["actions"][0]["details"] == {"flagged_by": plee, "changes": {"answers": [["red"], ["dark red"]]}}
+    assert c["fields"] == {"answers": [["red"], ["dark red"]]}
+    n = changed[first.instance_ids[0]]
+    assert n["why"] == [f"four cats: counted twice by {pred}, and by {plee}."]  # "red" is no word of a counting item
+    assert n["by"] == [pred] and n["actions"][0]["details"]["flagged_by"] == pann
+    md = (tmp / "v2" / "CHANGELOG.md").read_text()
+    for text in (md, (tmp / "v2" / "changelog.json").read_text()):
+        for w in ("ann.", "lee-", "alice", "bob", "carol", "dave"):
+            assert w not in text
+        assert "counted twice by red" not in text and "the cup is red," in text and "dark red" in text

@@ -99,6 +99,9 @@ def test_near_duplicates_within_against_reference_and_generated(tmp_path, tiny_m
     assert nd["decided_by"]["thresholds"] == {"clip": 0.999, "dino": 0.999, "inclusive": True,
                                               "rule": "CLIP cosine >= clip AND DINOv2 cosine >= dino"}
     assert str(tmp_path) not in json.dumps(nd)  # public paths only (relative to the working folder)
+    models = Path(tiny_models[0].partition(":")[2]).parent  # the tiny encoders live outside the working folder
+    assert str(models) not in json.dumps(nd) and enc["clip"]["model"] == "local-dir:clip"
+    assert not re.search(r'"(local-dir:)?/', json.dumps(nd))  # no absolute path in any field
     astro, copy = ids["astronaut"], ids["astronaut-copy"]
     # within the export: the copy and its original; coffee and rocket, unrelated, not listed
     assert _ids(nd["within_export"]) == [tuple(sorted((astro, copy)))]

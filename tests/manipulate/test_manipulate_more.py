@@ -8,6 +8,7 @@ import io
 import json
 import os
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -249,6 +250,30 @@ def test_a_rerun_with_fewer_cases_reports_every_stored_case_and_adds_none(collec
     assert report["metrics"]["existence"]["cases"] == 2
     # the stored case comes back as it was made: the same questions, about the same objects
     assert [q.text for q in again.cases[0].questions] == [q.text for q in first.cases[0].questions]
+
+
+def test_a_truncated_edited_image_is_made_again_not_reused(collection, openai_server, tmp_path):
+    """A run killed while writing left half an image under its final name: the rerun checks the file's sha256
+    against the store's, edits the case again and writes the image whole (atomically: no temporary file stays)."""
+    from dataclasses import replace
+
+    from vhmine.store import open_store
+
+    openai_server.responder = _victim([("Describe", "A photo."), ("Is there", "No.")])
+    opts = replace(_opts(collection, "abnormal"), out=tmp_path / "edited")
+    with open_store(tmp_path / "s.db") as store:
+        first = manipulate_run(store, opts)
+        ((_, path),) = _generations(tmp_path / "s.db")[0]
+        whole = Path(path).read_bytes()
+        assert Path(path).name == hashlib.sha256(whole).hexdigest() + ".png"
+        Path(path).write_bytes(whole[: len(whole) // 2])
+        again = manipulate_run(store, opts)
+    assert again.new == 1 and [c.id for c in again.cases] == [c.id for c in first.cases]
+    assert Path(path).read_bytes() == whole  # written again, whole
+    assert len(_generations(tmp_path / "s.db")[0]) == 1  # the same image: no second generation
+    assert sorted(p.name for p in (tmp_path / "edited").iterdir() if p.name.startswith(".")) == []
+    report = json.loads((tmp_path / "edited" / "manipulate-report.json").read_text())
+    assert list(report["cases"]) == [c.id for c in first.cases] and not again.skipped
 
 
 def manipulate_run(store, opts):

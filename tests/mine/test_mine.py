@@ -188,6 +188,18 @@ def test_out_folder_that_is_not_a_run_is_never_replaced(clustered):
         assert json.loads((out / "run.json").read_text())["producer"] == "vhmine mine"
 
 
+def test_an_out_folder_that_cannot_be_written_is_said_in_one_line(clustered):
+    from helpers import unwritable_folders
+
+    tmp, *_ = clustered
+    for folder in unwritable_folders(tmp):
+        r = CliRunner().invoke(app, ["mine", "--index", "syn", "--indexes", str(tmp / "idx"), "--clip", "0.8", "--dino",
+                                     "0.2", "--out", str(folder / "run")])
+        assert r.exit_code == 2, (folder, r.output, r.exception)
+        (line,) = r.output.strip().splitlines()
+        assert line.startswith(f"error: --out: cannot write in {folder} (") and line.endswith("or fix its permissions")
+
+
 def test_gallery_says_how_many_pairs_it_leaves_out(clustered):
     tmp, *_ = clustered
     res = mine_index(MineOptions(index="syn", indexes=tmp / "idx", clip=0.5, dino=1.0, gallery_size=0, out=tmp / "g0", progress=False))

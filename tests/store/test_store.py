@@ -229,3 +229,112 @@ def test_open_store_without_create_refuses_a_store_that_does_not_exist(any_url, 
     open_store(any_url).close()  # created, as seed does
     with open_store(any_url, create=False) as store:
         assert store.revision() is not None
+
+
+# --- a PostgreSQL restart under workers --------------------------------------------------------------
+
+def test_a_postgresql_restart_mid_session_loses_nothing_and_applies_nothing_twice(tmp_path, pg_own_server):
+    """Workers of the curation library on a server of the test's own, restarted three ways: (1) while alice's
+    save waits on a row lock inside its transaction (the server cuts it: retried, and saved once); (2) between
+    two actions of bob's (his pooled connection is dead: the next action reconnects); (3) while the server is
+    down when carol asks for an item (she waits, and gets it once it is back); (4) during dave's COMMIT (not
+    retried: he is told it may have been saved)."""
+    import threading
+    import time
+
+    import psycopg
+    from sqlalchemy import func, select
+
+    from helpers import counting_annotation, seed_store
+    from vhmine import curate as C
+    from vhmine.errors import StoreConnectionError
+    from vhmine.store import Action, Instance, Task
+
+    srv = pg_own_server
+    url = srv.new_database()
+    store, _ = seed_store(url, tmp_path, per_mode=4)
+    a, b = C.next_item(store, "alice", "counting"), C.next_item(store, "bob", "counting")
+    libpq = url.replace("postgresql+psycopg://", "postgresql://")
+
+    # (1) alice's save blocks on her task's row, held by another transaction; the restart cuts both
+    holder = psycopg.connect(libpq)
+    holder.execute("UPDATE tasks SET priority = priority WHERE id = %s", (a.task_id,))
+    got: dict = {}
+
+    def save():
+        try:
+            got["ok"] = C.save_annotation(store, "alice", a.task_id, counting_annotation(a))
+        except Exception as err:  # handed to the test, which asserts on it
+            got["err"] = err
+    th = threading.Thread(target=save, daemon=True)
+    th.start()
+    with psycopg.connect(libpq, autocommit=True) as admin:
+        deadline = time.monotonic() + 20
+        while not admin.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                                "AND wait_event_type = 'Lock'").fetchone()[0]:
+            assert time.monotonic() < deadline, "alice's save never waited for the row"
+            time.sleep(0.05)
+    srv.restart()
+    th.join(60)
+    holder.close()
+    assert "err" not in got, f"{type(got['err']).__name__}: {got['err']}"
+    assert got["ok"].task_id == a.task_id and len(got["ok"].instance_ids) == 2
+
+    # (2) bob's next action after the restart: his pooled connection died with the server
+    srv.restart()
+    saved_b = C.save_annotation(store, "bob", b.task_id, counting_annotation(b, "1", "2"))
+
+    # (3) the server is down when carol asks; it comes back 1.5 s later
+    srv.stop()
+    timer = threading.Timer(1.5, srv.start)
+    timer.start()
+    c = C.next_item(store, "carol", "counting")
+    timer.join()
+    assert c is not None and c.task_id not in (a.task_id, b.task_id)
+    C.save_annotation(store, "carol", c.task_id, counting_annotation(c, "5", "4"))
+
+    # (4) the restart cuts dave's save during its COMMIT (a deferred trigger makes the commit wait): that one is
+    # never retried, it may have been saved, and he is told so; he looks, and saves it once
+    d = C.next_item(store, "dave", "counting")
+    assert d is not None
+    with psycopg.connect(libpq, autocommit=True) as admin:
+        admin.execute("CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS "
+                      "$$ BEGIN PERFORM pg_sleep(60); RETURN NULL; END $$")
+        admin.execute("CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON actions DEFERRABLE INITIALLY DEFERRED "
+                      "FOR EACH ROW EXECUTE FUNCTION slow_commit()")
+    got = {}
+
+    def save_d():
+        try:
+            got["ok"] = C.save_annotation(store, "dave", d.task_id, counting_annotation(d))
+        except Exception as err:  # handed to the test, which asserts on it
+            got["err"] = err
+    th = threading.Thread(target=save_d, daemon=True)
+    th.start()
+    with psycopg.connect(libpq, autocommit=True) as admin:
+        deadline = time.monotonic() + 20
+        while not admin.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'").fetchone()[0]:
+            assert time.monotonic() < deadline, f"dave's commit never reached the trigger ({got})"
+            time.sleep(0.05)
+    srv.restart()
+    th.join(60)
+    assert isinstance(got.get("err"), StoreConnectionError), got
+    assert "broke while saving" in str(got["err"]) and "may or may not have been saved" in str(got["err"])
+    with psycopg.connect(libpq, autocommit=True) as admin:
+        admin.execute("DROP TRIGGER slow_commit ON actions")
+    assert C.save_annotation(store, "dave", d.task_id, counting_annotation(d)).task_id == d.task_id
+
+    # nothing lost, nothing twice: one save per worker, with its instances, each task done once
+    with store.session(write=False) as s:
+        annotate = s.execute(select(Action.worker, func.count()).where(Action.kind == "annotate")
+                             .group_by(Action.worker)).all()
+        assert sorted(annotate) == [("alice", 1), ("bob", 1), ("carol", 1), ("dave", 1)]
+        for task_id, worker in ((a.task_id, "alice"), (b.task_id, "bob"), (c.task_id, "carol"), (d.task_id, "dave")):
+            t = s.get(Task, task_id)
+            assert (t.status, t.done_by) == ("done", worker)
+            kinds = s.execute(select(Instance.kind, func.count()).where(Instance.task_id == task_id)
+                              .group_by(Instance.kind)).all()
+            assert sorted(kinds) == [("OEQ", 2), ("YNQ", 4)]  # two open answers, four yes/no drafts
+        answers = {i.id: i.answers for i in s.scalars(select(Instance).where(Instance.id.in_(saved_b.instance_ids)))}
+    assert sorted(answers.values()) == [["1"], ["2"]]
+    store.close()

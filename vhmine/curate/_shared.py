@@ -3,10 +3,10 @@
 Reads workers and tasks (with the pair, images and generation a task shows) from the curation store
 (vhmine.store); writes action-log rows and changes tasks only through one compare-and-set on the
 task's `version` (`_cas`), which leasing, saving, discarding, skipping and undoing all use; every
-transition runs through `_retried`, so a PostgreSQL deadlock or serialization failure is retried in a
-fresh transaction and never reaches the app as a driver exception. Also the queue `Item` a task is
-shown as (leasing builds it, and so does saving), and `WorkerInfo`, the signed-in worker the app
-passes to every call.
+transition runs through `_retried`, so a PostgreSQL deadlock or serialization failure, or a connection
+lost before the commit (a server restart), is retried in a fresh transaction and never reaches the app
+as a driver exception. Also the queue `Item` a task is shown as (leasing builds it, and so does saving),
+and `WorkerInfo`, the signed-in worker the app passes to every call.
 """
 
 from __future__ import annotations
@@ -19,24 +19,28 @@ import uuid
 from dataclasses import dataclass
 from typing import Optional
 
-from vhmine.errors import AuthError, InputError, LeaseError
+from vhmine.errors import AuthError, InputError, LeaseError, StoreConnectionError
 from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
     Action, Generation, Image, Pair, Response, Review, Task, Worker, utcnow,
 )
+from vhmine.store.db import is_disconnect
 
 from sqlalchemy import func, select, update  # noqa: E402
 from sqlalchemy.exc import DBAPIError  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
 
-TRIES = 4  # attempts of a transition that PostgreSQL aborted to break a deadlock
+TRIES = 4  # attempts of a transition that PostgreSQL aborted to break a deadlock, or whose connection broke
 _ABORTED = {"40P01": "a deadlock", "40001": "a serialization conflict"}  # PostgreSQL SQLSTATEs worth a retry
 
 
 def _retried(fn):
     """Run the curation transition `fn` (which opens its own transaction) again when PostgreSQL aborted
-    it to break a deadlock or a serialization conflict with another worker: the rolled-back attempt
-    changed nothing. After TRIES attempts, a LeaseError that says so, never the driver's exception."""
+    it to break a deadlock or a serialization conflict with another worker, or when the connection broke
+    before its commit (the server restarted): the rolled-back attempt changed nothing, and the next one
+    waits for the server (Store.session). A connection that broke during the commit itself is not retried
+    (StoreConnectionError: it may have been saved), so nothing is applied twice. After TRIES attempts, an
+    error that says so, never the driver's exception."""
     @functools.wraps(fn)
     def run(*args, **kwargs):
         for attempt in range(TRIES):
@@ -45,10 +49,16 @@ def _retried(fn):
             except DBAPIError as err:
                 orig = err.orig
                 why = _ABORTED.get(getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None))
+                if why is None and is_disconnect(err):
+                    why = "a lost connection"
+                    continue  # the next attempt's session waits for the server to come back
                 if why is None:
                     raise
             if attempt + 1 < TRIES:
                 time.sleep(random.uniform(0, 0.02 * 2 ** attempt))  # let the other side finish first
+        if why == "a lost connection":
+            raise StoreConnectionError(f"{fn.__name__.replace('_', ' ')}: the connection to the store broke {TRIES} times "
+                                       "before saving: nothing saved; try again")
         raise LeaseError(f"the store is busy: {fn.__name__.replace('_', ' ')} was aborted {TRIES} times by the database "
                          f"to resolve {why} with other workers: nothing saved; try again")
     return run

@@ -25,7 +25,8 @@ from sqlalchemy.orm import Session  # noqa: E402
 
 from vhmine.curate._shared import WorkerInfo, _admin, _worker
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+# Starts and ends with a letter or digit, so a name in a sentence is one token ("by ann." is ann).
+_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,62}[A-Za-z0-9])?$")
 
 
 def hash_token(token: str) -> str:
@@ -47,7 +48,8 @@ def add_worker(store: Store, name: str, *, admin: bool = False, by: Optional[Wor
     admin; None only for the store's operator (the CLI), who holds the database itself.
     """
     if not _NAME.match(name or ""):
-        raise InputError(f"worker name {name!r} is not allowed: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
+        raise InputError(f"worker name {name!r} is not allowed: use 1-64 letters, digits, '.', '_' or '-', "
+                         "starting and ending with a letter or digit")
     token = _new_token()
     with store.session() as s:
         _admin(s, by)

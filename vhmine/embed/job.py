@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -36,7 +37,7 @@ from vhmine.embed.read import open_source, read_coco_annotations
 from vhmine.embed.work import (INDEXED, JOB, WORK, changed_paths, check_job, current_rows, load_done_shards, read_plan,
                          shard_paths, started, update_plan)
 from vhmine.errors import IndexCorruptError, InputError
-from vhmine.files import atomic_write_text, check_owned
+from vhmine.files import atomic_write_text, check_owned, check_writable
 from vhmine.embed.index import FORMAT_VERSION, MANIFEST, SKIPPED, image_id_for, index_folder, open_index, write_index
 
 log = logging.getLogger(__name__)
@@ -103,8 +104,16 @@ def _job_lock(work: Path, name: str):
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip()
         f.close()
-        raise InputError(f"another `vhmine embed` is running on index {name!r} ({work.parent}); wait for it to finish") from None
+        who = f" (process {holder})" if holder.isdigit() else ""
+        raise InputError(f"another `vhmine embed`{who} is running on index {name!r} ({work.parent}); nothing was "
+                         "written: wait for it to finish, then run this command again") from None
+    f.seek(0)
+    f.truncate()
+    f.write(f"{os.getpid()}\n")  # who holds it, for the message a second job gets
+    f.flush()
     try:
         yield
     finally:
@@ -129,6 +138,7 @@ def embed_collection(opts: EmbedOptions) -> EmbedResult:
         raise InputError(f"{source.location}: no images found (looked for .jpg, .jpeg, .png, .webp, recursively)")
     folder = index_folder(indexes_root(opts.indexes), name)
     check_owned(folder, "vhmine embed", flag="--name", whole=False)  # never write into a folder of the user's
+    check_writable(folder if folder.exists() else folder.parent, flag="--indexes")  # one line, not an OSError
     created = not folder.exists()
     work = folder / WORK
     with _job_lock(work, name):
@@ -202,8 +212,13 @@ def _run_shards(work: Path, plan, pending: list[int], source, listing: dict[str,
     loaded = {}
 
     def record_encoders(described: dict) -> None:
+        described = json.loads(json.dumps(described))  # as job.json holds it: tuples are lists there
         if job.get("encoders") and job["encoders"] != described:
-            log.warning("encoder details differ from the ones this index started with (device or dtype changed?)")
+            differ = sorted(f"{enc}.{k}" for enc in set(described) | set(job["encoders"])
+                            for k in set(described.get(enc) or {}) | set(job["encoders"].get(enc) or {})
+                            if (described.get(enc) or {}).get(k) != (job["encoders"].get(enc) or {}).get(k))
+            log.warning("encoder details differ from the ones this index started with (%s; device or dtype "
+                        "changed?)", ", ".join(differ) or "their layout")
         job["encoders"] = described
         atomic_write_text(work / JOB, json.dumps(job, indent=2))
         loaded["at"] = time.time()

@@ -7,7 +7,9 @@ or lmms-eval's `--log_samples` JSONL) or the model itself through vhmine.llm (Op
 answers cached). This module runs the stage; score reads and scores the answers, report
 writes the tables and chart, and the store is read through vhmine.curate only. Writes `--out DIR`: `report.md` (tables, several models side by side), `report.json` (every number,
 the yes/no rule, the OEQ scorer and the judge's model and prompt), `answers-<model>.jsonl` (each
-answer, how it was read, right or wrong) and `accuracy_by_mode.png`.
+answer, how it was read, right or wrong) and `accuracy_by_mode.png`. `--out` must be a new or empty
+folder, or one `vhmine eval` wrote (its report.json, written first, says so: files.check_owned), so a
+report never lands in a photo folder.
 
 YNQ answers are read by a named rule (vhmine.eval.answers: vhtest, pope, strict); answers no rule can
 read are counted and reported, never taken as "no". OEQ answers are scored by `match` (a reference
@@ -37,6 +39,7 @@ from vhmine.eval import metrics as MT
 from vhmine.bench import OEQ, YNQ, BenchItem, Benchmark
 from vhmine.errors import CostCapError, EvalError
 from vhmine.eval.report import _kappa, bar_chart, figures_line, markdown, pair_groups_line
+from vhmine.files import atomic_write, atomic_write_text, check_owned
 from vhmine.eval.score import ModelAnswers, group_sizes, judge_agreement, match_oeq, score  # noqa: F401  (eval's public names)
 from vhmine.eval.predictions import load_predictions, read_predictions  # noqa: F401
 
@@ -261,6 +264,7 @@ def evaluate(opts: EvalOptions) -> EvalResult:
     from vhmine.eval.answers import get_rule
 
     get_rule(opts.rule)  # an unknown rule fails before any model is asked
+    check_owned(Path(opts.out), "vhmine eval", whole=False)  # and a folder eval may not write into
     if opts.oeq is None:  # `--judge M` alone means: judge the open answers with M
         opts = replace(opts, oeq="judge" if opts.judge else "match")
     if opts.oeq not in OEQ_SCORERS:
@@ -287,7 +291,7 @@ def evaluate(opts: EvalOptions) -> EvalResult:
     has_oeq = any(it.kind == OEQ for it in bench)
     is_hb = bool(bench.items) and all(it.meta.get("source") == "hallusionbench" for it in bench)
     out = Path(opts.out)
-    out.mkdir(parents=True, exist_ok=True)
+    answer_rows: dict[str, list] = {}
     report = {"producer": "vhmine eval", "benchmark": {"name": bench.name, "source": bench.source, "items": len(bench)},
               "rule": opts.rule, "ynq_prompt_suffix": YNQ_SUFFIX,
               "oeq": {"scorer": opts.oeq, **(_judge_record(opts.judge) if opts.oeq == "judge" else {})},
@@ -315,10 +319,13 @@ def evaluate(opts: EvalOptions) -> EvalResult:
         if is_hb:
             entry["hallusionbench"] = MT.hallusionbench(rows, bench.items)
         report["models"][run.model] = entry
-        with open(out / f"answers-{_safe(run.model)}.jsonl", "w", encoding="utf-8") as f:
-            for d in details:
-                f.write(json.dumps(d, ensure_ascii=False) + "\n")
-    (out / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
-    (out / "report.md").write_text(markdown(report), encoding="utf-8")
-    bar_chart(report, out / "accuracy_by_mode.png")
+        answer_rows[run.model] = details
+    check_owned(out, "vhmine eval", whole=False)  # again: the folder may have changed while models answered
+    # report.json first: it marks the folder as eval's, so a run stopped after it can still write here
+    atomic_write_text(out / "report.json", json.dumps(report, indent=1, ensure_ascii=False))
+    for model, details in answer_rows.items():
+        atomic_write_text(out / f"answers-{_safe(model)}.jsonl",
+                          "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in details))
+    atomic_write_text(out / "report.md", markdown(report))
+    atomic_write(out / "accuracy_by_mode.png", lambda tmp: bar_chart(report, tmp))
     return EvalResult(out, report)

@@ -163,5 +163,5 @@ def bar_chart(report: dict, path: Path) -> None:
     ax.set_title(f"{report['benchmark']['name']}: accuracy per mode")
     ax.legend(fontsize="small")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, format="png")  # the path may be a temporary name (atomic_write)
     plt.close(fig)

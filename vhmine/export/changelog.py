@@ -21,7 +21,8 @@ Markdown (`CHANGELOG.md`), which vhmine.export.job writes into the new folder.
   pair groups rebuilt) shows on those items with the erratum's why for each; everything else it derived
   (new drafts waiting for a worker, model verdicts, workers' labels set aside, blind answers and flags,
   reviews) is listed under `derived` (changelog.json) and "Derived from errata" (CHANGELOG.md). Workers appear
-  as the export's pseudonyms (also inside reasons and payloads) unless `--with-provenance`.
+  as the export's pseudonyms (also inside reasons and payloads, as whole tokens; a name that is also a word of
+  the item's question or answers stays a word there: export.privacy.NameScrubber) unless `--with-provenance`.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 from vhmine.errors import ExportError, FormatError, InputError
 
@@ -171,21 +172,6 @@ def _why(kind: str, p: dict, row=None) -> str:
             "review": f"second answer {p.get('answer')!r}" if p.get("answer") is not None else "reviewed"}.get(kind, kind)
 
 
-def _scrubber(names: list[str], public: Callable[[str], str]) -> Callable:
-    """A function that swaps every worker name inside strings (also nested in payloads) for its public form."""
-    pat = re.compile(r"\b(" + "|".join(map(re.escape, sorted(names, key=len, reverse=True))) + r")\b") if names else None
-
-    def scrub(obj):
-        if isinstance(obj, str):
-            return pat.sub(lambda m: public(m.group(1)), obj) if pat else obj
-        if isinstance(obj, dict):
-            return {k: scrub(v) for k, v in obj.items()}
-        if isinstance(obj, list):
-            return [scrub(v) for v in obj]
-        return obj
-    return scrub
-
-
 def store_state(store) -> dict:
     """What a manifest records so that a later --since reads only the actions after this export."""
     from sqlalchemy import func, select
@@ -271,18 +257,24 @@ def build(store, earlier: Earlier, bench, *, version: str, key: str, with_proven
           left_out: set = frozenset(), changes: Optional[dict] = None) -> tuple[dict, str]:
     """changelog.json's dict and CHANGELOG.md's text for `bench` (before its names are pseudonymized) against `earlier`.
     `changes`: diff(earlier, bench) when the caller has made it already."""
-    from vhmine.export.privacy import pseudonym, public_path
+    from vhmine.export.privacy import NameScrubber, content_words, pseudonym, public_path
 
     d = diff(earlier, bench) if changes is None else changes
     same_store = earlier.manifest.get("store_fingerprint") == store_fingerprint(key)
     ids = set(d["added"]) | set(d["removed"]) | set(d["changed"])
     events, rows, names = _events(store, ids, earlier, same_store)
     public = (lambda n: n) if with_provenance else (lambda n: pseudonym(n, key))
-    scrub = _scrubber(names, public)
+    scrub = NameScrubber([] if with_provenance else names, public)
     new = bench.by_id()
 
+    def keep(i: str) -> frozenset:
+        """The words of item i's content, before and after: a worker's name that is one stays a word there."""
+        versions = [it for it in (new.get(i), earlier.items.get(i)) if it is not None]
+        changes = [ev.get("details", {}).get("changes") for ev in events.get(i, [])]
+        return content_words([(it.question, list(it.answers)) for it in versions], changes)
+
     def entry(i: str, item) -> dict:
-        evs = scrub(events.get(i, []))
+        evs = scrub(events.get(i, []), keep(i))
         e = {"id": i, "mode": item.mode, "kind": item.kind, "question": item.question, "answer": item.reference(),
              "group_id": item.group_id, "actions": evs, "by": sorted({ev["worker"] for ev in evs}),
              "why": [ev["why"] for ev in evs]}
@@ -304,7 +296,7 @@ def build(store, earlier: Earlier, bench, *, version: str, key: str, with_proven
         elif r.status == "ready":
             e["state"] = "ready, left out by this export's options" + (" (--drop-blind: a blind solver answered it)" if i in left_out else "")
         else:
-            e["state"] = scrub(f"{r.status}: {r.discard_reason}" if r.discard_reason else r.status)
+            e["state"] = scrub(f"{r.status}: {r.discard_reason}" if r.discard_reason else r.status, keep(i))
             if r.updated_by and not e["by"]:
                 e["by"] = [public(r.updated_by)]
         if not e["why"]:

@@ -127,7 +127,10 @@ def _public_spec(spec: str, public: bool) -> str:
 
 def _encoder_record(idx, public: bool) -> dict:
     enc = idx.manifest["encoders"]
-    return {k: {"spec": _public_spec(enc[k]["spec"], public), "model": enc[k].get("model"), "dim": enc[k].get("dim")}
+    # `model` is open_clip's model name, which for `local-dir:` specs is the folder itself: public too
+    return {k: {"spec": _public_spec(enc[k]["spec"], public),
+                "model": _public_spec(enc[k]["model"], public) if enc[k].get("model") else enc[k].get("model"),
+                "dim": enc[k].get("dim")}
             for k in ("clip", "dino")}
 
 

@@ -3,15 +3,25 @@
 Reads the store's pseudonym secret (`secrets`, made by migration 0003); writes nothing. Used by the
 export job, its changelog and its near-duplicate check, so that no worker name or machine path leaves
 without `--with-provenance`.
+
+Names inside logged actions (`NameScrubber`): a field that holds a worker (`worker`, `by`, `flagged_by`,
+`decided_by`, ...) is swapped when its value is a worker's name; free text (reasons, states) has every
+worker name swapped where it stands as a whole token (the name's own characters, letters, digits, '_',
+'.', '-', do not continue it on either side; a sentence's full stop after it does not count), case
+aside. A name that is also a word of the item's own content (its question or answers, e.g. a worker
+called "red" on a colour question) stays a word there, unless written as a person: "by red", "@red".
+The content fields themselves (`changes`, `answer`, ...) are the item's content, exported anyway, and
+are left as they are.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from dataclasses import replace
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Iterable, Optional
 
 from vhmine.bench import Benchmark
 
@@ -72,3 +82,65 @@ def private_removed(bench: Benchmark, key: str) -> Benchmark:
             meta["source_path"] = public_path(meta["source_path"])
         items.append(replace(it, meta=meta))
     return Benchmark(bench.name, items, bench.root, bench.source)
+
+
+NAME_FIELDS = frozenset({"worker", "by", "flagged_by", "decided_by", "updated_by", "created_by", "done_by",
+                         "lease_worker", "reviewer", "workers"})
+CONTENT_FIELDS = frozenset({"changes", "answer", "answers", "question", "proposed", "truth"})
+_WORD = re.compile(r"\w+(?:[.-]\w+)*")
+_AS_PERSON = re.compile(r"(?:\bby\s+|@)$", re.IGNORECASE)
+
+
+def content_words(*texts) -> frozenset:
+    """The lower-cased words of an item's content (strings, nested in lists and dicts), for `NameScrubber(keep=)`."""
+    out: set = set()
+
+    def walk(x):
+        if isinstance(x, str):
+            out.update(w.lower() for w in _WORD.findall(x))
+        elif isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, (list, tuple, set, frozenset)):
+            for v in x:
+                walk(v)
+    for t in texts:
+        walk(t)
+    return frozenset(out)
+
+
+class NameScrubber:
+    """Swaps worker names for their public form in logged actions (see the module docstring)."""
+
+    def __init__(self, names: Iterable[str], public: Callable[[str], str]):
+        names = sorted({n for n in names if n}, key=lambda n: (-len(n), n))
+        self.public = public
+        self.exact = set(names)
+        self.by_lower: dict[str, str] = {}
+        for n in names:  # a name written in another case is that worker (the exact spelling first)
+            self.by_lower.setdefault(n.lower(), n)
+        # whole tokens: no word character next to it, nor '.'/'-' going on into one (a name's own characters)
+        self.pattern = re.compile(r"(?<!\w)(?<!\w[.-])(" + "|".join(map(re.escape, names)) + r")(?!\w)(?![.-]\w)",
+                                  re.IGNORECASE) if names else None
+
+    def text(self, s: str, keep: frozenset = frozenset()) -> str:
+        if self.pattern is None:
+            return s
+
+        def swap(m: re.Match) -> str:
+            found = m.group(1)
+            if found.lower() in keep and not _AS_PERSON.search(m.string, 0, m.start()):
+                return found  # a word of the item's content, not a person
+            return self.public(found if found in self.exact else self.by_lower[found.lower()])
+        return self.pattern.sub(swap, s)
+
+    def __call__(self, obj, keep: frozenset = frozenset(), field: Optional[str] = None):
+        if isinstance(obj, str):
+            if field in NAME_FIELDS and obj in self.exact:
+                return self.public(obj)
+            return self.text(obj, keep)
+        if isinstance(obj, dict):
+            return {k: v if k in CONTENT_FIELDS else self(v, keep, k) for k, v in obj.items()}
+        if isinstance(obj, list):
+            return [self(v, keep, field) for v in obj]
+        return obj

@@ -18,7 +18,8 @@ _DEFAULT_PORT = {"http": 80, "https": 443}
 
 
 def safe_endpoint(base_url: Optional[str]) -> str:
-    """The endpoint without credentials: no user info, no key-like query parameters, no fragment.
+    """The endpoint without credentials: no user info, no key-like query parameters or path segments
+    (`/sk-proj-.../v1`, or the segment after `/key/`), no fragment.
 
     What may be recorded, and what the request cache and probe's stored responses are keyed by: two
     spellings of one endpoint (host case, default port, trailing slash) give the same text.
@@ -34,7 +35,19 @@ def safe_endpoint(base_url: Optional[str]) -> str:
     netloc = host + (f":{p.port}" if p.port and p.port != _DEFAULT_PORT.get(scheme) else "")
     query = sorted((k, v) for k, v in parse_qsl(p.query, keep_blank_values=True)
                    if not _SECRET_PARAM.search(k) and not _KEYLIKE.search(v))
-    return urlunsplit((scheme, netloc, p.path.rstrip("/"), urlencode(query), ""))
+    return urlunsplit((scheme, netloc, _safe_path(p.path.rstrip("/")), urlencode(query), ""))
+
+
+# a path segment that names the credential in the next one (`/api-key/XYZ/v1`)
+_KEY_SEGMENT = re.compile(r"(?:api[-_]?)?(?:key|token|secret)|access[-_]token|apikey", re.I)
+
+
+def _safe_path(path: str) -> str:
+    out, after_key = [], False
+    for seg in path.split("/"):
+        out.append("***" if after_key and seg else _KEYLIKE.sub(_mask, seg))
+        after_key = bool(_KEY_SEGMENT.fullmatch(seg))
+    return "/".join(out)
 
 
 def _error_body(err: Exception) -> dict:
@@ -44,7 +57,14 @@ def _error_body(err: Exception) -> dict:
     return body if isinstance(body, dict) else {}
 
 
-_KEYLIKE = re.compile(r"\b(sk|key|token)-[A-Za-z0-9_*\-]{6,}")
+# key shapes: OpenAI-style `sk-...` (and key-/token-, xAI, Perplexity, NVIDIA), Groq / Hugging Face /
+# Replicate `gsk_` / `hf_` / `r8_`, Google `AIza...`; the mask keeps the prefix so a reader knows which
+_KEYLIKE = re.compile(r"\b(?P<p>(?:sk|key|token|xai|pplx|nvapi)-)[A-Za-z0-9_*\-]{6,}"
+                      r"|\b(?P<q>(?:gsk|hf|r8)_)[A-Za-z0-9]{20,}|\b(?P<r>AIza)[0-9A-Za-z_\-]{30,}")
+
+
+def _mask(m: re.Match) -> str:
+    return (m.group("p") or m.group("q") or m.group("r")) + "***"
 
 
 def scrub(text: str) -> str:
@@ -52,7 +72,7 @@ def scrub(text: str) -> str:
     key = os.environ.get("OPENAI_API_KEY")
     if key and len(key) >= 4:
         text = text.replace(key, "***")
-    return _KEYLIKE.sub(lambda m: m.group(1) + "-***", text)
+    return _KEYLIKE.sub(_mask, text)
 
 
 def _msg(err: Exception) -> str:

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from vhmine import prompts as P
-from vhmine.images import open_scene_image
+from vhmine.images import open_scene_image, sha256_file
 from vhmine.errors import InputError, LLMError
-from vhmine.embed.index import atomic_write_text
+from vhmine.files import atomic_write, atomic_write_text
 from vhmine.llm import LLM, ChatRequest, LLMOptions
 from vhmine.manipulate import prior as PR
 from vhmine.manipulate import questions as Q
@@ -105,11 +105,12 @@ class ManipulateResult:
 
 
 def _save(data: bytes, folder: Path) -> tuple[Path, str]:
+    """`<folder>/<sha256>.png`, written whole (atomic_write); a file there already is kept only when it
+    holds these bytes (a truncated one from a killed run is written again)."""
     sha = hashlib.sha256(data).hexdigest()
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{sha}.png"
-    if not path.exists():
-        path.write_bytes(data)
+    if not (path.is_file() and sha256_file(path) == sha):
+        atomic_write(path, lambda tmp: tmp.write_bytes(data))
     return path, sha
 
 

@@ -6,6 +6,8 @@ image, target and asked-about objects, prior, detector, edit backend and (remova
 settings other than the device match: a rerun reuses its stored image rather than editing again, so
 a backend that draws differently each time (an image edit with no cache, a pipeline on another GPU)
 still adds no second image, and the report covers every stored case made with the run's options.
+A stored case is reused only while its image and mask on disk are the ones recorded (their sha256):
+a truncated or replaced file makes the case again.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import logging
 from pathlib import Path
 from typing import Optional, Sequence
 
+from vhmine.images import sha256_file
 from vhmine.manipulate.prior import Choice
 from vhmine.manipulate.scenes import Scene, SceneObject
 from vhmine.manipulate.strategies import Edit
@@ -42,9 +45,9 @@ def stored_cases(store, scenes: Sequence[Scene], strategies: Sequence[str], prio
     shas = {s.sha256 for s in scenes}
     out: dict[tuple, tuple[dict, Path]] = {}
     with store.session(write=False) as s:
-        rows = s.execute(select(Generation.params, Image.path).join(Image, Image.id == Generation.image_id)
+        rows = s.execute(select(Generation.params, Image.path, Image.sha256).join(Image, Image.id == Generation.image_id)
                          .where(Generation.backend == "manipulate").order_by(Generation.created_at, Generation.id)).all()
-    for p, path in rows:
+    for p, path, sha in rows:
         p = p or {}
         st = p.get("strategy")
         if st not in strategies or p.get("source_sha256") not in shas or p.get("prior") != prior \
@@ -54,9 +57,18 @@ def stored_cases(store, scenes: Sequence[Scene], strategies: Sequence[str], prio
             continue
         target = p.get("removed_object") if st == "removal" else p.get("inserted_object")
         key = case_key(st, p["source_sha256"], target, p.get("asked_object"))
-        if key not in out and Path(path).is_file():  # the first one stands; a deleted image is made again
-            out[key] = (p, Path(path))
+        if key in out:
+            continue
+        if _intact(Path(path), sha) and _intact(Path(path).parent / str(p.get("mask")), p.get("mask_sha256")):
+            out[key] = (p, Path(path))  # the first one stands; a deleted or damaged image is made again
+        else:
+            log.info("stored %s case on %s: its image or mask on disk is gone or changed; making it again", st,
+                     p.get("source_image_id"))
     return out
+
+
+def _intact(path: Path, sha256: Optional[str]) -> bool:
+    return bool(sha256) and path.is_file() and sha256_file(path) == sha256
 
 
 def rebuild(p: dict, path: Path, scene: Scene) -> Optional[tuple[Edit, Choice, bytes]]:

@@ -24,7 +24,7 @@ from vhmine import __version__
 from vhmine.config import DEFAULT_CLIP_MIN, DEFAULT_DINO_MAX, default_index_name, indexes_root, runs_root
 from vhmine.errors import InputError
 from vhmine.images import sha256_file
-from vhmine.files import check_owned, replace_dir
+from vhmine.files import check_owned, check_writable, replace_dir
 from vhmine.embed.index import open_index
 
 log = logging.getLogger(__name__)
@@ -124,6 +124,7 @@ def mine_index(opts: MineOptions) -> MineResult:
     name = default_index_name(root, opts.index)
     run_dir = Path(opts.out) if opts.out else runs_root() / default_run_name(name, opts.clip, opts.dino)
     check_owned(run_dir, "vhmine mine")  # a run replaces its folder as a whole: only an earlier run
+    check_writable(run_dir.parent, flag="--out")  # its files go beside it first: said in one line, before the search
     idx = open_index(root, name)
     n = len(idx.images)
     if n < 2:

@@ -5,6 +5,11 @@ SQLAlchemy URL given by `--db` / VHMINE_DB (PostgreSQL included). Opening a stor
 up to date through the migrations shipped in `vhmine/store/migrations/` (a SQLite file is first copied to
 `<file>.bak-<revision>`), and refuses a store written by a newer vhmine.
 
+A server database may restart under its users: pooled connections are checked before use (pool_pre_ping),
+a session waits up to RECONNECT_S for the server to take a connection again, and a connection lost while
+committing is said (StoreConnectionError: it may or may not be saved) rather than retried, so nothing is
+applied twice. A connection lost mid-transaction (nothing committed) is retried by curate._shared._retried.
+
 The table classes live in vhmine.store.tables and are imported from here (`from vhmine.store import Instance`),
 so that a missing SQLAlchemy gets the message below first. Import cost: SQLAlchemy and Alembic load with this module,
 which the CLI imports only inside the commands that use the store.
@@ -14,11 +19,12 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-from vhmine.errors import StoreError, StoreVersionError
+from vhmine.errors import StoreConnectionError, StoreError, StoreVersionError
 
 try:
     import alembic  # noqa: F401  (checked here so a missing extra gets one clear message)
@@ -28,6 +34,7 @@ except ModuleNotFoundError as _err:
 
 from sqlalchemy import create_engine, event, inspect, text
 from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from vhmine.store.tables import (  # noqa: F401  (the table classes, importable from here as before)
@@ -40,6 +47,27 @@ log = logging.getLogger(__name__)
 
 DEFAULT_DB = Path("data") / "vhmine.db"
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+RECONNECT_S = 30.0  # how long a session waits for a server database that went away (a restart) to come back
+_GONE = ("57P01", "57P02", "57P03")  # PostgreSQL: admin shutdown, crash shutdown, starting up (cannot connect now)
+
+
+def is_disconnect(err: BaseException) -> bool:
+    """Whether `err` says the connection to the database server broke or could not be made (a restart, a
+    cut network), as against an error of the statement itself."""
+    if not isinstance(err, DBAPIError):
+        return False
+    if err.connection_invalidated:
+        return True
+    orig = err.orig
+    code = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    if code:
+        return code.startswith("08") or code in _GONE  # class 08: connection exceptions
+    # psycopg that cannot connect at all (refused, reset) raises OperationalError without a SQLSTATE
+    return type(orig).__module__.split(".")[0] in ("psycopg", "psycopg2") and type(orig).__name__ == "OperationalError"
+
+
+def _reason(err: DBAPIError) -> str:
+    return " ".join(str(err.orig).split())[:160]
 
 
 # --- opening a store -----------------------------------------------------------------------------
@@ -132,10 +160,52 @@ class Store:
 
     @contextmanager
     def session(self, write: bool = True) -> Iterator[Session]:
-        """A session that commits on success and rolls back on error."""
-        with Session(self.engine if write else self._read_engine, expire_on_commit=False) as s:
-            with s.begin():
+        """A session that commits on success and rolls back on error (see the module docstring for a
+        server that went away: its start waits for it, a commit it cut is StoreConnectionError)."""
+        s = self._begin(self.engine if write else self._read_engine)
+        with s:
+            try:
                 yield s
+                s.flush()  # statements fail here, before COMMIT: the transaction surely did not commit
+            except BaseException:
+                s.rollback()
+                raise
+            try:
+                s.commit()
+            except DBAPIError as err:
+                if is_disconnect(err):
+                    raise StoreConnectionError(
+                        f"the connection to the store {self.display_url} broke while saving ({_reason(err)}): the "
+                        "change may or may not have been saved; look (reload) before doing it again") from None
+                raise
+
+    def _begin(self, engine: Engine) -> Session:
+        """A session in a transaction; on a server database, with its connection made, waiting for a
+        server that is restarting (up to RECONNECT_S)."""
+        if self.dialect == "sqlite":
+            s = Session(engine, expire_on_commit=False)
+            s.begin()
+            return s
+        deadline, wait, said = time.monotonic() + RECONNECT_S, 0.1, False
+        while True:
+            s = Session(engine, expire_on_commit=False)
+            s.begin()
+            try:
+                s.connection()
+                return s
+            except DBAPIError as err:
+                s.close()
+                if not is_disconnect(err):
+                    raise
+                if time.monotonic() + wait > deadline:
+                    raise StoreConnectionError(
+                        f"the store {self.display_url} cannot be reached ({_reason(err)}) after {RECONNECT_S:g} s: "
+                        "nothing was read or saved; try again once the database server is back") from None
+                if not said:
+                    log.warning("store %s unreachable (%s): waiting for it", self.display_url, _reason(err))
+                    said = True
+            time.sleep(wait)
+            wait = min(2 * wait, 2.0)
 
     def revision(self) -> Optional[str]:
         with self.engine.connect() as conn:
