@@ -154,7 +154,7 @@ def filter_lines(sheet: dict) -> list[str]:
     """The blind-solver and near-duplicate filters, as they ran (also the dataset card's)."""
     b, d = sheet["blind"], sheet["near_duplicates"]
     if b["ran"]:
-        out = [f"Blind solvers (asked without the image): " + "; ".join(
+        out = ["Blind solvers (asked without the image): " + "; ".join(
             f"{s['model']} with {s['prompt']}" for s in b["solvers"]) + (
             f". Items every blind answer got right were left out (--drop-blind): {b['left_out']}." if b["drop_blind"]
             else ". Items they answered right were kept (exported without --drop-blind).")]
