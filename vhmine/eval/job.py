@@ -6,8 +6,11 @@ vhmine's own with `id` and `answer`, a HallusionBench result file, VLMEvalKit's 
 or lmms-eval's `--log_samples` JSONL) or the model itself through vhmine.llm (OpenAI-compatible;
 answers cached). This module runs the stage; score reads and scores the answers, report
 writes the tables and chart, and the store is read through vhmine.curate only. Writes `--out DIR`: `report.md` (tables, several models side by side), `report.json` (every number,
-the yes/no rule, the OEQ scorer and the judge's model and prompt), `answers-<model>.jsonl` (each
-answer, how it was read, right or wrong) and `accuracy_by_mode.png`.
+the yes/no rule, the OEQ scorer and the judge's model and prompt, and `across_models`: each item's number of
+models that failed it, the transfer table, the items that fool every model, vhmine.eval.across),
+`answers-<model>.jsonl` (each answer, how it was read, right or wrong and why), `accuracy_by_mode.png` and
+`report.html` (vhmine.eval.html_report: every item with its image and each model's answer, failures first,
+filters; one file that opens offline). Answers from `--predictions` and from `--model` give the same report.
 
 YNQ answers are read by a named rule (vhmine.eval.answers: vhtest, pope, strict); answers no rule can
 read are counted and reported, never taken as "no". OEQ answers are scored by `match` (a reference
@@ -207,7 +210,7 @@ class EvalResult:
         return any(m.get("failed") for m in self.report["models"].values())
 
     def summary(self) -> str:
-        lines = [f"report: {self.out / 'report.md'}"]
+        lines = [f"report: {self.out / 'report.md'} (browse the failures in {self.out / 'report.html'})"]
         for name, m in self.report["models"].items():
             o = m["metrics"]["overall"]
             lines.append(f"  {name}: accuracy {_pct(o['accuracy'])}% over {o['n']} item(s)"
@@ -290,6 +293,8 @@ def evaluate(opts: EvalOptions) -> EvalResult:
               "oeq": {"scorer": opts.oeq, **(_judge_record(opts.judge) if opts.oeq == "judge" else {})},
               "modes": bench.modes(), "models": {}}
     modes, sizes = bench.modes(), group_sizes(bench)  # the same for every model
+    judge = report["oeq"].get("judge")
+    all_details: dict[str, list[dict]] = {}
     for run in runs:
         verdicts: dict[str, Optional[bool]] = {}
         agreement = None
@@ -299,7 +304,8 @@ def evaluate(opts: EvalOptions) -> EvalResult:
                 agreement = judge_agreement(verdicts, store_labels(opts.db, run.model, run.answers, workers_only=True))
         elif has_oeq and opts.oeq == "labels":
             verdicts = store_labels(opts.db, run.model, run.answers)
-        rows, details = score(bench, run, opts.rule, verdicts, opts.oeq, opts.partial)
+        rows, details = score(bench, run, opts.rule, verdicts, opts.oeq, opts.partial, judge=judge)
+        all_details[run.model] = details
         failed = [{"id": d["id"], "why": d["failure"]} for d in details if d["read_as"] == "failed"]
         entry = {"source": run.source, **({"harness": run.harness} if run.harness else {}), "answered": len(rows), "failed": len(failed),  # each item one or the other
                  "failed_by_status": dict(sorted(Counter(f["why"].split(":", 1)[0] for f in failed).items())),
@@ -315,7 +321,12 @@ def evaluate(opts: EvalOptions) -> EvalResult:
         with open(out / f"answers-{_safe(run.model)}.jsonl", "w", encoding="utf-8") as f:
             for d in details:
                 f.write(json.dumps(d, ensure_ascii=False) + "\n")
+    from vhmine.eval import html_report
+    from vhmine.eval.across import across_models
+
+    report["across_models"] = across_models(all_details, modes)
     (out / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
     (out / "report.md").write_text(markdown(report), encoding="utf-8")
     bar_chart(report, out / "accuracy_by_mode.png")
+    html_report.write(report, bench, all_details, out)
     return EvalResult(out, report)

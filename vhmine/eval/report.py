@@ -99,6 +99,10 @@ def markdown(report: dict) -> str:
         for n, m in fails.items():
             why = ", ".join(f"{st} {k}" for st, k in m["failed_by_status"].items())
             lines.append(f"- {n}: {m['failed']} ({why}); the items and reasons are in report.json and answers-*.jsonl")
+    if report.get("across_models"):
+        from vhmine.eval.across import markdown_lines
+
+        lines += markdown_lines(report["across_models"])
     return "\n".join(lines) + "\n"
 
 
