@@ -12,6 +12,10 @@
 - `counting_annotation(item, a, b)`: a counting.how_many annotation of "cats" answering `a` / `b` for the
   item's two images.
 - `make_ready_store(tmp_path)`: a store with 12 ready instances (counting and color).
+- `make_published_store(tmp_path)`: a store whose items came every way a datasheet tells apart: alice wrote counting
+  and color from scratch, bob verified a model draft of existence ("fake-vlm", prompt "draft@v1#test"), bob reviewed
+  alice's counting items blind (disagreeing on one), and a blind solver ("blind-llm", "blind@v1#abcd1234") answered
+  counting's yes/no questions. Returns (store, {mode: [instance ids]}).
 - `write_tiny_bench(tmp_path, questions)`: six items over two random 8 px images (o1, o2 counting OEQ; y1, y2
   counting YNQ; y3, y4 color YNQ) exported in the vlmevalkit format to tmp_path/bench; `questions` overrides
   an item's question by id.
@@ -136,6 +140,43 @@ def make_ready_store(tmp_path: Path):
                                   C.Annotation(ann[0], ann[1], answers={a: ann[2], b: ann[3]}))
         C.confirm_drafts(store, "alice", [C.DraftDecision(d, True) for d in saved.draft_ids])
     return store
+
+
+def make_published_store(tmp_path: Path):
+    import json as _json
+
+    from vhmine import curate as C
+    from vhmine.models.draft_check import parse_draft
+    from vhmine.store import Pair, Task
+
+    store, _ = seed_store(tmp_path / "published.db", tmp_path, per_mode=1, photos=("astronaut", "coffee", "rocket"))
+    for mode, ann in (("counting", ("counting.how_many", {"object": "cats"}, "3", "2")),
+                      ("color", ("color.what_color", {"object": "cup"}, "red", "blue"))):
+        item = C.next_item(store, "alice", mode)
+        a, b = (v.id for v in item.images)
+        saved = C.save_annotation(store, "alice", item.task_id, C.Annotation(ann[0], ann[1], answers={a: ann[2], b: ann[3]}))
+        C.confirm_drafts(store, "alice", [C.DraftDecision(d, True) for d in saved.draft_ids])
+    with store.session(write=False) as s:
+        t = s.query(Task).filter_by(mode="existence").order_by(Task.priority, Task.id).first()
+        p = s.get(Pair, t.pair_id)
+        task_id, images = t.id, [p.image_a, p.image_b]
+    raw = _json.dumps({"template": "existence.what_is", "slots": {"where": "on the table"},
+                       "answer_a": "a cup", "answer_b": "a spoon"})
+    did = C.record_draft(store, task_id, model="fake-vlm", endpoint=None, prompt="draft@v1#test", raw=raw,
+                         content=parse_draft(raw, "existence", images))
+    assert C.next_verify_item(store, "bob", "existence") is not None
+    C.accept_draft(store, "bob", did)
+    ids = {m: [r.id for r in C.ready_instances(store, m)] for m in ("counting", "color", "existence")}
+    for k, r in enumerate(C.ready_instances(store, "counting")):
+        said = ("yes" if r.truth else "no") if r.kind == "YNQ" else r.answers[0]
+        if k == 0:  # one disagreement
+            said = "7" if r.kind == "OEQ" else ("no" if r.truth else "yes")
+        C.save_review(store, "bob", r.id, said)
+        if r.kind == "YNQ":
+            C.record_blind_answer(store, r.id, model="blind-llm", endpoint=None, prompt="blind@v1#abcd1234", answer="yes",
+                                  correct=bool(r.truth), scorer="rule:vhtest",
+                                  group=C.blind_group_key(r.mode, r.kind, r.pair_id, r.question, r.id))
+    return store, ids
 
 
 TINY_BENCH_QUESTIONS = {

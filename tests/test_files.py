@@ -143,7 +143,7 @@ def test_index_manifest_export_and_run_are_flushed_before_they_are_published(min
     disk_log.clear()
     export_benchmark(store, ExportOptions(out=tmp / "bench", format="hf", kind="oeq"))
     src, synced = _published_after_fsync(disk_log, tmp / "bench")
-    for name in ("manifest.json", "data/test-00000-of-00001.parquet"):
+    for name in ("manifest.json", "data/oeq/test-00000-of-00001.parquet", "croissant.json", "README.md"):
         assert f"{src}/{name}" in synced
     disk_log.clear()
     export_benchmark(store, ExportOptions(out=tmp / "bench", format="hf", kind="oeq", replace=True))

@@ -107,7 +107,7 @@ def test_tar_images_go_through_mine_seed_curate_export_probe_and_eval(tmp_path, 
             png = (w.root / "bench-vhtest" / "Images" / "counting" / row["Image"]).read_bytes()
             assert np.array_equal(_pixels(png), _pixels(by_sha[rec.image_sha256]))
     w.vhmine("export", "--format", "hf", "--mode", "counting", "--out", "bench-hf")
-    table = pd.read_parquet(w.root / "bench-hf" / "data" / "test-00000-of-00001.parquet")
+    table = pd.concat([pd.read_parquet(w.root / "bench-hf" / "data" / k / "test-00000-of-00001.parquet") for k in ("oeq", "ynq")])
     assert len(table) == 6
     assert all(img["bytes"] == members[stored[iid]] for img, iid in zip(table["image"], table["image_id"]))
 

@@ -58,7 +58,8 @@ def export(out: PathLike, format: str = "vhtest", *, db: Optional[str] = None, *
     """`vhmine export --out OUT --format F`: the store's ready instances as a benchmark folder (an ExportResult).
 
     Options are ExportOptions' fields: kind, per_mode, allow_unbalanced, seed, replace, name, modes,
-    with_provenance, drop_blind, near_dups (a vhmine.export.neardup.DupOptions, or None for off), version, since."""
+    with_provenance, drop_blind, near_dups (a vhmine.export.neardup.DupOptions, or None for off), version, since,
+    license, description, citation (what croissant.json and the dataset card say; None: unspecified)."""
     from vhmine.export.job import ExportOptions, export_benchmark
     from vhmine.store import open_store
 

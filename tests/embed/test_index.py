@@ -39,7 +39,7 @@ def test_app_export_and_seed_find_moved_images_by_content(mined, tiny_models):
     # export writes the right pictures
     res = export_benchmark(store, ExportOptions(out=tmp / "bench", format="hf", kind="oeq"))
     assert sum(c["OEQ"] for c in res.counts.values()) > 0
-    table = pd.read_parquet(tmp / "bench" / "data" / "test-00000-of-00001.parquet")
+    table = pd.read_parquet(tmp / "bench" / "data" / "oeq" / "test-00000-of-00001.parquet")
     for image_id, image in zip(table["image_id"], table["image"]):
         assert hashlib.sha256(image["bytes"]).hexdigest() == recorded[image_id][0]
     # seeding the run mined before the move again finds both images and records where they are now

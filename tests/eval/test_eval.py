@@ -144,8 +144,8 @@ def test_eval_out_is_a_new_folder_or_one_eval_wrote(bench_dir, tmp_path):
     for _ in range(2):  # a new folder, then the same one again: eval's own
         r = CliRunner().invoke(app, ["eval", "--bench", str(bench_dir), "--predictions", f"m={p}", "--out", str(tmp_path / "ev")])
         assert r.exit_code == 0, r.output
-    assert sorted(x.name for x in (tmp_path / "ev").iterdir()) == ["accuracy_by_mode.png", "answers-m.jsonl", "report.json",
-                                                                  "report.md"]
+    assert sorted(x.name for x in (tmp_path / "ev").iterdir()) == ["accuracy_by_mode.png", "answers-m.jsonl", "report.html",
+                                                                  "report.json", "report.md"]
 
 
 def test_oeq_scored_by_worker_labels_from_the_store(tmp_path):

@@ -154,7 +154,7 @@ def test_every_format_carries_the_group(ready, fmt):
     elif fmt in ("hf", "lmms-eval"):
         import pyarrow.parquet as pq
 
-        path = out / ("data/test-00000-of-00001.parquet" if fmt == "hf" else "data/ynq.parquet")
+        path = out / ("data/ynq/test-00000-of-00001.parquet" if fmt == "hf" else "data/ynq.parquet")
         t = pq.read_table(path, columns=["id", "group_id"]).to_pylist()
         assert {r["id"]: r["group_id"] for r in t} == {r["id"]: groups[r["id"]] for r in t}
     elif fmt == "llava":
@@ -164,6 +164,7 @@ def test_every_format_carries_the_group(ready, fmt):
 
 def test_an_export_before_groups_reads_back_without_them(tmp_path, ready):
     """hf files written before the group column read back (no groups), so older exports still evaluate."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     from vhmine.export.job import ExportOptions, export_benchmark
@@ -172,9 +173,9 @@ def test_an_export_before_groups_reads_back_without_them(tmp_path, ready):
 
     with open_store(ready / "store.db") as store:
         export_benchmark(store, ExportOptions(out=tmp_path / "new", format="hf"))
-    table = pq.read_table(tmp_path / "new" / hf.PARQUET)
+    table = pa.concat_tables([pq.read_table(tmp_path / "new" / hf.DATA[k]) for k in ("OEQ", "YNQ")])
     assert {it.group_id for it in hf.read(tmp_path / "new")} != {None}
-    old = tmp_path / "old" / hf.PARQUET
+    old = tmp_path / "old" / hf.LEGACY_PARQUET  # the one file of every item that exports before per-kind files wrote
     old.parent.mkdir(parents=True)
     pq.write_table(table.drop(["group_id"]), old)
     assert {it.group_id for it in hf.read(tmp_path / "old")} == {None}

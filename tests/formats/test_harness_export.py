@@ -148,7 +148,7 @@ def lmms_run(bench, tmp_path_factory):
 
 def test_lmms_eval_folder_layout(lmms_run, bench):
     folder, results, seen = lmms_run
-    assert sorted(p.name for p in folder.iterdir()) == ["data", "manifest.json", "utils.py", "vhmine.yaml",
+    assert sorted(p.name for p in folder.iterdir()) == ["croissant.json", "data", "manifest.json", "utils.py", "vhmine.yaml",
                                                        "vhmine_oeq.yaml", "vhmine_ynq.yaml"]
     assert set(results) == {"vhmine", "vhmine_ynq", "vhmine_oeq"}
     # every document reached the model with its image (a PIL image, as lmms-eval models take) and vhmine eval's prompt

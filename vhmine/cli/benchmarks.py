@@ -39,9 +39,12 @@ def export(
     device: Optional[str] = typer.Option(None, "--device", help="Encoders' device for the near-duplicate check: cpu, cuda ... [default: cuda when present]."),
     version: Optional[str] = typer.Option(None, "--version", help="This export's version, an integer or semver (1.2.0), later than --since's [default: --since's counted up, else 1]."),
     since: Optional[Path] = typer.Option(None, "--since", help="An earlier export: write CHANGELOG.md and changelog.json (items added, removed, changed, with who and why from the store's action log)."),
+    license_: Optional[str] = typer.Option(None, "--license", help="The benchmark's licence, for croissant.json and the dataset card: a Hugging Face licence id (cc-by-4.0) or a URL [default: unspecified, and said so]."),
+    description: Optional[str] = typer.Option(None, "--description", help="What the benchmark is, in your words (croissant.json, the dataset card) [default: a summary of its counts]."),
+    citation: Optional[str] = typer.Option(None, "--citation", help="How to cite it, e.g. BibTeX: --citation \"$(cat paper.bib)\" [default: unspecified, and said so]."),
     db: Optional[str] = DbOpt,
 ) -> None:
-    """Write the store's ready instances as a benchmark folder (with a manifest, a version and pair groups)."""
+    """Write the store's ready instances as a benchmark folder (with a manifest, croissant.json, a version and pair groups)."""
     try:
         from vhmine import api
         from vhmine.export.neardup import DupOptions
@@ -53,7 +56,8 @@ def export(
             required=bool(near_dups or against))  # asked for explicitly: not running is an error
         result = api.export(out, fmt, db=db, kind=kind.lower(), per_mode=per_mode, allow_unbalanced=allow_unbalanced,
                             seed=seed_, replace=replace, name=name, modes=mode or None, with_provenance=with_provenance,
-                            drop_blind=drop_blind, near_dups=dups, version=version, since=since)
+                            drop_blind=drop_blind, near_dups=dups, version=version, since=since, license=license_,
+                            description=description, citation=citation)
     except VhmineError as err:
         _fail(err)
     typer.echo(result.summary())

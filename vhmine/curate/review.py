@@ -140,18 +140,22 @@ def _defined(k: float) -> Optional[float]:
     return None if math.isnan(k) else k
 
 
-def agreement(store: Store, what: str = "instances", *, by: str | WorkerInfo | None = None) -> list[ModeAgreement]:
+def agreement(store: Store, what: str = "instances", *, by: str | WorkerInfo | None = None,
+              instance_ids: Optional[set] = None) -> list[ModeAgreement]:
     """Per mode: Cohen's kappa when exactly two workers rated, Fleiss' kappa when more.
 
     `what="instances"`: the author's reference answer against blind reviews; `what="responses"`:
     workers' correct/hallucinated labels of model responses. `by`: the signed-in worker asking (the
     app passes it), who must be an admin; None only for the store's operator (CLI, scripts).
+    `instance_ids`: only these instances (an export's; instances only), else every ready one.
     """
     from vhmine.curate.kappa import cohen_kappa, fleiss_kappa
 
     with store.session(write=False) as s:
         _admin(s, by)
         data = _ratings(s, what)
+    if instance_ids is not None and what == "instances":
+        data = {m: {i: r for i, r in items.items() if i in instance_ids} for m, items in data.items()}
     out = []
     for m in M.mode_names():
         items = data.get(m, {})

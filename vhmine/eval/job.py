@@ -6,10 +6,13 @@ vhmine's own with `id` and `answer`, a HallusionBench result file, VLMEvalKit's 
 or lmms-eval's `--log_samples` JSONL) or the model itself through vhmine.llm (OpenAI-compatible;
 answers cached). This module runs the stage; score reads and scores the answers, report
 writes the tables and chart, and the store is read through vhmine.curate only. Writes `--out DIR`: `report.md` (tables, several models side by side), `report.json` (every number,
-the yes/no rule, the OEQ scorer and the judge's model and prompt), `answers-<model>.jsonl` (each
-answer, how it was read, right or wrong) and `accuracy_by_mode.png`. `--out` must be a new or empty
-folder, or one `vhmine eval` wrote (its report.json, written first, says so: files.check_owned), so a
-report never lands in a photo folder.
+the yes/no rule, the OEQ scorer and the judge's model and prompt, and `across_models`: each item's number of
+models that failed it, the transfer table, the items that fool every model, vhmine.eval.across),
+`answers-<model>.jsonl` (each answer, how it was read, right or wrong and why), `accuracy_by_mode.png` and
+`report.html` (vhmine.eval.html_report: every item with its image and each model's answer, failures first,
+filters; one file that opens offline). Answers from `--predictions` and from `--model` give the same report.
+`--out` must be a new or empty folder, or one `vhmine eval` wrote (its report.json, written first, says so:
+files.check_owned), so a report never lands in a photo folder.
 
 YNQ answers are read by a named rule (vhmine.eval.answers: vhtest, pope, strict); answers no rule can
 read are counted and reported, never taken as "no". OEQ answers are scored by `match` (a reference
@@ -210,7 +213,7 @@ class EvalResult:
         return any(m.get("failed") for m in self.report["models"].values())
 
     def summary(self) -> str:
-        lines = [f"report: {self.out / 'report.md'}"]
+        lines = [f"report: {self.out / 'report.md'} (browse the failures in {self.out / 'report.html'})"]
         for name, m in self.report["models"].items():
             o = m["metrics"]["overall"]
             lines.append(f"  {name}: {figures_line(o)}"
@@ -297,6 +300,7 @@ def evaluate(opts: EvalOptions) -> EvalResult:
               "oeq": {"scorer": opts.oeq, **(_judge_record(opts.judge) if opts.oeq == "judge" else {})},
               "modes": bench.modes(), "models": {}}
     modes = bench.modes()  # the same for every model; bench.items: what a complete pair, image or group holds
+    judge = report["oeq"].get("judge")
     for run in runs:
         verdicts: dict[str, Optional[bool]] = {}
         agreement = None
@@ -306,7 +310,7 @@ def evaluate(opts: EvalOptions) -> EvalResult:
                 agreement = judge_agreement(verdicts, store_labels(opts.db, run.model, run.answers, workers_only=True))
         elif has_oeq and opts.oeq == "labels":
             verdicts = store_labels(opts.db, run.model, run.answers)
-        rows, details = score(bench, run, opts.rule, verdicts, opts.oeq, opts.partial)
+        rows, details = score(bench, run, opts.rule, verdicts, opts.oeq, opts.partial, judge=judge)
         failed = [{"id": d["id"], "why": d["failure"]} for d in details if d["read_as"] == "failed"]
         entry = {"source": run.source, **({"harness": run.harness} if run.harness else {}), "answered": len(rows), "failed": len(failed),  # each item one or the other
                  "failed_by_status": dict(sorted(Counter(f["why"].split(":", 1)[0] for f in failed).items())),
@@ -320,6 +324,10 @@ def evaluate(opts: EvalOptions) -> EvalResult:
             entry["hallusionbench"] = MT.hallusionbench(rows, bench.items)
         report["models"][run.model] = entry
         answer_rows[run.model] = details
+    from vhmine.eval import html_report
+    from vhmine.eval.across import across_models
+
+    report["across_models"] = across_models(answer_rows, modes)
     check_owned(out, "vhmine eval", whole=False)  # again: the folder may have changed while models answered
     # report.json first: it marks the folder as eval's, so a run stopped after it can still write here
     atomic_write_text(out / "report.json", json.dumps(report, indent=1, ensure_ascii=False))
@@ -328,4 +336,5 @@ def evaluate(opts: EvalOptions) -> EvalResult:
                           "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in details))
     atomic_write_text(out / "report.md", markdown(report))
     atomic_write(out / "accuracy_by_mode.png", lambda tmp: bar_chart(report, tmp))
+    html_report.write(report, bench, answer_rows, out)
     return EvalResult(out, report)

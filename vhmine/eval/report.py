@@ -131,6 +131,10 @@ def markdown(report: dict) -> str:
         for n, m in fails.items():
             why = ", ".join(f"{st} {k}" for st, k in m["failed_by_status"].items())
             lines.append(f"- {n}: {m['failed']} ({why}); the items and reasons are in report.json and answers-*.jsonl")
+    if report.get("across_models"):
+        from vhmine.eval.across import markdown_lines
+
+        lines += markdown_lines(report["across_models"])
     lines += ["", "## Figures", "", "Each figure's name here and in the console, its key in report.json (and in the "
               "lmms-eval export's metrics), and what it counts. Pairs, images, groups, question pairs and figures "
               "count only when every item of theirs was scored.", "", "| name | report.json key | counts |", "|---|---|---|"]

@@ -1,7 +1,8 @@
 """eval's scoring: each answer read (yes/no by a named rule, open answers by match or by given verdicts).
 
 Reads a Benchmark and one model's answers (ModelAnswers); writes nothing. `score` gives the rows
-vhmine.eval.metrics aggregates and one detail record per item (eval writes them as answers-<model>.jsonl);
+vhmine.eval.metrics aggregates and one detail record per item (eval writes them as answers-<model>.jsonl),
+each with its `verdict`: who decided it (`rule:<rule>`, `match`, `judge:<judge>`, `labels`) and why, in words;
 an item whose request failed is listed, never scored. `judge_agreement` compares the judge's verdicts
 with the workers' majority on the same answers (Cohen's kappa, vhmine.curate.kappa).
 """
@@ -34,9 +35,22 @@ class ModelAnswers:
     harness: Optional[str] = None  # who wrote the predictions file (vhmine, vlmevalkit, lmms-eval); None: asked here
 
 
+def _oeq_verdict(oeq: str, text: str, references: Sequence[str], v: Optional[bool], judge: Optional[str]) -> dict:
+    """Who decided an open answer, and why (the detail record's `verdict`)."""
+    if oeq == "match":
+        hit = next((r for r in references if match_oeq(text, [r])), None)
+        return {"by": "match", "reason": f"the reference answer {hit!r} appears in the answer" if hit is not None else
+                "no reference answer appears in the answer (" + " / ".join(map(repr, references)) + ")"}
+    if oeq == "judge":
+        said = {True: "correct", False: "incorrect", None: "unclear (scored wrong)"}[v]
+        return {"by": f"judge:{judge or '?'}", "reason": f"the judge said {said}"}
+    said = {True: "correct", False: "hallucinated", None: "none (tied or not labelled; scored wrong)"}[v]
+    return {"by": "labels", "reason": f"the store's verdict on this answer: {said}"}
+
+
 def score(bench: Benchmark, ans: ModelAnswers, rule: str, oeq_verdicts: dict[str, Optional[bool]], oeq: str,
-          partial: bool = False) -> tuple[list[MT.Scored], list[dict]]:
-    """Scored rows for the metrics, and one detail record per item."""
+          partial: bool = False, judge: Optional[str] = None) -> tuple[list[MT.Scored], list[dict]]:
+    """Scored rows for the metrics, and one detail record per item (`judge`: the judge's name, for verdicts)."""
     from vhmine.eval.answers import get_rule
 
     parse = get_rule(rule).parse
@@ -49,7 +63,8 @@ def score(bench: Benchmark, ans: ModelAnswers, rule: str, oeq_verdicts: dict[str
         base = {"id": it.id, "mode": it.mode, "kind": it.kind, "question": it.question, "reference": it.reference()}
         if it.id in ans.failures:  # no answer (or no judge verdict) came back: listed, never scored
             details.append({**base, "answer": ans.answers.get(it.id), "read_as": "failed", "correct": None,
-                            "failure": ans.failures[it.id]})
+                            "failure": ans.failures[it.id],
+                            "verdict": {"by": "none", "reason": f"not scored: {ans.failures[it.id]}"}})
             continue
         if it.id not in ans.answers:
             continue
@@ -59,12 +74,15 @@ def score(bench: Benchmark, ans: ModelAnswers, rule: str, oeq_verdicts: dict[str
             said = parse(text)
             correct = said is not None and said == it.truth
             how = "unreadable" if said is None else ("yes" if said else "no")
+            verdict = {"by": f"rule:{rule}", "reason": (f"read as {how}, the truth is {'yes' if it.truth else 'no'}"
+                                                       if said is not None else "unreadable as yes or no (scored wrong)")}
         else:
             v = match_oeq(text, it.answers) if oeq == "match" else oeq_verdicts.get(it.id)
             correct = bool(v)
             how = {True: "right", False: "wrong", None: "unjudged"}[v]
+            verdict = _oeq_verdict(oeq, text, it.answers, v, judge)
         rows.append(MT.Scored(it.id, it.mode, it.kind, correct, said, it.truth, it.pair_id, it.image_id, it.meta, it.group_id))
-        details.append({**base, "answer": text, "read_as": how, "correct": correct})
+        details.append({**base, "answer": text, "read_as": how, "correct": correct, "verdict": verdict})
     return rows, details
 
 

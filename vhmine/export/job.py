@@ -29,6 +29,11 @@ pope: a field; llava and hallusionbench: the `vhmine` record); the manifest coun
 Versions (vhmine.export.changelog): the manifest holds `version` (`--version`, or counted up from `--since`'s)
 and `content_hash`; `--since DIR` also writes `CHANGELOG.md` and `changelog.json`: the items added,
 removed and changed against the earlier export DIR, with who and why from the store's action log.
+
+Publishing (vhmine.export.datasheet, croissant, card): every export writes `croissant.json` (Croissant 1.0 with
+its Responsible-AI fields, filled from the store's facts) and the manifest's `datasheet`; the hf export's
+README.md is a Hugging Face dataset card, and a format's own README gets the same "How it was made" section.
+What only the publisher knows comes from `--license`, `--description`, `--citation`, or is said to be unspecified.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ from vhmine.bench import OEQ, YNQ, Benchmark, assign_groups, from_records
 from vhmine.errors import ExportError, UnbalancedError, VhmineError
 from vhmine.images import image_sha256, sha256_file
 from vhmine.files import check_owned, replace_dir
+from vhmine.export.datasheet import Publication
 from vhmine.export.neardup import DupOptions, not_run
 from vhmine.export.privacy import private_removed, pseudonym_key, public_store
 
@@ -73,6 +79,9 @@ class ExportOptions:
     near_dups: Optional[DupOptions] = DupOptions()  # check the images for near duplicates; None: turned off
     version: Optional[str] = None  # integer or semver; None: counted up from --since's, or 1
     since: Optional[Path] = None  # an earlier export: write CHANGELOG.md / changelog.json against it
+    license: Optional[str] = None  # the publisher's licence (a Hugging Face id or a URL); None: unspecified
+    description: Optional[str] = None  # the publisher's description of the benchmark
+    citation: Optional[str] = None  # how to cite it (e.g. BibTeX); None: unspecified
 
 
 @dataclass
@@ -190,8 +199,11 @@ def _check_out(out, replace: bool) -> None:
 
 
 def write_benchmark(bench: Benchmark, out: Path, fmt: str, *, replace: bool = False, info: Optional[dict] = None,
-                    extra_files: Optional[dict] = None, **fmt_options) -> ExportResult:
-    """Write `bench` as format `fmt` into folder `out` with a manifest, atomically."""
+                    extra_files: Optional[dict] = None, datasheet: Optional[dict] = None,
+                    publication: Publication = Publication(), **fmt_options) -> ExportResult:
+    """Write `bench` as format `fmt` into folder `out` with croissant.json, a README where the format has one (hf:
+    a dataset card) and a manifest, atomically. `datasheet`: the store's facts (vhmine.export.datasheet.gather)."""
+    from vhmine.export import card, croissant
     spec = F.get_format(fmt)
     wrong = sorted({it.kind for it in bench} - set(spec.kinds))
     if wrong:
@@ -204,18 +216,27 @@ def write_benchmark(bench: Benchmark, out: Path, fmt: str, *, replace: bool = Fa
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
+    created_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    head = {"name": bench.name, "created_at": created_at, **(info or {})}
     try:
         F.write(spec.name, bench, tmp, **fmt_options)
         for fname, text in (extra_files or {}).items():  # e.g. near_duplicates.html: listed in files like the rest
             (tmp / fname).write_text(text, encoding="utf-8")
+        card.write_readme(tmp, spec.name, bench, head, datasheet, publication)
+        meta = croissant.build(tmp, spec.name, bench, name=bench.name, version=str(head.get("version") or "1"),
+                               created_at=created_at, sheet=datasheet, pub=publication)
+        (tmp / croissant.FILE).write_text(json.dumps(meta, indent=1, ensure_ascii=False), encoding="utf-8")
         files = {}
         for p in sorted(q for q in tmp.rglob("*") if q.is_file()):
             files[p.relative_to(tmp).as_posix()] = {"sha256": sha256_file(p), "bytes": p.stat().st_size}
         c = counts(bench)
         manifest = {
             "producer": "vhmine export", "vhmine_version": __version__, "format": spec.name, "layout": spec.writes,
-            "name": bench.name, "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "name": bench.name, "created_at": created_at,
             **(info or {}),
+            "publication": {"license": publication.license, "description": publication.description,
+                            "citation": publication.citation},
+            **({"datasheet": datasheet} if datasheet is not None else {}),
             "counts": c,
             "totals": {OEQ: sum(v[OEQ] for v in c.values()), YNQ: sum(v[YNQ] for v in c.values())},
             "files": files,
@@ -311,9 +332,14 @@ def export_benchmark(store, opts: ExportOptions) -> ExportResult:
     if blind or opts.drop_blind:  # blind accuracy per mode whenever blind answers exist
         info["blind"] = {"drop_blind": opts.drop_blind, "left_out": len(left_out), "solvers": blind}
     info["near_duplicates"] = dups.manifest
+    from vhmine.export.datasheet import gather
+
+    sheet = gather(store, bench, key=key, with_provenance=opts.with_provenance, near_dups=dups.manifest,
+                   blind=info.get("blind"))
+    pub = Publication(opts.license, opts.description, opts.citation)
     try:
         res = write_benchmark(bench, opts.out, spec.name, replace=opts.replace, info=info,
-                              extra_files={**dups.files, **log_files}, **fmt_options)
+                              extra_files={**dups.files, **log_files}, datasheet=sheet, publication=pub, **fmt_options)
     except VhmineError:
         raise
     except OSError as err:

@@ -110,26 +110,13 @@ def _specs(idx) -> tuple[str, str]:
                          "rebuild it with `vhmine embed`") from None
 
 
-def _public_spec(spec: str, public: bool) -> str:
-    """An encoder spec as an export may show it: paths in it made public (export.public_path)."""
-    from vhmine.export.privacy import public_path
-
-    if not public:
-        return spec
-    prefix = "local-dir:"
-    if spec.startswith(prefix):
-        return prefix + (public_path(spec[len(prefix):]) or "")
-    name, sep, rest = spec.partition(":")
-    if sep and rest.startswith("/"):
-        return f"{name}:{public_path(rest)}"
-    return public_path(spec) if spec.startswith("/") else spec
-
-
 def _encoder_record(idx, public: bool) -> dict:
+    from vhmine.export.privacy import public_spec
+
     enc = idx.manifest["encoders"]
     # `model` is open_clip's model name, which for `local-dir:` specs is the folder itself: public too
-    return {k: {"spec": _public_spec(enc[k]["spec"], public),
-                "model": _public_spec(enc[k]["model"], public) if enc[k].get("model") else enc[k].get("model"),
+    return {k: {"spec": public_spec(enc[k]["spec"], public),
+                "model": public_spec(enc[k]["model"], public) if enc[k].get("model") else enc[k].get("model"),
                 "dim": enc[k].get("dim")}
             for k in ("clip", "dino")}
 

@@ -58,6 +58,19 @@ def public_path(path: Optional[str]) -> Optional[str]:
         return p.name
 
 
+def public_spec(spec: str, public: bool = True) -> str:
+    """An encoder spec as an export may show it: paths in it made public (public_path)."""
+    if not public:
+        return spec
+    prefix = "local-dir:"
+    if spec.startswith(prefix):
+        return prefix + (public_path(spec[len(prefix):]) or "")
+    name, sep, rest = spec.partition(":")
+    if sep and rest.startswith("/"):
+        return f"{name}:{public_path(rest)}"
+    return public_path(spec) if spec.startswith("/") else spec
+
+
 def public_store(url: str) -> str:
     """The store as an export may name it: a SQLite file's public path, or a server database's backend and name."""
     from sqlalchemy.engine import make_url

@@ -31,7 +31,7 @@ class FormatSpec:
 _FORMATS = (
     FormatSpec("vhtest", "vhtest", ("OEQ", "YNQ"), "OEQ_Benchmark/<mode>.xlsx, YNQ_Benchmark/<mode>.xlsx, Images/<mode>/<mode>_<k>.png"),
     FormatSpec("vlmevalkit", "vlmevalkit", ("OEQ", "YNQ"), "<name>_<kind>.tsv: index, image (base64), question, answer, category"),
-    FormatSpec("hf", "hf", ("OEQ", "YNQ"), "data/test-00000-of-00001.parquet with an Image column (datasets.load_dataset reads the folder)"),
+    FormatSpec("hf", "hf", ("OEQ", "YNQ"), "data/oeq/ and data/ynq/test-00000-of-00001.parquet with an Image column, README.md a dataset card (datasets.load_dataset reads the folder)"),
     FormatSpec("pope", "pope", ("YNQ",), "questions.jsonl (question_id, image, text, label) and images/"),
     FormatSpec("llava", "llava", ("OEQ", "YNQ"), "train.json and test.json (LLaVA conversations, seeded 80/20 split by image group) and images/"),
     FormatSpec("hallusionbench", "hallusionbench", ("YNQ",), "HallusionBench.json (HallusionBench's fields) and images/"),

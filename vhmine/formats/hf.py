@@ -1,6 +1,9 @@
 """A Hugging Face dataset folder: `datasets.load_dataset(FOLDER)` reads it, images decoded.
 
-Writes (and reads back, with pyarrow alone) `data/test-00000-of-00001.parquet`: columns `id`, `mode`,
+Writes (and reads back, with pyarrow alone) one parquet file per kind, `data/oeq/test-00000-of-00001.parquet` and
+`data/ynq/test-00000-of-00001.parquet` (so that a dataset card's configs can name each kind's file: `datasets`
+and Croissant select files, not rows; exports before this wrote one `data/test-00000-of-00001.parquet`, which
+still reads back): columns `id`, `mode`,
 `kind`, `question`, `answers` (list), `truth` (bool, empty for OEQ), `image` (the Image feature's
 struct of bytes and file name), `image_id`, `pair_id`, `meta` (JSON), `group_id` (the pair group, vhmine.bench.assign_groups;
 empty outside one; files written before it have no such column and read back without groups). The `datasets` feature types
@@ -13,11 +16,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from vhmine.bench import BenchItem, Benchmark
+from vhmine.bench import OEQ, YNQ, BenchItem, Benchmark
 from vhmine.errors import FormatError
 from vhmine.formats import image_ext
 
-PARQUET = "data/test-00000-of-00001.parquet"
+DATA = {OEQ: "data/oeq/test-00000-of-00001.parquet", YNQ: "data/ynq/test-00000-of-00001.parquet"}  # kind -> its file
+LEGACY_PARQUET = "data/test-00000-of-00001.parquet"  # every item in one file: what exports before per-kind files wrote
 _STR = {"dtype": "string", "_type": "Value"}
 FEATURES = {
     "id": _STR, "mode": _STR, "kind": _STR, "question": _STR,
@@ -30,7 +34,8 @@ OPTIONAL = ("group_id",)  # columns an earlier vhmine did not write
 
 
 def write(bench: Benchmark, folder: Path) -> None:
-    write_parquet(bench, folder / PARQUET)
+    for kind in bench.kinds():
+        write_parquet(bench.select(kind=kind), folder / DATA[kind])
 
 
 def write_parquet(bench: Benchmark, path: Path) -> None:
@@ -65,7 +70,7 @@ def read(path: Path) -> Benchmark:
     import pyarrow.parquet as pq
 
     path = Path(path)
-    files = sorted((path / "data").glob("*.parquet")) if path.is_dir() else [path]
+    files = sorted((path / "data").rglob("*.parquet")) if path.is_dir() else [path]
     if not files:
         raise FormatError(f"{path}: no data/*.parquet: not a vhmine Hugging Face dataset folder")
     items = []
