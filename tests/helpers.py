@@ -273,13 +273,13 @@ def logged_actions(store, worker, kind):
         return s.query(Action).filter(Action.worker == worker, Action.kind == kind).order_by(Action.id).all()
 
 
-def embed_options(images, indexes, models, **kw):
+def embed_options(images, indexes, models, shard_size=3, **kw):
     """EmbedOptions for a quiet, small-shard embed with the tiny encoders `models` (clip_spec, dino_spec)."""
     from vhmine.embed.job import EmbedOptions
 
     clip, dino = models
     return EmbedOptions(images=images, indexes=indexes, clip_model=clip, dino_model=dino, workers=0,
-                        batch_size=4, shard_size=3, progress=False, **kw)
+                        batch_size=4, shard_size=shard_size, progress=False, **kw)
 
 
 def sha_of(path: Path) -> str:
@@ -362,3 +362,69 @@ def run_vhmine(*words: str, cwd):
     env = dict(os.environ, COLUMNS="200", HF_HUB_OFFLINE="1")
     return subprocess.run([sys.executable, "-m", "vhmine.cli", *words], capture_output=True, text=True, env=env,
                           cwd=cwd, timeout=600)
+
+
+# --- WebDataset shards as img2dataset writes them ------------------------------------------------------
+
+def jpeg_bytes(photo) -> bytes:
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.open(photo).convert("RGB").save(buf, "JPEG", quality=90)
+    return buf.getvalue()
+
+
+def write_tar(path, samples) -> None:
+    """samples: (key, {ext: bytes}) in order, as img2dataset writes them ({key}.jpg, {key}.json, {key}.txt)."""
+    import io
+    import tarfile
+
+    with tarfile.open(path, "w") as tf:
+        for key, files in samples:
+            for ext, data in files.items():
+                info = tarfile.TarInfo(f"{key}{ext}")
+                info.size, info.mtime = len(data), 1_700_000_000
+                tf.addfile(info, io.BytesIO(data))
+
+
+def wds_sample(key, photo, caption):
+    meta = {"key": key, "url": f"https://example.org/{key}.jpg", "caption": caption, "status": "success"}
+    return key, {".jpg": jpeg_bytes(photo), ".json": json.dumps(meta).encode(), ".txt": caption.encode()}
+
+
+# --- a synthetic index -------------------------------------------------------------------------------
+
+def unit_rows(rows):
+    import numpy as np
+
+    rows = np.asarray(rows, dtype=np.float64)
+    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+def make_index(indexes, name, clip, dino, *, root, categories=None):
+    """An index of len(clip) images with the given vectors (real PNGs, so the gallery can show them)."""
+    import numpy as np
+    import pandas as pd
+    from PIL import Image
+
+    from vhmine.embed.index import write_index
+
+    n = len(clip)
+    root.mkdir(parents=True, exist_ok=True)
+    for k in range(n):
+        Image.fromarray(np.full((24, 32, 3), (k * 37) % 255, np.uint8)).save(root / f"img{k:03d}.png")
+    images = pd.DataFrame({
+        "image_id": [f"{k:016x}"[::-1] for k in range(n)],  # ids whose order differs from row order
+        "path": [f"img{k:03d}.png" for k in range(n)],
+        "sha256": [f"{k:064x}" for k in range(n)],
+        "width": [32] * n, "height": [24] * n,
+        "coco_id": pd.array([100 + k for k in range(n)], dtype="Int64"),
+        "categories": categories or [["cat"] if k % 2 else [] for k in range(n)],
+    })
+    write_index(indexes / name, images, clip, dino, skipped=pd.DataFrame({"path": [], "reason": []}), manifest={
+        "name": name, "root": str(root),
+        "encoders": {"clip": {"spec": "test-clip", "dim": clip.shape[1]}, "dino": {"spec": "test-dino", "dim": dino.shape[1]}},
+    })
+    return images

@@ -78,7 +78,7 @@ def test_embed_on_cuda_matches_cpu_within_half_precision(tmp_path, photos_dir, t
 def test_mine_local_engine_on_cuda_writes_the_cpu_pairs(tmp_path):
     from typer.testing import CliRunner
 
-    from test_mine import make_index
+    from helpers import make_index
     from vhmine.cli import app
 
     clip, dino = _clustered(300, 64, 2), _clustered(300, 48, 3)

@@ -19,10 +19,9 @@ import tarfile
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import write_photos
+from helpers import embed_options, jpeg_bytes, wds_sample, write_photos, write_tar
 from openai_server import chat_images, openai_server  # noqa: F401  (fixture)
 from PIL import Image
-from test_embed_inputs import _jpeg, _opts, _sample, _write_tar
 from test_pipeline import Workdir
 
 from vhmine.embed.job import embed_collection
@@ -35,8 +34,8 @@ def _shards(folder, photos) -> dict[str, bytes]:
     folder.mkdir(parents=True)
     members = {}
     for t in range(2):
-        samples = [_sample(f"{t}000{k}", photos[3 * t + k], f"photo {t}-{k}") for k in range(3)]
-        _write_tar(folder / f"0000{t}.tar", samples)
+        samples = [wds_sample(f"{t}000{k}", photos[3 * t + k], f"photo {t}-{k}") for k in range(3)]
+        write_tar(folder / f"0000{t}.tar", samples)
         members.update({str(folder / f"0000{t}.tar" / f"{key}.jpg"): files[".jpg"] for key, files in samples})
     return members
 
@@ -126,13 +125,13 @@ def test_tar_images_go_through_mine_seed_curate_export_probe_and_eval(tmp_path, 
 
 def test_one_tar_given_to_embed_and_a_file_url_give_readable_locations(tmp_path, tiny_models):
     members = _shards(tmp_path / "wds", write_photos(tmp_path / "photos"))
-    embed_collection(_opts(tmp_path / "wds" / "00001.tar", tmp_path / "idx", tiny_models, name="one"))
+    embed_collection(embed_options(tmp_path / "wds" / "00001.tar", tmp_path / "idx", tiny_models, name="one", shard_size=4, device="cpu"))
     idx = open_index(tmp_path / "idx", "one")
     assert list(idx.images["path"]) == [f"00001.tar/1000{k}.jpg" for k in range(3)]
     assert idx.abs_paths() == [str(tmp_path / "wds" / "00001.tar" / f"1000{k}.jpg") for k in range(3)]
     assert [read_image_bytes(p) for p in idx.abs_paths()] == [members[p] for p in idx.abs_paths()]
     # through an fsspec file:// URL: the same local locations (no URL in what later stages record)
-    embed_collection(_opts(f"file://{tmp_path / 'wds'}", tmp_path / "idx", tiny_models, name="url"))
+    embed_collection(embed_options(f"file://{tmp_path / 'wds'}", tmp_path / "idx", tiny_models, name="url", shard_size=4, device="cpu"))
     url = open_index(tmp_path / "idx", "url")
     assert url.abs_paths() == sorted(members) and all(read_image_bytes(p) == members[p] for p in url.abs_paths())
 
@@ -140,20 +139,20 @@ def test_one_tar_given_to_embed_and_a_file_url_give_readable_locations(tmp_path,
 def test_members_are_checked_against_their_sha256_and_found_again_after_the_tars_move(tmp_path, tiny_models):
     photos = write_photos(tmp_path / "photos")
     members = _shards(tmp_path / "wds", photos)
-    embed_collection(_opts(tmp_path / "wds", tmp_path / "idx", tiny_models, name="w"))
+    embed_collection(embed_options(tmp_path / "wds", tmp_path / "idx", tiny_models, name="w", shard_size=4, device="cpu"))
     first = str(tmp_path / "wds" / "00000.tar" / "00001.jpg")
     sha = _sha(members[first])
     assert locate_image(sha, first, lambda: []) == tmp_path / "wds" / "00000.tar" / "00001.jpg"
     # the shards move, and are embedded again at their new place: the image is found there, by content
     shutil.move(tmp_path / "wds", tmp_path / "moved")
     assert locate_image(sha, first, lambda: []) is None
-    embed_collection(_opts(tmp_path / "moved", tmp_path / "idx", tiny_models, name="moved"))
+    embed_collection(embed_options(tmp_path / "moved", tmp_path / "idx", tiny_models, name="moved", shard_size=4, device="cpu"))
     found = locate_image(sha, first, lambda: [tmp_path / "idx" / "w", tmp_path / "idx" / "moved"])
     assert found == tmp_path / "moved" / "00000.tar" / "00001.jpg"
     # a tar written again with other bytes under the same name is not taken for the image it was
     moved = tmp_path / "moved" / "00000.tar"
-    _write_tar(moved, [("00001", {".jpg": _jpeg(photos[9])})])
-    assert read_image_bytes(moved / "00001.jpg") == _jpeg(photos[9])
+    write_tar(moved, [("00001", {".jpg": jpeg_bytes(photos[9])})])
+    assert read_image_bytes(moved / "00001.jpg") == jpeg_bytes(photos[9])
     assert locate_image(sha, moved / "00001.jpg", lambda: []) is None
     with pytest.raises(FileNotFoundError, match="no image member '00002.jpg'"):
         read_image_bytes(moved / "00002.jpg")

@@ -133,14 +133,20 @@ def check_owned(folder: Path, producer: str, *, flag: str = "--out", whole: bool
 
 
 def check_writable(folder: Path, *, flag: str) -> None:
-    """Make `folder` (and its parents) and write a probe file in it; InputError, naming the folder and the
-    reason, when this user cannot (no permission, a read-only file system, a file in the way)."""
+    """InputError, naming the folder and the reason, when this user cannot write `folder` (no permission, a
+    read-only file system, a file in the way). Creates nothing: the probe file goes into `folder`'s nearest
+    existing ancestor (where the job's own mkdir will write) and is removed at once, so a job that stops
+    later for another reason leaves no empty folder behind."""
     from vhmine.errors import InputError
 
     folder = Path(folder)
+    there = folder
+    while not there.exists() and there != there.parent:
+        there = there.parent
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".vhmine-write-probe-", dir=folder)
+        if not there.is_dir():
+            raise FileExistsError(f"{there} is a file")
+        fd, probe = tempfile.mkstemp(prefix=".vhmine-write-probe-", dir=there)
         os.close(fd)
         os.unlink(probe)
     except OSError as err:

@@ -2,45 +2,15 @@
 with broken members skipped with reasons and reruns that follow the tars; and the summary of a job whose
 every image was skipped."""
 
-import io
-import json
 import tarfile
 
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import write_photos
-from PIL import Image
+from helpers import embed_options, jpeg_bytes, wds_sample, write_photos, write_tar
 
-from vhmine.embed.job import EmbedOptions, embed_collection
+from vhmine.embed.job import embed_collection
 from vhmine.embed.index import open_index
-
-
-def _opts(images, indexes, models, **kw):
-    clip, dino = models
-    return EmbedOptions(images=images, indexes=indexes, clip_model=clip, dino_model=dino, workers=0,
-                        batch_size=4, shard_size=4, progress=False, device="cpu", **kw)
-
-
-def _jpeg(photo) -> bytes:
-    buf = io.BytesIO()
-    Image.open(photo).convert("RGB").save(buf, "JPEG", quality=90)
-    return buf.getvalue()
-
-
-def _write_tar(path, samples) -> None:
-    """samples: (key, {ext: bytes}) in order, as img2dataset writes them ({key}.jpg, {key}.json, {key}.txt)."""
-    with tarfile.open(path, "w") as tf:
-        for key, files in samples:
-            for ext, data in files.items():
-                info = tarfile.TarInfo(f"{key}{ext}")
-                info.size, info.mtime = len(data), 1_700_000_000
-                tf.addfile(info, io.BytesIO(data))
-
-
-def _sample(key, photo, caption):
-    meta = {"key": key, "url": f"https://example.org/{key}.jpg", "caption": caption, "status": "success"}
-    return key, {".jpg": _jpeg(photo), ".json": json.dumps(meta).encode(), ".txt": caption.encode()}
 
 
 @pytest.fixture()
@@ -49,10 +19,10 @@ def shards(tmp_path):
     photos = write_photos(tmp_path / "photos")
     out = tmp_path / "wds"
     out.mkdir()
-    first = [_sample(f"0000{k}", photos[k], f"photo number {k}") for k in range(4)]
+    first = [wds_sample(f"0000{k}", photos[k], f"photo number {k}") for k in range(4)]
     first.append(("00004", {".jpg": b"<html>404 not found</html>", ".json": b'{"url": "https://example.org/x"}'}))
-    _write_tar(out / "00000.tar", first)
-    _write_tar(out / "00001.tar", [_sample(f"1000{k}", photos[4 + k], f"another {k}") for k in range(3)])
+    write_tar(out / "00000.tar", first)
+    write_tar(out / "00001.tar", [wds_sample(f"1000{k}", photos[4 + k], f"another {k}") for k in range(3)])
     data = (out / "00001.tar").read_bytes()
     with tarfile.open(out / "00001.tar") as tf:
         last = [m for m in tf.getmembers() if m.name == "10002.jpg"][0]
@@ -63,7 +33,7 @@ def shards(tmp_path):
 
 def test_webdataset_tars_are_embedded_with_key_tar_url_and_caption(tmp_path, shards, tiny_models):
     out, photos = shards
-    res = embed_collection(_opts(out, tmp_path / "idx", tiny_models, name="w"))
+    res = embed_collection(embed_options(out, tmp_path / "idx", tiny_models, name="w", shard_size=4, device="cpu"))
     idx = open_index(tmp_path / "idx", "w")
     assert res.images == 6 and res.skipped == 2
     images = idx.images.set_index("path")
@@ -82,13 +52,13 @@ def test_webdataset_tars_are_embedded_with_key_tar_url_and_caption(tmp_path, sha
     from vhmine.images import decode_rgb
 
     clip = load_clip(tiny_models[0], "cpu")
-    img = decode_rgb(_jpeg(photos[5]))
+    img = decode_rgb(jpeg_bytes(photos[5]))
     k = list(images.index).index("00001.tar/10001.jpg")
     assert np.allclose(idx.clip[k], clip.encode(clip.preprocess(img)[None])[0].numpy(), atol=1e-5)
     assert images.loc["00001.tar/10001.jpg", "width"] == img.width
 
     # the same tars through an fsspec URL give the same index
-    embed_collection(_opts(f"file://{out}", tmp_path / "idx2", tiny_models, name="w"))
+    embed_collection(embed_options(f"file://{out}", tmp_path / "idx2", tiny_models, name="w", shard_size=4, device="cpu"))
     again = open_index(tmp_path / "idx2", "w")
     pd.testing.assert_frame_equal(again.images, idx.images)
     assert np.array_equal(again.clip, idx.clip) and np.array_equal(again.dino, idx.dino)
@@ -96,17 +66,17 @@ def test_webdataset_tars_are_embedded_with_key_tar_url_and_caption(tmp_path, sha
 
 def test_webdataset_reruns_embed_only_new_tars_and_changed_members(tmp_path, shards, tiny_models):
     out, photos = shards
-    opts = _opts(out, tmp_path / "idx", tiny_models, name="w")
+    opts = embed_options(out, tmp_path / "idx", tiny_models, name="w", shard_size=4, device="cpu")
     embed_collection(opts)
     before = open_index(tmp_path / "idx", "w")
     assert embed_collection(opts).embedded_now == 0
-    _write_tar(out / "00002.tar", [_sample("20000", photos[8], "a new one")])
+    write_tar(out / "00002.tar", [wds_sample("20000", photos[8], "a new one")])
     res = embed_collection(opts)
     assert res.embedded_now == 1 and res.images == 7
     after = open_index(tmp_path / "idx", "w")
     pd.testing.assert_frame_equal(after.images.iloc[:6], before.images)
     # a tar downloaded again, whole this time: its members are read again, the cut one now indexed
-    _write_tar(out / "00001.tar", [_sample(f"1000{k}", photos[4 + k], f"another {k}") for k in range(3)])
+    write_tar(out / "00001.tar", [wds_sample(f"1000{k}", photos[4 + k], f"another {k}") for k in range(3)])
     res = embed_collection(opts)
     assert res.embedded_now == 1 and res.images == 8 and res.skipped == 1
     assert "00001.tar/10002.jpg" in set(open_index(tmp_path / "idx", "w").images["path"])
@@ -117,7 +87,7 @@ def test_summary_says_when_every_image_was_skipped(tmp_path, tiny_models):
     folder.mkdir()
     for name in ("a.jpg", "b.png", "c.webp"):
         (folder / name).write_text("not a picture")
-    res = embed_collection(_opts(folder, tmp_path / "idx", tiny_models, name="bad"))
+    res = embed_collection(embed_options(folder, tmp_path / "idx", tiny_models, name="bad", shard_size=4, device="cpu"))
     text = res.summary()
     assert "0 images in the index; 3 skipped (see skipped.csv)" in text
     assert "embedded" not in text.splitlines()[0]

@@ -11,45 +11,16 @@ from typer.testing import CliRunner
 
 from vhmine.cli import app
 from vhmine.errors import IndexMissingError, InputError
-from vhmine.embed.index import write_index
 from vhmine.mine.job import MineOptions, check_thresholds, mine_index, rank_pairs
-from helpers import run_vhmine
-
-
-def _unit(rows):
-    rows = np.asarray(rows, dtype=np.float64)
-    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
-
-
-def make_index(indexes, name, clip, dino, *, root, categories=None):
-    """An index of len(clip) images with the given vectors (real PNGs, so the gallery can show them)."""
-    from PIL import Image
-
-    n = len(clip)
-    root.mkdir(parents=True, exist_ok=True)
-    for k in range(n):
-        Image.fromarray(np.full((24, 32, 3), (k * 37) % 255, np.uint8)).save(root / f"img{k:03d}.png")
-    images = pd.DataFrame({
-        "image_id": [f"{k:016x}"[::-1] for k in range(n)],  # ids whose order differs from row order
-        "path": [f"img{k:03d}.png" for k in range(n)],
-        "sha256": [f"{k:064x}" for k in range(n)],
-        "width": [32] * n, "height": [24] * n,
-        "coco_id": pd.array([100 + k for k in range(n)], dtype="Int64"),
-        "categories": categories or [["cat"] if k % 2 else [] for k in range(n)],
-    })
-    write_index(indexes / name, images, clip, dino, skipped=pd.DataFrame({"path": [], "reason": []}), manifest={
-        "name": name, "root": str(root),
-        "encoders": {"clip": {"spec": "test-clip", "dim": clip.shape[1]}, "dino": {"spec": "test-dino", "dim": dino.shape[1]}},
-    })
-    return images
+from helpers import make_index, run_vhmine, unit_rows
 
 
 @pytest.fixture()
 def clustered(tmp_path):
     rng = np.random.default_rng(3)
     centers = rng.normal(size=(6, 16))
-    clip = _unit(np.repeat(centers, 5, axis=0) + 0.25 * rng.normal(size=(30, 16)))
-    dino = _unit(rng.normal(size=(30, 12)))
+    clip = unit_rows(np.repeat(centers, 5, axis=0) + 0.25 * rng.normal(size=(30, 16)))
+    dino = unit_rows(rng.normal(size=(30, 12)))
     images = make_index(tmp_path / "idx", "syn", clip, dino, root=tmp_path / "imgs")
     return tmp_path, clip, dino, images
 
@@ -154,7 +125,7 @@ def test_cli_mine_with_the_only_index_and_errors(clustered, monkeypatch):
 def test_no_index_and_too_few_images(tmp_path):
     with pytest.raises(IndexMissingError, match="no index under .*vhmine embed FOLDER"):
         mine_index(MineOptions(indexes=tmp_path / "none"))
-    make_index(tmp_path / "idx", "one", _unit([[1, 0]]), _unit([[0, 1]]), root=tmp_path / "imgs")
+    make_index(tmp_path / "idx", "one", unit_rows([[1, 0]]), unit_rows([[0, 1]]), root=tmp_path / "imgs")
     with pytest.raises(InputError, match="index 'one' has 1 usable image: mining needs at least 2"):
         mine_index(MineOptions(indexes=tmp_path / "idx"))
 
@@ -212,10 +183,8 @@ def test_gallery_says_how_many_pairs_it_leaves_out(clustered):
 def test_mine_warns_once_about_reversed_thresholds(tmp_path):
     import numpy as np
 
-    from test_mine import _unit, make_index
-
     rng = np.random.default_rng(0)
-    make_index(tmp_path / "idx", "syn", _unit(rng.normal(size=(8, 6))), _unit(rng.normal(size=(8, 5))), root=tmp_path / "imgs")
+    make_index(tmp_path / "idx", "syn", unit_rows(rng.normal(size=(8, 6))), unit_rows(rng.normal(size=(8, 5))), root=tmp_path / "imgs")
     r = run_vhmine("mine", "--index", "syn", "--indexes", str(tmp_path / "idx"), "--clip", "0.5", "--dino", "0.7",
                 "--out", "runs/x", cwd=tmp_path)
     assert r.returncode == 0, r.stderr

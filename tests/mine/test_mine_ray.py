@@ -122,7 +122,7 @@ def test_too_many_candidates_stops_the_job():
 
 
 def test_cli_engine_ray_writes_the_local_engines_pairs(tmp_path, monkeypatch):
-    from test_mine import make_index
+    from helpers import make_index
 
     clip, dino = clustered(150, 16, 12, 4)
     make_index(tmp_path / "idx", "syn", clip, dino, root=tmp_path / "imgs")
@@ -146,7 +146,7 @@ def test_unreachable_cluster_is_named_in_seconds(tmp_path):
     import sys
     import time
 
-    from test_mine import make_index
+    from helpers import make_index
 
     clip, dino = clustered(40, 8, 4, 5)
     make_index(tmp_path / "idx", "syn", clip, dino, root=tmp_path / "imgs")
