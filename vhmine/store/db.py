@@ -127,6 +127,19 @@ class Store:
         return display_url(self.url)
 
     @property
+    def db_option(self) -> str:
+        """" --db STORE" for a command line that names this store, "" when it is the default one (--db left
+        out, or VHMINE_DB). A server URL is shown with its password hidden: type the password in yourself."""
+        if self.url == resolve_url(None):
+            return ""
+        u = make_url(self.url)
+        if u.get_backend_name() == "sqlite" and u.database and u.database != ":memory:":
+            from vhmine.files import shown_path
+
+            return f" --db {shown_path(u.database)}"
+        return f" --db '{self.display_url}'"
+
+    @property
     def dialect(self) -> str:
         return self.engine.dialect.name
 
