@@ -133,3 +133,32 @@ def test_cli_seed_and_workers(tmp_path, photos):
     assert r.stdout.strip() == "alice\tadmin\tactive" and token not in r.output
     r = CliRunner().invoke(app, ["seed", "--pairs", str(tmp_path / "x.parquet"), "--db", db])
     assert r.exit_code == 2 and "error: pairs file" in r.output
+
+
+def test_seed_and_workers_add_name_the_next_commands_with_the_store(tmp_path, photos, monkeypatch):
+    import subprocess
+    import sys
+
+    monkeypatch.chdir(tmp_path)
+    pairs = write_pairs(tmp_path / "runs" / "demo", photos, n_pairs=4)
+
+    def vhmine(*words):
+        return subprocess.run([sys.executable, "-m", "vhmine.cli", *words], capture_output=True, text=True, timeout=300)
+
+    r = vhmine("seed", "--pairs", str(pairs), "--per-mode", "1", "--db", "data/other.db")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert lines[-2].startswith("next: vhmine workers add NAME --db data/other.db   (prints NAME's sign-in token")
+    assert lines[-1].startswith("then: vhmine curate --db data/other.db   (the app on http://127.0.0.1:8501")
+    r = vhmine("workers", "add", "alice", "--db", "data/other.db")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().startswith("vhm_") and len(r.stdout.strip().splitlines()) == 1  # stdout: the token alone
+    assert "next: vhmine curate --db data/other.db" in r.stderr
+    # the default store needs no --db; with a worker, the next step is the app
+    r = vhmine("seed", "--pairs", str(pairs), "--per-mode", "1")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-2].startswith("next: vhmine workers add NAME   (")
+    vhmine("workers", "add", "bob")
+    r = vhmine("seed", "--pairs", str(pairs), "--per-mode", "2")
+    assert r.stdout.strip().splitlines()[-1].startswith("next: vhmine curate   (the app on")
+    assert "workers add" not in r.stdout

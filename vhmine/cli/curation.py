@@ -51,10 +51,12 @@ def workers_add(
 
         with open_store(db) as store:
             token = add_worker(store, name, admin=admin)
+            db_option = store.db_option
     except VhmineError as err:
         _fail(err)
     typer.echo(f"worker {name} added{' (admin)' if admin else ''}; sign-in token (shown only now, keep it secret):", err=True)
     typer.echo(token)
+    typer.echo(f"next: vhmine curate{db_option}   (then sign in with the token above)", err=True)
 
 
 @workers_app.command("list")
