@@ -82,6 +82,7 @@ class ExportResult:
     counts: dict
     files: int
     notes: list[str] = field(default_factory=list)
+    next_steps: list[str] = field(default_factory=list)  # the closing lines: eval, and the harness's own run
 
     def summary(self) -> str:
         n = sum(c.get(OEQ, 0) + c.get(YNQ, 0) for c in self.counts.values())
@@ -89,7 +90,18 @@ class ExportResult:
         for m, c in self.counts.items():
             y = f" (yes {c.get('yes', 0)} / no {c.get('no', 0)})" if c.get(YNQ) else ""
             lines.append(f"  {m}: OEQ {c.get(OEQ, 0)}, YNQ {c.get(YNQ, 0)}{y}")
-        return "\n".join(lines + self.notes)
+        return "\n".join(lines + self.notes + self.next_steps)
+
+
+def next_steps(fmt: str, out: Path, bench: Benchmark) -> list[str]:
+    """What to run on the export: `vhmine eval --bench OUT`, and for a harness format its own run first."""
+    from vhmine.files import shown_path
+
+    where = shown_path(out)
+    harness = F.next_steps(fmt, where, bench)
+    ask = f"vhmine eval --bench {where} --model MODEL   (asks MODEL through an OpenAI-compatible endpoint; " \
+          "--predictions NAME=FILE scores answers made elsewhere)"
+    return harness + [("or ask a model from here: " if harness else "next: ") + ask]
 
 
 def _order(seed: int, key: str) -> str:
@@ -327,4 +339,5 @@ def export_benchmark(store, opts: ExportOptions) -> ExportResult:
     res.notes.append(dups.note)
     if opts.allow_unbalanced and unbalanced_message(balance(bench)):
         res.notes.append("note: " + unbalanced_message(balance(bench)).split(". Write more")[0] + " (--allow-unbalanced)")
+    res.next_steps = next_steps(spec.name, opts.out, bench)
     return res
