@@ -65,3 +65,30 @@ def test_offline_demo_end_to_end(tmp_path):
     assert (tmp_path / "indexes" / "demo-skimage" / "manifest.json").is_file()
     assert "motorcycle_left.png" in set(pd.read_parquet(tmp_path / "indexes" / "demo-skimage" / "images.parquet")["path"])
     assert str(run / "gallery.html") in r.stdout
+
+
+def test_offline_demo_names_its_encoders_and_the_embed_line_for_ones_own_folder(tmp_path):
+    """The printed `vhmine embed` line is run as printed, on another folder: it embeds with the demo's encoders."""
+    import shlex
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    r = subprocess.run([sys.executable, "-m", "vhmine.cli", "demo", "--offline"], env=env, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert f"encoders of this demo (random weights, built here): CLIP {tmp_path / 'data/demo-models/tiny-clip'}, " \
+           f"DINOv2 {tmp_path / 'data/demo-models/tiny-dinov2'}" in lines
+    line = next(ln for ln in lines if ln.startswith("your own images, offline: "))
+    cmd = line.removeprefix("your own images, offline: ")
+    assert cmd == ("vhmine embed FOLDER --name NAME --clip-model local-dir:data/demo-models/tiny-clip "
+                   "--dino-model data/demo-models/tiny-dinov2")
+    assert "next: vhmine seed --pairs runs/demo-offline/pairs.parquet" in lines
+    from helpers import write_photos
+
+    write_photos(tmp_path / "mine", ("coffee", "rocket", "horse"))
+    words = shlex.split(cmd.replace("FOLDER", "mine").replace("NAME", "own"))
+    r = subprocess.run([sys.executable, "-m", "vhmine.cli", *words[1:]], env=env, cwd=tmp_path, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    man = json.loads((tmp_path / "indexes" / "own" / "manifest.json").read_text())
+    assert man["counts"]["images"] == 3 and "tiny-clip" in json.dumps(man["encoders"]["clip"])

@@ -167,3 +167,14 @@ def test_max_cost_caps_the_whole_run_not_each_model(bench_dir, tmp_path, openai_
     with pytest.raises(Exception, match=r"^--max-cost needs a price for vlm-c, which the built-in table lacks"):
         evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "ev2", models=["vlm-c"], base_url=srv.base_url, llm=llm))
     assert len(srv.chats()) == 8
+
+
+def test_eval_ends_by_saying_where_the_report_is(bench_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    p = _preds(tmp_path / "p.jsonl", {"o1": "3", "o2": "5", "y1": "yes", "y2": "no", "y3": "yes", "y4": "no"})
+    res = evaluate(EvalOptions(bench=bench_dir, out=Path("evals/run1"), predictions=[("m", p)]))
+    last = res.summary().splitlines()[-1]
+    assert last.startswith("report: evals/run1/report.md   (every number in evals/run1/report.json, the chart "
+                           "evals/run1/accuracy_by_mode.png")
+    for name in ("report.md", "report.json", "accuracy_by_mode.png", "answers-m.jsonl"):
+        assert (tmp_path / "evals" / "run1" / name).is_file()

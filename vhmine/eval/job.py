@@ -207,7 +207,7 @@ class EvalResult:
         return any(m.get("failed") for m in self.report["models"].values())
 
     def summary(self) -> str:
-        lines = [f"report: {self.out / 'report.md'}"]
+        lines = []
         for name, m in self.report["models"].items():
             o = m["metrics"]["overall"]
             lines.append(f"  {name}: accuracy {_pct(o['accuracy'])}% over {o['n']} item(s)"
@@ -228,6 +228,11 @@ class EvalResult:
         if self.partial:
             lines.append("partial run: failed items are left out of every figure; rerun the same command to ask only "
                          "those (answers are cached)")
+        from vhmine.files import shown_path
+
+        where = shown_path(self.out)
+        lines.append(f"report: {shown_path(self.out / 'report.md')}   (every number in {where}/report.json, the chart "
+                     f"{where}/accuracy_by_mode.png, each answer and how it was read in {where}/answers-<model>.jsonl)")
         return "\n".join(lines)
 
 
