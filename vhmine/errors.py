@@ -37,6 +37,10 @@ class StoreError(VhmineError):
     """The curation store cannot be opened or is not a vhmine store."""
 
 
+class StoreMissingError(StoreError):
+    """No store exists where one is only to be read (`vhmine status`): nothing is created."""
+
+
 class StoreVersionError(StoreError):
     """The store was written by a newer vhmine, whose schema this one does not know."""
 

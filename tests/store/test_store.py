@@ -206,3 +206,59 @@ def test_cli_help_imports_no_store_or_app_libraries():
             "print(sorted(m for m in ('sqlalchemy', 'alembic', 'streamlit', 'psycopg') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
     assert "--per-mode" in out and out.strip().splitlines()[-1] == "[]"
+
+
+def _as_unprivileged():
+    """A command prefix under which file permissions hold: none for a normal user; root without the
+    capabilities that let it write anywhere (setpriv), as a read-only folder stops a normal user."""
+    import os
+    import shutil
+
+    if os.geteuid() != 0:
+        return []
+    if not shutil.which("setpriv"):
+        pytest.skip("running as root without setpriv: a read-only folder does not stop root")
+    return ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--"]
+
+
+@pytest.mark.parametrize("exists", [False, True])
+def test_a_sqlite_store_in_a_read_only_folder_is_named_as_such(tmp_path, exists):
+    import os
+    import sys
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    if exists:
+        from vhmine.store import open_store
+
+        open_store(folder / "store.db").close()
+    folder.chmod(0o555)
+    try:
+        r = subprocess.run([*_as_unprivileged(), sys.executable, "-m", "vhmine.cli", "workers", "list", "--db",
+                            str(folder / "store.db")], capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, COLUMNS="200"))
+    finally:
+        folder.chmod(0o755)
+    assert r.returncode == 2, r.stderr
+    said = " ".join(r.stderr.split())
+    assert f"cannot open store {folder / 'store.db'}: the folder {folder} is not writable, and SQLite writes the store " \
+           "and its -wal and -shm files beside it" in said, said
+    assert "--db with a file in a folder you can write to" in said
+    assert "database server" not in said and "Traceback" not in said
+
+
+def test_reading_only_creates_and_migrates_nothing(tmp_path):
+    from vhmine.errors import StoreMissingError, StoreVersionError
+    from vhmine.store import open_store
+
+    with pytest.raises(StoreMissingError, match="no store at .* yet: `vhmine seed"):
+        open_store(tmp_path / "none.db", migrate=False)
+    assert not (tmp_path / "none.db").exists()
+    open_store(tmp_path / "old.db", target="0001").close()
+    before = (tmp_path / "old.db").read_bytes()
+    with pytest.raises(StoreVersionError, match="has schema revision 0001.*the next command that writes to it"):
+        open_store(tmp_path / "old.db", migrate=False)
+    assert (tmp_path / "old.db").read_bytes() == before and not list(tmp_path.glob("old.db.bak-*"))
+    open_store(tmp_path / "old.db").close()  # migrated now
+    with open_store(tmp_path / "old.db", migrate=False) as store:
+        assert store.revision() is not None

@@ -22,7 +22,7 @@ workers (sign-in, tokens, (de)activation), queue (leases, discard, skip, progres
 annotate (saving questions and answers), drafts (drafted yes/no questions), undo, review (blind
 review and agreement), responses (model responses and their labels), records (ready instances for
 export), verify (model drafts of pair tasks: accept, edit, reject), errata (flags on released items and
-admins' decisions), neardups (near duplicates export found, and their overrules), savings (time per verified against per scratch item), images (serving recorded image bytes), app (launching Streamlit); _shared holds the ids,
+admins' decisions), neardups (near duplicates export found, and their overrules), savings (time per verified against per scratch item), overview (the store's counts for `vhmine status`), images (serving recorded image bytes), app (launching Streamlit); _shared holds the ids,
 action log, worker lookup and lease checks they all use.
 """
 
@@ -58,6 +58,7 @@ from vhmine.curate.neardups import (
 )
 from vhmine.curate.errata import ErratumView, accept_erratum, errata_list, flag_instance, reject_erratum
 from vhmine.curate.savings import ModeSavings, draft_savings, savings_table
+from vhmine.curate.overview import ModeCounts, StoreOverview, store_overview
 from vhmine.curate.app import default_app_path, run_app, streamlit_command
 from vhmine.store import resolve_url  # vhmine/apps/curate.py reads it as C.resolve_url
 
@@ -81,6 +82,7 @@ __all__ = [
     "record_near_duplicates", "reinstate_near_duplicate",
     "ErratumView", "accept_erratum", "errata_list", "flag_instance", "reject_erratum",
     "ModeSavings", "draft_savings", "savings_table",
+    "ModeCounts", "StoreOverview", "store_overview",
     "default_app_path", "run_app", "streamlit_command",
     "resolve_url",
 ]
