@@ -115,6 +115,16 @@ class CostCapError(LLMError):
     status = "cost-cap"
 
 
+# Not a VhmineError (so no `except VhmineError` swallows it) but a KeyboardInterrupt: Ctrl-C during a stage,
+# raised by the stage with what it kept and how to resume; the CLI prints `message` and exits 130.
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a stage; `message` says what was kept and that the same command resumes."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
 # Not a VhmineError: an unusable image is data (a row with its reason), never a stop. Defined here, below both
 # vhmine.images and vhmine.tars, which raise it; importable as vhmine.images.BadImage as before.
 class BadImage(Exception):

@@ -92,3 +92,14 @@ def test_offline_demo_names_its_encoders_and_the_embed_line_for_ones_own_folder(
     assert r.returncode == 0, r.stderr
     man = json.loads((tmp_path / "indexes" / "own" / "manifest.json").read_text())
     assert man["counts"]["images"] == 3 and "tiny-clip" in json.dumps(man["encoders"]["clip"])
+
+
+def test_usage_lines_read_as_people_write_them():
+    env = {**os.environ, "COLUMNS": "200"}
+    for words, usage in ((["embed"], "Usage: vhmine embed [OPTIONS] IMAGES"),
+                         (["workers", "add"], "Usage: vhmine workers add [OPTIONS] NAME"),
+                         (["workers", "rotate"], "Usage: vhmine workers rotate [OPTIONS] NAME")):
+        out = subprocess.run([sys.executable, "-m", "vhmine.cli", *words, "--help"], capture_output=True, text=True,
+                             env=env, check=True).stdout
+        assert out.splitlines()[0] == usage
+        assert "{" not in out.splitlines()[0]

@@ -178,3 +178,36 @@ def test_eval_ends_by_saying_where_the_report_is(bench_dir, tmp_path, monkeypatc
                            "evals/run1/accuracy_by_mode.png")
     for name in ("report.md", "report.json", "accuracy_by_mode.png", "answers-m.jsonl"):
         assert (tmp_path / "evals" / "run1" / name).is_file()
+
+
+def test_ctrl_c_while_asking_keeps_the_answers_and_the_rerun_asks_only_the_rest(bench_dir, tmp_path, openai_server):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    srv = openai_server
+    srv.delay_s = 0.4
+    cmd = [sys.executable, "-m", "vhmine.cli", "eval", "--bench", str(bench_dir), "--model", "slow-vlm", "--out", "ev",
+           "--cache", "cache.db", "--concurrency", "1"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and len(srv.chats()) < 3 and proc.poll() is None:
+        time.sleep(0.02)
+    assert proc.poll() is None
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    line = next(ln for ln in err.splitlines() if ln.startswith("interrupted"))
+    kept = int(line.split(": ", 1)[1].split(" of ")[0])
+    assert line == (f"interrupted while asking slow-vlm: {kept} of 6 answers kept in the request cache (cache.db); "
+                    "run the same command to resume (kept answers are not asked again)")
+    assert 2 <= kept < 6 and "Traceback" not in err and not (tmp_path / "ev" / "report.json").exists()
+    asked = len(srv.chats())
+    srv.delay_s = 0.0
+    r = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert len(srv.chats()) - asked == 6 - kept  # the kept answers came from the cache
+    assert json.loads((tmp_path / "ev" / "report.json").read_text())["models"]["slow-vlm"]["answered"] == 6

@@ -245,3 +245,40 @@ def test_no_clip_alike_pair_points_at_a_lower_clip(clustered):
     assert f"0 pairs: no pair has CLIP >= {min(1.0, top + 0.01):g} at all" in text
     assert "--dino 0.6" not in text  # with no CLIP-alike pair, no --dino helps: not offered
     assert f"relax: vhmine mine --index syn --indexes {tmp / 'idx'} --clip " in text
+
+
+def test_ctrl_c_during_the_search_leaves_no_run_and_says_so(tmp_path):
+    """SIGINT to the process group (a terminal's Ctrl-C) while `vhmine mine` multiplies its blocks."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from vhmine.embed.index import write_index
+
+    n, rng = 12_000, np.random.default_rng(0)
+    clip = _unit(rng.normal(size=(n, 768)))  # 3 blocks of 8192 rows: seconds of int8 products
+    images = pd.DataFrame({"image_id": [f"{k:016x}" for k in range(n)], "path": [f"img{k}.png" for k in range(n)],
+                           "sha256": [f"{k:064x}" for k in range(n)], "width": 8, "height": 8,
+                           "coco_id": pd.array([None] * n, dtype="Int64"), "categories": [[] for _ in range(n)]})
+    write_index(tmp_path / "idx" / "big", images, clip, _unit(rng.normal(size=(n, 8))),
+                skipped=pd.DataFrame({"path": [], "reason": []}),
+                manifest={"name": "big", "root": str(tmp_path), "encoders": {"clip": {"spec": "c", "dim": 768},
+                                                                             "dino": {"spec": "d", "dim": 8}}})
+    err_file = tmp_path / "stderr.txt"
+    with open(err_file, "w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "vhmine.cli", "mine", "--index", "big", "--indexes", "idx",
+                                 "--device", "cpu"], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=err,
+                                start_new_session=True)
+        deadline = time.time() + 120
+        while time.time() < deadline and "mining pairs" not in err_file.read_text() and proc.poll() is None:
+            time.sleep(0.02)
+        assert proc.poll() is None, err_file.read_text()
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=120) == 130, err_file.read_text()
+    said = err_file.read_text()
+    assert "interrupted: no run written (mine publishes its run folder whole, at the end; an earlier run there is as " \
+           "it was); run the same command to mine again" in said
+    assert "Traceback" not in said
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())

@@ -14,12 +14,17 @@ import typer
 
 from vhmine.cli.options import (
     BaseUrlOpt, CacheOpt, ConcurrencyOpt, DbOpt, IndexesOpt, MaxCostOpt, MaxTokensOpt, ModesOpt, PricesOpt,
-    RetriesOpt, RetryWaitOpt, TimeoutOpt, _fail, _finish, _llm_options, app,
+    RetriesOpt, RetryWaitOpt, TimeoutOpt, _fail, _finish, _llm_options, app, interruptible,
 )
+
+# what Ctrl-C leaves in the model stages: every answer is cached as it arrives, so a rerun resumes for free
+MODEL_INTERRUPTED = ("interrupted: the answers received so far are kept in the request cache; run the same command "
+                     "to resume (they are not asked again)")
 from vhmine.errors import InputError, VhmineError
 
 
 @app.command()
+@interruptible(MODEL_INTERRUPTED)
 def probe(
     model: str = typer.Option(..., "--model", help="The victim MLLM, as the endpoint names it (e.g. gpt-4o)."),
     judge: Optional[str] = typer.Option(None, "--judge", help="Model that judges open-ended answers (correct / incorrect / unclear) [default: none, workers label them in the app]."),
@@ -55,6 +60,7 @@ def probe(
 
 
 @app.command()
+@interruptible(MODEL_INTERRUPTED)
 def describe(
     model: str = typer.Option(..., "--model", help="The MLLM that explains the hallucinations (e.g. gpt-4o)."),
     modes: str = typer.Option("all", "--modes", help="Comma-separated modes, or all."),
@@ -95,6 +101,7 @@ def describe(
 
 
 @app.command()
+@interruptible(MODEL_INTERRUPTED)
 def generate(
     backend: str = typer.Option(..., "--backend", help="openai:<image model> (dall-e-3, gpt-image-1, ...) or diffusers:<hub id or local folder>."),
     per_mode: int = typer.Option(10, "--per-mode", min=1, help="Images per mode."),
@@ -141,6 +148,7 @@ def generate(
 
 
 @app.command()
+@interruptible(MODEL_INTERRUPTED)
 def manipulate(
     model: str = typer.Option(..., "--model", help="The victim MLLM, as the endpoint names it (e.g. gpt-4o)."),
     index: Optional[str] = typer.Option(None, "--index", help="Collection whose images are the scenes [default: VHMINE_INDEX, or the only one there is]."),
@@ -191,6 +199,7 @@ def manipulate(
 
 
 @app.command()
+@interruptible(MODEL_INTERRUPTED)
 def blind(
     model: str = typer.Option(..., "--model", help="The text-only model that answers without the image (e.g. gpt-4o-mini)."),
     judge: Optional[str] = typer.Option(None, "--judge", help="Model that judges open-ended answers [default: match, a reference answer appears in the answer, as eval scores]."),
@@ -225,6 +234,7 @@ def blind(
 
 
 @app.command()
+@interruptible(MODEL_INTERRUPTED)
 def draft(
     model: Optional[str] = typer.Option(None, "--model", help="The vision model that drafts each pair task (e.g. gpt-4o)."),
     stats: bool = typer.Option(False, "--stats", help="Print what verifying drafts saves (time per verified item against per item written from scratch, accept / edit rates per mode) and ask no model."),

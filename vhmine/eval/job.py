@@ -35,7 +35,7 @@ from typing import Any, Optional, Sequence
 from vhmine import formats as F
 from vhmine.eval import metrics as MT
 from vhmine.bench import OEQ, YNQ, BenchItem, Benchmark
-from vhmine.errors import CostCapError, EvalError
+from vhmine.errors import CostCapError, EvalError, Interrupted
 from vhmine.eval.report import _kappa, _pct, bar_chart, markdown, pair_groups_line
 from vhmine.eval.score import ModelAnswers, group_sizes, judge_agreement, match_oeq, score  # noqa: F401  (eval's public names)
 from vhmine.eval.predictions import load_predictions, read_predictions  # noqa: F401
@@ -125,7 +125,10 @@ def run_model(bench: Benchmark, model: str, opts: EvalOptions, budget=None) -> M
     with LLM(_llm_options(opts, model), budget) as llm:
         out.source = f"endpoint:{llm.endpoint}"
         llm.check_prices([model])
-        outcomes = llm.chat_many(reqs, desc=f"eval {model}")
+        try:
+            outcomes = llm.chat_many(reqs, desc=f"eval {model}")
+        except KeyboardInterrupt:
+            raise Interrupted(interrupted_message(llm, len(reqs), f"asking {model}")) from None
         _stop_if_fatal(llm, outcomes, model)
         for o in outcomes:
             iid = bench.items[o.index].id
@@ -134,6 +137,15 @@ def run_model(bench: Benchmark, model: str, opts: EvalOptions, budget=None) -> M
             else:
                 out.failures[iid] = f"{o.status}: {o.reason}"
     return out
+
+
+def interrupted_message(llm, total: int, doing: str) -> str:
+    """What a Ctrl-C leaves while asking a model: the answers in the request cache, which a rerun reads back."""
+    from vhmine.files import shown_path
+
+    kept = llm.stats.answered + llm.stats.cached
+    return (f"interrupted while {doing}: {kept} of {total} answers kept in the request cache "
+            f"({shown_path(llm.cache.path)}); run the same command to resume (kept answers are not asked again)")
 
 
 def judge_oeq(bench: Benchmark, ans: ModelAnswers, opts: EvalOptions, budget=None) -> dict[str, Optional[bool]]:
@@ -152,7 +164,10 @@ def judge_oeq(bench: Benchmark, ans: ModelAnswers, opts: EvalOptions, budget=Non
     with LLM(_llm_options(opts, opts.judge), budget) as llm:
         llm.check_prices([opts.judge])
         cases = [(it.question, it.answers, ans.answers[it.id]) for it in items]
-        outcomes = sorted(judge_iter(llm, opts.judge, cases, judge_prompt(), f"judge {ans.model}"), key=lambda x: x[0])
+        try:
+            outcomes = sorted(judge_iter(llm, opts.judge, cases, judge_prompt(), f"judge {ans.model}"), key=lambda x: x[0])
+        except KeyboardInterrupt:
+            raise Interrupted(interrupted_message(llm, len(cases), f"judging {ans.model}'s answers with {opts.judge}")) from None
         _stop_if_fatal(llm, [o for _, o, _ in outcomes], f"the judge {opts.judge}")
         for k, o, said in outcomes:
             iid = items[k].id

@@ -181,7 +181,9 @@ def counts(bench: Benchmark) -> dict:
 
 def _check_images(bench: Benchmark) -> None:
     """Every recorded image is there and unchanged, before anything is written."""
-    for it in bench:
+    from tqdm import tqdm
+
+    for it in tqdm(bench.items, desc="checking images", unit="item", leave=False, disable=len(bench.items) < 500):
         sha = it.meta.get("image_sha256")
         p = bench.image_path(it)
         if p is None:
@@ -279,6 +281,16 @@ def _versioning(store, opts: ExportOptions, bench: Benchmark, left_out: list,
 
 def export_benchmark(store, opts: ExportOptions) -> ExportResult:
     """Ready instances of the store -> `opts.out` in `opts.format` (see the module docstring)."""
+    try:
+        return _export(store, opts)
+    except KeyboardInterrupt:  # the folder is built under a temporary name and removed: nothing half-written
+        from vhmine.errors import Interrupted
+
+        raise Interrupted(f"interrupted: nothing written to {opts.out} (an export is published whole, at the end; an "
+                          "earlier export there is as it was); run the same command to export again") from None
+
+
+def _export(store, opts: ExportOptions) -> ExportResult:
     from vhmine import modes as M
     from vhmine.curate import blind_dropped, blind_summary, ready_instances
 

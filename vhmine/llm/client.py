@@ -33,6 +33,7 @@ from vhmine.llm.redact import _code, _describe, _msg, safe_endpoint
 class Stats:
     sent: int = 0  # HTTP requests, retries included
     cached: int = 0
+    answered: int = 0  # new answers received (and cached) in this run
     retries: int = 0
     failed: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
@@ -295,6 +296,7 @@ class LLM(ImageCalls):
         record = {"text": msg.content, "prompt_tokens": pt, "completion_tokens": ct, "finish_reason": choice.finish_reason,
                   "served_model": getattr(r, "model", None), "images": [asdict(s) for _, s in sent], "cost": cost}
         self.cache.put(key, "chat", model, self.endpoint, {**payload, "sent": record["images"]}, record, cost)
+        self.stats.add("answered")
         return _answer_from(record, model, key, cached=False)
 
     # many requests
@@ -333,6 +335,10 @@ class LLM(ImageCalls):
                     for f in done:
                         bar.update(1)
                         yield f.result()
+            except KeyboardInterrupt:  # Ctrl-C: nothing new is sent; requests in flight finish into the cache
+                self._stop(LLMError("interrupted (Ctrl-C)"))
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
             finally:
                 bar.close()
 

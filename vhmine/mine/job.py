@@ -115,6 +115,16 @@ def default_run_name(index: str, clip: float, dino: float) -> str:
 
 
 def mine_index(opts: MineOptions) -> MineResult:
+    try:
+        return _mine(opts)
+    except KeyboardInterrupt:  # a run folder is published whole at the end: an interrupted one leaves nothing
+        from vhmine.errors import Interrupted
+
+        raise Interrupted("interrupted: no run written (mine publishes its run folder whole, at the end; an earlier "
+                          "run there is as it was); run the same command to mine again") from None
+
+
+def _mine(opts: MineOptions) -> MineResult:
     import numpy as np
     import pandas as pd
 
