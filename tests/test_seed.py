@@ -162,3 +162,24 @@ def test_seed_and_workers_add_name_the_next_commands_with_the_store(tmp_path, ph
     r = vhmine("seed", "--pairs", str(pairs), "--per-mode", "2")
     assert r.stdout.strip().splitlines()[-1].startswith("next: vhmine curate   (the app on")
     assert "workers add" not in r.stdout
+
+
+def test_seeding_hundreds_of_pairs_shows_a_bar(tmp_path, capfd):
+    import numpy as np
+    from PIL import Image
+
+    from vhmine.seed import seed_pairs
+    from vhmine.store import open_store
+
+    rng = np.random.default_rng(0)
+    photos = []
+    for k in range(21):  # 210 pairs
+        p = tmp_path / "photos" / f"p{k:02d}.png"
+        p.parent.mkdir(exist_ok=True)
+        Image.fromarray(rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)).save(p)
+        photos.append(p)
+    pairs = write_pairs(tmp_path / "runs" / "many", photos)
+    with open_store(tmp_path / "s.db") as store:
+        res = seed_pairs(store, pairs, per_mode=100)
+    assert res.pairs_added == 210
+    assert "seed: checking images:   0%|          | 0/210 " in capfd.readouterr().err

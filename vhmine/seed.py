@@ -146,8 +146,11 @@ def seed_pairs(store, pairs_path: str | Path, per_mode: int = 100, modes: Option
             unique.append((rank, pid, r))
     plan = assign(len(unique), per_mode, mode_list)
     used = sorted({i for idx in plan.values() for i in idx})
+    from tqdm import tqdm
+
     files = {}  # (sha256, path in the table) -> the file that holds that content now
-    for i in used:
+    # each side's file is read and hashed: seconds for a few hundred large photos
+    for i in tqdm(used, desc="seed: checking images", unit="pair", leave=False, disable=len(used) < 200):
         r = unique[i][2]
         for side in ("a", "b"):
             key = (r[f"sha256_{side}"], r[f"path_{side}"])

@@ -282,3 +282,12 @@ def test_ctrl_c_during_the_search_leaves_no_run_and_says_so(tmp_path):
            "it was); run the same command to mine again" in said
     assert "Traceback" not in said
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_the_gallery_shows_a_bar_while_it_draws_its_thumbnails(clustered, capfd):
+    tmp, *_ = clustered
+    res = mine_index(MineOptions(index="syn", indexes=tmp / "idx", clip=0.5, dino=1.0, out=tmp / "bar", progress=True))
+    err = capfd.readouterr().err
+    assert "mining pairs" in err
+    n = min(res.written, 100)
+    assert n > 0 and f"gallery:   0%|          | 0/{n} " in err

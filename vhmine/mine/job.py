@@ -201,7 +201,8 @@ def _mine(opts: MineOptions) -> MineResult:
         write_scatter(tmp / "scatter.png", found.clip_sim, found.dino_sim, background, opts.clip, opts.dino, written=len(pairs),
                       title=f"{name}: {len(found)} CLIP-alike pairs, {int(in_box.sum())} in the box")
         write_gallery(tmp / "gallery.html", pairs.head(opts.gallery_size), total=len(pairs), title=f"{name}: top pairs",
-                      subtitle=f"CLIP >= {opts.clip:g}, DINOv2 <= {opts.dino:g}; ranked by gap = clip - dino")
+                      subtitle=f"CLIP >= {opts.clip:g}, DINOv2 <= {opts.dino:g}; ranked by gap = clip - dino",
+                      progress=opts.progress)
         run = {
             "producer": "vhmine mine",
             "vhmine_version": __version__,
