@@ -103,3 +103,9 @@ def test_usage_lines_read_as_people_write_them():
                              env=env, check=True).stdout
         assert out.splitlines()[0] == usage
         assert "{" not in out.splitlines()[0]
+
+
+def test_describe_takes_its_modes_as_the_other_stages_do():
+    out = subprocess.run([sys.executable, "-m", "vhmine.cli", "describe", "--help"], capture_output=True, text=True,
+                         env={**os.environ, "COLUMNS": "200"}, check=True).stdout
+    assert "--mode <list[str]>" in out and "--modes" not in out

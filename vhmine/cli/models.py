@@ -63,7 +63,6 @@ def probe(
 @interruptible(MODEL_INTERRUPTED)
 def describe(
     model: str = typer.Option(..., "--model", help="The MLLM that explains the hallucinations (e.g. gpt-4o)."),
-    modes: str = typer.Option("all", "--modes", help="Comma-separated modes, or all."),
     mode: Optional[List[str]] = ModesOpt,
     examples: int = typer.Option(10, "--examples", min=1, help="Successes explained and merged per mode."),
     min_real: int = typer.Option(3, "--min-real", min=0, help="With fewer real successes, hypothetical ones fill up to --examples (marked so)."),
@@ -85,14 +84,9 @@ def describe(
         from vhmine.models.describe import DescribeOptions, describe as run_describe
         from vhmine.store import open_store
 
-        chosen = None if modes.strip().lower() == "all" else [m.strip() for m in modes.split(",") if m.strip()]
-        if mode:  # the repeatable --mode of the other stages means the same here
-            if chosen is not None:
-                raise InputError("give the modes either as --modes a,b or as repeated --mode, not both")
-            chosen = list(mode)
         opts = DescribeOptions(llm=_llm_options(model, base_url, concurrency, timeout, max_retries, retry_wait, max_cost,
                                                 prices, cache, max_tokens),
-                               modes=chosen, examples=examples, min_real=min_real, victim=victim, out=out)
+                               modes=list(mode) if mode else None, examples=examples, min_real=min_real, victim=victim, out=out)
         with open_store(db) as store:
             result = run_describe(store, opts)
     except VhmineError as err:

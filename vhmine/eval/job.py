@@ -35,7 +35,7 @@ from typing import Any, Optional, Sequence
 from vhmine import formats as F
 from vhmine.eval import metrics as MT
 from vhmine.bench import OEQ, YNQ, BenchItem, Benchmark
-from vhmine.errors import CostCapError, EvalError, Interrupted
+from vhmine.errors import EvalError, Interrupted
 from vhmine.eval.report import _kappa, _pct, bar_chart, markdown, pair_groups_line
 from vhmine.eval.score import ModelAnswers, group_sizes, judge_agreement, match_oeq, score  # noqa: F401  (eval's public names)
 from vhmine.eval.predictions import load_predictions, read_predictions  # noqa: F401
@@ -106,11 +106,8 @@ def _budget(opts: EvalOptions):
 def _stop_if_fatal(llm, outcomes, asking: str) -> None:
     """EvalError when the run cannot go on: the client stopped (no or rejected key, endpoint down, no such
     model; a cost cap is a clean stop, not this), or every request failed as unavailable (unreachable)."""
-    stop = llm.stopped
-    failed = [o for o in outcomes if not o.ok]
-    if stop is None and failed and len(failed) == len(outcomes) and all(o.status == "unavailable" for o in failed):
-        stop = failed[-1].error
-    if stop is not None and not isinstance(stop, CostCapError):
+    stop = llm.fatal_stop(outcomes)
+    if stop is not None:
         raise EvalError(f"eval stopped while asking {asking}, nothing scored: {stop}")
 
 

@@ -93,6 +93,23 @@ class LLM(ImageCalls):
         with self._state_lock:
             return self._abort
 
+    def fatal_stop(self, outcomes: Sequence[Outcome] = ()) -> Optional[LLMError]:
+        """Why a stage cannot go on, or None: this client stopped (no or rejected key, endpoint down, no such
+        model; a cost cap is a clean stop, which leaves the run partial instead), or every one of `outcomes`
+        failed as unavailable (too few requests for the down streak to stop the client)."""
+        stop = self.stopped
+        failed = [o for o in outcomes if not o.ok]
+        if stop is None and failed and len(failed) == len(outcomes) and all(o.status == "unavailable" for o in failed):
+            stop = failed[-1].error
+        return None if isinstance(stop, CostCapError) else stop
+
+    def raise_if_stopped(self, doing: str, outcomes: Sequence[Outcome] = ()) -> None:
+        """End a stage with one error (the CLI prints one line) when `fatal_stop` says it cannot go on, instead of
+        recording the same reason against every item that was never sent."""
+        stop = self.fatal_stop(outcomes)
+        if stop is not None:
+            raise type(stop)(f"{doing} stopped: {stop}") from None
+
     @property
     def down_streak(self) -> int:
         with self._state_lock:

@@ -136,6 +136,7 @@ def blind(store, opts: BlindOptions) -> BlindResult:
                 items[r.id] = BlindItem(r.id, r.mode, r.kind, out.status, reason=out.reason)
             else:
                 answered.append((r, out.answer.text))
+        llm.raise_if_stopped(f"blind {model}")  # no key, a rejected one, endpoint down: one line, not one per item
         verdicts: dict[str, tuple[bool, str]] = {}
         to_judge = []
         for r, text in answered:
@@ -154,6 +155,7 @@ def blind(store, opts: BlindOptions) -> BlindResult:
                                             reason=f"the judge {opts.judge} gave no verdict: {out.reason}")
                     continue
                 verdicts[r.id] = (verdict == "correct", oeq_scorer)  # unclear: not right
+            llm.raise_if_stopped(f"blind's judge {opts.judge}")
         for r, text in answered:
             if r.id not in verdicts:
                 continue

@@ -142,6 +142,7 @@ def draft(store, opts: DraftOptions) -> DraftResult:
             C.record_draft(store, tid, model=model, endpoint=llm.endpoint, prompt=prompt.id, raw=text,
                            content=content, reason=reason)
             items[tid] = DraftItem(tid, mode, "queued" if content is not None else "rule_rejected", reason or "")
+        llm.raise_if_stopped(f"draft {model}")  # no key, a rejected one, endpoint down: one line, not one per item
         result.spent, result.sent = llm.spent, llm.stats.sent
     result.items = [items[t[0]] for t in tasks]
     return result
