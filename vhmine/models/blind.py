@@ -62,6 +62,7 @@ class BlindResult:
     flags: int = 0
     spent: float = 0.0
     sent: int = 0
+    db_option: str = ""  # " --db STORE" when the store is not the default one
 
     @property
     def failed(self) -> list[BlindItem]:
@@ -94,8 +95,9 @@ class BlindResult:
         if self.partial:
             lines.append(f"partial run: {len(self.failed)} question(s) without an answer never make a flag; "
                          "rerun the same command to ask only those")
-        lines.append("workers see the flags (vhmine.curate.flag_list) and may overrule them; "
-                     "`vhmine export --drop-blind` leaves flagged questions out")
+        lines.append(f"next: look at the flags on the app's Blind flags page (vhmine curate{self.db_option}) and "
+                     "overrule those a question needs its image for; then `vhmine export --drop-blind` leaves the "
+                     "rest out")
         return "\n".join(lines)
 
 
@@ -115,7 +117,7 @@ def blind(store, opts: BlindOptions) -> BlindResult:
     judge_prompt = J.judge_prompt()
     oeq_scorer = J.judge_name(opts.judge, judge_prompt) if opts.judge else "match"
     model = opts.llm.model
-    result = BlindResult(model, prompt.id, oeq_scorer)
+    result = BlindResult(model, prompt.id, oeq_scorer, db_option=store.db_option)
     items: dict[str, BlindItem] = {}
     with LLM(opts.llm) as llm:
         llm.check_prices([model] + ([opts.judge] if opts.judge else []))
