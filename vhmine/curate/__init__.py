@@ -29,8 +29,8 @@ action log, worker lookup and lease checks they all use.
 from __future__ import annotations
 
 from vhmine.curate.workers import (  # first: imports vhmine.store
-    WorkerInfo, activate_worker, add_worker, check_session, deactivate_worker, hash_token, list_workers, rotate_token,
-    sign_in,
+    WorkerInfo, activate_worker, add_worker, check_session, choose_mode, chosen_mode, deactivate_worker, hash_token,
+    list_workers, rotate_token, sign_in,
 )
 from vhmine.curate.images import image_bytes, image_file
 from vhmine.curate._shared import ImageView, Item
@@ -64,8 +64,8 @@ from vhmine.store import resolve_url  # vhmine/apps/curate.py reads it as C.reso
 
 __all__ = [
     "LEASE_S", "UNANSWERABLE",
-    "WorkerInfo", "activate_worker", "add_worker", "check_session", "deactivate_worker", "hash_token", "list_workers",
-    "rotate_token", "sign_in",
+    "WorkerInfo", "activate_worker", "add_worker", "check_session", "choose_mode", "chosen_mode", "deactivate_worker",
+    "hash_token", "list_workers", "rotate_token", "sign_in",
     "image_bytes", "image_file",
     "ImageView", "Item", "Progress", "add_generation", "discard", "next_item", "progress", "skip",
     "Annotation", "Saved", "save_annotation",
