@@ -91,7 +91,7 @@ def test_sign_in_and_annotate_in_chromium(app_server, tmp_path):
             slot = page.get_by_label("{where}", exact=True)
             slot.fill("on the table")
             slot.press("Tab")
-            expect(page.get_by_label("Question", exact=True)).to_have_value("What is on the table in the picture?", timeout=30_000)
+            expect(page.get_by_label("Question", exact=True)).to_have_value("What is on the table?", timeout=30_000)
             for role, answer in (("A", "a cup of coffee"), ("B", "a spoon")):
                 area = page.get_by_label(f"Reference answer(s) for image {role}, one per line", exact=True)
                 area.fill(answer)
@@ -106,8 +106,8 @@ def test_sign_in_and_annotate_in_chromium(app_server, tmp_path):
     assert token not in html and token not in log.read_text()
     with open_store(db) as store:
         got = sorted((r.question, r.answers) for r in C.ready_instances(store, "existence"))
-        assert got == [("What is on the table in the picture?", ("a cup of coffee",)),
-                       ("What is on the table in the picture?", ("a spoon",))]
+        assert got == [("What is on the table?", ("a cup of coffee",)),
+                       ("What is on the table?", ("a spoon",))]
         assert {r.created_by for r in C.ready_instances(store)} == {"alice"}
         assert len(C.pending_drafts(store, "alice")) == 4
     assert (ARTIFACTS / "curate_browser.png").stat().st_size > 10_000
@@ -143,7 +143,7 @@ def test_rotated_token_signs_the_browser_out_at_its_next_click(app_server, tmp_p
             slot.press("Tab")
             # the filled question shows only once the last rerun has passed the sign-in check; then wait for
             # it to end, so that the token changes between two clicks and the Save click is the next action
-            expect(page.get_by_label("Question", exact=True)).to_have_value("What is on the table in the picture?", timeout=60_000)
+            expect(page.get_by_label("Question", exact=True)).to_have_value("What is on the table?", timeout=60_000)
             idle.wait_for(timeout=60_000)
             with open_store(db) as store:  # the admin rotates alice's token while her browser is signed in
                 new = C.rotate_token(store, "alice")
@@ -260,7 +260,7 @@ def test_layout_at_1400x1000(layout_server, tmp_path):
                 box = img.bounding_box()
                 assert box["width"] <= natural + 0.5, (box, natural)  # never stretched beyond its pixels
                 assert _inside(box, page.get_by_test_id("stMain").bounding_box())
-                for text in ("What is on the table in the picture?", "Model says: a red bicycle"):
+                for text in ("What is on the table?", "Model says: a red bicycle"):
                     assert _inside(page.get_by_text(text).bounding_box(), viewport), text  # no scrolling needed
                 assert page.evaluate("window.scrollY") == 0
                 page.get_by_text("hallucinated", exact=True).click()
@@ -310,7 +310,7 @@ def test_verify_a_draft_and_flag_an_item_in_chromium(app_server, tmp_path):
             idle.wait_for()
             page.get_by_text("Verify drafts", exact=True).click()
             expect(page.get_by_text("Verify drafts: existence")).to_be_visible(timeout=60_000)
-            expect(page.get_by_label("Question", exact=True)).to_have_value("What is on the table in the picture?")
+            expect(page.get_by_label("Question", exact=True)).to_have_value("What is on the table?")
             expect(page.get_by_label("Answer(s) for image B, one per line", exact=True)).to_have_value("a spoon")
             idle.wait_for()
             page.get_by_role("button", name="Accept as drafted").click()

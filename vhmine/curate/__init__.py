@@ -39,7 +39,8 @@ from vhmine.curate.annotate import Annotation, Saved, save_annotation
 from vhmine.curate.drafts import DraftDecision, DraftView, confirm_drafts, pending_drafts
 from vhmine.curate.undo import undo_last
 from vhmine.curate.review import (
-    UNANSWERABLE, Disagreement, ModeAgreement, ReviewItem, agreement, disagreements, next_review, save_review,
+    UNANSWERABLE, Disagreement, ModeAgreement, ReviewItem, agreement, disagreements, next_review, reviews_left,
+    save_review,
 )
 from vhmine.curate.responses import (
     ResponseItem, ResponseVerdict, add_response, decide_verdict, label_response, majority_verdict, next_response,
@@ -71,7 +72,7 @@ __all__ = [
     "Annotation", "Saved", "save_annotation",
     "DraftDecision", "DraftView", "confirm_drafts", "pending_drafts",
     "undo_last",
-    "Disagreement", "ModeAgreement", "ReviewItem", "agreement", "disagreements", "next_review", "save_review",
+    "Disagreement", "ModeAgreement", "ReviewItem", "agreement", "disagreements", "next_review", "reviews_left", "save_review",
     "ResponseItem", "add_response", "label_response", "next_response",
     "ResponseVerdict", "decide_verdict", "majority_verdict", "response_verdicts",
     "InstanceRecord", "get_instance", "ready_instances",
