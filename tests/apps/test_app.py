@@ -229,7 +229,8 @@ def test_review_is_blind_and_admin_sees_agreement(env):
         assert _plain(at.success[0].value) == "Answer saved."
     assert _plain(at.info[0].value) == "Nothing to review in counting."
     at = _signed_in(tokens["carol"], page="Admin")
-    tables = [t.value for t in at.main.table]  # progress, agreement, disagreements, label agreement, workers
+    # progress, agreement, disagreements, label agreement, workers; cells are escaped Markdown
+    tables = [t.value.map(lambda v: _plain(v) if isinstance(v, str) else v) for t in at.main.table]
     table = next(t for t in tables if "kappa" in t.columns)
     row = table[table["mode"] == "counting"].iloc[0]
     # items: (yes, yes) and (no, yes): p_o = 1/2, p_e = (1*2 + 1*0) / 4 = 1/2 -> kappa 0
@@ -238,6 +239,8 @@ def test_review_is_blind_and_admin_sees_agreement(env):
     assert (other["statistic"], other["kappa"]) == ("-", "-")  # no figure yet: "-", never "None"
     dis = next(t for t in tables if "answers" in t.columns)
     assert list(dis["answers"]) == ["alice: no; bob: yes"] and list(dis["question"]) == [question]
+    raw = next(t.value for t in at.main.table if "answers" in t.value.columns)
+    assert "\\*\\*cats\\*\\*" in raw["question"][0]  # worker text shows literally, never as Markdown
     assert len(at.get("vega_lite_chart")) >= 2  # progress per mode and agreement per mode as charts
 
 

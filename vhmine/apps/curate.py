@@ -2,8 +2,10 @@
 
 Run it with `vhmine curate` (which sets VHMINE_DB). Reads and writes only through vhmine.curate and
 vhmine.store: no SQL and no file paths here; images come from `curate.image_bytes`, which serves only
-files recorded in the store. Text that workers typed is shown with st.text / tables, never as
-Markdown or HTML. Tokens are typed into a password field and never shown or logged. The session holds
+files recorded in the store (a pair's images drawn in one row at one height by page_helpers.image_row). Text
+that workers typed is shown with st.text or escaped in tables, never as Markdown or HTML; a message appears
+beside the button that caused it (page_helpers.flash / show_flash). The mode menu remembers each worker's
+choice in the store (curate.choose_mode). Tokens are typed into a password field and never shown or logged. The session holds
 the signed-in `C.WorkerInfo` (name, token generation), never the token; every page run re-checks it
 (`C.check_session`) and every library call checks it again, so a rotated token or a deactivated worker
 is signed out at the next click, and admin data comes only from calls the library lets an admin make.
@@ -281,13 +283,19 @@ def _agreement_rows(rows):
 
 
 def _progress_chart(progress) -> None:
-    """Per mode, one bar of its tasks: done (ready questions written), discarded and left, stacked."""
+    """Per mode, one bar of its tasks (done, discarded and left, stacked) and one of its ready questions."""
     import pandas as pd
 
     data = pd.DataFrame([{"mode": p.mode, "done": p.done, "discarded": p.discarded, "left": p.remaining}
                          for p in progress])
-    st.bar_chart(data, x="mode", y=["done", "discarded", "left"], horizontal=True, stack=True, sort=False,
-                 color=["#2e7d32", "#9e9e9e", "#90caf9"], x_label="tasks", y_label="", height=260)
+    tasks, ready = st.columns([3, 2])
+    with tasks:  # horizontal: x names the bars (modes), y_label the length axis
+        st.bar_chart(data, x="mode", y=["done", "discarded", "left"], horizontal=True, stack=True, sort=False,
+                     color=["#2e7d32", "#9e9e9e", "#90caf9"], x_label="", y_label="tasks", height=40 * len(data) + 80)
+    with ready:
+        st.bar_chart(pd.DataFrame([{"mode": p.mode, "ready": p.ready_instances} for p in progress]), x="mode",
+                     y="ready", horizontal=True, sort=False, color="#2e7d32", x_label="",
+                     y_label="questions ready to export", height=40 * len(data) + 80)
 
 
 def _agreement_chart(rows, what: str) -> None:
@@ -299,7 +307,7 @@ def _agreement_chart(rows, what: str) -> None:
         st.caption(f"No {what} agreement yet: it needs items that two or more workers answered.")
         return
     st.bar_chart(pd.DataFrame([{"mode": a.mode, "kappa": round(a.kappa, 3)} for a in have]), x="mode", y="kappa",
-                 horizontal=True, sort=False, x_label="kappa (1: full agreement, 0: chance)", y_label="", height=220)
+                 horizontal=True, sort=False, x_label="", y_label="kappa (1: full agreement, 0: chance)", height=220)
     missing = [a.mode for a in rows if a.kappa is None]
     if missing:
         st.caption("No figure yet for " + ", ".join(missing) + ".")

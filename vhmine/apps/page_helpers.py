@@ -158,8 +158,13 @@ def overrule_controls(store, me, flag, fid: str, *, key: str, why: str, reinstat
 
 
 def table(rows: list[dict]) -> None:
-    """A small table that fits the page (cells wrap) and shows an empty cell as "-", never "None"."""
+    """A small table that fits the page (cells wrap) and shows an empty cell as "-", never "None". st.table
+    renders its cells as Markdown, so text (a worker's question, a lone "-") is escaped to show literally."""
     empty = {k for r in rows for k, v in r.items() if v is None or v == ""}
-    # a column with an empty cell becomes text throughout: one type per column, as a table needs
-    st.table([{k: ("-" if v is None or v == "" else str(v)) if k in empty else v for k, v in r.items()} for r in rows],
-             hide_index=True)
+
+    def cell(k, v):
+        if k in empty:  # a column with an empty cell becomes text throughout: one type per column
+            v = "-" if v is None or v == "" else str(v)
+        return esc(v) if isinstance(v, str) else v
+
+    st.table([{k: cell(k, v) for k, v in r.items()} for r in rows], hide_index=True)
