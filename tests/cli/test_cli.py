@@ -109,3 +109,6 @@ def test_describe_takes_its_modes_as_the_other_stages_do():
     out = subprocess.run([sys.executable, "-m", "vhmine.cli", "describe", "--help"], capture_output=True, text=True,
                          env={**os.environ, "COLUMNS": "200"}, check=True).stdout
     assert "--mode <list[str]>" in out and "--modes" not in out
+    r = subprocess.run([sys.executable, "-m", "vhmine.cli", "describe", "--model", "m", "--modes", "shape,ocr"],
+                       capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
+    assert r.returncode == 2 and "--modes was replaced by --mode, as the other stages take it: --mode shape --mode ocr" in r.stderr

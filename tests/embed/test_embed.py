@@ -254,6 +254,7 @@ def test_ctrl_c_says_how_many_shards_are_kept_and_the_same_command_resumes(tmp_p
     assert proc.returncode == 130, err
     assert f"interrupted: {kept} of 12 shards kept in idx/r/work; run the same command to resume" in err.splitlines()
     assert "Traceback" not in err and "Aborted" not in err and 2 <= kept < 12
+    assert f"loading the encoders (CLIP {clip}, DINOv2 {dino}) for 48 images in 12 shards" in err  # before any bar
     r = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert f"({48 - 4 * kept} files read in this run" in r.stdout  # only the shards not kept

@@ -64,6 +64,7 @@ def probe(
 def describe(
     model: str = typer.Option(..., "--model", help="The MLLM that explains the hallucinations (e.g. gpt-4o)."),
     mode: Optional[List[str]] = ModesOpt,
+    old_modes: Optional[str] = typer.Option(None, "--modes", hidden=True, help="Replaced by --mode (repeatable)."),
     examples: int = typer.Option(10, "--examples", min=1, help="Successes explained and merged per mode."),
     min_real: int = typer.Option(3, "--min-real", min=0, help="With fewer real successes, hypothetical ones fill up to --examples (marked so)."),
     victim: Optional[str] = typer.Option(None, "--victim", help="Use only the successes of this probed model [default: any model's]."),
@@ -83,6 +84,11 @@ def describe(
     try:
         from vhmine.models.describe import DescribeOptions, describe as run_describe
         from vhmine.store import open_store
+
+        if old_modes is not None:  # the one way to pick modes is --mode, as in every other stage: say how
+            given = [m.strip() for m in old_modes.split(",") if m.strip() and m.strip().lower() != "all"]
+            raise InputError("--modes was replaced by --mode, as the other stages take it: "
+                             + (" ".join(f"--mode {m}" for m in given) if given else "leave it out for all 8 modes"))
 
         opts = DescribeOptions(llm=_llm_options(model, base_url, concurrency, timeout, max_retries, retry_wait, max_cost,
                                                 prices, cache, max_tokens),

@@ -232,6 +232,9 @@ def _run_shards(work: Path, plan, pending: list[int], source, listing: dict[str,
     else:
         from vhmine.embed.run import ShardEmbedder, run_local
 
+        # loading large encoders takes seconds before the first image: say what is happening meanwhile
+        log.info("loading the encoders (CLIP %s, DINOv2 %s) for %d images in %d shards", job["clip_model"],
+                 job["dino_model"], sum(len(r) for _, r in shards), len(shards))
         embedder = ShardEmbedder(job["clip_model"], job["dino_model"], str(work), device=opts.device,
                                  batch_size=opts.batch_size, workers=opts.workers,
                                  max_pixels=job.get("max_pixels", opts.max_pixels))
