@@ -150,3 +150,12 @@ def test_the_top_level_app_entry_runs_the_packaged_app(tmp_path, monkeypatch):
     assert not at.exception, at.exception
     assert [t.value for t in at.title] == ["vhmine curation"]
     assert at.text_input(key="token") is not None
+
+
+def test_test_files_have_unique_names():
+    # pytest imports each test file by its file name alone (no __init__.py under tests/): two of one name in
+    # different folders would stop the whole run at collection
+    seen: dict[str, list[str]] = defaultdict(list)
+    for path in (REPO / "tests").rglob("test_*.py"):
+        seen[path.name].append(str(path.relative_to(REPO)))
+    assert not {n: p for n, p in seen.items() if len(p) > 1}

@@ -6,8 +6,8 @@ from vhmine import modes as M
 from vhmine.errors import FormError, InputError
 
 TEMPLATES = [
-    ("existence.what_is", "OEQ", "What is {where} in the picture?"),
-    ("existence.is_there_at", "YNQ", "Is there a {object} {where} in the picture?"),
+    ("existence.what_is", "OEQ", "What is {where}?"),
+    ("existence.is_there_at", "YNQ", "Is there a {object} {where}?"),
     ("existence.is_there", "YNQ", "Is there a {object} in the picture?"),
     ("shape.what_shape", "OEQ", "What is the shape of the {object}?"),
     ("shape.is_shape", "YNQ", "Is the {object} {shape}?"),
@@ -109,7 +109,7 @@ def test_draft_value_with_alternatives_and_without():
     assert [(x.question, x.truth) for x in d] == [('Does the text on the sign say "STOP"?', True)]  # no wrong text to guess
     ex = M.get_mode("existence")
     d = M.draft_ynq(ex, ex.template("existence.what_is"), {"where": "on the table"}, ["a dog."], ["A cat"])
-    assert [x.question for x in d] == ["Is there a dog on the table in the picture?", "Is there a cat on the table in the picture?"]
+    assert [x.question for x in d] == ["Is there a dog on the table?", "Is there a cat on the table?"]
 
 
 def test_answer_checks():
@@ -151,3 +151,18 @@ def test_pick_answers_must_name_one_of_two_different_objects():
         M.check_oeq_answers(size, t, {"a": "cat", "b": "dog"}, ["dog", "cat"], "image A")
     assert e.value.field == "answers:image A"
     M.check_oeq_answers(size, t, {"a": "cat", "b": "dog"}, ["dog", "the dog"], "image A")  # one object, two spellings
+
+
+def test_templates_read_as_english_whatever_place_or_object_is_given():
+    ex = M.get_mode("existence")
+    what = ex.template("existence.what_is")
+    assert M.fill(what, {"where": "in the centre of the picture"}) == "What is in the centre of the picture?"
+    assert M.fill(what, {"where": "on the table"}) == "What is on the table?"
+    d = M.draft_ynq(ex, what, {"where": "on the table"}, ["an apple"], ["Orange"])
+    assert [x.question for x in d] == ["Is there an apple on the table?", "Is there an Orange on the table?"]
+    there = ex.template("existence.is_there")
+    assert M.fill(there, {"object": "umbrella"}) == "Is there an umbrella in the picture?"
+    assert M.fill(there, {"object": "cup"}) == "Is there a cup in the picture?"
+    # an edited question is still recognised as the template's, with its article
+    assert M.slots_of(there, "Is there an owl in the picture?", {"object": "cup"}) == {"object": "owl"}
+    assert all(M.slot_hint(s) for m in M.mode_names() for t in M.get_mode(m).templates for s in t.slots)

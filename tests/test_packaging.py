@@ -93,3 +93,48 @@ def test_installed_vhmine_curate_serves(installed, tmp_path):
     finally:
         os.killpg(proc.pid, signal.SIGTERM)  # the launcher and the Streamlit server it started
         proc.wait(timeout=30)
+
+
+# --- scripts/install.sh: the torch build that fits the machine ------------------------------------------
+
+def _install_sh(*args, path: str, env_extra=None):
+    env = {"PATH": path, "HOME": os.environ.get("HOME", "/tmp"), "PYTHON": sys.executable, **(env_extra or {})}
+    return subprocess.run(["bash", str(ROOT / "scripts" / "install.sh"), *args], capture_output=True, text=True,
+                          env=env, timeout=60)
+
+
+def _commands(out: str) -> list[str]:
+    return [line[2:] for line in out.splitlines() if line.startswith("+ ")]
+
+
+def test_install_script_picks_cpu_torch_without_a_cuda_gpu_and_keeps_it(tmp_path):
+    if Path("/proc/driver/nvidia/gpus").exists():
+        pytest.skip("this machine has an NVIDIA driver with GPUs")
+    r = _install_sh("--dry-run", "all", path="/usr/bin:/bin")  # no nvidia-smi on PATH
+    assert r.returncode == 0, r.stderr
+    cmds = _commands(r.stdout)
+    assert cmds[0] == f"{sys.executable} -m pip install torch torchvision --index-url https://download.pytorch.org/whl/cpu"
+    assert cmds[1].startswith(f"{sys.executable} -m pip install -e .[all] -c ")  # pinned to the CPU builds just installed
+    assert len(cmds) == 2 and "no CUDA GPU found" in r.stdout
+    r = _install_sh("--dry-run", path="/usr/bin:/bin", env_extra={"VHMINE_TORCH_INDEX": "http://mirror.local/cpu"})
+    assert _commands(r.stdout)[0].endswith("--index-url http://mirror.local/cpu")
+    assert _commands(r.stdout)[1].startswith(f"{sys.executable} -m pip install -e . -c ")
+
+
+def test_install_script_keeps_pypi_torch_where_nvidia_smi_lists_a_gpu(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"  # what nvidia-smi -L prints on a GPU machine
+    smi.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: GPU-0000)'\n")
+    smi.chmod(0o755)
+    r = _install_sh("--dry-run", "app", path=f"{bin_dir}:/usr/bin:/bin")
+    assert r.returncode == 0, r.stderr
+    assert _commands(r.stdout) == [f"{sys.executable} -m pip install -e .[app]"] and "CUDA GPU is present" in r.stdout
+    r = _install_sh("--dry-run", "--cpu", path=f"{bin_dir}:/usr/bin:/bin")  # forced
+    assert "--index-url https://download.pytorch.org/whl/cpu" in _commands(r.stdout)[0]
+    smi.write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed because it could not communicate with the driver' >&2\nexit 9\n")
+    r = _install_sh("--dry-run", path=f"{bin_dir}:/usr/bin:/bin")  # a driver without a GPU: CPU
+    if not Path("/proc/driver/nvidia/gpus").exists():
+        assert "--index-url" in _commands(r.stdout)[0]
+    r = _install_sh("--gpu", path="/usr/bin:/bin")
+    assert r.returncode == 2 and "unknown option --gpu" in r.stderr

@@ -237,7 +237,7 @@ def _describe(w: Workdir, srv, resp):
     held = [sqlite3.connect(p) for p in (w.db, w.root / "data" / "llm-cache.db")]
     for c in held:
         c.execute("SELECT count(*) FROM sqlite_master").fetchall()
-    r = w.vhmine("describe", "--model", "fake-vlm", "--modes", ",".join(MODES), "--examples", "2", "--min-real", "1",
+    r = w.vhmine("describe", "--model", "fake-vlm", *[x for m in MODES for x in ("--mode", m)], "--examples", "2", "--min-real", "1",
                  "--out", str(w.root / "descriptions"), "--base-url", w.base_url, "--retry-wait", "0.01")
     wal = sorted(w.root.rglob("*-wal"))
     assert {p.name for p in wal} == {"vhmine.db-wal", "llm-cache.db-wal"} and all(p.stat().st_size for p in wal)
@@ -263,7 +263,7 @@ def _describe(w: Workdir, srv, resp):
             inst_id, resp_id = e.sources[0], e.sources[1]
             assert halluc[resp_id] == inst_id
     # described again from three examples: newer descriptions in the store; generate below still reads the first folder
-    w.vhmine("describe", "--model", "fake-vlm", "--modes", ",".join(MODES), "--examples", "3",
+    w.vhmine("describe", "--model", "fake-vlm", *[x for m in MODES for x in ("--mode", m)], "--examples", "3",
              "--out", str(w.root / "descriptions-3"), "--base-url", w.base_url)
     newer = json.loads((w.root / "descriptions-3" / "descriptions.json").read_text())
     assert all(newer[m]["description_id"] != manifest[m]["description_id"] for m in MODES)

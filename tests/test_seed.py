@@ -151,3 +151,53 @@ def test_seed_given_the_csv_names_the_parquet_file_beside_it(tmp_path):
     assert "re-run" not in said
     r = run_vhmine("seed", "--db", "sqlite:///store.db", "--pairs", "runs/t/pairs.parquet", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
+
+
+def test_seed_and_workers_add_name_the_next_commands_with_the_store(tmp_path, photos, monkeypatch):
+    import subprocess
+    import sys
+
+    monkeypatch.chdir(tmp_path)
+    pairs = write_pairs(tmp_path / "runs" / "demo", photos, n_pairs=4)
+
+    def vhmine(*words):
+        return subprocess.run([sys.executable, "-m", "vhmine.cli", *words], capture_output=True, text=True, timeout=300)
+
+    r = vhmine("seed", "--pairs", str(pairs), "--per-mode", "1", "--db", "data/other.db")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert lines[-2].startswith("next: vhmine workers add NAME --db data/other.db   (prints NAME's sign-in token")
+    assert lines[-1].startswith("then: vhmine curate --db data/other.db   (the app on http://127.0.0.1:8501")
+    r = vhmine("workers", "add", "alice", "--db", "data/other.db")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().startswith("vhm_") and len(r.stdout.strip().splitlines()) == 1  # stdout: the token alone
+    assert "next: vhmine curate --db data/other.db" in r.stderr
+    # the default store needs no --db; with a worker, the next step is the app
+    r = vhmine("seed", "--pairs", str(pairs), "--per-mode", "1")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-2].startswith("next: vhmine workers add NAME   (")
+    vhmine("workers", "add", "bob")
+    r = vhmine("seed", "--pairs", str(pairs), "--per-mode", "2")
+    assert r.stdout.strip().splitlines()[-1].startswith("next: vhmine curate   (the app on")
+    assert "workers add" not in r.stdout
+
+
+def test_seeding_hundreds_of_pairs_shows_a_bar(tmp_path, capfd):
+    import numpy as np
+    from PIL import Image
+
+    from vhmine.seed import seed_pairs
+    from vhmine.store import open_store
+
+    rng = np.random.default_rng(0)
+    photos = []
+    for k in range(21):  # 210 pairs
+        p = tmp_path / "photos" / f"p{k:02d}.png"
+        p.parent.mkdir(exist_ok=True)
+        Image.fromarray(rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)).save(p)
+        photos.append(p)
+    pairs = write_pairs(tmp_path / "runs" / "many", photos)
+    with open_store(tmp_path / "s.db") as store:
+        res = seed_pairs(store, pairs, per_mode=100)
+    assert res.pairs_added == 210
+    assert "seed: checking images:   0%|          | 0/210 " in capfd.readouterr().err

@@ -53,9 +53,27 @@ class DemoResult:
     embed_summary: str
     mine_summary: str
     notes: list[str] = field(default_factory=list)
+    own_folder: list[str] = field(default_factory=list)  # the closing lines: the same route for one's own images
 
     def summary(self) -> str:
-        return "\n".join([*self.notes, self.embed_summary, self.mine_summary])
+        return "\n".join([*self.notes, self.embed_summary, self.mine_summary, *self.own_folder])
+
+
+def own_folder_lines(clip_spec: str, dino_spec: str, *, offline: bool) -> list[str]:
+    """How to run the demo's route on one's own folder: the exact `vhmine embed` line with these encoders."""
+    from vhmine.files import shown_path
+
+    if not offline:
+        return ["your own images: vhmine embed FOLDER --name NAME   (the same encoders, now in the Hugging Face cache), "
+                "then vhmine mine --index NAME"]
+    clip_dir = clip_spec.removeprefix("local-dir:")
+    clip, dino = f"local-dir:{shown_path(clip_dir)}", shown_path(dino_spec)
+    return [f"encoders of this demo (random weights, built here): CLIP {Path(clip_dir).resolve()}, "
+            f"DINOv2 {Path(dino_spec).resolve()}",
+            f"your own images, offline: vhmine embed FOLDER --name NAME --clip-model {clip} --dino-model {dino}",
+            "  then vhmine mine --index NAME (its closing lines say which thresholds find pairs). Real encoders saved "
+            "on this machine go in the same places: --clip-model local-dir:DIR (open_clip_config.json + weights) or "
+            "ViT-L-14:/path/to/weights.pt, --dino-model DIR (a DINOv2 folder saved with save_pretrained)"]
 
 
 def run_demo(*, limit: int = 500, offline: bool = False, workdir: Path = Path(".")) -> DemoResult:
@@ -74,7 +92,8 @@ def run_demo(*, limit: int = 500, offline: bool = False, workdir: Path = Path(".
                                              coco_annotations=coco.annotations, clip_model=DEFAULT_CLIP_MODEL,
                                              dino_model=DEFAULT_DINO_MODEL, indexes=indexes, limit=limit))
         mres = mine_index(MineOptions(index=eres.name, indexes=indexes, out=workdir / "runs" / "demo-coco"))
-        return DemoResult("coco", eres.summary(), mres.summary())
+        return DemoResult("coco", eres.summary(), mres.summary(),
+                          own_folder=own_folder_lines(DEFAULT_CLIP_MODEL, DEFAULT_DINO_MODEL, offline=False))
 
     from vhmine.embed import tiny
 
@@ -99,7 +118,7 @@ def run_demo(*, limit: int = 500, offline: bool = False, workdir: Path = Path(".
     notes.append(f"thresholds --clip {clip_t:.4f} --dino {dino_t:.4f}: the smallest box that holds the {DEMO_TOP} "
                  "pairs CLIP ranks highest relative to DINOv2 (random encoders' cosines are not on CLIP's scale); "
                  f"{mres.in_box} pairs fall inside it, those {DEMO_TOP} among them, and {mres.written} are written.")
-    return DemoResult("offline", eres.summary(), mres.summary(), notes)
+    return DemoResult("offline", eres.summary(), mres.summary(), notes, own_folder_lines(clip_spec, dino_spec, offline=True))
 
 
 def _demo_thresholds(indexes: Path, name: str, k: int = DEMO_TOP) -> tuple[float, float]:

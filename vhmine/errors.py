@@ -41,6 +41,10 @@ class StoreConnectionError(StoreError):
     """The database server cannot be reached, or the connection broke while a change was being committed."""
 
 
+class StoreMissingError(StoreError):
+    """No store exists where one is only to be read (`vhmine status`): nothing is created."""
+
+
 class StoreVersionError(StoreError):
     """The store was written by a newer vhmine, whose schema this one does not know."""
 
@@ -113,6 +117,16 @@ class CostCapError(LLMError):
     """The next request could take spending past --max-cost: nothing more is sent."""
 
     status = "cost-cap"
+
+
+# Not a VhmineError (so no `except VhmineError` swallows it) but a KeyboardInterrupt: Ctrl-C during a stage,
+# raised by the stage with what it kept and how to resume; the CLI prints `message` and exits 130.
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a stage; `message` says what was kept and that the same command resumes."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
 
 
 # Not a VhmineError: an unusable image is data (a row with its reason), never a stop. Defined here, below both

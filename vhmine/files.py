@@ -1,5 +1,6 @@
 """The file-system rules every stage shares: publish a file or a folder whole, never half.
 
+`shown_path` writes a path as the next command line wants it (relative to the working folder).
 `atomic_write` and `replace_dir` publish a file or a folder by rename after flushing it to disk
 (fsync); `check_owned` refuses to replace or write into a folder that vhmine did not write (it reads
 the folder's listing and the producer's record file, e.g. run.json or manifest.json); `check_writable`
@@ -13,6 +14,19 @@ import json
 import os
 import tempfile
 from pathlib import Path
+
+
+def shown_path(path) -> str:
+    """A path as a user types it on the next command line: relative to the working folder when it lies
+    inside it, else absolute; shell-quoted when it holds spaces or the like."""
+    import shlex
+
+    p = Path(path)
+    try:
+        text = p.resolve().relative_to(Path.cwd().resolve()).as_posix() or "."
+    except (ValueError, OSError):
+        text = str(p.resolve()) if not str(path).startswith(("s3://", "gs://", "http://", "https://")) else str(path)
+    return shlex.quote(text)
 
 
 def fsync_path(path: Path) -> None:

@@ -85,9 +85,11 @@ def _registry() -> dict[str, Mode]:
             "An object the other image of the pair has and this one lacks (or the reverse), or an object "
             "that is easy to imagine but absent.",
             (
-                _t("existence", "what_is", OEQ, "What is {where} in the picture?",
+                # {where} is a place in the picture ("on the table", "in the centre of the picture"): the
+                # question reads as English whatever place is given
+                _t("existence", "what_is", OEQ, "What is {where}?",
                    ynq="existence.is_there_at", derive="value", answer_slot="object"),
-                _t("existence", "is_there_at", YNQ, "Is there a {object} {where} in the picture?"),
+                _t("existence", "is_there_at", YNQ, "Is there a {object} {where}?"),
                 _t("existence", "is_there", YNQ, "Is there a {object} in the picture?"),
             ),
         ),
@@ -174,6 +176,17 @@ def _registry() -> dict[str, Mode]:
     return {m.name: m for m in modes}
 
 
+# what a worker types into each slot, shown in the empty field (the app's placeholders)
+SLOT_HINTS = {"where": "on the table, in the centre of the picture", "object": "cup", "shape": "round", "color": "red",
+              "direction": "left", "text": "STOP", "a": "cup", "b": "plate", "which": "red cup", "relation": "to the left of",
+              "n": "3"}
+
+
+def slot_hint(slot: str) -> str:
+    """An example value of a template slot, e.g. "on the table" for {where}."""
+    return "e.g. " + SLOT_HINTS[slot] if slot in SLOT_HINTS else ""
+
+
 def mode_names() -> tuple[str, ...]:
     """The eight modes in VHTest's order: object properties first, then relations."""
     return tuple(_registry())
@@ -231,12 +244,27 @@ def clean_answers(answers: Sequence[str] | str | None) -> list[str]:
     return out
 
 
+_ARTICLE_A = re.compile(r"(^|\s)a $")
+
+
+def _article(literal: str, value: str) -> str:
+    """The literal before a slot with its "a" made "an" before a value that starts with a vowel ("an apple")."""
+    if value[:1].lower() in "aeiou" and _ARTICLE_A.search(literal):
+        return literal[:-2] + "an "
+    return literal
+
+
 def fill(template: Template, slots: Mapping[str, str]) -> str:
-    """The template's text with every slot filled; FormError naming the first empty slot."""
+    """The template's text with every slot filled ("a" before a vowel made "an"); FormError naming the first
+    empty slot."""
     for name in template.slots:
         if not str(slots.get(name) or "").strip():
             raise FormError(f"slot:{name}", f"slot {{{name}}} of template {template.id} is empty: fill it in")
-    return template.text.format(**{k: " ".join(str(slots[k]).split()) for k in template.slots})
+    out = []
+    for literal, name, _, _ in string.Formatter().parse(template.text):
+        value = " ".join(str(slots[name]).split()) if name else ""
+        out.append((_article(literal, value) if name else literal) + value)
+    return "".join(out)
 
 
 def own_template_id(mode: Mode) -> str:
@@ -248,7 +276,10 @@ def _filled_pattern(template: Template, fixed: Mapping[str, str]) -> re.Pattern:
     """The template's text as a pattern: `fixed` slots must hold their value, the others any words."""
     out, seen = [], set()
     for literal, name, _, _ in string.Formatter().parse(template.text):
-        out.append(re.escape(literal))
+        if name and _ARTICLE_A.search(literal):  # fill may have made it "an"
+            out.append(re.escape(literal[:-2]) + "an? ")
+        else:
+            out.append(re.escape(literal))
         if name:
             out.append(f"(?P={name})" if name in seen else
                        f"(?P<{name}>{re.escape(fixed[name]) if name in fixed else '.+?'})")

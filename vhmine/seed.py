@@ -36,12 +36,20 @@ class SeedResult:
     pairs_added: int = 0
     tasks_added: dict = field(default_factory=dict)  # mode -> tasks queued now
     tasks_existing: int = 0
+    db_option: str = ""  # " --db STORE" when the store is not the default one, for the next commands
+    workers: int = 0  # workers the store has (none yet: the next step is adding one)
 
     def summary(self) -> str:
         per = ", ".join(f"{m} {n}" for m, n in self.tasks_added.items())
-        return (f"seeded run {self.run}: {self.pairs_read} pairs read, {self.images_added} images and "
-                f"{self.pairs_added} pairs added; tasks queued: {per} ({sum(self.tasks_added.values())} new, "
-                f"{self.tasks_existing} already queued)")
+        lines = [f"seeded run {self.run}: {self.pairs_read} pairs read, {self.images_added} images and "
+                 f"{self.pairs_added} pairs added; tasks queued: {per} ({sum(self.tasks_added.values())} new, "
+                 f"{self.tasks_existing} already queued)"]
+        if not self.workers:
+            lines.append(f"next: vhmine workers add NAME{self.db_option}   (prints NAME's sign-in token; --admin for "
+                         "the agreement page)")
+        lines.append(("then" if not self.workers else "next") + f": vhmine curate{self.db_option}   "
+                     "(the app on http://127.0.0.1:8501: sign in with the token, annotate the queues)")
+        return "\n".join(lines)
 
 
 def pair_id(a: str, b: str) -> str:
@@ -138,13 +146,19 @@ def seed_pairs(store, pairs_path: str | Path, per_mode: int = 100, modes: Option
             unique.append((rank, pid, r))
     plan = assign(len(unique), per_mode, mode_list)
     used = sorted({i for idx in plan.values() for i in idx})
+    from tqdm import tqdm
+
     files = {}  # (sha256, path in the table) -> the file that holds that content now
-    for i in used:
+    # each side's file is read and hashed: seconds for a few hundred large photos
+    for i in tqdm(used, desc="seed: checking images", unit="pair", leave=False, disable=len(used) < 200):
         r = unique[i][2]
         for side in ("a", "b"):
             key = (r[f"sha256_{side}"], r[f"path_{side}"])
             if key not in files:
                 files[key] = _image_file(pairs_path, r, side, index_folders)
     counts = add_mined_pairs(store, run, pairs_path, meta, unique, {m: plan[m] for m in mode_list}, files)
+    from vhmine.curate import list_workers
+
     return SeedResult(run=run, pairs_read=len(df), images_added=counts.images_added, pairs_added=counts.pairs_added,
-                      tasks_added=counts.tasks_added, tasks_existing=counts.tasks_existing)
+                      tasks_added=counts.tasks_added, tasks_existing=counts.tasks_existing, db_option=store.db_option,
+                      workers=len(list_workers(store)))

@@ -174,15 +174,42 @@ def test_images_are_drawn_at_their_own_width(env, monkeypatch):
     item = C.next_item(store, "alice", "counting")
     saved = C.save_annotation(store, "alice", item.task_id, counting_annotation(item))
     C.add_response(store, saved.instance_ids[0], "m", "How many cats?", "Seven cats.")
-    for page in ("Annotate", "Label answers"):
-        at = _signed_in(tokens["bob"], page=page, mode="counting")
-        sent.clear()
-        at.run()
-        images = [m.delta.new_element for m in sent if m.HasField("delta") and m.delta.new_element.HasField("imgs")]
-        assert len(images) == (2 if page == "Annotate" else 1), page
-        assert [e.width_config.WhichOneof("width_spec") for e in images] == ["use_content"] * len(images), page
-        assert all(not img.caption for e in images for img in e.imgs.imgs)
-        assert len(at.get("image")) == len(images)
+    at = _signed_in(tokens["bob"], page="Label answers", mode="counting")
+    sent.clear()
+    at.run()
+    images = [m.delta.new_element for m in sent if m.HasField("delta") and m.delta.new_element.HasField("imgs")]
+    assert len(images) == 1
+    assert [e.width_config.WhichOneof("width_spec") for e in images] == ["use_content"]
+    assert all(not img.caption for e in images for img in e.imgs.imgs)
+    assert len(at.get("image")) == len(images)
+
+
+def test_annotate_draws_a_pairs_images_side_by_side_at_one_height(env, tmp_path):
+    """The pair's images in one row, each drawn at the row's height: a small one scaled up, a portrait one as
+    tall as a landscape one (flex shares by aspect ratio), the row's width capped so its height stays <= 260 px."""
+    import base64
+    import io
+    import re
+
+    from PIL import Image
+
+    from vhmine.apps.page_helpers import ROW_HEIGHT
+
+    store, tokens = env
+    at = _signed_in(tokens["bob"], page="Annotate", mode="counting")
+    [row] = [h.proto.body for h in at.get("html") if "data-vh-row" in h.proto.body]
+    cells = re.findall(r'flex:([0-9.]+) 1 0.*?src="data:image/jpeg;base64,([^"]+)" alt="(image [AB])[^"]*"', row)
+    assert [alt for *_, alt in cells] == ["image A", "image B"]
+    item = C.next_item(store, "bob", "counting")
+    for (flex, data, alt), view in zip(cells, item.images):
+        drawn = Image.open(io.BytesIO(base64.b64decode(data)))
+        original = Image.open(io.BytesIO(C.image_bytes(store, view.id)))
+        assert drawn.height == 2 * ROW_HEIGHT > original.height  # the helpers' 96 px photos: scaled up
+        assert abs(float(flex) - original.width / original.height) < 1e-3  # its share of the row: its aspect ratio
+        assert abs(drawn.width / drawn.height - original.width / original.height) < 0.01
+    width = float(re.search(r"max-width:([0-9.]+)px", row).group(1))
+    assert width == pytest.approx(sum(float(f) for f, *_ in cells) * ROW_HEIGHT + 12, abs=1)
+    assert _by_label(at.selectbox, "Template") is not None  # the form follows the row
 
 
 def test_review_is_blind_and_admin_sees_agreement(env):
@@ -202,12 +229,19 @@ def test_review_is_blind_and_admin_sees_agreement(env):
         assert _plain(at.success[0].value) == "Answer saved."
     assert _plain(at.info[0].value) == "Nothing to review in counting."
     at = _signed_in(tokens["carol"], page="Admin")
-    table = at.main.dataframe[0].value  # agreement, disagreements, label agreement, workers
+    # progress, agreement, disagreements, label agreement, workers; cells are escaped Markdown
+    tables = [t.value.map(lambda v: _plain(v) if isinstance(v, str) else v) for t in at.main.table]
+    table = next(t for t in tables if "kappa" in t.columns)
     row = table[table["mode"] == "counting"].iloc[0]
     # items: (yes, yes) and (no, yes): p_o = 1/2, p_e = (1*2 + 1*0) / 4 = 1/2 -> kappa 0
-    assert (row["statistic"], row["kappa"], row["items"], row["raters"], row["disagreements"]) == ("cohen", 0.0, 2, 2, 1)
-    dis = at.main.dataframe[1].value
+    assert (row["statistic"], float(row["kappa"]), row["items"], row["raters"], row["disagreements"]) == ("cohen", 0.0, 2, 2, 1)
+    other = table[table["mode"] == "color"].iloc[0]
+    assert (other["statistic"], other["kappa"]) == ("-", "-")  # no figure yet: "-", never "None"
+    dis = next(t for t in tables if "answers" in t.columns)
     assert list(dis["answers"]) == ["alice: no; bob: yes"] and list(dis["question"]) == [question]
+    raw = next(t.value for t in at.main.table if "answers" in t.value.columns)
+    assert "\\*\\*cats\\*\\*" in raw["question"][0]  # worker text shows literally, never as Markdown
+    assert len(at.get("vega_lite_chart")) >= 2  # progress per mode and agreement per mode as charts
 
 
 def test_label_model_answers(env):
@@ -232,3 +266,11 @@ def test_cli_curate_names_a_missing_app(tmp_path):
     r = CliRunner().invoke(app, ["curate", "--db", str(tmp_path / "x.db"), "--app", str(tmp_path / "nope.py")])
     assert r.exit_code == 2
     assert f"error: the curation app {tmp_path / 'nope.py'} is missing: pass --app PATH" in r.output
+
+
+def test_messages_show_commands_as_code_never_as_literal_backticks():
+    from vhmine.apps.page_helpers import esc
+
+    assert esc("run `vhmine workers add NAME` first.") == "run `vhmine workers add NAME` first\\."
+    assert esc("**x** `a*b` <b>") == "\\*\\*x\\*\\* `a*b` \\<b\\>"  # worker text outside stays literal
+    assert esc("a lone ` backtick") == "a lone \\` backtick"

@@ -91,7 +91,7 @@ def test_sign_in_and_annotate_in_chromium(app_server, tmp_path):
             slot = page.get_by_label("{where}", exact=True)
             slot.fill("on the table")
             slot.press("Tab")
-            expect(page.get_by_label("Question", exact=True)).to_have_value("What is on the table in the picture?", timeout=30_000)
+            expect(page.get_by_label("Question", exact=True)).to_have_value("What is on the table?", timeout=30_000)
             for role, answer in (("A", "a cup of coffee"), ("B", "a spoon")):
                 area = page.get_by_label(f"Reference answer(s) for image {role}, one per line", exact=True)
                 area.fill(answer)
@@ -106,8 +106,8 @@ def test_sign_in_and_annotate_in_chromium(app_server, tmp_path):
     assert token not in html and token not in log.read_text()
     with open_store(db) as store:
         got = sorted((r.question, r.answers) for r in C.ready_instances(store, "existence"))
-        assert got == [("What is on the table in the picture?", ("a cup of coffee",)),
-                       ("What is on the table in the picture?", ("a spoon",))]
+        assert got == [("What is on the table?", ("a cup of coffee",)),
+                       ("What is on the table?", ("a spoon",))]
         assert {r.created_by for r in C.ready_instances(store)} == {"alice"}
         assert len(C.pending_drafts(store, "alice")) == 4
     assert (ARTIFACTS / "curate_browser.png").stat().st_size > 10_000
@@ -143,7 +143,7 @@ def test_rotated_token_signs_the_browser_out_at_its_next_click(app_server, tmp_p
             slot.press("Tab")
             # the filled question shows only once the last rerun has passed the sign-in check; then wait for
             # it to end, so that the token changes between two clicks and the Save click is the next action
-            expect(page.get_by_label("Question", exact=True)).to_have_value("What is on the table in the picture?", timeout=60_000)
+            expect(page.get_by_label("Question", exact=True)).to_have_value("What is on the table?", timeout=60_000)
             idle.wait_for(timeout=60_000)
             with open_store(db) as store:  # the admin rotates alice's token while her browser is signed in
                 new = C.rotate_token(store, "alice")
@@ -260,7 +260,7 @@ def test_layout_at_1400x1000(layout_server, tmp_path):
                 box = img.bounding_box()
                 assert box["width"] <= natural + 0.5, (box, natural)  # never stretched beyond its pixels
                 assert _inside(box, page.get_by_test_id("stMain").bounding_box())
-                for text in ("What is on the table in the picture?", "Model says: a red bicycle"):
+                for text in ("What is on the table?", "Model says: a red bicycle"):
                     assert _inside(page.get_by_text(text).bounding_box(), viewport), text  # no scrolling needed
                 assert page.evaluate("window.scrollY") == 0
                 page.get_by_text("hallucinated", exact=True).click()
@@ -310,7 +310,7 @@ def test_verify_a_draft_and_flag_an_item_in_chromium(app_server, tmp_path):
             idle.wait_for()
             page.get_by_text("Verify drafts", exact=True).click()
             expect(page.get_by_text("Verify drafts: existence")).to_be_visible(timeout=60_000)
-            expect(page.get_by_label("Question", exact=True)).to_have_value("What is on the table in the picture?")
+            expect(page.get_by_label("Question", exact=True)).to_have_value("What is on the table?")
             expect(page.get_by_label("Answer(s) for image B, one per line", exact=True)).to_have_value("a spoon")
             idle.wait_for()
             page.get_by_role("button", name="Accept as drafted").click()
@@ -342,3 +342,203 @@ def test_verify_a_draft_and_flag_an_item_in_chromium(app_server, tmp_path):
             [flag] = s.query(Erratum).all()
             assert (flag.instance_id, flag.flagged_by, flag.reason, flag.status) == (
                 target.id, "alice", "it is a fork, not a spoon", "open")
+
+
+# --- a laptop screen: 1280 x 800 ----------------------------------------------------------------------------
+
+LAPTOP = {"width": 1280, "height": 800}
+
+
+@pytest.fixture
+def laptop_server(tmp_path):
+    """(url, db, tokens) of `vhmine curate` over one pair: a portrait photo at full size (rocket, 427 x 640) and
+    a landscape one 48 px wide; bob annotated the color item (ready for alice to review, a model answered it),
+    and a model drafted the counting item (for alice to verify). alice is an admin."""
+    from vhmine import curate as C
+    from vhmine.models.draft_check import parse_draft
+    from vhmine.seed import seed_pairs
+    from vhmine.store import open_store
+
+    rocket = write_photos(tmp_path / "big", ("rocket",))[0]
+    import skimage.data
+    from PIL import Image
+
+    Image.fromarray(skimage.data.rocket()).transpose(Image.Transpose.ROTATE_90).save(rocket)  # 427 x 640: portrait
+    photos = [rocket, _write_sized(tmp_path / "photos", "coffee", 48)]
+    db = f"sqlite:///{tmp_path / 'laptop.db'}"
+    with open_store(db) as store:
+        seed_pairs(store, write_pairs(tmp_path / "runs" / "l", photos), per_mode=1)
+        tokens = {"alice": C.add_worker(store, "alice", admin=True), "bob": C.add_worker(store, "bob")}
+        item = C.next_item(store, "bob", "color")
+        a, b = (v.id for v in item.images)
+        C.save_annotation(store, "bob", item.task_id, C.Annotation("color.what_color", {"object": "cup"},
+                                                                   answers={a: "red", b: "white"}))
+        C.confirm_drafts(store, "bob", [C.DraftDecision(d.instance_id, True) for d in C.pending_drafts(store, "bob")])
+        C.add_worker(store, "carol")
+        for k, inst in enumerate(C.ready_instances(store, "color")):
+            C.add_response(store, inst.id, "m", inst.question, "Model says: green")
+            right = inst.answers[0] if inst.kind == "OEQ" else ("yes" if inst.truth else "no")
+            C.save_review(store, "carol", inst.id, right if k else "purple")  # carol agrees on all but one
+        task = C.next_item(store, "bob", "counting")
+        C.skip(store, "bob", task.task_id)
+        ids = [v.id for v in task.images]
+        raw = ('{"template": "counting.how_many", "slots": {"object": "rockets"}, "answer_a": "1", "answer_b": "0"}')
+        C.record_draft(store, task.task_id, model="fake-vlm", endpoint=None, prompt="draft@v1#test", raw=raw,
+                       content=parse_draft(raw, "counting", ids))
+    with _serve(tmp_path, db) as (url, _log):
+        yield url, db, tokens
+
+
+def _in_view(box, viewport=None) -> bool:
+    v = viewport or {"x": 0, "y": 0, **LAPTOP}
+    return box is not None and _inside(box, v)
+
+
+def test_every_page_fits_a_laptop_screen(laptop_server, tmp_path):
+    """At 1280 x 800: the first field of the annotate, review and verify forms on screen without scrolling, a
+    pair's images side by side at one height (the 48 px one scaled up), messages beside their button, the
+    review queue's count, the mode kept across sign-ins, and admin charts and tables that fit. A screenshot
+    of every page is saved under the test's tmp folder (and test-artifacts/)."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"chromium not found at {CHROMIUM}: install Debian's chromium (scripts/ci_services.sh)")
+    url, db, tokens = laptop_server
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    ARTIFACTS.mkdir(exist_ok=True)
+    expect = sync_api.expect
+    with sync_api.sync_playwright() as p:
+        ctx = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, headless=True,
+                                                   args=ARGS, viewport=LAPTOP)
+        try:
+            page = ctx.new_page()
+            page.set_default_timeout(60_000)
+            idle = page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]')
+            sidebar = page.get_by_test_id("stSidebar")
+
+            def shot(name: str) -> None:
+                idle.wait_for()
+                page.wait_for_function("[...document.querySelectorAll('img')].every(i => i.complete)")
+                page.screenshot(path=str(shots / f"{name}.png"))
+                shutil.copy(shots / f"{name}.png", ARTIFACTS / f"laptop_{name}.png")
+
+            def goto(name: str) -> None:
+                sidebar.get_by_text(name, exact=True).click()
+                idle.wait_for()
+
+            def choose_mode(mode: str) -> None:
+                sidebar.get_by_test_id("stSelectbox").click()
+                page.get_by_role("option", name=mode, exact=True).click()
+                idle.wait_for()
+
+            def sign_in(token: str) -> None:
+                page.get_by_label("Token", exact=True).fill(token)
+                page.get_by_role("button", name="Sign in").click()
+                expect(page.get_by_text("Signed in as")).to_be_visible()
+                idle.wait_for()
+
+            page.goto(url, timeout=60_000)
+            shot("sign_in")
+            sign_in(tokens["alice"])
+
+            # Annotate: the images in one row at one height, the form's first field on screen
+            expect(page.get_by_text("Annotate: existence")).to_be_visible()
+            shot("annotate")
+            imgs = page.locator("[data-vh-row] img")
+            expect(imgs).to_have_count(2)
+            a, b = (imgs.nth(k).bounding_box() for k in (0, 1))
+            assert abs(a["height"] - b["height"]) <= 1 and a["height"] <= 261, (a, b)  # one height, capped
+            assert abs(a["y"] - b["y"]) <= 1 and b["x"] >= a["x"] + a["width"], (a, b)  # side by side
+            portrait, landscape = sorted((a, b), key=lambda x: x["width"] / x["height"])
+            assert portrait["height"] > portrait["width"] and landscape["width"] > landscape["height"]  # side by side
+            assert landscape["width"] > 48 * 2  # the 48 px photo scaled up to the row's height
+            assert _in_view(page.get_by_test_id("stSelectbox").filter(has_text="Template").bounding_box())
+            slot = page.get_by_label("{where}", exact=True)
+            assert _in_view(slot.bounding_box())
+            assert slot.get_attribute("placeholder") == "e.g. on the table, in the centre of the picture"
+            slot.fill("in the centre of the picture")
+            slot.press("Tab")
+            expect(page.get_by_label("Question", exact=True)).to_have_value("What is in the centre of the picture?")
+            for role, answer in (("A", "a rocket"), ("B", "a cup of coffee")):
+                area = page.get_by_label(f"Reference answer(s) for image {role}, one per line", exact=True)
+                area.fill(answer)
+                area.press("Tab")
+            idle.wait_for()
+            page.get_by_role("button", name="Save", exact=True).click()
+            msg = page.get_by_text("Saved 2 question(s); confirm 4 drafted yes/no question(s).")
+            expect(msg).to_be_visible()
+            idle.wait_for()
+            confirm = page.get_by_role("button", name="Confirm").bounding_box()
+            m = msg.bounding_box()
+            assert _in_view(m) and _in_view(confirm) and abs(confirm["y"] - (m["y"] + m["height"])) < 80, (m, confirm)
+            shot("annotate_drafts")
+
+            # Undo, in the sidebar: its message there too
+            sidebar.get_by_role("button", name="Undo last action").click()
+            undone = page.get_by_text("Undone:", exact=False)
+            expect(undone).to_be_visible()
+            assert _inside(undone.bounding_box(), sidebar.bounding_box())
+            assert "`" not in page.get_by_test_id("stMain").inner_text()
+
+            # Review: how many are left, the first field on screen
+            choose_mode("color")
+            goto("Review")
+            expect(page.get_by_text("Review: color")).to_be_visible()
+            expect(page.get_by_text("6 item(s) left to review in color.", exact=False)).to_be_visible()
+            assert _in_view(page.get_by_text("Your answer", exact=True).first.bounding_box())
+            shot("review")
+            goto("Label answers")
+            expect(page.get_by_text("Label model answers: color")).to_be_visible()
+            shot("label")
+
+            # Verify drafts: both images at one height, the first field on screen
+            choose_mode("counting")
+            goto("Verify drafts")
+            expect(page.get_by_text("Verify drafts: counting")).to_be_visible()
+            expect(page.get_by_label("Question", exact=True)).to_have_value("How many rockets are there in the picture?")
+            assert _in_view(page.get_by_label("Question", exact=True).bounding_box())
+            shot("verify")
+            for name in ("Errata", "Blind flags"):
+                goto(name)
+                shot(name.lower().replace(" ", "_"))
+
+            # Admin: charts, tables that fit the page, "-" for empty cells
+            goto("Admin")
+            expect(page.get_by_role("heading", name="Agreement", exact=True)).to_be_visible()
+            expect(page.get_by_test_id("stVegaLiteChart")).to_have_count(3)  # tasks and ready per mode; kappa per mode
+            shot("admin")  # the first screen; then the whole page (its main area scrolls: a tall window shows all)
+            page.set_viewport_size({"width": 1280, "height": 2600})
+            idle.wait_for()
+            page.screenshot(path=str(shots / "admin_whole.png"))
+            shutil.copy(shots / "admin_whole.png", ARTIFACTS / "laptop_admin_whole.png")
+            page.set_viewport_size(LAPTOP)
+            main = page.get_by_test_id("stMain")
+            tables = main.get_by_test_id("stTable")
+            assert tables.count() >= 4
+            for k in range(tables.count()):
+                t = tables.nth(k)
+                assert t.evaluate("t => [t, ...t.querySelectorAll('*')].every(e => e.scrollWidth <= e.clientWidth + 1)"), k
+                box, frame = t.bounding_box(), main.bounding_box()  # stMain scrolls: compare left and right edges
+                assert box["x"] >= frame["x"] and box["x"] + box["width"] <= frame["x"] + frame["width"] + 0.5, (k, box)
+            cells = main.locator("[data-testid=stTable] td").all_inner_texts()
+            assert "None" not in cells and "-" in cells
+
+            # the mode chosen (counting) is alice's again at her next sign-in, in a new session (a new tab: its own
+            # Streamlit session state), and bob's is his own
+            sidebar.get_by_role("button", name="Sign out").click()
+            expect(page.get_by_label("Token", exact=True)).to_be_visible()
+            page = ctx.new_page()
+            page.set_default_timeout(60_000)
+            idle = page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]')
+            page.goto(url, timeout=60_000)
+            sign_in(tokens["alice"])
+            expect(page.get_by_text("Annotate: counting")).to_be_visible()
+            shot("signed_in_again")
+            page.get_by_test_id("stSidebar").get_by_role("button", name="Sign out").click()
+            expect(page.get_by_label("Token", exact=True)).to_be_visible()
+            sign_in(tokens["bob"])
+            expect(page.get_by_text("Annotate: existence")).to_be_visible()
+        finally:
+            ctx.close()
+    assert {p.name for p in shots.iterdir()} >= {"sign_in.png", "annotate.png", "annotate_drafts.png", "review.png",
+                                                  "label.png", "verify.png", "errata.png", "blind_flags.png", "admin.png"}

@@ -107,7 +107,9 @@ def test_a_mistyped_db_never_creates_a_store(tmp_path):
             yield " ".join(path)
 
     with_db = set(walk(typer.main.get_command(app), []))
-    assert with_db == set(args) | set(CREATORS), "a new command with --db: add it to `args` or to store.db.CREATORS"
+    readers = {"status"}  # reports that there is no store yet, and creates none
+    assert with_db == set(args) | set(CREATORS) | readers, \
+        "a new command with --db: add it to `args`, to store.db.CREATORS or to `readers`"
     runner = CliRunner()
     for name, extra in list(args.items()) + [("draft", ["--stats"])]:
         typo = tmp_path / f"typo-{name.replace(' ', '-')}.db"
@@ -115,6 +117,9 @@ def test_a_mistyped_db_never_creates_a_store(tmp_path):
         assert r.exit_code == 2, (name, r.output)
         assert f"no store at {typo}: check --db / VHMINE_DB" in r.output, (name, r.output)
         assert not typo.exists(), name
+    typo = tmp_path / "typo-status.db"
+    r = runner.invoke(app, ["status", "--folder", str(tmp_path), "--db", str(typo)])
+    assert r.exit_code == 0 and "store: none yet" in r.output and not typo.exists(), r.output
     # an empty file is no store either
     (tmp_path / "empty.db").write_bytes(b"")
     r = runner.invoke(app, ["blind", "--model", "m", "--db", str(tmp_path / "empty.db")])
@@ -124,3 +129,50 @@ def test_a_mistyped_db_never_creates_a_store(tmp_path):
     assert r.exit_code == 0 and (tmp_path / "new.db").is_file(), r.output
     r = runner.invoke(app, ["blind", "--model", "m", "--db", str(tmp_path / "new.db"), "--base-url", "http://127.0.0.1:9/v1"])
     assert "no store at" not in r.output
+
+
+def test_offline_demo_names_its_encoders_and_the_embed_line_for_ones_own_folder(tmp_path):
+    """The printed `vhmine embed` line is run as printed, on another folder: it embeds with the demo's encoders."""
+    import shlex
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    r = subprocess.run([sys.executable, "-m", "vhmine.cli", "demo", "--offline"], env=env, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert f"encoders of this demo (random weights, built here): CLIP {tmp_path / 'data/demo-models/tiny-clip'}, " \
+           f"DINOv2 {tmp_path / 'data/demo-models/tiny-dinov2'}" in lines
+    line = next(ln for ln in lines if ln.startswith("your own images, offline: "))
+    cmd = line.removeprefix("your own images, offline: ")
+    assert cmd == ("vhmine embed FOLDER --name NAME --clip-model local-dir:data/demo-models/tiny-clip "
+                   "--dino-model data/demo-models/tiny-dinov2")
+    assert "next: vhmine seed --pairs runs/demo-offline/pairs.parquet" in lines
+    from helpers import write_photos
+
+    write_photos(tmp_path / "mine", ("coffee", "rocket", "horse"))
+    words = shlex.split(cmd.replace("FOLDER", "mine").replace("NAME", "own"))
+    r = subprocess.run([sys.executable, "-m", "vhmine.cli", *words[1:]], env=env, cwd=tmp_path, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    man = json.loads((tmp_path / "indexes" / "own" / "manifest.json").read_text())
+    assert man["counts"]["images"] == 3 and "tiny-clip" in json.dumps(man["encoders"]["clip"])
+
+
+def test_usage_lines_read_as_people_write_them():
+    env = {**os.environ, "COLUMNS": "200"}
+    for words, usage in ((["embed"], "Usage: vhmine embed [OPTIONS] IMAGES"),
+                         (["workers", "add"], "Usage: vhmine workers add [OPTIONS] NAME"),
+                         (["workers", "rotate"], "Usage: vhmine workers rotate [OPTIONS] NAME")):
+        out = subprocess.run([sys.executable, "-m", "vhmine.cli", *words, "--help"], capture_output=True, text=True,
+                             env=env, check=True).stdout
+        assert out.splitlines()[0] == usage
+        assert "{" not in out.splitlines()[0]
+
+
+def test_describe_takes_its_modes_as_the_other_stages_do():
+    out = subprocess.run([sys.executable, "-m", "vhmine.cli", "describe", "--help"], capture_output=True, text=True,
+                         env={**os.environ, "COLUMNS": "200"}, check=True).stdout
+    assert "--mode <list[str]>" in out and "--modes" not in out
+    r = subprocess.run([sys.executable, "-m", "vhmine.cli", "describe", "--model", "m", "--modes", "shape,ocr"],
+                       capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
+    assert r.returncode == 2 and "--modes was replaced by --mode, as the other stages take it: --mode shape --mode ocr" in r.stderr

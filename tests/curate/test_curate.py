@@ -397,3 +397,20 @@ def test_an_image_named_twice_as_target_gets_one_instance(seeded):
         "counting.how_many", {"object": "cats"}, answers={a: "3"}, targets=[a, a]))
     assert len(saved.instance_ids) == 1 and len(saved.draft_ids) == 2
     assert [r.image_id for r in C.ready_instances(store, "counting", "OEQ")] == [a]
+
+
+def test_the_chosen_mode_is_kept_per_worker_across_sign_ins(tmp_path):
+    from helpers import seed_store
+
+    store, tokens = seed_store(tmp_path / "m.db", tmp_path, per_mode=1)
+    alice = C.sign_in(store, tokens["alice"])
+    assert C.chosen_mode(store, alice) is None
+    C.choose_mode(store, alice, "Color")
+    assert C.chosen_mode(store, C.sign_in(store, tokens["alice"])) == "color"  # a new sign-in, any browser
+    assert C.chosen_mode(store, "bob") is None  # per worker
+    with pytest.raises(InputError, match="unknown mode 'hue'"):
+        C.choose_mode(store, alice, "hue")
+    C.rotate_token(store, "alice")
+    with pytest.raises(AuthError):  # a signed-out session cannot change it
+        C.choose_mode(store, alice, "shape")
+    store.close()

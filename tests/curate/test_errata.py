@@ -161,8 +161,9 @@ def test_errata_page_flag_then_admin_accepts(tmp_path, monkeypatch):
     at.text_input(key="er_proposed").input("4").run()
     at.button(key="er_flag").click().run()
     assert any(f"Flagged {oeq.id}" in _plain(m.value) for m in at.success)
-    [mine] = [d.value.to_dict("records") for d in at.dataframe if "what is wrong" in d.value.columns]
-    assert [(r["instance"], r["status"]) for r in mine] == [(oeq.id, "open")]
+    [mine] = [[{k: _plain(str(v)) for k, v in r.items()} for r in d.value.to_dict("records")]
+              for d in at.table if "what is wrong" in d.value.columns]
+    assert [(r["instance"], r["status"], r["decided by"], r["why"]) for r in mine] == [(oeq.id, "open", "-", "-")]
 
     admin = _app(tokens["carol"], "Errata")
     assert "Open flags (1)" in [h.value for h in admin.subheader]

@@ -413,3 +413,38 @@ def test_a_collection_moved_as_a_whole_is_found_at_its_new_place_after_a_rerun(t
     after = open_index(tmp_path / "indexes", "c", load_vectors=False)
     assert list(after.images["sha256"]) == list(before.images["sha256"])
     assert all(Path(p).is_file() and Path(p).is_relative_to(new) for p in after.abs_paths())
+
+
+def _interrupt_when(proc, ready, timeout: float = 120) -> None:
+    """Ctrl-C, as a terminal sends it (SIGINT to the process group), once `ready()` holds."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and not ready() and proc.poll() is None:
+        time.sleep(0.01)
+    assert proc.poll() is None, "the job ended before it could be interrupted"
+    os.killpg(proc.pid, signal.SIGINT)
+
+
+def test_ctrl_c_says_how_many_shards_are_kept_and_the_same_command_resumes(tmp_path, tiny_models):
+    rng = np.random.default_rng(1)
+    images = tmp_path / "imgs"
+    images.mkdir()
+    for k in range(48):
+        Image.fromarray(rng.integers(0, 255, (384, 384, 3), dtype=np.uint8)).save(images / f"im{k:02d}.png")
+    clip, dino = tiny_models
+    cmd = [sys.executable, "-m", "vhmine.cli", "embed", "imgs", "--name", "r", "--indexes", "idx", "--clip-model", clip,
+           "--dino-model", dino, "--batch-size", "2", "--shard-size", "4", "--workers", "0"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    shards = tmp_path / "idx" / "r" / "work" / "shards"
+    _interrupt_when(proc, lambda: len(list(shards.glob("part-*.parquet"))) >= 2)
+    out, err = proc.communicate(timeout=120)
+    kept = len(list(shards.glob("part-*.parquet")))
+    assert proc.returncode == 130, err
+    assert f"interrupted: {kept} of 12 shards kept in idx/r/work; run the same command to resume" in err.splitlines()
+    assert "Traceback" not in err and "Aborted" not in err and 2 <= kept < 12
+    assert f"loading the encoders (CLIP {clip}, DINOv2 {dino}) for 48 images in 12 shards" in err  # before any bar
+    r = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert f"({48 - 4 * kept} files read in this run" in r.stdout  # only the shards not kept
+    assert len(open_index(tmp_path / "idx", "r").images) == 48

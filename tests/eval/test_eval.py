@@ -334,3 +334,47 @@ def test_eval_on_two_endpoints_never_mixes_their_answers(dogs_bench, tmp_path, t
                  out="ev-b2").exit_code == 0
     assert len(b.chats()) == 6
     assert {i: d["answer"] for i, d in answer_details(tmp_path / "ev-b2", "same-name").items()} == ans_b
+
+
+def test_eval_ends_by_saying_where_the_report_is(bench_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    p = _preds(tmp_path / "p.jsonl", {"o1": "3", "o2": "5", "y1": "yes", "y2": "no", "y3": "yes", "y4": "no"})
+    res = evaluate(EvalOptions(bench=bench_dir, out=Path("evals/run1"), predictions=[("m", p)]))
+    last = res.summary().splitlines()[-1]
+    assert last.startswith("report: evals/run1/report.md   (every number in evals/run1/report.json, the chart "
+                           "evals/run1/accuracy_by_mode.png")
+    for name in ("report.md", "report.json", "accuracy_by_mode.png", "answers-m.jsonl"):
+        assert (tmp_path / "evals" / "run1" / name).is_file()
+
+
+def test_ctrl_c_while_asking_keeps_the_answers_and_the_rerun_asks_only_the_rest(bench_dir, tmp_path, openai_server):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    srv = openai_server
+    srv.delay_s = 0.4
+    cmd = [sys.executable, "-m", "vhmine.cli", "eval", "--bench", str(bench_dir), "--model", "slow-vlm", "--out", "ev",
+           "--cache", "cache.db", "--concurrency", "1"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and len(srv.chats()) < 3 and proc.poll() is None:
+        time.sleep(0.02)
+    assert proc.poll() is None
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    line = next(ln for ln in err.splitlines() if ln.startswith("interrupted"))
+    kept = int(line.split(": ", 1)[1].split(" of ")[0])
+    assert line == (f"interrupted while asking slow-vlm: {kept} of 6 answers kept in the request cache (cache.db); "
+                    "run the same command to resume (kept answers are not asked again)")
+    assert 2 <= kept < 6 and "Traceback" not in err and not (tmp_path / "ev" / "report.json").exists()
+    asked = len(srv.chats())
+    srv.delay_s = 0.0
+    r = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert len(srv.chats()) - asked == 6 - kept  # the kept answers came from the cache
+    assert json.loads((tmp_path / "ev" / "report.json").read_text())["models"]["slow-vlm"]["answered"] == 6

@@ -157,3 +157,26 @@ def test_a_replace_that_fails_at_the_last_rename_keeps_the_previous_export(store
         export_benchmark(store, ExportOptions(out=out, format="pope", kind="ynq", modes=["counting"], replace=True))
     assert (out / "manifest.json").read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".b.")) == []
+
+
+def test_export_ends_with_the_eval_command_and_the_harness_steps(store, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    from pathlib import Path
+
+    res = export_benchmark(store, ExportOptions(out=Path("benchmarks/vh"), format="vhtest", modes=["counting"]))
+    assert res.summary().splitlines()[-1].startswith("next: vhmine eval --bench benchmarks/vh --model MODEL   (")
+    res = export_benchmark(store, ExportOptions(out=tmp_path / "benchmarks" / "lm", format="lmms-eval", modes=["counting"]))
+    run, score, ask = res.summary().splitlines()[-3:]
+    assert "lmms-eval --model MODEL" in run and "--tasks vhmine --include_path benchmarks/lm " in run
+    assert (tmp_path / "benchmarks" / "lm" / "vhmine.yaml").is_file()  # the group the command names
+    assert score == ("then score its answers with vhmine's rules: vhmine eval --bench benchmarks/lm "
+                     "--predictions MODEL=results/.../<date>_samples_vhmine_ynq.jsonl "
+                     "--predictions MODEL=results/.../<date>_samples_vhmine_oeq.jsonl")
+    assert ask.startswith("or ask a model from here: vhmine eval --bench benchmarks/lm --model MODEL")
+    res = export_benchmark(store, ExportOptions(out=tmp_path / "benchmarks" / "vk", format="vlmevalkit", name="vh",
+                                                modes=["counting"]))
+    run, score = res.summary().splitlines()[-3:-1]
+    tsvs = sorted(p.stem for p in (tmp_path / "benchmarks" / "vk").glob("*.tsv"))
+    assert run.endswith(f"(cd benchmarks/vk && python vhmine_vlmevalkit.py --data {' '.join(tsvs)} --model MODEL)")
+    assert (tmp_path / "benchmarks" / "vk" / "vhmine_vlmevalkit.py").is_file()
+    assert score.endswith(" ".join(f"--predictions MODEL=benchmarks/vk/outputs/MODEL/MODEL_{t}.xlsx" for t in tsvs))

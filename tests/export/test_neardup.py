@@ -306,3 +306,35 @@ def test_flags_page_shows_near_duplicates_side_by_side_and_overrules(tmp_path, m
     at.button(key=f"ndre:{d.id}").click().run()
     assert not C.near_duplicate_list(store, "bob")[0].overruled
     store.close()
+
+
+def test_the_check_shows_a_bar_and_ctrl_c_leaves_no_export(tmp_path, tiny_models):
+    """A real `vhmine export` stopped by SIGINT (to its process group, as a terminal's Ctrl-C) while the
+    near-duplicate check loads its encoders: one line, exit 130, no folder; the rerun shows the check's bar."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    _setup(tmp_path, tiny_models)
+    cmd = [sys.executable, "-m", "vhmine.cli", "export", "--out", "benchmarks/b", "--db", "store.db", "--kind", "oeq",
+           "--device", "cpu", "--indexes", "indexes"]
+    err_file = tmp_path / "stderr.txt"
+    with open(err_file, "w") as err:
+        proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+        deadline = time.time() + 120
+        while time.time() < deadline and "near duplicates: loading encoders" not in err_file.read_text() \
+                and proc.poll() is None:
+            time.sleep(0.01)
+        assert proc.poll() is None, err_file.read_text()
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=60) == 130, err_file.read_text()
+    said = err_file.read_text()
+    assert "interrupted: nothing written to benchmarks/b (an export is published whole, at the end; an earlier export " \
+           "there is as it was); run the same command to export again" in said
+    assert "Traceback" not in said
+    assert not (tmp_path / "benchmarks" / "b").exists() and not list((tmp_path / "benchmarks").glob(".b.tmp-*"))
+    r = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"near duplicates: embedding: 100%\|.*\| 4/4", r.stderr), r.stderr
+    assert re.search(r"^near duplicates: \d+ pair\(s\) within the export", r.stdout, re.M), r.stdout

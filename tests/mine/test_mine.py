@@ -190,3 +190,100 @@ def test_mine_warns_once_about_reversed_thresholds(tmp_path):
     assert r.returncode == 0, r.stderr
     said = r.stdout + r.stderr
     assert said.count("--dino 0.7 >= --clip 0.5") == 1, said  # it was logged, then repeated in the summary
+
+
+def test_a_run_names_the_seed_command_with_its_pairs_file(clustered, monkeypatch):
+    tmp, *_ = clustered
+    monkeypatch.chdir(tmp)
+    res = mine_index(MineOptions(index="syn", indexes=tmp / "idx", clip=0.5, dino=1.0, progress=False))
+    assert res.written > 0
+    assert res.summary().splitlines()[-1] == "next: vhmine seed --pairs runs/syn-clip0.5-dino1/pairs.parquet"
+    assert (tmp / "runs" / "syn-clip0.5-dino1" / "pairs.parquet").is_file()
+
+
+def test_zero_pairs_says_what_to_relax_with_counts_at_nearby_thresholds(clustered, monkeypatch):
+    """The counts are the pairs a run at that threshold finds: checked against the brute force."""
+    from vhmine.mine.simsearch import brute_force_pairs
+
+    tmp, clip, dino, _ = clustered
+    monkeypatch.chdir(tmp)
+    dmin = float(brute_force_pairs(clip, dino, 0.8).dino_sim.min())  # the least DINOv2-alike of CLIP >= 0.8
+    dino_t = math.floor(dmin * 20) / 20 - 0.05  # below every one of them: 0 pairs
+    res = mine_index(MineOptions(index="syn", indexes=tmp / "idx", clip=0.8, dino=dino_t, progress=False))
+    assert res.written == 0 and res.clip_alike > 0
+    text = res.summary()
+    assert "next: vhmine seed" not in text
+    assert f"0 pairs: {res.clip_alike} pair(s) have CLIP >= 0.8, but every one has DINOv2 > {dino_t:g}" in text
+    want_dino = {d: len(brute_force_pairs(clip, dino, 0.8, d)) for d in (math.floor(dino_t * 10 + 1e-9) / 10 + k / 10 for k in (1, 2, 3))}
+    line = next(ln for ln in text.splitlines() if "--dino" in ln and "exact" in ln)
+    assert line.strip() == " / ".join(f"--dino {round(d, 2):g}: {n}" for d, n in want_dino.items()) + "  (with --clip 0.8; exact)"
+    want_clip = {c: len(brute_force_pairs(clip, dino, c, dino_t)) for c in (0.75, 0.7, 0.65)}  # 30 images: every pair sampled
+    line = next(ln for ln in text.splitlines() if "--clip 0.75" in ln)
+    assert line.strip() == " / ".join(f"--clip {c:g}: {n}" for c, n in want_clip.items()) + \
+        f"  (with --dino {dino_t:g}; exact: every pair of the collection)"
+    first = next(round(d, 2) for d, n in want_dino.items() if n)
+    assert f"relax: vhmine mine --index syn --indexes idx --clip 0.8 --dino {first:g}" in text
+    nearby = json.loads((res.run_dir / "run.json").read_text())["nearby"]
+    assert nearby["dino"] == {f"{round(d, 2):g}": n for d, n in want_dino.items()}
+    # and the command it names finds that many pairs
+    res2 = mine_index(MineOptions(index="syn", indexes=tmp / "idx", clip=0.8, dino=first, progress=False))
+    assert res2.written == want_dino[next(d for d in want_dino if round(d, 2) == first)]
+
+
+def test_no_clip_alike_pair_points_at_a_lower_clip(clustered):
+    tmp, clip, dino, _ = clustered
+    from vhmine.mine.simsearch import brute_force_pairs
+
+    top = float(brute_force_pairs(clip, dino, -1.0).clip_sim.max())
+    res = mine_index(MineOptions(index="syn", indexes=tmp / "idx", clip=min(1.0, top + 0.01), dino=0.55, out=tmp / "z", progress=False))
+    assert res.clip_alike == 0
+    text = res.summary()
+    assert f"0 pairs: no pair has CLIP >= {min(1.0, top + 0.01):g} at all" in text
+    assert "--dino 0.6" not in text  # with no CLIP-alike pair, no --dino helps: not offered
+    assert f"relax: vhmine mine --index syn --indexes {tmp / 'idx'} --clip " in text
+
+
+def test_ctrl_c_during_the_search_leaves_no_run_and_says_so(tmp_path):
+    """SIGINT to the process group (a terminal's Ctrl-C) while `vhmine mine` multiplies its blocks."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from vhmine.embed.index import write_index
+
+    n, rng = 12_000, np.random.default_rng(0)
+    clip = unit_rows(rng.normal(size=(n, 768)))  # 3 blocks of 8192 rows: seconds of int8 products
+    images = pd.DataFrame({"image_id": [f"{k:016x}" for k in range(n)], "path": [f"img{k}.png" for k in range(n)],
+                           "sha256": [f"{k:064x}" for k in range(n)], "width": 8, "height": 8,
+                           "coco_id": pd.array([None] * n, dtype="Int64"), "categories": [[] for _ in range(n)]})
+    write_index(tmp_path / "idx" / "big", images, clip, unit_rows(rng.normal(size=(n, 8))),
+                skipped=pd.DataFrame({"path": [], "reason": []}),
+                manifest={"name": "big", "root": str(tmp_path), "encoders": {"clip": {"spec": "c", "dim": 768},
+                                                                             "dino": {"spec": "d", "dim": 8}}})
+    err_file = tmp_path / "stderr.txt"
+    with open(err_file, "w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "vhmine.cli", "mine", "--index", "big", "--indexes", "idx",
+                                 "--device", "cpu"], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=err,
+                                start_new_session=True)
+        deadline = time.time() + 120
+        while time.time() < deadline and "mining pairs" not in err_file.read_text() and proc.poll() is None:
+            time.sleep(0.02)
+        assert proc.poll() is None, err_file.read_text()
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=120) == 130, err_file.read_text()
+    said = err_file.read_text()
+    assert "interrupted: no run written (mine publishes its run folder whole, at the end; an earlier run there is as " \
+           "it was); run the same command to mine again" in said
+    assert "Traceback" not in said
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_the_gallery_shows_a_bar_while_it_draws_its_thumbnails(clustered, capfd):
+    tmp, *_ = clustered
+    res = mine_index(MineOptions(index="syn", indexes=tmp / "idx", clip=0.5, dino=1.0, out=tmp / "bar", progress=True))
+    err = capfd.readouterr().err
+    assert "mining pairs" in err
+    n = min(res.written, 100)
+    assert n > 0 and f"gallery:   0%|          | 0/{n} " in err

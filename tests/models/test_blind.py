@@ -204,6 +204,12 @@ def test_cli_blind_and_export_drop_blind(tmp_path, openai_server):  # noqa: F811
                                    "--max-retries", "0", "--mode", "counting", "--mode", "color"])
     assert run.exit_code == 0, run.output
     assert "text-only" in run.output and "4 question group(s) flagged" in run.output
+    from vhmine.files import shown_path
+
+    assert run.output.strip().splitlines()[-1] == (
+        f"next: look at the flags on the app's Blind flags page (vhmine curate --db {shown_path(db)}) and overrule "
+        "those a question needs its image for; then `vhmine export --drop-blind` leaves the rest out")
+    assert '"Blind flags"' in (Path(__file__).resolve().parents[2] / "vhmine" / "apps" / "curate.py").read_text()
     run = CliRunner().invoke(app, ["export", "--out", str(tmp_path / "e"), "--db", db, "--drop-blind",
                                    "--allow-unbalanced"])
     assert run.exit_code == 0, run.output

@@ -102,7 +102,7 @@ def test_describe_cli_failure_of_one_mode_is_partial(openai_server, tmp_path):
     make_ready_store(tmp_path).close()
     env = {"OPENAI_API_KEY": API_KEY, "OPENAI_BASE_URL": srv.base_url, "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin",
            **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}}  # the vhmine under test
-    r = subprocess.run([sys.executable, "-m", "vhmine.cli", "describe", "--model", "describer", "--modes", "shape,ocr",
+    r = subprocess.run([sys.executable, "-m", "vhmine.cli", "describe", "--model", "describer", "--mode", "shape", "--mode", "ocr",
                         "--examples", "2", "--db", str(tmp_path / "store.db"), "--cache", str(tmp_path / "c.db")],
                        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert r.returncode == 3, r.stderr

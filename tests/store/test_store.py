@@ -35,7 +35,7 @@ def test_new_store_is_at_head_and_matches_the_table_classes(any_url):
     from vhmine.store import open_store, schema_head
 
     with open_store(any_url) as store:
-        assert store.revision() == schema_head() == "0009"
+        assert store.revision() == schema_head() == "0010"
         assert _schema_diff(store) == []
 
 
@@ -109,7 +109,7 @@ def test_store_from_schema_0001_opens_in_newer_vhmine_with_nothing_lost(tmp_path
     db = tmp_path / "old.db"
     old = _old_store_rows(f"sqlite:///{db}", photos)
     with open_store(db) as store:
-        assert store.revision() == "0009"
+        assert store.revision() == "0010"
         assert _schema_diff(store) == []
         [inst] = ready_instances(store)
         assert (inst.id, inst.question, inst.answers, inst.truth, inst.slots) == (
@@ -129,7 +129,7 @@ def test_store_from_schema_0001_migrates_on_postgresql(tmp_path, pg_url):
     photos = write_photos(tmp_path / "photos", ("coffee", "rocket"))
     _old_store_rows(pg_url, photos)
     with open_store(pg_url) as store:
-        assert store.revision() == "0009" and _schema_diff(store) == []
+        assert store.revision() == "0010" and _schema_diff(store) == []
         assert [r.id for r in ready_instances(store)] == ["inst0001"]
 
 
@@ -144,7 +144,7 @@ def test_store_from_newer_vhmine_is_refused(tmp_path):
     with sqlite3.connect(db) as c:
         c.execute("UPDATE alembic_version SET version_num = '0042'")
     with pytest.raises(StoreVersionError, match=(
-            r"^store sqlite:///.*new.db has schema revision 0042, which this vhmine does not know \(it knows up to 0009\): "
+            r"^store sqlite:///.*new.db has schema revision 0042, which this vhmine does not know \(it knows up to 0010\): "
             r"it was written by a newer vhmine; upgrade vhmine \(pip install -U vhmine\) or point --db at another store$")):
         open_store(db)
 
@@ -193,9 +193,11 @@ def test_migrations_ship_in_the_package_as_one_linear_chain():
     from vhmine.store.db import _alembic_config
 
     names = {p.name for p in files("vhmine.store.migrations.versions").iterdir()}
-    assert {"__init__.py", "0001_initial.py", "0002_next_stages.py", "0003_secrets.py", "0004_response_endpoint.py", "0005_worker_status.py", "0006_blind_answers.py", "0007_drafts_errata.py", "0008_near_duplicates.py", "0009_blind_rescoring.py"} <= names  # importable package: wheels carry it
+    assert {"__init__.py", "0001_initial.py", "0002_next_stages.py", "0003_secrets.py", "0004_response_endpoint.py",
+            "0005_worker_status.py", "0006_blind_answers.py", "0007_drafts_errata.py", "0008_near_duplicates.py",
+            "0009_blind_rescoring.py", "0010_worker_mode.py"} <= names  # importable package: wheels carry it
     revs = list(ScriptDirectory.from_config(_alembic_config()).walk_revisions())
-    assert [(r.revision, r.down_revision) for r in revs] == [("0009", "0008"), ("0008", "0007"), ("0007", "0006"), ("0006", "0005"), ("0005", "0004"), ("0004", "0003"), ("0003", "0002"), ("0002", "0001"), ("0001", None)]
+    assert [(r.revision, r.down_revision) for r in revs] == [("0010", "0009"), ("0009", "0008"), ("0008", "0007"), ("0007", "0006"), ("0006", "0005"), ("0005", "0004"), ("0004", "0003"), ("0003", "0002"), ("0002", "0001"), ("0001", None)]
 
 
 def test_cli_help_imports_no_store_or_app_libraries():
@@ -338,3 +340,61 @@ def test_a_postgresql_restart_mid_session_loses_nothing_and_applies_nothing_twic
         answers = {i.id: i.answers for i in s.scalars(select(Instance).where(Instance.id.in_(saved_b.instance_ids)))}
     assert sorted(answers.values()) == [["1"], ["2"]]
     store.close()
+
+
+def _as_unprivileged():
+    """A command prefix under which file permissions hold: none for a normal user; root without the
+    capabilities that let it write anywhere (setpriv), as a read-only folder stops a normal user."""
+    import os
+    import shutil
+
+    if os.geteuid() != 0:
+        return []
+    if not shutil.which("setpriv"):
+        pytest.skip("running as root without setpriv: a read-only folder does not stop root")
+    return ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--"]
+
+
+@pytest.mark.parametrize("exists", [False, True])
+def test_a_sqlite_store_in_a_read_only_folder_is_named_as_such(tmp_path, exists):
+    import os
+    import sys
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    if exists:
+        from vhmine.store import open_store
+
+        open_store(folder / "store.db").close()
+    folder.chmod(0o555)
+    try:
+        # a store there is read (workers list); none there is made by a command that creates one (workers add)
+        words = ["workers", "list"] if exists else ["workers", "add", "alice"]
+        r = subprocess.run([*_as_unprivileged(), sys.executable, "-m", "vhmine.cli", *words, "--db",
+                            str(folder / "store.db")], capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, COLUMNS="200"))
+    finally:
+        folder.chmod(0o755)
+    assert r.returncode == 2, r.stderr
+    said = " ".join(r.stderr.split())
+    assert f"cannot open store {folder / 'store.db'}: the folder {folder} is not writable, and SQLite writes the store " \
+           "and its -wal and -shm files beside it" in said, said
+    assert "--db with a file in a folder you can write to" in said
+    assert "database server" not in said and "Traceback" not in said
+
+
+def test_reading_only_creates_and_migrates_nothing(tmp_path):
+    from vhmine.errors import StoreMissingError, StoreVersionError
+    from vhmine.store import open_store
+
+    with pytest.raises(StoreMissingError, match="no store at .* yet: `vhmine seed"):
+        open_store(tmp_path / "none.db", migrate=False)
+    assert not (tmp_path / "none.db").exists()
+    open_store(tmp_path / "old.db", target="0001").close()
+    before = (tmp_path / "old.db").read_bytes()
+    with pytest.raises(StoreVersionError, match="has schema revision 0001.*the next command that writes to it"):
+        open_store(tmp_path / "old.db", migrate=False)
+    assert (tmp_path / "old.db").read_bytes() == before and not list(tmp_path.glob("old.db.bak-*"))
+    open_store(tmp_path / "old.db").close()  # migrated now
+    with open_store(tmp_path / "old.db", migrate=False) as store:
+        assert store.revision() is not None

@@ -13,7 +13,7 @@ import streamlit as st
 
 from vhmine import curate as C
 from vhmine import modes as M
-from vhmine.apps.page_helpers import act, esc, image
+from vhmine.apps.page_helpers import ACTIONS, act, esc, image, show_flash, table
 from vhmine.errors import VhmineError
 
 
@@ -43,6 +43,7 @@ def _flag_form(store, me: C.WorkerInfo, mode: str) -> None:
             right.text(_answer_text(rec.kind, rec.answers, rec.truth))
     reason = st.text_input("What is wrong", key="er_reason", placeholder="image B shows three cats, not two")
     proposed = st.text_input("Right answer (optional)", key="er_proposed")
+    show_flash(ACTIONS)
     if st.button("Flag as wrong", type="primary", key="er_flag"):
         act(lambda: C.flag_instance(store, me, iid or "", reason, proposed), "success",
             f"Flagged {iid}: an admin will accept or reject the flag.")
@@ -71,9 +72,10 @@ def _decide(store, me: C.WorkerInfo, e: C.ErratumView) -> None:
         c1, c2 = right.columns(2)
         if c1.button("Accept flag", type="primary", key=f"er_acc:{e.id}"):
             act(lambda: C.accept_erratum(store, me, e.id, answers=answers, truth=truth, remove=remove, reason=note),
-                "success", lambda ch: f"Accepted flag {e.id}: " + "; ".join(f"{k} {o} -> {n}" for k, (o, n) in ch.items()))
+                "success", lambda ch: f"Accepted flag {e.id}: " + "; ".join(f"{k} {o} -> {n}" for k, (o, n) in ch.items()),
+                f"er:{e.id}")
         if c2.button("Reject flag", key=f"er_rej:{e.id}"):
-            act(lambda: C.reject_erratum(store, me, e.id, note), "info", f"Rejected flag {e.id}.")
+            act(lambda: C.reject_erratum(store, me, e.id, note), "info", f"Rejected flag {e.id}.", f"er:{e.id}")
 
 
 def errata_page(store, me: C.WorkerInfo, mode: str) -> None:
@@ -89,9 +91,8 @@ def errata_page(store, me: C.WorkerInfo, mode: str) -> None:
         return
     st.subheader("Your flags")
     if mine:
-        st.dataframe([{"flag": e.id, "instance": e.instance_id, "question": e.question, "what is wrong": e.reason,
-                       "status": e.status, "decided by": e.decided_by or "", "why": e.decision_reason or ""}
-                      for e in mine], hide_index=True, key="er_mine")
+        table([{"flag": e.id, "instance": e.instance_id, "question": e.question, "what is wrong": e.reason,
+                "status": e.status, "decided by": e.decided_by, "why": e.decision_reason} for e in mine])
     else:
         st.write("None.")
     if me.is_admin:

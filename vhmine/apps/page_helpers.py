@@ -1,12 +1,17 @@
-"""What the app's page modules share: Markdown-safe text, the flash message shown after a rerun, images.
+"""What the app's page modules share: Markdown-safe text, messages shown beside the button that caused them,
+images (one, or a row of them at one height), and the layout that fits a laptop screen.
 
 Reads image bytes only through vhmine.curate.image_bytes (files recorded in the store); writes only
-Streamlit session state ("flash", which `show_flash` shows at the top of the next run). vhmine/apps/curate.py
-(the Streamlit script, which nothing imports) uses these too.
+Streamlit session state ("flash": the message of the last action and the place it belongs, which
+`show_flash(place)` shows there in the next run). vhmine/apps/curate.py (the Streamlit script, which nothing
+imports) uses these too.
 """
 
 from __future__ import annotations
 
+import base64
+import html
+import io
 import re
 import string
 
@@ -16,22 +21,55 @@ from vhmine import curate as C
 from vhmine.errors import VhmineError
 
 _PUNCT = re.compile("([" + re.escape(string.punctuation) + "])")
+_CODE = re.compile(r"`([^`\n]+)`")
+
+ROW_HEIGHT = 260  # px: a pair's images at this height leave the form's first field on a 1280 x 800 screen
+ACTIONS = "actions"  # the place of a page's action buttons (show_flash)
 
 
 def esc(text: object) -> str:
-    """Text for Markdown-rendering elements (errors, captions): every ASCII punctuation mark escaped,
-    so worker-typed `**x**`, `<b>`, `:red[x]` or `$x$` show literally."""
-    return _PUNCT.sub(r"\\\1", str(text))
+    """Text for Markdown-rendering elements (errors, captions): every ASCII punctuation mark escaped, so
+    worker-typed `**x**`, `<b>`, `:red[x]` or `$x$` show literally; a `command` in backticks (vhmine's
+    messages name commands so) shows as code, its content literal, never as stray backticks."""
+    out, last = [], 0
+    text = str(text)
+    for m in _CODE.finditer(text):
+        out.append(_PUNCT.sub(r"\\\1", text[last:m.start()]))
+        out.append(f"`{m.group(1)}`")  # inside a code span nothing is Markdown: no escaping needed
+        last = m.end()
+    out.append(_PUNCT.sub(r"\\\1", text[last:]))
+    return "".join(out)
 
 
-def flash(kind: str, msg: str) -> None:
-    st.session_state["flash"] = (kind, msg)
+def fit_screen() -> None:
+    """Less empty space above the page (Streamlit's default padding is 6rem) and tables that wrap rather
+    than run off the right edge: what lets a page's form start on a 1280 x 800 screen."""
+    st.html("<style>"
+            "[data-testid=stMainBlockContainer]{padding-top:2.2rem;padding-bottom:2rem}"
+            "[data-testid=stMain] h2{padding-top:0.2rem;padding-bottom:0.4rem}"
+            "[data-testid=stTable] table{table-layout:auto;width:100%}"
+            "[data-testid=stTable] td,[data-testid=stTable] th{white-space:normal;overflow-wrap:anywhere}"
+            "</style>")
 
 
-def show_flash() -> None:
-    kind, msg = st.session_state.pop("flash", (None, None))
-    if kind:
+def flash(kind: str, msg: str, place: str = ACTIONS) -> None:
+    """Say `msg` in the next run, at `place` (where the page calls show_flash with it: beside the button)."""
+    st.session_state["flash"] = (kind, msg, place)
+
+
+def show_flash(place: str = ACTIONS) -> None:
+    """The pending message, if it belongs here."""
+    kind, msg, where = st.session_state.get("flash", (None, None, None))
+    if kind and where == place:
+        st.session_state.pop("flash")
         getattr(st, kind)(esc(msg))
+
+
+def show_leftover_flash(box) -> None:
+    """A message whose place the page did not draw this time (its item is gone): shown in `box`, at the top."""
+    kind, msg, _ = st.session_state.pop("flash", (None, None, None))
+    if kind:
+        getattr(box, kind)(esc(msg))
 
 
 def image(store, image_id: str, caption: str) -> None:
@@ -45,14 +83,57 @@ def image(store, image_id: str, caption: str) -> None:
         st.error(esc(err))
 
 
-def act(fn, ok_kind: str, ok_msg) -> None:
-    """Run a library call; on success flash `ok_msg` (a str, or a function of the result) and rerun, else show the error."""
+def _scaled_png(data: bytes, height: int) -> tuple[str, float]:
+    """(data URL, width / height) of the image drawn `height` px high: scaled down, or up when it is smaller
+    (twice the height, for sharp screens), so every image of a row has one common height."""
+    from PIL import Image
+
+    img = Image.open(io.BytesIO(data))
+    img = img.convert("RGB") if img.mode not in ("RGB", "L") else img
+    ratio = img.width / max(img.height, 1)
+    target = 2 * height
+    resample = Image.Resampling.LANCZOS if img.height > target else Image.Resampling.BICUBIC
+    img = img.resize((max(1, round(target * ratio)), target), resample)
+    buf = io.BytesIO()
+    img.save(buf, format="JPEG", quality=88)
+    return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii"), ratio
+
+
+def image_row(store, views, height: int = ROW_HEIGHT) -> None:
+    """The images of an item side by side at one height (at most `height` px): a portrait image stands beside
+    a landscape one as tall as it, a small image is scaled up to that height, and the row shrinks as a whole
+    (heights staying equal) when the page is narrower. `views`: (image id, caption) pairs."""
+    cells = []
+    for image_id, caption in views:
+        try:
+            url, ratio = _scaled_png(C.image_bytes(store, image_id), height)
+        except VhmineError as err:
+            st.error(esc(err))
+            continue
+        # flex-grow by the aspect ratio and a common basis of 0: each image's width is share x row width, so
+        # every height is row width / sum of ratios; max-width caps that height at `height`
+        cells.append((ratio, f'<figure style="flex:{ratio:.4f} 1 0;margin:0;min-width:0">'
+                             f'<img src="{url}" alt="{html.escape(caption)}" data-vh-image="{html.escape(image_id)}" '
+                             'style="width:100%;height:auto;display:block;border-radius:4px">'
+                             f'<figcaption style="font-size:0.85rem;opacity:0.7">{html.escape(caption)}</figcaption>'
+                             '</figure>'))
+    if not cells:
+        return
+    gap = 12
+    width = sum(r for r, _ in cells) * height + gap * (len(cells) - 1)
+    st.html(f'<div data-vh-row style="display:flex;gap:{gap}px;max-width:{width:.0f}px;align-items:flex-start">'
+            + "".join(c for _, c in cells) + "</div>")
+
+
+def act(fn, ok_kind: str, ok_msg, place: str = ACTIONS) -> None:
+    """Run a library call; on success flash `ok_msg` (a str, or a function of the result) at `place` and rerun,
+    else show the error here, beside the button."""
     try:
         got = fn()
     except VhmineError as err:
         st.error(esc(err))
         return
-    flash(ok_kind, ok_msg(got) if callable(ok_msg) else ok_msg)
+    flash(ok_kind, ok_msg(got) if callable(ok_msg) else ok_msg, place)
     st.rerun()
 
 
@@ -60,13 +141,30 @@ def overrule_controls(store, me, flag, fid: str, *, key: str, why: str, reinstat
                       overrule, overruled: str) -> None:
     """Who overruled `flag` (a blind flag or a near-duplicate pair), when and why, with a button that
     reinstates it; else a reason box and an Overrule button. `fid`: its id; `reinstate(store, me, fid)` and
-    `overrule(store, me, fid, reason)` are the library calls; `key` + re/why/ov + ":" + fid keys the widgets."""
+    `overrule(store, me, fid, reason)` are the library calls; `key` + re/why/ov + ":" + fid keys the widgets.
+    The message of either shows beside them."""
+    place = f"{key}:{fid}"
     if flag.overruled:
         st.caption(esc(f"overruled by {flag.overruled_by} at {flag.overruled_at:%Y-%m-%d %H:%M} UTC:"))
         st.text(flag.overrule_reason or "")
+        show_flash(place)
         if st.button(reinstate_label, key=f"{key}re:{fid}"):
-            act(lambda: reinstate(store, me, fid), "info", reinstated)
+            act(lambda: reinstate(store, me, fid), "info", reinstated, place)
     else:
         reason = st.text_input(why, key=f"{key}why:{fid}")
+        show_flash(place)
         if st.button("Overrule", key=f"{key}ov:{fid}"):
-            act(lambda: overrule(store, me, fid, reason), "success", overruled)
+            act(lambda: overrule(store, me, fid, reason), "success", overruled, place)
+
+
+def table(rows: list[dict]) -> None:
+    """A small table that fits the page (cells wrap) and shows an empty cell as "-", never "None". st.table
+    renders its cells as Markdown, so text (a worker's question, a lone "-") is escaped to show literally."""
+    empty = {k for r in rows for k, v in r.items() if v is None or v == ""}
+
+    def cell(k, v):
+        if k in empty:  # a column with an empty cell becomes text throughout: one type per column
+            v = "-" if v is None or v == "" else str(v)
+        return esc(v) if isinstance(v, str) else v
+
+    st.table([{k: cell(k, v) for k, v in r.items()} for r in rows], hide_index=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from vhmine import curate as C
-from vhmine.apps.page_helpers import act, esc, image
+from vhmine.apps.page_helpers import ACTIONS, act, esc, image_row, show_flash, table
 from vhmine.errors import VhmineError
 
 
@@ -25,13 +25,12 @@ def verify_page(store, me: C.WorkerInfo, mode: str) -> None:
         st.error(esc(err))
         return
     if item is None:
+        show_flash(ACTIONS)
         st.info(f"No drafts to verify in {mode}.")
         return
     key = item.draft_id
     roles = {v.id: v.role for v in item.images}
-    for col, v in zip(st.columns(len(item.images)), item.images):
-        with col:
-            image(store, v.id, f"image {v.role}")
+    image_row(store, [(v.id, f"image {v.role}") for v in item.images])  # one capped height: the form stays on screen
     st.caption(esc(f"draft {item.draft_id} of item {item.task_id} by {item.model} ({item.prompt}); "
                    f"yours until {item.lease_until:%H:%M} UTC"))
     question = st.text_input("Question", value=item.question, key=f"vq:{key}")
@@ -57,6 +56,7 @@ def verify_page(store, me: C.WorkerInfo, mode: str) -> None:
                 checked.append(yq)
             if keep:
                 yes_no.append((yq, got))
+    show_flash(ACTIONS)
     c1, c2, c3 = st.columns(3)
     if c1.button("Accept as drafted", type="primary", key=f"vacc:{key}"):
         act(lambda: C.accept_draft(store, me, item.draft_id, checked=checked), "success",
@@ -85,4 +85,9 @@ def savings_section(store, me: C.WorkerInfo) -> None:
         return
     st.caption("Seconds are gaps between a worker's actions (a long gap is a break); s/kept draft counts the time "
                "of rejected drafts too; saving = 1 - s/kept draft / s/scratch item. `vhmine draft --stats` prints the same.")
-    st.dataframe([r.row() for r in rows], hide_index=True, key="draft_savings")
+    # two narrower tables rather than one of twelve columns, which ran off the page's right edge
+    cols = [r.row() for r in rows]
+    table([{k: r[k] for k in ("mode", "scratch items", "s/scratch item", "drafts", "rule-rejected", "verified")}
+           for r in cols])
+    table([{k: r[k] for k in ("mode", "accept rate", "edit rate", "reject rate", "s/verify decision", "s/kept draft",
+                              "saving")} for r in cols])

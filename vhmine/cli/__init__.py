@@ -3,8 +3,8 @@
 Commands parse their options, call the library (the same calls as vhmine.api) and turn a VhmineError into
 a message and exit status 2. Nothing heavy is imported here, so `vhmine --help` is instant. options holds
 the Typer app and the shared options; the commands are in collection (embed, mine, demo, data), curation
-(seed, workers, curate), models (probe, describe, generate, manipulate, blind, draft) and benchmarks
-(export, eval). Importing this package registers them all on `app`; `main` is the console entry point.
+(seed, workers, curate), models (probe, describe, generate, manipulate, blind, draft), benchmarks
+(export, eval) and status. Importing this package registers them all on `app`; `main` is the console entry point.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import List, Optional
 
 # importing the command modules registers their commands on `app`, in the order `vhmine --help` lists them
-from vhmine.cli import collection, curation, models, benchmarks  # noqa: F401,I001
+from vhmine.cli import collection, curation, models, benchmarks, status  # noqa: F401,I001
 from vhmine.cli.options import app
 
 __all__ = ["app", "main"]

@@ -12,13 +12,14 @@ import typer
 
 from vhmine.cli.options import (
     CacheOpt, ConcurrencyOpt, DbOpt, IndexesOpt, MaxCostOpt, MaxTokensOpt, PricesOpt, RetriesOpt,
-    RetryWaitOpt, TimeoutOpt, _fail, _finish, _llm_options, app,
+    RetryWaitOpt, TimeoutOpt, _fail, _finish, _llm_options, app, interruptible,
 )
 from vhmine.errors import InputError, VhmineError
 
 
 
 @app.command()
+@interruptible("interrupted: nothing written (an export is published whole, at the end); run the same command to export again")
 def export(
     out: Path = typer.Option(..., "--out", help="The benchmark folder to write (must not exist unless --replace)."),
     fmt: str = typer.Option("vhtest", "--format", help="vhtest, vlmevalkit, lmms-eval, hf, pope, llava or hallusionbench."),
@@ -64,6 +65,7 @@ def export(
 
 
 @app.command("eval")
+@interruptible("interrupted: nothing scored; answers received so far are kept in the request cache; run the same command to resume")
 def eval_(
     bench: Path = typer.Option(..., "--bench", help="A benchmark folder from `vhmine export`, or HallusionBench's JSON, or POPE's JSON lines."),
     model: Optional[List[str]] = typer.Option(None, "--model", help="Ask this model (repeatable; OpenAI-compatible endpoint)."),

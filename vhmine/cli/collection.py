@@ -10,14 +10,15 @@ from typing import Optional
 
 import typer
 
-from vhmine.cli.options import IndexesOpt, _fail, app, data_app
+from vhmine.cli.options import IndexesOpt, PlainUsage, _fail, app, data_app, interruptible
 from vhmine.config import DEFAULT_CLIP_MIN, DEFAULT_CLIP_MODEL, DEFAULT_DINO_MAX, DEFAULT_DINO_MODEL
 from vhmine.errors import VhmineError
 
 
-@app.command()
+@app.command(cls=PlainUsage)
+@interruptible("interrupted before any shard was written; run the same command to start again")
 def embed(
-    images: str = typer.Argument(..., help="Folder of images (searched recursively: jpg, jpeg, png, webp), or WebDataset .tar shards: a .tar, a folder of them, or an fsspec URL."),
+    images: str = typer.Argument(..., metavar="IMAGES", help="Folder of images (searched recursively: jpg, jpeg, png, webp), or WebDataset .tar shards: a .tar, a folder of them, or an fsspec URL."),
     name: Optional[str] = typer.Option(None, "--name", help="Collection name [default: the folder's name]."),
     coco_annotations: Optional[Path] = typer.Option(None, "--coco-annotations", help="COCO instances JSON: keep COCO ids and object categories."),
     clip_model: str = typer.Option(DEFAULT_CLIP_MODEL, "--clip-model", help="open_clip NAME:PRETRAINED, NAME:/path/to/checkpoint, or local-dir:/folder."),
@@ -48,6 +49,7 @@ def embed(
 
 
 @app.command()
+@interruptible("interrupted: no run written; run the same command to mine again")
 def mine(
     index: Optional[str] = typer.Option(None, "--index", help="Index name [default: VHMINE_INDEX, or the only one there is]."),
     clip: float = typer.Option(DEFAULT_CLIP_MIN, "--clip", help="Keep pairs with CLIP cosine >= this."),

@@ -11,7 +11,7 @@ from typing import List, Optional
 import typer
 
 from vhmine.cli.options import (
-    DbOpt, _fail, app,
+    DbOpt, PlainUsage, _fail, app,
 )
 from vhmine.errors import VhmineError
 
@@ -38,9 +38,9 @@ def seed(
     typer.echo(result.summary())
 
 
-@workers_app.command("add")
+@workers_app.command("add", cls=PlainUsage)
 def workers_add(
-    name: str = typer.Argument(..., help="Worker name (letters, digits, '.', '_', '-')."),
+    name: str = typer.Argument(..., metavar="NAME", help="Worker name (letters, digits, '.', '_', '-')."),
     admin: bool = typer.Option(False, "--admin", help="May see the agreement page."),
     db: Optional[str] = DbOpt,
 ) -> None:
@@ -51,10 +51,12 @@ def workers_add(
 
         with open_store(db, create=True) as store:  # the first worker may come before the first seed
             token = add_worker(store, name, admin=admin)
+            db_option = store.db_option
     except VhmineError as err:
         _fail(err)
     typer.echo(f"worker {name} added{' (admin)' if admin else ''}; sign-in token (shown only now, keep it secret):", err=True)
     typer.echo(token)
+    typer.echo(f"next: vhmine curate{db_option}   (then sign in with the token above)", err=True)
 
 
 @workers_app.command("list")
@@ -84,10 +86,10 @@ def _on_store(db: Optional[str], action: str, *args):
         _fail(err)
 
 
-WorkerArg = typer.Argument(..., help="Worker name (as `vhmine workers list` shows it).")
+WorkerArg = typer.Argument(..., metavar="NAME", help="Worker name (as `vhmine workers list` shows it).")
 
 
-@workers_app.command("rotate")
+@workers_app.command("rotate", cls=PlainUsage)
 def workers_rotate(name: str = WorkerArg, db: Optional[str] = DbOpt) -> None:
     """Give a worker a new token and print it (shown once); the old one, and every browser signed in with it, stop working now."""
     token = _on_store(db, "rotate_token", name)
@@ -95,14 +97,14 @@ def workers_rotate(name: str = WorkerArg, db: Optional[str] = DbOpt) -> None:
     typer.echo(token)
 
 
-@workers_app.command("deactivate")
+@workers_app.command("deactivate", cls=PlainUsage)
 def workers_deactivate(name: str = WorkerArg, db: Optional[str] = DbOpt) -> None:
     """Stop a worker: their token no longer signs in, and a browser signed in is signed out at its next action."""
     _on_store(db, "deactivate_worker", name)
     typer.echo(f"worker {name} deactivated; what they saved stays (`vhmine workers activate {name}` lets them back in)")
 
 
-@workers_app.command("activate")
+@workers_app.command("activate", cls=PlainUsage)
 def workers_activate(name: str = WorkerArg, db: Optional[str] = DbOpt) -> None:
     """Let a deactivated worker sign in again with their token."""
     _on_store(db, "activate_worker", name)

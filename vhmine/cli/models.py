@@ -14,12 +14,17 @@ import typer
 
 from vhmine.cli.options import (
     BaseUrlOpt, CacheOpt, ConcurrencyOpt, DbOpt, IndexesOpt, MaxCostOpt, MaxTokensOpt, ModesOpt, PricesOpt,
-    RetriesOpt, RetryWaitOpt, TimeoutOpt, _fail, _finish, _llm_options, app,
+    RetriesOpt, RetryWaitOpt, TimeoutOpt, _fail, _finish, _llm_options, app, interruptible,
 )
+
+# what Ctrl-C leaves in the model stages: every answer is cached as it arrives, so a rerun resumes for free
+MODEL_INTERRUPTED = ("interrupted: the answers received so far are kept in the request cache; run the same command "
+                     "to resume (they are not asked again)")
 from vhmine.errors import InputError, VhmineError
 
 
 @app.command()
+@interruptible(MODEL_INTERRUPTED)
 def probe(
     model: str = typer.Option(..., "--model", help="The victim MLLM, as the endpoint names it (e.g. gpt-4o)."),
     judge: Optional[str] = typer.Option(None, "--judge", help="Model that judges open-ended answers (correct / incorrect / unclear) [default: none, workers label them in the app]."),
@@ -55,10 +60,11 @@ def probe(
 
 
 @app.command()
+@interruptible(MODEL_INTERRUPTED)
 def describe(
     model: str = typer.Option(..., "--model", help="The MLLM that explains the hallucinations (e.g. gpt-4o)."),
-    modes: str = typer.Option("all", "--modes", help="Comma-separated modes, or all."),
     mode: Optional[List[str]] = ModesOpt,
+    old_modes: Optional[str] = typer.Option(None, "--modes", hidden=True, help="Replaced by --mode (repeatable)."),
     examples: int = typer.Option(10, "--examples", min=1, help="Successes explained and merged per mode."),
     min_real: int = typer.Option(3, "--min-real", min=0, help="With fewer real successes, hypothetical ones fill up to --examples (marked so)."),
     victim: Optional[str] = typer.Option(None, "--victim", help="Use only the successes of this probed model [default: any model's]."),
@@ -79,14 +85,14 @@ def describe(
         from vhmine.models.describe import DescribeOptions, describe as run_describe
         from vhmine.store import open_store
 
-        chosen = None if modes.strip().lower() == "all" else [m.strip() for m in modes.split(",") if m.strip()]
-        if mode:  # the repeatable --mode of the other stages means the same here
-            if chosen is not None:
-                raise InputError("give the modes either as --modes a,b or as repeated --mode, not both")
-            chosen = list(mode)
+        if old_modes is not None:  # the one way to pick modes is --mode, as in every other stage: say how
+            given = [m.strip() for m in old_modes.split(",") if m.strip() and m.strip().lower() != "all"]
+            raise InputError("--modes was replaced by --mode, as the other stages take it: "
+                             + (" ".join(f"--mode {m}" for m in given) if given else "leave it out for all 8 modes"))
+
         opts = DescribeOptions(llm=_llm_options(model, base_url, concurrency, timeout, max_retries, retry_wait, max_cost,
                                                 prices, cache, max_tokens),
-                               modes=chosen, examples=examples, min_real=min_real, victim=victim, out=out)
+                               modes=list(mode) if mode else None, examples=examples, min_real=min_real, victim=victim, out=out)
         with open_store(db, create=False) as store:
             result = run_describe(store, opts)
     except VhmineError as err:
@@ -95,6 +101,7 @@ def describe(
 
 
 @app.command()
+@interruptible(MODEL_INTERRUPTED)
 def generate(
     backend: str = typer.Option(..., "--backend", help="openai:<image model> (dall-e-3, gpt-image-1, ...) or diffusers:<hub id or local folder>."),
     per_mode: int = typer.Option(10, "--per-mode", min=1, help="Images per mode."),
@@ -141,6 +148,7 @@ def generate(
 
 
 @app.command()
+@interruptible(MODEL_INTERRUPTED)
 def manipulate(
     model: str = typer.Option(..., "--model", help="The victim MLLM, as the endpoint names it (e.g. gpt-4o)."),
     index: Optional[str] = typer.Option(None, "--index", help="Collection whose images are the scenes [default: VHMINE_INDEX, or the only one there is]."),
@@ -191,6 +199,7 @@ def manipulate(
 
 
 @app.command()
+@interruptible(MODEL_INTERRUPTED)
 def blind(
     model: str = typer.Option(..., "--model", help="The text-only model that answers without the image (e.g. gpt-4o-mini)."),
     judge: Optional[str] = typer.Option(None, "--judge", help="Model that judges open-ended answers [default: match, a reference answer appears in the answer, as eval scores]."),
@@ -225,6 +234,7 @@ def blind(
 
 
 @app.command()
+@interruptible(MODEL_INTERRUPTED)
 def draft(
     model: Optional[str] = typer.Option(None, "--model", help="The vision model that drafts each pair task (e.g. gpt-4o)."),
     stats: bool = typer.Option(False, "--stats", help="Print what verifying drafts saves (time per verified item against per item written from scratch, accept / edit rates per mode) and ask no model."),

@@ -9,7 +9,18 @@ from __future__ import annotations
 
 import logging
 import sys
+import functools
+
 import typer
+import typer.core
+
+
+class PlainUsage(typer.core.TyperCommand):
+    """A command whose usage line reads as people write one, `vhmine embed [OPTIONS] IMAGES` (Typer writes a
+    required argument as `{images}`); commands that take an argument use it (`@app.command(cls=PlainUsage)`)."""
+
+    def collect_usage_pieces(self, ctx):
+        return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in super().collect_usage_pieces(ctx)]
 
 
 app = typer.Typer(
@@ -29,6 +40,24 @@ IndexesOpt = typer.Option(None, "--indexes", help="Folder that holds the indexes
 def _fail(err: Exception) -> None:
     typer.echo(f"error: {err}", err=True)
     raise typer.Exit(2)
+
+
+INTERRUPTED_EXIT = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
+
+
+def interruptible(default: str):
+    """A command decorator: Ctrl-C prints one line saying what was kept (the stage's vhmine.errors.Interrupted
+    message, else `default`) and exits 130, instead of a traceback or click's bare "Aborted!"."""
+    def wrap(command):
+        @functools.wraps(command)  # Typer reads the options from the wrapped signature
+        def run(*args, **kwargs):
+            try:
+                return command(*args, **kwargs)
+            except KeyboardInterrupt as err:
+                typer.echo(getattr(err, "message", None) or default, err=True)
+                raise typer.Exit(INTERRUPTED_EXIT) from None
+        return run
+    return wrap
 
 
 @app.callback()

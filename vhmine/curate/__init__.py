@@ -22,15 +22,15 @@ workers (sign-in, tokens, (de)activation), queue (leases, discard, skip, progres
 annotate (saving questions and answers), drafts (drafted yes/no questions), undo, review (blind
 review and agreement), responses (model responses and their labels), records (ready instances for
 export), verify (model drafts of pair tasks: accept, edit, reject), errata (flags on released items and
-admins' decisions), neardups (near duplicates export found, and their overrules), savings (time per verified against per scratch item), images (serving recorded image bytes), app (launching Streamlit); _shared holds the ids,
+admins' decisions), neardups (near duplicates export found, and their overrules), savings (time per verified against per scratch item), overview (the store's counts for `vhmine status`), images (serving recorded image bytes), app (launching Streamlit); _shared holds the ids,
 action log, worker lookup and lease checks they all use.
 """
 
 from __future__ import annotations
 
 from vhmine.curate.workers import (  # first: imports vhmine.store
-    WorkerInfo, activate_worker, add_worker, check_session, deactivate_worker, hash_token, list_workers, rotate_token,
-    sign_in,
+    WorkerInfo, activate_worker, add_worker, check_session, choose_mode, chosen_mode, deactivate_worker, hash_token,
+    list_workers, rotate_token, sign_in,
 )
 from vhmine.curate.images import image_bytes, image_file
 from vhmine.curate._shared import ImageView, Item
@@ -39,7 +39,8 @@ from vhmine.curate.annotate import Annotation, Saved, save_annotation
 from vhmine.curate.drafts import DraftDecision, DraftView, confirm_drafts, pending_drafts
 from vhmine.curate.undo import undo_last
 from vhmine.curate.review import (
-    UNANSWERABLE, Disagreement, ModeAgreement, ReviewItem, agreement, disagreements, next_review, save_review,
+    UNANSWERABLE, Disagreement, ModeAgreement, ReviewItem, agreement, disagreements, next_review, reviews_left,
+    save_review,
 )
 from vhmine.curate.responses import (
     ResponseItem, ResponseVerdict, add_response, decide_verdict, label_response, majority_verdict, next_response,
@@ -60,19 +61,20 @@ from vhmine.curate.neardups import (
 )
 from vhmine.curate.errata import ErratumView, accept_erratum, errata_list, flag_instance, reject_erratum
 from vhmine.curate.savings import ModeSavings, draft_savings, savings_table
+from vhmine.curate.overview import ModeCounts, StoreOverview, store_overview
 from vhmine.curate.app import default_app_path, run_app, streamlit_command
 from vhmine.store import resolve_url  # vhmine/apps/curate.py reads it as C.resolve_url
 
 __all__ = [
     "LEASE_S", "UNANSWERABLE",
-    "WorkerInfo", "activate_worker", "add_worker", "check_session", "deactivate_worker", "hash_token", "list_workers",
-    "rotate_token", "sign_in",
+    "WorkerInfo", "activate_worker", "add_worker", "check_session", "choose_mode", "chosen_mode", "deactivate_worker",
+    "hash_token", "list_workers", "rotate_token", "sign_in",
     "image_bytes", "image_file",
     "ImageView", "Item", "Progress", "add_generation", "discard", "next_item", "progress", "skip",
     "Annotation", "Saved", "save_annotation",
     "DraftDecision", "DraftView", "confirm_drafts", "pending_drafts",
     "undo_last",
-    "Disagreement", "ModeAgreement", "ReviewItem", "agreement", "disagreements", "next_review", "save_review",
+    "Disagreement", "ModeAgreement", "ReviewItem", "agreement", "disagreements", "next_review", "reviews_left", "save_review",
     "ResponseItem", "add_response", "label_response", "next_response",
     "ResponseVerdict", "decide_verdict", "majority_verdict", "response_verdicts",
     "InstanceRecord", "get_instance", "ready_instances",
@@ -84,6 +86,7 @@ __all__ = [
     "record_near_duplicates", "reinstate_near_duplicate",
     "ErratumView", "accept_erratum", "errata_list", "flag_instance", "reject_erratum",
     "ModeSavings", "draft_savings", "savings_table",
+    "ModeCounts", "StoreOverview", "store_overview",
     "default_app_path", "run_app", "streamlit_command",
     "resolve_url",
 ]

@@ -2,7 +2,7 @@
 (vhmine/apps/curate.py) with Streamlit, VHMINE_DB set.
 
 Opens (and migrates) the store first, so that a bad URL or a newer schema fails in the terminal rather
-than in the browser; then runs Streamlit in a subprocess until it is interrupted, and
+than in the browser, and a port already in use is named with --port; then runs Streamlit in a subprocess until it is interrupted, and
 stops that subprocess whenever vhmine itself is stopped (Ctrl-C, SIGTERM, SIGHUP). Writes nothing itself.
 """
 
@@ -43,9 +43,31 @@ def run_app(db: Optional[str] = None, host: str = "127.0.0.1", port: int = 8501,
                          "or reinstall vhmine (the app ships inside the package as vhmine/apps/curate.py)")
     url = resolve_url(db)
     open_store(url, create=False).close()  # errors (no such store, newer schema, bad URL) show here, not in the browser
+    check_port(host, port)
     env = dict(os.environ, VHMINE_DB=url)
     log.info("curation app on http://%s:%d (store %s)", host, port, display_url(url))
     return serve(streamlit_command(app_path, host, port), env)
+
+
+def _bindable(host: str, port: int) -> bool:
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Streamlit's server binds
+            sock.bind((host, port))
+        return True
+    except OSError:
+        return False
+
+
+def check_port(host: str, port: int) -> None:
+    """InputError naming --port (and a free one) when something already listens on host:port."""
+    if _bindable(host, port):
+        return
+    free = next((p for p in range(port + 1, min(port + 50, 65536)) if _bindable(host, p)), None)
+    raise InputError(f"port {port} on {host} is in use (another `vhmine curate`, or another server): pass --port N"
+                     + (f", e.g. --port {free}" if free else "") + ", or stop what holds it")
 
 
 def serve(command: list[str], env: dict) -> int:

@@ -55,6 +55,17 @@ def next_review(store: Store, worker: str | WorkerInfo, mode: str) -> Optional[R
         return ReviewItem(inst.id, inst.mode, inst.kind, inst.question, inst.image_id)
 
 
+def reviews_left(store: Store, worker: str | WorkerInfo, mode: str) -> int:
+    """How many ready instances of `mode` that someone else wrote `worker` has yet to answer (next_review's queue)."""
+    mode = M.get_mode(mode).name
+    with store.session(write=False) as s:
+        worker = _worker(s, worker).name
+        mine = select(Review.instance_id).where(Review.worker == worker)
+        return s.scalar(select(func.count()).select_from(Instance).where(
+            Instance.mode == mode, Instance.status == "ready", Instance.created_by != worker,
+            Instance.id.not_in(mine))) or 0
+
+
 def _author_label(inst: Instance) -> str:
     if inst.kind == M.YNQ:
         return "yes" if inst.truth else "no"

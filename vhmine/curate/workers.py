@@ -1,5 +1,5 @@
 """Workers: registering them (`vhmine workers add`), listing, rotating their token, deactivating and
-reactivating them, and signing in with a token.
+reactivating them, signing in with a token, and the mode each last chose in the app.
 
 Reads and writes the `workers` table of the curation store. A new or rotated token is returned once;
 only its sha256 is kept, and a failed sign-in never repeats the token. Rotating or deactivating bumps
@@ -64,6 +64,26 @@ def list_workers(store: Store, *, by: Optional[WorkerInfo | str] = None) -> list
     with store.session(write=False) as s:
         _admin(s, by)
         return [_info(w) for w in s.scalars(select(Worker).order_by(Worker.name))]
+
+
+def chosen_mode(store: Store, worker: str | WorkerInfo) -> Optional[str]:
+    """The mode `worker` last chose in the app (kept across sign-ins and browsers), or None."""
+    from vhmine import modes as M
+
+    with store.session(write=False) as s:
+        mode = _worker(s, worker).mode
+    return mode if mode in M.mode_names() else None  # a mode no longer offered: the first one
+
+
+def choose_mode(store: Store, worker: str | WorkerInfo, mode: str) -> None:
+    """Remember `mode` as the one `worker` works in (the app's mode menu)."""
+    from vhmine import modes as M
+
+    mode = M.get_mode(mode).name
+    with store.session() as s:
+        w = _worker(s, worker)
+        if w.mode != mode:
+            w.mode = mode
 
 
 def _named(s: Session, store: Store, name: str) -> Worker:

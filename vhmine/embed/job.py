@@ -36,7 +36,7 @@ from vhmine.config import DEFAULT_CLIP_MODEL, DEFAULT_DINO_MODEL, indexes_root
 from vhmine.embed.read import open_source, read_coco_annotations
 from vhmine.embed.work import (INDEXED, JOB, WORK, changed_paths, check_job, current_rows, load_done_shards, read_plan,
                          shard_paths, started, update_plan)
-from vhmine.errors import IndexCorruptError, InputError
+from vhmine.errors import IndexCorruptError, InputError, Interrupted
 from vhmine.files import atomic_write_text, check_owned, check_writable
 from vhmine.embed.index import FORMAT_VERSION, MANIFEST, SKIPPED, image_id_for, index_folder, open_index, write_index
 
@@ -144,12 +144,29 @@ def embed_collection(opts: EmbedOptions) -> EmbedResult:
     with _job_lock(work, name):
         try:
             result = _embed_locked(opts, source, listing, name, folder, coco, rel_paths)
-        except BaseException:
+        except BaseException as err:
             if created and not started(work):  # e.g. encoders that do not load: leave no index behind
                 shutil.rmtree(folder, ignore_errors=True)
+            if isinstance(err, KeyboardInterrupt) and not isinstance(err, Interrupted):
+                raise Interrupted(_interrupted(work)) from None
             raise
     result.seconds = time.time() - t0
     return result
+
+
+def _interrupted(work: Path) -> str:
+    """What a Ctrl-C leaves: the finished shards (each written whole) and that the same command resumes."""
+    from vhmine.files import shown_path
+
+    done = len(list((work / "shards").glob("part-*.parquet"))) if work.is_dir() else 0
+    if not done:
+        return "interrupted before the first shard was finished: nothing kept; run the same command to start again"
+    try:
+        total = len(read_plan(work)["shard"].unique())
+    except Exception:  # the plan is only there to count: a message, never a second failure
+        total = None
+    of = f" of {total}" if total and total >= done else ""
+    return f"interrupted: {done}{of} shards kept in {shown_path(work)}; run the same command to resume"
 
 
 def _embed_locked(opts: EmbedOptions, source, listing: dict[str, dict], name: str, folder: Path, coco,
@@ -230,6 +247,9 @@ def _run_shards(work: Path, plan, pending: list[int], source, listing: dict[str,
     else:
         from vhmine.embed.run import ShardEmbedder, run_local
 
+        # loading large encoders takes seconds before the first image: say what is happening meanwhile
+        log.info("loading the encoders (CLIP %s, DINOv2 %s) for %d images in %d shards", job["clip_model"],
+                 job["dino_model"], sum(len(r) for _, r in shards), len(shards))
         embedder = ShardEmbedder(job["clip_model"], job["dino_model"], str(work), device=opts.device,
                                  batch_size=opts.batch_size, workers=opts.workers,
                                  max_pixels=job.get("max_pixels", opts.max_pixels))

@@ -40,7 +40,7 @@ from typing import Any, Optional, Sequence
 from vhmine import formats as F
 from vhmine.eval import metrics as MT
 from vhmine.bench import OEQ, YNQ, BenchItem, Benchmark
-from vhmine.errors import CostCapError, EvalError
+from vhmine.errors import CostCapError, EvalError, Interrupted
 from vhmine.eval.report import _kappa, bar_chart, figures_line, markdown, pair_groups_line
 from vhmine.files import atomic_write, atomic_write_text, check_owned
 from vhmine.eval.score import ModelAnswers, group_sizes, judge_agreement, match_oeq, score  # noqa: F401  (eval's public names)
@@ -112,11 +112,8 @@ def _budget(opts: EvalOptions):
 def _stop_if_fatal(llm, outcomes, asking: str) -> None:
     """EvalError when the run cannot go on: the client stopped (no or rejected key, endpoint down, no such
     model; a cost cap is a clean stop, not this), or every request failed as unavailable (unreachable)."""
-    stop = llm.stopped
-    failed = [o for o in outcomes if not o.ok]
-    if stop is None and failed and len(failed) == len(outcomes) and all(o.status == "unavailable" for o in failed):
-        stop = failed[-1].error
-    if stop is not None and not isinstance(stop, CostCapError):
+    stop = llm.fatal_stop(outcomes)
+    if stop is not None:
         raise EvalError(f"eval stopped while asking {asking}, nothing scored: {stop}")
 
 
@@ -131,7 +128,10 @@ def run_model(bench: Benchmark, model: str, opts: EvalOptions, budget=None) -> M
     with LLM(_llm_options(opts, model), budget) as llm:
         out.source = f"endpoint:{llm.endpoint}"
         llm.check_prices([model])
-        outcomes = llm.chat_many(reqs, desc=f"eval {model}")
+        try:
+            outcomes = llm.chat_many(reqs, desc=f"eval {model}")
+        except KeyboardInterrupt:
+            raise Interrupted(interrupted_message(llm, len(reqs), f"asking {model}")) from None
         _stop_if_fatal(llm, outcomes, model)
         for o in outcomes:
             iid = bench.items[o.index].id
@@ -140,6 +140,15 @@ def run_model(bench: Benchmark, model: str, opts: EvalOptions, budget=None) -> M
             else:
                 out.failures[iid] = f"{o.status}: {o.reason}"
     return out
+
+
+def interrupted_message(llm, total: int, doing: str) -> str:
+    """What a Ctrl-C leaves while asking a model: the answers in the request cache, which a rerun reads back."""
+    from vhmine.files import shown_path
+
+    kept = llm.stats.answered + llm.stats.cached
+    return (f"interrupted while {doing}: {kept} of {total} answers kept in the request cache "
+            f"({shown_path(llm.cache.path)}); run the same command to resume (kept answers are not asked again)")
 
 
 def judge_oeq(bench: Benchmark, ans: ModelAnswers, opts: EvalOptions, budget=None) -> dict[str, Optional[bool]]:
@@ -158,7 +167,10 @@ def judge_oeq(bench: Benchmark, ans: ModelAnswers, opts: EvalOptions, budget=Non
     with LLM(_llm_options(opts, opts.judge), budget) as llm:
         llm.check_prices([opts.judge])
         cases = [(it.question, it.answers, ans.answers[it.id]) for it in items]
-        outcomes = sorted(judge_iter(llm, opts.judge, cases, judge_prompt(), f"judge {ans.model}"), key=lambda x: x[0])
+        try:
+            outcomes = sorted(judge_iter(llm, opts.judge, cases, judge_prompt(), f"judge {ans.model}"), key=lambda x: x[0])
+        except KeyboardInterrupt:
+            raise Interrupted(interrupted_message(llm, len(cases), f"judging {ans.model}'s answers with {opts.judge}")) from None
         _stop_if_fatal(llm, [o for _, o, _ in outcomes], f"the judge {opts.judge}")
         for k, o, said in outcomes:
             iid = items[k].id
@@ -213,7 +225,7 @@ class EvalResult:
         return any(m.get("failed") for m in self.report["models"].values())
 
     def summary(self) -> str:
-        lines = [f"report: {self.out / 'report.md'} (browse the failures in {self.out / 'report.html'})"]
+        lines = []
         for name, m in self.report["models"].items():
             o = m["metrics"]["overall"]
             lines.append(f"  {name}: {figures_line(o)}"
@@ -234,6 +246,12 @@ class EvalResult:
         if self.partial:
             lines.append("partial run: failed items are left out of every figure; rerun the same command to ask only "
                          "those (answers are cached)")
+        from vhmine.files import shown_path
+
+        where = shown_path(self.out)
+        lines.append(f"report: {shown_path(self.out / 'report.md')}   (every number in {where}/report.json, the chart "
+                     f"{where}/accuracy_by_mode.png, each answer and how it was read in {where}/answers-<model>.jsonl; browse the failures in "
+                     f"{where}/report.html)")
         return "\n".join(lines)
 
 

@@ -91,6 +91,7 @@ class ExportResult:
     counts: dict
     files: int
     notes: list[str] = field(default_factory=list)
+    next_steps: list[str] = field(default_factory=list)  # the closing lines: eval, and the harness's own run
 
     def summary(self) -> str:
         n = sum(c.get(OEQ, 0) + c.get(YNQ, 0) for c in self.counts.values())
@@ -98,7 +99,18 @@ class ExportResult:
         for m, c in self.counts.items():
             y = f" (yes {c.get('yes', 0)} / no {c.get('no', 0)})" if c.get(YNQ) else ""
             lines.append(f"  {m}: OEQ {c.get(OEQ, 0)}, YNQ {c.get(YNQ, 0)}{y}")
-        return "\n".join(lines + self.notes)
+        return "\n".join(lines + self.notes + self.next_steps)
+
+
+def next_steps(fmt: str, out: Path, bench: Benchmark) -> list[str]:
+    """What to run on the export: `vhmine eval --bench OUT`, and for a harness format its own run first."""
+    from vhmine.files import shown_path
+
+    where = shown_path(out)
+    harness = F.next_steps(fmt, where, bench)
+    ask = f"vhmine eval --bench {where} --model MODEL   (asks MODEL through an OpenAI-compatible endpoint; " \
+          "--predictions NAME=FILE scores answers made elsewhere)"
+    return harness + [("or ask a model from here: " if harness else "next: ") + ask]
 
 
 def _order(seed: int, key: str) -> str:
@@ -178,7 +190,9 @@ def counts(bench: Benchmark) -> dict:
 
 def _check_images(bench: Benchmark) -> None:
     """Every recorded image is there and unchanged, before anything is written."""
-    for it in bench:
+    from tqdm import tqdm
+
+    for it in tqdm(bench.items, desc="checking images", unit="item", leave=False, disable=len(bench.items) < 500):
         sha = it.meta.get("image_sha256")
         p = bench.image_path(it)
         if p is None:
@@ -288,6 +302,16 @@ def _versioning(store, opts: ExportOptions, bench: Benchmark, left_out: list,
 
 def export_benchmark(store, opts: ExportOptions) -> ExportResult:
     """Ready instances of the store -> `opts.out` in `opts.format` (see the module docstring)."""
+    try:
+        return _export(store, opts)
+    except KeyboardInterrupt:  # the folder is built under a temporary name and removed: nothing half-written
+        from vhmine.errors import Interrupted
+
+        raise Interrupted(f"interrupted: nothing written to {opts.out} (an export is published whole, at the end; an "
+                          "earlier export there is as it was); run the same command to export again") from None
+
+
+def _export(store, opts: ExportOptions) -> ExportResult:
     from vhmine import modes as M
     from vhmine.curate import blind_dropped, blind_summary, ready_instances
 
@@ -353,4 +377,5 @@ def export_benchmark(store, opts: ExportOptions) -> ExportResult:
     res.notes.append(dups.note)
     if opts.allow_unbalanced and unbalanced_message(balance(bench)):
         res.notes.append("note: " + unbalanced_message(balance(bench)).split(". Write more")[0] + " (--allow-unbalanced)")
+    res.next_steps = next_steps(spec.name, opts.out, bench)
     return res

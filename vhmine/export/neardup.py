@@ -53,6 +53,7 @@ class DupOptions:
     dino_min: float = DEFAULT_DUP_DINO
     device: Optional[str] = None
     batch_size: int = 32
+    progress: bool = True  # progress bars on stderr (embedding the images, the searches)
     required: bool = False  # asked for explicitly: a check that cannot run is an error, not a note
 
 
@@ -136,26 +137,32 @@ class _Locations:
         return read_image_bytes(rec["path"])
 
 
-def embed_images(paths: list[str], clip_spec: str, dino_spec: str, *, device=None, batch_size: int = 32):
-    """(clip, dino): L2-normalised float32 rows of `paths`, as `vhmine embed` computes them."""
+def embed_images(paths: list[str], clip_spec: str, dino_spec: str, *, device=None, batch_size: int = 32,
+                 progress: bool = False):
+    """(clip, dino): L2-normalised float32 rows of `paths`, as `vhmine embed` computes them. `progress`: a bar,
+    drawn from the start, since loading large encoders alone takes seconds."""
     import numpy as np
+    from tqdm import tqdm
 
     from vhmine.embed.read import ShardReader, collate
     from vhmine.embed.encoders import load_clip, load_dino, resolve_device
 
-    dev = resolve_device(device)
-    clip_enc, dino_enc = load_clip(clip_spec, dev), load_dino(dino_spec, dev)
-    reader = ShardReader(_Locations(), [{"path": p} for p in paths], clip_enc.preprocess, dino_enc.preprocess,
-                         89_478_485)
-    clips, dinos = [], []
-    for start in range(0, len(paths), batch_size):
-        batch = collate([reader[k] for k in range(start, min(start + batch_size, len(paths)))])
-        bad = [it for it in batch["items"] if it["status"] != "ok"]
-        if bad:
-            raise ExportError(f"image {bad[0]['path']} cannot be embedded for the near-duplicate check "
-                              f"({bad[0]['reason']}): restore it, or discard its instances in the app")
-        clips.append(clip_enc.encode(batch["clip"]).numpy())
-        dinos.append(dino_enc.encode(batch["dino"]).numpy())
+    with tqdm(total=len(paths), desc="near duplicates: loading encoders", unit="img", disable=not progress) as bar:
+        dev = resolve_device(device)
+        clip_enc, dino_enc = load_clip(clip_spec, dev), load_dino(dino_spec, dev)
+        bar.set_description("near duplicates: embedding")
+        reader = ShardReader(_Locations(), [{"path": p} for p in paths], clip_enc.preprocess, dino_enc.preprocess,
+                             89_478_485)
+        clips, dinos = [], []
+        for start in range(0, len(paths), batch_size):
+            batch = collate([reader[k] for k in range(start, min(start + batch_size, len(paths)))])
+            bad = [it for it in batch["items"] if it["status"] != "ok"]
+            if bad:
+                raise ExportError(f"image {bad[0]['path']} cannot be embedded for the near-duplicate check "
+                                  f"({bad[0]['reason']}): restore it, or discard its instances in the app")
+            clips.append(clip_enc.encode(batch["clip"]).numpy())
+            dinos.append(dino_enc.encode(batch["dino"]).numpy())
+            bar.update(len(batch["items"]))
     return np.concatenate(clips).astype(np.float32), np.concatenate(dinos).astype(np.float32)
 
 
@@ -164,7 +171,7 @@ def _within(clip, dino, o: DupOptions) -> list[tuple[int, int, float, float]]:
 
     if len(clip) < 2:
         return []
-    found = find_pairs(clip, dino, o.clip_min, device=o.device)
+    found = find_pairs(clip, dino, o.clip_min, device=o.device, progress=o.progress, desc="near duplicates: within")
     return [(int(i), int(j), float(c), float(d)) for i, j, c, d in zip(found.i, found.j, found.clip_sim, found.dino_sim)
             if d >= o.dino_min]
 
@@ -179,9 +186,12 @@ def _against(clip, dino, idx, o: DupOptions, rows: list[int]) -> list[tuple[int,
     index = faiss.IndexFlatIP(idx.clip.shape[1])
     index.add(np.ascontiguousarray(idx.clip, dtype=np.float32))
     # a little below the threshold: faiss's float32 sums are re-checked in float64 below
+    from tqdm import tqdm
+
     lims, _, found = index.range_search(np.ascontiguousarray(clip[rows]), float(o.clip_min) - 1e-4)
     out = []
-    for q, row in enumerate(rows):
+    for q, row in enumerate(tqdm(rows, desc=f"near duplicates: against {idx.name}", unit="img",
+                                 disable=not o.progress or len(rows) < 1000)):
         for k in found[lims[q]:lims[q + 1]]:
             c = float(np.dot(clip[row].astype(np.float64), idx.clip[k].astype(np.float64)))
             d = float(np.dot(dino[row].astype(np.float64), idx.dino[k].astype(np.float64)))
@@ -237,7 +247,8 @@ def check_near_duplicates(store, bench, o: DupOptions, *, public: bool = True) -
     if not files:
         return not_run("no images exported")
     try:
-        clip, dino = embed_images(files, clip_spec, dino_spec, device=o.device, batch_size=o.batch_size)
+        clip, dino = embed_images(files, clip_spec, dino_spec, device=o.device, batch_size=o.batch_size,
+                                  progress=o.progress)
     except EncoderError as err:  # the index is there, its encoders' files are not
         if o.required:
             raise

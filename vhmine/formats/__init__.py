@@ -64,6 +64,13 @@ def write(name: str, bench, folder: Path, **options) -> None:
     load_module(name).write(bench, Path(folder), **options)
 
 
+def next_steps(name: str, out: str, bench) -> list[str]:
+    """The commands that run the benchmark written to `out` (a path as shown to the user) in its harness,
+    for the formats one runs in a harness (lmms-eval, vlmevalkit); [] for the others."""
+    hook = getattr(load_module(name), "next_steps", None)
+    return hook(out, bench) if hook else []
+
+
 def read(name: str, path: Path, **options):
     """Read a benchmark of format `name` from `path` (its folder, or its file)."""
     return load_module(name).read(Path(path), **options)

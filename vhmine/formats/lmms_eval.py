@@ -191,6 +191,14 @@ def write(bench: Benchmark, folder: Path) -> None:
     (folder / "utils.py").write_text(utils_source(bench), encoding="utf-8")
 
 
+def next_steps(out: str, bench: Benchmark) -> list[str]:
+    """How to run the folder in lmms-eval and score its logged answers with vhmine (the export's closing lines)."""
+    logs = " ".join(f"--predictions MODEL=results/.../<date>_samples_{TASKS[k]}.jsonl" for k in (YNQ, OEQ) if k in bench.kinds())
+    return [f"run it in lmms-eval (pip install lmms-eval==0.7.3 \"filelock<4\"): lmms-eval --model MODEL --model_args "
+            f"pretrained=HUB_ID --tasks {GROUP} --include_path {out} --batch_size 1 --log_samples --output_path results/",
+            f"then score its answers with vhmine's rules: vhmine eval --bench {out} {logs}"]
+
+
 def read(path: Path) -> Benchmark:
     path = Path(path)
     if not path.is_dir():

@@ -67,6 +67,17 @@ def write(bench: Benchmark, folder: Path, rule: str = "vhtest") -> None:
     write_readme(folder, bench, tsvs, rule)
 
 
+def next_steps(out: str, bench: Benchmark) -> list[str]:
+    """How to run the folder in VLMEvalKit and score its result files with vhmine (the export's closing lines)."""
+    from vhmine.formats.vlmevalkit_register import FILE
+
+    names = [f"{_name(bench)}_{kind}" for kind in bench.kinds()]
+    preds = " ".join(f"--predictions MODEL={out}/outputs/MODEL/MODEL_{n}.xlsx" for n in names)
+    return [f"run it in VLMEvalKit (git clone https://github.com/open-compass/VLMEvalKit && pip install -e VLMEvalKit): "
+            f"(cd {out} && python {FILE} --data {' '.join(names)} --model MODEL)",
+            f"then score its answers with vhmine's rules: vhmine eval --bench {out} {preds}"]
+
+
 def resolve_images(rows: list[dict], where: str) -> list[str]:
     """Each row's image base64, VLMEvalKit's way: a value of 1 to 64 characters is the index of a row whose
     image (over 64 characters) it shares; FormatError naming the row when that row is missing or is a reference."""

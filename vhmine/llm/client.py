@@ -33,6 +33,7 @@ from vhmine.llm.redact import _code, _describe, _msg, safe_endpoint
 class Stats:
     sent: int = 0  # HTTP requests, retries included
     cached: int = 0
+    answered: int = 0  # new answers received (and cached) in this run
     retries: int = 0
     failed: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
@@ -91,6 +92,23 @@ class LLM(ImageCalls):
         """Why this client sends nothing more (no or bad key, endpoint down, no such model, cost cap), or None."""
         with self._state_lock:
             return self._abort
+
+    def fatal_stop(self, outcomes: Sequence[Outcome] = ()) -> Optional[LLMError]:
+        """Why a stage cannot go on, or None: this client stopped (no or rejected key, endpoint down, no such
+        model; a cost cap is a clean stop, which leaves the run partial instead), or every one of `outcomes`
+        failed as unavailable (too few requests for the down streak to stop the client)."""
+        stop = self.stopped
+        failed = [o for o in outcomes if not o.ok]
+        if stop is None and failed and len(failed) == len(outcomes) and all(o.status == "unavailable" for o in failed):
+            stop = failed[-1].error
+        return None if isinstance(stop, CostCapError) else stop
+
+    def raise_if_stopped(self, doing: str, outcomes: Sequence[Outcome] = ()) -> None:
+        """End a stage with one error (the CLI prints one line) when `fatal_stop` says it cannot go on, instead of
+        recording the same reason against every item that was never sent."""
+        stop = self.fatal_stop(outcomes)
+        if stop is not None:
+            raise type(stop)(f"{doing} stopped: {stop}") from None
 
     @property
     def down_streak(self) -> int:
@@ -295,6 +313,7 @@ class LLM(ImageCalls):
         record = {"text": msg.content, "prompt_tokens": pt, "completion_tokens": ct, "finish_reason": choice.finish_reason,
                   "served_model": getattr(r, "model", None), "images": [asdict(s) for _, s in sent], "cost": cost}
         self.cache.put(key, "chat", model, self.endpoint, {**payload, "sent": record["images"]}, record, cost)
+        self.stats.add("answered")
         return _answer_from(record, model, key, cached=False)
 
     # many requests
@@ -333,6 +352,10 @@ class LLM(ImageCalls):
                     for f in done:
                         bar.update(1)
                         yield f.result()
+            except KeyboardInterrupt:  # Ctrl-C: nothing new is sent; requests in flight finish into the cache
+                self._stop(LLMError("interrupted (Ctrl-C)"))
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
             finally:
                 bar.close()
 

@@ -183,6 +183,7 @@ def _ask(llm: LLM, reqs: list[ChatRequest], desc: str, result: ManipulateResult)
             out[o.index] = o.answer.text
         else:
             result.failed += 1
+    llm.raise_if_stopped(f"manipulate ({desc})")  # no key, a rejected one, endpoint down: one line
     return out
 
 

@@ -103,10 +103,15 @@ def _cell(path: str, image_id: str, categories) -> str:
             f"{'<br>' + html.escape(cats) if cats else ''}</div></td>")
 
 
-def write_gallery(path: Path, pairs, *, title: str, subtitle: str = "", total: int | None = None) -> None:
-    """HTML table of pairs (rows of a pairs DataFrame) side by side with their scores; `total`: pairs in the run."""
+def write_gallery(path: Path, pairs, *, title: str, subtitle: str = "", total: int | None = None,
+                  progress: bool = False) -> None:
+    """HTML table of pairs (rows of a pairs DataFrame) side by side with their scores; `total`: pairs in the run;
+    `progress`: a bar over the pairs (each thumbnail decodes a full image: seconds for 100 large photos)."""
+    from tqdm import tqdm
+
     rows = []
-    for r in pairs.itertuples(index=False):
+    for r in tqdm(pairs.itertuples(index=False), total=len(pairs), desc="gallery", unit="pair", leave=False,
+                  disable=not progress or not len(pairs)):
         rows.append(
             f"<tr><td class=num>{int(r.rank)}</td>{_cell(r.path_a, r.image_id_a, r.categories_a)}"
             f"{_cell(r.path_b, r.image_id_b, r.categories_b)}<td class=num>{r.clip_sim:.4f}</td>"

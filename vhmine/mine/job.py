@@ -57,8 +57,11 @@ class MineResult:
     written: int  # after --max-per-image and --max-pairs
     seconds: float
     warnings: list[str] = field(default_factory=list)
+    relax: list[str] = field(default_factory=list)  # with 0 pairs: counts at nearby thresholds (mine.relax)
 
     def summary(self) -> str:
+        from vhmine.files import shown_path
+
         lines = [f"warning: {w}" for w in self.warnings]
         lines.append(
             f"{self.written} pairs written to {self.run_dir / 'pairs.parquet'} "
@@ -66,7 +69,9 @@ class MineResult:
             f"{self.in_box} of them with DINOv2 <= threshold; {self.seconds:.1f} s)"
         )
         lines.append(f"look at them: {self.run_dir / 'gallery.html'} and {self.run_dir / 'scatter.png'}")
-        return "\n".join(lines)
+        if self.written:
+            lines.append(f"next: vhmine seed --pairs {shown_path(self.run_dir / 'pairs.parquet')}")
+        return "\n".join(lines + self.relax)
 
 
 def check_thresholds(clip: float, dino: float) -> list[str]:
@@ -110,6 +115,16 @@ def default_run_name(index: str, clip: float, dino: float) -> str:
 
 
 def mine_index(opts: MineOptions) -> MineResult:
+    try:
+        return _mine(opts)
+    except KeyboardInterrupt:  # a run folder is published whole at the end: an interrupted one leaves nothing
+        from vhmine.errors import Interrupted
+
+        raise Interrupted("interrupted: no run written (mine publishes its run folder whole, at the end; an earlier "
+                          "run there is as it was); run the same command to mine again") from None
+
+
+def _mine(opts: MineOptions) -> MineResult:
     import numpy as np
     import pandas as pd
 
@@ -155,6 +170,13 @@ def mine_index(opts: MineOptions) -> MineResult:
     order = rank_pairs(ids[a], ids[b], gap, max_per_image=opts.max_per_image, max_pairs=opts.max_pairs)
     a, b, clip_sim, dino_sim, gap = a[order], b[order], clip_sim[order], dino_sim[order], gap[order]
 
+    background = _background_sample(idx.clip, idx.dino, seed=0)
+    relax = None
+    if not len(order):  # say what to relax, from what this run holds (mine.relax)
+        from vhmine.mine.relax import nearby
+
+        relax = nearby(found, background, n, opts.clip, opts.dino, all_pairs=n * (n - 1) // 2 <= BACKGROUND_PAIRS,
+                       base_command=_command(name, opts))
     abs_paths = np.asarray(idx.abs_paths(), dtype=object)
     pairs = pd.DataFrame({
         "rank": np.arange(1, len(order) + 1, dtype=np.int64),
@@ -177,11 +199,11 @@ def mine_index(opts: MineOptions) -> MineResult:
         for col in ("categories_a", "categories_b"):
             csv[col] = ["|".join(c) for c in csv[col]]
         csv.to_csv(tmp / "pairs.csv", index=False)
-        background = _background_sample(idx.clip, idx.dino, seed=0)
         write_scatter(tmp / "scatter.png", found.clip_sim, found.dino_sim, background, opts.clip, opts.dino, written=len(pairs),
                       title=f"{name}: {len(found)} CLIP-alike pairs, {int(in_box.sum())} in the box")
         write_gallery(tmp / "gallery.html", pairs.head(opts.gallery_size), total=len(pairs), title=f"{name}: top pairs",
-                      subtitle=f"CLIP >= {opts.clip:g}, DINOv2 <= {opts.dino:g}; ranked by gap = clip - dino")
+                      subtitle=f"CLIP >= {opts.clip:g}, DINOv2 <= {opts.dino:g}; ranked by gap = clip - dino",
+                      progress=opts.progress)
         run = {
             "producer": "vhmine mine",
             "vhmine_version": __version__,
@@ -197,6 +219,7 @@ def mine_index(opts: MineOptions) -> MineResult:
             "counts": {"images": n, "clip_alike": int(len(found)), "in_box": int(in_box.sum()),
                        "written": int(len(pairs))},
             "warnings": warnings,
+            **({"nearby": relax.record()} if relax else {}),
         }
         run["files"] = {p.name: {"bytes": p.stat().st_size, "sha256": sha256_file(p)} for p in sorted(tmp.iterdir())}
         (tmp / "run.json").write_text(json.dumps(run, indent=2, default=str), encoding="utf-8")
@@ -205,10 +228,21 @@ def mine_index(opts: MineOptions) -> MineResult:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return MineResult(run_dir, name, n, int(len(found)), int(in_box.sum()), int(len(pairs)),
-                      time.time() - t0, warnings)
+                      time.time() - t0, warnings, relax.lines if relax else [])
 
 
-def _background_sample(clip, dino, *, seed: int, size: int = 20_000):
+def _command(name: str, opts: MineOptions) -> str:
+    """`vhmine mine` naming this run's index (and --indexes, --engine) for a rerun with other thresholds."""
+    from vhmine.files import shown_path
+
+    return ("vhmine mine --index " + name + (f" --indexes {shown_path(opts.indexes)}" if opts.indexes else "")
+            + (f" --engine {opts.engine}" if opts.engine != "local" else ""))
+
+
+BACKGROUND_PAIRS = 20_000  # the scatter plot's background: every pair up to this many, else a sample of this size
+
+
+def _background_sample(clip, dino, *, seed: int, size: int = BACKGROUND_PAIRS):
     """Similarities of random pairs (all of them when few), so the plot shows where most pairs lie."""
     import numpy as np
 

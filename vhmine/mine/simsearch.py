@@ -293,13 +293,14 @@ def find_pairs(
     progress: bool = False,
     rotate: bool | None = None,
     stats: dict | None = None,
+    desc: str = "mining pairs",
 ) -> PairSet:
     """Every pair i < j with clip_sim >= clip_min and dino_sim <= dino_max (both inclusive), exactly.
 
     device: "cpu", "cuda", "cuda:1", ... [default: cuda when available]. block_size: rows per block
     side, rounded up to a multiple of 64 [default: 8192 on CPU, 16384 on CUDA]. rotate: see fast_pass.
     Raises InputError when more than max_candidates pairs pass the fast CLIP pass. stats, when given,
-    receives the margin, the candidate count and whether the rows were rotated.
+    receives the margin, the candidate count and whether the rows were rotated. desc: the progress bar's label.
     """
     import torch
     from tqdm import tqdm
@@ -320,7 +321,7 @@ def find_pairs(
     blocks = tiles(len(fp.q), block)
     found, total = [], 0
     with torch.inference_mode():
-        for b, (r, c) in enumerate(tqdm(blocks, desc="mining pairs", unit="block", disable=not progress)):
+        for b, (r, c) in enumerate(tqdm(blocks, desc=desc, unit="block", disable=not progress)):
             i, j = miner.candidates(q[r:r + block], q[c:c + block], r, c)
             total += len(i)
             if total > max_candidates:

@@ -68,6 +68,7 @@ class BlindResult:
     flags: int = 0
     spent: float = 0.0
     sent: int = 0
+    db_option: str = ""  # " --db STORE" when the store is not the default one
 
     @property
     def failed(self) -> list[BlindItem]:
@@ -105,8 +106,9 @@ class BlindResult:
         if self.partial:
             lines.append(f"partial run: {len(self.failed)} question(s) without an answer never make a flag; "
                          "rerun the same command to ask only those")
-        lines.append("workers see the flags (vhmine.curate.flag_list) and may overrule them; "
-                     "`vhmine export --drop-blind` leaves flagged questions out")
+        lines.append(f"next: look at the flags on the app's Blind flags page (vhmine curate{self.db_option}) and "
+                     "overrule those a question needs its image for; then `vhmine export --drop-blind` leaves the "
+                     "rest out")
         return "\n".join(lines)
 
 
@@ -126,7 +128,7 @@ def blind(store, opts: BlindOptions) -> BlindResult:
     judge_prompt = J.judge_prompt()
     oeq_scorer = J.judge_name(opts.judge, judge_prompt) if opts.judge else "match"
     model = opts.llm.model
-    result = BlindResult(model, prompt.id, oeq_scorer)
+    result = BlindResult(model, prompt.id, oeq_scorer, db_option=store.db_option)
     items: dict[str, BlindItem] = {}
     with LLM(opts.llm) as llm:
         llm.check_prices([model] + ([opts.judge] if opts.judge else []))
@@ -148,6 +150,7 @@ def blind(store, opts: BlindOptions) -> BlindResult:
                 items[r.id] = BlindItem(r.id, r.mode, r.kind, out.status, reason=out.reason)
             else:
                 answered.append((r, out.answer.text))
+        llm.raise_if_stopped(f"blind {model}")  # no key, a rejected one, endpoint down: one line, not one per item
         verdicts: dict[str, tuple[bool, str]] = {}
         to_judge = []  # (record, answer text, stored answer or None)
         for r, text in answered:
@@ -183,6 +186,7 @@ def blind(store, opts: BlindOptions) -> BlindResult:
                     C.rescore_blind_answer(store, st.id, correct=verdict == "correct", scorer=oeq_scorer,
                                            reference=C.blind_reference(r))
                     items[r.id].status = "rescored"
+            llm.raise_if_stopped(f"blind's judge {opts.judge}")
         for r, text in answered:
             if r.id not in verdicts:
                 continue

@@ -124,6 +124,7 @@ def describe(store, opts: DescribeOptions) -> DescribeResult:
                 sources = [f"prompt:{p_hyp.id}"]
             _add_description(store, did, mode.name, "example", out.answer.text, model, h is None, sources)
             examples[mode.name].append((did, out.answer.text, h is None))
+        llm.raise_if_stopped(f"describe {model}")  # no key, a rejected one, endpoint down: one line, not one per item
         merges = []
         for mode in modes:
             ex = sorted(examples[mode.name])  # by id: the merge prompt does not depend on finishing order
@@ -142,6 +143,7 @@ def describe(store, opts: DescribeOptions) -> DescribeResult:
             md.description_id, md.text = out.answer.key[:16], out.answer.text
             _add_description(store, md.description_id, mode.name, "merged", md.text, model,
                              any(hyp for _, _, hyp in ex), [d for d, _, _ in ex] + [f"prompt:{p_merge.id}"])
+        llm.raise_if_stopped(f"describe {model}")
         result.modes = [per_mode[m.name] for m in modes]
         result.spent, result.sent, result.cached = llm.spent, llm.stats.sent, llm.stats.cached
     if opts.out is not None:

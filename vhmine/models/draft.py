@@ -149,6 +149,7 @@ def draft(store, opts: DraftOptions) -> DraftResult:
                 reason = (f"{len(content.unchecked)} yes/no question(s) the rules cannot check against the answers "
                           f"(first: {content.unchecked[0]!r}): the verifier checks them on the images")
             items[tid] = DraftItem(tid, mode, "queued" if content is not None else "rule_rejected", reason or "")
+        llm.raise_if_stopped(f"draft {model}")  # no key, a rejected one, endpoint down: one line, not one per item
         result.spent, result.sent = llm.spent, llm.stats.sent
     result.items = [items[t[0]] for t in tasks]
     return result

@@ -244,7 +244,7 @@ def generate(store, opts: GenerateOptions) -> GenerateResult:
         raise InputError(f"no description for {', '.join(missing)}: run `vhmine describe` first"
                          + (f", or put <mode>.txt files in {opts.descriptions}" if opts.descriptions else ""))
     if missing:
-        log.warning("no description for %s: skipped (run `vhmine describe --modes ...`)", ", ".join(missing))
+        log.warning("no description for %s: skipped (run `vhmine describe --mode MODE`)", ", ".join(missing))
     out_dir = Path(opts.out or DEFAULT_OUT)
     result = GenerateResult(backend.spec, out=out_dir.resolve())
     p_img = P.load("image_prompt")
@@ -264,6 +264,7 @@ def generate(store, opts: GenerateOptions) -> GenerateResult:
                     prompts[(m, k)] = " ".join(o.answer.text.split()).strip('"')
                 else:
                     result.items.append(Made(m, k, o.status, reason=f"prompt rewrite failed: {o.reason}"))
+            llm.raise_if_stopped(f"generate's prompt rewriting with {opts.llm.model}")
         else:
             prompts = {(m, k): descs[m][1] for m, k in jobs}
 
@@ -292,6 +293,7 @@ def generate(store, opts: GenerateOptions) -> GenerateResult:
                               {"size": opts.size, "revised_prompt": o.answer.revised_prompt})
                 made.status = "existing" if o.answer.cached else "generated"
                 result.items.append(made)
+            llm.raise_if_stopped(f"generate with {backend.model}")  # no key, a rejected one: one line
         elif todo:
             done = _recorded(store, backend)
             settings = {"steps": opts.steps, "guidance": opts.guidance, "width": opts.width, "height": opts.height}

@@ -181,6 +181,7 @@ def probe(store, opts: ProbeOptions) -> ProbeResult:
                 items[r.id] = ItemResult(r.id, r.mode, r.kind, "answered")
                 if opts.judge:
                     to_judge.append((r.id, rid, text))
+        llm.raise_if_stopped(f"probe of {model}")  # no key, a rejected one, endpoint down: one line, not one per item
         if to_judge:
             cases = [(by_id[iid].question, by_id[iid].answers, ans) for iid, _, ans in to_judge]
             for k, out, said in J.judge_iter(llm, opts.judge, cases, judge_prompt):
@@ -194,6 +195,7 @@ def probe(store, opts: ProbeOptions) -> ProbeResult:
                     items[iid].verdict = verdict
                 if verdict is None:
                     items[iid].reason = f"the judge said {out.answer.text[:40]!r}: left for workers"
+            llm.raise_if_stopped(f"probe's judge {opts.judge}")
         result.spent, result.sent, result.cached = llm.spent, llm.stats.sent, llm.stats.cached
     result.items = [items[r.id] for r in recs]
     return result

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-from vhmine.errors import StoreConnectionError, StoreError, StoreVersionError
+from vhmine.errors import StoreConnectionError, StoreError, StoreMissingError, StoreVersionError
 
 try:
     import alembic  # noqa: F401  (checked here so a missing extra gets one clear message)
@@ -155,6 +155,19 @@ class Store:
         return display_url(self.url)
 
     @property
+    def db_option(self) -> str:
+        """" --db STORE" for a command line that names this store, "" when it is the default one (--db left
+        out, or VHMINE_DB). A server URL is shown with its password hidden: type the password in yourself."""
+        if self.url == resolve_url(None):
+            return ""
+        u = make_url(self.url)
+        if u.get_backend_name() == "sqlite" and u.database and u.database != ":memory:":
+            from vhmine.files import shown_path
+
+            return f" --db {shown_path(u.database)}"
+        return f" --db '{self.display_url}'"
+
+    @property
     def dialect(self) -> str:
         return self.engine.dialect.name
 
@@ -259,24 +272,67 @@ def _no_store(where: str) -> StoreError:
                       + ", ".join(f"`vhmine {c}`" for c in CREATORS) + " make a new one)")
 
 
-def open_store(db: str | os.PathLike | None = None, *, target: str = "head", create: bool = True) -> Store:
+def _sqlite_file(url: str) -> Optional[Path]:
+    u = make_url(url)
+    if u.get_backend_name() == "sqlite" and u.database and u.database != ":memory:" and not u.database.startswith("file:"):
+        return Path(u.database)
+    return None
+
+
+def _unwritable_folder(file: Path) -> Optional[Path]:
+    """The folder that keeps SQLite from writing `file` (or its -wal and -shm files beside it), if one does."""
+    folder = file.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not os.access(folder, os.W_OK | os.X_OK) or (file.exists() and not os.access(file, os.W_OK)):
+        return folder
+    return None
+
+
+def _cannot_open(url: str, err: Exception) -> StoreError:
+    file = _sqlite_file(url)
+    if file is not None:  # a file, not a server: say what about the file or its folder is wrong
+        folder = _unwritable_folder(file)
+        if folder is not None:
+            what = f"the file {file} is read-only" if file.exists() and os.access(folder, os.W_OK) else \
+                f"the folder {folder} is not writable"
+            return StoreError(f"cannot open store {file}: {what}, and SQLite writes the store and its -wal and "
+                              f"-shm files beside it; make it writable (chmod u+w), or pass --db with a file in a "
+                              "folder you can write to")
+        return StoreError(f"cannot open store {file}: {type(err).__name__}: {err}; check --db / VHMINE_DB "
+                          "(a SQLite file vhmine wrote, or a new file)")
+    return StoreError(f"cannot open store {display_url(url)}: {type(err).__name__}: {err}; "
+                      "check --db / VHMINE_DB and that the database server is running")
+
+
+def open_store(db: str | os.PathLike | None = None, *, target: str = "head", create: bool = True,
+               migrate: bool = True) -> Store:
     """Open (creating or upgrading as needed) the store at `db`; see `resolve_url`.
 
     `target` is the schema revision to migrate to; anything but "head" is for tests that build an
     old store. `create=False` refuses a store that does not exist yet (a missing or empty SQLite file,
     a database without vhmine's schema) with a StoreError naming it, and creates nothing: every command
-    but CREATORS opens its store so, so a mistyped `--db` never makes a new empty store. Raises
-    StoreVersionError for a store from a newer vhmine, StoreError for a database that holds other
-    tables but no vhmine schema.
+    but CREATORS opens its store so, so a mistyped `--db` never makes a new empty store. `migrate=False`
+    only reads (`vhmine status`): a SQLite file that is not there is StoreMissingError (nothing is
+    created), and a store whose schema is not this vhmine's is StoreVersionError (nothing is migrated).
+    Raises StoreVersionError for a store from a newer vhmine, StoreError for a database that holds other
+    tables but no vhmine schema, and names a SQLite store's folder when it cannot be written.
     """
     from alembic import command
 
     url = resolve_url(db)
+    file = _sqlite_file(url)
+    if not migrate and file is not None and not file.is_file():
+        raise StoreMissingError(f"no store at {file} yet: `vhmine seed --pairs runs/<run>/pairs.parquet` creates it")
     if not create and _missing(url):
         raise _no_store(_missing(url))
+    if migrate and file is not None and _unwritable_folder(file) is not None:  # before anything tries to create it
+        raise _cannot_open(url, PermissionError("not writable"))
     try:
         engine = make_engine(url)
     except Exception as err:  # bad driver names and the like, before any connection
+        if file is not None and isinstance(err, OSError):
+            raise _cannot_open(url, err) from None
         raise StoreError(f"cannot open store {display_url(url)}: {err}; check --db / VHMINE_DB") from None
     head = schema_head() if target == "head" else target
     try:
@@ -288,8 +344,7 @@ def open_store(db: str | os.PathLike | None = None, *, target: str = "head", cre
         engine.dispose()
         if isinstance(err, StoreError):
             raise
-        raise StoreError(f"cannot open store {display_url(url)}: {type(err).__name__}: {err}; "
-                         "check --db / VHMINE_DB and that the database server is running") from None
+        raise _cannot_open(url, err) from None
     if current is not None and current not in _known_revisions():
         engine.dispose()
         raise StoreVersionError(
@@ -306,6 +361,11 @@ def open_store(db: str | os.PathLike | None = None, *, target: str = "head", cre
             f"database {display_url(url)} holds tables ({', '.join(sorted(tables)[:5])}) but no vhmine "
             "schema: point --db / VHMINE_DB at a new file or an empty database"
         )
+    if current != head and not migrate:
+        engine.dispose()
+        raise StoreVersionError(f"store {display_url(url)} has schema revision {current or '(none)'}, this vhmine's is "
+                                f"{head}: the next command that writes to it (seed, curate, ...) migrates it, keeping "
+                                "a copy of a SQLite file")
     if current != head:
         if current is not None and engine.dialect.name == "sqlite":
             backup = _backup_sqlite(engine, current)

@@ -76,6 +76,8 @@ class Worker(Base):
     # schema revision 0005: bumped by `workers rotate` / `deactivate`; a signed-in
     # session holds the value it signed in with and stops working once they differ
     token_generation: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    # schema revision 0009: the mode the worker last chose in the app (None: the first mode)
+    mode: Mapped[Optional[str]] = mapped_column(String(16))
 
 
 class Task(Base):

@@ -1,0 +1,67 @@
+"""Where a store stands, in counts: what `vhmine status` shows of it (and the admin page could).
+
+Reads `tasks`, `instances`, `drafts`, `errata`, `blind_answers`, `near_duplicates`, `workers` and `runs`
+with a handful of grouped counts (no row is loaded per task, so it stays fast on large stores); writes
+nothing. Per-mode task counts come from `queue.progress`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+    BlindAnswer, Draft, Erratum, Instance, NearDuplicate, Run, Store, Worker,
+)
+
+from sqlalchemy import func, select  # noqa: E402
+
+from vhmine.curate.queue import progress
+
+
+@dataclass(frozen=True)
+class ModeCounts:
+    mode: str
+    open: int  # tasks left to annotate
+    done: int
+    discarded: int
+    ready: int  # instances ready to export
+    drafts_waiting: int  # model drafts (vhmine draft) waiting on the Verify drafts page
+    yes_no_to_confirm: int  # yes/no questions drafted from workers' answers, not yet confirmed
+
+
+@dataclass(frozen=True)
+class StoreOverview:
+    modes: list[ModeCounts]
+    errata_open: int  # flags on released items waiting for an admin
+    blind_flags_open: int  # questions a blind solver got right, not overruled
+    near_duplicates_open: int  # pairs the export's check found, not overruled
+    workers_active: int
+    workers_admin: int
+    workers_inactive: int
+    runs: list[dict] = field(default_factory=list)  # seeded runs: name, pairs file
+
+    @property
+    def tasks(self) -> int:
+        return sum(m.open + m.done + m.discarded for m in self.modes)
+
+
+def store_overview(store: Store) -> StoreOverview:
+    """The store's counts (see the module docstring)."""
+    prog = progress(store)
+    with store.session(write=False) as s:
+        waiting = dict(s.execute(select(Draft.mode, func.count()).where(Draft.status == "pending").group_by(Draft.mode)).all())
+        confirm = dict(s.execute(select(Instance.mode, func.count()).where(Instance.status == "draft")
+                                 .group_by(Instance.mode)).all())
+        errata = s.scalar(select(func.count()).select_from(Erratum).where(Erratum.status == "open")) or 0
+        blind = s.scalar(select(func.count(func.distinct(BlindAnswer.flag_id)))
+                         .where(BlindAnswer.flag_id.is_not(None), BlindAnswer.overruled_by.is_(None))) or 0
+        dups = s.scalar(select(func.count()).select_from(NearDuplicate).where(NearDuplicate.overruled_by.is_(None))) or 0
+        workers = s.execute(select(Worker.active, Worker.is_admin, func.count()).group_by(Worker.active, Worker.is_admin)).all()
+        runs = [{"name": name, "pairs": path} for name, path in
+                s.execute(select(Run.name, Run.pairs_path).order_by(Run.seeded_at)).all()]
+    modes = [ModeCounts(p.mode, p.remaining, p.done, p.discarded, p.ready_instances, waiting.get(p.mode, 0),
+                        confirm.get(p.mode, 0)) for p in prog]
+    return StoreOverview(modes, errata, blind, dups,
+                         workers_active=sum(n for active, _, n in workers if active),
+                         workers_admin=sum(n for active, admin, n in workers if active and admin),
+                         workers_inactive=sum(n for active, _, n in workers if not active), runs=runs)

@@ -1,0 +1,352 @@
+"""`vhmine status`: where a working folder stands and what to run next, as `git status` does.
+
+Reads only, and only small files: `indexes/<name>/manifest.json` (or an unfinished embed's work folder),
+`runs/<run>/run.json`, the `manifest.json` of exports and `report.json` of evals found in the working folder
+(up to 3 levels down), and the store's counts through vhmine.curate.store_overview, opened with
+`migrate=False` (a store that is not there is not created, an older one is not migrated). Writes nothing.
+`collect` gathers a Status; `Status.text()` is what the command prints, `Status.record()` its --json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Optional
+
+WALK_DEPTH = 3  # how far below the working folder exports, evals and runs are looked for
+WALK_DIRS = 3000  # folders looked into at most: a huge tree is not walked whole
+_SKIP = {"node_modules", "__pycache__", "site-packages", "work", "shards", "Images", "images"}
+
+
+@dataclass
+class IndexInfo:
+    name: str
+    folder: str
+    finished: bool
+    images: int = 0
+    skipped: int = 0
+    duplicates: int = 0
+    clip: str = ""  # the encoders' specs
+    dino: str = ""
+    shards_done: int = 0  # an unfinished job's finished shards
+
+
+@dataclass
+class RunInfo:
+    name: str
+    folder: str
+    index: str
+    clip: float
+    dino: float
+    pairs: int
+    in_box: int
+    created: str
+    seeded: bool = False
+    nearby: dict = field(default_factory=dict)  # a run with 0 pairs: counts at nearby thresholds
+
+
+@dataclass
+class ExportInfo:
+    folder: str
+    format: str
+    name: str
+    version: str
+    items: int
+    created: str
+
+
+@dataclass
+class EvalInfo:
+    folder: str
+    benchmark: str
+    source: str  # the benchmark's path as eval read it
+    items: int
+    models: dict  # model -> {"accuracy", "n", "failed"}
+    written: float  # mtime of report.json
+
+
+@dataclass
+class Status:
+    root: str
+    indexes: list[IndexInfo]
+    runs: list[RunInfo]
+    store: Optional[dict]  # None: no store; else url, problem or the overview's counts
+    exports: list[ExportInfo]
+    evals: list[EvalInfo]
+    next_step: str = ""
+    also: list[str] = field(default_factory=list)
+
+    def record(self) -> dict:
+        return asdict(self)
+
+    def text(self) -> str:
+        return "\n".join(_lines(self))
+
+
+# --- reading what is there ---------------------------------------------------------------------
+
+def _json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _index(folder: Path) -> Optional[IndexInfo]:
+    man = _json(folder / "manifest.json")
+    if man.get("producer") == "vhmine embed" or ("format_version" in man and "encoders" in man):
+        c, enc = man.get("counts", {}), man.get("encoders", {})
+        return IndexInfo(folder.name, str(folder), True, c.get("images", 0), c.get("skipped", 0), c.get("duplicates", 0),
+                         (enc.get("clip") or {}).get("spec", ""), (enc.get("dino") or {}).get("spec", ""))
+    job = _json(folder / "work" / "job.json")
+    if job:
+        done = sum(1 for _ in (folder / "work" / "shards").glob("part-*.parquet"))
+        return IndexInfo(folder.name, str(folder), False, clip=str(job.get("clip_model", "")),
+                         dino=str(job.get("dino_model", "")), shards_done=done)
+    return None
+
+
+def _run(folder: Path, meta: dict) -> RunInfo:
+    c = meta.get("counts", {})
+    return RunInfo(folder.name, str(folder), str(meta.get("index", "")), meta.get("clip_threshold"),
+                   meta.get("dino_threshold"), c.get("written", 0), c.get("in_box", 0), str(meta.get("created", "")),
+                   nearby=meta.get("nearby") or {})
+
+
+def _export(folder: Path, man: dict) -> ExportInfo:
+    totals = man.get("totals") or {}
+    return ExportInfo(str(folder), str(man.get("format", "")), str(man.get("name", folder.name)),
+                      str(man.get("version", "")), sum(v for v in totals.values() if isinstance(v, int)),
+                      str(man.get("created_at", "")))
+
+
+def _eval(folder: Path, rep: dict) -> EvalInfo:
+    models = {}
+    for name, m in (rep.get("models") or {}).items():
+        o = (m.get("metrics") or {}).get("overall") or {}
+        models[name] = {"accuracy": o.get("accuracy"), "n": o.get("n", 0), "failed": m.get("failed", 0)}
+    b = rep.get("benchmark") or {}
+    return EvalInfo(str(folder), str(b.get("name", "")), str(b.get("source", "")), int(b.get("items", 0)), models,
+                    (folder / "report.json").stat().st_mtime)
+
+
+def _walk(root: Path):
+    """(folder, file name, record) of every vhmine record file up to WALK_DEPTH below `root`; a folder that
+    holds one is not looked into further (an export's images, a run's files)."""
+    todo, seen = [(root, 0)], 0
+    while todo and seen < WALK_DIRS:
+        folder, depth = todo.pop(0)
+        seen += 1
+        found = False
+        for name in ("manifest.json", "run.json", "report.json"):
+            if (folder / name).is_file():
+                rec = _json(folder / name)
+                if str(rec.get("producer", "")).startswith("vhmine "):
+                    found = True
+                    yield folder, name, rec
+        if found or depth >= WALK_DEPTH:
+            continue
+        try:
+            subs = sorted(e.path for e in os.scandir(folder)
+                          if e.is_dir(follow_symlinks=False) and not e.name.startswith(".") and e.name not in _SKIP)
+        except OSError:
+            continue
+        todo += [(Path(p), depth + 1) for p in subs]
+
+
+def _store_state(db: Optional[str]) -> Optional[dict]:
+    from vhmine.errors import StoreError, StoreMissingError
+    from vhmine.store import resolve_url
+
+    try:
+        from vhmine.curate import store_overview
+        from vhmine.store import open_store
+
+        with open_store(db, migrate=False) as store:
+            ov = store_overview(store)
+            where = store.db_option.removeprefix(" --db ") or (
+                _shown(resolve_url(db).removeprefix("sqlite:///")) if store.dialect == "sqlite" else store.display_url)
+            return {"url": where, "db_option": store.db_option, **asdict(ov), "tasks": ov.tasks}
+    except StoreMissingError:
+        return None
+    except StoreError as err:  # older schema, a server that is down, SQLAlchemy missing: said, not fatal
+        url = resolve_url(db) if "://" in (db or "sqlite://") else None
+        return {"url": url or str(db), "problem": str(err)}
+
+
+def collect(root: Path = Path("."), *, indexes: Optional[Path] = None, db: Optional[str] = None) -> Status:
+    """Everything `vhmine status` shows, read from `root` (the working folder), the indexes and the store."""
+    from vhmine.config import indexes_root, runs_root
+
+    root = Path(root)
+    idx_root, run_root = indexes_root(indexes), runs_root()
+    index_list, runs, exports, evals, seen = [], [], [], [], set()
+    if idx_root.is_dir():
+        for folder in sorted(p for p in idx_root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            info = _index(folder)
+            if info:
+                index_list.append(info)
+                seen.add(folder.resolve())
+    places = [root] + [r for r in (run_root,) if r.is_dir() and not _inside(r, root)]
+    for place in places:
+        for folder, name, rec in _walk(place):
+            key = (folder.resolve(), name)
+            if key in seen:
+                continue
+            seen.add(key)
+            producer = rec.get("producer")
+            if name == "run.json" and producer == "vhmine mine":
+                runs.append(_run(folder, rec))
+            elif name == "manifest.json" and producer == "vhmine export":
+                exports.append(_export(folder, rec))
+            elif name == "report.json" and producer == "vhmine eval":
+                evals.append(_eval(folder, rec))
+            elif name == "manifest.json" and producer == "vhmine embed" and folder.resolve() not in seen:
+                index_list.append(_index(folder))
+    store = _store_state(db)
+    seeded = {str(Path(r["pairs"]).resolve()) for r in (store or {}).get("runs", [])}
+    for r in runs:
+        r.seeded = str((Path(r.folder) / "pairs.parquet").resolve()) in seeded
+    runs.sort(key=lambda r: r.created)
+    exports.sort(key=lambda e: e.created)
+    evals.sort(key=lambda e: e.written)
+    status = Status(str(root.resolve()), index_list, runs, store, exports, evals)
+    status.next_step, status.also = _next(status)
+    return status
+
+
+def _same(a: str, b: str) -> bool:
+    try:
+        return bool(a) and Path(a).resolve() == Path(b).resolve()
+    except OSError:
+        return False
+
+
+def _shown(path) -> str:
+    from vhmine.files import shown_path
+
+    return shown_path(path)
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.resolve().relative_to(root.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+# --- what to do next ---------------------------------------------------------------------------
+
+def _relax(run: RunInfo) -> str:
+    near = run.nearby or {}
+    for d, n in (near.get("dino") or {}).items():
+        if n:
+            return f"--clip {run.clip:g} --dino {d}"
+    for c, n in (near.get("clip") or {}).items():
+        if n:
+            return f"--clip {c} --dino {run.dino:g}"
+    return "--clip LOWER --dino HIGHER"
+
+
+def _next(st: Status) -> tuple[str, list[str]]:
+    from vhmine.files import shown_path
+
+    also = []
+    s = st.store or {}
+    db = s.get("db_option", "")
+    modes = s.get("modes") or []
+    if s.get("problem"):
+        also.append(f"store: {s['problem']}")
+    waiting = sum(m["drafts_waiting"] for m in modes)
+    confirm = sum(m["yes_no_to_confirm"] for m in modes)
+    if waiting:
+        also.append(f"{waiting} model draft(s) wait on the app's Verify drafts page (vhmine curate{db})")
+    if confirm:
+        also.append(f"{confirm} drafted yes/no question(s) wait for their author to confirm them on the Annotate page")
+    flags = [(s.get("errata_open", 0), "erratum flag(s) for an admin on the Errata page"),
+             (s.get("blind_flags_open", 0), "blind flag(s) on the Blind flags page"),
+             (s.get("near_duplicates_open", 0), "near-duplicate pair(s) on the Blind flags page")]
+    also += [f"{n} {what}" for n, what in flags if n]
+
+    finished = [i for i in st.indexes if i.finished]
+    if not finished:
+        if st.indexes:
+            i = st.indexes[0]
+            return (f"finish embedding {i.name!r}: run the same `vhmine embed` command again ({i.shards_done} shard(s) "
+                    "kept; it resumes)", also)
+        return "vhmine embed FOLDER --name NAME   (or `vhmine demo` to see every stage run first)", also
+    if not st.runs:
+        return f"vhmine mine --index {finished[-1].name}", also
+    with_pairs = [r for r in st.runs if r.pairs]
+    if not with_pairs:
+        r = st.runs[-1]
+        return f"vhmine mine --index {r.index} {_relax(r)}   (the last run, {r.name}, found 0 pairs)", also
+    if not any(r.seeded for r in with_pairs):
+        return f"vhmine seed --pairs {shown_path(Path(with_pairs[-1].folder) / 'pairs.parquet')}{db}", also
+    if not s or s.get("problem"):
+        return f"vhmine seed --pairs {shown_path(Path(with_pairs[-1].folder) / 'pairs.parquet')}{db}", also
+    if not s.get("workers_active"):
+        return f"vhmine workers add NAME{db}   (prints the sign-in token)", also
+    ready = sum(m["ready"] for m in modes)
+    left = sum(m["open"] for m in modes)
+    if not ready:
+        return f"vhmine curate{db}   ({left} task(s) left to annotate; nothing ready to export yet)", also
+    if not st.exports:
+        return f"vhmine export --format vhtest --out benchmarks/vh-v1{db}   ({ready} question(s) ready)", also
+    last = st.exports[-1]
+    where = shown_path(last.folder)
+    if not any(_same(e.source, last.folder) for e in st.evals):
+        return f"vhmine eval --bench {where} --model MODEL   (or --predictions NAME=FILE)", also
+    if ready != last.items:
+        return (f"vhmine export --format {last.format} --out benchmarks/NEW --since {where}{db}   "
+                f"({ready} question(s) ready, {last.items} in {where}: a new version with a changelog)", also)
+    if left:
+        return f"vhmine curate{db}   ({left} task(s) left to annotate)", also
+    return "every stage has run; mine more pairs or generate images to grow the benchmark", also
+
+
+# --- the text --------------------------------------------------------------------------------------
+
+def _lines(st: Status) -> list[str]:
+    out = ["indexes:" if st.indexes else "indexes: none (vhmine embed FOLDER --name NAME builds one)"]
+    for i in st.indexes:
+        if i.finished:
+            out.append(f"  {i.name}: {i.images} images, {i.skipped} skipped"
+                       + (f", {i.duplicates} duplicates" if i.duplicates else "") + f"; encoders {i.clip} + {i.dino}")
+        else:
+            out.append(f"  {i.name}: unfinished ({i.shards_done} shard(s) done); encoders {i.clip} + {i.dino}")
+    out.append("mining runs:" if st.runs else "mining runs: none")
+    for r in st.runs:
+        out.append(f"  {r.name}: --clip {r.clip:g} --dino {r.dino:g}, {r.pairs} pairs"
+                   + (" (seeded)" if r.seeded else "") + f"  [{r.folder}]")
+    s = st.store
+    if s is None:
+        out.append("store: none yet (vhmine seed creates it)")
+    elif s.get("problem"):
+        out.append(f"store: {s['url']}: {s['problem']}")
+    else:
+        out.append(f"store: {s['url']}: {s['tasks']} tasks; workers {s['workers_active']} active "
+                   f"({s['workers_admin']} admin), {s['workers_inactive']} inactive")
+        out.append(f"  {'mode':<12} {'open':>6} {'done':>6} {'discarded':>9} {'ready':>6} {'drafts':>7} {'to confirm':>10}")
+        for m in s["modes"]:
+            out.append(f"  {m['mode']:<12} {m['open']:>6} {m['done']:>6} {m['discarded']:>9} {m['ready']:>6} "
+                       f"{m['drafts_waiting']:>7} {m['yes_no_to_confirm']:>10}")
+        out.append("  (drafts: model drafts to verify in the app; to confirm: drafted yes/no questions their author "
+                   "has not confirmed)")
+        out.append(f"  flags open: {s['errata_open']} errata, {s['blind_flags_open']} blind, "
+                   f"{s['near_duplicates_open']} near duplicates")
+    out.append("exports:" if st.exports else "exports: none")
+    for e in st.exports:
+        out.append(f"  {e.folder}: {e.format}, version {e.version}, {e.items} items ({e.created})")
+    out.append("evals:" if st.evals else "evals: none")
+    for e in st.evals[-3:]:
+        scores = ", ".join(f"{m} {100 * v['accuracy']:.1f}%" if isinstance(v.get("accuracy"), (int, float))
+                           else f"{m} -" for m, v in e.models.items())
+        out.append(f"  {e.folder}/report.md: {e.benchmark} ({e.items} items): {scores}")
+    out.append(f"next: {st.next_step}")
+    out += [f"also: {a}" for a in st.also]
+    return out
