@@ -13,11 +13,11 @@ from typer.testing import CliRunner
 
 from vhmine.cli import app
 from vhmine.errors import InputError
-from vhmine.mine.simsearch import assert_same_pairs, block_bytes, brute_force_pairs, find_pairs
+from vhmine.mine.simsearch import assert_same_pairs, brute_force_pairs, find_pairs
 
 ray = pytest.importorskip("ray", reason="the Ray engine needs the ray extra: pip install -e '.[ray]'")
 
-from vhmine.mine.ray_engine import find_pairs_ray, tile_rows  # noqa: E402
+from vhmine.mine.ray_engine import find_pairs_ray, tile_bytes, tile_rows  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -53,8 +53,8 @@ def clustered(n, d, e, seed, spiky=False):
     return unit(clip), unit(dino)
 
 
-def tile_memory(rows, width):
-    return block_bytes(rows, width)  # exactly the memory of a tile of `rows` rows
+def tile_memory(rows, clip_dim, dino_dim):
+    return tile_bytes(rows, clip_dim, dino_dim)  # exactly the memory of a tile of `rows` rows
 
 
 @pytest.mark.parametrize("kind, n, tile, clip_min, dino_max", [
@@ -70,7 +70,7 @@ def test_pairs_equal_local_miner_and_brute_force(kind, n, tile, clip_min, dino_m
     else:
         clip, dino = clustered(n, 32, 16, 1, spiky=kind == "spiky")
     stats = {}
-    got = find_pairs_ray(clip, dino, clip_min, dino_max, tile_memory=tile_memory(tile, 32), stats=stats)
+    got = find_pairs_ray(clip, dino, clip_min, dino_max, tile_memory=tile_memory(tile, clip.shape[1], dino.shape[1]), stats=stats)
     assert stats["tile"] == tile and stats["blocks"] > 10
     want = brute_force_pairs(clip, dino, clip_min, dino_max)
     assert len(want) > 50
@@ -86,7 +86,7 @@ def test_pairs_equal_local_miner_and_brute_force(kind, n, tile, clip_min, dino_m
 def test_a_killed_tile_is_retried_and_the_pairs_are_the_same(tmp_path):
     clip, dino = clustered(700, 32, 16, 2)
     marker = tmp_path / "killed-once"
-    got = find_pairs_ray(clip, dino, 0.9, 0.55, tile_memory=tile_memory(64, 32), _crash_marker=str(marker))
+    got = find_pairs_ray(clip, dino, 0.9, 0.55, tile=64, _crash_marker=str(marker))
     assert marker.exists()  # a worker did die (os._exit on its first attempt)
     assert_same_pairs(got, find_pairs(clip, dino, 0.9, 0.55, device="cpu"))
 
@@ -96,16 +96,17 @@ def test_a_tile_that_keeps_dying_is_named(tmp_path):
 
     clip, dino = clustered(300, 16, 8, 3)
     with pytest.raises(VhmineError, match="a mining tile failed after 0 retries: .*lower --tile-memory"):
-        find_pairs_ray(clip, dino, 0.9, tile_memory=tile_memory(64, 16), max_retries=0,
+        find_pairs_ray(clip, dino, 0.9, tile=64, max_retries=0,
                        _crash_marker=str(tmp_path / "m"))
 
 
 def test_tile_size_follows_the_memory_bound():
-    for mem in (10**6, 64 * 2**20, 2**30):
-        side = tile_rows(mem, 768)
-        assert side % 64 == 0 and block_bytes(side, 768) <= mem < block_bytes(side + 64, 768)
-    with pytest.raises(InputError, match="--tile-memory 0.05 MiB is too small: .* needs 0.11 MiB"):
-        tile_rows(int(0.05 * 2**20), 768)
+    for mem in (2 * 10**6, 64 * 2**20, 2**30):
+        side = tile_rows(mem, 768, 1024)
+        assert side % 64 == 0 and tile_bytes(side, 768, 1024) <= mem < tile_bytes(side + 64, 768, 1024)
+    assert tile_rows(2**30, 768, 1024) == 13248  # the figure --tile-memory's help gives
+    with pytest.raises(InputError, match="--tile-memory 0.50 MiB is too small: .* at 768 \\+ 1024 dims needs 1.50 MiB"):
+        tile_rows(int(0.5 * 2**20), 768, 1024)
 
 
 def test_a_device_ray_cannot_give_is_named():
@@ -118,7 +119,7 @@ def test_too_many_candidates_stops_the_job():
     rng = np.random.default_rng(0)
     clip, dino = unit(rng.standard_normal((400, 8))), unit(rng.standard_normal((400, 4)))
     with pytest.raises(InputError, match=r"more than the limit of 1,000 candidates; raise --clip"):
-        find_pairs_ray(clip, dino, 0.1, tile_memory=tile_memory(64, 8), max_candidates=1000)
+        find_pairs_ray(clip, dino, 0.1, tile=64, max_candidates=1000)
 
 
 def test_cli_engine_ray_writes_the_local_engines_pairs(tmp_path, monkeypatch):

@@ -4,7 +4,8 @@
                                    skipped images with reasons, files removed since they were
                                    embedded (path, sha256, image_id, reason), vhmine version; written LAST
     indexes/<name>/images.parquet  row i: image_id, path, sha256, width, height, coco_id, categories
-    indexes/<name>/clip.faiss      IndexFlatIP, row i = images.parquet row i
+    indexes/<name>/clip.faiss      IndexFlatIP, row i = images.parquet row i (its rows are one float32
+                                   array after a short header: embed.rows reads them by row range)
     indexes/<name>/dino.faiss      IndexFlatIP, row i = images.parquet row i
     indexes/<name>/skipped.csv     path, reason for every image that could not be used
     indexes/<name>/work/           the embed job's plan and finished shards (see embed.py)
@@ -128,8 +129,12 @@ def index_folder(root: Path, name: str) -> Path:
     return Path(root) / name
 
 
-def open_index(root: Path, name: str, *, load_vectors: bool = True) -> CollectionIndex:
-    """Open and validate a finished index; every failure says what is wrong and what to run."""
+def open_index(root: Path, name: str, *, load_vectors: bool = True, load_images: bool = True) -> CollectionIndex:
+    """Open and validate a finished index; every failure says what is wrong and what to run.
+
+    load_vectors=False: the vector files' headers are checked (rows and dims, embed.rows) but their rows
+    are not read; load_images=False: neither is images.parquet's table (only its row count), so `images`
+    is None. `vhmine mine --engine ray` opens an index of any size this way."""
     import pandas as pd
 
     folder = index_folder(root, name)
@@ -163,14 +168,30 @@ def open_index(root: Path, name: str, *, load_vectors: bool = True) -> Collectio
                 f"index {name!r}: {p} has {p.stat().st_size} bytes, the manifest says {meta['bytes']} "
                 "(truncated or changed); rerun `vhmine embed` to rebuild it"
             )
+    images = None
     try:
-        images = pd.read_parquet(folder / IMAGES)
+        if load_images:
+            images = pd.read_parquet(folder / IMAGES)
+            rows = len(images)
+        else:
+            import pyarrow.parquet as pq
+
+            rows = pq.ParquetFile(folder / IMAGES).metadata.num_rows
     except Exception as err:  # pyarrow raises several kinds
         raise IndexCorruptError(f"index {name!r}: {folder / IMAGES} is unreadable ({err}); rerun `vhmine embed`") from err
-    if len(images) != n:
-        raise IndexCorruptError(f"index {name!r}: {IMAGES} has {len(images)} rows, the manifest says {n}")
+    if rows != n:
+        raise IndexCorruptError(f"index {name!r}: {IMAGES} has {rows} rows, the manifest says {n}")
     clip = dino = None
-    if load_vectors:
+    if not load_vectors:
+        from vhmine.embed.rows import open_vectors
+
+        for kind, fname in VECTOR_FILES.items():
+            vf = open_vectors(folder / fname)
+            want_dim = ((manifest.get("encoders") or {}).get(kind) or {}).get("dim", vf.dim)
+            if (vf.rows, vf.dim) != (n, want_dim):
+                raise IndexCorruptError(f"index {name!r}: {fname} holds {vf.rows} x {vf.dim} vectors, "
+                                        f"expected {n} x {want_dim}")
+    else:
         vecs = {}
         for kind, fname in VECTOR_FILES.items():
             try:

@@ -1,13 +1,19 @@
 """Stage 2, mine: an index -> `runs/<run>/` with the pairs that CLIP calls alike and DINOv2 does not.
 
-Reads `indexes/<name>/` (index.py); the exact search itself is simsearch.find_pairs (the pair set
-equals a float64 brute force, both thresholds inclusive). Writes, all at once by renaming a
-finished temporary folder into place:
+Reads `indexes/<name>/` (index.py); the exact search itself is simsearch.find_pairs here (--engine
+local), or its tiles on a Ray cluster (--engine ray: mine.ray_run, which reads the index by row range
+and never loads it). The pair set equals a float64 brute force, both thresholds inclusive, on either
+engine. Writes, all at once by renaming a finished temporary folder into place (finish_run):
 
     pairs.parquet / pairs.csv  rank, image ids, sha256s, absolute paths, clip_sim, dino_sim, gap,
-                               COCO ids and categories of both images; ranked by gap
+                               COCO ids and categories of both images; ranked by gap (mine.write:
+                               past 1,000,000 pairs pairs.parquet is a folder of shards, same columns)
     run.json                   thresholds, encoders, index, counts, options, file checksums
+                               (and, for Ray, the job: tiles, tile side, quantisation, workers)
     scatter.png, gallery.html  the candidate pairs against the threshold box; the top pairs
+
+A Ray job also keeps `runs/.<run>.job/` (mine.tilejob) until the run folder is written: rerun the same
+command after a stop and it resumes.
 """
 
 from __future__ import annotations
@@ -43,6 +49,9 @@ class MineOptions:
     engine: str = "local"  # "local": simsearch.find_pairs here; "ray": ray_engine.find_pairs_ray on a cluster
     ray_address: str | None = None
     tile_memory: int | None = None  # bytes per Ray tile [default: ray_engine.DEFAULT_TILE_MEMORY]
+    index_url: str | None = None  # where Ray workers read the index (fsspec URL or shared path) [default: its folder]
+    plan: bool = False  # Ray: size the job (tiles, memory, a measured rate, estimated time) instead of mining
+    tiles: list[int] | None = None  # Ray: mine only these tile numbers (sizing runs and benchmarks)
     gallery_size: int = 100
     progress: bool = True
 
@@ -57,9 +66,13 @@ class MineResult:
     written: int  # after --max-per-image and --max-pairs
     seconds: float
     warnings: list[str] = field(default_factory=list)
+    job: dict = field(default_factory=dict)  # Ray: what ray_engine.run_job reports (tiles, resumed, workers)
 
     def summary(self) -> str:
         lines = [f"warning: {w}" for w in self.warnings]
+        if self.job.get("tiles_done_before"):
+            lines.append(f"resumed: {self.job['tiles_done_before']} of {self.job['tiles_wanted']} tiles were "
+                         "already done and were not mined again")
         lines.append(
             f"{self.written} pairs written to {self.run_dir / 'pairs.parquet'} "
             f"({self.images} images; {self.clip_alike} pairs with CLIP >= threshold, "
@@ -109,38 +122,39 @@ def default_run_name(index: str, clip: float, dino: float) -> str:
     return f"{index}-clip{clip:g}-dino{dino:g}"
 
 
-def mine_index(opts: MineOptions) -> MineResult:
+def mine_index(opts: MineOptions):
+    """Mine the index into the run folder (a MineResult); with opts.plan (Ray only), size the job instead
+    and return its MinePlan without mining."""
     import numpy as np
-    import pandas as pd
 
-    from vhmine.mine.gallery import write_gallery, write_scatter
-    from vhmine.mine.simsearch import find_pairs
+    from vhmine.mine.simsearch import find_pairs, pair_sims
+    from vhmine.mine.write import pairs_frame, side
 
     t0 = time.time()
     if opts.engine not in ("local", "ray"):
         raise InputError(f"--engine {opts.engine}: not an engine; use local or ray")
+    if opts.plan and opts.engine != "ray":
+        raise InputError("--plan sizes a Ray job: add --engine ray")
+    if opts.index_url and opts.engine != "ray":
+        raise InputError("--index-url tells Ray workers where the index is: add --engine ray")
     warnings = check_thresholds(opts.clip, opts.dino)  # said once: in the summary (not also logged)
     root = indexes_root(opts.indexes)
     name = default_index_name(root, opts.index)
     run_dir = Path(opts.out) if opts.out else runs_root() / default_run_name(name, opts.clip, opts.dino)
+    if opts.engine == "ray":  # the driver never loads the vectors or the image table
+        from vhmine.mine.ray_run import mine_ray, plan_ray
+
+        idx = _usable(open_index(root, name, load_vectors=False, load_images=False))
+        if opts.plan:
+            return plan_ray(idx, opts)
+        check_owned(run_dir, "vhmine mine")
+        return mine_ray(idx, opts, run_dir, warnings, t0)
     check_owned(run_dir, "vhmine mine")  # a run replaces its folder as a whole: only an earlier run
-    idx = open_index(root, name)
+    idx = _usable(open_index(root, name))
     n = len(idx.images)
-    if n < 2:
-        raise InputError(
-            f"index {name!r} has {n} usable image{'s' if n != 1 else ''}: mining needs at least 2 "
-            f"(see {idx.folder / 'skipped.csv'} for images that could not be read)"
-        )
     # One search at the CLIP threshold gives every CLIP-alike pair with its DINOv2 sim: the pairs in
     # the box, and the rest of the candidates for the scatter plot.
-    if opts.engine == "ray":
-        from vhmine.mine.ray_engine import DEFAULT_TILE_MEMORY, find_pairs_ray
-
-        found = find_pairs_ray(idx.clip, idx.dino, opts.clip, math.inf, address=opts.ray_address,
-                               tile_memory=opts.tile_memory or DEFAULT_TILE_MEMORY, device=opts.device or "cpu",
-                               progress=opts.progress)
-    else:
-        found = find_pairs(idx.clip, idx.dino, opts.clip, math.inf, device=opts.device, progress=opts.progress)
+    found = find_pairs(idx.clip, idx.dino, opts.clip, math.inf, device=opts.device, progress=opts.progress)
     in_box = found.dino_sim <= opts.dino
     i, j = found.i[in_box], found.j[in_box]
     clip_sim, dino_sim = found.clip_sim[in_box], found.dino_sim[in_box]
@@ -153,33 +167,49 @@ def mine_index(opts: MineOptions) -> MineResult:
     gap = clip_sim - dino_sim
     order = rank_pairs(ids[a], ids[b], gap, max_per_image=opts.max_per_image, max_pairs=opts.max_pairs)
     a, b, clip_sim, dino_sim, gap = a[order], b[order], clip_sim[order], dino_sim[order], gap[order]
+    pairs = pairs_frame(1, side(images, a, idx.location), side(images, b, idx.location), clip_sim, dino_sim, gap)
 
-    abs_paths = np.asarray(idx.abs_paths(), dtype=object)
-    pairs = pd.DataFrame({
-        "rank": np.arange(1, len(order) + 1, dtype=np.int64),
-        "image_id_a": ids[a], "image_id_b": ids[b],
-        "sha256_a": images["sha256"].to_numpy()[a], "sha256_b": images["sha256"].to_numpy()[b],
-        "path_a": abs_paths[a], "path_b": abs_paths[b],
-        "clip_sim": clip_sim, "dino_sim": dino_sim, "gap": gap,
-        "coco_id_a": images["coco_id"].array[a] if len(a) else pd.array([], dtype="Int64"),
-        "coco_id_b": images["coco_id"].array[b] if len(b) else pd.array([], dtype="Int64"),
-        "categories_a": [list(images["categories"].iat[k]) for k in a],
-        "categories_b": [list(images["categories"].iat[k]) for k in b],
-    })
-
-    tmp = run_dir.parent / f".{run_dir.name}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
+    def write_pairs(tmp: Path):
         pairs.to_parquet(tmp / "pairs.parquet", index=False)
         csv = pairs.copy()
         for col in ("categories_a", "categories_b"):
             csv[col] = ["|".join(c) for c in csv[col]]
         csv.to_csv(tmp / "pairs.csv", index=False)
-        background = _background_sample(idx.clip, idx.dino, seed=0)
-        write_scatter(tmp / "scatter.png", found.clip_sim, found.dino_sim, background, opts.clip, opts.dino, written=len(pairs),
-                      title=f"{name}: {len(found)} CLIP-alike pairs, {int(in_box.sum())} in the box")
-        write_gallery(tmp / "gallery.html", pairs.head(opts.gallery_size), total=len(pairs), title=f"{name}: top pairs",
+        return len(pairs), pairs.head(opts.gallery_size)
+
+    counts = {"images": n, "clip_alike": int(len(found)), "in_box": int(in_box.sum())}
+    written = finish_run(run_dir, idx, opts, counts, write_pairs, (found.clip_sim, found.dino_sim),
+                         _background_sample(n, lambda i, j: (pair_sims(idx.clip, i, j), pair_sims(idx.dino, i, j))),
+                         warnings)
+    return MineResult(run_dir, name, n, counts["clip_alike"], counts["in_box"], written, time.time() - t0, warnings)
+
+
+def _usable(idx):
+    n = idx.manifest.get("counts", {}).get("images", 0) if idx.images is None else len(idx.images)
+    if n < 2:
+        raise InputError(
+            f"index {idx.name!r} has {n} usable image{'s' if n != 1 else ''}: mining needs at least 2 "
+            f"(see {idx.folder / 'skipped.csv'} for images that could not be read)"
+        )
+    return idx
+
+
+def finish_run(run_dir: Path, idx, opts: MineOptions, counts: dict, write_pairs, alike, background, warnings,
+               extra: dict | None = None) -> int:
+    """Write the run folder (both engines): write_pairs(tmp) writes pairs.parquet and pairs.csv into the
+    temporary folder and returns (pairs written, the gallery's rows); then the scatter of `alike` (clip,
+    dino sims of CLIP-alike pairs) over `background`, the gallery, run.json; the folder is swapped in whole."""
+    from vhmine.mine.gallery import write_gallery, write_scatter
+
+    name = idx.name
+    tmp = run_dir.parent / f".{run_dir.name}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        written, head = write_pairs(tmp)
+        write_scatter(tmp / "scatter.png", alike[0], alike[1], background, opts.clip, opts.dino, written=written,
+                      title=f"{name}: {counts['clip_alike']} CLIP-alike pairs, {counts['in_box']} in the box")
+        write_gallery(tmp / "gallery.html", head, total=written, title=f"{name}: top pairs",
                       subtitle=f"CLIP >= {opts.clip:g}, DINOv2 <= {opts.dino:g}; ranked by gap = clip - dino")
         run = {
             "producer": "vhmine mine",
@@ -193,31 +223,29 @@ def mine_index(opts: MineOptions) -> MineResult:
             "thresholds_inclusive": True,
             "encoders": idx.manifest.get("encoders", {}),
             "options": {"max_pairs": opts.max_pairs, "max_per_image": opts.max_per_image, "engine": opts.engine},
-            "counts": {"images": n, "clip_alike": int(len(found)), "in_box": int(in_box.sum()),
-                       "written": int(len(pairs))},
+            "counts": {**counts, "written": int(written)},
             "warnings": warnings,
+            **(extra or {}),
         }
-        run["files"] = {p.name: {"bytes": p.stat().st_size, "sha256": sha256_file(p)} for p in sorted(tmp.iterdir())}
+        run["files"] = {p.relative_to(tmp).as_posix(): {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
+                        for p in sorted(tmp.rglob("*")) if p.is_file()}
         (tmp / "run.json").write_text(json.dumps(run, indent=2, default=str), encoding="utf-8")
         replace_dir(tmp, run_dir, producer="vhmine mine")
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return MineResult(run_dir, name, n, int(len(found)), int(in_box.sum()), int(len(pairs)),
-                      time.time() - t0, warnings)
+    return int(written)
 
 
-def _background_sample(clip, dino, *, seed: int, size: int = 20_000):
-    """Similarities of random pairs (all of them when few), so the plot shows where most pairs lie."""
+def _background_sample(n: int, sims, *, seed: int = 0, size: int = 20_000):
+    """Similarities of random pairs (all of them when few), so the plot shows where most pairs lie;
+    sims(i, j) -> (clip sims, dino sims) of those rows."""
     import numpy as np
 
-    n = len(clip)
     if n * (n - 1) // 2 <= size:  # small collection: every pair
         i, j = np.triu_indices(n, 1)
     else:
         rng = np.random.default_rng(seed)
         i, j = rng.integers(0, n, size), rng.integers(0, n, size)
         i, j = i[i != j], j[i != j]
-    from vhmine.mine.simsearch import pair_sims
-
-    return pair_sims(clip, i, j), pair_sims(dino, i, j)
+    return sims(i, j)
