@@ -210,6 +210,30 @@ def open_index(root: Path, name: str, *, load_vectors: bool = True, load_images:
     return CollectionIndex(name, folder, manifest, images, clip, dino)
 
 
+def index_rows(folder: str | os.PathLike, *, url: str | None = None, ids: bool = True) -> IndexRows:
+    """The IndexRows of a finished index folder; with `url`, the same files as the workers read them
+    there (an fsspec URL or a path of the index folder), checked to hold the same rows."""
+    from vhmine.embed.rows import IndexRows, id_width, open_vectors
+
+    folder = Path(folder).resolve()
+    local = {k: open_vectors(folder / f) for k, f in VECTOR_FILES.items()}
+    if local["clip"].rows != local["dino"].rows:
+        raise IndexCorruptError(f"{folder}: clip has {local['clip'].rows} rows, dino {local['dino'].rows}; "
+                                "rerun `vhmine embed` to rebuild it")
+    base = (url.rstrip("/") if url else str(folder))
+    files = {}
+    for k, f in VECTOR_FILES.items():
+        where = f"{base}/{f}"
+        vf = open_vectors(where) if url else local[k]
+        if (vf.offset, vf.rows, vf.dim) != (local[k].offset, local[k].rows, local[k].dim):
+            raise IndexCorruptError(f"{where} holds {vf.rows} x {vf.dim} rows, the index at {folder} "
+                                    f"{local[k].rows} x {local[k].dim}: --index-url names another index")
+        files[k] = vf
+    images = f"{base}/{IMAGES}" if ids else None
+    width = id_width(str(folder / IMAGES)) if ids else 16
+    return IndexRows(files["clip"], files["dino"], images, width)
+
+
 _PATHS_BY_SHA: dict[tuple, dict] = {}  # (folder, manifest mtime and size) -> sha256 -> paths
 
 

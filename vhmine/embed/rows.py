@@ -7,6 +7,7 @@ same way) and the `image_id` column of images.parquet, by row group. A location 
 through a memory map) or an fsspec URL (s3://, gs://, https://, file://, ...: read by byte range, one
 request per row span). `FlatWriter` writes a faiss flat file row chunk by row chunk, so an index of any
 size is written without holding its vectors; faiss reads it as it reads its own. Writes nothing else.
+(index.index_rows gives the IndexRows of an index folder.)
 
 No migration is needed for existing indexes: the flat format has stored its rows this way since faiss
 1.5 (the header is checked on every open, and an unknown one is named).
@@ -270,27 +271,3 @@ class IndexRows:
             if starts[-1] != self.n:
                 raise IndexCorruptError(f"{self.images} has {starts[-1]} rows, the vectors {self.n}")
         return "ok"
-
-
-def index_rows(folder: str | os.PathLike, *, url: str | None = None, ids: bool = True) -> IndexRows:
-    """The IndexRows of a finished index folder; with `url`, the same files as the workers read them
-    there (an fsspec URL or a path of the index folder), checked to hold the same rows."""
-    from vhmine.embed.index import IMAGES, VECTOR_FILES
-
-    folder = Path(folder).resolve()
-    local = {k: open_vectors(folder / f) for k, f in VECTOR_FILES.items()}
-    if local["clip"].rows != local["dino"].rows:
-        raise IndexCorruptError(f"{folder}: clip has {local['clip'].rows} rows, dino {local['dino'].rows}; "
-                                "rerun `vhmine embed` to rebuild it")
-    base = (url.rstrip("/") if url else str(folder))
-    files = {}
-    for k, f in VECTOR_FILES.items():
-        where = f"{base}/{f}"
-        vf = open_vectors(where) if url else local[k]
-        if (vf.offset, vf.rows, vf.dim) != (local[k].offset, local[k].rows, local[k].dim):
-            raise IndexCorruptError(f"{where} holds {vf.rows} x {vf.dim} rows, the index at {folder} "
-                                    f"{local[k].rows} x {local[k].dim}: --index-url names another index")
-        files[k] = vf
-    images = f"{base}/{IMAGES}" if ids else None
-    width = id_width(str(folder / IMAGES)) if ids else 16
-    return IndexRows(files["clip"], files["dino"], images, width)

@@ -23,15 +23,14 @@ import logging
 import math
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from vhmine import __version__
 from vhmine.config import DEFAULT_CLIP_MIN, DEFAULT_DINO_MAX, default_index_name, indexes_root, runs_root
 from vhmine.errors import InputError
-from vhmine.images import sha256_file
-from vhmine.files import check_owned, replace_dir
+from vhmine.files import check_owned
 from vhmine.embed.index import open_index
+from vhmine.mine.runfolder import MineResult, background_sample, finish_run
 
 log = logging.getLogger(__name__)
 
@@ -54,32 +53,6 @@ class MineOptions:
     tiles: list[int] | None = None  # Ray: mine only these tile numbers (sizing runs and benchmarks)
     gallery_size: int = 100
     progress: bool = True
-
-
-@dataclass
-class MineResult:
-    run_dir: Path
-    index: str
-    images: int
-    clip_alike: int  # pairs with clip_sim >= --clip
-    in_box: int  # of those, dino_sim <= --dino
-    written: int  # after --max-per-image and --max-pairs
-    seconds: float
-    warnings: list[str] = field(default_factory=list)
-    job: dict = field(default_factory=dict)  # Ray: what ray_engine.run_job reports (tiles, resumed, workers)
-
-    def summary(self) -> str:
-        lines = [f"warning: {w}" for w in self.warnings]
-        if self.job.get("tiles_done_before"):
-            lines.append(f"resumed: {self.job['tiles_done_before']} of {self.job['tiles_wanted']} tiles were "
-                         "already done and were not mined again")
-        lines.append(
-            f"{self.written} pairs written to {self.run_dir / 'pairs.parquet'} "
-            f"({self.images} images; {self.clip_alike} pairs with CLIP >= threshold, "
-            f"{self.in_box} of them with DINOv2 <= threshold; {self.seconds:.1f} s)"
-        )
-        lines.append(f"look at them: {self.run_dir / 'gallery.html'} and {self.run_dir / 'scatter.png'}")
-        return "\n".join(lines)
 
 
 def check_thresholds(clip: float, dino: float) -> list[str]:
@@ -179,7 +152,7 @@ def mine_index(opts: MineOptions):
 
     counts = {"images": n, "clip_alike": int(len(found)), "in_box": int(in_box.sum())}
     written = finish_run(run_dir, idx, opts, counts, write_pairs, (found.clip_sim, found.dino_sim),
-                         _background_sample(n, lambda i, j: (pair_sims(idx.clip, i, j), pair_sims(idx.dino, i, j))),
+                         background_sample(n, lambda i, j: (pair_sims(idx.clip, i, j), pair_sims(idx.dino, i, j))),
                          warnings)
     return MineResult(run_dir, name, n, counts["clip_alike"], counts["in_box"], written, time.time() - t0, warnings)
 
@@ -192,60 +165,3 @@ def _usable(idx):
             f"(see {idx.folder / 'skipped.csv'} for images that could not be read)"
         )
     return idx
-
-
-def finish_run(run_dir: Path, idx, opts: MineOptions, counts: dict, write_pairs, alike, background, warnings,
-               extra: dict | None = None) -> int:
-    """Write the run folder (both engines): write_pairs(tmp) writes pairs.parquet and pairs.csv into the
-    temporary folder and returns (pairs written, the gallery's rows); then the scatter of `alike` (clip,
-    dino sims of CLIP-alike pairs) over `background`, the gallery, run.json; the folder is swapped in whole."""
-    from vhmine.mine.gallery import write_gallery, write_scatter
-
-    name = idx.name
-    tmp = run_dir.parent / f".{run_dir.name}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
-        written, head = write_pairs(tmp)
-        write_scatter(tmp / "scatter.png", alike[0], alike[1], background, opts.clip, opts.dino, written=written,
-                      title=f"{name}: {counts['clip_alike']} CLIP-alike pairs, {counts['in_box']} in the box")
-        write_gallery(tmp / "gallery.html", head, total=written, title=f"{name}: top pairs",
-                      subtitle=f"CLIP >= {opts.clip:g}, DINOv2 <= {opts.dino:g}; ranked by gap = clip - dino")
-        run = {
-            "producer": "vhmine mine",
-            "vhmine_version": __version__,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "index": name,
-            "index_folder": str(idx.folder.resolve()),
-            "index_manifest_sha256": sha256_file(idx.folder / "manifest.json"),
-            "clip_threshold": opts.clip,
-            "dino_threshold": opts.dino,
-            "thresholds_inclusive": True,
-            "encoders": idx.manifest.get("encoders", {}),
-            "options": {"max_pairs": opts.max_pairs, "max_per_image": opts.max_per_image, "engine": opts.engine},
-            "counts": {**counts, "written": int(written)},
-            "warnings": warnings,
-            **(extra or {}),
-        }
-        run["files"] = {p.relative_to(tmp).as_posix(): {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
-                        for p in sorted(tmp.rglob("*")) if p.is_file()}
-        (tmp / "run.json").write_text(json.dumps(run, indent=2, default=str), encoding="utf-8")
-        replace_dir(tmp, run_dir, producer="vhmine mine")
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return int(written)
-
-
-def _background_sample(n: int, sims, *, seed: int = 0, size: int = 20_000):
-    """Similarities of random pairs (all of them when few), so the plot shows where most pairs lie;
-    sims(i, j) -> (clip sims, dino sims) of those rows."""
-    import numpy as np
-
-    if n * (n - 1) // 2 <= size:  # small collection: every pair
-        i, j = np.triu_indices(n, 1)
-    else:
-        rng = np.random.default_rng(seed)
-        i, j = rng.integers(0, n, size), rng.integers(0, n, size)
-        i, j = i[i != j], j[i != j]
-    return sims(i, j)

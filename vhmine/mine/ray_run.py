@@ -3,7 +3,7 @@
 Reads the index by row range (embed.rows; the driver reads headers, a row sample, the rows of random
 pairs for the scatter's background and, batch by batch, images.parquet), never whole. Writes the job
 folder `runs/.<run>.job/` while the job runs (mine.tilejob: a stopped job resumes from it), then the run
-folder through job.finish_run, with pairs merged in rank order (mine.merge) and written in shards
+folder through runfolder.finish_run, with pairs merged in rank order (mine.merge) and written in shards
 (mine.write); the job folder goes once the run folder is in place.
 
 The pairs equal `--engine local`'s, row for row: the same pair set (exact), the same ranking and caps.
@@ -33,8 +33,8 @@ def _device(opts) -> str:
 
 def _rows(idx, opts, ids: bool = True):
     """(rows as the workers read them, rows as the driver reads them: its local copy)."""
-    from vhmine.embed.index import IMAGES, VECTOR_FILES
-    from vhmine.embed.rows import index_rows, open_vectors
+    from vhmine.embed.index import IMAGES, VECTOR_FILES, index_rows
+    from vhmine.embed.rows import open_vectors
 
     rows = index_rows(idx.folder, url=opts.index_url, ids=ids)
     if not opts.index_url:
@@ -66,7 +66,7 @@ def _sims(vf, i, j, step: int = 4096) -> np.ndarray:
 def mine_ray(idx, opts, run_dir: Path, warnings: list[str], t0: float):
     from vhmine.embed.index import IMAGES
     from vhmine.images import sha256_file
-    from vhmine.mine.job import MineResult, _background_sample, finish_run
+    from vhmine.mine.runfolder import MineResult, background_sample, finish_run
     from vhmine.mine.merge import capped, ranked, scatter_points
     from vhmine.mine.ray_engine import SCATTER_POINTS, connect, import_ray, run_job
     from vhmine.mine.tilejob import TileJob, Triangle, job_folder
@@ -107,7 +107,7 @@ def mine_ray(idx, opts, run_dir: Path, warnings: list[str], t0: float):
             return writer.close(), writer.head
 
         counts = {"images": rows.n, "clip_alike": info["clip_alike"], "in_box": info["in_box"]}
-        background = _background_sample(rows.n, lambda i, j: (_sims(local.clip, i, j), _sims(local.dino, i, j)))
+        background = background_sample(rows.n, lambda i, j: (_sims(local.clip, i, j), _sims(local.dino, i, j)))
         extra = {"ray": {"tiles": info["tiles"], "tiles_mined": len(wanted), "tile_rows": side,
                          "quantiser": info["quantiser"], "nodes": len(info["nodes"]),
                          "tiles_done_before": info["tiles_done_before"]}}
