@@ -75,16 +75,23 @@ def write_index(folder: Path, images, clip, dino, *, skipped, manifest: dict) ->
     `images` is a DataFrame whose row i matches row i of `clip` and `dino`; `manifest` carries the
     producer's fields (name, root, encoders with their dims, counts, ...).
     """
-    import time
-
-    from vhmine import __version__
-
     folder = Path(folder)
     (folder / MANIFEST).unlink(missing_ok=True)  # until the end, the index is half-written
     atomic_write(folder / IMAGES, lambda tmp: images.to_parquet(tmp, index=False))
     atomic_write(folder / SKIPPED, lambda tmp: skipped.to_csv(tmp, index=False))
     write_faiss(folder / VECTOR_FILES["clip"], clip)
     write_faiss(folder / VECTOR_FILES["dino"], dino)
+    write_manifest(folder, manifest, skipped=skipped, images=len(images))
+
+
+def write_manifest(folder: Path, manifest: dict, *, skipped, images: int) -> None:
+    """manifest.json over an index's finished files (their sizes and checksums): the last step of
+    write_index, and of writers that write the other files themselves (row chunk by row chunk)."""
+    import time
+
+    from vhmine import __version__
+
+    folder = Path(folder)
     files = {}
     for fname in (IMAGES, SKIPPED, *VECTOR_FILES.values()):
         p = folder / fname
@@ -92,7 +99,7 @@ def write_index(folder: Path, images, clip, dino, *, skipped, manifest: dict) ->
     full = {"format_version": FORMAT_VERSION, "vhmine_version": __version__,
             "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **manifest,
             "skipped": skipped.to_dict("records"), "files": files}
-    full.setdefault("counts", {})["images"] = int(len(images))
+    full.setdefault("counts", {})["images"] = int(images)
     atomic_write_text(folder / MANIFEST, json.dumps(full, indent=2, default=str))
 
 

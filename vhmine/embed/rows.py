@@ -3,14 +3,16 @@
 
 Reads the vector files of `indexes/<name>/` (clip.faiss and dino.faiss are faiss flat indexes, whose rows
 are one float32 array at a fixed byte offset after a short header; .npy files holding such rows read the
-same way) and the `image_id` column of images.parquet, by row group. A location is a local path (read
-through a memory map) or an fsspec URL (s3://, gs://, https://, file://, ...: read by byte range, one
-request per row span). `FlatWriter` writes a faiss flat file row chunk by row chunk, so an index of any
+same way) and the `image_id` column of images.parquet, by row group. A location is a local path on a
+shared filesystem (positioned reads of just the rows asked for; a memory map would count the cached
+pages around every touched row in the reader's resident set) or an fsspec URL (s3://, gs://, https://,
+file://, ...: read by byte range, one request per run of near rows). `FlatWriter` writes a faiss flat file row chunk by row chunk, so an index of any
 size is written without holding its vectors; faiss reads it as it reads its own. Writes nothing else.
 (index.index_rows gives the IndexRows of an index folder.)
 
-No migration is needed for existing indexes: the flat format has stored its rows this way since faiss
-1.5 (the header is checked on every open, and an unknown one is named).
+No migration is needed for existing indexes: faiss's flat format has always stored its rows this way,
+so clip.faiss and dino.faiss are read in place (the header is checked on every open, and a file that is
+not a flat index, or whose size disagrees with its header, is named).
 """
 
 from __future__ import annotations
@@ -79,31 +81,27 @@ class VectorFile:
         start, stop = max(0, start), min(self.rows, stop)
         if stop <= start:
             return np.zeros((0, self.dim), np.float32)
+        lo, hi = self.offset + start * self.row_bytes, self.offset + stop * self.row_bytes
         if is_url(self.location):
-            raw = read_bytes(self.location, self.offset + start * self.row_bytes, self.offset + stop * self.row_bytes)
-            return np.frombuffer(raw, np.float32).reshape(stop - start, self.dim).copy()
-        mm = np.memmap(self.location, np.float32, "r", offset=self.offset, shape=(self.rows, self.dim))
-        try:
-            return np.array(mm[start:stop])  # a copy: the mapping (and its resident pages) goes with mm
-        finally:
-            del mm
+            return np.frombuffer(read_bytes(self.location, lo, hi), np.float32).reshape(stop - start, self.dim).copy()
+        # positioned reads, not a memory map: a map's page faults also map the neighbouring cached pages
+        # into the process (fault-around), so its resident set would grow with the file, not the rows read
+        with open(self.location, "rb") as f:
+            f.seek(lo)
+            return np.fromfile(f, np.float32, (stop - start) * self.dim).reshape(stop - start, self.dim)
 
     def take(self, rows: np.ndarray) -> np.ndarray:
-        """The given rows (any order, repeats allowed) as a (len(rows), dim) float32 array."""
+        """The given rows (any order, repeats allowed) as a (len(rows), dim) float32 array: one read per
+        run of near rows (one range request, for a URL)."""
         rows = np.asarray(rows, np.int64)
         if not len(rows):
             return np.zeros((0, self.dim), np.float32)
         if rows.min() < 0 or rows.max() >= self.rows:
             raise IndexError(f"row {int(rows.max())} of {self.location}: it has {self.rows} rows")
         uniq, back = np.unique(rows, return_inverse=True)
-        if not is_url(self.location):
-            mm = np.memmap(self.location, np.float32, "r", offset=self.offset, shape=(self.rows, self.dim))
-            try:
-                return np.array(mm[uniq])[back]
-            finally:
-                del mm
         out = np.empty((len(uniq), self.dim), np.float32)
-        cuts = np.flatnonzero(np.diff(uniq) > _SPAN_GAP) + 1  # one range request per run of near rows
+        gap = _SPAN_GAP if is_url(self.location) else 8
+        cuts = np.flatnonzero(np.diff(uniq) > gap) + 1
         for part in np.split(np.arange(len(uniq)), cuts):
             lo, hi = int(uniq[part[0]]), int(uniq[part[-1]]) + 1
             out[part] = self.read(lo, hi)[uniq[part] - lo]

@@ -21,15 +21,15 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from vhmine.mine.tilejob import rank_key, rank_order
+from vhmine.mine.tilejob import NpyRows, rank_key, rank_order, write_npy
 
 CHUNK = 8192  # rows read from each sorted input at a time
 FAN_IN = 64  # inputs merged in one pass
 
 
-def _merge_sorted(inputs: list[np.ndarray], chunk: int = CHUNK) -> Iterator[np.ndarray]:
-    """Chunks, in rank order, of the rows of several arrays each already in rank order (memory maps:
-    only `chunk` rows of each are read at a time)."""
+def _merge_sorted(inputs: list, chunk: int = CHUNK) -> Iterator[np.ndarray]:
+    """Chunks, in rank order, of the rows of several inputs each already in rank order (tilejob.NpyRows
+    or arrays: only `chunk` rows of each are read at a time)."""
     pos = [0] * len(inputs)
     live = [k for k, a in enumerate(inputs) if len(a)]
     while live:
@@ -42,7 +42,7 @@ def _merge_sorted(inputs: list[np.ndarray], chunk: int = CHUNK) -> Iterator[np.n
             w = windows[k]
             take = len(w) if bound is None else bisect.bisect_right(range(len(w)), bound, key=lambda t: rank_key(w[t]))
             if take:
-                parts.append(np.array(w[:take]))
+                parts.append(w[:take])
                 pos[k] += take
         out = np.concatenate(parts)
         yield out[rank_order(out)]
@@ -51,7 +51,7 @@ def _merge_sorted(inputs: list[np.ndarray], chunk: int = CHUNK) -> Iterator[np.n
 
 def ranked(job, tiles: Iterable[int], scratch: Path, chunk: int = CHUNK, fan_in: int = FAN_IN) -> Iterator[np.ndarray]:
     """The in-box pairs of the given finished tiles, in rank order, as chunks."""
-    inputs = [job.rows(k)[: job.done[k]["kept"]] for k in sorted(tiles)]
+    inputs = [_Prefix(job.rows(k), job.done[k]["kept"]) for k in sorted(tiles)]
     level = 0
     try:
         while len(inputs) > fan_in:  # a pass over groups of fan_in inputs, each into one sorted file
@@ -61,18 +61,26 @@ def ranked(job, tiles: Iterable[int], scratch: Path, chunk: int = CHUNK, fan_in:
             for g in range(0, len(inputs), fan_in):
                 group = inputs[g:g + fan_in]
                 path = folder / f"{g // fan_in:06d}.npy"
-                out = np.lib.format.open_memmap(path, "w+", dtype=group[0].dtype, shape=(sum(map(len, group)),))
-                at = 0
-                for part in _merge_sorted(group, chunk):
-                    out[at:at + len(part)] = part
-                    at += len(part)
-                out.flush()
-                del out
-                merged.append(np.load(path, mmap_mode="r"))
+                write_npy(path, group[0].dtype, sum(map(len, group)), _merge_sorted(group, chunk))
+                merged.append(NpyRows(path))
             inputs, level = merged, level + 1
         yield from _merge_sorted(inputs, chunk)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+class _Prefix:
+    """The first `n` rows of an input (a tile file's in-box rows; the sample for the scatter follows)."""
+
+    def __init__(self, rows, n: int):
+        self.rows, self.n, self.dtype = rows, n, rows.dtype
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, s: slice) -> np.ndarray:
+        start, stop, _ = s.indices(self.n)
+        return self.rows[start:stop]
 
 
 def capped(chunks: Iterable[np.ndarray], *, max_per_image: int | None, max_pairs: int | None) -> Iterator[np.ndarray]:
@@ -108,12 +116,14 @@ def scatter_points(job, tiles: Iterable[int], limit: int) -> tuple[np.ndarray, n
     clips, dinos = [], []
     for k in tiles:
         rows = job.rows(k)
-        e = job.done[k]
-        for part in (rows[: e["kept"]], rows[e["kept"]:]):
-            if len(part) > per_tile:
-                part = part[np.unique(np.linspace(0, len(part) - 1, per_tile).astype(np.int64))]
-            clips.append(np.asarray(part["clip"]))
-            dinos.append(np.asarray(part["dino"]))
+        kept = job.done[k]["kept"]
+        for lo, hi in ((0, kept), (kept, len(rows))):
+            if hi - lo > per_tile:
+                part = rows.at(lo + np.unique(np.linspace(0, hi - lo - 1, per_tile).astype(np.int64)))
+            else:
+                part = rows[lo:hi]
+            clips.append(part["clip"])
+            dinos.append(part["dino"])
     if not clips:
         return np.empty(0), np.empty(0)
     return np.concatenate(clips), np.concatenate(dinos)

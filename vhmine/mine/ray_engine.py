@@ -2,7 +2,7 @@
 memory that does not grow with the collection, and a job that resumes where it stopped.
 
 Reads nothing itself but the index's headers and a sample of 4,096 rows; the tasks (mine.tiletask) read
-their rows from the index by row range (embed.rows: a memory map on a shared filesystem, or byte ranges
+their rows from the index by row range (embed.rows: positioned reads on a shared filesystem, or byte ranges
 of an fsspec URL given as --index-url). Writes the job folder (mine.tilejob) through TileJob.record.
 
 The job, on the driver (`run_job`):
@@ -313,7 +313,7 @@ def find_pairs_ray(
             info = run_job(ray, rows, job, side=side, clip_min=float(clip_min), dino_max=float(dino_max), ranked=False,
                            device=device, max_candidates=max_candidates, max_retries=max_retries, rotate=rotate,
                            progress=progress, crash_marker=_crash_marker)
-            parts = [job.rows(k, mmap=False) for k in sorted(job.done)]
+            parts = [job.rows(k)[:] for k in sorted(job.done)]
         finally:
             job.close()
             if started:

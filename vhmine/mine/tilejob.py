@@ -184,8 +184,50 @@ class TileJob:
         self.done[k] = entry
         return entry
 
-    def rows(self, k: int, *, mmap: bool = True) -> np.ndarray:
-        return np.load(self.tile_file(k), mmap_mode="r" if mmap else None)
+    def rows(self, k: int) -> "NpyRows":
+        return NpyRows(self.tile_file(k))
+
+
+class NpyRows:
+    """The rows of a 1-D .npy file read by slice (positioned reads: no memory map, whose page faults would
+    put the cached file around each touched row into the reader's resident set)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        with open(self.path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, _, self.dtype = read(f)
+            self.offset = f.tell()
+        self.n = int(shape[0])
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, s: slice) -> np.ndarray:
+        start, stop, _ = s.indices(self.n)
+        if stop <= start:
+            return np.empty(0, self.dtype)
+        with open(self.path, "rb") as f:
+            f.seek(self.offset + start * self.dtype.itemsize)
+            return np.fromfile(f, self.dtype, stop - start)
+
+    def at(self, rows: np.ndarray) -> np.ndarray:
+        """Rows by number (one read each)."""
+        return np.concatenate([self[int(r):int(r) + 1] for r in rows]) if len(rows) else np.empty(0, self.dtype)
+
+
+def write_npy(path: Path, dtype: np.dtype, n: int, chunks) -> None:
+    """A 1-D .npy file of n rows from chunks written one after another (no array of n rows in memory)."""
+    with open(path, "wb") as f:
+        np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+                                                 "fortran_order": False, "shape": (n,)})
+        at = 0
+        for part in chunks:
+            f.write(np.ascontiguousarray(part).tobytes())
+            at += len(part)
+    if at != n:
+        raise ValueError(f"{path}: {at} rows written, {n} announced")
 
 
 def _save_npy(path: Path, arr: np.ndarray) -> None:

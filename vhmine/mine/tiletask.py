@@ -1,5 +1,5 @@
 """What one Ray task of `vhmine mine --engine ray` does, in the worker: read its rows from the index by
-row range (embed.rows.IndexRows: a memory map on a shared filesystem, or byte ranges of an fsspec URL),
+row range (embed.rows.IndexRows: positioned reads on a shared filesystem, or byte ranges of an fsspec URL),
 compute (mine.blocks), and return its result to the driver. Writes no files; the driver records results
 (mine.tilejob). Nothing here holds more than two row blocks, so a task's memory does not grow with N.
 
@@ -85,6 +85,8 @@ def mine_tile(rows, qz: Quantiser, r: int, c: int, side: int, clip_min: float, d
     max_candidates candidates (the driver stops the job). Ranked: every pair with CLIP >= clip_min is
     found, those with DINOv2 <= dino_max are kept in rank order (the first `top` when given), followed by
     at most `sample` of the others for the scatter plot. Plain: the pairs inside both thresholds."""
+    import torch  # noqa: F401  (before the clock: a worker's first import is no part of the tile's time)
+
     from vhmine.mine.tilejob import PLAIN, rank_order
 
     _crash_once(crash_marker)
@@ -140,6 +142,8 @@ def probe(rows) -> dict:
 def sample_tile(rows, r: int, c: int, side: int, clip_min: float, device: str = "cpu") -> dict:
     """One tile timed end to end (reads, quantisation, products, re-check), quantised with parameters
     from its own two blocks (a plan needs a rate, not the run's pairs)."""
+    import torch  # noqa: F401  (as mine_tile: not timed)
+
     t0 = time.perf_counter()
     xa = rows.clip.read(r, r + side)
     xb = xa if r == c else rows.clip.read(c, c + side)

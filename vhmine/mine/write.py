@@ -52,7 +52,7 @@ def lookup(images_parquet: Path, rows: np.ndarray):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    pf = pq.ParquetFile(images_parquet)
+    pf = pq.ParquetFile(images_parquet, buffer_size=1 << 20, pre_buffer=False)  # streamed, not a row group at once
     names = [c for c in _IMAGE_COLUMNS if c in pf.schema_arrow.names]
     parts, at = [], 0
     for batch in pf.iter_batches(batch_size=65_536, columns=names):
