@@ -10,7 +10,7 @@ quantisation pass still reads every row), and reads each process's own peak RSS 
 the driver's at its end, each worker's at the end of each tile, from the tiles' ledger). Not wait4's
 ru_maxrss: Linux carries the parent's peak over a fork and exec into the child's.
 
-    python scripts/bench_mine_ray.py                         # N = 200,000 and 2,000,000, 4 tiles each
+    python scripts/bench_mine_ray.py                         # N = 200,000 and 2,000,000, 6 tiles each
     python scripts/bench_mine_ray.py --sizes 20000 200000 --tiles 2
 
 The last line is exactly `memory: driver A MiB at N=200000, B MiB at N=2000000; worker C / D MiB`.
@@ -100,12 +100,19 @@ def write_synthetic_index(folder: Path, n: int, dino_dim: int, seed: int) -> flo
 
 
 def sample_tiles(n: int, tile_memory: int, dino_dim: int, count: int) -> tuple[list[int], int, int]:
+    """A fixed sample at any N: the first diagonal tile, then full (off-diagonal) tiles at fixed relative
+    places of the triangle (a diagonal tile's product covers its whole square but holds half the pairs, so
+    the rate is taken from the full ones). Returns (tile numbers, tiles in all, tile side)."""
     from vhmine.mine.ray_engine import tile_rows
     from vhmine.mine.tilejob import Triangle
 
     side = min(tile_rows(tile_memory, 768, dino_dim), -(-n // 64) * 64)
-    tiles = len(Triangle(n, side))
-    return sorted({int(k) for k in np.linspace(0, tiles - 1, count).round()}), tiles, side
+    tri = Triangle(n, side)
+    t = tri.blocks
+    last = max(0, t - 2)  # the last block may be short: full tiles only, so each rate is a full tile's
+    places = [(0, 0), (0, last), (t // 2, last), (t // 3, 2 * t // 3), (t // 4, t // 2), (1, 2)][:max(1, count)]
+    tiles = sorted({int(tri.starts[a] + (b - a)) for a, b in places if a <= b < t})
+    return tiles, len(tri), side
 
 
 def measure(n: int, args, work: Path) -> dict:
@@ -135,7 +142,11 @@ def measure(n: int, args, work: Path) -> dict:
     print(f"N={n:,}: {len(tiles)} tiles in {job['seconds']:.1f} s of driver time (probe, streaming pass over every "
           f"row, tiles); driver peak RSS {res['driver']:.0f} MiB; worker peak RSS "
           f"{', '.join(f'{v:.0f}' for v in res['workers'].values())} MiB; tile rate {res['rate']:,.3g} pairs/s "
-          f"per worker; {job['written']} pairs written", flush=True)
+          f"per worker (full tiles after each worker's first: {job['rate_tiles']}); {job['written']} pairs written",
+          flush=True)
+    for e in job["tiles_timing"]:
+        print(f"  tile {e['tile']} (rows {e['r']:,} x {e['c']:,}): {e['examined']:,} pairs in {e['seconds']:.2f} s, "
+              f"{e['candidates']:,} candidates, on worker {e['pid']}", flush=True)
     shutil.rmtree(idx, ignore_errors=True)  # the disk is needed for the next size
     return res
 
@@ -143,7 +154,7 @@ def measure(n: int, args, work: Path) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs=2, default=[200_000, 2_000_000], metavar=("SMALL", "LARGE"))
-    ap.add_argument("--tiles", type=int, default=4, help="tiles mined at each size (a fixed, even sample)")
+    ap.add_argument("--tiles", type=int, default=6, help="tiles mined at each size (a fixed sample, at most 6)")
     ap.add_argument("--tile-memory", type=int, default=1024, help="MiB per tile task, as `vhmine mine --tile-memory`")
     ap.add_argument("--dino-dim", type=int, default=1024)
     ap.add_argument("--seed", type=int, default=0)

@@ -18,7 +18,8 @@ The driver never holds the vectors; the merge (mine.merge) and the writer (mine.
 Memory per task: `tile_bytes(side, clip_dim, dino_dim)`: the product and its masks (4.25 bytes a cell),
 the int8 blocks and the worker's cache of them, the float32 rows a block is quantised from, and the rows
 the re-check fetches; plus 24 bytes per candidate. The tile side is the largest multiple of 64 whose
-tile_bytes fit --tile-memory, and each task asks Ray for that much memory.
+tile_bytes fit --tile-memory, and each task asks Ray for that much memory (with --device cuda, the
+product's share is GPU memory, and the task asks Ray for the rest).
 
 Faults: a task whose worker dies (killed, out of memory, node lost) is retried up to max_retries times,
 so a lost node costs the tiles it was running; a tile is pure, so a retry gives the same pairs. A driver
@@ -215,9 +216,11 @@ def run_job(ray, rows, job, *, side: int, clip_min: float, dino_max: float, rank
     else:
         qz = scan(ray, rows, side, rotate, progress, local)
         job.save(quantiser=qz.as_dict())
+    host = tile_bytes(side, rows.clip.dim, rows.dino.dim)
+    if device == "cuda":  # the product and its masks live in the GPU's memory
+        host -= math.ceil(4.25 * side * side)
     task = ray.remote(tiletask.mine_tile).options(
-        max_retries=max_retries, num_cpus=1, num_gpus=1 if device == "cuda" else 0,
-        memory=tile_bytes(side, rows.clip.dim, rows.dino.dim))
+        max_retries=max_retries, num_cpus=1, num_gpus=1 if device == "cuda" else 0, memory=host)
     kw = dict(device=device, max_candidates=max_candidates, ranked=ranked, top=top,
               sample=max(16, SCATTER_POINTS // max(1, len(tri))), dtype=ranked_dtype(rows.id_width) if ranked else None,
               crash_marker=crash_marker)
@@ -258,15 +261,26 @@ def run_job(ray, rows, job, *, side: int, clip_min: float, dino_max: float, rank
     for e in entries:
         w = f"{e.get('node')}:{e.get('pid')}"
         workers[w] = max(workers.get(w, 0), int(e.get("peak_rss", 0)))
-    busy = sum(e["seconds"] for e in entries if e["tile"] not in before)
     mined = [e for e in entries if e["tile"] not in before]
+    # the rate: full tiles (a diagonal tile's product holds half its pairs), after each worker's first
+    # (its warm-up: the product buffer's first touch, kernel set-up), in the order they finished
+    seen, steady = set(), []
+    for e in (job.done[k] for k in job.done if k in set(wanted) - set(before)):
+        if (e["node"], e["pid"]) in seen and e["r"] != e["c"]:
+            steady.append(e)
+        seen.add((e["node"], e["pid"]))
+    full = steady or [e for e in mined if e["r"] != e["c"]] or mined
+    busy = sum(e["seconds"] for e in full)
     return {
         "tiles": len(tri), "tiles_wanted": len(wanted), "tiles_done_before": len(before), "tile": side,
         "blocks": tri.blocks, "quantiser": qz.as_dict(), "nodes": nodes,
         "candidates": sum(e["candidates"] for e in entries), "clip_alike": sum(e["clip_alike"] for e in entries),
         "in_box": sum(e["in_box"] for e in entries), "margin": max((e["margin"] for e in entries), default=0.0),
         "workers_peak_rss": workers, "seconds": time.time() - t0,
-        "pairs_per_second_per_worker": (sum(e["examined"] for e in mined) / busy) if busy else None,
+        "pairs_per_second_per_worker": (sum(e["examined"] for e in full) / busy) if busy else None,
+        "rate_tiles": [e["tile"] for e in full],
+        "tiles_timing": [{k: e[k] for k in ("tile", "r", "c", "examined", "seconds", "candidates", "node", "pid")}
+                         for e in mined[:64]],
     }
 
 
