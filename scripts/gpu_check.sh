@@ -168,7 +168,7 @@ from multiprocessing import Pool
 from pathlib import Path
 sys.path.insert(0, "scripts")
 from bench_embed import PRESETS, make_jpegs
-from vhmine import tiny
+from vhmine.embed import tiny
 from vhmine.embed.job import EmbedOptions, embed_collection
 
 dev, dry = os.environ["GPU_CHECK_DEVICE"], os.environ["GPU_CHECK_DRY"] == "1"
