@@ -100,3 +100,12 @@ def test_index_rows_of_an_index_and_of_its_copy_at_a_url(tmp_path, vectors):
     there = index_rows(tmp_path / "idx" / "c", url=f"file://{tmp_path / 'bucket' / 'c'}")
     assert there.clip.location.startswith("file://") and np.array_equal(there.dino.read(0, n), vectors[:, :8])
     assert there.probe() == "ok"
+
+
+def test_a_rewritten_index_is_read_again_by_a_worker_that_cached_the_old_one(tmp_path):
+    """Ray keeps worker processes for later jobs: their caches are keyed on the index's version."""
+    path = tmp_path / "images.parquet"
+    pd.DataFrame({"image_id": ["a1", "b2", "c3"]}).to_parquet(path, index=False)
+    assert read_ids(str(path), 0, 3, 2, "v1").tolist() == [b"a1", b"b2", b"c3"]
+    pd.DataFrame({"image_id": ["x7", "y8", "z9"]}).to_parquet(path, index=False)  # re-embedded in place
+    assert read_ids(str(path), 0, 3, 2, "v2").tolist() == [b"x7", b"y8", b"z9"]

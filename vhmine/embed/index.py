@@ -238,7 +238,7 @@ def index_rows(folder: str | os.PathLike, *, url: str | None = None, ids: bool =
         files[k] = vf
     images = f"{base}/{IMAGES}" if ids else None
     width = id_width(str(folder / IMAGES)) if ids else 16
-    return IndexRows(files["clip"], files["dino"], images, width)
+    return IndexRows(files["clip"], files["dino"], images, width, sha256_file(folder / MANIFEST))
 
 
 _PATHS_BY_SHA: dict[tuple, dict] = {}  # (folder, manifest mtime and size) -> sha256 -> paths

@@ -193,8 +193,9 @@ class FlatWriter:
 
 
 @functools.lru_cache(maxsize=8)
-def _parquet(location: str):
-    """(ParquetFile, first row of each row group); cached per process: a Ray worker reads many tiles."""
+def _parquet(location: str, version: str = ""):
+    """(ParquetFile, first row of each row group); cached per process (a Ray worker reads many tiles, and
+    lives on for later jobs: `version` names the index's content, so a rewritten index is read again)."""
     import pyarrow.parquet as pq
 
     if is_url(location):
@@ -207,8 +208,8 @@ def _parquet(location: str):
 
 
 @functools.lru_cache(maxsize=2)
-def _group_ids(location: str, group: int, width: int) -> np.ndarray:
-    pf, _ = _parquet(location)
+def _group_ids(location: str, group: int, width: int, version: str = "") -> np.ndarray:
+    pf, _ = _parquet(location, version)
     col = pf.read_row_group(group, columns=["image_id"]).column(0)
     return np.asarray(col.to_pylist(), dtype=f"S{width}")
 
@@ -226,15 +227,15 @@ def id_width(location: str) -> int:
     return width
 
 
-def read_ids(location: str, start: int, stop: int, width: int) -> np.ndarray:
+def read_ids(location: str, start: int, stop: int, width: int, version: str = "") -> np.ndarray:
     """image_id of rows [start, stop) of images.parquet as fixed-width UTF-8 bytes (S{width}): ordered
     as the strings are, since UTF-8 keeps code point order and the padding is NUL."""
-    _, starts = _parquet(location)
+    _, starts = _parquet(location, version)
     out = []
     for g in range(int(np.searchsorted(starts, start, "right")) - 1, len(starts) - 1):
         if starts[g] >= stop:
             break
-        ids = _group_ids(location, g, width)
+        ids = _group_ids(location, g, width, version)
         out.append(ids[max(0, start - starts[g]):stop - starts[g]])
     return np.concatenate(out) if out else np.zeros(0, f"S{width}")
 
@@ -247,13 +248,14 @@ class IndexRows:
     dino: VectorFile
     images: str | None = None  # images.parquet's location; None: rows have no ids (an in-memory job)
     id_width: int = 16
+    version: str = ""  # names the content (the manifest's sha256): what workers' caches are keyed on
 
     @property
     def n(self) -> int:
         return self.clip.rows
 
     def ids(self, start: int, stop: int) -> np.ndarray:
-        return read_ids(self.images, start, stop, self.id_width)
+        return read_ids(self.images, start, stop, self.id_width, self.version)
 
     def probe(self) -> str:
         """Read a row at each end of both files and the parquet footer: raises what a reader would."""
@@ -264,8 +266,7 @@ class IndexRows:
                                         f"{vf.rows} x {vf.dim}: the workers see another index")
             vf.take(np.array([0, vf.rows - 1]))
         if self.images is not None:
-            _parquet.cache_clear()
-            _, starts = _parquet(self.images)
+            _, starts = _parquet(self.images, self.version)
             if starts[-1] != self.n:
                 raise IndexCorruptError(f"{self.images} has {starts[-1]} rows, the vectors {self.n}")
         return "ok"

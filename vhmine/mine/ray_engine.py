@@ -33,6 +33,7 @@ import math
 import os
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -196,7 +197,7 @@ def scan(ray, rows, side: int, rotate: bool | None, progress: bool, local=None):
 def run_job(ray, rows, job, *, side: int, clip_min: float, dino_max: float, ranked: bool, top: int | None = None,
             device: str = "cpu", max_candidates: int = 50_000_000, max_retries: int = MAX_RETRIES,
             rotate: bool | None = None, only=None, progress: bool = False, crash_marker: str | None = None,
-            local=None) -> dict:
+            local=None, resumable: bool = True) -> dict:
     """Mine every tile of `rows` not yet done in `job` (a tilejob.TileJob; `only`: just these tile numbers)
     and record each; returns what happened (tiles, quantiser, counts, workers' peak memory, rate).
     local: the driver's own view of the same index, when the workers read it elsewhere (--index-url)."""
@@ -228,6 +229,8 @@ def run_job(ray, rows, job, *, side: int, clip_min: float, dino_max: float, rank
     limit = 2 * slots(ray, device) + 2
     inflight: dict = {}
     def resume() -> str:
+        if not resumable:
+            return ""
         return f". Run the same command again to resume: {len(job.done)} of {len(tri)} tiles are done"
 
     with tqdm(total=len(wanted), initial=len(before), desc="mining tiles (ray)", unit="tile",
@@ -320,13 +323,14 @@ def find_pairs_ray(
     with tempfile.TemporaryDirectory(prefix="vhmine-ray-", dir=tmpdir) as tmp:
         for name, x in (("clip", clip), ("dino", dino)):
             np.save(Path(tmp) / f"{name}.npy", x)
-        rows = IndexRows(open_vectors(Path(tmp) / "clip.npy"), open_vectors(Path(tmp) / "dino.npy"), None)
+        rows = IndexRows(open_vectors(Path(tmp) / "clip.npy"), open_vectors(Path(tmp) / "dino.npy"), None,
+                         version=uuid.uuid4().hex)
         job = TileJob(Path(tmp) / "job", {"in_memory": True}).open()
         started = connect(ray, address)
         try:
             info = run_job(ray, rows, job, side=side, clip_min=float(clip_min), dino_max=float(dino_max), ranked=False,
                            device=device, max_candidates=max_candidates, max_retries=max_retries, rotate=rotate,
-                           progress=progress, crash_marker=_crash_marker)
+                           progress=progress, crash_marker=_crash_marker, resumable=False)
             parts = [job.rows(k)[:] for k in sorted(job.done)]
         finally:
             job.close()

@@ -52,7 +52,7 @@ def scan_chunk(rows, start: int, stop: int) -> tuple[float, float]:
 
 
 def _block(rows, qz: Quantiser, start: int, side: int) -> tuple[np.ndarray, BlockStats]:
-    key = (rows.clip.location, qz, start, side)
+    key = (rows.clip.location, rows.version, qz, start, side)
     if key in _BLOCKS:
         _BLOCKS.move_to_end(key)
         return _BLOCKS[key]
