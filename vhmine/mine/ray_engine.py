@@ -210,7 +210,7 @@ def run_job(ray, rows, job, *, side: int, clip_min: float, dino_max: float, rank
     t0 = time.time()
     tri = Triangle(rows.n, side)
     wanted = range(len(tri)) if only is None else sorted({int(k) for k in only if 0 <= int(k) < len(tri)})
-    before = [k for k in wanted if k in job.done]
+    before = {k for k in wanted if k in job.done}
     nodes = probe_nodes(ray, rows)
     if "quantiser" in job.job:
         qz = Quantiser(**job.job["quantiser"])
@@ -228,6 +228,7 @@ def run_job(ray, rows, job, *, side: int, clip_min: float, dino_max: float, rank
     todo = [k for k in wanted if k not in job.done]
     limit = 2 * slots(ray, device) + 2
     inflight: dict = {}
+
     def resume() -> str:
         if not resumable:
             return ""
@@ -267,8 +268,9 @@ def run_job(ray, rows, job, *, side: int, clip_min: float, dino_max: float, rank
     mined = [e for e in entries if e["tile"] not in before]
     # the rate: full tiles (a diagonal tile's product holds half its pairs), after each worker's first
     # (its warm-up: the product buffer's first touch, kernel set-up), in the order they finished
+    now = set(wanted) - before
     seen, steady = set(), []
-    for e in (job.done[k] for k in job.done if k in set(wanted) - set(before)):
+    for e in (job.done[k] for k in job.done if k in now):
         if (e["node"], e["pid"]) in seen and e["r"] != e["c"]:
             steady.append(e)
         seen.add((e["node"], e["pid"]))
