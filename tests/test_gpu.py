@@ -109,6 +109,23 @@ def test_check_script_without_cuda_skips_every_part_and_exits_2():
                          env=env, timeout=300)
     out = res.stdout + res.stderr
     assert res.returncode == 2, out
-    for part in ("SKIP 1 mine: no CUDA device", "SKIP 2 embed: no CUDA device", "SKIP 3 tests:"):
+    for part in ("SKIP 1 mine: no CUDA device", "SKIP 2 embed: no CUDA device", "SKIP 3 tests:",
+                 "SKIP 4 faiss-gpu: no CUDA device (faiss.get_num_gpus() == ", "SKIP 5 ray: no CUDA device"):
         assert part in out, out
+    assert "FAIL" not in out, out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_cuda(), reason="checks the no-CUDA path")
+def test_check_script_dry_run_runs_the_faiss_and_ray_parts_on_the_cpu():
+    """Parts 4 and 5 at toy sizes: the k-NN search equals range_search, and a Ray mine through the tile
+    reading equals the float64 brute force of its tiles (the plumbing of what runs on the GPU machine)."""
+    pytest.importorskip("ray")
+    env = {**os.environ, "PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
+    res = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh"), "--cpu-dry-run"], capture_output=True,
+                         text=True, env=env, timeout=600)
+    out = res.stdout + res.stderr
+    assert "the same neighbours as the CPU: True" in out and "DRY 4 faiss-gpu:" in out, out
+    assert "DRY 5 ray: N=30,000 on cpu, 3 of 21 tiles" in out, out
+    assert "identical to the float64 brute force of those tiles: True" in out, out
     assert "FAIL" not in out, out

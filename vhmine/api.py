@@ -39,7 +39,8 @@ def mine(index: Optional[str] = None, **options):
     """`vhmine mine`: pairs CLIP calls alike and DINOv2 does not, into a run folder (a MineResult).
 
     Options are MineOptions' fields: clip, dino, max_pairs, max_per_image, out, indexes, device,
-    gallery_size, engine, ray_address, tile_memory (bytes)."""
+    gallery_size, engine, ray_address, tile_memory (bytes), index_url, plan (then a MinePlan comes back and
+    nothing is mined), tiles."""
     from vhmine.mine.job import MineOptions, mine_index
 
     return mine_index(MineOptions(index=index, **options))

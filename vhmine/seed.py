@@ -1,6 +1,6 @@
 """Seed the curation store from mined pairs: step I of VHTest (initial VH instance tasks).
 
-Reads `runs/<run>/pairs.parquet` (and `run.json` beside it, when present) as `vhmine mine` writes
+Reads `runs/<run>/pairs.parquet` (a file, or the folder of shards of a large Ray run; and `run.json` beside it, when present) as `vhmine mine` writes
 them; writes the store's images (source "mined"), pairs, the run, and one open task per (mode, pair)
 into the queues of the eight modes. Idempotent: seeding the same pairs again adds nothing.
 
@@ -72,7 +72,7 @@ def assign(n_pairs: int, per_mode: int, modes: Sequence[str]) -> dict[str, list[
 def _read(pairs_path: Path):
     import pandas as pd
 
-    if not pairs_path.is_file():
+    if not (pairs_path.is_file() or pairs_path.is_dir()):  # a folder: the shards of a large Ray run
         raise InputError(f"pairs file {pairs_path} not found: run `vhmine mine` first, or pass --pairs runs/<run>/pairs.parquet")
     try:
         df = pd.read_parquet(pairs_path)

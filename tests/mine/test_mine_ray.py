@@ -12,12 +12,12 @@ import pytest
 from typer.testing import CliRunner
 
 from vhmine.cli import app
-from vhmine.errors import InputError
-from vhmine.mine.simsearch import assert_same_pairs, block_bytes, brute_force_pairs, find_pairs
+from vhmine.errors import InputError, VhmineError
+from vhmine.mine.simsearch import assert_same_pairs, brute_force_pairs, find_pairs
 
 ray = pytest.importorskip("ray", reason="the Ray engine needs the ray extra: pip install -e '.[ray]'")
 
-from vhmine.mine.ray_engine import find_pairs_ray, tile_rows  # noqa: E402
+from vhmine.mine.ray_engine import find_pairs_ray, tile_bytes, tile_rows  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -53,8 +53,8 @@ def clustered(n, d, e, seed, spiky=False):
     return unit(clip), unit(dino)
 
 
-def tile_memory(rows, width):
-    return block_bytes(rows, width)  # exactly the memory of a tile of `rows` rows
+def tile_memory(rows, clip_dim, dino_dim):
+    return tile_bytes(rows, clip_dim, dino_dim)  # exactly the memory of a tile of `rows` rows
 
 
 @pytest.mark.parametrize("kind, n, tile, clip_min, dino_max", [
@@ -70,7 +70,7 @@ def test_pairs_equal_local_miner_and_brute_force(kind, n, tile, clip_min, dino_m
     else:
         clip, dino = clustered(n, 32, 16, 1, spiky=kind == "spiky")
     stats = {}
-    got = find_pairs_ray(clip, dino, clip_min, dino_max, tile_memory=tile_memory(tile, 32), stats=stats)
+    got = find_pairs_ray(clip, dino, clip_min, dino_max, tile_memory=tile_memory(tile, clip.shape[1], dino.shape[1]), stats=stats)
     assert stats["tile"] == tile and stats["blocks"] > 10
     want = brute_force_pairs(clip, dino, clip_min, dino_max)
     assert len(want) > 50
@@ -86,7 +86,7 @@ def test_pairs_equal_local_miner_and_brute_force(kind, n, tile, clip_min, dino_m
 def test_a_killed_tile_is_retried_and_the_pairs_are_the_same(tmp_path):
     clip, dino = clustered(700, 32, 16, 2)
     marker = tmp_path / "killed-once"
-    got = find_pairs_ray(clip, dino, 0.9, 0.55, tile_memory=tile_memory(64, 32), _crash_marker=str(marker))
+    got = find_pairs_ray(clip, dino, 0.9, 0.55, tile=64, _crash_marker=str(marker))
     assert marker.exists()  # a worker did die (os._exit on its first attempt)
     assert_same_pairs(got, find_pairs(clip, dino, 0.9, 0.55, device="cpu"))
 
@@ -96,16 +96,17 @@ def test_a_tile_that_keeps_dying_is_named(tmp_path):
 
     clip, dino = clustered(300, 16, 8, 3)
     with pytest.raises(VhmineError, match="a mining tile failed after 0 retries: .*lower --tile-memory"):
-        find_pairs_ray(clip, dino, 0.9, tile_memory=tile_memory(64, 16), max_retries=0,
+        find_pairs_ray(clip, dino, 0.9, tile=64, max_retries=0,
                        _crash_marker=str(tmp_path / "m"))
 
 
 def test_tile_size_follows_the_memory_bound():
-    for mem in (10**6, 64 * 2**20, 2**30):
-        side = tile_rows(mem, 768)
-        assert side % 64 == 0 and block_bytes(side, 768) <= mem < block_bytes(side + 64, 768)
-    with pytest.raises(InputError, match="--tile-memory 0.05 MiB is too small: .* needs 0.11 MiB"):
-        tile_rows(int(0.05 * 2**20), 768)
+    for mem in (2 * 10**6, 64 * 2**20, 2**30):
+        side = tile_rows(mem, 768, 1024)
+        assert side % 64 == 0 and tile_bytes(side, 768, 1024) <= mem < tile_bytes(side + 64, 768, 1024)
+    assert tile_rows(2**30, 768, 1024) == 13248  # the figure --tile-memory's help gives
+    with pytest.raises(InputError, match="--tile-memory 0.50 MiB is too small: .* at 768 \\+ 1024 dims needs 1.50 MiB"):
+        tile_rows(int(0.5 * 2**20), 768, 1024)
 
 
 def test_a_device_ray_cannot_give_is_named():
@@ -118,7 +119,7 @@ def test_too_many_candidates_stops_the_job():
     rng = np.random.default_rng(0)
     clip, dino = unit(rng.standard_normal((400, 8))), unit(rng.standard_normal((400, 4)))
     with pytest.raises(InputError, match=r"more than the limit of 1,000 candidates; raise --clip"):
-        find_pairs_ray(clip, dino, 0.1, tile_memory=tile_memory(64, 8), max_candidates=1000)
+        find_pairs_ray(clip, dino, 0.1, tile=64, max_candidates=1000)
 
 
 def test_cli_engine_ray_writes_the_local_engines_pairs(tmp_path, monkeypatch):
@@ -160,3 +161,158 @@ def test_unreachable_cluster_is_named_in_seconds(tmp_path):
     assert "leave out --ray-address" in r.stdout + r.stderr
     assert time.monotonic() - t0 < 60  # Ray alone retries an absent head for minutes
     assert not (tmp_path / "runs").exists()
+
+
+# --- the index read by row range: `vhmine mine --engine ray` ------------------------------------------
+
+def _mine(tmp_path, out, **kw):
+    from vhmine.mine.job import MineOptions, mine_index
+
+    return mine_index(MineOptions(index="syn", indexes=tmp_path / "idx", out=tmp_path / "runs" / out, progress=False,
+                                  **kw))
+
+
+def _with_ties(n, seed):
+    """clustered rows with exact copies (CLIP and DINOv2 both) of a few rows: pairs whose gaps tie exactly,
+    so the ranking's tie-breaks (image ids, then rows) decide."""
+    clip, dino = clustered(n, 16, 12, seed)
+    for src, dst in ((40, [200, 201, 202]), (41, [330, 331]), (250, [251])):
+        clip[dst], dino[dst] = clip[src], dino[src]
+    return clip, dino
+
+
+@pytest.mark.parametrize("caps", [{}, {"max_pairs": 25}, {"max_per_image": 2, "max_pairs": 40}, {"max_per_image": 1}])
+def test_caps_are_applied_across_tiles_as_the_local_engine_does(tmp_path, caps):
+    from test_mine import make_index
+
+    clip, dino = _with_ties(420, 9)
+    make_index(tmp_path / "idx", "syn", clip, dino, root=tmp_path / "imgs")
+    local = _mine(tmp_path, "local", clip=0.8, dino=0.6, **caps)
+    res = _mine(tmp_path, "ray", clip=0.8, dino=0.6, engine="ray", tile_memory=tile_memory(64, 16, 12), **caps)
+    assert res.job["tiles"] == 28 and res.written == local.written > 10
+    assert (res.clip_alike, res.in_box) == (local.clip_alike, local.in_box)
+    got, want = (pd.read_parquet(tmp_path / "runs" / e / "pairs.parquet") for e in ("ray", "local"))
+    pd.testing.assert_frame_equal(got, want)
+    gaps = want["gap"].to_numpy()
+    if caps.get("max_per_image") != 1:  # (one pair per image leaves no copies to tie)
+        assert len(gaps) > len(np.unique(gaps))  # the ties are there, and broken the same way
+    assert (tmp_path / "runs" / "ray" / "pairs.csv").read_text() == (tmp_path / "runs" / "local" / "pairs.csv").read_text()
+    assert not (tmp_path / "runs" / ".ray.job").exists()  # the job folder goes once the run is written
+
+
+def test_a_large_result_is_written_as_parquet_shards_with_the_same_columns(tmp_path, monkeypatch):
+    import json
+
+    from test_mine import make_index
+
+    from vhmine.mine import write
+
+    clip, dino = _with_ties(400, 10)
+    make_index(tmp_path / "idx", "syn", clip, dino, root=tmp_path / "imgs")
+    local = _mine(tmp_path, "local", clip=0.8, dino=0.6)
+    monkeypatch.setattr(write, "SHARD_ROWS", 40)
+    _mine(tmp_path, "ray", clip=0.8, dino=0.6, engine="ray", tile_memory=tile_memory(64, 16, 12))
+    shards = sorted((tmp_path / "runs" / "ray" / "pairs.parquet").glob("part-*.parquet"))
+    assert local.written > 120 and len(shards) == -(-local.written // 40)
+    assert all(len(pd.read_parquet(p)) == 40 for p in shards[:-1])
+    want = pd.read_parquet(tmp_path / "runs" / "local" / "pairs.parquet")
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "runs" / "ray" / "pairs.parquet"), want)
+    listed = json.loads((tmp_path / "runs" / "ray" / "run.json").read_text())["files"]
+    assert f"pairs.parquet/{shards[-1].name}" in listed  # checksummed like every other file of the run
+    assert (tmp_path / "runs" / "ray" / "pairs.csv").read_text() == (tmp_path / "runs" / "local" / "pairs.csv").read_text()
+
+
+def test_workers_read_the_index_by_byte_range_from_an_fsspec_url(tmp_path):
+    import shutil
+
+    from test_mine import make_index
+
+    clip, dino = clustered(400, 24, 12, 11, spiky=True)
+    make_index(tmp_path / "idx", "syn", clip, dino, root=tmp_path / "imgs")
+    shutil.copytree(tmp_path / "idx" / "syn", tmp_path / "bucket" / "syn")  # the "object store" copy
+    local = _mine(tmp_path, "local", clip=0.9, dino=0.6)
+    res = _mine(tmp_path, "ray", clip=0.9, dino=0.6, engine="ray", tile_memory=tile_memory(64, 24, 12),
+                index_url=f"file://{tmp_path / 'bucket' / 'syn'}")
+    assert res.job["quantiser"]["rotated"] and local.written > 20
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "runs" / "ray" / "pairs.parquet"),
+                                  pd.read_parquet(tmp_path / "runs" / "local" / "pairs.parquet"))
+    make_index(tmp_path / "bucket", "syn", clip[:399], dino[:399], root=tmp_path / "imgs")  # now another index
+    with pytest.raises(VhmineError, match=r"bucket/syn/clip.faiss holds 399 x 24 rows, the index at .* 400 x 24: "
+                                          r"--index-url names another index"):
+        _mine(tmp_path, "ray2", clip=0.9, dino=0.6, engine="ray", index_url=f"file://{tmp_path / 'bucket' / 'syn'}")
+
+
+def test_a_node_that_cannot_read_the_index_is_named_in_seconds(tmp_path):
+    import time
+
+    from vhmine.embed.rows import IndexRows, VectorFile
+    from vhmine.mine.ray_engine import run_job
+    from vhmine.mine.tilejob import TileJob
+
+    gone = VectorFile(str(tmp_path / "not-mounted" / "clip.faiss"), 45, 500, 16)  # what the driver saw elsewhere
+    rows = IndexRows(gone, VectorFile(str(tmp_path / "not-mounted" / "dino.faiss"), 45, 500, 12), None)
+    job = TileJob(tmp_path / "job", {}).open()
+    t0 = time.monotonic()
+    with pytest.raises(InputError, match=r"node \S+ cannot read the index: IndexCorruptError: cannot read "
+                                         r".*not-mounted/clip.faiss.*pass --index-url with a URL every node can read"):
+        run_job(ray, rows, job, side=64, clip_min=0.9, dino_max=0.5, ranked=False)
+    assert time.monotonic() - t0 < 30
+    assert not job.done
+
+
+def test_plan_sizes_the_job_from_a_measured_tile_and_mines_nothing(tmp_path, monkeypatch):
+    from test_mine import make_index
+
+    clip, dino = clustered(700, 16, 12, 12)
+    make_index(tmp_path / "idx", "syn", clip, dino, root=tmp_path / "imgs")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("VHMINE_INDEXES", str(tmp_path / "idx"))
+    r = CliRunner().invoke(app, ["mine", "--engine", "ray", "--plan", "--tile-memory",
+                                 str(tile_memory(128, 16, 12) / 2**20)])
+    assert r.exit_code == 0, r.output
+    assert "tiles: 21 (6 row blocks of 128 rows, upper triangle), 244,650 pairs to look at" in r.output
+    assert "memory per tile task: " in r.output and "measured: a 128 x 128 tile in " in r.output
+    assert "pairs/s per worker" in r.output and "estimated: " in r.output
+    assert not (tmp_path / "runs").exists()
+    r = CliRunner().invoke(app, ["mine", "--plan"])
+    assert r.exit_code == 2 and "--plan sizes a Ray job: add --engine ray" in r.output
+
+
+def test_a_driver_killed_mid_job_resumes_and_skips_the_finished_tiles(tmp_path):
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from test_mine import make_index
+
+    clip, dino = _with_ties(1300, 13)
+    make_index(tmp_path / "idx", "syn", clip, dino, root=tmp_path / "imgs")
+    cmd = [sys.executable, "-m", "vhmine.cli", "mine", "--engine", "ray", "--ray-address",
+           ray.get_runtime_context().gcs_address, "--clip", "0.8", "--dino", "0.6", "--max-per-image", "3",
+           "--tile-memory", str(tile_memory(64, 16, 12) / 2**20), "--out", "runs/ray"]
+    env = {**os.environ, "VHMINE_INDEXES": str(tmp_path / "idx")}
+    ledger = tmp_path / "runs" / ".ray.job" / "tiles.jsonl"
+    driver = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and driver.poll() is None:
+        if ledger.is_file() and len(ledger.read_text().splitlines()) >= 3:
+            break
+        time.sleep(0.02)
+    driver.send_signal(signal.SIGKILL)  # no clean-up of any kind
+    out = driver.communicate()[0].decode()
+    done = len(ledger.read_text().splitlines())
+    assert driver.returncode == -signal.SIGKILL and 3 <= done < 231, out  # stopped mid-job
+    assert not (tmp_path / "runs" / "ray").exists()
+    r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr
+    skipped = int(r.stdout.split("resumed: ")[1].split(" of 231 tiles were already done")[0])
+    assert skipped >= done - 2  # every finished tile (the last line or two may have been cut short)
+    run = json.loads((tmp_path / "runs" / "ray" / "run.json").read_text())
+    assert run["ray"]["tiles_done_before"] == skipped and run["ray"]["tiles"] == 231
+    _mine(tmp_path, "local", clip=0.8, dino=0.6, max_per_image=3)
+    want = pd.read_parquet(tmp_path / "runs" / "local" / "pairs.parquet")
+    assert len(want) > 50
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "runs" / "ray" / "pairs.parquet"), want)

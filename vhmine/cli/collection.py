@@ -62,7 +62,9 @@ def mine(
     gallery_size: int = typer.Option(100, "--gallery-size", min=0, help="Pairs shown in gallery.html."),
     engine: str = typer.Option("local", "--engine", help="local: this machine; ray: one Ray task per tile of the upper triangle (pip install 'vhmine[ray]')."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Ray cluster to join, e.g. HEAD:6379 [default: RAY_ADDRESS, or a new local cluster]."),
-    tile_memory: float = typer.Option(1024, "--tile-memory", min=0.01, help="MiB of working memory per Ray tile; sets the tile size (1024 MiB: 15,680 rows at 768 dims)."),
+    tile_memory: float = typer.Option(1024, "--tile-memory", min=0.01, help="MiB of working memory per Ray tile task; sets the tile size (1024 MiB: 13,248 rows at 768 + 1024 dims)."),
+    index_url: Optional[str] = typer.Option(None, "--index-url", help="Where Ray workers read the index folder: an fsspec URL (s3://..., gs://..., file:///shared/...) holding the same files [default: the index folder's own path, on a filesystem every node shares]."),
+    plan: bool = typer.Option(False, "--plan", help="With --engine ray: size the job (tiles, memory per task, a rate measured on one tile, estimated time) and mine nothing."),
 ) -> None:
     """Find image pairs that CLIP calls alike and DINOv2 calls different."""
     from vhmine import api
@@ -71,7 +73,8 @@ def mine(
         result = api.mine(
             index, clip=clip, dino=dino, max_pairs=max_pairs, max_per_image=max_per_image,
             out=out, indexes=indexes, device=device, gallery_size=gallery_size,
-            engine=engine, ray_address=ray_address, tile_memory=int(tile_memory * 2**20),
+            engine=engine, ray_address=ray_address, tile_memory=int(tile_memory * 2**20), index_url=index_url,
+            plan=plan,
         )
     except VhmineError as err:
         _fail(err)

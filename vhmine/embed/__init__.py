@@ -5,5 +5,6 @@ Entry: `embed_collection(EmbedOptions(...))` in vhmine.embed.job (the Python API
 Roles, one module each: read (sources of image records and the decoding dataset), encoders (CLIP and
 DINOv2 loading and encoding), tiny (random-weight encoders in the real formats), work (the work folder:
 plan, shards), run (shards through reader, encoders, writer), ray_engine (the Ray distributor), index
-(the index layout every later stage reads).
+(the index layout every later stage reads), rows (an index read by row range, locally or from a URL),
+search (nearest-neighbour search over an index, on GPUs where faiss has them).
 """

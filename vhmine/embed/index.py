@@ -4,7 +4,8 @@
                                    skipped images with reasons, files removed since they were
                                    embedded (path, sha256, image_id, reason), vhmine version; written LAST
     indexes/<name>/images.parquet  row i: image_id, path, sha256, width, height, coco_id, categories
-    indexes/<name>/clip.faiss      IndexFlatIP, row i = images.parquet row i
+    indexes/<name>/clip.faiss      IndexFlatIP, row i = images.parquet row i (its rows are one float32
+                                   array after a short header: embed.rows reads them by row range)
     indexes/<name>/dino.faiss      IndexFlatIP, row i = images.parquet row i
     indexes/<name>/skipped.csv     path, reason for every image that could not be used
     indexes/<name>/work/           the embed job's plan and finished shards (see embed.py)
@@ -21,12 +22,16 @@ files.py.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vhmine.errors import IndexCorruptError, IndexMissingError
 from vhmine.files import atomic_write, atomic_write_text
+
+if TYPE_CHECKING:  # annotations only: rows imports numpy
+    from vhmine.embed.rows import IndexRows
 from vhmine.images import image_sha256, join_location, local_path, remote_url, sha256_file
 
 MANIFEST = "manifest.json"
@@ -74,16 +79,23 @@ def write_index(folder: Path, images, clip, dino, *, skipped, manifest: dict) ->
     `images` is a DataFrame whose row i matches row i of `clip` and `dino`; `manifest` carries the
     producer's fields (name, root, encoders with their dims, counts, ...).
     """
-    import time
-
-    from vhmine import __version__
-
     folder = Path(folder)
     (folder / MANIFEST).unlink(missing_ok=True)  # until the end, the index is half-written
     atomic_write(folder / IMAGES, lambda tmp: images.to_parquet(tmp, index=False))
     atomic_write(folder / SKIPPED, lambda tmp: skipped.to_csv(tmp, index=False))
     write_faiss(folder / VECTOR_FILES["clip"], clip)
     write_faiss(folder / VECTOR_FILES["dino"], dino)
+    write_manifest(folder, manifest, skipped=skipped, images=len(images))
+
+
+def write_manifest(folder: Path, manifest: dict, *, skipped, images: int) -> None:
+    """manifest.json over an index's finished files (their sizes and checksums): the last step of
+    write_index, and of writers that write the other files themselves (row chunk by row chunk)."""
+    import time
+
+    from vhmine import __version__
+
+    folder = Path(folder)
     files = {}
     for fname in (IMAGES, SKIPPED, *VECTOR_FILES.values()):
         p = folder / fname
@@ -91,7 +103,7 @@ def write_index(folder: Path, images, clip, dino, *, skipped, manifest: dict) ->
     full = {"format_version": FORMAT_VERSION, "vhmine_version": __version__,
             "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **manifest,
             "skipped": skipped.to_dict("records"), "files": files}
-    full.setdefault("counts", {})["images"] = int(len(images))
+    full.setdefault("counts", {})["images"] = int(images)
     atomic_write_text(folder / MANIFEST, json.dumps(full, indent=2, default=str))
 
 
@@ -128,8 +140,12 @@ def index_folder(root: Path, name: str) -> Path:
     return Path(root) / name
 
 
-def open_index(root: Path, name: str, *, load_vectors: bool = True) -> CollectionIndex:
-    """Open and validate a finished index; every failure says what is wrong and what to run."""
+def open_index(root: Path, name: str, *, load_vectors: bool = True, load_images: bool = True) -> CollectionIndex:
+    """Open and validate a finished index; every failure says what is wrong and what to run.
+
+    load_vectors=False: the vector files' headers are checked (rows and dims, embed.rows) but their rows
+    are not read; load_images=False: neither is images.parquet's table (only its row count), so `images`
+    is None. `vhmine mine --engine ray` opens an index of any size this way."""
     import pandas as pd
 
     folder = index_folder(root, name)
@@ -163,14 +179,30 @@ def open_index(root: Path, name: str, *, load_vectors: bool = True) -> Collectio
                 f"index {name!r}: {p} has {p.stat().st_size} bytes, the manifest says {meta['bytes']} "
                 "(truncated or changed); rerun `vhmine embed` to rebuild it"
             )
+    images = None
     try:
-        images = pd.read_parquet(folder / IMAGES)
+        if load_images:
+            images = pd.read_parquet(folder / IMAGES)
+            rows = len(images)
+        else:
+            import pyarrow.parquet as pq
+
+            rows = pq.ParquetFile(folder / IMAGES).metadata.num_rows
     except Exception as err:  # pyarrow raises several kinds
         raise IndexCorruptError(f"index {name!r}: {folder / IMAGES} is unreadable ({err}); rerun `vhmine embed`") from err
-    if len(images) != n:
-        raise IndexCorruptError(f"index {name!r}: {IMAGES} has {len(images)} rows, the manifest says {n}")
+    if rows != n:
+        raise IndexCorruptError(f"index {name!r}: {IMAGES} has {rows} rows, the manifest says {n}")
     clip = dino = None
-    if load_vectors:
+    if not load_vectors:
+        from vhmine.embed.rows import open_vectors
+
+        for kind, fname in VECTOR_FILES.items():
+            vf = open_vectors(folder / fname)
+            want_dim = ((manifest.get("encoders") or {}).get(kind) or {}).get("dim", vf.dim)
+            if (vf.rows, vf.dim) != (n, want_dim):
+                raise IndexCorruptError(f"index {name!r}: {fname} holds {vf.rows} x {vf.dim} vectors, "
+                                        f"expected {n} x {want_dim}")
+    else:
         vecs = {}
         for kind, fname in VECTOR_FILES.items():
             try:
@@ -187,6 +219,30 @@ def open_index(root: Path, name: str, *, load_vectors: bool = True) -> Collectio
                 )
         clip, dino = vecs["clip"], vecs["dino"]
     return CollectionIndex(name, folder, manifest, images, clip, dino)
+
+
+def index_rows(folder: str | os.PathLike, *, url: str | None = None, ids: bool = True) -> IndexRows:
+    """The IndexRows of a finished index folder; with `url`, the same files as the workers read them
+    there (an fsspec URL or a path of the index folder), checked to hold the same rows."""
+    from vhmine.embed.rows import IndexRows, id_width, open_vectors
+
+    folder = Path(folder).resolve()
+    local = {k: open_vectors(folder / f) for k, f in VECTOR_FILES.items()}
+    if local["clip"].rows != local["dino"].rows:
+        raise IndexCorruptError(f"{folder}: clip has {local['clip'].rows} rows, dino {local['dino'].rows}; "
+                                "rerun `vhmine embed` to rebuild it")
+    base = (url.rstrip("/") if url else str(folder))
+    files = {}
+    for k, f in VECTOR_FILES.items():
+        where = f"{base}/{f}"
+        vf = open_vectors(where) if url else local[k]
+        if (vf.offset, vf.rows, vf.dim) != (local[k].offset, local[k].rows, local[k].dim):
+            raise IndexCorruptError(f"{where} holds {vf.rows} x {vf.dim} rows, the index at {folder} "
+                                    f"{local[k].rows} x {local[k].dim}: --index-url names another index")
+        files[k] = vf
+    images = f"{base}/{IMAGES}" if ids else None
+    width = id_width(str(folder / IMAGES)) if ids else 16
+    return IndexRows(files["clip"], files["dino"], images, width, sha256_file(folder / MANIFEST))
 
 
 _PATHS_BY_SHA: dict[tuple, dict] = {}  # (folder, manifest mtime and size) -> sha256 -> paths

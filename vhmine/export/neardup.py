@@ -13,7 +13,8 @@ the index's. A near duplicate is a pair whose CLIP cosine AND DINOv2 cosine both
 
 - within the export: every pair of exported images, exactly (vhmine.mine.simsearch.find_pairs);
 - against the reference (`--against INDEX`, e.g. COCO train2017): every exported image's neighbours in
-  the index (faiss range search on CLIP, then DINOv2), an image with the same bytes marked `exact`;
+  the index (faiss range search on CLIP, on GPUs where faiss has them, then DINOv2), an image with the same
+  bytes marked `exact`;
 - generated images (store source "generated") against the collection they came from: the indexes the
   store's mining runs were made from, whose encoders match.
 
@@ -177,18 +178,18 @@ def _within(clip, dino, o: DupOptions) -> list[tuple[int, int, float, float]]:
 
 
 def _against(clip, dino, idx, o: DupOptions, rows: list[int]) -> list[tuple[int, int, float, float]]:
-    """(exported row, index row, clip, dino) for every neighbour in `idx` past both thresholds."""
-    import faiss
+    """(exported row, index row, clip, dino) for every neighbour in `idx` past both thresholds (the search
+    runs on the GPUs where the installed faiss has them: embed.search)."""
     import numpy as np
+
+    from vhmine.embed.search import range_search
 
     if not rows or not len(idx.clip):
         return []
-    index = faiss.IndexFlatIP(idx.clip.shape[1])
-    index.add(np.ascontiguousarray(idx.clip, dtype=np.float32))
-    # a little below the threshold: faiss's float32 sums are re-checked in float64 below
     from tqdm import tqdm
 
-    lims, _, found = index.range_search(np.ascontiguousarray(clip[rows]), float(o.clip_min) - 1e-4)
+    # a little below the threshold: faiss's float32 sums (CPU or GPU) are re-checked in float64 below
+    lims, _, found = range_search(idx.clip, clip[rows], float(o.clip_min) - 1e-4)
     out = []
     for q, row in enumerate(tqdm(rows, desc=f"near duplicates: against {idx.name}", unit="img",
                                  disable=not o.progress or len(rows) < 1000)):

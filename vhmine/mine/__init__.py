@@ -2,5 +2,8 @@
 
 Reads `indexes/<name>/`; writes `pairs.parquet`, `pairs.csv`, `run.json`, `scatter.png`, `gallery.html`.
 Entry: `mine_index(MineOptions(...))` in vhmine.mine.job (the Python API's `vhmine.api.mine`). simsearch is
-the exact thresholded join, ray_engine runs its tiles on a Ray cluster, gallery draws the run.
+the exact thresholded join, gallery draws the run, runfolder writes it, write builds the pairs table (sharded
+when large). `--engine ray`: ray_run (the run and `--plan`) over ray_engine (the driver: probe, streaming scan,
+tile scheduling), tiletask (what a task does), blocks (one tile from two quantised row blocks), tilejob (the
+job folder that lets a stopped job resume) and merge (the tiles' pairs in rank order, capped).
 """

@@ -1,31 +1,34 @@
 """Stage 2, mine: an index -> `runs/<run>/` with the pairs that CLIP calls alike and DINOv2 does not.
 
-Reads `indexes/<name>/` (index.py); the exact search itself is simsearch.find_pairs (the pair set
-equals a float64 brute force, both thresholds inclusive). Writes, all at once by renaming a
-finished temporary folder into place:
+Reads `indexes/<name>/` (index.py); the exact search itself is simsearch.find_pairs here (--engine
+local), or its tiles on a Ray cluster (--engine ray: mine.ray_run, which reads the index by row range
+and never loads it). The pair set equals a float64 brute force, both thresholds inclusive, on either
+engine. Writes, all at once by renaming a finished temporary folder into place (finish_run):
 
     pairs.parquet / pairs.csv  rank, image ids, sha256s, absolute paths, clip_sim, dino_sim, gap,
-                               COCO ids and categories of both images; ranked by gap
+                               COCO ids and categories of both images; ranked by gap (mine.write:
+                               past 1,000,000 pairs pairs.parquet is a folder of shards, same columns)
     run.json                   thresholds, encoders, index, counts, options, file checksums
+                               (and, for Ray, the job: tiles, tile side, quantisation, workers)
     scatter.png, gallery.html  the candidate pairs against the threshold box; the top pairs
+
+A Ray job also keeps `runs/.<run>.job/` (mine.tilejob) until the run folder is written: rerun the same
+command after a stop and it resumes.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from vhmine import __version__
 from vhmine.config import DEFAULT_CLIP_MIN, DEFAULT_DINO_MAX, default_index_name, indexes_root, runs_root
 from vhmine.errors import InputError
-from vhmine.images import sha256_file
-from vhmine.files import check_owned, check_writable, replace_dir
+from vhmine.files import check_owned, check_writable
 from vhmine.embed.index import open_index
+from vhmine.mine.runfolder import MineResult, background_sample, finish_run
 
 log = logging.getLogger(__name__)
 
@@ -43,35 +46,11 @@ class MineOptions:
     engine: str = "local"  # "local": simsearch.find_pairs here; "ray": ray_engine.find_pairs_ray on a cluster
     ray_address: str | None = None
     tile_memory: int | None = None  # bytes per Ray tile [default: ray_engine.DEFAULT_TILE_MEMORY]
+    index_url: str | None = None  # where Ray workers read the index (fsspec URL or shared path) [default: its folder]
+    plan: bool = False  # Ray: size the job (tiles, memory, a measured rate, estimated time) instead of mining
+    tiles: list[int] | None = None  # Ray: mine only these tile numbers (sizing runs and benchmarks)
     gallery_size: int = 100
     progress: bool = True
-
-
-@dataclass
-class MineResult:
-    run_dir: Path
-    index: str
-    images: int
-    clip_alike: int  # pairs with clip_sim >= --clip
-    in_box: int  # of those, dino_sim <= --dino
-    written: int  # after --max-per-image and --max-pairs
-    seconds: float
-    warnings: list[str] = field(default_factory=list)
-    relax: list[str] = field(default_factory=list)  # with 0 pairs: counts at nearby thresholds (mine.relax)
-
-    def summary(self) -> str:
-        from vhmine.files import shown_path
-
-        lines = [f"warning: {w}" for w in self.warnings]
-        lines.append(
-            f"{self.written} pairs written to {self.run_dir / 'pairs.parquet'} "
-            f"({self.images} images; {self.clip_alike} pairs with CLIP >= threshold, "
-            f"{self.in_box} of them with DINOv2 <= threshold; {self.seconds:.1f} s)"
-        )
-        lines.append(f"look at them: {self.run_dir / 'gallery.html'} and {self.run_dir / 'scatter.png'}")
-        if self.written:
-            lines.append(f"next: vhmine seed --pairs {shown_path(self.run_dir / 'pairs.parquet')}")
-        return "\n".join(lines + self.relax)
 
 
 def check_thresholds(clip: float, dino: float) -> list[str]:
@@ -114,49 +93,55 @@ def default_run_name(index: str, clip: float, dino: float) -> str:
     return f"{index}-clip{clip:g}-dino{dino:g}"
 
 
-def mine_index(opts: MineOptions) -> MineResult:
+def mine_index(opts: MineOptions):
+    """Mine the index into the run folder (a MineResult); with opts.plan (Ray only), size the job instead
+    and return its MinePlan without mining. Ctrl-C becomes an Interrupted that says what was kept."""
     try:
         return _mine(opts)
-    except KeyboardInterrupt:  # a run folder is published whole at the end: an interrupted one leaves nothing
+    except KeyboardInterrupt:
         from vhmine.errors import Interrupted
 
+        if opts.engine == "ray":  # finished tiles are files in the job folder: the same command resumes from them
+            raise Interrupted("interrupted: the tiles finished so far are kept in the run's job folder; run the same "
+                              "command to resume") from None
+        # a run folder is published whole at the end: an interrupted one leaves nothing
         raise Interrupted("interrupted: no run written (mine publishes its run folder whole, at the end; an earlier "
                           "run there is as it was); run the same command to mine again") from None
 
 
-def _mine(opts: MineOptions) -> MineResult:
+def _mine(opts: MineOptions):
     import numpy as np
-    import pandas as pd
 
-    from vhmine.mine.gallery import write_gallery, write_scatter
-    from vhmine.mine.simsearch import find_pairs
+    from vhmine.mine.simsearch import find_pairs, pair_sims
+    from vhmine.mine.write import pairs_frame, side
 
     t0 = time.time()
     if opts.engine not in ("local", "ray"):
         raise InputError(f"--engine {opts.engine}: not an engine; use local or ray")
+    if opts.plan and opts.engine != "ray":
+        raise InputError("--plan sizes a Ray job: add --engine ray")
+    if opts.index_url and opts.engine != "ray":
+        raise InputError("--index-url tells Ray workers where the index is: add --engine ray")
     warnings = check_thresholds(opts.clip, opts.dino)  # said once: in the summary (not also logged)
     root = indexes_root(opts.indexes)
     name = default_index_name(root, opts.index)
     run_dir = Path(opts.out) if opts.out else runs_root() / default_run_name(name, opts.clip, opts.dino)
+    if not opts.plan:
+        check_writable(run_dir.parent, flag="--out")  # its files go beside it first: said in one line, before the search
+    if opts.engine == "ray":  # the driver never loads the vectors or the image table
+        from vhmine.mine.ray_run import mine_ray, plan_ray
+
+        idx = _usable(open_index(root, name, load_vectors=False, load_images=False))
+        if opts.plan:
+            return plan_ray(idx, opts)
+        check_owned(run_dir, "vhmine mine")
+        return mine_ray(idx, opts, run_dir, warnings, t0)
     check_owned(run_dir, "vhmine mine")  # a run replaces its folder as a whole: only an earlier run
-    check_writable(run_dir.parent, flag="--out")  # its files go beside it first: said in one line, before the search
-    idx = open_index(root, name)
+    idx = _usable(open_index(root, name))
     n = len(idx.images)
-    if n < 2:
-        raise InputError(
-            f"index {name!r} has {n} usable image{'s' if n != 1 else ''}: mining needs at least 2 "
-            f"(see {idx.folder / 'skipped.csv'} for images that could not be read)"
-        )
     # One search at the CLIP threshold gives every CLIP-alike pair with its DINOv2 sim: the pairs in
     # the box, and the rest of the candidates for the scatter plot.
-    if opts.engine == "ray":
-        from vhmine.mine.ray_engine import DEFAULT_TILE_MEMORY, find_pairs_ray
-
-        found = find_pairs_ray(idx.clip, idx.dino, opts.clip, math.inf, address=opts.ray_address,
-                               tile_memory=opts.tile_memory or DEFAULT_TILE_MEMORY, device=opts.device or "cpu",
-                               progress=opts.progress)
-    else:
-        found = find_pairs(idx.clip, idx.dino, opts.clip, math.inf, device=opts.device, progress=opts.progress)
+    found = find_pairs(idx.clip, idx.dino, opts.clip, math.inf, device=opts.device, progress=opts.progress)
     in_box = found.dino_sim <= opts.dino
     i, j = found.i[in_box], found.j[in_box]
     clip_sim, dino_sim = found.clip_sim[in_box], found.dino_sim[in_box]
@@ -169,66 +154,29 @@ def _mine(opts: MineOptions) -> MineResult:
     gap = clip_sim - dino_sim
     order = rank_pairs(ids[a], ids[b], gap, max_per_image=opts.max_per_image, max_pairs=opts.max_pairs)
     a, b, clip_sim, dino_sim, gap = a[order], b[order], clip_sim[order], dino_sim[order], gap[order]
+    pairs = pairs_frame(1, side(images, a, idx.location), side(images, b, idx.location), clip_sim, dino_sim, gap)
 
-    background = _background_sample(idx.clip, idx.dino, seed=0)
+    def write_pairs(tmp: Path):
+        pairs.to_parquet(tmp / "pairs.parquet", index=False)
+        csv = pairs.copy()
+        for col in ("categories_a", "categories_b"):
+            csv[col] = ["|".join(c) for c in csv[col]]
+        csv.to_csv(tmp / "pairs.csv", index=False)
+        return len(pairs), pairs.head(opts.gallery_size)
+
+    counts = {"images": n, "clip_alike": int(len(found)), "in_box": int(in_box.sum())}
+    background = background_sample(n, lambda i, j: (pair_sims(idx.clip, i, j), pair_sims(idx.dino, i, j)),
+                                   size=BACKGROUND_PAIRS)
     relax = None
     if not len(order):  # say what to relax, from what this run holds (mine.relax)
         from vhmine.mine.relax import nearby
 
         relax = nearby(found, background, n, opts.clip, opts.dino, all_pairs=n * (n - 1) // 2 <= BACKGROUND_PAIRS,
                        base_command=_command(name, opts))
-    abs_paths = np.asarray(idx.abs_paths(), dtype=object)
-    pairs = pd.DataFrame({
-        "rank": np.arange(1, len(order) + 1, dtype=np.int64),
-        "image_id_a": ids[a], "image_id_b": ids[b],
-        "sha256_a": images["sha256"].to_numpy()[a], "sha256_b": images["sha256"].to_numpy()[b],
-        "path_a": abs_paths[a], "path_b": abs_paths[b],
-        "clip_sim": clip_sim, "dino_sim": dino_sim, "gap": gap,
-        "coco_id_a": images["coco_id"].array[a] if len(a) else pd.array([], dtype="Int64"),
-        "coco_id_b": images["coco_id"].array[b] if len(b) else pd.array([], dtype="Int64"),
-        "categories_a": [list(images["categories"].iat[k]) for k in a],
-        "categories_b": [list(images["categories"].iat[k]) for k in b],
-    })
-
-    tmp = run_dir.parent / f".{run_dir.name}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
-        pairs.to_parquet(tmp / "pairs.parquet", index=False)
-        csv = pairs.copy()
-        for col in ("categories_a", "categories_b"):
-            csv[col] = ["|".join(c) for c in csv[col]]
-        csv.to_csv(tmp / "pairs.csv", index=False)
-        write_scatter(tmp / "scatter.png", found.clip_sim, found.dino_sim, background, opts.clip, opts.dino, written=len(pairs),
-                      title=f"{name}: {len(found)} CLIP-alike pairs, {int(in_box.sum())} in the box")
-        write_gallery(tmp / "gallery.html", pairs.head(opts.gallery_size), total=len(pairs), title=f"{name}: top pairs",
-                      subtitle=f"CLIP >= {opts.clip:g}, DINOv2 <= {opts.dino:g}; ranked by gap = clip - dino",
-                      progress=opts.progress)
-        run = {
-            "producer": "vhmine mine",
-            "vhmine_version": __version__,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "index": name,
-            "index_folder": str(idx.folder.resolve()),
-            "index_manifest_sha256": sha256_file(idx.folder / "manifest.json"),
-            "clip_threshold": opts.clip,
-            "dino_threshold": opts.dino,
-            "thresholds_inclusive": True,
-            "encoders": idx.manifest.get("encoders", {}),
-            "options": {"max_pairs": opts.max_pairs, "max_per_image": opts.max_per_image, "engine": opts.engine},
-            "counts": {"images": n, "clip_alike": int(len(found)), "in_box": int(in_box.sum()),
-                       "written": int(len(pairs))},
-            "warnings": warnings,
-            **({"nearby": relax.record()} if relax else {}),
-        }
-        run["files"] = {p.name: {"bytes": p.stat().st_size, "sha256": sha256_file(p)} for p in sorted(tmp.iterdir())}
-        (tmp / "run.json").write_text(json.dumps(run, indent=2, default=str), encoding="utf-8")
-        replace_dir(tmp, run_dir, producer="vhmine mine")
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return MineResult(run_dir, name, n, int(len(found)), int(in_box.sum()), int(len(pairs)),
-                      time.time() - t0, warnings, relax.lines if relax else [])
+    written = finish_run(run_dir, idx, opts, counts, write_pairs, (found.clip_sim, found.dino_sim), background,
+                         warnings, extra={"nearby": relax.record()} if relax else None)
+    return MineResult(run_dir, name, n, counts["clip_alike"], counts["in_box"], written, time.time() - t0, warnings,
+                      relax=relax.lines if relax else [])
 
 
 def _command(name: str, opts: MineOptions) -> str:
@@ -242,17 +190,11 @@ def _command(name: str, opts: MineOptions) -> str:
 BACKGROUND_PAIRS = 20_000  # the scatter plot's background: every pair up to this many, else a sample of this size
 
 
-def _background_sample(clip, dino, *, seed: int, size: int = BACKGROUND_PAIRS):
-    """Similarities of random pairs (all of them when few), so the plot shows where most pairs lie."""
-    import numpy as np
-
-    n = len(clip)
-    if n * (n - 1) // 2 <= size:  # small collection: every pair
-        i, j = np.triu_indices(n, 1)
-    else:
-        rng = np.random.default_rng(seed)
-        i, j = rng.integers(0, n, size), rng.integers(0, n, size)
-        i, j = i[i != j], j[i != j]
-    from vhmine.mine.simsearch import pair_sims
-
-    return pair_sims(clip, i, j), pair_sims(dino, i, j)
+def _usable(idx):
+    n = idx.manifest.get("counts", {}).get("images", 0) if idx.images is None else len(idx.images)
+    if n < 2:
+        raise InputError(
+            f"index {idx.name!r} has {n} usable image{'s' if n != 1 else ''}: mining needs at least 2 "
+            f"(see {idx.folder / 'skipped.csv'} for images that could not be read)"
+        )
+    return idx

@@ -1,20 +1,29 @@
-"""`vhmine mine --engine ray`: simsearch.find_pairs' exact pair set, its tiles run as Ray tasks.
+"""`vhmine mine --engine ray`: simsearch.find_pairs' exact pair set, tile by tile on a Ray cluster, with
+memory that does not grow with the collection, and a job that resumes where it stopped.
 
-Reads the CLIP and DINOv2 rows it is given (mine.py reads them from the index); writes no files.
-The driver quantises the CLIP rows once (simsearch.fast_pass) and puts the int8 rows and both
-float32 arrays into Ray's object store once; each task mines one tile of the upper triangle (a
-row block against a column block at or right of it) with simsearch.BlockMiner, the local miner's
-own code, and returns only the pairs that pass the float64 re-check. So the pair set is the local
-miner's, pair for pair, whatever the tile size or the order tasks finish in.
+Reads nothing itself but the index's headers and a sample of 4,096 rows; the tasks (mine.tiletask) read
+their rows from the index by row range (embed.rows: positioned reads on a shared filesystem, or byte ranges
+of an fsspec URL given as --index-url). Writes the job folder (mine.tilejob) through TileJob.record.
 
-Memory: a tile's working set is simsearch.block_bytes(tile, width) (4.25 bytes a cell for the
-product and its segment maxima, plus a copy of both row blocks) and 24 bytes per candidate; the tile
-side is the largest multiple of 64 whose working set fits `tile_memory`, and each task asks Ray for
-that much `memory`, so a node runs only as many tiles at once as it has memory for. Every node
-also maps the shared arrays once: N x (CLIP dim x 5 + DINOv2 dim x 4) bytes.
+The job, on the driver (`run_job`):
+1. probe: one task pinned to each node reads the index; a node that cannot is named within seconds.
+2. scan: one streaming pass over every row (a task per chunk) gives max |x| and max |R x|; with the
+   sample they fix the quantisation (blocks.Quantiser), recorded in job.json, so every tile quantises
+   the same way. A resumed job reads it back.
+3. tiles: the upper triangle's tiles not done yet, at most a few per worker in flight (the driver's
+   memory is bookkeeping per tile, never per vector); each result is recorded as it arrives, with a
+   tqdm bar of tiles done across all nodes.
+The driver never holds the vectors; the merge (mine.merge) and the writer (mine.write) stream.
 
-Faults: a task whose worker process dies (killed, out of memory, node lost) is retried up to
-`max_retries` times; a tile is pure, so a retry gives the same pairs.
+Memory per task: `tile_bytes(side, clip_dim, dino_dim)`: the product and its masks (4.25 bytes a cell),
+the int8 blocks and the worker's cache of them, the float32 rows a block is quantised from, and the rows
+the re-check fetches; plus 24 bytes per candidate. The tile side is the largest multiple of 64 whose
+tile_bytes fit --tile-memory, and each task asks Ray for that much memory (with --device cuda, the
+product's share is GPU memory, and the task asks Ray for the rest).
+
+Faults: a task whose worker dies (killed, out of memory, node lost) is retried up to max_retries times,
+so a lost node costs the tiles it was running; a tile is pure, so a retry gives the same pairs. A driver
+that stops (killed, cluster lost) loses nothing recorded: the same command resumes.
 """
 
 from __future__ import annotations
@@ -22,53 +31,45 @@ from __future__ import annotations
 import logging
 import math
 import os
+import tempfile
+import time
+import uuid
+from pathlib import Path
 
 import numpy as np
 
 from vhmine.errors import InputError, VhmineError
-from vhmine.mine.simsearch import (
-    _ALIGN, _EMPTY, BlockMiner, PairSet, _check, block_bytes, fast_pass, merge, tiles, too_many_candidates,
-)
+from vhmine.mine.simsearch import _ALIGN, _EMPTY, PairSet, _check, block_bytes, merge
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TILE_MEMORY = 1 << 30  # 1 GiB: a 15,680-row tile at 768 dims
+DEFAULT_TILE_MEMORY = 1 << 30  # 1 GiB: a 14,272-row tile at 768 + 1024 dims
 MAX_RETRIES = 3
+PROBE_TIMEOUT = 60.0  # seconds for every node to start a worker and read the index
+SCATTER_POINTS = 200_000
 
 
-def tile_rows(tile_memory: int, width: int) -> int:
-    """The largest multiple of 64 rows whose block_bytes fit tile_memory."""
-    if block_bytes(_ALIGN, width) > tile_memory:
+def tile_bytes(side: int, clip_dim: int, dino_dim: int) -> int:
+    """A tile task's working memory besides its candidates (see the module docstring)."""
+    from vhmine.mine.tiletask import _CACHE_BLOCKS
+
+    width = -(-clip_dim // 8) * 8
+    return (block_bytes(side, width) + _CACHE_BLOCKS * side * width + 8 * side * clip_dim
+            + 8 * side * (clip_dim + dino_dim))
+
+
+def tile_rows(tile_memory: int, clip_dim: int, dino_dim: int) -> int:
+    """The largest multiple of 64 rows whose tile_bytes fit tile_memory."""
+    need = tile_bytes(_ALIGN, clip_dim, dino_dim)
+    if need > tile_memory:
         raise InputError(
-            f"--tile-memory {tile_memory / 2**20:.2f} MiB is too small: a tile of 64 rows at {width} dims needs "
-            f"{block_bytes(_ALIGN, width) / 2**20:.2f} MiB; give at least that"
+            f"--tile-memory {tile_memory / 2**20:.2f} MiB is too small: a tile of 64 rows at {clip_dim} + {dino_dim} "
+            f"dims needs {need / 2**20:.2f} MiB; give at least that"
         )
     side = math.isqrt(int(tile_memory / 4.25)) // _ALIGN * _ALIGN
-    while block_bytes(side, width) > tile_memory:
+    while tile_bytes(side, clip_dim, dino_dim) > tile_memory:
         side -= _ALIGN
     return side
-
-
-def _mine_tile(q, clip, dino, r, c, tile, thresh, n, clip_min, dino_max, device, max_candidates, crash_marker):
-    """One Ray task: the pairs of one tile that pass the exact re-check, and its candidate count."""
-    import torch
-
-    if crash_marker:  # the fault test: the first attempt of whichever tile starts first dies here
-        try:
-            os.close(os.open(crash_marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-            os._exit(1)
-        except FileExistsError:
-            pass
-    dev = torch.device(device)
-    miner = BlockMiner(clip, dino, clip_min, dino_max, thresh, n, device=dev, block=tile, width=q.shape[1])
-    # copies of the two row blocks: the object store's arrays are read-only, which torch warns about
-    x = torch.from_numpy(np.array(q[r:r + tile])).to(dev)
-    y = x if c == r else torch.from_numpy(np.array(q[c:c + tile])).to(dev)
-    with torch.inference_mode():
-        i, j = miner.candidates(x, y, r, c)
-    if len(i) > max_candidates:  # the driver stops the job: no re-check for pairs nobody will read
-        return _EMPTY, len(i)
-    return miner.recheck(i, j), len(i)
 
 
 def _reachable(address: str, timeout: float = 5.0) -> str | None:
@@ -86,7 +87,15 @@ def _reachable(address: str, timeout: float = 5.0) -> str | None:
     return None
 
 
-def _connect(ray, address: str | None) -> bool:
+def import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise InputError("--engine ray needs Ray: pip install 'vhmine[ray]' (or --engine local)") from None
+    return ray
+
+
+def connect(ray, address: str | None) -> bool:
     """Join the cluster at address (or the one RAY_ADDRESS names, or start a local one); True when this
     call started Ray and so must shut it down."""
     if ray.is_initialized():
@@ -116,14 +125,168 @@ def _cancel(ray, refs) -> None:
         ray.cancel(ref, force=True)
 
 
-def _tile_failed(ray, err, max_retries: int) -> VhmineError:
+def _tile_failed(ray, err, max_retries: int, resume: str) -> VhmineError:
     cause = getattr(err, "cause", None)
     if isinstance(err, ray.exceptions.RayTaskError) and cause is not None:  # raised in the task: not retried
-        return VhmineError(f"a mining tile failed: {type(cause).__name__}: {cause}")
+        return VhmineError(f"a mining tile failed: {type(cause).__name__}: {cause}{resume}")
     return VhmineError(
         f"a mining tile failed after {max_retries} retries: {type(err).__name__}: {str(err).strip()[:300]}. "
-        "If workers ran out of memory, lower --tile-memory; `ray status` shows the cluster's nodes"
+        f"If workers ran out of memory, lower --tile-memory; `ray status` shows the cluster's nodes{resume}"
     )
+
+
+def slots(ray, device: str) -> int:
+    """How many tile tasks the cluster runs at once."""
+    res = ray.cluster_resources()
+    return max(1, int(res.get("GPU" if device == "cuda" else "CPU", 0)))
+
+
+def probe_nodes(ray, rows, timeout: float = PROBE_TIMEOUT) -> list[str]:
+    """Every alive node reads the index (tiletask.probe); raises InputError naming the first that cannot,
+    or that does not answer within `timeout` seconds. Returns the nodes' addresses."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from vhmine.mine import tiletask
+
+    nodes = [nd for nd in ray.nodes() if nd.get("Alive")]
+    task = ray.remote(num_cpus=0, max_retries=0)(tiletask.probe)
+    refs = {task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(nd["NodeID"], soft=False)).remote(rows):
+            nd.get("NodeManagerAddress", nd["NodeID"]) for nd in nodes}
+    ready, late = ray.wait(list(refs), num_returns=len(refs), timeout=timeout)
+    hint = ("; mount the index at the same path on every node, or pass --index-url with a URL every node can read "
+            "(s3://..., gs://..., file:///shared/...)")
+    for ref in ready:
+        try:
+            ray.get(ref)
+        except ray.exceptions.RayError as err:
+            cause = getattr(err, "cause", None) or err
+            raise InputError(f"node {refs[ref]} cannot read the index: {type(cause).__name__}: "
+                             f"{str(cause).strip()[:300]}{hint}") from None
+    if late:
+        _cancel(ray, late)
+        raise InputError(f"node {refs[late[0]]} did not read the index within {timeout:g} s (is vhmine installed "
+                         f"there, and does the node have a free worker?){hint}")
+    return sorted(refs.values())
+
+
+def scan(ray, rows, side: int, rotate: bool | None, progress: bool, local=None):
+    """The streaming pass: the Quantiser of every row, from one task per chunk of `side` rows (the
+    rotation's sample is read by the driver, from `local`: its own view of the index)."""
+    from tqdm import tqdm
+
+    from vhmine.mine import tiletask
+    from vhmine.mine.blocks import Quantiser, sample_rows
+
+    task = ray.remote(tiletask.scan_chunk).options(num_cpus=1, max_retries=MAX_RETRIES,
+                                                   memory=16 * side * rows.clip.dim)
+    starts = list(range(0, rows.n, side))
+    xmax = zmax = 0.0
+    inflight, at = [], 0
+    with tqdm(total=len(starts), desc="scanning rows (ray)", unit="chunk", disable=not progress) as bar:
+        while at < len(starts) or inflight:
+            while at < len(starts) and len(inflight) < 2 * slots(ray, "cpu") + 2:
+                inflight.append(task.remote(rows, starts[at], starts[at] + side))
+                at += 1
+            done, inflight = ray.wait(inflight, num_returns=1)
+            x, z = ray.get(done[0])
+            xmax, zmax = max(xmax, x), max(zmax, z)
+            bar.update(1)
+    return Quantiser.from_scan(rows.clip.dim, xmax, zmax, (local or rows).clip.take(sample_rows(rows.n)), rotate)
+
+
+def run_job(ray, rows, job, *, side: int, clip_min: float, dino_max: float, ranked: bool, top: int | None = None,
+            device: str = "cpu", max_candidates: int = 50_000_000, max_retries: int = MAX_RETRIES,
+            rotate: bool | None = None, only=None, progress: bool = False, crash_marker: str | None = None,
+            local=None, resumable: bool = True) -> dict:
+    """Mine every tile of `rows` not yet done in `job` (a tilejob.TileJob; `only`: just these tile numbers)
+    and record each; returns what happened (tiles, quantiser, counts, workers' peak memory, rate).
+    local: the driver's own view of the same index, when the workers read it elsewhere (--index-url)."""
+    from tqdm import tqdm
+
+    from vhmine.mine import tiletask
+    from vhmine.mine.blocks import Quantiser
+    from vhmine.mine.tilejob import Triangle, ranked_dtype
+
+    t0 = time.time()
+    tri = Triangle(rows.n, side)
+    wanted = range(len(tri)) if only is None else sorted({int(k) for k in only if 0 <= int(k) < len(tri)})
+    before = {k for k in wanted if k in job.done}
+    nodes = probe_nodes(ray, rows)
+    if "quantiser" in job.job:
+        qz = Quantiser(**job.job["quantiser"])
+    else:
+        qz = scan(ray, rows, side, rotate, progress, local)
+        job.save(quantiser=qz.as_dict())
+    host = tile_bytes(side, rows.clip.dim, rows.dino.dim)
+    if device == "cuda":  # the product and its masks live in the GPU's memory
+        host -= math.ceil(4.25 * side * side)
+    task = ray.remote(tiletask.mine_tile).options(
+        max_retries=max_retries, num_cpus=1, num_gpus=1 if device == "cuda" else 0, memory=host)
+    kw = dict(device=device, max_candidates=max_candidates, ranked=ranked, top=top,
+              sample=max(16, SCATTER_POINTS // max(1, len(tri))), dtype=ranked_dtype(rows.id_width) if ranked else None,
+              crash_marker=crash_marker)
+    todo = [k for k in wanted if k not in job.done]
+    limit = 2 * slots(ray, device) + 2
+    inflight: dict = {}
+
+    def resume() -> str:
+        if not resumable:
+            return ""
+        return f". Run the same command again to resume: {len(job.done)} of {len(tri)} tiles are done"
+
+    with tqdm(total=len(wanted), initial=len(before), desc="mining tiles (ray)", unit="tile",
+              disable=not progress) as bar:
+        at = 0
+        while at < len(todo) or inflight:
+            while at < len(todo) and len(inflight) < limit:
+                k = todo[at]
+                inflight[task.remote(rows, qz, *tri.tile_at(k), side, clip_min, dino_max, **kw)] = k
+                at += 1
+            done, _ = ray.wait(list(inflight), num_returns=1)
+            k = inflight.pop(done[0])
+            try:
+                out, info = ray.get(done[0])
+            except ray.exceptions.RayError as err:
+                _cancel(ray, list(inflight))
+                raise _tile_failed(ray, err, max_retries, resume()) from None
+            if out is None:
+                _cancel(ray, list(inflight))
+                r, c = tri.tile_at(k)
+                raise InputError(
+                    f"tile {k} (rows {r:,} and {c:,}) alone has {info['too_many']:,} pairs with CLIP cosine near or "
+                    f"above {clip_min:g}, more than the limit of {max_candidates:,} candidates; raise --clip above "
+                    f"{clip_min:g} so that fewer pairs qualify")
+            job.record(k, out, info)
+            bar.update(1)
+            bar.set_postfix_str(f"{info['examined'] / max(info['seconds'], 1e-9):.3g} pairs/s on {info['node']}",
+                                refresh=False)
+    entries = [job.done[k] for k in wanted]
+    workers: dict[str, int] = {}
+    for e in entries:
+        w = f"{e.get('node')}:{e.get('pid')}"
+        workers[w] = max(workers.get(w, 0), int(e.get("peak_rss", 0)))
+    mined = [e for e in entries if e["tile"] not in before]
+    # the rate: full tiles (a diagonal tile's product holds half its pairs), after each worker's first
+    # (its warm-up: the product buffer's first touch, kernel set-up), in the order they finished
+    now = set(wanted) - before
+    seen, steady = set(), []
+    for e in (job.done[k] for k in job.done if k in now):
+        if (e["node"], e["pid"]) in seen and e["r"] != e["c"]:
+            steady.append(e)
+        seen.add((e["node"], e["pid"]))
+    full = steady or [e for e in mined if e["r"] != e["c"]] or mined
+    busy = sum(e["seconds"] for e in full)
+    return {
+        "tiles": len(tri), "tiles_wanted": len(wanted), "tiles_done_before": len(before), "tile": side,
+        "blocks": tri.blocks, "quantiser": qz.as_dict(), "nodes": nodes,
+        "candidates": sum(e["candidates"] for e in entries), "clip_alike": sum(e["clip_alike"] for e in entries),
+        "in_box": sum(e["in_box"] for e in entries), "margin": max((e["margin"] for e in entries), default=0.0),
+        "workers_peak_rss": workers, "seconds": time.time() - t0,
+        "pairs_per_second_per_worker": (sum(e["examined"] for e in full) / busy) if busy else None,
+        "rate_tiles": [e["tile"] for e in full],
+        "tiles_timing": [{k: e[k] for k in ("tile", "r", "c", "examined", "seconds", "candidates", "node", "pid")}
+                         for e in mined[:64]],
+    }
 
 
 def find_pairs_ray(
@@ -134,68 +297,50 @@ def find_pairs_ray(
     *,
     address: str | None = None,
     tile_memory: int = DEFAULT_TILE_MEMORY,
+    tile: int | None = None,
     device: str = "cpu",
     max_candidates: int = 50_000_000,
     max_retries: int = MAX_RETRIES,
     rotate: bool | None = None,
     progress: bool = False,
     stats: dict | None = None,
+    tmpdir: str | None = None,
     _crash_marker: str | None = None,
 ) -> PairSet:
-    """find_pairs' result, computed as one Ray task per tile. device: what each task mines on ("cpu",
-    or "cuda" to give each task one GPU). Raises InputError as find_pairs does, and VhmineError when a
-    tile still fails after max_retries retries."""
-    from tqdm import tqdm
+    """find_pairs' result for in-memory arrays, as Ray tile tasks. The arrays are written once to a
+    temporary folder (`tmpdir`, which every node must read: the default suits a local cluster) and the
+    tasks read their blocks from there. tile: rows per tile side [default: from tile_memory]."""
+    from vhmine.embed.rows import IndexRows, open_vectors
+    from vhmine.mine.tilejob import TileJob
 
-    try:
-        import ray
-    except ImportError:
-        raise InputError("--engine ray needs Ray: pip install 'vhmine[ray]' (or --engine local)") from None
+    ray = import_ray()
     if device != "cpu" and not device.startswith("cuda"):
         raise InputError(f"--device {device}: Ray tiles run on cpu or cuda (one GPU each)")
     device = "cuda" if device.startswith("cuda") else "cpu"  # a task sees only the GPU Ray gave it
     clip, dino = _check(clip, dino)
-    clip_min, dino_max = float(clip_min), float(dino_max)
-    n = len(clip)
-    if n < 2:
+    if len(clip) < 2:
         return PairSet(*_EMPTY)
-    width = -(-clip.shape[1] // 8) * 8
-    tile = tile_rows(int(tile_memory), width)
-    fp = fast_pass(clip, clip_min, rotate)
-    tile = min(tile, len(fp.q))
-    blocks = tiles(len(fp.q), tile)
-    started = _connect(ray, address)
-    try:
-        task = ray.remote(_mine_tile).options(
-            max_retries=max_retries, num_cpus=1, num_gpus=1 if device == "cuda" else 0,
-            memory=block_bytes(tile, width),
-        )
-        shared = ray.put(fp.q), ray.put(clip), ray.put(dino)  # once: every task maps the same copy
-        pending = [task.remote(*shared, r, c, tile, fp.thresh, n, clip_min, dino_max, device,
-                               max_candidates, _crash_marker)
-                   for r, c in blocks]
-        found, total = [], 0
-        with tqdm(total=len(blocks), desc="mining pairs (ray)", unit="tile", disable=not progress) as bar:
-            while pending:
-                done, pending = ray.wait(pending, num_returns=1)
-                try:
-                    part, k = ray.get(done[0])
-                except ray.exceptions.RayError as err:
-                    _cancel(ray, pending)
-                    raise _tile_failed(ray, err, max_retries) from None
-                total += k
-                if total > max_candidates:
-                    _cancel(ray, pending)
-                    raise too_many_candidates(total, clip_min, bar.n + 1, len(blocks), max_candidates)
-                if len(part[0]):
-                    found.append(part)
-                bar.update(1)
-    finally:
-        if started:
-            ray.shutdown()
-    pairs = merge(found)
-    log.debug("ray: %d tiles of %d rows, margin %.4f, %d candidates, %d pairs", len(blocks), tile, fp.margin, total,
-              len(pairs))
+    side = tile or tile_rows(int(tile_memory), clip.shape[1], dino.shape[1])
+    side = min(-(-side // _ALIGN) * _ALIGN, -(-len(clip) // _ALIGN) * _ALIGN)
+    with tempfile.TemporaryDirectory(prefix="vhmine-ray-", dir=tmpdir) as tmp:
+        for name, x in (("clip", clip), ("dino", dino)):
+            np.save(Path(tmp) / f"{name}.npy", x)
+        rows = IndexRows(open_vectors(Path(tmp) / "clip.npy"), open_vectors(Path(tmp) / "dino.npy"), None,
+                         version=uuid.uuid4().hex)
+        job = TileJob(Path(tmp) / "job", {"in_memory": True}).open()
+        started = connect(ray, address)
+        try:
+            info = run_job(ray, rows, job, side=side, clip_min=float(clip_min), dino_max=float(dino_max), ranked=False,
+                           device=device, max_candidates=max_candidates, max_retries=max_retries, rotate=rotate,
+                           progress=progress, crash_marker=_crash_marker, resumable=False)
+            parts = [job.rows(k)[:] for k in sorted(job.done)]
+        finally:
+            job.close()
+            if started:
+                ray.shutdown()
+    pairs = merge([(p["i"], p["j"], p["clip"], p["dino"]) for p in parts if len(p)])
+    log.debug("ray: %d tiles of %d rows, %d candidates, %d pairs", info["tiles"], side, info["candidates"], len(pairs))
     if stats is not None:
-        stats.update(margin=fp.margin, candidates=total, rotated=fp.rotated, blocks=len(blocks), tile=tile)
+        stats.update(margin=info["margin"], candidates=info["candidates"], rotated=info["quantiser"]["rotated"],
+                     blocks=info["tiles"], tile=side, quantiser=info["quantiser"])
     return pairs

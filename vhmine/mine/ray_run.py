@@ -1,0 +1,199 @@
+"""`vhmine mine --engine ray`: the run folder of a Ray job, and `--plan`, which sizes the job first.
+
+Reads the index by row range (embed.rows; the driver reads headers, a row sample, the rows of random
+pairs for the scatter's background and, batch by batch, images.parquet), never whole. Writes the job
+folder `runs/.<run>.job/` while the job runs (mine.tilejob: a stopped job resumes from it), then the run
+folder through runfolder.finish_run, with pairs merged in rank order (mine.merge) and written in shards
+(mine.write); the job folder goes once the run folder is in place.
+
+The pairs equal `--engine local`'s, row for row: the same pair set (exact), the same ranking and caps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from vhmine.errors import InputError
+
+FORMAT = 1
+
+
+def _device(opts) -> str:
+    device = opts.device or "cpu"
+    if device != "cpu" and not device.startswith("cuda"):
+        raise InputError(f"--device {device}: Ray tiles run on cpu or cuda (one GPU each)")
+    return "cuda" if device.startswith("cuda") else "cpu"  # a task sees only the GPU Ray gave it
+
+
+def _rows(idx, opts, ids: bool = True):
+    """(rows as the workers read them, rows as the driver reads them: its local copy)."""
+    from vhmine.embed.index import IMAGES, VECTOR_FILES, index_rows
+    from vhmine.embed.rows import open_vectors
+
+    rows = index_rows(idx.folder, url=opts.index_url, ids=ids)
+    if not opts.index_url:
+        return rows, rows
+    local = {k: open_vectors(idx.folder.resolve() / f) for k, f in VECTOR_FILES.items()}
+    return rows, dataclasses.replace(rows, clip=local["clip"], dino=local["dino"],
+                                     images=str(idx.folder.resolve() / IMAGES) if ids else None)
+
+
+def _side(opts, rows) -> int:
+    from vhmine.mine.ray_engine import DEFAULT_TILE_MEMORY, tile_rows
+
+    side = tile_rows(int(opts.tile_memory or DEFAULT_TILE_MEMORY), rows.clip.dim, rows.dino.dim)
+    return min(side, -(-rows.n // 64) * 64)
+
+
+def _sims(vf, i, j, step: int = 4096) -> np.ndarray:
+    """simsearch.pair_sims of rows i, j of a vector file, fetched a batch at a time."""
+    from vhmine.mine.simsearch import pair_sims
+
+    out = np.empty(len(i))
+    for s in range(0, len(i), step):
+        a, b = i[s:s + step], j[s:s + step]
+        uniq = np.unique(np.concatenate([a, b]))
+        out[s:s + step] = pair_sims(vf.take(uniq), np.searchsorted(uniq, a), np.searchsorted(uniq, b))
+    return out
+
+
+def mine_ray(idx, opts, run_dir: Path, warnings: list[str], t0: float):
+    from vhmine.embed.index import IMAGES
+    from vhmine.images import sha256_file
+    from vhmine.mine.runfolder import MineResult, background_sample, finish_run
+    from vhmine.mine.merge import capped, ranked, scatter_points
+    from vhmine.mine.ray_engine import SCATTER_POINTS, connect, import_ray, run_job
+    from vhmine.mine.tilejob import TileJob, Triangle, job_folder
+    from vhmine.mine.write import PairWriter
+
+    ray = import_ray()
+    device = _device(opts)
+    rows, local = _rows(idx, opts)
+    side = _side(opts, rows)
+    top = opts.max_pairs if not opts.max_per_image else None  # only then may a tile cut its own list
+    identity = {"format": FORMAT, "index_manifest_sha256": sha256_file(idx.folder / "manifest.json"),
+                "rows": rows.n, "clip": opts.clip, "dino": opts.dino, "tile": side, "top": top}
+    folder = job_folder(run_dir)
+    started = connect(ray, opts.ray_address)  # a wrong address is named before anything is written
+    job = None
+    try:
+        job = TileJob(folder, identity).open()
+        info = run_job(ray, rows, job, side=side, clip_min=opts.clip, dino_max=opts.dino, ranked=True, top=top,
+                       device=device, only=opts.tiles, progress=opts.progress, local=local)
+    except BaseException:
+        if job is not None and not job.done and "quantiser" not in job.job:
+            job.remove()  # nothing worth keeping (a node could not read the index, say)
+        elif job is not None:
+            job.close()
+        raise
+    finally:
+        if started:
+            ray.shutdown()
+    try:
+        tri = Triangle(rows.n, side)
+        wanted = [k for k in (range(len(tri)) if opts.tiles is None else sorted(set(opts.tiles))) if k in job.done]
+
+        def write_pairs(tmp: Path):
+            writer = PairWriter(tmp, idx.folder / IMAGES, idx.location, head_rows=opts.gallery_size)
+            for chunk in capped(ranked(job, wanted, folder / "merge"), max_per_image=opts.max_per_image,
+                                max_pairs=opts.max_pairs):
+                writer.add(chunk)
+            return writer.close(), writer.head
+
+        counts = {"images": rows.n, "clip_alike": info["clip_alike"], "in_box": info["in_box"]}
+        background = background_sample(rows.n, lambda i, j: (_sims(local.clip, i, j), _sims(local.dino, i, j)))
+        extra = {"ray": {"tiles": info["tiles"], "tiles_mined": len(wanted), "tile_rows": side,
+                         "quantiser": info["quantiser"], "nodes": len(info["nodes"]),
+                         "tiles_done_before": info["tiles_done_before"]}}
+        written = finish_run(run_dir, idx, opts, counts, write_pairs, scatter_points(job, wanted, SCATTER_POINTS),
+                             background, warnings, extra)
+    except BaseException:
+        job.close()
+        raise
+    job.remove()
+    return MineResult(run_dir, idx.name, rows.n, counts["clip_alike"], counts["in_box"], written, time.time() - t0,
+                      warnings, job=info)
+
+
+@dataclass
+class MinePlan:
+    index: str
+    images: int
+    dims: tuple[int, int]
+    tile: int
+    tiles: int
+    blocks: int
+    pairs: int
+    task_bytes: int
+    nodes: list[str] = field(default_factory=list)
+    slots: int = 1
+    device: str = "cpu"
+    sample: dict = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float:
+        """Pairs per second per worker, measured on one tile of the cluster."""
+        return self.sample["examined"] / max(self.sample["seconds"], 1e-9)
+
+    @property
+    def seconds(self) -> float:
+        scan = self.images / (self.sample["scan_rows"] / max(self.sample["scan_seconds"], 1e-9)) / self.slots
+        return scan + self.pairs / self.rate / min(self.slots, self.tiles)
+
+    def summary(self) -> str:
+        s = self.sample
+        return "\n".join([
+            f"plan for index {self.index!r}: {self.images:,} images, CLIP {self.dims[0]}-d + DINOv2 {self.dims[1]}-d",
+            f"tiles: {self.tiles:,} ({self.blocks:,} row blocks of {self.tile:,} rows, upper triangle), "
+            f"{self.pairs:,} pairs to look at",
+            f"memory per tile task: {self.task_bytes / 2**20:,.0f} MiB (+ 24 bytes per candidate); the driver "
+            "holds bookkeeping per tile, never the vectors",
+            f"cluster: {len(self.nodes)} node(s) read the index; {self.slots} tile(s) at once on {self.device}",
+            f"measured: a {s['rows_a']:,} x {s['rows_b']:,} tile in {s['seconds']:.2f} s on one worker: "
+            f"{self.rate:,.3g} pairs/s per worker",
+            f"estimated: {_duration(self.seconds)} for the scan and all tiles at {self.slots} worker(s) "
+            f"({_duration(self.pairs / self.rate)} of one worker's time)",
+        ])
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("days", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:.1f} s"
+
+
+def plan_ray(idx, opts) -> MinePlan:
+    """Size the job: tiles, memory per task, and an estimate from one tile mined and timed on the cluster."""
+    from vhmine.mine import tiletask
+    from vhmine.mine.ray_engine import connect, import_ray, probe_nodes, slots, tile_bytes
+    from vhmine.mine.tilejob import Triangle
+
+    ray = import_ray()
+    device = _device(opts)
+    rows, _ = _rows(idx, opts, ids=False)
+    side = _side(opts, rows)
+    tri = Triangle(rows.n, side)
+    plan = MinePlan(idx.name, rows.n, (rows.clip.dim, rows.dino.dim), side, len(tri), tri.blocks,
+                    rows.n * (rows.n - 1) // 2, tile_bytes(side, rows.clip.dim, rows.dino.dim), device=device)
+    started = connect(ray, opts.ray_address)
+    try:
+        plan.nodes = probe_nodes(ray, rows)
+        plan.slots = slots(ray, device)
+        r, c = tri.tile_at(1 if len(tri) > 1 else 0)  # an off-diagonal tile where there is one: a full one
+        task = ray.remote(tiletask.sample_tile).options(num_cpus=1, num_gpus=1 if device == "cuda" else 0,
+                                                        memory=plan.task_bytes)
+        plan.sample = ray.get(task.remote(rows, r, c, side, opts.clip, device))
+        plan.sample.update(rows_a=min(side, rows.n - r), rows_b=min(side, rows.n - c))
+    finally:
+        if started:
+            ray.shutdown()
+    if not math.isfinite(plan.rate) or plan.rate <= 0:
+        raise InputError("the sample tile took no measurable time; the index is too small to plan a job for")
+    return plan

@@ -1,0 +1,109 @@
+"""The run folder that both engines of `vhmine mine` write (runs/<run>/), and what a run reports.
+
+`finish_run` writes, into a temporary folder that is then swapped in whole (files.replace_dir): the
+pairs (through the caller's writer: job.py's table, or mine.write's shards), scatter.png and
+gallery.html (mine.gallery), and run.json with every file's checksum. Reads nothing but the index's
+manifest (its checksum goes into run.json).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vhmine import __version__
+from vhmine.files import replace_dir
+from vhmine.images import sha256_file
+
+
+@dataclass
+class MineResult:
+    run_dir: Path
+    index: str
+    images: int
+    clip_alike: int  # pairs with clip_sim >= --clip
+    in_box: int  # of those, dino_sim <= --dino
+    written: int  # after --max-per-image and --max-pairs
+    seconds: float
+    warnings: list[str] = field(default_factory=list)
+    job: dict = field(default_factory=dict)  # Ray: what ray_engine.run_job reports (tiles, resumed, workers)
+    relax: list[str] = field(default_factory=list)  # with 0 pairs: counts at nearby thresholds (mine.relax)
+
+    def summary(self) -> str:
+        lines = [f"warning: {w}" for w in self.warnings]
+        if self.job.get("tiles_done_before"):
+            lines.append(f"resumed: {self.job['tiles_done_before']} of {self.job['tiles_wanted']} tiles were "
+                         "already done and were not mined again")
+        lines.append(
+            f"{self.written} pairs written to {self.run_dir / 'pairs.parquet'} "
+            f"({self.images} images; {self.clip_alike} pairs with CLIP >= threshold, "
+            f"{self.in_box} of them with DINOv2 <= threshold; {self.seconds:.1f} s)"
+        )
+        lines.append(f"look at them: {self.run_dir / 'gallery.html'} and {self.run_dir / 'scatter.png'}")
+        if self.written:
+            from vhmine.files import shown_path
+
+            lines.append(f"next: vhmine seed --pairs {shown_path(self.run_dir / 'pairs.parquet')}")
+        return "\n".join(lines + self.relax)
+
+
+def finish_run(run_dir: Path, idx, opts, counts: dict, write_pairs, alike, background, warnings,
+               extra: dict | None = None) -> int:
+    """Write the run folder (both engines): write_pairs(tmp) writes pairs.parquet and pairs.csv into the
+    temporary folder and returns (pairs written, the gallery's rows); then the scatter of `alike` (clip,
+    dino sims of CLIP-alike pairs) over `background`, the gallery, run.json; the folder is swapped in whole.
+    opts: the run's job.MineOptions."""
+    from vhmine.mine.gallery import write_gallery, write_scatter
+
+    name = idx.name
+    tmp = run_dir.parent / f".{run_dir.name}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        written, head = write_pairs(tmp)
+        write_scatter(tmp / "scatter.png", alike[0], alike[1], background, opts.clip, opts.dino, written=written,
+                      title=f"{name}: {counts['clip_alike']} CLIP-alike pairs, {counts['in_box']} in the box")
+        write_gallery(tmp / "gallery.html", head, total=written, title=f"{name}: top pairs",
+                      subtitle=f"CLIP >= {opts.clip:g}, DINOv2 <= {opts.dino:g}; ranked by gap = clip - dino",
+                      progress=opts.progress)
+        run = {
+            "producer": "vhmine mine",
+            "vhmine_version": __version__,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "index": name,
+            "index_folder": str(idx.folder.resolve()),
+            "index_manifest_sha256": sha256_file(idx.folder / "manifest.json"),
+            "clip_threshold": opts.clip,
+            "dino_threshold": opts.dino,
+            "thresholds_inclusive": True,
+            "encoders": idx.manifest.get("encoders", {}),
+            "options": {"max_pairs": opts.max_pairs, "max_per_image": opts.max_per_image, "engine": opts.engine},
+            "counts": {**counts, "written": int(written)},
+            "warnings": warnings,
+            **(extra or {}),
+        }
+        run["files"] = {p.relative_to(tmp).as_posix(): {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
+                        for p in sorted(tmp.rglob("*")) if p.is_file()}
+        (tmp / "run.json").write_text(json.dumps(run, indent=2, default=str), encoding="utf-8")
+        replace_dir(tmp, run_dir, producer="vhmine mine")
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return int(written)
+
+
+def background_sample(n: int, sims, *, seed: int = 0, size: int = 20_000):
+    """Similarities of random pairs (all of them when few), so the plot shows where most pairs lie;
+    sims(i, j) -> (clip sims, dino sims) of those rows."""
+    import numpy as np
+
+    if n * (n - 1) // 2 <= size:  # small collection: every pair
+        i, j = np.triu_indices(n, 1)
+    else:
+        rng = np.random.default_rng(seed)
+        i, j = rng.integers(0, n, size), rng.integers(0, n, size)
+        i, j = i[i != j], j[i != j]
+    return sims(i, j)

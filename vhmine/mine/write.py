@@ -1,0 +1,123 @@
+"""The pairs table of a run, as both engines write it: `pairs_frame` builds the columns, and
+`PairWriter` writes ranked pairs that arrive in chunks (the Ray engine's merge) without holding them all.
+
+Writes, into the run's temporary folder:
+
+    pairs.parquet   one file while the run has at most SHARD_ROWS pairs; past that a folder of
+                    part-NNNNN.parquet shards with the same columns (pandas.read_parquet and pyarrow read
+                    the folder as one table)
+    pairs.csv       one file, appended shard by shard (categories joined with |)
+
+Reads images.parquet, batch by batch, for the image columns of each shard's pairs (`lookup`): the writer's
+memory follows the shard, not the index.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+SHARD_ROWS = 1_000_000
+_IMAGE_COLUMNS = ["image_id", "sha256", "path", "coco_id", "categories"]
+
+
+def pairs_frame(first_rank: int, side_a: dict, side_b: dict, clip_sim, dino_sim, gap):
+    """The pairs table's columns in their order; side_x holds image_id, sha256, path (absolute), coco_id
+    (an Int64 array) and categories (lists) of each pair's image x."""
+    import pandas as pd
+
+    n = len(clip_sim)
+    cols = {"rank": np.arange(first_rank, first_rank + n, dtype=np.int64)}
+    for key in ("image_id", "sha256", "path"):
+        cols[f"{key}_a"], cols[f"{key}_b"] = side_a[key], side_b[key]
+    cols.update(clip_sim=clip_sim, dino_sim=dino_sim, gap=gap)
+    for s, side in (("a", side_a), ("b", side_b)):
+        cols[f"coco_id_{s}"] = side["coco_id"] if n else pd.array([], dtype="Int64")
+    cols["categories_a"], cols["categories_b"] = side_a["categories"], side_b["categories"]
+    return pd.DataFrame(cols)
+
+
+def side(images, rows, location) -> dict:
+    """The image columns of `rows` of a DataFrame of images.parquet's columns; location(path) -> absolute."""
+    rows = np.asarray(rows, dtype=np.int64)
+    return {"image_id": images["image_id"].to_numpy()[rows], "sha256": images["sha256"].to_numpy()[rows],
+            "path": np.asarray([location(p) for p in images["path"].to_numpy()[rows]], dtype=object),
+            "coco_id": images["coco_id"].array[rows], "categories": [list(images["categories"].iat[k]) for k in rows]}
+
+
+def lookup(images_parquet: Path, rows: np.ndarray):
+    """The image columns of the given sorted unique rows of images.parquet (a DataFrame, one row each),
+    read batch by batch so only those rows are kept."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(images_parquet, buffer_size=1 << 20, pre_buffer=False)  # streamed, not a row group at once
+    names = [c for c in _IMAGE_COLUMNS if c in pf.schema_arrow.names]
+    parts, at = [], 0
+    for batch in pf.iter_batches(batch_size=65_536, columns=names):
+        lo, hi = np.searchsorted(rows, [at, at + batch.num_rows])
+        if hi > lo:
+            parts.append(batch.take(pa.array(rows[lo:hi] - at)))
+        at += batch.num_rows
+    table = pa.Table.from_batches(parts, schema=parts[0].schema if parts else pf.schema_arrow.remove_metadata())
+    frame = table.replace_schema_metadata(pf.schema_arrow.metadata).to_pandas()
+    if "coco_id" not in frame:
+        import pandas as pd
+
+        frame["coco_id"] = pd.array([None] * len(frame), dtype="Int64")
+    return frame
+
+
+class PairWriter:
+    """pairs.parquet (a file, or a folder of shards) and pairs.csv from ranked row chunks (tilejob's
+    ranked dtype: a, b, clip, dino, gap), in order. `head` keeps the first rows for the gallery."""
+
+    def __init__(self, folder: Path, images_parquet: Path, location, *, shard_rows: int | None = None,
+                 head_rows: int = 100):
+        self.folder, self.images, self.location = Path(folder), Path(images_parquet), location
+        self.shard_rows = shard_rows or SHARD_ROWS
+        self.head_rows = head_rows
+        self.pending: list[np.ndarray] = []
+        self.pending_rows = self.written = self.shards = 0
+        self.head = None
+
+    def add(self, rows: np.ndarray) -> None:
+        while len(rows):
+            room = self.shard_rows - self.pending_rows
+            self.pending.append(rows[:room])
+            self.pending_rows += len(rows[:room])
+            rows = rows[room:]
+            if self.pending_rows == self.shard_rows:
+                self._flush(final=False)
+
+    def close(self) -> int:
+        if self.pending_rows or not self.shards:
+            self._flush(final=True)
+        return self.written
+
+    def _flush(self, *, final: bool) -> None:
+        rows = np.concatenate(self.pending) if self.pending else np.empty(0, [("a", "<i8"), ("b", "<i8"),
+                                                                               ("clip", "<f8"), ("dino", "<f8"),
+                                                                               ("gap", "<f8")])
+        self.pending, self.pending_rows = [], 0
+        need = np.unique(np.concatenate([rows["a"], rows["b"]]))
+        meta = lookup(self.images, need)
+        frame = pairs_frame(self.written + 1, side(meta, np.searchsorted(need, rows["a"]), self.location),
+                            side(meta, np.searchsorted(need, rows["b"]), self.location),
+                            np.asarray(rows["clip"]), np.asarray(rows["dino"]), np.asarray(rows["gap"]))
+        if self.head is None:
+            self.head = frame.head(self.head_rows)
+        single = self.folder / "pairs.parquet"
+        if final and not self.shards:
+            frame.to_parquet(single, index=False)  # the whole run in one shard: the local engine's file
+        else:
+            shard_dir = single
+            shard_dir.mkdir(exist_ok=True)
+            frame.to_parquet(shard_dir / f"part-{self.shards:05d}.parquet", index=False)
+        csv = frame.copy()
+        for col in ("categories_a", "categories_b"):
+            csv[col] = ["|".join(c) for c in csv[col]]
+        csv.to_csv(self.folder / "pairs.csv", index=False, mode="a" if self.shards else "w", header=not self.shards)
+        self.shards += 1
+        self.written += len(frame)
