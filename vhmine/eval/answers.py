@@ -36,12 +36,10 @@ DEFAULT_RULE = "vhtest"
 
 
 def _vhtest(answer: str) -> Optional[bool]:
-    text = (answer or "").strip()
-    if text[:3].lower() == "yes":  # VHTest slices first, then lower-cases
-        return True
-    if text[:2].lower() == "no":
-        return False
-    return None
+    # the one copy of VHTest's classify_response: the one the harness exports embed
+    from vhmine.formats.harness_rules import read_yes_no
+
+    return read_yes_no(answer)
 
 
 def _firstword(answer: str) -> Optional[bool]:
