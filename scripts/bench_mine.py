@@ -2,14 +2,20 @@
 
 Baselines: faiss IndexFlatIP + range_search, and the strongest simple one, blocked upper-triangle
 float32 products (torch matmul per block, the same candidate extraction, the same exact float64
-re-check: simsearch.BlockMiner with products="float32"). Data sets (--data):
+re-check: products.BlockMiner with products="float32"). Data sets (--data):
 
 - random: random-plus-clustered unit vectors (some clusters tight enough that many pairs have CLIP
   cosine >= --clip, with DINOv2 vectors that disagree inside some clusters);
 - clip: the same clusters shaped like real CLIP embeddings: a few dimensions 10-30x larger than the
   rest and of one sign in every row (so unrelated images sit near cosine 0.5, as CLIP's do), then
   L2-normalised. The int8 quantisation step follows the largest component, so its margin is widest
-  here unless the rows are rotated first (simsearch.fast_pass decides).
+  here unless the rows are rotated first (quantise.fast_pass decides).
+
+Also timed: the int8 floor, the blocked int8 products alone (torch._int_mm over the same upper-triangle
+blocks, same device and block size, on the same already-quantised rows, into one reused buffer; no
+candidate extraction, no re-check), right before and right after each run of vhmine's miner (the
+median of those is the floor: the load of a shared machine drifts). vhmine's time over it is the
+miner's whole overhead: quantisation, candidate search, re-check.
 
 Prints, per data set, each method's time, pairs and peak RSS growth, vhmine's candidate count and
 margin, the ratios, and whether all pair sets are identical. Reads and writes no files.
@@ -21,15 +27,16 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import threading
 import time
 from contextlib import contextmanager
 
 import numpy as np
 
-from vhmine.mine.simsearch import (
-    BlockMiner, PairSet, assert_same_pairs, fast_pass, find_pairs, merge, pair_sims, tiles,
-)
+from vhmine.mine.products import BlockMiner, tiles
+from vhmine.mine.quantise import fast_pass
+from vhmine.mine.simsearch import PairSet, assert_same_pairs, block_rows, find_pairs, merge, pair_sims
 
 
 def make_vectors(n: int, dim: int, dino_dim: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -94,6 +101,38 @@ def float32_pairs(clip, dino, clip_min: float, dino_max: float, device: str | No
     return merge(found)
 
 
+def int8_floor(clip, clip_min: float, rotated: bool, device: str | None, block_size: int | None):
+    """A function that times the int8 floor: find_pairs' blocks (block size, upper triangle, device) as
+    torch._int_mm products of the rows fast_pass quantised (as the miner did, quantised here untimed)
+    into one reused buffer, and nothing else, in torch's threads. Returns seconds. (On a CPU the miner
+    computes the same blocks in pieces, and skips the pieces of a diagonal block that hold only pairs
+    below the diagonal: at N = 50,000 and 8192-row blocks it computes 90% of the floor's products.)"""
+    import torch
+
+    from vhmine.embed.encoders import resolve_device
+
+    dev = resolve_device(device)
+    fp = fast_pass(clip, clip_min, rotate=rotated)
+    q = torch.from_numpy(fp.q).to(dev)
+    block = min(block_rows(block_size, dev.type), len(q))
+    buf = torch.empty(block * block, dtype=torch.int32, device=dev)
+    blocks = tiles(len(q), block)
+
+    def run() -> float:
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            for r, c in blocks:
+                x, y = q[r:r + block], q[c:c + block]
+                torch._int_mm(x, y.T, out=buf[:len(x) * len(y)].view(len(x), len(y)))
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+        return time.perf_counter() - t0
+
+    return run
+
+
 def faiss_pairs(clip: np.ndarray, dino: np.ndarray, clip_min: float, dino_max: float) -> PairSet:
     """The baseline: exhaustive range search in float32, radius just below clip_min (range_search keeps
     sim > radius, and float32 sums of d products err by at most d * 2**-24), then i < j, >= clip_min
@@ -116,29 +155,43 @@ def faiss_pairs(clip: np.ndarray, dino: np.ndarray, clip_min: float, dino_max: f
     return PairSet(i[keep][order], j[keep][order], c[keep][order], d[keep][order])
 
 
+def _rss_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise OSError(f"{field} not in /proc/self/status")
+
+
 @contextmanager
 def peak_rss(result: dict):
-    """Samples /proc/self/statm every 5 ms; result['growth'] = peak RSS minus RSS at entry, in bytes."""
-    page = os.sysconf("SC_PAGE_SIZE")
-
-    def rss() -> int:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * page
-
-    start, peak, stop = rss(), [0], threading.Event()
+    """result['growth'] = peak RSS minus RSS at entry, in bytes: the kernel's own peak (VmHWM), reset at
+    entry through /proc/self/clear_refs, so nothing runs beside the timed code (a thread sampling RSS
+    every few ms took 3% of the miner's time). Where the reset is refused, samples every 5 ms instead."""
+    start = _rss_kib("VmRSS")
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        sampled = False
+    except OSError:
+        sampled = True
+    peak, stop = [0], threading.Event()
 
     def sample():
         while not stop.wait(0.005):
-            peak[0] = max(peak[0], rss())
+            peak[0] = max(peak[0], _rss_kib("VmRSS"))
 
     t = threading.Thread(target=sample, daemon=True)
-    t.start()
+    if sampled:
+        t.start()
     try:
         yield
     finally:
         stop.set()
-        t.join()
-        result["growth"] = max(peak[0], rss()) - start
+        if sampled:
+            t.join()
+        top = max(peak[0], _rss_kib("VmRSS")) if sampled else _rss_kib("VmHWM")
+        result["growth"] = max(0, top - start) * 1024
 
 
 def timed(label: str, fn):
@@ -155,13 +208,24 @@ def run(name: str, clip, dino, args) -> dict:
     print(f"\n== {name}: n={len(clip):,} clip dim={clip.shape[1]} dino dim={dino.shape[1]} seed={args.seed} "
           f"--clip {args.clip} --dino {args.dino}", flush=True)
     st: dict = {}
-    mine, t_mine = timed("vhmine find_pairs", lambda: find_pairs(
-        clip, dino, args.clip, args.dino, device=args.device, block_size=args.block_size, stats=st))
+    floor = int8_floor(clip, args.clip, fast_pass(clip, args.clip).rotated, args.device, args.block_size)
+    floor()  # warm: the miner below runs on a warm kernel too (its first block is no warmer than this)
+    floors, mines = [floor()], []
+    for _ in range(args.repeat):  # the floor right before and after each run of the miner
+        mine, t = timed("vhmine find_pairs", lambda: find_pairs(
+            clip, dino, args.clip, args.dino, device=args.device, block_size=args.block_size, stats=st))
+        mines.append(t)
+        floors.append(floor())
+    t_mine, t_floor = statistics.median(mines), statistics.median(floors)
+    print(f"int8 floor (the same blocks' torch._int_mm alone): {t_floor:.2f} s (median of "
+          f"{', '.join(f'{f:.2f}' for f in floors)} s; load average {os.getloadavg()[0]:.2f})", flush=True)
     other = fast_pass(clip, args.clip, rotate=not st["rotated"])  # what the other choice would give (untimed)
     print(f"  fast pass: {st['candidates']:,} candidates, margin {st['margin']:.4f}, rotated: {st['rotated']} "
           f"(margin {'without' if st['rotated'] else 'with'} rotation: {other.margin:.4f})")
-    out = {"data": name, "vhmine_s": t_mine, **st}
+    out = {"data": name, "vhmine_s": t_mine, "floor_s": t_floor, **st}
     if args.no_baselines:
+        print(f"ratio (vhmine {t_mine:.2f} s, int8 floor {t_floor:.2f} s), vs int8 floor: {t_mine / t_floor:.2f} x",
+              flush=True)
         return out
     fst: dict = {}
     f32, t_f32 = timed("blocked float32 products", lambda: float32_pairs(
@@ -176,7 +240,8 @@ def run(name: str, clip, dino, args) -> dict:
             print(f"pair sets differ (vhmine vs {label}): {err}")
             same = False
     print(f"ratio vs faiss: {t_base / t_mine:.2f}x, vs blocked float32: {t_f32 / t_mine:.2f}x "
-          f"(vhmine {t_mine:.2f} s, float32 {t_f32:.2f} s, faiss {t_base:.2f} s), pairs identical: {same}", flush=True)
+          f"(vhmine {t_mine:.2f} s, float32 {t_f32:.2f} s, faiss {t_base:.2f} s, int8 floor {t_floor:.2f} s), "
+          f"pairs identical: {same}, vs int8 floor: {t_mine / t_floor:.2f} x", flush=True)
     return {**out, "float32_s": t_f32, "faiss_s": t_base, "identical": same}
 
 
@@ -191,8 +256,10 @@ def main() -> None:
     ap.add_argument("--block-size", type=int, default=None)
     ap.add_argument("--clip", type=float, default=0.9)
     ap.add_argument("--dino", type=float, default=0.55)
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run vhmine's miner this many times (its median time against the floors' median)")
     ap.add_argument("--no-baselines", "--no-faiss", action="store_true",
-                    help="time find_pairs only (e.g. a memory check at large N)")
+                    help="time find_pairs and the int8 floor only (e.g. a memory check at large N)")
     args = ap.parse_args()
 
     import faiss  # noqa: F401  (imported before the clocks start: import time is not search time)

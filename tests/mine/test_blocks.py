@@ -28,9 +28,9 @@ def data(n, d, e, seed, spiky=False):
 
 
 def scanned(clip, chunk):
-    parts = [scan_block(clip[s:s + chunk]) for s in range(0, len(clip), chunk)]
-    return Quantiser.from_scan(clip.shape[1], max(p[0] for p in parts), max(p[1] for p in parts),
-                               clip[sample_rows(len(clip))])
+    dims = Quantiser.choose(clip[sample_rows(len(clip))])
+    amax = max(scan_block(clip[s:s + chunk], dims) for s in range(0, len(clip), chunk))
+    return Quantiser.from_scan(clip.shape[1], amax, dims)
 
 
 @pytest.mark.parametrize("spiky", [False, True])
@@ -46,10 +46,12 @@ def test_a_chunked_scan_fixes_fast_pass_quantisation(spiky):
         q.append(qb[:len(clip[s:s + 700])])
         stats = stats | st
     thresh, err = threshold(qz, stats, 0.9)
-    # rotated rows are float32 products, whose rounding depends on the chunk they are computed in: the
-    # residuals (and so the bound) move in the 8th digit, the integer threshold not at all
+    # the same scale, and (quantise's functions on the same chunks) the same bound and threshold; turned
+    # rows are float32 products, whose rounding may depend on the chunk they are computed in: there the
+    # residuals (and so the bound) may move in the 8th digit, the integer threshold not at all
+    assert qz.scale == fp.scale
     assert thresh == fp.thresh and err == pytest.approx(fp.margin, rel=1e-6 if spiky else 1e-15)
-    if not spiky:  # no rotation: no float32 product whose rounding could depend on the chunk
+    if not spiky:  # no turn: no float32 product whose rounding could depend on the chunk
         assert np.array_equal(np.concatenate(q), fp.q[:len(clip)])
 
 
@@ -73,3 +75,32 @@ def test_tiles_from_two_blocks_give_the_brute_force_pairs(spiky, side, clip_min,
         assert_same_pairs(got, ref, atol=0.0)
         local = find_pairs(clip, dino, cmin, dino_max, device="cpu")
         assert np.array_equal(got.clip_sim, local.clip_sim) and np.array_equal(got.dino_sim, local.dino_sim)
+
+
+def test_a_recorded_quantiser_round_trips_and_an_older_one_asks_for_a_new_scan():
+    clip, _ = data(600, 48, 8, 3, spiky=True)
+    qz = scanned(clip, 200)
+    assert qz.rotated and qz.dims  # the spikes are spread
+    import json
+
+    again = Quantiser.from_dict(json.loads(json.dumps(qz.as_dict())))  # as job.json holds it
+    assert again == qz and hash(again) == hash(qz)  # (tiletask caches blocks by it)
+    # an older vhmine recorded whether rows were rotated by a dense rotation, not which dimensions
+    assert Quantiser.from_dict({"dim": 48, "scale": qz.scale, "qmax": qz.qmax, "rotated": True}) is None
+
+
+@pytest.mark.parametrize("spiky", [False, True])
+def test_rows_beyond_the_recorded_scale_are_clipped_and_the_bound_still_holds(spiky):
+    """A block whose rows reach past the scan's largest component (rows the scan did not see, or a turn
+    rounded differently) saturates at +-qmax; the measured residual keeps the bound true."""
+    clip, _ = data(400, 32, 8, 4, spiky)
+    qz = scanned(clip[:100], 100)  # the scale of the first 100 rows only
+    coarse = Quantiser(qz.dim, qz.scale / 1.7, qz.qmax, qz.dims)  # and finer: most rows overflow it
+    q, stats = quantise_block(clip, coarse)
+    assert np.abs(q).max() == qz.qmax  # saturated, not wrapped around in int8
+    _, err = threshold(coarse, stats, 0.9)
+    qi = q[:len(clip)].astype(np.int64)
+    approx = coarse.scale**2 * (qi @ qi.T)
+    exact = clip.astype(np.float64) @ clip.astype(np.float64).T
+    assert np.abs(exact - approx).max() <= err
+    assert err > np.abs(exact - approx).max() / 50  # (a bound, not a blanket)

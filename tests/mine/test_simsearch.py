@@ -1,4 +1,5 @@
-"""vhmine.mine.simsearch: find_pairs equals the float64 brute force exactly, boundaries included."""
+"""vhmine.mine.simsearch (and quantise, products, recheck): find_pairs equals the float64 brute force
+exactly, boundaries included."""
 
 import math
 import subprocess
@@ -48,7 +49,7 @@ def test_pair_sims_is_the_float64_inner_product_whatever_the_batch():
 
 @pytest.mark.parametrize("spike", [False, True])
 def test_quantisation_error_bound_covers_every_product(spike):
-    from vhmine.mine.simsearch import _quantise
+    from vhmine.mine.quantise import _quantise
 
     x, _ = clustered(300, 768, 4, 0)
     if spike:  # one large component sets a coarse scale for every row
@@ -233,7 +234,7 @@ def test_spiky_sets_match_brute_force_rotated_or_not(rotate, seed):
 
 
 def test_rotation_narrows_the_margin_on_spiky_rows_and_is_skipped_on_even_ones():
-    from vhmine.mine.simsearch import fast_pass
+    from vhmine.mine.quantise import fast_pass
 
     clip, _ = spiky(2000, 768, 4, 3)
     plain, turned = fast_pass(clip, 0.9, rotate=False), fast_pass(clip, 0.9, rotate=True)
@@ -245,7 +246,7 @@ def test_rotation_narrows_the_margin_on_spiky_rows_and_is_skipped_on_even_ones()
 
 @pytest.mark.parametrize("data", ["spiky", "even"])
 def test_rotated_quantisation_bound_covers_every_product(data):
-    from vhmine.mine.simsearch import _quantise, rotation
+    from vhmine.mine.quantise import _quantise, rotation
 
     x, _ = (spiky if data == "spiky" else clustered)(300, 768, 4, 4)
     x[5] = 0  # a row whose rotation is exactly zero, and one unit spike
@@ -258,8 +259,128 @@ def test_rotated_quantisation_bound_covers_every_product(data):
 
 
 def test_rotation_is_seeded_and_orthogonal():
-    from vhmine.mine.simsearch import rotation
+    from vhmine.mine.quantise import rotation
 
     m = rotation(96)
     assert m.dtype == np.float32 and np.array_equal(m, rotation(96))
     assert np.abs(m.astype(np.float64) @ m.T.astype(np.float64) - np.eye(96)).max() < 1e-6
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_threaded_and_sequential_cpu_mining_match_brute_force(workers):
+    clip, dino = clustered(1500, 64, 32, 11)
+    want = brute_force_pairs(clip, dino, 0.9, 0.55)
+    assert len(want) > 10
+    for block in (64, 320, 4096):
+        got = find_pairs(clip, dino, 0.9, 0.55, block_size=block, device="cpu", workers=workers)
+        assert_same_pairs(got, want)
+        assert np.array_equal(got.clip_sim, want.clip_sim) and np.array_equal(got.dino_sim, want.dino_sim)
+
+
+def test_threaded_mining_restores_torch_threads_and_names_too_many_candidates():
+    import torch
+
+    before = torch.get_num_threads()
+    clip, dino = random_set(300, 8, 4, 0)
+    with pytest.raises(InputError, match="more than the limit of 1,000 candidates"):
+        find_pairs(clip, dino, 0.1, max_candidates=1000, block_size=64, workers=2)
+    assert torch.get_num_threads() == before
+
+
+def test_fast_pass_thresholds_bracket_every_pair():
+    """Every pair at or above clip_min reaches thresh; every pair at or above sure is at or above clip_min."""
+    from vhmine.mine.quantise import fast_pass
+
+    for clip in (clustered(400, 96, 4, 5)[0], spiky(400, 96, 4, 5)[0]):
+        i, j = np.triu_indices(len(clip), k=1)
+        sims = pair_sims(clip, i, j)
+        for clip_min in (0.5, 0.9, float(np.sort(sims)[-20])):
+            fp = fast_pass(clip, clip_min)
+            qi = fp.q[:len(clip)].astype(np.int64)
+            prod = (qi @ qi.T)[i, j]
+            assert (prod[sims >= clip_min] >= fp.thresh).all()
+            assert (sims[prod >= fp.sure] >= clip_min).all()
+            assert fp.thresh <= fp.sure
+            assert np.abs(sims - fp.scale**2 * prod).max() <= fp.margin
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_spread_is_orthogonal_spreads_dominant_dimensions_and_its_bound_holds(seed):
+    from vhmine.mine.quantise import _dominant_dims, _quantise, spread
+
+    x, _ = spiky(300, 768, 4, seed)
+    dims = _dominant_dims(x, force=False)
+    assert set(dims) == {3, 11, 40}  # spiky()'s three dimensions, and only those
+    sp = spread(768, dims)
+    m = np.eye(768) - sp.p.astype(np.float64) @ sp.q.T.astype(np.float64)
+    assert np.abs(m.T @ m - np.eye(768)).max() < 1e-6 and sp.orth < 1e-5
+    z = np.empty_like(x)
+    sp(x, z)
+    assert np.abs(z - x.astype(np.float64) @ m.T).max() <= sp.gamma  # each row has norm 1
+    assert np.abs(z).max() < np.abs(x).max() / 3
+    x[5] = 0  # a zero row and a unit spike
+    x[6] = 0
+    x[6, 3] = 1
+    q, scale, err = _quantise(x, 127, 320, sp)
+    qi = q[:300, :768].astype(np.int64)
+    gap = np.abs(x.astype(np.float64) @ x.T.astype(np.float64) - scale**2 * (qi @ qi.T))
+    assert gap.max() <= err < 0.05
+    assert _dominant_dims(clustered(300, 768, 4, seed)[0], force=False) == ()
+    assert len(_dominant_dims(clustered(300, 768, 4, seed)[0], force=True)) == 1
+
+
+def test_recheck_with_or_without_products_gives_the_same_pairs():
+    import torch
+
+    from vhmine.mine.products import BlockMiner
+    from vhmine.mine.quantise import fast_pass
+
+    clip, dino = clustered(700, 48, 16, 4)
+    fp = fast_pass(clip, 0.9)
+    q = torch.from_numpy(fp.q)
+    m = BlockMiner(clip, dino, 0.9, 0.55, fp.thresh, len(clip), device=torch.device("cpu"), block=len(q),
+                   width=q.shape[1], sure=fp.sure)
+    i, j, p = m.search(q, q, 0, 0)
+    assert (p >= fp.sure).any() and (p < fp.sure).any()  # both paths taken
+    a, b = m.recheck(i, j, p), m.recheck(i, j)
+    want = brute_force_pairs(clip, dino, 0.9, 0.55)
+    for got in (a, b):
+        assert_same_pairs(PairSet(*got), want)
+
+
+def test_huge_finite_values_are_not_taken_for_nan():
+    from vhmine.mine.simsearch import _check
+
+    clip, dino = random_set(10, 8, 4, 0)
+    clip[2] = 3e19  # squares overflow float32, values do not
+    _check(clip, dino)
+    clip[4, 1] = np.inf
+    with pytest.raises(InputError, match="clip row 4 has NaN or infinite values \\(1 rows in all\\)"):
+        _check(clip, dino)
+
+
+@pytest.mark.parametrize("chunk, cols", [(64, 64), (128, 192), (192, 320), (None, None)])
+def test_block_search_finds_every_product_at_or_above_thresh_however_the_block_is_cut(chunk, cols):
+    import torch
+
+    from vhmine.mine.products import BlockMiner
+    from vhmine.mine.quantise import fast_pass
+
+    clip, dino = clustered(900, 48, 16, 6)
+    fp = fast_pass(clip, 0.8)
+    q = torch.from_numpy(fp.q)
+    qi = fp.q.astype(np.int64)
+    full = qi @ qi.T
+    m = BlockMiner(clip, dino, 0.8, 0.55, fp.thresh, len(clip), device=torch.device("cpu"), block=448,
+                   width=q.shape[1], sure=fp.sure, span=448, chunk=chunk, cols=cols)
+    # a diagonal block, one off it, the padded last one, and rows from within a diagonal block (as a
+    # thread takes them), whose columns left of their first row hold only pairs with j < i
+    for r, c, rows in ((0, 0, 448), (0, 448, 448), (448, 448, 448), (192, 0, 256), (320, 0, 128)):
+        x, y = q[r:r + rows], q[c:c + 448]
+        i, j, p = m.search(x, y, r, c)
+        a, b = np.nonzero(full[r:r + len(x), c:c + len(y)] >= fp.thresh)
+        a, b = a + r, b + c
+        keep = (a < b) & (b < len(clip))
+        assert sorted(zip(i.tolist(), j.tolist())) == sorted(zip(a[keep].tolist(), b[keep].tolist()))
+        assert np.array_equal(p, full[i, j])
+        assert len(i) > 0

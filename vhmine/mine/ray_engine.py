@@ -39,7 +39,9 @@ from pathlib import Path
 import numpy as np
 
 from vhmine.errors import InputError, VhmineError
-from vhmine.mine.simsearch import _ALIGN, _EMPTY, PairSet, _check, block_bytes, merge
+from vhmine.mine.products import block_bytes
+from vhmine.mine.quantise import _ALIGN
+from vhmine.mine.simsearch import _EMPTY, PairSet, _check, merge
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +173,7 @@ def probe_nodes(ray, rows, timeout: float = PROBE_TIMEOUT) -> list[str]:
 
 def scan(ray, rows, side: int, rotate: bool | None, progress: bool, local=None):
     """The streaming pass: the Quantiser of every row, from one task per chunk of `side` rows (the
-    rotation's sample is read by the driver, from `local`: its own view of the index)."""
+    turn's sample is read by the driver, from `local`: its own view of the index)."""
     from tqdm import tqdm
 
     from vhmine.mine import tiletask
@@ -180,18 +182,18 @@ def scan(ray, rows, side: int, rotate: bool | None, progress: bool, local=None):
     task = ray.remote(tiletask.scan_chunk).options(num_cpus=1, max_retries=MAX_RETRIES,
                                                    memory=16 * side * rows.clip.dim)
     starts = list(range(0, rows.n, side))
-    xmax = zmax = 0.0
+    dims = Quantiser.choose((local or rows).clip.take(sample_rows(rows.n)), rotate)
+    amax = 0.0
     inflight, at = [], 0
     with tqdm(total=len(starts), desc="scanning rows (ray)", unit="chunk", disable=not progress) as bar:
         while at < len(starts) or inflight:
             while at < len(starts) and len(inflight) < 2 * slots(ray, "cpu") + 2:
-                inflight.append(task.remote(rows, starts[at], starts[at] + side))
+                inflight.append(task.remote(rows, starts[at], starts[at] + side, dims))
                 at += 1
             done, inflight = ray.wait(inflight, num_returns=1)
-            x, z = ray.get(done[0])
-            xmax, zmax = max(xmax, x), max(zmax, z)
+            amax = max(amax, ray.get(done[0]))
             bar.update(1)
-    return Quantiser.from_scan(rows.clip.dim, xmax, zmax, (local or rows).clip.take(sample_rows(rows.n)), rotate)
+    return Quantiser.from_scan(rows.clip.dim, amax, dims)
 
 
 def run_job(ray, rows, job, *, side: int, clip_min: float, dino_max: float, ranked: bool, top: int | None = None,
@@ -212,9 +214,8 @@ def run_job(ray, rows, job, *, side: int, clip_min: float, dino_max: float, rank
     wanted = range(len(tri)) if only is None else sorted({int(k) for k in only if 0 <= int(k) < len(tri)})
     before = {k for k in wanted if k in job.done}
     nodes = probe_nodes(ray, rows)
-    if "quantiser" in job.job:
-        qz = Quantiser(**job.job["quantiser"])
-    else:
+    qz = Quantiser.from_dict(job.job["quantiser"]) if "quantiser" in job.job else None
+    if qz is None:
         qz = scan(ray, rows, side, rotate, progress, local)
         job.save(quantiser=qz.as_dict())
     host = tile_bytes(side, rows.clip.dim, rows.dino.dim)

@@ -3,7 +3,7 @@ row range (embed.rows.IndexRows: positioned reads on a shared filesystem, or byt
 compute (mine.blocks), and return its result to the driver. Writes no files; the driver records results
 (mine.tilejob). Nothing here holds more than two row blocks, so a task's memory does not grow with N.
 
-- scan_chunk: the streaming pass over one chunk of rows (max |x|, max |R x|);
+- scan_chunk: the streaming pass over one chunk of rows (their largest turned component);
 - mine_tile: one tile's pairs, ranked (oriented by image id, sorted in rank order, cut to the tile's own
   top list when only --max-pairs caps the run) or plain (rows and sims, for in-memory jobs);
 - probe: that this node can import vhmine and read the index;
@@ -18,7 +18,9 @@ from collections import OrderedDict
 
 import numpy as np
 
-from vhmine.mine.blocks import BlockStats, Quantiser, exact_pairs, quantise_block, scan_block, threshold, tile_candidates
+from vhmine.mine.blocks import (
+    BlockStats, Quantiser, exact_pairs, quantise_block, sample_rows, scan_block, threshold, tile_candidates,
+)
 
 CRASH_MARKER_ENV = "VHMINE_MINE_CRASH_MARKER"  # fault tests: the first tile task to start dies (os._exit)
 _CACHE_BLOCKS = 3  # quantised blocks kept per worker: tiles of one row share their row block
@@ -47,8 +49,8 @@ def _where() -> dict:
     return {"node": node, "pid": os.getpid()}
 
 
-def scan_chunk(rows, start: int, stop: int) -> tuple[float, float]:
-    return scan_block(rows.clip.read(start, stop))
+def scan_chunk(rows, start: int, stop: int, dims: tuple[int, ...] = ()) -> float:
+    return scan_block(rows.clip.read(start, stop), dims)
 
 
 def _block(rows, qz: Quantiser, start: int, side: int) -> tuple[np.ndarray, BlockStats]:
@@ -147,9 +149,9 @@ def sample_tile(rows, r: int, c: int, side: int, clip_min: float, device: str = 
     t0 = time.perf_counter()
     xa = rows.clip.read(r, r + side)
     xb = xa if r == c else rows.clip.read(c, c + side)
-    xmax, zmax = (max(u, v) for u, v in zip(scan_block(xa), scan_block(xb)))
+    dims = Quantiser.choose(xa[sample_rows(len(xa))])
+    qz = Quantiser.from_scan(rows.clip.dim, max(scan_block(xa, dims), scan_block(xb, dims)), dims)
     t_scan = time.perf_counter() - t0
-    qz = Quantiser.from_scan(rows.clip.dim, xmax, zmax, xa[:: max(1, len(xa) // 4096)])
     qa, sa = quantise_block(xa, qz)
     qb, sb = (qa, sa) if r == c else quantise_block(xb, qz)
     thresh, _ = threshold(qz, sa | sb, clip_min)

@@ -1,0 +1,138 @@
+"""One block of the upper triangle on one device: the integer (or float32) products of two row blocks,
+the pairs whose product reaches the fast pass's threshold (candidates), and their exact re-check
+(BlockMiner). find_pairs runs every block through it in one process, vhmine.mine.blocks one tile per
+Ray task. Reads the tensors it is given; writes nothing.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from vhmine.mine.quantise import _ALIGN
+from vhmine.mine.recheck import _screened_recheck
+
+_SEG = 64  # columns per segment in the two-level candidate search; divides _ALIGN
+_ROWS, _COLS = 1024, 1024  # a CPU's products come in pieces of this many rows by columns (4 MiB of int32:
+# measured at N = 50,000 on a 2-core EPYC, 2-4% faster than 2048 x 1024, and a diagonal block skips more)
+
+
+def _int_matmul(torch, device, d: int):
+    """An exact integer matmul (a @ b.T into out) on `device` and its output dtype: torch._int_mm where
+    it is present and checks out, else float32 matmul, which is exact here too (every operand and
+    partial sum is an integer below 2**24, so TF32 or bf16-input modes cannot round them either).
+
+    Why int8: on a 2-core AVX512-VNNI CPU, _int_mm ran about 2x a bf16 matmul and 5x float32, and
+    being exact it leaves the quantisation error as the only error to bound.
+    """
+    p = np.random.default_rng(0).integers(-127, 128, (_ALIGN, d))
+    p[0], p[1] = 127, -127  # all-extreme rows catch kernels that saturate 16-bit intermediates
+    probe = torch.from_numpy(p.astype(np.int8)).to(device)
+    try:
+        if np.array_equal(torch._int_mm(probe, probe.T).cpu().numpy(), p @ p.T):
+            return (lambda a, b, out: torch._int_mm(a, b.T, out=out)), torch.int32
+    except (RuntimeError, AttributeError, NotImplementedError):
+        pass
+    return _float_matmul(torch), torch.float32
+
+
+def _float_matmul(torch):
+    return lambda a, b, out: torch.mm(a.float(), b.float().T, out=out)
+
+
+def tiles(rows: int, block: int) -> list[tuple[int, int]]:
+    """First rows of the (row block, column block) pairs of the upper triangle, column block >= row block."""
+    starts = range(0, rows, block)
+    return [(r, c) for r in starts for c in starts if c >= r]
+
+
+def block_bytes(block: int, width: int) -> int:
+    """Working memory of one block besides its candidates: the product (4 bytes a cell; on a CPU,
+    which holds a _ROWS x _COLS piece of it at a time, an upper bound), the segment maxima and their
+    mask, and a copy of both row blocks."""
+    return math.ceil(4.25 * block * block) + 2 * block * width
+
+
+class BlockMiner:
+    """One block of the upper triangle on one device: the products of two row blocks, the pairs at or
+    above the threshold (candidates), and their exact re-check (_screened_recheck). find_pairs runs
+    every block in one process and vhmine.mine_ray one per Ray task, through this same code.
+
+    products="int8": rows are FastPass.q rows, thresh its integer threshold (exact integer matmul) and
+    sure, when given, FastPass.sure. products="float32": rows are float32 vectors and thresh a float
+    one (the benchmark's baseline).
+    """
+
+    def __init__(self, clip, dino, clip_min, dino_max, thresh, n, *, device, block, width, products="int8",
+                 sure=None, norms=(None, None), span=None, chunk=None, cols=None):
+        import torch
+
+        self.torch, self.device, self.thresh, self.n = torch, device, thresh, n
+        self.clip, self.dino, self.clip_min, self.dino_max = clip, dino, clip_min, dino_max
+        self.norms = norms  # bounds on the largest squared row norms of clip and dino, if known
+        if products == "int8":
+            self.matmul, dtype = _int_matmul(torch, device, width)
+            self.sure = sure
+        else:
+            self.matmul, dtype = _float_matmul(torch), torch.float32
+            self.sure = None
+        # search takes up to `span` rows against up to `block` [default: block]. A CPU computes their
+        # products in pieces of `chunk` rows by `cols` columns [default: _ROWS by _COLS] and searches
+        # each piece while it is still in cache (all at once, the products would go through memory
+        # twice, and one core writes them out no faster than it computes them); a GPU computes and
+        # searches them all at once.
+        self.cpu = torch.device(device).type == "cpu"
+        self.span = min(block, span or block)
+        self.chunk = min(self.span, chunk or _ROWS) if self.cpu else self.span
+        self.cols = min(block, cols or _COLS) if self.cpu else block
+        self.buf = torch.empty(self.chunk * self.cols, dtype=dtype, device=device)  # reused: no page faults
+        self.maxima = torch.empty(self.chunk * self.cols // _SEG, dtype=dtype, device=device)
+        self.dtype = np.int32 if dtype == torch.int32 else np.float32
+
+    def candidates(self, x, y, r: int, c: int) -> tuple[np.ndarray, np.ndarray]:
+        """Pairs (i, j), i < j < n, of rows r + row of x and c + row of y whose product reaches thresh."""
+        i, j, _ = self.search(x, y, r, c)
+        return i, j
+
+    def search(self, x, y, r: int, c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """candidates, and their products."""
+        parts = []
+        for c0 in range(0, len(y), self.cols):
+            # Columns left of row r (rows from within a diagonal block) hold only pairs with j < i: a
+            # piece all left of it is not computed.
+            if c + c0 + self.cols <= r:
+                continue
+            for s in range(0, len(x), self.chunk):
+                parts.append(self._piece(x[s:s + self.chunk], y[c0:c0 + self.cols], r + s, c + c0))
+        parts = [a for a in parts if len(a[0])] or [(np.empty(0, np.int64), np.empty(0, np.int64),
+                                                     np.empty(0, self.dtype))]
+        return parts[0] if len(parts) == 1 else tuple(np.concatenate(a) for a in zip(*parts))
+
+    def _piece(self, x, y, r: int, c: int):
+        """The candidates among the products of rows r.. (x) and c.. (y), one piece."""
+        torch, thresh, nx, ny = self.torch, self.thresh, len(x), len(y)
+        prod = self.matmul(x, y, self.buf[:nx * ny].view(nx, ny))
+        # Two levels: segment maxima read the products once on the device, and only segments holding a
+        # candidate come back to be compared element-wise (a compare + nonzero over all of them costs
+        # twice the int8 matmul on CPU). The small index work is numpy's: no thread-pool stalls.
+        maxima = torch.amax(prod.view(nx, -1, _SEG), 2, out=self.maxima[:nx * ny // _SEG].view(nx, -1))
+        g = np.flatnonzero(maxima.cpu().numpy() >= thresh)
+        if not len(g):
+            return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, self.dtype)
+        if self.cpu:  # numpy's gather, on the same memory: no thread pool to wait for
+            hits = prod.numpy().reshape(-1, _SEG)[g]
+        else:
+            hits = prod.view(-1, _SEG)[torch.from_numpy(g).to(self.device)].cpu().numpy()
+        row, seg = np.divmod(g, ny // _SEG)
+        h = np.flatnonzero(hits >= thresh)
+        h, off = h // _SEG, h % _SEG
+        i, j = row[h] + r, seg[h] * _SEG + off + c
+        keep = (i < j) & (j < self.n)  # upper triangle only on the diagonal block; padding rows out
+        return i[keep], j[keep], hits[h[keep], off[keep]]
+
+    def recheck(self, i, j, products=None):
+        """The candidates (i, j) that pass, exactly: (i, j, clip_sim, dino_sim). products: their
+        products from search, which spare the CLIP re-check of those at or above `sure`."""
+        sure = None if products is None or self.sure is None else products >= self.sure
+        return _screened_recheck(self.clip, self.dino, i, j, self.clip_min, self.dino_max, sure, self.norms)
