@@ -22,7 +22,7 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 import pytest  # noqa: E402
 
-from helpers import copy_photos, embed_options, free_port, ready_store_from_run  # noqa: E402
+from helpers import copy_photos, embed_options, free_port, make_ready_store, ready_store_from_run  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -203,6 +203,18 @@ def pg_url(pg_server):
     with psycopg.connect(host=host, port=port, user="postgres", dbname="postgres", autocommit=True) as c:
         c.execute(f'CREATE DATABASE "{name}"')
     return f"postgresql+psycopg://postgres@{host}:{port}/{name}"
+
+
+@pytest.fixture
+def reviewed_store(tmp_path):
+    """helpers.make_ready_store with two more workers: bob, and carol, an admin (flags and their decisions)."""
+    from vhmine import curate as C
+
+    s = make_ready_store(tmp_path)
+    C.add_worker(s, "bob")
+    C.add_worker(s, "carol", admin=True)
+    yield s
+    s.close()
 
 
 @pytest.fixture

@@ -17,18 +17,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from helpers import make_ready_store  # noqa: E402
 
 
 @pytest.fixture
-def store(tmp_path):
-    from vhmine import curate as C
-
-    s = make_ready_store(tmp_path)
-    C.add_worker(s, "bob")
-    C.add_worker(s, "carol", admin=True)
-    yield s
-    s.close()
+def store(reviewed_store):  # (conftest.py)
+    return reviewed_store
 
 
 ROLES: dict = {}

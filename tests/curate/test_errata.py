@@ -14,14 +14,8 @@ from helpers import make_ready_store  # noqa: E402
 
 
 @pytest.fixture
-def store(tmp_path):
-    from vhmine import curate as C
-
-    s = make_ready_store(tmp_path)
-    C.add_worker(s, "bob")
-    C.add_worker(s, "carol", admin=True)
-    yield s
-    s.close()
+def store(reviewed_store):  # (conftest.py)
+    return reviewed_store
 
 
 def _released_ids(store, tmp_path):
