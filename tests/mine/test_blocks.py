@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from vhmine.mine.blocks import (
-    BlockStats, Quantiser, exact_pairs, quantise_block, sample_rows, scan_block, threshold, tile_candidates,
+    BlockStats, Quantiser, choose_turn, exact_pairs, quantise_block, sample_rows, scan_block, threshold,
+    tile_candidates,
 )
 from vhmine.mine.simsearch import assert_same_pairs, brute_force_pairs, fast_pass, find_pairs, merge
 
@@ -28,7 +29,7 @@ def data(n, d, e, seed, spiky=False):
 
 
 def scanned(clip, chunk):
-    dims = Quantiser.choose(clip[sample_rows(len(clip))])
+    dims = choose_turn(clip[sample_rows(len(clip))])
     amax = max(scan_block(clip[s:s + chunk], dims) for s in range(0, len(clip), chunk))
     return Quantiser.from_scan(clip.shape[1], amax, dims)
 

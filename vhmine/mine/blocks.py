@@ -4,13 +4,14 @@ reads the arrays it is given (tiletask reads them from the index by row range) a
 
 The quantisation is fast_pass's, through the same functions of vhmine.mine.quantise: rows z (z = the
 Spread of the dominant dimensions, when the turn is on, else x) become integers q in [-qmax, qmax] with
-z ~ scale * q. Here the turn is chosen on the driver from fast_pass's even sample of rows, and the scale
-from one streaming pass over every row (`scan_block` per row chunk, merged by `Quantiser.from_scan`),
-before any tile starts: so every block is quantised the same way, in whichever tile and on whichever
-node it is. quantise._quantise's error bound is measured per block (quantise.ChunkStats, combined by max,
-so the bound of a tile covers both its blocks), and each tile's integer threshold follows from its two
-blocks' stats (quantise.thresholds): it provably reaches every pair at or above clip_min. Candidates get
-the float64 re-check through recheck.pair_sims, so a tile's pairs are bit for bit those of find_pairs.
+z ~ scale * q. Here the turn is chosen on the driver from fast_pass's even sample of rows (choose_turn),
+and the scale from one streaming pass over every row (`scan_block` per row chunk, merged by
+`Quantiser.from_scan`), before any tile starts: so every block is quantised the same way, in whichever
+tile and on whichever node it is. quantise._quantise's error bound is measured per block
+(quantise.ChunkStats, combined by max, so the bound of a tile covers both its blocks), and each tile's
+integer threshold follows from its two blocks' stats (quantise.thresholds): it provably reaches every
+pair at or above clip_min. Candidates get the float64 re-check through recheck.pair_sims, so a tile's
+pairs are bit for bit those of find_pairs.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from vhmine.mine.quantise import (
 )
 from vhmine.mine.recheck import pair_sims
 
-__all__ = ["BlockStats", "Quantiser", "exact_pairs", "quantise_block", "sample_rows", "scan_block", "threshold",
-           "tile_candidates"]
+__all__ = ["BlockStats", "Quantiser", "choose_turn", "exact_pairs", "quantise_block", "sample_rows", "scan_block",
+           "threshold", "tile_candidates"]
 
 BlockStats = ChunkStats  # a block's stats: those of its chunks, combined
 
@@ -52,11 +53,6 @@ class Quantiser:
     @property
     def turn(self):
         return spread(self.dim, self.dims) if self.dims else None
-
-    @staticmethod
-    def choose(sample: np.ndarray, rotate: bool | None = None) -> tuple[int, ...]:
-        """fast_pass's choice of turn, from its even sample of the rows (sample_rows)."""
-        return choose_turn(sample, rotate)
 
     @classmethod
     def from_scan(cls, dim: int, amax: float, dims: tuple[int, ...] = ()):

@@ -57,7 +57,7 @@ def block_bytes(block: int, width: int) -> int:
 class BlockMiner:
     """One block of the upper triangle on one device: the products of two row blocks, the pairs at or
     above the threshold (candidates), and their exact re-check (_screened_recheck). find_pairs runs
-    every block in one process and vhmine.mine_ray one per Ray task, through this same code.
+    every block in one process and vhmine.mine.blocks one tile per Ray task, through this same code.
 
     products="int8": rows are FastPass.q rows, thresh its integer threshold (exact integer matmul) and
     sure, when given, FastPass.sure. products="float32": rows are float32 vectors and thresh a float

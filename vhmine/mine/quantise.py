@@ -5,8 +5,9 @@ Real CLIP embeddings have a few dimensions far larger than the rest, which would
 quantisation step for all of them. fast_pass then first turns the rows by an orthogonal map, Spread (a
 few Householder reflections that move each dominant dimension onto a flat direction of its own:
 4 k d operations a row, against d^2 for a dense rotation): inner products stay the same and the step
-shrinks. `rotation` (a seeded dense random rotation) is the other turn _quantise accepts; the Ray
-engine's per-tile quantiser (vhmine.mine.blocks) uses it.
+shrinks. The Ray engine's per-tile quantiser (vhmine.mine.blocks) goes through the same functions.
+_quantise also takes any float32 orthogonal matrix as its turn (`rotation`, a seeded dense random one:
+what the tests check its bound with), measuring how far from orthogonal it is.
 """
 
 from __future__ import annotations
@@ -198,7 +199,7 @@ def chunk_rows(d: int) -> int:
     return max(16, 2**19 // max(d, 1))
 
 
-def choose_turn(sample: np.ndarray, rotate: bool | None) -> tuple[int, ...]:
+def choose_turn(sample: np.ndarray, rotate: bool | None = None) -> tuple[int, ...]:
     """The dimensions fast_pass spreads (`spread`; empty: no turn), judged on an even sample of the rows.
     rotate None: when spreading shrinks the sample's largest component 1.5x or more; True: always
     (at least the largest dimension); False: never."""

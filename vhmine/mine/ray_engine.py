@@ -177,12 +177,12 @@ def scan(ray, rows, side: int, rotate: bool | None, progress: bool, local=None):
     from tqdm import tqdm
 
     from vhmine.mine import tiletask
-    from vhmine.mine.blocks import Quantiser, sample_rows
+    from vhmine.mine.blocks import Quantiser, choose_turn, sample_rows
 
     task = ray.remote(tiletask.scan_chunk).options(num_cpus=1, max_retries=MAX_RETRIES,
                                                    memory=16 * side * rows.clip.dim)
     starts = list(range(0, rows.n, side))
-    dims = Quantiser.choose((local or rows).clip.take(sample_rows(rows.n)), rotate)
+    dims = choose_turn((local or rows).clip.take(sample_rows(rows.n)), rotate)
     amax = 0.0
     inflight, at = [], 0
     with tqdm(total=len(starts), desc="scanning rows (ray)", unit="chunk", disable=not progress) as bar:

@@ -19,7 +19,8 @@ from collections import OrderedDict
 import numpy as np
 
 from vhmine.mine.blocks import (
-    BlockStats, Quantiser, exact_pairs, quantise_block, sample_rows, scan_block, threshold, tile_candidates,
+    BlockStats, Quantiser, choose_turn, exact_pairs, quantise_block, sample_rows, scan_block, threshold,
+    tile_candidates,
 )
 
 CRASH_MARKER_ENV = "VHMINE_MINE_CRASH_MARKER"  # fault tests: the first tile task to start dies (os._exit)
@@ -149,7 +150,7 @@ def sample_tile(rows, r: int, c: int, side: int, clip_min: float, device: str = 
     t0 = time.perf_counter()
     xa = rows.clip.read(r, r + side)
     xb = xa if r == c else rows.clip.read(c, c + side)
-    dims = Quantiser.choose(xa[sample_rows(len(xa))])
+    dims = choose_turn(xa[sample_rows(len(xa))])
     qz = Quantiser.from_scan(rows.clip.dim, max(scan_block(xa, dims), scan_block(xb, dims)), dims)
     t_scan = time.perf_counter() - t0
     qa, sa = quantise_block(xa, qz)
