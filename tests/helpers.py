@@ -19,6 +19,9 @@
 - `write_tiny_bench(tmp_path, questions)`: six items over two random 8 px images (o1, o2 counting OEQ; y1, y2
   counting YNQ; y3, y4 color YNQ) exported in the vlmevalkit format to tmp_path/bench; `questions` overrides
   an item's question by id.
+- `interrupt_when(proc, ready)`: Ctrl-C to a command's process group once `ready()` holds.
+- `canned_lmms(answers)`: an lmms-eval model answering each document from `answers` by its id.
+- `unit_rows(rows)`: rows scaled to unit length (in float64), as float32.
 - `tiny_owlvit(folder)`: a random-weight Owl-ViT (seeded, 64 px input, small weights so that its boxes sit
   near the patches they come from) and its processor, saved with save_pretrained into `folder`.
 """
@@ -428,3 +431,51 @@ def make_index(indexes, name, clip, dino, *, root, categories=None):
         "encoders": {"clip": {"spec": "test-clip", "dim": clip.shape[1]}, "dino": {"spec": "test-dino", "dim": dino.shape[1]}},
     })
     return images
+
+
+# --- a command stopped with Ctrl-C -------------------------------------------------------------------
+
+def interrupt_when(proc, ready, timeout: float = 120, said=None) -> None:
+    """Ctrl-C, as a terminal sends it (SIGINT to the process group of `proc`, started with
+    start_new_session=True), once `ready()` holds. said: what to show if the job ended first [default:
+    that it did]."""
+    import os
+    import signal
+    import time
+
+    deadline = time.time() + timeout
+    while time.time() < deadline and not ready() and proc.poll() is None:
+        time.sleep(0.01)
+    assert proc.poll() is None, said() if said else "the job ended before it could be interrupted"
+    os.killpg(proc.pid, signal.SIGINT)
+
+
+# --- lmms-eval ----------------------------------------------------------------------------------------
+
+def canned_lmms(answers: dict):
+    """An lmms-eval model (lmms_eval.api.model.lmms) that answers each document by its "id" from `answers`,
+    and keeps in `.seen` what it was given for it: (context, visuals). Set `.task_dict` to {task name:
+    dataset} before evaluating, as simple_evaluate does."""
+    from lmms_eval.api.model import lmms
+
+    class Canned(lmms):
+        def __init__(self):
+            super().__init__()
+            self.seen = {}
+
+        def loglikelihood(self, requests):
+            raise NotImplementedError
+
+        def generate_until_multi_round(self, requests):
+            raise NotImplementedError
+
+        def generate_until(self, requests):
+            out = []
+            for r in requests:
+                context, _, doc_to_visual, doc_id, task, split = r.args
+                doc = self.task_dict[task][split][doc_id]
+                self.seen[doc["id"]] = (context, doc_to_visual(doc))
+                out.append(answers[doc["id"]])
+            return out
+
+    return Canned()

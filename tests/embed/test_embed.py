@@ -17,7 +17,7 @@ from PIL import Image
 from PIL import Image as PILImage
 from typer.testing import CliRunner
 
-from helpers import copy_photos, embed_options, sha_of
+from helpers import copy_photos, embed_options, interrupt_when, sha_of
 from vhmine.cli import app
 from vhmine.embed.index import open_index
 from vhmine.embed.job import EmbedOptions, embed_collection
@@ -415,15 +415,6 @@ def test_a_collection_moved_as_a_whole_is_found_at_its_new_place_after_a_rerun(t
     assert all(Path(p).is_file() and Path(p).is_relative_to(new) for p in after.abs_paths())
 
 
-def _interrupt_when(proc, ready, timeout: float = 120) -> None:
-    """Ctrl-C, as a terminal sends it (SIGINT to the process group), once `ready()` holds."""
-    deadline = time.time() + timeout
-    while time.time() < deadline and not ready() and proc.poll() is None:
-        time.sleep(0.01)
-    assert proc.poll() is None, "the job ended before it could be interrupted"
-    os.killpg(proc.pid, signal.SIGINT)
-
-
 def test_ctrl_c_says_how_many_shards_are_kept_and_the_same_command_resumes(tmp_path, tiny_models):
     rng = np.random.default_rng(1)
     images = tmp_path / "imgs"
@@ -437,7 +428,7 @@ def test_ctrl_c_says_how_many_shards_are_kept_and_the_same_command_resumes(tmp_p
     proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     shards = tmp_path / "idx" / "r" / "work" / "shards"
-    _interrupt_when(proc, lambda: len(list(shards.glob("part-*.parquet"))) >= 2)
+    interrupt_when(proc, lambda: len(list(shards.glob("part-*.parquet"))) >= 2)
     out, err = proc.communicate(timeout=120)
     kept = len(list(shards.glob("part-*.parquet")))
     assert proc.returncode == 130, err

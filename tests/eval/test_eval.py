@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from anchors import anchor
-from helpers import answer_details, write_tiny_bench
+from helpers import answer_details, interrupt_when, write_tiny_bench
 from openai_server import API_KEY, chat_images, chat_text, openai_server  # noqa: F401  (fixture)
 from vhmine import formats as F
 from vhmine.errors import EvalError, FormatError, InputError
@@ -348,11 +348,8 @@ def test_eval_ends_by_saying_where_the_report_is(bench_dir, tmp_path, monkeypatc
 
 
 def test_ctrl_c_while_asking_keeps_the_answers_and_the_rerun_asks_only_the_rest(bench_dir, tmp_path, openai_server):
-    import os
-    import signal
     import subprocess
     import sys
-    import time
 
     srv = openai_server
     srv.delay_s = 0.4
@@ -360,11 +357,7 @@ def test_ctrl_c_while_asking_keeps_the_answers_and_the_rerun_asks_only_the_rest(
            "--cache", "cache.db", "--concurrency", "1"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
-    deadline = time.time() + 120
-    while time.time() < deadline and len(srv.chats()) < 3 and proc.poll() is None:
-        time.sleep(0.02)
-    assert proc.poll() is None
-    os.killpg(proc.pid, signal.SIGINT)
+    interrupt_when(proc, lambda: len(srv.chats()) >= 3)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     line = next(ln for ln in err.splitlines() if ln.startswith("interrupted"))

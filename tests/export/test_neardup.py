@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from helpers import write_pairs, write_photos  # noqa: E402
+from helpers import interrupt_when, write_pairs, write_photos  # noqa: E402
 
 TH = ["--dup-clip", "0.999", "--dup-dino", "0.999"]
 
@@ -311,10 +311,7 @@ def test_flags_page_shows_near_duplicates_side_by_side_and_overrules(tmp_path, m
 def test_the_check_shows_a_bar_and_ctrl_c_leaves_no_export(tmp_path, tiny_models):
     """A real `vhmine export` stopped by SIGINT (to its process group, as a terminal's Ctrl-C) while the
     near-duplicate check loads its encoders: one line, exit 130, no folder; the rerun shows the check's bar."""
-    import os
-    import signal
     import subprocess
-    import time
 
     _setup(tmp_path, tiny_models)
     cmd = [sys.executable, "-m", "vhmine.cli", "export", "--out", "benchmarks/b", "--db", "store.db", "--kind", "oeq",
@@ -322,12 +319,7 @@ def test_the_check_shows_a_bar_and_ctrl_c_leaves_no_export(tmp_path, tiny_models
     err_file = tmp_path / "stderr.txt"
     with open(err_file, "w") as err:
         proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
-        deadline = time.time() + 120
-        while time.time() < deadline and "near duplicates: loading encoders" not in err_file.read_text() \
-                and proc.poll() is None:
-            time.sleep(0.01)
-        assert proc.poll() is None, err_file.read_text()
-        os.killpg(proc.pid, signal.SIGINT)
+        interrupt_when(proc, lambda: "near duplicates: loading encoders" in err_file.read_text(), said=err_file.read_text)
         assert proc.wait(timeout=60) == 130, err_file.read_text()
     said = err_file.read_text()
     assert "interrupted: nothing written to benchmarks/b (an export is published whole, at the end; an earlier export " \

@@ -16,12 +16,12 @@ import importlib.util
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
+from helpers import canned_lmms
 from vhmine import formats as F
 from vhmine.eval.answers import parse_yes_no
 from vhmine.bench import BenchItem, Benchmark
@@ -113,34 +113,13 @@ def test_harness_rules_equal_vhmines(tmp_path, bench):
 def lmms_run(bench, tmp_path_factory):
     """The export run by lmms-eval's own TaskManager, get_task_dict and evaluator, with canned answers."""
     from lmms_eval import evaluator
-    from lmms_eval.api.model import lmms
     from lmms_eval.tasks import TaskManager, get_task_dict
 
     folder = tmp_path_factory.mktemp("lmms") / "vh"
     write_benchmark(bench, folder, "lmms-eval")
     task_dict = get_task_dict(["vhmine"], TaskManager(include_path=str(folder)))
 
-    class Canned(lmms):
-        def __init__(self):
-            super().__init__()
-            self.seen = {}
-
-        def loglikelihood(self, requests):
-            raise NotImplementedError
-
-        def generate_until_multi_round(self, requests):
-            raise NotImplementedError
-
-        def generate_until(self, requests):
-            out = []
-            for r in requests:
-                context, _, doc_to_visual, doc_id, task, split = r.args
-                doc = self.task_dict[task][split][doc_id]
-                self.seen[doc["id"]] = (context, doc_to_visual(doc))
-                out.append(CANNED[doc["id"]])
-            return out
-
-    lm = Canned()
+    lm = canned_lmms(CANNED)
     lm.task_dict = {t.config.task: t.dataset for group in task_dict.values() for t in group.values()}
     res = evaluator.evaluate(lm=lm, task_dict=task_dict, bootstrap_iters=0, log_samples=False)
     return folder, res["results"], lm.seen

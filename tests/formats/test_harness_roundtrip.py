@@ -18,6 +18,7 @@ import sys
 
 import pytest
 
+from helpers import canned_lmms
 from test_harness_export import CANNED, _load_py, bench, vlmeval  # noqa: F401  (fixtures)
 from vhmine.eval.job import EvalOptions, evaluate
 from vhmine.export.job import write_benchmark
@@ -57,26 +58,11 @@ def _run_lmms_eval(folder, out, predict_only=False):
     lmms_eval/__main__.py cli_evaluate_single. (simple_evaluate itself is not called: 0.7.3's imports
     `filelock._api`, which filelock 4 removed; the samples it logs come from evaluate and the tracker alone.)"""
     from lmms_eval import evaluator
-    from lmms_eval.api.model import lmms
     from lmms_eval.loggers import EvaluationTracker
     from lmms_eval.tasks import TaskManager, get_task_dict
     from lmms_eval.utils import get_datetime_str
 
-    class Canned(lmms):
-        def loglikelihood(self, requests):
-            raise NotImplementedError
-
-        def generate_until_multi_round(self, requests):
-            raise NotImplementedError
-
-        def generate_until(self, requests):
-            out = []
-            for r in requests:
-                _, _, _, doc_id, task, split = r.args
-                out.append(CANNED[self.task_dict[task][split][doc_id]["id"]])
-            return out
-
-    lm = Canned()
+    lm = canned_lmms(CANNED)
     task_dict = get_task_dict(["vhmine"], TaskManager(include_path=str(folder)))
     for task in (t for group in task_dict.values() for t in group.values()):  # simple_evaluate's _adjust_config
         lm.task_dict[task.config.task] = task.dataset

@@ -6,15 +6,12 @@ import math
 import numpy as np
 import pytest
 
+from helpers import unit_rows
 from vhmine.mine.blocks import (
     BlockStats, Quantiser, choose_turn, exact_pairs, quantise_block, sample_rows, scan_block, threshold,
     tile_candidates,
 )
 from vhmine.mine.simsearch import assert_same_pairs, brute_force_pairs, fast_pass, find_pairs, merge
-
-
-def unit(a):
-    return (a / np.linalg.norm(a, axis=1, keepdims=True)).astype(np.float32)
 
 
 def data(n, d, e, seed, spiky=False):
@@ -25,7 +22,7 @@ def data(n, d, e, seed, spiky=False):
     if spiky:  # a few dimensions far larger than the rest, as in CLIP
         for k, f in zip((1, 7, 20), (10, 15, 25)):
             clip[:, k] = f * (1 + 0.3 * clip[:, k])
-    return unit(clip), unit(dino)
+    return unit_rows(clip), unit_rows(dino)
 
 
 def scanned(clip, chunk):

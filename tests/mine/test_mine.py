@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from vhmine.cli import app
 from vhmine.errors import IndexMissingError, InputError
 from vhmine.mine.job import MineOptions, check_thresholds, mine_index, rank_pairs
-from helpers import make_index, run_vhmine, unit_rows
+from helpers import interrupt_when, make_index, run_vhmine, unit_rows
 
 
 @pytest.fixture()
@@ -245,11 +245,8 @@ def test_no_clip_alike_pair_points_at_a_lower_clip(clustered):
 
 def test_ctrl_c_during_the_search_leaves_no_run_and_says_so(tmp_path):
     """SIGINT to the process group (a terminal's Ctrl-C) while `vhmine mine` multiplies its blocks."""
-    import os
-    import signal
     import subprocess
     import sys
-    import time
 
     from vhmine.embed.index import write_index
 
@@ -267,11 +264,7 @@ def test_ctrl_c_during_the_search_leaves_no_run_and_says_so(tmp_path):
         proc = subprocess.Popen([sys.executable, "-m", "vhmine.cli", "mine", "--index", "big", "--indexes", "idx",
                                  "--device", "cpu"], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=err,
                                 start_new_session=True)
-        deadline = time.time() + 120
-        while time.time() < deadline and "mining pairs" not in err_file.read_text() and proc.poll() is None:
-            time.sleep(0.02)
-        assert proc.poll() is None, err_file.read_text()
-        os.killpg(proc.pid, signal.SIGINT)
+        interrupt_when(proc, lambda: "mining pairs" in err_file.read_text(), said=err_file.read_text)
         assert proc.wait(timeout=120) == 130, err_file.read_text()
     said = err_file.read_text()
     assert "interrupted: no run written (mine publishes its run folder whole, at the end; an earlier run there is as " \

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from helpers import unit_rows
 from vhmine.cli import app
 from vhmine.errors import InputError, VhmineError
 from vhmine.mine.simsearch import assert_same_pairs, brute_force_pairs, find_pairs
@@ -27,10 +28,6 @@ def cluster():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
-
-
-def unit(a):
-    return (a / np.linalg.norm(a, axis=1, keepdims=True)).astype(np.float32)
 
 
 def clustered(n, d, e, seed, spiky=False):
@@ -50,7 +47,7 @@ def clustered(n, d, e, seed, spiky=False):
     if spiky:
         for k, f in zip((1, 7, 20), (10, 15, 25)):
             clip[:, k] = f * (1 + 0.3 * clip[:, k])
-    return unit(clip), unit(dino)
+    return unit_rows(clip), unit_rows(dino)
 
 
 def tile_memory(rows, clip_dim, dino_dim):
@@ -66,7 +63,7 @@ def tile_memory(rows, clip_dim, dino_dim):
 def test_pairs_equal_local_miner_and_brute_force(kind, n, tile, clip_min, dino_max):
     if kind == "random":
         rng = np.random.default_rng(0)
-        clip, dino = unit(rng.standard_normal((n, 8))), unit(rng.standard_normal((n, 8)))
+        clip, dino = unit_rows(rng.standard_normal((n, 8))), unit_rows(rng.standard_normal((n, 8)))
     else:
         clip, dino = clustered(n, 32, 16, 1, spiky=kind == "spiky")
     stats = {}
@@ -117,7 +114,7 @@ def test_a_device_ray_cannot_give_is_named():
 
 def test_too_many_candidates_stops_the_job():
     rng = np.random.default_rng(0)
-    clip, dino = unit(rng.standard_normal((400, 8))), unit(rng.standard_normal((400, 4)))
+    clip, dino = unit_rows(rng.standard_normal((400, 8))), unit_rows(rng.standard_normal((400, 4)))
     with pytest.raises(InputError, match=r"more than the limit of 1,000 candidates; raise --clip"):
         find_pairs_ray(clip, dino, 0.1, tile=64, max_candidates=1000)
 

@@ -8,12 +8,9 @@ import sys
 import numpy as np
 import pytest
 
+from helpers import unit_rows
 from vhmine.errors import InputError
 from vhmine.mine.simsearch import PairSet, assert_same_pairs, brute_force_pairs, find_pairs, pair_sims
-
-
-def unit(a):
-    return (a / np.linalg.norm(a, axis=1, keepdims=True)).astype(np.float32)
 
 
 def clustered(n, d, e, seed):
@@ -30,12 +27,12 @@ def clustered(n, d, e, seed):
             dino[rows] = rng.standard_normal(e) + 0.5 * rng.standard_normal((size, e))
         start += size
     order = rng.permutation(n)
-    return unit(clip[order]), unit(dino[order])
+    return unit_rows(clip[order]), unit_rows(dino[order])
 
 
 def random_set(n, d, e, seed):
     rng = np.random.default_rng(seed)
-    return unit(rng.standard_normal((n, d))), unit(rng.standard_normal((n, e)))
+    return unit_rows(rng.standard_normal((n, d))), unit_rows(rng.standard_normal((n, e)))
 
 
 def test_pair_sims_is_the_float64_inner_product_whatever_the_batch():
@@ -217,7 +214,7 @@ def spiky(n, d, e, seed):
     x = clip.astype(np.float64) * math.sqrt(d)
     for k, f in zip((3, 11, 40), (10, 15, 25)):
         x[:, k] = f * (1 + 0.3 * x[:, k])
-    return unit(x), dino
+    return unit_rows(x), dino
 
 
 @pytest.mark.parametrize("rotate", [True, False, None])
