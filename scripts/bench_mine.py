@@ -35,7 +35,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from vhmine.mine.products import BlockMiner, tiles
-from vhmine.mine.quantise import fast_pass
+from vhmine.mine.quantise import choose_turn, fast_pass, sample_rows
 from vhmine.mine.simsearch import PairSet, assert_same_pairs, block_rows, find_pairs, merge, pair_sims
 
 
@@ -208,7 +208,8 @@ def run(name: str, clip, dino, args) -> dict:
     print(f"\n== {name}: n={len(clip):,} clip dim={clip.shape[1]} dino dim={dino.shape[1]} seed={args.seed} "
           f"--clip {args.clip} --dino {args.dino}", flush=True)
     st: dict = {}
-    floor = int8_floor(clip, args.clip, fast_pass(clip, args.clip).rotated, args.device, args.block_size)
+    turned = bool(choose_turn(clip[sample_rows(len(clip))]))  # find_pairs' choice, without quantising twice
+    floor = int8_floor(clip, args.clip, turned, args.device, args.block_size)
     floor()  # warm: the miner below runs on a warm kernel too (its first block is no warmer than this)
     floors, mines = [floor()], []
     for _ in range(args.repeat):  # the floor right before and after each run of the miner
