@@ -52,7 +52,7 @@ WORDS = ("dog", "cat", "cup", "car", "tree", "lamp", "boat", "bird", "clock", "c
 def make_annotation(item, rng: random.Random):
     """A valid annotation for any mode: an OEQ (half the time, where the mode has one) or a YNQ."""
     from vhmine import curate as C
-    from vhmine import modes as M
+    from vhmine.rules import modes as M
 
     mode = M.get_mode(item.mode)
     ids = [v.id for v in item.images]
@@ -304,7 +304,7 @@ def run_once(url: str, pairs: Path, per_mode: int, n_workers: int, args) -> dict
     store, tokens = seed(url, pairs, per_mode, n_workers)
     ctx = mp.get_context("spawn")
     ready, results, go = ctx.Queue(), ctx.Queue(), ctx.Event()
-    from vhmine import modes as M
+    from vhmine.rules import modes as M
 
     procs = [ctx.Process(target=worker_main, args=(url, tok, args.seconds, args.lease_s, args.seed * 1000 + i,
                                                    list(M.mode_names()), ready, go, results), daemon=True)

@@ -149,7 +149,7 @@ def make_published_store(tmp_path: Path):
     import json as _json
 
     from vhmine import curate as C
-    from vhmine.models.draft_check import parse_draft
+    from vhmine.rules.draft_check import parse_draft
     from vhmine.store import Pair, Task
 
     store, _ = seed_store(tmp_path / "published.db", tmp_path, per_mode=1, photos=("astronaut", "coffee", "rocket"))

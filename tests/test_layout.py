@@ -110,6 +110,54 @@ def test_the_package_has_no_import_cycles():
     assert not found, "import cycles (move the shared piece below both sides):\n" + "\n".join(named)
 
 
+def folder_of(mod: str, mods: dict[str, Path]) -> str:
+    """A module's folder under the package (vhmine.curate for vhmine.curate.derived); a top-level module is its own."""
+    parts = mod.split(".")
+    folder = ".".join(parts[:2])
+    return folder if len(parts) > 2 or mods.get(folder, Path()).name == "__init__.py" else mod
+
+
+def folder_graph(mods: dict[str, Path], edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The import graph folded to folders and top-level modules (the package itself left out: it only holds
+    `__version__`)."""
+    top = next(iter(mods)).split(".")[0]
+    out: dict[str, set[str]] = defaultdict(set)
+    for a, bs in edges.items():
+        for b in bs:
+            fa, fb = folder_of(a, mods), folder_of(b, mods)
+            if fa != fb and top not in (fa, fb):
+                out[fa].add(fb)
+    return out
+
+
+def test_folder_fold_finds_a_cycle_between_folders_that_no_module_cycle_shows(tmp_path):
+    # a.x -> b.y and b.z -> a.w: no module imports itself back, but folder a and folder b do
+    pkg = tmp_path / "pkg"
+    for sub in ("a", "b"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a" / "x.py").write_text("from pkg.b import y\n")
+    (pkg / "b" / "y.py").write_text("")
+    (pkg / "b" / "z.py").write_text("from pkg.a import w\n")
+    (pkg / "a" / "w.py").write_text("")
+    mods = module_files(pkg)
+    assert cycles(import_graph(mods)) == []
+    assert cycles(folder_graph(mods, import_graph(mods))) == [["pkg.a", "pkg.b"]]
+
+
+def test_no_folder_imports_a_folder_that_imports_it_back():
+    mods = module_files()
+    edges = import_graph(mods)
+    found = cycles(folder_graph(mods, edges))
+    lines = []
+    for comp in found:
+        lines.append("  " + " <-> ".join(comp))
+        lines += [f"    {a} -> {b}" for a in sorted(edges) for b in sorted(edges[a])
+                  if folder_of(a, mods) in comp and folder_of(b, mods) in comp and folder_of(a, mods) != folder_of(b, mods)]
+    assert not found, "folders in an import cycle (move the shared piece into vhmine/rules or below):\n" + "\n".join(lines)
+
+
 def test_a_folder_per_stage_each_saying_what_it_reads_and_writes():
     for stage in STAGES:
         init = PACKAGE / stage / "__init__.py"

@@ -136,7 +136,7 @@ def _demo(w: Workdir):
 
 
 def _seed(w: Workdir, pairs):
-    from vhmine.modes import mode_names
+    from vhmine.rules.modes import mode_names
     from vhmine.seed import assign, pair_id
     from vhmine.store import Image, Pair, Task
 
@@ -162,7 +162,7 @@ def _seed(w: Workdir, pairs):
 def _curate(w: Workdir, token: str, pairs):
     """Alice annotates both pairs of counting and color through vhmine.curate, as the app does."""
     from vhmine import curate as C
-    from vhmine import modes as M
+    from vhmine.rules import modes as M
     from vhmine.seed import pair_id
 
     with w.store() as store:

@@ -21,7 +21,7 @@ def photos(tmp_path_factory):
 
 
 def test_assign_vhtest_numbers_each_pair_in_four_modes():
-    from vhmine.modes import mode_names
+    from vhmine.rules.modes import mode_names
     from vhmine.seed import assign
 
     plan = assign(200, 100, mode_names())
@@ -31,7 +31,7 @@ def test_assign_vhtest_numbers_each_pair_in_four_modes():
 
 
 def test_assign_many_pairs_gives_disjoint_sets_and_few_pairs_are_shared():
-    from vhmine.modes import mode_names
+    from vhmine.rules.modes import mode_names
     from vhmine.seed import assign
 
     plan = assign(5000, 100, mode_names())

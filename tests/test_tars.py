@@ -50,7 +50,7 @@ def _sha(data: bytes) -> str:
 
 def test_tar_images_go_through_mine_seed_curate_export_probe_and_eval(tmp_path, tiny_models, openai_server):
     from vhmine import curate as C
-    from vhmine import modes as M
+    from vhmine.rules import modes as M
     from vhmine.store import Image as StoredImage
 
     srv = openai_server

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
-from vhmine import modes as M
+from vhmine.rules import modes as M
 from vhmine.errors import InputError
 from vhmine.images import image_sha256
 from vhmine.embed.index import locate_image

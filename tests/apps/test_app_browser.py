@@ -282,7 +282,7 @@ def test_verify_a_draft_and_flag_an_item_in_chromium(app_server, tmp_path):
     import json as _json
 
     from vhmine import curate as C
-    from vhmine.models.draft_check import parse_draft
+    from vhmine.rules.draft_check import parse_draft
     from vhmine.store import Draft, Erratum, Pair, Task, open_store
 
     url, db, token, log = app_server
@@ -355,7 +355,7 @@ def laptop_server(tmp_path):
     a landscape one 48 px wide; bob annotated the color item (ready for alice to review, a model answered it),
     and a model drafted the counting item (for alice to verify). alice is an admin."""
     from vhmine import curate as C
-    from vhmine.models.draft_check import parse_draft
+    from vhmine.rules.draft_check import parse_draft
     from vhmine.seed import seed_pairs
     from vhmine.store import open_store
 

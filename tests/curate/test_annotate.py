@@ -8,9 +8,9 @@ import json
 import pytest
 
 from vhmine import curate as C
-from vhmine import modes as M
+from vhmine.rules import modes as M
 from vhmine.errors import FormError
-from vhmine.eval import answers as A
+from vhmine.rules import answers as A
 
 from helpers import seed_store
 

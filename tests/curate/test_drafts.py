@@ -46,7 +46,7 @@ def test_a_model_draft_the_rules_cannot_read_waits_for_the_verifiers_check(store
     item = C.next_item(store, "alice", "color")
     a, b = (v.id for v in item.images)
     C.skip(store, "alice", item.task_id)
-    from vhmine.models.draft_check import parse_draft
+    from vhmine.rules.draft_check import parse_draft
 
     text = json.dumps({"template": "color.what_color", "slots": {"object": "cup"}, "answer_a": "red", "answer_b": "blue",
                        "yes_no": [{"question": "Is the cup red?", "answer_a": "yes", "answer_b": "no"},

@@ -12,7 +12,7 @@ from openai_server import API_KEY, chat_images, chat_text, openai_server  # noqa
 from vhmine import formats as F
 from vhmine.errors import EvalError, FormatError, InputError
 from vhmine.eval.job import EvalOptions, evaluate, load_predictions, match_oeq
-from vhmine.models.judge import judge_name, judge_prompt
+from vhmine.rules.judge import judge_name, judge_prompt
 import socket
 
 

@@ -8,7 +8,7 @@ import pytest
 from anchors import anchor
 from vhmine import formats as F
 from vhmine.eval import metrics as MT
-from vhmine.eval.answers import parse_yes_no
+from vhmine.rules.answers import parse_yes_no
 from vhmine.eval.job import ModelAnswers, score
 
 

@@ -240,7 +240,7 @@ def test_probe_and_eval_share_the_judge_and_eval_reports_its_agreement_with_work
 
 # --- the stages hold no SQL -----------------------------------------------------------------------------
 
-STAGES = ("models/probe", "models/describe", "models/generate", "eval/job", "eval/score", "eval/report", "seed", "models/judge")
+STAGES = ("models/probe", "models/describe", "models/generate", "eval/job", "eval/score", "eval/report", "seed", "rules/judge")
 QUERY_METHODS = {"session", "execute", "scalars", "scalar", "query"}  # a store's or a session's
 QUERY_BUILDERS = {"select", "insert", "update", "delete"}  # sqlalchemy's statement builders
 STORE_NAMES_ALLOWED = {"open_store"}  # opening the store a user named is not a query

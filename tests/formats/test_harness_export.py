@@ -23,11 +23,11 @@ from PIL import Image
 
 from helpers import canned_lmms
 from vhmine import formats as F
-from vhmine.eval.answers import parse_yes_no
+from vhmine.rules.answers import parse_yes_no
 from vhmine.bench import BenchItem, Benchmark
 from vhmine.eval.job import YNQ_SUFFIX, match_oeq, prompt_of
 from vhmine.export.job import write_benchmark
-from vhmine.formats import harness_rules
+from vhmine.rules import harness as harness_rules
 
 # the model's canned answers: readable, unreadable, VHTest's edge cases, number words, wrong answers
 CANNED = {
@@ -90,7 +90,7 @@ OEQ_CASES = [("There are four cats.", ["4"]), ("4 cats", ["four"]), ("fourteen",
 
 def test_harness_rules_equal_vhmines(tmp_path, bench):
     """The copies utils.py and the VLMEvalKit registration file carry read and score exactly as vhmine eval."""
-    from vhmine.modes import _ARTICLES, _NUMBER_WORDS, normalize_answer
+    from vhmine.rules.modes import _ARTICLES, _NUMBER_WORDS, normalize_answer
 
     assert harness_rules.YNQ_SUFFIX == YNQ_SUFFIX
     assert harness_rules.NUMBER_WORDS == _NUMBER_WORDS and harness_rules.ARTICLES.pattern == _ARTICLES.pattern

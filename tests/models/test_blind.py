@@ -221,7 +221,7 @@ def test_cli_blind_and_export_drop_blind(tmp_path, openai_server):  # noqa: F811
 def test_open_answers_scored_by_the_judge(tmp_path, openai_server):  # noqa: F811
     from vhmine import curate as C
     from vhmine.models.blind import blind
-    from vhmine.models.judge import judge_prompt
+    from vhmine.rules.judge import judge_prompt
     from vhmine.store import BlindAnswer
 
     store = _store(tmp_path)

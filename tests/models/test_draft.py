@@ -276,7 +276,7 @@ def test_verify_page_accept_edit_reject(tmp_path, monkeypatch):
     from helpers import seed_store
 
     from vhmine import curate as C
-    from vhmine.models.draft_check import parse_draft
+    from vhmine.rules.draft_check import parse_draft
     from vhmine.store import Draft, Task
 
     store, tokens = seed_store(tmp_path / "app.db", tmp_path)
@@ -331,7 +331,7 @@ def test_verify_page_accept_edit_reject(tmp_path, monkeypatch):
 
 def test_rules_by_hand():
     """The draft rules on their own: yes/no variants drafted from the answers only when none are given."""
-    from vhmine.models.draft_check import check_content, parse_draft
+    from vhmine.rules.draft_check import check_content, parse_draft
     from vhmine.errors import FormError
 
     got = check_content("counting", ["A", "B"], "counting.how_many", {"object": "cats"}, None, {"A": "3", "B": "2"}, None)

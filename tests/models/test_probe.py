@@ -17,7 +17,7 @@ import pytest
 from openai_server import API_KEY, chat_images, chat_text, openai_server  # noqa: F401  (fixture)
 from helpers import make_ready_store, mode_responses, probed_store
 
-from vhmine.eval import answers as A
+from vhmine.rules import answers as A
 from vhmine import curate as C, llm as L
 from vhmine.llm import LLMOptions
 from vhmine.models.probe import ProbeOptions, hallucinations, judge_verdict, probe

@@ -18,7 +18,7 @@ import os
 import streamlit as st
 
 from vhmine import curate as C
-from vhmine import modes as M
+from vhmine.rules import modes as M
 from vhmine.apps.blind_page import blind_page
 from vhmine.apps.errata_page import errata_page
 from vhmine.apps.page_helpers import (

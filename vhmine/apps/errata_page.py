@@ -12,7 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from vhmine import curate as C
-from vhmine import modes as M
+from vhmine.rules import modes as M
 from vhmine.apps.page_helpers import ACTIONS, act, esc, image, show_flash, table
 from vhmine.errors import VhmineError
 

@@ -3,7 +3,7 @@
 Reads the task and its images; closes the task, logs an `annotate` action and writes one ready
 instance per target image. An OEQ also gets drafted yes/no variants (status draft), which the worker
 confirms or rejects through vhmine.curate.drafts. A question the worker edited keeps only the slot
-values its text still holds (vhmine.modes.slots_of); one reworded past its template is saved as the
+values its text still holds (vhmine.rules.modes.slots_of); one reworded past its template is saved as the
 worker's own (template `<mode>.own`, no slots, no drafts).
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
-from vhmine import modes as M
+from vhmine.rules import modes as M
 from vhmine.errors import FormError
 from vhmine.store import Instance, Store, utcnow
 

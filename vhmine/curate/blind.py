@@ -19,7 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from vhmine import modes as M
+from vhmine.rules import modes as M
 from vhmine.errors import FormError, InputError
 from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
     BlindAnswer, Instance, Store, utcnow,
@@ -56,12 +56,12 @@ def score_stored(kind: str, answer: str, reference: dict, scorer: str) -> Option
     """Whether a stored blind answer is right against `reference` (reference_of) under its scorer: `rule:<rule>`
     (yes/no), `match` (open answers, eval's match_oeq); None for a judge's scorer (`llm:...`): only the judge
     can say, so the answer waits for `vhmine blind --judge` to judge it again."""
-    from vhmine.eval.answers import yes_no_verdict
+    from vhmine.rules.answers import yes_no_verdict
 
     if scorer.startswith("rule:"):
         return yes_no_verdict(answer, reference.get("truth"), scorer[5:]) == "correct" if kind == M.YNQ else None
     if scorer == "match":
-        from vhmine.formats.harness_rules import match_oeq
+        from vhmine.rules.harness import match_oeq
 
         return bool(match_oeq(answer, reference.get("answers") or ()))
     return None

@@ -30,7 +30,7 @@ import datetime as dt
 import json
 from typing import Optional
 
-from vhmine import modes as M
+from vhmine.rules import modes as M
 from vhmine.errors import FormError, InputError, LeaseError
 from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
     BlindAnswer, Instance, Response, ResponseLabel, Review,
@@ -214,7 +214,7 @@ def _redraft(s: Session, inst: Instance, log: _Log, cause: str, what: str, by: s
 def _rescore(s: Session, inst: Instance, log: _Log, cause: str, what: str) -> None:
     from vhmine.curate.blind import reference_of, score_stored
     from vhmine.curate.review import UNANSWERABLE, _review_label
-    from vhmine.eval.answers import get_rule, yes_no_verdict
+    from vhmine.rules.answers import get_rule, yes_no_verdict
 
     for r in s.scalars(select(Response).where(Response.instance_id == inst.id).order_by(Response.id)):
         judge = r.judge or ""

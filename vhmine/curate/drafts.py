@@ -2,9 +2,9 @@
 
 Reads draft instances with the OEQ each was derived from (and the pair's other OEQ); writes their status
 (ready or discarded), question, truth and answers (a reworded question keeps only the slot values its text
-still holds, vhmine.modes.slots_of), and logs a `confirm` action holding the old values so undo can restore
+still holds, vhmine.rules.modes.slots_of), and logs a `confirm` action holding the old values so undo can restore
 them. A kept question never contradicts what the open answers imply, however it is worded
-(vhmine.models.variant); one the check cannot read is made ready only when the worker marks it checked.
+(vhmine.rules.variant); one the check cannot read is made ready only when the worker marks it checked.
 A draft an accepted erratum made or sent back (curate.derived) carries the reason (`DraftView.note`).
 """
 
@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from vhmine import modes as M
+from vhmine.rules import modes as M
 from vhmine.errors import FormError, LeaseError
-from vhmine.models.variant import check_variant, undecided_message
+from vhmine.rules.variant import check_variant, undecided_message
 from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
     Instance, Pair, Store, utcnow,
 )

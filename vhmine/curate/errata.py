@@ -19,7 +19,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from vhmine import modes as M
+from vhmine.rules import modes as M
 from vhmine.errors import FormError, InputError, LeaseError
 from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
     Action, Erratum, Instance, Store, utcnow,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from vhmine import modes as M
+from vhmine.rules import modes as M
 from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
     Instance, Response, Store,
 )

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional
 
-from vhmine import modes as M
+from vhmine.rules import modes as M
 from vhmine.errors import FormError, InputError, LeaseError
 from vhmine.images import sha256_file
 from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing

@@ -12,7 +12,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Optional
 
-from vhmine import modes as M
+from vhmine.rules import modes as M
 from vhmine.errors import InputError
 from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
     Generation, Image, Instance, Pair, Store,

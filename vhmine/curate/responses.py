@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Optional, Sequence
 
-from vhmine import modes as M
+from vhmine.rules import modes as M
 from vhmine.errors import FormError, InputError, LeaseError
 from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
     VERDICTS, Instance, Response, ResponseLabel, Store, utcnow,

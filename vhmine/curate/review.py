@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from vhmine import modes as M
+from vhmine.rules import modes as M
 from vhmine.errors import AuthError, FormError, InputError, LeaseError
 from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
     Instance, Response, ResponseLabel, Review, Store, utcnow,

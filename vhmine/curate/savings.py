@@ -15,7 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Optional
 
-from vhmine import modes as M
+from vhmine.rules import modes as M
 from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
     Action, Draft, Store,
 )

@@ -17,9 +17,9 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from vhmine import modes as M
-from vhmine.models.draft_check import DraftContent, check_content
-from vhmine.models.variant import undecided_message
+from vhmine.rules import modes as M
+from vhmine.rules.draft_check import DraftContent, check_content
+from vhmine.rules.variant import undecided_message
 from vhmine.errors import FormError, InputError, LeaseError
 from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
     Action, Draft, Instance, Store, Task, utcnow,
@@ -140,7 +140,7 @@ def edit_draft(store: Store, worker: str | WorkerInfo, draft_id: str, *, questio
                answers: Optional[dict] = None, yes_no: Optional[Sequence[tuple[str, dict]]] = None,
                checked: Sequence[str] = ()) -> Verified:
     """Save the worker's edit of a draft (None keeps the draft's part; an edit identical to the draft is an
-    accept): FormError (nothing saved) when it breaks a draft rule (vhmine.models.draft_check), or keeps a yes/no
+    accept): FormError (nothing saved) when it breaks a draft rule (vhmine.rules.draft_check), or keeps a yes/no
     question the rules cannot check against the answers that is not in `checked` (the worker looked at it on the
     images). Closes the task; returns the ready instances made. `answers`: image id -> answers (a str: one per
     line); `yes_no`: (question, {image id: truth}) for every variant to keep."""

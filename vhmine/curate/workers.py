@@ -68,7 +68,7 @@ def list_workers(store: Store, *, by: Optional[WorkerInfo | str] = None) -> list
 
 def chosen_mode(store: Store, worker: str | WorkerInfo) -> Optional[str]:
     """The mode `worker` last chose in the app (kept across sign-ins and browsers), or None."""
-    from vhmine import modes as M
+    from vhmine.rules import modes as M
 
     with store.session(write=False) as s:
         mode = _worker(s, worker).mode
@@ -77,7 +77,7 @@ def chosen_mode(store: Store, worker: str | WorkerInfo) -> Optional[str]:
 
 def choose_mode(store: Store, worker: str | WorkerInfo, mode: str) -> None:
     """Remember `mode` as the one `worker` works in (the app's mode menu)."""
-    from vhmine import modes as M
+    from vhmine.rules import modes as M
 
     mode = M.get_mode(mode).name
     with store.session() as s:

@@ -3,7 +3,6 @@
 Reads a benchmark folder (or a foreign benchmark file) and predictions files or models; writes
 `report.md`, `report.json`, `answers-<model>.jsonl` and a chart. Entry: `evaluate(EvalOptions(...))` in
 vhmine.eval.job (the Python API's `vhmine.api.evaluate`). score reads and scores answers, report writes
-the tables and chart, metrics holds the measures, answers the yes/no reading rules (imported by modes
-and every stage that reads a yes/no answer: it depends on nothing but errors), predictions the readers of
-each harness's result files.
+the tables and chart, metrics holds the measures, predictions the readers of each harness's result files.
+The yes/no reading rules and `match` are in vhmine.rules, below every stage.
 """

@@ -14,7 +14,7 @@ filters; one file that opens offline). Answers from `--predictions` and from `--
 `--out` must be a new or empty folder, or one `vhmine eval` wrote (its report.json, written first, says so:
 files.check_owned), so a report never lands in a photo folder.
 
-YNQ answers are read by a named rule (vhmine.eval.answers: vhtest, pope, strict); answers no rule can
+YNQ answers are read by a named rule (vhmine.rules.answers: vhtest, pope, strict); answers no rule can
 read are counted and reported, never taken as "no". OEQ answers are scored by `match` (a reference
 answer appears in the answer, words normalized), by an LLM judge (`judge`), or by the verdicts on the
 model's responses in the curation store (`labels`: the workers' majority where they labelled the
@@ -157,7 +157,7 @@ def judge_oeq(bench: Benchmark, ans: ModelAnswers, opts: EvalOptions, budget=Non
     "unclear" is a verdict (none: scored wrong, counted as unjudged); a judge request that failed is
     not: its item moves to `ans.failures` and is left out of the score.
     """
-    from vhmine.models.judge import JUDGED_RIGHT, judge_iter, judge_prompt
+    from vhmine.rules.judge import JUDGED_RIGHT, judge_iter, judge_prompt
     from vhmine.llm import LLM
 
     if not opts.judge:
@@ -182,7 +182,7 @@ def judge_oeq(bench: Benchmark, ans: ModelAnswers, opts: EvalOptions, budget=Non
 
 
 def _judge_record(model: Optional[str]) -> dict:
-    from vhmine.models.judge import judge_name, judge_prompt
+    from vhmine.rules.judge import judge_name, judge_prompt
 
     return {"judge": judge_name(model or "?"), "judge_prompt": judge_prompt().id}
 
@@ -282,7 +282,7 @@ def _read_runs(bench: Benchmark, predictions: Sequence[tuple[str, Path]]) -> lis
 
 
 def evaluate(opts: EvalOptions) -> EvalResult:
-    from vhmine.eval.answers import get_rule
+    from vhmine.rules.answers import get_rule
 
     get_rule(opts.rule)  # an unknown rule fails before any model is asked
     check_owned(Path(opts.out), "vhmine eval", whole=False)  # and a folder eval may not write into

@@ -20,8 +20,8 @@ from vhmine.errors import EvalError
 
 def match_oeq(answer: str, references: Sequence[str]) -> bool:
     """Any reference answer appears in the answer as whole words (case, punctuation, articles and number words
-    aside): the one implementation, vhmine.formats.harness_rules', which the harness exports embed as it is."""
-    from vhmine.formats.harness_rules import match_oeq as match
+    aside): the one implementation, vhmine.rules.harness', which the harness exports embed as it is."""
+    from vhmine.rules.harness import match_oeq as match
 
     return match(answer, references)
 
@@ -51,7 +51,7 @@ def _oeq_verdict(oeq: str, text: str, references: Sequence[str], v: Optional[boo
 def score(bench: Benchmark, ans: ModelAnswers, rule: str, oeq_verdicts: dict[str, Optional[bool]], oeq: str,
           partial: bool = False, judge: Optional[str] = None) -> tuple[list[MT.Scored], list[dict]]:
     """Scored rows for the metrics, and one detail record per item (`judge`: the judge's name, for verdicts)."""
-    from vhmine.eval.answers import get_rule
+    from vhmine.rules.answers import get_rule
 
     parse = get_rule(rule).parse
     missing = [it.id for it in bench if it.id not in ans.answers and it.id not in ans.failures]

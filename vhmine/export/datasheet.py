@@ -127,7 +127,7 @@ def _generators(rows: dict, public: bool) -> tuple[list, list]:
 
 
 def _annotation(store, bench: Benchmark, rows: dict, key: str, public: bool) -> dict:
-    from vhmine import modes as M
+    from vhmine.rules import modes as M
     from vhmine.curate import agreement
     from vhmine.export.privacy import pseudonym
 

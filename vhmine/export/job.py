@@ -312,7 +312,7 @@ def export_benchmark(store, opts: ExportOptions) -> ExportResult:
 
 
 def _export(store, opts: ExportOptions) -> ExportResult:
-    from vhmine import modes as M
+    from vhmine.rules import modes as M
     from vhmine.curate import blind_dropped, blind_summary, ready_instances
 
     if opts.kind not in KIND_CHOICES:

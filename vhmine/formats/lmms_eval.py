@@ -21,7 +21,7 @@ from pathlib import Path
 
 from vhmine.bench import OEQ, YNQ, Benchmark
 from vhmine.errors import FormatError
-from vhmine.formats import harness_rules
+from vhmine.rules import harness as harness_rules
 from vhmine.formats import hf
 
 GROUP = "vhmine"

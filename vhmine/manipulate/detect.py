@@ -1,12 +1,12 @@
 """Hallucination detection on one case's answers: correctness and consistency.
 
 Reads the questions of one (edited image, question family) and the victim's answers; writes nothing.
-Correctness uses the same code as probe: a judge model's verdict through vhmine.models.judge (the paper's
+Correctness uses the same code as probe: a judge model's verdict through vhmine.rules.judge (the paper's
 teacher prompt plays this part; reference = the truth the edit implies, e.g. "There is no cup."),
 read with probe.judge_verdict, or without a judge the yes/no rule through probe.rule_verdict
-(vhmine.eval.answers). With a judge, an answer whose judge request failed stays unjudged (no verdict,
+(vhmine.rules.answers). With a judge, an answer whose judge request failed stays unjudged (no verdict,
 `unjudged`): it is never read by the yes/no rule instead. Consistency: two answers about the same fact at different context levels that read
-as opposite yes/no (vhmine.eval.answers), or an existence answer that denies an object the victim's own
+as opposite yes/no (vhmine.rules.answers), or an existence answer that denies an object the victim's own
 caption of the image names. The paper asks its judge whether two answers conflict; vhmine reads both
 as yes/no instead, so a consistency verdict costs no request and means the same on every rerun.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
-from vhmine.eval import answers as A
+from vhmine.rules import answers as A
 from vhmine.models.probe import judge_verdict, rule_verdict
 from vhmine.manipulate.prior import match_names
 from vhmine.manipulate.questions import Question

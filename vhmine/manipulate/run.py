@@ -243,7 +243,7 @@ def _add_case(result: ManipulateResult, edit: S.Edit, choice: PR.Choice, png: by
 
 def manipulate(store, opts: ManipulateOptions) -> ManipulateResult:
     """Make the edits, queue them, ask the victim and score the attacks (see the module docstring)."""
-    from vhmine.models.judge import judge_prompt, judge_request
+    from vhmine.rules.judge import judge_prompt, judge_request
 
     bad = [s for s in opts.strategies if s not in S.STRATEGIES]
     if bad or not opts.strategies:

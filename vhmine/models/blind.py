@@ -2,8 +2,8 @@
 
 Reads the store's ready instances (vhmine.curate.ready_instances) and asks `--model` through vhmine.llm
 (cache, retries, cost cap) with the versioned prompt `blind` (vhmine/prompts/blind.v1.txt), no image
-attached. Yes/no answers are read by a vhmine.eval.answers rule; open answers are scored as eval scores them:
-`match` (eval.match_oeq), or the LLM judge of vhmine.models.judge when `judge` is given. Writes one
+attached. Yes/no answers are read by a vhmine.rules.answers rule; open answers are scored as eval scores them:
+`match` (vhmine.rules.harness.match_oeq, as eval scores), or the LLM judge of vhmine.rules.judge when `judge` is given. Writes one
 `blind_answers` row per (instance, model, endpoint, prompt) with the answer, whether it was right and
 the scorer (vhmine.curate.blind), then the flags:
 
@@ -26,9 +26,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
-from vhmine.eval import answers as A
-from vhmine.models import judge as J
-from vhmine import modes as M
+from vhmine.rules import answers as A
+from vhmine.rules import judge as J
+from vhmine.rules import modes as M
 from vhmine import prompts as P
 from vhmine.llm import LLM, ChatRequest, LLMOptions
 from vhmine.models.probe import rule_verdict
@@ -119,7 +119,7 @@ def blind_prompt(version: Optional[int] = None) -> P.Prompt:
 def blind(store, opts: BlindOptions) -> BlindResult:
     """Ask every selected ready instance once per (model, endpoint, prompt) without its image; flag."""
     from vhmine import curate as C
-    from vhmine.eval.job import match_oeq  # the scorer eval uses for open answers
+    from vhmine.rules.harness import match_oeq  # the scorer eval uses for open answers
 
     A.get_rule(opts.rule)
     modes = M.selected_modes(opts.modes)

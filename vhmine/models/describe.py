@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
-from vhmine import modes as M
+from vhmine.rules import modes as M
 from vhmine import prompts as P
 from vhmine.errors import InputError
 from vhmine.files import atomic_write_text

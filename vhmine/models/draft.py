@@ -3,7 +3,7 @@
 Reads the store's open pair tasks (vhmine.seed queues one per (pair, mode)) and their two image files;
 asks `--model` through vhmine.llm (cache, retries, cost cap) with the versioned prompt `draft`
 (vhmine/prompts/draft.v1.txt, the mode's open templates filled in), both images attached (A first).
-Each answer is checked by the draft rules (vhmine.models.draft_check) and stored (vhmine.curate.record_draft)
+Each answer is checked by the draft rules (vhmine.rules.draft_check) and stored (vhmine.curate.record_draft)
 with the model, endpoint and prompt id: a draft that passes waits in the verify queue of the app (one
 holding a yes/no question the rules cannot read against its answers is listed "to check", and the
 verifier must mark that question checked); a malformed one, one with the same answer on both images, or
@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
-from vhmine import modes as M
+from vhmine.rules import modes as M
 from vhmine import prompts as P
 from vhmine.errors import FormError
 from vhmine.llm import LLM, ChatRequest, LLMOptions
@@ -111,7 +111,7 @@ def draft(store, opts: DraftOptions) -> DraftResult:
     """Ask the model once per open pair task not yet drafted by it (model, endpoint, prompt); store every draft."""
     from vhmine import curate as C
     from vhmine.curate.verify import drafted_tasks
-    from vhmine.models.draft_check import parse_draft
+    from vhmine.rules.draft_check import parse_draft
 
     modes = M.selected_modes(opts.modes)
     tasks = _open_pair_tasks(store, modes)

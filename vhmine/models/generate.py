@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
-from vhmine import modes as M
+from vhmine.rules import modes as M
 from vhmine.files import atomic_write
 from vhmine import prompts as P
 from vhmine.errors import InputError

@@ -3,7 +3,7 @@
 Reads ready instances (OEQ and YNQ) and their image files from the curation store; asks the model
 through vhmine.llm (cached, so a rerun or a resumed run asks only what is missing); writes one
 `responses` row per (instance, model, endpoint, prompt) with its verdict: YNQ by a yes/no rule
-(vhmine.eval.answers), OEQ by an LLM judge (`judge` model; its model and prompt recorded in the row's
+(vhmine.rules.answers), OEQ by an LLM judge (`judge` model; its model and prompt recorded in the row's
 `judge` column) or left without a verdict for workers to label in the app. The endpoint (base URL
 without credentials) is part of what makes a response "already answered": two servers that serve one
 model name are two models. An instance is "hallucinated" (a success for VHTest) when the verdict that
@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
-from vhmine.eval import answers as A
-from vhmine.models import judge as J
-from vhmine import modes as M
+from vhmine.rules import answers as A
+from vhmine.rules import judge as J
+from vhmine.rules import modes as M
 from vhmine import prompts as P
 from vhmine.errors import InputError
 from vhmine.llm import LLM, ChatRequest, LLMOptions

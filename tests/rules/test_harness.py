@@ -1,6 +1,6 @@
 """The answer rules the harness exports carry (formats.harness_rules): `match` reads articles as the normaliser
 does, and the copies are one: `vhmine eval` scores with this module, and the lmms-eval and VLMEvalKit exports
-embed its source as it is, beside a normaliser equal to vhmine.modes'."""
+embed its source as it is, beside a normaliser equal to vhmine.rules.modes'."""
 
 import inspect
 
@@ -9,7 +9,7 @@ import pytest
 from vhmine.bench import BenchItem, Benchmark
 from vhmine.eval.job import match_oeq
 from vhmine.export.job import write_benchmark
-from vhmine.formats import harness_rules
+from vhmine.rules import harness as harness_rules
 from vhmine.formats.lmms_eval import _rules_source
 
 ARTICLE_CASES = [  # (answer, references, match?)
@@ -23,7 +23,7 @@ ARTICLE_CASES = [  # (answer, references, match?)
 
 @pytest.mark.parametrize("answer, refs, expected", ARTICLE_CASES)
 def test_match_treats_articles_as_the_normaliser_does(answer, refs, expected):
-    from vhmine.modes import normalize_answer
+    from vhmine.rules.modes import normalize_answer
 
     assert match_oeq(answer, refs) is expected
     assert harness_rules.match_oeq(answer, refs) is expected
@@ -33,8 +33,8 @@ def test_match_treats_articles_as_the_normaliser_does(answer, refs, expected):
 
 def test_one_copy_of_the_rules(tmp_path):
     """vhmine eval's match is harness_rules'; both exports embed that module's source verbatim; its normaliser
-    is vhmine.modes' (the same code and tables)."""
-    from vhmine import modes as M
+    is vhmine.rules.modes' (the same code and tables)."""
+    from vhmine.rules import modes as M
 
     assert match_oeq("The dog.", ["a dog"]) and not match_oeq("hotdog", ["a dog"])
     src = _rules_source()
@@ -46,7 +46,7 @@ def test_one_copy_of_the_rules(tmp_path):
     write_benchmark(bench, tmp_path / "vl", "vlmevalkit")
     assert src in (tmp_path / "le" / "utils.py").read_text()
     assert src in (tmp_path / "vl" / "vhmine_vlmevalkit.py").read_text()
-    # the normaliser: the same body as vhmine.modes', over the same word and article tables
+    # the normaliser: the same body as vhmine.rules.modes', over the same word and article tables
     mine = inspect.getsource(M.normalize_answer).replace("_ARTICLES", "ARTICLES").replace("_NUMBER_WORDS", "NUMBER_WORDS")
     assert mine.replace("text: str) -> str:", "text):") == inspect.getsource(harness_rules.normalize_answer)
     assert harness_rules.NUMBER_WORDS == M._NUMBER_WORDS and harness_rules.ARTICLES.pattern == M._ARTICLES.pattern

@@ -3,7 +3,7 @@
 Reads and writes nothing; imports only the standard library. The lmms-eval export (utils.py) and the
 VLMEvalKit export (the registration file) embed this module's source as it is, so a harness user
 scores answers exactly as `vhmine eval` does without installing vhmine. The originals are
-vhmine.eval.answers (the default yes/no rule, VHTest's classify_response), vhmine.modes.normalize_answer
+vhmine.rules.answers (the default yes/no rule, VHTest's classify_response), vhmine.rules.modes.normalize_answer
 and vhmine.eval.job (match_oeq, and the suffix its prompt adds to a yes/no question); the tests check
 that these copies give the same results.
 """

@@ -1,12 +1,12 @@
 """What a drafted yes/no variant asserts, read against the open answers it was made from, however it is worded.
 
-Reads and writes nothing: pure functions over vhmine.modes. `implied_truth` reads the variant's text for the
+Reads and writes nothing: pure functions over vhmine.rules.modes. `implied_truth` reads the variant's text for the
 value it names (one of this image's answers, the other image's, one of the mode's alternatives, a count)
 or, for a choice template (size.which_larger), which object it calls larger, and returns the truth the open
 answers give it on one image; None where the text cannot be read that surely (a negation or a quantifier
 the template does not have, no value or two at once, a value only part of an answer, objects in an order
 it cannot tell). `check_variant` turns a contradiction into a FormError and returns whether the check
-decided: a variant it could not decide goes to a worker to check (models.draft_check, curate.drafts).
+decided: a variant it could not decide goes to a worker to check (rules.draft_check, curate.drafts).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import re
 import string
 from typing import Mapping, Optional, Sequence
 
-from vhmine import modes as M
+from vhmine.rules import modes as M
 from vhmine.errors import FormError
 
 ARTICLES = ("a", "an", "the")
@@ -32,7 +32,7 @@ INVERSE.update({v: k for k, v in list(INVERSE.items())})
 
 
 def _words(text: str) -> list[str]:
-    """Lower-case words, number words as digits (vhmine.modes.normalize_answer on each)."""
+    """Lower-case words, number words as digits (vhmine.rules.modes.normalize_answer on each)."""
     return [M.normalize_answer(w) for w in re.findall(r"[a-z0-9]+(?:'[a-z]+)?", str(text or "").lower())]
 
 

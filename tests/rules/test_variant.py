@@ -1,13 +1,13 @@
-"""vhmine.models.variant: what a yes/no variant asserts, read against the open answers however it is worded; where
+"""vhmine.rules.variant: what a yes/no variant asserts, read against the open answers however it is worded; where
 the text cannot be read surely, no verdict (a worker checks it)."""
 
 import json
 
 import pytest
 
-from vhmine import modes as M
+from vhmine.rules import modes as M
 from vhmine.errors import FormError
-from vhmine.models.variant import check_variant, implied_truth
+from vhmine.rules.variant import check_variant, implied_truth
 
 # (mode, open template, slots, question, this image's answers, the other image's, implied truth)
 CASES = [
@@ -56,7 +56,7 @@ def test_check_variant_raises_on_a_contradiction_and_says_when_it_cannot_decide(
 def test_the_issues_drafts_are_rejected_by_rule():
     """`vhmine draft`'s rules on the issue's examples: they passed before (no check of a choice, none of a wording
     other than the template's)."""
-    from vhmine.models.draft_check import parse_draft
+    from vhmine.rules.draft_check import parse_draft
 
     size = {"template": "size.which_larger", "slots": {"a": "dog", "b": "cat"}, "answer_a": "dog", "answer_b": "cat",
             "yes_no": [{"question": "Is the dog larger than the cat?", "answer_a": "no", "answer_b": "yes"}]}

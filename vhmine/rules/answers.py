@@ -2,7 +2,7 @@
 
 Reads and writes nothing. Each rule maps an answer text to True (yes), False (no) or None (it cannot
 be read as either). eval and probe read model answers with the rule they are given; the curation
-library (vhmine.modes.yes_no_of: workers' reference answers, blind reviews) reads with DEFAULT_RULE,
+library (vhmine.rules.modes.yes_no_of: workers' reference answers, blind reviews) reads with DEFAULT_RULE,
 so a reference answer the curation accepts is read the same way by eval's default rule. Rules:
 
 - ``vhtest``: VHTest's own `classify_response` (Evaluation/LLaVA/llava_ynq_version.py): after
@@ -19,7 +19,7 @@ so a reference answer the curation accepts is read the same way by eval's defaul
   ImageYORNDataset.evaluate reads str() of each cell its result-file loading gives): the word "yes"
   present and "no" absent -> yes, the reverse -> no, else None (its "Unknown", scored wrong). Its list of
   punctuation, the once-per-character choice between deleting and spacing it, the 32-period limit and the
-  cells pandas reads as NaN ("None", "N/A", "" -> "nan") are reproduced (vhmine.formats.harness_rules,
+  cells pandas reads as NaN ("None", "N/A", "" -> "nan") are reproduced (vhmine.rules.harness,
   the copy the VLMEvalKit export embeds). So "Nope", "Not sure", "Yesterday", "No, but yes" and "None"
   read as None, and "I think yes" as yes.
 """
@@ -37,7 +37,7 @@ DEFAULT_RULE = "vhtest"
 
 def _vhtest(answer: str) -> Optional[bool]:
     # the one copy of VHTest's classify_response: the one the harness exports embed
-    from vhmine.formats.harness_rules import read_yes_no
+    from vhmine.rules.harness import read_yes_no
 
     return read_yes_no(answer)
 
@@ -60,7 +60,7 @@ def _strict(answer: str) -> Optional[bool]:
 
 
 def _vlmevalkit(answer: str) -> Optional[bool]:
-    from vhmine.formats.harness_rules import read_yes_no_vlmevalkit
+    from vhmine.rules.harness import read_yes_no_vlmevalkit
 
     return read_yes_no_vlmevalkit(answer)
 

@@ -1,12 +1,12 @@
 """The rules a pair draft must pass, for a model's draft (vhmine.models.draft) and a worker's edit (curate.verify) alike.
 
-Reads and writes nothing: pure functions over vhmine.modes. A draft is an open question (OEQ) from one of
+Reads and writes nothing: pure functions over vhmine.rules.modes. A draft is an open question (OEQ) from one of
 the mode's templates with reference answers for each image of the pair, and yes/no variants that each
 have a truth per image. The rules: the template is one of the mode's open templates and its slots are
-filled; the answers are of the mode's form (vhmine.modes.check_oeq_answers); the two images' answers
+filled; the answers are of the mode's form (vhmine.rules.modes.check_oeq_answers); the two images' answers
 differ (the pair is a difference CLIP misses: a question with one answer for both tells the images
 apart no better than a guess); each yes/no variant is yes on one image and no on the other, and does not
-contradict what the open answers imply, however it is worded (vhmine.models.variant); a variant the check
+contradict what the open answers imply, however it is worded (vhmine.rules.variant); a variant the check
 cannot read is listed in `unchecked`, for the verifying worker to check (curate.verify). `parse_draft` reads a model's JSON into the same form, raising
 FormError with the reason when it is malformed.
 """
@@ -18,9 +18,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Sequence
 
-from vhmine import modes as M
+from vhmine.rules import modes as M
 from vhmine.errors import FormError
-from vhmine.models.variant import check_variant
+from vhmine.rules.variant import check_variant
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ def check_content(mode_name: str, images: Sequence[str], template_id: str, slots
     """A checked draft for the pair `images` (A, B); FormError naming the first rule it breaks.
 
     `question` None: the filled template. `yes_no` None: the variants are drafted from the answers as the
-    annotate page drafts them (vhmine.modes.draft_ynq); [] keeps none."""
+    annotate page drafts them (vhmine.rules.modes.draft_ynq); [] keeps none."""
     mode = M.get_mode(mode_name)
     tpl = mode.template(template_id)
     if tpl.kind != M.OEQ:

@@ -21,7 +21,7 @@ from functools import lru_cache
 from itertools import combinations
 from typing import Mapping, Optional, Sequence
 
-from vhmine.eval.answers import parse_yes_no
+from vhmine.rules.answers import parse_yes_no
 from vhmine.errors import FormError, InputError
 
 OEQ, YNQ = "OEQ", "YNQ"
@@ -227,7 +227,7 @@ def normalize_answer(text: str) -> str:
 
 
 def yes_no_of(answer: str) -> Optional[bool]:
-    """A worker's yes/no answer as eval's default rule reads it (vhmine.eval.answers); None: it cannot be read."""
+    """A worker's yes/no answer as eval's default rule reads it (vhmine.rules.answers); None: it cannot be read."""
     return parse_yes_no(answer)
 
 

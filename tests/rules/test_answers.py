@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-from vhmine import modes as M
+from vhmine.rules import modes as M
 from vhmine.bench import BenchItem, Benchmark
 from vhmine.errors import FormError
-from vhmine.eval import answers as A
+from vhmine.rules import answers as A
 from vhmine.eval.job import EvalOptions, evaluate
 
 from helpers import TRICKY, classify_response, write_tiny_bench
@@ -49,7 +49,7 @@ def test_curation_and_eval_read_a_yes_no_answer_alike():
             assert refused == (_eval_reading(text, truth) == ("no" if truth else "yes")), (text, truth)
 
 
-# --- `--rule vlmevalkit`: `--rule vlmevalkit` (vhmine.eval.answers, reading through formats.harness_rules) is VLMEvalKit's own yes/no reading: YOrN_Extraction after process_punctuation, on str() of each cell its result-file loading gives. The expected readings are those verified against VLMEvalKit's code (vlmeval/dataset/utils/yorn.py, smp/misc.py, smp/file.py at open-compass/VLMEvalKit e8e78f05): CI has no VLMEvalKit, so they are written out here.
+# --- `--rule vlmevalkit`: `--rule vlmevalkit` (vhmine.rules.answers, reading through formats.harness_rules) is VLMEvalKit's own yes/no reading: YOrN_Extraction after process_punctuation, on str() of each cell its result-file loading gives. The expected readings are those verified against VLMEvalKit's code (vlmeval/dataset/utils/yorn.py, smp/misc.py, smp/file.py at open-compass/VLMEvalKit e8e78f05): CI has no VLMEvalKit, so they are written out here.
 
 # answer -> VLMEvalKit's reading (True "Yes", False "No", None "Unknown"), and VHTest's where it differs
 VERIFIED = {

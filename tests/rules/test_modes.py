@@ -1,8 +1,8 @@
-"""vhmine.modes: the eight modes, their templates (exact snapshot), slot filling and YNQ drafting."""
+"""vhmine.rules.modes: the eight modes, their templates (exact snapshot), slot filling and YNQ drafting."""
 
 import pytest
 
-from vhmine import modes as M
+from vhmine.rules import modes as M
 from vhmine.errors import FormError, InputError
 
 TEMPLATES = [
