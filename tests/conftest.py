@@ -21,6 +21,16 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+# Property tests run derandomised and bounded ("ci", the default: the same examples every run, so a failure
+# reproduces); VHMINE_HYPOTHESIS=long searches wider with fresh randomness. A test may lower max_examples for
+# itself (a costly state machine) but never raise it above the profile's.
+settings.register_profile("ci", derandomize=True, max_examples=40, deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+settings.register_profile("long", max_examples=1000, deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+settings.load_profile(os.environ.get("VHMINE_HYPOTHESIS", "ci"))
 
 from helpers import copy_photos, embed_options, free_port, make_ready_store, ready_store_from_run  # noqa: E402
 
