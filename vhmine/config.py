@@ -35,6 +35,16 @@ def runs_root(override: str | os.PathLike | None = None) -> Path:
     return Path(override or os.environ.get("VHMINE_RUNS") or "runs")
 
 
+def mine_command(folder: str | os.PathLike) -> str:
+    """The command that mines the index in `folder` (embed's next step; `vhmine status` names it too):
+    --indexes only when the index is not in the default place."""
+    from vhmine.files import shown_path
+
+    folder = Path(folder)
+    default = folder.parent.resolve() == indexes_root().resolve()
+    return f"vhmine mine --index {folder.name}" + ("" if default else f" --indexes {shown_path(folder.parent)}")
+
+
 def list_indexes(root: Path) -> list[str]:
     """Names of the collections under `root` (finished or not)."""
     if not root.is_dir():

@@ -292,7 +292,9 @@ def _next(st: Status) -> tuple[str, list[str]]:
                     "kept; it resumes)", also)
         return "vhmine embed FOLDER --name NAME   (or `vhmine demo` to see every stage run first)", also
     if not st.runs:
-        return f"vhmine mine --index {finished[-1].name}", also
+        from vhmine.config import mine_command
+
+        return mine_command(Path(finished[-1].folder)), also
     with_pairs = [r for r in st.runs if r.pairs]
     if not with_pairs:
         r = st.runs[-1]
