@@ -379,3 +379,22 @@ def test_a_password_with_an_at_sign_typed_as_is_is_hidden_whole():
 
     assert display_url("postgresql://ann:p@ss/w?rd@db.example:5432/vh?sslmode=require&password=x%26y") == \
         "postgresql://ann:***@db.example:5432/vh?sslmode=require&password=***"
+
+
+def test_status_imports_no_library_it_does_not_need(tmp_path):
+    """What keeps `vhmine status` quick on a loaded machine (scripts/bench_status.py times it): with a store, no
+    Alembic (nor its Mako), numpy, PIL, pandas or torch is imported; without one, not even SQLAlchemy."""
+    from vhmine.store import open_store
+
+    open_store(tmp_path / "data" / "vhmine.db").close()
+
+    def imported(*words):
+        r = subprocess.run([sys.executable, "-X", "importtime", "-m", "vhmine.cli", "status", *words], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return {ln.split("|")[-1].strip().split(".")[0] for ln in r.stderr.splitlines() if ln.startswith("import time:")}
+
+    with_store = imported("--db", "data/vhmine.db")
+    assert "sqlalchemy" in with_store  # the store's counts were read
+    assert not with_store & {"alembic", "mako", "numpy", "PIL", "pandas", "pyarrow", "torch"}
+    assert not imported("--db", "none.db") & {"sqlalchemy", "alembic", "numpy", "PIL", "pandas"}
