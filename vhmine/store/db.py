@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -45,6 +44,9 @@ from sqlalchemy.orm import Session
 
 from vhmine.config import DEFAULT_DB, resolve_url  # noqa: F401  (importable from here as before)
 from vhmine.files import display_url, without_secrets  # the one masking of printed URLs
+from vhmine.store.revisions import (  # noqa: F401  (importable from here as before)
+    MIGRATIONS, _alembic_config, _current_revision, _known_revisions, _revisions, schema_head,
+)
 from vhmine.store.tables import (  # noqa: F401  (the table classes, importable from here as before)
     DRAFT_STATUSES, ERRATUM_STATUSES, IMAGE_SOURCES, INSTANCE_STATUSES, TASK_STATUSES, VERDICTS, Action, Base,
     BlindAnswer, Description, Draft, Erratum, Generation, Image, Instance, NearDuplicate, Pair, Response,
@@ -53,7 +55,6 @@ from vhmine.store.tables import (  # noqa: F401  (the table classes, importable 
 
 log = logging.getLogger(__name__)
 
-MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 RECONNECT_S = 30.0  # how long a session waits for a server database that went away (a restart) to come back
 _GONE = ("57P01", "57P02", "57P03")  # PostgreSQL: admin shutdown, crash shutdown, starting up (cannot connect now)
 
@@ -144,53 +145,6 @@ def make_engine(url: str, read_only: bool = False) -> Engine:
         _sqlite_hooks(engine, read_only)
         return engine
     return create_engine(url, pool_pre_ping=True)
-
-
-def _alembic_config():
-    try:
-        from alembic.config import Config
-    except ModuleNotFoundError as err:
-        raise StoreError(f"the curation store needs {err.name} to create or migrate a store: "
-                         "pip install 'vhmine[app]'") from None
-
-    cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS))
-    return cfg
-
-
-_REVISION = re.compile(r"^(down_)?revision\s*=\s*(?:None|[\"']([^\"']+)[\"'])", re.M)
-
-
-def _revisions() -> dict[str, Optional[str]]:
-    """revision -> the one before it, read from the migration files' `revision =` and `down_revision =`
-    lines (what Alembic reads too, without importing Alembic: `vhmine status` stays quick and works without it)."""
-    out = {}
-    for f in sorted((MIGRATIONS / "versions").glob("[0-9]*.py")):
-        found = {bool(m.group(1)): m.group(2) for m in _REVISION.finditer(f.read_text(encoding="utf-8"))}
-        if found.get(False):
-            out[found[False]] = found.get(True)
-    return out
-
-
-def schema_head() -> str:
-    """The newest schema revision this vhmine knows (the one no migration follows)."""
-    revs = _revisions()
-    heads = set(revs) - set(revs.values())
-    if len(heads) != 1:
-        raise StoreError(f"the store's migrations have {len(heads)} heads ({', '.join(sorted(heads))}); "
-                         "this vhmine is broken: reinstall it")
-    return heads.pop()
-
-
-def _known_revisions() -> set[str]:
-    return set(_revisions())
-
-
-def _current_revision(conn) -> Optional[str]:  # noqa: ANN001
-    """The store's schema revision, from Alembic's own table (None: no vhmine schema)."""
-    if not inspect(conn).has_table("alembic_version"):
-        return None
-    return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
 
 
 class Store:
