@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import counting_annotation, write_photos
+from helpers import counting_annotation, run_vhmine, write_pairs, write_photos
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
@@ -149,3 +149,252 @@ def test_status_does_not_migrate_an_older_store(tmp_path):
     st = collect(tmp_path, db=str(tmp_path / "old.db"))
     assert "has schema revision 0001" in st.store["problem"] and "migrates it" in st.store["problem"]
     assert _tree(tmp_path) == before
+
+
+# --- read only, whatever the store's journal mode; without the app extra; a damaged store ------------------
+
+def _listing(folder: Path) -> dict:
+    """Every file and folder under `folder`: a file's bytes' sha256, and the permission bits of each."""
+    import os
+
+    return {p.relative_to(folder).as_posix(): (p.is_file() and hashlib.sha256(p.read_bytes()).hexdigest(),
+                                               os.stat(p).st_mode) for p in sorted(folder.rglob("*"))}
+
+
+def _journal_mode(file: Path) -> str:
+    """From the file's header (its write version: 1 rollback journal, 2 WAL), opening nothing."""
+    return {1: "rollback", 2: "wal"}[file.read_bytes()[18]]
+
+
+def test_status_leaves_a_rollback_journal_store_a_wal_store_and_an_empty_file_as_they_were(tmp_path):
+    import shutil
+    import sqlite3
+
+    from vhmine.status import collect
+    from vhmine.store import open_store
+
+    wal = tmp_path / "wal" / "vhmine.db"
+    open_store(wal).close()
+    rollback = tmp_path / "rollback" / "vhmine.db"
+    rollback.parent.mkdir()
+    shutil.copy(wal, rollback)
+    con = sqlite3.connect(rollback)
+    assert con.execute("PRAGMA journal_mode=DELETE").fetchone()[0] == "delete"
+    con.close()
+    empty = tmp_path / "empty" / "vhmine.db"
+    empty.parent.mkdir()
+    empty.touch()
+    (tmp_path / "rollback").chmod(0o750)
+    rollback.chmod(0o640)
+    before = _listing(tmp_path)
+    modes = {f: _journal_mode(f) for f in (wal, rollback)}
+    assert modes == {wal: "wal", rollback: "rollback"}
+
+    seen = {f: collect(tmp_path, db=str(f)).store for f in (wal, rollback, empty)}
+    runs = {f: run_vhmine("status", "--db", str(f), cwd=tmp_path) for f in (wal, rollback, empty)}  # as a user does
+    assert _listing(tmp_path) == before  # bytes, permissions, no -wal / -shm / -journal left beside them
+    assert {f: _journal_mode(f) for f in (wal, rollback)} == modes
+    assert empty.stat().st_size == 0
+    assert seen[wal]["tasks"] == seen[rollback]["tasks"] == 0
+    assert "is empty" in seen[empty]["problem"]
+    assert all(r.returncode == 0 for r in runs.values()), {f: r.stderr for f, r in runs.items()}
+
+
+# what the base install lacks (README: `pip install vhmine`): a module that raises as a missing package does
+_NO_APP_EXTRA = '''
+import sys
+class _NoAppExtra:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("sqlalchemy", "alembic", "streamlit", "psycopg"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, _NoAppExtra())
+'''
+
+
+def test_status_without_the_app_extra_shows_indexes_runs_exports_and_evals_and_what_the_store_needs(
+        tmp_path, monkeypatch):
+    import os
+
+    from vhmine import api
+    from vhmine import curate as C
+    from vhmine.store import open_store
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("VHMINE_DB", raising=False)
+    _index(tmp_path, write_photos(tmp_path / "photos", ("astronaut", "coffee", "rocket", "horse")))
+    api.mine("photos", clip=-1.0, dino=1.0, progress=False)
+    api.seed("runs/photos-clip-1-dino1/pairs.parquet", per_mode=1, modes=["counting"])
+    with open_store(None) as store:
+        C.add_worker(store, "alice")
+        item = C.next_item(store, "alice", "counting")
+        C.save_annotation(store, "alice", item.task_id, counting_annotation(item))
+        C.confirm_drafts(store, "alice", [C.DraftDecision(d.instance_id, True) for d in C.pending_drafts(store, "alice")])
+    api.export("benchmarks/vh-v1", "vhtest", near_dups=None)
+    (tmp_path / "p.jsonl").write_text("".join(json.dumps({"id": it.id, "answer": "3"}) + "\n"
+                                              for it in api.read_benchmark("benchmarks/vh-v1")))
+    api.evaluate("benchmarks/vh-v1", "evals/e1", predictions=[("m", "p.jsonl")])
+    blocker = tmp_path / "no-app-extra"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(_NO_APP_EXTRA)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(blocker), os.environ.get("PYTHONPATH", "")]))
+    check = subprocess.run([sys.executable, "-c", "import sqlalchemy"], capture_output=True, text=True)
+    assert check.returncode == 1 and "No module named 'sqlalchemy'" in check.stderr  # the blocker works
+
+    r = run_vhmine("status", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert "  photos: 4 images, 1 skipped; encoders local-dir:tiny-clip + tiny-dino" in lines
+    assert any(ln.startswith("  photos-clip-1-dino1: --clip -1 --dino 1, ") for ln in lines)
+    assert any(ln.startswith("  benchmarks/vh-v1: vhtest, version 1, ") for ln in lines)
+    assert any(ln.startswith("  evals/e1/report.md: ") and "m " in ln for ln in lines)
+    assert ("store: data/vhmine.db: the curation store needs sqlalchemy: pip install 'vhmine[app]' "
+            "(only the store's counts need it)") in lines
+    assert "next: pip install 'vhmine[app]'   (the store's counts need it; then `vhmine status` again)" in lines
+    rec = json.loads(run_vhmine("status", "--json", cwd=tmp_path).stdout)
+    assert rec["store"]["needs"] == "pip install 'vhmine[app]'" and len(rec["evals"]) == 1
+
+
+def _damaged_pages(db: Path, keep: set[int]) -> None:
+    """Overwrite every page of a SQLite file but those in `keep` (1-based) with noise."""
+    import random
+
+    data = bytearray(db.read_bytes())
+    size = int.from_bytes(data[16:18], "big")
+    rng = random.Random(0)
+    for page in range(len(data) // size):
+        if page + 1 not in keep:
+            data[page * size:(page + 1) * size] = bytes(rng.randrange(256) for _ in range(size))
+    db.write_bytes(bytes(data))
+
+
+def test_a_damaged_store_is_one_line_naming_the_file_for_status_and_every_command_that_opens_it(tmp_path):
+    import sqlite3
+
+    from vhmine.store import open_store
+
+    noise = tmp_path / "noise.db"  # not a database at all
+    noise.write_bytes(bytes(range(256)) * 32)
+    broken = tmp_path / "broken.db"  # a vhmine store whose workers table (only) is damaged: found when read
+    with open_store(broken) as store:
+        pass
+    con = sqlite3.connect(broken)
+    con.execute("PRAGMA journal_mode=DELETE")
+    pages = {n for (n,) in con.execute("SELECT rootpage FROM sqlite_master WHERE name != 'workers'")}
+    con.close()
+    _damaged_pages(broken, pages | {1})
+    pairs = write_pairs(tmp_path / "runs" / "t", write_photos(tmp_path / "photos", ("astronaut", "coffee")))
+    commands = [("status",), ("workers", "list"), ("workers", "add", "bob"), ("seed", "--pairs", str(pairs)),
+                ("export", "--format", "vhtest", "--out", "b")]
+    for db in (noise, broken):
+        for words in commands:
+            r = run_vhmine(*words, "--db", str(db), cwd=tmp_path)
+            err = r.stderr.strip().splitlines()
+            said = (words, db.name, r.returncode, r.stderr)
+            assert r.returncode == 2 and len(err) == 1, said
+            assert err[0].startswith(f"error: the store {db} is not a SQLite database vhmine can read"), said
+            assert "Background on this error" not in r.stderr and "DatabaseError" not in r.stderr, said
+        if db is noise:  # status shows the rest, and the store line says the same
+            r = run_vhmine("status", "--db", str(db), cwd=tmp_path)
+            assert r.stdout.splitlines()[0].startswith("indexes: none") and "store: noise.db: the store " in r.stdout
+
+
+# --- no printed form of a URL holds its secrets -------------------------------------------------------------
+
+_SAFE_RAW = "abcXYZ019-._~!$'()*+,:/?#[]%= "  # characters a password may hold as typed (no `@`: see below)
+
+
+def _secret(marker: str):
+    """A secret that no other part of a generated URL can spell: a marker the rest never holds, then anything."""
+    from hypothesis import strategies as st
+
+    return st.builds(lambda rest: marker + rest, st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")),
+                                                         max_size=12))
+
+
+def _urls():
+    """(url, secrets) over store and endpoint URLs: users, passwords typed raw or percent-encoded with special
+    characters, and credential query parameters beside harmless ones."""
+    from urllib.parse import quote
+
+    from hypothesis import strategies as st
+
+    def build(scheme, user, pw, raw_pw, params, harmless, at_in_pw):
+        secrets = [pw]
+        if raw_pw:
+            pw = "".join(c if c in _SAFE_RAW or c.isalnum() else quote(c, safe="") for c in pw)
+            if at_in_pw:  # an `@` typed as is: SQLAlchemy and urllib split it otherwise; vhmine still hides it
+                pw = pw[:3] + "@" + pw[3:]
+                secrets = [pw]
+        else:
+            pw = quote(pw, safe="")
+        query = [f"{k}={quote(v, safe='')}" for k, v in params] + list(harmless)
+        secrets += [v for _, v in params]
+        return f"{scheme}://{user}:{pw}@127.0.0.1:1/db" + ("?" + "&".join(query) if query else ""), secrets
+
+    return st.builds(
+        build, st.sampled_from(["postgresql", "postgresql+psycopg", "mysql+nodriver", "http", "https"]),
+        st.text("abcdefgh_.", min_size=1, max_size=6), _secret("Zq9"), st.booleans(),
+        st.lists(st.tuples(st.sampled_from(["password", "api_key", "token", "access_token", "sslpassword", "secret",
+                                            "apikey", "api-key", "sig"]), _secret("Wv8")), max_size=3),
+        st.lists(st.sampled_from(["sslmode=disable", "application_name=vh", "connect_timeout=1"]), max_size=2),
+        st.booleans())
+
+
+def test_property_no_printed_form_of_a_url_holds_its_password_or_credential_parameters(tmp_path, monkeypatch):
+    from urllib.parse import quote, unquote
+
+    from hypothesis import given
+
+    from vhmine.files import display_url, without_secrets
+    from vhmine.llm import safe_endpoint
+    from vhmine.status import collect
+
+    monkeypatch.chdir(tmp_path)
+
+    @given(_urls())
+    def check(case):
+        url, secrets = case
+        printed = {"display_url": display_url(url),
+                   "message": without_secrets(f"could not connect with {url} ({' '.join(secrets)})", url)}
+        if url.startswith("http"):
+            printed["endpoint"] = safe_endpoint(url)
+        elif url.count("@") == 1:  # the status of a server that cannot be reached, as text and as --json
+            st = collect(tmp_path, db=url)
+            assert st.store["problem"], st.store
+            printed["status"] = st.text()
+            printed["json"] = json.dumps(st.record(), ensure_ascii=False)
+            printed["json-ascii"] = json.dumps(st.record())
+        for where, text in printed.items():
+            for s in secrets:
+                for form in {s, unquote(s), quote(s, safe="")}:
+                    assert form not in text, (where, form, text)
+        assert printed["display_url"].split("://")[0] == url.split("://")[0]  # still says what it is
+
+    check()
+
+
+def test_a_password_with_an_at_sign_typed_as_is_is_hidden_whole():
+    """An example of what the property covers: the password runs to the last `@`."""
+    from vhmine.files import display_url
+
+    assert display_url("postgresql://ann:p@ss/w?rd@db.example:5432/vh?sslmode=require&password=x%26y") == \
+        "postgresql://ann:***@db.example:5432/vh?sslmode=require&password=***"
+
+
+def test_status_imports_no_library_it_does_not_need(tmp_path):
+    """What keeps `vhmine status` quick on a loaded machine (scripts/bench_status.py times it): with a store, no
+    Alembic (nor its Mako), numpy, PIL, pandas or torch is imported; without one, not even SQLAlchemy."""
+    from vhmine.store import open_store
+
+    open_store(tmp_path / "data" / "vhmine.db").close()
+
+    def imported(*words):
+        r = subprocess.run([sys.executable, "-X", "importtime", "-m", "vhmine.cli", "status", *words], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return {ln.split("|")[-1].strip().split(".")[0] for ln in r.stderr.splitlines() if ln.startswith("import time:")}
+
+    with_store = imported("--db", "data/vhmine.db")
+    assert "sqlalchemy" in with_store  # the store's counts were read
+    assert not with_store & {"alembic", "mako", "numpy", "PIL", "pandas", "pyarrow", "torch"}
+    assert not imported("--db", "none.db") & {"sqlalchemy", "alembic", "numpy", "PIL", "pandas"}

@@ -1,4 +1,4 @@
-"""Where artifacts live: the roots of indexes and runs, and the default index.
+"""Where artifacts live: the roots of indexes and runs, the default index, and the store's URL.
 
 Resolved at call time, never at import, so tests and users can move them with
 flags or environment variables (`--indexes` / VHMINE_INDEXES, VHMINE_RUNS, VHMINE_INDEX).
@@ -15,12 +15,34 @@ from vhmine.errors import IndexMissingError
 # where `vhmine data coco` downloads from (env VHMINE_COCO_URL or --base-url name a mirror with the same layout)
 COCO_BASE_URL = "http://images.cocodataset.org"
 
+DEFAULT_DB = Path("data") / "vhmine.db"  # the curation store when neither --db nor VHMINE_DB names one
+
+
+def resolve_url(db: str | os.PathLike | None = None) -> str:
+    """The store's URL: `--db`, else VHMINE_DB, else data/vhmine.db; a bare path means a SQLite file.
+    Here, not in vhmine.store, so `vhmine status` finds the store without SQLAlchemy."""
+    raw = str(db) if db else (os.environ.get("VHMINE_DB") or str(DEFAULT_DB))
+    if "://" in raw:
+        return raw
+    return "sqlite:///" + str(Path(raw).expanduser().resolve())
+
+
 def indexes_root(override: str | os.PathLike | None = None) -> Path:
     return Path(override or os.environ.get("VHMINE_INDEXES") or "indexes")
 
 
 def runs_root(override: str | os.PathLike | None = None) -> Path:
     return Path(override or os.environ.get("VHMINE_RUNS") or "runs")
+
+
+def mine_command(folder: str | os.PathLike) -> str:
+    """The command that mines the index in `folder` (embed's next step; `vhmine status` names it too):
+    --indexes only when the index is not in the default place."""
+    from vhmine.files import shown_path
+
+    folder = Path(folder)
+    default = folder.parent.resolve() == indexes_root().resolve()
+    return f"vhmine mine --index {folder.name}" + ("" if default else f" --indexes {shown_path(folder.parent)}")
 
 
 def list_indexes(root: Path) -> list[str]:

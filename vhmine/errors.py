@@ -45,6 +45,10 @@ class StoreMissingError(StoreError):
     """No store exists where one is only to be read (`vhmine status`): nothing is created."""
 
 
+class StoreCorruptError(StoreError):
+    """The store's SQLite file is not a database, or is damaged."""
+
+
 class StoreVersionError(StoreError):
     """The store was written by a newer vhmine, whose schema this one does not know."""
 

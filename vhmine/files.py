@@ -1,6 +1,8 @@
 """The file-system rules every stage shares: publish a file or a folder whole, never half.
 
-`shown_path` writes a path as the next command line wants it (relative to the working folder).
+`shown_path` writes a path as the next command line wants it (relative to the working folder);
+`display_url` is the one form in which vhmine prints a URL (a store, an endpoint, a download, a tar shard):
+its credentials masked, whatever message, log, record file or --json it goes into.
 `atomic_write` and `replace_dir` publish a file or a folder by rename after flushing it to disk
 (fsync); `check_owned` refuses to replace or write into a folder that vhmine did not write (it reads
 the folder's listing and the producer's record file, e.g. run.json or manifest.json); `check_writable`
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -27,6 +30,57 @@ def shown_path(path) -> str:
     except (ValueError, OSError):
         text = str(p.resolve()) if not str(path).startswith(("s3://", "gs://", "http://", "https://")) else str(path)
     return shlex.quote(text)
+
+
+# query parameters whose names say they carry a credential (`password=`, `api_key=`, Azure's `code`, signed
+# URLs' `sig`); llm.redact drops the same ones from the endpoint it records
+SECRET_PARAM = re.compile(r"key|token|secret|sig|pass|pwd|auth|code|session|credential", re.I)
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://)(.*)", re.S)
+
+
+def _url_secrets(url: str) -> tuple[str, list[str]]:
+    """(the URL masked, the secrets it held as typed). The password runs from the first `:` of the user
+    info to the LAST `@` (a password typed with `@`, `/`, `?` or `#` in it stays hidden whole; an `@` later in
+    the query may hide more than needed, never less)."""
+    m = _SCHEME.match(url)
+    if not m:  # a path, not a URL: nothing in it is a credential
+        return url, []
+    scheme, rest = m.groups()
+    secrets = []
+    at = rest.rfind("@")
+    if at >= 0 and ":" in rest[:at]:
+        colon = rest.index(":")
+        secrets.append(rest[colon + 1:at])
+        rest = rest[:colon] + ":***" + rest[at:]
+    q = min((i for i in (rest.find("?"), rest.find("#")) if i >= 0), default=-1)  # a fragment may carry one too
+    if q >= 0:
+        parts = []
+        for part in re.split(r"([&;#])", rest[q + 1:]):
+            key, eq, value = part.partition("=")
+            if eq and value and SECRET_PARAM.search(key):
+                secrets.append(value)
+                part = f"{key}=***"
+            parts.append(part)
+        rest = rest[:q + 1] + "".join(parts)
+    return scheme + rest, [s for s in secrets if s and s != "***"]
+
+
+def display_url(url) -> str:
+    """`url` as vhmine prints it: the password and the values of credential query parameters (SECRET_PARAM)
+    shown as `***`, the rest as typed. A path is returned as it is."""
+    return _url_secrets(str(url))[0]
+
+
+def without_secrets(text: str, url) -> str:
+    """`text` (a library's message, which may echo the URL or its parts) with every secret of `url` masked,
+    as typed and percent-decoded."""
+    from urllib.parse import unquote
+
+    for secret in _url_secrets(str(url))[1]:
+        for form in {secret, unquote(secret)}:
+            if len(form) >= 2:  # a 1-character "secret" would mask every such letter of the message
+                text = text.replace(form, "***")
+    return text
 
 
 def fsync_path(path: Path) -> None:

@@ -21,8 +21,8 @@ import re
 import threading
 from pathlib import Path
 
-import numpy as np
-from PIL import Image, ImageCms, ImageFile, ImageOps, UnidentifiedImageError
+# numpy and PIL are imported inside the functions that decode: the stages that only hash or read bytes (the
+# store, `vhmine status`) do not pay for them
 
 from vhmine.errors import BadImage  # noqa: F401  (raised here; importable from here as before)
 
@@ -173,6 +173,8 @@ def decode_rgb(data: bytes, *, max_pixels: int = 89_478_485) -> Image.Image:
     pixel is decoded), truncated or otherwise undecodable data. Transparent pixels are laid on
     white; 16-bit and float images are scaled, not clipped; animated images give their first frame.
     """
+    from PIL import ImageOps
+
     if not data:
         raise BadImage("empty file (0 bytes)")
     webp_size = _webp_size(data)
@@ -224,6 +226,8 @@ def _open(data: bytes) -> ImageFile.ImageFile:
     message) would fire before ours; it is lifted for this header read only, under a lock, and
     always restored, so other code keeps PIL's default.
     """
+    from PIL import Image, UnidentifiedImageError
+
     with _PIL_LIMIT_LOCK:
         saved = Image.MAX_IMAGE_PIXELS
         Image.MAX_IMAGE_PIXELS = None
@@ -244,6 +248,8 @@ def _riff_truncated(data: bytes) -> bool:
 
 
 def _load(im: ImageFile.ImageFile) -> None:
+    from PIL import ImageFile
+
     if ImageFile.LOAD_TRUNCATED_IMAGES:  # another library switched PIL's process-wide leniency on (lmms-eval does)
         with _PIL_LIMIT_LOCK:  # off for this decode only, and restored: a truncated file is still named so
             saved, ImageFile.LOAD_TRUNCATED_IMAGES = ImageFile.LOAD_TRUNCATED_IMAGES, False
@@ -269,6 +275,9 @@ def _load_strict(im: ImageFile.ImageFile) -> None:
 
 
 def _to_rgb(im: Image.Image) -> Image.Image:
+    import numpy as np
+    from PIL import Image
+
     mode = im.mode
     if mode == "RGB" and "transparency" not in im.info:
         return im.copy()
@@ -293,12 +302,17 @@ def _to_rgb(im: Image.Image) -> Image.Image:
 
 
 def _gray_array_to_rgb(arr: np.ndarray) -> Image.Image:
+    import numpy as np
+    from PIL import Image
+
     u8 = np.clip(np.rint(np.nan_to_num(arr)), 0, 255).astype(np.uint8)
     return Image.fromarray(u8, mode="L").convert("RGB")
 
 
 def _scale_int(arr: np.ndarray) -> np.ndarray:
     """32-bit integer pixels: 8-bit or 16-bit data in a wide container, else stretched to 0..255."""
+    import numpy as np
+
     lo, hi = (int(arr.min()), int(arr.max())) if arr.size else (0, 0)
     if lo >= 0 and hi <= 255:
         return arr.astype(np.float64)
@@ -309,6 +323,8 @@ def _scale_int(arr: np.ndarray) -> np.ndarray:
 
 def _scale_float(arr: np.ndarray) -> np.ndarray:
     """Float pixels: 0..1 (the usual convention) or 0..255 as they are, else stretched to 0..255."""
+    import numpy as np
+
     finite = arr[np.isfinite(arr)]
     lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 0.0)
     if lo >= 0 and hi <= 1:
@@ -319,6 +335,8 @@ def _scale_float(arr: np.ndarray) -> np.ndarray:
 
 
 def _stretch(arr: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    import numpy as np
+
     if hi <= lo:
         return np.zeros_like(arr)
     return (arr - lo) * (255.0 / (hi - lo))
@@ -326,6 +344,8 @@ def _stretch(arr: np.ndarray, lo: float, hi: float) -> np.ndarray:
 
 def _cmyk_to_rgb(im: Image.Image) -> Image.Image:
     """Through the embedded ICC profile when there is one: PIL's plain formula is far off for print CMYK."""
+    from PIL import ImageCms
+
     icc = im.info.get("icc_profile")
     if icc:
         try:

@@ -3,7 +3,9 @@
 Reads only, and only small files: `indexes/<name>/manifest.json` (or an unfinished embed's work folder),
 `runs/<run>/run.json`, the `manifest.json` of exports and `report.json` of evals found in the working folder
 (up to 3 levels down), and the store's counts through vhmine.curate.store_overview, opened with
-`migrate=False` (a store that is not there is not created, an older one is not migrated). Writes nothing.
+`migrate=False` (a store that is not there is not created, an older one is not migrated, a SQLite file is
+opened read-only). Writes nothing. Needs no extra: without SQLAlchemy (the base install) it shows all but the
+store's counts and says what they need. The store's URL is shown through vhmine.files.display_url.
 `collect` gathers a Status; `Status.text()` is what the command prints, `Status.record()` its --json.
 """
 
@@ -158,23 +160,35 @@ def _walk(root: Path):
 
 
 def _store_state(db: Optional[str]) -> Optional[dict]:
-    from vhmine.errors import StoreError, StoreMissingError
-    from vhmine.store import resolve_url
+    """The store's counts; None when there is none; else {"url", "problem"} (and "corrupt": the one problem that
+    makes `vhmine status` exit non-zero). Everything but the counts works without SQLAlchemy (the base install),
+    and a SQLite file is opened read-only: see vhmine.store.open_store(migrate=False)."""
+    from vhmine.config import resolve_url
+    from vhmine.errors import StoreCorruptError, StoreError, StoreMissingError
+    from vhmine.files import display_url
 
+    url = resolve_url(db)
+    file = Path(url.removeprefix("sqlite:///")) if url.startswith("sqlite:///") else None
+    where = _shown(file) if file is not None else display_url(url)
+    if file is not None and not file.is_file():
+        return None  # nothing to read, and nothing imported to find that out
     try:
         from vhmine.curate import store_overview
         from vhmine.store import open_store
 
         with open_store(db, migrate=False) as store:
             ov = store_overview(store)
-            where = store.db_option.removeprefix(" --db ") or (
-                _shown(resolve_url(db).removeprefix("sqlite:///")) if store.dialect == "sqlite" else store.display_url)
             return {"url": where, "db_option": store.db_option, **asdict(ov), "tasks": ov.tasks}
-    except StoreMissingError:
-        return None
+    except StoreMissingError as err:  # an empty file says so; a server database without tables too
+        return {"url": where, "problem": str(err)}
+    except StoreCorruptError as err:
+        return {"url": where, "problem": str(err), "corrupt": True}
     except StoreError as err:  # older schema, a server that is down, SQLAlchemy missing: said, not fatal
-        url = resolve_url(db) if "://" in (db or "sqlite://") else None
-        return {"url": url or str(db), "problem": str(err)}
+        problem = str(err)
+        if "pip install" in problem and "needs" in problem:  # the base install: only the store needs the extra
+            return {"url": where, "problem": problem + " (only the store's counts need it)",
+                    "needs": "pip install 'vhmine[app]'"}
+        return {"url": where, "problem": problem}
 
 
 def collect(root: Path = Path("."), *, indexes: Optional[Path] = None, db: Optional[str] = None) -> Status:
@@ -259,8 +273,6 @@ def _next(st: Status) -> tuple[str, list[str]]:
     s = st.store or {}
     db = s.get("db_option", "")
     modes = s.get("modes") or []
-    if s.get("problem"):
-        also.append(f"store: {s['problem']}")
     waiting = sum(m["drafts_waiting"] for m in modes)
     confirm = sum(m["yes_no_to_confirm"] for m in modes)
     if waiting:
@@ -280,11 +292,15 @@ def _next(st: Status) -> tuple[str, list[str]]:
                     "kept; it resumes)", also)
         return "vhmine embed FOLDER --name NAME   (or `vhmine demo` to see every stage run first)", also
     if not st.runs:
-        return f"vhmine mine --index {finished[-1].name}", also
+        from vhmine.config import mine_command
+
+        return mine_command(Path(finished[-1].folder)), also
     with_pairs = [r for r in st.runs if r.pairs]
     if not with_pairs:
         r = st.runs[-1]
         return f"vhmine mine --index {r.index} {_relax(r)}   (the last run, {r.name}, found 0 pairs)", also
+    if s.get("needs"):  # a store is there, but this install cannot read it: whether the runs were seeded is unknown
+        return f"{s['needs']}   (the store's counts need it; then `vhmine status` again)", also
     if not any(r.seeded for r in with_pairs):
         return f"vhmine seed --pairs {shown_path(Path(with_pairs[-1].folder) / 'pairs.parquet')}{db}", also
     if not s or s.get("problem"):

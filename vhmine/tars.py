@@ -21,6 +21,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 from vhmine.errors import BadImage, InputError
+from vhmine.files import display_url
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ class TarSource:
             try:
                 self._fs, self._path = fsspec.core.url_to_fs(self.url)
             except (ImportError, ValueError) as err:
-                raise InputError(f"{self.url}: cannot open this URL ({err}); install the fsspec package for "
+                raise InputError(f"{display_url(self.url)}: cannot open this URL ({err}); install the fsspec package for "
                                  "its protocol (e.g. s3fs, gcsfs) or give a local path") from None
         return self._fs
 
@@ -83,9 +84,9 @@ class TarSource:
                 return base, [name]
             names = sorted(p[len(self._path):].lstrip("/") for p in fs.find(self._path) if p.endswith(".tar"))
         except FileNotFoundError:
-            raise InputError(f"{self.url}: not found; give a WebDataset .tar file or the folder that holds them") from None
+            raise InputError(f"{display_url(self.url)}: not found; give a WebDataset .tar file or the folder that holds them") from None
         if not names:
-            raise InputError(f"{self.url}: no .tar files found; give a WebDataset .tar file or the folder that holds them")
+            raise InputError(f"{display_url(self.url)}: no .tar files found; give a WebDataset .tar file or the folder that holds them")
         return self._path, names
 
     def check(self) -> None:
@@ -116,7 +117,7 @@ class TarSource:
                         sides[(key, ext)] = [m.offset_data, m.size]
         except (tarfile.TarError, EOFError, OSError) as err:
             # a tar cut short: keep what came before the cut (the cut member fails its read, with a reason)
-            log.warning("%s/%s: %s; embedding the %d images listed before it", self.url, tar, err, len(images))
+            log.warning("%s/%s: %s; embedding the %d images listed before it", display_url(self.url), tar, err, len(images))
         return {f"{tar}/{w['member']}": {"path": f"{tar}/{w['member']}", "tar": tar, "key": key,
                                          "offset": w["offset"], "size": w["size"], "mtime_ns": w["mtime_ns"],
                                          "json": sides.get((key, ".json")), "txt": sides.get((key, ".txt"))}

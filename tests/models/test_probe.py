@@ -98,6 +98,24 @@ def _cli(tmp_path, srv, *args, extra_env=None):
     return cmd, env
 
 
+def test_probe_ends_by_naming_the_next_step(openai_server, tmp_path):
+    """Judged: describe the hallucinations; open answers left unjudged: label them first (the app's page)."""
+    make_ready_store(tmp_path).close()
+
+    def last_line(*args):
+        cmd, env = _cli(tmp_path, openai_server, *args)
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.strip().splitlines()[-1]
+
+    assert last_line("--mode", "counting") == (
+        "next: label the 2 unjudged answer(s) on the app's Label answers page (vhmine curate --db store.db), "
+        "or probe again with --judge MODEL; then vhmine describe --model MODEL --db store.db")
+    assert last_line("--judge", "judge-llm") == (
+        "next: vhmine describe --model MODEL --db store.db   (what makes victim-vlm hallucinate, per mode, from its 8 "
+        "hallucination(s); then vhmine generate)")
+
+
 def test_cli_records_a_refusal_goes_on_exits_3_and_writes_no_key(openai_server, tmp_path):
     srv = openai_server
     make_ready_store(tmp_path).close()

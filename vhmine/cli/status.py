@@ -1,7 +1,7 @@
 """`vhmine status`: where the working folder stands and what to run next (registered on vhmine.cli.app).
 
 Thin wiring over vhmine.status.collect; reads what that reads (indexes, runs, exports, evals, the store's
-counts), writes nothing.
+counts), writes nothing. A damaged store file is the one thing it exits 2 on (after showing the rest).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def status(
     indexes: Optional[Path] = IndexesOpt,
     db: Optional[str] = DbOpt,
 ) -> None:
-    """Show indexes, mining runs, the store's queues, exports and evals, then the next step (reads only)."""
+    """Show indexes, mining runs, the store's queues, exports and evals, then the next step (reads only; exits 2 on a damaged store)."""
     from vhmine.status import collect
 
     try:
@@ -31,3 +31,6 @@ def status(
     except VhmineError as err:
         _fail(err)
     typer.echo(json.dumps(st.record(), indent=1, default=str) if as_json else st.text())
+    if (st.store or {}).get("corrupt"):  # shown above with the rest; the exit status says it too
+        typer.echo(f"error: {st.store['problem']}", err=True)
+        raise typer.Exit(2)

@@ -22,6 +22,7 @@ from pathlib import Path
 from vhmine.config import COCO_BASE_URL
 from vhmine.data.download import download, human_bytes
 from vhmine.errors import DownloadError, InputError
+from vhmine.files import display_url
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +141,7 @@ def _fetch_and_unpack(url: str, dest: Path, folder: str, md5: str | None, progre
         if md5 and got != md5:
             raise DownloadError(
                 f"{placed} has md5 {got}, expected {md5}: it is incomplete or not the COCO {name}; "
-                f"replace it with the right file, or delete it to let vhmine download {url}"
+                f"replace it with the right file, or delete it to let vhmine download {display_url(url)}"
             )
         _unpack(placed, dest, folder, got)
         return 0
@@ -150,7 +151,7 @@ def _fetch_and_unpack(url: str, dest: Path, folder: str, md5: str | None, progre
     if md5 and got != md5:
         part.unlink(missing_ok=True)  # resuming a wrong file would only stay wrong
         raise DownloadError(
-            f"{url} gave a file with md5 {got}, expected {md5} (deleted). If --base-url or "
+            f"{display_url(url)} gave a file with md5 {got}, expected {md5} (deleted). If --base-url or "
             f"VHMINE_COCO_URL points at a mirror, it serves a different file; otherwise run again, "
             f"or download it by hand and place it at {placed}"
         )

@@ -25,6 +25,7 @@ from tqdm import tqdm
 from vhmine import __version__
 from vhmine.config import COCO_BASE_URL  # the layout a mirror must copy
 from vhmine.errors import DownloadError, InputError
+from vhmine.files import display_url
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +67,10 @@ def download(url: str, part: Path, placed: Path, progress: bool) -> tuple[int, s
                 failures = 0  # progress was made: the link works, it just dropped
             if failures >= len(RETRY_DELAYS_S):
                 raise DownloadError(
-                    f"downloading {url} failed after {failures + 1} attempts ({err}); run the same "
+                    f"downloading {display_url(url)} failed after {failures + 1} attempts ({err}); run the same "
                     f"command again to resume from {part}, or pass --base-url for a mirror"
                 ) from None
-            log.warning("%s: %s; retrying in %.0f s", url, err, RETRY_DELAYS_S[failures])
+            log.warning("%s: %s; retrying in %.0f s", display_url(url), err, RETRY_DELAYS_S[failures])
             time.sleep(RETRY_DELAYS_S[failures])
             failures += 1
 
@@ -91,7 +92,7 @@ def _attempt(url: str, part: Path, placed: Path, have: int, hasher: _Hasher, pro
         if err.code in _RETRY_STATUS:
             raise _Retry(f"HTTP {err.code} {err.reason}") from None
         raise DownloadError(
-            f"{url} answered HTTP {err.code} {err.reason}: the server does not offer this file; "
+            f"{display_url(url)} answered HTTP {err.code} {err.reason}: the server does not offer this file; "
             f"check --base-url / VHMINE_COCO_URL (a mirror needs the zips/ and annotations/ layout "
             f"of {COCO_BASE_URL})"
         ) from None
@@ -110,9 +111,9 @@ def _attempt(url: str, part: Path, placed: Path, have: int, hasher: _Hasher, pro
         else:
             start, total = 0, _int(response.headers.get("Content-Length"))
             if have:
-                log.info("%s: the server ignored the resume request; downloading from the start", url)
+                log.info("%s: the server ignored the resume request; downloading from the start", display_url(url))
         if start:
-            log.info("%s: resuming at byte %d", url, start)
+            log.info("%s: resuming at byte %d", display_url(url), start)
         _check_space(part, (total or 0) - start, total or 0)
         hasher.catch_up(start)
         got = 0
@@ -178,7 +179,7 @@ def _check_resolves(url: str, placed: Path) -> None:
     if proxy and not urllib.request.proxy_bypass(host or ""):
         host = urlsplit(proxy if "//" in proxy else "//" + proxy).hostname
     if not host:
-        raise InputError(f"bad download URL {url!r}: --base-url must look like http://host[:port]")
+        raise InputError(f"bad download URL {display_url(url)!r}: --base-url must look like http://host[:port]")
     result: dict[str, BaseException | None] = {}
 
     def resolve() -> None:
@@ -205,7 +206,7 @@ def _raise_if_unreachable(url: str, err: BaseException, placed: Path) -> None:
 
 def _unreachable(url: str, why: str, placed: Path) -> str:
     return (
-        f"cannot reach {url} ({why}). Check the network, pass --base-url (or set VHMINE_COCO_URL) "
+        f"cannot reach {display_url(url)} ({why}). Check the network, pass --base-url (or set VHMINE_COCO_URL) "
         f"for a mirror, or download the file elsewhere and place it at {placed}"
     )
 

@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vhmine.config import DEFAULT_CLIP_MODEL, DEFAULT_DINO_MODEL, indexes_root
+from vhmine.config import DEFAULT_CLIP_MODEL, DEFAULT_DINO_MODEL, indexes_root, mine_command
 from vhmine.embed.read import open_source, read_coco_annotations
 from vhmine.embed.work import (INDEXED, JOB, WORK, changed_paths, check_job, current_rows, load_done_shards, read_plan,
                          shard_paths, started, update_plan)
@@ -88,6 +88,8 @@ class EmbedResult:
         if not self.images:
             lines.append("  the index holds no images: nothing can be mined from it; fix or replace the files "
                          "listed in skipped.csv and run the same command again")
+        else:
+            lines.append(f"next: {mine_command(self.folder)}")
         return "\n".join(lines)
 
 

@@ -12,8 +12,9 @@ from typing import Optional
 from urllib.parse import urlsplit, urlunsplit
 
 
-# query parameters whose names say they carry a credential (Azure's `code`, `api-key`, signed URLs' `sig`)
-_SECRET_PARAM = re.compile(r"key|token|secret|sig|pass|pwd|auth|code|session|credential", re.I)
+from vhmine.files import SECRET_PARAM as _SECRET_PARAM  # the credential query parameters (Azure's `code`, `sig`)
+from vhmine.files import display_url
+
 _DEFAULT_PORT = {"http": 80, "https": 443}
 
 
@@ -28,7 +29,7 @@ def safe_endpoint(base_url: Optional[str]) -> str:
 
     if not base_url:
         return "https://api.openai.com/v1"
-    p = urlsplit(base_url.strip())
+    p = urlsplit(display_url(base_url.strip()))  # masked first: a password typed with `/` or `@` stays out
     scheme = p.scheme.lower()
     host = (p.hostname or "").lower()
     host = f"[{host}]" if ":" in host else host  # an IPv6 literal keeps its brackets

@@ -60,6 +60,7 @@ class ProbeResult:
     spent: float = 0.0
     sent: int = 0
     cached: int = 0
+    db_option: str = ""  # " --db STORE" when the store is not the default one, for the next command
 
     @property
     def failed(self) -> list[ItemResult]:
@@ -100,9 +101,22 @@ class ProbeResult:
             lines.append(f"  not answered: {f.mode} {f.kind} {f.instance_id}: {f.status}: {f.reason}")
         if len(self.failed) > 20:
             lines.append(f"  ... and {len(self.failed) - 20} more (all in the request cache's failures table)")
-        if self.partial:
+        if self.partial:  # the last line names the next step: the same command
             lines.append(f"partial run: {len(self.failed)} instance(s) not answered; rerun the same command to ask only those")
+        else:
+            lines.append(self._next(tot))
         return "\n".join(lines)
+
+    def _next(self, tot: Counter) -> str:
+        db = self.db_option
+        if tot["unjudged"]:
+            return (f"next: label the {tot['unjudged']} unjudged answer(s) on the app's Label answers page "
+                    f"(vhmine curate{db}), or probe again with --judge MODEL; then vhmine describe --model MODEL{db}")
+        if tot["hallucinated"]:
+            return (f"next: vhmine describe --model MODEL{db}   (what makes {self.model} hallucinate, per mode, from "
+                    f"its {tot['hallucinated']} hallucination(s); then vhmine generate)")
+        return (f"next: {self.model} answered every instance right: vhmine probe --model OTHER{db}, or curate and "
+                "mine harder pairs")
 
 
 def probe_prompt(kind: str) -> P.Prompt:
@@ -130,7 +144,7 @@ def probe(store, opts: ProbeOptions) -> ProbeResult:
     if opts.limit is not None:
         recs = recs[:opts.limit]
     model = opts.llm.model
-    result = ProbeResult(model, opts.judge)
+    result = ProbeResult(model, opts.judge, db_option=store.db_option)
     judge_prompt = J.judge_prompt()
     judge_name = J.judge_name(opts.judge, judge_prompt) if opts.judge else None
     by_id = {r.id: r for r in recs}

@@ -3,7 +3,9 @@
 Reads and writes one database: a SQLite file (default `data/vhmine.db`, WAL, foreign keys on) or any
 SQLAlchemy URL given by `--db` / VHMINE_DB (PostgreSQL included). Opening a store brings its schema
 up to date through the migrations shipped in `vhmine/store/migrations/` (a SQLite file is first copied to
-`<file>.bak-<revision>`), and refuses a store written by a newer vhmine.
+`<file>.bak-<revision>`), and refuses a store written by a newer vhmine. `open_store(migrate=False)` (what
+`vhmine status` uses) only reads: a SQLite file is opened read-only (SQLite's mode=ro URI, no pragma that
+writes), so its bytes, its journal mode and its folder stay as they were.
 
 A server database may restart under its users: pooled connections are checked before use (pool_pre_ping),
 a session waits up to RECONNECT_S for the server to take a connection again, and a connection lost while
@@ -11,8 +13,10 @@ committing is said (StoreConnectionError: it may or may not be saved) rather tha
 applied twice. A connection lost mid-transaction (nothing committed) is retried by curate._shared._retried.
 
 The table classes live in vhmine.store.tables and are imported from here (`from vhmine.store import Instance`),
-so that a missing SQLAlchemy gets the message below first. Import cost: SQLAlchemy and Alembic load with this module,
-which the CLI imports only inside the commands that use the store.
+so that a missing SQLAlchemy gets the message below first. Import cost: SQLAlchemy loads with this module, which
+the CLI imports only inside the commands that use the store; Alembic only when a store is created or migrated
+(the schema revisions are read from the migration files' own lines). Errors name the store in one line: URLs
+through vhmine.files.display_url (the one masking of printed URLs), the driver's words without its secrets.
 """
 
 from __future__ import annotations
@@ -24,11 +28,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-from vhmine.errors import StoreConnectionError, StoreError, StoreMissingError, StoreVersionError
+from vhmine.errors import (
+    StoreConnectionError, StoreCorruptError, StoreError, StoreMissingError, StoreVersionError,
+)
 
 try:
-    import alembic  # noqa: F401  (checked here so a missing extra gets one clear message)
-    import sqlalchemy  # noqa: F401
+    import sqlalchemy  # noqa: F401  (checked here so a missing extra gets one clear message)
 except ModuleNotFoundError as _err:
     raise StoreError(f"the curation store needs {_err.name}: pip install 'vhmine[app]'") from None
 
@@ -37,6 +42,11 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
+from vhmine.config import DEFAULT_DB, resolve_url  # noqa: F401  (importable from here as before)
+from vhmine.files import display_url, without_secrets  # the one masking of printed URLs
+from vhmine.store.revisions import (  # noqa: F401  (importable from here as before)
+    MIGRATIONS, _alembic_config, _current_revision, _known_revisions, _revisions, schema_head,
+)
 from vhmine.store.tables import (  # noqa: F401  (the table classes, importable from here as before)
     DRAFT_STATUSES, ERRATUM_STATUSES, IMAGE_SOURCES, INSTANCE_STATUSES, TASK_STATUSES, VERDICTS, Action, Base,
     BlindAnswer, Description, Draft, Erratum, Generation, Image, Instance, NearDuplicate, Pair, Response,
@@ -45,8 +55,6 @@ from vhmine.store.tables import (  # noqa: F401  (the table classes, importable 
 
 log = logging.getLogger(__name__)
 
-DEFAULT_DB = Path("data") / "vhmine.db"
-MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 RECONNECT_S = 30.0  # how long a session waits for a server database that went away (a restart) to come back
 _GONE = ("57P01", "57P02", "57P03")  # PostgreSQL: admin shutdown, crash shutdown, starting up (cannot connect now)
 
@@ -66,34 +74,36 @@ def is_disconnect(err: BaseException) -> bool:
     return type(orig).__module__.split(".")[0] in ("psycopg", "psycopg2") and type(orig).__name__ == "OperationalError"
 
 
-def _reason(err: DBAPIError) -> str:
-    return " ".join(str(err.orig).split())[:160]
+def _reason(err: DBAPIError, url: str = "") -> str:
+    """The driver's own words, on one line, with the URL's secrets masked (SQLAlchemy's text adds its class
+    name and a second line, "Background on this error at ...")."""
+    return without_secrets(" ".join(str(err.orig).split())[:160], url)
+
+
+def is_corrupt(err: BaseException) -> bool:
+    """Whether `err` says a SQLite file is not a database or is damaged ("file is not a database",
+    "database disk image is malformed"): sqlite3 raises those as DatabaseError itself, not a subclass."""
+    import sqlite3
+
+    orig = getattr(err, "orig", err)
+    return type(orig) is sqlite3.DatabaseError
+
+
+def _corrupt(file) -> StoreCorruptError:
+    return StoreCorruptError(f"the store {file} is not a SQLite database vhmine can read (damaged, or another kind of "
+                             f"file): check --db / VHMINE_DB, or restore it from a copy (vhmine keeps {Path(file).name}"
+                             ".bak-<revision> beside it when it migrates)")
 
 
 # --- opening a store -----------------------------------------------------------------------------
 
-def resolve_url(db: str | os.PathLike | None = None) -> str:
-    """`--db`, else VHMINE_DB, else data/vhmine.db; a bare path means a SQLite file."""
-    raw = str(db) if db else (os.environ.get("VHMINE_DB") or str(DEFAULT_DB))
-    if "://" in raw:
-        return raw
-    return "sqlite:///" + str(Path(raw).expanduser().resolve())
-
-
-def display_url(url: str) -> str:
-    """The URL with any password hidden, for messages and logs."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # an unparsable URL has no password we could find; say so rather than echo it
-        return "<unparsable database URL>"
-
-
-def _sqlite_hooks(engine: Engine) -> None:
+def _sqlite_hooks(engine: Engine, read_only: bool = False) -> None:
     @event.listens_for(engine, "connect")
     def _connect(dbapi_conn, _record):  # noqa: ANN001
         dbapi_conn.isolation_level = None  # we emit BEGIN ourselves (below)
         cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA journal_mode=WAL")
+        if not read_only:  # setting it writes the file's header (and turns a 0-byte file into a database)
+            cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA foreign_keys=ON")
         cur.execute("PRAGMA busy_timeout=30000")
         cur.close()
@@ -102,44 +112,39 @@ def _sqlite_hooks(engine: Engine) -> None:
     def _begin(conn):  # noqa: ANN001
         # Writers take the lock up front, so two writers queue on busy_timeout instead of
         # failing when a read lock cannot be upgraded; readers use a plain BEGIN.
-        conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get("vhmine_read") else "BEGIN IMMEDIATE")
+        conn.exec_driver_sql("BEGIN" if read_only or conn.get_execution_options().get("vhmine_read")
+                             else "BEGIN IMMEDIATE")
 
 
-def make_engine(url: str) -> Engine:
+def _read_only_uri(file: Path) -> str:
+    """SQLite's URI that opens `file` without writing anything: mode=ro; and, when no -wal file lies beside
+    it (no writer has it open, the file holds every commit), immutable=1 too, because a read-only
+    connection to a WAL store would otherwise create its -wal and -shm files (and leave them there)."""
+    from urllib.parse import quote
+
+    uri = f"file:{quote(str(file.resolve()))}?mode=ro"
+    return uri if Path(f"{file}-wal").exists() else uri + "&immutable=1"
+
+
+def make_engine(url: str, read_only: bool = False) -> Engine:
+    """The engine of `url`; `read_only` (`vhmine status`): a SQLite file is opened read-only (see
+    _read_only_uri) and no folder is made for it."""
     u = make_url(url)
     if u.get_backend_name() == "sqlite":
-        if u.database and u.database != ":memory:":
-            Path(u.database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
-        _sqlite_hooks(engine)
+        file = _sqlite_file(url)
+        if read_only and file is not None:
+            import sqlite3
+
+            uri = _read_only_uri(file)
+            engine = create_engine(url, creator=lambda: sqlite3.connect(uri, uri=True, timeout=30,
+                                                                        check_same_thread=False))
+        else:
+            if u.database and u.database != ":memory:":
+                Path(u.database).parent.mkdir(parents=True, exist_ok=True)
+            engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+        _sqlite_hooks(engine, read_only)
         return engine
     return create_engine(url, pool_pre_ping=True)
-
-
-def _alembic_config():
-    from alembic.config import Config
-
-    cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS))
-    return cfg
-
-
-def schema_head() -> str:
-    from alembic.script import ScriptDirectory
-
-    return ScriptDirectory.from_config(_alembic_config()).get_current_head()
-
-
-def _known_revisions() -> set[str]:
-    from alembic.script import ScriptDirectory
-
-    return {r.revision for r in ScriptDirectory.from_config(_alembic_config()).walk_revisions()}
-
-
-def _current_revision(conn) -> Optional[str]:  # noqa: ANN001
-    from alembic.runtime.migration import MigrationContext
-
-    return MigrationContext.configure(conn).get_current_revision()
 
 
 class Store:
@@ -180,15 +185,17 @@ class Store:
             try:
                 yield s
                 s.flush()  # statements fail here, before COMMIT: the transaction surely did not commit
-            except BaseException:
+            except BaseException as err:
                 s.rollback()
+                if is_corrupt(err) and _sqlite_file(self.url) is not None:  # one line naming the file
+                    raise _corrupt(_sqlite_file(self.url)) from None
                 raise
             try:
                 s.commit()
             except DBAPIError as err:
                 if is_disconnect(err):
                     raise StoreConnectionError(
-                        f"the connection to the store {self.display_url} broke while saving ({_reason(err)}): the "
+                        f"the connection to the store {self.display_url} broke while saving ({_reason(err, self.url)}): the "
                         "change may or may not have been saved; look (reload) before doing it again") from None
                 raise
 
@@ -212,10 +219,10 @@ class Store:
                     raise
                 if time.monotonic() + wait > deadline:
                     raise StoreConnectionError(
-                        f"the store {self.display_url} cannot be reached ({_reason(err)}) after {RECONNECT_S:g} s: "
+                        f"the store {self.display_url} cannot be reached ({_reason(err, self.url)}) after {RECONNECT_S:g} s: "
                         "nothing was read or saved; try again once the database server is back") from None
                 if not said:
-                    log.warning("store %s unreachable (%s): waiting for it", self.display_url, _reason(err))
+                    log.warning("store %s unreachable (%s): waiting for it", self.display_url, _reason(err, self.url))
                     said = True
             time.sleep(wait)
             wait = min(2 * wait, 2.0)
@@ -299,10 +306,18 @@ def _cannot_open(url: str, err: Exception) -> StoreError:
             return StoreError(f"cannot open store {file}: {what}, and SQLite writes the store and its -wal and "
                               f"-shm files beside it; make it writable (chmod u+w), or pass --db with a file in a "
                               "folder you can write to")
-        return StoreError(f"cannot open store {file}: {type(err).__name__}: {err}; check --db / VHMINE_DB "
+        if is_corrupt(err):
+            return _corrupt(file)
+        return StoreError(f"cannot open store {file}: {_words(err, url)}; check --db / VHMINE_DB "
                           "(a SQLite file vhmine wrote, or a new file)")
-    return StoreError(f"cannot open store {display_url(url)}: {type(err).__name__}: {err}; "
+    return StoreError(f"cannot open store {display_url(url)}: {_words(err, url)}; "
                       "check --db / VHMINE_DB and that the database server is running")
+
+
+def _words(err: Exception, url: str) -> str:
+    """What went wrong, in the driver's words when there is a driver error: one line, no library class name
+    or SQLAlchemy's "Background on this error" link, the URL's secrets masked."""
+    return without_secrets(" ".join(str(getattr(err, "orig", None) or err).split())[:200], url)
 
 
 def open_store(db: str | os.PathLike | None = None, *, target: str = "head", create: bool = True,
@@ -318,8 +333,6 @@ def open_store(db: str | os.PathLike | None = None, *, target: str = "head", cre
     Raises StoreVersionError for a store from a newer vhmine, StoreError for a database that holds other
     tables but no vhmine schema, and names a SQLite store's folder when it cannot be written.
     """
-    from alembic import command
-
     url = resolve_url(db)
     file = _sqlite_file(url)
     if not migrate and file is not None and not file.is_file():
@@ -329,11 +342,11 @@ def open_store(db: str | os.PathLike | None = None, *, target: str = "head", cre
     if migrate and file is not None and _unwritable_folder(file) is not None:  # before anything tries to create it
         raise _cannot_open(url, PermissionError("not writable"))
     try:
-        engine = make_engine(url)
+        engine = make_engine(url, read_only=not migrate)
     except Exception as err:  # bad driver names and the like, before any connection
         if file is not None and isinstance(err, OSError):
             raise _cannot_open(url, err) from None
-        raise StoreError(f"cannot open store {display_url(url)}: {err}; check --db / VHMINE_DB") from None
+        raise StoreError(f"cannot open store {display_url(url)}: {_words(err, url)}; check --db / VHMINE_DB") from None
     head = schema_head() if target == "head" else target
     try:
         with engine.connect() as conn:
@@ -352,6 +365,10 @@ def open_store(db: str | os.PathLike | None = None, *, target: str = "head", cre
             f"(it knows up to {schema_head()}): it was written by a newer vhmine; upgrade vhmine "
             "(pip install -U vhmine) or point --db at another store"
         )
+    if current is None and not tables and not migrate:  # an empty file or database: nothing to read yet
+        engine.dispose()
+        raise StoreMissingError(f"the store {file or display_url(url)} is empty: `vhmine seed --pairs "
+                                "runs/<run>/pairs.parquet` creates its tables")
     if current is None and not tables and not create:
         engine.dispose()
         raise _no_store(make_url(url).database if engine.dialect.name == "sqlite" else display_url(url))
@@ -371,6 +388,8 @@ def open_store(db: str | os.PathLike | None = None, *, target: str = "head", cre
             backup = _backup_sqlite(engine, current)
             log.info("copied store to %s before migrating", backup)
         cfg = _alembic_config()
+        from alembic import command
+
         with engine.begin() as conn:
             if engine.dialect.name == "postgresql":  # one migrator at a time
                 conn.execute(text("SELECT pg_advisory_xact_lock(7261636)"))
