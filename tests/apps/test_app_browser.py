@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -261,12 +262,13 @@ def test_layout_at_1400x1000(layout_server, tmp_path):
                 assert box["width"] <= natural + 0.5, (box, natural)  # never stretched beyond its pixels
                 assert _inside(box, page.get_by_test_id("stMain").bounding_box())
                 for text in ("What is on the table?", "Model says: a red bicycle"):
-                    assert _inside(page.get_by_text(text).bounding_box(), viewport), text  # no scrolling needed
+                    shown = page.get_by_test_id("stMain").get_by_test_id("stText").filter(has_text=text)  # not the message
+                    assert _inside(shown.bounding_box(), viewport), text  # no scrolling needed
                 assert page.evaluate("window.scrollY") == 0
                 page.get_by_text("hallucinated", exact=True).click()
                 idle.wait_for()
                 page.get_by_role("button", name="Save verdict").click()
-                expect(page.get_by_text("Verdict saved.")).to_be_visible()
+                expect(page.get_by_text("Verdict saved for the previous answer (hallucinated: ")).to_be_visible()
             assert natural_widths == {32, 1280}
             expect(page.get_by_text("No model answers to label in existence.")).to_be_visible()
         finally:
@@ -542,3 +544,79 @@ def test_every_page_fits_a_laptop_screen(laptop_server, tmp_path):
             ctx.close()
     assert {p.name for p in shots.iterdir()} >= {"sign_in.png", "annotate.png", "annotate_drafts.png", "review.png",
                                                   "label.png", "verify.png", "errata.png", "blind_flags.png", "admin.png"}
+
+
+def test_messages_and_sign_out_are_in_view_on_a_laptop_screen(laptop_server, tmp_path):
+    """At 1280 x 800, a screenshot after each action: the error of Save with an empty slot shows on screen beside
+    the Save button (it was below the button row, out of view); on Review the message of a saved answer names the
+    item it was saved for (it shows above the next item's button); Sign out is in view in the sidebar."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"chromium not found at {CHROMIUM}: install Debian's chromium (scripts/ci_services.sh)")
+    url, db, tokens = laptop_server
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    ARTIFACTS.mkdir(exist_ok=True)
+    expect = sync_api.expect
+    with sync_api.sync_playwright() as p:
+        ctx = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, headless=True,
+                                                   args=ARGS, viewport=LAPTOP)
+        try:
+            page = ctx.new_page()
+            page.set_default_timeout(60_000)
+            idle = page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]')
+            sidebar = page.get_by_test_id("stSidebar")
+
+            def shot(name: str) -> None:
+                idle.wait_for()
+                page.wait_for_function("[...document.querySelectorAll('img')].every(i => i.complete)")
+                page.screenshot(path=str(shots / f"{name}.png"))
+                shutil.copy(shots / f"{name}.png", ARTIFACTS / f"laptop_{name}.png")
+
+            page.goto(url, timeout=60_000)
+            page.get_by_label("Token", exact=True).fill(tokens["alice"])
+            page.get_by_role("button", name="Sign in").click()
+            expect(page.get_by_text("Annotate: existence")).to_be_visible()
+            shot("signed_in")
+            assert _in_view(sidebar.get_by_role("button", name="Sign out").bounding_box())  # no scrolling the sidebar
+
+            # Annotate: Save with the {where} slot left empty
+            page.get_by_role("button", name="Save", exact=True).click()
+            err = page.get_by_text("slot {where} of template existence.what_is is empty: fill it in")
+            expect(err).to_be_visible()
+            shot("annotate_save_error")
+            e, save = err.bounding_box(), page.get_by_role("button", name="Save", exact=True).bounding_box()
+            assert _in_view(e), e  # on screen as it is, after the click
+            assert abs(save["y"] - (e["y"] + e["height"])) < 80, (e, save)  # just above the button row
+
+            # Review: the saved answer's message names the item it was saved for
+            sidebar.get_by_test_id("stSelectbox").click()
+            page.get_by_role("option", name="color", exact=True).click()
+            idle.wait_for()
+            sidebar.get_by_text("Review", exact=True).click()
+            expect(page.get_by_text("Review: color")).to_be_visible()
+            idle.wait_for()
+            main = page.get_by_test_id("stMain")
+            question = main.get_by_test_id("stText").first.inner_text()
+            item_id = main.get_by_text(re.compile(r"^item [0-9a-f]+$"))  # the caption under the question
+            first = item_id.inner_text()
+            if page.get_by_text("can't tell", exact=True).count():  # a yes/no question
+                answer = "yes"
+                page.get_by_text("yes", exact=True).click()
+            else:
+                answer = "red"
+                box = page.get_by_label("Your answer", exact=True)
+                box.fill(answer)
+                box.press("Tab")
+            idle.wait_for()
+            page.get_by_role("button", name="Save answer").click()
+            said = page.get_by_text(f"Answer “{answer}” saved for the previous item ", exact=False)
+            expect(said).to_be_visible()
+            shot("review_saved")
+            assert said.inner_text() == f"Answer “{answer}” saved for the previous {first} ({question}).", said.inner_text()
+            assert _in_view(said.bounding_box())
+            now = item_id.inner_text()
+            assert now.startswith("item ") and now != first, (now, first)  # the next item, which the message does not name
+        finally:
+            ctx.close()
+    assert {p.name for p in shots.iterdir()} == {"signed_in.png", "annotate_save_error.png", "review_saved.png"}
