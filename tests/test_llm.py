@@ -355,7 +355,7 @@ def test_an_endpoint_that_does_not_answer_in_time_stops_after_the_time_outs_it_s
                          "0.5 s each (--timeout), so nothing more is sent; if the model is only slow, raise --timeout "
                          "or lower --concurrency")
     assert k <= sent <= k + concurrency - 1 and len(openai_server.chats()) == sent  # nothing sent after the stop
-    assert took < k * 0.5 + _back_off_s(0.2, k) + 1.0, took  # the stated figure: k requests x 0.5 s
+    assert took < k * 0.5 + _back_off_s(0.2, k) + 2.0, took  # the stated figure: k requests x 0.5 s (2 s: a loaded machine)
     assert [o.status for o in outs] == ["unavailable"] * 16
     assert all("Error" not in o.reason and "is down" not in o.reason for o in outs), outs[0].reason
 
@@ -372,7 +372,7 @@ def test_property_time_outs_bound_the_run_whatever_the_number_of_requests(openai
                                        timeout_s, 0.05)
     attempts = n * (max_retries + 1)
     assert sent <= min(attempts, k + concurrency - 1)
-    assert took < k * timeout_s + _back_off_s(0.05, k) + 1.0, took
+    assert took < k * timeout_s + _back_off_s(0.05, k) + 2.0, took
     assert [o.status for o in outs] == ["unavailable"] * n
     if attempts >= k:
         assert str(stop).startswith(f"{openai_server.base_url} does not answer in time: {k} requests in a row timed out")
