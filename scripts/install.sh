@@ -61,11 +61,14 @@ if [ "$build" = cuda ]; then
     exit 0
 fi
 
+# the CPU builds by their label, so an installed CUDA torch of the same version is replaced, not kept
+cpu="+cpu"
+[ "$(uname -s)" = Darwin ] && cpu=""  # macOS wheels carry no label (and are CPU builds)
 echo "install.sh: no CUDA GPU found (or --cpu): CPU-only torch $TORCH and torchvision $TORCHVISION from $CPU_INDEX"
-"$PYTHON" scripts/torch_pair.py index "$CPU_INDEX"
-run "$PYTHON" -m pip install "torch==$TORCH" "torchvision==$TORCHVISION" --index-url "$CPU_INDEX"
+"$PYTHON" scripts/torch_pair.py index "$CPU_INDEX" "$cpu"
+run "$PYTHON" -m pip install "torch==$TORCH$cpu" "torchvision==$TORCHVISION$cpu" --index-url "$CPU_INDEX"
 if [ -n "$dry" ]; then
-    printf 'torch==%s+cpu\ntorchvision==%s+cpu\n' "$TORCH" "$TORCHVISION" > "$pins"
+    printf 'torch==%s\ntorchvision==%s\n' "$TORCH$cpu" "$TORCHVISION$cpu" > "$pins"
 else  # keep exactly these builds while vhmine's own dependencies install
     "$PYTHON" -c 'import importlib.metadata as m; print("torch==" + m.version("torch")); print("torchvision==" + m.version("torchvision"))' > "$pins"
 fi

@@ -6,7 +6,7 @@ not load beside it ("operator torchvision::nms does not exist"), so the two are 
 pair, and the pair is checked by running torchvision.ops.nms once installed.
 
   python scripts/torch_pair.py versions              # "2.14.1 0.29.1": what install.sh installs
-  python scripts/torch_pair.py index URL             # the CPU index answers and lists both wheels
+  python scripts/torch_pair.py index URL [+cpu]      # the CPU index answers and lists both wheels (that build)
   python scripts/torch_pair.py installed cpu|cuda    # the installed torch and torchvision are the pair and work
 
 Each check prints one line; a failure prints one line on stderr and exits 1.
@@ -20,10 +20,12 @@ import sys
 TORCH, TORCHVISION = "2.14.1", "0.29.1"  # torchvision 0.29 is built for torch 2.14: change both together
 
 
-def check_index(index: str) -> str:
+def check_index(index: str, local: str = "") -> str:
+    """`local`: the build label the wheels carry ("+cpu" on Linux and Windows; macOS wheels carry none)."""
     import urllib.request
 
     index = index.rstrip("/")
+    label = re.escape(local).replace(r"\+", r"(?:\+|%2B)")  # "+" is "%2B" in the links' addresses
     pair = {"torch": TORCH, "torchvision": TORCHVISION}
     for name, version in pair.items():
         try:
@@ -34,8 +36,8 @@ def check_index(index: str) -> str:
             raise SystemExit(f"install.sh: PyTorch's CPU index {index} cannot be reached ({why}): nothing installed; "
                              "set VHMINE_TORCH_INDEX to a mirror of it, or pass --cuda for PyPI's default torch "
                              "(a CUDA build, 6.3 GB)") from None
-        if not re.search(rf"{name}-{re.escape(version)}(\+|%2B|-)", page):  # torch-2.14.1+cpu-cp311-...whl
-            raise SystemExit(f"install.sh: PyTorch's CPU index {index} has no {name} {version} (install.sh installs "
+        if not re.search(rf"{name}-{re.escape(version)}{label}-", page):  # torch-2.14.1+cpu-cp311-...whl
+            raise SystemExit(f"install.sh: PyTorch's CPU index {index} has no {name} {version}{local} (install.sh installs "
                              f"torch {TORCH} with torchvision {TORCHVISION} only): nothing installed; point "
                              "VHMINE_TORCH_INDEX at an index that holds both")
     return f"install.sh: PyTorch's CPU index {index} answers and holds torch {TORCH} with torchvision {TORCHVISION}"
@@ -64,12 +66,12 @@ def check_installed(build: str) -> str:
 def main(argv: list[str]) -> None:
     if argv[:1] == ["versions"]:
         print(TORCH, TORCHVISION)
-    elif argv[:1] == ["index"] and len(argv) == 2:
-        print(check_index(argv[1]))
+    elif argv[:1] == ["index"] and len(argv) in (2, 3):
+        print(check_index(*argv[1:]))
     elif argv[:1] == ["installed"] and len(argv) == 2 and argv[1] in ("cpu", "cuda"):
         print(check_installed(argv[1]))
     else:
-        raise SystemExit("usage: torch_pair.py versions | index URL | installed cpu|cuda")
+        raise SystemExit("usage: torch_pair.py versions | index URL [+cpu] | installed cpu|cuda")
 
 
 if __name__ == "__main__":

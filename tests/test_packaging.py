@@ -140,7 +140,7 @@ def test_install_script_picks_cpu_torch_without_a_cuda_gpu_and_keeps_the_pair(tm
     r = _install_sh("--dry-run", "all", path="/usr/bin:/bin", env_extra={"VHMINE_TORCH_INDEX": url})  # no nvidia-smi
     assert r.returncode == 0, r.stderr
     cmds = _commands(r.stdout)
-    assert cmds[0] == f"{sys.executable} -m pip install torch==2.14.1 torchvision==0.29.1 --index-url {url}"
+    assert cmds[0] == f"{sys.executable} -m pip install torch==2.14.1+cpu torchvision==0.29.1+cpu --index-url {url}"
     assert cmds[1].startswith(f"{sys.executable} -m pip install -e .[all] -c ")  # pinned to the CPU builds just installed
     assert len(cmds) == 2 and "no CUDA GPU found" in r.stdout
     assert f"install.sh: PyTorch's CPU index {url} answers and holds torch 2.14.1 with torchvision 0.29.1\n" in r.stdout
@@ -149,7 +149,7 @@ def test_install_script_picks_cpu_torch_without_a_cuda_gpu_and_keeps_the_pair(tm
     (root / "torchvision" / "index.html").write_text('<a href="torchvision-0.28.0%2Bcpu-cp311.whl">x</a>')
     r = _install_sh("--dry-run", path="/usr/bin:/bin", env_extra={"VHMINE_TORCH_INDEX": url})
     assert r.returncode == 1 and _commands(r.stdout) == []
-    assert r.stderr == (f"install.sh: PyTorch's CPU index {url} has no torchvision 0.29.1 (install.sh installs torch "
+    assert r.stderr == (f"install.sh: PyTorch's CPU index {url} has no torchvision 0.29.1+cpu (install.sh installs torch "
                         "2.14.1 with torchvision 0.29.1 only): nothing installed; point VHMINE_TORCH_INDEX at an index "
                         "that holds both\n")
 
