@@ -4,9 +4,10 @@ Reads and writes nothing; `client.LLM` keeps one `Stops` and tells it of every a
 Two streaks stop a run once max(3, concurrency) failures come in a row (one per slot, so a stray failure
 stops nothing): requests that failed after every retry (the endpoint is down, or answers nothing
 readable), and HTTP requests that timed out (the endpoint takes connections but does not answer in
-time: the run gives up after that many --timeout periods in all, one where --concurrency is 3 or more,
-however many requests are left). The state changes only under one lock, as run_many's threads share
-it: a streak counts every failure once and the first fatal reason is the one kept.
+time: the run gives up after at most that many --timeout periods and their back-off, about one where 3 or
+more requests are in flight at once, however many requests are left). The state changes only under one
+lock, as run_many's threads share it: a streak counts every failure once and the first fatal reason is
+the one kept.
 """
 
 from __future__ import annotations
