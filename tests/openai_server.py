@@ -5,11 +5,13 @@ Serves `POST /v1/chat/completions` (text and image_url parts), `POST /v1/images/
 and `GET /v1/models`. A test steers it through attributes of the server object:
 
 - `faults`: a list consumed one per request, front first: "429", "500", "hang" (sleep `hang_s` before
-  answering, past the client's time-out), "malformed" (200 with a body that is not JSON), "bad-image" (an image
-  answer whose `b64_json` is base64 of bytes that are no image), "401";
+  answering, past the client's time-out), "malformed" (200 with a body that is not JSON), "no-choices" (200 with a
+  chat answer whose `choices` list is empty), "bad-image" (an image answer whose `b64_json` is base64 of bytes
+  that are no image), "401";
   None or "ok" answers normally;
 - `responder(body) -> str`: the chat answer for a parsed request body (default: `default_answer`);
-- `delay_s`: sleep before every answer (to kill a client mid-run);
+- `delay_s`: sleep before every answer (to kill a client mid-run; past `timeout_s`: an endpoint that takes
+  connections but does not answer in time);
 - `usage`: (prompt_tokens, completion_tokens) reported for every chat answer;
 - `refuse(body) -> bool`: chat requests it picks get a refusal (finish_reason content_filter;
   default: the text contains "REFUSE"); an image prompt containing "FORBIDDEN" gets a 400
@@ -178,6 +180,9 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(srv.hang_s)
         if fault == "malformed":
             return self._send(200, b'{"id": "chatcmpl-x", "choices": [ {"message": ')
+        if fault == "no-choices":
+            return self._send(200, {"id": "chatcmpl-x", "object": "chat.completion", "created": int(time.time()),
+                                    "model": body.get("model"), "choices": []})
         if self.path.endswith("/images/edits"):
             return self._edit(body, fault)
         if fault == "bad-image" and self.path.endswith("/images/generations"):

@@ -10,6 +10,7 @@ import json
 import time
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from openai_server import API_KEY, chat_images, openai_server, png_bytes  # noqa: F401  (fixture)
 
@@ -211,7 +212,8 @@ def test_endpoint_down_is_retried_then_the_run_stops(tmp_path, monkeypatch):
         outs = llm.chat_many([L.ChatRequest(f"q{i}") for i in range(6)])
         assert llm.stats.sent == 6  # three requests x two attempts, then the run stops
     assert [o.status for o in outs] == ["unavailable"] * 6
-    assert "(last: APIConnectionError)" in outs[0].reason and "is down (3 requests in a row failed" in outs[5].reason
+    assert "(last: could not connect (Connection refused))" in outs[0].reason
+    assert "is down (3 requests in a row failed, last: could not connect (Connection refused))" in outs[5].reason
 
 
 def test_endpoint_with_credentials_is_recorded_without_them():
@@ -237,7 +239,7 @@ def test_an_unreadable_image_answer_is_retried_and_never_cached(openai_server, t
     srv = openai_server
     srv.faults = ["bad-image", "bad-image"]
     with _llm(srv, tmp_path, max_retries=1) as llm:
-        with pytest.raises(LLMMalformedError, match=r"^dall-e-3 at .* sent an unreadable answer 2 times \(ValueError: "
+        with pytest.raises(LLMMalformedError, match=r"^dall-e-3 at .* sent an unreadable answer 2 times \(last: "
                            r"the b64_json image cannot be decoded"):
             llm.image(L.ImageRequest("a cup", model="dall-e-3"))
     srv.faults = ["bad-image"]
@@ -322,3 +324,73 @@ def test_concurrent_answers_settle_the_budget_exactly(openai_server, tmp_path):
         outs = llm.chat_many([L.ChatRequest(f"q{i}") for i in range(120)])
         assert all(o.ok for o in outs) and llm.stats.sent == 120 and llm.down_streak == 0
         assert llm.spent == pytest.approx(0.12, abs=1e-12) and llm.budget._reserved == pytest.approx(0.0, abs=1e-12)
+
+
+def _slow_run(srv, tmp_path, n, concurrency, max_retries, timeout_s, retry_wait_s):
+    """`n` requests to a server that takes connections but answers after 30 s: (outcomes, stop, seconds, sent)."""
+    import openai  # noqa: F401  (imported before the clock starts: the bound is on waiting for the endpoint)
+
+    srv.delay_s = 30.0
+    with _llm(srv, tmp_path, concurrency=concurrency, max_retries=max_retries, timeout_s=timeout_s,
+              retry_wait_s=retry_wait_s) as llm:
+        t = time.monotonic()
+        outs = llm.chat_many([L.ChatRequest(f"q{i} {tmp_path.name}") for i in range(n)])
+        took = time.monotonic() - t
+        return outs, llm.stopped, took, llm.stats.sent
+
+
+def _back_off_s(retry_wait_s: float, k: int) -> float:
+    """The most a run can wait in back-off between k requests of one slot: retry_wait_s doubled each retry."""
+    return sum(retry_wait_s * 2 ** a for a in range(k - 1))
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_an_endpoint_that_does_not_answer_in_time_stops_after_the_time_outs_it_states(openai_server, tmp_path,
+                                                                                       concurrency):
+    """16 requests, 4 retries each, --timeout 0.5: max(3, concurrency) time-outs in a row stop the run, so it ends
+    within that many --timeout periods and their back-off (not 16 x 5 periods), and says so in words."""
+    k = max(3, concurrency)
+    outs, stop, took, sent = _slow_run(openai_server, tmp_path, 16, concurrency, 4, 0.5, 0.2)
+    assert str(stop) == (f"{openai_server.base_url} does not answer in time: {k} requests in a row timed out after "
+                         "0.5 s each (--timeout), so nothing more is sent; if the model is only slow, raise --timeout "
+                         "or lower --concurrency")
+    assert k <= sent <= k + concurrency - 1 and len(openai_server.chats()) == sent  # nothing sent after the stop
+    assert took < k * 0.5 + _back_off_s(0.2, k) + 2.0, took  # the stated figure: k requests x 0.5 s (2 s: a loaded machine)
+    assert [o.status for o in outs] == ["unavailable"] * 16
+    assert all("Error" not in o.reason and "is down" not in o.reason for o in outs), outs[0].reason
+
+
+@settings(max_examples=8)
+@given(n=st.integers(1, 12), concurrency=st.integers(1, 6), max_retries=st.integers(0, 3))
+def test_property_time_outs_bound_the_run_whatever_the_number_of_requests(openai_server, tmp_path_factory, n,
+                                                                          concurrency, max_retries):
+    """Whatever the requests, slots and retries: at most max(3, concurrency) + concurrency - 1 requests are sent to
+    an endpoint that never answers in time, and the run ends within k periods of --timeout and their back-off."""
+    timeout_s, k = 0.2, max(3, concurrency)
+    openai_server.reset()
+    outs, stop, took, sent = _slow_run(openai_server, tmp_path_factory.mktemp("slow"), n, concurrency, max_retries,
+                                       timeout_s, 0.05)
+    attempts = n * (max_retries + 1)
+    assert sent <= min(attempts, k + concurrency - 1)
+    assert took < k * timeout_s + _back_off_s(0.05, k) + 2.0, took
+    assert [o.status for o in outs] == ["unavailable"] * n
+    if attempts >= k:
+        assert str(stop).startswith(f"{openai_server.base_url} does not answer in time: {k} requests in a row timed out")
+    assert stop is None or "does not answer in time" in str(stop)
+
+
+@pytest.mark.parametrize("fault, got", [
+    ("malformed", "a body that is not JSON ('{\"id\": \"chatcmpl-x\", \"choices\": [ {\"message\":')"),
+    ("no-choices", "an answer with no choices (an empty choices list)"),
+])
+def test_an_unreadable_answer_says_what_came_back(openai_server, tmp_path, fault, got):
+    srv = openai_server
+    srv.faults = [fault] * 40
+    with _llm(srv, tmp_path, concurrency=4, max_retries=1) as llm:
+        outs = llm.chat_many([L.ChatRequest(f"q{i}") for i in range(8)])
+        stop = llm.stopped
+    assert outs[0].reason == f"fake-vlm at {srv.base_url} sent an unreadable answer 2 times (last: {got}); rerun later"
+    assert str(stop) == (f"{srv.base_url} answers, but nothing readable (4 requests in a row got {got}): check that "
+                         "--base-url is an OpenAI-compatible endpoint")
+    assert [o.status for o in outs] == ["malformed"] * 8 and len(srv.chats()) < 16  # the stop cut the rest short
+    assert all("Malformed" not in o.reason and "Error" not in o.reason for o in outs)

@@ -107,18 +107,88 @@ def _commands(out: str) -> list[str]:
     return [line[2:] for line in out.splitlines() if line.startswith("+ ")]
 
 
-def test_install_script_picks_cpu_torch_without_a_cuda_gpu_and_keeps_it(tmp_path):
+@pytest.fixture
+def torch_index(tmp_path):
+    """A PEP 503 index of CPU wheels on loopback (a real HTTP server): its base URL and the folder it serves, which
+    lists torch 2.14.1+cpu and torchvision 0.29.1+cpu and 0.28.0+cpu, as PyTorch's does."""
+    import functools
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    root = tmp_path / "index"
+    for name, versions in {"torch": ["2.13.0", "2.14.1"], "torchvision": ["0.28.0", "0.29.1"]}.items():
+        (root / name).mkdir(parents=True)
+        (root / name / "index.html").write_text("".join(
+            f'<a href="/whl/{name}-{v}%2Bcpu-cp311-cp311-manylinux_2_28_x86_64.whl">{name}-{v}+cpu-cp311-cp311-'
+            f'manylinux_2_28_x86_64.whl</a><br/>\n' for v in versions))
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(root)))
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}", root
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_install_script_picks_cpu_torch_without_a_cuda_gpu_and_keeps_the_pair(tmp_path, torch_index):
     if Path("/proc/driver/nvidia/gpus").exists():
         pytest.skip("this machine has an NVIDIA driver with GPUs")
-    r = _install_sh("--dry-run", "all", path="/usr/bin:/bin")  # no nvidia-smi on PATH
+    url, root = torch_index
+    r = _install_sh("--dry-run", "all", path="/usr/bin:/bin", env_extra={"VHMINE_TORCH_INDEX": url})  # no nvidia-smi
     assert r.returncode == 0, r.stderr
     cmds = _commands(r.stdout)
-    assert cmds[0] == f"{sys.executable} -m pip install torch torchvision --index-url https://download.pytorch.org/whl/cpu"
+    assert cmds[0] == f"{sys.executable} -m pip install torch==2.14.1+cpu torchvision==0.29.1+cpu --index-url {url}"
     assert cmds[1].startswith(f"{sys.executable} -m pip install -e .[all] -c ")  # pinned to the CPU builds just installed
     assert len(cmds) == 2 and "no CUDA GPU found" in r.stdout
-    r = _install_sh("--dry-run", path="/usr/bin:/bin", env_extra={"VHMINE_TORCH_INDEX": "http://mirror.local/cpu"})
-    assert _commands(r.stdout)[0].endswith("--index-url http://mirror.local/cpu")
-    assert _commands(r.stdout)[1].startswith(f"{sys.executable} -m pip install -e . -c ")
+    assert f"install.sh: PyTorch's CPU index {url} answers and holds torch 2.14.1 with torchvision 0.29.1\n" in r.stdout
+    assert "keeping torch==2.14.1+cpu torchvision==0.29.1+cpu" in r.stdout
+    # an index that lacks one of the pair: refused, not mixed with another torchvision
+    (root / "torchvision" / "index.html").write_text('<a href="torchvision-0.28.0%2Bcpu-cp311.whl">x</a>')
+    r = _install_sh("--dry-run", path="/usr/bin:/bin", env_extra={"VHMINE_TORCH_INDEX": url})
+    assert r.returncode == 1 and _commands(r.stdout) == []
+    assert r.stderr == (f"install.sh: PyTorch's CPU index {url} has no torchvision 0.29.1+cpu (install.sh installs torch "
+                        "2.14.1 with torchvision 0.29.1 only): nothing installed; point VHMINE_TORCH_INDEX at an index "
+                        "that holds both\n")
+
+
+def test_install_script_stops_in_one_line_where_the_cpu_index_cannot_be_reached(tmp_path):
+    if Path("/proc/driver/nvidia/gpus").exists():
+        pytest.skip("this machine has an NVIDIA driver with GPUs")
+    url = f"http://127.0.0.1:{free_port()}/whl/cpu"  # nothing listens there
+    t = time.monotonic()
+    r = _install_sh("--dry-run", "all", path="/usr/bin:/bin", env_extra={"VHMINE_TORCH_INDEX": url})
+    assert time.monotonic() - t < 30
+    assert r.returncode == 1 and _commands(r.stdout) == []  # nothing installed, no fall-back to PyPI
+    assert r.stderr == (f"install.sh: PyTorch's CPU index {url} cannot be reached (Connection refused): nothing "
+                        "installed; set VHMINE_TORCH_INDEX to a mirror of it, or pass --cuda for PyPI's default torch "
+                        "(a CUDA build, 6.3 GB)\n")
+
+
+def test_the_pair_check_runs_nms_and_names_a_pair_that_is_not_install_shs(monkeypatch):
+    """scripts/torch_pair.py on this machine's torch: the pair works (nms runs); asked for another pair, it says so."""
+    import importlib.util
+
+    import torch
+    import torchvision
+
+    spec = importlib.util.spec_from_file_location("torch_pair", ROOT / "scripts" / "torch_pair.py")
+    pair = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pair)
+    build = "cuda" if torch.version.cuda else "cpu"
+    monkeypatch.setattr(pair, "TORCH", torch.__version__.split("+")[0])
+    monkeypatch.setattr(pair, "TORCHVISION", torchvision.__version__.split("+")[0])
+    assert pair.check_installed(build) == (f"install.sh: torch {torch.__version__} with torchvision "
+                                           f"{torchvision.__version__}: they work together (torchvision.ops.nms ran)"
+                                           + (" (CPU only)" if build == "cpu" else ""))
+    monkeypatch.setattr(pair, "TORCHVISION", "0.28.0")  # what PyPI paired with a CPU torch 2.13 in issue 27
+    with pytest.raises(SystemExit) as got:
+        pair.check_installed(build)
+    assert str(got.value) == (f"install.sh: torch {torch.__version__} with torchvision {torchvision.__version__} is not "
+                              f"the pair install.sh installs: reinstall the pair: bash scripts/install.sh --{build} "
+                              f"(torch {pair.TORCH} with torchvision 0.28.0)")
 
 
 def test_install_script_keeps_pypi_torch_where_nvidia_smi_lists_a_gpu(tmp_path):
@@ -129,12 +199,14 @@ def test_install_script_keeps_pypi_torch_where_nvidia_smi_lists_a_gpu(tmp_path):
     smi.chmod(0o755)
     r = _install_sh("--dry-run", "app", path=f"{bin_dir}:/usr/bin:/bin")
     assert r.returncode == 0, r.stderr
-    assert _commands(r.stdout) == [f"{sys.executable} -m pip install -e .[app]"] and "CUDA GPU is present" in r.stdout
-    r = _install_sh("--dry-run", "--cpu", path=f"{bin_dir}:/usr/bin:/bin")  # forced
-    assert "--index-url https://download.pytorch.org/whl/cpu" in _commands(r.stdout)[0]
+    [cmd] = _commands(r.stdout)
+    assert cmd.startswith(f"{sys.executable} -m pip install -e .[app] -c ") and "CUDA GPU is present" in r.stdout
+    assert "torch 2.14.1 with torchvision 0.29.1" in r.stdout  # the same pair, from PyPI
+    r = _install_sh("--dry-run", "--cpu", path=f"{bin_dir}:/usr/bin:/bin")  # forced: the CPU index is checked first
+    assert "PyTorch's CPU index https://download.pytorch.org/whl/cpu" in r.stdout + r.stderr
     smi.write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed because it could not communicate with the driver' >&2\nexit 9\n")
     r = _install_sh("--dry-run", path=f"{bin_dir}:/usr/bin:/bin")  # a driver without a GPU: CPU
     if not Path("/proc/driver/nvidia/gpus").exists():
-        assert "--index-url" in _commands(r.stdout)[0]
+        assert "no CUDA GPU found" in r.stdout
     r = _install_sh("--gpu", path="/usr/bin:/bin")
     assert r.returncode == 2 and "unknown option --gpu" in r.stderr

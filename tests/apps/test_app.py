@@ -226,7 +226,8 @@ def test_review_is_blind_and_admin_sees_agreement(env):
     for answer in ("yes", "yes"):  # agrees on the first image, not on the second
         _by_label(at.radio, "Your answer").set_value(answer)
         _by_label(at.button, "Save answer").click().run()
-        assert _plain(at.success[0].value) == "Answer saved."
+        said = _plain(at.success[0].value)  # names the item saved: it shows above the next item's button
+        assert said.startswith(f"Answer “{answer}” saved for the previous item ") and said.endswith(f" ({question}).")
     assert _plain(at.info[0].value) == "Nothing to review in counting."
     at = _signed_in(tokens["carol"], page="Admin")
     # progress, agreement, disagreements, label agreement, workers; cells are escaped Markdown
@@ -253,7 +254,7 @@ def test_label_model_answers(env):
     assert "Seven cats." in [t.value for t in at.text] and not any("secret-model-name" in t for t in _texts(at))
     _by_label(at.radio, "Verdict").set_value("hallucinated")
     _by_label(at.button, "Save verdict").click().run()
-    assert _plain(at.success[0].value) == "Verdict saved."
+    assert _plain(at.success[0].value) == "Verdict saved for the previous answer (hallucinated: How many cats are there in the picture?)."
     assert _plain(at.info[0].value) == "No model answers to label in counting."
     assert C.next_response(store, "bob") is None and C.next_response(store, "carol").response_id == rid
 

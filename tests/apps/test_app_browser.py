@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -261,12 +262,13 @@ def test_layout_at_1400x1000(layout_server, tmp_path):
                 assert box["width"] <= natural + 0.5, (box, natural)  # never stretched beyond its pixels
                 assert _inside(box, page.get_by_test_id("stMain").bounding_box())
                 for text in ("What is on the table?", "Model says: a red bicycle"):
-                    assert _inside(page.get_by_text(text).bounding_box(), viewport), text  # no scrolling needed
+                    shown = page.get_by_test_id("stMain").get_by_test_id("stText").filter(has_text=text)  # not the message
+                    assert _inside(shown.bounding_box(), viewport), text  # no scrolling needed
                 assert page.evaluate("window.scrollY") == 0
                 page.get_by_text("hallucinated", exact=True).click()
                 idle.wait_for()
                 page.get_by_role("button", name="Save verdict").click()
-                expect(page.get_by_text("Verdict saved.")).to_be_visible()
+                expect(page.get_by_text("Verdict saved for the previous answer (hallucinated: ")).to_be_visible()
             assert natural_widths == {32, 1280}
             expect(page.get_by_text("No model answers to label in existence.")).to_be_visible()
         finally:
@@ -396,9 +398,12 @@ def _in_view(box, viewport=None) -> bool:
 
 def test_every_page_fits_a_laptop_screen(laptop_server, tmp_path):
     """At 1280 x 800: the first field of the annotate, review and verify forms on screen without scrolling, a
-    pair's images side by side at one height (the 48 px one scaled up), messages beside their button, the
-    review queue's count, the mode kept across sign-ins, and admin charts and tables that fit. A screenshot
-    of every page is saved under the test's tmp folder (and test-artifacts/)."""
+    pair's images side by side at one height (the 48 px one scaled up), messages beside their button (the error
+    of Save with an empty slot on screen, just above the button row: it was below the row, off the screen's
+    bottom edge; a saved review answer's message naming the item it was saved for, as it shows above the next
+    item's button), Sign out in view in the sidebar, the review queue's count, the mode kept across sign-ins,
+    and admin charts and tables that fit. A screenshot of every page, and after each of those actions, is saved
+    under the test's tmp folder (and test-artifacts/)."""
     sync_api = pytest.importorskip("playwright.sync_api")
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"chromium not found at {CHROMIUM}: install Debian's chromium (scripts/ci_services.sh)")
@@ -440,6 +445,7 @@ def test_every_page_fits_a_laptop_screen(laptop_server, tmp_path):
             page.goto(url, timeout=60_000)
             shot("sign_in")
             sign_in(tokens["alice"])
+            assert _in_view(sidebar.get_by_role("button", name="Sign out").bounding_box())  # no scrolling the sidebar
 
             # Annotate: the images in one row at one height, the form's first field on screen
             expect(page.get_by_text("Annotate: existence")).to_be_visible()
@@ -456,6 +462,13 @@ def test_every_page_fits_a_laptop_screen(laptop_server, tmp_path):
             slot = page.get_by_label("{where}", exact=True)
             assert _in_view(slot.bounding_box())
             assert slot.get_attribute("placeholder") == "e.g. on the table, in the centre of the picture"
+            page.get_by_role("button", name="Save", exact=True).click()  # the {where} slot still empty
+            err = page.get_by_text("slot {where} of template existence.what_is is empty: fill it in")
+            expect(err).to_be_visible()
+            shot("annotate_save_error")
+            e, save = err.bounding_box(), page.get_by_role("button", name="Save", exact=True).bounding_box()
+            assert _in_view(e), e  # on screen as it is after the click (at y 800 of 800 before)
+            assert abs(save["y"] - (e["y"] + e["height"])) < 80, (e, save)  # just above the button row
             slot.fill("in the centre of the picture")
             slot.press("Tab")
             expect(page.get_by_label("Question", exact=True)).to_have_value("What is in the centre of the picture?")
@@ -487,6 +500,27 @@ def test_every_page_fits_a_laptop_screen(laptop_server, tmp_path):
             expect(page.get_by_text("6 item(s) left to review in color.", exact=False)).to_be_visible()
             assert _in_view(page.get_by_text("Your answer", exact=True).first.bounding_box())
             shot("review")
+            main = page.get_by_test_id("stMain")
+            question = main.get_by_test_id("stText").first.inner_text()
+            item_id = main.get_by_text(re.compile(r"^item [0-9a-f]+$"))  # the caption under the question
+            first = item_id.inner_text()
+            if page.get_by_text("can't tell", exact=True).count():  # a yes/no question
+                answer = "yes"
+                page.get_by_text("yes", exact=True).click()
+            else:
+                answer = "red"
+                box = page.get_by_label("Your answer", exact=True)
+                box.fill(answer)
+                box.press("Tab")
+            idle.wait_for()
+            page.get_by_role("button", name="Save answer").click()
+            said = page.get_by_text(f"Answer “{answer}” saved for the previous item ", exact=False)
+            expect(said).to_be_visible()
+            shot("review_saved")
+            assert said.inner_text() == f"Answer “{answer}” saved for the previous {first} ({question}).", said.inner_text()
+            assert _in_view(said.bounding_box())
+            now = item_id.inner_text()
+            assert now.startswith("item ") and now != first, (now, first)  # the next item, which the message does not name
             goto("Label answers")
             expect(page.get_by_text("Label model answers: color")).to_be_visible()
             shot("label")
@@ -540,5 +574,6 @@ def test_every_page_fits_a_laptop_screen(laptop_server, tmp_path):
             expect(page.get_by_text("Annotate: existence")).to_be_visible()
         finally:
             ctx.close()
-    assert {p.name for p in shots.iterdir()} >= {"sign_in.png", "annotate.png", "annotate_drafts.png", "review.png",
+    assert {p.name for p in shots.iterdir()} >= {"sign_in.png", "annotate.png", "annotate_save_error.png",
+                                                  "annotate_drafts.png", "review.png", "review_saved.png",
                                                   "label.png", "verify.png", "errata.png", "blind_flags.png", "admin.png"}

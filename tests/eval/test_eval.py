@@ -251,8 +251,10 @@ def test_eval_with_a_rejected_key_stops_with_the_reason(dogs_bench, tmp_path, op
 
 
 @pytest.mark.parametrize("concurrency, why", [
-    ("4", "{url} is down (4 requests in a row failed, last: APIConnectionError); rerun when it is back"),  # client stop
-    ("8", "fake-vlm at {url} failed 1 times (last: APIConnectionError)"),  # 6 requests: no stop, yet none answered
+    ("4", "{url} is down (4 requests in a row failed, last: could not connect (Connection refused)); rerun when it "
+          "is back"),  # client stop
+    ("8", "fake-vlm at {url} failed 1 times (last: could not connect (Connection refused))"),  # 6 requests: no stop,
+    # yet none answered
 ])
 def test_eval_against_an_unreachable_endpoint_stops_with_the_reason(dogs_bench, tmp_path, monkeypatch, concurrency, why):
     monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
@@ -371,3 +373,57 @@ def test_ctrl_c_while_asking_keeps_the_answers_and_the_rerun_asks_only_the_rest(
     assert r.returncode == 0, r.stderr
     assert len(srv.chats()) - asked == 6 - kept  # the kept answers came from the cache
     assert json.loads((tmp_path / "ev" / "report.json").read_text())["models"]["slow-vlm"]["answered"] == 6
+
+
+def _bench_of(tmp_path, n: int):
+    """`n` yes/no questions on one image, written as vlmevalkit into tmp_path/bench-n."""
+    from PIL import Image
+
+    from vhmine.bench import BenchItem, Benchmark
+    from vhmine.export.job import write_benchmark
+
+    Image.new("RGB", (8, 8), (200, 30, 30)).save(tmp_path / "red.png")
+    items = [BenchItem(f"y{i}", "color", "YNQ", f"Is the car red ({i})?", ("Yes",), True, str(tmp_path / "red.png"),
+                       "A", None) for i in range(n)]
+    write_benchmark(Benchmark("many", items), tmp_path / f"bench-{n}", "vlmevalkit")
+    return tmp_path / f"bench-{n}"
+
+
+@pytest.mark.parametrize("concurrency", ["1", "4"])
+def test_eval_against_an_endpoint_that_does_not_answer_in_time_gives_up_as_it_says(tmp_path, openai_server,
+                                                                                   concurrency):
+    """16 questions, a server that takes connections and answers after 30 s, --timeout 1 and the default 4 retries:
+    eval ends within the time-outs its message counts (a minute per question x 5 tries before), in words."""
+    import time
+
+    import openai  # noqa: F401  (before the clock: the bound is on waiting for the endpoint)
+
+    k = max(3, int(concurrency))
+    openai_server.delay_s = 30.0
+    t = time.monotonic()
+    r = _eval(tmp_path, "--bench", str(_bench_of(tmp_path, 16)), "--model", "fake-vlm", "--timeout", "1",
+              "--concurrency", concurrency)
+    took = time.monotonic() - t
+    assert r.exit_code == 2, r.output
+    assert r.output.strip().splitlines()[-1] == (
+        f"error: eval stopped while asking fake-vlm, nothing scored: {openai_server.base_url} does not "
+                                f"answer in time: {k} requests in a row timed out after 1 s each (--timeout), so nothing "
+                                "more is sent; if the model is only slow, raise --timeout or lower --concurrency")
+    assert took < k * 1 + 3.0, took  # k time-outs of 1 s (at once at --concurrency 4), 0.01 s back-off, start-up
+    assert k <= len(openai_server.chats()) < k + int(concurrency)
+
+
+@pytest.mark.parametrize("fault, got", [
+    ("malformed", "a body that is not JSON ('{\"id\": \"chatcmpl-x\", \"choices\": [ {\"message\":')"),
+    ("no-choices", "an answer with no choices (an empty choices list)"),
+])
+def test_eval_against_an_endpoint_that_answers_nothing_readable_says_what_came_back(dogs_bench, tmp_path,
+                                                                                    openai_server, fault, got):
+    openai_server.faults = [fault] * 100
+    r = _eval(tmp_path, "--bench", str(dogs_bench), "--model", "fake-vlm", "--concurrency", "4", "--max-retries", "1")
+    assert r.exit_code == 2, r.output
+    assert r.output.strip().splitlines()[-1] == (
+        f"error: eval stopped while asking fake-vlm, nothing scored: {openai_server.base_url} answers, "
+                                f"but nothing readable (4 requests in a row got {got}): check that --base-url is an "
+                                "OpenAI-compatible endpoint")
+    assert not (tmp_path / "ev" / "report.json").exists()

@@ -321,3 +321,23 @@ def test_a_rerun_reads_stored_yes_no_answers_against_the_current_truth(openai_se
     assert {r.instance_id: r.verdict for r in _responses(store)}[yes_no[0].id] == "correct"
     assert again.per_mode()["color"]["hallucinated"] == 1
     store.close()
+
+
+def test_probe_of_an_endpoint_that_does_not_answer_in_time_stops_in_one_line(openai_server, tmp_path):
+    """The same client stop as eval's: 12 questions, a server that answers after 30 s, --timeout 0.5 at
+    --concurrency 4: one line after 4 time-outs (about one --timeout), not 12 x 5 of them."""
+    from vhmine.errors import LLMUnavailableError
+
+    srv = openai_server
+    store = make_ready_store(tmp_path)
+    srv.delay_s = 30.0
+    opts = LLMOptions(model="victim-vlm", base_url=srv.base_url, cache=tmp_path / "cache.db", retry_wait_s=0.01,
+                      timeout_s=0.5, concurrency=4, progress=False)
+    t = time.monotonic()
+    with pytest.raises(LLMUnavailableError) as got:
+        probe(store, ProbeOptions(opts))
+    assert time.monotonic() - t < 4 * 0.5 + 2.0
+    assert str(got.value) == (f"probe of victim-vlm stopped: {srv.base_url} does not answer in time: 4 requests in a "
+                              "row timed out after 0.5 s each (--timeout), so nothing more is sent; if the model is "
+                              "only slow, raise --timeout or lower --concurrency")
+    assert _responses(store) == []

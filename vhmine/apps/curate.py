@@ -59,7 +59,11 @@ def sign_in_page(store) -> None:
 
 def sidebar(store, me: C.WorkerInfo) -> tuple[str, str]:
     with st.sidebar:
-        st.write(f"Signed in as **{esc(me.name)}**" + (" (admin)" if me.is_admin else ""))
+        who, out = st.columns([3, 2], vertical_alignment="center")  # Sign out at the top: in view on a laptop
+        who.write(f"Signed in as **{esc(me.name)}**" + (" (admin)" if me.is_admin else ""))
+        if out.button("Sign out", key="signout"):
+            st.session_state.pop("worker", None)
+            st.rerun()
         pages = ["Annotate", "Review", "Label answers", "Verify drafts", "Errata", "Blind flags"] + (["Admin"] if me.is_admin else [])
         if st.session_state.get("page") not in (None, *pages):  # an admin page after the right was taken away
             st.session_state.pop("page")
@@ -78,9 +82,6 @@ def sidebar(store, me: C.WorkerInfo) -> tuple[str, str]:
         st.table([{"mode": p.mode, "done": p.done, "left": p.remaining, "ready": p.ready_instances}
                   for p in C.progress(store)], hide_index=True)
         st.caption("Items annotated (done) and left to annotate; ready: questions ready to export.")
-        if st.button("Sign out", key="signout"):
-            st.session_state.pop("worker", None)
-            st.rerun()
     return page, mode
 
 
@@ -186,7 +187,7 @@ def annotate_page(store, worker: C.WorkerInfo, mode_name: str) -> None:
             truths[iid] = None if t == "not set" else t == "yes"
         answers[iid] = st.text_area(f"Reference answer(s) for {label}, one per line"
                                     + (" (optional)" if tpl.kind == M.YNQ else ""), key=f"ans:{key}:{tpl.id}:{role}")
-    show_flash(ACTIONS)  # what the last Save, Skip or Discard said, beside these buttons
+    note = show_flash(ACTIONS)  # what the last Save, Skip or Discard said, and the error of the next, above them
     c1, c2, c3 = st.columns(3)
     if c1.button("Save", type="primary", key=f"save:{key}"):
         ann = C.Annotation(tpl.id, slots, question, answers, truths, [roles[r] for r in chosen])
@@ -196,14 +197,14 @@ def annotate_page(store, worker: C.WorkerInfo, mode_name: str) -> None:
                    + (f"; confirm {len(saved.draft_ids)} drafted yes/no question(s)." if saved.draft_ids else "."))
             st.rerun()
         except VhmineError as err:
-            st.error(esc(err))
+            note.error(esc(err))
     if c2.button("Skip", key=f"skip:{key}"):
         try:
             C.skip(store, worker, item.task_id)
             flash("info", f"Skipped {item.task_id}.")
             st.rerun()
         except VhmineError as err:
-            st.error(esc(err))
+            note.error(esc(err))
     reason = c3.text_input("Discard reason", key=f"reason:{key}", placeholder="no unambiguous question fits")
     if c3.button("Discard", key=f"discard:{key}"):
         try:
@@ -211,7 +212,7 @@ def annotate_page(store, worker: C.WorkerInfo, mode_name: str) -> None:
             flash("info", f"Discarded {item.task_id}.")
             st.rerun()
         except VhmineError as err:
-            st.error(esc(err))
+            note.error(esc(err))
 
 
 def _image_beside_form(store, image_id: str, form) -> None:
@@ -238,20 +239,22 @@ def review_page(store, worker: C.WorkerInfo, mode: str) -> None:
 
 def _review_form(store, worker: C.WorkerInfo, item) -> None:
     st.text(item.question)
+    st.caption(f"item {item.instance_id}")  # the id the message of a saved answer names: which item that was
     if item.kind == M.YNQ:
         answer = st.radio("Your answer", ["yes", "no", "can't tell"], index=None, horizontal=True, key=f"rv:{item.instance_id}")
     else:
         answer = st.text_input("Your answer", key=f"rv:{item.instance_id}")
         if st.checkbox("I can't tell", key=f"rvx:{item.instance_id}"):
             answer = "can't tell"
-    show_flash(ACTIONS)
+    note = show_flash(ACTIONS)
     if st.button("Save answer", type="primary", key=f"rvs:{item.instance_id}"):
         try:
             C.save_review(store, worker, item.instance_id, answer or "")
-            flash("success", "Answer saved.")
+            # shown above the next item's button: it names the item saved, so it never reads as this one's
+            flash("success", f"Answer “{answer}” saved for the previous item {item.instance_id} ({item.question}).")
             st.rerun()
         except VhmineError as err:
-            st.error(esc(err))
+            note.error(esc(err))
 
 
 def label_page(store, worker: C.WorkerInfo, mode: str) -> None:
@@ -272,14 +275,14 @@ def _label_form(store, worker: C.WorkerInfo, item) -> None:
     st.caption("The model's answer")
     st.text(item.model_answer)
     verdict = st.radio("Verdict", ["correct", "hallucinated"], index=None, horizontal=True, key=f"lv:{item.response_id}")
-    show_flash(ACTIONS)
+    note = show_flash(ACTIONS)
     if st.button("Save verdict", type="primary", key=f"lvs:{item.response_id}"):
         try:
             C.label_response(store, worker, item.response_id, verdict or "")
-            flash("success", "Verdict saved.")
+            flash("success", f"Verdict saved for the previous answer ({verdict}: {item.question}).")
             st.rerun()
         except VhmineError as err:
-            st.error(esc(err))
+            note.error(esc(err))
 
 
 def _agreement_rows(rows):

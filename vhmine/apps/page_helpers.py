@@ -57,12 +57,16 @@ def flash(kind: str, msg: str, place: str = ACTIONS) -> None:
     st.session_state["flash"] = (kind, msg, place)
 
 
-def show_flash(place: str = ACTIONS) -> None:
-    """The pending message, if it belongs here."""
+def show_flash(place: str = ACTIONS):
+    """The pending message, if it belongs here, in a slot that is returned: the error of a button drawn next goes
+    into the same slot (`note.error(...)`), above the button row where the eye is, not below it, where a row at the
+    bottom of a laptop screen pushed it out of view."""
+    note = st.empty()
     kind, msg, where = st.session_state.get("flash", (None, None, None))
     if kind and where == place:
         st.session_state.pop("flash")
-        getattr(st, kind)(esc(msg))
+        getattr(note, kind)(esc(msg))
+    return note
 
 
 def show_leftover_flash(box) -> None:
@@ -125,13 +129,13 @@ def image_row(store, views, height: int = ROW_HEIGHT) -> None:
             + "".join(c for _, c in cells) + "</div>")
 
 
-def act(fn, ok_kind: str, ok_msg, place: str = ACTIONS) -> None:
+def act(fn, ok_kind: str, ok_msg, place: str = ACTIONS, note=None) -> None:
     """Run a library call; on success flash `ok_msg` (a str, or a function of the result) at `place` and rerun,
-    else show the error here, beside the button."""
+    else show the error in `note` (the slot show_flash returned, beside the button), or here without one."""
     try:
         got = fn()
     except VhmineError as err:
-        st.error(esc(err))
+        (note or st).error(esc(err))
         return
     flash(ok_kind, ok_msg(got) if callable(ok_msg) else ok_msg, place)
     st.rerun()
@@ -147,14 +151,14 @@ def overrule_controls(store, me, flag, fid: str, *, key: str, why: str, reinstat
     if flag.overruled:
         st.caption(esc(f"overruled by {flag.overruled_by} at {flag.overruled_at:%Y-%m-%d %H:%M} UTC:"))
         st.text(flag.overrule_reason or "")
-        show_flash(place)
+        note = show_flash(place)
         if st.button(reinstate_label, key=f"{key}re:{fid}"):
-            act(lambda: reinstate(store, me, fid), "info", reinstated, place)
+            act(lambda: reinstate(store, me, fid), "info", reinstated, place, note)
     else:
         reason = st.text_input(why, key=f"{key}why:{fid}")
-        show_flash(place)
+        note = show_flash(place)
         if st.button("Overrule", key=f"{key}ov:{fid}"):
-            act(lambda: overrule(store, me, fid, reason), "success", overruled, place)
+            act(lambda: overrule(store, me, fid, reason), "success", overruled, place, note)
 
 
 def table(rows: list[dict]) -> None:

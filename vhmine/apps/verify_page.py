@@ -56,20 +56,20 @@ def verify_page(store, me: C.WorkerInfo, mode: str) -> None:
                 checked.append(yq)
             if keep:
                 yes_no.append((yq, got))
-    show_flash(ACTIONS)
+    note = show_flash(ACTIONS)  # what the last action said, and the error of the next, above the buttons
     c1, c2, c3 = st.columns(3)
     if c1.button("Accept as drafted", type="primary", key=f"vacc:{key}"):
         act(lambda: C.accept_draft(store, me, item.draft_id, checked=checked), "success",
-            lambda v: f"Accepted the draft: {len(v.instance_ids)} question(s) ready.")
+            lambda v: f"Accepted the draft: {len(v.instance_ids)} question(s) ready.", note=note)
     if c2.button("Save my edit", key=f"vedit:{key}"):
         act(lambda: C.edit_draft(store, me, item.draft_id, question=question, answers=answers, yes_no=yes_no,
                                  checked=checked),
             "success", lambda v: f"Saved ({'no change: accepted' if v.decision == 'accept' else 'edited'}): "
-                                 f"{len(v.instance_ids)} question(s) ready.")
+                                 f"{len(v.instance_ids)} question(s) ready.", note=note)
     reason = c3.text_input("Reject reason", key=f"vreason:{key}", placeholder="answer for image B is wrong")
     if c3.button("Reject", key=f"vrej:{key}"):
         act(lambda: C.reject_draft(store, me, item.draft_id, reason), "info",
-            f"Rejected the draft of {item.task_id}; the pair goes back to the annotate queue.")
+            f"Rejected the draft of {item.task_id}; the pair goes back to the annotate queue.", note=note)
 
 
 def savings_section(store, me: C.WorkerInfo) -> None:

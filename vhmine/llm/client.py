@@ -3,9 +3,8 @@
 Reads OPENAI_API_KEY and OPENAI_BASE_URL at call time (the `openai` package is imported only when a
 request is sent); writes answers and failures to the request cache (`cache.Cache`). Requests are
 retried on 429, 5xx, time-outs, dropped connections and unreadable answers with exponential
-back-off and full jitter; a fatal error (no or bad key, cost cap, endpoint down) stops new requests.
-The state that concurrent requests share (the stop reason, the failure streak) changes only under
-one lock, so a streak counts every failure once and the first fatal reason is the one reported.
+back-off and full jitter; a fatal error (no or bad key, cost cap, endpoint down, an endpoint that
+does not answer in time: `stops`) stops new requests and retries.
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ from __future__ import annotations
 import os
 import random
 import threading
-import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Iterator, Optional, Sequence
@@ -26,7 +24,8 @@ from vhmine.llm.image_urls import _read_image, encode_image
 from vhmine.llm.images import ImageCalls
 from vhmine.llm.prices import _IMAGE_TOKENS_GUESS, Budget, load_prices, price_of
 from vhmine.llm.records import Answer, ChatRequest, LLMOptions, Outcome, SentImage
-from vhmine.llm.redact import _code, _describe, _msg, safe_endpoint
+from vhmine.llm.redact import _code, _describe, _msg, safe_endpoint, unreadable
+from vhmine.llm.stops import Malformed, Stops
 
 
 @dataclass
@@ -65,9 +64,7 @@ class LLM(ImageCalls):
         self.stats = Stats()
         self._client = None
         self._client_lock = threading.Lock()
-        self._state_lock = threading.Lock()  # guards _abort and _down_streak, shared by run_many's threads
-        self._abort: Optional[LLMError] = None
-        self._down_streak = 0  # requests that failed after every retry since the last answer
+        self._stops = Stops(self.endpoint, opts.timeout_s, opts.concurrency)
         self._inflight: dict[str, threading.Event] = {}
         self._inflight_lock = threading.Lock()
 
@@ -90,8 +87,8 @@ class LLM(ImageCalls):
     @property
     def stopped(self) -> Optional[LLMError]:
         """Why this client sends nothing more (no or bad key, endpoint down, no such model, cost cap), or None."""
-        with self._state_lock:
-            return self._abort
+        with self._stops.lock:
+            return self._stops.reason
 
     def fatal_stop(self, outcomes: Sequence[Outcome] = ()) -> Optional[LLMError]:
         """Why a stage cannot go on, or None: this client stopped (no or rejected key, endpoint down, no such
@@ -112,27 +109,8 @@ class LLM(ImageCalls):
 
     @property
     def down_streak(self) -> int:
-        with self._state_lock:
-            return self._down_streak
-
-    def _stop(self, err: LLMError) -> LLMError:
-        """Stop sending, for the first fatal reason; later ones do not replace it. Returns the reason kept."""
-        with self._state_lock:
-            if self._abort is None:
-                self._abort = err
-            return self._abort
-
-    def _note_answer(self) -> None:
-        with self._state_lock:
-            self._down_streak = 0
-
-    def _note_down(self, last: Optional[Exception]) -> None:
-        """One more request failed after every retry; enough in a row (one per slot, at least 3) stop the run."""
-        with self._state_lock:
-            self._down_streak += 1
-            if self._abort is None and self._down_streak >= max(3, self.opts.concurrency):
-                self._abort = LLMUnavailableError(f"{self.endpoint} is down ({self._down_streak} requests in a row "
-                                                  f"failed, last: {_describe(last)}); rerun when it is back")
+        with self._stops.lock:
+            return self._stops.down_streak
 
     def check_prices(self, models: Iterable[str]) -> None:
         """With a cost cap, every model must have a price: fail before anything is sent."""
@@ -151,7 +129,7 @@ class LLM(ImageCalls):
                     raise InputError("model access needs the openai package: pip install 'vhmine[models]'") from None
                 key = os.environ.get("OPENAI_API_KEY")
                 if not key:
-                    raise self._stop(LLMAuthError(f"OPENAI_API_KEY is not set, so nothing can be sent to {self.endpoint}: "
+                    raise self._stops.stop(LLMAuthError(f"OPENAI_API_KEY is not set, so nothing can be sent to {self.endpoint}: "
                                                   "export OPENAI_API_KEY (any non-empty value for a local server that "
                                                   "checks none)"))
                 self._client = openai.OpenAI(api_key=key, base_url=self.base_url, timeout=self.opts.timeout_s,
@@ -182,26 +160,31 @@ class LLM(ImageCalls):
             raise type(stopped)(f"not sent: {stopped}")
         if self.budget.cap is not None and price_of(model, self.prices) is None:
             # a model without a price would cost $0 forever and never reach the cap: stop, as check_prices does
-            raise self._stop(CostCapError(_no_price_message([model])))
+            raise self._stops.stop(CostCapError(_no_price_message([model])))
         reserved = self.budget.reserve(estimate)
         try:
             client = self._openai()  # before `import openai`, so a missing package gets its pip hint
             import openai
 
             last: Optional[Exception] = None
+            tries = 0
             for attempt in range(self.opts.max_retries + 1):
                 if attempt:
+                    # back off; a stop (another request's time-out, say) ends the wait and this request's tries
+                    self._stops.event.wait(self._retry_wait(attempt - 1, last))
+                    if self._stops.event.is_set():
+                        break
                     self.stats.add("retries")
-                    time.sleep(self._retry_wait(attempt - 1, last))
                 self.stats.add("sent")
+                tries += 1
                 try:
                     result = call(client)
-                    self._note_answer()
+                    self._stops.answered()
                     return result, attempt + 1, reserved
                 except openai.AuthenticationError as err:
                     e = LLMAuthError(f"{self.endpoint} rejected the API key (401: {_msg(err)}): check OPENAI_API_KEY; "
                                      "nothing more is sent in this run")
-                    self._stop(e)
+                    self._stops.stop(e)
                     raise e from None
                 except openai.PermissionDeniedError as err:
                     raise LLMRefusalError(f"{self.endpoint} refused model {model} (403: {_msg(err)})") from None
@@ -215,23 +198,33 @@ class LLM(ImageCalls):
                 except openai.NotFoundError as err:
                     e = LLMError(f"{self.endpoint} has no model {model} or no such route (404: {_msg(err)}): "
                                  "check --model and --base-url")
-                    self._stop(e)
+                    self._stops.stop(e)
                     raise e from None
-                except (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError,
-                        openai.APIConnectionError) as err:
+                except openai.APITimeoutError as err:
                     last = err
+                    self._stops.timed_out()
+                except openai.APIConnectionError as err:
+                    last = err
+                except (openai.RateLimitError, openai.InternalServerError) as err:
+                    last = err
+                    self._stops.replied()
                 except openai.APIStatusError as err:
                     if err.status_code < 500 and err.status_code not in (408, 409, 429):
                         raise LLMError(f"{model} at {self.endpoint}: HTTP {err.status_code}: {_msg(err)}") from None
                     last = err
+                    self._stops.replied()
                 except (openai.APIResponseValidationError, ValueError, KeyError, TypeError) as err:
-                    last = _Malformed(f"{type(err).__name__}: {str(err)[:200]}")
-            self._note_down(last)
-            if isinstance(last, _Malformed):
-                raise LLMMalformedError(f"{model} at {self.endpoint} sent an unreadable answer "
-                                        f"{self.opts.max_retries + 1} times ({last}); rerun later") from None
-            raise LLMUnavailableError(f"{model} at {self.endpoint} failed {self.opts.max_retries + 1} times "
-                                      f"(last: {_describe(last)}); rerun later, or lower --concurrency")
+                    last = err if isinstance(err, Malformed) else Malformed(unreadable(err))
+                    self._stops.replied()
+            self._stops.failed(last)
+            stop = self.stopped if tries <= self.opts.max_retries else None  # cut short by the run's stop
+            what = _describe(last, self.opts.timeout_s)
+            if isinstance(last, Malformed) and stop is None:
+                raise LLMMalformedError(f"{model} at {self.endpoint} sent an unreadable answer {tries} times "
+                                        f"(last: {what}); rerun later") from None
+            err_type = LLMMalformedError if isinstance(last, Malformed) else LLMUnavailableError
+            raise err_type(f"{model} at {self.endpoint} failed {tries} times (last: {what}); "
+                           + (f"not tried again: {stop}" if stop else "rerun later, or lower --concurrency")) from None
         except BaseException:
             self.budget.settle(reserved, 0.0, answered=False)
             raise
@@ -287,7 +280,8 @@ class LLM(ImageCalls):
         def call(client):
             r = client.chat.completions.create(model=model, messages=messages, **params)
             if not getattr(r, "choices", None):
-                raise ValueError("the answer has no choices")
+                raise Malformed("an answer with no choices (an empty choices list)" if getattr(r, "choices", None) == []
+                                 else "an answer without a choices list")
             return r
 
         try:
@@ -332,7 +326,7 @@ class LLM(ImageCalls):
             try:
                 return Outcome(i, answer=fn(items[i]))
             except CostCapError as err:
-                self._stop(err)
+                self._stops.stop(err)
                 return Outcome(i, error=err)
             except LLMError as err:
                 return Outcome(i, error=err)
@@ -353,7 +347,7 @@ class LLM(ImageCalls):
                         bar.update(1)
                         yield f.result()
             except KeyboardInterrupt:  # Ctrl-C: nothing new is sent; requests in flight finish into the cache
-                self._stop(LLMError("interrupted (Ctrl-C)"))
+                self._stops.stop(LLMError("interrupted (Ctrl-C)"))
                 pool.shutdown(wait=False, cancel_futures=True)
                 raise
             finally:
@@ -365,10 +359,6 @@ class LLM(ImageCalls):
     def chat_many(self, requests: Sequence[ChatRequest], desc: str = "chat") -> list[Outcome]:
         """Every request's Outcome, in the order of `requests`."""
         return sorted(self.chat_iter(requests, desc), key=lambda o: o.index)
-
-
-class _Malformed(Exception):
-    pass
 
 
 def _no_price_message(models: Sequence[str]) -> str:

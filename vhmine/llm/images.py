@@ -107,7 +107,7 @@ def _check_image(b64: str) -> None:
         with Image.open(io.BytesIO(data)) as im:
             im.verify()
     except Exception as err:
-        raise ValueError(f"the b64_json image cannot be decoded ({type(err).__name__})") from None
+        raise ValueError("the b64_json image cannot be decoded as a picture") from None
 
 
 def _image_from(rec: dict, model: str, key: str, cached: bool) -> ImageAnswer:

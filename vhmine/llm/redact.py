@@ -1,7 +1,8 @@
 """What may be recorded about a request: the endpoint without credentials, and error texts without keys.
 
 Reads OPENAI_API_KEY (to mask it) and the endpoint's error bodies; writes nothing. The client builds
-its error messages, and so the failures it records in the cache, from these texts.
+its error messages, and so the failures it records in the cache, from these texts: what failed is said
+in words (`_describe`, `unreadable`: what came back), never as a library's class name.
 """
 
 from __future__ import annotations
@@ -84,10 +85,37 @@ def _code(err: Exception) -> Optional[str]:
     return getattr(err, "code", None) or _error_body(err).get("code")
 
 
-def _describe(err: Optional[Exception]) -> str:
+def _describe(err: Optional[Exception], timeout_s: Optional[float] = None) -> str:
+    """What went wrong with a request, in words (never a library's class name): for the messages a user reads."""
     if err is None:
         return "unknown"
     status = getattr(err, "status_code", None)
-    name = {429: "429 rate limited"}.get(status, f"HTTP {status}" if status else type(err).__name__)
-    return f"{name}: {_msg(err)}" if status else name
+    if status:
+        return ("429 rate limited" if status == 429 else f"HTTP {status}") + f": {_msg(err)}"
+    kind = type(err).__name__
+    if kind == "APITimeoutError":
+        return f"no answer within {timeout_s:g} s" if timeout_s else "no answer in time"
+    if kind == "APIConnectionError":
+        cause = re.sub(r"^\[Errno -?\d+\]\s*", "", str(err.__cause__ or "").strip())  # "[Errno 111] Connection refused"
+        return "could not connect" + (f" ({scrub(cause)[:120]})" if cause else "")
+    return scrub(str(err))[:300] or "unknown"
 
+
+def unreadable(err: Exception) -> str:
+    """What came back, for an answer that could not be read (`err` from parsing or checking it), in words."""
+    import json
+
+    if isinstance(err, json.JSONDecodeError):
+        body = err.doc.strip()
+        return f"a body that is not JSON ({_snippet(body)})" if body else "an empty body"
+    if type(err).__name__ == "APIResponseValidationError":
+        return f"an answer not shaped as the API's ({_msg(err)[:120]})"
+    if isinstance(err, (KeyError, TypeError)):
+        return f"an answer missing a field ({scrub(str(err))[:120]})"
+    return scrub(str(err))[:200]
+
+
+def _snippet(body: str, n: int = 60) -> str:
+    """The start of a body, quoted, marked where it is cut."""
+    body = scrub(" ".join(body.split()))
+    return repr(body[:n]) + (f" ... {len(body)} characters" if len(body) > n else "")
