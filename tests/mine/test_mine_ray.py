@@ -102,8 +102,20 @@ def test_tile_size_follows_the_memory_bound():
         side = tile_rows(mem, 768, 1024)
         assert side % 64 == 0 and tile_bytes(side, 768, 1024) <= mem < tile_bytes(side + 64, 768, 1024)
     assert tile_rows(2**30, 768, 1024) == 13248  # the figure --tile-memory's help gives
-    with pytest.raises(InputError, match="--tile-memory 0.50 MiB is too small: .* at 768 \\+ 1024 dims needs 1.50 MiB"):
+    with pytest.raises(InputError, match="--tile-memory 0.50 MiB is too small: .* at 768 \\+ 1024 dims needs 1.51 MiB"):
         tile_rows(int(0.5 * 2**20), 768, 1024)
+
+
+def test_too_small_a_tile_memory_prints_enough_digits_to_be_true():
+    need = tile_bytes(64, 16, 68)  # 73,728 bytes: 0.0703 MiB, which 2 decimals show as the 0.07 given
+    assert int(0.07 * 2**20) < need and f"{need / 2**20:.2f}" == "0.07"
+    with pytest.raises(InputError) as err:
+        tile_rows(int(0.07 * 2**20), 16, 68)
+    assert str(err.value) == ("--tile-memory 0.0700 MiB is too small: a tile of 64 rows at 16 + 68 dims needs "
+                              "0.0704 MiB; give at least that")
+    assert tile_rows(int(0.0704 * 2**20), 16, 68) == 64  # and what it says to give is enough
+    assert tile_bytes(64, 768, 1024) > 1.50 * 2**20  # (which "needs 1.50 MiB" was not, at 768 + 1024 dims)
+    assert tile_rows(int(1.51 * 2**20), 768, 1024) == 64
 
 
 def test_a_device_ray_cannot_give_is_named():

@@ -64,14 +64,26 @@ def tile_rows(tile_memory: int, clip_dim: int, dino_dim: int) -> int:
     """The largest multiple of 64 rows whose tile_bytes fit tile_memory."""
     need = tile_bytes(_ALIGN, clip_dim, dino_dim)
     if need > tile_memory:
+        have, least = mib_below(tile_memory, need)
         raise InputError(
-            f"--tile-memory {tile_memory / 2**20:.2f} MiB is too small: a tile of 64 rows at {clip_dim} + {dino_dim} "
-            f"dims needs {need / 2**20:.2f} MiB; give at least that"
+            f"--tile-memory {have} MiB is too small: a tile of 64 rows at {clip_dim} + {dino_dim} "
+            f"dims needs {least} MiB; give at least that"
         )
     side = math.isqrt(int(tile_memory / 4.25)) // _ALIGN * _ALIGN
     while tile_bytes(side, clip_dim, dino_dim) > tile_memory:
         side -= _ALIGN
     return side
+
+
+def mib_below(have: int, need: int) -> tuple[str, str]:
+    """have < need bytes as MiB texts that show it: need to 3 significant digits (2 decimals at least),
+    rounded up so that giving it is enough, and have to as many decimals; more while they read the same."""
+    k = max(2, 2 - math.floor(math.log10(need / 2**20)))
+    while True:
+        h, n = round(have / 2**20, k), math.ceil(need / 2**20 * 10**k) / 10**k
+        if h < n or k >= 12:
+            return f"{h:.{k}f}", f"{n:.{k}f}"
+        k += 1
 
 
 def _reachable(address: str, timeout: float = 5.0) -> str | None:
