@@ -9,9 +9,12 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from helpers import unit_rows
+from test_rowcheck import check_exact_or_refused, vector_sets
 from vhmine.cli import app
 from vhmine.errors import InputError, VhmineError
 from vhmine.mine.simsearch import assert_same_pairs, brute_force_pairs, find_pairs
@@ -325,3 +328,29 @@ def test_a_driver_killed_mid_job_resumes_and_skips_the_finished_tiles(tmp_path):
     want = pd.read_parquet(tmp_path / "runs" / "local" / "pairs.parquet")
     assert len(want) > 50
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "runs" / "ray" / "pairs.parquet"), want)
+
+
+# --- exact at every scale it accepts (vhmine.mine.rowcheck) ------------------------------------------
+
+def test_ray_refuses_rows_the_fast_pass_cannot_bound_and_nan_thresholds(tmp_path):
+    from test_mine import make_index
+
+    clip, dino = clustered(200, 16, 12, 14)
+    with pytest.raises(InputError, match=r"^clip_min is NaN: give a number"):
+        find_pairs_ray(clip, dino, math.nan)
+    clip[150:] *= np.float32(3e19)  # squares overflow float32: the tile's threshold would be NaN
+    with pytest.raises(InputError, match=r"^clip row 150 has norm 3e\+19 \(50 row\(s\) in all\): the exact miner"):
+        find_pairs_ray(clip, dino, 0.9, tile=64)
+    make_index(tmp_path / "idx", "syn", clip, dino, root=tmp_path / "imgs")
+    with pytest.raises(InputError) as err:  # from the streaming pass, in a task, as its own line
+        _mine(tmp_path, "ray", clip=0.9, dino=0.6, engine="ray", tile_memory=tile_memory(64, 16, 12))
+    assert str(err.value).startswith("clip row 150 has norm 3e+19 (42 row(s) of rows 128 to 191): the exact miner needs")
+    assert "Traceback" not in str(err.value) and "\n" not in str(err.value)
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+@settings(max_examples=6)  # each example starts a job on the cluster: seconds
+@given(vector_sets(max_rows=150), st.sampled_from([64, 128]))
+def test_property_ray_tiles_are_brute_force_or_refuse_by_row(data, tile):
+    clip, dino, clip_min, dino_max = data
+    check_exact_or_refused(lambda *a: find_pairs_ray(*a, tile=tile), clip, dino, clip_min, dino_max)

@@ -41,6 +41,7 @@ import numpy as np
 from vhmine.errors import InputError, VhmineError
 from vhmine.mine.products import block_bytes
 from vhmine.mine.quantise import _ALIGN
+from vhmine.mine.rowcheck import check_limits
 from vhmine.mine.simsearch import _EMPTY, PairSet, _check, merge
 
 log = logging.getLogger(__name__)
@@ -203,7 +204,13 @@ def scan(ray, rows, side: int, rotate: bool | None, progress: bool, local=None):
                 inflight.append(task.remote(rows, starts[at], starts[at] + side, dims))
                 at += 1
             done, inflight = ray.wait(inflight, num_returns=1)
-            amax = max(amax, ray.get(done[0]))
+            try:
+                amax = max(amax, ray.get(done[0]))
+            except ray.exceptions.RayTaskError as err:  # a row the chunk refused (rowcheck): its own line
+                _cancel(ray, inflight)
+                if isinstance(getattr(err, "cause", None), VhmineError):
+                    raise type(err.cause)(str(err.cause)) from None
+                raise
             bar.update(1)
     return Quantiser.from_scan(rows.clip.dim, amax, dims)
 
@@ -330,7 +337,8 @@ def find_pairs_ray(
     if device != "cpu" and not device.startswith("cuda"):
         raise InputError(f"--device {device}: Ray tiles run on cpu or cuda (one GPU each)")
     device = "cuda" if device.startswith("cuda") else "cpu"  # a task sees only the GPU Ray gave it
-    clip, dino = _check(clip, dino)
+    clip_min, dino_max = check_limits(clip_min, dino_max)
+    clip, dino = _check(clip, dino)  # (rows whose norms the fast pass cannot bound are refused: rowcheck)
     if len(clip) < 2:
         return PairSet(*_EMPTY)
     side = tile or tile_rows(int(tile_memory), clip.shape[1], dino.shape[1])
