@@ -3,7 +3,8 @@
 `finish_run` writes, into a temporary folder that is then swapped in whole (files.replace_dir): the
 pairs (through the caller's writer: job.py's table, or mine.write's shards), scatter.png and
 gallery.html (mine.gallery), and run.json with every file's checksum. Reads nothing but the index's
-manifest (its checksum goes into run.json).
+manifest (its checksum goes into run.json). A write the system refuses (a full disk) is one line
+(files.write_failed) and leaves no temporary folder.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vhmine import __version__
-from vhmine.files import replace_dir
+from vhmine.files import replace_dir, shown_path, write_failed
 from vhmine.images import sha256_file
 
 
@@ -44,8 +45,6 @@ class MineResult:
         )
         lines.append(f"look at them: {self.run_dir / 'gallery.html'} and {self.run_dir / 'scatter.png'}")
         if self.written:
-            from vhmine.files import shown_path
-
             lines.append(f"next: vhmine seed --pairs {shown_path(self.run_dir / 'pairs.parquet')}")
         return "\n".join(lines + self.relax)
 
@@ -89,10 +88,24 @@ def finish_run(run_dir: Path, idx, opts, counts: dict, write_pairs, alike, backg
                         for p in sorted(tmp.rglob("*")) if p.is_file()}
         (tmp / "run.json").write_text(json.dumps(run, indent=2, default=str), encoding="utf-8")
         replace_dir(tmp, run_dir, producer="vhmine mine")
+    except OSError as err:  # a full disk, say: one line, as export says it
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise write_failed(run_dir, err, *_kept(run_dir, opts)) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return int(written)
+
+
+def _kept(run_dir: Path, opts) -> tuple[str, str]:
+    """What a run that could not be written leaves, and what to do (write_failed's kept and then)."""
+    if opts.engine == "ray":
+        from vhmine.mine.tilejob import job_folder
+
+        return (f"no run was written; the finished tiles are kept in {shown_path(job_folder(run_dir))}",
+                "free some space and run the same command: it resumes from them")
+    return ("no run was written (an earlier run there is as it was)",
+            "free some space, or choose another --out, and run the same command again")
 
 
 def background_sample(n: int, sims, *, seed: int = 0, size: int = 20_000):
