@@ -254,6 +254,49 @@ def test_workers_read_the_index_by_byte_range_from_an_fsspec_url(tmp_path):
         _mine(tmp_path, "ray2", clip=0.9, dino=0.6, engine="ray", index_url=f"file://{tmp_path / 'bucket' / 'syn'}")
 
 
+def test_an_index_url_must_hold_the_index_it_names_checked_before_any_tile(tmp_path):
+    """Another index of the same shape at --index-url used to be mined, beside the named index's image paths,
+    with exit 0. Each mismatch is one line, and nothing is written (no run, no job folder)."""
+    import shutil
+
+    from test_mine import make_index
+
+    clip, dino = clustered(300, 16, 12, 15)
+    make_index(tmp_path / "idx", "syn", clip, dino, root=tmp_path / "imgs")
+    make_index(tmp_path / "bucket", "syn", *clustered(300, 16, 12, 16), root=tmp_path / "imgs")  # same shape
+    url = f"file://{tmp_path / 'bucket' / 'syn'}"
+    copy = tmp_path / "bucket" / "syn"
+
+    def refused(match):
+        with pytest.raises(VhmineError) as err:
+            _mine(tmp_path, "ray", clip=0.9, dino=0.6, engine="ray", tile_memory=tile_memory(64, 16, 12), index_url=url)
+        assert "\n" not in str(err.value) and str(err.value).endswith(
+            f"--index-url {url} must hold a copy of the index at {(tmp_path / 'idx' / 'syn').resolve()} (every file, "
+            "manifest.json included); copy the folder there again, or point --index-url at its copy")
+        assert re.search(match, str(err.value)), str(err.value)
+        assert not (tmp_path / "runs").exists()
+
+    import re
+
+    refused(rf"^{url} holds another index: its manifest.json gives other checksums for clip.faiss, dino.faiss; ")
+    shutil.rmtree(copy)
+    shutil.copytree(tmp_path / "idx" / "syn", copy)
+    with open(copy / "clip.faiss", "r+b") as f:  # the same size and manifest, another last row
+        f.seek(-4, 2)
+        f.write(np.float32(0.5).tobytes())
+    refused(rf"^{url}/clip.faiss holds other vectors than .*idx/syn/clip.faiss \(its first or last row differs\); ")
+    shutil.copy(tmp_path / "idx" / "syn" / "clip.faiss", copy / "clip.faiss")
+    with open(copy / "images.parquet", "ab") as f:
+        f.write(b"\0")
+    refused(rf"^{url}/images.parquet has [\d,]+ bytes, the manifest says [\d,]+: it was changed or cut short; ")
+    shutil.copy(tmp_path / "idx" / "syn" / "images.parquet", copy / "images.parquet")
+    (copy / "manifest.json").unlink()
+    refused(rf"^{url}/manifest.json is absent; ")
+    shutil.copy(tmp_path / "idx" / "syn" / "manifest.json", copy / "manifest.json")  # the whole copy again: mined
+    res = _mine(tmp_path, "ray", clip=0.9, dino=0.6, engine="ray", tile_memory=tile_memory(64, 16, 12), index_url=url)
+    assert res.written == len(brute_force_pairs(clip, dino, 0.9, 0.6)) > 0
+
+
 def test_a_node_that_cannot_read_the_index_is_named_in_seconds(tmp_path):
     import time
 

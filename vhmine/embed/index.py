@@ -223,7 +223,8 @@ def open_index(root: Path, name: str, *, load_vectors: bool = True, load_images:
 
 def index_rows(folder: str | os.PathLike, *, url: str | None = None, ids: bool = True) -> IndexRows:
     """The IndexRows of a finished index folder; with `url`, the same files as the workers read them
-    there (an fsspec URL or a path of the index folder), checked to hold the same rows."""
+    there (an fsspec URL or a path of the index folder), checked to be the same index (_same_index) before
+    anything runs."""
     from vhmine.embed.rows import IndexRows, id_width, open_vectors
 
     folder = Path(folder).resolve()
@@ -240,9 +241,44 @@ def index_rows(folder: str | os.PathLike, *, url: str | None = None, ids: bool =
             raise IndexCorruptError(f"{where} holds {vf.rows} x {vf.dim} rows, the index at {folder} "
                                     f"{local[k].rows} x {local[k].dim}: --index-url names another index")
         files[k] = vf
+    if url:
+        _same_index(folder, base, local, files, ids)
     images = f"{base}/{IMAGES}" if ids else None
     width = id_width(str(folder / IMAGES)) if ids else 16
     return IndexRows(files["clip"], files["dino"], images, width, sha256_file(folder / MANIFEST))
+
+
+def _same_index(folder: Path, base: str, local: dict, remote: dict, ids: bool) -> None:
+    """IndexCorruptError, in one line, unless the index at `base` (an --index-url) is the one in `folder`: its
+    manifest.json lists the same files with the same checksums, the files the workers read have the sizes
+    it lists, and the first and last row of each vector file are the same bytes. Reads the URL's manifest,
+    two rows a vector file and the files' sizes (a whole file is never read: hashing it would read the index)."""
+    import numpy as np
+
+    from vhmine.embed.rows import file_size, read_bytes
+
+    hint = (f"--index-url {base} must hold a copy of the index at {folder} (every file, manifest.json included); "
+            "copy the folder there again, or point --index-url at its copy")
+    mine = json.loads((folder / MANIFEST).read_text(encoding="utf-8")).get("files") or {}
+    try:
+        theirs = json.loads(read_bytes(f"{base}/{MANIFEST}", 0, file_size(f"{base}/{MANIFEST}")))
+    except (OSError, ValueError) as err:  # (json's error is a ValueError)
+        why = "absent" if isinstance(err, FileNotFoundError) else f"unreadable: {err.strerror or err}"
+        raise IndexCorruptError(f"{base}/{MANIFEST} is {why}; {hint}") from None
+    differ = sorted(f for f in set(mine) | set(theirs.get("files") or {}) if mine.get(f) != (theirs.get("files") or {}).get(f))
+    if differ:
+        raise IndexCorruptError(f"{base} holds another index: its {MANIFEST} gives other checksums for "
+                                f"{', '.join(differ)}; {hint}")
+    for f in [*VECTOR_FILES.values(), *([IMAGES] if ids else [])]:
+        size, want = file_size(f"{base}/{f}"), (mine.get(f) or {}).get("bytes")
+        if want is not None and size != want:
+            raise IndexCorruptError(f"{base}/{f} has {size:,} bytes, the manifest says {want:,}: it was changed or "
+                                    f"cut short; {hint}")
+    for k, vf in remote.items():
+        ends = np.array([0, vf.rows - 1]) if vf.rows else np.zeros(0, np.int64)
+        if not np.array_equal(vf.take(ends).view(np.uint32), local[k].take(ends).view(np.uint32)):
+            raise IndexCorruptError(f"{vf.location} holds other vectors than {folder / VECTOR_FILES[k]} (its first or "
+                                    f"last row differs); {hint}")
 
 
 _PATHS_BY_SHA: dict[tuple, dict] = {}  # (folder, manifest mtime and size) -> sha256 -> paths
