@@ -10,8 +10,9 @@
     indexes/<name>/skipped.csv     path, reason for every image that could not be used
     indexes/<name>/work/           the embed job's plan and finished shards (see embed.py)
 
-An index without manifest.json is half-written (a job was stopped before it finished):
-`open_index` refuses it and says how to finish it. `vhmine embed` writes; `vhmine mine` reads.
+An index without manifest.json is half-written (a job was stopped before it finished: its work/ folder,
+or the index files, are there): `open_index` refuses it and says how to finish it; a folder with neither
+never was an index, and is named as such. `vhmine embed` writes; `vhmine mine` reads.
 
 `locate_image` finds an image by its content (sha256) through the indexes, for stages that recorded a
 path that has since moved; an image is a file, or a member of a WebDataset tar (`.../00000.tar/KEY.jpg`),
@@ -159,7 +160,17 @@ def open_index(root: Path, name: str, *, load_vectors: bool = True, load_images:
         )
     manifest_path = folder / MANIFEST
     if not manifest_path.is_file():
-        raise IndexCorruptError(
+        if not any((folder / f).exists() for f in ("work", IMAGES, *VECTOR_FILES.values())):
+            from vhmine.config import list_indexes
+
+            have = [n for n in list_indexes(Path(root)) if (Path(root) / n / MANIFEST).is_file()]
+            listing = f" (there are: {', '.join(have)})" if have else ""
+            raise IndexMissingError(
+                f"{folder} is not an index: it has no {MANIFEST}, nor the work/ folder a stopped `vhmine embed` "
+                f"leaves. --index names an index under {root}/{listing}; build one with "
+                "`vhmine embed IMAGES --name NAME`"
+            )
+        raise IndexCorruptError(  # a stopped embed job left its work/ folder (or the index files, not the manifest)
             f"index {name!r} at {folder} is half-written (no {MANIFEST}): its embed job did not finish. "
             "Run the same `vhmine embed` command again to finish it"
         )
