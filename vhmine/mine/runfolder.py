@@ -34,7 +34,7 @@ class MineResult:
     relax: list[str] = field(default_factory=list)  # with 0 pairs: counts at nearby thresholds (mine.relax)
 
     def summary(self) -> str:
-        lines = [f"warning: {w}" for w in self.warnings]
+        lines = []  # (the warnings were logged before the search)
         if self.job.get("tiles_done_before"):
             lines.append(f"resumed: {self.job['tiles_done_before']} of {self.job['tiles_wanted']} tiles were "
                          "already done and were not mined again")
