@@ -63,8 +63,9 @@ def finish_run(run_dir: Path, idx, opts, counts: dict, write_pairs, alike, backg
     tmp.mkdir(parents=True)
     try:
         written, head = write_pairs(tmp)
-        write_scatter(tmp / "scatter.png", alike[0], alike[1], background, opts.clip, opts.dino, written=written,
-                      title=f"{name}: {counts['clip_alike']} CLIP-alike pairs, {counts['in_box']} in the box")
+        legend = write_scatter(tmp / "scatter.png", alike[0], alike[1], background, opts.clip, opts.dino,
+                               written=written, pairs=counts["images"] * (counts["images"] - 1) // 2,
+                               title=f"{name}: {counts['clip_alike']} CLIP-alike pairs, {counts['in_box']} in the box")
         write_gallery(tmp / "gallery.html", head, total=written, title=f"{name}: top pairs",
                       subtitle=f"CLIP >= {opts.clip:g}, DINOv2 <= {opts.dino:g}; ranked by gap = clip - dino",
                       progress=opts.progress)
@@ -82,6 +83,7 @@ def finish_run(run_dir: Path, idx, opts, counts: dict, write_pairs, alike, backg
             "options": {"max_pairs": opts.max_pairs, "max_per_image": opts.max_per_image, "engine": opts.engine},
             "counts": {**counts, "written": int(written)},
             "warnings": warnings,
+            "scatter_legend": legend,
             **(extra or {}),
         }
         run["files"] = {p.relative_to(tmp).as_posix(): {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
