@@ -276,7 +276,8 @@ def _same_index(folder: Path, base: str, local: dict, remote: dict, ids: bool) -
     except (OSError, ValueError) as err:  # (json's error is a ValueError)
         why = "absent" if isinstance(err, FileNotFoundError) else f"unreadable: {err.strerror or err}"
         raise IndexCorruptError(f"{base}/{MANIFEST} is {why}; {hint}") from None
-    differ = sorted(f for f in set(mine) | set(theirs.get("files") or {}) if mine.get(f) != (theirs.get("files") or {}).get(f))
+    listed = (theirs.get("files") if isinstance(theirs, dict) else None) or {}
+    differ = sorted(f for f in set(mine) | set(listed) if mine.get(f) != listed.get(f))
     if differ:
         raise IndexCorruptError(f"{base} holds another index: its {MANIFEST} gives other checksums for "
                                 f"{', '.join(differ)}; {hint}")
