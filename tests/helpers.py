@@ -479,3 +479,36 @@ def canned_lmms(answers: dict):
             return out
 
     return Canned()
+
+
+# --- a full disk, for real: a tiny tmpfs in a user and mount namespace of its own ----------------------------
+
+def on_a_full_disk(folder, size: str, argv: list[str], *, cwd, timeout: float = 300):
+    """Run argv (with a wide, offline vhmine environment) where `folder` is a fresh tmpfs of `size` bytes
+    (e.g. "16k"): `unshare --user --map-root-user --mount` mounts it in a namespace of the command's own, so
+    no root is needed and nothing outside sees it. Writes past `size` fail with ENOSPC, as on a full disk.
+    Returns the CompletedProcess, with `.left`: the paths the command left on that tmpfs. Skips the test where
+    unprivileged user namespaces are not allowed."""
+    import os
+    import shlex
+    import shutil
+    import subprocess
+
+    import pytest
+
+    if not shutil.which("unshare") or subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "true"],
+                                                      capture_output=True).returncode:
+        pytest.skip("unprivileged user namespaces (unshare --user --mount) are not available here")
+    os.makedirs(folder, exist_ok=True)
+    at = shlex.quote(str(folder))
+    script = (f"mount -t tmpfs -o size={size} tmpfs {at} || exit 99; {shlex.join(argv)}; rc=$?; "
+              f"echo '{_LEFT}'; find {at} -mindepth 1 -printf '%P\\n'; exit $rc")
+    env = dict(os.environ, COLUMNS="200", HF_HUB_OFFLINE="1")
+    r = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script], cwd=cwd, env=env,
+                       capture_output=True, text=True, timeout=timeout)
+    r.stdout, _, left = r.stdout.partition(_LEFT + "\n")
+    r.left = sorted(left.split())  # what the command left on that disk
+    return r
+
+
+_LEFT = "--- left on the full disk:"

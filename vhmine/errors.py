@@ -13,6 +13,10 @@ class InputError(VhmineError):
     """A bad argument or input file (threshold out of range, empty collection, ...)."""
 
 
+class OutputError(VhmineError):
+    """A stage could not write its output (a full disk or quota, a read-only or lost mount)."""
+
+
 class IndexMissingError(VhmineError):
     """No index of that name exists."""
 

@@ -6,7 +6,8 @@ its credentials masked, whatever message, log, record file or --json it goes int
 `atomic_write` and `replace_dir` publish a file or a folder by rename after flushing it to disk
 (fsync); `check_owned` refuses to replace or write into a folder that vhmine did not write (it reads
 the folder's listing and the producer's record file, e.g. run.json or manifest.json); `check_writable`
-says in one line that a stage cannot write where it was told to, before it starts. Writes only the
+says in one line that a stage cannot write where it was told to, before it starts, and `write_failed` when
+the system refuses a write on the way (a full disk: one line, no traceback). Writes only the
 files its callers name, through temporary files beside them (and check_writable's probe, removed at once).
 """
 
@@ -242,3 +243,18 @@ def _is_sqlite(path: Path) -> bool:
 def _few(names: list[str], n: int = 5) -> str:
     shown = ", ".join(names[:n])
     return shown + (f" and {len(names) - n} more" if len(names) > n else "")
+
+
+def write_failed(where: Path, err: OSError, kept: str, then: str):
+    """The one line (an OutputError) a stage says when the system refuses a write into `where` (a full disk or
+    quota, a read-only or lost mount): the system's reason in words, without an errno, a library's wording or
+    a traceback, the file when it lies elsewhere (a read that failed meanwhile), what was kept, what to do."""
+    from vhmine.errors import OutputError
+
+    reason = os.strerror(err.errno) if err.errno else (err.strerror or str(err) or type(err).__name__)
+    if err.filename:
+        try:
+            Path(os.fspath(err.filename)).resolve().relative_to(Path(where).resolve().parent)
+        except (ValueError, TypeError, OSError):
+            reason += f": {shown_path(err.filename)}"
+    return OutputError(f"writing {shown_path(where)} failed ({reason}): {kept}; {then}")

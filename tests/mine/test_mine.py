@@ -118,8 +118,10 @@ def test_cli_mine_with_the_only_index_and_errors(clustered, monkeypatch):
     assert r.exit_code == 2 and "--clip 2.0: a cosine similarity threshold must lie in [-1, 1]" in r.output
     r = runner.invoke(app, ["mine", "--index", "nope"])
     assert r.exit_code == 2 and "no index named 'nope'" in r.output and "(there are: syn)" in r.output
-    r = runner.invoke(app, ["mine", "--clip", "0.5", "--dino", "0.7"])
-    assert r.exit_code == 0 and "warning: --dino 0.7 >= --clip 0.5" in r.output
+    r = runner.invoke(app, ["mine", "--clip", "0.5", "--dino", "0.7"])  # (its warning: test_mine_warns_once_...)
+    assert r.exit_code == 0
+    run = json.loads((tmp / "runs" / "syn-clip0.5-dino0.7" / "run.json").read_text())
+    assert run["warnings"][0].startswith("--dino 0.7 >= --clip 0.5: pairs are meant to be ones CLIP finds MORE alike")
 
 
 def test_no_index_and_too_few_images(tmp_path):
@@ -190,6 +192,9 @@ def test_mine_warns_once_about_reversed_thresholds(tmp_path):
     assert r.returncode == 0, r.stderr
     said = r.stdout + r.stderr
     assert said.count("--dino 0.7 >= --clip 0.5") == 1, said  # it was logged, then repeated in the summary
+    # before the search, not after it (it came after 31 s of mining on a real collection)
+    assert "WARNING vhmine.mine.job: --dino 0.7 >= --clip 0.5: pairs are meant" in r.stderr
+    assert r.stderr.index("--dino 0.7 >= --clip 0.5") < r.stderr.index("mining pairs"), r.stderr
 
 
 def test_a_run_names_the_seed_command_with_its_pairs_file(clustered, monkeypatch):

@@ -9,9 +9,12 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from helpers import unit_rows
+from test_rowcheck import check_exact_or_refused, vector_sets
 from vhmine.cli import app
 from vhmine.errors import InputError, VhmineError
 from vhmine.mine.simsearch import assert_same_pairs, brute_force_pairs, find_pairs
@@ -102,8 +105,20 @@ def test_tile_size_follows_the_memory_bound():
         side = tile_rows(mem, 768, 1024)
         assert side % 64 == 0 and tile_bytes(side, 768, 1024) <= mem < tile_bytes(side + 64, 768, 1024)
     assert tile_rows(2**30, 768, 1024) == 13248  # the figure --tile-memory's help gives
-    with pytest.raises(InputError, match="--tile-memory 0.50 MiB is too small: .* at 768 \\+ 1024 dims needs 1.50 MiB"):
+    with pytest.raises(InputError, match="--tile-memory 0.50 MiB is too small: .* at 768 \\+ 1024 dims needs 1.51 MiB"):
         tile_rows(int(0.5 * 2**20), 768, 1024)
+
+
+def test_too_small_a_tile_memory_prints_enough_digits_to_be_true():
+    need = tile_bytes(64, 16, 68)  # 73,728 bytes: 0.0703 MiB, which 2 decimals show as the 0.07 given
+    assert int(0.07 * 2**20) < need and f"{need / 2**20:.2f}" == "0.07"
+    with pytest.raises(InputError) as err:
+        tile_rows(int(0.07 * 2**20), 16, 68)
+    assert str(err.value) == ("--tile-memory 0.0700 MiB is too small: a tile of 64 rows at 16 + 68 dims needs "
+                              "0.0704 MiB; give at least that")
+    assert tile_rows(int(0.0704 * 2**20), 16, 68) == 64  # and what it says to give is enough
+    assert tile_bytes(64, 768, 1024) > 1.50 * 2**20  # (which "needs 1.50 MiB" was not, at 768 + 1024 dims)
+    assert tile_rows(int(1.51 * 2**20), 768, 1024) == 64
 
 
 def test_a_device_ray_cannot_give_is_named():
@@ -239,6 +254,49 @@ def test_workers_read_the_index_by_byte_range_from_an_fsspec_url(tmp_path):
         _mine(tmp_path, "ray2", clip=0.9, dino=0.6, engine="ray", index_url=f"file://{tmp_path / 'bucket' / 'syn'}")
 
 
+def test_an_index_url_must_hold_the_index_it_names_checked_before_any_tile(tmp_path):
+    """Another index of the same shape at --index-url used to be mined, beside the named index's image paths,
+    with exit 0. Each mismatch is one line, and nothing is written (no run, no job folder)."""
+    import shutil
+
+    from test_mine import make_index
+
+    clip, dino = clustered(300, 16, 12, 15)
+    make_index(tmp_path / "idx", "syn", clip, dino, root=tmp_path / "imgs")
+    make_index(tmp_path / "bucket", "syn", *clustered(300, 16, 12, 16), root=tmp_path / "imgs")  # same shape
+    url = f"file://{tmp_path / 'bucket' / 'syn'}"
+    copy = tmp_path / "bucket" / "syn"
+
+    def refused(match):
+        with pytest.raises(VhmineError) as err:
+            _mine(tmp_path, "ray", clip=0.9, dino=0.6, engine="ray", tile_memory=tile_memory(64, 16, 12), index_url=url)
+        assert "\n" not in str(err.value) and str(err.value).endswith(
+            f"--index-url {url} must hold a copy of the index at {(tmp_path / 'idx' / 'syn').resolve()} (every file, "
+            "manifest.json included); copy the folder there again, or point --index-url at its copy")
+        assert re.search(match, str(err.value)), str(err.value)
+        assert not (tmp_path / "runs").exists()
+
+    import re
+
+    refused(rf"^{url} holds another index: its manifest.json gives other checksums for clip.faiss, dino.faiss; ")
+    shutil.rmtree(copy)
+    shutil.copytree(tmp_path / "idx" / "syn", copy)
+    with open(copy / "clip.faiss", "r+b") as f:  # the same size and manifest, another last row
+        f.seek(-4, 2)
+        f.write(np.float32(0.5).tobytes())
+    refused(rf"^{url}/clip.faiss holds other vectors than .*idx/syn/clip.faiss \(its first or last row differs\); ")
+    shutil.copy(tmp_path / "idx" / "syn" / "clip.faiss", copy / "clip.faiss")
+    with open(copy / "images.parquet", "ab") as f:
+        f.write(b"\0")
+    refused(rf"^{url}/images.parquet has [\d,]+ bytes, the manifest says [\d,]+: it was changed or cut short; ")
+    shutil.copy(tmp_path / "idx" / "syn" / "images.parquet", copy / "images.parquet")
+    (copy / "manifest.json").unlink()
+    refused(rf"^{url}/manifest.json is absent; ")
+    shutil.copy(tmp_path / "idx" / "syn" / "manifest.json", copy / "manifest.json")  # the whole copy again: mined
+    res = _mine(tmp_path, "ray", clip=0.9, dino=0.6, engine="ray", tile_memory=tile_memory(64, 16, 12), index_url=url)
+    assert res.written == len(brute_force_pairs(clip, dino, 0.9, 0.6)) > 0
+
+
 def test_a_node_that_cannot_read_the_index_is_named_in_seconds(tmp_path):
     import time
 
@@ -313,3 +371,29 @@ def test_a_driver_killed_mid_job_resumes_and_skips_the_finished_tiles(tmp_path):
     want = pd.read_parquet(tmp_path / "runs" / "local" / "pairs.parquet")
     assert len(want) > 50
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "runs" / "ray" / "pairs.parquet"), want)
+
+
+# --- exact at every scale it accepts (vhmine.mine.rowcheck) ------------------------------------------
+
+def test_ray_refuses_rows_the_fast_pass_cannot_bound_and_nan_thresholds(tmp_path):
+    from test_mine import make_index
+
+    clip, dino = clustered(200, 16, 12, 14)
+    with pytest.raises(InputError, match=r"^clip_min is NaN: give a number"):
+        find_pairs_ray(clip, dino, math.nan)
+    clip[150:] *= np.float32(3e19)  # squares overflow float32: the tile's threshold would be NaN
+    with pytest.raises(InputError, match=r"^clip row 150 has norm 3e\+19 \(50 row\(s\) in all\): the exact miner"):
+        find_pairs_ray(clip, dino, 0.9, tile=64)
+    make_index(tmp_path / "idx", "syn", clip, dino, root=tmp_path / "imgs")
+    with pytest.raises(InputError) as err:  # from the streaming pass, in a task, as its own line
+        _mine(tmp_path, "ray", clip=0.9, dino=0.6, engine="ray", tile_memory=tile_memory(64, 16, 12))
+    assert str(err.value).startswith("clip row 150 has norm 3e+19 (42 row(s) of rows 128 to 191): the exact miner needs")
+    assert "Traceback" not in str(err.value) and "\n" not in str(err.value)
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+@settings(max_examples=6)  # each example starts a job on the cluster: seconds
+@given(vector_sets(max_rows=150), st.sampled_from([64, 128]))
+def test_property_ray_tiles_are_brute_force_or_refuse_by_row(data, tile):
+    clip, dino, clip_min, dino_max = data
+    check_exact_or_refused(lambda *a: find_pairs_ray(*a, tile=tile), clip, dino, clip_min, dino_max)

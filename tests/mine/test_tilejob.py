@@ -55,3 +55,31 @@ def test_a_folder_made_for_another_command_starts_over(tmp_path, caplog):
     assert "made for another command (clip differ): starting the job over" in caplog.text
     assert json.loads((tmp_path / "job" / "job.json").read_text())["identity"]["clip"] == 0.85
     other.close()
+
+
+def test_a_full_disk_is_one_line_and_keeps_the_tiles_recorded_before_it(tmp_path):
+    import sys
+
+    from helpers import on_a_full_disk
+
+    code = """if True:
+        import numpy as np
+        from vhmine.errors import VhmineError
+        from vhmine.mine.tilejob import PLAIN, TileJob
+        job = TileJob("full/job", {"clip": 0.9}).open()
+        try:
+            for k in range(100):
+                job.record(k, np.zeros(2000, PLAIN), {"candidates": k})  # 64,128 bytes a tile
+        except VhmineError as err:
+            print(f"{type(err).__name__}: {err}")
+        job.close()
+        print("done again:", sorted(TileJob("full/job", {"clip": 0.9}).open().done))
+    """
+    r = on_a_full_disk(tmp_path / "full", "224k", [sys.executable, "-c", code], cwd=tmp_path)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stdout + r.stderr
+    assert r.stdout.splitlines() == [
+        "OutputError: writing full/job failed (No space left on device): the 3 tile(s) recorded before it are kept; "
+        "free some space and run the same command: it resumes from them",
+        "done again: [0, 1, 2]"]
+    assert r.left == ["job", "job/job.json", "job/lock", "job/tiles", "job/tiles.jsonl", "job/tiles/000000000.npy",
+                      "job/tiles/000000001.npy", "job/tiles/000000002.npy"]  # and no temporary file

@@ -10,8 +10,9 @@
     indexes/<name>/skipped.csv     path, reason for every image that could not be used
     indexes/<name>/work/           the embed job's plan and finished shards (see embed.py)
 
-An index without manifest.json is half-written (a job was stopped before it finished):
-`open_index` refuses it and says how to finish it. `vhmine embed` writes; `vhmine mine` reads.
+An index without manifest.json is half-written (a job was stopped before it finished: its work/ folder,
+or the index files, are there): `open_index` refuses it and says how to finish it; a folder with neither
+never was an index, and is named as such. `vhmine embed` writes; `vhmine mine` reads.
 
 `locate_image` finds an image by its content (sha256) through the indexes, for stages that recorded a
 path that has since moved; an image is a file, or a member of a WebDataset tar (`.../00000.tar/KEY.jpg`),
@@ -159,7 +160,17 @@ def open_index(root: Path, name: str, *, load_vectors: bool = True, load_images:
         )
     manifest_path = folder / MANIFEST
     if not manifest_path.is_file():
-        raise IndexCorruptError(
+        if not any((folder / f).exists() for f in ("work", IMAGES, *VECTOR_FILES.values())):
+            from vhmine.config import list_indexes
+
+            have = [n for n in list_indexes(Path(root)) if (Path(root) / n / MANIFEST).is_file()]
+            listing = f" (there are: {', '.join(have)})" if have else ""
+            raise IndexMissingError(
+                f"{folder} is not an index: it has no {MANIFEST}, nor the work/ folder a stopped `vhmine embed` "
+                f"leaves. --index names an index under {root}/{listing}; build one with "
+                "`vhmine embed IMAGES --name NAME`"
+            )
+        raise IndexCorruptError(  # a stopped embed job left its work/ folder (or the index files, not the manifest)
             f"index {name!r} at {folder} is half-written (no {MANIFEST}): its embed job did not finish. "
             "Run the same `vhmine embed` command again to finish it"
         )
@@ -223,7 +234,8 @@ def open_index(root: Path, name: str, *, load_vectors: bool = True, load_images:
 
 def index_rows(folder: str | os.PathLike, *, url: str | None = None, ids: bool = True) -> IndexRows:
     """The IndexRows of a finished index folder; with `url`, the same files as the workers read them
-    there (an fsspec URL or a path of the index folder), checked to hold the same rows."""
+    there (an fsspec URL or a path of the index folder), checked to be the same index (_same_index) before
+    anything runs."""
     from vhmine.embed.rows import IndexRows, id_width, open_vectors
 
     folder = Path(folder).resolve()
@@ -240,9 +252,45 @@ def index_rows(folder: str | os.PathLike, *, url: str | None = None, ids: bool =
             raise IndexCorruptError(f"{where} holds {vf.rows} x {vf.dim} rows, the index at {folder} "
                                     f"{local[k].rows} x {local[k].dim}: --index-url names another index")
         files[k] = vf
+    if url:
+        _same_index(folder, base, local, files, ids)
     images = f"{base}/{IMAGES}" if ids else None
     width = id_width(str(folder / IMAGES)) if ids else 16
     return IndexRows(files["clip"], files["dino"], images, width, sha256_file(folder / MANIFEST))
+
+
+def _same_index(folder: Path, base: str, local: dict, remote: dict, ids: bool) -> None:
+    """IndexCorruptError, in one line, unless the index at `base` (an --index-url) is the one in `folder`: its
+    manifest.json lists the same files with the same checksums, the files the workers read have the sizes
+    it lists, and the first and last row of each vector file are the same bytes. Reads the URL's manifest,
+    two rows a vector file and the files' sizes (a whole file is never read: hashing it would read the index)."""
+    import numpy as np
+
+    from vhmine.embed.rows import file_size, read_bytes
+
+    hint = (f"--index-url {base} must hold a copy of the index at {folder} (every file, manifest.json included); "
+            "copy the folder there again, or point --index-url at its copy")
+    mine = json.loads((folder / MANIFEST).read_text(encoding="utf-8")).get("files") or {}
+    try:
+        theirs = json.loads(read_bytes(f"{base}/{MANIFEST}", 0, file_size(f"{base}/{MANIFEST}")))
+    except (OSError, ValueError) as err:  # (json's error is a ValueError)
+        why = "absent" if isinstance(err, FileNotFoundError) else f"unreadable: {err.strerror or err}"
+        raise IndexCorruptError(f"{base}/{MANIFEST} is {why}; {hint}") from None
+    listed = (theirs.get("files") if isinstance(theirs, dict) else None) or {}
+    differ = sorted(f for f in set(mine) | set(listed) if mine.get(f) != listed.get(f))
+    if differ:
+        raise IndexCorruptError(f"{base} holds another index: its {MANIFEST} gives other checksums for "
+                                f"{', '.join(differ)}; {hint}")
+    for f in [*VECTOR_FILES.values(), *([IMAGES] if ids else [])]:
+        size, want = file_size(f"{base}/{f}"), (mine.get(f) or {}).get("bytes")
+        if want is not None and size != want:
+            raise IndexCorruptError(f"{base}/{f} has {size:,} bytes, the manifest says {want:,}: it was changed or "
+                                    f"cut short; {hint}")
+    for k, vf in remote.items():
+        ends = np.array([0, vf.rows - 1]) if vf.rows else np.zeros(0, np.int64)
+        if not np.array_equal(vf.take(ends).view(np.uint32), local[k].take(ends).view(np.uint32)):
+            raise IndexCorruptError(f"{vf.location} holds other vectors than {folder / VECTOR_FILES[k]} (its first or "
+                                    f"last row differs); {hint}")
 
 
 _PATHS_BY_SHA: dict[tuple, dict] = {}  # (folder, manifest mtime and size) -> sha256 -> paths

@@ -21,10 +21,18 @@ def box_label(in_box: int, written: int | None = None) -> str:
     return f"in the box ({in_box}); {written} of them written (--max-pairs / --max-per-image)"
 
 
+def background_label(shown: int, pairs: int | None = None) -> str:
+    """The legend of the background: every pair of the collection (`pairs` of them), or a random sample."""
+    if pairs is not None and shown == pairs:
+        return f"all pairs ({shown:,})"
+    return f"a random sample of {shown:,} pairs" + (f" (of {pairs:,})" if pairs is not None else "")
+
+
 def write_scatter(path: Path, clip_sim, dino_sim, background, clip_min: float, dino_max: float, *, title: str,
-                  written: int | None = None) -> list[str]:
+                  written: int | None = None, pairs: int | None = None) -> list[str]:
     """Scatter of candidate pairs (and a random background sample), with the threshold box drawn; `written`:
-    the pairs of the box that the run wrote. Returns the legend's labels."""
+    the pairs of the box that the run wrote; `pairs`: every pair of the collection (the background is all of
+    them when it holds that many). Returns the legend's labels."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -34,7 +42,7 @@ def write_scatter(path: Path, clip_sim, dino_sim, background, clip_min: float, d
 
     fig, ax = plt.subplots(figsize=(7, 6), dpi=110)
     bg_c, bg_d = background
-    ax.scatter(bg_c, bg_d, s=2, c="#bbbbbb", alpha=0.5, label=f"all pairs, or a random sample ({len(bg_c)})", rasterized=True)
+    ax.scatter(bg_c, bg_d, s=2, c="#bbbbbb", alpha=0.5, label=background_label(len(bg_c), pairs), rasterized=True)
     clip_sim, dino_sim = np.asarray(clip_sim), np.asarray(dino_sim)
     n_in = int((dino_sim <= dino_max).sum())  # counted before any sampling: the legend gives the run's numbers
     n_out = len(dino_sim) - n_in

@@ -122,7 +122,9 @@ def _mine(opts: MineOptions):
         raise InputError("--plan sizes a Ray job: add --engine ray")
     if opts.index_url and opts.engine != "ray":
         raise InputError("--index-url tells Ray workers where the index is: add --engine ray")
-    warnings = check_thresholds(opts.clip, opts.dino)  # said once: in the summary (not also logged)
+    warnings = check_thresholds(opts.clip, opts.dino)  # kept in run.json
+    for w in warnings:  # said once, before the search (not after it, in the summary)
+        log.warning("%s", w)
     root = indexes_root(opts.indexes)
     name = default_index_name(root, opts.index)
     run_dir = Path(opts.out) if opts.out else runs_root() / default_run_name(name, opts.clip, opts.dino)

@@ -41,6 +41,7 @@ import numpy as np
 from vhmine.errors import InputError, VhmineError
 from vhmine.mine.products import block_bytes
 from vhmine.mine.quantise import _ALIGN
+from vhmine.mine.rowcheck import check_limits
 from vhmine.mine.simsearch import _EMPTY, PairSet, _check, merge
 
 log = logging.getLogger(__name__)
@@ -64,14 +65,26 @@ def tile_rows(tile_memory: int, clip_dim: int, dino_dim: int) -> int:
     """The largest multiple of 64 rows whose tile_bytes fit tile_memory."""
     need = tile_bytes(_ALIGN, clip_dim, dino_dim)
     if need > tile_memory:
+        have, least = mib_below(tile_memory, need)
         raise InputError(
-            f"--tile-memory {tile_memory / 2**20:.2f} MiB is too small: a tile of 64 rows at {clip_dim} + {dino_dim} "
-            f"dims needs {need / 2**20:.2f} MiB; give at least that"
+            f"--tile-memory {have} MiB is too small: a tile of 64 rows at {clip_dim} + {dino_dim} "
+            f"dims needs {least} MiB; give at least that"
         )
     side = math.isqrt(int(tile_memory / 4.25)) // _ALIGN * _ALIGN
     while tile_bytes(side, clip_dim, dino_dim) > tile_memory:
         side -= _ALIGN
     return side
+
+
+def mib_below(have: int, need: int) -> tuple[str, str]:
+    """have < need bytes as MiB texts that show it: need to 3 significant digits (2 decimals at least),
+    rounded up so that giving it is enough, and have to as many decimals; more while they read the same."""
+    k = max(2, 2 - math.floor(math.log10(need / 2**20)))
+    while True:
+        h, n = round(have / 2**20, k), math.ceil(need / 2**20 * 10**k) / 10**k
+        if h < n or k >= 12:
+            return f"{h:.{k}f}", f"{n:.{k}f}"
+        k += 1
 
 
 def _reachable(address: str, timeout: float = 5.0) -> str | None:
@@ -191,7 +204,13 @@ def scan(ray, rows, side: int, rotate: bool | None, progress: bool, local=None):
                 inflight.append(task.remote(rows, starts[at], starts[at] + side, dims))
                 at += 1
             done, inflight = ray.wait(inflight, num_returns=1)
-            amax = max(amax, ray.get(done[0]))
+            try:
+                amax = max(amax, ray.get(done[0]))
+            except ray.exceptions.RayTaskError as err:  # a row the chunk refused (rowcheck): its own line
+                _cancel(ray, inflight)
+                if isinstance(getattr(err, "cause", None), VhmineError):
+                    raise type(err.cause)(str(err.cause)) from None
+                raise
             bar.update(1)
     return Quantiser.from_scan(rows.clip.dim, amax, dims)
 
@@ -318,7 +337,8 @@ def find_pairs_ray(
     if device != "cpu" and not device.startswith("cuda"):
         raise InputError(f"--device {device}: Ray tiles run on cpu or cuda (one GPU each)")
     device = "cuda" if device.startswith("cuda") else "cpu"  # a task sees only the GPU Ray gave it
-    clip, dino = _check(clip, dino)
+    clip_min, dino_max = check_limits(clip_min, dino_max)
+    clip, dino = _check(clip, dino)  # (rows whose norms the fast pass cannot bound are refused: rowcheck)
     if len(clip) < 2:
         return PairSet(*_EMPTY)
     side = tile or tile_rows(int(tile_memory), clip.shape[1], dino.shape[1])

@@ -3,7 +3,8 @@
 `finish_run` writes, into a temporary folder that is then swapped in whole (files.replace_dir): the
 pairs (through the caller's writer: job.py's table, or mine.write's shards), scatter.png and
 gallery.html (mine.gallery), and run.json with every file's checksum. Reads nothing but the index's
-manifest (its checksum goes into run.json).
+manifest (its checksum goes into run.json). A write the system refuses (a full disk) is one line
+(files.write_failed) and leaves no temporary folder.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vhmine import __version__
-from vhmine.files import replace_dir
+from vhmine.files import replace_dir, shown_path, write_failed
 from vhmine.images import sha256_file
 
 
@@ -33,7 +34,7 @@ class MineResult:
     relax: list[str] = field(default_factory=list)  # with 0 pairs: counts at nearby thresholds (mine.relax)
 
     def summary(self) -> str:
-        lines = [f"warning: {w}" for w in self.warnings]
+        lines = []  # (the warnings were logged before the search)
         if self.job.get("tiles_done_before"):
             lines.append(f"resumed: {self.job['tiles_done_before']} of {self.job['tiles_wanted']} tiles were "
                          "already done and were not mined again")
@@ -44,8 +45,6 @@ class MineResult:
         )
         lines.append(f"look at them: {self.run_dir / 'gallery.html'} and {self.run_dir / 'scatter.png'}")
         if self.written:
-            from vhmine.files import shown_path
-
             lines.append(f"next: vhmine seed --pairs {shown_path(self.run_dir / 'pairs.parquet')}")
         return "\n".join(lines + self.relax)
 
@@ -64,8 +63,9 @@ def finish_run(run_dir: Path, idx, opts, counts: dict, write_pairs, alike, backg
     tmp.mkdir(parents=True)
     try:
         written, head = write_pairs(tmp)
-        write_scatter(tmp / "scatter.png", alike[0], alike[1], background, opts.clip, opts.dino, written=written,
-                      title=f"{name}: {counts['clip_alike']} CLIP-alike pairs, {counts['in_box']} in the box")
+        legend = write_scatter(tmp / "scatter.png", alike[0], alike[1], background, opts.clip, opts.dino,
+                               written=written, pairs=counts["images"] * (counts["images"] - 1) // 2,
+                               title=f"{name}: {counts['clip_alike']} CLIP-alike pairs, {counts['in_box']} in the box")
         write_gallery(tmp / "gallery.html", head, total=written, title=f"{name}: top pairs",
                       subtitle=f"CLIP >= {opts.clip:g}, DINOv2 <= {opts.dino:g}; ranked by gap = clip - dino",
                       progress=opts.progress)
@@ -83,16 +83,31 @@ def finish_run(run_dir: Path, idx, opts, counts: dict, write_pairs, alike, backg
             "options": {"max_pairs": opts.max_pairs, "max_per_image": opts.max_per_image, "engine": opts.engine},
             "counts": {**counts, "written": int(written)},
             "warnings": warnings,
+            "scatter_legend": legend,
             **(extra or {}),
         }
         run["files"] = {p.relative_to(tmp).as_posix(): {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
                         for p in sorted(tmp.rglob("*")) if p.is_file()}
         (tmp / "run.json").write_text(json.dumps(run, indent=2, default=str), encoding="utf-8")
         replace_dir(tmp, run_dir, producer="vhmine mine")
+    except OSError as err:  # a full disk, say: one line, as export says it
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise write_failed(run_dir, err, *_kept(run_dir, opts)) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return int(written)
+
+
+def _kept(run_dir: Path, opts) -> tuple[str, str]:
+    """What a run that could not be written leaves, and what to do (write_failed's kept and then)."""
+    if opts.engine == "ray":
+        from vhmine.mine.tilejob import job_folder
+
+        return (f"no run was written; the finished tiles are kept in {shown_path(job_folder(run_dir))}",
+                "free some space and run the same command: it resumes from them")
+    return ("no run was written (an earlier run there is as it was)",
+            "free some space, or choose another --out, and run the same command again")
 
 
 def background_sample(n: int, sims, *, seed: int = 0, size: int = 20_000):

@@ -30,6 +30,7 @@ from vhmine.errors import InputError
 from vhmine.mine.products import BlockMiner, tiles
 from vhmine.mine.quantise import _ALIGN, _in_threads, fast_pass
 from vhmine.mine.recheck import _U32, _gamma, _recheck, pair_sims
+from vhmine.mine.rowcheck import check_limits, check_norms
 
 __all__ = ["PairSet", "assert_same_pairs", "brute_force_pairs", "fast_pass", "find_pairs", "merge", "pair_sims"]
 
@@ -59,12 +60,14 @@ def _pairset(i, j, clip_sim, dino_sim) -> PairSet:
 _EMPTY = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0), np.empty(0))
 
 
-def _check(clip: np.ndarray, dino: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return _checked(clip, dino)[:2]
+def _check(clip: np.ndarray, dino: np.ndarray, *, screened: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    return _checked(clip, dino, screened=screened)[:2]
 
 
-def _checked(clip: np.ndarray, dino: np.ndarray, workers=1) -> tuple[np.ndarray, np.ndarray, float, float]:
-    """_check, plus a bound on the largest squared row norm of each (workers: see _in_threads)."""
+def _checked(clip: np.ndarray, dino: np.ndarray, workers=1, *, screened: bool = True
+             ) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """_check, plus a bound on the largest squared row norm of each (workers: see _in_threads). screened:
+    rows are refused whose norms float32 screening cannot handle (rowcheck; float64 alone handles any)."""
     clip, dino = np.ascontiguousarray(clip), np.ascontiguousarray(dino)
     norms = []
     for name, x in (("clip", clip), ("dino", dino)):
@@ -82,6 +85,8 @@ def _checked(clip: np.ndarray, dino: np.ndarray, workers=1) -> tuple[np.ndarray,
                 f"{name} row {bad[0]} has NaN or infinite values ({len(bad)} rows in all); "
                 "re-run `vhmine embed` for those images"
             )
+        if screened:
+            check_norms(name, x, n2)
         # a float32 sum of squares is within gamma_d of the exact one (an overflow leaves inf: no bound)
         norms.append(float(n2.max()) / (1 - _gamma(x.shape[1], _U32)) if len(n2) else 0.0)
     if len(clip) != len(dino):
@@ -94,7 +99,7 @@ def _checked(clip: np.ndarray, dino: np.ndarray, workers=1) -> tuple[np.ndarray,
 
 def brute_force_pairs(clip: np.ndarray, dino: np.ndarray, clip_min: float, dino_max: float = math.inf) -> PairSet:
     """The reference: every pair i < j through pair_sims. O(N^2 d) in numpy; small N only."""
-    clip, dino = _check(clip, dino)
+    clip, dino = _check(clip, dino, screened=False)
     i, j = np.triu_indices(len(clip), k=1)
     step = 1 << 18
     parts = [_recheck(clip, dino, i[s:s + step], j[s:s + step], clip_min, dino_max) for s in range(0, len(i), step)]
@@ -151,6 +156,7 @@ def find_pairs(
 
     from vhmine.embed.encoders import resolve_device
 
+    clip_min, dino_max = check_limits(clip_min, dino_max)  # NaN is named, not met as a bare ValueError later
     threads, torch_threads = max(1, workers or torch.get_num_threads()), torch.get_num_threads()
     pool = None
     if threads > 1:  # one pool for all of it, its threads' torch single-threaded (_mine_in_threads)

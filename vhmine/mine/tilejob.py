@@ -9,7 +9,8 @@
 
 A tile is done when its line is there and its file still has that size and checksum; any other tile is
 mined (again). A job folder made for another command (other thresholds, caps, tile side or index) is
-started over. job.py deletes the folder once the run folder is written. Only the driver writes here:
+started over. A write the system refuses (a full disk) is one line (files.write_failed), the tiles
+recorded before it kept. job.py deletes the folder once the run folder is written. Only the driver writes here:
 tasks return their pairs, so the folder needs no shared filesystem.
 
 Tiles are numbered row by row over the upper triangle of blocks: tile k is (row block, column block)
@@ -28,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from vhmine.errors import InputError
-from vhmine.files import atomic_write, atomic_write_text
+from vhmine.files import atomic_write, atomic_write_text, write_failed
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +87,9 @@ class TileJob:
     def open(self) -> "TileJob":
         import fcntl
 
-        self.folder.mkdir(parents=True, exist_ok=True)
-        f = open(self.folder / LOCK, "a+")
+        with self._writing():
+            self.folder.mkdir(parents=True, exist_ok=True)
+            f = open(self.folder / LOCK, "a+")
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -95,7 +97,8 @@ class TileJob:
             raise InputError(f"another `vhmine mine` is running this job ({self.folder}); wait for it to finish") from None
         self._lock = f
         try:
-            self._load()
+            with self._writing():
+                self._load()
         except BaseException:
             self.close()
             raise
@@ -162,9 +165,19 @@ class TileJob:
 
     # --- what the job records ---------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def _writing(self):
+        """A write the system refuses (a full disk) becomes files.write_failed's one line."""
+        try:
+            yield
+        except OSError as err:
+            raise write_failed(self.folder, err, f"the {len(self.done)} tile(s) recorded before it are kept",
+                               "free some space and run the same command: it resumes from them") from None
+
     def save(self, **fields) -> None:
         self.job.update(fields)
-        atomic_write_text(self.folder / JOB, json.dumps(self.job, indent=2))
+        with self._writing():
+            atomic_write_text(self.folder / JOB, json.dumps(self.job, indent=2))
 
     def tile_file(self, k: int) -> Path:
         return self.folder / TILES / f"{k:09d}.npy"
@@ -174,13 +187,14 @@ class TileJob:
         from vhmine.images import sha256_file
 
         path = self.tile_file(k)
-        atomic_write(path, lambda tmp: _save_npy(tmp, rows))
-        entry = {"tile": k, "file": path.relative_to(self.folder).as_posix(), "bytes": path.stat().st_size,
-                 "sha256": sha256_file(path), **info}
-        with open(self.folder / LEDGER, "a", encoding="utf-8") as f:
-            f.write(json.dumps(entry) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        with self._writing():
+            atomic_write(path, lambda tmp: _save_npy(tmp, rows))
+            entry = {"tile": k, "file": path.relative_to(self.folder).as_posix(), "bytes": path.stat().st_size,
+                     "sha256": sha256_file(path), **info}
+            with open(self.folder / LEDGER, "a", encoding="utf-8") as f:
+                f.write(json.dumps(entry) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
         self.done[k] = entry
         return entry
 
@@ -231,8 +245,12 @@ def write_npy(path: Path, dtype: np.dtype, n: int, chunks) -> None:
 
 
 def _save_npy(path: Path, arr: np.ndarray) -> None:
+    """np.save's file, its rows through Python's write: on a full disk that raises ENOSPC, where numpy's own
+    (tofile) says only how many items it wrote."""
+    arr = np.ascontiguousarray(arr)
     with open(path, "wb") as f:
-        np.save(f, arr)
+        np.lib.format.write_array_header_1_0(f, np.lib.format.header_data_from_array_1_0(arr))
+        f.write(arr.data.cast("B") if arr.size else b"")
 
 
 @contextlib.contextmanager

@@ -3,7 +3,8 @@ row range (embed.rows.IndexRows: positioned reads on a shared filesystem, or byt
 compute (mine.blocks), and return its result to the driver. Writes no files; the driver records results
 (mine.tilejob). Nothing here holds more than two row blocks, so a task's memory does not grow with N.
 
-- scan_chunk: the streaming pass over one chunk of rows (their largest turned component);
+- scan_chunk: the streaming pass over one chunk of rows (their largest turned component; rows whose norms
+  the fast pass cannot bound are refused, rowcheck);
 - mine_tile: one tile's pairs, ranked (oriented by image id, sorted in rank order, cut to the tile's own
   top list when only --max-pairs caps the run) or plain (rows and sims, for in-memory jobs);
 - probe: that this node can import vhmine and read the index;
@@ -51,7 +52,12 @@ def _where() -> dict:
 
 
 def scan_chunk(rows, start: int, stop: int, dims: tuple[int, ...] = ()) -> float:
-    return scan_block(rows.clip.read(start, stop), dims)
+    """The chunk's largest turned component; InputError for a row the fast pass cannot bound (rowcheck)."""
+    from vhmine.mine.rowcheck import check_norms, squared_norms
+
+    x = rows.clip.read(start, stop)
+    check_norms("clip", x, squared_norms(x), first_row=start)
+    return scan_block(x, dims)
 
 
 def _block(rows, qz: Quantiser, start: int, side: int) -> tuple[np.ndarray, BlockStats]:
