@@ -254,13 +254,14 @@ def rate(kernel: Kernel, device, d: int, budget: float = _BUDGET) -> float:
     def once(m: int, n: int) -> float:
         x, y = kernel.left(a[:m]), kernel.right(b[:n])
         _sync(torch, device)
-        w0, p0, t0 = time.perf_counter(), time.process_time(), time.thread_time()
+        w0, t0 = time.perf_counter(), time.thread_time()
         kernel.mm(x, y, out[:m * n].view(m, n))
         _sync(torch, device)
-        wall, proc, own = time.perf_counter() - w0, time.process_time() - p0, time.thread_time() - t0
-        # On a CPU this thread's own CPU time, which a busy machine's other processes do not inflate;
-        # wall time where the kernel had other threads work for it (or on a GPU).
-        return max(own if cpu and proc <= 1.5 * own + 1e-4 else wall, 1e-9)
+        wall, own = time.perf_counter() - w0, time.thread_time() - t0
+        # On a CPU this thread's own CPU time, which a busy machine's other processes (and the spinning
+        # pools of other libraries in this one) do not inflate: every candidate runs in the calling
+        # thread here (torch and numpy's OpenBLAS told to use one; see calibrate). On a GPU wall time.
+        return max(own if cpu else wall, 1e-9)
 
     m, n = _CAL_ROWS // 4, _CAL_COLS // 4
     once(m, n)  # warm: a library's first call may start its threads or pack its code
