@@ -160,41 +160,40 @@ _BLAS_SYMBOLS = (("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_t
 
 
 @functools.lru_cache(maxsize=1)
-def _openblas():
-    """(get, set) of numpy's OpenBLAS thread count, or None (another BLAS, or no /proc to find it)."""
+def _openblas() -> tuple:
+    """(get, set) of the thread count of every OpenBLAS loaded in this process (numpy's; faiss brings
+    its own), or none (another BLAS, or no /proc to find them in)."""
     import ctypes
 
     try:
         with open("/proc/self/maps") as f:
             libs = sorted({line.split()[-1] for line in f if "openblas" in line.rsplit("/", 1)[-1].lower()})
     except OSError:
-        return None
+        return ()
+    found = []
     for path in libs:
         try:
             lib = ctypes.CDLL(path)
         except OSError:
             continue
-        for get, put in _BLAS_SYMBOLS:
-            if hasattr(lib, get) and hasattr(lib, put):
-                return getattr(lib, get), getattr(lib, put)
-    return None
+        found += [(getattr(lib, get), getattr(lib, put)) for get, put in _BLAS_SYMBOLS
+                  if hasattr(lib, get) and hasattr(lib, put)][:1]
+    return tuple(found)
 
 
 @contextmanager
 def blas_threads(n: int):
-    """numpy's OpenBLAS in n threads meanwhile (where it can be told): blas-f32 runs in find_pairs' own
-    threads, and a BLAS pool beside them spins (on a busy 2-core machine 100x slower than one thread)."""
-    ctl = _openblas()
-    if ctl is None:
-        yield
-        return
-    get, put = ctl
-    before = get()
-    put(n)
+    """Every loaded OpenBLAS in n threads meanwhile: blas-f32 runs in find_pairs' own threads, and a
+    BLAS pool beside them spins (on a busy 2-core machine 100x slower than one thread)."""
+    libs = _openblas()
+    before = [get() for get, _ in libs]
+    for _, put in libs:
+        put(n)
     try:
         yield
     finally:
-        put(before)
+        for (_, put), k in zip(libs, before):
+            put(k)
 
 
 def _numpy_mm(a, b, out):
