@@ -80,6 +80,24 @@ def test_pairs_equal_local_miner_and_brute_force(kind, n, tile, clip_min, dino_m
         assert stats["rotated"]  # the spikes are spread before quantising
 
 
+@pytest.mark.parametrize("kernel", [None, "fbgemm", "torch-f32"])
+def test_each_node_chooses_its_products_kernel_and_a_forced_one_narrows_the_quantiser(kernel):
+    from vhmine.mine.kernels import available, levels_of
+
+    if kernel and kernel not in available("cpu"):
+        pytest.skip(f"{kernel} is not offered on this CPU")
+    clip, dino = clustered(500, 32, 16, 3, spiky=True)
+    stats = {}
+    got = find_pairs_ray(clip, dino, 0.9, 0.55, tile=128, stats=stats, kernel=kernel)
+    assert_same_pairs(got, brute_force_pairs(clip, dino, 0.9, 0.55))
+    (name, used), = stats["kernels"].items()  # one node: one kernel, for every tile
+    assert used["tiles"] == stats["blocks"] and name == (kernel or name)
+    assert stats["quantiser"]["qmax"] == levels_of(name, 32)  # the scan took the nodes' levels
+    if kernel is None:  # measured there: the fastest of the candidates it lists
+        rates = {k: v for k, v in used["gmac_per_s"].items() if v is not None}
+        assert name in rates and len(rates) >= 2
+
+
 def test_a_killed_tile_is_retried_and_the_pairs_are_the_same(tmp_path):
     clip, dino = clustered(700, 32, 16, 2)
     marker = tmp_path / "killed-once"
@@ -270,6 +288,7 @@ def test_plan_sizes_the_job_from_a_measured_tile_and_mines_nothing(tmp_path, mon
     assert "tiles: 21 (6 row blocks of 128 rows, upper triangle), 244,650 pairs to look at" in r.output
     assert "memory per tile task: " in r.output and "measured: a 128 x 128 tile in " in r.output
     assert "pairs/s per worker" in r.output and "estimated: " in r.output
+    assert "that worker's products kernel: " in r.output  # the kernel the rate was measured with
     assert not (tmp_path / "runs").exists()
     r = CliRunner().invoke(app, ["mine", "--plan"])
     assert r.exit_code == 2 and "--plan sizes a Ray job: add --engine ray" in r.output
