@@ -30,6 +30,9 @@ def test_the_cpu_offers_the_portable_kernels_and_names_the_rest():
         build("nope", "cpu")
     with pytest.raises(kernels.Unavailable):
         build("blas-f32", "meta")  # numpy's BLAS only on the CPU
+    for name in set(KERNELS) - set(HERE):  # (bf16 without AMX, say) said in one line, as --kernel's error
+        with pytest.raises(InputError, match=rf"--kernel {name}: not offered on this machine \(.+\); use --kernel auto"):
+            find_pairs(_sign_rows(70, 16, 0), _sign_rows(70, 16, 1), 0.9, kernel=name)
 
 
 @pytest.mark.parametrize("name", HERE)

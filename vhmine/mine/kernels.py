@@ -403,7 +403,10 @@ def choose(device, d: int, *, kernel: str | None = None, min_levels: int = 0, ca
 
     dev = torch.device(device)
     if kernel not in (None, "auto"):
-        k = build(kernel, dev)  # (an unknown name raises InputError)
+        try:
+            k = build(kernel, dev)  # (an unknown name raises InputError)
+        except Unavailable as why:
+            raise InputError(f"--kernel {kernel}: not offered on this machine ({why}); use --kernel auto") from None
         if not exact(k, dev, d):
             raise InputError(f"--kernel {kernel}: its products are not exact on this machine; "
                              "use --kernel auto")
