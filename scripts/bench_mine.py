@@ -37,7 +37,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from vhmine.mine import kernels
+from vhmine.mine import calibrate, kernels
 from vhmine.mine.products import BlockMiner, tiles
 from vhmine.mine.quantise import choose_turn, fast_pass, sample_rows
 from vhmine.mine.simsearch import PairSet, assert_same_pairs, block_rows, find_pairs, merge, pair_sims
@@ -118,7 +118,7 @@ def kernel_floor(clip, clip_min: float, rotated: bool, device: str | None, block
     from vhmine.embed.encoders import resolve_device
 
     dev = resolve_device(device)
-    k = kernels.choose(dev, -(-clip.shape[1] // 8) * 8, kernel=kernel).kernel
+    k = calibrate.choose(dev, -(-clip.shape[1] // 8) * 8, kernel=kernel).kernel
     fp = fast_pass(clip, clip_min, rotate=rotated, qmax=k.levels(clip.shape[1]))
     q = torch.from_numpy(fp.q).to(dev)
     block = min(block_rows(block_size, dev.type), len(q))
@@ -145,7 +145,7 @@ def kernel_rates(device: str | None, width: int) -> str:
     from vhmine.embed.encoders import resolve_device
 
     dev = resolve_device(device)
-    rates = kernels.calibrate(kernels.available(dev), dev, width)
+    rates = calibrate.calibrate(kernels.available(dev), dev, width)
     return ", ".join(f"{k} {v:.1f}" if v is not None else f"{k} not exact" for k, v in rates.items())
 
 

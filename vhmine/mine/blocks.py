@@ -105,9 +105,9 @@ _MINERS: dict = {}  # (device, block, width, kernel) -> BlockMiner: its product 
 
 
 def tile_kernel(device, width: int, levels: int, kernel: str | None = None):
-    """This node's products kernel (a kernels.Choice) for rows of `levels` quantisation levels: `kernel`
+    """This node's products kernel (a calibrate.Choice) for rows of `levels` quantisation levels: `kernel`
     when named, else the fastest exact one measured here (calibrated once per node, then cached)."""
-    from vhmine.mine.kernels import choose
+    from vhmine.mine.calibrate import choose
 
     return choose(device, width, kernel=kernel, min_levels=levels)
 

@@ -10,7 +10,8 @@ import math
 
 import numpy as np
 
-from vhmine.mine.kernels import Kernel, _same, choose
+from vhmine.mine.calibrate import choose
+from vhmine.mine.kernels import Kernel, _same
 from vhmine.mine.quantise import _ALIGN, qmax_for
 from vhmine.mine.recheck import _screened_recheck
 
@@ -44,7 +45,7 @@ class BlockMiner:
 
     products="int8": rows are FastPass.q rows, thresh its integer threshold and sure, when given,
     FastPass.sure; the products are `kernel`'s (a vhmine.mine.kernels.Kernel, exact for rows within its
-    levels) [default: the one kernels.choose measures fastest here of those that keep qmax_for(width)
+    levels) [default: the one calibrate.choose measures fastest here of those that keep qmax_for(width)
     levels exact]. products="float32": rows are
     float32 vectors and thresh a float one (the benchmark's baseline).
     """

@@ -31,7 +31,7 @@ class MineResult:
     warnings: list[str] = field(default_factory=list)
     job: dict = field(default_factory=dict)  # Ray: what ray_engine.run_job reports (tiles, resumed, workers)
     relax: list[str] = field(default_factory=list)  # with 0 pairs: counts at nearby thresholds (mine.relax)
-    kernel: str = ""  # the products kernel and the candidates' rates (kernels.Choice.line), or the Ray nodes' kernels
+    kernel: str = ""  # the products kernel and the candidates' rates (calibrate.Choice.line), or the Ray nodes' kernels
 
     def summary(self) -> str:
         lines = [f"warning: {w}" for w in self.warnings]

@@ -9,8 +9,9 @@ the order-insensitive comparator that the tests and scripts/bench_mine.py use.
 
 How: CLIP rows are quantised to small integers once (quantise.fast_pass; first turned by an orthogonal map,
 Spread, when a few dimensions dwarf the rest, as in real CLIP embeddings: inner products stay the
-same, the quantisation step shrinks), and blocked upper-triangle products of those (products.BlockMiner;
-torch, so the same code runs on a GPU) select candidates with a margin that provably covers the
+same, the quantisation step shrinks), and blocked upper-triangle products of those (products.BlockMiner,
+with the exact products kernel measured fastest on this machine: kernels, calibrate; torch, so the same code runs
+on a GPU) select candidates with a margin that provably covers the
 quantisation and turning error, without ever holding an N x N matrix. Only candidates are re-checked:
 (recheck) float32 products with a proven error bound decide the pairs clear of a threshold, float64 ones
 (pair_sims) the rest and every pair returned. On a CPU, find_pairs' threads each take chunks of rows
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vhmine.errors import InputError
-from vhmine.mine import kernels
+from vhmine.mine import calibrate, kernels
 from vhmine.mine.products import BlockMiner, tiles
 from vhmine.mine.quantise import _ALIGN, _in_threads, fast_pass
 from vhmine.mine.recheck import _U32, _gamma, _recheck, pair_sims
@@ -149,7 +150,7 @@ def find_pairs(
     the fast CLIP pass. stats, when given, receives the margin, the candidate count and whether the
     rows were rotated, and the products kernel (its name, the candidates' rates). desc: the progress
     bar's label. kernel: the products kernel (vhmine.mine.kernels.KERNELS) [default or "auto": the
-    fastest exact one measured on this machine, kernels.choose].
+    fastest exact one measured on this machine, calibrate.choose].
     """
     import torch
     from tqdm import tqdm
@@ -171,7 +172,7 @@ def find_pairs(
             return PairSet(*_EMPTY)
         block_rows(block_size, "cpu")  # a bad size is named before the device is looked at
         device = resolve_device(device or None)  # a bad name or absent CUDA says so, instead of torch's traceback
-        choice = kernels.choose(device, -(-clip.shape[1] // 8) * 8, kernel=kernel)
+        choice = calibrate.choose(device, -(-clip.shape[1] // 8) * 8, kernel=kernel)
         log.info("%s", choice.line())
         fp = fast_pass(clip, clip_min, rotate, workers=pool, qmax=choice.kernel.levels(clip.shape[1]))
         block = min(block_rows(block_size, device.type), len(fp.q))
