@@ -131,8 +131,8 @@ def kernel_floor(clip, clip_min: float, rotated: bool, device: str | None, block
         t0 = time.perf_counter()
         with torch.inference_mode():
             for r, c in blocks:
-                x, y = k.left(q[r:r + block]), k.right(q[c:c + block])
-                k.mm(x, y, buf[:len(x) * len(y)].view(len(x), len(y)))
+                x, y = q[r:r + block], q[c:c + block]
+                k.mm(k.left(x), k.right(y), buf[:len(x) * len(y)].view(len(x), len(y)))
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
         return time.perf_counter() - t0
