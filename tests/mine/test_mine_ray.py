@@ -4,6 +4,7 @@ Tiles are small (64-192 rows) so that they cut through clusters, and one test ki
 process on its first attempt and checks that the retry gives the same pairs.
 """
 
+import json
 import math
 
 import numpy as np
@@ -149,6 +150,11 @@ def test_cli_engine_ray_writes_the_local_engines_pairs(tmp_path, monkeypatch):
         r = runner.invoke(app, ["mine", "--clip", "0.8", "--dino", "0.5", "--engine", engine,
                                 "--tile-memory", "0.1", "--out", f"runs/{engine}"])
         assert r.exit_code == 0, r.output
+    # the console and run.json name the products kernel: the local one, and the ones the nodes chose
+    assert "products kernels the nodes chose: " in r.output and " tiles)" in r.output, r.output
+    kernels = json.loads((tmp_path / "runs" / "ray" / "run.json").read_text())["ray"]["kernels"]
+    assert kernels and all(v["tiles"] > 0 and v["gmac_per_s"][k] for k, v in kernels.items())
+    assert json.loads((tmp_path / "runs" / "local" / "run.json").read_text())["products_kernel"]["name"]
     local, remote = (pd.read_parquet(tmp_path / "runs" / e / "pairs.parquet") for e in ("local", "ray"))
     assert len(local) > 20
     pd.testing.assert_frame_equal(local, remote)
