@@ -75,6 +75,24 @@ def test_the_cache_is_per_machine_and_measures_again_when_it_changes(tmp_path):
     assert json.loads(path.read_text())["entries"]
 
 
+def test_a_kernel_cached_as_not_exact_is_measured_again_once_it_is_exact(tmp_path):
+    import torch
+
+    calls: list = []
+    good = _fake("k", 4.0, calls)
+
+    def wrong(a, b, out):  # the same kernel while its library is broken (or patched by a test)
+        out.copy_(torch.mm(a.float(), b.float().T) + 1)
+        return out
+
+    path = tmp_path / "k.json"
+    first = choose("cpu", 64, candidates={"k": Kernel("k", "cpu", 127, "float32", good.left, good.right, wrong),
+                                          "slow": _fake("slow", 1.0, calls)}, cache=path, identity=MACHINE)
+    assert first.name == "slow" and first.rates["k"] is None
+    again = choose("cpu", 64, candidates={"k": good, "slow": _fake("slow", 1.0, calls)}, cache=path, identity=MACHINE)
+    assert again.source == "measured" and again.name == "k" and again.rates["k"] > 0
+
+
 def test_the_machine_identity_names_what_the_rates_depend_on(monkeypatch, tmp_path):
     m = calibrate.machine("cpu")
     assert {"cpu", "cores", "flags", "torch", "numpy", "isa"} <= set(m) and m["cores"] >= 1
