@@ -24,21 +24,23 @@ from vhmine.mine.kernels import Kernel, Unavailable, available, blas_threads, bu
 CACHE_ENV = "VHMINE_KERNEL_CACHE"
 _SCHEMA = 1  # raise when what is measured changes: old cache entries are then measured again
 _CAL_ROWS, _CAL_COLS = 256, 512  # the calibration block (with the width of the rows): 0.1 GMAC at d = 768
+_GPU_SCALE = 16  # a GPU's block is this much larger a side: at 256 x 512 it would time its kernel launches
 _BUDGET = 0.04  # seconds a candidate's timing may take, about
 
 
 def rate(kernel: Kernel, device, d: int, budget: float = _BUDGET) -> float:
-    """GMAC/s of the kernel on a _CAL_ROWS x d x _CAL_COLS block (a slow kernel on a quarter of it,
-    so one candidate never takes much over `budget`), operands converted beforehand, as in a block."""
+    """GMAC/s of the kernel on a _CAL_ROWS x d x _CAL_COLS block (on a GPU _GPU_SCALE times larger a
+    side; a slow kernel on a quarter of it, so one candidate never takes much over `budget`), operands
+    converted beforehand, as in a block."""
     import torch
 
+    cpu = torch.device(device).type == "cpu"
+    rows, cols = (_CAL_ROWS, _CAL_COLS) if cpu else (_CAL_ROWS * _GPU_SCALE, _CAL_COLS * _GPU_SCALE)
     lv = kernel.levels(d)
     rng = np.random.default_rng(1)
-    a = torch.from_numpy(rng.integers(-lv, lv + 1, (_CAL_ROWS, d)).astype(np.int8)).to(device)
-    b = torch.from_numpy(rng.integers(-lv, lv + 1, (_CAL_COLS, d)).astype(np.int8)).to(device)
-    out = torch.empty(_CAL_ROWS * _CAL_COLS, dtype=getattr(torch, kernel.out), device=device)
-
-    cpu = torch.device(device).type == "cpu"
+    a = torch.from_numpy(rng.integers(-lv, lv + 1, (rows, d)).astype(np.int8)).to(device)
+    b = torch.from_numpy(rng.integers(-lv, lv + 1, (cols, d)).astype(np.int8)).to(device)
+    out = torch.empty(rows * cols, dtype=getattr(torch, kernel.out), device=device)
 
     def once(m: int, n: int) -> float:
         x, y = kernel.left(a[:m]), kernel.right(b[:n])
@@ -52,10 +54,10 @@ def rate(kernel: Kernel, device, d: int, budget: float = _BUDGET) -> float:
         # thread here (torch and numpy's OpenBLAS told to use one; see calibrate). On a GPU wall time.
         return max(own if cpu else wall, 1e-9)
 
-    m, n = _CAL_ROWS // 4, _CAL_COLS // 4
+    m, n = rows // 4, cols // 4
     once(m, n)  # warm: a library's first call may start its threads or pack its code
     if once(m, n) * 16 < budget / 3:  # fast: the whole block
-        m, n = _CAL_ROWS, _CAL_COLS
+        m, n = rows, cols
     t, spent = math.inf, 0.0
     for _ in range(5):  # the best of a few, within the budget
         t1 = once(m, n)
