@@ -11,14 +11,17 @@ re-check: products.BlockMiner with products="float32"). Data sets (--data):
   L2-normalised. The int8 quantisation step follows the largest component, so its margin is widest
   here unless the rows are rotated first (quantise.fast_pass decides).
 
-Also timed: the int8 floor, the blocked int8 products alone (torch._int_mm over the same upper-triangle
-blocks, same device and block size, on the same already-quantised rows, into one reused buffer; no
-candidate extraction, no re-check), right before and right after each run of vhmine's miner (the
-median of those is the floor: the load of a shared machine drifts). vhmine's time over it is the
-miner's whole overhead: quantisation, candidate search, re-check.
+First the products kernels' rates (mine.kernels: each candidate measured here in one thread, as
+find_pairs chooses among them). Also timed: the floor, the blocked products alone with the fastest
+kernel (the one find_pairs uses; --kernel: that one) over the same upper-triangle blocks, same device
+and block size, on the same already-quantised rows, into one reused buffer; no candidate extraction,
+no re-check), right before and right after each run of vhmine's miner (the median of those is the
+floor: the load of a shared machine drifts). vhmine's time over it is the miner's whole overhead:
+quantisation, candidate search, re-check; and a slow kernel cannot hide behind it, being no floor.
 
 Prints, per data set, each method's time, pairs and peak RSS growth, vhmine's candidate count and
-margin, the ratios, and whether all pair sets are identical. Reads and writes no files.
+margin, the ratios, and whether all pair sets are identical. Reads and writes no files (but the
+kernel calibration's cache, mine.kernels).
 
     python scripts/bench_mine.py --n 50000
 """
@@ -34,6 +37,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from vhmine.mine import calibrate, kernels
 from vhmine.mine.products import BlockMiner, tiles
 from vhmine.mine.quantise import choose_turn, fast_pass, sample_rows
 from vhmine.mine.simsearch import PairSet, assert_same_pairs, block_rows, find_pairs, merge, pair_sims
@@ -101,10 +105,12 @@ def float32_pairs(clip, dino, clip_min: float, dino_max: float, device: str | No
     return merge(found)
 
 
-def int8_floor(clip, clip_min: float, rotated: bool, device: str | None, block_size: int | None):
-    """A function that times the int8 floor: find_pairs' blocks (block size, upper triangle, device) as
-    torch._int_mm products of the rows fast_pass quantised (as the miner did, quantised here untimed)
-    into one reused buffer, and nothing else, in torch's threads. Returns seconds. (On a CPU the miner
+def kernel_floor(clip, clip_min: float, rotated: bool, device: str | None, block_size: int | None,
+                 kernel: str | None):
+    """(the kernel's name, a function that times the floor): find_pairs' blocks (block size, upper
+    triangle, device) as the products of the kernel find_pairs chooses (or `kernel`) on the rows
+    fast_pass quantised for it (as the miner did, quantised here untimed), into one reused buffer, and
+    nothing else, in the library's own threads. The function returns seconds. (On a CPU the miner
     computes the same blocks in pieces, and skips the pieces of a diagonal block that hold only pairs
     below the diagonal: at N = 50,000 and 8192-row blocks it computes 90% of the floor's products.)"""
     import torch
@@ -112,10 +118,11 @@ def int8_floor(clip, clip_min: float, rotated: bool, device: str | None, block_s
     from vhmine.embed.encoders import resolve_device
 
     dev = resolve_device(device)
-    fp = fast_pass(clip, clip_min, rotate=rotated)
+    k = calibrate.choose(dev, -(-clip.shape[1] // 8) * 8, kernel=kernel).kernel
+    fp = fast_pass(clip, clip_min, rotate=rotated, qmax=k.levels(clip.shape[1]))
     q = torch.from_numpy(fp.q).to(dev)
     block = min(block_rows(block_size, dev.type), len(q))
-    buf = torch.empty(block * block, dtype=torch.int32, device=dev)
+    buf = torch.empty(block * block, dtype=getattr(torch, k.out), device=dev)
     blocks = tiles(len(q), block)
 
     def run() -> float:
@@ -125,12 +132,21 @@ def int8_floor(clip, clip_min: float, rotated: bool, device: str | None, block_s
         with torch.inference_mode():
             for r, c in blocks:
                 x, y = q[r:r + block], q[c:c + block]
-                torch._int_mm(x, y.T, out=buf[:len(x) * len(y)].view(len(x), len(y)))
+                k.mm(k.left(x), k.right(y), buf[:len(x) * len(y)].view(len(x), len(y)))
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
         return time.perf_counter() - t0
 
-    return run
+    return k.name, run
+
+
+def kernel_rates(device: str | None, width: int) -> str:
+    """The candidates' rates, measured now (not from the cache) as find_pairs' calibration does."""
+    from vhmine.embed.encoders import resolve_device
+
+    dev = resolve_device(device)
+    rates = calibrate.calibrate(kernels.available(dev), dev, width)
+    return ", ".join(f"{k} {v:.1f}" if v is not None else f"{k} not exact" for k, v in rates.items())
 
 
 def faiss_pairs(clip: np.ndarray, dino: np.ndarray, clip_min: float, dino_max: float) -> PairSet:
@@ -208,24 +224,28 @@ def run(name: str, clip, dino, args) -> dict:
     print(f"\n== {name}: n={len(clip):,} clip dim={clip.shape[1]} dino dim={dino.shape[1]} seed={args.seed} "
           f"--clip {args.clip} --dino {args.dino}", flush=True)
     st: dict = {}
+    print(f"products kernels, GMAC/s in one thread, measured now: {kernel_rates(args.device, -(-clip.shape[1] // 8) * 8)}",
+          flush=True)
     turned = bool(choose_turn(clip[sample_rows(len(clip))]))  # find_pairs' choice, without quantising twice
-    floor = int8_floor(clip, args.clip, turned, args.device, args.block_size)
+    kname, floor = kernel_floor(clip, args.clip, turned, args.device, args.block_size, args.kernel)
     floor()  # warm: the miner below runs on a warm kernel too (its first block is no warmer than this)
     floors, mines = [floor()], []
     for _ in range(args.repeat):  # the floor right before and after each run of the miner
         mine, t = timed("vhmine find_pairs", lambda: find_pairs(
-            clip, dino, args.clip, args.dino, device=args.device, block_size=args.block_size, stats=st))
+            clip, dino, args.clip, args.dino, device=args.device, block_size=args.block_size, stats=st,
+            kernel=args.kernel))
         mines.append(t)
         floors.append(floor())
     t_mine, t_floor = statistics.median(mines), statistics.median(floors)
-    print(f"int8 floor (the same blocks' torch._int_mm alone): {t_floor:.2f} s (median of "
+    print(f"  {st['kernel_line']}")
+    print(f"floor (the same blocks' products alone, kernel {kname}): {t_floor:.2f} s (median of "
           f"{', '.join(f'{f:.2f}' for f in floors)} s; load average {os.getloadavg()[0]:.2f})", flush=True)
     other = fast_pass(clip, args.clip, rotate=not st["rotated"])  # what the other choice would give (untimed)
     print(f"  fast pass: {st['candidates']:,} candidates, margin {st['margin']:.4f}, rotated: {st['rotated']} "
           f"(margin {'without' if st['rotated'] else 'with'} rotation: {other.margin:.4f})")
-    out = {"data": name, "vhmine_s": t_mine, "floor_s": t_floor, **st}
+    out = {"data": name, "vhmine_s": t_mine, "floor_s": t_floor, "floor_kernel": kname, **st}
     if args.no_baselines:
-        print(f"ratio (vhmine {t_mine:.2f} s, int8 floor {t_floor:.2f} s), vs int8 floor: {t_mine / t_floor:.2f} x",
+        print(f"ratio (vhmine {t_mine:.2f} s, floor {t_floor:.2f} s), vs floor: {t_mine / t_floor:.2f} x",
               flush=True)
         return out
     fst: dict = {}
@@ -241,8 +261,8 @@ def run(name: str, clip, dino, args) -> dict:
             print(f"pair sets differ (vhmine vs {label}): {err}")
             same = False
     print(f"ratio vs faiss: {t_base / t_mine:.2f}x, vs blocked float32: {t_f32 / t_mine:.2f}x "
-          f"(vhmine {t_mine:.2f} s, float32 {t_f32:.2f} s, faiss {t_base:.2f} s, int8 floor {t_floor:.2f} s), "
-          f"pairs identical: {same}, vs int8 floor: {t_mine / t_floor:.2f} x", flush=True)
+          f"(vhmine {t_mine:.2f} s, float32 {t_f32:.2f} s, faiss {t_base:.2f} s, floor {t_floor:.2f} s), "
+          f"pairs identical: {same}, vs floor ({kname}): {t_mine / t_floor:.2f} x", flush=True)
     return {**out, "float32_s": t_f32, "faiss_s": t_base, "identical": same}
 
 
@@ -260,7 +280,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1,
                     help="run vhmine's miner this many times (its median time against the floors' median)")
     ap.add_argument("--no-baselines", "--no-faiss", action="store_true",
-                    help="time find_pairs and the int8 floor only (e.g. a memory check at large N)")
+                    help="time find_pairs and the floor only (e.g. a memory check at large N)")
+    ap.add_argument("--kernel", default=None, help="products kernel for find_pairs and the floor "
+                    f"({', '.join(kernels.KERNELS)}) [default: the fastest measured here]")
     args = ap.parse_args()
 
     import faiss  # noqa: F401  (imported before the clocks start: import time is not search time)

@@ -39,7 +39,8 @@ DRIVER = """
 import json, sys
 from vhmine import api
 r = api.mine("synthetic", indexes=sys.argv[1], out=sys.argv[2], engine="ray", ray_address=sys.argv[3],
-             tiles=json.loads(sys.argv[4]), tile_memory=int(sys.argv[5]), gallery_size=20, progress=False)
+             tiles=json.loads(sys.argv[4]), tile_memory=int(sys.argv[5]), gallery_size=20, progress=False,
+             kernel=None if sys.argv[6] == "auto" else sys.argv[6])
 from vhmine.mine.tiletask import peak_rss
 print("JOB " + json.dumps({**r.job, "written": r.written, "seconds_total": r.seconds, "driver_peak_rss": peak_rss()}))
 """
@@ -127,7 +128,8 @@ def measure(n: int, args, work: Path) -> dict:
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)  # fresh workers for each N
     try:
         proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(idx), str(work / f"run{n}"),
-                                 ray.get_runtime_context().gcs_address, json.dumps(tiles), str(args.tile_memory << 20)],
+                                 ray.get_runtime_context().gcs_address, json.dumps(tiles), str(args.tile_memory << 20),
+                                 args.kernel],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         out = proc.stdout.read()
         status = proc.wait()
@@ -144,6 +146,10 @@ def measure(n: int, args, work: Path) -> dict:
           f"{', '.join(f'{v:.0f}' for v in res['workers'].values())} MiB; tile rate {res['rate']:,.3g} pairs/s "
           f"per worker (full tiles after each worker's first: {job['rate_tiles']}); {job['written']} pairs written",
           flush=True)
+    for name, k in job.get("kernels", {}).items():  # each node's choice, by measurement there (mine.kernels)
+        rates = ", ".join(f"{a} {v:.1f}" for a, v in k["gmac_per_s"].items() if v is not None)
+        print(f"N={n:,}: products kernel {name} on {k['tiles']} tiles (GMAC/s in one thread there: {rates or 'forced'})",
+              flush=True)
     for e in job["tiles_timing"]:
         print(f"  tile {e['tile']} (rows {e['r']:,} x {e['c']:,}): {e['examined']:,} pairs in {e['seconds']:.2f} s, "
               f"{e['candidates']:,} candidates, on worker {e['pid']}", flush=True)
@@ -158,6 +164,8 @@ def main() -> None:
     ap.add_argument("--tile-memory", type=int, default=1024, help="MiB per tile task, as `vhmine mine --tile-memory`")
     ap.add_argument("--dino-dim", type=int, default=1024)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--kernel", default="auto", help="products kernel of every tile [default: each worker's "
+                    "fastest, measured on its node]")
     ap.add_argument("--workdir", type=Path, default=None, help="[default: a temporary folder under $TMPDIR]")
     ap.add_argument("--keep", action="store_true", help="keep the workdir (runs) at the end")
     args = ap.parse_args()

@@ -11,8 +11,8 @@
 #             here as blocked float64 matmuls on the GPU (every pair within 1e-9 of the threshold, then
 #             simsearch.pair_sims: the brute force's own definition), and that reference is itself checked
 #             against simsearch.brute_force_pairs on the CPU over a subsample. Target: < 1 s per data set.
-#             Also prints the miner's time over its int8 floor on CUDA (bench_mine.int8_floor: the same blocks'
-#             torch._int_mm products alone, median of 3), ending `vs int8 floor: R x`.
+#             Also prints the miner's time over its floor on CUDA (bench_mine.kernel_floor: the same blocks'
+#             products alone with the kernel find_pairs chose, median of 3), ending `vs floor (KERNEL): R x`.
 #   2. embed: vhmine embed (embed_collection, as the CLI calls it) end to end on synthetic 640x480 JPEGs with
 #             ViT-L/14 + DINOv2-L/14 shapes at 224 px, random weights built locally (vhmine/embed/tiny.py,
 #             scripts/bench_embed.py's "large" preset). Target: >= 1,000 images/s.
@@ -99,7 +99,7 @@ import os, sys, time
 import numpy as np
 import torch
 sys.path.insert(0, "scripts")
-from bench_mine import int8_floor, make_clip_like, make_vectors
+from bench_mine import kernel_floor, make_clip_like, make_vectors
 from vhmine.mine.simsearch import PairSet, assert_same_pairs, brute_force_pairs, find_pairs, pair_sims
 
 dev, dry = os.environ["GPU_CHECK_DEVICE"], os.environ["GPU_CHECK_DRY"] == "1"
@@ -134,7 +134,7 @@ for name, make in (("random", make_vectors), ("clip-shaped", make_clip_like)):
     st = {}
     got = find_pairs(clip, dino, CLIP, DINO, device=dev, stats=st)
     sync(); secs = time.perf_counter() - t
-    floor = int8_floor(clip, CLIP, st["rotated"], dev, None)  # the same blocks' int8 products alone
+    kname, floor = kernel_floor(clip, CLIP, st["rotated"], dev, None, None)  # the same blocks' products alone
     floor()  # warm
     t_floor = sorted(floor() for _ in range(3))[1]
     sync(); t = time.perf_counter()
@@ -162,8 +162,8 @@ for name, make in (("random", make_vectors), ("clip-shaped", make_clip_like)):
     verdict = "DRY" if dry else ("PASS" if same and sub_ok and secs < TARGET else "FAIL")
     ok &= verdict != "FAIL" and same and sub_ok
     print(f"{verdict} 1 mine ({name}): {secs:.3f} s at N={n:,} on {dev} (target < {TARGET:g} s), "
-          f"pairs identical to the float64 brute force: {same and sub_ok}; int8 floor {t_floor:.3f} s, "
-          f"vs int8 floor: {secs / t_floor:.2f} x", flush=True)
+          f"pairs identical to the float64 brute force: {same and sub_ok}; floor {t_floor:.3f} s, "
+          f"vs floor ({kname}): {secs / t_floor:.2f} x; {st['kernel_line']}", flush=True)
 sys.exit(0 if ok else 1)
 EOF
 

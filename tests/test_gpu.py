@@ -127,9 +127,9 @@ def test_check_script_dry_run_runs_the_faiss_and_ray_parts_on_the_cpu():
                          text=True, env=env, timeout=600)
     out = res.stdout + res.stderr
     assert "the same neighbours as the CPU: True" in out and "DRY 4 faiss-gpu:" in out, out
-    for name in ("random", "clip-shaped"):  # part 1: pairs exact, and the miner timed against its int8 floor
-        m = re.search(rf"DRY 1 mine \({name}\): .*identical to the float64 brute force: (\w+); int8 floor "
-                      rf"([0-9.]+) s, vs int8 floor: ([0-9.]+) x", out)
+    for name in ("random", "clip-shaped"):  # part 1: pairs exact, and the miner timed against its floor
+        m = re.search(rf"DRY 1 mine \({name}\): .*identical to the float64 brute force: (\w+); floor "
+                      rf"([0-9.]+) s, vs floor \([a-z0-9-]+\): ([0-9.]+) x; products kernel: ", out)
         assert m and m[1] == "True" and float(m[2]) > 0 and float(m[3]) > 0, out
     assert "DRY 5 ray: N=30,000 on cpu, 3 of 21 tiles" in out, out
     assert "identical to the float64 brute force of those tiles: True" in out, out

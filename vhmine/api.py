@@ -40,7 +40,7 @@ def mine(index: Optional[str] = None, **options):
 
     Options are MineOptions' fields: clip, dino, max_pairs, max_per_image, out, indexes, device,
     gallery_size, engine, ray_address, tile_memory (bytes), index_url, plan (then a MinePlan comes back and
-    nothing is mined), tiles."""
+    nothing is mined), tiles, kernel (the products kernel, mine.kernels.KERNELS; None: measured)."""
     from vhmine.mine.job import MineOptions, mine_index
 
     return mine_index(MineOptions(index=index, **options))

@@ -1,5 +1,6 @@
-"""scripts/bench_mine.py at a toy size: the three pair sets agree and every data set's ratio line ends with
-the miner's time over its int8 floor (the timing itself is the script's, not a test's)."""
+"""scripts/bench_mine.py at a toy size: the three pair sets agree, the kernels' rates are printed, and every
+data set's ratio line ends with the miner's time over its floor, the fastest kernel's products alone (the
+timing itself is the script's, not a test's)."""
 
 import os
 import re
@@ -8,6 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from vhmine.mine.kernels import KERNELS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,9 +28,14 @@ def test_bench_mine_checks_the_pairs_and_prints_the_floor_ratio():
     assert len(lines) == 2, out  # random, then CLIP-shaped
     for line in lines:
         assert "pairs identical: True" in line, line
-        m = re.search(r", vs int8 floor: ([0-9.]+) x$", line)
-        assert m and float(m[1]) > 0, line
-    assert len(re.findall(r"int8 floor \(the same blocks' torch._int_mm alone\): [0-9.]+ s \(median of "
-                          r"[0-9.]+, [0-9.]+, [0-9.]+ s", out)) == 2, out  # the floor before and after each run
+        m = re.search(r", vs floor \(([a-z0-9-]+)\): ([0-9.]+) x$", line)
+        assert m and m[1] in KERNELS and float(m[2]) > 0, line
+    rates = re.findall(r"products kernels, GMAC/s in one thread, measured now: (.*)", out)
+    assert len(rates) == 2 and all("blas-f32 " in r and "torch-f32 " in r for r in rates), out
+    floors = re.findall(r"floor \(the same blocks' products alone, kernel ([a-z0-9-]+)\): [0-9.]+ s \(median of "
+                        r"[0-9.]+, [0-9.]+, [0-9.]+ s", out)
+    assert len(floors) == 2, out  # the floor before and after each run
+    # the floor's kernel is the one the miner used
+    assert re.findall(r"  products kernel: ([a-z0-9-]+) \(", out) == floors, out
     pairs = re.findall(r"vhmine find_pairs: [0-9.]+ s, ([0-9,]+) pairs", out)
     assert len(pairs) == 4 and int(pairs[0].replace(",", "")) > 0, out

@@ -4,6 +4,7 @@ Tiles are small (64-192 rows) so that they cut through clusters, and one test ki
 process on its first attempt and checks that the retry gives the same pairs.
 """
 
+import json
 import math
 
 import numpy as np
@@ -83,6 +84,24 @@ def test_pairs_equal_local_miner_and_brute_force(kind, n, tile, clip_min, dino_m
         assert stats["rotated"]  # the spikes are spread before quantising
 
 
+@pytest.mark.parametrize("kernel", [None, "fbgemm", "torch-f32"])
+def test_each_node_chooses_its_products_kernel_and_a_forced_one_narrows_the_quantiser(kernel):
+    from vhmine.mine.kernels import available, levels_of
+
+    if kernel and kernel not in available("cpu"):
+        pytest.skip(f"{kernel} is not offered on this CPU")
+    clip, dino = clustered(500, 32, 16, 3, spiky=True)
+    stats = {}
+    got = find_pairs_ray(clip, dino, 0.9, 0.55, tile=128, stats=stats, kernel=kernel)
+    assert_same_pairs(got, brute_force_pairs(clip, dino, 0.9, 0.55))
+    (name, used), = stats["kernels"].items()  # one node: one kernel, for every tile
+    assert used["tiles"] == stats["blocks"] and name == (kernel or name)
+    assert stats["quantiser"]["qmax"] == levels_of(name, 32)  # the scan took the nodes' levels
+    if kernel is None:  # measured there: the fastest of the candidates it lists
+        rates = {k: v for k, v in used["gmac_per_s"].items() if v is not None}
+        assert name in rates and len(rates) >= 2
+
+
 def test_a_killed_tile_is_retried_and_the_pairs_are_the_same(tmp_path):
     clip, dino = clustered(700, 32, 16, 2)
     marker = tmp_path / "killed-once"
@@ -146,6 +165,11 @@ def test_cli_engine_ray_writes_the_local_engines_pairs(tmp_path, monkeypatch):
         r = runner.invoke(app, ["mine", "--clip", "0.8", "--dino", "0.5", "--engine", engine,
                                 "--tile-memory", "0.1", "--out", f"runs/{engine}"])
         assert r.exit_code == 0, r.output
+    # the console and run.json name the products kernel: the local one, and the ones the nodes chose
+    assert "products kernels the nodes chose: " in r.output and " tiles)" in r.output, r.output
+    kernels = json.loads((tmp_path / "runs" / "ray" / "run.json").read_text())["ray"]["kernels"]
+    assert kernels and all(v["tiles"] > 0 and v["gmac_per_s"][k] for k, v in kernels.items())
+    assert json.loads((tmp_path / "runs" / "local" / "run.json").read_text())["products_kernel"]["name"]
     local, remote = (pd.read_parquet(tmp_path / "runs" / e / "pairs.parquet") for e in ("local", "ray"))
     assert len(local) > 20
     pd.testing.assert_frame_equal(local, remote)
@@ -328,6 +352,7 @@ def test_plan_sizes_the_job_from_a_measured_tile_and_mines_nothing(tmp_path, mon
     assert "tiles: 21 (6 row blocks of 128 rows, upper triangle), 244,650 pairs to look at" in r.output
     assert "memory per tile task: " in r.output and "measured: a 128 x 128 tile in " in r.output
     assert "pairs/s per worker" in r.output and "estimated: " in r.output
+    assert "that worker's products kernel: " in r.output  # the kernel the rate was measured with
     assert not (tmp_path / "runs").exists()
     r = CliRunner().invoke(app, ["mine", "--plan"])
     assert r.exit_code == 2 and "--plan sizes a Ray job: add --engine ray" in r.output

@@ -65,6 +65,7 @@ def mine(
     tile_memory: float = typer.Option(1024, "--tile-memory", min=0.01, help="MiB of working memory per Ray tile task; sets the tile size (1024 MiB: 13,248 rows at 768 + 1024 dims)."),
     index_url: Optional[str] = typer.Option(None, "--index-url", help="Where Ray workers read the index folder: an fsspec URL (s3://..., gs://..., file:///shared/...) holding the same files [default: the index folder's own path, on a filesystem every node shares]."),
     plan: bool = typer.Option(False, "--plan", help="With --engine ray: size the job (tiles, memory per task, a rate measured on one tile, estimated time) and mine nothing."),
+    kernel: str = typer.Option("auto", "--kernel", help="Products kernel: auto (the fastest exact one, measured on the machine that runs the blocks: each Ray node its own), int-mm, fbgemm, blas-f32, torch-f32 or bf16."),
 ) -> None:
     """Find image pairs that CLIP calls alike and DINOv2 calls different."""
     from vhmine import api
@@ -74,7 +75,7 @@ def mine(
             index, clip=clip, dino=dino, max_pairs=max_pairs, max_per_image=max_per_image,
             out=out, indexes=indexes, device=device, gallery_size=gallery_size,
             engine=engine, ray_address=ray_address, tile_memory=int(tile_memory * 2**20), index_url=index_url,
-            plan=plan,
+            plan=plan, kernel=None if kernel == "auto" else kernel,
         )
     except VhmineError as err:
         _fail(err)

@@ -55,10 +55,11 @@ class Quantiser:
         return spread(self.dim, self.dims) if self.dims else None
 
     @classmethod
-    def from_scan(cls, dim: int, amax: float, dims: tuple[int, ...] = ()):
+    def from_scan(cls, dim: int, amax: float, dims: tuple[int, ...] = (), levels: int | None = None):
         """The quantiser whose scale follows amax, the largest turned component over every row (the
-        merged scan_block of every chunk, turned by `dims`)."""
-        qmax = qmax_for(dim)
+        merged scan_block of every chunk, turned by `dims`). levels: at most this many quantisation
+        levels (the fewest that the nodes' products kernels keep exact) [default: qmax_for(dim)]."""
+        qmax = qmax_for(dim) if levels is None else max(1, min(int(levels), qmax_for(dim)))
         return cls(dim, scale_for(amax, qmax), qmax, tuple(dims))
 
     def as_dict(self) -> dict:
@@ -100,19 +101,32 @@ def threshold(qz: Quantiser, stats: ChunkStats, clip_min: float) -> tuple[int, f
     return thresholds(clip_min, err, norm2, qz.scale, qz.dim, qz.qmax)[0], err
 
 
-_MINERS: dict = {}  # (device, block, width) -> BlockMiner: its product buffer is reused from tile to tile
+_MINERS: dict = {}  # (device, block, width, kernel) -> BlockMiner: its product buffer is reused from tile to tile
 
 
-def tile_candidates(qa, qb, r: int, c: int, thresh: int, n: int, *, device, block: int) -> tuple[np.ndarray, np.ndarray]:
+def tile_kernel(device, width: int, levels: int, kernel: str | None = None):
+    """This node's products kernel (a calibrate.Choice) for rows of `levels` quantisation levels: `kernel`
+    when named, else the fastest exact one measured here (calibrated once per node, then cached)."""
+    from vhmine.mine.calibrate import choose
+
+    return choose(device, width, kernel=kernel, min_levels=levels)
+
+
+def tile_candidates(qa, qb, r: int, c: int, thresh: int, n: int, *, device, block: int, levels: int | None = None,
+                    kernel: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Rows (i, j), i < j < n, of the tile (row block at r, column block at c >= r) whose integer product
-    reaches thresh; qa and qb are quantise_block's rows (qb is qa on the diagonal)."""
+    reaches thresh; qa and qb are quantise_block's rows (qb is qa on the diagonal), of `levels` levels
+    (Quantiser.qmax) [default: the largest |q| in them]. kernel: see tile_kernel."""
     import torch
 
-    key = (str(device), block, qa.shape[1])
+    if levels is None:
+        levels = max(int(np.abs(q.astype(np.int16)).max(initial=0)) for q in (qa, qb))
+    choice = tile_kernel(torch.device(device), qa.shape[1], levels, kernel)
+    key = (str(device), block, qa.shape[1], choice.name)
     if key not in _MINERS:
         _MINERS.clear()  # one buffer per worker
         _MINERS[key] = BlockMiner(None, None, 0.0, 0.0, thresh, n, device=torch.device(device), block=block,
-                                  width=qa.shape[1])
+                                  width=qa.shape[1], kernel=choice.kernel)
     miner = _MINERS[key]
     miner.thresh, miner.n = thresh, n
     x = torch.from_numpy(qa).to(device)

@@ -51,6 +51,7 @@ class MineOptions:
     tiles: list[int] | None = None  # Ray: mine only these tile numbers (sizing runs and benchmarks)
     gallery_size: int = 100
     progress: bool = True
+    kernel: str | None = None  # the products kernel (mine.kernels.KERNELS) [default: the fastest measured here / per node]
 
 
 def check_thresholds(clip: float, dino: float) -> list[str]:
@@ -122,6 +123,10 @@ def _mine(opts: MineOptions):
         raise InputError("--plan sizes a Ray job: add --engine ray")
     if opts.index_url and opts.engine != "ray":
         raise InputError("--index-url tells Ray workers where the index is: add --engine ray")
+    if opts.kernel not in (None, "auto"):
+        from vhmine.mine.kernels import levels_of
+
+        levels_of(opts.kernel, 8)  # a name that is no kernel is said before anything is read
     warnings = check_thresholds(opts.clip, opts.dino)  # kept in run.json
     for w in warnings:  # said once, before the search (not after it, in the summary)
         log.warning("%s", w)
@@ -143,7 +148,9 @@ def _mine(opts: MineOptions):
     n = len(idx.images)
     # One search at the CLIP threshold gives every CLIP-alike pair with its DINOv2 sim: the pairs in
     # the box, and the rest of the candidates for the scatter plot.
-    found = find_pairs(idx.clip, idx.dino, opts.clip, math.inf, device=opts.device, progress=opts.progress)
+    st: dict = {}
+    found = find_pairs(idx.clip, idx.dino, opts.clip, math.inf, device=opts.device, progress=opts.progress,
+                       kernel=opts.kernel, stats=st)
     in_box = found.dino_sim <= opts.dino
     i, j = found.i[in_box], found.j[in_box]
     clip_sim, dino_sim = found.clip_sim[in_box], found.dino_sim[in_box]
@@ -175,10 +182,11 @@ def _mine(opts: MineOptions):
 
         relax = nearby(found, background, n, opts.clip, opts.dino, all_pairs=n * (n - 1) // 2 <= BACKGROUND_PAIRS,
                        base_command=_command(name, opts))
+    extra = {"products_kernel": st["kernel"], **({"nearby": relax.record()} if relax else {})}
     written = finish_run(run_dir, idx, opts, counts, write_pairs, (found.clip_sim, found.dino_sim), background,
-                         warnings, extra={"nearby": relax.record()} if relax else None)
+                         warnings, extra=extra)
     return MineResult(run_dir, name, n, counts["clip_alike"], counts["in_box"], written, time.time() - t0, warnings,
-                      relax=relax.lines if relax else [])
+                      relax=relax.lines if relax else [], kernel=st["kernel_line"])
 
 
 def _command(name: str, opts: MineOptions) -> str:

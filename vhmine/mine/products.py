@@ -10,7 +10,9 @@ import math
 
 import numpy as np
 
-from vhmine.mine.quantise import _ALIGN
+from vhmine.mine.calibrate import choose
+from vhmine.mine.kernels import Kernel, _same
+from vhmine.mine.quantise import _ALIGN, qmax_for
 from vhmine.mine.recheck import _screened_recheck
 
 _SEG = 64  # columns per segment in the two-level candidate search; divides _ALIGN
@@ -18,27 +20,9 @@ _ROWS, _COLS = 1024, 1024  # a CPU's products come in pieces of this many rows b
 # measured at N = 50,000 on a 2-core EPYC, 2-4% faster than 2048 x 1024, and a diagonal block skips more)
 
 
-def _int_matmul(torch, device, d: int):
-    """An exact integer matmul (a @ b.T into out) on `device` and its output dtype: torch._int_mm where
-    it is present and checks out, else float32 matmul, which is exact here too (every operand and
-    partial sum is an integer below 2**24, so TF32 or bf16-input modes cannot round them either).
-
-    Why int8: on a 2-core AVX512-VNNI CPU, _int_mm ran about 2x a bf16 matmul and 5x float32, and
-    being exact it leaves the quantisation error as the only error to bound.
-    """
-    p = np.random.default_rng(0).integers(-127, 128, (_ALIGN, d))
-    p[0], p[1] = 127, -127  # all-extreme rows catch kernels that saturate 16-bit intermediates
-    probe = torch.from_numpy(p.astype(np.int8)).to(device)
-    try:
-        if np.array_equal(torch._int_mm(probe, probe.T).cpu().numpy(), p @ p.T):
-            return (lambda a, b, out: torch._int_mm(a, b.T, out=out)), torch.int32
-    except (RuntimeError, AttributeError, NotImplementedError):
-        pass
-    return _float_matmul(torch), torch.float32
-
-
-def _float_matmul(torch):
-    return lambda a, b, out: torch.mm(a.float(), b.float().T, out=out)
+def _float_rows(torch) -> Kernel:
+    """The benchmark's baseline: float32 rows as they are (not integers), float32 products."""
+    return Kernel("float32-rows", "any", 0, "float32", _same, _same, lambda a, b, out: torch.mm(a, b.T, out=out))
 
 
 def tiles(rows: int, block: int) -> list[tuple[int, int]]:
@@ -59,24 +43,27 @@ class BlockMiner:
     above the threshold (candidates), and their exact re-check (_screened_recheck). find_pairs runs
     every block in one process and vhmine.mine.blocks one tile per Ray task, through this same code.
 
-    products="int8": rows are FastPass.q rows, thresh its integer threshold (exact integer matmul) and
-    sure, when given, FastPass.sure. products="float32": rows are float32 vectors and thresh a float
-    one (the benchmark's baseline).
+    products="int8": rows are FastPass.q rows, thresh its integer threshold and sure, when given,
+    FastPass.sure; the products are `kernel`'s (a vhmine.mine.kernels.Kernel, exact for rows within its
+    levels) [default: the one calibrate.choose measures fastest here of those that keep qmax_for(width)
+    levels exact]. products="float32": rows are
+    float32 vectors and thresh a float one (the benchmark's baseline).
     """
 
     def __init__(self, clip, dino, clip_min, dino_max, thresh, n, *, device, block, width, products="int8",
-                 sure=None, norms=(None, None), span=None, chunk=None, cols=None):
+                 sure=None, norms=(None, None), span=None, chunk=None, cols=None, kernel: Kernel | None = None):
         import torch
 
         self.torch, self.device, self.thresh, self.n = torch, device, thresh, n
         self.clip, self.dino, self.clip_min, self.dino_max = clip, dino, clip_min, dino_max
         self.norms = norms  # bounds on the largest squared row norms of clip and dino, if known
         if products == "int8":
-            self.matmul, dtype = _int_matmul(torch, device, width)
+            # (by default for rows of quantise.qmax_for's full range: fast_pass's without a kernel's levels)
+            self.kernel = kernel or choose(device, width, min_levels=qmax_for(width)).kernel
             self.sure = sure
         else:
-            self.matmul, dtype = _float_matmul(torch), torch.float32
-            self.sure = None
+            self.kernel, self.sure = _float_rows(torch), None
+        dtype = getattr(torch, self.kernel.out)
         # search takes up to `span` rows against up to `block` [default: block]. A CPU computes their
         # products in pieces of `chunk` rows by `cols` columns [default: _ROWS by _COLS] and searches
         # each piece while it is still in cache (all at once, the products would go through memory
@@ -97,22 +84,24 @@ class BlockMiner:
 
     def search(self, x, y, r: int, c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """candidates, and their products."""
-        parts = []
+        parts, k = [], self.kernel
+        xk = k.left(x)  # the kernel's operands, converted (or packed) once for all the pieces they are in
         for c0 in range(0, len(y), self.cols):
             # Columns left of row r (rows from within a diagonal block) hold only pairs with j < i: a
             # piece all left of it is not computed.
             if c + c0 + self.cols <= r:
                 continue
+            yk, ny = k.right(y[c0:c0 + self.cols]), min(self.cols, len(y) - c0)
             for s in range(0, len(x), self.chunk):
-                parts.append(self._piece(x[s:s + self.chunk], y[c0:c0 + self.cols], r + s, c + c0))
+                parts.append(self._piece(xk[s:s + self.chunk], yk, ny, r + s, c + c0))
         parts = [a for a in parts if len(a[0])] or [(np.empty(0, np.int64), np.empty(0, np.int64),
                                                      np.empty(0, self.dtype))]
         return parts[0] if len(parts) == 1 else tuple(np.concatenate(a) for a in zip(*parts))
 
-    def _piece(self, x, y, r: int, c: int):
-        """The candidates among the products of rows r.. (x) and c.. (y), one piece."""
-        torch, thresh, nx, ny = self.torch, self.thresh, len(x), len(y)
-        prod = self.matmul(x, y, self.buf[:nx * ny].view(nx, ny))
+    def _piece(self, x, y, ny: int, r: int, c: int):
+        """The candidates among the products of rows r.. (x) and the ny rows c.. (y), one piece."""
+        torch, thresh, nx = self.torch, self.thresh, len(x)
+        prod = self.kernel.mm(x, y, self.buf[:nx * ny].view(nx, ny))
         # Two levels: segment maxima read the products once on the device, and only segments holding a
         # candidate come back to be compared element-wise (a compare + nonzero over all of them costs
         # twice the int8 matmul on CPU). The small index work is numpy's: no thread-pool stalls.

@@ -343,13 +343,15 @@ def sample_rows(n: int) -> np.ndarray:
     return np.linspace(0, n - 1, min(n, SAMPLE_ROWS)).astype(np.int64)
 
 
-def fast_pass(clip: np.ndarray, clip_min: float, rotate: bool | None = None, *, workers=1) -> FastPass:
+def fast_pass(clip: np.ndarray, clip_min: float, rotate: bool | None = None, *, workers=1,
+              qmax: int | None = None) -> FastPass:
     """Quantise the (checked) CLIP rows once. rotate: first turn them by an orthogonal map that
     spreads the few dimensions far larger than the rest (`spread`) [default: when that shrinks the
     quantisation step 1.5x or more on an even sample of rows, as with real CLIP embeddings]. workers:
-    threads for the quantisation, or a concurrent.futures.Executor."""
+    threads for the quantisation, or a concurrent.futures.Executor. qmax: at most this many levels
+    (the products kernel's, kernels.Kernel.levels) [default and ceiling: qmax_for(d)]."""
     n, d = clip.shape
-    qmax = qmax_for(d)
+    qmax = qmax_for(d) if qmax is None else max(1, min(qmax, qmax_for(d)))
     dims = choose_turn(clip[sample_rows(n)], rotate) if n else ()
     turn = spread(d, dims) if dims else None
     qz = _quantised(clip, qmax, -(-n // _ALIGN) * _ALIGN, turn, workers)

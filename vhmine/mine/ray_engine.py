@@ -184,9 +184,11 @@ def probe_nodes(ray, rows, timeout: float = PROBE_TIMEOUT) -> list[str]:
     return sorted(refs.values())
 
 
-def scan(ray, rows, side: int, rotate: bool | None, progress: bool, local=None):
+def scan(ray, rows, side: int, rotate: bool | None, progress: bool, local=None, device: str = "cpu",
+         kernel: str | None = None):
     """The streaming pass: the Quantiser of every row, from one task per chunk of `side` rows (the
-    turn's sample is read by the driver, from `local`: its own view of the index)."""
+    turn's sample is read by the driver, from `local`: its own view of the index), with the fewest
+    levels that the nodes' products kernels keep exact (each task's node chooses its own)."""
     from tqdm import tqdm
 
     from vhmine.mine import tiletask
@@ -196,31 +198,33 @@ def scan(ray, rows, side: int, rotate: bool | None, progress: bool, local=None):
                                                    memory=16 * side * rows.clip.dim)
     starts = list(range(0, rows.n, side))
     dims = choose_turn((local or rows).clip.take(sample_rows(rows.n)), rotate)
-    amax = 0.0
+    amax, levels = 0.0, None
     inflight, at = [], 0
     with tqdm(total=len(starts), desc="scanning rows (ray)", unit="chunk", disable=not progress) as bar:
         while at < len(starts) or inflight:
             while at < len(starts) and len(inflight) < 2 * slots(ray, "cpu") + 2:
-                inflight.append(task.remote(rows, starts[at], starts[at] + side, dims))
+                inflight.append(task.remote(rows, starts[at], starts[at] + side, dims, kernel, device))
                 at += 1
             done, inflight = ray.wait(inflight, num_returns=1)
             try:
-                amax = max(amax, ray.get(done[0]))
+                a, lv = ray.get(done[0])
             except ray.exceptions.RayTaskError as err:  # a row the chunk refused (rowcheck): its own line
                 _cancel(ray, inflight)
                 if isinstance(getattr(err, "cause", None), VhmineError):
                     raise type(err.cause)(str(err.cause)) from None
                 raise
+            amax, levels = max(amax, a), lv if levels is None else min(levels, lv)
             bar.update(1)
-    return Quantiser.from_scan(rows.clip.dim, amax, dims)
+    return Quantiser.from_scan(rows.clip.dim, amax, dims, levels)
 
 
 def run_job(ray, rows, job, *, side: int, clip_min: float, dino_max: float, ranked: bool, top: int | None = None,
             device: str = "cpu", max_candidates: int = 50_000_000, max_retries: int = MAX_RETRIES,
             rotate: bool | None = None, only=None, progress: bool = False, crash_marker: str | None = None,
-            local=None, resumable: bool = True) -> dict:
+            local=None, resumable: bool = True, kernel: str | None = None) -> dict:
     """Mine every tile of `rows` not yet done in `job` (a tilejob.TileJob; `only`: just these tile numbers)
-    and record each; returns what happened (tiles, quantiser, counts, workers' peak memory, rate).
+    and record each; returns what happened (tiles, quantiser, counts, workers' peak memory, rate, each
+    worker's products kernel). kernel: --kernel, passed to every tile (else each node chooses its own).
     local: the driver's own view of the same index, when the workers read it elsewhere (--index-url)."""
     from tqdm import tqdm
 
@@ -235,7 +239,7 @@ def run_job(ray, rows, job, *, side: int, clip_min: float, dino_max: float, rank
     nodes = probe_nodes(ray, rows)
     qz = Quantiser.from_dict(job.job["quantiser"]) if "quantiser" in job.job else None
     if qz is None:
-        qz = scan(ray, rows, side, rotate, progress, local)
+        qz = scan(ray, rows, side, rotate, progress, local, device, kernel)
         job.save(quantiser=qz.as_dict())
     host = tile_bytes(side, rows.clip.dim, rows.dino.dim)
     if device == "cuda":  # the product and its masks live in the GPU's memory
@@ -244,7 +248,7 @@ def run_job(ray, rows, job, *, side: int, clip_min: float, dino_max: float, rank
         max_retries=max_retries, num_cpus=1, num_gpus=1 if device == "cuda" else 0, memory=host)
     kw = dict(device=device, max_candidates=max_candidates, ranked=ranked, top=top,
               sample=max(16, SCATTER_POINTS // max(1, len(tri))), dtype=ranked_dtype(rows.id_width) if ranked else None,
-              crash_marker=crash_marker)
+              crash_marker=crash_marker, kernel=kernel)
     todo = [k for k in wanted if k not in job.done]
     limit = 2 * slots(ray, device) + 2
     inflight: dict = {}
@@ -282,9 +286,13 @@ def run_job(ray, rows, job, *, side: int, clip_min: float, dino_max: float, rank
                                 refresh=False)
     entries = [job.done[k] for k in wanted]
     workers: dict[str, int] = {}
+    chosen: dict[str, dict] = {}  # the products kernels the nodes chose: tiles, a node's measured rates
     for e in entries:
         w = f"{e.get('node')}:{e.get('pid')}"
         workers[w] = max(workers.get(w, 0), int(e.get("peak_rss", 0)))
+        if isinstance(e.get("kernel"), dict):
+            k = chosen.setdefault(e["kernel"]["name"], {"tiles": 0, "gmac_per_s": e["kernel"]["gmac_per_s"]})
+            k["tiles"] += 1
     mined = [e for e in entries if e["tile"] not in before]
     # the rate: full tiles (a diagonal tile's product holds half its pairs), after each worker's first
     # (its warm-up: the product buffer's first touch, kernel set-up), in the order they finished
@@ -301,7 +309,7 @@ def run_job(ray, rows, job, *, side: int, clip_min: float, dino_max: float, rank
         "blocks": tri.blocks, "quantiser": qz.as_dict(), "nodes": nodes,
         "candidates": sum(e["candidates"] for e in entries), "clip_alike": sum(e["clip_alike"] for e in entries),
         "in_box": sum(e["in_box"] for e in entries), "margin": max((e["margin"] for e in entries), default=0.0),
-        "workers_peak_rss": workers, "seconds": time.time() - t0,
+        "workers_peak_rss": workers, "seconds": time.time() - t0, "kernels": chosen,
         "pairs_per_second_per_worker": (sum(e["examined"] for e in full) / busy) if busy else None,
         "rate_tiles": [e["tile"] for e in full],
         "tiles_timing": [{k: e[k] for k in ("tile", "r", "c", "examined", "seconds", "candidates", "node", "pid")}
@@ -325,11 +333,13 @@ def find_pairs_ray(
     progress: bool = False,
     stats: dict | None = None,
     tmpdir: str | None = None,
+    kernel: str | None = None,
     _crash_marker: str | None = None,
 ) -> PairSet:
     """find_pairs' result for in-memory arrays, as Ray tile tasks. The arrays are written once to a
     temporary folder (`tmpdir`, which every node must read: the default suits a local cluster) and the
-    tasks read their blocks from there. tile: rows per tile side [default: from tile_memory]."""
+    tasks read their blocks from there. tile: rows per tile side [default: from tile_memory]. kernel: the
+    products kernel of every tile [default: each node's fastest, measured there]."""
     from vhmine.embed.rows import IndexRows, open_vectors
     from vhmine.mine.tilejob import TileJob
 
@@ -353,7 +363,7 @@ def find_pairs_ray(
         try:
             info = run_job(ray, rows, job, side=side, clip_min=float(clip_min), dino_max=float(dino_max), ranked=False,
                            device=device, max_candidates=max_candidates, max_retries=max_retries, rotate=rotate,
-                           progress=progress, crash_marker=_crash_marker, resumable=False)
+                           progress=progress, crash_marker=_crash_marker, resumable=False, kernel=kernel)
             parts = [job.rows(k)[:] for k in sorted(job.done)]
         finally:
             job.close()
@@ -363,5 +373,5 @@ def find_pairs_ray(
     log.debug("ray: %d tiles of %d rows, %d candidates, %d pairs", info["tiles"], side, info["candidates"], len(pairs))
     if stats is not None:
         stats.update(margin=info["margin"], candidates=info["candidates"], rotated=info["quantiser"]["rotated"],
-                     blocks=info["tiles"], tile=side, quantiser=info["quantiser"])
+                     blocks=info["tiles"], tile=side, quantiser=info["quantiser"], kernels=info["kernels"])
     return pairs

@@ -85,7 +85,7 @@ def mine_ray(idx, opts, run_dir: Path, warnings: list[str], t0: float):
     try:
         job = TileJob(folder, identity).open()
         info = run_job(ray, rows, job, side=side, clip_min=opts.clip, dino_max=opts.dino, ranked=True, top=top,
-                       device=device, only=opts.tiles, progress=opts.progress, local=local)
+                       device=device, only=opts.tiles, progress=opts.progress, local=local, kernel=opts.kernel)
     except BaseException:
         if job is not None and not job.done and "quantiser" not in job.job:
             job.remove()  # nothing worth keeping (a node could not read the index, say)
@@ -110,15 +110,16 @@ def mine_ray(idx, opts, run_dir: Path, warnings: list[str], t0: float):
         background = background_sample(rows.n, lambda i, j: (_sims(local.clip, i, j), _sims(local.dino, i, j)))
         extra = {"ray": {"tiles": info["tiles"], "tiles_mined": len(wanted), "tile_rows": side,
                          "quantiser": info["quantiser"], "nodes": len(info["nodes"]),
-                         "tiles_done_before": info["tiles_done_before"]}}
+                         "tiles_done_before": info["tiles_done_before"], "kernels": info["kernels"]}}
         written = finish_run(run_dir, idx, opts, counts, write_pairs, scatter_points(job, wanted, SCATTER_POINTS),
                              background, warnings, extra)
     except BaseException:
         job.close()
         raise
     job.remove()
+    kernels = ", ".join(f"{k} ({v['tiles']} tiles)" for k, v in info["kernels"].items())
     return MineResult(run_dir, idx.name, rows.n, counts["clip_alike"], counts["in_box"], written, time.time() - t0,
-                      warnings, job=info)
+                      warnings, job=info, kernel=f"products kernels the nodes chose: {kernels}" if kernels else "")
 
 
 @dataclass
@@ -157,6 +158,7 @@ class MinePlan:
             f"cluster: {len(self.nodes)} node(s) read the index; {self.slots} tile(s) at once on {self.device}",
             f"measured: a {s['rows_a']:,} x {s['rows_b']:,} tile in {s['seconds']:.2f} s on one worker: "
             f"{self.rate:,.3g} pairs/s per worker",
+            *([f"that worker's {s['kernel_line']}"] if s.get("kernel_line") else []),
             f"estimated: {_duration(self.seconds)} for the scan and all tiles at {self.slots} worker(s) "
             f"({_duration(self.pairs / self.rate)} of one worker's time)",
         ])
@@ -189,7 +191,7 @@ def plan_ray(idx, opts) -> MinePlan:
         r, c = tri.tile_at(1 if len(tri) > 1 else 0)  # an off-diagonal tile where there is one: a full one
         task = ray.remote(tiletask.sample_tile).options(num_cpus=1, num_gpus=1 if device == "cuda" else 0,
                                                         memory=plan.task_bytes)
-        plan.sample = ray.get(task.remote(rows, r, c, side, opts.clip, device))
+        plan.sample = ray.get(task.remote(rows, r, c, side, opts.clip, device, opts.kernel))
         plan.sample.update(rows_a=min(side, rows.n - r), rows_b=min(side, rows.n - c))
     finally:
         if started:

@@ -32,12 +32,15 @@ class MineResult:
     warnings: list[str] = field(default_factory=list)
     job: dict = field(default_factory=dict)  # Ray: what ray_engine.run_job reports (tiles, resumed, workers)
     relax: list[str] = field(default_factory=list)  # with 0 pairs: counts at nearby thresholds (mine.relax)
+    kernel: str = ""  # the products kernel and the candidates' rates (calibrate.Choice.line), or the Ray nodes' kernels
 
     def summary(self) -> str:
         lines = []  # (the warnings were logged before the search)
         if self.job.get("tiles_done_before"):
             lines.append(f"resumed: {self.job['tiles_done_before']} of {self.job['tiles_wanted']} tiles were "
                          "already done and were not mined again")
+        if self.kernel:
+            lines.append(self.kernel)
         lines.append(
             f"{self.written} pairs written to {self.run_dir / 'pairs.parquet'} "
             f"({self.images} images; {self.clip_alike} pairs with CLIP >= threshold, "

@@ -9,8 +9,9 @@ the order-insensitive comparator that the tests and scripts/bench_mine.py use.
 
 How: CLIP rows are quantised to small integers once (quantise.fast_pass; first turned by an orthogonal map,
 Spread, when a few dimensions dwarf the rest, as in real CLIP embeddings: inner products stay the
-same, the quantisation step shrinks), and blocked upper-triangle products of those (products.BlockMiner;
-torch, so the same code runs on a GPU) select candidates with a margin that provably covers the
+same, the quantisation step shrinks), and blocked upper-triangle products of those (products.BlockMiner,
+with the exact products kernel measured fastest on this machine: kernels, calibrate; torch, so the same code runs
+on a GPU) select candidates with a margin that provably covers the
 quantisation and turning error, without ever holding an N x N matrix. Only candidates are re-checked:
 (recheck) float32 products with a proven error bound decide the pairs clear of a threshold, float64 ones
 (pair_sims) the rest and every pair returned. On a CPU, find_pairs' threads each take chunks of rows
@@ -22,11 +23,13 @@ from __future__ import annotations
 
 import logging
 import math
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
 
 from vhmine.errors import InputError
+from vhmine.mine import calibrate, kernels
 from vhmine.mine.products import BlockMiner, tiles
 from vhmine.mine.quantise import _ALIGN, _in_threads, fast_pass
 from vhmine.mine.recheck import _U32, _gamma, _recheck, pair_sims
@@ -139,6 +142,7 @@ def find_pairs(
     stats: dict | None = None,
     workers: int | None = None,
     desc: str = "mining pairs",
+    kernel: str | None = None,
 ) -> PairSet:
     """Every pair i < j with clip_sim >= clip_min and dino_sim <= dino_max (both inclusive), exactly.
 
@@ -149,7 +153,9 @@ def find_pairs(
     search and re-check, torch single-threaded meanwhile (1: one block at a time in torch's threads,
     as on a GPU). Raises InputError when more than max_candidates pairs pass
     the fast CLIP pass. stats, when given, receives the margin, the candidate count and whether the
-    rows were rotated. desc: the progress bar's label.
+    rows were rotated, and the products kernel (its name, the candidates' rates). desc: the progress
+    bar's label. kernel: the products kernel (vhmine.mine.kernels.KERNELS) [default or "auto": the
+    fastest exact one measured on this machine, calibrate.choose].
     """
     import torch
     from tqdm import tqdm
@@ -172,16 +178,20 @@ def find_pairs(
             return PairSet(*_EMPTY)
         block_rows(block_size, "cpu")  # a bad size is named before the device is looked at
         device = resolve_device(device or None)  # a bad name or absent CUDA says so, instead of torch's traceback
-        fp = fast_pass(clip, clip_min, rotate, workers=pool)
+        choice = calibrate.choose(device, -(-clip.shape[1] // 8) * 8, kernel=kernel)
+        log.info("%s", choice.line())
+        fp = fast_pass(clip, clip_min, rotate, workers=pool, qmax=choice.kernel.levels(clip.shape[1]))
         block = min(block_rows(block_size, device.type), len(fp.q))
         q = torch.from_numpy(fp.q).to(device)
         blocks = tiles(len(fp.q), block)
 
         def miner(**kw):
             return BlockMiner(clip, dino, clip_min, dino_max, fp.thresh, n, device=device, block=block,
-                              width=fp.q.shape[1], sure=fp.sure, norms=(clip_n2, dino_n2), **kw)
+                              width=fp.q.shape[1], sure=fp.sure, norms=(clip_n2, dino_n2), kernel=choice.kernel, **kw)
 
-        with tqdm(total=len(blocks), desc=desc, unit="block", disable=not progress) as bar:
+        # numpy's BLAS in one thread while find_pairs' own threads call it
+        one_blas = kernels.blas_threads(1) if choice.name == "blas-f32" and pool is not None else nullcontext()
+        with tqdm(total=len(blocks), desc=desc, unit="block", disable=not progress) as bar, one_blas:
             if device.type == "cpu" and pool is not None:
                 found, total = _mine_in_threads(miner, q, blocks, block, pool, max_candidates, clip_min, bar)
             else:
@@ -202,7 +212,8 @@ def find_pairs(
     pairs = merge(found)
     log.debug("fast pass: margin %.4f, %d candidates, %d pairs", fp.margin, total, len(pairs))
     if stats is not None:
-        stats.update(margin=fp.margin, candidates=total, rotated=fp.rotated, blocks=len(blocks))
+        stats.update(margin=fp.margin, candidates=total, rotated=fp.rotated, blocks=len(blocks),
+                     kernel=choice.record(), kernel_line=choice.line())
     return pairs
 
 

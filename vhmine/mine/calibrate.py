@@ -1,0 +1,226 @@
+"""The choice of the products kernel (vhmine.mine.kernels) by measurement on the machine that runs the
+blocks: each exact candidate timed on a small block in one thread (`calibrate`), the fastest chosen
+(`choose`). Reads and writes one small JSON, the calibration cache (VHMINE_KERNEL_CACHE [default:
+$XDG_CACHE_HOME/vhmine/kernels.json, else ~/.cache/vhmine/kernels.json]), keyed by the machine: CPU
+model, cores, the instruction sets that matter, the GPU's name, torch's and numpy's versions, the
+width of the rows; a change of any of them measures again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from vhmine.errors import InputError
+from vhmine.mine.kernels import Kernel, Unavailable, available, blas_threads, build, exact
+
+CACHE_ENV = "VHMINE_KERNEL_CACHE"
+_SCHEMA = 1  # raise when what is measured changes: old cache entries are then measured again
+_CAL_ROWS, _CAL_COLS = 256, 512  # the calibration block (with the width of the rows): 0.1 GMAC at d = 768
+_GPU_SCALE = 16  # a GPU's block is this much larger a side: at 256 x 512 it would time its kernel launches
+_BUDGET = 0.04  # seconds a candidate's timing may take, about
+
+
+def rate(kernel: Kernel, device, d: int, budget: float = _BUDGET) -> float:
+    """GMAC/s of the kernel on a _CAL_ROWS x d x _CAL_COLS block (on a GPU _GPU_SCALE times larger a
+    side; a slow kernel on a quarter of it, so one candidate never takes much over `budget`), operands
+    converted beforehand, as in a block."""
+    import torch
+
+    cpu = torch.device(device).type == "cpu"
+    rows, cols = (_CAL_ROWS, _CAL_COLS) if cpu else (_CAL_ROWS * _GPU_SCALE, _CAL_COLS * _GPU_SCALE)
+    lv = kernel.levels(d)
+    rng = np.random.default_rng(1)
+    a = torch.from_numpy(rng.integers(-lv, lv + 1, (rows, d)).astype(np.int8)).to(device)
+    b = torch.from_numpy(rng.integers(-lv, lv + 1, (cols, d)).astype(np.int8)).to(device)
+    out = torch.empty(rows * cols, dtype=getattr(torch, kernel.out), device=device)
+
+    def once(m: int, n: int) -> float:
+        x, y = kernel.left(a[:m]), kernel.right(b[:n])
+        _sync(torch, device)
+        w0, t0 = time.perf_counter(), time.thread_time()
+        kernel.mm(x, y, out[:m * n].view(m, n))
+        _sync(torch, device)
+        wall, own = time.perf_counter() - w0, time.thread_time() - t0
+        # On a CPU this thread's own CPU time, which a busy machine's other processes (and the spinning
+        # pools of other libraries in this one) do not inflate: every candidate runs in the calling
+        # thread here (torch and numpy's OpenBLAS told to use one; see calibrate). On a GPU wall time.
+        return max(own if cpu else wall, 1e-9)
+
+    m, n = rows // 4, cols // 4
+    once(m, n)  # warm: a library's first call may start its threads or pack its code
+    if once(m, n) * 16 < budget / 3:  # fast: the whole block
+        m, n = rows, cols
+    t, spent = math.inf, 0.0
+    for _ in range(5):  # the best of a few, within the budget
+        t1 = once(m, n)
+        t, spent = min(t, t1), spent + t1
+        if spent > budget:
+            break
+    return m * n * d / t / 1e9
+
+
+def _sync(torch, device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def cache_path() -> Path:
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "vhmine" / "kernels.json"
+
+
+def machine(device) -> dict:
+    """What the measured rates depend on: the CPU (model, cores, instruction sets), the GPU, the libraries."""
+    import platform
+
+    import torch
+
+    dev = torch.device(device)
+    model, flags = platform.processor(), set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and not model.startswith(value.strip()):
+                    model = value.strip()
+                elif key.strip() == "flags":
+                    flags = set(value.split())
+                    break
+    except OSError:
+        pass
+    wanted = {"avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_tile", "amx_int8", "amx_bf16"}
+    m = {"schema": _SCHEMA, "device": dev.type, "cpu": model, "cores": os.cpu_count(),
+         "flags": sorted(flags & wanted), "torch": torch.__version__, "numpy": np.__version__,
+         "isa": torch.backends.cpu.get_cpu_capability()}
+    if dev.type == "cuda":
+        m["gpu"] = torch.cuda.get_device_name(dev)
+    return m
+
+
+def _read_cache(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) and isinstance(data.get("entries"), dict) else {"entries": {}}
+    except (OSError, ValueError):
+        return {"entries": {}}
+
+
+def _write_cache(path: Path, data: dict) -> None:
+    """Atomically (workers of one node may calibrate at once); a cache that cannot be written is skipped."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The kernel chosen for a device and width, and the candidates' measured rates (GMAC/s in one
+    thread; None: not offered, or not exact, here). source: "measured", "cached" or "forced"."""
+
+    kernel: Kernel
+    rates: dict = field(default_factory=dict)
+    source: str = "measured"
+
+    @property
+    def name(self) -> str:
+        return self.kernel.name
+
+    def record(self) -> dict:
+        """What run.json keeps: the kernel, how it was chosen, the rates (no machine path or name)."""
+        return {"name": self.name, "chosen": self.source,
+                "gmac_per_s": {k: (round(v, 2) if v is not None else None) for k, v in self.rates.items()}}
+
+    def line(self) -> str:
+        shown = ", ".join(f"{k} {v:.1f}" for k, v in self.rates.items() if v is not None)
+        how = "forced by --kernel" if self.source == "forced" else f"fastest {self.source} here"
+        return f"products kernel: {self.name} ({how}" + (f"; GMAC/s in one thread: {shown})" if shown else ")")
+
+
+def calibrate(candidates: dict, device, d: int) -> dict:
+    """{name: GMAC/s, or None where not exact} of each candidate Kernel, in one torch thread on a CPU
+    (find_pairs' threads each run torch single-threaded)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    if torch.device(device).type == "cpu":
+        torch.set_num_threads(1)
+    try:
+        with blas_threads(1):
+            return {name: (rate(k, device, d) if exact(k, device, d) else None) for name, k in candidates.items()}
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _fastest(cands: dict, rates: dict, d: int, min_levels: int) -> str | None:
+    usable = [n for n in cands if rates.get(n) is not None and cands[n].levels(d) >= min_levels]
+    return max(usable, key=lambda n: rates[n]) if usable else None
+
+
+_CHOSEN: dict = {}  # (device, width, kernel, min_levels, cache) -> Choice: one calibration a process
+
+
+def choose(device, d: int, *, kernel: str | None = None, min_levels: int = 0, cache: Path | None = None,
+           candidates: dict | None = None, identity: dict | None = None) -> Choice:
+    """The products kernel for rows of width d on this device: `kernel` when named (InputError where it
+    is not offered or not exact here), else the fastest exact candidate whose levels are at least
+    min_levels (rows quantised elsewhere to that many levels), by the rates cached for this machine
+    (`machine`, or `identity` in its place) or measured now and cached. candidates: {name: Kernel}
+    [default: `available`]."""
+    import torch
+
+    dev = torch.device(device)
+    if kernel not in (None, "auto"):
+        try:
+            k = build(kernel, dev)  # (an unknown name raises InputError)
+        except Unavailable as why:
+            raise InputError(f"--kernel {kernel}: not offered on this machine ({why}); use --kernel auto") from None
+        if not exact(k, dev, d):
+            raise InputError(f"--kernel {kernel}: its products are not exact on this machine; "
+                             "use --kernel auto")
+        if k.levels(d) < min_levels:
+            raise InputError(f"--kernel {kernel}: keeps {k.levels(d)} quantisation levels exact, the rows "
+                             f"have {min_levels}; use --kernel auto")
+        return Choice(k, {}, "forced")
+    key = (str(dev), d, min_levels, str(cache), json.dumps(identity, sort_keys=True))
+    if candidates is None and key in _CHOSEN and exact(_CHOSEN[key].kernel, dev, d):  # (cheap; torch may be patched)
+        return _CHOSEN[key]
+    cands = available(dev) if candidates is None else candidates
+    ident = {**(identity or machine(dev)), "width": d, "candidates": sorted(cands)}
+    digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:20]
+    path = cache or cache_path()
+    data = _read_cache(path)
+    entry = data["entries"].get(digest)
+    rates = entry.get("rates") if isinstance(entry, dict) else None
+    if isinstance(rates, dict) and set(rates) == set(cands):
+        source = "cached"
+    else:
+        rates, source = calibrate(cands, dev, d), "measured"
+        data["entries"][digest] = {"machine": ident, "rates": rates, "measured": time.strftime("%Y-%m-%d")}
+        _write_cache(path, data)
+    best = _fastest(cands, rates, d, min_levels)
+    # (cheap checks: the library may have changed, or a kernel was found wrong once, say while a test
+    # patched it, and is exact again: either measures again)
+    if source == "cached" and (best is None or not exact(cands[best], dev, d)
+                               or any(rates.get(n) is None and exact(k, dev, d) for n, k in cands.items())):
+        rates, source = calibrate(cands, dev, d), "measured"
+        best = _fastest(cands, rates, d, min_levels)
+    if best is None:
+        raise InputError("no exact products kernel on this machine; check the torch install")
+    choice = Choice(cands[best], {n: rates.get(n) for n in cands}, source)
+    if candidates is None:
+        _CHOSEN[key] = choice
+    return choice
