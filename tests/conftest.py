@@ -19,6 +19,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # Ray clusters the tests start stay on 127.0.0.1 (Ray otherwise picks the machine's outward address); Ray
 # reads this once, when it is first imported, so it is set here before any test module imports it
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+# the miner's kernel rates are cached per machine; the tests (and the processes they start) keep theirs in a
+# folder of their own, never in the user's ~/.cache
+os.environ.setdefault("VHMINE_KERNEL_CACHE", os.path.join(tempfile.mkdtemp(prefix="vhmine-kernels-"), "kernels.json"))
 
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
