@@ -344,3 +344,61 @@ def test_a_hallusionbench_result_file_of_vhmines_own_export_reads_back(tmp_path)
                                predictions=[("m", _own(tmp_path, {k: v for k, v in ANSWERS.items() if k.startswith("y")}))]))
     assert _numbers(got, "m") == _numbers(own, "m")
     assert got.report["models"]["m"]["answered"] == 4
+
+
+# --- one item, one answer, whatever its id's spelling; files as Windows saves them --------------------------
+
+def _pope_bench(tmp_path, n=4):
+    """POPE's own file (`pope_test.json`, JSON lines): ids `pope_test:1` ... `pope_test:n`, alternating yes / no."""
+    p = tmp_path / "pope_test.json"
+    p.write_text("".join(json.dumps({"question_id": k, "image": None, "text": f"Is there a cat {k}?",
+                                     "label": "yes" if k % 2 else "no"}) + "\n" for k in range(1, n + 1)))
+    return p
+
+
+def test_one_pope_item_answered_under_two_spellings_of_its_id_is_refused_naming_both_lines(tmp_path):
+    """`1` and `pope_test:1` are one item: the last row winning made the file's order the score (0% or 100%)."""
+    bench = F.load(_pope_bench(tmp_path))
+    rows = [{"id": "pope_test:1", "answer": "yes"}, {"id": "2", "answer": "no"}, {"id": "3", "answer": "yes"},
+            {"id": "4", "answer": "no"}, {"id": "1", "answer": "no"}]
+    p = tmp_path / "p.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(FormatError, match=r"p\.jsonl, line 5, field id: '1' is item 'pope_test:1', answered as "
+                                          r"'pope_test:1' \(first at .*p\.jsonl, line 1\): give each item's answer once"):
+        load_predictions(p, bench)
+    q = tmp_path / "q.json"  # an {id: answer} object: the two spellings are named
+    q.write_text(json.dumps({"1": "yes", "2": "no", "3": "yes", "4": "no", "pope_test:1": "no"}))
+    with pytest.raises(FormatError, match=r"item 'pope_test:1' is answered twice, as '1' and as 'pope_test:1'"):
+        load_predictions(q, bench)
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows[:4]))  # each once, in either spelling: read
+    assert load_predictions(p, bench) == {"pope_test:1": "yes", "pope_test:2": "no", "pope_test:3": "yes", "pope_test:4": "no"}
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json", ".csv", ".tsv"])
+def test_a_predictions_file_with_a_utf8_bom_is_read(bench_dir, tmp_path, suffix):
+    """Notepad and Excel's "CSV UTF-8" put a byte-order mark first: the file is read as without one."""
+    bench = F.load(bench_dir)
+    text = {".jsonl": "".join(json.dumps({"id": k, "answer": v}) + "\n" for k, v in ANSWERS.items()),
+            ".json": json.dumps([{"id": k, "answer": v} for k, v in ANSWERS.items()]),
+            ".csv": "id,answer\n" + "".join(f'{k},"{v}"\n' for k, v in ANSWERS.items()),
+            ".tsv": "id\tanswer\n" + "".join(f"{k}\t{v}\n" for k, v in ANSWERS.items())}[suffix]
+    p = tmp_path / f"bom{suffix}"
+    p.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    assert load_predictions(p, bench) == ANSWERS
+
+
+def test_a_vlmevalkit_csv_and_an_lmms_eval_file_with_a_bom_are_read(bench_dir, tmp_path):
+    bench = F.load(bench_dir)
+    ynq = [it for it in bench if it.kind == "YNQ"]
+    v = tmp_path / "m_vh_YNQ.csv"
+    import csv
+    import io
+
+    buf = io.StringIO()
+    csv.writer(buf).writerows([("index", "question", "prediction")] + [(k, it.question, ANSWERS[it.id]) for k, it in enumerate(ynq)])
+    v.write_bytes(b"\xef\xbb\xbf" + buf.getvalue().encode())
+    assert load_predictions(v, bench) == {it.id: ANSWERS[it.id] for it in ynq}
+    lm = tmp_path / "20250101_samples_vhmine_ynq.jsonl"
+    lm.write_bytes(b"\xef\xbb\xbf" + "".join(json.dumps({"doc_id": k, "input": it.question, "filtered_resps": [ANSWERS[it.id]]})
+                                            + "\n" for k, it in enumerate(ynq)).encode())
+    assert load_predictions(lm, bench) == {it.id: ANSWERS[it.id] for it in ynq}
