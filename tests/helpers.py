@@ -189,6 +189,24 @@ TINY_BENCH_QUESTIONS = {
 }
 
 
+def write_group_bench(tmp_path: Path) -> Path:
+    """tmp_path/bench: six items on two photos (counting: a pair group of open and one of yes/no questions; color: two yes/no), hf."""
+    from vhmine.bench import BenchItem, Benchmark, assign_groups
+    from vhmine.export.job import write_benchmark
+
+    a, b = (str(p) for p in write_photos(tmp_path / "photos", ("astronaut", "coffee")))
+    items = [
+        BenchItem("o1", "counting", "OEQ", "How many cats are there?", ("3",), None, a, "A", "p:OEQ", {"pair_id": "p"}),
+        BenchItem("o2", "counting", "OEQ", "How many cats are there?", ("4", "5"), None, b, "B", "p:OEQ", {"pair_id": "p"}),
+        BenchItem("y1", "counting", "YNQ", "Are there exactly 3 cats?", ("Yes",), True, a, "A", "p:YNQ", {"pair_id": "p"}),
+        BenchItem("y2", "counting", "YNQ", "Are there exactly 3 cats?", ("No",), False, b, "B", "p:YNQ", {"pair_id": "p"}),
+        BenchItem("y3", "color", "YNQ", "Is the car red?", ("Yes",), True, a, "A", None),
+        BenchItem("y4", "color", "YNQ", "Is the car blue?", ("No",), False, b, "B", None),
+    ]
+    write_benchmark(assign_groups(Benchmark("tiny", items)), tmp_path / "bench", "hf")
+    return tmp_path / "bench"
+
+
 def write_tiny_bench(tmp_path: Path, questions: dict | None = None) -> Path:
     """Six items over two images (A: 3 cats, red car; B: not), written as vlmevalkit into tmp_path/bench."""
     import numpy as np

@@ -81,3 +81,15 @@ def test_lmms_eval_export_names_its_metrics_by_report_json_keys():
     from vhmine.formats import lmms_eval
 
     assert set(lmms_eval.YNQ_METRICS) | set(lmms_eval.OEQ_METRICS) <= set(MT.FIGURES)
+
+
+def test_no_complete_pairs_is_said_in_words_not_as_a_dash_percent_over_0(tmp_path):
+    """"pair accuracy -% over 0 pair(s)": a benchmark with no pairs (or none complete) says there were none."""
+    from vhmine.eval.report import figures_line
+
+    o = {"n": 4, "accuracy": 0.5, "pair_accuracy": None, "pairs": 0, "image_accuracy": 0.25, "images": 4,
+         "incomplete_pairs": 0, "incomplete_images": 0}
+    line = figures_line(o)
+    assert line == "accuracy 50.0% over 4 item(s); no complete pairs for pair accuracy; image accuracy 25.0% over 4 image(s)"
+    assert "-%" not in figures_line({**o, "image_accuracy": None, "images": 0, "incomplete_pairs": 2})
+    assert "2 pair(s) and 0 image(s) with an unscored item left out" in figures_line({**o, "incomplete_pairs": 2})

@@ -43,7 +43,8 @@ from vhmine import formats as F
 from vhmine.eval import metrics as MT
 from vhmine.bench import OEQ, YNQ, BenchItem, Benchmark
 from vhmine.errors import CostCapError, EvalError, Interrupted
-from vhmine.eval.report import _kappa, bar_chart, figures_line, markdown, pair_groups_line
+from vhmine.eval.report import (HB_KEYS, YNQ_KEYS, _kappa, bar_chart, figure_values, figures_line, keyed_line, kinds_line,
+                                markdown, pair_groups_line)
 from vhmine.files import atomic_write, atomic_write_text, check_owned
 from vhmine.eval.score import ModelAnswers, group_sizes, judge_agreement, match_oeq, score  # noqa: F401  (eval's public names)
 from vhmine.eval.predictions import load_predictions, read_predictions  # noqa: F401
@@ -235,8 +236,15 @@ class EvalResult:
                          + (f", {m['oeq_unjudged']} open answers unjudged" if m.get("oeq_unjudged") else "")
                          + (f"; {m['failed']} failed, not scored (" + ", ".join(f"{st} {k}" for st, k in m["failed_by_status"].items())
                             + ")" if m.get("failed") else ""))
+            figures = figure_values(m)
+            if len(m["metrics"].get("kinds", {})) > 1:
+                lines.append("    " + kinds_line(m["metrics"]["kinds"]))
+            if "tp" in o:
+                lines.append("    " + keyed_line("yes/no", figures, YNQ_KEYS))
             if o.get("pair_groups"):
                 lines.append("    " + pair_groups_line(o["pair_groups"]))
+            if m.get("hallusionbench"):
+                lines.append("    " + keyed_line("HallusionBench", figures, HB_KEYS))
             if "judge_agreement" in m:
                 a = m["judge_agreement"]
                 lines.append(f"    judge vs workers: Cohen's kappa {_kappa(a['kappa'])} over {a['items']} open answer(s) "

@@ -21,8 +21,8 @@ as wrong, never taken as "no".
   ratio as its paper and utils.py define them (see that function); its question pairs and figures
   follow the same rule: only complete ones count.
 
-FIGURES names every figure once: the key report.json uses, the label the console and report.md print,
-and what it counts; the lmms-eval export names its metrics by the same keys.
+FIGURES names every figure once: the key report.json uses, the label the console, report.md and report.html
+print, and what it counts; UNITS the unit each is printed in; the lmms-eval export names its metrics by the same keys.
 """
 
 from __future__ import annotations
@@ -56,9 +56,19 @@ FIGURES = {
 }
 
 
+# Each figure's unit as every report prints it: "%" a share shown in percent, "count" a number of answers,
+# "share" a fraction in [0, 1] and "signed share" a difference of fractions in [-1, 1] (HallusionBench's own).
+UNITS = {**{k: "%" for k in FIGURES}, "unreadable": "count", "yes_pct_diff": "signed share", "fp_ratio": "share"}
+
+
 def label(key: str) -> str:
     """The printed name of the figure report.json calls `key`."""
     return FIGURES[key][0]
+
+
+def unit(key: str) -> str:
+    """The unit the figure report.json calls `key` is printed in (UNITS)."""
+    return UNITS[key]
 
 
 @dataclass(frozen=True)
@@ -177,7 +187,7 @@ def summary(rows: Sequence[Scored], expected: Optional[Sequence] = None) -> dict
 
 
 def by_mode(rows: Sequence[Scored], modes: Optional[Sequence[str]] = None, expected: Optional[Sequence] = None) -> dict:
-    """{"overall": summary, "modes": {mode: summary}} with modes in the given (or first-seen) order; `expected`
+    """{"overall": summary, "modes": {mode: summary}, "kinds": {OEQ/YNQ: accuracy}} with modes in the given (or first-seen) order; `expected`
     as for `summary` (each mode's own items for its figures: an image asked in two modes is two images there)."""
     order = list(modes) if modes else list(dict.fromkeys(r.mode for r in rows))
 
@@ -185,7 +195,8 @@ def by_mode(rows: Sequence[Scored], modes: Optional[Sequence[str]] = None, expec
         return None if expected is None else [it for it in expected if it.mode == m]
 
     per = {m: summary([r for r in rows if r.mode == m], of(m)) for m in order if any(r.mode == m for r in rows)}
-    return {"overall": summary(rows, expected), "modes": per}
+    kinds = {k: accuracy([r for r in rows if r.kind == k]) for k in ("OEQ", "YNQ") if any(r.kind == k for r in rows)}
+    return {"overall": summary(rows, expected), "modes": per, "kinds": kinds}
 
 
 # --- HallusionBench ------------------------------------------------------------------------------
