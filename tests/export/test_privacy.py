@@ -69,10 +69,10 @@ def test_exports_hold_no_worker_names_or_machine_paths(tmp_path, monkeypatch):
     man = json.loads(files["vhtest/manifest.json"].decode())
     assert man["store"] == "sqlite:///store.db"
     assert {v["source_path"] for v in man["instances"].values()} <= {"astronaut.png", "coffee.png", "rocket.png"}
-    monkeypatch.chdir(tmp_path)  # inside the working folder: paths relative to it
+    monkeypatch.chdir(tmp_path)  # inside the working folder: the same (no index records a root for these photos)
     from vhmine.export.privacy import public_path, public_store
 
-    assert (public_path(str(tmp_path / "photos" / "coffee.png")), public_store(store.url)) == ("photos/coffee.png", "sqlite:///store.db")
+    assert (public_path(str(tmp_path / "photos" / "coffee.png")), public_store(store.url)) == ("coffee.png", "sqlite:///store.db")
     # internal use: --with-provenance keeps the names and paths
     full = _export_all(store, tmp_path / "full", with_provenance=True)
     for fmt in FORMATS:
@@ -106,3 +106,55 @@ def test_cli_export_with_provenance(tmp_path):
         r = CliRunner().invoke(app, ["export", "--db", url, "--out", str(out), "--format", "pope", "--kind", "ynq", *flag])
         assert r.exit_code == 0, r.output
         assert (b"alice" in (out / "questions.jsonl").read_bytes()) is present
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    """Every file's bytes; manifest.json without its created_at (the clock's, not the folder's)."""
+    out = {}
+    for p in sorted(folder.rglob("*")):
+        if p.is_file():
+            data = p.read_bytes()
+            if p.name == "manifest.json":
+                man = json.loads(data)
+                man.pop("created_at")
+                data = json.dumps(man, sort_keys=True).encode()
+            out[p.relative_to(folder).as_posix()] = data
+    return out
+
+
+def test_an_export_is_the_same_byte_for_byte_from_any_working_folder_paths_relative_to_the_collection_root(mined):
+    """Run from /, source_path, the encoders, manifest.json, questions and croissant.json held the machine's full
+    paths; from two folders the data files differed. Now: relative to the root the index records, from anywhere."""
+    from helpers import run_vhmine
+
+    tmp_path, photos, store = mined
+    db = str(tmp_path / "data" / "vhmine.db")
+    (tmp_path / "a" / "deeper").mkdir(parents=True)
+    trees = []
+    for k, cwd in enumerate(("/", tmp_path / "a", tmp_path / "a" / "deeper")):
+        out = tmp_path / "exports" / f"e{k}"
+        r = run_vhmine("export", "--db", db, "--out", str(out), "--format", "pope", "--name", "b", cwd=cwd)
+        assert r.returncode == 0, r.stdout + r.stderr
+        trees.append(_tree(out))
+    assert all(t == trees[0] for t in trees[1:]), [sorted(n for n in t if t[n] != trees[0].get(n)) for t in trees[1:]]
+    files = trees[0]
+    man = json.loads(files["manifest.json"])
+    assert {v["source_path"] for v in man["instances"].values()} <= {p.name for p in photos.iterdir()}
+    for name, data in files.items():
+        for private in (str(tmp_path).encode(), b"/tmp/", str(Path.home()).encode() + b"/"):
+            assert private not in data, (private, name)
+    enc = man["datasheet"]["collection"]["runs"][0]["encoders"]
+    assert enc and all("/" not in (e["spec"] or "").split(":", 1)[-1] for e in enc.values()), enc
+
+
+def test_public_paths_do_not_depend_on_the_working_folder(tmp_path, monkeypatch):
+    from vhmine.export.privacy import public_path, public_spec
+
+    root = tmp_path / "photos"
+    root.mkdir()
+    shown = set()
+    for cwd in ("/", tmp_path, root):
+        monkeypatch.chdir(cwd)
+        shown.add((public_path(str(root / "sub" / "cat.png"), [root]), public_path(str(root / "cat.png")),
+                   public_spec(f"local-dir:{tmp_path}/models/clip"), public_path("sub/cat.png", [root])))
+    assert shown == {("sub/cat.png", "cat.png", "local-dir:clip", "sub/cat.png")}

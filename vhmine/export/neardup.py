@@ -80,7 +80,7 @@ def _open(where: str, indexes: Optional[Path]):
     return open_index(indexes_root(indexes), where)
 
 
-def _home_indexes(store) -> tuple[list, list[str]]:
+def home_indexes(store) -> tuple[list, list[str]]:
     """The finished indexes the store's mining runs came from (run.json's index_folder), and notes on
     those that cannot be opened."""
     from sqlalchemy import select
@@ -210,7 +210,8 @@ def check_near_duplicates(store, bench, o: DupOptions, *, public: bool = True) -
     if not (0 < o.clip_min <= 1 and 0 < o.dino_min <= 1):
         raise InputError(f"--dup-clip {o.clip_min:g} / --dup-dino {o.dino_min:g}: thresholds are cosines in (0, 1]")
     ref = _open(o.against, o.indexes) if o.against else None
-    homes, notes = _home_indexes(store)
+    homes, notes = home_indexes(store)
+    roots = [h.root.resolve() for h in homes if h.root.is_absolute()]  # paths shown as export.privacy shows them
     basis = ref or (homes[0] if homes else None)
     if basis is None:
         why = ("the store's mining runs name no index (e.g. seeded from a hand-written pairs table)" if not notes
@@ -244,7 +245,7 @@ def check_near_duplicates(store, bench, o: DupOptions, *, public: bool = True) -
         # a file or a tar member; one that cannot be read: sha256_file raises the OSError that says why
         images[i]["sha256"] = (images[i]["sha256"] or image_sha256(images[i]["_file"])
                                or sha256_file(Path(images[i]["_file"])))
-        images[i]["path"] = public_path(images[i]["_file"]) if public else images[i]["_file"]
+        images[i]["path"] = public_path(images[i]["_file"], roots) if public else images[i]["_file"]
     if not files:
         return not_run("no images exported")
     try:
