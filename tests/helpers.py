@@ -497,3 +497,36 @@ def canned_lmms(answers: dict):
             return out
 
     return Canned()
+
+
+# --- generated benchmarks and answers, for the eval properties ------------------------------------------
+
+ANSWER_FATES = ("right", "wrong", "unreadable", "missing")
+
+
+def bench_from_spec(spec, name="gen"):
+    """A Benchmark from `spec`: one (mode, kind, paired, truth_a, truth_b) per question; a paired question is asked of
+    both images of its pair (items `q<k>a` on image A<k>, `q<k>b` on B<k>), else of A<k> only; pair groups assigned."""
+    from vhmine.bench import BenchItem, Benchmark, assign_groups
+
+    items = []
+    for k, (mode, kind, paired, ta, tb) in enumerate(spec):
+        pair = f"p{k}:{kind}" if paired else None
+        for side, truth in (("a", ta), ("b", tb))[: 2 if paired else 1]:
+            if kind == "YNQ":
+                items.append(BenchItem(f"q{k}{side}", mode, kind, f"Is there a cat {k}?", ("Yes" if truth else "No",),
+                                       truth, None, f"{side.upper()}{k}", pair))
+            else:
+                items.append(BenchItem(f"q{k}{side}", mode, kind, f"How many cats {k}?", (str(3 if truth else 2),),
+                                       None, None, f"{side.upper()}{k}", pair))
+    return assign_groups(Benchmark(name, items))
+
+
+def answer_text(item, fate: str):
+    """An answer to `item` that is right, wrong or unreadable; None for "missing"."""
+    if fate == "missing":
+        return None
+    if item.kind == "YNQ":
+        return {"right": "Yes." if item.truth else "No.", "wrong": "No." if item.truth else "Yes.",
+                "unreadable": "I cannot tell."}[fate]
+    return {"right": f"There are {item.answers[0]}.", "wrong": "There are 17.", "unreadable": "Hard to say."}[fate]
