@@ -402,3 +402,31 @@ def test_a_vlmevalkit_csv_and_an_lmms_eval_file_with_a_bom_are_read(bench_dir, t
     lm.write_bytes(b"\xef\xbb\xbf" + "".join(json.dumps({"doc_id": k, "input": it.question, "filtered_resps": [ANSWERS[it.id]]})
                                             + "\n" for k, it in enumerate(ynq)).encode())
     assert load_predictions(lm, bench) == {it.id: ANSWERS[it.id] for it in ynq}
+
+
+from hypothesis import given, strategies as st  # noqa: E402
+
+
+@given(spelt=st.lists(st.tuples(st.booleans(), st.sampled_from(["yes", "no", "maybe"])), min_size=1, max_size=8),
+       twice=st.one_of(st.none(), st.integers(0, 7)), layout=st.sampled_from([".jsonl", ".json", ".csv"]))
+def test_property_aliases_of_one_id_are_one_id(tmp_path_factory, spelt, twice, layout):
+    """Any mix of `n` and `pope_test:n` reads as the full ids; one item under both spellings (or the same one twice)
+    is refused, whichever comes first."""
+    tmp = tmp_path_factory.mktemp("alias")
+    bench = F.load(_pope_bench(tmp, len(spelt)))
+    rows = [(str(k) if bare else f"pope_test:{k}", a) for k, (bare, a) in enumerate(spelt, start=1)]
+    if twice is not None:
+        k = twice % len(spelt) + 1
+        rows.append((f"pope_test:{k}" if rows[k - 1][0] == str(k) else str(k), "yes"))
+    p = tmp / f"p{layout}"
+    if layout == ".jsonl":
+        p.write_text("".join(json.dumps({"id": i, "answer": a}) + "\n" for i, a in rows))
+    elif layout == ".json":
+        p.write_text(json.dumps([{"id": i, "answer": a} for i, a in rows]))
+    else:
+        p.write_text("id,answer\n" + "".join(f"{i},{a}\n" for i, a in rows))
+    if twice is not None:
+        with pytest.raises(FormatError, match="give each item's answer once"):
+            load_predictions(p, bench)
+        return
+    assert load_predictions(p, bench) == {f"pope_test:{k}": a for k, (_, a) in enumerate(spelt, start=1)}
