@@ -1,40 +1,17 @@
 """export.privacy: exports hold no worker names or machine paths unless --with-provenance, in every format;
 pseudonyms are per store."""
 
-import base64
-import csv
-import io
 import json
-import sys
 from pathlib import Path
 
 from vhmine.export.job import ExportOptions, export_benchmark
 
-from helpers import make_ready_store
+from helpers import make_ready_store, readable_bytes
 
 FORMATS = ("vhtest", "vlmevalkit", "hf", "pope", "llava", "hallusionbench", "lmms-eval")
 
 
-def _readable(path: Path) -> bytes:
-    """A file's bytes and, for containers, the text inside them (xlsx cells, parquet rows, TSV base64 decoded)."""
-    data = path.read_bytes()
-    parts = [data]
-    if path.suffix == ".xlsx":
-        import openpyxl
-
-        wb = openpyxl.load_workbook(path)
-        parts += [str(c.value).encode() for ws in wb for row in ws.iter_rows() for c in row if c.value is not None]
-    elif path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        t = pq.read_table(path)
-        parts.append(json.dumps(t.to_pylist(), default=lambda b: b.hex()).encode())
-        parts += [k + b"=" + v for k, v in (t.schema.metadata or {}).items()]
-    elif path.suffix == ".tsv":
-        csv.field_size_limit(sys.maxsize)
-        for row in csv.DictReader(io.StringIO(data.decode()), delimiter="\t"):
-            parts += [base64.b64decode(v) if k == "image" and len(v) > 64 else v.encode() for k, v in row.items()]  # <= 64: a row index
-    return b"\n".join(parts)
+_readable = readable_bytes
 
 
 def _export_all(store, root: Path, **kw) -> dict[str, bytes]:
