@@ -228,14 +228,9 @@ def generated_bench(draw, images):
 
 @pytest.fixture(scope="module")
 def photo_files(tmp_path_factory):
-    d = tmp_path_factory.mktemp("genimgs")
-    rng = np.random.default_rng(3)
-    out = []
-    for i in range(2):
-        p = d / f"im{i}.png"
-        Image.fromarray(rng.integers(0, 255, (6, 7, 3), dtype=np.uint8)).save(p)
-        out.append(str(p))
-    return out
+    from helpers import write_photos
+
+    return [str(p) for p in write_photos(tmp_path_factory.mktemp("genimgs"), ("astronaut", "coffee"))]
 
 
 @settings(max_examples=8)  # seven exports and seven reads an example

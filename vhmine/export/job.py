@@ -58,7 +58,7 @@ from vhmine.errors import ExportError, UnbalancedError, VhmineError
 from vhmine.images import image_sha256, sha256_file
 from vhmine.files import check_owned, replace_dir
 from vhmine.export.datasheet import Publication
-from vhmine.export.neardup import DupOptions, not_run
+from vhmine.export.neardup import DupOptions, home_indexes, not_run
 from vhmine.export.privacy import collection_roots, private_removed, pseudonym_key, public_store
 
 log = logging.getLogger(__name__)
@@ -352,7 +352,7 @@ def _export(store, opts: ExportOptions) -> ExportResult:
     else:
         dups = not_run("turned off (--no-near-dups)")
     if not opts.with_provenance:
-        bench = private_removed(bench, key, collection_roots(store))
+        bench = private_removed(bench, key, collection_roots(home_indexes(store, load=False)[0]))
     fmt_options = {"seed": opts.seed} if spec.name == "llava" else {}
     groups = group_counts(bench)
     info = {"kind": opts.kind, "store": store.display_url if opts.with_provenance else public_store(store.url),

@@ -45,18 +45,16 @@ def pseudonym_key(store) -> str:
         return row.value
 
 
-def collection_roots(store) -> list[Path]:
-    """The collection roots (each index's recorded `root`, manifest.json) of the indexes the store's mining runs
-    came from (run.json's index_folder): an image under one is shown relative to it. Local roots only."""
-    from vhmine.export.neardup import home_indexes
-
+def collection_roots(indexes) -> list[Path]:
+    """The collection roots (each index's recorded `root`, manifest.json) of `indexes` (the CollectionIndexes the
+    store's mining runs came from: export.neardup.home_indexes): an image under one is shown relative to it."""
     roots = []
-    for idx in home_indexes(store)[0]:
+    for idx in indexes:
         try:
             root = idx.root
         except (KeyError, TypeError, ValueError):
             continue
-        if root.is_absolute():
+        if root.is_absolute():  # local roots only
             roots.append(root.resolve())
     return list(dict.fromkeys(roots))
 
