@@ -206,3 +206,24 @@ def test_property_console_report_md_json_and_html_give_the_same_figure_for_every
         assert set(shown[key]) == {"console", "report.md", "report.html"}, (key, shown[key])
         for where, said in shown[key].items():
             assert said == [want], (key, where, said, want)
+
+
+def test_hallusionbench_figures_are_the_same_in_console_report_md_json_and_html(tmp_path):
+    """The real HallusionBench file: its aAcc, qAcc, fAcc, yes % diff and FP ratio (units %, %, %, signed share,
+    share) read alike in every output."""
+    from anchors import anchor
+    from vhmine import formats as F
+    from vhmine.eval.job import EvalOptions, evaluate
+
+    src = anchor("hallusionbench/HallusionBench.json")
+    p = tmp_path / "p.jsonl"
+    p.write_text("".join(json.dumps({"id": it.id, "answer": "yes" if k % 3 else "no"}) + "\n"
+                         for k, it in enumerate(F.load(src))))
+    res = evaluate(EvalOptions(bench=src, out=tmp_path / "ev", predictions=[("m", p)]))
+    hb = res.report["models"]["m"]["hallusionbench"]
+    shown = shown_figures(res.summary(), (tmp_path / "ev" / "report.md").read_text(),
+                          (tmp_path / "ev" / "report.html").read_text(), "m")
+    for key in ("aAcc", "qAcc", "fAcc", "yes_pct_diff", "fp_ratio"):
+        want = round(100 * hb[key], 1) if MT.unit(key) == "%" else round(hb[key], 3)
+        assert shown[key] == {"console": [want], "report.md": [want], "report.html": [want]}, (key, shown[key])
+    assert MT.unit("yes_pct_diff") == "signed share" and "yes % diff +" in res.summary()
