@@ -189,6 +189,24 @@ TINY_BENCH_QUESTIONS = {
 }
 
 
+def write_group_bench(tmp_path: Path) -> Path:
+    """tmp_path/bench: six items on two photos (counting: a pair group of open and one of yes/no questions; color: two yes/no), hf."""
+    from vhmine.bench import BenchItem, Benchmark, assign_groups
+    from vhmine.export.job import write_benchmark
+
+    a, b = (str(p) for p in write_photos(tmp_path / "photos", ("astronaut", "coffee")))
+    items = [
+        BenchItem("o1", "counting", "OEQ", "How many cats are there?", ("3",), None, a, "A", "p:OEQ", {"pair_id": "p"}),
+        BenchItem("o2", "counting", "OEQ", "How many cats are there?", ("4", "5"), None, b, "B", "p:OEQ", {"pair_id": "p"}),
+        BenchItem("y1", "counting", "YNQ", "Are there exactly 3 cats?", ("Yes",), True, a, "A", "p:YNQ", {"pair_id": "p"}),
+        BenchItem("y2", "counting", "YNQ", "Are there exactly 3 cats?", ("No",), False, b, "B", "p:YNQ", {"pair_id": "p"}),
+        BenchItem("y3", "color", "YNQ", "Is the car red?", ("Yes",), True, a, "A", None),
+        BenchItem("y4", "color", "YNQ", "Is the car blue?", ("No",), False, b, "B", None),
+    ]
+    write_benchmark(assign_groups(Benchmark("tiny", items)), tmp_path / "bench", "hf")
+    return tmp_path / "bench"
+
+
 def write_tiny_bench(tmp_path: Path, questions: dict | None = None) -> Path:
     """Six items over two images (A: 3 cats, red car; B: not), written as vlmevalkit into tmp_path/bench."""
     import numpy as np
@@ -512,3 +530,63 @@ def on_a_full_disk(folder, size: str, argv: list[str], *, cwd, timeout: float = 
 
 
 _LEFT = "--- left on the full disk:"
+
+
+# --- generated benchmarks and answers, for the eval properties ------------------------------------------
+
+ANSWER_FATES = ("right", "wrong", "unreadable", "missing")
+
+
+def bench_from_spec(spec, name="gen"):
+    """A Benchmark from `spec`: one (mode, kind, paired, truth_a, truth_b) per question; a paired question is asked of
+    both images of its pair (items `q<k>a` on image A<k>, `q<k>b` on B<k>), else of A<k> only; pair groups assigned."""
+    from vhmine.bench import BenchItem, Benchmark, assign_groups
+
+    items = []
+    for k, (mode, kind, paired, ta, tb) in enumerate(spec):
+        pair = f"p{k}:{kind}" if paired else None
+        for side, truth in (("a", ta), ("b", tb))[: 2 if paired else 1]:
+            if kind == "YNQ":
+                items.append(BenchItem(f"q{k}{side}", mode, kind, f"Is there a cat {k}?", ("Yes" if truth else "No",),
+                                       truth, None, f"{side.upper()}{k}", pair))
+            else:
+                items.append(BenchItem(f"q{k}{side}", mode, kind, f"How many cats {k}?", (str(3 if truth else 2),),
+                                       None, None, f"{side.upper()}{k}", pair))
+    return assign_groups(Benchmark(name, items))
+
+
+def answer_text(item, fate: str):
+    """An answer to `item` that is right, wrong or unreadable; None for "missing"."""
+    if fate == "missing":
+        return None
+    if item.kind == "YNQ":
+        return {"right": "Yes." if item.truth else "No.", "wrong": "No." if item.truth else "Yes.",
+                "unreadable": "I cannot tell."}[fate]
+    return {"right": f"There are {item.answers[0]}.", "wrong": "There are 17.", "unreadable": "Hard to say."}[fate]
+
+
+def readable_bytes(path: Path) -> bytes:
+    """A file's bytes and, for containers, the text inside them (xlsx cells, parquet rows, TSV base64 decoded)."""
+    import base64
+    import csv
+    import io
+    import sys
+
+    data = path.read_bytes()
+    parts = [data]
+    if path.suffix == ".xlsx":
+        import openpyxl
+
+        wb = openpyxl.load_workbook(path)
+        parts += [str(c.value).encode() for ws in wb for row in ws.iter_rows() for c in row if c.value is not None]
+    elif path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        t = pq.read_table(path)
+        parts.append(json.dumps(t.to_pylist(), default=lambda b: b.hex()).encode())
+        parts += [k + b"=" + v for k, v in (t.schema.metadata or {}).items()]
+    elif path.suffix == ".tsv":
+        csv.field_size_limit(sys.maxsize)
+        for row in csv.DictReader(io.StringIO(data.decode()), delimiter="\t"):
+            parts += [base64.b64decode(v) if k == "image" and len(v) > 64 else v.encode() for k, v in row.items()]  # <= 64: a row index
+    return b"\n".join(parts)

@@ -171,3 +171,23 @@ def test_store_backup_is_flushed_before_it_takes_its_name(tmp_path, disk_log):
 
     with sqlite3.connect(bak) as con:  # a whole database, not a half copy
         assert con.execute("pragma integrity_check").fetchone() == ("ok",)
+
+
+def test_atomic_write_gives_the_file_the_mode_the_umask_gives_a_new_file(tmp_path):
+    """mkstemp makes 0600: a report on a shared server could not be read by the team (eval), while export's 0644."""
+    import os
+    import stat
+
+    from vhmine.files import atomic_write_text, current_umask
+
+    old = os.umask(0o022)
+    try:
+        assert current_umask() == 0o022
+        atomic_write_text(tmp_path / "a.txt", "x")
+        (tmp_path / "b.txt").write_text("x")  # what a plain write gives
+        os.umask(0o077)
+        atomic_write_text(tmp_path / "c.txt", "x")
+    finally:
+        os.umask(old)
+    mode = lambda n: stat.S_IMODE((tmp_path / n).stat().st_mode)  # noqa: E731
+    assert (mode("a.txt"), mode("b.txt"), mode("c.txt")) == (0o644, 0o644, 0o600)

@@ -101,17 +101,33 @@ def _fsync_tree(folder: Path) -> None:
         fsync_path(Path(dirpath))
 
 
+def current_umask() -> int:
+    """The process's umask, read without changing it where Linux tells it (/proc), else set and put back."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: Path, write) -> None:
     """Run `write(tmp_path)` and move the result into place, so readers never see half a file.
 
     The file is flushed to disk before the rename and the folder after it: once this returns, a
-    crash or power loss leaves the new file, never an empty or half one under the final name."""
+    crash or power loss leaves the new file, never an empty or half one under the final name. Its mode is
+    what the umask gives a new file (0644 under umask 022), as for any file written in place."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
         write(Path(tmp))
+        os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp makes it 0600: give it the mode any new file gets here
         fsync_path(Path(tmp))
         os.replace(tmp, path)
     except BaseException:

@@ -427,3 +427,67 @@ def test_eval_against_an_endpoint_that_answers_nothing_readable_says_what_came_b
                                 f"but nothing readable (4 requests in a row got {got}): check that --base-url is an "
                                 "OpenAI-compatible endpoint")
     assert not (tmp_path / "ev" / "report.json").exists()
+
+
+# --- what eval writes: a file per model, shareable, readable by the team, nothing left from an earlier run ----
+
+ALL_RIGHT = {"o1": "3", "o2": "3", "y1": "yes", "y2": "yes", "y3": "yes", "y4": "no"}
+ALL_WRONG = {"o1": "9", "o2": "9", "y1": "no", "y2": "no", "y3": "no", "y4": "yes"}
+
+
+def test_models_whose_names_differ_only_by_slash_and_underscore_keep_their_own_answers_file(bench_dir, tmp_path):
+    """`a/b` and `a_b` wrote one answers-a_b.jsonl: the second overwrote the first while both were reported."""
+    right, wrong = _preds(tmp_path / "r.jsonl", ALL_RIGHT), _preds(tmp_path / "w.jsonl", ALL_WRONG)
+    res = evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "ev", predictions=[("a/b", right), ("a_b", wrong)]))
+    files = {m: e["answers_file"] for m, e in res.report["models"].items()}
+    assert files["a_b"] == "answers-a_b.jsonl" and files["a/b"].startswith("answers-a_b-") and len(set(files.values())) == 2
+    for model, answers in (("a/b", ALL_RIGHT), ("a_b", ALL_WRONG)):
+        rows = [json.loads(x) for x in (tmp_path / "ev" / files[model]).read_text().splitlines()]
+        assert {d["id"]: d["answer"] for d in rows} == answers
+    assert json.loads((tmp_path / "ev" / "report.json").read_text())["models"]["a/b"]["answers_file"] == files["a/b"]
+
+
+def test_names_that_differ_only_in_case_are_refused_before_anything_is_written(bench_dir, tmp_path):
+    p = _preds(tmp_path / "r.jsonl", ALL_RIGHT)
+    with pytest.raises(EvalError, match=r"two models' answers would share the file answers-(m|M)\.jsonl"):
+        evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "ev", predictions=[("m", p), ("M", p)]))
+    assert not (tmp_path / "ev").exists()
+
+
+def test_the_report_keeps_the_predictions_files_name_not_its_folder(bench_dir, tmp_path):
+    home = tmp_path / "home" / "someone" / "runs"
+    home.mkdir(parents=True)
+    p = _preds(home / "preds-m.jsonl", ALL_RIGHT)
+    evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "ev", predictions=[("m", p)]))
+    report = json.loads((tmp_path / "ev" / "report.json").read_text())
+    assert report["models"]["m"]["source"] == "predictions:preds-m.jsonl"
+    for name in ("report.json", "report.html", "report.md", "answers-m.jsonl"):
+        assert "someone" not in (tmp_path / "ev" / name).read_text(), name
+    assert "predictions:preds-m.jsonl" in (tmp_path / "ev" / "report.html").read_text()
+
+
+def test_eval_writes_its_files_with_the_mode_the_umask_gives_as_export_does(bench_dir, tmp_path):
+    import os
+    import stat
+
+    p = _preds(tmp_path / "r.jsonl", ALL_RIGHT)
+    old = os.umask(0o022)
+    try:
+        evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "ev", predictions=[("m", p)]))
+        os.umask(0o027)
+        evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "ev27", predictions=[("m", p)]))
+    finally:
+        os.umask(old)
+    modes = {f.name: stat.S_IMODE(f.stat().st_mode) for f in (tmp_path / "ev").iterdir()}
+    assert set(modes) >= {"report.json", "report.md", "report.html", "accuracy_by_mode.png", "answers-m.jsonl"}
+    assert set(modes.values()) == {0o644}, modes
+    assert {stat.S_IMODE(f.stat().st_mode) for f in (tmp_path / "ev27").iterdir()} == {0o640}
+
+
+def test_a_rerun_into_an_eval_folder_removes_the_answers_of_models_it_no_longer_scores(bench_dir, tmp_path):
+    p = _preds(tmp_path / "r.jsonl", ALL_RIGHT)
+    evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "ev", predictions=[("m", p), ("gone/x", p)]))
+    assert len(list((tmp_path / "ev").glob("answers-*.jsonl"))) == 2
+    res = evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "ev", predictions=[("m", p)]))
+    assert sorted(f.name for f in (tmp_path / "ev").glob("answers-*.jsonl")) == ["answers-m.jsonl"]
+    assert list(res.report["models"]) == ["m"]

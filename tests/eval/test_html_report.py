@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from helpers import write_photos
+from helpers import write_group_bench, write_photos
 from openai_server import chat_text, openai_server  # noqa: F401  (fixture)
 from vhmine.bench import BenchItem, Benchmark, assign_groups
 from vhmine.eval import html_report
@@ -39,19 +39,7 @@ FAILED_BY = {"o1": 2, "o2": 2, "y1": 1, "y2": 3, "y3": 2, "y4": 0}
 ORDER = ["y2", "o1", "o2", "y3", "y1", "y4"]  # every model wrong, then most; then mode order, pair group, id
 
 
-def _bench(tmp_path) -> Path:
-    """Six items on two photos (counting: a pair group of open and one of yes/no questions; color: two yes/no), hf."""
-    a, b = (str(p) for p in write_photos(tmp_path / "photos", ("astronaut", "coffee")))
-    items = [
-        BenchItem("o1", "counting", "OEQ", "How many cats are there?", ("3",), None, a, "A", "p:OEQ", {"pair_id": "p"}),
-        BenchItem("o2", "counting", "OEQ", "How many cats are there?", ("4", "5"), None, b, "B", "p:OEQ", {"pair_id": "p"}),
-        BenchItem("y1", "counting", "YNQ", "Are there exactly 3 cats?", ("Yes",), True, a, "A", "p:YNQ", {"pair_id": "p"}),
-        BenchItem("y2", "counting", "YNQ", "Are there exactly 3 cats?", ("No",), False, b, "B", "p:YNQ", {"pair_id": "p"}),
-        BenchItem("y3", "color", "YNQ", "Is the car red?", ("Yes",), True, a, "A", None),
-        BenchItem("y4", "color", "YNQ", "Is the car blue?", ("No",), False, b, "B", None),
-    ]
-    write_benchmark(assign_groups(Benchmark("tiny", items)), tmp_path / "bench", "hf")
-    return tmp_path / "bench"
+_bench = write_group_bench
 
 
 def _predictions(tmp_path, answers=ANSWERS) -> list:
@@ -255,3 +243,52 @@ def test_thumbnail_is_small():
     buf = io.BytesIO()
     Image.new("RGB", (1024, 512), "red").save(buf, format="PNG")
     assert Image.open(io.BytesIO(html_report.thumbnail(buf.getvalue()))).size == (160, 80)
+
+
+# --- what the page says: every figure by its name and unit, the answers that fooled everyone, the legend ----
+
+def test_report_html_shows_every_figure_of_report_json_under_its_name_with_unit_and_what_it_counts(evaluated):
+    """It showed accuracy and one unlabelled "group acc." column (0.0, no %), none of report.json's other figures."""
+    from vhmine.eval import metrics as MT
+
+    out, res = evaluated
+    page = (out / "report.html").read_text()
+    assert "group acc." not in page
+    for model, entry in json.loads((out / "report.json").read_text())["models"].items():
+        o = entry["metrics"]["overall"]
+        expected = {k: v for k, v in o.items() if k in MT.FIGURES} | {k: o["pair_groups"][k] for k in ("q_acc", "i_acc", "g_acc")}
+        assert {"accuracy", "precision", "recall", "f1", "yes_ratio", "pair_accuracy", "image_accuracy", "q_acc",
+                "i_acc", "g_acc"} <= set(expected)
+        for key, value in expected.items():
+            shown = re.findall(rf'data-model="{re.escape(html_report._e(model))}" data-figure="{key}">([^<]*)<', page)
+            want = str(value) if MT.unit(key) == "count" else "-" if value is None else f"{100 * value:.1f}%"
+            assert shown == [want], (model, key, shown, want)
+    for key in ("accuracy", "precision", "q_acc", "unreadable"):
+        name, counts = MT.FIGURES[key]
+        assert (f'data-figure="{key}" title="{html_report._e(counts)}">{html_report._e(name)}<div class="unit">'
+                f'{MT.unit(key)}</div></th>') in page
+        assert f"<td>{html_report._e(name)}</td><td><code>{key}</code></td><td>{MT.unit(key)}</td>" in page
+    # accuracy per kind, also in report.json
+    assert res.report["models"]["yes-man"]["metrics"]["kinds"]["OEQ"] == {"n": 2, "correct": 1, "accuracy": 0.5}
+    assert "accuracy (%) per kind" in page
+
+
+def test_the_fool_every_model_gallery_shows_each_models_answer(evaluated):
+    out, _ = evaluated
+    page = (out / "report.html").read_text()
+    gallery = page.split("<h2>Items that fool every model</h2>", 1)[1].split("</section>", 1)[0]
+    assert "Are there exactly 3 cats?" in gallery and "truth: <b>no</b>" in gallery
+    for model, answers in ANSWERS.items():
+        assert f'<div class="ans"><b>{html_report._e(model)}</b>: {html_report._e(answers["y2"])}</div>' in gallery
+
+
+def test_the_charts_legend_is_inside_the_chart_beside_the_bars(evaluated):
+    out, _ = evaluated
+    page = (out / "report.html").read_text()
+    svg = page.split("<h2>Accuracy per mode</h2>", 1)[1].split("</svg>", 1)[0]
+    legend = svg.split('<g class="legend"', 1)[1]
+    for k, model in enumerate(ANSWERS):
+        assert f'fill="{html_report.COLORS[k]}"/><text x="18" y="{18 * k + 11}">{html_report._e(model)}</text>' in legend
+    x_legend = float(re.search(r'translate\(([\d.]+),', legend).group(1))
+    bars = [float(x) + 16 for x in re.findall(r'<rect x="([\d.]+)" y="[\d.]+" width="16"', svg)]
+    assert bars and max(bars) < x_legend < max(bars) + 60  # right of the last bar, not below the chart

@@ -327,3 +327,60 @@ def test_hallusionbench_pairs_and_figures_count_only_when_complete():
     assert (part["qAcc"], part["question_pairs"], part["incomplete_question_pairs"]) == (1.0, 3, 1)
     assert (part["fAcc"], part["figures"], part["incomplete_figures"]) == (1.0, 3, 1)
     assert part["aAcc"] == 1.0 and part["n"] == 7
+
+
+# --- properties: a wrong answer never helps -----------------------------------------------------------------
+
+from hypothesis import given, strategies as st  # noqa: E402
+
+from helpers import ANSWER_FATES, answer_text, bench_from_spec  # noqa: E402
+
+QUESTION = st.tuples(st.sampled_from(["counting", "color"]), st.sampled_from(["YNQ", "OEQ"]), st.booleans(), st.booleans(),
+                     st.booleans())
+RATES = ("accuracy", "precision", "recall", "f1", "pair_accuracy", "image_accuracy")
+GROUP_RATES = ("q_acc", "i_acc", "g_acc", "acc")
+
+
+def _rates(bench, answers: dict) -> dict:
+    run = ModelAnswers("m", {k: v for k, v in answers.items() if v is not None}, "predictions:p.jsonl")
+    rows, _ = score(bench, run, "vhtest", {}, "match", partial=True)
+    met = MT.by_mode(rows, bench.modes(), bench.items)
+    out = {}
+    for where, s in [("overall", met["overall"])] + [(m, s) for m, s in met["modes"].items()]:
+        out.update({(where, k): s.get(k) for k in RATES})
+        out.update({(where, k): (s.get("pair_groups") or {}).get(k) for k in GROUP_RATES})
+    out.update({("kind", k): a["accuracy"] for k, a in met["kinds"].items()})
+    return out
+
+
+@given(spec=st.lists(QUESTION, min_size=1, max_size=8), fates=st.lists(st.sampled_from(ANSWER_FATES), min_size=16, max_size=16),
+       pick=st.integers(0, 15))
+def test_property_adding_a_wrong_answer_never_raises_any_rate(spec, fates, pick):
+    """Every rate (overall, per mode, per kind; pair, image and group accuracy too, whose incomplete pairs and groups a
+    new answer may complete) stays or falls when an unanswered item gets a wrong answer."""
+    bench = bench_from_spec(spec)
+    answers = {it.id: answer_text(it, f) for it, f in zip(bench, fates)}
+    missing = [i for i, a in answers.items() if a is None]
+    if not missing:
+        return
+    before = _rates(bench, answers)
+    it = bench.by_id()[missing[pick % len(missing)]]
+    after = _rates(bench, {**answers, it.id: answer_text(it, "wrong")})
+    for key, b in before.items():
+        a = after.get(key)
+        if a is not None and b is not None:
+            assert a <= b + 1e-12, (key, b, a, it.id)
+
+
+def test_property_counterexample_a_wrong_answer_that_completes_a_group_raised_i_acc():
+    """What hypothesis shrank the property above to: group p1 right on image A, unanswered on B; group p2 wrong on
+    both. Answering B wrong completed p1 and brought its right image A in: I-Acc rose 0.0 -> 0.25 (and the group
+    items' acc 0.0 -> 0.33). Now each figure counts its own complete units: image A counts once answered."""
+    bench = bench_from_spec([("counting", "YNQ", True, True, False), ("counting", "YNQ", True, True, False)])
+    answers = {"q0a": "Yes.", "q0b": None, "q1a": "No.", "q1b": "Yes."}
+    before = _rates(bench, answers)
+    after = _rates(bench, {**answers, "q0b": "Yes."})
+    assert (before[("overall", "i_acc")], after[("overall", "i_acc")]) == (pytest.approx(1 / 3), pytest.approx(1 / 4))
+    assert (before[("overall", "acc")], after[("overall", "acc")]) == (pytest.approx(1 / 3), pytest.approx(1 / 4))
+    assert (before[("overall", "g_acc")], after[("overall", "g_acc")]) == (0.0, 0.0)  # p1 is counted once complete
+    assert (before[("overall", "q_acc")], after[("overall", "q_acc")]) == (0.0, 0.0)

@@ -173,7 +173,7 @@ def test_lmms_eval_samples_of_another_benchmark_or_broken_are_named(bench_dir, t
     # the same item in two files of one model is refused, naming both
     a = _lmms_eval_samples(bench, "OEQ", tmp_path / "a", ANSWERS, carry_id=True)
     b = _lmms_eval_samples(bench, "OEQ", tmp_path / "b", ANSWERS, carry_id=True)
-    with pytest.raises(EvalError, match=r"item 'o1' is answered in .*b/my-vlm.* and in predictions:.*a/my-vlm"):
+    with pytest.raises(EvalError, match=r"item 'o1' is answered in .*b/my-vlm.* and in .*a/my-vlm"):
         evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "e", predictions=[("m", a), ("m", b)], partial=True))
 
 
@@ -344,3 +344,89 @@ def test_a_hallusionbench_result_file_of_vhmines_own_export_reads_back(tmp_path)
                                predictions=[("m", _own(tmp_path, {k: v for k, v in ANSWERS.items() if k.startswith("y")}))]))
     assert _numbers(got, "m") == _numbers(own, "m")
     assert got.report["models"]["m"]["answered"] == 4
+
+
+# --- one item, one answer, whatever its id's spelling; files as Windows saves them --------------------------
+
+def _pope_bench(tmp_path, n=4):
+    """POPE's own file (`pope_test.json`, JSON lines): ids `pope_test:1` ... `pope_test:n`, alternating yes / no."""
+    p = tmp_path / "pope_test.json"
+    p.write_text("".join(json.dumps({"question_id": k, "image": None, "text": f"Is there a cat {k}?",
+                                     "label": "yes" if k % 2 else "no"}) + "\n" for k in range(1, n + 1)))
+    return p
+
+
+def test_one_pope_item_answered_under_two_spellings_of_its_id_is_refused_naming_both_lines(tmp_path):
+    """`1` and `pope_test:1` are one item: the last row winning made the file's order the score (0% or 100%)."""
+    bench = F.load(_pope_bench(tmp_path))
+    rows = [{"id": "pope_test:1", "answer": "yes"}, {"id": "2", "answer": "no"}, {"id": "3", "answer": "yes"},
+            {"id": "4", "answer": "no"}, {"id": "1", "answer": "no"}]
+    p = tmp_path / "p.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(FormatError, match=r"p\.jsonl, line 5, field id: '1' is item 'pope_test:1', answered as "
+                                          r"'pope_test:1' \(first at .*p\.jsonl, line 1\): give each item's answer once"):
+        load_predictions(p, bench)
+    q = tmp_path / "q.json"  # an {id: answer} object: the two spellings are named
+    q.write_text(json.dumps({"1": "yes", "2": "no", "3": "yes", "4": "no", "pope_test:1": "no"}))
+    with pytest.raises(FormatError, match=r"item 'pope_test:1' is answered twice, as '1' and as 'pope_test:1'"):
+        load_predictions(q, bench)
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows[:4]))  # each once, in either spelling: read
+    assert load_predictions(p, bench) == {"pope_test:1": "yes", "pope_test:2": "no", "pope_test:3": "yes", "pope_test:4": "no"}
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json", ".csv", ".tsv"])
+def test_a_predictions_file_with_a_utf8_bom_is_read(bench_dir, tmp_path, suffix):
+    """Notepad and Excel's "CSV UTF-8" put a byte-order mark first: the file is read as without one."""
+    bench = F.load(bench_dir)
+    text = {".jsonl": "".join(json.dumps({"id": k, "answer": v}) + "\n" for k, v in ANSWERS.items()),
+            ".json": json.dumps([{"id": k, "answer": v} for k, v in ANSWERS.items()]),
+            ".csv": "id,answer\n" + "".join(f'{k},"{v}"\n' for k, v in ANSWERS.items()),
+            ".tsv": "id\tanswer\n" + "".join(f"{k}\t{v}\n" for k, v in ANSWERS.items())}[suffix]
+    p = tmp_path / f"bom{suffix}"
+    p.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    assert load_predictions(p, bench) == ANSWERS
+
+
+def test_a_vlmevalkit_csv_and_an_lmms_eval_file_with_a_bom_are_read(bench_dir, tmp_path):
+    bench = F.load(bench_dir)
+    ynq = [it for it in bench if it.kind == "YNQ"]
+    v = tmp_path / "m_vh_YNQ.csv"
+    import csv
+    import io
+
+    buf = io.StringIO()
+    csv.writer(buf).writerows([("index", "question", "prediction")] + [(k, it.question, ANSWERS[it.id]) for k, it in enumerate(ynq)])
+    v.write_bytes(b"\xef\xbb\xbf" + buf.getvalue().encode())
+    assert load_predictions(v, bench) == {it.id: ANSWERS[it.id] for it in ynq}
+    lm = tmp_path / "20250101_samples_vhmine_ynq.jsonl"
+    lm.write_bytes(b"\xef\xbb\xbf" + "".join(json.dumps({"doc_id": k, "input": it.question, "filtered_resps": [ANSWERS[it.id]]})
+                                            + "\n" for k, it in enumerate(ynq)).encode())
+    assert load_predictions(lm, bench) == {it.id: ANSWERS[it.id] for it in ynq}
+
+
+from hypothesis import given, strategies as st  # noqa: E402
+
+
+@given(spelt=st.lists(st.tuples(st.booleans(), st.sampled_from(["yes", "no", "maybe"])), min_size=1, max_size=8),
+       twice=st.one_of(st.none(), st.integers(0, 7)), layout=st.sampled_from([".jsonl", ".json", ".csv"]))
+def test_property_aliases_of_one_id_are_one_id(tmp_path_factory, spelt, twice, layout):
+    """Any mix of `n` and `pope_test:n` reads as the full ids; one item under both spellings (or the same one twice)
+    is refused, whichever comes first."""
+    tmp = tmp_path_factory.mktemp("alias")
+    bench = F.load(_pope_bench(tmp, len(spelt)))
+    rows = [(str(k) if bare else f"pope_test:{k}", a) for k, (bare, a) in enumerate(spelt, start=1)]
+    if twice is not None:
+        k = twice % len(spelt) + 1
+        rows.append((f"pope_test:{k}" if rows[k - 1][0] == str(k) else str(k), "yes"))
+    p = tmp / f"p{layout}"
+    if layout == ".jsonl":
+        p.write_text("".join(json.dumps({"id": i, "answer": a}) + "\n" for i, a in rows))
+    elif layout == ".json":
+        p.write_text(json.dumps([{"id": i, "answer": a} for i, a in rows]))
+    else:
+        p.write_text("id,answer\n" + "".join(f"{i},{a}\n" for i, a in rows))
+    if twice is not None:
+        with pytest.raises(FormatError, match="give each item's answer once"):
+            load_predictions(p, bench)
+        return
+    assert load_predictions(p, bench) == {f"pope_test:{k}": a for k, (_, a) in enumerate(spelt, start=1)}

@@ -81,3 +81,149 @@ def test_lmms_eval_export_names_its_metrics_by_report_json_keys():
     from vhmine.formats import lmms_eval
 
     assert set(lmms_eval.YNQ_METRICS) | set(lmms_eval.OEQ_METRICS) <= set(MT.FIGURES)
+
+
+def test_no_complete_pairs_is_said_in_words_not_as_a_dash_percent_over_0(tmp_path):
+    """"pair accuracy -% over 0 pair(s)": a benchmark with no pairs (or none complete) says there were none."""
+    from vhmine.eval.report import figures_line
+
+    o = {"n": 4, "accuracy": 0.5, "pair_accuracy": None, "pairs": 0, "image_accuracy": 0.25, "images": 4,
+         "incomplete_pairs": 0, "incomplete_images": 0}
+    line = figures_line(o)
+    assert line == "accuracy 50.0% over 4 item(s); no complete pairs for pair accuracy; image accuracy 25.0% over 4 image(s)"
+    assert "-%" not in figures_line({**o, "image_accuracy": None, "images": 0, "incomplete_pairs": 2})
+    assert "2 pair(s) and 0 image(s) with an unscored item left out" in figures_line({**o, "incomplete_pairs": 2})
+
+
+# --- properties: one report whatever the file's order; one figure per name in every output ------------------
+
+import pytest  # noqa: E402
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from helpers import ANSWER_FATES, answer_text, bench_from_spec  # noqa: E402
+
+GEN_SPEC = [("counting", "YNQ", True, True, False), ("counting", "OEQ", True, True, False), ("color", "YNQ", True, False, True),
+            ("color", "YNQ", False, True, True), ("color", "OEQ", True, False, False)]
+
+
+@pytest.fixture(scope="module")
+def gen_bench(tmp_path_factory):
+    from vhmine.export.job import write_benchmark
+
+    folder = tmp_path_factory.mktemp("gen") / "bench"
+    bench = bench_from_spec(GEN_SPEC)
+    write_benchmark(bench, folder, "hf")
+    return folder, bench
+
+
+def _write_predictions(path, rows, layout):
+    import csv
+    import io
+
+    if layout == ".jsonl":
+        path.write_text("".join(json.dumps({"id": i, "answer": a}, ensure_ascii=False) + "\n" for i, a in rows))
+    else:
+        buf = io.StringIO()
+        csv.writer(buf).writerows([("id", "answer"), *rows])
+        path.write_text(buf.getvalue())
+    return path
+
+
+def _evaluate(folder, out, rows, layout):
+    from vhmine.eval.job import EvalOptions, evaluate
+
+    out.mkdir(parents=True)
+    p = _write_predictions(out.parent / f"{out.name}-preds{layout}", rows, layout)
+    return evaluate(EvalOptions(bench=folder, out=out, predictions=[("m", p)], partial=True))
+
+
+FATES = st.lists(st.sampled_from(ANSWER_FATES), min_size=9, max_size=9)
+
+
+@settings(max_examples=15)  # two evaluate runs an example
+@given(fates=FATES, order=st.permutations(range(9)), layout=st.sampled_from([".jsonl", ".csv"]))
+def test_property_any_permutation_of_a_predictions_file_gives_the_same_report(gen_bench, tmp_path_factory, fates, order, layout):
+    folder, bench = gen_bench
+    rows = [(it.id, answer_text(it, f)) for it, f in zip(bench, fates) if f != "missing"]
+    if not rows:
+        return
+    tmp = tmp_path_factory.mktemp("perm")
+    _evaluate(folder, tmp / "a" / "ev", rows, layout)
+    _evaluate(folder, tmp / "b" / "ev", [rows[k] for k in order if k < len(rows)], layout)
+    for name in ("report.json", "report.md", "report.html", "answers-m.jsonl"):
+        assert (tmp / "a" / "ev" / name).read_bytes() == (tmp / "b" / "ev" / name).read_bytes(), name
+
+
+def _as_number(text: str):
+    text = text.strip().rstrip(",;").removesuffix("%")
+    return None if text == "-" else float(text)
+
+
+def shown_figures(console: str, md: str, page: str, model: str) -> dict:
+    """key -> {output: the figure as that output prints it, a number (None: "-")} for console, report.md, report.html."""
+    import html as H
+
+    tables = _tables(md)
+    out: dict = {}
+    for key in MT.FIGURES:
+        name = MT.label(key)
+        got = {}
+        said = re.findall(rf"(?:^|[:;,] ){re.escape(name)} (\S+)", console, re.M)
+        if said:
+            got["console"] = [_as_number(x) for x in said]
+        elif re.search(rf"no complete \w+ for {re.escape(name)}", console):
+            got["console"] = [None]
+        col = "overall" if key == "accuracy" else name
+        cells = [row[col] for t in tables for row in t if col in row and row.get("model") == model
+                 and row.get("mode", "overall") == "overall"]
+        if cells:
+            got["report.md"] = [_as_number(c) for c in cells]
+        cells = re.findall(rf'data-model="{re.escape(H.escape(model, quote=True))}" data-figure="{key}">([^<]*)<', page)
+        if cells:
+            got["report.html"] = [_as_number(c) for c in cells]
+        if got:
+            out[key] = got
+    return out
+
+
+@settings(max_examples=15)
+@given(fates=FATES)
+def test_property_console_report_md_json_and_html_give_the_same_figure_for_every_name(gen_bench, tmp_path_factory, fates):
+    folder, bench = gen_bench
+    rows = [(it.id, answer_text(it, f)) for it, f in zip(bench, fates) if f != "missing"]
+    if not rows:
+        return
+    out = tmp_path_factory.mktemp("four") / "ev"
+    res = _evaluate(folder, out, rows, ".jsonl")
+    entry = json.loads((out / "report.json").read_text())["models"]["m"]
+    o = entry["metrics"]["overall"]
+    in_json = {k: v for k, v in o.items() if k in MT.FIGURES}
+    in_json.update({k: o["pair_groups"][k] for k in ("q_acc", "i_acc", "g_acc")} if o.get("pair_groups") else {})
+    shown = shown_figures(res.summary(), (out / "report.md").read_text(), (out / "report.html").read_text(), "m")
+    assert set(shown) == set(in_json), (set(shown) ^ set(in_json))
+    for key, value in in_json.items():
+        want = None if value is None else float(value) if MT.unit(key) == "count" else round(100 * value, 1)
+        assert set(shown[key]) == {"console", "report.md", "report.html"}, (key, shown[key])
+        for where, said in shown[key].items():
+            assert said == [want], (key, where, said, want)
+
+
+def test_hallusionbench_figures_are_the_same_in_console_report_md_json_and_html(tmp_path):
+    """The real HallusionBench file: its aAcc, qAcc, fAcc, yes % diff and FP ratio (units %, %, %, signed share,
+    share) read alike in every output."""
+    from anchors import anchor
+    from vhmine import formats as F
+    from vhmine.eval.job import EvalOptions, evaluate
+
+    src = anchor("hallusionbench/HallusionBench.json")
+    p = tmp_path / "p.jsonl"
+    p.write_text("".join(json.dumps({"id": it.id, "answer": "yes" if k % 3 else "no"}) + "\n"
+                         for k, it in enumerate(F.load(src))))
+    res = evaluate(EvalOptions(bench=src, out=tmp_path / "ev", predictions=[("m", p)]))
+    hb = res.report["models"]["m"]["hallusionbench"]
+    shown = shown_figures(res.summary(), (tmp_path / "ev" / "report.md").read_text(),
+                          (tmp_path / "ev" / "report.html").read_text(), "m")
+    for key in ("aAcc", "qAcc", "fAcc", "yes_pct_diff", "fp_ratio"):
+        want = round(100 * hb[key], 1) if MT.unit(key) == "%" else round(hb[key], 3)
+        assert shown[key] == {"console": [want], "report.md": [want], "report.html": [want]}, (key, shown[key])
+    assert MT.unit("yes_pct_diff") == "signed share" and "yes % diff +" in res.summary()

@@ -21,7 +21,8 @@ def published(tmp_path_factory):
     store, ids = make_published_store(tmp)
     export_benchmark(store, ExportOptions(out=tmp / "hf", format="hf", near_dups=None, license="cc-by-4.0",
                                           citation="@misc{vh, title={VH}}"))
-    export_benchmark(store, ExportOptions(out=tmp / "vl", format="vlmevalkit", near_dups=None))
+    export_benchmark(store, ExportOptions(out=tmp / "vl", format="vlmevalkit", near_dups=None, license="cc-by-4.0",
+                                          citation="@misc{vh, title={VH}}"))  # the same publication: the same section
     yield tmp, store, ids
     store.close()
 
@@ -128,3 +129,34 @@ def test_cli_export_takes_the_publication_options(tmp_path):
     assert man["publication"] == {"license": "cc0-1.0", "description": "Ours.", "citation": "@misc{a}"}
     assert _front((tmp_path / "b" / "README.md").read_text())["license"] == "cc0-1.0"
     assert (tmp_path / "b" / "README.md").read_text().split("\n# b\n", 1)[1].lstrip().startswith("Ours.")
+
+
+def test_the_cards_opening_names_only_the_checks_that_ran_and_what_the_publisher_must_still_state(published, tmp_path):
+    """It named checks that did not run (blind review, blind solvers, near duplicates, all three always)."""
+    tmp, store, _ = published
+    made = (tmp / "hf" / "README.md").read_text().split("## How it was made", 1)[1]
+    opening = made.split("### Images", 1)[0]
+    assert ("checked by blind review by a second worker and blind solvers (asked without the image) and exported with "
+            "`vhmine export`.") in opening  # the near-duplicate check was turned off: not named
+    assert "near-duplicate" not in opening and "near duplicates" not in opening
+    assert ("The publisher must still state the images' licence (that of their source collection; vhmine does not "
+            "record it).") in opening  # --license and --citation were given
+    export_benchmark(store, ExportOptions(out=tmp_path / "bare", format="hf", near_dups=None))
+    bare = (tmp_path / "bare" / "README.md").read_text().split("### Images", 1)[0]
+    assert ("The publisher must still state the images' licence (that of their source collection; vhmine does not "
+            "record it), the benchmark's licence (--license) and how to cite it (--citation).") in bare
+    assert "pip install 'mlcroissant[parquet]'" in (tmp / "hf" / "README.md").read_text()
+
+
+def test_nothing_checked_is_said_so_and_no_reference_is_never_a_count():
+    """"0 against no reference collection": a near-duplicate search without --against says it was not checked."""
+    from vhmine.export.croissant import filter_lines
+
+    sheet = {"blind": {"ran": False, "drop_blind": False, "left_out": 0, "solvers": []},
+             "near_duplicates": {"ran": True, "thresholds": {"clip": 0.95, "dino": 0.9}, "encoders": {}, "within_export": 2,
+                                 "against_reference": 0, "reference": None, "generated_against_source": 0}}
+    lines = filter_lines(sheet)
+    assert "no reference collection" not in " ".join(lines) and "0 against" not in " ".join(lines)
+    assert lines[1].endswith("none removed. The images were not checked against a reference collection (export --against).")
+    sheet["near_duplicates"].update(reference="coco", against_reference=3)
+    assert "3 against reference coco, 0 generated image(s)" in filter_lines(sheet)[1]

@@ -172,7 +172,10 @@ def test_the_publishers_licence_description_and_citation(tmp_path):
     m = mlc.Dataset(jsonld=str(tmp_path / "b" / "croissant.json")).metadata
     assert m.license == ["cc-by-4.0"] and m.cite_as == bib
     assert m.description.startswith("Our yes/no benchmark.\n\n") and "12 question(s)" in m.description
-    assert "licence: cc-by-4.0" in m.data_collection_raw_data
+    # the benchmark's licence is not the images': vhmine does not record theirs, and says the publisher must state it
+    assert "cc-by-4.0" not in m.data_collection_raw_data
+    assert ("their licence is that of their source collection, which vhmine does not record: unspecified by the "
+            "publisher.") in m.data_collection_raw_data
     man = json.loads((tmp_path / "b" / "manifest.json").read_text())
     assert man["publication"] == {"license": "cc-by-4.0", "description": "Our yes/no benchmark.", "citation": bib}
     store.close()

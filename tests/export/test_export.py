@@ -180,3 +180,27 @@ def test_export_ends_with_the_eval_command_and_the_harness_steps(store, tmp_path
     assert run.endswith(f"(cd benchmarks/vk && python vhmine_vlmevalkit.py --data {' '.join(tsvs)} --model MODEL)")
     assert (tmp_path / "benchmarks" / "vk" / "vhmine_vlmevalkit.py").is_file()
     assert score.endswith(" ".join(f"--predictions MODEL=benchmarks/vk/outputs/MODEL/MODEL_{t}.xlsx" for t in tsvs))
+
+
+@pytest.mark.parametrize("fmt", ["pope", "hallusionbench"])
+def test_yes_no_only_formats_export_their_yes_no_questions_without_kind_and_say_what_was_left_out(store, tmp_path, fmt):
+    """`export --format pope` refused to run without --kind ynq, though pope holds yes/no questions only."""
+    from typer.testing import CliRunner
+
+    from vhmine import formats as F
+    from vhmine.cli import app
+    from vhmine.curate import ready_instances
+
+    ready = ready_instances(store, "counting")
+    n_open = sum(r.kind == "OEQ" for r in ready)
+    assert n_open and any(r.kind == "YNQ" for r in ready)
+    res = export_benchmark(store, ExportOptions(out=tmp_path / "api", format=fmt, modes=["counting"]))
+    bench = F.load(tmp_path / "api")
+    assert {it.kind for it in bench} == {"YNQ"} and len(bench) == len(ready) - n_open
+    assert f"left out {n_open} open question(s): the {fmt} format holds yes/no questions only" in res.summary()
+    assert json.loads((tmp_path / "api" / "manifest.json").read_text())["kind"] == "ynq"
+    r = CliRunner().invoke(app, ["export", "--db", store.url, "--out", str(tmp_path / "cli"), "--format", fmt, "--mode", "counting"])
+    assert r.exit_code == 0, r.output
+    assert f"left out {n_open} open question(s)" in r.output
+    quiet = export_benchmark(store, ExportOptions(out=tmp_path / "asked", format=fmt, kind="ynq", modes=["counting"]))  # asked for: no note
+    assert "left out" not in quiet.summary()

@@ -1,40 +1,17 @@
 """export.privacy: exports hold no worker names or machine paths unless --with-provenance, in every format;
 pseudonyms are per store."""
 
-import base64
-import csv
-import io
 import json
-import sys
 from pathlib import Path
 
 from vhmine.export.job import ExportOptions, export_benchmark
 
-from helpers import make_ready_store
+from helpers import make_ready_store, readable_bytes
 
 FORMATS = ("vhtest", "vlmevalkit", "hf", "pope", "llava", "hallusionbench", "lmms-eval")
 
 
-def _readable(path: Path) -> bytes:
-    """A file's bytes and, for containers, the text inside them (xlsx cells, parquet rows, TSV base64 decoded)."""
-    data = path.read_bytes()
-    parts = [data]
-    if path.suffix == ".xlsx":
-        import openpyxl
-
-        wb = openpyxl.load_workbook(path)
-        parts += [str(c.value).encode() for ws in wb for row in ws.iter_rows() for c in row if c.value is not None]
-    elif path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        t = pq.read_table(path)
-        parts.append(json.dumps(t.to_pylist(), default=lambda b: b.hex()).encode())
-        parts += [k + b"=" + v for k, v in (t.schema.metadata or {}).items()]
-    elif path.suffix == ".tsv":
-        csv.field_size_limit(sys.maxsize)
-        for row in csv.DictReader(io.StringIO(data.decode()), delimiter="\t"):
-            parts += [base64.b64decode(v) if k == "image" and len(v) > 64 else v.encode() for k, v in row.items()]  # <= 64: a row index
-    return b"\n".join(parts)
+_readable = readable_bytes
 
 
 def _export_all(store, root: Path, **kw) -> dict[str, bytes]:
@@ -69,10 +46,10 @@ def test_exports_hold_no_worker_names_or_machine_paths(tmp_path, monkeypatch):
     man = json.loads(files["vhtest/manifest.json"].decode())
     assert man["store"] == "sqlite:///store.db"
     assert {v["source_path"] for v in man["instances"].values()} <= {"astronaut.png", "coffee.png", "rocket.png"}
-    monkeypatch.chdir(tmp_path)  # inside the working folder: paths relative to it
+    monkeypatch.chdir(tmp_path)  # inside the working folder: the same (no index records a root for these photos)
     from vhmine.export.privacy import public_path, public_store
 
-    assert (public_path(str(tmp_path / "photos" / "coffee.png")), public_store(store.url)) == ("photos/coffee.png", "sqlite:///store.db")
+    assert (public_path(str(tmp_path / "photos" / "coffee.png")), public_store(store.url)) == ("coffee.png", "sqlite:///store.db")
     # internal use: --with-provenance keeps the names and paths
     full = _export_all(store, tmp_path / "full", with_provenance=True)
     for fmt in FORMATS:
@@ -106,3 +83,55 @@ def test_cli_export_with_provenance(tmp_path):
         r = CliRunner().invoke(app, ["export", "--db", url, "--out", str(out), "--format", "pope", "--kind", "ynq", *flag])
         assert r.exit_code == 0, r.output
         assert (b"alice" in (out / "questions.jsonl").read_bytes()) is present
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    """Every file's bytes; manifest.json without its created_at (the clock's, not the folder's)."""
+    out = {}
+    for p in sorted(folder.rglob("*")):
+        if p.is_file():
+            data = p.read_bytes()
+            if p.name == "manifest.json":
+                man = json.loads(data)
+                man.pop("created_at")
+                data = json.dumps(man, sort_keys=True).encode()
+            out[p.relative_to(folder).as_posix()] = data
+    return out
+
+
+def test_an_export_is_the_same_byte_for_byte_from_any_working_folder_paths_relative_to_the_collection_root(mined):
+    """Run from /, source_path, the encoders, manifest.json, questions and croissant.json held the machine's full
+    paths; from two folders the data files differed. Now: relative to the root the index records, from anywhere."""
+    from helpers import run_vhmine
+
+    tmp_path, photos, store = mined
+    db = str(tmp_path / "data" / "vhmine.db")
+    (tmp_path / "a" / "deeper").mkdir(parents=True)
+    trees = []
+    for k, cwd in enumerate(("/", tmp_path / "a", tmp_path / "a" / "deeper")):
+        out = tmp_path / "exports" / f"e{k}"
+        r = run_vhmine("export", "--db", db, "--out", str(out), "--format", "pope", "--name", "b", cwd=cwd)
+        assert r.returncode == 0, r.stdout + r.stderr
+        trees.append(_tree(out))
+    assert all(t == trees[0] for t in trees[1:]), [sorted(n for n in t if t[n] != trees[0].get(n)) for t in trees[1:]]
+    files = trees[0]
+    man = json.loads(files["manifest.json"])
+    assert {v["source_path"] for v in man["instances"].values()} <= {p.name for p in photos.iterdir()}
+    for name, data in files.items():
+        for private in (str(tmp_path).encode(), b"/tmp/", str(Path.home()).encode() + b"/"):
+            assert private not in data, (private, name)
+    enc = man["datasheet"]["collection"]["runs"][0]["encoders"]
+    assert enc and all("/" not in (e["spec"] or "").split(":", 1)[-1] for e in enc.values()), enc
+
+
+def test_public_paths_do_not_depend_on_the_working_folder(tmp_path, monkeypatch):
+    from vhmine.export.privacy import public_path, public_spec
+
+    root = tmp_path / "photos"
+    root.mkdir()
+    shown = set()
+    for cwd in ("/", tmp_path, root):
+        monkeypatch.chdir(cwd)
+        shown.add((public_path(str(root / "sub" / "cat.png"), [root]), public_path(str(root / "cat.png")),
+                   public_spec(f"local-dir:{tmp_path}/models/clip"), public_path("sub/cat.png", [root])))
+    assert shown == {("sub/cat.png", "cat.png", "local-dir:clip", "sub/cat.png")}

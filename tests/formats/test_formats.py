@@ -3,6 +3,7 @@ the real HallusionBench and POPE files import; malformed files name the file, ro
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -200,3 +201,67 @@ def test_malformed_vhtest_sheet(bench, tmp_path):
 def test_unknown_format_lists_the_valid_ones():
     with pytest.raises(InputError, match=r"^unknown format 'csv': choose one of vhtest, vlmevalkit, hf, pope, llava, hallusionbench, lmms-eval$"):
         F.get_format("csv")
+
+
+# --- property: every format gives back the items it was given, whatever their text, from any working folder ---
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")) | st.sampled_from(list("\n\t\"'<>&\\;,|")),
+               min_size=1, max_size=24).filter(lambda s: s.strip())
+ALL = ("vhtest", "vlmevalkit", "hf", "pope", "llava", "hallusionbench", "lmms-eval")
+
+
+@st.composite
+def generated_bench(draw, images):
+    n = draw(st.integers(1, 5))
+    items = []
+    for k in range(n):
+        kind = draw(st.sampled_from(["OEQ", "YNQ"]))
+        truth = draw(st.booleans()) if kind == "YNQ" else None
+        answers = (("Yes" if truth else "No"),) if kind == "YNQ" else tuple(draw(st.lists(TEXT, min_size=1, max_size=2)))
+        items.append(BenchItem(f"i{k}", draw(st.sampled_from(["counting", "ocr", "color"])), kind, draw(TEXT), answers,
+                               truth, images[k % len(images)], f"img{k % len(images)}", None,
+                               {"note": draw(TEXT)}))
+    return Benchmark(draw(st.sampled_from(["gen", "g-ü"])), items)
+
+
+@pytest.fixture(scope="module")
+def photo_files(tmp_path_factory):
+    from helpers import write_photos
+
+    return [str(p) for p in write_photos(tmp_path_factory.mktemp("genimgs"), ("astronaut", "coffee"))]
+
+
+@settings(max_examples=8)  # seven exports and seven reads an example
+@given(data=st.data())
+def test_property_every_format_reads_back_the_same_items_from_any_working_folder_with_no_machine_path(
+        photo_files, tmp_path_factory, data):
+    import os
+
+    from helpers import readable_bytes
+    from vhmine.api import read_benchmark
+    from vhmine.export.job import write_benchmark
+
+    bench = data.draw(generated_bench(photo_files))
+    tmp = tmp_path_factory.mktemp("prop")
+    (tmp / "one").mkdir()
+    (tmp / "two" / "deep").mkdir(parents=True)
+    here = os.getcwd()
+    try:
+        for fmt in ALL:
+            src = bench.select(kind="YNQ") if fmt in ("pope", "hallusionbench") else bench
+            if not len(src):
+                continue
+            os.chdir(data.draw(st.sampled_from([tmp / "one", tmp / "two" / "deep", Path("/")]), label=f"cwd {fmt}"))
+            write_benchmark(src, tmp / "out" / fmt, fmt)
+            os.chdir(data.draw(st.sampled_from([tmp / "one", tmp / "two" / "deep"]), label=f"read from {fmt}"))
+            back = read_benchmark(tmp / "out" / fmt)
+            assert _plain(back) == _plain(src), fmt
+            for p in (tmp / "out" / fmt).rglob("*"):
+                if p.is_file():
+                    blob = readable_bytes(p)
+                    for private in (str(tmp).encode(), os.path.dirname(photo_files[0]).encode()):
+                        assert private not in blob, (fmt, p.name)
+    finally:
+        os.chdir(here)

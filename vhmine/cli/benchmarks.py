@@ -23,7 +23,7 @@ from vhmine.errors import InputError, VhmineError
 def export(
     out: Path = typer.Option(..., "--out", help="The benchmark folder to write (must not exist unless --replace)."),
     fmt: str = typer.Option("vhtest", "--format", help="vhtest, vlmevalkit, lmms-eval, hf, pope, llava or hallusionbench."),
-    kind: str = typer.Option("both", "--kind", help="oeq, ynq or both."),
+    kind: Optional[str] = typer.Option(None, "--kind", help="oeq, ynq or both [default: every kind the format holds: both, or ynq for pope and hallusionbench, which hold yes/no questions only, and say how many open ones were left out]."),
     per_mode: Optional[int] = typer.Option(None, "--per-mode", min=1, help="Instances per mode and kind (YNQ: half yes, half no) [default: all]."),
     mode: Optional[List[str]] = typer.Option(None, "--mode", help="Export only this mode (repeatable) [default: all 8]."),
     allow_unbalanced: bool = typer.Option(False, "--allow-unbalanced", help="Go on when yes/no questions are not 50/50 within a mode."),
@@ -55,7 +55,7 @@ def export(
         dups = None if near_dups is False else DupOptions(
             against=against, indexes=indexes, clip_min=dup_clip, dino_min=dup_dino, device=device,
             required=bool(near_dups or against))  # asked for explicitly: not running is an error
-        result = api.export(out, fmt, db=db, kind=kind.lower(), per_mode=per_mode, allow_unbalanced=allow_unbalanced,
+        result = api.export(out, fmt, db=db, kind=kind.lower() if kind else None, per_mode=per_mode, allow_unbalanced=allow_unbalanced,
                             seed=seed_, replace=replace, name=name, modes=mode or None, with_provenance=with_provenance,
                             drop_blind=drop_blind, near_dups=dups, version=version, since=since, license=license_,
                             description=description, citation=citation)

@@ -34,7 +34,10 @@ td.mc { max-width: 260px; font-size: 13px; }
 .id { color: var(--mute); font-size: 11px; font-family: ui-monospace, monospace; overflow-wrap: anywhere; }
 .failed { font-weight: 700; } .failed.all { color: var(--bad); }
 a.group, button.linkish { color: #0969da; background: none; border: 0; padding: 0; cursor: pointer; font: inherit; text-decoration: underline; }
-.fool { display: flex; flex-wrap: wrap; gap: 8px; } .fool figure { margin: 0; width: 120px; font-size: 12px; }
+.fool { display: flex; flex-wrap: wrap; gap: 8px; } .fool figure { margin: 0; width: 160px; font-size: 12px; }
+.fool .ans { max-height: 4.5em; }
+th.fig { text-align: right; } th.fig .unit { color: var(--mute); font-weight: 400; font-size: 11px; }
+details.legend { margin: 6px 0 12px; } details.legend summary { cursor: pointer; color: #0969da; }
 .fool img.thumb { width: 120px; height: 90px; }
 #lightbox { position: fixed; inset: 0; background: rgba(0,0,0,.85); display: flex; gap: 16px; align-items: center;
             justify-content: center; z-index: 10; padding: 24px; cursor: zoom-out; }

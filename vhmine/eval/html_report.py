@@ -3,7 +3,9 @@
 Reads the report dict of vhmine.eval.job.evaluate (with its `across_models` section, vhmine.eval.across), each
 model's detail records (vhmine.eval.score) and the benchmark's images; writes `report.html` into the eval folder,
 and `report-images/` beside it only when the images do not fit (below). It shows per-mode accuracy per model as
-an inline SVG chart, the transfer table, the items that fool every model per mode, and a table of every item
+its every figure of report.json under its vhmine.eval.metrics.FIGURES name and unit (what each counts beside), an
+inline SVG chart with its legend, the transfer table, the items that fool every model per mode with each model's
+answer, and a table of every item
 (thumbnail, mode, question, truth or reference answers, each model's answer with its verdict: rule, match, judge
 or labels, and why), failures first, with filters in plain JavaScript (vhmine.eval.html_assets).
 
@@ -147,17 +149,20 @@ def _ext(data: bytes) -> str:
 # --- the page's parts ---------------------------------------------------------------------------------
 
 def svg_chart(report: dict) -> str:
-    """Per-mode (and overall) accuracy per model: grouped bars, one colour per model, 0-100 %."""
+    """Per-mode (and overall) accuracy per model: grouped bars, one colour per model, 0-100 %, its legend beside the bars
+    inside the chart (a legend below a wide chart lies off screen)."""
     models = list(report["models"])
     groups = list(report["modes"]) + ["overall"]
     bw, gap, left, top, h = 18, 22, 44, 14, 200
     gw = max(1, len(models)) * bw + gap
-    width = left + len(groups) * gw + 10
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{top + h + 90}" role="img" '
-           f'aria-label="accuracy per mode and model">']
+    plot_w = left + len(groups) * gw + 10
+    legend_w = 24 + 7 * max([len(m) for m in models] + [8])
+    width = plot_w + legend_w
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{max(top + h + 90, 24 + 18 * len(models))}" '
+           'role="img" aria-label="accuracy per mode and model">']
     for v in (0, 25, 50, 75, 100):
         y = top + h - h * v / 100
-        out.append(f'<line x1="{left}" x2="{width - 10}" y1="{y:.1f}" y2="{y:.1f}" stroke="#d0d7de"/>'
+        out.append(f'<line x1="{left}" x2="{plot_w - 10}" y1="{y:.1f}" y2="{y:.1f}" stroke="#d0d7de"/>'
                    f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{v}%</text>')
     for g, name in enumerate(groups):
         x0 = left + g * gw + gap / 2
@@ -175,21 +180,62 @@ def svg_chart(report: dict) -> str:
         cx = x0 + len(models) * bw / 2
         out.append(f'<text x="{cx:.1f}" y="{top + h + 14}" text-anchor="end" transform="rotate(-35 {cx:.1f} '
                    f'{top + h + 14})">{_e(name)}</text>')
-    out.append("</svg>")
-    legend = "".join(f'<span style="margin-right:14px"><span style="display:inline-block;width:12px;height:12px;'
-                     f'background:{COLORS[k % len(COLORS)]}"></span> {_e(m)}</span>' for k, m in enumerate(models))
-    return "".join(out) + f'<div class="note">{legend}</div>'
+    out.append(f'<g class="legend" transform="translate({plot_w + 6},{top})">')
+    for k, m in enumerate(models):
+        out.append(f'<rect x="0" y="{18 * k}" width="12" height="12" fill="{COLORS[k % len(COLORS)]}"/>'
+                   f'<text x="18" y="{18 * k + 11}">{_e(m)}</text>')
+    out.append("</g></svg>")
+    return "".join(out)
+
+
+def _figure_head(key: str) -> str:
+    from vhmine.eval.metrics import FIGURES, label, unit
+
+    return (f'<th class="fig" data-figure="{_e(key)}" title="{_e(FIGURES[key][1])}">{_e(label(key))}'
+            f'<div class="unit">{_e(unit(key))}</div></th>')
 
 
 def _summary_table(report: dict) -> str:
-    rows = ['<table class="small"><tr><th>model</th><th>accuracy</th><th>items scored</th><th>unreadable</th>'
-            '<th>no answer (not scored)</th><th>group acc.</th><th>source</th></tr>']
+    """Every figure report.json has for each model (report.figure_values), under its metrics.FIGURES name and unit."""
+    from vhmine.eval.report import figure_text, figure_values
+
+    values = {m: figure_values(e) for m, e in report["models"].items()}
+    keys = [k for k in dict.fromkeys(k for v in values.values() for k in v)]
+    rows = ['<table class="small figures"><tr><th>model</th>' + "".join(_figure_head(k) for k in keys)
+            + '<th>items scored</th><th>no answer (not scored)</th><th>source</th></tr>']
     for m, e in report["models"].items():
         o = e["metrics"]["overall"]
-        g = o.get("pair_groups") or {}
-        rows.append(f'<tr><td>{_e(m)}</td><td class="num">{_pct(o.get("accuracy"))}%</td><td class="num">{o.get("n", 0)}</td>'
-                    f'<td class="num">{o.get("unreadable", "-")}</td><td class="num">{e.get("failed", 0)}</td>'
-                    f'<td class="num">{_pct(g.get("g_acc"))}</td><td class="source">{_e(e.get("source"))}</td></tr>')
+        cells = "".join(f'<td class="num" data-model="{_e(m)}" data-figure="{_e(k)}">{_e(figure_text(k, values[m].get(k)))}</td>'
+                        for k in keys)
+        rows.append(f'<tr><td>{_e(m)}</td>{cells}<td class="num">{o.get("n", 0)}</td><td class="num">{e.get("failed", 0)}</td>'
+                    f'<td class="source">{_e(e.get("source"))}</td></tr>')
+    return "".join(rows) + "</table>" + _figures_legend(keys)
+
+
+def _figures_legend(keys) -> str:
+    from vhmine.eval.metrics import FIGURES, unit
+
+    rows = "".join(f'<tr><td>{_e(FIGURES[k][0])}</td><td><code>{_e(k)}</code></td><td>{_e(unit(k))}</td>'
+                   f'<td>{_e(FIGURES[k][1])}</td></tr>' for k in keys)
+    return ('<details class="legend"><summary>what each figure counts</summary><table class="small"><tr><th>name</th>'
+            '<th>report.json key</th><th>unit</th><th>counts</th></tr>' + rows + '</table><p class="note">Pairs, images, '
+            'groups, question pairs and figures count only when every item of theirs was scored; "-": there was none '
+            'to count.</p></details>')
+
+
+def _by_table(report: dict, part: str, names) -> str:
+    """Accuracy (%) per mode or per kind (`part`: report.json's "modes" or "kinds") and model."""
+    from vhmine.eval.metrics import label
+
+    names = [n for n in names if any(n in e["metrics"].get(part, {}) for e in report["models"].values())]
+    if len(names) < 2:
+        return ""
+    head = "".join(f"<th>{_e(n)}</th>" for n in names)
+    rows = [f'<table class="small"><tr><th>{_e(label("accuracy"))} (%) per {part[:-1]}</th>{head}</tr>']
+    for m, e in report["models"].items():
+        per = e["metrics"].get(part, {})
+        rows.append(f"<tr><td>{_e(m)}</td>" + "".join(f'<td class="num">{_pct(per.get(n, {}).get("accuracy"))}</td>'
+                                                      for n in names) + "</tr>")
     return "".join(rows) + "</table>"
 
 
@@ -210,15 +256,20 @@ def _transfer_table(across: dict) -> str:
             'too: near 100% means failures transfer.</p>' + "".join(rows) + "</table>")
 
 
-def _fool_all(across: dict, bench: Benchmark, pic_of: dict) -> str:
+def _fool_all(across: dict, bench: Benchmark, pic_of: dict, details: dict[str, list[dict]]) -> str:
+    """Per mode, the items every model got wrong: image, question, the truth, and what each model answered."""
     by_id = bench.by_id()
+    said = {m: {d["id"]: d.get("answer") for d in rows} for m, rows in details.items()}
     parts = []
     for mode, ids in across["fool_all"].items():
-        figs = "".join(f'<figure><img class="thumb" data-img="{pic_of[i]}" alt="">'
-                       f'<figcaption>{_e(by_id[i].question)}</figcaption></figure>' if i in pic_of else
-                       f"<figure><figcaption>{_e(by_id[i].question)}</figcaption></figure>" for i in ids[:12])
+        figs = []
+        for i in ids[:12]:
+            img = f'<img class="thumb" data-img="{pic_of[i]}" alt="">' if i in pic_of else ""
+            answers = "".join(f'<div class="ans"><b>{_e(m)}</b>: {_e(said[m].get(i))}</div>' for m in details)
+            figs.append(f"<figure>{img}<figcaption>{_e(by_id[i].question)}<div class=\"note\">truth: "
+                        f"{_reference(by_id[i])}</div>{answers}</figcaption></figure>")
         more = f' <button class="linkish" data-show-mode="{_e(mode)}">show all {len(ids)} in the table</button>' if ids else ""
-        parts.append(f"<h3>{_e(mode)}: {len(ids)} item(s){more}</h3>" + (f'<div class="fool">{figs}</div>' if ids else ""))
+        parts.append(f"<h3>{_e(mode)}: {len(ids)} item(s){more}</h3>" + (f'<div class="fool">{"".join(figs)}</div>' if ids else ""))
     return "".join(parts)
 
 
@@ -296,9 +347,10 @@ def render(report: dict, bench: Benchmark, details: dict[str, list[dict]], pic_o
             f'<body data-models="{len(models)}"><header><h1>{_e(report["benchmark"]["name"])}</h1>'
             f'<div class="meta">{len(bench)} item(s) in {len(report["modes"])} mode(s), {len(models)} model(s); {how}.</div>'
             f'<div class="note">{_e(image_note)}</div></header><main>'
-            f'<section><h2>Accuracy per mode</h2>{svg_chart(report)}{_summary_table(report)}</section>'
+            f'<section><h2>Figures</h2>{_summary_table(report)}<h2>Accuracy per mode</h2>{svg_chart(report)}'
+            f'{_by_table(report, "modes", report["modes"])}{_by_table(report, "kinds", ("OEQ", "YNQ"))}</section>'
             f'<section><h2>Across models</h2>{_transfer_table(across)}'
-            f'<h2>Items that fool every model</h2>{_fool_all(across, bench, pic_of)}</section>'
+            f'<h2>Items that fool every model</h2>{_fool_all(across, bench, pic_of, details)}</section>'
             f'<section><h2>Items, failures first</h2>{filters}<table id="items"><thead><tr><th>image</th><th>mode</th>'
             f'<th>question</th><th>truth / reference</th>{heads}<th>failed by</th></tr></thead>'
             f'<tbody>{_rows(bench, details, across, pic_of)}</tbody></table></section></main>'

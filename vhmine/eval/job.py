@@ -8,7 +8,9 @@ answers cached). This module runs the stage; score reads and scores the answers,
 writes the tables and chart, and the store is read through vhmine.curate only. Writes `--out DIR`: `report.md` (tables, several models side by side), `report.json` (every number,
 the yes/no rule, the OEQ scorer and the judge's model and prompt, and `across_models`: each item's number of
 models that failed it, the transfer table, the items that fool every model, vhmine.eval.across),
-`answers-<model>.jsonl` (each answer, how it was read, right or wrong and why), `accuracy_by_mode.png` and
+`answers-<model>.jsonl` (each answer, how it was read, right or wrong and why; one file per model, named in
+report.json's `answers_file`, and those of models an earlier run here scored but this one does not are removed),
+`accuracy_by_mode.png` and
 `report.html` (vhmine.eval.html_report: every item with its image and each model's answer, failures first,
 filters; one file that opens offline). Answers from `--predictions` and from `--model` give the same report.
 `--out` must be a new or empty folder, or one `vhmine eval` wrote (its report.json, written first, says so:
@@ -41,7 +43,8 @@ from vhmine import formats as F
 from vhmine.eval import metrics as MT
 from vhmine.bench import OEQ, YNQ, BenchItem, Benchmark
 from vhmine.errors import CostCapError, EvalError, Interrupted
-from vhmine.eval.report import _kappa, bar_chart, figures_line, markdown, pair_groups_line
+from vhmine.eval.report import (HB_KEYS, YNQ_KEYS, _kappa, bar_chart, figure_values, figures_line, keyed_line, kinds_line,
+                                markdown, pair_groups_line)
 from vhmine.files import atomic_write, atomic_write_text, check_owned
 from vhmine.eval.score import ModelAnswers, group_sizes, judge_agreement, match_oeq, score  # noqa: F401  (eval's public names)
 from vhmine.eval.predictions import load_predictions, read_predictions  # noqa: F401
@@ -233,8 +236,15 @@ class EvalResult:
                          + (f", {m['oeq_unjudged']} open answers unjudged" if m.get("oeq_unjudged") else "")
                          + (f"; {m['failed']} failed, not scored (" + ", ".join(f"{st} {k}" for st, k in m["failed_by_status"].items())
                             + ")" if m.get("failed") else ""))
+            figures = figure_values(m)
+            if len(m["metrics"].get("kinds", {})) > 1:
+                lines.append("    " + kinds_line(m["metrics"]["kinds"]))
+            if "tp" in o:
+                lines.append("    " + keyed_line("yes/no", figures, YNQ_KEYS))
             if o.get("pair_groups"):
                 lines.append("    " + pair_groups_line(o["pair_groups"]))
+            if m.get("hallusionbench"):
+                lines.append("    " + keyed_line("HallusionBench", figures, HB_KEYS))
             if "judge_agreement" in m:
                 a = m["judge_agreement"]
                 lines.append(f"    judge vs workers: Cohen's kappa {_kappa(a['kappa'])} over {a['items']} open answer(s) "
@@ -259,23 +269,45 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
 
 
+def answers_files(models: Sequence[str]) -> dict[str, str]:
+    """model name -> its answers file's name, one per model: `answers-<name>.jsonl` where the name is safe as it
+    stands, else its safe form and 8 hex digits of its sha256 (`a/b` and `a_b` are two files)."""
+    import hashlib
+
+    out = {}
+    for m in models:
+        safe = _safe(m)
+        out[m] = f"answers-{safe}.jsonl" if safe == m else \
+            f"answers-{safe}-{hashlib.sha256(m.encode('utf-8')).hexdigest()[:8]}.jsonl"
+    folded = [f.lower() for f in out.values()]  # a case-insensitive disk (macOS, Windows) must keep them apart too
+    clash = next((m for m, f in out.items() if folded.count(f.lower()) > 1), None)
+    if clash is not None:
+        raise EvalError(f"two models' answers would share the file {out[clash]} (names that differ only in case): "
+                        "name them apart (--predictions NAME=FILE)")
+    return out
+
+
 def _read_runs(bench: Benchmark, predictions: Sequence[tuple[str, Path]]) -> list[ModelAnswers]:
     """One ModelAnswers per name. A harness writes a file per dataset or task (VLMEvalKit's `<model>_<name>_YNQ.xlsx`
     and `..._OEQ.xlsx`, lmms-eval's `samples_vhmine_ynq.jsonl`, ...): files given under one name are merged."""
     runs: dict[str, ModelAnswers] = {}
+    given: dict[str, str] = {}  # the files as typed, for messages (the report keeps their names only)
     for name, path in predictions:
         got = read_predictions(path, bench)
         run = runs.get(name)
         if run is None:
-            runs[name] = ModelAnswers(name, got.answers, f"predictions:{path}", dict(got.failures), got.harness)
+            given[name] = str(path)
+            # the file's name, not its folder: a report is shared, a home directory is not
+            runs[name] = ModelAnswers(name, got.answers, f"predictions:{Path(path).name}", dict(got.failures), got.harness)
             continue
         twice = sorted(set(got.answers).union(got.failures) & (set(run.answers) | set(run.failures)))
         if twice:
-            raise EvalError(f"{name}: item {twice[0]!r} is answered in {path} and in {run.source}: give each item's "
+            raise EvalError(f"{name}: item {twice[0]!r} is answered in {path} and in {given[name]}: give each item's "
                             "answer once per model (or name the runs apart)")
         run.answers.update(got.answers)
         run.failures.update(got.failures)
-        run.source += f", {path}"
+        run.source += f", {Path(path).name}"
+        given[name] += f", {path}"
         if run.harness != got.harness:
             run.harness = f"{run.harness}+{got.harness}"
     return list(runs.values())
@@ -309,6 +341,7 @@ def evaluate(opts: EvalOptions) -> EvalResult:
     names = [r.model for r in runs]
     if len(set(names)) != len(names):
         raise EvalError(f"two models are named {next(n for n in names if names.count(n) > 1)!r}: name each once (--predictions NAME=FILE)")
+    files = answers_files(names)
     has_oeq = any(it.kind == OEQ for it in bench)
     is_hb = bool(bench.items) and all(it.meta.get("source") == "hallusionbench" for it in bench)
     out = Path(opts.out)
@@ -330,7 +363,8 @@ def evaluate(opts: EvalOptions) -> EvalResult:
             verdicts = store_labels(opts.db, run.model, run.answers)
         rows, details = score(bench, run, opts.rule, verdicts, opts.oeq, opts.partial, judge=judge)
         failed = [{"id": d["id"], "why": d["failure"]} for d in details if d["read_as"] == "failed"]
-        entry = {"source": run.source, **({"harness": run.harness} if run.harness else {}), "answered": len(rows), "failed": len(failed),  # each item one or the other
+        entry = {"source": run.source, **({"harness": run.harness} if run.harness else {}), "answers_file": files[run.model],
+                 "answered": len(rows), "failed": len(failed),  # each item one or the other
                  "failed_by_status": dict(sorted(Counter(f["why"].split(":", 1)[0] for f in failed).items())),
                  "failed_items": failed,
                  # open answers with no verdict (judge unclear, labels tied or missing): scored wrong, counted here
@@ -350,8 +384,10 @@ def evaluate(opts: EvalOptions) -> EvalResult:
     # report.json first: it marks the folder as eval's, so a run stopped after it can still write here
     atomic_write_text(out / "report.json", json.dumps(report, indent=1, ensure_ascii=False))
     for model, details in answer_rows.items():
-        atomic_write_text(out / f"answers-{_safe(model)}.jsonl",
-                          "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in details))
+        atomic_write_text(out / files[model], "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in details))
+    for old in out.glob("answers-*.jsonl"):  # an earlier run's models that this report does not hold
+        if old.name not in files.values():
+            old.unlink()
     atomic_write_text(out / "report.md", markdown(report))
     atomic_write(out / "accuracy_by_mode.png", lambda tmp: bar_chart(report, tmp))
     html_report.write(report, bench, answer_rows, out)

@@ -16,13 +16,14 @@ as wrong, never taken as "no".
 - pair_groups (NaturalBench's Q-Acc, I-Acc, G-Acc over the exported pair groups, `group_id`): a
   question is right when right on both images of its group; an image when every question of its group
   is right on it; a group when every question is right on both images. `acc` is the items' accuracy
-  within groups. A group missing an item (a failed request, --partial) is left out and counted.
+  within groups. A group missing an item (a failed request, --partial) is left out of G-Acc and counted; a
+  question or image missing one is left out of Q-Acc or I-Acc (each figure counts its own complete units).
 - hallusionbench(): HallusionBench's aAcc, qAcc, fAcc, yes-percentage difference and false-positive
   ratio as its paper and utils.py define them (see that function); its question pairs and figures
   follow the same rule: only complete ones count.
 
-FIGURES names every figure once: the key report.json uses, the label the console and report.md print,
-and what it counts; the lmms-eval export names its metrics by the same keys.
+FIGURES names every figure once: the key report.json uses, the label the console, report.md and report.html
+print, and what it counts; UNITS the unit each is printed in; the lmms-eval export names its metrics by the same keys.
 """
 
 from __future__ import annotations
@@ -56,9 +57,19 @@ FIGURES = {
 }
 
 
+# Each figure's unit as every report prints it: "%" a share shown in percent, "count" a number of answers,
+# "share" a fraction in [0, 1] and "signed share" a difference of fractions in [-1, 1] (HallusionBench's own).
+UNITS = {**{k: "%" for k in FIGURES}, "unreadable": "count", "yes_pct_diff": "signed share", "fp_ratio": "share"}
+
+
 def label(key: str) -> str:
     """The printed name of the figure report.json calls `key`."""
     return FIGURES[key][0]
+
+
+def unit(key: str) -> str:
+    """The unit the figure report.json calls `key` is printed in (UNITS)."""
+    return UNITS[key]
 
 
 @dataclass(frozen=True)
@@ -132,23 +143,42 @@ def group_accuracy(rows: Iterable[Scored], key: str, sizes: Optional[dict] = Non
     return {"groups": len(groups), "correct": right, "accuracy": _ratio(right, len(groups)), "incomplete": len(incomplete)}
 
 
-def pair_groups(rows: Sequence[Scored], sizes: Optional[dict] = None) -> dict:
-    """NaturalBench's measures over the pair groups (see the module docstring); `sizes`: group id -> its items
-    in the benchmark, so that a group with an unscored item is left out rather than scored on what is left."""
+def pair_groups(rows: Sequence[Scored], sizes: Optional[dict] = None, expected: Optional[Sequence] = None) -> dict:
+    """NaturalBench's measures over the pair groups (see the module docstring). Each counts its own complete units:
+    G-Acc the groups all of whose items were scored, Q-Acc the questions scored on both images, I-Acc the images
+    scored on every question of their group, acc every scored item of a group; so a wrong answer that completes a
+    group never brings that group's right image or items in to raise a figure (it did: I-Acc 0.0 -> 0.25).
+    `sizes`: group id -> its items in the benchmark; `expected`: the benchmark's items (BenchItems), from which
+    the groups', questions' and images' sizes are taken; None: the rows are everything."""
+    def unit(x, part):
+        return (x.group_id, x.pair_id or x.id) if part == "q" else (x.group_id, x.image_id or x.id)
+
+    if expected is not None:
+        grouped = [it for it in expected if it.group_id is not None]
+        sizes = sizes or sizes_of(grouped, "group_id")
+        want = {part: {} for part in "qi"}
+        for it in grouped:
+            for part in "qi":
+                want[part][unit(it, part)] = want[part].get(unit(it, part), 0) + 1
+    else:
+        want = None
     groups: dict[str, list[Scored]] = {}
     for r in rows:
         if r.group_id is not None:
             groups.setdefault(r.group_id, []).append(r)
+    items = [r.correct for rs in groups.values() for r in rs]
+    found: dict[str, dict[tuple, list[bool]]] = {"q": {}, "i": {}}
+    for rs in groups.values():
+        for r in rs:
+            for part in "qi":
+                found[part].setdefault(unit(r, part), []).append(r.correct)
+    for part in "qi":  # a question or image with an unscored item is left out of its figure
+        if want is not None:
+            found[part] = {k: v for k, v in found[part].items() if len(v) >= want[part].get(k, 0)}
     incomplete = _incomplete(groups, sizes)
     for g in incomplete:
         groups.pop(g, None)
-    questions: dict[tuple, list[bool]] = {}
-    images: dict[tuple, list[bool]] = {}
-    for g, rs in groups.items():
-        for r in rs:
-            questions.setdefault((g, r.pair_id or r.id), []).append(r.correct)
-            images.setdefault((g, r.image_id or r.id), []).append(r.correct)
-    items = [r.correct for rs in groups.values() for r in rs]
+    questions, images = found["q"], found["i"]
     return {"groups": len(groups), "questions": len(questions), "images": len(images), "items": len(items),
             "incomplete": len(incomplete),
             "q_acc": _ratio(sum(all(v) for v in questions.values()), len(questions)),
@@ -172,12 +202,12 @@ def summary(rows: Sequence[Scored], expected: Optional[Sequence] = None) -> dict
     out["image_accuracy"], out["images"], out["incomplete_images"] = (images["accuracy"], images["groups"],
                                                                        images["incomplete"])
     if any(r.group_id is not None for r in rows) or any(it.group_id is not None for it in expected or ()):
-        out["pair_groups"] = pair_groups(rows, size("group_id"))
+        out["pair_groups"] = pair_groups(rows, size("group_id"), expected)
     return out
 
 
 def by_mode(rows: Sequence[Scored], modes: Optional[Sequence[str]] = None, expected: Optional[Sequence] = None) -> dict:
-    """{"overall": summary, "modes": {mode: summary}} with modes in the given (or first-seen) order; `expected`
+    """{"overall": summary, "modes": {mode: summary}, "kinds": {OEQ/YNQ: accuracy}} with modes in the given (or first-seen) order; `expected`
     as for `summary` (each mode's own items for its figures: an image asked in two modes is two images there)."""
     order = list(modes) if modes else list(dict.fromkeys(r.mode for r in rows))
 
@@ -185,7 +215,8 @@ def by_mode(rows: Sequence[Scored], modes: Optional[Sequence[str]] = None, expec
         return None if expected is None else [it for it in expected if it.mode == m]
 
     per = {m: summary([r for r in rows if r.mode == m], of(m)) for m in order if any(r.mode == m for r in rows)}
-    return {"overall": summary(rows, expected), "modes": per}
+    kinds = {k: accuracy([r for r in rows if r.kind == k]) for k in ("OEQ", "YNQ") if any(r.kind == k for r in rows)}
+    return {"overall": summary(rows, expected), "modes": per, "kinds": kinds}
 
 
 # --- HallusionBench ------------------------------------------------------------------------------

@@ -13,19 +13,37 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from vhmine.eval.metrics import FIGURES, label
+from vhmine.eval.metrics import FIGURES, label, unit
 
 
 def _pct(x: Optional[float]) -> str:
     return "-" if x is None else f"{100 * x:.1f}"
 
 
-def _num(x: Optional[float]) -> str:
-    return "-" if x is None else f"{x:+.3f}" if x < 0 else f"{x:.3f}"
-
-
 def _kappa(x: Optional[float]) -> str:
     return "undefined" if x is None else f"{x:.3f}"
+
+
+def figure_values(entry: dict) -> dict:
+    """Every figure of one model's report.json entry, by its FIGURES key, in FIGURES order: its overall summary,
+    its pair groups' Q-/I-/G-Acc and its HallusionBench figures (the keys each report shows under one name)."""
+    o = entry["metrics"]["overall"]
+    found = {**{k: v for k, v in o.items() if k in FIGURES},
+             **{k: v for k, v in (o.get("pair_groups") or {}).items() if k in ("q_acc", "i_acc", "g_acc")},
+             **{k: v for k, v in (entry.get("hallusionbench") or {}).items() if k in FIGURES and k != "unreadable"}}
+    return {k: found[k] for k in FIGURES if k in found}
+
+
+def figure_text(key: str, value) -> str:
+    """A figure as every report prints it, with its unit (metrics.UNITS): "83.3%", "2", "+0.125", "0.250"; "-": none."""
+    u = unit(key)
+    if value is None:
+        return "-"
+    if u == "%":
+        return f"{_pct(value)}%"
+    if u == "count":
+        return str(value)
+    return f"{value:+.3f}" if u == "signed share" else f"{value:.3f}"
 
 
 def pair_groups_line(g: dict) -> str:
@@ -44,12 +62,32 @@ def left_out_line(o: dict) -> str:
             f"{label('image_accuracy')}")
 
 
+def _over(key: str, value, n: int, what: str) -> str:
+    """`<name> <value>% over <n> <what>(s)`, or that there was none complete to count (never "-% over 0")."""
+    if not n:
+        return f"no complete {what}s for {label(key)}"
+    return f"{label(key)} {_pct(value)}% over {n} {what}(s)"
+
+
 def figures_line(o: dict) -> str:
     """A model's overall accuracy, pair accuracy and image accuracy, for the command's summary."""
     left = left_out_line(o)
-    return (f"{label('accuracy')} {_pct(o['accuracy'])}% over {o['n']} item(s); {label('pair_accuracy')} "
-            f"{_pct(o['pair_accuracy'])}% over {o['pairs']} pair(s); {label('image_accuracy')} "
-            f"{_pct(o['image_accuracy'])}% over {o['images']} image(s)" + (f" ({left})" if left else ""))
+    return (_over("accuracy", o["accuracy"], o["n"], "item") + "; " + _over("pair_accuracy", o["pair_accuracy"], o["pairs"], "pair")
+            + "; " + _over("image_accuracy", o["image_accuracy"], o["images"], "image") + (f" ({left})" if left else ""))
+
+
+YNQ_KEYS = ("precision", "recall", "f1", "yes_ratio", "truth_yes_ratio", "unreadable")
+HB_KEYS = ("aAcc", "qAcc", "fAcc", "yes_pct_diff", "fp_ratio")
+
+
+def keyed_line(title: str, figures: dict, keys) -> str:
+    """`<title>: <name> <value>, ...` for the keys `figures` has (figure_values), for the command's summary."""
+    return f"{title}: " + ", ".join(f"{label(k)} {figure_text(k, figures[k])}" for k in keys if k in figures)
+
+
+def kinds_line(kinds: dict) -> str:
+    """Accuracy per kind (OEQ, YNQ), for the command's summary."""
+    return f"{label('accuracy')} by kind: " + ", ".join(f"{k} {_pct(a['accuracy'])}% over {a['n']}" for k, a in kinds.items())
 
 
 def _groups_table(models: dict, modes: list) -> list[str]:
@@ -82,6 +120,7 @@ def markdown(report: dict) -> str:
              "| model | " + " | ".join(modes) + f" | overall | {label('pair_accuracy')} | {label('image_accuracy')} |",
              "|---|" + "---|" * (len(modes) + 3)]
     left = []
+    kinds = [k for k in ("OEQ", "YNQ") if any(k in m["metrics"].get("kinds", {}) for m in models.values())]
     for name, m in models.items():
         o = m["metrics"]["overall"]
         per = [_pct(m["metrics"]["modes"].get(md, {}).get("accuracy")) for md in modes]
@@ -90,10 +129,14 @@ def markdown(report: dict) -> str:
             left.append(f"- {name}: {left_out_line(o)}")
     if left:
         lines += [""] + left
+    if len(kinds) > 1:
+        lines += ["", "## Accuracy (%) per kind", "", "| model | " + " | ".join(kinds) + " |", "|---|" + "---|" * len(kinds)]
+        lines += [f"| {name} | " + " | ".join(_pct(m["metrics"]["kinds"].get(k, {}).get("accuracy")) for k in kinds) + " |"
+                  for name, m in models.items()]
     if any("pair_groups" in m["metrics"]["overall"] for m in models.values()):
         lines += _groups_table(models, modes)
     if any("tp" in m["metrics"]["overall"] for m in models.values()):
-        keys = ("precision", "recall", "f1", "yes_ratio", "truth_yes_ratio", "unreadable")
+        keys = YNQ_KEYS
         lines += ["", "## Yes/no questions", "", "| model | " + " | ".join(label(k) for k in keys) + " |",
                   "|---|---|---|---|---|---|---|"]
         for name, m in models.items():
@@ -102,14 +145,14 @@ def markdown(report: dict) -> str:
                 lines.append(f"| {name} | {_pct(o['precision'])} | {_pct(o['recall'])} | {_pct(o['f1'])} | {_pct(o['yes_ratio'])} | "
                              f"{_pct(o['truth_yes_ratio'])} | {o['unreadable']} |")
     if any("hallusionbench" in m for m in models.values()):
-        keys = ("aAcc", "qAcc", "fAcc", "yes_pct_diff", "fp_ratio")
+        keys = HB_KEYS
         lines += ["", "## HallusionBench", "", "| model | " + " | ".join(label(k) for k in keys) + " | unclear |",
                   "|---|---|---|---|---|---|---|"]
         for name, m in models.items():
             h = m.get("hallusionbench")
             if h:
-                lines.append(f"| {name} | {_pct(h['aAcc'])} | {_pct(h['qAcc'])} | {_pct(h['fAcc'])} | {_num(h['yes_pct_diff'])} | "
-                             f"{_num(h['fp_ratio'])} | {h['unclear']} |")
+                lines.append(f"| {name} | {_pct(h['aAcc'])} | {_pct(h['qAcc'])} | {_pct(h['fAcc'])} | {figure_text('yes_pct_diff', h['yes_pct_diff'])} | "
+                             f"{figure_text('fp_ratio', h['fp_ratio'])} | {h['unclear']} |")
                 if h.get("incomplete_question_pairs") or h.get("incomplete_figures"):
                     lines.append(f"\n{name}: {h['incomplete_question_pairs']} question pair(s) and {h['incomplete_figures']} "
                                  f"figure(s) with an unscored question left out of {label('qAcc')} and {label('fAcc')}\n")
@@ -136,13 +179,14 @@ def markdown(report: dict) -> str:
 
         lines += markdown_lines(report["across_models"])
     lines += ["", "## Figures", "", "Each figure's name here and in the console, its key in report.json (and in the "
-              "lmms-eval export's metrics), and what it counts. Pairs, images, groups, question pairs and figures "
-              "count only when every item of theirs was scored.", "", "| name | report.json key | counts |", "|---|---|---|"]
+              "lmms-eval export's metrics), its unit and what it counts. Pairs, images, groups, question pairs and figures "
+              "count only when every item of theirs was scored; \"-\": there was none to count.", "",
+              "| name | report.json key | unit | counts |", "|---|---|---|---|"]
     shown = set()
     for m in models.values():
         o = m["metrics"]["overall"]
         shown |= set(o) | set(o.get("pair_groups") or {}) | set(m.get("hallusionbench") or {})
-    lines += [f"| {name} | `{key}` | {what} |" for key, (name, what) in FIGURES.items() if key in shown]
+    lines += [f"| {name} | `{key}` | {unit(key)} | {what} |" for key, (name, what) in FIGURES.items() if key in shown]
     return "\n".join(lines) + "\n"
 
 

@@ -108,8 +108,31 @@ def _models_table(sheet: dict) -> list[str]:
     return out + [f"| {_md(m)} | {_md(role)} | {_md(p) or '-'} |" for m, role, p in dict.fromkeys(rows)]
 
 
-def made_section(sheet: Optional[dict], level: int = 2) -> str:
-    """The "How it was made" section (Markdown), shared by the dataset card and the formats' READMEs."""
+def checks_ran(sheet: dict) -> list[str]:
+    """The checks that ran on the exported items, in words (none that did not)."""
+    ran = []
+    if sum((sheet["annotation"].get("reviewed") or {}).values()):
+        ran.append("blind review by a second worker")
+    if sheet["blind"]["ran"]:
+        ran.append("blind solvers (asked without the image)")
+    if sheet["near_duplicates"]["ran"]:
+        ran.append("a near-duplicate search" + (f" (also against {sheet['near_duplicates']['reference']})"
+                                                if sheet["near_duplicates"].get("reference") else ""))
+    return ran
+
+
+def still_to_state(pub: Optional[Publication]) -> list[str]:
+    """What only the publisher knows and has not given (--license, --description, --citation), and the images' licence."""
+    pub = pub or Publication()
+    out = ["the images' licence (that of their source collection; vhmine does not record it)"]
+    out += [] if pub.license else ["the benchmark's licence (--license)"]
+    out += [] if pub.citation else ["how to cite it (--citation)"]
+    return out
+
+
+def made_section(sheet: Optional[dict], level: int = 2, pub: Optional[Publication] = None) -> str:
+    """The "How it was made" section (Markdown), shared by the dataset card and the formats' READMEs: it names only
+    the checks that ran, and what the publisher must still state."""
     h = "#" * level
     if sheet is None:
         return f"{h} How it was made\n\nThis benchmark was written without a curation store: how its items were " \
@@ -118,8 +141,11 @@ def made_section(sheet: Optional[dict], level: int = 2) -> str:
     out = [f"{h} How it was made", "",
            f"Made with vhmine {_md(sheet['vhmine_version'])}: image pairs mined from a collection (embedded with CLIP and "
            "DINOv2, kept where CLIP sees them alike and DINOv2 apart), seeded into a curation store, annotated by workers "
-           "(open questions with a reference answer per image, yes/no variants drafted from them), checked (blind review, "
-           "blind solvers, near duplicates) and exported with `vhmine export`.", "",
+           "(open questions with a reference answer per image, yes/no variants drafted from them), "
+           + (f"checked by {describe_list(checks_ran(sheet))}" if checks_ran(sheet) else
+              "not checked by blind review, blind solvers or a near-duplicate search")
+           + " and exported with `vhmine export`. The publisher must still state "
+           + describe_list(still_to_state(pub)) + ".", "",
            f"{h}# Images", "",
            f"{col['images']} image(s): " + (", ".join(f"{n} {_md(s)}" for s, n in col["by_source"].items()) or "none") + "."]
     for r in col["runs"]:
@@ -159,10 +185,11 @@ def card(folder: Path, bench: Benchmark, info: dict, sheet: Optional[dict], pub:
            "| kind | OEQ (open-ended) or YNQ (yes/no) |", "| image | the image |",
            "| group_id | pair group: score its questions on both images whole (NaturalBench's group accuracy) |",
            "| image_id, pair_id, meta | the image, the mined pair's question, provenance (JSON) |", "",
-           "`croissant.json` describes the same files in MLCommons Croissant 1.0 with its Responsible-AI fields; "
+           "`croissant.json` describes the same files in MLCommons Croissant 1.0 with its Responsible-AI fields "
+           "(mlcroissant reads its parquet record sets only with `pip install 'mlcroissant[parquet]'`); "
            "`manifest.json` lists every file's sha256 and each item's provenance. Score answers with "
            "`vhmine eval --bench . --predictions MODEL=answers.jsonl`.", "",
-           made_section(sheet),
+           made_section(sheet, pub=pub),
            "## Intended use", "",
            "Evaluating vision-language models for visual hallucination, per mode: a test set, not training data. Ask each "
            "yes/no question with \" ONLY answer yes or no.\" appended, as VHTest does, and report per-mode accuracy (and "
@@ -190,4 +217,5 @@ def write_readme(folder: Path, fmt: str, bench: Benchmark, info: dict, sheet: Op
     if fmt == "hf":
         path.write_text(card(folder, bench, info, sheet, pub), encoding="utf-8")
     elif path.is_file():  # a format's own README (vlmevalkit): the same section after it
-        path.write_text(path.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + made_section(sheet), encoding="utf-8")
+        path.write_text(path.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + made_section(sheet, pub=pub),
+                        encoding="utf-8")

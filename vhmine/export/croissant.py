@@ -165,10 +165,11 @@ def filter_lines(sheet: dict) -> list[str]:
         enc = d.get("encoders") or {}
         out.append(f"Near duplicates (CLIP {encoder_spec(enc, 'clip')} cosine >= {t.get('clip')} and DINOv2 "
                    f"{encoder_spec(enc, 'dino')} cosine >= {t.get('dino')}): {d['within_export']} pair(s) within "
-                   f"the benchmark, {d['against_reference']} against "
-                   f"{'reference ' + d['reference'] if d['reference'] else 'no reference collection'}, "
+                   "the benchmark, " + (f"{d['against_reference']} against reference {d['reference']}, " if d['reference']
+                                        else "") +
                    f"{d['generated_against_source']} generated image(s) near their source; listed in "
-                   "near_duplicates.html, none removed.")
+                   "near_duplicates.html, none removed." + ("" if d["reference"] else
+                   " The images were not checked against a reference collection (export --against)."))
     else:
         out.append(f"The near-duplicate check did not run: {d['reason']}.")
     return out
@@ -198,9 +199,11 @@ def rai_fields(bench: Benchmark, fmt: str, sheet: Optional[dict], pub: Publicati
     out.update({
         "rai:dataCollection": collection,
         "rai:dataCollectionType": types,
+        # the benchmark's --license is the publisher's for the questions and annotations: the images keep their own
         "rai:dataCollectionRawData": (f"The images of the source collection(s) "
                                       f"({describe_list(sorted({r['index'] for r in sheet['collection']['runs'] if r['index']})) or UNSPECIFIED}); "
-                                      f"licence: {licence}."),
+                                      "their licence is that of their source collection, which vhmine does not record: "
+                                      f"{UNSPECIFIED} by the publisher."),
         "rai:dataCollectionMissingData": "None: the export refuses an item whose image is missing or no longer matches "
                                          "its recorded sha256.",
         "rai:dataPreprocessingProtocol": [

@@ -82,7 +82,9 @@ def _encoder(rec, public: bool) -> dict:
 
     rec = rec if isinstance(rec, dict) else {"spec": rec}
     spec = rec.get("spec")
-    return {"spec": public_spec(str(spec), public) if spec else None, "model": rec.get("model"), "dim": rec.get("dim")}
+    model = rec.get("model")  # a local model folder is a machine path too
+    return {"spec": public_spec(str(spec), public) if spec else None,
+            "model": public_spec(str(model), public) if model else model, "dim": rec.get("dim")}
 
 
 def _collection(rows: dict, public: bool) -> dict:

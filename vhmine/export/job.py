@@ -13,8 +13,10 @@ part them).
 
 Nothing private leaves by default: worker names become stable pseudonyms ("w-" and 8 hex digits of an
 HMAC keyed by the store's own secret, so one worker gets one pseudonym in every export of a store, for
-agreement studies), and the machine's paths (source images, a SQLite store) become relative to the
-working folder, or just the file's name. `--with-provenance` keeps names and paths, for internal use.
+agreement studies), and the machine's paths become the same from any working folder: a source image relative
+to the collection root its index records (the store's runs name the index), anything else (a SQLite store, an
+encoder's folder, an image under no index) just the file's name. `--with-provenance` keeps names and paths, for
+internal use.
 
 `--drop-blind` leaves out the instances a blind solver flagged (vhmine blind; not those a worker
 overruled); the manifest's `blind` holds blind accuracy per mode whenever blind answers exist.
@@ -44,6 +46,7 @@ import json
 import logging
 import shutil
 import uuid
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
@@ -55,8 +58,8 @@ from vhmine.errors import ExportError, UnbalancedError, VhmineError
 from vhmine.images import image_sha256, sha256_file
 from vhmine.files import check_owned, replace_dir
 from vhmine.export.datasheet import Publication
-from vhmine.export.neardup import DupOptions, not_run
-from vhmine.export.privacy import private_removed, pseudonym_key, public_store
+from vhmine.export.neardup import DupOptions, home_indexes, not_run
+from vhmine.export.privacy import collection_roots, private_removed, pseudonym_key, public_store
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +70,7 @@ KIND_CHOICES = {"oeq": (OEQ,), "ynq": (YNQ,), "both": (OEQ, YNQ)}
 class ExportOptions:
     out: Path
     format: str
-    kind: str = "both"  # oeq, ynq or both
+    kind: Optional[str] = None  # oeq, ynq or both; None: every kind the format holds (pope, hallusionbench: ynq)
     per_mode: Optional[int] = None  # instances per mode and kind; None: all
     allow_unbalanced: bool = False
     seed: int = 0  # sampling (--per-mode) and the llava train/test split
@@ -315,9 +318,14 @@ def _export(store, opts: ExportOptions) -> ExportResult:
     from vhmine.rules import modes as M
     from vhmine.curate import blind_dropped, blind_summary, ready_instances
 
+    spec = F.get_format(opts.format)
+    if opts.kind is None:  # every kind the format holds: a yes/no-only format exports the yes/no questions
+        opts = dataclasses.replace(opts, kind=next(k for k, v in KIND_CHOICES.items() if set(v) == set(spec.kinds)))
+        implied = True
+    else:
+        implied = False
     if opts.kind not in KIND_CHOICES:
         raise ExportError(f"--kind {opts.kind!r} is not one of {', '.join(KIND_CHOICES)}")
-    spec = F.get_format(opts.format)
     kinds = KIND_CHOICES[opts.kind]
     missing = [k for k in kinds if k not in spec.kinds]
     if missing:
@@ -326,7 +334,9 @@ def _export(store, opts: ExportOptions) -> ExportResult:
         raise ExportError("--per-mode must be at least 1")
     _check_out(opts.out, opts.replace)  # first: a refused export must not have recorded anything in the store
     wanted = {M.get_mode(m).name for m in opts.modes} if opts.modes else None
-    recs = [r for r in ready_instances(store) if r.kind in kinds and (wanted is None or r.mode in wanted)]
+    ready = [r for r in ready_instances(store) if wanted is None or r.mode in wanted]
+    recs = [r for r in ready if r.kind in kinds]
+    other_kinds = sum(1 for r in ready if r.kind not in kinds) if implied else 0  # said in the summary
     flagged = blind_dropped(store) if opts.drop_blind else set()
     left_out = [r for r in recs if r.id in flagged]  # answerable without the image (vhmine blind)
     recs = [r for r in recs if r.id not in flagged]
@@ -342,7 +352,7 @@ def _export(store, opts: ExportOptions) -> ExportResult:
     else:
         dups = not_run("turned off (--no-near-dups)")
     if not opts.with_provenance:
-        bench = private_removed(bench, key)
+        bench = private_removed(bench, key, collection_roots(home_indexes(store, load=False)[0]))
     fmt_options = {"seed": opts.seed} if spec.name == "llava" else {}
     groups = group_counts(bench)
     info = {"kind": opts.kind, "store": store.display_url if opts.with_provenance else public_store(store.url),
@@ -368,6 +378,9 @@ def _export(store, opts: ExportOptions) -> ExportResult:
         raise
     except OSError as err:
         raise ExportError(f"writing {opts.out} failed ({err}): nothing was left behind; check the disk and try again") from None
+    if other_kinds:
+        res.notes.append(f"left out {other_kinds} open question(s): the {spec.name} format holds yes/no questions only "
+                         f"(--format {' / '.join(n for n in F.format_names() if OEQ in F.get_format(n).kinds)} holds them)")
     res.notes.append(f"version {version_info['version']}, content hash {version_info['content_hash'][:12]}; "
                      f"{sum(sum(k.values()) for k in groups.values())} pair group(s)")
     if log_note:

@@ -70,19 +70,19 @@ def not_run(reason: str) -> DupReport:
     return DupReport({"ran": False, "reason": reason}, {}, f"near duplicates: NOT checked ({reason})")
 
 
-def _open(where: str, indexes: Optional[Path]):
+def _open(where: str, indexes: Optional[Path], load: bool = True):
     from vhmine.config import indexes_root
     from vhmine.embed.index import MANIFEST, open_index
 
     p = Path(where).expanduser()
     if (p / MANIFEST).is_file():
-        return open_index(p.resolve().parent, p.resolve().name)
-    return open_index(indexes_root(indexes), where)
+        return open_index(p.resolve().parent, p.resolve().name, load_vectors=load, load_images=load)
+    return open_index(indexes_root(indexes), where, load_vectors=load, load_images=load)
 
 
-def _home_indexes(store) -> tuple[list, list[str]]:
+def home_indexes(store, load: bool = True) -> tuple[list, list[str]]:
     """The finished indexes the store's mining runs came from (run.json's index_folder), and notes on
-    those that cannot be opened."""
+    those that cannot be opened. `load` False: their manifests only (checked), not their vectors and tables."""
     from sqlalchemy import select
 
     from vhmine.errors import IndexCorruptError, IndexMissingError
@@ -97,7 +97,7 @@ def _home_indexes(store) -> tuple[list, list[str]]:
             continue
         seen.add(folder)
         try:
-            out.append(_open(folder, None))
+            out.append(_open(folder, None, load))
         except (IndexMissingError, IndexCorruptError) as err:
             notes.append(f"run {run}: its index cannot be read ({err}); generated images not checked against it")
     return out, notes
@@ -203,14 +203,15 @@ def _against(clip, dino, idx, o: DupOptions, rows: list[int]) -> list[tuple[int,
 
 def check_near_duplicates(store, bench, o: DupOptions, *, public: bool = True) -> DupReport:
     """The `near_duplicates` manifest section and page for the images of `bench` (see the module docstring)."""
-    from vhmine.export.privacy import public_path
+    from vhmine.export.privacy import collection_roots, public_path
     from vhmine.images import image_sha256
     from vhmine.embed.index import sha256_file
 
     if not (0 < o.clip_min <= 1 and 0 < o.dino_min <= 1):
         raise InputError(f"--dup-clip {o.clip_min:g} / --dup-dino {o.dino_min:g}: thresholds are cosines in (0, 1]")
     ref = _open(o.against, o.indexes) if o.against else None
-    homes, notes = _home_indexes(store)
+    homes, notes = home_indexes(store)
+    roots = collection_roots(homes)  # paths shown as everywhere in an export
     basis = ref or (homes[0] if homes else None)
     if basis is None:
         why = ("the store's mining runs name no index (e.g. seeded from a hand-written pairs table)" if not notes
@@ -244,7 +245,7 @@ def check_near_duplicates(store, bench, o: DupOptions, *, public: bool = True) -
         # a file or a tar member; one that cannot be read: sha256_file raises the OSError that says why
         images[i]["sha256"] = (images[i]["sha256"] or image_sha256(images[i]["_file"])
                                or sha256_file(Path(images[i]["_file"])))
-        images[i]["path"] = public_path(images[i]["_file"]) if public else images[i]["_file"]
+        images[i]["path"] = public_path(images[i]["_file"], roots) if public else images[i]["_file"]
     if not files:
         return not_run("no images exported")
     try:

@@ -45,17 +45,33 @@ def pseudonym_key(store) -> str:
         return row.value
 
 
-def public_path(path: Optional[str]) -> Optional[str]:
-    """A path as an export may show it: relative to the working folder when inside it, else the file name."""
+def collection_roots(indexes) -> list[Path]:
+    """The collection roots (each index's recorded `root`, manifest.json) of `indexes` (the CollectionIndexes the
+    store's mining runs came from: export.neardup.home_indexes): an image under one is shown relative to it."""
+    roots = []
+    for idx in indexes:
+        try:
+            root = idx.root
+        except (KeyError, TypeError, ValueError):
+            continue
+        if root.is_absolute():  # local roots only
+            roots.append(root.resolve())
+    return list(dict.fromkeys(roots))
+
+
+def public_path(path: Optional[str], roots=()) -> Optional[str]:
+    """A path as an export may show it, the same from any working folder: relative to the first collection root in
+    `roots` (collection_roots) that holds it, else the file's name (a relative path stays as recorded)."""
     if not path:
         return path
     p = Path(path)
     if not p.is_absolute():
         return p.as_posix()
-    try:
-        return p.resolve().relative_to(Path.cwd().resolve()).as_posix()
-    except ValueError:
-        return p.name
+    for root in roots:
+        for q in (p, p.resolve()):  # as recorded, or with its links resolved, as the root is
+            if q.is_relative_to(root):
+                return q.relative_to(root).as_posix()
+    return p.name
 
 
 def public_spec(spec: str, public: bool = True) -> str:
@@ -84,15 +100,16 @@ def public_store(url: str) -> str:
     return f"{u.get_backend_name()} database {u.database}"
 
 
-def private_removed(bench: Benchmark, key: str) -> Benchmark:
-    """The benchmark with worker names pseudonymized and this machine's paths made public (see the docstring)."""
+def private_removed(bench: Benchmark, key: str, roots=()) -> Benchmark:
+    """The benchmark with worker names pseudonymized and this machine's paths made public (see the docstring):
+    source images relative to their collection root (`roots`: collection_roots)."""
     items = []
     for it in bench:
         meta = dict(it.meta)
         if meta.get("created_by"):
             meta["created_by"] = pseudonym(meta["created_by"], key)
         if meta.get("source_path"):
-            meta["source_path"] = public_path(meta["source_path"])
+            meta["source_path"] = public_path(meta["source_path"], roots)
         items.append(replace(it, meta=meta))
     return Benchmark(bench.name, items, bench.root, bench.source)
 

@@ -32,7 +32,7 @@ def row_id(r: dict) -> str:
 
 def _rows(path: Path) -> list:
     try:
-        rows = json.loads(Path(path).read_text(encoding="utf-8"))
+        rows = json.loads(Path(path).read_text(encoding="utf-8-sig"))  # a BOM (Windows editors) is read
     except ValueError as err:
         raise FormatError(f"{path}: not JSON ({err})") from None
     except OSError as err:

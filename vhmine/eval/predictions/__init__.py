@@ -30,7 +30,7 @@ def _head_row(path: Path) -> tuple[bytes, dict]:
     """The file's first bytes, and its first JSON object (a JSON line, or a JSON list's first element) if any."""
     with open(path, "rb") as f:
         head = f.read(65536)
-    text = head.decode("utf-8", errors="replace").lstrip()
+    text = head.decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")  # a BOM (Windows editors) is no content
     first: dict = {}
     try:
         if text.startswith("{"):

@@ -17,17 +17,39 @@ from vhmine.bench import OEQ, YNQ, Benchmark, BenchItem
 from vhmine.errors import FormatError
 
 
+def aliases(bench: Benchmark) -> dict[str, str]:
+    """Other spellings of item ids: POPE-style files name items by their bare question_id, so where every id is
+    `<file>:<n>` and no two share an `<n>`, `n` -> `<file>:<n>`; else none."""
+    ids = [it.id for it in bench]
+    alias = {i.split(":", 1)[1]: i for i in ids if ":" in i}
+    return alias if len(alias) == len(ids) else {}
+
+
+def canonical_id(rid: str, ids, alias: dict[str, str]) -> str:
+    """The item id a row's id names: itself when an item has it, else the item it is an alias of (else itself)."""
+    return rid if rid in ids else alias.get(rid, rid)
+
+
 def check_ids(preds: dict[str, str], bench: Benchmark, path: Path) -> dict[str, str]:
+    """`preds` keyed by item ids: aliases (`aliases`) replaced by the id; FormatError for an id no item has, or
+    for two spellings of one item's id (which answer counts would depend on the file's order)."""
     ids = bench.by_id()
-    unknown = [k for k in preds if k not in ids]
+    alias = aliases(bench)
+    out: dict[str, str] = {}
+    spelt: dict[str, str] = {}
+    unknown = []
+    for k, v in preds.items():
+        iid = canonical_id(k, ids, alias)
+        if iid not in ids:
+            unknown.append(k)
+        elif iid in out:
+            raise FormatError(f"{path}: item {iid!r} is answered twice, as {spelt[iid]!r} and as {k!r}: give each "
+                              "item's answer once")
+        out[iid], spelt[iid] = v, k
     if unknown:
-        # POPE-style files name items by their bare question_id: accept "<file>:<n>" ids by suffix
-        alias = {i.split(":", 1)[1]: i for i in ids if ":" in i}
-        if all(k in alias for k in unknown) and len(alias) == len(ids):
-            return {alias.get(k, k): v for k, v in preds.items()}
         raise FormatError(f"{path}: {len(unknown)} id(s) are not in the benchmark {bench.source or bench.name} "
                           f"(first: {unknown[0]!r}): is it the right benchmark?")
-    return preds
+    return out
 
 
 def kind_in_name(name: str, bench: Benchmark) -> Optional[str]:

@@ -17,7 +17,7 @@ from typing import Optional
 from vhmine.bench import Benchmark
 from vhmine.errors import FormatError
 from vhmine.eval.predictions.ids import check_question, items_of_kind, kind_in_name
-from vhmine.eval.predictions.text import loads
+from vhmine.eval.predictions.text import ENCODING, loads
 
 
 def task_name(path: Path) -> str:
@@ -50,7 +50,7 @@ def read(path: Path, bench: Benchmark) -> tuple[dict[str, str], dict[str, str]]:
     answers: dict[str, str] = {}
     by_position = None
     ids = bench.by_id()
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding=ENCODING) as f:
         for n, line in enumerate(f, start=1):
             if not line.strip():
                 continue

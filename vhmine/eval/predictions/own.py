@@ -14,7 +14,8 @@ from typing import Sequence
 
 from vhmine.bench import Benchmark
 from vhmine.errors import FormatError
-from vhmine.eval.predictions.text import loads
+from vhmine.eval.predictions.ids import aliases, canonical_id
+from vhmine.eval.predictions.text import ENCODING, loads
 
 ID_FIELDS = ("id", "question_id", "index")
 ANSWER_FIELDS = ("answer", "prediction", "model_prediction", "response", "text")
@@ -32,11 +33,11 @@ def read(path: Path, bench: Benchmark) -> tuple[dict[str, str], dict[str, str]]:
     suffix = path.suffix.lower()
     rows: list[tuple[str, dict]] = []
     if suffix in (".csv", ".tsv"):
-        with open(path, newline="", encoding="utf-8") as f:
+        with open(path, newline="", encoding=ENCODING) as f:
             rd = csv.DictReader(f, delimiter="\t" if suffix == ".tsv" else ",")
             rows = [(f"{path}, row {n}", r) for n, r in enumerate(rd, start=2)]
     else:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding=ENCODING)
         head = text.lstrip()[:1]
         if head == "[" or (head == "{" and suffix == ".json" and "\n{" not in text.strip()):
             try:
@@ -64,6 +65,8 @@ def read(path: Path, bench: Benchmark) -> tuple[dict[str, str], dict[str, str]]:
                     except ValueError as err:
                         raise FormatError(f"{path}, line {n}: not JSON ({err.args[0]})") from None
     preds: dict[str, str] = {}
+    ids, alias = bench.by_id(), aliases(bench)
+    first: dict[str, str] = {}  # item id -> where its answer was read, and as which id
     for where, r in rows:
         if not isinstance(r, dict):
             raise FormatError(f"{where}: not an object with id and answer")
@@ -73,7 +76,11 @@ def read(path: Path, bench: Benchmark) -> tuple[dict[str, str], dict[str, str]]:
         if ans is None and not any(a in r for a in ANSWER_FIELDS):
             raise FormatError(f"{where}, field answer: missing (one of {', '.join(ANSWER_FIELDS)})")
         rid = str(rid)
-        if rid in preds:
-            raise FormatError(f"{where}, field id: {rid!r} appears twice")
-        preds[rid] = "" if ans is None else str(ans)
+        iid = canonical_id(rid, ids, alias)  # `1` and `pope_test:1` are one item: two answers to it are refused
+        if iid in preds:
+            seen_at, seen_as = first[iid]
+            said = f"{rid!r} appears twice" if seen_as == rid else f"{rid!r} is item {iid!r}, answered as {seen_as!r}"
+            raise FormatError(f"{where}, field id: {said} (first at {seen_at}): give each item's answer once")
+        preds[iid] = "" if ans is None else str(ans)
+        first[iid] = (where, rid)
     return preds, {}

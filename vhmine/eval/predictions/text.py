@@ -4,7 +4,8 @@ file that is not UTF-8.
 Reads nothing itself (the readers hand it their text or catch its error); writes nothing. `loads` is
 json.loads refusing an object with a duplicate key (json keeps the last one silently: one of two answers
 to the same item would be scored and the other dropped); `not_utf8` is the FormatError for a file that
-is not UTF-8, naming it and saying how to convert it.
+is not UTF-8, naming it and saying how to convert it. `ENCODING` is how every reader opens a file: UTF-8, a
+leading byte-order mark (Notepad, Excel's "CSV UTF-8") skipped.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import json
 from pathlib import Path
 
 from vhmine.errors import FormatError
+
+ENCODING = "utf-8-sig"  # UTF-8, with or without the BOM Windows editors and Excel's CSV put first
 
 
 class DuplicateKey(ValueError):

@@ -17,14 +17,14 @@ from pathlib import Path
 from vhmine.bench import Benchmark
 from vhmine.errors import FormatError
 from vhmine.eval.predictions.ids import check_question, items_of_kind, kind_in_name
-from vhmine.eval.predictions.text import loads
+from vhmine.eval.predictions.text import ENCODING, loads
 
 FAIL_MSG = "Failed to obtain answer"  # vlmeval/constant.py; API wrappers append " via API."
 NEEDED = ("index", "prediction")
 
 
 def csv_columns(path: Path) -> list[str]:
-    with open(path, newline="", encoding="utf-8") as f:
+    with open(path, newline="", encoding=ENCODING) as f:
         return next(csv.reader(f, delimiter="\t" if path.suffix.lower() == ".tsv" else ","), [])
 
 
@@ -43,9 +43,10 @@ def _table(path: Path) -> list[dict]:
     suffix = path.suffix.lower()
     try:
         if suffix in (".csv", ".tsv"):  # every cell as written: a model that answered "None" said None, not NaN
-            df = pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",", dtype=str, keep_default_na=False)
+            df = pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",", dtype=str, keep_default_na=False,
+                             encoding=ENCODING)
         elif suffix == ".json":
-            data = loads(path.read_text(encoding="utf-8"), str(path))
+            data = loads(path.read_text(encoding=ENCODING), str(path))
             if not (isinstance(data, list) and all(isinstance(r, dict) for r in data)):
                 raise FormatError(f"{path}: read as VLMEvalKit's result file, but it is not a list of records")
             return data
