@@ -138,75 +138,147 @@ def _same(d: Instance, n: M.YnqDraft) -> bool:
         M.normalize_answer(d.draft_value) == M.normalize_answer(n.value)
 
 
-def _redraft(s: Session, inst: Instance, log: _Log, cause: str, what: str, by: str, now: dt.datetime
-             ) -> tuple[set[str], set[str]]:
-    """Draft the YNQs of `inst` and of the pair's other OEQs on its question again; returns (ids whose truth
-    changed while ready, ids that left the ready set)."""
+def _answers_key(answers) -> list[str]:
+    return sorted({M.normalize_answer(a) for a in answers or ()})
+
+
+def contradicts(fact: dict, derived: Optional[bool], answers) -> bool:
+    """Whether the open answers `answers` (implying the truth `derived`; None: the rules cannot read the question)
+    contradict a person's truth `fact`: only where the answers changed since the person decided and now say
+    otherwise. An unreadable question decided "yes" survives an alias (every answer it was decided against holds)."""
+    now, then = _answers_key(answers), _answers_key(fact.get("source"))
+    if now == then:
+        return False
+    if derived is not None:
+        return derived != fact["truth"]
+    return not (fact["truth"] and set(then) <= set(now))
+
+
+def _own(d: Instance) -> bool:
+    """A question in the worker's own words: the rules cannot read its truth from the open answers."""
+    return d.template_id.endswith(".own")
+
+
+def _implied(d: Instance, o: Instance) -> Optional[bool]:
+    """The truth the open question's answers imply for the drafted YNQ `d`; None where the rules cannot read it."""
+    if _own(d) or d.draft_value is None:
+        return None
+    return M.normalize_answer(d.draft_value) in set(_answers_key(o.answers))
+
+
+def _set_aside_by_person(d: Instance) -> bool:
+    """Discarded by a person (a rejected draft, a removal, an undo): a fact derivation leaves alone."""
+    return d.status == "discarded" and d.retired_from is None
+
+
+def _queue(d: Instance, fact: dict, derived: Optional[bool], o: Instance, log: _Log, cause: str, what: str) -> None:
+    """Put `d` in the person-queue where the open answers now contradict its truth `fact`, or take it out where they
+    no longer do; its ready state stands either way (a person decides: curate.errata.resolve_contradiction)."""
+    if contradicts(fact, derived, o.answers):
+        new = {"fact": fact["truth"], "by": fact.get("by"), "derived": derived, "decided_against": fact.get("source"),
+               "source": list(o.answers)}
+        if d.contradiction is None or {k: d.contradiction.get(k) for k in new} != new:
+            log.track("instances", d, f"{cause}: the fixed answers ({what}) may contradict the truth "
+                                      f"{_show(fact['truth'])} that {fact.get('by')} decided: waiting for an admin",
+                      "contradiction")
+            d.contradiction = dict(new, since=cause)
+    elif d.contradiction is not None:
+        log.track("instances", d, f"{cause}: the fixed answers ({what}) agree with the decided truth again", "contradiction")
+        d.contradiction = None
+
+
+def _redraft(s: Session, inst: Instance, log: _Log, cause: str, what: str, by: str, now: dt.datetime,
+             old_answers: Optional[list] = None) -> tuple[set[str], set[str]]:
+    """Derive the YNQs of `inst` and of the pair's other OEQs on its question again, from their answers and the
+    facts people decided (see the module docstring); returns (ids whose truth changed while ready, ids that left
+    or rejoined the ready set)."""
     from vhmine.bench import question_key
+    from vhmine.curate._shared import derived_id
 
     key = question_key(inst.question)
     others = [o for o in s.scalars(select(Instance).where(
         Instance.task_id == inst.task_id, Instance.kind == M.OEQ, Instance.mode == inst.mode,
         Instance.status == "ready", Instance.id != inst.id)) if question_key(o.question) == key]
     asked = ([inst] if inst.status == "ready" else []) + others
-    flipped, gone = set(), set()
+    flipped, moved = set(), set()
 
-    def leave(d: Instance, why: str, status: str = "discarded") -> None:
-        log.track("instances", d, why, "status", "discard_reason")
+    def leave(d: Instance, why: str) -> None:  # derivation sets it aside; it comes back when drafted again
+        log.track("instances", d, why, "status", "discard_reason", "retired_from")
         if d.status == "ready":
-            gone.add(d.id)
-        d.status, d.discard_reason, d.updated_by, d.updated_at = status, why, by, now
+            moved.add(d.id)
+        d.retired_from, d.status, d.discard_reason, d.updated_by, d.updated_at = d.status, "discarded", why, by, now
+
+    def back(d: Instance, why: str) -> None:
+        log.track("instances", d, why, "status", "discard_reason", "retired_from")
+        if d.retired_from == "ready":
+            moved.add(d.id)
+        d.status, d.retired_from, d.updated_by, d.updated_at = d.retired_from, None, by, now
+        d.discard_reason = why if d.status == "draft" else None
 
     for o in [inst] + others:
-        derived = s.scalars(select(Instance).where(Instance.derived_from == o.id, Instance.status.in_(("ready", "draft")))
-                            .order_by(Instance.id)).all()
-        if not derived:
+        rows = s.scalars(select(Instance).where(Instance.derived_from == o.id).order_by(Instance.id)).all()
+        live = [d for d in rows if d.status in ("ready", "draft")]
+        if not rows:
             continue
         source = "the open question it was drafted from" if o is inst else f"the pair's open question {inst.id}"
         if o.status != "ready":
-            for d in derived:
+            for d in live:
                 leave(d, f"{cause}: {source} was removed")
             continue
         tpl = _template(o)
-        if tpl is None:  # nothing to draft from: the fixed question's variants go back to their author to redo
+        if tpl is None:  # nothing to draft from: each ready one's truth is its author's, checked against the change
             if o is inst:
-                for d in derived:
+                for d in live:
                     if d.status == "ready":
-                        leave(d, f"{cause}: the answer it was drafted from changed ({what}); check its truth again",
-                              status="draft")
+                        fact = d.truth_fact or {"truth": bool(d.truth), "by": d.created_by, "source": old_answers}
+                        _queue(d, fact, None, o, log, cause, what)
             continue
         wrong = [a for x in asked if x.id != o.id for a in x.answers]
         fresh = M.draft_ynq(M.get_mode(o.mode), tpl, o.slots, o.answers, wrong)
-        used: set[int] = set()
-        for d in derived:
-            k = next((k for k, n in enumerate(fresh) if k not in used and _same(d, n)), None)
-            if k is None:
-                if o is not inst and d.draft_value is None:
-                    continue  # a reworded variant about an image whose answer did not change: still true
-                leave(d, f"{cause}: no longer among the yes/no questions drafted from the fixed answers ({what})"
-                      if o is inst else f"{cause}: its 'no' value came from {source}, whose answers changed ({what})")
+        by_id = {d.id: d for d in rows}
+        match = {k: by_id[derived_id(o.id, n.question)] for k, n in enumerate(fresh) if derived_id(o.id, n.question) in by_id}
+        used: set[str] = {d.id for d in match.values()}
+        for k, n in enumerate(fresh):
+            d = match.get(k)
+            if d is None:  # stored before ids were derived, or reworded: the same question or tested value
+                d = next((r for r in rows if r.id not in used and _same(r, n)), None)
+            if d is None:
+                why = f"{cause}: drafted from the fixed answers ({what}); waiting for its author to confirm"
+                d = Instance(id=derived_id(o.id, n.question), task_id=o.task_id, action_id=None, mode=o.mode, kind=M.YNQ,
+                             image_id=o.image_id, pair_id=o.pair_id, template_id=n.template_id, slots=dict(n.slots),
+                             question=n.question, answers=["Yes" if n.truth else "No"], truth=n.truth,
+                             derived_from=o.id, draft_value=n.value, status="draft", discard_reason=why,
+                             created_by=o.created_by, created_at=now)
+                s.add(d)
+                log.extra.append({"table": "instances", "id": d.id, "why": why,
+                                  "created": {"question": n.question, "truth": n.truth, "image_id": o.image_id,
+                                              "derived_from": o.id}})
+                used.add(d.id)
                 continue
-            used.add(k)
-            n = fresh[k]
-            if bool(d.truth) != n.truth:
+            used.add(d.id)
+            if _set_aside_by_person(d):
+                continue  # a person's discard stands: it is not drafted again either
+            if d.retired_from:
+                back(d, f"{cause}: drafted again from the fixed answers ({what}), as it was")
+            if d.truth_fact is not None:
+                _queue(d, d.truth_fact, None if _own(d) else n.truth, o, log, cause, what)
+            elif bool(d.truth) != n.truth:
                 log.track("instances", d, f"{cause}: drafted again from the fixed answers ({what}): truth "
                                           f"{_show(bool(d.truth))} → {_show(n.truth)}", "truth", "answers")
                 d.truth, d.answers, d.updated_by, d.updated_at = n.truth, ["Yes" if n.truth else "No"], by, now
                 if d.status == "ready":
                     flipped.add(d.id)
-        for k, n in enumerate(fresh):
-            if k in used:
+        for d in live:
+            if d.id in used:
                 continue
-            why = f"{cause}: drafted from the fixed answers ({what}); waiting for its author to confirm"
-            d = Instance(id=_new_id(), task_id=o.task_id, action_id=None, mode=o.mode, kind=M.YNQ, image_id=o.image_id,
-                         pair_id=o.pair_id, template_id=n.template_id, slots=dict(n.slots), question=n.question,
-                         answers=["Yes" if n.truth else "No"], truth=n.truth, derived_from=o.id, draft_value=n.value,
-                         status="draft", discard_reason=why, created_by=o.created_by, created_at=now)
-            s.add(d)
-            log.extra.append({"table": "instances", "id": d.id, "why": why,
-                              "created": {"question": n.question, "truth": n.truth, "image_id": o.image_id,
-                                          "derived_from": o.id}})
-    return flipped, gone
+            if d.truth_fact is not None:  # a person's truth (own wording, an erratum): checked, never retired here
+                _queue(d, d.truth_fact, _implied(d, o), o, log, cause, what)
+                continue
+            if o is not inst and d.draft_value is None:
+                continue  # a reworded variant about an image whose answer did not change: still true
+            leave(d, f"{cause}: no longer among the yes/no questions drafted from the fixed answers ({what})"
+                  if o is inst else f"{cause}: its 'no' value came from {source}, whose answers changed ({what})")
+    return flipped, moved
 
 
 # --- what scored the old reference, scored again -------------------------------------------------------------
@@ -287,7 +359,7 @@ def apply(s: Session, inst: Instance, changes: dict, *, cause: str, by: str, now
     changed = {inst.id} if {"answers", "truth"} & set(changes) else set()
     gone: set[str] = set()
     if inst.kind == M.OEQ:
-        flipped, gone = _redraft(s, inst, log, cause, what, by, now)
+        flipped, gone = _redraft(s, inst, log, cause, what, by, now, (changes.get("answers") or [None])[0])
         changed |= flipped
     s.flush()
     for iid in sorted(changed):
@@ -303,22 +375,57 @@ def apply(s: Session, inst: Instance, changes: dict, *, cause: str, by: str, now
     return log.entries()
 
 
-def reverse(s: Session, entries: list[dict], cause: str, by: str, now: dt.datetime) -> None:
+def _labels_since(s: Session, iids: list[str], cause: str) -> list[dict]:
+    """Workers' labels of the responses to `iids` (each judged the reference that the undo of `cause` takes away),
+    set aside: returns entries saying whose and what, for the record."""
+    out = []
+    for r in s.scalars(select(Response).where(Response.instance_id.in_(iids)).order_by(Response.id)) if iids else []:
+        for lab in s.scalars(select(ResponseLabel).where(ResponseLabel.response_id == r.id)).all():
+            out.append({"table": "response_labels", "id": [lab.response_id, lab.worker],
+                        "why": f"{cause} undone: the label judged the reference the undo took away; set aside to "
+                               "label again", "deleted": {"verdict": lab.verdict, "action_id": lab.action_id,
+                                                          "created_at": lab.created_at.isoformat()}})
+            s.delete(lab)
+    s.flush()
+    return out
+
+
+def _verdicts_since(s: Session, iids: list[str], entries: list[dict]) -> None:
+    """Responses to `iids` stored since the erratum (their verdicts are not in its entries): a rule's verdict read
+    again against the restored truth, a judge's cleared for `vhmine probe --judge`."""
+    from vhmine.rules.answers import get_rule, yes_no_verdict
+
+    tracked = {e["id"] for e in entries if e["table"] == "responses"}
+    for iid in iids:
+        inst = s.get(Instance, iid)
+        for r in s.scalars(select(Response).where(Response.instance_id == iid, Response.id.not_in(tracked))):
+            judge = r.judge or ""
+            try:
+                rule = get_rule(judge[5:]).name if judge.startswith("rule:") and inst.kind == M.YNQ else None
+            except InputError:
+                rule = None
+            if rule:
+                r.verdict = yes_no_verdict(r.answer, inst.truth, rule)
+            elif r.verdict is not None or judge:
+                r.verdict, r.judge = None, None
+
+
+def reverse(s: Session, entries: list[dict], cause: str, by: str, now: dt.datetime, also: tuple[str, ...] = ()
+            ) -> list[dict]:
     """Take `apply`'s entries back (undo of the erratum). LeaseError, and nothing changed, where a worker built on
-    them since: a yes/no question changed again, a new draft confirmed, a set-aside answer labelled again.
-    Scores (responses' verdicts, blind answers, reviews) go back to what they were against the old reference."""
+    them since: a yes/no question changed again, a new draft confirmed. Scores (responses' verdicts, blind answers,
+    reviews) go back to what they were against the old reference; what workers decided since against the reference
+    the undo takes away (labels) is set aside with the reason, never mixed with what it restores (`also`:
+    the erratum's own instance when its reference changed). Returns the labels set aside."""
     solvers = set()
     for e in entries:
         table = e["table"]
-        if table == "groups":
+        if table == "groups" or "deleted" in e:
             continue
         obj = _row(s, table, e["id"])
         if "created" in e:
             if obj.status == "ready":
                 raise LeaseError(f"cannot undo: the yes/no question {obj.id} drafted with {cause} was confirmed since")
-        elif "deleted" in e:
-            if obj is not None:
-                raise LeaseError(f"cannot undo: response {e['id'][0]} was labelled again since {cause}")
         elif table in HUMAN:
             for field, (_, new) in e["changes"].items():
                 if _plain(getattr(obj, field)) != new:
@@ -326,14 +433,19 @@ def reverse(s: Session, entries: list[dict], cause: str, by: str, now: dt.dateti
                                      f"{cause} ({field})")
         if table == "blind_answers":
             solvers.add((obj.model, obj.endpoint, obj.prompt))
+    changed = list(also) + [e["id"] for e in entries if e["table"] == "instances"
+                            and {"truth", "answers"} & set(e.get("changes") or {})]
+    changed = list(dict.fromkeys(changed))
+    aside = _labels_since(s, changed, cause)
     for e in reversed(entries):
         table = e["table"]
         if table == "groups":
             continue
         obj = _row(s, table, e["id"])
-        if "created" in e:
+        if "created" in e:  # set aside as derivation sets aside: drafting the same answers again brings it back
             if obj.status == "draft":
-                obj.status, obj.discard_reason, obj.updated_by, obj.updated_at = "discarded", f"{cause} undone", by, now
+                obj.retired_from, obj.status, obj.discard_reason = "draft", "discarded", f"{cause} undone"
+                obj.updated_by, obj.updated_at = by, now
         elif "deleted" in e:
             d = e["deleted"]
             s.add(ResponseLabel(response_id=e["id"][0], worker=e["id"][1], verdict=d["verdict"], action_id=d["action_id"],
@@ -343,4 +455,7 @@ def reverse(s: Session, entries: list[dict], cause: str, by: str, now: dt.dateti
                 setattr(obj, field, old)
             if table == "instances":
                 obj.updated_by, obj.updated_at = by, now
+    s.flush()
+    _verdicts_since(s, changed, entries)
     _refresh(s, sorted(solvers, key=lambda t: (t[0], t[1] or "", t[2])), None, "")
+    return aside

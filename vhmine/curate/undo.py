@@ -79,7 +79,7 @@ def undo_last(store: Store, worker: str | WorkerInfo, *, lease_s: float = LEASE_
                     raise LeaseError(f"cannot undo: the yes/no question {d.id} was already {used}")
                 d.question, d.truth, d.answers = old["question"], old["truth"], old["answers"]
                 d.template_id, d.slots = old.get("template_id", d.template_id), old.get("slots", d.slots)
-                d.draft_value = old.get("draft_value", d.draft_value)
+                d.draft_value, d.truth_fact = old.get("draft_value", d.draft_value), old.get("truth_fact")
                 d.status, d.discard_reason, d.updated_by, d.updated_at = "draft", old.get("discard_reason"), worker, now
             what = f"confirmation of {len(p.get('drafts', []))} yes/no question(s)"
         elif act.kind == "review":
@@ -96,6 +96,10 @@ def undo_last(store: Store, worker: str | WorkerInfo, *, lease_s: float = LEASE_
             from vhmine.curate.verify import undo_verify
 
             what = undo_verify(s, act, worker, now, lease)
+        elif act.kind == "resolve":  # an admin's decision on the person-queue (curate.contradictions)
+            from vhmine.curate.contradictions import undo_resolve
+
+            what = undo_resolve(s, act, worker, now)
         elif act.kind.startswith("errata_"):  # a flag, or an admin's decision on one (curate.errata)
             from vhmine.curate.errata import undo_errata
 

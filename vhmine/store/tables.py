@@ -137,6 +137,10 @@ class Instance(Base):
     created_at: Mapped[dt.datetime]
     updated_by: Mapped[Optional[str]] = mapped_column(ForeignKey("workers.name"))
     updated_at: Mapped[Optional[dt.datetime]]
+    # revision 0011 (curate.derived): a drafted YNQ that derivation set aside, from this status (it comes back to it)
+    retired_from: Mapped[Optional[str]] = mapped_column(String(16))
+    truth_fact: Mapped[Optional[dict]] = mapped_column(JSON)  # a person's truth: {"truth", "by", "source"}
+    contradiction: Mapped[Optional[dict]] = mapped_column(JSON)  # the person-queue: the source implies another truth
 
 
 class Review(Base):
