@@ -79,6 +79,8 @@ def resolve_contradiction(store: Store, by: str | WorkerInfo, instance_id: str, 
         changes = {} if bool(inst.truth) == truth else {"truth": [inst.truth, truth], "answers": [inst.answers,
                                                                                                   ["Yes" if truth else "No"]]}
         inst.truth_fact = {"truth": truth, "by": f"admin {admin}", "source": list(src.answers)}
+        if old[1].get("derived") is not None and old[1]["derived"] != truth:  # kept against it: not asked again
+            inst.truth_fact["seen"] = old[1]["derived"]
         inst.contradiction = None
         derived = D.apply(s, inst, changes, cause=f"decision on {instance_id}", by=admin, now=now) if changes else []
         _log(s, admin, "resolve", inst.task_id, {"instance_id": inst.id, "reason": why, "changes": changes,

@@ -145,12 +145,14 @@ def _answers_key(answers) -> list[str]:
 def contradicts(fact: dict, derived: Optional[bool], answers) -> bool:
     """Whether the open answers `answers` (implying the truth `derived`; None: the rules cannot read the question)
     contradict a person's truth `fact`: only where the answers changed since the person decided and now say
-    otherwise. An unreadable question decided "yes" survives an alias (every answer it was decided against holds)."""
+    otherwise, and not where an admin already kept the truth against that very implication (`seen`, set by
+    curate.contradictions). An unreadable question decided "yes" survives an alias (every answer it was decided
+    against holds)."""
     now, then = _answers_key(answers), _answers_key(fact.get("source"))
     if now == then:
         return False
     if derived is not None:
-        return derived != fact["truth"]
+        return derived != fact["truth"] and derived != fact.get("seen")
     return not (fact["truth"] and set(then) <= set(now))
 
 
