@@ -205,10 +205,11 @@ def _redraft(s: Session, inst: Instance, log: _Log, cause: str, what: str, by: s
     flipped, moved = set(), set()
 
     def leave(d: Instance, why: str) -> None:  # derivation sets it aside; it comes back when drafted again
-        log.track("instances", d, why, "status", "discard_reason", "retired_from")
+        log.track("instances", d, why, "status", "discard_reason", "retired_from", "contradiction")
         if d.status == "ready":
             moved.add(d.id)
         d.retired_from, d.status, d.discard_reason, d.updated_by, d.updated_at = d.status, "discarded", why, by, now
+        d.contradiction = None  # nothing left to decide while it is not asked (drafting it again asks again)
 
     def back(d: Instance, why: str) -> None:
         log.track("instances", d, why, "status", "discard_reason", "retired_from")
@@ -281,6 +282,15 @@ def _redraft(s: Session, inst: Instance, log: _Log, cause: str, what: str, by: s
             leave(d, f"{cause}: no longer among the yes/no questions drafted from the fixed answers ({what})"
                   if o is inst else f"{cause}: its 'no' value came from {source}, whose answers changed ({what})")
     return flipped, moved
+
+
+def rederive(s: Session, inst: Instance, *, cause: str, by: str, now: dt.datetime) -> None:
+    """Derive the YNQs drafted from the OEQ `inst` (and the pair's on its question) again from what the store holds
+    now: idempotent, so only what an undo just put back (curate.undo) can change."""
+    if inst.status == "ready" and _template(inst) is None:
+        return  # nothing drafted from it to derive again
+    s.flush()
+    _redraft(s, inst, _Log(), cause, "as the answers are now", by, now)
 
 
 # --- what scored the old reference, scored again -------------------------------------------------------------
@@ -392,12 +402,21 @@ def _labels_since(s: Session, iids: list[str], cause: str) -> list[dict]:
     return out
 
 
-def _verdicts_since(s: Session, iids: list[str], entries: list[dict]) -> None:
-    """Responses to `iids` stored since the erratum (their verdicts are not in its entries): a rule's verdict read
-    again against the restored truth, a judge's cleared for `vhmine probe --judge`."""
+def _scores_since(s: Session, iids: list[str], entries: list[dict]) -> set[tuple]:
+    """Responses and blind answers to `iids` stored since the erratum (not in its entries): a rule's verdict read
+    again against the restored truth, a judge's cleared for `vhmine probe --judge`; a blind answer scored again
+    (or left for `vhmine blind` to judge). Returns the solvers whose flags to recompute."""
+    from vhmine.curate.blind import reference_of, score_stored
     from vhmine.rules.answers import get_rule, yes_no_verdict
 
     tracked = {e["id"] for e in entries if e["table"] == "responses"}
+    seen = {e["id"] for e in entries if e["table"] == "blind_answers"}
+    solvers = set()
+    for b in s.scalars(select(BlindAnswer).where(BlindAnswer.instance_id.in_(iids), BlindAnswer.id.not_in(seen))):
+        inst = s.get(Instance, b.instance_id)
+        right = score_stored(inst.kind, b.answer, reference_of(inst), b.scorer)
+        b.correct, b.reference = right, reference_of(inst) if right is not None else b.reference
+        solvers.add((b.model, b.endpoint, b.prompt))
     for iid in iids:
         inst = s.get(Instance, iid)
         for r in s.scalars(select(Response).where(Response.instance_id == iid, Response.id.not_in(tracked))):
@@ -410,6 +429,7 @@ def _verdicts_since(s: Session, iids: list[str], entries: list[dict]) -> None:
                 r.verdict = yes_no_verdict(r.answer, inst.truth, rule)
             elif r.verdict is not None or judge:
                 r.verdict, r.judge = None, None
+    return solvers
 
 
 def reverse(s: Session, entries: list[dict], cause: str, by: str, now: dt.datetime, also: tuple[str, ...] = ()
@@ -458,6 +478,6 @@ def reverse(s: Session, entries: list[dict], cause: str, by: str, now: dt.dateti
             if table == "instances":
                 obj.updated_by, obj.updated_at = by, now
     s.flush()
-    _verdicts_since(s, changed, entries)
-    _refresh(s, sorted(solvers, key=lambda t: (t[0], t[1] or "", t[2])), None, "")
+    solvers |= _scores_since(s, changed, entries)
+    _refresh(s, sorted(solvers, key=lambda t: (t[0], t[1] or "", t[2] or "")), None, "")
     return aside

@@ -132,7 +132,11 @@ def _fix(mode: M.Mode, inst: Instance, answers: Optional[Sequence[str] | str], t
 def _truth_fact(s: Session, inst: Instance, changes: dict, by: str) -> dict:
     """A new truth for a drafted YNQ is a fact re-drafting never overwrites (curate.derived): it is recorded with the
     open answers it was decided against, and any contradiction it settles leaves the queue. Returns the payload's
-    "fact" {"fact": [old, new], "contradiction": [old, None]}, which undo puts back; {} when nothing changes."""
+    "fact" {"fact": [old, new], "contradiction": [old, None]} (a removal: its "contradiction" only), which undo puts
+    back; {} when nothing changes."""
+    if "status" in changes and inst.contradiction:  # removed: nothing left for the queue to decide
+        old, inst.contradiction = inst.contradiction, None
+        return {"contradiction": [old, None]}
     if "truth" not in changes or not inst.derived_from:
         return {}
     src = s.get(Instance, inst.derived_from)
@@ -213,7 +217,9 @@ def undo_errata(s: Session, act: Action, worker: str, now: dt.datetime) -> str:
     if "status" in (p.get("changes") or {}):
         inst.discard_reason = None
     if "fact" in p:
-        inst.truth_fact, inst.contradiction = p["fact"][0], p["contradiction"][0]
+        inst.truth_fact = p["fact"][0]
+    if "contradiction" in p:
+        inst.contradiction = p["contradiction"][0]
     inst.updated_by, inst.updated_at = worker, now
     # what the decision derived, back too; a LeaseError there (a worker built on it) rolls all of this back
     ref = (inst.id,) if {"truth", "answers"} & set(p.get("changes") or {}) else ()
