@@ -3,7 +3,7 @@
 A worker types the instance id an export wrote (or picks a ready item of the mode), says what is wrong and,
 optionally, the right answer; they see their own flags and what became of them. An admin sees every open
 flag with the item, and accepts it (a new answer, a new yes/no truth, or removing the item) or rejects it
-with a reason; and decides the person-queue (curate.contradictions): yes/no questions whose open answers changed
+with a reason; and decides the person-queue (curate.person_queue): yes/no questions whose open answers changed
 since a person decided their truth, shown with both sides. Reads and writes only through vhmine.curate
 (flag_instance, errata_list, accept_erratum, reject_erratum, ready_instances, get_instance, contradictions,
 resolve_contradiction); the library checks the admin right on every call.

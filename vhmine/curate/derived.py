@@ -146,7 +146,7 @@ def contradicts(fact: dict, derived: Optional[bool], answers) -> bool:
     """Whether the open answers `answers` (implying the truth `derived`; None: the rules cannot read the question)
     contradict a person's truth `fact`: only where the answers changed since the person decided and now say
     otherwise, and not where an admin already kept the truth against that very implication (`seen`, set by
-    curate.contradictions). An unreadable question decided "yes" survives an alias (every answer it was decided
+    curate.person_queue). An unreadable question decided "yes" survives an alias (every answer it was decided
     against holds)."""
     now, then = _answers_key(answers), _answers_key(fact.get("source"))
     if now == then:

@@ -105,8 +105,8 @@ def undo_last(store: Store, worker: str | WorkerInfo, *, lease_s: float = LEASE_
             from vhmine.curate.verify import undo_verify
 
             what = undo_verify(s, act, worker, now, lease)
-        elif act.kind == "resolve":  # an admin's decision on the person-queue (curate.contradictions)
-            from vhmine.curate.contradictions import undo_resolve
+        elif act.kind == "resolve":  # an admin's decision on the person-queue (curate.person_queue)
+            from vhmine.curate.person_queue import undo_resolve
 
             what = undo_resolve(s, act, worker, now)
         elif act.kind.startswith("errata_"):  # a flag, or an admin's decision on one (curate.errata)
