@@ -71,7 +71,8 @@ class DerivedMachine(RuleBasedStateMachine):
         with self.store.session(write=False) as s:
             oeqs = s.query(Instance).filter_by(kind="OEQ", status="ready").all()
             self.source = {o.id: {"answers": list(o.answers), "ready": True, "mode": o.mode} for o in oeqs}
-            self.confirmed = {i.id for i in s.query(Instance).filter(Instance.derived_from.is_not(None), Instance.status == "ready")}
+            self.confirmed = {i.id for i in s.query(Instance).filter(Instance.derived_from.is_not(None))
+                              if i.status == "ready" or i.retired_from == "ready"}
         self.rejected: dict[str, str] = {}  # id -> the reason a person gave (draft rejected, item removed)
         self.facts: dict[str, dict] = {}  # id -> {"truth", "source", "seen"}: truths people decided
         self.own: set[str] = set()  # own wording

@@ -60,8 +60,10 @@ def _pk(table: str, obj) -> object:
     return obj.id
 
 
-def _row(s: Session, table: str, pk):
-    return s.get(TABLES[table], tuple(pk) if isinstance(pk, list) else pk)
+def _row(s: Session, table: str, pk, lock: bool = False):
+    """The row `pk` of `table`; `lock`: locked and read as committed (a worker confirming it meanwhile waits, or is
+    waited for, on PostgreSQL)."""
+    return s.get(TABLES[table], tuple(pk) if isinstance(pk, list) else pk, with_for_update=lock, populate_existing=lock)
 
 
 class _Log:
@@ -198,9 +200,14 @@ def _redraft(s: Session, inst: Instance, log: _Log, cause: str, what: str, by: s
     from vhmine.curate._shared import derived_id
 
     key = question_key(inst.question)
+    # locked (PostgreSQL), in id order, and read as committed: a worker confirming a draft, an admin fixing the
+    # pair's other question or a yes/no question's truth meanwhile waits, or is waited for, never overwritten
     others = [o for o in s.scalars(select(Instance).where(
         Instance.task_id == inst.task_id, Instance.kind == M.OEQ, Instance.mode == inst.mode,
-        Instance.status == "ready", Instance.id != inst.id)) if question_key(o.question) == key]
+        Instance.status == "ready", Instance.id != inst.id).order_by(Instance.id).with_for_update()
+        .execution_options(populate_existing=True)) if question_key(o.question) == key]
+    s.scalars(select(Instance).where(Instance.derived_from.in_([inst.id] + [o.id for o in others])).order_by(Instance.id)
+              .with_for_update().execution_options(populate_existing=True)).all()
     asked = ([inst] if inst.status == "ready" else []) + others
     flipped, moved = set(), set()
 
@@ -444,7 +451,7 @@ def reverse(s: Session, entries: list[dict], cause: str, by: str, now: dt.dateti
         table = e["table"]
         if table == "groups" or "deleted" in e:
             continue
-        obj = _row(s, table, e["id"])
+        obj = _row(s, table, e["id"], lock=table in HUMAN)
         if "created" in e:
             if obj.status == "ready":
                 raise LeaseError(f"cannot undo: the yes/no question {obj.id} drafted with {cause} was confirmed since")

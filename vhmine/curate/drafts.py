@@ -102,7 +102,7 @@ def confirm_drafts(store: Store, worker: str, decisions: Iterable[DraftDecision]
         now = utcnow()
         before, kept = [], []
         for dec in decisions:
-            d = s.get(Instance, dec.instance_id)
+            d = s.get(Instance, dec.instance_id, with_for_update=True)  # an erratum re-drafting it waits, or is waited for
             if d is None or d.status != "draft" or d.created_by != worker:
                 raise LeaseError(f"{dec.instance_id} is not a draft of yours waiting for confirmation: reload the page")
             before.append({"id": d.id, "question": d.question, "truth": d.truth, "answers": d.answers,
