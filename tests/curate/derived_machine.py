@@ -59,6 +59,7 @@ class DerivedMachine(RuleBasedStateMachine):
     """Subclasses set `open_store` (a fresh copy of the ready store, workers alice, bob, carol (admin), dave)."""
 
     open_store = None  # callable () -> Store
+    totals: dict = {}  # over a run, per subclass: examples, steps, undos done, refusals, steps with a queue
     export_dir = None  # callable () -> Path, a fresh folder
 
     def __init__(self):
@@ -79,13 +80,16 @@ class DerivedMachine(RuleBasedStateMachine):
         self.labels: dict[tuple, dict] = {}  # (response, worker) -> {"verdict", "truth": the truth it judged, "moved"}
         self.stack: dict[str, list] = {w: [] for w in WORKERS}  # per worker, how to take its last action back
         self.undo_of: dict[int, tuple] = {}  # erratum stack depth -> (snapshot before, snapshot after)
-        self.counts = {"undone": 0, "refused": 0, "queued": 0}
+        self.counts = {"undone": 0, "refused": 0, "queued": 0, "steps": 0}
 
     def teardown(self):
         from hypothesis import event
 
         for k, v in self.counts.items():
             event(f"{k}: {'some' if v else 'none'}")
+            type(self).totals[k] = type(self).totals.get(k, 0) + v
+        type(self).totals["examples"] = type(self).totals.get("examples", 0) + 1
+        type(self).totals["steps"] = type(self).totals.get("steps", 0) + self.counts["steps"]
         try:
             self.check_export()
         finally:
@@ -206,6 +210,7 @@ class DerivedMachine(RuleBasedStateMachine):
         from vhmine.errors import FormError, LeaseError
 
         before = snapshot(self.store)
+        self.counts["steps"] += 1
         try:
             out = fn()
         except (LeaseError, FormError) as err:
@@ -249,7 +254,11 @@ class DerivedMachine(RuleBasedStateMachine):
         ready = self._ready("OEQ")
         if not ready:
             return
-        oid = data.draw(st.sampled_from(ready))
+        from vhmine.store import Instance
+
+        with self.store.session(write=False) as s:  # half the time a source of a decided truth: the queue's path
+            decided = sorted({s.get(Instance, i).derived_from for i in self.facts} & set(ready))
+        oid = data.draw(st.one_of(st.sampled_from(decided), st.sampled_from(ready)) if decided else st.sampled_from(ready))
         src = self.source[oid]
         new = list(src["answers"])
         if change == "alias":
