@@ -476,6 +476,25 @@ class DerivedMachine(RuleBasedStateMachine):
         assert {i: it.truth for i, it in exported.items() if i in truths} == truths
 
 
+def color_questions(store):
+    """{(image role, question): record} of the ready color instances of helpers.make_ready_store; A: the image
+    answered "red" at first (or "red" and an alias since)."""
+    from vhmine import curate as C
+
+    recs = C.ready_instances(store, "color", locate=False)
+    a = next(r for r in recs if r.kind == "OEQ" and r.answers[0] == "red").image_id
+    return {("A" if r.image_id == a else "B", r.question): r for r in recs}
+
+
+def erratum(store, iid, **fix) -> str:
+    """bob flags the item, carol accepts the flag with `fix` (answers=, truth= or remove=); returns the flag's id."""
+    from vhmine import curate as C
+
+    fid = C.flag_instance(store, "bob", iid, "wrong")
+    C.accept_erratum(store, "carol", fid, **fix)
+    return fid
+
+
 def fresh_copy(base: Path, folder: Path):
     """A callable returning a fresh copy of the SQLite store at `base`, one per example, under `folder`."""
     import itertools

@@ -12,22 +12,7 @@ from __future__ import annotations
 
 import json
 
-
-def _color(store):
-    """{(image role, question): record} of the ready color instances; A: the image answered "red" at first."""
-    from vhmine import curate as C
-
-    recs = C.ready_instances(store, "color", locate=False)
-    a = next(r for r in recs if r.kind == "OEQ" and r.answers[0] == "red").image_id
-    return {("A" if r.image_id == a else "B", r.question): r for r in recs}
-
-
-def _erratum(store, iid, **fix):
-    from vhmine import curate as C
-
-    fid = C.flag_instance(store, "bob", iid, "wrong")
-    C.accept_erratum(store, "carol", fid, **fix)
-    return fid
+from derived_machine import color_questions, erratum
 
 
 def _export_ids(store, out):
@@ -41,16 +26,16 @@ def test_an_answer_round_trip_restores_exactly_the_yes_no_questions_it_had(revie
     from vhmine import curate as C
 
     store = reviewed_store
-    before = _color(store)
+    before = color_questions(store)
     h1 = _export_ids(store, tmp_path / "v1")
     cup_b = before[("B", "What color is the cup?")]
-    _erratum(store, cup_b.id, answers="green")
-    mid = _color(store)
+    erratum(store, cup_b.id, answers="green")
+    mid = color_questions(store)
     assert ("B", "Is the cup blue?") not in mid and ("A", "Is the cup blue?") not in mid
     assert {d.question for d in C.pending_drafts(store, "alice")} == {"Is the cup green?"}
-    _erratum(store, cup_b.id, answers="blue")
+    erratum(store, cup_b.id, answers="blue")
     # blue again: the same questions, ids, truths and status as before; nothing waits for the author
-    after = _color(store)
+    after = color_questions(store)
     assert {k: (r.id, r.truth, r.status) for k, r in after.items()} == {k: (r.id, r.truth, r.status) for k, r in before.items()}
     assert C.pending_drafts(store, "alice") == []
     assert _export_ids(store, tmp_path / "v2") == h1  # no churn for the changelog to report
@@ -60,10 +45,10 @@ def test_an_alias_on_the_source_never_overturns_an_accepted_truth_flip(reviewed_
     from vhmine import curate as C
 
     store = reviewed_store
-    q = _color(store)
+    q = color_questions(store)
     red_a, cup_a = q[("A", "Is the cup red?")], q[("A", "What color is the cup?")]
-    _erratum(store, red_a.id, truth=False)  # an admin decided: no (say the cup is orange)
-    fid = _erratum(store, cup_a.id, answers=["red", "crimson"])
+    erratum(store, red_a.id, truth=False)  # an admin decided: no (say the cup is orange)
+    fid = erratum(store, cup_a.id, answers=["red", "crimson"])
     # the first admin's decision stands, ready; the alias says "yes", so an admin is asked, with both sides
     assert (C.get_instance(store, red_a.id).truth, C.get_instance(store, red_a.id).status) == (False, "ready")
     [c] = C.contradictions(store, "carol")
@@ -73,7 +58,7 @@ def test_an_alias_on_the_source_never_overturns_an_accepted_truth_flip(reviewed_
     assert C.resolve_contradiction(store, "carol", red_a.id, False) == {}  # kept: the queue is empty, the truth stays
     assert C.contradictions(store) == [] and C.get_instance(store, red_a.id).truth is False
     # another alias implies the same "yes" the admin kept the truth against: not asked again
-    _erratum(store, cup_a.id, answers=["red", "crimson", "scarlet"])
+    erratum(store, cup_a.id, answers=["red", "crimson", "scarlet"])
     assert C.contradictions(store) == [] and C.get_instance(store, red_a.id).truth is False
 
 
@@ -87,13 +72,13 @@ def test_a_workers_own_wording_survives_an_alias_on_its_source(reviewed_store):
     C.confirm_drafts(store, "alice", [C.DraftDecision(d.instance_id, True, question=own if k == ("A", "Is the cup red?") else None,
                                                       checked=True) for k, d in drafts.items()])
     mine = drafts[("A", "Is the cup red?")].instance_id
-    cup_a = _color(store)[("A", "What color is the cup?")]
-    _erratum(store, cup_a.id, answers=["red", "crimson"])
+    cup_a = color_questions(store)[("A", "What color is the cup?")]
+    erratum(store, cup_a.id, answers=["red", "crimson"])
     rec = C.get_instance(store, mine)
     assert (rec.question, rec.truth, rec.status) == (own, True, "ready")  # still true: every answer it was checked against holds
     assert C.contradictions(store) == []
     # a change of the answer itself may make it false: it stays ready and waits for an admin
-    _erratum(store, cup_a.id, answers="orange")
+    erratum(store, cup_a.id, answers="orange")
     assert C.get_instance(store, mine).status == "ready" and [c.instance_id for c in C.contradictions(store)] == [mine]
 
 
@@ -102,10 +87,10 @@ def test_undo_of_an_erratum_sets_aside_the_labels_given_since_against_the_truth_
 
     store = reviewed_store
     C.add_worker(store, "dave")
-    blue_b = _color(store)[("B", "Is the cup blue?")]
+    blue_b = color_questions(store)[("B", "Is the cup blue?")]
     rid = C.add_response(store, blue_b.id, "vlm", "p", "Yes.", "correct", judge="rule:vhtest")
     C.label_response(store, "bob", rid, "correct")
-    _erratum(store, blue_b.id, truth=False)
+    erratum(store, blue_b.id, truth=False)
     assert C.response_verdicts(store)[rid] == C.ResponseVerdict("hallucinated", "rule:vhtest")  # bob's label set aside
     C.label_response(store, "dave", rid, "hallucinated")  # right, against the erratum's truth
     said = C.undo_last(store, "carol")

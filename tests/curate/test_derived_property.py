@@ -17,7 +17,7 @@ import pytest
 from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from derived_machine import DerivedMachine, fresh_copy
+from derived_machine import DerivedMachine, color_questions, erratum, fresh_copy
 
 LONG = os.environ.get("VHMINE_HYPOTHESIS") == "long"
 
@@ -60,21 +60,6 @@ def test_derived_state_is_a_function_of_sources_and_decisions_property(ready_db,
 
 # --- the counterexamples the machine found on the way, shrunk and kept -------------------------------------
 
-def _color(store):
-    """{(image role, question): record} of the ready color instances; A: the image answered "red" at first."""
-    from vhmine import curate as C
-
-    recs = C.ready_instances(store, "color", locate=False)
-    a = next(r for r in recs if r.kind == "OEQ" and r.answers[0] in ("red", "crimson")).image_id
-    return {("A" if r.image_id == a else "B", r.question): r for r in recs}
-
-
-def _erratum(store, iid, **fix):
-    from vhmine import curate as C
-
-    C.accept_erratum(store, "carol", C.flag_instance(store, "bob", iid, "wrong"), **fix)
-
-
 def _live(store, iid):
     from vhmine.store import Instance
 
@@ -87,8 +72,8 @@ def test_a_blind_answer_given_after_an_erratum_is_scored_again_when_it_is_undone
     from vhmine.store import BlindAnswer
 
     store = reviewed_store
-    blue_b = _color(store)[("B", "Is the cup blue?")]
-    _erratum(store, blue_b.id, truth=False)
+    blue_b = color_questions(store)[("B", "Is the cup blue?")]
+    erratum(store, blue_b.id, truth=False)
     bid = C.record_blind_answer(store, blue_b.id, model="m", endpoint=None, prompt="blind@v1#x", answer="Yes.",
                                 correct=False, scorer="rule:vhtest",
                                 group=C.blind_group_key("color", "YNQ", blue_b.pair_id, blue_b.question, blue_b.id))
@@ -102,16 +87,16 @@ def test_a_queued_question_leaves_the_queue_when_its_source_or_itself_is_removed
     from vhmine import curate as C
 
     store = reviewed_store
-    q = _color(store)
+    q = color_questions(store)
     red_a, cup_a = q[("A", "Is the cup red?")], q[("A", "What color is the cup?")]
-    _erratum(store, red_a.id, truth=False)
-    _erratum(store, cup_a.id, answers=["red", "crimson"])
+    erratum(store, red_a.id, truth=False)
+    erratum(store, cup_a.id, answers=["red", "crimson"])
     assert [c.instance_id for c in C.contradictions(store)] == [red_a.id]
-    _erratum(store, red_a.id, remove=True)  # was: still queued, though removed
+    erratum(store, red_a.id, remove=True)  # was: still queued, though removed
     assert C.contradictions(store) == []
     C.undo_last(store, "carol")
     assert [c.instance_id for c in C.contradictions(store)] == [red_a.id]
-    _erratum(store, cup_a.id, remove=True)  # was: still queued, though its open question is gone
+    erratum(store, cup_a.id, remove=True)  # was: still queued, though its open question is gone
     assert C.contradictions(store) == [] and not _live(store, red_a.id)
     C.undo_last(store, "carol")
     assert [c.instance_id for c in C.contradictions(store)] == [red_a.id] and _live(store, red_a.id)
@@ -121,17 +106,17 @@ def test_undoing_a_confirmation_never_revives_a_question_the_answers_no_longer_d
     from vhmine import curate as C
 
     store = reviewed_store
-    cup_b = _color(store)[("B", "What color is the cup?")]
-    _erratum(store, cup_b.id, answers="green")
+    cup_b = color_questions(store)[("B", "What color is the cup?")]
+    erratum(store, cup_b.id, answers="green")
     green = {d.role: d.instance_id for d in C.pending_drafts(store, "alice")}
     C.confirm_drafts(store, "alice", [C.DraftDecision(green["B"], True)])
     C.confirm_drafts(store, "alice", [C.DraftDecision(green["A"], False)])
-    _erratum(store, cup_b.id, answers="blue")  # green is no longer drafted: both set aside
+    erratum(store, cup_b.id, answers="blue")  # green is no longer drafted: both set aside
     assert not _live(store, green["B"]) and not _live(store, green["A"])
     C.undo_last(store, "alice")  # the rejection back: was a live draft again
     C.undo_last(store, "alice")  # the confirmation back: was a live draft again
     assert not _live(store, green["B"]) and not _live(store, green["A"]) and C.pending_drafts(store, "alice") == []
-    _erratum(store, cup_b.id, answers="green")  # drafted again: back as the drafts they are now
+    erratum(store, cup_b.id, answers="green")  # drafted again: back as the drafts they are now
     assert {d.instance_id for d in C.pending_drafts(store, "alice")} == set(green.values())
 
 
@@ -143,8 +128,8 @@ def test_undoing_a_confirmation_leaves_the_truth_the_answers_imply_now(reviewed_
     drafts = {(d.role, d.question): d.instance_id for d in C.pending_drafts(store, "alice", "color")}
     blue_b = drafts[("B", "Is the cup blue?")]
     C.confirm_drafts(store, "alice", [C.DraftDecision(blue_b, True)])
-    _erratum(store, _color(store)[("B", "What color is the cup?")].id, answers=["blue", "navy"])
-    _erratum(store, _color(store)[("B", "What color is the cup?")].id, answers="red")  # "Is the cup blue?": no
+    erratum(store, color_questions(store)[("B", "What color is the cup?")].id, answers=["blue", "navy"])
+    erratum(store, color_questions(store)[("B", "What color is the cup?")].id, answers="red")  # "Is the cup blue?": no
     assert C.get_instance(store, blue_b).truth is False
     C.undo_last(store, "alice")
     [d] = [d for d in C.pending_drafts(store, "alice") if d.instance_id == blue_b]
