@@ -57,6 +57,7 @@ def test_an_alias_on_the_source_never_overturns_an_accepted_truth_flip(reviewed_
     assert C.store_overview(store).contradictions_open == 1
     assert C.resolve_contradiction(store, "carol", red_a.id, False) == {}  # kept: the queue is empty, the truth stays
     assert C.contradictions(store) == [] and C.get_instance(store, red_a.id).truth is False
+    assert C.store_overview(store).contradictions_open == 0
     # another alias implies the same "yes" the admin kept the truth against: not asked again
     erratum(store, cup_a.id, answers=["red", "crimson", "scarlet"])
     assert C.contradictions(store) == [] and C.get_instance(store, red_a.id).truth is False

@@ -398,3 +398,30 @@ def test_reading_only_creates_and_migrates_nothing(tmp_path):
     open_store(tmp_path / "old.db").close()  # migrated now
     with open_store(tmp_path / "old.db", migrate=False) as store:
         assert store.revision() is not None
+
+
+def test_schema_0011_records_a_ready_own_worded_yes_no_question_as_its_workers_fact(tmp_path):
+    from alembic import command
+    from sqlalchemy import create_engine, text
+
+    from helpers import make_ready_store
+    from vhmine.store import Instance, open_store
+    from vhmine.store.db import _alembic_config
+
+    store = make_ready_store(tmp_path)
+    with store.session() as s:  # a question alice confirmed in her own words (before 0011 no fact recorded it)
+        d = s.query(Instance).filter(Instance.derived_from.is_not(None), Instance.truth.is_(True)).order_by(Instance.id).first()
+        d.template_id, d.truth_fact, iid, src = "color.own" if d.mode == "color" else "counting.own", None, d.id, d.derived_from
+        answers = list(s.get(Instance, src).answers)
+    store.close()
+    engine = create_engine(f"sqlite:///{tmp_path / 'store.db'}")
+    cfg = _alembic_config()
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0010")
+        assert "truth_fact" not in {r[1] for r in conn.execute(text("PRAGMA table_info(instances)"))}
+    engine.dispose()
+    with open_store(tmp_path / "store.db") as store, store.session(write=False) as s:
+        assert store.revision() == "0011"
+        assert s.get(Instance, iid).truth_fact == {"truth": True, "by": "worker alice", "source": answers}
+        assert s.query(Instance).filter(Instance.truth_fact.is_not(None), Instance.id != iid).count() == 0

@@ -51,9 +51,7 @@ def contradictions(store: Store, by: str | WorkerInfo | None = None) -> list[Con
                                                                                               Instance.id)).all()
         out = []
         for i in rows:
-            c = i.contradiction or {}
-            if not c:  # a JSON null some databases store for None
-                continue
+            c = i.contradiction
             out.append(Contradiction(i.id, i.mode, i.image_id, i.question, bool(i.truth), str(c.get("by")),
                                      tuple(c.get("decided_against") or ()), tuple(c.get("source") or ()),
                                      c.get("derived"), str(c.get("since"))))

@@ -139,8 +139,9 @@ class Instance(Base):
     updated_at: Mapped[Optional[dt.datetime]]
     # revision 0011 (curate.derived): a drafted YNQ that derivation set aside, from this status (it comes back to it)
     retired_from: Mapped[Optional[str]] = mapped_column(String(16))
-    truth_fact: Mapped[Optional[dict]] = mapped_column(JSON)  # a person's truth: {"truth", "by", "source"}
-    contradiction: Mapped[Optional[dict]] = mapped_column(JSON)  # the person-queue: the source implies another truth
+    # None is SQL NULL (not JSON null): "IS NULL" finds the rows without a fact, the queue's rows are "IS NOT NULL"
+    truth_fact: Mapped[Optional[dict]] = mapped_column(JSON(none_as_null=True))  # a person's truth: {"truth", "by", "source"}
+    contradiction: Mapped[Optional[dict]] = mapped_column(JSON(none_as_null=True))  # the person-queue
 
 
 class Review(Base):
