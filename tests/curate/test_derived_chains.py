@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-from derived_machine import color_questions, erratum
+from derived_model import color_questions, erratum
 
 
 def _export_ids(store, out):

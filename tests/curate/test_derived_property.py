@@ -17,7 +17,8 @@ import pytest
 from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from derived_machine import DerivedMachine, color_questions, erratum, fresh_copy
+from derived_machine import DerivedMachine
+from derived_model import color_questions, erratum, fresh_copy
 
 LONG = os.environ.get("VHMINE_HYPOTHESIS") == "long"
 
