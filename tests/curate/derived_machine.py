@@ -47,7 +47,9 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
         self.rejected: dict[str, str] = {}  # id -> the reason a person gave (draft rejected, item removed)
         self.facts: dict[str, dict] = {}  # id -> {"truth", "source", "seen"}: truths people decided
         self.own: set[str] = set()  # own wording
-        self.labels: dict[tuple, dict] = {}  # (response, worker) -> {"verdict", "truth": the truth it judged, "moved"}
+        # (response, worker) -> every label the worker gave there, oldest first: {"verdict", "truth" it judged, "moved"}
+        # (an undo of an erratum brings back the one it set aside, so an older one may be the stored one again)
+        self.labels: dict[tuple, list] = {}
         self.stack: dict[str, list] = {w: [] for w in WORKERS}  # per worker, how to take its last action back
         self.undo_of: dict[int, tuple] = {}  # erratum stack depth -> (snapshot before, snapshot after)
         self.counts = {"undone": 0, "refused": 0, "queued": 0, "steps": 0}
@@ -113,12 +115,14 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
             for b in s.query(BlindAnswer):
                 assert b.correct == (yes_no_verdict(b.answer, truth[b.instance_id], "vhtest") == "correct"), b.id
         for key, verdict in stored.items():  # never a label that judged another truth (no "workers tied" from both)
-            m = self.labels.get(key)
-            assert m is not None and m["verdict"] == verdict, f"label {key} is not one a worker gave"
-            assert m["truth"] == truth[resp[key[0]].instance_id], f"label {key} judged a truth that no longer holds"
-        for key, m in self.labels.items():  # a label whose truth never moved is never set aside
-            if not m["moved"]:
-                assert key in stored, f"label {key} was lost"
+            now = truth[resp[key[0]].instance_id]
+            given = self.labels.get(key) or []
+            assert any(m["verdict"] == verdict for m in given), f"label {key} is not one a worker gave"
+            assert any(m["verdict"] == verdict and m["truth"] == now for m in given), \
+                f"label {key} judged a truth that no longer holds"
+        for key, given in self.labels.items():  # a label whose truth never moved is never set aside
+            if given and not given[-1]["moved"]:
+                assert stored.get(key) == given[-1]["verdict"], f"label {key} was lost"
 
     # --- steps ------------------------------------------------------------------------------------------
 
@@ -148,9 +152,10 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
             from vhmine.store import Response
 
             rids = {r.id for r in s.query(Response).filter(Response.instance_id.in_(sorted(moved)))} if moved else set()
-        for key, m in self.labels.items():
+        for key, given in self.labels.items():
             if key[0] in rids:
-                m["moved"] = True
+                for m in given:
+                    m["moved"] = True
 
     def _ready(self, kind, derived=None):
         from vhmine.store import Instance
@@ -336,8 +341,8 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
         key = (rid, worker)
 
         def model(_):
-            self.labels[key] = {"verdict": verdict, "truth": truth, "moved": False}
-            return lambda: self.labels.pop(key)
+            self.labels.setdefault(key, []).append({"verdict": verdict, "truth": truth, "moved": False})
+            return lambda: self.labels[key].pop()
 
         self._step(worker, lambda: self.C.label_response(self.store, worker, rid, verdict), model)
 

@@ -135,3 +135,17 @@ def test_undoing_a_confirmation_leaves_the_truth_the_answers_imply_now(reviewed_
     C.undo_last(store, "alice")
     [d] = [d for d in C.pending_drafts(store, "alice") if d.instance_id == blue_b]
     assert d.truth is False  # not the "yes" it was confirmed with, which the answers no longer imply
+
+
+def test_a_label_its_worker_took_back_stays_taken_back_when_the_erratum_that_set_it_aside_is_undone(reviewed_store):
+    from vhmine import curate as C
+
+    store = reviewed_store
+    C.add_worker(store, "dave")
+    blue_b = color_questions(store)[("B", "Is the cup blue?")]
+    rid = C.add_response(store, blue_b.id, "vlm", "p", "Yes.", "correct", judge="rule:vhtest")
+    C.label_response(store, "dave", rid, "hallucinated")
+    erratum(store, blue_b.id, truth=False)  # dave's label set aside
+    C.undo_last(store, "dave")  # dave takes his label back
+    C.undo_last(store, "carol")
+    assert C.response_verdicts(store)[rid] == C.ResponseVerdict("correct", "rule:vhtest")  # was dave's label again

@@ -95,8 +95,8 @@ def _model(m, name, ids, drafts):
                 m.facts[d.instance_id] = {"truth": d.truth, "source": list(d.oeq_answers)}
                 m.own.add(d.instance_id)
     elif name == "label":
-        m.labels[(ids["response"], "bob")] = {"verdict": "correct", "truth": m.facts.get(ids["red_b"], {"truth": False})["truth"],
-                                               "moved": True}
+        m.labels[(ids["response"], "bob")] = [{"verdict": "correct", "moved": True,
+                                                "truth": m.facts.get(ids["red_b"], {"truth": False})["truth"]}]
 
 
 def _order(store, committed):

@@ -33,7 +33,7 @@ from typing import Optional
 from vhmine.rules import modes as M
 from vhmine.errors import InputError, LeaseError
 from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
-    BlindAnswer, Instance, Response, ResponseLabel, Review,
+    Action, BlindAnswer, Instance, Response, ResponseLabel, Review,
 )
 
 from sqlalchemy import select  # noqa: E402
@@ -297,6 +297,9 @@ def reverse(s: Session, entries: list[dict], cause: str, by: str, now: dt.dateti
                 obj.updated_by, obj.updated_at = by, now
         elif "deleted" in e:
             d = e["deleted"]
+            done = s.get(Action, d["action_id"]) if d.get("action_id") else None
+            if done is not None and done.undone_at is not None:
+                continue  # the worker took that label back meanwhile: it stays taken back
             s.add(ResponseLabel(response_id=e["id"][0], worker=e["id"][1], verdict=d["verdict"], action_id=d["action_id"],
                                 created_at=dt.datetime.fromisoformat(d["created_at"])))
         else:
