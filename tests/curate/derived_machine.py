@@ -179,9 +179,9 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
             return
         from vhmine.store import Instance
 
-        with self.store.session(write=False) as s:  # half the time a source of a decided truth: the queue's path
+        with self.store.session(write=False) as s:  # mostly a source of a decided truth: the queue's path
             decided = sorted({s.get(Instance, i).derived_from for i in self.facts} & set(ready))
-        oid = data.draw(st.one_of(st.sampled_from(decided), st.sampled_from(ready)) if decided else st.sampled_from(ready))
+        oid = data.draw(st.one_of(*[st.sampled_from(decided)] * 3, st.sampled_from(ready)) if decided else st.sampled_from(ready))
         src = self.source[oid]
         new = list(src["answers"])
         if change == "alias":
@@ -205,7 +205,7 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
         before = snapshot(self.store)
         self._step(ADMIN, lambda: self.C.accept_erratum(self.store, ADMIN, fid, **fix), model)
 
-    @rule(data=st.data(), remove=st.booleans())
+    @rule(data=st.data(), remove=st.sampled_from([False, False, True]))
     def erratum_on_a_yes_no_question(self, data, remove):
         from vhmine.store import Instance
 
