@@ -121,7 +121,7 @@ def counting_annotation(item, a="3", b="2"):
     return C.Annotation("counting.how_many", {"object": "cats"}, answers={ids[0]: a, ids[1]: b})
 
 
-def make_ready_store(tmp_path: Path):
+def make_ready_store(tmp_path: Path, url=None):
     """A store with 12 ready instances: counting and color, each 2 OEQ + 4 YNQ over one pair.
 
     Truths: counting A has 3 cats, B 2; color A's cup is red, B's blue. A model answering "yes" to every
@@ -131,7 +131,7 @@ def make_ready_store(tmp_path: Path):
     from vhmine.seed import seed_pairs
     from vhmine.store import open_store
 
-    store = open_store(tmp_path / "store.db")
+    store = open_store(url or tmp_path / "store.db")  # `url`: another store, e.g. a PostgreSQL database
     pairs = write_pairs(tmp_path / "runs" / "t", write_photos(tmp_path / "photos", ("astronaut", "coffee", "rocket")))
     seed_pairs(store, pairs, per_mode=1, modes=["counting", "color"])
     C.add_worker(store, "alice")

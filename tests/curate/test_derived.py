@@ -237,19 +237,23 @@ def test_removing_a_question_takes_its_yes_no_questions_along(store):
     assert all(_instance(store, r.id)[0] == "ready" for r in q.values())
 
 
-def test_a_reworded_question_goes_back_to_its_author_to_check(store):
+def test_a_reworded_questions_yes_no_questions_wait_ready_in_the_person_queue(store):
     from vhmine import curate as C
     from vhmine.store import Instance
 
     q = _mode(store, "color")
-    cup_b, blue_b = q[("B", "What color is the cup?")], q[("B", "Is the cup blue?")]
+    cup_b, blue_b, red_b = q[("B", "What color is the cup?")], q[("B", "Is the cup blue?")], q[("B", "Is the cup red?")]
     with store.session() as s:  # a question reworded past its template: nothing to draft its variants from
         s.get(Instance, cup_b.id).template_id, s.get(Instance, cup_b.id).slots = "color.own", {}
     fid = C.flag_instance(store, "bob", cup_b.id, "red")
     C.accept_erratum(store, "carol", fid, answers="red")
-    status, truth, reason = _instance(store, blue_b.id)
-    assert (status, truth) == ("draft", True) and "check its truth again" in reason
-    [d] = [d for d in C.pending_drafts(store, "alice") if d.instance_id == blue_b.id]
-    assert d.oeq_answers == ("red",) and "answers blue → red" in d.note
-    C.confirm_drafts(store, "alice", [C.DraftDecision(blue_b.id, True, truth=False, checked=True)])  # the author looked: a reworded question the variant check cannot read needs that mark
-    assert (C.get_instance(store, blue_b.id).truth, _instance(store, blue_b.id)[2]) == (False, None)
+    # each truth was its author's and cannot be drafted again: it stands, ready, until an admin decides (issue 23)
+    assert _instance(store, blue_b.id) == ("ready", True, None)
+    queue = {c.instance_id: c for c in C.contradictions(store, "carol")}
+    assert set(queue) == {blue_b.id, red_b.id} and _instance(store, red_b.id) == ("ready", False, None)
+    c = queue[blue_b.id]
+    assert (c.truth, c.derived, c.decided_against, c.source_answers, c.since) == (True, None, ("blue",), ("red",), f"erratum {fid}")
+    assert C.resolve_contradiction(store, "carol", blue_b.id, False) == {"truth": [True, False], "answers": [["Yes"], ["No"]]}
+    assert C.get_instance(store, blue_b.id).truth is False and [c.instance_id for c in C.contradictions(store)] == [red_b.id]
+    C.undo_last(store, "carol")  # the decision back: the question waits again, with the truth it had
+    assert C.get_instance(store, blue_b.id).truth is True and {c.instance_id for c in C.contradictions(store)} == set(queue)

@@ -35,7 +35,7 @@ def test_new_store_is_at_head_and_matches_the_table_classes(any_url):
     from vhmine.store import open_store, schema_head
 
     with open_store(any_url) as store:
-        assert store.revision() == schema_head() == "0010"
+        assert store.revision() == schema_head() == "0011"
         assert _schema_diff(store) == []
 
 
@@ -109,7 +109,7 @@ def test_store_from_schema_0001_opens_in_newer_vhmine_with_nothing_lost(tmp_path
     db = tmp_path / "old.db"
     old = _old_store_rows(f"sqlite:///{db}", photos)
     with open_store(db) as store:
-        assert store.revision() == "0010"
+        assert store.revision() == "0011"
         assert _schema_diff(store) == []
         [inst] = ready_instances(store)
         assert (inst.id, inst.question, inst.answers, inst.truth, inst.slots) == (
@@ -129,7 +129,7 @@ def test_store_from_schema_0001_migrates_on_postgresql(tmp_path, pg_url):
     photos = write_photos(tmp_path / "photos", ("coffee", "rocket"))
     _old_store_rows(pg_url, photos)
     with open_store(pg_url) as store:
-        assert store.revision() == "0010" and _schema_diff(store) == []
+        assert store.revision() == "0011" and _schema_diff(store) == []
         assert [r.id for r in ready_instances(store)] == ["inst0001"]
 
 
@@ -144,7 +144,7 @@ def test_store_from_newer_vhmine_is_refused(tmp_path):
     with sqlite3.connect(db) as c:
         c.execute("UPDATE alembic_version SET version_num = '0042'")
     with pytest.raises(StoreVersionError, match=(
-            r"^store sqlite:///.*new.db has schema revision 0042, which this vhmine does not know \(it knows up to 0010\): "
+            r"^store sqlite:///.*new.db has schema revision 0042, which this vhmine does not know \(it knows up to 0011\): "
             r"it was written by a newer vhmine; upgrade vhmine \(pip install -U vhmine\) or point --db at another store$")):
         open_store(db)
 
@@ -197,12 +197,12 @@ def test_migrations_ship_in_the_package_as_one_linear_chain():
     names = {p.name for p in files("vhmine.store.migrations.versions").iterdir()}
     assert {"__init__.py", "0001_initial.py", "0002_next_stages.py", "0003_secrets.py", "0004_response_endpoint.py",
             "0005_worker_status.py", "0006_blind_answers.py", "0007_drafts_errata.py", "0008_near_duplicates.py",
-            "0009_blind_rescoring.py", "0010_worker_mode.py"} <= names  # importable package: wheels carry it
+            "0009_blind_rescoring.py", "0010_worker_mode.py", "0011_derived_facts.py"} <= names  # importable package: wheels carry it
     revs = list(ScriptDirectory.from_config(_alembic_config()).walk_revisions())
     # what vhmine reads without importing Alembic (status) is what Alembic reads
     assert _revisions() == {r.revision: r.down_revision for r in revs}
     assert schema_head() == ScriptDirectory.from_config(_alembic_config()).get_current_head()
-    assert [(r.revision, r.down_revision) for r in revs] == [("0010", "0009"), ("0009", "0008"), ("0008", "0007"), ("0007", "0006"), ("0006", "0005"), ("0005", "0004"), ("0004", "0003"), ("0003", "0002"), ("0002", "0001"), ("0001", None)]
+    assert [(r.revision, r.down_revision) for r in revs] == [("0011", "0010"), ("0010", "0009"), ("0009", "0008"), ("0008", "0007"), ("0007", "0006"), ("0006", "0005"), ("0005", "0004"), ("0004", "0003"), ("0003", "0002"), ("0002", "0001"), ("0001", None)]
 
 
 def test_cli_help_imports_no_store_or_app_libraries():
@@ -403,3 +403,30 @@ def test_reading_only_creates_and_migrates_nothing(tmp_path):
     open_store(tmp_path / "old.db").close()  # migrated now
     with open_store(tmp_path / "old.db", migrate=False) as store:
         assert store.revision() is not None
+
+
+def test_schema_0011_records_a_ready_own_worded_yes_no_question_as_its_workers_fact(tmp_path):
+    from alembic import command
+    from sqlalchemy import create_engine, text
+
+    from helpers import make_ready_store
+    from vhmine.store import Instance, open_store
+    from vhmine.store.db import _alembic_config
+
+    store = make_ready_store(tmp_path)
+    with store.session() as s:  # a question alice confirmed in her own words (before 0011 no fact recorded it)
+        d = s.query(Instance).filter(Instance.derived_from.is_not(None), Instance.truth.is_(True)).order_by(Instance.id).first()
+        d.template_id, d.truth_fact, iid, src = "color.own" if d.mode == "color" else "counting.own", None, d.id, d.derived_from
+        answers = list(s.get(Instance, src).answers)
+    store.close()
+    engine = create_engine(f"sqlite:///{tmp_path / 'store.db'}")
+    cfg = _alembic_config()
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0010")
+        assert "truth_fact" not in {r[1] for r in conn.execute(text("PRAGMA table_info(instances)"))}
+    engine.dispose()
+    with open_store(tmp_path / "store.db") as store, store.session(write=False) as s:
+        assert store.revision() == "0011"
+        assert s.get(Instance, iid).truth_fact == {"truth": True, "by": "worker alice", "source": answers}
+        assert s.query(Instance).filter(Instance.truth_fact.is_not(None), Instance.id != iid).count() == 0

@@ -3,8 +3,10 @@
 A worker types the instance id an export wrote (or picks a ready item of the mode), says what is wrong and,
 optionally, the right answer; they see their own flags and what became of them. An admin sees every open
 flag with the item, and accepts it (a new answer, a new yes/no truth, or removing the item) or rejects it
-with a reason. Reads and writes only through vhmine.curate (flag_instance, errata_list, accept_erratum,
-reject_erratum, ready_instances, get_instance); the library checks the admin right on every call.
+with a reason; and decides the person-queue (curate.person_queue): yes/no questions whose open answers changed
+since a person decided their truth, shown with both sides. Reads and writes only through vhmine.curate
+(flag_instance, errata_list, accept_erratum, reject_erratum, ready_instances, get_instance, contradictions,
+resolve_contradiction); the library checks the admin right on every call.
 """
 
 from __future__ import annotations
@@ -49,33 +51,55 @@ def _flag_form(store, me: C.WorkerInfo, mode: str) -> None:
             f"Flagged {iid}: an admin will accept or reject the flag.")
 
 
+def _item_box(store, image_id: str, caption: str, question: str):
+    """A bordered box with the item's image on the left; returns the right column, its caption and question shown."""
+    left, right = st.container(border=True).columns([1, 3])
+    with left:
+        image(store, image_id, "image")
+    right.caption(esc(caption))
+    right.text(question)
+    return right
+
+
 def _decide(store, me: C.WorkerInfo, e: C.ErratumView) -> None:
-    with st.container(border=True):
-        left, right = st.columns([1, 3])
-        with left:
-            image(store, e.image_id, "image")
-        right.caption(esc(f"flag {e.id} on {e.mode} {e.kind} {e.instance_id} by {e.flagged_by}"))
-        right.text(e.question)
-        right.caption("Reference answer now")
-        right.text(_answer_text(e.kind, e.answers, e.truth))
-        right.caption("What is wrong" + (" (proposed answer below)" if e.proposed else ""))
-        right.text(e.reason + (f"\n{e.proposed}" if e.proposed else ""))
-        remove = right.checkbox("Remove the item instead of fixing it", key=f"er_rm:{e.id}")
-        if e.kind == M.YNQ:
-            truth = right.radio("Right truth", ["yes", "no"], index=1 if e.truth else 0, horizontal=True,
-                                key=f"er_truth:{e.id}") == "yes"
-            answers = None
-        else:
-            truth = None
-            answers = right.text_area("Right answer(s), one per line", value=e.proposed or "", key=f"er_ans:{e.id}")
-        note = right.text_input("Note (needed to reject)", key=f"er_note:{e.id}")
-        c1, c2 = right.columns(2)
-        if c1.button("Accept flag", type="primary", key=f"er_acc:{e.id}"):
-            act(lambda: C.accept_erratum(store, me, e.id, answers=answers, truth=truth, remove=remove, reason=note),
-                "success", lambda ch: f"Accepted flag {e.id}: " + "; ".join(f"{k} {o} -> {n}" for k, (o, n) in ch.items()),
-                f"er:{e.id}")
-        if c2.button("Reject flag", key=f"er_rej:{e.id}"):
-            act(lambda: C.reject_erratum(store, me, e.id, note), "info", f"Rejected flag {e.id}.", f"er:{e.id}")
+    right = _item_box(store, e.image_id, f"flag {e.id} on {e.mode} {e.kind} {e.instance_id} by {e.flagged_by}",
+                      e.question)
+    right.caption("Reference answer now")
+    right.text(_answer_text(e.kind, e.answers, e.truth))
+    right.caption("What is wrong" + (" (proposed answer below)" if e.proposed else ""))
+    right.text(e.reason + (f"\n{e.proposed}" if e.proposed else ""))
+    remove = right.checkbox("Remove the item instead of fixing it", key=f"er_rm:{e.id}")
+    if e.kind == M.YNQ:
+        truth = right.radio("Right truth", ["yes", "no"], index=1 if e.truth else 0, horizontal=True,
+                            key=f"er_truth:{e.id}") == "yes"
+        answers = None
+    else:
+        truth = None
+        answers = right.text_area("Right answer(s), one per line", value=e.proposed or "", key=f"er_ans:{e.id}")
+    note = right.text_input("Note (needed to reject)", key=f"er_note:{e.id}")
+    c1, c2 = right.columns(2)
+    if c1.button("Accept flag", type="primary", key=f"er_acc:{e.id}"):
+        act(lambda: C.accept_erratum(store, me, e.id, answers=answers, truth=truth, remove=remove, reason=note),
+            "success", lambda ch: f"Accepted flag {e.id}: " + "; ".join(f"{k} {o} -> {n}" for k, (o, n) in ch.items()),
+            f"er:{e.id}")
+    if c2.button("Reject flag", key=f"er_rej:{e.id}"):
+        act(lambda: C.reject_erratum(store, me, e.id, note), "info", f"Rejected flag {e.id}.", f"er:{e.id}")
+
+
+def _queued(store, me: C.WorkerInfo, c: C.Contradiction) -> None:
+    """One question of the person-queue: both sides, and the admin's choice of the truth that stands."""
+    right = _item_box(store, c.image_id, f"{c.mode} YNQ {c.instance_id}, since {c.since}", c.question)
+    right.caption(esc(f"Decided by {c.decided_by}: {'yes' if c.truth else 'no'}, against the open answers "
+                      f"{' / '.join(c.decided_against) or '(none)'}"))
+    right.caption(esc(f"The open answers now: {' / '.join(c.source_answers)}, which "
+                      + (f"imply {'yes' if c.derived else 'no'}" if c.derived is not None
+                         else "the rules cannot read against this wording")))
+    truth = right.radio("Truth that stands", ["yes", "no"], index=0 if c.truth else 1, horizontal=True,
+                        key=f"cq_truth:{c.instance_id}") == "yes"
+    note = right.text_input("Note (optional)", key=f"cq_note:{c.instance_id}")
+    if right.button("Decide", type="primary", key=f"cq_ok:{c.instance_id}"):
+        act(lambda: C.resolve_contradiction(store, me, c.instance_id, truth, note), "success",
+            f"Decided {c.instance_id}: truth {'yes' if truth else 'no'}.", f"cq:{c.instance_id}")
 
 
 def errata_page(store, me: C.WorkerInfo, mode: str) -> None:
@@ -86,6 +110,7 @@ def errata_page(store, me: C.WorkerInfo, mode: str) -> None:
         flags = C.errata_list(store, me, status=None)  # one read: open flags are those of status open
         mine = [e for e in flags if e.flagged_by == me.name]
         open_flags = [e for e in flags if e.status == "open"] if me.is_admin else []
+        queue = C.contradictions(store, me) if me.is_admin else []
     except VhmineError as err:
         st.error(esc(err))
         return
@@ -99,3 +124,8 @@ def errata_page(store, me: C.WorkerInfo, mode: str) -> None:
         st.subheader(f"Open flags ({len(open_flags)})")
         for e in open_flags:
             _decide(store, me, e)
+        st.subheader(f"Answers changed since a person decided ({len(queue)})")
+        st.caption("A yes/no question whose truth a person decided, while the open answers it was drafted from now say "
+                   "otherwise: it stays ready as it is until you choose the truth that stands.")
+        for c in queue:
+            _queued(store, me, c)

@@ -22,7 +22,7 @@ workers (sign-in, tokens, (de)activation), queue (leases, discard, skip, progres
 annotate (saving questions and answers), drafts (drafted yes/no questions), undo, review (blind
 review and agreement), responses (model responses and their labels), records (ready instances for
 export), verify (model drafts of pair tasks: accept, edit, reject), errata (flags on released items and
-admins' decisions), neardups (near duplicates export found, and their overrules), savings (time per verified against per scratch item), overview (the store's counts for `vhmine status`), images (serving recorded image bytes), app (launching Streamlit); _shared holds the ids,
+admins' decisions), person_queue (the person-queue: drafted questions whose answers now contradict a person's truth), neardups (near duplicates export found, and their overrules), savings (time per verified against per scratch item), overview (the store's counts for `vhmine status`), images (serving recorded image bytes), app (launching Streamlit); _shared holds the ids,
 action log, worker lookup and lease checks they all use.
 """
 
@@ -60,6 +60,7 @@ from vhmine.curate.neardups import (
     reinstate_near_duplicate,
 )
 from vhmine.curate.errata import ErratumView, accept_erratum, errata_list, flag_instance, reject_erratum
+from vhmine.curate.person_queue import Contradiction, contradictions, resolve_contradiction
 from vhmine.curate.savings import ModeSavings, draft_savings, savings_table
 from vhmine.curate.overview import ModeCounts, StoreOverview, store_overview
 from vhmine.curate.app import default_app_path, run_app, streamlit_command
@@ -85,6 +86,7 @@ __all__ = [
     "NearDuplicateView", "near_duplicate_id", "near_duplicate_list", "overrule_near_duplicate",
     "record_near_duplicates", "reinstate_near_duplicate",
     "ErratumView", "accept_erratum", "errata_list", "flag_instance", "reject_erratum",
+    "Contradiction", "contradictions", "resolve_contradiction",
     "ModeSavings", "draft_savings", "savings_table",
     "ModeCounts", "StoreOverview", "store_overview",
     "default_app_path", "run_app", "streamlit_command",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import hashlib
 import random
 import time
 import uuid
@@ -66,6 +67,13 @@ def _retried(fn):
 
 def _new_id() -> str:
     return uuid.uuid4().hex[:16]
+
+
+def derived_id(source_id: str, question: str) -> str:
+    """The id of the yes/no question drafted from the open question `source_id` as `question`: a function of the
+    source and the draft alone, so the same answers draft the same ids whatever path led there (curate.derived)."""
+    key = " ".join(question.lower().split()).rstrip("?. ")
+    return hashlib.sha256(f"{source_id}\n{key}".encode()).hexdigest()[:16]
 
 
 def _text(value: Optional[str]) -> str:

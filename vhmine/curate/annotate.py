@@ -16,7 +16,7 @@ from vhmine.rules import modes as M
 from vhmine.errors import FormError
 from vhmine.store import Instance, Store, utcnow
 
-from vhmine.curate._shared import Item, _close, _item, _lease_check, _log, _new_id, _retried, _worker
+from vhmine.curate._shared import Item, _close, derived_id, _item, _lease_check, _log, _new_id, _retried, _worker
 
 
 @dataclass
@@ -91,7 +91,7 @@ def save_annotation(store: Store, worker: str, task_id: str, ann: Annotation) ->
                 continue
             others = [a for o in targets if o != img for a in answers[o]]
             for d in M.draft_ynq(mode, tpl, slots, answers[img], others):
-                di = Instance(id=_new_id(), kind=M.YNQ, template_id=d.template_id, slots=d.slots, question=d.question,
+                di = Instance(id=derived_id(inst.id, d.question), kind=M.YNQ, template_id=d.template_id, slots=d.slots, question=d.question,
                               answers=["Yes" if d.truth else "No"], truth=d.truth, derived_from=inst.id,
                               draft_value=d.value, status="draft", **common)
                 s.add(di)

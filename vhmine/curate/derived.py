@@ -3,12 +3,10 @@
 Reads and writes, inside the transaction that changes the instance (curate.errata accepts an erratum with
 `apply`; curate.undo takes it back with `reverse`), what the store's recorded links tie to it:
 - `derived_from` and the pair task: the yes/no questions drafted from an open question are drafted again from
-  the fixed answers (modes.draft_ynq, as annotating drafts them), together with the pair's other open question
-  on the same question (its "no" variant takes this image's answer as the wrong value). A derived YNQ the new
-  drafting makes again keeps its id and takes the new truth; one it no longer makes leaves the ready set
-  (discarded, with the reason); a variant none asks yet becomes a draft waiting for the question's author
-  (curate.drafts). Where nothing can be drafted (a question reworded past its template), the fixed question's
-  YNQs go back to their author's drafts with the reason, to redo. A removed open question takes its YNQs along.
+  the fixed answers, together with the pair's other open question on the same question (its "no" variant takes
+  this image's answer as the wrong value), as a function of the answers and of people's decisions
+  (curate.redraft: the same answers give the same questions and ids, a person's truth is never overwritten, a
+  contradiction waits in the person-queue). A removed open question takes its YNQs along.
 - `responses` and `response_labels` of every instance whose reference changed: a rule's verdict (judge
   `rule:<rule>`) is read again against the new truth; a judge's verdict on an open answer is cleared, for
   `vhmine probe --judge` to judge again; workers' labels, which judged the old reference, are set aside (the
@@ -19,7 +17,9 @@ Reads and writes, inside the transaction that changes the instance (curate.errat
 - pair groups (vhmine.bench.assign_groups, rebuilt by every export): the pair's groups before and after are
   compared so that the changelog can say why an item's group changed.
 
-`apply` returns the entries the errata_accept action keeps: {"table", "id", "why"} with "changes" {field: [old,
+`reverse` sets aside what workers decided since against the reference it takes away (labels), and scores again
+what was stored since (verdicts, blind answers), never mixing two truths. `apply` returns the entries the
+errata_accept action keeps: {"table", "id", "why"} with "changes" {field: [old,
 new]}, "created" (a new draft) or "deleted" (a label set aside). `reverse` takes exactly these back; the export
 changelog lists them (vhmine.export.changelog).
 """
@@ -31,15 +31,15 @@ import json
 from typing import Optional
 
 from vhmine.rules import modes as M
-from vhmine.errors import FormError, InputError, LeaseError
+from vhmine.errors import InputError, LeaseError
 from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
-    BlindAnswer, Instance, Response, ResponseLabel, Review,
+    Action, BlindAnswer, Instance, Response, ResponseLabel, Review,
 )
 
 from sqlalchemy import select  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from vhmine.curate._shared import _new_id
+from vhmine.curate.redraft import _redraft, _show, _template
 
 TABLES = {"instances": Instance, "responses": Response, "response_labels": ResponseLabel,
           "blind_answers": BlindAnswer, "reviews": Review}
@@ -60,8 +60,10 @@ def _pk(table: str, obj) -> object:
     return obj.id
 
 
-def _row(s: Session, table: str, pk):
-    return s.get(TABLES[table], tuple(pk) if isinstance(pk, list) else pk)
+def _row(s: Session, table: str, pk, lock: bool = False):
+    """The row `pk` of `table`; `lock`: locked and read as committed (a worker confirming it meanwhile waits, or is
+    waited for, on PostgreSQL)."""
+    return s.get(TABLES[table], tuple(pk) if isinstance(pk, list) else pk, with_for_update=lock, populate_existing=lock)
 
 
 class _Log:
@@ -87,14 +89,6 @@ class _Log:
         return out + self.extra
 
 
-def _show(values) -> str:
-    if isinstance(values, bool):
-        return "yes" if values else "no"
-    if isinstance(values, list):
-        return " / ".join(map(str, values)) or "(none)"
-    return str(values)
-
-
 def describe(changes: dict) -> str:
     """An erratum's changes in words: "answers blue → red", "truth yes → no", "removed"."""
     if "status" in changes:
@@ -117,96 +111,13 @@ def _groups(s: Session, inst: Instance) -> dict[str, Optional[str]]:
     return {it.id: it.group_id for it in assign_groups(Benchmark("pair", items))}
 
 
-# --- yes/no questions drafted again ----------------------------------------------------------------------
-
-def _template(o: Instance) -> Optional[M.Template]:
-    """The OEQ template to draft from; None for the worker's own question (or one that has no YNQ form)."""
-    if not o.slots:
-        return None
-    try:
-        tpl = M.get_template(o.template_id)
-    except (FormError, InputError):
-        return None
-    return tpl if tpl.kind == M.OEQ and tpl.ynq else None
-
-
-def _same(d: Instance, n: M.YnqDraft) -> bool:
-    """A stored YNQ is this new draft: the same question, or the same tested value (a reworded one)."""
-    if " ".join(d.question.lower().split()).rstrip("?. ") == " ".join(n.question.lower().split()).rstrip("?. "):
-        return True
-    return d.draft_value is not None and n.value is not None and \
-        M.normalize_answer(d.draft_value) == M.normalize_answer(n.value)
-
-
-def _redraft(s: Session, inst: Instance, log: _Log, cause: str, what: str, by: str, now: dt.datetime
-             ) -> tuple[set[str], set[str]]:
-    """Draft the YNQs of `inst` and of the pair's other OEQs on its question again; returns (ids whose truth
-    changed while ready, ids that left the ready set)."""
-    from vhmine.bench import question_key
-
-    key = question_key(inst.question)
-    others = [o for o in s.scalars(select(Instance).where(
-        Instance.task_id == inst.task_id, Instance.kind == M.OEQ, Instance.mode == inst.mode,
-        Instance.status == "ready", Instance.id != inst.id)) if question_key(o.question) == key]
-    asked = ([inst] if inst.status == "ready" else []) + others
-    flipped, gone = set(), set()
-
-    def leave(d: Instance, why: str, status: str = "discarded") -> None:
-        log.track("instances", d, why, "status", "discard_reason")
-        if d.status == "ready":
-            gone.add(d.id)
-        d.status, d.discard_reason, d.updated_by, d.updated_at = status, why, by, now
-
-    for o in [inst] + others:
-        derived = s.scalars(select(Instance).where(Instance.derived_from == o.id, Instance.status.in_(("ready", "draft")))
-                            .order_by(Instance.id)).all()
-        if not derived:
-            continue
-        source = "the open question it was drafted from" if o is inst else f"the pair's open question {inst.id}"
-        if o.status != "ready":
-            for d in derived:
-                leave(d, f"{cause}: {source} was removed")
-            continue
-        tpl = _template(o)
-        if tpl is None:  # nothing to draft from: the fixed question's variants go back to their author to redo
-            if o is inst:
-                for d in derived:
-                    if d.status == "ready":
-                        leave(d, f"{cause}: the answer it was drafted from changed ({what}); check its truth again",
-                              status="draft")
-            continue
-        wrong = [a for x in asked if x.id != o.id for a in x.answers]
-        fresh = M.draft_ynq(M.get_mode(o.mode), tpl, o.slots, o.answers, wrong)
-        used: set[int] = set()
-        for d in derived:
-            k = next((k for k, n in enumerate(fresh) if k not in used and _same(d, n)), None)
-            if k is None:
-                if o is not inst and d.draft_value is None:
-                    continue  # a reworded variant about an image whose answer did not change: still true
-                leave(d, f"{cause}: no longer among the yes/no questions drafted from the fixed answers ({what})"
-                      if o is inst else f"{cause}: its 'no' value came from {source}, whose answers changed ({what})")
-                continue
-            used.add(k)
-            n = fresh[k]
-            if bool(d.truth) != n.truth:
-                log.track("instances", d, f"{cause}: drafted again from the fixed answers ({what}): truth "
-                                          f"{_show(bool(d.truth))} → {_show(n.truth)}", "truth", "answers")
-                d.truth, d.answers, d.updated_by, d.updated_at = n.truth, ["Yes" if n.truth else "No"], by, now
-                if d.status == "ready":
-                    flipped.add(d.id)
-        for k, n in enumerate(fresh):
-            if k in used:
-                continue
-            why = f"{cause}: drafted from the fixed answers ({what}); waiting for its author to confirm"
-            d = Instance(id=_new_id(), task_id=o.task_id, action_id=None, mode=o.mode, kind=M.YNQ, image_id=o.image_id,
-                         pair_id=o.pair_id, template_id=n.template_id, slots=dict(n.slots), question=n.question,
-                         answers=["Yes" if n.truth else "No"], truth=n.truth, derived_from=o.id, draft_value=n.value,
-                         status="draft", discard_reason=why, created_by=o.created_by, created_at=now)
-            s.add(d)
-            log.extra.append({"table": "instances", "id": d.id, "why": why,
-                              "created": {"question": n.question, "truth": n.truth, "image_id": o.image_id,
-                                          "derived_from": o.id}})
-    return flipped, gone
+def rederive(s: Session, inst: Instance, *, cause: str, by: str, now: dt.datetime) -> None:
+    """Derive the YNQs drafted from the OEQ `inst` (and the pair's on its question) again from what the store holds
+    now: idempotent, so only what an undo just put back (curate.undo) can change."""
+    if inst.status == "ready" and _template(inst) is None:
+        return  # nothing drafted from it to derive again
+    s.flush()
+    _redraft(s, inst, _Log(), cause, "as the answers are now", by, now)
 
 
 # --- what scored the old reference, scored again -------------------------------------------------------------
@@ -287,7 +198,7 @@ def apply(s: Session, inst: Instance, changes: dict, *, cause: str, by: str, now
     changed = {inst.id} if {"answers", "truth"} & set(changes) else set()
     gone: set[str] = set()
     if inst.kind == M.OEQ:
-        flipped, gone = _redraft(s, inst, log, cause, what, by, now)
+        flipped, gone = _redraft(s, inst, log, cause, what, by, now, (changes.get("answers") or [None])[0])
         changed |= flipped
     s.flush()
     for iid in sorted(changed):
@@ -303,22 +214,67 @@ def apply(s: Session, inst: Instance, changes: dict, *, cause: str, by: str, now
     return log.entries()
 
 
-def reverse(s: Session, entries: list[dict], cause: str, by: str, now: dt.datetime) -> None:
+def _labels_since(s: Session, iids: list[str], cause: str) -> list[dict]:
+    """Workers' labels of the responses to `iids` (each judged the reference that the undo of `cause` takes away),
+    set aside: returns entries saying whose and what, for the record."""
+    out = []
+    for r in s.scalars(select(Response).where(Response.instance_id.in_(iids)).order_by(Response.id)) if iids else []:
+        for lab in s.scalars(select(ResponseLabel).where(ResponseLabel.response_id == r.id)).all():
+            out.append({"table": "response_labels", "id": [lab.response_id, lab.worker],
+                        "why": f"{cause} undone: the label judged the reference the undo took away; set aside to "
+                               "label again", "deleted": {"verdict": lab.verdict, "action_id": lab.action_id,
+                                                          "created_at": lab.created_at.isoformat()}})
+            s.delete(lab)
+    s.flush()
+    return out
+
+
+def _scores_since(s: Session, iids: list[str], entries: list[dict]) -> set[tuple]:
+    """Responses and blind answers to `iids` stored since the erratum (not in its entries): a rule's verdict read
+    again against the restored truth, a judge's cleared for `vhmine probe --judge`; a blind answer scored again
+    (or left for `vhmine blind` to judge). Returns the solvers whose flags to recompute."""
+    from vhmine.curate.blind import reference_of, score_stored
+    from vhmine.rules.answers import get_rule, yes_no_verdict
+
+    tracked = {e["id"] for e in entries if e["table"] == "responses"}
+    seen = {e["id"] for e in entries if e["table"] == "blind_answers"}
+    solvers = set()
+    for b in s.scalars(select(BlindAnswer).where(BlindAnswer.instance_id.in_(iids), BlindAnswer.id.not_in(seen))):
+        inst = s.get(Instance, b.instance_id)
+        right = score_stored(inst.kind, b.answer, reference_of(inst), b.scorer)
+        b.correct, b.reference = right, reference_of(inst) if right is not None else b.reference
+        solvers.add((b.model, b.endpoint, b.prompt))
+    for iid in iids:
+        inst = s.get(Instance, iid)
+        for r in s.scalars(select(Response).where(Response.instance_id == iid, Response.id.not_in(tracked))):
+            judge = r.judge or ""
+            try:
+                rule = get_rule(judge[5:]).name if judge.startswith("rule:") and inst.kind == M.YNQ else None
+            except InputError:
+                rule = None
+            if rule:
+                r.verdict = yes_no_verdict(r.answer, inst.truth, rule)
+            elif r.verdict is not None or judge:
+                r.verdict, r.judge = None, None
+    return solvers
+
+
+def reverse(s: Session, entries: list[dict], cause: str, by: str, now: dt.datetime, also: tuple[str, ...] = ()
+            ) -> list[dict]:
     """Take `apply`'s entries back (undo of the erratum). LeaseError, and nothing changed, where a worker built on
-    them since: a yes/no question changed again, a new draft confirmed, a set-aside answer labelled again.
-    Scores (responses' verdicts, blind answers, reviews) go back to what they were against the old reference."""
+    them since: a yes/no question changed again, a new draft confirmed. Scores (responses' verdicts, blind answers,
+    reviews) go back to what they were against the old reference; what workers decided since against the reference
+    the undo takes away (labels) is set aside with the reason, never mixed with what it restores (`also`:
+    the erratum's own instance when its reference changed). Returns the labels set aside."""
     solvers = set()
     for e in entries:
         table = e["table"]
-        if table == "groups":
+        if table == "groups" or "deleted" in e:
             continue
-        obj = _row(s, table, e["id"])
+        obj = _row(s, table, e["id"], lock=table in HUMAN)
         if "created" in e:
             if obj.status == "ready":
                 raise LeaseError(f"cannot undo: the yes/no question {obj.id} drafted with {cause} was confirmed since")
-        elif "deleted" in e:
-            if obj is not None:
-                raise LeaseError(f"cannot undo: response {e['id'][0]} was labelled again since {cause}")
         elif table in HUMAN:
             for field, (_, new) in e["changes"].items():
                 if _plain(getattr(obj, field)) != new:
@@ -326,16 +282,24 @@ def reverse(s: Session, entries: list[dict], cause: str, by: str, now: dt.dateti
                                      f"{cause} ({field})")
         if table == "blind_answers":
             solvers.add((obj.model, obj.endpoint, obj.prompt))
+    changed = list(also) + [e["id"] for e in entries if e["table"] == "instances"
+                            and {"truth", "answers"} & set(e.get("changes") or {})]
+    changed = list(dict.fromkeys(changed))
+    aside = _labels_since(s, changed, cause)
     for e in reversed(entries):
         table = e["table"]
         if table == "groups":
             continue
         obj = _row(s, table, e["id"])
-        if "created" in e:
+        if "created" in e:  # set aside as derivation sets aside: drafting the same answers again brings it back
             if obj.status == "draft":
-                obj.status, obj.discard_reason, obj.updated_by, obj.updated_at = "discarded", f"{cause} undone", by, now
+                obj.retired_from, obj.status, obj.discard_reason = "draft", "discarded", f"{cause} undone"
+                obj.updated_by, obj.updated_at = by, now
         elif "deleted" in e:
             d = e["deleted"]
+            done = s.get(Action, d["action_id"]) if d.get("action_id") else None
+            if done is not None and done.undone_at is not None:
+                continue  # the worker took that label back meanwhile: it stays taken back
             s.add(ResponseLabel(response_id=e["id"][0], worker=e["id"][1], verdict=d["verdict"], action_id=d["action_id"],
                                 created_at=dt.datetime.fromisoformat(d["created_at"])))
         else:
@@ -343,4 +307,7 @@ def reverse(s: Session, entries: list[dict], cause: str, by: str, now: dt.dateti
                 setattr(obj, field, old)
             if table == "instances":
                 obj.updated_by, obj.updated_at = by, now
-    _refresh(s, sorted(solvers, key=lambda t: (t[0], t[1] or "", t[2])), None, "")
+    s.flush()
+    solvers |= _scores_since(s, changed, entries)
+    _refresh(s, sorted(solvers, key=lambda t: (t[0], t[1] or "", t[2] or "")), None, "")
+    return aside

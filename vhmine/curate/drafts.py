@@ -5,7 +5,9 @@ Reads draft instances with the OEQ each was derived from (and the pair's other O
 still holds, vhmine.rules.modes.slots_of), and logs a `confirm` action holding the old values so undo can restore
 them. A kept question never contradicts what the open answers imply, however it is worded
 (vhmine.rules.variant); one the check cannot read is made ready only when the worker marks it checked.
-A draft an accepted erratum made or sent back (curate.derived) carries the reason (`DraftView.note`).
+A draft an accepted erratum made or sent back (curate.derived) carries the reason (`DraftView.note`). A truth the
+rules could not check (the worker's own wording, marked checked) is the worker's fact (`truth_fact`, with the open
+answers it was checked against): re-drafting never overwrites it (curate.derived).
 """
 
 from __future__ import annotations
@@ -100,12 +102,12 @@ def confirm_drafts(store: Store, worker: str, decisions: Iterable[DraftDecision]
         now = utcnow()
         before, kept = [], []
         for dec in decisions:
-            d = s.get(Instance, dec.instance_id)
+            d = s.get(Instance, dec.instance_id, with_for_update=True)  # an erratum re-drafting it waits, or is waited for
             if d is None or d.status != "draft" or d.created_by != worker:
                 raise LeaseError(f"{dec.instance_id} is not a draft of yours waiting for confirmation: reload the page")
             before.append({"id": d.id, "question": d.question, "truth": d.truth, "answers": d.answers,
                            "template_id": d.template_id, "slots": d.slots, "draft_value": d.draft_value,
-                           "discard_reason": d.discard_reason})
+                           "discard_reason": d.discard_reason, "truth_fact": d.truth_fact})
             if dec.keep:
                 truth = d.truth if dec.truth is None else dec.truth
                 where = f"the yes/no question {d.id}"
@@ -113,8 +115,11 @@ def confirm_drafts(store: Store, worker: str, decisions: Iterable[DraftDecision]
                 src = s.get(Instance, d.derived_from)
                 if question != d.question:
                     _match_edit(d, question, src)
-                if not _agrees(s, d, src, question, truth, where) and not dec.checked:
+                agreed = _agrees(s, d, src, question, truth, where)
+                if not agreed and not dec.checked:
                     raise FormError("yes_no", undecided_message(question, f"{where}, on image {d.image_id}"))
+                if not agreed or d.template_id.endswith(".own"):  # the worker's truth: re-drafting never overwrites it
+                    d.truth_fact = {"truth": truth, "by": f"worker {worker}", "source": list(src.answers)}
                 d.question, d.truth, d.status, d.discard_reason = question, truth, "ready", None
                 d.answers = ["Yes" if truth else "No"]
                 kept.append(d.id)

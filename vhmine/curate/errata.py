@@ -29,6 +29,7 @@ from sqlalchemy import select, update  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
 from vhmine.curate import derived as D
+from vhmine.curate.derived import _plain
 from vhmine.curate._shared import WorkerInfo, _log, _new_id, _retried, _text, _worker
 
 
@@ -128,6 +129,23 @@ def _fix(mode: M.Mode, inst: Instance, answers: Optional[Sequence[str] | str], t
     return {k: [getattr(inst, k), v] for k, v in new.items() if getattr(inst, k) != v}
 
 
+def _truth_fact(s: Session, inst: Instance, changes: dict, by: str) -> dict:
+    """A new truth for a drafted YNQ is a fact re-drafting never overwrites (curate.derived): it is recorded with the
+    open answers it was decided against, and any contradiction it settles leaves the queue. Returns the payload's
+    "fact" {"fact": [old, new], "contradiction": [old, None]} (a removal: its "contradiction" only), which undo puts
+    back; {} when nothing changes."""
+    if "status" in changes and inst.contradiction:  # removed: nothing left for the queue to decide
+        old, inst.contradiction = inst.contradiction, None
+        return {"contradiction": [old, None]}
+    if "truth" not in changes or not inst.derived_from:
+        return {}
+    src = s.get(Instance, inst.derived_from)
+    old = inst.truth_fact, inst.contradiction
+    inst.truth_fact = {"truth": changes["truth"][1], "by": by, "source": list(src.answers) if src else None}
+    inst.contradiction = None
+    return {"fact": [old[0], inst.truth_fact], "contradiction": [old[1], None]}
+
+
 @_retried
 def accept_erratum(store: Store, by: str | WorkerInfo, flag_id: str, *, answers: Optional[Sequence[str] | str] = None,
                    truth: Optional[bool] = None, remove: bool = False, reason: str = "") -> dict:
@@ -151,11 +169,12 @@ def accept_erratum(store: Store, by: str | WorkerInfo, flag_id: str, *, answers:
                 raise FormError("answers", "that is the answer the item already has: give the right one, or remove the item")
         why = _text(reason) or e.reason
         _decide(s, flag_id, admin, now, "accepted", why, changes)
+        fact = _truth_fact(s, inst, changes, f"erratum {flag_id}")
         derived = D.apply(s, inst, changes, cause=f"erratum {flag_id}", by=admin, now=now,
                           discard_reason=f"erratum {flag_id}: {why}" if remove else None)
         act = _log(s, admin, "errata_accept", inst.task_id, {"instance_id": inst.id, "reason": why, "changes": changes,
                                                              "flag_id": flag_id, "flagged_by": e.flagged_by,
-                                                             "derived": derived})
+                                                             "derived": derived, **fact})
         s.execute(update(Erratum).where(Erratum.id == flag_id).values(action_id=act.id)
                   .execution_options(synchronize_session=False))
         return changes
@@ -191,12 +210,28 @@ def undo_errata(s: Session, act: Action, worker: str, now: dt.datetime) -> str:
     for field, (old, new) in (p.get("changes") or {}).items():
         if getattr(inst, field) != new:
             raise LeaseError(f"cannot undo: instance {inst.id} was changed again since ({field})")
+    if "fact" in p and _plain(inst.truth_fact) != p["fact"][1]:
+        raise LeaseError(f"cannot undo: the truth of instance {inst.id} was decided again since")
     for field, (old, _) in (p.get("changes") or {}).items():
         setattr(inst, field, old)
     if "status" in (p.get("changes") or {}):
         inst.discard_reason = None
+    if "fact" in p:
+        inst.truth_fact = p["fact"][0]
+    if "contradiction" in p:
+        inst.contradiction = p["contradiction"][0]
     inst.updated_by, inst.updated_at = worker, now
     # what the decision derived, back too; a LeaseError there (a worker built on it) rolls all of this back
-    D.reverse(s, p.get("derived") or [], f"erratum {e.id}", worker, now)
+    ref = (inst.id,) if {"truth", "answers"} & set(p.get("changes") or {}) else ()
+    aside = D.reverse(s, p.get("derived") or [], f"erratum {e.id}", worker, now, also=ref)
     e.status, e.decided_by, e.decided_at, e.decision_reason, e.changes, e.action_id = "open", None, None, None, None, None
-    return f"{act.kind.removeprefix('errata_')} of flag {e.id} (instance {e.instance_id})"
+    return f"{act.kind.removeprefix('errata_')} of flag {e.id} (instance {e.instance_id})" + _aside(act, aside)
+
+
+def _aside(act: Action, aside: list[dict]) -> str:
+    """Labels an undo set aside, kept on the undone action (the record) and said to the one who undid it."""
+    if not aside:
+        return ""
+    act.payload = dict(act.payload, undo_set_aside=aside)
+    return (f"; {len(aside)} label(s) given since against the truth it took back set aside, to label again: "
+            + ", ".join(f"{e['id'][0]} by {e['id'][1]}" for e in aside))

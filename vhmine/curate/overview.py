@@ -1,6 +1,6 @@
 """Where a store stands, in counts: what `vhmine status` shows of it (and the admin page could).
 
-Reads `tasks`, `instances`, `drafts`, `errata`, `blind_answers`, `near_duplicates`, `workers` and `runs`
+Reads `tasks`, `instances` (also the person-queue: curate.person_queue), `drafts`, `errata`, `blind_answers`, `near_duplicates`, `workers` and `runs`
 with a handful of grouped counts (no row is loaded per task, so it stays fast on large stores); writes
 nothing. Per-mode task counts come from `queue.progress`.
 """
@@ -39,6 +39,7 @@ class StoreOverview:
     workers_admin: int
     workers_inactive: int
     runs: list[dict] = field(default_factory=list)  # seeded runs: name, pairs file
+    contradictions_open: int = 0  # the person-queue: drafted questions whose answers now contradict a person's truth
 
     @property
     def tasks(self) -> int:
@@ -55,6 +56,7 @@ def store_overview(store: Store) -> StoreOverview:
         errata = s.scalar(select(func.count()).select_from(Erratum).where(Erratum.status == "open")) or 0
         blind = s.scalar(select(func.count(func.distinct(BlindAnswer.flag_id)))
                          .where(BlindAnswer.flag_id.is_not(None), BlindAnswer.overruled_by.is_(None))) or 0
+        queued = s.scalar(select(func.count()).select_from(Instance).where(Instance.contradiction.is_not(None))) or 0
         dups = s.scalar(select(func.count()).select_from(NearDuplicate).where(NearDuplicate.overruled_by.is_(None))) or 0
         workers = s.execute(select(Worker.active, Worker.is_admin, func.count()).group_by(Worker.active, Worker.is_admin)).all()
         runs = [{"name": name, "pairs": path} for name, path in
@@ -64,4 +66,5 @@ def store_overview(store: Store) -> StoreOverview:
     return StoreOverview(modes, errata, blind, dups,
                          workers_active=sum(n for active, _, n in workers if active),
                          workers_admin=sum(n for active, admin, n in workers if active and admin),
-                         workers_inactive=sum(n for active, _, n in workers if not active), runs=runs)
+                         workers_inactive=sum(n for active, _, n in workers if not active), runs=runs,
+                         contradictions_open=queued)

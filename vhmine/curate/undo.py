@@ -23,6 +23,7 @@ from sqlalchemy import select, update  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
 from vhmine.curate._shared import WorkerInfo, _cas, _retried, _used, _worker
+from vhmine.curate.derived import rederive
 from vhmine.curate.lease import LEASE_S
 
 
@@ -73,14 +74,22 @@ def undo_last(store: Store, worker: str | WorkerInfo, *, lease_s: float = LEASE_
                 s.refresh(t)
             what = f"skip of item {t.id}" + ("" if back else f" (the item is {_held(t, now)}, so it stays there)")
         elif act.kind == "confirm":
+            sources = []
             for old in p.get("drafts", []):
                 d = s.get(Instance, old["id"], with_for_update=True)
                 if used := _used(s, [d.id]):
                     raise LeaseError(f"cannot undo: the yes/no question {d.id} was already {used}")
+                if d.status == "discarded" and not d.retired_from and not (d.discard_reason or "").startswith("draft rejected by"):
+                    raise LeaseError(f"cannot undo: the yes/no question {d.id} was removed since ({d.discard_reason})")
                 d.question, d.truth, d.answers = old["question"], old["truth"], old["answers"]
                 d.template_id, d.slots = old.get("template_id", d.template_id), old.get("slots", d.slots)
-                d.draft_value = old.get("draft_value", d.draft_value)
-                d.status, d.discard_reason, d.updated_by, d.updated_at = "draft", old.get("discard_reason"), worker, now
+                d.draft_value, d.truth_fact = old.get("draft_value", d.draft_value), old.get("truth_fact")
+                d.contradiction = d.contradiction if d.truth_fact else None
+                d.status, d.discard_reason, d.retired_from = "draft", old.get("discard_reason"), None
+                d.updated_by, d.updated_at = worker, now
+                sources.append(d.derived_from)
+            for src in dict.fromkeys(sources):  # a draft again: what its open answers derive now (it may be set aside)
+                rederive(s, s.get(Instance, src), cause=f"confirmation undone by {worker}", by=worker, now=now)
             what = f"confirmation of {len(p.get('drafts', []))} yes/no question(s)"
         elif act.kind == "review":
             r = s.get(Review, (p["instance_id"], worker))
@@ -96,6 +105,10 @@ def undo_last(store: Store, worker: str | WorkerInfo, *, lease_s: float = LEASE_
             from vhmine.curate.verify import undo_verify
 
             what = undo_verify(s, act, worker, now, lease)
+        elif act.kind == "resolve":  # an admin's decision on the person-queue (curate.person_queue)
+            from vhmine.curate.person_queue import undo_resolve
+
+            what = undo_resolve(s, act, worker, now)
         elif act.kind.startswith("errata_"):  # a flag, or an admin's decision on one (curate.errata)
             from vhmine.curate.errata import undo_errata
 

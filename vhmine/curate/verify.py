@@ -28,7 +28,7 @@ from vhmine.store import (  # first: it says which extra to install when SQLAlch
 from sqlalchemy import select, update  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from vhmine.curate._shared import ImageView, WorkerInfo, _cas, _close, _item, _lease_check, _log, _new_id, _retried, _text, _used, _worker
+from vhmine.curate._shared import ImageView, WorkerInfo, _cas, _close, _item, _lease_check, _log, _new_id, _retried, _text, _used, _worker, derived_id
 from vhmine.curate.lease import LEASE_S, lease_next, pending_draft_tasks
 
 VERIFY = "verify"  # the action kind of every decision; payload["decision"]: accept, edit or reject
@@ -198,9 +198,13 @@ def _instances(s: Session, t: Task, c: DraftContent, act: Action, worker: str, n
             ys = M.slots_of(ynq, y.question, {}) if ynq is not None else None
             value = ys.get(tpl.answer_slot) if ys is not None and tpl.derive == "value" else None
             truth = y.truths[img]
-            yi = Instance(id=_new_id(), kind=M.YNQ, template_id=ynq.id if ys is not None else M.own_template_id(mode),
+            yid = derived_id(oeq.id, y.question)
+            yi = Instance(id=yid if yid not in ids else _new_id(), kind=M.YNQ,  # the same question twice: its own id
+                          template_id=ynq.id if ys is not None else M.own_template_id(mode),
                           slots=ys or {}, question=y.question, answers=["Yes" if truth else "No"], truth=truth,
                           derived_from=oeq.id, draft_value=value, **common)
+            if ys is None:  # the verifier's own wording, checked on the image: a fact re-drafting never overwrites
+                yi.truth_fact = {"truth": truth, "by": f"worker {worker}", "source": list(answers)}
             s.add(yi)
             ids.append(yi.id)
     return ids

@@ -137,6 +137,11 @@ class Instance(Base):
     created_at: Mapped[dt.datetime]
     updated_by: Mapped[Optional[str]] = mapped_column(ForeignKey("workers.name"))
     updated_at: Mapped[Optional[dt.datetime]]
+    # revision 0011 (curate.derived): a drafted YNQ that derivation set aside, from this status (it comes back to it)
+    retired_from: Mapped[Optional[str]] = mapped_column(String(16))
+    # None is SQL NULL (not JSON null): "IS NULL" finds the rows without a fact, the queue's rows are "IS NOT NULL"
+    truth_fact: Mapped[Optional[dict]] = mapped_column(JSON(none_as_null=True))  # a person's truth: {"truth", "by", "source"}
+    contradiction: Mapped[Optional[dict]] = mapped_column(JSON(none_as_null=True))  # the person-queue
 
 
 class Review(Base):
