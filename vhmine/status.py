@@ -281,7 +281,9 @@ def _next(st: Status) -> tuple[str, list[str]]:
         also.append(f"{confirm} drafted yes/no question(s) wait for their author to confirm them on the Annotate page")
     flags = [(s.get("errata_open", 0), "erratum flag(s) for an admin on the Errata page"),
              (s.get("blind_flags_open", 0), "blind flag(s) on the Blind flags page"),
-             (s.get("near_duplicates_open", 0), "near-duplicate pair(s) on the Blind flags page")]
+             (s.get("near_duplicates_open", 0), "near-duplicate pair(s) on the Blind flags page"),
+             (s.get("contradictions_open", 0), "yes/no question(s) whose open answers now contradict a person's truth, "
+                                               "for an admin on the Errata page (they stay ready until then)")]
     also += [f"{n} {what}" for n, what in flags if n]
 
     finished = [i for i in st.indexes if i.finished]
@@ -354,7 +356,8 @@ def _lines(st: Status) -> list[str]:
         out.append("  (drafts: model drafts to verify in the app; to confirm: drafted yes/no questions their author "
                    "has not confirmed)")
         out.append(f"  flags open: {s['errata_open']} errata, {s['blind_flags_open']} blind, "
-                   f"{s['near_duplicates_open']} near duplicates")
+                   f"{s['near_duplicates_open']} near duplicates; person-queue: {s.get('contradictions_open', 0)} "
+                   "contradiction(s)")
     out.append("exports:" if st.exports else "exports: none")
     for e in st.exports:
         out.append(f"  {e.folder}: {e.format}, version {e.version}, {e.items} items ({e.created})")

@@ -41,7 +41,7 @@ def test_an_answer_round_trip_restores_exactly_the_yes_no_questions_it_had(revie
     assert _export_ids(store, tmp_path / "v2") == h1  # no churn for the changelog to report
 
 
-def test_an_alias_on_the_source_never_overturns_an_accepted_truth_flip(reviewed_store):
+def test_an_alias_on_the_source_never_overturns_an_accepted_truth_flip(reviewed_store, tmp_path):
     from vhmine import curate as C
 
     store = reviewed_store
@@ -55,6 +55,11 @@ def test_an_alias_on_the_source_never_overturns_an_accepted_truth_flip(reviewed_
     assert (c.instance_id, c.truth, c.derived, c.decided_against, c.source_answers, c.since) == \
         (red_a.id, False, True, ("red",), ("red", "crimson"), f"erratum {fid}")
     assert C.store_overview(store).contradictions_open == 1
+    from vhmine.status import collect  # `vhmine status` shows the queue, and who must act on it
+
+    st = collect(tmp_path / "elsewhere", db=str(store.url))
+    assert "person-queue: 1 contradiction(s)" in st.text()
+    assert any(a.startswith("1 yes/no question(s) whose open answers now contradict") for a in st.also), st.also
     assert C.resolve_contradiction(store, "carol", red_a.id, False) == {}  # kept: the queue is empty, the truth stays
     assert C.contradictions(store) == [] and C.get_instance(store, red_a.id).truth is False
     assert C.store_overview(store).contradictions_open == 0
