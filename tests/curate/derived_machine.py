@@ -164,7 +164,22 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
             q = s.query(Instance).filter_by(kind=kind, status="ready")
             if derived:
                 q = q.filter(Instance.derived_from.is_not(None))
-            return sorted(i.id for i in q)
+            ids = [i.id for i in q]
+        return self._stable(ids)
+
+    def _stable(self, ids):
+        """`ids` in the order of what the instances are (mode, kind, image, question, answers), the same in every
+        session: instance ids are random, so an order by id would send the derandomised run down another path
+        each time the base store is built (and its coverage check would fail by chance)."""
+        import json
+
+        from vhmine.store import Image, Instance
+
+        ids = list(ids)
+        with self.store.session(write=False) as s:
+            rows = {i.id: (i.mode, i.kind, sha, i.question, json.dumps(i.answers)) for i, sha in
+                    s.query(Instance, Image.sha256).join(Image, Image.id == Instance.image_id).filter(Instance.id.in_(ids))}
+        return sorted(ids, key=lambda i: (rows.get(i, ()), i))
 
     def _flag(self, iid):
         """bob flags the item (his own action: his undo withdraws it while it is open)."""
@@ -180,7 +195,8 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
         from vhmine.store import Instance
 
         with self.store.session(write=False) as s:  # mostly a source of a decided truth: the queue's path
-            decided = sorted({s.get(Instance, i).derived_from for i in self.facts} & set(ready))
+            decided = {s.get(Instance, i).derived_from for i in self.facts} & set(ready)
+        decided = self._stable(decided)
         oid = data.draw(st.one_of(*[st.sampled_from(decided)] * 3, st.sampled_from(ready)) if decided else st.sampled_from(ready))
         src = self.source[oid]
         new = list(src["answers"])
@@ -246,6 +262,8 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
         drafts = self.C.pending_drafts(self.store, "alice")
         if not drafts:
             return
+        order = {iid: n for n, iid in enumerate(self._stable(d.instance_id for d in drafts))}
+        drafts = sorted(drafts, key=lambda d: order[d.instance_id])
         picked = data.draw(st.lists(st.sampled_from(drafts), min_size=1, max_size=3, unique_by=lambda d: d.instance_id))
         how = [data.draw(st.sampled_from(["keep", "own", "reject"])) for _ in picked]
         decisions = [self.C.DraftDecision(d.instance_id, h != "reject", question=OWN.format(d.instance_id[:6]) if h == "own"
@@ -285,6 +303,8 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
         queue = self.C.contradictions(self.store, ADMIN)
         if not queue:
             return
+        order = {iid: n for n, iid in enumerate(self._stable(c.instance_id for c in queue))}
+        queue = sorted(queue, key=lambda c: order[c.instance_id])
         c = data.draw(st.sampled_from(queue))
         keep = data.draw(st.booleans()) or c.derived is None
         truth = c.truth if keep else c.derived
@@ -337,7 +357,8 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
                 Instance, Instance.id == Response.instance_id).filter(Instance.status == "ready") if r.id not in mine]
         if not open_:
             return
-        _, _, rid, truth = data.draw(st.sampled_from(sorted(open_)))
+        order = {iid: n for n, iid in enumerate(self._stable({o[0] for o in open_}))}
+        _, _, rid, truth = data.draw(st.sampled_from(sorted(open_, key=lambda o: (order[o[0]], o[1], o[2]))))
         key = (rid, worker)
 
         def model(_):
