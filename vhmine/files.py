@@ -261,16 +261,18 @@ def _few(names: list[str], n: int = 5) -> str:
     return shown + (f" and {len(names) - n} more" if len(names) > n else "")
 
 
-def write_failed(where: Path, err: OSError, kept: str, then: str):
-    """The one line (an OutputError) a stage says when the system refuses a write into `where` (a full disk or
-    quota, a read-only or lost mount): the system's reason in words, without an errno, a library's wording or
-    a traceback, the file when it lies elsewhere (a read that failed meanwhile), what was kept, what to do."""
+def write_failed(where: Path, err: OSError, kept: str, then: str, error=None):
+    """The one line (an OutputError, or the stage's own `error` class) a stage says when the system refuses a
+    write into `where` (a full disk or quota, a read-only or lost mount): the system's reason in words, without
+    an errno, a library's wording or a traceback, the file when it lies elsewhere (a read that failed
+    meanwhile), what was kept, what to do."""
     from vhmine.errors import OutputError
 
+    error = error or OutputError
     reason = os.strerror(err.errno) if err.errno else (err.strerror or str(err) or type(err).__name__)
     if err.filename:
         try:
             Path(os.fspath(err.filename)).resolve().relative_to(Path(where).resolve().parent)
         except (ValueError, TypeError, OSError):
             reason += f": {shown_path(err.filename)}"
-    return OutputError(f"writing {shown_path(where)} failed ({reason}): {kept}; {then}")
+    return error(f"writing {shown_path(where)} failed ({reason}): {kept}; {then}")

@@ -377,7 +377,9 @@ def _export(store, opts: ExportOptions) -> ExportResult:
     except VhmineError:
         raise
     except OSError as err:
-        raise ExportError(f"writing {opts.out} failed ({err}): nothing was left behind; check the disk and try again") from None
+        from vhmine.files import write_failed
+
+        raise write_failed(opts.out, err, "nothing was left behind", "check the disk and try again", ExportError) from None
     if other_kinds:
         res.notes.append(f"left out {other_kinds} open question(s): the {spec.name} format holds yes/no questions only "
                          f"(--format {' / '.join(n for n in F.format_names() if OEQ in F.get_format(n).kinds)} holds them)")
