@@ -53,6 +53,10 @@ class StoreCorruptError(StoreError):
     """The store's SQLite file is not a database, or is damaged."""
 
 
+class StoreExtraMissingError(StoreError):
+    """This install lacks a library the store needs (the app extra: SQLAlchemy, Alembic)."""
+
+
 class StoreVersionError(StoreError):
     """The store was written by a newer vhmine, whose schema this one does not know."""
 

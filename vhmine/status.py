@@ -164,7 +164,7 @@ def _store_state(db: Optional[str]) -> Optional[dict]:
     makes `vhmine status` exit non-zero). Everything but the counts works without SQLAlchemy (the base install),
     and a SQLite file is opened read-only: see vhmine.store.open_store(migrate=False)."""
     from vhmine.config import resolve_url
-    from vhmine.errors import StoreCorruptError, StoreError, StoreMissingError
+    from vhmine.errors import StoreCorruptError, StoreError, StoreExtraMissingError, StoreMissingError
     from vhmine.files import display_url
 
     url = resolve_url(db)
@@ -183,12 +183,10 @@ def _store_state(db: Optional[str]) -> Optional[dict]:
         return {"url": where, "problem": str(err)}
     except StoreCorruptError as err:
         return {"url": where, "problem": str(err), "corrupt": True}
-    except StoreError as err:  # older schema, a server that is down, SQLAlchemy missing: said, not fatal
-        problem = str(err)
-        if "pip install" in problem and "needs" in problem:  # the base install: only the store needs the extra
-            return {"url": where, "problem": problem + " (only the store's counts need it)",
-                    "needs": "pip install 'vhmine[app]'"}
-        return {"url": where, "problem": problem}
+    except StoreExtraMissingError as err:  # the base install: only the store's counts need the extra
+        return {"url": where, "problem": f"{err} (only the store's counts need it)", "needs": "pip install 'vhmine[app]'"}
+    except StoreError as err:  # older schema, a server that is down: said, not fatal
+        return {"url": where, "problem": str(err)}
 
 
 def collect(root: Path = Path("."), *, indexes: Optional[Path] = None, db: Optional[str] = None) -> Status:

@@ -29,13 +29,13 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 from vhmine.errors import (
-    StoreConnectionError, StoreCorruptError, StoreError, StoreMissingError, StoreVersionError,
+    StoreConnectionError, StoreCorruptError, StoreError, StoreExtraMissingError, StoreMissingError, StoreVersionError,
 )
 
 try:
     import sqlalchemy  # noqa: F401  (checked here so a missing extra gets one clear message)
 except ModuleNotFoundError as _err:
-    raise StoreError(f"the curation store needs {_err.name}: pip install 'vhmine[app]'") from None
+    raise StoreExtraMissingError(f"the curation store needs {_err.name}: pip install 'vhmine[app]'") from None
 
 from sqlalchemy import create_engine, event, inspect, text
 from sqlalchemy.engine import Engine, make_url

@@ -14,7 +14,7 @@ from typing import Optional
 
 from sqlalchemy import inspect, text
 
-from vhmine.errors import StoreError
+from vhmine.errors import StoreError, StoreExtraMissingError
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
@@ -23,7 +23,7 @@ def _alembic_config():
     try:
         from alembic.config import Config
     except ModuleNotFoundError as err:
-        raise StoreError(f"the curation store needs {err.name} to create or migrate a store: "
+        raise StoreExtraMissingError(f"the curation store needs {err.name} to create or migrate a store: "
                          "pip install 'vhmine[app]'") from None
 
     cfg = Config()
