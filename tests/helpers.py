@@ -424,8 +424,11 @@ def unit_rows(rows):
     return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
 
 
-def make_index(indexes, name, clip, dino, *, root, categories=None):
-    """An index of len(clip) images with the given vectors (real PNGs, so the gallery can show them)."""
+def make_index(indexes, name, clip, dino, *, root, categories=None, keys=None, created=None, encoders=None):
+    """An index of len(clip) images with the given vectors (real PNGs, so the gallery can show them).
+    keys: one int per row naming its image (its id, sha256 and file follow from it) [default: the row
+    number]: an index grown, shrunk or changed keeps the keys of the images it keeps. created: the
+    manifest's `created`; encoders: its encoders' specs (clip, dino)."""
     import numpy as np
     import pandas as pd
     from PIL import Image
@@ -433,20 +436,22 @@ def make_index(indexes, name, clip, dino, *, root, categories=None):
     from vhmine.embed.index import write_index
 
     n = len(clip)
+    keys = list(range(n)) if keys is None else [int(k) for k in keys]
     root.mkdir(parents=True, exist_ok=True)
-    for k in range(n):
+    for k in keys:
         Image.fromarray(np.full((24, 32, 3), (k * 37) % 255, np.uint8)).save(root / f"img{k:03d}.png")
     images = pd.DataFrame({
-        "image_id": [f"{k:016x}"[::-1] for k in range(n)],  # ids whose order differs from row order
-        "path": [f"img{k:03d}.png" for k in range(n)],
-        "sha256": [f"{k:064x}" for k in range(n)],
+        "image_id": [f"{k:016x}"[::-1] for k in keys],  # ids whose order differs from row order
+        "path": [f"img{k:03d}.png" for k in keys],
+        "sha256": [f"{k:064x}" for k in keys],
         "width": [32] * n, "height": [24] * n,
-        "coco_id": pd.array([100 + k for k in range(n)], dtype="Int64"),
-        "categories": categories or [["cat"] if k % 2 else [] for k in range(n)],
+        "coco_id": pd.array([100 + k for k in keys], dtype="Int64"),
+        "categories": categories or [["cat"] if k % 2 else [] for k in keys],
     })
+    specs = encoders or ("test-clip", "test-dino")
     write_index(indexes / name, images, clip, dino, skipped=pd.DataFrame({"path": [], "reason": []}), manifest={
-        "name": name, "root": str(root),
-        "encoders": {"clip": {"spec": "test-clip", "dim": clip.shape[1]}, "dino": {"spec": "test-dino", "dim": dino.shape[1]}},
+        "name": name, "root": str(root), **({"created": created} if created else {}),
+        "encoders": {"clip": {"spec": specs[0], "dim": clip.shape[1]}, "dino": {"spec": specs[1], "dim": dino.shape[1]}},
     })
     return images
 

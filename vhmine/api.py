@@ -40,7 +40,8 @@ def mine(index: Optional[str] = None, **options):
 
     Options are MineOptions' fields: clip, dino, max_pairs, max_per_image, out, indexes, device,
     gallery_size, engine, ray_address, tile_memory (bytes), index_url, plan (then a MinePlan comes back and
-    nothing is mined), tiles, kernel (the products kernel, mine.kernels.KERNELS; None: measured)."""
+    nothing is mined), tiles, kernel (the products kernel, mine.kernels.KERNELS; None: measured), against (a second
+    index: pairs with one image from each), full (mine every pair even when an earlier run could be reused)."""
     from vhmine.mine.job import MineOptions, mine_index
 
     return mine_index(MineOptions(index=index, **options))

@@ -66,6 +66,8 @@ def mine(
     index_url: Optional[str] = typer.Option(None, "--index-url", help="Where Ray workers read the index folder: an fsspec URL (s3://..., gs://..., file:///shared/...) holding the same files [default: the index folder's own path, on a filesystem every node shares]."),
     plan: bool = typer.Option(False, "--plan", help="With --engine ray: size the job (tiles, memory per task, a rate measured on one tile, estimated time) and mine nothing."),
     kernel: str = typer.Option("auto", "--kernel", help="Products kernel: auto (the fastest exact one, measured on the machine that runs the blocks: each Ray node its own), int-mm, fbgemm, blas-f32, torch-f32 or bf16."),
+    against: Optional[str] = typer.Option(None, "--against", help="A second index (name under --indexes, or its folder) with the same encoders: mine only pairs with one image from each (side a from --index, side b from this)."),
+    full: bool = typer.Option(False, "--full", help="Mine every pair again, even when the finished run of this command (in --out, or its default folder) could be reused: by default a grown index mines only the pairs of its new rows."),
 ) -> None:
     """Find image pairs that CLIP calls alike and DINOv2 calls different."""
     from vhmine import api
@@ -75,7 +77,7 @@ def mine(
             index, clip=clip, dino=dino, max_pairs=max_pairs, max_per_image=max_per_image,
             out=out, indexes=indexes, device=device, gallery_size=gallery_size,
             engine=engine, ray_address=ray_address, tile_memory=int(tile_memory * 2**20), index_url=index_url,
-            plan=plan, kernel=None if kernel == "auto" else kernel,
+            plan=plan, kernel=None if kernel == "auto" else kernel, against=against, full=full,
         )
     except VhmineError as err:
         _fail(err)

@@ -232,6 +232,18 @@ def open_index(root: Path, name: str, *, load_vectors: bool = True, load_images:
     return CollectionIndex(name, folder, manifest, images, clip, dino)
 
 
+def open_named_index(where: str | os.PathLike, indexes: str | os.PathLike | None = None, *,
+                     load: bool = True) -> CollectionIndex:
+    """open_index of `where`: a folder holding an index (its manifest.json), else a name under `indexes`
+    (config.indexes_root). load: the vectors and the image table too."""
+    from vhmine.config import indexes_root
+
+    p = Path(where).expanduser()
+    if (p / MANIFEST).is_file():
+        return open_index(p.resolve().parent, p.resolve().name, load_vectors=load, load_images=load)
+    return open_index(indexes_root(indexes), str(where), load_vectors=load, load_images=load)
+
+
 def index_rows(folder: str | os.PathLike, *, url: str | None = None, ids: bool = True) -> IndexRows:
     """The IndexRows of a finished index folder; with `url`, the same files as the workers read them
     there (an fsspec URL or a path of the index folder), checked to be the same index (_same_index) before

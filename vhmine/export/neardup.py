@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from vhmine.embed.index import open_named_index
 from vhmine.errors import EncoderError, ExportError, InputError
 
 log = logging.getLogger(__name__)
@@ -70,16 +71,6 @@ def not_run(reason: str) -> DupReport:
     return DupReport({"ran": False, "reason": reason}, {}, f"near duplicates: NOT checked ({reason})")
 
 
-def _open(where: str, indexes: Optional[Path], load: bool = True):
-    from vhmine.config import indexes_root
-    from vhmine.embed.index import MANIFEST, open_index
-
-    p = Path(where).expanduser()
-    if (p / MANIFEST).is_file():
-        return open_index(p.resolve().parent, p.resolve().name, load_vectors=load, load_images=load)
-    return open_index(indexes_root(indexes), where, load_vectors=load, load_images=load)
-
-
 def home_indexes(store, load: bool = True) -> tuple[list, list[str]]:
     """The finished indexes the store's mining runs came from (run.json's index_folder), and notes on
     those that cannot be opened. `load` False: their manifests only (checked), not their vectors and tables."""
@@ -97,7 +88,7 @@ def home_indexes(store, load: bool = True) -> tuple[list, list[str]]:
             continue
         seen.add(folder)
         try:
-            out.append(_open(folder, None, load))
+            out.append(open_named_index(folder, None, load=load))
         except (IndexMissingError, IndexCorruptError) as err:
             notes.append(f"run {run}: its index cannot be read ({err}); generated images not checked against it")
     return out, notes
@@ -209,7 +200,7 @@ def check_near_duplicates(store, bench, o: DupOptions, *, public: bool = True) -
 
     if not (0 < o.clip_min <= 1 and 0 < o.dino_min <= 1):
         raise InputError(f"--dup-clip {o.clip_min:g} / --dup-dino {o.dino_min:g}: thresholds are cosines in (0, 1]")
-    ref = _open(o.against, o.indexes) if o.against else None
+    ref = open_named_index(o.against, o.indexes) if o.against else None
     homes, notes = home_indexes(store)
     roots = collection_roots(homes)  # paths shown as everywhere in an export
     basis = ref or (homes[0] if homes else None)

@@ -26,9 +26,11 @@ from pathlib import Path
 
 from vhmine.config import DEFAULT_CLIP_MIN, DEFAULT_DINO_MAX, default_index_name, indexes_root, runs_root
 from vhmine.errors import InputError
-from vhmine.files import check_owned, check_writable
+from vhmine.files import check_owned, check_writable, shown_path
 from vhmine.embed.index import open_index
-from vhmine.mine.runfolder import MineResult, background_sample, finish_run
+from vhmine.mine.runfolder import (
+    BACKGROUND_PAIRS, MineResult, background_sample, finish_run, rank_pairs, rerun_command, usable_index,
+)
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,8 @@ class MineOptions:
     gallery_size: int = 100
     progress: bool = True
     kernel: str | None = None  # the products kernel (mine.kernels.KERNELS) [default: the fastest measured here / per node]
+    full: bool = False  # mine every pair even when an earlier run of the same command could be reused (mine.grow)
+    against: str | None = None  # a second index (name under --indexes, or folder): pairs with one image from each
 
 
 def check_thresholds(clip: float, dino: float) -> list[str]:
@@ -68,30 +72,8 @@ def check_thresholds(clip: float, dino: float) -> list[str]:
     return warnings
 
 
-def rank_pairs(id_a, id_b, gap, *, max_per_image: int | None = None, max_pairs: int | None = None):
-    """Order of the kept pairs: gap descending, ties by image ids (never row order), then the caps."""
-    import numpy as np
-
-    order = np.lexsort((id_b, id_a, -gap))
-    if max_per_image:
-        used: dict[str, int] = {}
-        keep = []
-        for k in order:
-            a, b = id_a[k], id_b[k]
-            if used.get(a, 0) < max_per_image and used.get(b, 0) < max_per_image:
-                used[a] = used.get(a, 0) + 1
-                used[b] = used.get(b, 0) + 1
-                keep.append(k)
-                if max_pairs and len(keep) >= max_pairs:
-                    break
-        order = np.asarray(keep, dtype=np.int64)
-    if max_pairs:
-        order = order[:max_pairs]
-    return order
-
-
-def default_run_name(index: str, clip: float, dino: float) -> str:
-    return f"{index}-clip{clip:g}-dino{dino:g}"
+def default_run_name(index: str, clip: float, dino: float, against: str | None = None) -> str:
+    return f"{index}{f'-x-{Path(against).name}' if against else ''}-clip{clip:g}-dino{dino:g}"
 
 
 def mine_index(opts: MineOptions):
@@ -113,7 +95,10 @@ def mine_index(opts: MineOptions):
 def _mine(opts: MineOptions):
     import numpy as np
 
+    from vhmine.mine import state
+    from vhmine.mine.grow import grown_pairs, said
     from vhmine.mine.simsearch import find_pairs, pair_sims
+    from vhmine.mine.state import row_digests
     from vhmine.mine.write import pairs_frame, side
 
     t0 = time.time()
@@ -132,30 +117,47 @@ def _mine(opts: MineOptions):
         log.warning("%s", w)
     root = indexes_root(opts.indexes)
     name = default_index_name(root, opts.index)
-    run_dir = Path(opts.out) if opts.out else runs_root() / default_run_name(name, opts.clip, opts.dino)
+    default_dir = runs_root() / default_run_name(name, opts.clip, opts.dino, opts.against)
+    run_dir = Path(opts.out) if opts.out else default_dir
     if not opts.plan:
         check_writable(run_dir.parent, flag="--out")  # its files go beside it first: said in one line, before the search
+    if opts.against:
+        from vhmine.mine.across import mine_across
+
+        if opts.plan:
+            raise InputError("--plan sizes a triangle job; it does not size an --against one yet: leave out --plan")
+        check_owned(run_dir, "vhmine mine")
+        return mine_across(root, name, opts, run_dir, warnings, t0)
     if opts.engine == "ray":  # the driver never loads the vectors or the image table
         from vhmine.mine.ray_run import mine_ray, plan_ray
 
-        idx = _usable(open_index(root, name, load_vectors=False, load_images=False))
+        idx = usable_index(open_index(root, name, load_vectors=False, load_images=False))
         if opts.plan:
             return plan_ray(idx, opts)
         check_owned(run_dir, "vhmine mine")
         return mine_ray(idx, opts, run_dir, warnings, t0)
     check_owned(run_dir, "vhmine mine")  # a run replaces its folder as a whole: only an earlier run
-    idx = _usable(open_index(root, name))
+    idx = usable_index(open_index(root, name))
     n = len(idx.images)
+    images = idx.images
+    ids = images["image_id"].to_numpy().astype(object)
+    digests = row_digests(idx.clip, idx.dino, workers=2)  # what a later run of the grown index checks (mine.grow)
+    earlier, g, reuse = _earlier(run_dir, default_dir, idx, opts, ids, digests)
     # One search at the CLIP threshold gives every CLIP-alike pair with its DINOv2 sim: the pairs in
     # the box, and the rest of the candidates for the scatter plot.
     st: dict = {}
-    found = find_pairs(idx.clip, idx.dino, opts.clip, math.inf, device=opts.device, progress=opts.progress,
-                       kernel=opts.kernel, stats=st)
+    find = dict(device=opts.device, progress=opts.progress, kernel=opts.kernel, stats=st)
+    if earlier is not None:
+        found = grown_pairs(earlier, g, idx.clip, idx.dino, ids, opts.clip, **find)
+        products = int(st.get("pairs_examined", 0))
+        incremental = g.record(earlier, products)
+        reuse = said(earlier, g, products, n)
+    else:
+        found = find_pairs(idx.clip, idx.dino, opts.clip, math.inf, **find)
+        incremental = None
     in_box = found.dino_sim <= opts.dino
     i, j = found.i[in_box], found.j[in_box]
     clip_sim, dino_sim = found.clip_sim[in_box], found.dino_sim[in_box]
-    images = idx.images
-    ids = images["image_id"].to_numpy()
     # Orient each pair by image id so a pair's identity does not depend on row order.
     swap = ids[i] > ids[j]
     a = np.where(swap, j, i)
@@ -171,6 +173,9 @@ def _mine(opts: MineOptions):
         for col in ("categories_a", "categories_b"):
             csv[col] = ["|".join(c) for c in csv[col]]
         csv.to_csv(tmp / "pairs.csv", index=False)
+        lo, hi = ids[found.i], ids[found.j]
+        state.write_state(tmp, ids, digests, np.where(lo < hi, lo, hi), np.where(lo < hi, hi, lo), found.clip_sim,
+                          found.dino_sim)
         return len(pairs), pairs.head(opts.gallery_size)
 
     counts = {"images": n, "clip_alike": int(len(found)), "in_box": int(in_box.sum())}
@@ -181,30 +186,28 @@ def _mine(opts: MineOptions):
         from vhmine.mine.relax import nearby
 
         relax = nearby(found, background, n, opts.clip, opts.dino, all_pairs=n * (n - 1) // 2 <= BACKGROUND_PAIRS,
-                       base_command=_command(name, opts))
-    extra = {"products_kernel": st["kernel"], **({"nearby": relax.record()} if relax else {})}
+                       base_command=rerun_command(name, opts))
+    extra = {"products_kernel": st.get("kernel"), **({"nearby": relax.record()} if relax else {}),
+             **({"incremental": incremental} if incremental else {})}
     written = finish_run(run_dir, idx, opts, counts, write_pairs, (found.clip_sim, found.dino_sim), background,
                          warnings, extra=extra)
     return MineResult(run_dir, name, n, counts["clip_alike"], counts["in_box"], written, time.time() - t0, warnings,
-                      relax=relax.lines if relax else [], kernel=st["kernel_line"])
+                      relax=relax.lines if relax else [], kernel=st.get("kernel_line", ""), reuse=reuse)
 
 
-def _command(name: str, opts: MineOptions) -> str:
-    """`vhmine mine` naming this run's index (and --indexes, --engine) for a rerun with other thresholds."""
-    from vhmine.files import shown_path
+def _earlier(run_dir: Path, default_dir: Path, idx, opts, ids, digests):
+    """(the earlier run to reuse, how the index grew since, "") or (None, None, why not: said in one line, or ""
+    when there is no earlier run or --full asks for a full mine)."""
+    from vhmine.mine.grow import earlier_run, growth, reusable
 
-    return ("vhmine mine --index " + name + (f" --indexes {shown_path(opts.indexes)}" if opts.indexes else "")
-            + (f" --engine {opts.engine}" if opts.engine != "local" else ""))
-
-
-BACKGROUND_PAIRS = 20_000  # the scatter plot's background: every pair up to this many, else a sample of this size
-
-
-def _usable(idx):
-    n = idx.manifest.get("counts", {}).get("images", 0) if idx.images is None else len(idx.images)
-    if n < 2:
-        raise InputError(
-            f"index {idx.name!r} has {n} usable image{'s' if n != 1 else ''}: mining needs at least 2 "
-            f"(see {idx.folder / 'skipped.csv'} for images that could not be read)"
-        )
-    return idx
+    folder = None if opts.full else earlier_run(run_dir, default_dir)
+    if folder is None:
+        return None, None, ""
+    earlier, why = reusable(folder, idx, opts)
+    g = growth(earlier, ids, digests) if earlier is not None else None
+    if g is not None and g.changed:
+        earlier, why = None, (f"{g.changed:,} row(s) of index {idx.name!r} have other vectors than the run in "
+                              f"{shown_path(folder)} mined (the index was embedded again?): mining in full")
+    if why:
+        log.warning("%s", why)
+    return earlier, g, ""

@@ -6,7 +6,7 @@ pairs); writes only intermediate merge files under the job folder's `merge/` whe
 than one pass merges (FAN_IN), removed once read. Memory: FAN_IN x CHUNK rows, plus one entry per image
 that has a kept pair when --max-per-image is given (the greedy cap needs that count).
 
-The merge is exact: keys are (-gap, id_a, id_b, lo, hi), a total order equal to job.rank_pairs' (gap
+The merge is exact: keys are (-gap, id_a, id_b, lo, hi), a total order equal to runfolder.rank_pairs' (gap
 descending, ties by image ids, then row order), and the greedy per-image cap visits pairs in that order
 as rank_pairs does. Tiles can only pre-cut to their own top `max_pairs` when no per-image cap is given:
 with one, a tile's later pairs may be needed once other tiles use up its images.

@@ -48,16 +48,17 @@ def lower_clip(clip: float) -> list[float]:
 
 
 def nearby(found, background, n_images: int, clip: float, dino: float, *, all_pairs: bool,
-           base_command: str) -> Nearby:
+           base_command: str, pairs: int | None = None) -> Nearby:
     """Counts at nearby thresholds and the lines that say what to relax (see the module docstring).
 
     found: the PairSet of every pair with CLIP >= clip (dino_sim known for each); background: (clip sims,
-    dino sims) of the sample; all_pairs: the sample is every pair; base_command: `vhmine mine --index ...`."""
+    dino sims) of the sample; all_pairs: the sample is every pair; base_command: `vhmine mine --index ...`;
+    pairs: how many pairs the run looked at [default: every pair of the n_images]."""
     import numpy as np
 
     dino_counts = {d: int(np.count_nonzero(found.dino_sim <= d)) for d in higher_dino(dino)}
     bc, bd = background
-    total = n_images * (n_images - 1) // 2
+    total = n_images * (n_images - 1) // 2 if pairs is None else pairs
     clip_counts = {}
     for c in lower_clip(clip):
         hits = int(np.count_nonzero((bc >= c) & (bd <= dino)))

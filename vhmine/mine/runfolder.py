@@ -1,4 +1,5 @@
-"""The run folder that both engines of `vhmine mine` write (runs/<run>/), and what a run reports.
+"""The run folder that both engines of `vhmine mine` write (runs/<run>/), and what a run reports; the
+pieces every kind of run shares: the ranking and caps (rank_pairs), the rerun command, the index check.
 
 `finish_run` writes, into a temporary folder that is then swapped in whole (files.replace_dir): the
 pairs (through the caller's writer: job.py's table, or mine.write's shards), scatter.png and
@@ -12,10 +13,12 @@ from __future__ import annotations
 import json
 import shutil
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from vhmine import __version__
+from vhmine.errors import InputError
 from vhmine.files import replace_dir, shown_path, write_failed
 from vhmine.images import sha256_file
 
@@ -33,6 +36,7 @@ class MineResult:
     job: dict = field(default_factory=dict)  # Ray: what ray_engine.run_job reports (tiles, resumed, workers)
     relax: list[str] = field(default_factory=list)  # with 0 pairs: counts at nearby thresholds (mine.relax)
     kernel: str = ""  # the products kernel and the candidates' rates (calibrate.Choice.line), or the Ray nodes' kernels
+    reuse: str = ""  # a run that reused an earlier one: what it mined (mine.grow.said)
 
     def summary(self) -> str:
         lines = []  # (the warnings were logged before the search)
@@ -41,6 +45,8 @@ class MineResult:
                          "already done and were not mined again")
         if self.kernel:
             lines.append(self.kernel)
+        if self.reuse:
+            lines.append(self.reuse)
         lines.append(
             f"{self.written} pairs written to {self.run_dir / 'pairs.parquet'} "
             f"({self.images} images; {self.clip_alike} pairs with CLIP >= threshold, "
@@ -53,21 +59,24 @@ class MineResult:
 
 
 def finish_run(run_dir: Path, idx, opts, counts: dict, write_pairs, alike, background, warnings,
-               extra: dict | None = None) -> int:
+               extra: dict | None = None, *, pairs: int | None = None, title: str | None = None) -> int:
     """Write the run folder (both engines): write_pairs(tmp) writes pairs.parquet and pairs.csv into the
     temporary folder and returns (pairs written, the gallery's rows); then the scatter of `alike` (clip,
     dino sims of CLIP-alike pairs) over `background`, the gallery, run.json; the folder is swapped in whole.
-    opts: the run's job.MineOptions."""
+    opts: the run's job.MineOptions; pairs: how many pairs the run looked at [default: every pair of the
+    index's images]; title: what the pictures call the run's images [default: the index's name]."""
     from vhmine.mine.gallery import write_gallery, write_scatter
 
-    name = idx.name
+    name = title or idx.name
+    if pairs is None:
+        pairs = counts["images"] * (counts["images"] - 1) // 2
     tmp = run_dir.parent / f".{run_dir.name}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
         written, head = write_pairs(tmp)
         legend = write_scatter(tmp / "scatter.png", alike[0], alike[1], background, opts.clip, opts.dino,
-                               written=written, pairs=counts["images"] * (counts["images"] - 1) // 2,
+                               written=written, pairs=pairs,
                                title=f"{name}: {counts['clip_alike']} CLIP-alike pairs, {counts['in_box']} in the box")
         write_gallery(tmp / "gallery.html", head, total=written, title=f"{name}: top pairs",
                       subtitle=f"CLIP >= {opts.clip:g}, DINOv2 <= {opts.dino:g}; ranked by gap = clip - dino",
@@ -76,7 +85,9 @@ def finish_run(run_dir: Path, idx, opts, counts: dict, write_pairs, alike, backg
             "producer": "vhmine mine",
             "vhmine_version": __version__,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "index": name,
+            "run_id": uuid.uuid4().hex,  # what a later run that reuses this one names it by (mine.grow)
+            "index": idx.name,
+            "index_created": idx.manifest.get("created"),
             "index_folder": str(idx.folder.resolve()),
             "index_manifest_sha256": sha256_file(idx.folder / "manifest.json"),
             "clip_threshold": opts.clip,
@@ -113,11 +124,19 @@ def _kept(run_dir: Path, opts) -> tuple[str, str]:
             "free some space, or choose another --out, and run the same command again")
 
 
-def background_sample(n: int, sims, *, seed: int = 0, size: int = 20_000):
+def background_sample(n: int, sims, *, seed: int = 0, size: int = 20_000, across: int | None = None):
     """Similarities of random pairs (all of them when few), so the plot shows where most pairs lie;
-    sims(i, j) -> (clip sims, dino sims) of those rows."""
+    sims(i, j) -> (clip sims, dino sims) of those rows. across: the pairs are (row i of n, row j of another
+    `across` rows), not pairs of the n rows."""
     import numpy as np
 
+    if across is not None:
+        if n * across <= size:
+            i, j = (a.ravel() for a in np.meshgrid(np.arange(n), np.arange(across), indexing="ij"))
+        else:
+            rng = np.random.default_rng(seed)
+            i, j = rng.integers(0, n, size), rng.integers(0, across, size)
+        return sims(i, j)
     if n * (n - 1) // 2 <= size:  # small collection: every pair
         i, j = np.triu_indices(n, 1)
     else:
@@ -125,3 +144,46 @@ def background_sample(n: int, sims, *, seed: int = 0, size: int = 20_000):
         i, j = rng.integers(0, n, size), rng.integers(0, n, size)
         i, j = i[i != j], j[i != j]
     return sims(i, j)
+
+
+BACKGROUND_PAIRS = 20_000  # the scatter plot's background: every pair up to this many, else a sample of this size
+
+
+def rank_pairs(id_a, id_b, gap, *, max_per_image: int | None = None, max_pairs: int | None = None):
+    """Order of the kept pairs: gap descending, ties by image ids (never row order), then the caps."""
+    import numpy as np
+
+    order = np.lexsort((id_b, id_a, -gap))
+    if max_per_image:
+        used: dict[str, int] = {}
+        keep = []
+        for k in order:
+            a, b = id_a[k], id_b[k]
+            if used.get(a, 0) < max_per_image and used.get(b, 0) < max_per_image:
+                used[a] = used.get(a, 0) + 1
+                used[b] = used.get(b, 0) + 1
+                keep.append(k)
+                if max_pairs and len(keep) >= max_pairs:
+                    break
+        order = np.asarray(keep, dtype=np.int64)
+    if max_pairs:
+        order = order[:max_pairs]
+    return order
+
+
+def rerun_command(name: str, opts) -> str:
+    """`vhmine mine` naming this run's index (and --indexes, --engine) for a rerun with other thresholds."""
+    return ("vhmine mine --index " + name + (f" --against {opts.against}" if opts.against else "")
+            + (f" --indexes {shown_path(opts.indexes)}" if opts.indexes else "")
+            + (f" --engine {opts.engine}" if opts.engine != "local" else ""))
+
+
+def usable_index(idx):
+    """The index, unless it has fewer than 2 usable images (then InputError naming skipped.csv)."""
+    n = idx.manifest.get("counts", {}).get("images", 0) if idx.images is None else len(idx.images)
+    if n < 2:
+        raise InputError(
+            f"index {idx.name!r} has {n} usable image{'s' if n != 1 else ''}: mining needs at least 2 "
+            f"(see {idx.folder / 'skipped.csv'} for images that could not be read)"
+        )
+    return idx

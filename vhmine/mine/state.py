@@ -13,6 +13,7 @@ by mine.grow.
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import numpy as np
 
@@ -55,3 +56,42 @@ def row_digests(clip: np.ndarray, dino: np.ndarray, workers=None) -> np.ndarray:
 
     _in_threads(chunk, range(0, len(clip), _DIGEST_ROWS), workers)
     return out
+
+
+ROWS, ALIKE = "rows.parquet", "alike.parquet"
+
+
+def write_state(folder, ids: np.ndarray, digests: np.ndarray, id_a: np.ndarray, id_b: np.ndarray, clip_sim,
+                dino_sim) -> None:
+    """rows.parquet (the rows mined, in row order) and alike.parquet (every CLIP-alike pair by image ids,
+    a < b, sorted) into a run's temporary folder."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = Path(folder)
+    pq.write_table(pa.table({"image_id": pa.array(np.asarray(ids, dtype=object), pa.string()),
+                             "digest": pa.array(np.asarray(digests, np.uint64))}), folder / ROWS)
+    id_a, id_b = np.asarray(id_a, dtype=object), np.asarray(id_b, dtype=object)
+    order = np.lexsort((id_b, id_a)) if len(id_a) else np.empty(0, np.int64)
+    pq.write_table(pa.table({"image_id_a": pa.array(id_a[order], pa.string()),
+                             "image_id_b": pa.array(id_b[order], pa.string()),
+                             "clip_sim": pa.array(np.asarray(clip_sim, np.float64)[order]),
+                             "dino_sim": pa.array(np.asarray(dino_sim, np.float64)[order])}), folder / ALIKE)
+
+
+def read_rows(folder):
+    """(image ids, digests) of rows.parquet."""
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(Path(folder) / ROWS)
+    return t.column("image_id").to_numpy(zero_copy_only=False).astype(object), t.column("digest").to_numpy()
+
+
+def read_alike(folder):
+    """(image_id_a, image_id_b, clip_sim, dino_sim) of alike.parquet."""
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(Path(folder) / ALIKE)
+    return (t.column("image_id_a").to_numpy(zero_copy_only=False).astype(object),
+            t.column("image_id_b").to_numpy(zero_copy_only=False).astype(object),
+            t.column("clip_sim").to_numpy(), t.column("dino_sim").to_numpy())

@@ -1,0 +1,117 @@
+"""mine.across: `vhmine mine --index A --against B`, the pairs with one image from each index, exact."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.helpers import make_index
+from tests.mine.test_grow import CLIP, DINO, vectors
+from vhmine import api
+from vhmine.errors import InputError
+from vhmine.mine.simsearch import brute_force_pairs
+
+A_KEYS = [k for k in range(60) if k % 5 < 3]  # 36 images
+B_KEYS = [k for k in range(70) if k % 5 >= 3]  # 28 other images of the same groups (and two groups of B alone)
+
+
+def build(tmp_path, name, keys, **kw):
+    clip, dino = vectors(keys)
+    make_index(tmp_path / "indexes", name, clip, dino, root=tmp_path / f"images-{name}", keys=keys, **kw)
+
+
+def ids(keys):
+    return np.array([f"{k:016x}"[::-1] for k in keys], dtype=object)
+
+
+def rectangle_brute(a_keys, b_keys, clip_min=CLIP, dino_max=DINO):
+    """(id from A, id from B, clip, dino) of every in-box pair across, by a float64 brute force over the
+    stacked rows, sorted."""
+    ca, da = vectors(a_keys)
+    cb, db = vectors(b_keys)
+    ps = brute_force_pairs(np.concatenate([ca, cb]), np.concatenate([da, db]), clip_min, dino_max)
+    cross = (ps.i < len(ca)) & (ps.j >= len(ca))
+    return sorted(zip(ids(a_keys)[ps.i[cross]], ids(b_keys)[ps.j[cross] - len(ca)], ps.clip_sim[cross],
+                      ps.dino_sim[cross]))
+
+
+def mine_across(tmp_path, out="run", **kw):
+    kw.setdefault("clip", CLIP)
+    kw.setdefault("dino", DINO)
+    return api.mine("mine", against="ref", indexes=tmp_path / "indexes", out=tmp_path / out, progress=False,
+                    gallery_size=5, **kw)
+
+
+def test_against_gives_a_brute_forces_pairs_across_each_side_from_its_own_index(tmp_path):
+    build(tmp_path, "mine", A_KEYS)
+    build(tmp_path, "ref", B_KEYS)
+    res = mine_across(tmp_path)
+    df = pd.read_parquet(tmp_path / "run" / "pairs.parquet")
+    want = rectangle_brute(A_KEYS, B_KEYS)
+    assert len(want) > 10 and res.written == len(want)
+    got = sorted(zip(df.image_id_a, df.image_id_b, df.clip_sim, df.dino_sim))
+    assert got == want  # the same float64 bits
+    assert set(df.index_a) == {"mine"} and set(df.index_b) == {"ref"}
+    assert all(p.startswith(str(tmp_path / "images-mine")) for p in df.path_a)
+    assert all(p.startswith(str(tmp_path / "images-ref")) for p in df.path_b)
+    assert list(df["rank"]) == list(range(1, len(df) + 1)) and (np.diff(df.gap) <= 0).all()
+    meta = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert meta["against"]["index"] == "ref" and meta["against"]["index_folder"] == str((tmp_path / "indexes" / "ref").resolve())
+    assert meta["counts"]["images_a"] == len(A_KEYS) and meta["counts"]["images_b"] == len(B_KEYS)
+    assert "incremental" not in meta
+    csv = pd.read_csv(tmp_path / "run" / "pairs.csv")
+    assert list(csv.columns) == list(df.columns) and list(csv.index_b) == list(df.index_b)
+
+
+def test_against_caps_and_ties_rank_as_a_single_index_would(tmp_path):
+    build(tmp_path, "mine", A_KEYS)
+    build(tmp_path, "ref", B_KEYS)
+    mine_across(tmp_path, max_per_image=1, max_pairs=5)
+    df = pd.read_parquet(tmp_path / "run" / "pairs.parquet")
+    want = rectangle_brute(A_KEYS, B_KEYS)
+    want.sort(key=lambda p: (-(p[2] - p[3]), p[0], p[1]))
+    used, keep = {}, []
+    for a, b, c, d in want:
+        if used.get(a, 0) < 1 and used.get(b, 0) < 1:
+            used[a] = used[b] = 1
+            keep.append((a, b))
+    assert list(zip(df.image_id_a, df.image_id_b)) == keep[:5]
+
+
+def test_against_refuses_indexes_with_other_encoders_in_one_line_naming_both(tmp_path):
+    build(tmp_path, "mine", A_KEYS)
+    build(tmp_path, "ref", B_KEYS, encoders=("test-clip", "other-dino"))
+    with pytest.raises(InputError) as err:
+        mine_across(tmp_path)
+    msg = str(err.value)
+    assert "\n" not in msg and "'mine'" in msg and "'ref'" in msg and "test-dino" in msg and "other-dino" in msg
+    assert not (tmp_path / "run").exists()
+
+
+def test_against_an_index_itself_is_refused_and_a_folder_names_an_index(tmp_path):
+    build(tmp_path, "mine", A_KEYS)
+    build(tmp_path, "ref", B_KEYS)
+    with pytest.raises(InputError, match="is index 'mine' itself"):
+        api.mine("mine", against="mine", indexes=tmp_path / "indexes", out=tmp_path / "run", progress=False)
+    res = api.mine("mine", against=str(tmp_path / "indexes" / "ref"), indexes=tmp_path / "indexes", clip=CLIP,
+                   dino=DINO, out=tmp_path / "run", progress=False, gallery_size=0)
+    assert res.written == len(rectangle_brute(A_KEYS, B_KEYS))
+
+
+def test_against_with_no_pair_says_what_to_relax_over_the_rectangle(tmp_path):
+    build(tmp_path, "mine", A_KEYS[:6])
+    build(tmp_path, "ref", B_KEYS[:4])
+    res = mine_across(tmp_path, clip=0.99)
+    assert res.written == 0
+    text = res.summary()
+    assert "vhmine mine --index mine --against ref" in text and "every pair of the collection" in text
+
+
+def test_against_default_run_folder_names_both_indexes(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    build(tmp_path, "mine", A_KEYS)
+    build(tmp_path, "ref", B_KEYS)
+    res = api.mine("mine", against="ref", indexes=tmp_path / "indexes", clip=CLIP, dino=DINO, progress=False,
+                   gallery_size=0)
+    assert res.run_dir.resolve() == tmp_path / "runs" / "mine-x-ref-clip0.8-dino0.5"

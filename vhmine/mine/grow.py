@@ -1,0 +1,150 @@
+"""Incremental mining: a run of a grown index that reuses an earlier run of the same command, mining only
+the pairs that touch new rows (simsearch.find_pairs(new_rows=...)), so adding 1% of rows costs about 2% of
+a full mine's products.
+
+Reads the earlier run's run.json, rows.parquet and alike.parquet (mine.state). It is reused only when it
+provably can be: a finished run of the same index (its manifest's `created`) with the same encoders,
+--clip, --dino, --max-pairs and --max-per-image, whose files are as run.json's checksums say, and every
+row it shares with the index now has the same vectors (mine.state.row_digests). Then its CLIP-alike pairs
+between rows still there are the pairs a full mine finds between those rows, with the same float64 sims
+(recheck.pair_sims is a function of the two rows' bits alone), and the rest are the new rows' pairs: the
+union is a full mine's PairSet, exactly. Anything else is a full mine, and `reusable` says why in one line.
+Writes nothing: job.py writes the new run (with its own rows.parquet and alike.parquet).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from vhmine.files import shown_path
+from vhmine.mine import state
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Earlier:
+    """An earlier run that may be reused: its folder, run.json and the rows it mined."""
+
+    folder: Path
+    run: dict
+    ids: np.ndarray
+    digests: np.ndarray
+
+
+def earlier_run(run_dir: Path, default_dir: Path) -> Path | None:
+    """The run this command reuses: the one in its own folder, else (a fresh --out) the one the same command
+    without --out wrote."""
+    for folder in dict.fromkeys((Path(run_dir), Path(default_dir))):
+        if (folder / "run.json").is_file():
+            return folder
+    return None
+
+
+def reusable(folder: Path, idx, opts, *, against: bool = False) -> tuple[Earlier | None, str]:
+    """(the earlier run, "") when it can be reused for this command on `idx`, else (None, why not: one line)."""
+    where = shown_path(folder)
+    try:
+        run = json.loads((folder / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        return None, f"the run in {where} cannot be read ({type(err).__name__}): mining in full"
+    if run.get("producer") != "vhmine mine":
+        return None, f"{where} holds no `vhmine mine` run: mining in full"
+    if against or run.get("against"):
+        return None, f"the run in {where} or this command mines across two indexes (--against): mining in full"
+    files = run.get("files") or {}
+    if not run.get("run_id") or state.ROWS not in files or state.ALIKE not in files:
+        return None, (f"the run in {where} keeps no record of its rows (an older vhmine wrote it): mining in full; "
+                      "the run written now keeps one")
+    from vhmine.images import sha256_file
+
+    for name in (state.ROWS, state.ALIKE):
+        p = folder / name
+        if not p.is_file() or p.stat().st_size != files[name]["bytes"] or sha256_file(p) != files[name]["sha256"]:
+            return None, f"{shown_path(p)} is missing or changed since its run was written: mining in full"
+    if run.get("index") != idx.name or run.get("index_created") != idx.manifest.get("created"):
+        what = (f"index {run.get('index')!r}" if run.get("index") != idx.name
+                else f"index {idx.name!r} as it was before it was built again (created {run.get('index_created')})")
+        return None, f"the run in {where} mined {what}, not this one: mining in full"
+    if run.get("encoders") != idx.manifest.get("encoders", {}):
+        differ = sorted(f"{e}.{k}" for e in ("clip", "dino") for k in set((run.get("encoders") or {}).get(e) or {})
+                        | set((idx.manifest.get("encoders") or {}).get(e) or {})
+                        if ((run.get("encoders") or {}).get(e) or {}).get(k)
+                        != ((idx.manifest.get("encoders") or {}).get(e) or {}).get(k))
+        return None, (f"the run in {where} was mined with other encoders than index {idx.name!r} has now "
+                      f"({', '.join(differ) or 'encoders'} differ): mining in full")
+    asked = {"--clip": opts.clip, "--dino": opts.dino, "--max-pairs": opts.max_pairs,
+             "--max-per-image": opts.max_per_image}
+    had = {"--clip": run.get("clip_threshold"), "--dino": run.get("dino_threshold"),
+           "--max-pairs": (run.get("options") or {}).get("max_pairs"),
+           "--max-per-image": (run.get("options") or {}).get("max_per_image")}
+    differ = [f"{k} {had[k]} there, {asked[k]} now" for k in asked if had[k] != asked[k]]
+    if differ:
+        return None, f"the run in {where} was mined with other options ({'; '.join(differ)}): mining in full"
+    ids, digests = state.read_rows(folder)
+    return Earlier(folder, run, ids, digests), ""
+
+
+@dataclass
+class Growth:
+    """How the index changed since the earlier run, row by row."""
+
+    new_rows: np.ndarray  # rows of the index now whose image the earlier run did not mine
+    kept: int  # rows the earlier run mined that are still there, with the same vectors
+    removed: int  # the earlier run's rows that are gone (their files removed, or their images changed)
+    changed: int  # rows still there whose vectors differ: then nothing can be reused
+
+    def record(self, earlier: Earlier, products: int) -> dict:
+        return {"from": earlier.run["run_id"], "old_rows": self.kept, "new_rows": int(len(self.new_rows)),
+                "removed_rows": self.removed, "products": int(products)}
+
+
+def growth(earlier: Earlier, ids: np.ndarray, digests: np.ndarray) -> Growth:
+    """Which rows of the index now (ids, digests: row_digests) are new, kept or changed against the earlier run."""
+    order = np.argsort(earlier.ids, kind="stable")
+    old_ids = earlier.ids[order]
+    at = np.clip(np.searchsorted(old_ids, ids), 0, max(len(old_ids) - 1, 0))
+    seen = (old_ids[at] == ids) if len(old_ids) else np.zeros(len(ids), bool)
+    same = seen & (earlier.digests[order][at] == digests) if len(old_ids) else seen
+    kept = int(same.sum())
+    return Growth(np.flatnonzero(~seen), kept, len(old_ids) - int(seen.sum()), int(seen.sum()) - kept)
+
+
+def old_pairs(earlier: Earlier, ids: np.ndarray):
+    """The earlier run's CLIP-alike pairs whose two images are rows of the index now, as (i, j, clip, dino)
+    in its row numbers, i < j."""
+    id_a, id_b, c, d = state.read_alike(earlier.folder)
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+
+    def rows(x):
+        at = np.clip(np.searchsorted(sorted_ids, x), 0, max(len(ids) - 1, 0))
+        return np.where(sorted_ids[at] == x, order[at], -1) if len(ids) else np.full(len(x), -1)
+
+    a, b = rows(id_a), rows(id_b)
+    keep = (a >= 0) & (b >= 0)
+    a, b, c, d = a[keep], b[keep], c[keep], d[keep]
+    return np.minimum(a, b), np.maximum(a, b), c, d
+
+
+def grown_pairs(earlier: Earlier, g: Growth, clip, dino, ids, clip_min: float, **find):
+    """Every CLIP-alike pair of the index now (a PairSet equal to find_pairs'), from the earlier run's pairs
+    and the new rows' (find_pairs(new_rows=...): `find` are its keywords; stats gets pairs_examined)."""
+    from vhmine.mine.simsearch import find_pairs, merge
+
+    new = find_pairs(clip, dino, clip_min, np.inf, new_rows=g.new_rows, **find)
+    return merge([old_pairs(earlier, ids), (new.i, new.j, new.clip_sim, new.dino_sim)])
+
+
+def said(earlier: Earlier, g: Growth, products: int, n: int) -> str:
+    """The console's line about the reuse."""
+    full = n * (n - 1) // 2
+    share = f", {100 * products / full:.2g}% of a full mine's" if full else ""
+    removed = f"; {g.removed:,} removed" if g.removed else ""
+    return (f"mined {len(g.new_rows):,} new rows against {g.kept:,} (reused the run in {shown_path(earlier.folder)}"
+            f"{removed}; {products:,} products{share})")
