@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import settings, strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
 from tests.helpers import make_index, unit_rows
 from vhmine import api

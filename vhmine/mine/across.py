@@ -42,24 +42,16 @@ def open_pair(root: Path, name: str, opts, *, load: bool = True):
     return a, b
 
 
-def against_record(b) -> dict:
-    from vhmine.images import sha256_file
-
-    return {"index": b.name, "index_folder": str(b.folder.resolve()),
-            "index_manifest_sha256": sha256_file(b.folder / "manifest.json")}
-
-
 def mine_across(root: Path, name: str, opts, run_dir: Path, warnings: list[str], t0: float):
     """The run folder of A x B (a job.MineResult)."""
     if opts.engine == "ray":
-        from vhmine.mine.ray_run import mine_ray_across
+        from vhmine.mine.ray_run import mine_ray
 
         a, b = open_pair(root, name, opts, load=False)
-        return mine_ray_across(a, b, opts, run_dir, warnings, t0)
-    import numpy as np
-
+        return mine_ray(a, opts, run_dir, warnings, t0, against=b)
     from vhmine.mine.runfolder import (
-        BACKGROUND_PAIRS, MineResult, background_sample, finish_run, rank_pairs, rerun_command,
+        BACKGROUND_PAIRS, MineResult, against_record, background_sample, cross_sims, finish_run, rank_pairs,
+        rerun_command,
     )
     from vhmine.mine.simsearch import find_pairs_across
     from vhmine.mine.write import pairs_frame, side
@@ -89,7 +81,8 @@ def mine_across(root: Path, name: str, opts, run_dir: Path, warnings: list[str],
 
     counts = {"images": na + nb, "images_a": na, "images_b": nb, "clip_alike": int(len(found)),
               "in_box": int(in_box.sum())}
-    background = background_sample(na, lambda x, y: (_cross_sims(a.clip, b.clip, x, y), _cross_sims(a.dino, b.dino, x, y)),
+    background = background_sample(na, lambda x, y: (cross_sims(a.clip.__getitem__, b.clip.__getitem__, x, y),
+                                                      cross_sims(a.dino.__getitem__, b.dino.__getitem__, x, y)),
                                    size=BACKGROUND_PAIRS, across=nb)
     relax = None
     if not len(order):
@@ -103,15 +96,3 @@ def mine_across(root: Path, name: str, opts, run_dir: Path, warnings: list[str],
                          warnings, extra=extra, pairs=na * nb, title=f"{a.name} x {b.name}")
     return MineResult(run_dir, f"{a.name} x {b.name}", na + nb, counts["clip_alike"], counts["in_box"], written,
                       time.time() - t0, warnings, relax=relax.lines if relax else [], kernel=st.get("kernel_line", ""))
-
-
-def _cross_sims(x, y, i, j):
-    """pair_sims of row i of x and row j of y (the same float64 bits as the miner's)."""
-    import numpy as np
-
-    from vhmine.mine.simsearch import pair_sims
-
-    if not len(i):
-        return np.empty(0)
-    ui, uj = np.unique(i), np.unique(j)
-    return pair_sims(np.concatenate([x[ui], y[uj]]), np.searchsorted(ui, i), len(ui) + np.searchsorted(uj, j))

@@ -115,6 +115,17 @@ def growth(earlier: Earlier, ids: np.ndarray, digests: np.ndarray) -> Growth:
     return Growth(np.flatnonzero(~seen), kept, len(old_ids) - int(seen.sum()), int(seen.sum()) - kept)
 
 
+def new_rows(earlier: Earlier, ids: np.ndarray) -> np.ndarray:
+    """Rows of the index now whose image the earlier run did not mine (by id alone: what a Ray job knows
+    before its scan has read the rows' digests)."""
+    return np.flatnonzero(~np.isin(ids, earlier.ids))
+
+
+def changed_line(g: Growth, idx, folder: Path) -> str:
+    return (f"{g.changed:,} row(s) of index {idx.name!r} have other vectors than the run in {shown_path(folder)} "
+            "mined (the index was embedded again?): mining in full")
+
+
 def old_pairs(earlier: Earlier, ids: np.ndarray):
     """The earlier run's CLIP-alike pairs whose two images are rows of the index now, as (i, j, clip, dino)
     in its row numbers, i < j."""

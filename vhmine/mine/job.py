@@ -26,7 +26,7 @@ from pathlib import Path
 
 from vhmine.config import DEFAULT_CLIP_MIN, DEFAULT_DINO_MAX, default_index_name, indexes_root, runs_root
 from vhmine.errors import InputError
-from vhmine.files import check_owned, check_writable, shown_path
+from vhmine.files import check_owned, check_writable
 from vhmine.embed.index import open_index
 from vhmine.mine.runfolder import (
     BACKGROUND_PAIRS, MineResult, background_sample, finish_run, rank_pairs, rerun_command, usable_index,
@@ -135,7 +135,7 @@ def _mine(opts: MineOptions):
         if opts.plan:
             return plan_ray(idx, opts)
         check_owned(run_dir, "vhmine mine")
-        return mine_ray(idx, opts, run_dir, warnings, t0)
+        return mine_ray(idx, opts, run_dir, warnings, t0, default_dir=default_dir)
     check_owned(run_dir, "vhmine mine")  # a run replaces its folder as a whole: only an earlier run
     idx = usable_index(open_index(root, name))
     n = len(idx.images)
@@ -198,7 +198,7 @@ def _mine(opts: MineOptions):
 def _earlier(run_dir: Path, default_dir: Path, idx, opts, ids, digests):
     """(the earlier run to reuse, how the index grew since, "") or (None, None, why not: said in one line, or ""
     when there is no earlier run or --full asks for a full mine)."""
-    from vhmine.mine.grow import earlier_run, growth, reusable
+    from vhmine.mine.grow import changed_line, earlier_run, growth, reusable
 
     folder = None if opts.full else earlier_run(run_dir, default_dir)
     if folder is None:
@@ -206,8 +206,7 @@ def _earlier(run_dir: Path, default_dir: Path, idx, opts, ids, digests):
     earlier, why = reusable(folder, idx, opts)
     g = growth(earlier, ids, digests) if earlier is not None else None
     if g is not None and g.changed:
-        earlier, why = None, (f"{g.changed:,} row(s) of index {idx.name!r} have other vectors than the run in "
-                              f"{shown_path(folder)} mined (the index was embedded again?): mining in full")
+        earlier, why = None, changed_line(g, idx, folder)
     if why:
         log.warning("%s", why)
     return earlier, g, ""

@@ -44,11 +44,11 @@ def _rows(idx, opts, ids: bool = True):
                                      images=str(idx.folder.resolve() / IMAGES) if ids else None)
 
 
-def _side(opts, rows) -> int:
+def _side(opts, rows, rows_b=None) -> int:
     from vhmine.mine.ray_engine import DEFAULT_TILE_MEMORY, tile_rows
 
     side = tile_rows(int(opts.tile_memory or DEFAULT_TILE_MEMORY), rows.clip.dim, rows.dino.dim)
-    return min(side, -(-rows.n // 64) * 64)
+    return min(side, -(-max(rows.n, rows_b.n if rows_b is not None else 0) // 64) * 64)
 
 
 def _sims(vf, i, j, step: int = 4096) -> np.ndarray:
@@ -63,29 +63,54 @@ def _sims(vf, i, j, step: int = 4096) -> np.ndarray:
     return out
 
 
-def mine_ray(idx, opts, run_dir: Path, warnings: list[str], t0: float):
-    from vhmine.embed.index import IMAGES
+def mine_ray(idx, opts, run_dir: Path, warnings: list[str], t0: float, *, default_dir: Path | None = None,
+             against=None):
+    """The run folder of a Ray job: the triangle of `idx`, or only its new rows' band when an earlier run of
+    the same command can be reused (mine.grow), or the rectangle idx x `against` (an opened index)."""
+    import logging
+
+    from vhmine.embed.index import IMAGES, index_rows
     from vhmine.images import sha256_file
-    from vhmine.mine.runfolder import MineResult, background_sample, finish_run
+    from vhmine.mine import grow, state
     from vhmine.mine.merge import capped, ranked, scatter_points
     from vhmine.mine.ray_engine import SCATTER_POINTS, connect, import_ray, run_job
-    from vhmine.mine.tilejob import TileJob, Triangle, job_folder
+    from vhmine.mine.runfolder import MineResult, against_record, background_sample, cross_sims, finish_run
+    from vhmine.mine.tilejob import TileJob, job_folder
+    from vhmine.mine.tileshapes import Band, Rectangle, Triangle
     from vhmine.mine.write import PairWriter
 
+    log = logging.getLogger("vhmine.mine.job")
     ray = import_ray()
     device = _device(opts)
     rows, local = _rows(idx, opts)
-    side = _side(opts, rows)
+    rows_b = index_rows(against.folder) if against is not None else None  # (--index-url names A's copy)
+    side = _side(opts, rows, rows_b)
     top = opts.max_pairs if not opts.max_per_image else None  # only then may a tile cut its own list
+    earlier, why = None, ""
+    folder = None if (opts.full or against is not None) else grow.earlier_run(run_dir, default_dir or run_dir)
+    if folder is not None:
+        earlier, why = grow.reusable(folder, idx, opts)
+        if why:
+            log.warning("%s", why)
+    ids = _all_ids(local) if earlier is not None else None
+    if earlier is not None:
+        shape = Band(rows.n, side, grow.new_rows(earlier, ids))  # (its kept rows' digests are checked after the scan)
+    elif against is not None:
+        shape = Rectangle(rows.n, rows_b.n, side)
+    else:
+        shape = Triangle(rows.n, side)
     identity = {"format": FORMAT, "index_manifest_sha256": sha256_file(idx.folder / "manifest.json"),
-                "rows": rows.n, "clip": opts.clip, "dino": opts.dino, "tile": side, "top": top}
-    folder = job_folder(run_dir)
+                "rows": rows.n, "clip": opts.clip, "dino": opts.dino, "tile": side, "top": top,
+                "shape": shape.record(), "from": earlier.run["run_id"] if earlier is not None else None,
+                "against": sha256_file(against.folder / "manifest.json") if against is not None else None}
+    jf = job_folder(run_dir)
     started = connect(ray, opts.ray_address)  # a wrong address is named before anything is written
     job = None
     try:
-        job = TileJob(folder, identity).open()
+        job = TileJob(jf, identity).open()
         info = run_job(ray, rows, job, side=side, clip_min=opts.clip, dino_max=opts.dino, ranked=True, top=top,
-                       device=device, only=opts.tiles, progress=opts.progress, local=local, kernel=opts.kernel)
+                       device=device, only=opts.tiles, progress=opts.progress, local=local, kernel=opts.kernel,
+                       shape=shape, rows_b=rows_b, local_b=rows_b, keep_alike=True, digests=against is None)
     except BaseException:
         if job is not None and not job.done and "quantiser" not in job.job:
             job.remove()  # nothing worth keeping (a node could not read the index, say)
@@ -95,31 +120,109 @@ def mine_ray(idx, opts, run_dir: Path, warnings: list[str], t0: float):
     finally:
         if started:
             ray.shutdown()
+    digests = job.digests("a", rows.n) if against is None else None
+    g, reuse, extra_counts = None, "", {"clip_alike": 0, "in_box": 0}
+    if earlier is not None:
+        g = grow.growth(earlier, ids, digests)
+        if g.changed:  # the band was mined on a basis that does not hold: mine everything
+            log.warning("%s", grow.changed_line(g, idx, earlier.folder))
+            job.remove()
+            return mine_ray(idx, dataclasses.replace(opts, full=True), run_dir, warnings, t0, default_dir=default_dir)
+        extra_counts = _record_old_pairs(job, earlier, ids, local, opts, top)
     try:
-        tri = Triangle(rows.n, side)
-        wanted = [k for k in (range(len(tri)) if opts.tiles is None else sorted(set(opts.tiles))) if k in job.done]
+        wanted = [k for k in (range(len(shape)) if opts.tiles is None else sorted(set(opts.tiles))) if k in job.done]
+        merged = wanted + ([OLD_PAIRS] if earlier is not None else [])
 
         def write_pairs(tmp: Path):
-            writer = PairWriter(tmp, idx.folder / IMAGES, idx.location, head_rows=opts.gallery_size)
-            for chunk in capped(ranked(job, wanted, folder / "merge"), max_per_image=opts.max_per_image,
+            side_b = (against.folder / IMAGES, against.location) if against is not None else None
+            columns = {"index_a": idx.name, "index_b": against.name} if against is not None else None
+            writer = PairWriter(tmp, idx.folder / IMAGES, idx.location, head_rows=opts.gallery_size, side_b=side_b,
+                                columns=columns)
+            for chunk in capped(ranked(job, merged, jf / "merge"), max_per_image=opts.max_per_image,
                                 max_pairs=opts.max_pairs):
                 writer.add(chunk)
+            if against is None:
+                state.write_rows(tmp, ids if ids is not None else _all_ids(local), digests)
+                with state.AlikeWriter(tmp) as w:
+                    for k in merged:
+                        for part in _tile_chunks(job, k):
+                            w.add(_text(part["id_a"]), _text(part["id_b"]), part["clip"], part["dino"])
             return writer.close(), writer.head
 
-        counts = {"images": rows.n, "clip_alike": info["clip_alike"], "in_box": info["in_box"]}
-        background = background_sample(rows.n, lambda i, j: (_sims(local.clip, i, j), _sims(local.dino, i, j)))
-        extra = {"ray": {"tiles": info["tiles"], "tiles_mined": len(wanted), "tile_rows": side,
+        n_b = rows_b.n if against is not None else None
+        counts = {"images": rows.n + (n_b or 0), **({"images_a": rows.n, "images_b": n_b} if against is not None else {}),
+                  "clip_alike": info["clip_alike"] + extra_counts["clip_alike"],
+                  "in_box": info["in_box"] + extra_counts["in_box"]}
+        if against is None:
+            background = background_sample(rows.n, lambda i, j: (_sims(local.clip, i, j), _sims(local.dino, i, j)))
+        else:
+            background = background_sample(rows.n, lambda i, j: (cross_sims(local.clip.take, rows_b.clip.take, i, j),
+                                                                 cross_sims(local.dino.take, rows_b.dino.take, i, j)),
+                                           across=n_b)
+        extra = {"ray": {"tiles": info["tiles"], "tiles_mined": len(wanted), "tile_rows": side, "shape": shape.kind,
                          "quantiser": info["quantiser"], "nodes": len(info["nodes"]),
                          "tiles_done_before": info["tiles_done_before"], "kernels": info["kernels"]}}
-        written = finish_run(run_dir, idx, opts, counts, write_pairs, scatter_points(job, wanted, SCATTER_POINTS),
-                             background, warnings, extra)
+        if against is not None:
+            extra["against"] = against_record(against)
+        if g is not None:
+            k_new = len(g.new_rows)
+            products = k_new * (k_new - 1) // 2 + k_new * g.kept
+            extra["incremental"] = g.record(earlier, products)
+            reuse = grow.said(earlier, g, products, rows.n)
+        written = finish_run(run_dir, idx, opts, counts, write_pairs, scatter_points(job, merged, SCATTER_POINTS),
+                             background, warnings, extra, pairs=rows.n * n_b if against is not None else None,
+                             title=f"{idx.name} x {against.name}" if against is not None else None)
     except BaseException:
         job.close()
         raise
     job.remove()
     kernels = ", ".join(f"{k} ({v['tiles']} tiles)" for k, v in info["kernels"].items())
-    return MineResult(run_dir, idx.name, rows.n, counts["clip_alike"], counts["in_box"], written, time.time() - t0,
-                      warnings, job=info, kernel=f"products kernels the nodes chose: {kernels}" if kernels else "")
+    return MineResult(run_dir, idx.name if against is None else f"{idx.name} x {against.name}", counts["images"],
+                      counts["clip_alike"], counts["in_box"], written, time.time() - t0, warnings, job=info,
+                      kernel=f"products kernels the nodes chose: {kernels}" if kernels else "", reuse=reuse)
+
+
+OLD_PAIRS = -1  # the job's entry for the earlier run's pairs that a band job reuses (a tile file like the others)
+
+
+def _all_ids(rows) -> np.ndarray:
+    """Every row's image id (str objects), read from images.parquet in its row groups."""
+    return _text(rows.ids(0, rows.n))
+
+
+def _text(ids: np.ndarray) -> np.ndarray:
+    return np.char.decode(ids, "utf-8").astype(object) if len(ids) else np.empty(0, object)
+
+
+def _tile_chunks(job, k: int, step: int = 1 << 20):
+    rows = job.rows(k)
+    for s in range(0, len(rows), step):
+        yield rows[s:s + step]
+
+
+def _record_old_pairs(job, earlier, ids: np.ndarray, local, opts, top: int | None) -> dict:
+    """The earlier run's CLIP-alike pairs between rows still there, as one more ranked entry of the job (its
+    in-box pairs in rank order, cut to `top` as a tile's are, then the rest): the merge and the scatter read it
+    as a tile. Returns its counts."""
+    from vhmine.mine.grow import old_pairs
+    from vhmine.mine.tilejob import rank_order, ranked_dtype
+
+    i, j, c, d = old_pairs(earlier, ids)
+    width = local.id_width
+    id_i = np.asarray(ids[i], dtype=f"S{width}") if len(i) else np.zeros(0, f"S{width}")
+    id_j = np.asarray(ids[j], dtype=f"S{width}") if len(j) else np.zeros(0, f"S{width}")
+    out = np.empty(len(i), ranked_dtype(width))
+    swap = id_i > id_j
+    out["a"], out["b"] = np.where(swap, j, i), np.where(swap, i, j)
+    out["id_a"], out["id_b"] = np.where(swap, id_j, id_i), np.where(swap, id_i, id_j)
+    out["clip"], out["dino"], out["gap"], out["lo"], out["hi"] = c, d, c - d, i, j
+    box = d <= opts.dino
+    inside = out[box][rank_order(out[box])]
+    rest = np.concatenate([inside[top:] if top is not None else inside[:0], out[~box]])
+    inside = inside if top is None else inside[:top]
+    job.record(OLD_PAIRS, np.concatenate([inside, rest]), {"kept": len(inside), "sample": len(rest),
+                                                           "clip_alike": len(out), "in_box": int(box.sum())})
+    return {"clip_alike": len(out), "in_box": int(box.sum())}
 
 
 @dataclass

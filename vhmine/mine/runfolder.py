@@ -146,6 +146,31 @@ def background_sample(n: int, sims, *, seed: int = 0, size: int = 20_000, across
     return sims(i, j)
 
 
+
+def cross_sims(take_x, take_y, i, j, step: int = 4096):
+    """recheck.pair_sims of row i of one collection and row j of another (the miner's float64 bits), rows
+    fetched a batch at a time by take_x(rows) / take_y(rows) (sorted unique row numbers -> float32 rows)."""
+    import numpy as np
+
+    from vhmine.mine.recheck import pair_sims
+
+    out = np.empty(len(i))
+    for s in range(0, len(i), step):
+        a, b = i[s:s + step], j[s:s + step]
+        ua, ub = np.unique(a), np.unique(b)
+        out[s:s + step] = pair_sims(np.concatenate([take_x(ua), take_y(ub)]), np.searchsorted(ua, a),
+                                    len(ua) + np.searchsorted(ub, b))
+    return out
+
+
+def against_record(b) -> dict:
+    """run.json's `against`: the second index of an --against run."""
+    from vhmine.images import sha256_file
+
+    return {"index": b.name, "index_folder": str(b.folder.resolve()),
+            "index_manifest_sha256": sha256_file(b.folder / "manifest.json")}
+
+
 BACKGROUND_PAIRS = 20_000  # the scatter plot's background: every pair up to this many, else a sample of this size
 
 

@@ -4,7 +4,7 @@ the rows it mined, each by image id with a digest of its vectors, and every CLIP
     runs/<run>/rows.parquet    image_id, digest (uint64): one line per row of the index mined,
                                in its row order (`row_digests`)
     runs/<run>/alike.parquet   image_id_a, image_id_b, clip_sim, dino_sim: every pair with CLIP cosine >=
-                               the run's --clip (in the box or not), oriented and sorted by image id
+                               the run's --clip (in the box or not), oriented by image id (a < b)
 
 Pure computation here (`row_digests`); the files are written by runfolder.finish_run's callers and read
 by mine.grow.
@@ -64,19 +64,44 @@ ROWS, ALIKE = "rows.parquet", "alike.parquet"
 def write_state(folder, ids: np.ndarray, digests: np.ndarray, id_a: np.ndarray, id_b: np.ndarray, clip_sim,
                 dino_sim) -> None:
     """rows.parquet (the rows mined, in row order) and alike.parquet (every CLIP-alike pair by image ids,
-    a < b, sorted) into a run's temporary folder."""
+    a < b) into a run's temporary folder, from arrays."""
+    write_rows(folder, ids, digests)
+    with AlikeWriter(folder) as w:
+        w.add(id_a, id_b, clip_sim, dino_sim)
+
+
+def write_rows(folder, ids: np.ndarray, digests: np.ndarray) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    folder = Path(folder)
     pq.write_table(pa.table({"image_id": pa.array(np.asarray(ids, dtype=object), pa.string()),
-                             "digest": pa.array(np.asarray(digests, np.uint64))}), folder / ROWS)
-    id_a, id_b = np.asarray(id_a, dtype=object), np.asarray(id_b, dtype=object)
-    order = np.lexsort((id_b, id_a)) if len(id_a) else np.empty(0, np.int64)
-    pq.write_table(pa.table({"image_id_a": pa.array(id_a[order], pa.string()),
-                             "image_id_b": pa.array(id_b[order], pa.string()),
-                             "clip_sim": pa.array(np.asarray(clip_sim, np.float64)[order]),
-                             "dino_sim": pa.array(np.asarray(dino_sim, np.float64)[order])}), folder / ALIKE)
+                             "digest": pa.array(np.asarray(digests, np.uint64))}), Path(folder) / ROWS)
+
+
+class AlikeWriter:
+    """alike.parquet written chunk by chunk (a Ray run's tiles, one at a time)."""
+
+    def __init__(self, folder):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        self.pa = pa
+        self.schema = pa.schema([("image_id_a", pa.string()), ("image_id_b", pa.string()),
+                                 ("clip_sim", pa.float64()), ("dino_sim", pa.float64())])
+        self.writer = pq.ParquetWriter(Path(folder) / ALIKE, self.schema)
+
+    def add(self, id_a, id_b, clip_sim, dino_sim) -> None:
+        pa = self.pa
+        self.writer.write_table(pa.table([pa.array(np.asarray(id_a, dtype=object), pa.string()),
+                                          pa.array(np.asarray(id_b, dtype=object), pa.string()),
+                                          pa.array(np.asarray(clip_sim, np.float64)),
+                                          pa.array(np.asarray(dino_sim, np.float64))], schema=self.schema))
+
+    def __enter__(self) -> "AlikeWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.writer.close()
 
 
 def read_rows(folder):

@@ -74,8 +74,12 @@ class PairWriter:
     ranked dtype: a, b, clip, dino, gap), in order. `head` keeps the first rows for the gallery."""
 
     def __init__(self, folder: Path, images_parquet: Path, location, *, shard_rows: int | None = None,
-                 head_rows: int = 100):
+                 head_rows: int = 100, side_b: tuple | None = None, columns: dict | None = None):
+        """side_b: (images.parquet, location) of the index side b comes from, when not the same (--against);
+        columns: constant columns added after the others (--against: index_a, index_b)."""
         self.folder, self.images, self.location = Path(folder), Path(images_parquet), location
+        self.side_b = (Path(side_b[0]), side_b[1]) if side_b else None
+        self.columns = columns or {}
         self.shard_rows = shard_rows or SHARD_ROWS
         self.head_rows = head_rows
         self.pending: list[np.ndarray] = []
@@ -101,11 +105,19 @@ class PairWriter:
                                                                                ("clip", "<f8"), ("dino", "<f8"),
                                                                                ("gap", "<f8")])
         self.pending, self.pending_rows = [], 0
-        need = np.unique(np.concatenate([rows["a"], rows["b"]]))
-        meta = lookup(self.images, need)
-        frame = pairs_frame(self.written + 1, side(meta, np.searchsorted(need, rows["a"]), self.location),
-                            side(meta, np.searchsorted(need, rows["b"]), self.location),
-                            np.asarray(rows["clip"]), np.asarray(rows["dino"]), np.asarray(rows["gap"]))
+        if self.side_b is None:
+            need = np.unique(np.concatenate([rows["a"], rows["b"]]))
+            meta = lookup(self.images, need)
+            sides = (side(meta, np.searchsorted(need, rows["a"]), self.location),
+                     side(meta, np.searchsorted(need, rows["b"]), self.location))
+        else:  # each side from its own index
+            sides = tuple(side(lookup(images, need), np.searchsorted(need, rows[key]), location)
+                          for key, images, location in (("a", self.images, self.location), ("b", *self.side_b))
+                          for need in (np.unique(rows[key]),))
+        frame = pairs_frame(self.written + 1, *sides, np.asarray(rows["clip"]), np.asarray(rows["dino"]),
+                            np.asarray(rows["gap"]))
+        for col, value in self.columns.items():
+            frame[col] = value
         if self.head is None:
             self.head = frame.head(self.head_rows)
         single = self.folder / "pairs.parquet"
