@@ -1,0 +1,106 @@
+"""mine.grow and mine.across on `--engine ray` (a local 2-CPU cluster): a grown index's band of new rows and
+the rectangle of two indexes give the local engine's run, pairs.csv byte for byte."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.helpers import make_index, unit_rows
+from tests.mine.test_grow import CLIP, DINO, brute, build, run_json, sorted_pairs, vectors
+from tests.mine.test_mine_across import A_KEYS, B_KEYS, rectangle_brute
+
+ray = pytest.importorskip("ray", reason="the Ray engine needs the ray extra: pip install -e '.[ray]'")
+
+from vhmine import api  # noqa: E402
+from vhmine.mine.ray_engine import tile_bytes  # noqa: E402
+
+pytestmark = pytest.mark.timeout(300)
+TILE = tile_bytes(64, 16, 12)  # tiles of 64 rows: a band of a few new rows still spans several column blocks
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cluster():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def mine(tmp_path, out="run", engine="ray", **kw):
+    kw.setdefault("clip", CLIP)
+    kw.setdefault("dino", DINO)
+    extra = {"engine": "ray", "tile_memory": TILE} if engine == "ray" else {}
+    return api.mine("col", indexes=tmp_path / "indexes", out=tmp_path / out, progress=False, gallery_size=0,
+                    **extra, **kw)
+
+
+START = [k for k in range(260) if k % 5 != 4]  # 208 rows: 4 column blocks of 64
+
+
+@pytest.mark.parametrize("first", ["ray", "local"])
+def test_a_grown_index_mines_only_the_band_of_its_new_rows_on_ray(tmp_path, first):
+    build(tmp_path, START)
+    mine(tmp_path, engine=first, max_per_image=2)
+    before = run_json(tmp_path)
+    now = [k for k in START if k not in (0, 1, 77)] + [4, 9, 99, 300, 301]
+    now[10] = 900 + now[10] % 5  # a changed file
+    build(tmp_path, now)
+    res = mine(tmp_path, max_per_image=2)
+    meta = run_json(tmp_path)
+    inc = meta["incremental"]
+    assert (inc["from"], inc["old_rows"], inc["new_rows"], inc["removed_rows"]) == (before["run_id"], 204, 6, 4)
+    assert meta["ray"]["shape"] == "band" and meta["ray"]["tiles"] == 1 * 4  # one chunk of new rows x 4 blocks
+    assert "mined 6 new rows against 204" in res.summary()
+    mine(tmp_path, out="full", engine="local", full=True, max_per_image=2)
+    assert (tmp_path / "run" / "pairs.csv").read_bytes() == (tmp_path / "full" / "pairs.csv").read_bytes()
+    assert meta["counts"] == run_json(tmp_path, "full")["counts"]
+    # and the run it wrote is reused in turn, by either engine
+    build(tmp_path, now + [14])
+    mine(tmp_path, engine="local" if first == "ray" else "ray", max_per_image=2)
+    assert run_json(tmp_path)["incremental"]["from"] == meta["run_id"]
+    mine(tmp_path, out="full", engine="local", full=True, max_per_image=2)
+    pd.testing.assert_frame_equal(sorted_pairs(tmp_path / "run"), sorted_pairs(tmp_path / "full"))
+    assert not (tmp_path / ".run.job").exists()
+
+
+def test_ray_uncapped_growth_equals_a_brute_force(tmp_path):
+    build(tmp_path, START[:100])
+    mine(tmp_path)
+    now = START[:100] + [4, 9, 14, 400]
+    build(tmp_path, now)
+    mine(tmp_path)
+    df = sorted_pairs(tmp_path / "run")
+    assert list(zip(df.image_id_a, df.image_id_b, df.clip_sim, df.dino_sim)) == brute(now)
+
+
+def test_ray_notices_kept_rows_with_other_vectors_after_its_scan_and_mines_in_full(tmp_path, caplog):
+    build(tmp_path, START[:100])
+    mine(tmp_path)
+    keys = START[:100] + [4]
+    clip, dino = vectors(keys)
+    clip[3] = unit_rows(clip[3:4] + 0.01)[0]
+    make_index(tmp_path / "indexes", "col", clip, dino, root=tmp_path / "images", keys=keys,
+               created="2026-11-01T00:00:00+0000")
+    with caplog.at_level("WARNING", logger="vhmine"):
+        mine(tmp_path)
+    meta = run_json(tmp_path)
+    assert "incremental" not in meta and meta["ray"]["shape"] == "triangle"
+    assert any("1 row(s) of index 'col' have other vectors" in r.getMessage() for r in caplog.records)
+
+
+def test_against_on_ray_is_the_local_engines_rectangle(tmp_path):
+    from tests.mine.test_mine_across import build as build_named
+
+    build_named(tmp_path, "mine", A_KEYS * 1)
+    build_named(tmp_path, "ref", B_KEYS)
+    kw = dict(against="ref", indexes=tmp_path / "indexes", clip=CLIP, dino=DINO, progress=False, gallery_size=3)
+    api.mine("mine", out=tmp_path / "local", **kw)
+    res = api.mine("mine", out=tmp_path / "ray", engine="ray", tile_memory=tile_bytes(64, 16, 12), **kw)
+    assert (tmp_path / "ray" / "pairs.csv").read_bytes() == (tmp_path / "local" / "pairs.csv").read_bytes()
+    df = pd.read_parquet(tmp_path / "ray" / "pairs.parquet")
+    assert sorted(zip(df.image_id_a, df.image_id_b, df.clip_sim, df.dino_sim)) == rectangle_brute(A_KEYS, B_KEYS)
+    meta = json.loads((tmp_path / "ray" / "run.json").read_text())
+    assert meta["ray"]["shape"] == "rectangle" and meta["against"]["index"] == "ref"
+    assert res.written == len(df) > 10 and set(df.index_b) == {"ref"}
+    assert np.all(df.path_b.str.startswith(str(tmp_path / "images-ref")))
