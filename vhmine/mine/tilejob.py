@@ -117,10 +117,10 @@ class TileJob:
         (self.folder / TILES).mkdir(exist_ok=True)
         self.done = self._verified(self._ledger(LEDGER, lambda e: int(e["tile"])), "tile %s", "mining it again")
         chunks = self._ledger(SCAN, lambda e: (str(e["side"]), int(e["start"])))
-        self.chunks = {**chunks, **self._verified({k: e for k, e in chunks.items() if "file" in e},
-                                                  "row chunk %s", "scanning it again")}
-        for k in set(chunks) - set(self.chunks):  # (its digests were lost: scanned again)
-            self.chunks[k] = {f: v for f, v in chunks[k].items() if f not in ("file", "bytes", "sha256")}
+        good = self._verified({k: e for k, e in chunks.items() if "file" in e}, "row chunk %s", "scanning it again")
+        # a chunk whose digests were lost keeps its scan (the quantiser's inputs); its digests are scanned again
+        self.chunks = {k: good.get(k) or {f: v for f, v in e.items() if f not in ("file", "bytes", "sha256")}
+                       for k, e in chunks.items()}
 
     def _ledger(self, name: str, key) -> dict:
         entries: dict = {}
