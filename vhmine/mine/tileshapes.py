@@ -33,6 +33,13 @@ class Tile:
     x_rows: np.ndarray | None = None
     new_cols: np.ndarray | None = None
 
+    def band_pairs(self, i: np.ndarray, j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A Band tile's pairs (lo, hi), lo < hi, of its candidates: row i of its chunk, j of its block. A
+        pair of two new rows comes from the chunk of its smaller row only, so that over all tiles every
+        pair touching a new row is kept once."""
+        keep = (i != j) & ((i < j) | ~np.isin(j, self.new_cols))
+        return np.minimum(i[keep], j[keep]), np.maximum(i[keep], j[keep])
+
     def where(self) -> str:
         """The tile in words, for a message."""
         if self.kind == "band":

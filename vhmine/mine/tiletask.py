@@ -148,9 +148,8 @@ def _candidates(rows, rows_b, qz: Quantiser, tile, side: int, clip_min: float, d
         nb = min(side, other.n - tile.c)
         p, q = cross_candidates(qa, qb, na, nb, thresh, **kw)
         i, j, seen = (tile.x_rows[p] if tile.kind == "band" else tile.r + p), tile.c + q, na * nb
-        if tile.kind == "band":  # each pair once over all tiles: a new j only from the chunk of the smaller row
-            keep = (i != j) & ((i < j) | ~np.isin(j, tile.new_cols))
-            i, j = np.minimum(i[keep], j[keep]), np.maximum(i[keep], j[keep])
+        if tile.kind == "band":  # each pair once over all tiles
+            i, j = tile.band_pairs(i, j)
     return i, j, {"kind": tile.kind, "r": tile.r, "c": tile.c, "examined": seen, "margin": margin,
                   "kernel": tile_kernel(device, qa.shape[1], qz.qmax, kernel).record()}
 
