@@ -16,19 +16,9 @@ from vhmine.errors import VhmineError
 from vhmine.mine.simsearch import PairSet, assert_same_pairs, brute_force_pairs
 from vhmine.mine.state import row_digests
 
-ray = pytest.importorskip("ray", reason="the Ray engine needs the ray extra: pip install -e '.[ray]'")
-
-from vhmine.mine.ray_engine import find_pairs_across_ray, find_pairs_ray, run_job  # noqa: E402
-from vhmine.mine.tilejob import SCAN, Band, Rectangle, TileJob, Triangle  # noqa: E402
-
-pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
+from test_mine_ray import cluster, clustered, pytestmark, ray  # noqa: F401  (its local cluster: one per module)
+from vhmine.mine.ray_engine import find_pairs_across_ray, find_pairs_ray, run_job
+from vhmine.mine.tilejob import SCAN, Band, Rectangle, TileJob, Triangle
 
 
 def tied(n, seed, d=16, e=8):
@@ -120,8 +110,6 @@ def test_property_rectangle_is_brute_force_of_the_stacked_rows_across(na, nb, se
 
 
 def test_across_a_spiky_rectangle_shares_one_turned_quantiser_and_is_exact():
-    from test_mine_ray import clustered
-
     clip, dino = clustered(450, 32, 16, 21, spiky=True)
     stats = {}
     got = find_pairs_across_ray(clip[:190], dino[:190], clip[190:], dino[190:], 0.9, 0.6, tile=64, stats=stats)

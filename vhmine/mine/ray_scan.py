@@ -79,8 +79,8 @@ def scan(ray, rows, job, side: int, rotate: bool | None, progress: bool, local=N
               if (name, s) not in job.chunks or (digests and "file" not in job.chunks[(name, s)])]
     if done is not None and not chunks:
         return done
-    if "turn" in job.job:
-        dims = tuple(job.job["turn"])
+    if done is not None or "turn" in job.job:  # (chunks scanned again for their digests: the recorded turn)
+        dims = done.dims if done is not None else tuple(job.job["turn"])
     else:
         views = [(local or rows), (local_b or rows_b)][:len(sides)]
         dims = choose_turn(np.concatenate([v.clip.take(sample_rows(v.n)) for v in views]), rotate)
