@@ -167,6 +167,15 @@ def tile_rows_of(job):
     return every, inbox
 
 
+def assert_merges_in_rank_order(job, inbox, scratch):
+    """mine.merge over the job's tiles: their in-box pairs (not the CLIP-alike ones after them), in rank order."""
+    from vhmine.mine.merge import ranked
+    from vhmine.mine.tilejob import rank_order
+
+    merged = np.concatenate(list(ranked(job, job.done, scratch, chunk=16)))
+    assert np.array_equal(merged, inbox[rank_order(inbox)])
+
+
 def keys(i, j):
     return set(zip(np.asarray(i).tolist(), np.asarray(j).tolist()))
 
@@ -189,6 +198,7 @@ def test_ranked_band_tiles_are_oriented_by_id_keep_every_alike_pair_and_record_d
     assert np.all(every["lo"] < every["hi"]) and np.all(every["id_a"] < every["id_b"])
     assert np.array_equal(np.minimum(every["a"], every["b"]), every["lo"])
     assert np.array_equal(ids[every["a"]], every["id_a"]) and np.array_equal(ids[every["b"]], every["id_b"])
+    assert_merges_in_rank_order(job, inbox, tmp_path / "merge")
     assert np.array_equal(job.digests("a", 300), row_digests(clip, dino))
     # keep_alike keeps every other CLIP-alike pair, where a scatter's sample keeps a few, and the in-box
     # pairs cut by a tile's top list (here, in this process: the tile task's function itself)
@@ -237,6 +247,7 @@ def test_ranked_rectangle_tiles_keep_a_of_the_first_index_and_b_of_the_second(tm
     assert np.array_equal(every["lo"], every["a"]) and np.array_equal(every["hi"], every["b"])
     assert np.array_equal(ids_a[every["a"]], every["id_a"]) and np.array_equal(ids_b[every["b"]], every["id_b"])
     assert (every["id_a"] > every["id_b"]).any() and (every["id_a"] < every["id_b"]).any()  # never swapped
+    assert_merges_in_rank_order(job, inbox, tmp_path / "merge")
     assert np.array_equal(job.digests("a", na), row_digests(clip[:na], dino[:na]))
     assert np.array_equal(job.digests("b", 330 - na), row_digests(clip[na:], dino[na:]))
     job.close()
