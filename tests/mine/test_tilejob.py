@@ -67,7 +67,8 @@ def test_scanned_chunks_and_their_digests_survive_and_a_lost_file_asks_for_that_
     ident = {"clip": 0.9}
     job = TileJob(tmp_path / "job", ident).open()
     for s in range(0, 150, 64):
-        job.record_chunk("a", s, min(s + 64, 150), {"amax": 0.5, "levels": 127}, np.arange(s, min(s + 64, 150), dtype=np.uint64))
+        e = min(s + 64, 150)
+        job.record_chunk("a", s, e, {"amax": 0.5, "levels": 127}, np.arange(s, e, dtype=np.uint64))
     job.record_chunk("b", 0, 20, {"amax": 0.25, "levels": 63}, np.full(20, 7, np.uint64))
     job.record_chunk("b", 20, 30, {"amax": 0.25, "levels": 63})  # scanned without digests
     assert np.array_equal(job.digests("a", 150), np.arange(150, dtype=np.uint64))

@@ -2,8 +2,12 @@
 memory that does not grow with the collection, and a job that resumes where it stopped.
 
 Reads nothing itself but the index's headers and a sample of 4,096 rows; the tasks (mine.tiletask) read
-their rows from the index by row range (a band's new rows by row number) (embed.rows: positioned reads on a shared filesystem, or byte ranges
-of an fsspec URL given as --index-url). Writes the job folder (mine.tilejob) through TileJob.record.
+their rows from the index by row range, a band's new rows by row number (embed.rows: positioned reads on a
+shared filesystem, or byte ranges of an fsspec URL given as --index-url). Writes the job folder
+(mine.tilejob) through TileJob.record and TileJob.record_chunk.
+
+In memory (tests, benchmarks): find_pairs_ray (every pair, or with new_rows those touching new rows) and
+find_pairs_across_ray (the pairs across two sets of rows).
 
 The job, on the driver (`run_job`), for a shape of tiles (mine.tileshapes: the upper triangle of one
 index, the band of its pairs that touch new rows, or the rectangle of two indexes' pairs):
@@ -263,7 +267,8 @@ def _options(device: str, clip_min, dino_max) -> tuple[str, float, float]:
     if device != "cpu" and not device.startswith("cuda"):
         raise InputError(f"--device {device}: Ray tiles run on cpu or cuda (one GPU each)")
     clip_min, dino_max = check_limits(clip_min, dino_max)
-    return "cuda" if device.startswith("cuda") else "cpu", float(clip_min), float(dino_max)  # (a task sees only its GPU)
+    device = "cuda" if device.startswith("cuda") else "cpu"  # a task sees only the GPU Ray gave it
+    return device, float(clip_min), float(dino_max)
 
 
 def _in_memory(sides: list, make_shape, clip_min: float, dino_max: float, *, address, tile_memory, tile, device,

@@ -222,7 +222,8 @@ class TileJob:
         """The recorded row digests of one side ("a": the index, "b": a rectangle's second index) in row
         order, as one uint64 array; ValueError unless the chunks with digests cover rows [0, n) (n: up
         to the last recorded chunk's end)."""
-        parts = sorted((e["start"], e["stop"], e["file"]) for (s, _), e in self.chunks.items() if s == side and "file" in e)
+        parts = sorted((e["start"], e["stop"], e["file"]) for (s, _), e in self.chunks.items()
+                       if s == side and "file" in e)
         n = parts[-1][1] if n is None and parts else (n or 0)
         at, out = 0, np.empty(n, np.uint64)
         for start, stop, file in parts:
