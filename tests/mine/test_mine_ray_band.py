@@ -318,3 +318,27 @@ def test_a_job_stopped_by_a_killed_task_resumes_and_mines_only_the_missing_tiles
     assert len(want) > 20
     assert np.array_equal(got.i, want.i) and np.array_equal(got.j, want.j)
     assert np.array_equal(got.clip_sim, want.clip_sim) and np.array_equal(got.dino_sim, want.dino_sim)
+
+
+def test_a_bands_scattered_rows_are_read_a_span_of_rows_at_a_time(tmp_path):
+    """take reads runs of near rows whole (rows up to 256 apart, for a URL); a band's chunk of new rows,
+    scattered so, would have been one read of 200 x its rows."""
+    from vhmine.embed.rows import VectorFile, open_vectors
+    from vhmine.mine.tiletask import take_within
+
+    x = np.arange(40_000 * 4, dtype=np.float32).reshape(40_000, 4)
+    np.save(tmp_path / "x.npy", x)
+    vf = open_vectors(tmp_path / "x.npy")
+    reads = []
+
+    class Counted(VectorFile):
+        def read(self, start, stop):
+            reads.append(stop - start)
+            return super().read(start, stop)
+
+    counted = Counted(f"file://{tmp_path / 'x.npy'}", vf.offset, vf.rows, vf.dim)  # a URL: runs 256 apart are one read
+    numbers = np.arange(3, 40_000, 200)
+    assert np.array_equal(take_within(counted, numbers, 64 * 4), x[numbers])
+    assert max(reads) <= 64 * 4 and len(reads) == len(numbers) // 2  # (200 rows apart: two rows a read)
+    reads.clear()
+    assert np.array_equal(counted.take(numbers), x[numbers]) and max(reads) > 100 * 64 * 4  # what take alone does

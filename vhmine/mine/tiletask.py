@@ -96,12 +96,24 @@ def _block(rows, qz: Quantiser, start: int, side: int) -> tuple[np.ndarray, Bloc
                    lambda: quantise_block(rows.clip.read(start, start + side), qz))
 
 
-def _block_of(rows, qz: Quantiser, numbers: np.ndarray) -> tuple[np.ndarray, BlockStats]:
+def take_within(vf, numbers: np.ndarray, span: int) -> np.ndarray:
+    """VectorFile.take of sorted row numbers, a group of rows within `span` rows of each other at a time:
+    take reads runs of near rows whole (for a URL, rows up to 256 apart), and scattered new rows must
+    not make one read of many times the rows asked for."""
+    out, s = np.empty((len(numbers), vf.dim), np.float32), 0
+    while s < len(numbers):
+        e = int(np.searchsorted(numbers, numbers[s] + span))
+        out[s:e] = vf.take(numbers[s:e])
+        s = e
+    return out
+
+
+def _block_of(rows, qz: Quantiser, numbers: np.ndarray, side: int) -> tuple[np.ndarray, BlockStats]:
     """The given rows (a band's chunk of new rows) quantised, cached by what they are: the row numbers' digest."""
     import hashlib
 
     key = (rows.clip.location, rows.version, qz, "rows", hashlib.sha256(numbers.astype("<i8").tobytes()).digest())
-    return _cached(key, lambda: quantise_block(rows.clip.take(numbers), qz))
+    return _cached(key, lambda: quantise_block(take_within(rows.clip, numbers, side), qz))
 
 
 def _ids_of(rows, numbers: np.ndarray) -> np.ndarray:
@@ -134,7 +146,7 @@ def _candidates(rows, rows_b, qz: Quantiser, tile, side: int, clip_min: float, d
 
     n = rows.n
     if tile.kind == "band":
-        qa, sa = _block_of(rows, qz, tile.x_rows)
+        qa, sa = _block_of(rows, qz, tile.x_rows, side)
     else:
         qa, sa = _block(rows, qz, tile.r, side)
     other = rows_b if tile.kind == "rectangle" else rows
@@ -175,8 +187,12 @@ def mine_tile(rows, qz: Quantiser, tile, side: int, clip_min: float, dino_max: f
     info.update(candidates=int(len(i)), **_where())
     if len(i) > max_candidates:
         return None, {**info, "too_many": int(len(i))}
-    across = (rows_b.clip.take, rows_b.dino.take) if tile.kind == "rectangle" else ()
-    i, j, cs, ds = exact_pairs(rows.clip.take, rows.dino.take, i, j, clip_min, np.inf if ranked else dino_max, *across)
+    fetch = [rows.clip.take, rows.dino.take]
+    if tile.kind == "rectangle":
+        fetch += [rows_b.clip.take, rows_b.dino.take]
+    elif tile.kind == "band":  # (a band's rows: scattered new rows and a block)
+        fetch = [lambda u, vf=vf: take_within(vf, u, side) for vf in (rows.clip, rows.dino)]
+    i, j, cs, ds = exact_pairs(fetch[0], fetch[1], i, j, clip_min, np.inf if ranked else dino_max, *fetch[2:])
     if not ranked:
         out = np.empty(len(i), PLAIN)
         out["i"], out["j"], out["clip"], out["dino"] = i, j, cs, ds
