@@ -310,6 +310,11 @@ def test_a_job_stopped_by_a_killed_task_resumes_and_mines_only_the_missing_tiles
     assert sorted(ledger) == list(range(len(shape)))  # every tile mined once: the resumed job only the missing
     chunks = -(-260 // 64) if kind == "band" else 2 + 3
     assert len((tmp_path / "job" / SCAN).read_text().splitlines()) == chunks  # scanned once
+    job.close()
+    (tmp_path / "job" / SCAN).unlink()  # (a job of an earlier vhmine: its quantiser alone recorded)
+    job = TileJob(tmp_path / "job", ident).open()
+    assert run_job(ray, rows, job, **kw)["tiles_done_before"] == len(shape)
+    assert not (tmp_path / "job" / SCAN).exists()  # a recorded quantiser is not scanned again
     parts = [job.rows(k)[:] for k in sorted(job.done)]
     p = np.concatenate(parts)
     p = p[np.lexsort((p["j"], p["i"]))]

@@ -75,8 +75,12 @@ def scan(ray, rows, job, side: int, rotate: bool | None, progress: bool, local=N
     sides = [("a", rows)] + ([("b", rows_b)] if rows_b is not None else [])
     done = Quantiser.from_dict(job.job["quantiser"]) if "quantiser" in job.job else None
     every = [(name, r, s) for name, r in sides for s in range(0, r.n, side)]
-    chunks = [(name, r, s) for name, r, s in every
-              if (name, s) not in job.chunks or (digests and "file" not in job.chunks[(name, s)])]
+
+    def needed(name: str, s: int) -> bool:  # its digests are wanted and missing, or the quantiser needs it
+        e = job.chunks.get((name, s))
+        return (digests and "file" not in (e or {})) or (done is None and e is None)
+
+    chunks = [(name, r, s) for name, r, s in every if needed(name, s)]
     if done is not None and not chunks:
         return done
     if done is not None or "turn" in job.job:  # (chunks scanned again for their digests: the recorded turn)
