@@ -226,6 +226,19 @@ def test_ranked_band_tiles_are_oriented_by_id_keep_every_alike_pair_and_record_d
     assert again["tiles_done_before"] == 5 and again["quantiser"] == info["quantiser"]
     assert len((tmp_path / "job" / SCAN).read_text().splitlines()) == lines + 1
     assert np.array_equal(job.digests("a", 300), row_digests(clip, dino))
+    # a scan stopped after two chunks (no quantiser recorded yet): resumed, it scans the other three only
+    job.close()
+    scan = tmp_path / "job" / SCAN
+    scan.write_text("".join(f"{line}\n" for line in scan.read_text().splitlines()
+                            if json.loads(line)["start"] in (0, 64)))
+    record = json.loads((tmp_path / "job" / "job.json").read_text())
+    del record["quantiser"]
+    (tmp_path / "job" / "job.json").write_text(json.dumps(record))
+    job = TileJob(tmp_path / "job", {"shape": shape.record()}).open()
+    assert sorted(job.chunks) == [("a", 0), ("a", 64)] and "quantiser" not in job.job
+    resumed = run_job(ray, rows, job, side=64, clip_min=0.8, dino_max=0.5, ranked=True, shape=shape, digests=True)
+    assert resumed["quantiser"] == info["quantiser"] and len(scan.read_text().splitlines()) == 5
+    assert np.array_equal(job.digests("a", 300), row_digests(clip, dino))
     job.close()
 
 
