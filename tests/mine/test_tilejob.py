@@ -5,9 +5,11 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from vhmine.errors import InputError
-from vhmine.mine.tilejob import LEDGER, PLAIN, TileJob, Triangle
+from vhmine.mine.tilejob import LEDGER, PLAIN, SCAN, Band, Rectangle, TileJob, Triangle
 
 
 def rows(k):
@@ -20,6 +22,69 @@ def test_triangle_numbers_tiles_row_by_row():
     tri = Triangle(1000, 256)
     assert tri.blocks == 4 and len(tri) == 10
     assert [tri.tile_at(k) for k in range(10)] == [(r, c) for r in range(0, 1024, 256) for c in range(r, 1024, 256)]
+
+
+@st.composite
+def grown(draw):
+    n = draw(st.integers(1, 300))
+    new = draw(st.one_of(st.just([n - 1]), st.just(list(range(n))), st.lists(st.integers(0, n - 1), max_size=n)))
+    return n, sorted(set(new)), draw(st.sampled_from([64, 128]))
+
+
+@given(grown())
+@example((130, [0, 64, 65, 129], 64))  # new rows at block edges
+def test_property_band_tiles_hold_every_pair_touching_a_new_row_once(case):
+    """Every (chunk row, block row) pair of every tile through Tile.band_pairs: each pair of rows that
+    touches a new row exactly once over all tiles, and no other."""
+    n, new, side = case
+    band = Band(n, side, new)
+    assert len(band) == -(-len(new) // side) * -(-n // side)
+    got = []
+    for k in range(len(band)):
+        t = band.tile(k)
+        assert np.array_equal(t.x_rows, np.array(new[t.r:t.r + side], np.int64))
+        cols = np.arange(t.c, min(t.c + side, n))
+        assert np.array_equal(t.new_cols, np.intersect1d(cols, new))
+        i, j = np.repeat(t.x_rows, len(cols)), np.tile(cols, len(t.x_rows))
+        lo, hi = t.band_pairs(i, j)
+        assert np.all(lo < hi)
+        got += list(zip(lo.tolist(), hi.tolist()))
+    want = [(i, j) for i in range(n) for j in range(i + 1, n) if i in set(new) or j in set(new)]
+    assert sorted(got) == want  # (sorted lists: a pair twice would show)
+
+
+def test_rectangle_tiles_are_row_blocks_of_a_by_row_blocks_of_b():
+    rect = Rectangle(130, 1, 64)
+    assert len(rect) == 3 and [(t.r, t.c) for t in map(rect.tile, range(3))] == [(0, 0), (64, 0), (128, 0)]
+    rect = Rectangle(100, 200, 64)
+    assert len(rect) == 2 * 4 and rect.tile(5).r == 64 and rect.tile(5).c == 64
+    assert Band(10, 64, []).record()["new_rows"] == 0 and len(Band(10, 64, [])) == 0
+    with pytest.raises(ValueError, match=r"new rows must lie in \[0, 10\), got 3 to 10"):
+        Band(10, 64, [3, 10])
+
+
+def test_scanned_chunks_and_their_digests_survive_and_a_lost_file_asks_for_that_chunk_again(tmp_path, caplog):
+    ident = {"clip": 0.9}
+    job = TileJob(tmp_path / "job", ident).open()
+    for s in range(0, 150, 64):
+        e = min(s + 64, 150)
+        job.record_chunk("a", s, e, {"amax": 0.5, "levels": 127}, np.arange(s, e, dtype=np.uint64))
+    job.record_chunk("b", 0, 20, {"amax": 0.25, "levels": 63}, np.full(20, 7, np.uint64))
+    job.record_chunk("b", 20, 30, {"amax": 0.25, "levels": 63})  # scanned without digests
+    assert np.array_equal(job.digests("a", 150), np.arange(150, dtype=np.uint64))
+    with pytest.raises(ValueError, match=r"digests of side b cover rows \[0, 20\), not \[0, 30\)"):
+        job.digests("b", 30)
+    job.close()
+    (tmp_path / "job" / "digests" / "a-000000064.npy").unlink()
+    with open(tmp_path / "job" / SCAN, "a") as f:
+        f.write('{"side": "a", "sta')  # cut short
+    again = TileJob(tmp_path / "job", ident).open()
+    assert sorted(again.chunks) == [("a", 0), ("a", 64), ("a", 128), ("b", 0), ("b", 20)]
+    assert "file" not in again.chunks[("a", 64)] and again.chunks[("a", 64)]["amax"] == 0.5
+    assert "row chunk ('a', 64): its file" in caplog.text
+    with pytest.raises(ValueError, match=r"cover rows \[0, 64\), not \[0, 150\)"):
+        again.digests("a", 150)
+    again.close()
 
 
 def test_finished_tiles_survive_and_changed_ones_are_dropped(tmp_path, caplog):

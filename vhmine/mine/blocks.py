@@ -27,8 +27,8 @@ from vhmine.mine.quantise import (
 )
 from vhmine.mine.recheck import pair_sims
 
-__all__ = ["BlockStats", "Quantiser", "choose_turn", "exact_pairs", "quantise_block", "sample_rows", "scan_block",
-           "threshold", "tile_candidates"]
+__all__ = ["BlockStats", "Quantiser", "choose_turn", "cross_candidates", "exact_pairs", "quantise_block", "sample_rows",
+           "scan_block", "threshold", "tile_candidates"]
 
 BlockStats = ChunkStats  # a block's stats: those of its chunks, combined
 
@@ -135,18 +135,35 @@ def tile_candidates(qa, qb, r: int, c: int, thresh: int, n: int, *, device, bloc
         return miner.candidates(x, y, r, c)
 
 
-def exact_pairs(clip_rows, dino_rows, i, j, clip_min: float, dino_max: float):
+def cross_candidates(qa, qb, na: int, nb: int, thresh: int, *, device, block: int, levels: int | None = None,
+                     kernel: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Every (p, q), p < na rows of qa and q < nb rows of qb, whose integer product reaches thresh: a
+    tile of the rectangle (or band) whose two blocks are any rows, not a triangle's (no i < j cut); p, q
+    are positions in the blocks. Arguments as tile_candidates'."""
+    # tile_candidates keeps i < j < n of rows r + p and c + q: with r = -len(qa) every p comes before
+    # every q, so only the padding of qb (q >= nb) is cut; the padding of qa is cut here
+    i, j = tile_candidates(qa, qb, -len(qa), 0, thresh, nb, device=device, block=block, levels=levels, kernel=kernel)
+    p = i + len(qa)
+    keep = p < na
+    return p[keep], j[keep]
+
+
+def exact_pairs(clip_rows, dino_rows, i, j, clip_min: float, dino_max: float, clip_rows_b=None, dino_rows_b=None):
     """(i, j, clip_sim, dino_sim) of the candidates that pass both thresholds, exactly as find_pairs'
     re-check: recheck.pair_sims over the rows fetched by clip_rows(rows) / dino_rows(rows) (sorted
-    unique row numbers -> their float32 rows), so the sims are the same bits."""
-    def sims(fetch, i, j):
-        uniq = np.unique(np.concatenate([i, j]))
-        x = fetch(uniq)
-        return pair_sims(x, np.searchsorted(uniq, i), np.searchsorted(uniq, j))
+    unique row numbers -> their float32 rows), so the sims are the same bits. clip_rows_b, dino_rows_b:
+    j are rows of another index, fetched by these (a rectangle's pairs)."""
+    def sims(fetch, fetch_b, i, j):
+        if fetch_b is None:
+            uniq = np.unique(np.concatenate([i, j]))
+            return pair_sims(fetch(uniq), np.searchsorted(uniq, i), np.searchsorted(uniq, j))
+        ui, uj = np.unique(i), np.unique(j)  # both sides' rows in one array: a pair's bits are its two rows'
+        x = np.concatenate([fetch(ui), fetch_b(uj)])
+        return pair_sims(x, np.searchsorted(ui, i), len(ui) + np.searchsorted(uj, j))
 
-    c = sims(clip_rows, i, j) if len(i) else np.empty(0)
+    c = sims(clip_rows, clip_rows_b, i, j) if len(i) else np.empty(0)
     keep = c >= clip_min
     i, j, c = i[keep], j[keep], c[keep]
-    d = sims(dino_rows, i, j) if len(i) else np.empty(0)
+    d = sims(dino_rows, dino_rows_b, i, j) if len(i) else np.empty(0)
     keep = d <= dino_max
     return i[keep], j[keep], c[keep], d[keep]

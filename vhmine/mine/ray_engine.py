@@ -2,15 +2,21 @@
 memory that does not grow with the collection, and a job that resumes where it stopped.
 
 Reads nothing itself but the index's headers and a sample of 4,096 rows; the tasks (mine.tiletask) read
-their rows from the index by row range (embed.rows: positioned reads on a shared filesystem, or byte ranges
-of an fsspec URL given as --index-url). Writes the job folder (mine.tilejob) through TileJob.record.
+their rows from the index by row range, a band's new rows by row number (embed.rows: positioned reads on a
+shared filesystem, or byte ranges of an fsspec URL given as --index-url). Writes the job folder
+(mine.tilejob) through TileJob.record and TileJob.record_chunk.
 
-The job, on the driver (`run_job`):
+In memory (tests, benchmarks): find_pairs_ray (every pair, or with new_rows those touching new rows) and
+find_pairs_across_ray (the pairs across two sets of rows).
+
+The job, on the driver (`run_job`), for a shape of tiles (mine.tileshapes: the upper triangle of one
+index, the band of its pairs that touch new rows, or the rectangle of two indexes' pairs):
 1. probe: one task pinned to each node reads the index; a node that cannot is named within seconds.
-2. scan: one streaming pass over every row (a task per chunk) gives max |x| and max |R x|; with the
-   sample they fix the quantisation (blocks.Quantiser), recorded in job.json, so every tile quantises
-   the same way. A resumed job reads it back.
-3. tiles: the upper triangle's tiles not done yet, at most a few per worker in flight (the driver's
+2. scan (mine.ray_scan): one streaming pass over every row (a task per chunk; both indexes of a rectangle)
+   gives max |x| and max |R x|, and when asked each row's digest; with the sample they fix the
+   quantisation (blocks.Quantiser), recorded in job.json, so every tile quantises the same way. A
+   resumed job reads it back.
+3. tiles: the shape's tiles not done yet, at most a few per worker in flight (the driver's
    memory is bookkeeping per tile, never per vector); each result is recorded as it arrives, with a
    tqdm bar of tiles done across all nodes.
 The driver never holds the vectors; the merge (mine.merge) and the writer (mine.write) stream.
@@ -41,14 +47,13 @@ import numpy as np
 from vhmine.errors import InputError, VhmineError
 from vhmine.mine.products import block_bytes
 from vhmine.mine.quantise import _ALIGN
+from vhmine.mine.ray_scan import MAX_RETRIES, PROBE_TIMEOUT, _cancel, probe_nodes, scan, slots  # noqa: F401
 from vhmine.mine.rowcheck import check_limits
 from vhmine.mine.simsearch import _EMPTY, PairSet, _check, merge
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TILE_MEMORY = 1 << 30  # 1 GiB: a 14,272-row tile at 768 + 1024 dims
-MAX_RETRIES = 3
-PROBE_TIMEOUT = 60.0  # seconds for every node to start a worker and read the index
 SCATTER_POINTS = 200_000
 
 
@@ -133,13 +138,6 @@ def connect(ray, address: str | None) -> bool:
     return True
 
 
-def _cancel(ray, refs) -> None:
-    # force: end the workers. A plain cancel interrupts a task wherever it is, even inside `import torch`,
-    # and leaves that half-imported module in a worker that Ray then reuses for other tasks.
-    for ref in refs:
-        ray.cancel(ref, force=True)
-
-
 def _tile_failed(ray, err, max_retries: int, resume: str) -> VhmineError:
     cause = getattr(err, "cause", None)
     if isinstance(err, ray.exceptions.RayTaskError) and cause is not None:  # raised in the task: not retried
@@ -150,105 +148,45 @@ def _tile_failed(ray, err, max_retries: int, resume: str) -> VhmineError:
     )
 
 
-def slots(ray, device: str) -> int:
-    """How many tile tasks the cluster runs at once."""
-    res = ray.cluster_resources()
-    return max(1, int(res.get("GPU" if device == "cuda" else "CPU", 0)))
-
-
-def probe_nodes(ray, rows, timeout: float = PROBE_TIMEOUT) -> list[str]:
-    """Every alive node reads the index (tiletask.probe); raises InputError naming the first that cannot,
-    or that does not answer within `timeout` seconds. Returns the nodes' addresses."""
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    from vhmine.mine import tiletask
-
-    nodes = [nd for nd in ray.nodes() if nd.get("Alive")]
-    task = ray.remote(num_cpus=0, max_retries=0)(tiletask.probe)
-    refs = {task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(nd["NodeID"], soft=False)).remote(rows):
-            nd.get("NodeManagerAddress", nd["NodeID"]) for nd in nodes}
-    ready, late = ray.wait(list(refs), num_returns=len(refs), timeout=timeout)
-    hint = ("; mount the index at the same path on every node, or pass --index-url with a URL every node can read "
-            "(s3://..., gs://..., file:///shared/...)")
-    for ref in ready:
-        try:
-            ray.get(ref)
-        except ray.exceptions.RayError as err:
-            cause = getattr(err, "cause", None) or err
-            raise InputError(f"node {refs[ref]} cannot read the index: {type(cause).__name__}: "
-                             f"{str(cause).strip()[:300]}{hint}") from None
-    if late:
-        _cancel(ray, late)
-        raise InputError(f"node {refs[late[0]]} did not read the index within {timeout:g} s (is vhmine installed "
-                         f"there, and does the node have a free worker?){hint}")
-    return sorted(refs.values())
-
-
-def scan(ray, rows, side: int, rotate: bool | None, progress: bool, local=None, device: str = "cpu",
-         kernel: str | None = None):
-    """The streaming pass: the Quantiser of every row, from one task per chunk of `side` rows (the
-    turn's sample is read by the driver, from `local`: its own view of the index), with the fewest
-    levels that the nodes' products kernels keep exact (each task's node chooses its own)."""
-    from tqdm import tqdm
-
-    from vhmine.mine import tiletask
-    from vhmine.mine.blocks import Quantiser, choose_turn, sample_rows
-
-    task = ray.remote(tiletask.scan_chunk).options(num_cpus=1, max_retries=MAX_RETRIES,
-                                                   memory=16 * side * rows.clip.dim)
-    starts = list(range(0, rows.n, side))
-    dims = choose_turn((local or rows).clip.take(sample_rows(rows.n)), rotate)
-    amax, levels = 0.0, None
-    inflight, at = [], 0
-    with tqdm(total=len(starts), desc="scanning rows (ray)", unit="chunk", disable=not progress) as bar:
-        while at < len(starts) or inflight:
-            while at < len(starts) and len(inflight) < 2 * slots(ray, "cpu") + 2:
-                inflight.append(task.remote(rows, starts[at], starts[at] + side, dims, kernel, device))
-                at += 1
-            done, inflight = ray.wait(inflight, num_returns=1)
-            try:
-                a, lv = ray.get(done[0])
-            except ray.exceptions.RayTaskError as err:  # a row the chunk refused (rowcheck): its own line
-                _cancel(ray, inflight)
-                if isinstance(getattr(err, "cause", None), VhmineError):
-                    raise type(err.cause)(str(err.cause)) from None
-                raise
-            amax, levels = max(amax, a), lv if levels is None else min(levels, lv)
-            bar.update(1)
-    return Quantiser.from_scan(rows.clip.dim, amax, dims, levels)
-
-
 def run_job(ray, rows, job, *, side: int, clip_min: float, dino_max: float, ranked: bool, top: int | None = None,
             device: str = "cpu", max_candidates: int = 50_000_000, max_retries: int = MAX_RETRIES,
             rotate: bool | None = None, only=None, progress: bool = False, crash_marker: str | None = None,
-            local=None, resumable: bool = True, kernel: str | None = None) -> dict:
-    """Mine every tile of `rows` not yet done in `job` (a tilejob.TileJob; `only`: just these tile numbers)
+            local=None, resumable: bool = True, kernel: str | None = None, shape=None, rows_b=None, local_b=None,
+            keep_alike: bool = False, digests: bool = False) -> dict:
+    """Mine every tile of `shape` not yet done in `job` (a tilejob.TileJob; `only`: just these tile numbers)
     and record each; returns what happened (tiles, quantiser, counts, workers' peak memory, rate, each
-    worker's products kernel). kernel: --kernel, passed to every tile (else each node chooses its own).
-    local: the driver's own view of the same index, when the workers read it elsewhere (--index-url)."""
+    worker's products kernel). shape: a tileshapes shape of `side` [default: Triangle(rows.n, side)]; a
+    Rectangle's second index is rows_b (its rows as the driver reads them: local_b). kernel: --kernel, passed
+    to every tile (else each node chooses its own). local: the driver's own view of the same index, when
+    the workers read it elsewhere (--index-url). keep_alike: ranked tiles keep every CLIP-alike pair (see
+    tiletask.mine_tile). digests: the scan records every row's digest in the job (TileJob.digests)."""
     from tqdm import tqdm
 
     from vhmine.mine import tiletask
-    from vhmine.mine.blocks import Quantiser
     from vhmine.mine.tilejob import Triangle, ranked_dtype
 
     t0 = time.time()
-    tri = Triangle(rows.n, side)
-    wanted = range(len(tri)) if only is None else sorted({int(k) for k in only if 0 <= int(k) < len(tri)})
+    shape = shape if shape is not None else Triangle(rows.n, side)
+    if shape.side != side or (shape.kind == "rectangle") != (rows_b is not None):
+        raise ValueError(f"a {shape.kind} of side {shape.side} with side {side} and rows_b {rows_b is not None}")
+    if "shape" in job.identity and job.identity["shape"] != shape.record():
+        raise ValueError(f"the job's identity names shape {job.identity['shape']}, not {shape.record()}")
+    wanted = range(len(shape)) if only is None else sorted({int(k) for k in only if 0 <= int(k) < len(shape)})
     before = {k for k in wanted if k in job.done}
     nodes = probe_nodes(ray, rows)
-    qz = Quantiser.from_dict(job.job["quantiser"]) if "quantiser" in job.job else None
-    if qz is None:
-        qz = scan(ray, rows, side, rotate, progress, local, device, kernel)
-        job.save(quantiser=qz.as_dict())
+    if rows_b is not None:
+        probe_nodes(ray, rows_b)
+    qz = scan(ray, rows, job, side, rotate, progress, local, device, kernel, rows_b=rows_b, local_b=local_b,
+              digests=digests)
     host = tile_bytes(side, rows.clip.dim, rows.dino.dim)
     if device == "cuda":  # the product and its masks live in the GPU's memory
         host -= math.ceil(4.25 * side * side)
     task = ray.remote(tiletask.mine_tile).options(
         max_retries=max_retries, num_cpus=1, num_gpus=1 if device == "cuda" else 0, memory=host)
-    kw = dict(device=device, max_candidates=max_candidates, ranked=ranked, top=top,
-              sample=max(16, SCATTER_POINTS // max(1, len(tri))), dtype=ranked_dtype(rows.id_width) if ranked else None,
-              crash_marker=crash_marker, kernel=kernel)
+    width = max(rows.id_width, rows_b.id_width if rows_b is not None else 0)
+    kw = dict(device=device, max_candidates=max_candidates, ranked=ranked, top=top, rows_b=rows_b,
+              sample=max(16, SCATTER_POINTS // max(1, len(shape))), dtype=ranked_dtype(width) if ranked else None,
+              crash_marker=crash_marker, kernel=kernel, keep_alike=keep_alike)
     todo = [k for k in wanted if k not in job.done]
     limit = 2 * slots(ray, device) + 2
     inflight: dict = {}
@@ -256,7 +194,7 @@ def run_job(ray, rows, job, *, side: int, clip_min: float, dino_max: float, rank
     def resume() -> str:
         if not resumable:
             return ""
-        return f". Run the same command again to resume: {len(job.done)} of {len(tri)} tiles are done"
+        return f". Run the same command again to resume: {len(job.done)} of {len(shape)} tiles are done"
 
     with tqdm(total=len(wanted), initial=len(before), desc="mining tiles (ray)", unit="tile",
               disable=not progress) as bar:
@@ -264,7 +202,7 @@ def run_job(ray, rows, job, *, side: int, clip_min: float, dino_max: float, rank
         while at < len(todo) or inflight:
             while at < len(todo) and len(inflight) < limit:
                 k = todo[at]
-                inflight[task.remote(rows, qz, *tri.tile_at(k), side, clip_min, dino_max, **kw)] = k
+                inflight[task.remote(rows, qz, shape.tile(k), side, clip_min, dino_max, **kw)] = k
                 at += 1
             done, _ = ray.wait(list(inflight), num_returns=1)
             k = inflight.pop(done[0])
@@ -275,15 +213,19 @@ def run_job(ray, rows, job, *, side: int, clip_min: float, dino_max: float, rank
                 raise _tile_failed(ray, err, max_retries, resume()) from None
             if out is None:
                 _cancel(ray, list(inflight))
-                r, c = tri.tile_at(k)
                 raise InputError(
-                    f"tile {k} (rows {r:,} and {c:,}) alone has {info['too_many']:,} pairs with CLIP cosine near or "
+                    f"tile {k} ({shape.tile(k).where()}) alone has {info['too_many']:,} pairs with CLIP cosine near or "
                     f"above {clip_min:g}, more than the limit of {max_candidates:,} candidates; raise --clip above "
                     f"{clip_min:g} so that fewer pairs qualify")
             job.record(k, out, info)
             bar.update(1)
             bar.set_postfix_str(f"{info['examined'] / max(info['seconds'], 1e-9):.3g} pairs/s on {info['node']}",
                                 refresh=False)
+    return _summary(job, shape, wanted, before, qz, nodes, t0)
+
+
+def _summary(job, shape, wanted, before: set, qz, nodes: list, t0: float) -> dict:
+    """run_job's account of the tiles wanted: counts, workers' peak memory, kernels, the steady rate."""
     entries = [job.done[k] for k in wanted]
     workers: dict[str, int] = {}
     chosen: dict[str, dict] = {}  # the products kernels the nodes chose: tiles, a node's measured rates
@@ -294,27 +236,80 @@ def run_job(ray, rows, job, *, side: int, clip_min: float, dino_max: float, rank
             k = chosen.setdefault(e["kernel"]["name"], {"tiles": 0, "gmac_per_s": e["kernel"]["gmac_per_s"]})
             k["tiles"] += 1
     mined = [e for e in entries if e["tile"] not in before]
-    # the rate: full tiles (a diagonal tile's product holds half its pairs), after each worker's first
-    # (its warm-up: the product buffer's first touch, kernel set-up), in the order they finished
+
+    def full(e) -> bool:  # a triangle's diagonal tile's product holds half its pairs
+        return e.get("kind", "triangle") != "triangle" or e["r"] != e["c"]
+
+    # the rate: full tiles, after each worker's first (its warm-up: the product buffer's first touch,
+    # kernel set-up), in the order they finished
     now = set(wanted) - before
     seen, steady = set(), []
     for e in (job.done[k] for k in job.done if k in now):
-        if (e["node"], e["pid"]) in seen and e["r"] != e["c"]:
+        if (e["node"], e["pid"]) in seen and full(e):
             steady.append(e)
         seen.add((e["node"], e["pid"]))
-    full = steady or [e for e in mined if e["r"] != e["c"]] or mined
-    busy = sum(e["seconds"] for e in full)
+    rated = steady or [e for e in mined if full(e)] or mined
+    busy = sum(e["seconds"] for e in rated)
     return {
-        "tiles": len(tri), "tiles_wanted": len(wanted), "tiles_done_before": len(before), "tile": side,
-        "blocks": tri.blocks, "quantiser": qz.as_dict(), "nodes": nodes,
+        "tiles": len(shape), "tiles_wanted": len(wanted), "tiles_done_before": len(before), "tile": shape.side,
+        "blocks": shape.blocks, "shape": shape.record(), "quantiser": qz.as_dict(), "nodes": nodes,
         "candidates": sum(e["candidates"] for e in entries), "clip_alike": sum(e["clip_alike"] for e in entries),
         "in_box": sum(e["in_box"] for e in entries), "margin": max((e["margin"] for e in entries), default=0.0),
         "workers_peak_rss": workers, "seconds": time.time() - t0, "kernels": chosen,
-        "pairs_per_second_per_worker": (sum(e["examined"] for e in full) / busy) if busy else None,
-        "rate_tiles": [e["tile"] for e in full],
+        "pairs_per_second_per_worker": (sum(e["examined"] for e in rated) / busy) if busy else None,
+        "rate_tiles": [e["tile"] for e in rated],
         "tiles_timing": [{k: e[k] for k in ("tile", "r", "c", "examined", "seconds", "candidates", "node", "pid")}
                          for e in mined[:64]],
     }
+
+
+def _options(device: str, clip_min, dino_max) -> tuple[str, float, float]:
+    if device != "cpu" and not device.startswith("cuda"):
+        raise InputError(f"--device {device}: Ray tiles run on cpu or cuda (one GPU each)")
+    clip_min, dino_max = check_limits(clip_min, dino_max)
+    device = "cuda" if device.startswith("cuda") else "cpu"  # a task sees only the GPU Ray gave it
+    return device, float(clip_min), float(dino_max)
+
+
+def _in_memory(sides: list, make_shape, clip_min: float, dino_max: float, *, address, tile_memory, tile, device,
+               max_candidates, max_retries, rotate, progress, stats, tmpdir, kernel, crash_marker) -> PairSet:
+    """A plain job over in-memory (clip, dino) arrays of one side, or two (a rectangle): they are written
+    once to a temporary folder (`tmpdir`, which every node must read) and the tasks read them there."""
+    from vhmine.embed.rows import IndexRows, open_vectors
+    from vhmine.mine.tilejob import TileJob
+
+    ray = import_ray()
+    n = max(len(c) for c, _ in sides)
+    side = tile or tile_rows(int(tile_memory), sides[0][0].shape[1], sides[0][1].shape[1])
+    side = min(-(-side // _ALIGN) * _ALIGN, -(-n // _ALIGN) * _ALIGN)
+    shape = make_shape(side)
+    if not len(shape):
+        return PairSet(*_EMPTY)
+    with tempfile.TemporaryDirectory(prefix="vhmine-ray-", dir=tmpdir) as tmp:
+        views = []
+        for s, (clip, dino) in enumerate(sides):
+            for name, x in (("clip", clip), ("dino", dino)):
+                np.save(Path(tmp) / f"{name}{s}.npy", x)
+            views.append(IndexRows(open_vectors(Path(tmp) / f"clip{s}.npy"), open_vectors(Path(tmp) / f"dino{s}.npy"),
+                                   None, version=uuid.uuid4().hex))
+        job = TileJob(Path(tmp) / "job", {"in_memory": True}).open()
+        started = connect(ray, address)
+        try:
+            info = run_job(ray, views[0], job, side=side, clip_min=clip_min, dino_max=dino_max, ranked=False,
+                           device=device, max_candidates=max_candidates, max_retries=max_retries, rotate=rotate,
+                           progress=progress, crash_marker=crash_marker, resumable=False, kernel=kernel,
+                           shape=shape, rows_b=views[1] if len(views) > 1 else None)
+            parts = [job.rows(k)[:] for k in sorted(job.done)]
+        finally:
+            job.close()
+            if started:
+                ray.shutdown()
+    pairs = merge([(p["i"], p["j"], p["clip"], p["dino"]) for p in parts if len(p)])
+    log.debug("ray: %d tiles of %d rows, %d candidates, %d pairs", info["tiles"], side, info["candidates"], len(pairs))
+    if stats is not None:
+        stats.update(margin=info["margin"], candidates=info["candidates"], rotated=info["quantiser"]["rotated"],
+                     blocks=info["tiles"], tile=side, quantiser=info["quantiser"], kernels=info["kernels"])
+    return pairs
 
 
 def find_pairs_ray(
@@ -323,6 +318,7 @@ def find_pairs_ray(
     clip_min: float,
     dino_max: float = math.inf,
     *,
+    new_rows=None,
     address: str | None = None,
     tile_memory: int = DEFAULT_TILE_MEMORY,
     tile: int | None = None,
@@ -338,40 +334,46 @@ def find_pairs_ray(
 ) -> PairSet:
     """find_pairs' result for in-memory arrays, as Ray tile tasks. The arrays are written once to a
     temporary folder (`tmpdir`, which every node must read: the default suits a local cluster) and the
-    tasks read their blocks from there. tile: rows per tile side [default: from tile_memory]. kernel: the
-    products kernel of every tile [default: each node's fastest, measured there]."""
-    from vhmine.embed.rows import IndexRows, open_vectors
-    from vhmine.mine.tilejob import TileJob
+    tasks read their blocks from there. new_rows: only the pairs i < j that touch one of these rows
+    (a tileshapes.Band) [default: every pair]. tile: rows per tile side [default: from tile_memory].
+    kernel: the products kernel of every tile [default: each node's fastest, measured there]."""
+    from vhmine.mine.tileshapes import Band, Triangle, new_rows_array
 
-    ray = import_ray()
-    if device != "cpu" and not device.startswith("cuda"):
-        raise InputError(f"--device {device}: Ray tiles run on cpu or cuda (one GPU each)")
-    device = "cuda" if device.startswith("cuda") else "cpu"  # a task sees only the GPU Ray gave it
-    clip_min, dino_max = check_limits(clip_min, dino_max)
+    device, clip_min, dino_max = _options(device, clip_min, dino_max)
     clip, dino = _check(clip, dino)  # (rows whose norms the fast pass cannot bound are refused: rowcheck)
+    if new_rows is not None:
+        try:
+            new = new_rows_array(new_rows, len(clip))
+        except ValueError as err:
+            raise InputError(str(err)) from None
     if len(clip) < 2:
         return PairSet(*_EMPTY)
-    side = tile or tile_rows(int(tile_memory), clip.shape[1], dino.shape[1])
-    side = min(-(-side // _ALIGN) * _ALIGN, -(-len(clip) // _ALIGN) * _ALIGN)
-    with tempfile.TemporaryDirectory(prefix="vhmine-ray-", dir=tmpdir) as tmp:
-        for name, x in (("clip", clip), ("dino", dino)):
-            np.save(Path(tmp) / f"{name}.npy", x)
-        rows = IndexRows(open_vectors(Path(tmp) / "clip.npy"), open_vectors(Path(tmp) / "dino.npy"), None,
-                         version=uuid.uuid4().hex)
-        job = TileJob(Path(tmp) / "job", {"in_memory": True}).open()
-        started = connect(ray, address)
-        try:
-            info = run_job(ray, rows, job, side=side, clip_min=float(clip_min), dino_max=float(dino_max), ranked=False,
-                           device=device, max_candidates=max_candidates, max_retries=max_retries, rotate=rotate,
-                           progress=progress, crash_marker=_crash_marker, resumable=False, kernel=kernel)
-            parts = [job.rows(k)[:] for k in sorted(job.done)]
-        finally:
-            job.close()
-            if started:
-                ray.shutdown()
-    pairs = merge([(p["i"], p["j"], p["clip"], p["dino"]) for p in parts if len(p)])
-    log.debug("ray: %d tiles of %d rows, %d candidates, %d pairs", info["tiles"], side, info["candidates"], len(pairs))
-    if stats is not None:
-        stats.update(margin=info["margin"], candidates=info["candidates"], rotated=info["quantiser"]["rotated"],
-                     blocks=info["tiles"], tile=side, quantiser=info["quantiser"], kernels=info["kernels"])
-    return pairs
+    shape = (lambda side: Triangle(len(clip), side)) if new_rows is None else (lambda side: Band(len(clip), side, new))
+    return _in_memory([(clip, dino)], shape, clip_min, dino_max, address=address, tile_memory=tile_memory, tile=tile,
+                      device=device, max_candidates=max_candidates, max_retries=max_retries, rotate=rotate,
+                      progress=progress, stats=stats, tmpdir=tmpdir, kernel=kernel, crash_marker=_crash_marker)
+
+
+def find_pairs_across_ray(clip_a: np.ndarray, dino_a: np.ndarray, clip_b: np.ndarray, dino_b: np.ndarray,
+                          clip_min: float, dino_max: float = math.inf, *, address: str | None = None,
+                          tile_memory: int = DEFAULT_TILE_MEMORY, tile: int | None = None, device: str = "cpu",
+                          max_candidates: int = 50_000_000, max_retries: int = MAX_RETRIES,
+                          rotate: bool | None = None, progress: bool = False, stats: dict | None = None,
+                          tmpdir: str | None = None, kernel: str | None = None,
+                          _crash_marker: str | None = None) -> PairSet:
+    """Every pair (row i of A, row j of B) with CLIP cosine >= clip_min and DINOv2 <= dino_max, exactly,
+    as Ray tile tasks over a tileshapes.Rectangle: a PairSet whose i are rows of A and j rows of B, sorted
+    by (i, j) (so i < j does not hold). One Quantiser for both sides. Options as find_pairs_ray's."""
+    from vhmine.mine.tileshapes import Rectangle
+
+    device, clip_min, dino_max = _options(device, clip_min, dino_max)
+    clip_a, dino_a = _check(clip_a, dino_a)
+    clip_b, dino_b = _check(clip_b, dino_b)
+    for name, a, b in (("clip", clip_a, clip_b), ("dino", dino_a, dino_b)):
+        if a.shape[1] != b.shape[1]:
+            raise InputError(f"{name} vectors of A have {a.shape[1]} dims, of B {b.shape[1]}: mine across indexes "
+                             "made with the same encoders")
+    return _in_memory([(clip_a, dino_a), (clip_b, dino_b)], lambda side: Rectangle(len(clip_a), len(clip_b), side),
+                      clip_min, dino_max, address=address, tile_memory=tile_memory, tile=tile, device=device,
+                      max_candidates=max_candidates, max_retries=max_retries, rotate=rotate, progress=progress,
+                      stats=stats, tmpdir=tmpdir, kernel=kernel, crash_marker=_crash_marker)

@@ -5,6 +5,10 @@
     runs/.<run>.job/tiles.jsonl   one line per finished tile, appended and flushed to disk: its file, byte
                                   count, sha256, pair counts and the worker that mined it
     runs/.<run>.job/tiles/NNNNNNNNN.npy   one tile's pairs (TileJob.record writes it atomically, then the line)
+    runs/.<run>.job/scan.jsonl    one line per scanned row chunk (side "a", or "b" for a rectangle's second
+                                  index): its rows, largest turned component, levels and, when asked, its
+                                  digests file (below) with byte count and sha256
+    runs/.<run>.job/digests/S-NNNNNNNNN.npy   one chunk's mine.state.row_digests (uint64), side S
     runs/.<run>.job/lock          held while a driver runs the job
 
 A tile is done when its line is there and its file still has that size and checksum; any other tile is
@@ -13,8 +17,9 @@ started over. A write the system refuses (a full disk) is one line (files.write_
 recorded before it kept. job.py deletes the folder once the run folder is written. Only the driver writes here:
 tasks return their pairs, so the folder needs no shared filesystem.
 
-Tiles are numbered row by row over the upper triangle of blocks: tile k is (row block, column block)
-`tile_at(k)`, column block >= row block.
+The tiles' shapes and numbers are mine.tileshapes' (Triangle, Band, Rectangle); a shape's record() belongs
+in the identity. A scanned chunk is kept like a tile (so a resumed scan reads only the chunks not yet done,
+and a job's digests survive a stop); `digests(side)` gives them back in row order.
 """
 
 from __future__ import annotations
@@ -30,10 +35,12 @@ import numpy as np
 
 from vhmine.errors import InputError
 from vhmine.files import atomic_write, atomic_write_text, write_failed
+from vhmine.mine.tileshapes import Band, Rectangle, Triangle  # noqa: F401  (the job's shapes, named here too)
 
 log = logging.getLogger(__name__)
 
 JOB, LEDGER, TILES, LOCK = "job.json", "tiles.jsonl", "tiles", "lock"
+SCAN, DIGESTS = "scan.jsonl", "digests"
 FORMAT = 1
 
 # an in-memory job's pairs (ray_engine.find_pairs_ray): rows i < j and their sims, sorted by (i, j)
@@ -57,30 +64,13 @@ def rank_key(row) -> tuple:
     return (-float(row["gap"]), bytes(row["id_a"]), bytes(row["id_b"]), int(row["lo"]), int(row["hi"]))
 
 
-class Triangle:
-    """The tiles of the upper triangle of `blocks` x `blocks` row blocks of `side` rows, row by row."""
-
-    def __init__(self, rows: int, side: int):
-        self.side = side
-        self.blocks = -(-rows // side) if rows else 0
-        t = self.blocks
-        self.starts = np.array([a * t - a * (a - 1) // 2 for a in range(t + 1)], np.int64)  # first tile of row a
-
-    def __len__(self) -> int:
-        return int(self.starts[-1])
-
-    def tile_at(self, k: int) -> tuple[int, int]:
-        """First rows (r, c) of tile k."""
-        a = int(np.searchsorted(self.starts, k, "right")) - 1
-        return a * self.side, (a + int(k - self.starts[a])) * self.side
-
-
 class TileJob:
     """An open job folder (under its lock): `done` maps tile number -> ledger entry of a verified tile."""
 
     def __init__(self, folder: Path, identity: dict):
         self.folder, self.identity = Path(folder), identity
         self.done: dict[int, dict] = {}
+        self.chunks: dict[tuple[str, int], dict] = {}  # (side, first row) -> scan ledger entry
         self.job: dict = {}
         self._lock = None
 
@@ -117,28 +107,35 @@ class TileJob:
                         self.folder, ", ".join(diff))
             job = None
         if job is None:
-            shutil.rmtree(self.folder / TILES, ignore_errors=True)
-            (self.folder / LEDGER).unlink(missing_ok=True)
+            for sub in (TILES, DIGESTS):
+                shutil.rmtree(self.folder / sub, ignore_errors=True)
+            for name in (LEDGER, SCAN):
+                (self.folder / name).unlink(missing_ok=True)
             job = {"format": FORMAT, "identity": self.identity}
             atomic_write_text(path, json.dumps(job, indent=2))
         self.job = job
         (self.folder / TILES).mkdir(exist_ok=True)
-        self.done = self._verified(self._ledger())
+        self.done = self._verified(self._ledger(LEDGER, lambda e: int(e["tile"])), "tile %s", "mining it again")
+        chunks = self._ledger(SCAN, lambda e: (str(e["side"]), int(e["start"])))
+        good = self._verified({k: e for k, e in chunks.items() if "file" in e}, "row chunk %s", "scanning it again")
+        # a chunk whose digests were lost keeps its scan (the quantiser's inputs); its digests are scanned again
+        self.chunks = {k: good.get(k) or {f: v for f, v in e.items() if f not in ("file", "bytes", "sha256")}
+                       for k, e in chunks.items()}
 
-    def _ledger(self) -> dict[int, dict]:
-        entries: dict[int, dict] = {}
-        path = self.folder / LEDGER
+    def _ledger(self, name: str, key) -> dict:
+        entries: dict = {}
+        path = self.folder / name
         if not path.is_file():
             return entries
         for line in path.read_text(encoding="utf-8").splitlines():
             try:
                 e = json.loads(line)
-                entries[int(e["tile"])] = e
+                entries[key(e)] = e
             except (ValueError, KeyError, TypeError):  # a line cut short when the driver stopped
                 continue
         return entries
 
-    def _verified(self, entries: dict[int, dict]) -> dict[int, dict]:
+    def _verified(self, entries: dict, what: str, then: str) -> dict:
         from vhmine.images import sha256_file
 
         good = {}
@@ -147,7 +144,7 @@ class TileJob:
             if p.is_file() and p.stat().st_size == e["bytes"] and sha256_file(p) == e["sha256"]:
                 good[k] = e
             else:
-                log.warning("tile %d: its file %s is missing or changed; mining it again", k, p)
+                log.warning(f"{what}: its file %s is missing or changed; {then}", k, p)
         return good
 
     def close(self) -> None:
@@ -191,15 +188,52 @@ class TileJob:
             atomic_write(path, lambda tmp: _save_npy(tmp, rows))
             entry = {"tile": k, "file": path.relative_to(self.folder).as_posix(), "bytes": path.stat().st_size,
                      "sha256": sha256_file(path), **info}
-            with open(self.folder / LEDGER, "a", encoding="utf-8") as f:
-                f.write(json.dumps(entry) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
+            self._append(LEDGER, entry)
         self.done[k] = entry
         return entry
 
     def rows(self, k: int) -> "NpyRows":
         return NpyRows(self.tile_file(k))
+
+    def _append(self, name: str, entry: dict) -> None:
+        with open(self.folder / name, "a", encoding="utf-8") as f:
+            f.write(json.dumps(entry) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def record_chunk(self, side: str, start: int, stop: int, info: dict, digests: np.ndarray | None = None) -> dict:
+        """A scanned chunk of rows [start, stop) of one side: its digests' file atomically (when given),
+        then its scan ledger line."""
+        from vhmine.images import sha256_file
+
+        entry = {"side": side, "start": int(start), "stop": int(stop), **info}
+        with self._writing():
+            if digests is not None:
+                path = self.folder / DIGESTS / f"{side}-{start:09d}.npy"
+                path.parent.mkdir(exist_ok=True)
+                atomic_write(path, lambda tmp: _save_npy(tmp, np.asarray(digests, np.uint64)))
+                entry.update(file=path.relative_to(self.folder).as_posix(), bytes=path.stat().st_size,
+                             sha256=sha256_file(path))
+            self._append(SCAN, entry)
+        self.chunks[(side, int(start))] = entry
+        return entry
+
+    def digests(self, side: str = "a", n: int | None = None) -> np.ndarray:
+        """The recorded row digests of one side ("a": the index, "b": a rectangle's second index) in row
+        order, as one uint64 array; ValueError unless the chunks with digests cover rows [0, n) (n: up
+        to the last recorded chunk's end)."""
+        parts = sorted((e["start"], e["stop"], e["file"]) for (s, _), e in self.chunks.items()
+                       if s == side and "file" in e)
+        n = parts[-1][1] if n is None and parts else (n or 0)
+        at, out = 0, np.empty(n, np.uint64)
+        for start, stop, file in parts:
+            if start != at or stop > n:
+                break
+            out[start:stop] = np.load(self.folder / file)
+            at = stop
+        if at != n:
+            raise ValueError(f"{self.folder}: row digests of side {side} cover rows [0, {at}), not [0, {n})")
+        return out
 
 
 class NpyRows:

@@ -1,13 +1,16 @@
 """What one Ray task of `vhmine mine --engine ray` does, in the worker: read its rows from the index by
-row range (embed.rows.IndexRows: positioned reads on a shared filesystem, or byte ranges of an fsspec URL),
+row range or by row number (embed.rows.IndexRows: positioned reads on a shared filesystem, or byte ranges
+of an fsspec URL),
 compute (mine.blocks), and return its result to the driver. Writes no files; the driver records results
 (mine.tilejob). Nothing here holds more than two row blocks, so a task's memory does not grow with N.
 
-- scan_chunk: the streaming pass over one chunk of rows (their largest turned component, and the levels
-  this node's products kernel keeps exact: mine.kernels; rows whose norms the fast pass cannot bound are
-  refused, rowcheck);
-- mine_tile: one tile's pairs, ranked (oriented by image id, sorted in rank order, cut to the tile's own
-  top list when only --max-pairs caps the run) or plain (rows and sims, for in-memory jobs);
+- scan_chunk: the streaming pass over one chunk of rows (their largest turned component, the levels
+  this node's products kernel keeps exact: mine.kernels, and when asked their row digests: mine.state;
+  rows whose norms the fast pass cannot bound are refused, rowcheck);
+- mine_tile: one tile's pairs (of any tileshapes shape: a triangle's, a band's of new rows, a rectangle's
+  across two indexes), ranked (oriented by image id, sorted in rank order, cut to the tile's own top list
+  when only --max-pairs caps the run; with keep_alike, every CLIP-alike pair after them) or plain (rows and
+  sims, for in-memory jobs);
 - probe: that this node can import vhmine and read the index;
 - sample_tile: one tile timed, quantised from its own two blocks, for `--plan`'s estimate.
 """
@@ -54,10 +57,11 @@ def _where() -> dict:
 
 
 def scan_chunk(rows, start: int, stop: int, dims: tuple[int, ...] = (), kernel: str | None = None,
-               device: str = "cpu") -> tuple[float, int]:
+               device: str = "cpu", digests: bool = False):
     """The chunk's largest turned component, and the quantisation levels that this node's products kernel
     keeps exact (`kernel` when named, else the one measured fastest here; on a GPU every kernel keeps
-    qmax_for's); InputError for a row the fast pass cannot bound (rowcheck)."""
+    qmax_for's); with digests, also its rows' mine.state.row_digests (CLIP and DINOv2 rows). InputError
+    for a row the fast pass cannot bound (rowcheck)."""
     from vhmine.mine.kernels import levels_of
     from vhmine.mine.rowcheck import check_norms, squared_norms
 
@@ -69,18 +73,54 @@ def scan_chunk(rows, start: int, stop: int, dims: tuple[int, ...] = (), kernel: 
         levels = tile_kernel("cpu", -(-x.shape[1] // 8) * 8, 0).kernel.levels(x.shape[1])
     else:
         levels = qmax_for(x.shape[1])
-    return scan_block(x, dims), levels
+    if not digests:
+        return scan_block(x, dims), levels
+    from vhmine.mine.state import row_digests
+
+    return scan_block(x, dims), levels, row_digests(x, rows.dino.read(start, stop))
 
 
-def _block(rows, qz: Quantiser, start: int, side: int) -> tuple[np.ndarray, BlockStats]:
-    key = (rows.clip.location, rows.version, qz, start, side)
+def _cached(key, read):
     if key in _BLOCKS:
         _BLOCKS.move_to_end(key)
         return _BLOCKS[key]
     while len(_BLOCKS) >= _CACHE_BLOCKS:
         _BLOCKS.popitem(last=False)
-    _BLOCKS[key] = quantise_block(rows.clip.read(start, start + side), qz)
+    _BLOCKS[key] = read()
     return _BLOCKS[key]
+
+
+def _block(rows, qz: Quantiser, start: int, side: int) -> tuple[np.ndarray, BlockStats]:
+    """Rows [start, start + side) quantised (a worker keeps the last few: tiles of one row share them)."""
+    return _cached((rows.clip.location, rows.version, qz, start, side),
+                   lambda: quantise_block(rows.clip.read(start, start + side), qz))
+
+
+def take_within(vf, numbers: np.ndarray, span: int) -> np.ndarray:
+    """VectorFile.take of sorted row numbers, a group of rows within `span` rows of each other at a time:
+    take reads runs of near rows whole (for a URL, rows up to 256 apart), and scattered new rows must
+    not make one read of many times the rows asked for."""
+    out, s = np.empty((len(numbers), vf.dim), np.float32), 0
+    while s < len(numbers):
+        e = int(np.searchsorted(numbers, numbers[s] + span))
+        out[s:e] = vf.take(numbers[s:e])
+        s = e
+    return out
+
+
+def _block_of(rows, qz: Quantiser, numbers: np.ndarray, side: int) -> tuple[np.ndarray, BlockStats]:
+    """The given rows (a band's chunk of new rows) quantised, cached by what they are: the row numbers' digest."""
+    import hashlib
+
+    key = (rows.clip.location, rows.version, qz, "rows", hashlib.sha256(numbers.astype("<i8").tobytes()).digest())
+    return _cached(key, lambda: quantise_block(take_within(rows.clip, numbers, side), qz))
+
+
+def _ids_of(rows, numbers: np.ndarray) -> np.ndarray:
+    """image ids of sorted unique row numbers, read by range a run of near rows at a time."""
+    cuts = np.flatnonzero(np.diff(numbers) > 4096) + 1
+    parts = [rows.ids(int(run[0]), int(run[-1]) + 1)[run - run[0]] for run in np.split(numbers, cuts) if len(run)]
+    return np.concatenate(parts) if parts else np.zeros(0, f"S{rows.id_width}")
 
 
 def _crash_once(marker: str | None) -> None:
@@ -99,50 +139,93 @@ def examined(r: int, c: int, side: int, n: int) -> int:
     return a * (a - 1) // 2 if r == c else a * b
 
 
-def mine_tile(rows, qz: Quantiser, r: int, c: int, side: int, clip_min: float, dino_max: float, *,
+def _candidates(rows, rows_b, qz: Quantiser, tile, side: int, clip_min: float, device, kernel):
+    """(i, j, info) of one tile's candidates: rows i < j (a Triangle's), i < j touching a new row once (a
+    Band's: (min, max) of a chunk's row and a block's), or i of A and j of B (a Rectangle's)."""
+    from vhmine.mine.blocks import cross_candidates
+
+    n = rows.n
+    if tile.kind == "band":
+        qa, sa = _block_of(rows, qz, tile.x_rows, side)
+    else:
+        qa, sa = _block(rows, qz, tile.r, side)
+    other = rows_b if tile.kind == "rectangle" else rows
+    qb, sb = (qa, sa) if tile.kind == "triangle" and tile.r == tile.c else _block(other, qz, tile.c, side)
+    thresh, margin = threshold(qz, sa | sb, clip_min)
+    kw = dict(device=device, block=side, levels=qz.qmax, kernel=kernel)
+    if tile.kind == "triangle":
+        i, j = tile_candidates(qa, qb, tile.r, tile.c, thresh, n, **kw)
+        seen = examined(tile.r, tile.c, side, n)
+    else:
+        na = len(tile.x_rows) if tile.kind == "band" else min(side, n - tile.r)
+        nb = min(side, other.n - tile.c)
+        p, q = cross_candidates(qa, qb, na, nb, thresh, **kw)
+        i, j, seen = (tile.x_rows[p] if tile.kind == "band" else tile.r + p), tile.c + q, na * nb
+        if tile.kind == "band":  # each pair once over all tiles
+            i, j = tile.band_pairs(i, j)
+    return i, j, {"kind": tile.kind, "r": tile.r, "c": tile.c, "examined": seen, "margin": margin,
+                  "kernel": tile_kernel(device, qa.shape[1], qz.qmax, kernel).record()}
+
+
+def mine_tile(rows, qz: Quantiser, tile, side: int, clip_min: float, dino_max: float, *, rows_b=None,
               device: str = "cpu", max_candidates: int, ranked: bool, top: int | None = None, sample: int = 0,
-              dtype=None, crash_marker: str | None = None, kernel: str | None = None):
-    """(result rows, info) of tile (r, c); result None and info["too_many"] when it has more than
-    max_candidates candidates (the driver stops the job). Ranked: every pair with CLIP >= clip_min is
-    found, those with DINOv2 <= dino_max are kept in rank order (the first `top` when given), followed by
-    at most `sample` of the others for the scatter plot. Plain: the pairs inside both thresholds."""
+              dtype=None, crash_marker: str | None = None, kernel: str | None = None, keep_alike: bool = False):
+    """(result rows, info) of a tile (a tileshapes.Tile; rows_b: a Rectangle's second index); result None
+    and info["too_many"] when it has more than max_candidates candidates (the driver stops the job).
+    Ranked: every pair with CLIP >= clip_min is found, those with DINOv2 <= dino_max are kept in rank order
+    (the first `top` when given: info["kept"] of them), followed by at most `sample` of the others for the
+    scatter plot, or with keep_alike by every other one (info["sample"] of them). Oriented by image id
+    (a < b), except a Rectangle's: a is the row of A, b of B. Plain: the pairs inside both thresholds, as
+    rows i < j (a Rectangle's: i of A, j of B), sorted."""
     import torch  # noqa: F401  (before the clock: a worker's first import is no part of the tile's time)
 
     from vhmine.mine.tilejob import PLAIN, rank_order
 
     _crash_once(crash_marker)
     t0 = time.perf_counter()
-    n = rows.n
-    qa, sa = _block(rows, qz, r, side)
-    qb, sb = (qa, sa) if r == c else _block(rows, qz, c, side)
-    thresh, margin = threshold(qz, sa | sb, clip_min)
-    i, j = tile_candidates(qa, qb, r, c, thresh, n, device=device, block=side, levels=qz.qmax, kernel=kernel)
-    info = {"r": r, "c": c, "candidates": int(len(i)), "examined": examined(r, c, side, n), "margin": margin,
-            "kernel": tile_kernel(device, qa.shape[1], qz.qmax, kernel).record(), **_where()}
+    i, j, info = _candidates(rows, rows_b, qz, tile, side, clip_min, device, kernel)
+    info.update(candidates=int(len(i)), **_where())
     if len(i) > max_candidates:
         return None, {**info, "too_many": int(len(i))}
-    i, j, cs, ds = exact_pairs(rows.clip.take, rows.dino.take, i, j, clip_min, np.inf if ranked else dino_max)
+    fetch = [rows.clip.take, rows.dino.take]
+    if tile.kind == "rectangle":
+        fetch += [rows_b.clip.take, rows_b.dino.take]
+    elif tile.kind == "band":  # (a band's rows: scattered new rows and a block)
+        fetch = [lambda u, vf=vf: take_within(vf, u, side) for vf in (rows.clip, rows.dino)]
+    i, j, cs, ds = exact_pairs(fetch[0], fetch[1], i, j, clip_min, np.inf if ranked else dino_max, *fetch[2:])
     if not ranked:
         out = np.empty(len(i), PLAIN)
         out["i"], out["j"], out["clip"], out["dino"] = i, j, cs, ds
         out = out[np.lexsort((out["j"], out["i"]))]
         info.update(kept=len(out), sample=0, clip_alike=len(out), in_box=len(out))
     else:
-        ids_a = rows.ids(r, r + side)
-        ids_b = ids_a if r == c else rows.ids(c, c + side)
-        id_i, id_j = ids_a[i - r], ids_b[j - c]
-        swap = id_i > id_j  # oriented by image id, as job.mine_index does
         out = np.empty(len(i), dtype)
-        out["a"], out["b"] = np.where(swap, j, i), np.where(swap, i, j)
-        out["id_a"], out["id_b"] = np.where(swap, id_j, id_i), np.where(swap, id_i, id_j)
         out["clip"], out["dino"], out["gap"] = cs, ds, cs - ds
         out["lo"], out["hi"] = i, j
+        if tile.kind == "rectangle":  # one image from each side: a of A, b of B, never swapped
+            out["a"], out["b"] = i, j
+            out["id_a"] = rows.ids(tile.r, tile.r + side)[i - tile.r]
+            out["id_b"] = rows_b.ids(tile.c, tile.c + side)[j - tile.c]
+        else:
+            if tile.kind == "band":
+                uniq = np.unique(np.concatenate([i, j]))
+                ids = _ids_of(rows, uniq)
+                id_i, id_j = ids[np.searchsorted(uniq, i)], ids[np.searchsorted(uniq, j)]
+            else:
+                ids_a = rows.ids(tile.r, tile.r + side)
+                ids_b = ids_a if tile.r == tile.c else rows.ids(tile.c, tile.c + side)
+                id_i, id_j = ids_a[i - tile.r], ids_b[j - tile.c]
+            swap = id_i > id_j  # oriented by image id, as job.mine_index does
+            out["a"], out["b"] = np.where(swap, j, i), np.where(swap, i, j)
+            out["id_a"], out["id_b"] = np.where(swap, id_j, id_i), np.where(swap, id_i, id_j)
         box = ds <= dino_max
         inside = out[box][rank_order(out[box])]
-        if top is not None:
-            inside = inside[:top]
-        rest = out[~box]  # in (i, j) order: an even sample of them
-        if len(rest) > sample:
+        cut = inside[top:] if top is not None else inside[:0]
+        inside = inside if top is None else inside[:top]
+        rest = out[~box]  # in (i, j) order: an even sample of them, or all with the in-box pairs cut by top
+        if keep_alike:
+            rest = np.concatenate([cut, rest])
+        elif len(rest) > sample:
             rest = rest[np.unique(np.linspace(0, len(rest) - 1, sample).astype(np.int64))] if sample else rest[:0]
         info.update(kept=len(inside), sample=len(rest), clip_alike=int(len(i)), in_box=int(box.sum()))
         out = np.concatenate([inside, rest])
