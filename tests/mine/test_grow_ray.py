@@ -104,3 +104,32 @@ def test_against_on_ray_is_the_local_engines_rectangle(tmp_path):
     assert meta["ray"]["shape"] == "rectangle" and meta["against"]["index"] == "ref"
     assert res.written == len(df) > 10 and set(df.index_b) == {"ref"}
     assert np.all(df.path_b.str.startswith(str(tmp_path / "images-ref")))
+
+
+def test_a_stopped_band_job_resumes_from_its_finished_tiles(tmp_path, monkeypatch):
+    from vhmine.errors import Interrupted
+    from vhmine.mine.tilejob import TileJob
+
+    build(tmp_path, START)
+    mine(tmp_path)
+    now = START + [k for k in range(300, 460)]  # 160 new rows: 3 chunks x 6 column blocks
+    build(tmp_path, now)
+    record, seen = TileJob.record, []
+
+    def stop_after_four(self, k, rows, info):
+        if len(seen) == 4:
+            raise KeyboardInterrupt
+        seen.append(k)
+        return record(self, k, rows, info)
+
+    monkeypatch.setattr(TileJob, "record", stop_after_four)
+    with pytest.raises(Interrupted, match="resume"):
+        mine(tmp_path)
+    monkeypatch.setattr(TileJob, "record", record)
+    assert (tmp_path / ".run.job").is_dir() and "incremental" not in run_json(tmp_path)
+    res = mine(tmp_path)
+    meta = run_json(tmp_path)
+    assert meta["ray"]["shape"] == "band" and meta["ray"]["tiles"] == 18
+    assert meta["ray"]["tiles_done_before"] == 4 and "resumed: 4 of 18 tiles" in res.summary()
+    mine(tmp_path, out="full", engine="local", full=True)
+    assert (tmp_path / "run" / "pairs.csv").read_bytes() == (tmp_path / "full" / "pairs.csv").read_bytes()

@@ -112,7 +112,7 @@ def mine_ray(idx, opts, run_dir: Path, warnings: list[str], t0: float, *, defaul
                        device=device, only=opts.tiles, progress=opts.progress, local=local, kernel=opts.kernel,
                        shape=shape, rows_b=rows_b, local_b=rows_b, keep_alike=True, digests=against is None)
     except BaseException:
-        if job is not None and not job.done and "quantiser" not in job.job:
+        if job is not None and not job.done and not job.chunks and "quantiser" not in job.job:
             job.remove()  # nothing worth keeping (a node could not read the index, say)
         elif job is not None:
             job.close()
