@@ -161,7 +161,7 @@ def find_pairs(
 
     new_rows: row numbers (any order, repeats allowed) of the rows new since an earlier mine: then only
     the pairs with one or both rows among them, and only the blocks that touch them are computed (the
-    new rows are put first in a copy: band.new_first), about K x N products for K new rows of N.
+    quantised new rows are searched first: band.new_first), about K x N products for K new rows of N.
     device: "cpu", "cuda", "cuda:1", ... [default: cuda when available]. block_size: rows per block
     side, rounded up to a multiple of 64 [default: 8192 on CPU, 16384 on CUDA]. rotate: see fast_pass.
     workers: threads [default: torch.get_num_threads()]: for the checks and the quantisation, and on a
@@ -177,15 +177,9 @@ def find_pairs(
     def layout(pool):
         rows = _checked(clip, dino, pool)
         n = len(rows[0])
-        if new_rows is None:
-            return rows, Band(n, n), None
-        order, k = new_first(new_rows, n)
-        return (rows[0][order], rows[1][order], *rows[2:]), Band(n, k), order
+        return rows, (Band(n, n) if new_rows is None else new_first(new_rows, n)), None
 
-    def back(i, j, order):
-        if order is None:
-            return i, j
-        i, j = order[i], order[j]
+    def back(i, j, _):  # (the band's order can swap a pair's rows)
         return np.minimum(i, j), np.maximum(i, j)
 
     return _mine(layout, back, clip_min, dino_max, device=device, block_size=block_size,
@@ -225,8 +219,8 @@ def find_pairs_across(clip_a: np.ndarray, dino_a: np.ndarray, clip_b: np.ndarray
 def _mine(layout, back, clip_min, dino_max, *, device=None, block_size=None, max_candidates=50_000_000,
           progress=False, rotate=None, stats=None, workers=None, desc="mining pairs", kernel=None) -> PairSet:
     """find_pairs' and find_pairs_across' search. layout(pool) -> ((clip, dino, clip_n2, dino_n2), band,
-    how): the checked rows as searched, the band.Band of their pairs searched; back(i, j, how): the
-    found pairs' row numbers as the caller numbers them."""
+    how): the checked rows, the band.Band of their pairs searched (its order: which rows are searched
+    first); back(i, j, how): the found pairs' row numbers (as the band gives them) as the caller numbers them."""
     import torch
     from tqdm import tqdm
 
@@ -254,7 +248,7 @@ def _mine(layout, back, clip_min, dino_max, *, device=None, block_size=None, max
         log.info("%s", choice.line())
         fp = fast_pass(clip, clip_min, rotate, workers=pool, qmax=choice.kernel.levels(clip.shape[1]))
         block = min(block_rows(block_size, device.type), len(fp.q))
-        q = torch.from_numpy(fp.q).to(device)
+        q = torch.from_numpy(band.layout(fp.q)).to(device)
         blocks = band.tiles(block)
 
         def miner(**kw):
