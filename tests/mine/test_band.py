@@ -10,7 +10,7 @@ import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from helpers import unit_rows
+from helpers import row_directions, unit_rows
 from vhmine.errors import InputError
 from vhmine.mine.simsearch import (PairSet, assert_same_pairs, brute_force_across, brute_force_pairs, find_pairs,
                                    find_pairs_across, merge, pair_sims)
@@ -73,16 +73,7 @@ def row_sets(draw, max_rows=300):
     n = draw(st.integers(0, 12) if draw(st.integers(0, 3)) == 0 else st.integers(60, max_rows))
     d, e = draw(st.integers(8, 40)), draw(st.integers(8, 40))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    kind = draw(st.sampled_from(["random", "clusters", "duplicates"]))
-    clip, dino = rng.standard_normal((n, d)), rng.standard_normal((n, e))
-    if kind == "clusters" and n:
-        centre = rng.integers(0, draw(st.integers(1, 6)), n)
-        spread = draw(st.sampled_from([1e-4, 0.05, 0.3]))
-        clip = rng.standard_normal((6, d))[centre] + spread * clip
-        dino = np.where(rng.random((n, 1)) < 0.5, rng.standard_normal((6, e))[centre] + spread * dino, dino)
-    if kind == "duplicates" and n > 1:
-        src = rng.integers(0, n, n // 2)
-        clip[n - len(src):], dino[n - len(src):] = clip[src], dino[src]
+    clip, dino = row_directions(draw, rng, n, d, e)
     scale = draw(st.sampled_from(["unit", "unit", "set", "row"]))
     k = {"unit": np.zeros(n), "set": np.full(n, draw(st.integers(-48, 48))),
          "row": rng.choice([-48, -20, 0, 20, 48], n)}[scale]
