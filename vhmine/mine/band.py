@@ -1,8 +1,8 @@
 """Which blocks an exact search covers, and running them: the upper triangle of all rows (a full mine), the
 band of the pairs that touch the first K rows (an index that grew: its new rows put first), or the
-rectangle of one collection's rows against another's (A's rows, then B's); and the row layouts that put
-rows so (new_first, across_layout). Reads the arrays and quantised rows it is given; writes nothing.
-simsearch.find_pairs and simsearch.find_pairs_across run their blocks through it.
+rectangle of one collection's rows against another's (A's rows, then B's, as simsearch stacks them); and the
+order that puts an index's new rows first (new_first, Band.layout). Reads the arrays and quantised rows it
+is given; writes nothing. simsearch.find_pairs and simsearch.find_pairs_across run their blocks through it.
 
 A search over rows laid out so is a Band: the pairs (i, j), i < j, with i < rows and j >= cols_from.
 Its blocks are those of the triangle whose rows start below `rows` and whose columns reach `cols_from`,
@@ -59,7 +59,8 @@ class Band:
         return _up(self.rows)
 
     def pairs(self) -> int:
-        """The number of distinct row pairs the band covers."""
+        """The number of distinct row pairs the band covers (a triangle or band: cols_from 0; a rectangle:
+        cols_from = rows)."""
         k, n = self.rows, self.n
         if self.cols_from >= k:
             return k * (n - self.cols_from)
