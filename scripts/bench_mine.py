@@ -23,7 +23,14 @@ Prints, per data set, each method's time, pairs and peak RSS growth, vhmine's ca
 margin, the ratios, and whether all pair sets are identical. Reads and writes no files (but the
 kernel calibration's cache, mine.kernels).
 
+With --incremental N, also the time to mine 1% new rows of N CLIP-shaped rows (find_pairs(new_rows=...) and
+the merge with the other rows' pairs, mined before the clock) against a full mine of all N; with --against N,
+N x N rows across two collections (find_pairs_across) against the same 2N rows as one triangle. Each line
+says whether the pairs are identical (bit for bit) and the products' ratio; the script exits 1 where they
+are not.
+
     python scripts/bench_mine.py --n 50000
+    python scripts/bench_mine.py --only-growth --incremental 200000 --against 100000
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -40,7 +48,8 @@ import numpy as np
 from vhmine.mine import calibrate, kernels
 from vhmine.mine.products import BlockMiner, tiles
 from vhmine.mine.quantise import choose_turn, fast_pass, sample_rows
-from vhmine.mine.simsearch import PairSet, assert_same_pairs, block_rows, find_pairs, merge, pair_sims
+from vhmine.mine.simsearch import (PairSet, assert_same_pairs, block_rows, find_pairs, find_pairs_across, merge,
+                                   pair_sims)
 
 
 def make_vectors(n: int, dim: int, dino_dim: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -266,6 +275,88 @@ def run(name: str, clip, dino, args) -> dict:
     return {**out, "float32_s": t_f32, "faiss_s": t_base, "identical": same}
 
 
+def _same(got: PairSet, want: PairSet, across: bool = False) -> bool:
+    """Whether got and want are the same pairs with bit-equal similarities, in the same (sorted) order."""
+    try:
+        assert_same_pairs(got, want, atol=0.0, across=across)
+    except AssertionError as err:
+        print(f"  pairs differ: {err}")
+        return False
+    return all(np.array_equal(getattr(got, f), getattr(want, f)) for f in ("i", "j", "clip_sim", "dino_sim"))
+
+
+def _verdict(same: bool) -> str:
+    return "pairs identical" if same else "pairs DIFFER"
+
+
+def incremental(n: int, args, full_mine) -> bool:
+    """The incremental line: 1% of n CLIP-shaped rows (random rows) are new; the other rows' full mine,
+    renumbered into the grown set, is done before the clock; timed: find_pairs(new_rows=...) plus the merge
+    with those pairs, against a full mine of all n (full_mine(clip, dino): it, its seconds, its stats)."""
+    clip, dino = make_clip_like(n, args.dim, args.dino_dim, args.seed)
+    new = np.sort(np.random.default_rng(args.seed + 2).choice(n, max(1, n // 100), replace=False))
+    old = np.setdiff1d(np.arange(n), new)
+    kw = dict(device=args.device, block_size=args.block_size, kernel=args.kernel)
+    earlier = find_pairs(clip[old], dino[old], args.clip, args.dino, **kw)
+    earlier = PairSet(old[earlier.i], old[earlier.j], earlier.clip_sim, earlier.dino_sim)
+    st: dict = {}
+    t0 = time.perf_counter()
+    band = find_pairs(clip, dino, args.clip, args.dino, new_rows=new, stats=st, **kw)
+    grown = merge([(p.i, p.j, p.clip_sim, p.dino_sim) for p in (earlier, band)])
+    t_inc = time.perf_counter() - t0
+    full, t_full, fst = full_mine(clip, dino)
+    same = _same(grown, full)
+    print(f"incremental: +1% rows at N={n}: {t_inc:.2f} s against a full mine {t_full:.2f} s (ratio "
+          f"{t_inc / t_full:.4f}), {_verdict(same)}", flush=True)
+    print(f"  products ratio {st['pairs_examined'] / fst['pairs_examined']:.4f} ({st['pairs_examined']:,} of "
+          f"{fst['pairs_examined']:,} row pairs, {st['blocks']} of {fst['blocks']} blocks); {len(new):,} new rows, "
+          f"{len(band):,} new pairs of {len(full):,}; load average {os.getloadavg()[0]:.2f}", flush=True)
+    return same
+
+
+def against(n: int, args, full_mine) -> bool:
+    """The against line: n x n CLIP-shaped rows (the first n of 2n, then the rest) by find_pairs_across,
+    against the same 2n rows mined as one triangle (full_mine), whose pairs with one row on each side
+    must be the same."""
+    clip, dino = make_clip_like(2 * n, args.dim, args.dino_dim, args.seed)
+    st: dict = {}
+    t0 = time.perf_counter()
+    rect = find_pairs_across(clip[:n], dino[:n], clip[n:], dino[n:], args.clip, args.dino, device=args.device,
+                             block_size=args.block_size, kernel=args.kernel, stats=st)
+    t_rect = time.perf_counter() - t0
+    full, t_full, fst = full_mine(clip, dino)
+    keep = (full.i < n) & (full.j >= n)
+    same = _same(rect, PairSet(full.i[keep], full.j[keep] - n, full.clip_sim[keep], full.dino_sim[keep]), across=True)
+    print(f"against: {n:,} x {n:,} in {t_rect:.2f} s against the same {2 * n:,} rows as one triangle in "
+          f"{t_full:.2f} s (products ratio {st['pairs_examined'] / fst['pairs_examined']:.4f}, time ratio "
+          f"{t_rect / t_full:.4f}), {_verdict(same)}", flush=True)
+    print(f"  {st['blocks']} of {fst['blocks']} blocks, {len(rect):,} pairs across of {len(full):,}; load average "
+          f"{os.getloadavg()[0]:.2f}", flush=True)
+    return same
+
+
+def growth_lines(args) -> bool:
+    """--incremental and --against; a full mine of the same rows is timed once for both when they share it."""
+    cache: dict = {}
+
+    def full_mine(clip, dino):
+        if len(clip) not in cache:
+            st: dict = {}
+            t0 = time.perf_counter()
+            out = find_pairs(clip, dino, args.clip, args.dino, device=args.device, block_size=args.block_size,
+                             kernel=args.kernel, stats=st)
+            cache[len(clip)] = out, time.perf_counter() - t0, st
+        return cache[len(clip)]
+
+    same = True
+    if args.incremental:
+        print(f"\n== growth: CLIP-shaped rows, seed={args.seed} --clip {args.clip} --dino {args.dino}", flush=True)
+        same &= incremental(args.incremental, args, full_mine)
+    if args.against:
+        same &= against(args.against, args, full_mine)
+    return same
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=50_000)
@@ -283,14 +374,23 @@ def main() -> None:
                     help="time find_pairs and the floor only (e.g. a memory check at large N)")
     ap.add_argument("--kernel", default=None, help="products kernel for find_pairs and the floor "
                     f"({', '.join(kernels.KERNELS)}) [default: the fastest measured here]")
+    ap.add_argument("--incremental", type=int, default=0, metavar="N",
+                    help="also time mining 1%% new rows of N CLIP-shaped rows against a full mine of all N "
+                    "[default: off]")
+    ap.add_argument("--against", type=int, default=0, metavar="N",
+                    help="also time N x N rows across two collections against the same 2N rows as one triangle "
+                    "[default: off]")
+    ap.add_argument("--only-growth", action="store_true", help="run only the --incremental and --against lines")
     args = ap.parse_args()
 
     import faiss  # noqa: F401  (imported before the clocks start: import time is not search time)
     import torch  # noqa: F401
 
     makers = {"random": make_vectors, "clip": make_clip_like}
-    for name in (["random", "clip"] if args.data == "both" else [args.data]):
+    for name in (["random", "clip"] if args.data == "both" else [args.data]) * (not args.only_growth):
         run(name, *makers[name](args.n, args.dim, args.dino_dim, args.seed), args)
+    if not growth_lines(args):
+        sys.exit(1)
 
 
 if __name__ == "__main__":

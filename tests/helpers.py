@@ -22,6 +22,7 @@
 - `interrupt_when(proc, ready)`: Ctrl-C to a command's process group once `ready()` holds.
 - `canned_lmms(answers)`: an lmms-eval model answering each document from `answers` by its id.
 - `unit_rows(rows)`: rows scaled to unit length (in float64), as float32.
+- `row_directions(draw, rng, n, d, e)`: (clip, dino) rows for a hypothesis strategy: random, clustered or duplicated.
 - `tiny_owlvit(folder)`: a random-weight Owl-ViT (seeded, 64 px input, small weights so that its boxes sit
   near the patches they come from) and its processor, saved with save_pretrained into `folder`.
 """
@@ -416,6 +417,26 @@ def wds_sample(key, photo, caption):
 
 
 # --- a synthetic index -------------------------------------------------------------------------------
+
+def row_directions(draw, rng, n: int, d: int, e: int):
+    """(clip, dino) float64 rows for a hypothesis strategy (draw: its draw, rng: a numpy Generator it seeded):
+    random directions, clusters of near copies (DINOv2 clustered alike in half the rows), or exact duplicates
+    of earlier rows; unscaled, not normalised."""
+    import numpy as np
+    from hypothesis import strategies as st
+
+    kind = draw(st.sampled_from(["random", "clusters", "duplicates"]))
+    clip, dino = rng.standard_normal((n, d)), rng.standard_normal((n, e))
+    if kind == "clusters" and n:
+        centre = rng.integers(0, draw(st.integers(1, 6)), n)
+        spread = draw(st.sampled_from([1e-4, 0.05, 0.3]))
+        clip = rng.standard_normal((6, d))[centre] + spread * clip
+        dino = np.where(rng.random((n, 1)) < 0.5, rng.standard_normal((6, e))[centre] + spread * dino, dino)
+    if kind == "duplicates" and n > 1:
+        src = rng.integers(0, n, n // 2)
+        clip[n - len(src):], dino[n - len(src):] = clip[src], dino[src]
+    return clip, dino
+
 
 def unit_rows(rows):
     import numpy as np

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from helpers import unit_rows
+from helpers import row_directions, unit_rows
 from vhmine.errors import InputError
 from vhmine.mine.rowcheck import NORM_MAX, NORM_MIN
 from vhmine.mine.simsearch import assert_same_pairs, brute_force_pairs, find_pairs, pair_sims
@@ -93,16 +93,7 @@ def vector_sets(draw, max_rows=160):
     n = draw(st.integers(0, max_rows))
     d, e = draw(st.integers(1, 24)), draw(st.integers(1, 12))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    kind = draw(st.sampled_from(["random", "clusters", "duplicates"]))
-    clip, dino = rng.standard_normal((n, d)), rng.standard_normal((n, e))
-    if kind == "clusters" and n:
-        centre = rng.integers(0, draw(st.integers(1, 6)), n)
-        spread = draw(st.sampled_from([1e-4, 0.05, 0.3]))
-        clip = rng.standard_normal((6, d))[centre] + spread * clip
-        dino = np.where(rng.random((n, 1)) < 0.5, rng.standard_normal((6, e))[centre] + spread * dino, dino)
-    if kind == "duplicates" and n > 1:
-        src = rng.integers(0, n, n // 2)
-        clip[n - len(src):], dino[n - len(src):] = clip[src], dino[src]
+    clip, dino = row_directions(draw, rng, n, d, e)
     inside, outside = st.integers(-48, 48), st.one_of(st.integers(-130, -52), st.integers(52, 120))
     out = draw(st.sampled_from(["none", "none", "none", "clip", "dino"]))  # mostly sets it must mine
     if draw(st.booleans()):  # one scale for the set

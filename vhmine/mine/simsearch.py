@@ -4,8 +4,11 @@
 L2-normalised, row i = images.parquet row i), calls `find_pairs`, and ranks and writes the
 PairSet it gets back; this module reads and writes no files. A similarity here is always the
 float64 inner product of two stored float32 rows as `pair_sims` computes it, and the result equals
-`brute_force_pairs` exactly as a set, pairs at either threshold included. `assert_same_pairs` is
-the order-insensitive comparator that the tests and scripts/bench_mine.py use.
+`brute_force_pairs` exactly as a set, pairs at either threshold included. find_pairs(new_rows=...)
+mines only the pairs that touch an index's new rows (an earlier mine of the other rows plus these is a
+full mine, bit for bit), and find_pairs_across the pairs of one collection's rows with another's
+(`brute_force_across` its reference); vhmine.mine.band lays their rows out and runs just their blocks.
+`assert_same_pairs` is the order-insensitive comparator that the tests and scripts/bench_mine.py use.
 
 How: CLIP rows are quantised to small integers once (quantise.fast_pass; first turned by an orthogonal map,
 Spread, when a few dimensions dwarf the rest, as in real CLIP embeddings: inner products stay the
@@ -30,12 +33,14 @@ import numpy as np
 
 from vhmine.errors import InputError
 from vhmine.mine import calibrate, kernels
-from vhmine.mine.products import BlockMiner, tiles
+from vhmine.mine.band import Band, check_same_dims, mine_blocks, mine_in_threads, new_first
+from vhmine.mine.products import BlockMiner
 from vhmine.mine.quantise import _ALIGN, _in_threads, fast_pass
 from vhmine.mine.recheck import _U32, _gamma, _recheck, pair_sims
 from vhmine.mine.rowcheck import check_limits, check_norms
 
-__all__ = ["PairSet", "assert_same_pairs", "brute_force_pairs", "fast_pass", "find_pairs", "merge", "pair_sims"]
+__all__ = ["PairSet", "assert_same_pairs", "brute_force_across", "brute_force_pairs", "fast_pass", "find_pairs",
+           "find_pairs_across", "merge", "pair_sims"]
 
 log = logging.getLogger(__name__)
 
@@ -109,12 +114,19 @@ def brute_force_pairs(clip: np.ndarray, dino: np.ndarray, clip_min: float, dino_
     return _pairset(*(np.concatenate(p) for p in zip(*parts))) if parts else PairSet(*_EMPTY)
 
 
-def too_many_candidates(total: int, clip_min: float, done: int, blocks: int, limit: int) -> InputError:
-    return InputError(
-        f"{total:,} pairs already have CLIP cosine near or above {clip_min:g} after {done} of "
-        f"{blocks} blocks, more than the limit of {limit:,} candidates; "
-        f"raise --clip above {clip_min:g} so that fewer pairs qualify"
-    )
+def brute_force_across(clip_a: np.ndarray, dino_a: np.ndarray, clip_b: np.ndarray, dino_b: np.ndarray,
+                       clip_min: float, dino_max: float = math.inf) -> PairSet:
+    """The reference across two collections: every pair (row i of A, row j of B) through pair_sims, in
+    float64. O(nA nB d) in numpy; small inputs only."""
+    (ca, da), (cb, db) = _check(clip_a, dino_a, screened=False), _check(clip_b, dino_b, screened=False)
+    check_same_dims("clip", ca, cb)
+    check_same_dims("dino", da, db)
+    clip, dino = np.concatenate([ca, cb]), np.concatenate([da, db])
+    i, j = (a.ravel() for a in np.meshgrid(np.arange(len(ca)), np.arange(len(ca), len(clip)), indexing="ij"))
+    step = 1 << 18
+    parts = [_recheck(clip, dino, i[s:s + step], j[s:s + step], clip_min, dino_max) for s in range(0, len(i), step)]
+    pairs = merge(parts)
+    return PairSet(pairs.i, pairs.j - len(ca), pairs.clip_sim, pairs.dino_sim)
 
 
 def merge(found: list) -> PairSet:
@@ -134,6 +146,7 @@ def find_pairs(
     clip_min: float,
     dino_max: float = math.inf,
     *,
+    new_rows=None,
     device: str | None = None,
     block_size: int | None = None,
     max_candidates: int = 50_000_000,
@@ -146,6 +159,9 @@ def find_pairs(
 ) -> PairSet:
     """Every pair i < j with clip_sim >= clip_min and dino_sim <= dino_max (both inclusive), exactly.
 
+    new_rows: row numbers (any order, repeats allowed) of the rows new since an earlier mine: then only
+    the pairs with one or both rows among them, and only the blocks that touch them are computed (the
+    quantised new rows are searched first: band.new_first), about K x N products for K new rows of N.
     device: "cpu", "cuda", "cuda:1", ... [default: cuda when available]. block_size: rows per block
     side, rounded up to a multiple of 64 [default: 8192 on CPU, 16384 on CUDA]. rotate: see fast_pass.
     workers: threads [default: torch.get_num_threads()]: for the checks and the quantisation, and on a
@@ -153,10 +169,58 @@ def find_pairs(
     search and re-check, torch single-threaded meanwhile (1: one block at a time in torch's threads,
     as on a GPU). Raises InputError when more than max_candidates pairs pass
     the fast CLIP pass. stats, when given, receives the margin, the candidate count and whether the
-    rows were rotated, and the products kernel (its name, the candidates' rates). desc: the progress
-    bar's label. kernel: the products kernel (vhmine.mine.kernels.KERNELS) [default or "auto": the
-    fastest exact one measured on this machine, calibrate.choose].
+    rows were rotated, the blocks computed and the row pairs they cover (pairs_examined), and the
+    products kernel (its name, the candidates' rates). desc: the progress bar's label. kernel: the
+    products kernel (vhmine.mine.kernels.KERNELS) [default or "auto": the fastest exact one measured on
+    this machine, calibrate.choose].
     """
+    def layout(pool):
+        rows = _checked(clip, dino, pool)
+        n = len(rows[0])
+        return rows, (Band(n, n) if new_rows is None else new_first(new_rows, n)), None
+
+    def back(i, j, _):  # (the band's order can swap a pair's rows)
+        return np.minimum(i, j), np.maximum(i, j)
+
+    return _mine(layout, back, clip_min, dino_max, device=device, block_size=block_size,
+                 max_candidates=max_candidates, progress=progress, rotate=rotate, stats=stats, workers=workers,
+                 desc=desc, kernel=kernel)
+
+
+def find_pairs_across(clip_a: np.ndarray, dino_a: np.ndarray, clip_b: np.ndarray, dino_b: np.ndarray,
+                      clip_min: float, dino_max: float = math.inf, **options) -> PairSet:
+    """Every pair (i, j) of row i of collection A and row j of B with clip_sim >= clip_min and dino_sim <=
+    dino_max (both inclusive), exactly (pair_sims' values), sorted by (i, j): i is not below j here.
+    The rows are laid out A, then B (a copy: band.Band's rectangle), quantised together, and only the
+    blocks of A's rows against B's are computed. options: find_pairs' keywords but new_rows."""
+    if "new_rows" in options:
+        raise TypeError("find_pairs_across() takes no new_rows")
+
+    def layout(pool):
+        sides = []
+        for side, (c, d) in (("A", (clip_a, dino_a)), ("B", (clip_b, dino_b))):
+            try:
+                sides.append(_checked(c, d, pool))
+            except InputError as err:
+                raise InputError(f"collection {side}: {err}") from None
+        (ca, da, ca2, da2), (cb, db, cb2, db2) = sides
+        check_same_dims("clip", ca, cb)
+        check_same_dims("dino", da, db)
+        na = len(ca)
+        band = Band(na + len(cb), na, na) if len(cb) else Band(na, 0, 0)
+        return (np.concatenate([ca, cb]), np.concatenate([da, db]), max(ca2, cb2), max(da2, db2)), band, na
+
+    def back(i, j, na):
+        return i, j - na
+
+    return _mine(layout, back, clip_min, dino_max, **options)
+
+
+def _mine(layout, back, clip_min, dino_max, *, device=None, block_size=None, max_candidates=50_000_000,
+          progress=False, rotate=None, stats=None, workers=None, desc="mining pairs", kernel=None) -> PairSet:
+    """find_pairs' and find_pairs_across' search. layout(pool) -> ((clip, dino, clip_n2, dino_n2), band,
+    how): the checked rows, the band.Band of their pairs searched (its order: which rows are searched
+    first); back(i, j, how): the found pairs' row numbers (as the band gives them) as the caller numbers them."""
     import torch
     from tqdm import tqdm
 
@@ -165,16 +229,18 @@ def find_pairs(
     clip_min, dino_max = check_limits(clip_min, dino_max)  # NaN is named, not met as a bare ValueError later
     threads, torch_threads = max(1, workers or torch.get_num_threads()), torch.get_num_threads()
     pool = None
-    if threads > 1:  # one pool for all of it, its threads' torch single-threaded (_mine_in_threads)
+    if threads > 1:  # one pool for all of it, its threads' torch single-threaded (band.mine_in_threads)
         from concurrent.futures import ThreadPoolExecutor
 
         pool = ThreadPoolExecutor(threads, thread_name_prefix="vhmine-mine", initializer=torch.set_num_threads,
                                   initargs=(1,))
     try:
-        clip, dino, clip_n2, dino_n2 = _checked(clip, dino, pool)
+        (clip, dino, clip_n2, dino_n2), band, how = layout(pool)
         clip_min, dino_max = float(clip_min), float(dino_max)
         n = len(clip)
-        if n < 2:
+        if n < 2 or not band.pairs():
+            if stats is not None:
+                stats.update(candidates=0, blocks=0, pairs_examined=0)
             return PairSet(*_EMPTY)
         block_rows(block_size, "cpu")  # a bad size is named before the device is looked at
         device = resolve_device(device or None)  # a bad name or absent CUDA says so, instead of torch's traceback
@@ -182,8 +248,8 @@ def find_pairs(
         log.info("%s", choice.line())
         fp = fast_pass(clip, clip_min, rotate, workers=pool, qmax=choice.kernel.levels(clip.shape[1]))
         block = min(block_rows(block_size, device.type), len(fp.q))
-        q = torch.from_numpy(fp.q).to(device)
-        blocks = tiles(len(fp.q), block)
+        q = torch.from_numpy(band.layout(fp.q)).to(device)
+        blocks = band.tiles(block)
 
         def miner(**kw):
             return BlockMiner(clip, dino, clip_min, dino_max, fp.thresh, n, device=device, block=block,
@@ -193,88 +259,31 @@ def find_pairs(
         one_blas = kernels.blas_threads(1) if choice.name == "blas-f32" and pool is not None else nullcontext()
         with tqdm(total=len(blocks), desc=desc, unit="block", disable=not progress) as bar, one_blas:
             if device.type == "cpu" and pool is not None:
-                found, total = _mine_in_threads(miner, q, blocks, block, pool, max_candidates, clip_min, bar)
+                found, total = mine_in_threads(miner, q, band, block, pool, max_candidates, clip_min, bar)
             else:
-                found, total, m = [], 0, miner()
-                with torch.inference_mode():
-                    for b, (r, c) in enumerate(blocks):
-                        i, j, p = m.search(q[r:r + block], q[c:c + block], r, c)
-                        total += len(i)
-                        if total > max_candidates:
-                            raise too_many_candidates(total, clip_min, b + 1, len(blocks), max_candidates)
-                        if len(i):
-                            found.append(m.recheck(i, j, p))
-                        bar.update()
+                found, total = mine_blocks(miner, q, band, block, max_candidates, clip_min, bar)
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
         torch.set_num_threads(torch_threads)  # (the pool's threads set theirs, and torch's own count, to 1)
-    pairs = merge(found)
+    i, j, c, d = (np.concatenate(p) for p in zip(*found)) if found else _EMPTY
+    pairs = _pairset(*back(i, j, how), c, d)
     log.debug("fast pass: margin %.4f, %d candidates, %d pairs", fp.margin, total, len(pairs))
     if stats is not None:
         stats.update(margin=fp.margin, candidates=total, rotated=fp.rotated, blocks=len(blocks),
-                     kernel=choice.record(), kernel_line=choice.line())
+                     pairs_examined=band.pairs(), kernel=choice.record(), kernel_line=choice.line())
     return pairs
 
 
-_UNIT_ROWS = 2048  # rows of a block that one thread takes through products, search and re-check at a time
-
-
-def _mine_in_threads(miner, q, blocks, block, pool, max_candidates, clip_min, bar):
-    """find_pairs' blocks on a CPU, as chunks of rows that the pool's threads (torch single-threaded in
-    each) take in turn, each through its own BlockMiner: each thread's products, search and (numpy)
-    re-check run on one core, so no core waits for another (a thread pool's barriers stall when a busy
-    machine takes a core away), and the numpy work of one chunk runs beside the products of another."""
-    import threading
-    from concurrent.futures import as_completed
-
-    import torch
-
-    local, lock, seen = threading.local(), threading.Lock(), [0]
-
-    def unit(r, c, s):
-        if not hasattr(local, "miner"):
-            local.miner = miner(span=_UNIT_ROWS)
-        with torch.inference_mode():
-            i, j, p = local.miner.search(q[r + s:min(r + s + _UNIT_ROWS, r + block)], q[c:c + block], r + s, c)
-        with lock:
-            seen[0] += len(i)
-            over = seen[0] > max_candidates  # then no re-check: the job stops
-        return len(i), (local.miner.recheck(i, j, p) if len(i) and not over else None)
-
-    units = [(b, r, c, s) for b, (r, c) in enumerate(blocks) for s in range(0, min(block, len(q) - r), _UNIT_ROWS)]
-    left = [0] * len(blocks)
-    for b, *_ in units:
-        left[b] += 1
-    found, total, done = [], 0, 0
-    futures = {pool.submit(unit, r, c, s): b for b, r, c, s in units}
-    try:
-        for f in as_completed(futures):
-            count, part = f.result()
-            total += count
-            if total > max_candidates:
-                raise too_many_candidates(total, clip_min, done + 1, len(blocks), max_candidates)
-            if part is not None:
-                found.append(part)
-            b = futures[f]
-            left[b] -= 1
-            if not left[b]:
-                done += 1
-                bar.update()
-    finally:
-        for f in futures:
-            f.cancel()
-    return found, total
-
-
-def assert_same_pairs(got: PairSet, want: PairSet, *, atol: float = 1e-9) -> None:
-    """Raise AssertionError unless got and want hold the same pairs (in any order) with sims within atol."""
+def assert_same_pairs(got: PairSet, want: PairSet, *, atol: float = 1e-9, across: bool = False) -> None:
+    """Raise AssertionError unless got and want hold the same pairs (in any order) with sims within atol.
+    across: pairs of two collections' rows (find_pairs_across), where i need not be below j."""
     n = 1 + max((int(a.max()) for a in (got.i, got.j, want.i, want.j) if len(a)), default=0)
     kg, kw = got.i.astype(np.int64) * n + got.j, want.i.astype(np.int64) * n + want.j
     for name, ps, k in (("got", got, kg), ("want", want, kw)):
         if len(np.unique(k)) != len(k):
             raise AssertionError(f"{name} holds duplicate pairs")
-        if np.any(ps.i >= ps.j):
+        if not across and np.any(ps.i >= ps.j):
             raise AssertionError(f"{name} holds a pair with i >= j")
     missing, extra = np.setdiff1d(kw, kg), np.setdiff1d(kg, kw)
     if len(missing) or len(extra):
