@@ -111,8 +111,11 @@ def mine_ray(idx, opts, run_dir: Path, warnings: list[str], t0: float, *, defaul
         info = run_job(ray, rows, job, side=side, clip_min=opts.clip, dino_max=opts.dino, ranked=True, top=top,
                        device=device, only=opts.tiles, progress=opts.progress, local=local, kernel=opts.kernel,
                        shape=shape, rows_b=rows_b, local_b=rows_b, keep_alike=True, digests=against is None)
-    except BaseException:
-        if job is not None and not job.done and not job.chunks and "quantiser" not in job.job:
+    except BaseException as err:
+        # scanned chunks are kept for a rerun after a stop, not after a refusal (a row, say): it would refuse again
+        kept = job is not None and (job.done or "quantiser" in job.job
+                                    or (job.chunks and not isinstance(err, InputError)))
+        if job is not None and not kept:
             job.remove()  # nothing worth keeping (a node could not read the index, say)
         elif job is not None:
             job.close()
