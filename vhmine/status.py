@@ -7,7 +7,7 @@ Reads only, and only small files: `indexes/<name>/manifest.json` (or an unfinish
 opened read-only). Writes nothing. Needs no extra: without SQLAlchemy (the base install) it shows all but the
 store's counts and says what they need. The store's URL is shown through vhmine.files.display_url.
 An index whose manifest.json changed since its newest run mined it (an embed that grew it) is said after
-that run's line, with the `vhmine mine` command that reruns it (which then mines only the new rows).
+that run's line, with the `vhmine mine` command that reruns it (vhmine.outgrown).
 `collect` gathers a Status; `Status.text()` is what the command prints, `Status.record()` its --json.
 """
 
@@ -19,6 +19,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
+
+from vhmine.outgrown import outgrown, outgrown_line, same_folder
 
 WALK_DEPTH = 3  # how far below the working folder exports, evals and runs are looked for
 WALK_DIRS = 3000  # folders looked into at most: a huge tree is not walked whole
@@ -56,6 +58,7 @@ class RunInfo:
     images: int = 0
     options: dict = field(default_factory=dict)  # max_pairs, max_per_image, engine
     against: str = ""  # a `vhmine mine --against` run: the other index's name
+    written: float = 0.0  # run.json's mtime: orders runs created in the same second
 
 
 @dataclass
@@ -88,7 +91,7 @@ class Status:
     evals: list[EvalInfo]
     next_step: str = ""
     also: list[str] = field(default_factory=list)
-    grown: list[dict] = field(default_factory=list)  # indexes changed since their newest run: index, run, images, command
+    grown: list[dict] = field(default_factory=list)  # indexes changed since their newest run (vhmine.outgrown)
 
     def record(self) -> dict:
         return asdict(self)
@@ -133,7 +136,8 @@ def _run(folder: Path, meta: dict) -> RunInfo:
                    nearby=meta.get("nearby") or {}, index_folder=str(meta.get("index_folder") or ""),
                    index_manifest_sha256=str(meta.get("index_manifest_sha256") or ""), images=int(c.get("images") or 0),
                    options=meta.get("options") if isinstance(meta.get("options"), dict) else {},
-                   against=str((meta.get("against") or {}).get("index", "")) if isinstance(meta.get("against"), dict) else "")
+                   against=str((meta.get("against") or {}).get("index", "")) if isinstance(meta.get("against"), dict) else "",
+                   written=(folder / "run.json").stat().st_mtime)
 
 
 def _export(folder: Path, man: dict) -> ExportInfo:
@@ -240,61 +244,12 @@ def collect(root: Path = Path("."), *, indexes: Optional[Path] = None, db: Optio
     seeded = {str(Path(r["pairs"]).resolve()) for r in (store or {}).get("runs", [])}
     for r in runs:
         r.seeded = str((Path(r.folder) / "pairs.parquet").resolve()) in seeded
-    runs.sort(key=lambda r: r.created)
+    runs.sort(key=lambda r: (r.created, r.written))
     exports.sort(key=lambda e: e.created)
     evals.sort(key=lambda e: e.written)
-    status = Status(str(root.resolve()), index_list, runs, store, exports, evals, grown=_grown(index_list, runs))
+    status = Status(str(root.resolve()), index_list, runs, store, exports, evals, grown=outgrown(index_list, runs))
     status.next_step, status.also = _next(status)
     return status
-
-
-def _grown(indexes: list[IndexInfo], runs: list[RunInfo]) -> list[dict]:
-    """The finished indexes whose manifest.json differs from the one their newest run (runs by creation, an
-    --against run aside: it mines two indexes) mined, with the command that reruns that run."""
-    out = []
-    for i in indexes:
-        mined = [r for r in runs if not r.against and r.index_manifest_sha256
-                 and (_same(r.index_folder, i.folder) if r.index_folder else r.index == i.name)]
-        if not i.finished or not mined or mined[-1].index_manifest_sha256 == i.manifest_sha256:
-            continue
-        r = mined[-1]
-        out.append({"index": i.name, "run": r.name, "run_folder": r.folder, "images_then": r.images,
-                    "images_now": i.images, "command": _rerun(i, r)})
-    return out
-
-
-def _rerun(index: IndexInfo, run: RunInfo) -> str:
-    """The `vhmine mine` command that mined `run`, to run again: thresholds, caps, engine, and --out when the run
-    is not in the folder mine names by default (mine.job.default_run_name)."""
-    from vhmine.config import mine_command, runs_root
-    from vhmine.files import shown_path
-
-    cmd = mine_command(Path(index.folder)) + f" --clip {run.clip:g} --dino {run.dino:g}"
-    opts = run.options
-    for key, flag in (("max_pairs", "--max-pairs"), ("max_per_image", "--max-per-image")):
-        if opts.get(key):
-            cmd += f" {flag} {opts[key]}"
-    if opts.get("engine") not in (None, "", "local"):
-        cmd += f" --engine {opts['engine']}"
-    if not _same(run.folder, str(runs_root() / f"{index.name}-clip{run.clip:g}-dino{run.dino:g}")):
-        cmd += f" --out {shown_path(run.folder)}"
-    return cmd
-
-
-def _grown_line(g: dict) -> str:
-    then, now, name = g["images_then"], g["images_now"], f"index '{g['index']}'"
-    if now == then:
-        said = f"{name} changed since run {g['run']} mined it ({now:,} images then and now)"
-    else:
-        said = f"{name} has {abs(now - then):,} {'more' if now > then else 'fewer'} images than when run {g['run']} mined it"
-    return f"{said}: `{g['command']}` mines only what changed"
-
-
-def _same(a: str, b: str) -> bool:
-    try:
-        return bool(a) and Path(a).resolve() == Path(b).resolve()
-    except OSError:
-        return False
 
 
 def _shown(path) -> str:
@@ -377,7 +332,7 @@ def _next(st: Status) -> tuple[str, list[str]]:
         return f"vhmine export --format vhtest --out benchmarks/vh-v1{db}   ({ready} question(s) ready)", also
     last = st.exports[-1]
     where = shown_path(last.folder)
-    if not any(_same(e.source, last.folder) for e in st.evals):
+    if not any(same_folder(e.source, last.folder) for e in st.evals):
         return f"vhmine eval --bench {where} --model MODEL   (or --predictions NAME=FILE)", also
     if ready != last.items:
         return (f"vhmine export --format {last.format} --out benchmarks/NEW --since {where}{db}   "
@@ -412,7 +367,7 @@ def _lines(st: Status) -> list[str]:
         out.append(f"  {r.name}: --clip {r.clip:g} --dino {r.dino:g}, {r.pairs} pairs"
                    + (f", {r.index} x {r.against}" if r.against else "") + (" (seeded)" if r.seeded else "")
                    + f"  [{r.folder}]")
-        out += [f"    {_grown_line(g)}" for g in st.grown if g["run_folder"] == r.folder]
+        out += [f"    {outgrown_line(g)}" for g in st.grown if g["run_folder"] == r.folder]
     s = st.store
     if s is None:
         out.append("store: none yet (vhmine seed creates it)")
