@@ -1,7 +1,8 @@
 """Mined pairs entering the curation store (vhmine.seed reads and plans them; this writes them).
 
 Reads the store's images, pairs, runs and tasks; writes the run, its images (source "mined") and
-pairs, and one open task per (mode, pair) the plan names. Idempotent: what the store holds already
+pairs, and one open task per (mode, pair) the plan names; known_pairs says which pairs an earlier seeded
+run put in the store already (vhmine.seed queues only the others). Idempotent: what the store holds already
 is counted, not added again; an image whose sha256 differs from the store's stops the seeding; an
 image whose recorded file moved or changed gets the path where its content is now.
 """
@@ -27,6 +28,19 @@ class SeedCounts:
     pairs_added: int = 0
     tasks_added: dict = field(default_factory=dict)  # mode -> tasks queued now
     tasks_existing: int = 0
+
+
+def known_pairs(store: Store, run: str) -> tuple[set[str], bool]:
+    """(ids of the pairs that runs seeded before `run` first was put in the store, whether `run` was seeded
+    before). Fixed by `run`'s first seeding, so seeding it again plans the same pairs: a pair it added
+    itself, or that a run seeded after it added, is not "known" to it."""
+    with store.session(write=False) as s:
+        first = s.get(Run, run)
+        since = first.seeded_at if first is not None else None
+        # the store's pairs, not an IN over the run's: a large Ray run has millions, a store thousands
+        rows = s.execute(select(Pair.id, Pair.run, Pair.created_at)).all()
+    known = {pid for pid, added_by, at in rows if since is None or (added_by != run and at <= since)}
+    return known, first is not None
 
 
 def add_mined_pairs(store: Store, run: str, pairs_path: Path, meta: Optional[dict],
