@@ -195,3 +195,43 @@ def test_property_seeding_runs_that_share_pairs_queues_each_pair_once_in_the_mod
                         assert _tasks(once) == modes_of
 
     check()
+
+
+def test_a_grown_index_mined_into_the_same_run_folder_seeds_only_its_new_pairs(tmp_path, photos_dir, tiny_models):
+    """The real sequence: embed, mine, seed; the collection grows, embed and the same `vhmine mine` again (its
+    run reused, written into the same folder: the same run name, another run_id); seed again: only the
+    growth's pairs are queued, the old ones keep their modes, and reseeding adds nothing."""
+    from PIL import Image
+
+    from helpers import copy_photos, embed_options
+    from vhmine import api
+    from vhmine.embed.job import embed_collection
+    from vhmine.seed import seed_pairs
+    from vhmine.store import open_store
+
+    photos = copy_photos(tmp_path / "photos", photos_dir, names=("astronaut", "cat", "chelsea", "coffee", "rocket"))
+
+    def embed_and_mine():
+        embed_collection(embed_options(photos, tmp_path / "idx", tiny_models, name="p"))
+        return api.mine("p", indexes=tmp_path / "idx", clip=-1.0, dino=1.0, out=tmp_path / "run", progress=False,
+                        gallery_size=0)
+
+    embed_and_mine()
+    pairs = tmp_path / "run" / "pairs.parquet"
+    with open_store(tmp_path / "s.db") as store:
+        first = seed_pairs(store, pairs, per_mode=20, modes=MODES)
+        assert first.pairs_new == first.pairs_read == 6  # 4 images (cat and chelsea are one)
+        before = _tasks(store)
+        for name in ("horse", "camera"):
+            img = Image.open(photos_dir / f"{name}.png")
+            img.thumbnail((64, 64))
+            img.save(photos / f"{name}.png")
+        assert embed_and_mine().reuse
+        grown = seed_pairs(store, pairs, per_mode=20, modes=MODES)
+        after = _tasks(store)
+        assert {p: m for p, m in after.items() if p in before} == before  # no old pair queued in another mode
+        assert (grown.pairs_read, grown.pairs_new, grown.pairs_known) == (15, 9, 6) and not grown.reseeded
+        assert len(after) == 15
+        again = seed_pairs(store, pairs, per_mode=20, modes=MODES)
+        assert sum(again.tasks_added.values()) == 0 and _tasks(store) == after and again.reseeded
+        assert again.pairs_new == 9  # planned as at its first seeding

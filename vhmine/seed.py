@@ -152,7 +152,7 @@ def seed_pairs(store, pairs_path: str | Path, per_mode: int = 100, modes: Option
         if pid not in seen:
             seen.add(pid)
             unique.append((rank, pid, r))
-    known, reseeded = known_pairs(store, run)
+    known, reseeded = known_pairs(store, run, meta.get("run_id") if isinstance(meta, dict) else None)
     fresh = [u for u in unique if u[1] not in known]  # still in rank order: the new pairs are planned as a run alone
     plan = assign(len(fresh), per_mode, mode_list)
     used = sorted({i for idx in plan.values() for i in idx})
