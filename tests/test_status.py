@@ -398,3 +398,51 @@ def test_status_imports_no_library_it_does_not_need(tmp_path):
     assert "sqlalchemy" in with_store  # the store's counts were read
     assert not with_store & {"alembic", "mako", "numpy", "PIL", "pandas", "pyarrow", "torch"}
     assert not imported("--db", "none.db") & {"sqlalchemy", "alembic", "numpy", "PIL", "pandas"}
+
+
+def test_an_index_grown_since_its_run_is_said_with_the_command_that_reruns_it(tmp_path, monkeypatch):
+    """The manifest's sha256 against the newest run's index_manifest_sha256: a grown index is said on the run's
+    line and in --json; its rerun is the next step only once annotating (or nothing) is what is left."""
+    from vhmine import api
+    from vhmine import curate as C
+    from vhmine.status import collect
+    from vhmine.store import open_store
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("VHMINE_DB", raising=False)
+    photos = write_photos(tmp_path / "photos", ("astronaut", "coffee", "rocket", "horse", "camera"))
+    _index(tmp_path, photos[:4])
+    api.mine("photos", clip=-1.0, dino=1.0, progress=False)
+    st = collect()
+    assert st.grown == [] and "more images" not in st.text()  # the index is as the run mined it
+    _index(tmp_path, photos)  # embed grew it by one image
+    st = collect()
+    command = "vhmine mine --index photos --clip -1 --dino 1"
+    assert st.grown == [{"index": "photos", "run": "photos-clip-1-dino1", "run_folder": "runs/photos-clip-1-dino1",
+                         "images_then": 4, "images_now": 5, "command": command}]
+    line = (f"    index 'photos' has 1 more images than when run photos-clip-1-dino1 mined it: `{command}` mines "
+            "only what changed")
+    lines = st.text().splitlines()
+    assert lines[lines.index(line) - 1].startswith("  photos-clip-1-dino1: --clip -1 --dino 1, 6 pairs")
+    # seeding the run is more urgent: the rerun is said under also
+    assert st.next_step == "vhmine seed --pairs runs/photos-clip-1-dino1/pairs.parquet"
+    assert st.also == [f"index 'photos' changed since its last run: {command}"]
+    api.seed("runs/photos-clip-1-dino1/pairs.parquet", per_mode=2, modes=["counting"])
+    with open_store(None) as store:
+        C.add_worker(store, "alice")
+    st = collect()  # annotating is all that is left: the rerun comes first, the annotating after it
+    assert st.next_step == f"{command}   (index 'photos' changed since run photos-clip-1-dino1 mined it)"
+    assert st.also == ["vhmine curate   (2 task(s) left to annotate; nothing ready to export yet)"]
+    r = run_vhmine("status", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    rec = json.loads(r.stdout)
+    assert rec["grown"] == st.grown and rec["next_step"] == st.next_step
+
+    api.mine("photos", clip=-1.0, dino=1.0, out="runs/custom", max_pairs=3, progress=False)
+    st = collect()  # the newest run mined the grown index: nothing to say
+    assert st.grown == [] and "changed since" not in st.text() and "more images" not in st.text()
+    _index(tmp_path, photos[:3])  # two images removed: the newest run is the one to rerun, at its own folder
+    st = collect()
+    assert [(g["run"], g["images_then"], g["images_now"], g["command"]) for g in st.grown] == [
+        ("custom", 5, 3, "vhmine mine --index photos --clip -1 --dino 1 --max-pairs 3 --out runs/custom")]
+    assert "    index 'photos' has 2 fewer images than when run custom mined it: `vhmine" in st.text()

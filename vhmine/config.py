@@ -45,6 +45,15 @@ def mine_command(folder: str | os.PathLike) -> str:
     return f"vhmine mine --index {folder.name}" + ("" if default else f" --indexes {shown_path(folder.parent)}")
 
 
+def run_index_folders(meta) -> list[Path]:
+    """The index folders a run's run.json names: the one it mined (index_folder) and, for a
+    `vhmine mine --against` run, the other side's (against.index_folder)."""
+    if not isinstance(meta, dict):
+        return []
+    against = meta.get("against") if isinstance(meta.get("against"), dict) else {}
+    return [Path(f) for f in (meta.get("index_folder"), against.get("index_folder")) if isinstance(f, str) and f]
+
+
 def list_indexes(root: Path) -> list[str]:
     """Names of the collections under `root` (finished or not)."""
     if not root.is_dir():

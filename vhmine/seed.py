@@ -4,7 +4,12 @@ Reads `runs/<run>/pairs.parquet` (a file, or the folder of shards of a large Ray
 them; writes the store's images (source "mined"), pairs, the run, and one open task per (mode, pair)
 into the queues of the eight modes. Idempotent: seeding the same pairs again adds nothing.
 
-Which pairs go to which mode: the top min(N, 8 x per_mode) pairs by rank are used; mode k of the
+Only pairs new to the store are queued: a pair that an earlier seeded run (any run, in any mode) put
+in the store gets no task now, so a run of a grown index (vhmine mine reusing an earlier run: most
+pairs the old run's, re-ranked) queues just what the growth brought. "Earlier" is fixed by when each
+run was first seeded, so seeding a run again plans the same pairs and adds nothing.
+
+Which pairs go to which mode: of the N new pairs, the top min(N, 8 x per_mode) by rank are used; mode k of the
 eight takes `per_mode` consecutive pairs starting at k x ceil(N' / 8), wrapping around. With 200 pairs
 and --per-mode 100 (VHTest's numbers) every pair lands in four modes and every mode gets 100 pairs;
 with 800 or more pairs each mode gets its own 100, spread over the ranking.
@@ -32,6 +37,9 @@ _SHA = re.compile(r"^[0-9a-f]{64}$")
 class SeedResult:
     run: str
     pairs_read: int
+    pairs_new: int = 0  # distinct pairs no earlier seeded run had put in the store
+    pairs_known: int = 0  # distinct pairs an earlier seeded run had (they get no task now)
+    reseeded: bool = False  # this run was seeded before: "new" counts what was new at its first seeding
     images_added: int = 0
     pairs_added: int = 0
     tasks_added: dict = field(default_factory=dict)  # mode -> tasks queued now
@@ -41,7 +49,8 @@ class SeedResult:
 
     def summary(self) -> str:
         per = ", ".join(f"{m} {n}" for m, n in self.tasks_added.items())
-        lines = [f"seeded run {self.run}: {self.pairs_read} pairs read, {self.images_added} images and "
+        new = f"{self.pairs_new:,} new{' at its first seeding' if self.reseeded else ''} ({self.pairs_known:,} already in the store)"
+        lines = [f"seeded run {self.run}: {self.pairs_read:,} pairs read, {new}, {self.images_added} images and "
                  f"{self.pairs_added} pairs added; tasks queued: {per} ({sum(self.tasks_added.values())} new, "
                  f"{self.tasks_existing} already queued)"]
         if not self.workers:
@@ -113,7 +122,7 @@ def _image_file(pairs_path: Path, row, side: str, index_folders) -> str:
 
 def seed_pairs(store, pairs_path: str | Path, per_mode: int = 100, modes: Optional[Sequence[str]] = None) -> SeedResult:
     """Load mined pairs into `store` (a vhmine.store.Store) and queue tasks for each mode."""
-    from vhmine.curate.seeding import add_mined_pairs
+    from vhmine.curate.seeding import add_mined_pairs, known_pairs
 
     pairs_path = Path(pairs_path).resolve()
     mode_list = M.selected_modes(modes)
@@ -126,11 +135,10 @@ def seed_pairs(store, pairs_path: str | Path, per_mode: int = 100, modes: Option
     run = pairs_path.parent.name
 
     # rank order, then pair id for ties: never the file's row order
-    def index_folders() -> list[Path]:  # where moved files are looked for: the run's index, then ./indexes
-        from vhmine.config import indexes_root, list_indexes
+    def index_folders() -> list[Path]:  # where moved files are looked for: the run's indexes, then ./indexes
+        from vhmine.config import indexes_root, list_indexes, run_index_folders
 
-        mined_from = [Path(meta["index_folder"])] if isinstance(meta, dict) and meta.get("index_folder") else []
-        return mined_from + [indexes_root() / name for name in list_indexes(indexes_root())]
+        return list(dict.fromkeys(run_index_folders(meta) + [indexes_root() / name for name in list_indexes(indexes_root())]))
 
     rows, seen = [], set()
     for _, r in df.iterrows():
@@ -144,21 +152,24 @@ def seed_pairs(store, pairs_path: str | Path, per_mode: int = 100, modes: Option
         if pid not in seen:
             seen.add(pid)
             unique.append((rank, pid, r))
-    plan = assign(len(unique), per_mode, mode_list)
+    known, reseeded = known_pairs(store, run, meta.get("run_id") if isinstance(meta, dict) else None)
+    fresh = [u for u in unique if u[1] not in known]  # still in rank order: the new pairs are planned as a run alone
+    plan = assign(len(fresh), per_mode, mode_list)
     used = sorted({i for idx in plan.values() for i in idx})
     from tqdm import tqdm
 
     files = {}  # (sha256, path in the table) -> the file that holds that content now
     # each side's file is read and hashed: seconds for a few hundred large photos
     for i in tqdm(used, desc="seed: checking images", unit="pair", leave=False, disable=len(used) < 200):
-        r = unique[i][2]
+        r = fresh[i][2]
         for side in ("a", "b"):
             key = (r[f"sha256_{side}"], r[f"path_{side}"])
             if key not in files:
                 files[key] = _image_file(pairs_path, r, side, index_folders)
-    counts = add_mined_pairs(store, run, pairs_path, meta, unique, {m: plan[m] for m in mode_list}, files)
+    counts = add_mined_pairs(store, run, pairs_path, meta, fresh, {m: plan[m] for m in mode_list}, files)
     from vhmine.curate import list_workers
 
-    return SeedResult(run=run, pairs_read=len(df), images_added=counts.images_added, pairs_added=counts.pairs_added,
+    return SeedResult(run=run, pairs_read=len(df), pairs_new=len(fresh), pairs_known=len(unique) - len(fresh),
+                      reseeded=reseeded, images_added=counts.images_added, pairs_added=counts.pairs_added,
                       tasks_added=counts.tasks_added, tasks_existing=counts.tasks_existing, db_option=store.db_option,
                       workers=len(list_workers(store)))

@@ -6,16 +6,21 @@ Reads only, and only small files: `indexes/<name>/manifest.json` (or an unfinish
 `migrate=False` (a store that is not there is not created, an older one is not migrated, a SQLite file is
 opened read-only). Writes nothing. Needs no extra: without SQLAlchemy (the base install) it shows all but the
 store's counts and says what they need. The store's URL is shown through vhmine.files.display_url.
+An index whose manifest.json changed since its newest run mined it (an embed that grew it) is said after
+that run's line, with the `vhmine mine` command that reruns it (vhmine.outgrown).
 `collect` gathers a Status; `Status.text()` is what the command prints, `Status.record()` its --json.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
+
+from vhmine.outgrown import outgrown, outgrown_line, same_folder
 
 WALK_DEPTH = 3  # how far below the working folder exports, evals and runs are looked for
 WALK_DIRS = 3000  # folders looked into at most: a huge tree is not walked whole
@@ -33,6 +38,7 @@ class IndexInfo:
     clip: str = ""  # the encoders' specs
     dino: str = ""
     shards_done: int = 0  # an unfinished job's finished shards
+    manifest_sha256: str = ""  # of a finished index's manifest.json: what a run records as index_manifest_sha256
 
 
 @dataclass
@@ -47,6 +53,12 @@ class RunInfo:
     created: str
     seeded: bool = False
     nearby: dict = field(default_factory=dict)  # a run with 0 pairs: counts at nearby thresholds
+    index_folder: str = ""  # run.json's: the index it mined, its manifest's sha256 then, and its images then
+    index_manifest_sha256: str = ""
+    images: int = 0
+    options: dict = field(default_factory=dict)  # max_pairs, max_per_image, engine
+    against: str = ""  # a `vhmine mine --against` run: the other index's name
+    written: float = 0.0  # run.json's mtime: orders runs created in the same second
 
 
 @dataclass
@@ -79,6 +91,7 @@ class Status:
     evals: list[EvalInfo]
     next_step: str = ""
     also: list[str] = field(default_factory=list)
+    grown: list[dict] = field(default_factory=list)  # indexes changed since their newest run (vhmine.outgrown)
 
     def record(self) -> dict:
         return asdict(self)
@@ -98,11 +111,16 @@ def _json(path: Path) -> dict:
 
 
 def _index(folder: Path) -> Optional[IndexInfo]:
-    man = _json(folder / "manifest.json")
+    try:
+        raw = (folder / "manifest.json").read_bytes()
+    except OSError:
+        raw = b""
+    man = _json(folder / "manifest.json") if raw else {}
     if man.get("producer") == "vhmine embed" or ("format_version" in man and "encoders" in man):
         c, enc = man.get("counts", {}), man.get("encoders", {})
         return IndexInfo(folder.name, str(folder), True, c.get("images", 0), c.get("skipped", 0), c.get("duplicates", 0),
-                         (enc.get("clip") or {}).get("spec", ""), (enc.get("dino") or {}).get("spec", ""))
+                         (enc.get("clip") or {}).get("spec", ""), (enc.get("dino") or {}).get("spec", ""),
+                         manifest_sha256=hashlib.sha256(raw).hexdigest())
     job = _json(folder / "work" / "job.json")
     if job:
         done = sum(1 for _ in (folder / "work" / "shards").glob("part-*.parquet"))
@@ -115,7 +133,11 @@ def _run(folder: Path, meta: dict) -> RunInfo:
     c = meta.get("counts", {})
     return RunInfo(folder.name, str(folder), str(meta.get("index", "")), meta.get("clip_threshold"),
                    meta.get("dino_threshold"), c.get("written", 0), c.get("in_box", 0), str(meta.get("created", "")),
-                   nearby=meta.get("nearby") or {})
+                   nearby=meta.get("nearby") or {}, index_folder=str(meta.get("index_folder") or ""),
+                   index_manifest_sha256=str(meta.get("index_manifest_sha256") or ""), images=int(c.get("images") or 0),
+                   options=meta.get("options") if isinstance(meta.get("options"), dict) else {},
+                   against=str((meta.get("against") or {}).get("index", "")) if isinstance(meta.get("against"), dict) else "",
+                   written=(folder / "run.json").stat().st_mtime)
 
 
 def _export(folder: Path, man: dict) -> ExportInfo:
@@ -222,19 +244,12 @@ def collect(root: Path = Path("."), *, indexes: Optional[Path] = None, db: Optio
     seeded = {str(Path(r["pairs"]).resolve()) for r in (store or {}).get("runs", [])}
     for r in runs:
         r.seeded = str((Path(r.folder) / "pairs.parquet").resolve()) in seeded
-    runs.sort(key=lambda r: r.created)
+    runs.sort(key=lambda r: (r.created, r.written))
     exports.sort(key=lambda e: e.created)
     evals.sort(key=lambda e: e.written)
-    status = Status(str(root.resolve()), index_list, runs, store, exports, evals)
+    status = Status(str(root.resolve()), index_list, runs, store, exports, evals, grown=outgrown(index_list, runs))
     status.next_step, status.also = _next(status)
     return status
-
-
-def _same(a: str, b: str) -> bool:
-    try:
-        return bool(a) and Path(a).resolve() == Path(b).resolve()
-    except OSError:
-        return False
 
 
 def _shown(path) -> str:
@@ -295,6 +310,8 @@ def _next(st: Status) -> tuple[str, list[str]]:
         from vhmine.config import mine_command
 
         return mine_command(Path(finished[-1].folder)), also
+    if st.grown:  # said with the run; the next step only once nothing more urgent is left (_unless_grown)
+        also.append(f"index '{st.grown[0]['index']}' changed since its last run: {st.grown[0]['command']}")
     with_pairs = [r for r in st.runs if r.pairs]
     if not with_pairs:
         r = st.runs[-1]
@@ -310,19 +327,29 @@ def _next(st: Status) -> tuple[str, list[str]]:
     ready = sum(m["ready"] for m in modes)
     left = sum(m["open"] for m in modes)
     if not ready:
-        return f"vhmine curate{db}   ({left} task(s) left to annotate; nothing ready to export yet)", also
+        return _unless_grown(st, f"vhmine curate{db}   ({left} task(s) left to annotate; nothing ready to export yet)", also)
     if not st.exports:
         return f"vhmine export --format vhtest --out benchmarks/vh-v1{db}   ({ready} question(s) ready)", also
     last = st.exports[-1]
     where = shown_path(last.folder)
-    if not any(_same(e.source, last.folder) for e in st.evals):
+    if not any(same_folder(e.source, last.folder) for e in st.evals):
         return f"vhmine eval --bench {where} --model MODEL   (or --predictions NAME=FILE)", also
     if ready != last.items:
         return (f"vhmine export --format {last.format} --out benchmarks/NEW --since {where}{db}   "
                 f"({ready} question(s) ready, {last.items} in {where}: a new version with a changelog)", also)
     if left:
-        return f"vhmine curate{db}   ({left} task(s) left to annotate)", also
-    return "every stage has run; mine more pairs or generate images to grow the benchmark", also
+        return _unless_grown(st, f"vhmine curate{db}   ({left} task(s) left to annotate)", also)
+    return _unless_grown(st, "every stage has run; mine more pairs or generate images to grow the benchmark", also)
+
+
+def _unless_grown(st: Status, step: str, also: list[str]) -> tuple[str, list[str]]:
+    """Annotating on, or nothing left: then rerunning a grown index's run comes first (its new pairs, seeded,
+    join the queues), and the step it displaced is said under "also"."""
+    if not st.grown:
+        return step, also
+    g = st.grown[0]
+    rest = [a for a in also if not a.startswith(f"index '{g['index']}' changed since")]
+    return f"{g['command']}   (index '{g['index']}' changed since run {g['run']} mined it)", rest + [step]
 
 
 # --- the text --------------------------------------------------------------------------------------
@@ -338,7 +365,9 @@ def _lines(st: Status) -> list[str]:
     out.append("mining runs:" if st.runs else "mining runs: none")
     for r in st.runs:
         out.append(f"  {r.name}: --clip {r.clip:g} --dino {r.dino:g}, {r.pairs} pairs"
-                   + (" (seeded)" if r.seeded else "") + f"  [{r.folder}]")
+                   + (f", {r.index} x {r.against}" if r.against else "") + (" (seeded)" if r.seeded else "")
+                   + f"  [{r.folder}]")
+        out += [f"    {outgrown_line(g)}" for g in st.grown if g["run_folder"] == r.folder]
     s = st.store
     if s is None:
         out.append("store: none yet (vhmine seed creates it)")

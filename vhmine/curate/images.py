@@ -27,11 +27,11 @@ def index_folders(store: Store) -> list[Path]:
     VHMINE_INDEXES)."""
     from sqlalchemy import select
 
-    from vhmine.config import indexes_root, list_indexes
+    from vhmine.config import indexes_root, list_indexes, run_index_folders
 
     with store.session(write=False) as s:
         metas = s.scalars(select(Run.meta)).all()
-    folders = [Path(m["index_folder"]) for m in metas if isinstance(m, dict) and m.get("index_folder")]
+    folders = [f for m in metas for f in run_index_folders(m)]
     root = indexes_root()
     folders += [root / name for name in list_indexes(root)]
     return list(dict.fromkeys(folders))

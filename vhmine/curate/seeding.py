@@ -1,13 +1,15 @@
 """Mined pairs entering the curation store (vhmine.seed reads and plans them; this writes them).
 
 Reads the store's images, pairs, runs and tasks; writes the run, its images (source "mined") and
-pairs, and one open task per (mode, pair) the plan names. Idempotent: what the store holds already
+pairs, and one open task per (mode, pair) the plan names; known_pairs says which pairs an earlier seeded
+run put in the store already (vhmine.seed queues only the others). Idempotent: what the store holds already
 is counted, not added again; an image whose sha256 differs from the store's stops the seeding; an
 image whose recorded file moved or changed gets the path where its content is now.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -29,6 +31,36 @@ class SeedCounts:
     tasks_existing: int = 0
 
 
+SEEDINGS = "vhmine_seedings"  # Run.meta's record of each run_id seeded under the run's name: its first seeding's time
+
+
+def first_seeding(run_row, run_id: str | None):
+    """When this run (its folder's name, and its run.json's run_id) was first seeded, or None. A run of a grown
+    index written into the same folder is another run: the same name, another run_id."""
+    if run_row is None:
+        return None
+    meta = run_row.meta or {}
+    seen = meta.get(SEEDINGS) or {}
+    if run_id is None:  # a pairs table without a run_id (an older vhmine's): the run is its folder's name
+        return run_row.seeded_at
+    if run_id in seen:
+        return dt.datetime.fromisoformat(seen[run_id])
+    return run_row.seeded_at if not seen and meta.get("run_id") == run_id else None
+
+
+def known_pairs(store: Store, run: str, run_id: str | None = None) -> tuple[set[str], bool]:
+    """(ids of the pairs the store held before this run was first seeded, whether it was seeded before).
+    Fixed by that first seeding, so seeding it again plans the same pairs: a pair it added itself, or that
+    a run seeded after it added, is not "known" to it; a new run (a new run_id, also in an old run's folder)
+    knows every pair in the store."""
+    with store.session(write=False) as s:
+        since = first_seeding(s.get(Run, run), run_id)
+        # the store's pairs, not an IN over the run's: a large Ray run has millions, a store thousands
+        rows = s.execute(select(Pair.id, Pair.created_at)).all()
+    known = {pid for pid, at in rows if since is None or at < since}
+    return known, since is not None
+
+
 def add_mined_pairs(store: Store, run: str, pairs_path: Path, meta: Optional[dict],
                     pairs: Sequence[tuple[int, str, Any]], plan: dict[str, list[int]],
                     files: dict[tuple[str, str], str]) -> SeedCounts:
@@ -38,8 +70,16 @@ def add_mined_pairs(store: Store, run: str, pairs_path: Path, meta: Optional[dic
     counts = SeedCounts(tasks_added={m: 0 for m in plan})
     now = utcnow()
     with store.session() as s:
-        if s.get(Run, run) is None:
-            s.add(Run(name=run, pairs_path=str(pairs_path), meta=meta, seeded_at=now))
+        row, run_id = s.get(Run, run), (meta or {}).get("run_id") if isinstance(meta, dict) else None
+        if row is None:
+            row = Run(name=run, pairs_path=str(pairs_path), meta=meta, seeded_at=now)
+            s.add(row)
+        if run_id is not None and first_seeding(row, run_id) in (None, now):  # the folder now holds this run
+            seen = dict((row.meta or {}).get(SEEDINGS) or {})
+            if not seen and row.seeded_at != now and (row.meta or {}).get("run_id"):  # the run first seeded here
+                seen[row.meta["run_id"]] = row.seeded_at.isoformat()
+            seen[run_id] = now.isoformat()
+            row.meta, row.pairs_path = {**meta, SEEDINGS: seen}, str(pairs_path)
         for i in used:
             rank, pid, r = pairs[i]
             for side in ("a", "b"):

@@ -2,7 +2,8 @@
 
 Written by mine.py into the run folder. The gallery embeds small JPEG thumbnails, so it can be
 mailed or opened anywhere; every text in it is HTML-escaped. Images are read where the index says they
-are (a file, or a WebDataset tar member: images.read_image_bytes).
+are (a file, or a WebDataset tar member: images.read_image_bytes). A `vhmine mine --against` run's pairs
+carry index_a / index_b: then each caption names its image's index and the column heads name the sides.
 """
 
 from __future__ import annotations
@@ -97,17 +98,18 @@ img {{ max-width: 256px; max-height: 256px; display: block; }}
 <h1>{title}</h1><p>{subtitle}</p>
 """
 
-_PAGE = PAGE_HEAD + """<table><tr><th>rank</th><th>image A</th><th>image B</th><th>CLIP</th><th>DINOv2</th><th>gap</th></tr>
+_PAGE = PAGE_HEAD + """<table><tr><th>rank</th><th>image A{side_a}</th><th>image B{side_b}</th><th>CLIP</th><th>DINOv2</th><th>gap</th></tr>
 {rows}
 </table>{empty}</body></html>
 """
 
 
-def _cell(path: str, image_id: str, categories) -> str:
+def _cell(path: str, image_id: str, categories, index: str | None = None) -> str:
     url = thumbnail_data_url(path)
     img = f'<img src="{url}" alt="{html.escape(image_id)}">' if url else "<em>(image unreadable)</em>"
     cats = ", ".join(categories) if len(categories) else ""
-    return (f"<td>{img}<div class=meta>{html.escape(image_id)}<br>{html.escape(path)}"
+    where = "" if index is None else f"index {html.escape(str(index))}<br>"  # an --against run: which side it is from
+    return (f"<td>{img}<div class=meta>{where}{html.escape(image_id)}<br>{html.escape(path)}"
             f"{'<br>' + html.escape(cats) if cats else ''}</div></td>")
 
 
@@ -117,12 +119,13 @@ def write_gallery(path: Path, pairs, *, title: str, subtitle: str = "", total: i
     `progress`: a bar over the pairs (each thumbnail decodes a full image: seconds for 100 large photos)."""
     from tqdm import tqdm
 
+    across = "index_a" in pairs.columns and "index_b" in pairs.columns  # a `vhmine mine --against` run
     rows = []
     for r in tqdm(pairs.itertuples(index=False), total=len(pairs), desc="gallery", unit="pair", leave=False,
                   disable=not progress or not len(pairs)):
         rows.append(
-            f"<tr><td class=num>{int(r.rank)}</td>{_cell(r.path_a, r.image_id_a, r.categories_a)}"
-            f"{_cell(r.path_b, r.image_id_b, r.categories_b)}<td class=num>{r.clip_sim:.4f}</td>"
+            f"<tr><td class=num>{int(r.rank)}</td>{_cell(r.path_a, r.image_id_a, r.categories_a, r.index_a if across else None)}"
+            f"{_cell(r.path_b, r.image_id_b, r.categories_b, r.index_b if across else None)}<td class=num>{r.clip_sim:.4f}</td>"
             f"<td class=num>{r.dino_sim:.4f}</td><td class=num>{r.gap:.4f}</td></tr>"
         )
     total = len(rows) if total is None else total
@@ -132,5 +135,10 @@ def write_gallery(path: Path, pairs, *, title: str, subtitle: str = "", total: i
         empty = f"<p>{total} pairs passed both thresholds; none is shown here (--gallery-size 0).</p>"
     else:
         empty = "<p><strong>No pair passed both thresholds.</strong></p>"
-    page = _PAGE.format(title=html.escape(title), subtitle=html.escape(subtitle), rows="\n".join(rows), empty=empty)
+    sides = {"side_a": "", "side_b": ""}
+    if across:  # side a is always --index, side b --against: each head names its index when one does
+        for side in ("a", "b"):
+            names = sorted({str(n) for n in pairs[f"index_{side}"]})
+            sides[f"side_{side}"] = f" ({html.escape(names[0])})" if len(names) == 1 else ""
+    page = _PAGE.format(title=html.escape(title), subtitle=html.escape(subtitle), rows="\n".join(rows), empty=empty, **sides)
     Path(path).write_text(page, encoding="utf-8")
