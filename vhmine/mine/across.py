@@ -54,7 +54,7 @@ def mine_across(root: Path, name: str, opts, run_dir: Path, warnings: list[str],
         rerun_command,
     )
     from vhmine.mine.simsearch import find_pairs_across
-    from vhmine.mine.write import pairs_frame, side
+    from vhmine.mine.write import pairs_frame, side, write_table
 
     a, b = open_pair(root, name, opts)
     na, nb = len(a.images), len(b.images)
@@ -72,11 +72,7 @@ def mine_across(root: Path, name: str, opts, run_dir: Path, warnings: list[str],
     pairs["index_a"], pairs["index_b"] = a.name, b.name
 
     def write_pairs(tmp: Path):
-        pairs.to_parquet(tmp / "pairs.parquet", index=False)
-        csv = pairs.copy()
-        for col in ("categories_a", "categories_b"):
-            csv[col] = ["|".join(c) for c in csv[col]]
-        csv.to_csv(tmp / "pairs.csv", index=False)
+        write_table(tmp, pairs)
         return len(pairs), pairs.head(opts.gallery_size)
 
     counts = {"images": na + nb, "images_a": na, "images_b": nb, "clip_alike": int(len(found)),

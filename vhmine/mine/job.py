@@ -99,7 +99,7 @@ def _mine(opts: MineOptions):
     from vhmine.mine.grow import grown_pairs, said
     from vhmine.mine.simsearch import find_pairs, pair_sims
     from vhmine.mine.state import row_digests
-    from vhmine.mine.write import pairs_frame, side
+    from vhmine.mine.write import pairs_frame, side, write_table
 
     t0 = time.time()
     if opts.engine not in ("local", "ray"):
@@ -168,11 +168,7 @@ def _mine(opts: MineOptions):
     pairs = pairs_frame(1, side(images, a, idx.location), side(images, b, idx.location), clip_sim, dino_sim, gap)
 
     def write_pairs(tmp: Path):
-        pairs.to_parquet(tmp / "pairs.parquet", index=False)
-        csv = pairs.copy()
-        for col in ("categories_a", "categories_b"):
-            csv[col] = ["|".join(c) for c in csv[col]]
-        csv.to_csv(tmp / "pairs.csv", index=False)
+        write_table(tmp, pairs)
         lo, hi = ids[found.i], ids[found.j]
         state.write_state(tmp, ids, digests, np.where(lo < hi, lo, hi), np.where(lo < hi, hi, lo), found.clip_sim,
                           found.dino_sim)

@@ -1,5 +1,5 @@
-"""The pairs table of a run, as both engines write it: `pairs_frame` builds the columns, and
-`PairWriter` writes ranked pairs that arrive in chunks (the Ray engine's merge) without holding them all.
+"""The pairs table of a run, as both engines write it: `pairs_frame` builds the columns, `write_table` writes a
+whole table (the local engine's), and `PairWriter` writes ranked pairs that arrive in chunks (the Ray engine's merge) without holding them all.
 
 Writes, into the run's temporary folder:
 
@@ -36,6 +36,20 @@ def pairs_frame(first_rank: int, side_a: dict, side_b: dict, clip_sim, dino_sim,
         cols[f"coco_id_{s}"] = side["coco_id"] if n else pd.array([], dtype="Int64")
     cols["categories_a"], cols["categories_b"] = side_a["categories"], side_b["categories"]
     return pd.DataFrame(cols)
+
+
+def write_table(folder: Path, pairs) -> None:
+    """A run's whole pairs table as pairs.parquet and pairs.csv (the local engine's; PairWriter writes shards)."""
+    pairs.to_parquet(Path(folder) / "pairs.parquet", index=False)
+    csv_frame(pairs).to_csv(Path(folder) / "pairs.csv", index=False)
+
+
+def csv_frame(frame):
+    """The pairs table as pairs.csv holds it: the categories joined with |."""
+    csv = frame.copy()
+    for col in ("categories_a", "categories_b"):
+        csv[col] = ["|".join(c) for c in csv[col]]
+    return csv
 
 
 def side(images, rows, location) -> dict:
@@ -127,9 +141,6 @@ class PairWriter:
             shard_dir = single
             shard_dir.mkdir(exist_ok=True)
             frame.to_parquet(shard_dir / f"part-{self.shards:05d}.parquet", index=False)
-        csv = frame.copy()
-        for col in ("categories_a", "categories_b"):
-            csv[col] = ["|".join(c) for c in csv[col]]
-        csv.to_csv(self.folder / "pairs.csv", index=False, mode="a" if self.shards else "w", header=not self.shards)
+        csv_frame(frame).to_csv(self.folder / "pairs.csv", index=False, mode="a" if self.shards else "w", header=not self.shards)
         self.shards += 1
         self.written += len(frame)
