@@ -1,5 +1,6 @@
-"""The pairs table of a run, as both engines write it: `pairs_frame` builds the columns, `write_table` writes a
-whole table (the local engine's), and `PairWriter` writes ranked pairs that arrive in chunks (the Ray engine's merge) without holding them all.
+"""The pairs table of a run, as both engines write it: `pairs_frame` builds the columns, `write_table`
+writes a whole table (the local engine's), and `PairWriter` writes ranked pairs that arrive in chunks
+(the Ray engine's merge) without holding them all.
 
 Writes, into the run's temporary folder:
 
