@@ -438,6 +438,11 @@ def test_an_index_grown_since_its_run_is_said_with_the_command_that_reruns_it(tm
     rec = json.loads(r.stdout)
     assert rec["grown"] == st.grown and rec["next_step"] == st.next_step
 
+    api.mine("photos", clip=-0.9176896278695683, dino=1.0, out="runs/exact", progress=False)
+    _index(tmp_path, photos[:3])
+    cmd = collect().grown[0]["command"]  # thresholds as they read back, not as :g rounds them
+    assert cmd == "vhmine mine --index photos --clip -0.9176896278695683 --dino 1 --out runs/exact"
+    _index(tmp_path, photos)
     api.mine("photos", clip=-1.0, dino=1.0, out="runs/custom", max_pairs=3, progress=False)
     st = collect()  # the newest run mined the grown index: nothing to say
     assert st.grown == [] and "changed since" not in st.text() and "more images" not in st.text()

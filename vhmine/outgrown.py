@@ -38,7 +38,7 @@ def _rerun(index, run) -> str:
     from vhmine.config import mine_command, runs_root
     from vhmine.files import shown_path
 
-    cmd = mine_command(Path(index.folder)) + f" --clip {run.clip:g} --dino {run.dino:g}"
+    cmd = mine_command(Path(index.folder)) + f" --clip {_exact(run.clip)} --dino {_exact(run.dino)}"
     opts = run.options
     for key, flag in (("max_pairs", "--max-pairs"), ("max_per_image", "--max-per-image")):
         if opts.get(key):
@@ -48,6 +48,12 @@ def _rerun(index, run) -> str:
     if not same_folder(run.folder, str(runs_root() / f"{index.name}-clip{run.clip:g}-dino{run.dino:g}")):
         cmd += f" --out {shown_path(run.folder)}"
     return cmd
+
+
+def _exact(x: float) -> str:
+    """x as short as it reads back the same (the rerun must ask for the very thresholds, or it mines in full)."""
+    short = f"{x:g}"
+    return short if float(short) == x else repr(x)
 
 
 def outgrown_line(g: dict) -> str:
