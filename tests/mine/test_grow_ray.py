@@ -133,3 +133,17 @@ def test_a_stopped_band_job_resumes_from_its_finished_tiles(tmp_path, monkeypatc
     assert meta["ray"]["tiles_done_before"] == 4 and "resumed: 4 of 18 tiles" in res.summary()
     mine(tmp_path, out="full", engine="local", full=True)
     assert (tmp_path / "run" / "pairs.csv").read_bytes() == (tmp_path / "full" / "pairs.csv").read_bytes()
+
+
+def test_a_run_of_some_tiles_only_is_never_reused(tmp_path, caplog):
+    build(tmp_path, START)
+    mine(tmp_path, tiles=[0, 1])  # a sizing run: 2 of the triangle's 10 tiles
+    assert run_json(tmp_path)["ray"]["tiles_mined"] == 2
+    build(tmp_path, START + [4])
+    with caplog.at_level("WARNING", logger="vhmine"):
+        mine(tmp_path)
+    meta = run_json(tmp_path)
+    assert "incremental" not in meta and meta["ray"]["shape"] == "triangle" and meta["ray"]["tiles_mined"] == 10
+    assert any("mined only 2 of its 10 tiles (--tiles): mining in full" in r.getMessage() for r in caplog.records)
+    mine(tmp_path, out="full", engine="local", full=True)
+    assert (tmp_path / "run" / "pairs.csv").read_bytes() == (tmp_path / "full" / "pairs.csv").read_bytes()

@@ -57,6 +57,10 @@ def reusable(folder: Path, idx, opts, *, against: bool = False) -> tuple[Earlier
         return None, f"{where} holds no `vhmine mine` run: mining in full"
     if against or run.get("against"):
         return None, f"the run in {where} or this command mines across two indexes (--against): mining in full"
+    ray = run.get("ray") or {}
+    if ray.get("tiles_mined", ray.get("tiles")) != ray.get("tiles"):
+        return None, (f"the run in {where} mined only {ray['tiles_mined']} of its {ray['tiles']} tiles (--tiles): "
+                      "mining in full")
     files = run.get("files") or {}
     if not run.get("run_id") or state.ROWS not in files or state.ALIKE not in files:
         return None, (f"the run in {where} keeps no record of its rows (an older vhmine wrote it): mining in full; "
