@@ -15,7 +15,6 @@ Writes nothing: job.py writes the new run (with its own rows.parquet and alike.p
 from __future__ import annotations
 
 import json
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,9 +22,6 @@ import numpy as np
 
 from vhmine.files import shown_path
 from vhmine.mine import state
-
-log = logging.getLogger(__name__)
-
 
 @dataclass
 class Earlier:
@@ -46,7 +42,7 @@ def earlier_run(run_dir: Path, default_dir: Path) -> Path | None:
     return None
 
 
-def reusable(folder: Path, idx, opts, *, against: bool = False) -> tuple[Earlier | None, str]:
+def reusable(folder: Path, idx, opts) -> tuple[Earlier | None, str]:
     """(the earlier run, "") when it can be reused for this command on `idx`, else (None, why not: one line)."""
     where = shown_path(folder)
     try:
@@ -55,8 +51,8 @@ def reusable(folder: Path, idx, opts, *, against: bool = False) -> tuple[Earlier
         return None, f"the run in {where} cannot be read ({type(err).__name__}): mining in full"
     if run.get("producer") != "vhmine mine":
         return None, f"{where} holds no `vhmine mine` run: mining in full"
-    if against or run.get("against"):
-        return None, f"the run in {where} or this command mines across two indexes (--against): mining in full"
+    if run.get("against"):
+        return None, f"the run in {where} mined across two indexes (--against): mining in full"
     ray = run.get("ray") or {}
     if ray.get("tiles_mined", ray.get("tiles")) != ray.get("tiles"):
         return None, (f"the run in {where} mined only {ray['tiles_mined']} of its {ray['tiles']} tiles (--tiles): "
@@ -108,21 +104,27 @@ class Growth:
                 "removed_rows": self.removed, "products": int(products)}
 
 
+def _positions(keys: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Where each of x is in keys (unique image ids), or -1."""
+    if not len(keys):
+        return np.full(len(x), -1)
+    order = np.argsort(keys, kind="stable")
+    at = np.clip(np.searchsorted(keys[order], x), 0, len(keys) - 1)
+    return np.where(keys[order][at] == x, order[at], -1)
+
+
 def growth(earlier: Earlier, ids: np.ndarray, digests: np.ndarray) -> Growth:
     """Which rows of the index now (ids, digests: row_digests) are new, kept or changed against the earlier run."""
-    order = np.argsort(earlier.ids, kind="stable")
-    old_ids = earlier.ids[order]
-    at = np.clip(np.searchsorted(old_ids, ids), 0, max(len(old_ids) - 1, 0))
-    seen = (old_ids[at] == ids) if len(old_ids) else np.zeros(len(ids), bool)
-    same = seen & (earlier.digests[order][at] == digests) if len(old_ids) else seen
-    kept = int(same.sum())
-    return Growth(np.flatnonzero(~seen), kept, len(old_ids) - int(seen.sum()), int(seen.sum()) - kept)
+    at = _positions(earlier.ids, ids)
+    seen = at >= 0
+    kept = int((seen & (earlier.digests[at] == digests)).sum())
+    return Growth(np.flatnonzero(~seen), kept, len(earlier.ids) - int(seen.sum()), int(seen.sum()) - kept)
 
 
 def new_rows(earlier: Earlier, ids: np.ndarray) -> np.ndarray:
     """Rows of the index now whose image the earlier run did not mine (by id alone: what a Ray job knows
     before its scan has read the rows' digests)."""
-    return np.flatnonzero(~np.isin(ids, earlier.ids))
+    return np.flatnonzero(_positions(earlier.ids, ids) < 0)
 
 
 def changed_line(g: Growth, idx, folder: Path) -> str:
@@ -134,14 +136,7 @@ def old_pairs(earlier: Earlier, ids: np.ndarray):
     """The earlier run's CLIP-alike pairs whose two images are rows of the index now, as (i, j, clip, dino)
     in its row numbers, i < j."""
     id_a, id_b, c, d = state.read_alike(earlier.folder)
-    order = np.argsort(ids, kind="stable")
-    sorted_ids = ids[order]
-
-    def rows(x):
-        at = np.clip(np.searchsorted(sorted_ids, x), 0, max(len(ids) - 1, 0))
-        return np.where(sorted_ids[at] == x, order[at], -1) if len(ids) else np.full(len(x), -1)
-
-    a, b = rows(id_a), rows(id_b)
+    a, b = _positions(ids, id_a), _positions(ids, id_b)
     keep = (a >= 0) & (b >= 0)
     a, b, c, d = a[keep], b[keep], c[keep], d[keep]
     return np.minimum(a, b), np.maximum(a, b), c, d

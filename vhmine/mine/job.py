@@ -142,7 +142,7 @@ def _mine(opts: MineOptions):
     images = idx.images
     ids = images["image_id"].to_numpy().astype(object)
     digests = row_digests(idx.clip, idx.dino, workers=2)  # what a later run of the grown index checks (mine.grow)
-    earlier, g, reuse = _earlier(run_dir, default_dir, idx, opts, ids, digests)
+    earlier, g = _earlier(run_dir, default_dir, idx, opts, ids, digests)
     # One search at the CLIP threshold gives every CLIP-alike pair with its DINOv2 sim: the pairs in
     # the box, and the rest of the candidates for the scatter plot.
     st: dict = {}
@@ -154,7 +154,7 @@ def _mine(opts: MineOptions):
         reuse = said(earlier, g, products, n)
     else:
         found = find_pairs(idx.clip, idx.dino, opts.clip, math.inf, **find)
-        incremental = None
+        incremental, reuse = None, ""
     in_box = found.dino_sim <= opts.dino
     i, j = found.i[in_box], found.j[in_box]
     clip_sim, dino_sim = found.clip_sim[in_box], found.dino_sim[in_box]
@@ -192,17 +192,17 @@ def _mine(opts: MineOptions):
 
 
 def _earlier(run_dir: Path, default_dir: Path, idx, opts, ids, digests):
-    """(the earlier run to reuse, how the index grew since, "") or (None, None, why not: said in one line, or ""
-    when there is no earlier run or --full asks for a full mine)."""
+    """(the earlier run to reuse, how the index grew since), or (None, None): no earlier run, --full, or one
+    that cannot be reused (why is said in one line)."""
     from vhmine.mine.grow import changed_line, earlier_run, growth, reusable
 
     folder = None if opts.full else earlier_run(run_dir, default_dir)
     if folder is None:
-        return None, None, ""
+        return None, None
     earlier, why = reusable(folder, idx, opts)
     g = growth(earlier, ids, digests) if earlier is not None else None
     if g is not None and g.changed:
-        earlier, why = None, changed_line(g, idx, folder)
+        earlier, g, why = None, None, changed_line(g, idx, folder)
     if why:
         log.warning("%s", why)
-    return earlier, g, ""
+    return earlier, g

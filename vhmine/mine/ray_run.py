@@ -208,23 +208,16 @@ def _record_old_pairs(job, earlier, ids: np.ndarray, local, opts, top: int | Non
     in-box pairs in rank order, cut to `top` as a tile's are, then the rest): the merge and the scatter read it
     as a tile. Returns its counts."""
     from vhmine.mine.grow import old_pairs
-    from vhmine.mine.tilejob import rank_order, ranked_dtype
+    from vhmine.mine.tilejob import box_first, orient_by_id, ranked_dtype
 
     i, j, c, d = old_pairs(earlier, ids)
     width = local.id_width
-    id_i = np.asarray(ids[i], dtype=f"S{width}") if len(i) else np.zeros(0, f"S{width}")
-    id_j = np.asarray(ids[j], dtype=f"S{width}") if len(j) else np.zeros(0, f"S{width}")
     out = np.empty(len(i), ranked_dtype(width))
-    swap = id_i > id_j
-    out["a"], out["b"] = np.where(swap, j, i), np.where(swap, i, j)
-    out["id_a"], out["id_b"] = np.where(swap, id_j, id_i), np.where(swap, id_i, id_j)
+    orient_by_id(out, i, j, np.asarray(ids[i], dtype=f"S{width}"), np.asarray(ids[j], dtype=f"S{width}"))
     out["clip"], out["dino"], out["gap"], out["lo"], out["hi"] = c, d, c - d, i, j
     box = d <= opts.dino
-    inside = out[box][rank_order(out[box])]
-    rest = np.concatenate([inside[top:] if top is not None else inside[:0], out[~box]])
-    inside = inside if top is None else inside[:top]
-    job.record(OLD_PAIRS, np.concatenate([inside, rest]), {"kept": len(inside), "sample": len(rest),
-                                                           "clip_alike": len(out), "in_box": int(box.sum())})
+    rows, kept, others = box_first(out, box, top)
+    job.record(OLD_PAIRS, rows, {"kept": kept, "sample": others, "clip_alike": len(out), "in_box": int(box.sum())})
     return {"clip_alike": len(out), "in_box": int(box.sum())}
 
 

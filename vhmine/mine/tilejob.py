@@ -64,6 +64,28 @@ def rank_key(row) -> tuple:
     return (-float(row["gap"]), bytes(row["id_a"]), bytes(row["id_b"]), int(row["lo"]), int(row["hi"]))
 
 
+def orient_by_id(out: np.ndarray, i, j, id_i, id_j) -> None:
+    """A ranked table's a, b, id_a, id_b: each pair (i, j) oriented so that id_a < id_b, as job.py orients it."""
+    swap = id_i > id_j
+    out["a"], out["b"] = np.where(swap, j, i), np.where(swap, i, j)
+    out["id_a"], out["id_b"] = np.where(swap, id_j, id_i), np.where(swap, id_i, id_j)
+
+
+def box_first(out: np.ndarray, box: np.ndarray, top: int | None, sample: int | None = None):
+    """(the rows a ranked tile file holds, how many are in the box, how many follow them): the in-box rows in
+    rank order (the first `top` when given), then the others: every one, the in-box rows `top` cut included
+    (sample None: all CLIP-alike pairs kept), or an even sample of at most `sample` of those outside the box."""
+    inside = out[box][rank_order(out[box])]
+    cut = inside[top:] if top is not None else inside[:0]
+    inside = inside if top is None else inside[:top]
+    rest = out[~box]  # in (i, j) order
+    if sample is None:
+        rest = np.concatenate([cut, rest])
+    elif len(rest) > sample:
+        rest = rest[np.unique(np.linspace(0, len(rest) - 1, sample).astype(np.int64))] if sample else rest[:0]
+    return np.concatenate([inside, rest]), len(inside), len(rest)
+
+
 class TileJob:
     """An open job folder (under its lock): `done` maps tile number -> ledger entry of a verified tile."""
 

@@ -179,7 +179,7 @@ def mine_tile(rows, qz: Quantiser, tile, side: int, clip_min: float, dino_max: f
     rows i < j (a Rectangle's: i of A, j of B), sorted."""
     import torch  # noqa: F401  (before the clock: a worker's first import is no part of the tile's time)
 
-    from vhmine.mine.tilejob import PLAIN, rank_order
+    from vhmine.mine.tilejob import PLAIN, box_first, orient_by_id
 
     _crash_once(crash_marker)
     t0 = time.perf_counter()
@@ -215,20 +215,10 @@ def mine_tile(rows, qz: Quantiser, tile, side: int, clip_min: float, dino_max: f
                 ids_a = rows.ids(tile.r, tile.r + side)
                 ids_b = ids_a if tile.r == tile.c else rows.ids(tile.c, tile.c + side)
                 id_i, id_j = ids_a[i - tile.r], ids_b[j - tile.c]
-            swap = id_i > id_j  # oriented by image id, as job.mine_index does
-            out["a"], out["b"] = np.where(swap, j, i), np.where(swap, i, j)
-            out["id_a"], out["id_b"] = np.where(swap, id_j, id_i), np.where(swap, id_i, id_j)
+            orient_by_id(out, i, j, id_i, id_j)
         box = ds <= dino_max
-        inside = out[box][rank_order(out[box])]
-        cut = inside[top:] if top is not None else inside[:0]
-        inside = inside if top is None else inside[:top]
-        rest = out[~box]  # in (i, j) order: an even sample of them, or all with the in-box pairs cut by top
-        if keep_alike:
-            rest = np.concatenate([cut, rest])
-        elif len(rest) > sample:
-            rest = rest[np.unique(np.linspace(0, len(rest) - 1, sample).astype(np.int64))] if sample else rest[:0]
-        info.update(kept=len(inside), sample=len(rest), clip_alike=int(len(i)), in_box=int(box.sum()))
-        out = np.concatenate([inside, rest])
+        out, kept, others = box_first(out, box, top, None if keep_alike else sample)
+        info.update(kept=kept, sample=others, clip_alike=int(len(i)), in_box=int(box.sum()))
     info.update(seconds=time.perf_counter() - t0, peak_rss=peak_rss())
     return out, info
 
