@@ -23,37 +23,68 @@ def module_files(root: Path = PACKAGE) -> dict[str, Path]:
     return out
 
 
+def _imports(mod: str, path: Path, mods: dict[str, Path]):
+    """(target module, names imported from it or None for a plain import) for every import of `mod`."""
+    is_pkg = path.name == "__init__.py"
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                yield a.name, None
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = mod.split(".") if is_pkg else mod.split(".")[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            for a in node.names:
+                # `from pkg import sub` imports the submodule; `from mod import name` imports name from mod
+                sub = f"{source}.{a.name}"
+                yield (sub, None) if sub in mods else (source, a.name)
+
+
+def _resolve(name: str, mods: dict[str, Path]) -> str:
+    while name and name not in mods:
+        name = name.rpartition(".")[0]
+    return name
+
+
 def import_graph(mods: dict[str, Path]) -> dict[str, set[str]]:
     """Module -> the package modules it imports anywhere in its source (top level or inside functions)."""
     top = next(iter(mods)).split(".")[0]
-
-    def resolve(name: str) -> str:
-        while name and name not in mods:
-            name = name.rpartition(".")[0]
-        return name
-
     edges: dict[str, set[str]] = defaultdict(set)
     for mod, path in mods.items():
-        is_pkg = path.name == "__init__.py"
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            targets = []
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = mod.split(".") if is_pkg else mod.split(".")[:-1]
-                    base = base[: len(base) - (node.level - 1)]
-                    source = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    source = node.module or ""
-                # `from pkg import sub` imports the submodule; `from mod import name` imports mod
-                targets = [f"{source}.{a.name}" if f"{source}.{a.name}" in mods else source for a in node.names]
-            for t in targets:
-                if t == top or t.startswith(top + "."):
-                    target = resolve(t)
-                    if target and target != mod:
-                        edges[mod].add(target)
+        for t, _ in _imports(mod, path, mods):
+            if t == top or t.startswith(top + "."):
+                target = _resolve(t, mods)
+                if target and target != mod:
+                    edges[mod].add(target)
     return edges
+
+
+def package_of(mod: str, mods: dict[str, Path]) -> str:
+    """The package a module belongs to: the folder its file is in (a package's __init__ is its package)."""
+    return mod if mods[mod].name == "__init__.py" else mod.rpartition(".")[0]
+
+
+def private_imports(mods: dict[str, Path]) -> list[str]:
+    """Imports that reach into another package for a private module or a private name: across packages
+    (a package and its subpackages are packages of their own) only public names of public modules."""
+    top = next(iter(mods)).split(".")[0]
+    bad = []
+    for mod, path in mods.items():
+        for t, name in _imports(mod, path, mods):
+            if not (t == top or t.startswith(top + ".")):
+                continue
+            target = _resolve(t, mods)
+            if not target or target == mod or package_of(target, mods) == package_of(mod, mods):
+                continue
+            def private(part: str) -> bool:
+                return part.startswith("_") and not part.endswith("__")  # __version__ is public
+
+            if any(private(p) for p in target.split(".")) or (name and private(name)):
+                bad.append(f"{mod} imports {target}{'.' + name if name else ''}")
+    return sorted(set(bad))
 
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -156,6 +187,67 @@ def test_no_folder_imports_a_folder_that_imports_it_back():
         lines += [f"    {a} -> {b}" for a in sorted(edges) for b in sorted(edges[a])
                   if folder_of(a, mods) in comp and folder_of(b, mods) in comp and folder_of(a, mods) != folder_of(b, mods)]
     assert not found, "folders in an import cycle (move the shared piece into vhmine/rules or below):\n" + "\n".join(lines)
+
+
+def nested_folder_graph(mods: dict[str, Path], edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Inside each stage's folder (test_no_folder_imports_a_folder_that_imports_it_back folds the stages
+    themselves), the import graph folded to each module's own folder (its deepest package); the __init__ of a
+    package with subpackages (its public face, which gathers names from them) stands as a node of its own."""
+    has_subpackages = {package_of(m, mods).rpartition(".")[0] for m, p in mods.items() if p.name == "__init__.py"}
+
+    def node(m: str) -> str:
+        return m + ".__init__" if m in has_subpackages and mods[m].name == "__init__.py" else package_of(m, mods)
+
+    out: dict[str, set[str]] = defaultdict(set)
+    for a, bs in edges.items():
+        for b in bs:
+            same_stage = a.split(".")[:2] == b.split(".")[:2] and min(a.count("."), b.count(".")) >= 1
+            na, nb = node(a), node(b)
+            if same_stage and na != nb:
+                out[na].add(nb)
+    return out
+
+
+def test_nested_fold_finds_a_cycle_between_a_subfolder_and_its_parent(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "run" / "ray").mkdir(parents=True)
+    for init in (pkg, pkg / "run", pkg / "run" / "ray"):
+        (init / "__init__.py").write_text("")
+    (pkg / "run" / "job.py").write_text("from pkg.run.ray import engine\n")
+    (pkg / "run" / "folder.py").write_text("")
+    (pkg / "run" / "ray" / "engine.py").write_text("def f():\n    from pkg.run import folder\n")
+    mods = module_files(pkg)
+    assert cycles(import_graph(mods)) == []
+    assert cycles(nested_folder_graph(mods, import_graph(mods))) == [["pkg.run", "pkg.run.ray"]]
+    (pkg / "run" / "ray" / "engine.py").write_text("")
+    assert cycles(nested_folder_graph(module_files(pkg), import_graph(module_files(pkg)))) == []
+
+
+def test_no_subfolder_imports_a_folder_that_imports_it_back():
+    # mine.join below mine.ray below the run at mine/; curate's groups likewise: each folder a layer
+    mods = module_files()
+    edges = import_graph(mods)
+    found = cycles(nested_folder_graph(mods, edges))
+    assert not found, "folders in an import cycle (move the shared piece below both):\n" + "\n".join(
+        "  " + " <-> ".join(comp) for comp in found)
+
+
+def test_private_import_finder_sees_private_modules_and_names_across_packages(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "a").mkdir(parents=True)
+    (pkg / "b").mkdir()
+    for init in (pkg, pkg / "a", pkg / "b"):
+        (init / "__init__.py").write_text("")
+    (pkg / "a" / "_base.py").write_text("_x = 1\ny = 2\n")
+    (pkg / "a" / "face.py").write_text("from pkg.a._base import _x, y\n")  # inside its package: fine
+    (pkg / "b" / "use.py").write_text("from pkg.a._base import y\nfrom pkg.a.face import _x\n")
+    (pkg / "b" / "ok.py").write_text("from pkg.a import face\nfrom .use import _helper\n")
+    assert private_imports(module_files(pkg)) == ["pkg.b.use imports pkg.a._base.y", "pkg.b.use imports pkg.a.face._x"]
+
+
+def test_across_packages_only_public_names_are_imported():
+    bad = private_imports(module_files())
+    assert not bad, "private modules or names imported from another package (make them public):\n" + "\n".join(bad)
 
 
 def test_a_folder_per_stage_each_saying_what_it_reads_and_writes():
