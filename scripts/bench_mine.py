@@ -1,4 +1,4 @@
-"""Benchmark vhmine.mine.simsearch.find_pairs against two baselines on the same vectors and device.
+"""Benchmark vhmine.mine.join.simsearch.find_pairs against two baselines on the same vectors and device.
 
 Baselines: faiss IndexFlatIP + range_search, and the strongest simple one, blocked upper-triangle
 float32 products (torch matmul per block, the same candidate extraction, the same exact float64
@@ -11,7 +11,7 @@ re-check: products.BlockMiner with products="float32"). Data sets (--data):
   L2-normalised. The int8 quantisation step follows the largest component, so its margin is widest
   here unless the rows are rotated first (quantise.fast_pass decides).
 
-First the products kernels' rates (mine.kernels: each candidate measured here in one thread, as
+First the products kernels' rates (mine.join.kernels: each candidate measured here in one thread, as
 find_pairs chooses among them). Also timed: the floor, the blocked products alone with the fastest
 kernel (the one find_pairs uses; --kernel: that one) over the same upper-triangle blocks, same device
 and block size, on the same already-quantised rows, into one reused buffer; no candidate extraction,
@@ -21,7 +21,7 @@ quantisation, candidate search, re-check; and a slow kernel cannot hide behind i
 
 Prints, per data set, each method's time, pairs and peak RSS growth, vhmine's candidate count and
 margin, the ratios, and whether all pair sets are identical. Reads and writes no files (but the
-kernel calibration's cache, mine.kernels).
+kernel calibration's cache, mine.join.kernels).
 
 With --incremental N, also the time to mine 1% new rows of N CLIP-shaped rows (find_pairs(new_rows=...) and
 the merge with the other rows' pairs, mined before the clock) against a full mine of all N; with --against N,
@@ -45,10 +45,10 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from vhmine.mine import calibrate, kernels
-from vhmine.mine.products import BlockMiner, tiles
-from vhmine.mine.quantise import choose_turn, fast_pass, sample_rows
-from vhmine.mine.simsearch import (PairSet, assert_same_pairs, block_rows, find_pairs, find_pairs_across, merge,
+from vhmine.mine.join import calibrate, kernels
+from vhmine.mine.join.products import BlockMiner, tiles
+from vhmine.mine.join.quantise import choose_turn, fast_pass, sample_rows
+from vhmine.mine.join.simsearch import (PairSet, assert_same_pairs, block_rows, find_pairs, find_pairs_across, merge,
                                    pair_sims)
 
 

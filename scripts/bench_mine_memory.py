@@ -31,7 +31,7 @@ def main() -> None:
     import pandas as pd
 
     from bench_mine import make_vectors
-    from vhmine.embed.index import write_index
+    from vhmine.index import write_index
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

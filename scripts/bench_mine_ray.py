@@ -2,7 +2,7 @@
 must not grow with N (target: N = 2,000,000 within 1.5x of N = 200,000), and the measured tile rate.
 
 For each N it writes an on-disk index of CLIP-shaped rows (scripts/bench_mine.py's make_clip_like: 768-d
-CLIP with a few dominant dimensions, 1024-d DINOv2), chunk by chunk (embed.rows.FlatWriter), so this script
+CLIP with a few dominant dimensions, 1024-d DINOv2), chunk by chunk (index.rows.FlatWriter), so this script
 never holds the collection (2,000,000 x 768 float32 rows are 6 GB; the index is 14 GB on disk). Then it
 starts a fresh local 2-CPU Ray cluster, runs the real `vhmine mine --engine ray` (vhmine.api.mine) in a
 driver subprocess on a fixed sample of tiles, spread evenly over the upper triangle (the streaming
@@ -41,7 +41,7 @@ from vhmine import api
 r = api.mine("synthetic", indexes=sys.argv[1], out=sys.argv[2], engine="ray", ray_address=sys.argv[3],
              tiles=json.loads(sys.argv[4]), tile_memory=int(sys.argv[5]), gallery_size=20, progress=False,
              kernel=None if sys.argv[6] == "auto" else sys.argv[6])
-from vhmine.mine.tiletask import peak_rss
+from vhmine.mine.ray.tiletask import peak_rss
 print("JOB " + json.dumps({**r.job, "written": r.written, "seconds_total": r.seconds, "driver_peak_rss": peak_rss()}))
 """
 
@@ -69,8 +69,8 @@ def write_synthetic_index(folder: Path, n: int, dino_dim: int, seed: int) -> flo
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from vhmine.embed.index import IMAGES, SKIPPED, write_manifest
-    from vhmine.embed.rows import FlatWriter
+    from vhmine.index import IMAGES, SKIPPED, write_manifest
+    from vhmine.index.rows import FlatWriter
 
     t0 = time.time()
     folder.mkdir(parents=True)
@@ -104,8 +104,8 @@ def sample_tiles(n: int, tile_memory: int, dino_dim: int, count: int) -> tuple[l
     """A fixed sample at any N: the first diagonal tile, then full (off-diagonal) tiles at fixed relative
     places of the triangle (a diagonal tile's product covers its whole square but holds half the pairs, so
     the rate is taken from the full ones). Returns (tile numbers, tiles in all, tile side)."""
-    from vhmine.mine.ray_engine import tile_rows
-    from vhmine.mine.tilejob import Triangle
+    from vhmine.mine.ray.engine import tile_rows
+    from vhmine.mine.ray.tilejob import Triangle
 
     side = min(tile_rows(tile_memory, 768, dino_dim), -(-n // 64) * 64)
     tri = Triangle(n, side)
@@ -146,7 +146,7 @@ def measure(n: int, args, work: Path) -> dict:
           f"{', '.join(f'{v:.0f}' for v in res['workers'].values())} MiB; tile rate {res['rate']:,.3g} pairs/s "
           f"per worker (full tiles after each worker's first: {job['rate_tiles']}); {job['written']} pairs written",
           flush=True)
-    for name, k in job.get("kernels", {}).items():  # each node's choice, by measurement there (mine.kernels)
+    for name, k in job.get("kernels", {}).items():  # each node's choice, by measurement there (mine.join.kernels)
         rates = ", ".join(f"{a} {v:.1f}" for a, v in k["gmac_per_s"].items() if v is not None)
         print(f"N={n:,}: products kernel {name} on {k['tiles']} tiles (GMAC/s in one thread there: {rates or 'forced'})",
               flush=True)

@@ -36,7 +36,7 @@ def build(folder: Path, tasks: int = 10_000, n_images: int = 51) -> dict:
     from PIL import Image
 
     from vhmine import curate as C
-    from vhmine.embed.index import write_index
+    from vhmine.index import write_index
     from vhmine.images import sha256_file
     from vhmine.seed import seed_pairs
     from vhmine.store import open_store

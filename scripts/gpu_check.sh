@@ -100,7 +100,7 @@ import numpy as np
 import torch
 sys.path.insert(0, "scripts")
 from bench_mine import kernel_floor, make_clip_like, make_vectors
-from vhmine.mine.simsearch import PairSet, assert_same_pairs, brute_force_pairs, find_pairs, pair_sims
+from vhmine.mine.join.simsearch import PairSet, assert_same_pairs, brute_force_pairs, find_pairs, pair_sims
 
 dev, dry = os.environ["GPU_CHECK_DEVICE"], os.environ["GPU_CHECK_DRY"] == "1"
 n = int(os.environ.get("GPU_CHECK_N", 3000 if dry else 118_287))
@@ -263,9 +263,9 @@ import ray
 import pandas as pd
 from bench_mine_ray import sample_tiles, write_synthetic_index
 from vhmine import api
-from vhmine.embed.index import index_rows
-from vhmine.mine.simsearch import pair_sims
-from vhmine.mine.tilejob import Triangle
+from vhmine.index import index_rows
+from vhmine.mine.join.simsearch import pair_sims
+from vhmine.mine.ray.tilejob import Triangle
 
 dev, dry = os.environ["GPU_CHECK_DEVICE"], os.environ["GPU_CHECK_DRY"] == "1"
 n = int(os.environ.get("GPU_CHECK_RAY_N", 30_000 if dry else 1_000_000))

@@ -454,7 +454,7 @@ def make_index(indexes, name, clip, dino, *, root, categories=None, keys=None, c
     import pandas as pd
     from PIL import Image
 
-    from vhmine.embed.index import write_index
+    from vhmine.index import write_index
 
     n = len(clip)
     keys = list(range(n)) if keys is None else [int(k) for k in keys]

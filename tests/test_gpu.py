@@ -38,7 +38,7 @@ def _clustered(n: int, d: int, seed: int) -> np.ndarray:
 @pytest.mark.skipif(not _cuda(), reason="no CUDA device")
 @pytest.mark.parametrize("block_size", [None, 256])  # one block, and many blocks of the upper triangle
 def test_find_pairs_on_cuda_equals_cpu_and_brute_force(block_size):
-    from vhmine.mine.simsearch import assert_same_pairs, brute_force_pairs, find_pairs
+    from vhmine.mine.join.simsearch import assert_same_pairs, brute_force_pairs, find_pairs
 
     clip, dino = _clustered(2000, 768, 0), _clustered(2000, 1024, 1)
     want = brute_force_pairs(clip, dino, 0.85, 0.6)
@@ -57,7 +57,7 @@ def test_find_pairs_on_cuda_equals_cpu_and_brute_force(block_size):
 @pytest.mark.skipif(not _cuda(), reason="no CUDA device")
 def test_embed_on_cuda_matches_cpu_within_half_precision(tmp_path, photos_dir, tiny_models):
     from vhmine.embed.job import EmbedOptions, embed_collection
-    from vhmine.embed.index import open_index
+    from vhmine.index import open_index
 
     clip, dino = tiny_models
     for dev in ("cpu", "cuda"):

@@ -299,3 +299,47 @@ def test_test_files_have_unique_names():
     for path in (REPO / "tests").rglob("test_*.py"):
         seen[path.name].append(str(path.relative_to(REPO)))
     assert not {n: p for n, p in seen.items() if len(p) > 1}
+
+
+def _reach(edges: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for t in edges.get(todo.pop(), ()):
+            if t not in seen:
+                seen.add(t)
+                todo.append(t)
+    return seen
+
+
+def test_the_local_and_ray_runs_are_siblings_over_a_join_that_knows_no_runs():
+    edges = import_graph(module_files())
+    local, ray = _reach(edges, "vhmine.mine.local_run"), _reach(edges, "vhmine.mine.ray_run")
+    assert not {m for m in local if m == "vhmine.mine.ray_run" or m.startswith("vhmine.mine.ray.")}, local
+    assert "vhmine.mine.local_run" not in ray
+    # the join: no run, no folder of runs, no Ray, no index files; only its own modules and the vocabulary
+    for mod in (m for m in module_files() if m.startswith("vhmine.mine.join")):
+        outside = {t for t in _reach(edges, mod) if t.startswith("vhmine.") and not t.startswith("vhmine.mine.join")}
+        vocabulary = {"vhmine", "vhmine.errors", "vhmine.config", "vhmine.files", "vhmine.images"}
+        assert outside <= vocabulary, (mod, outside - vocabulary)
+    # the Ray engine reads an index through vhmine.index, and knows no run folder
+    for mod in (m for m in module_files() if m.startswith("vhmine.mine.ray.")):
+        above = {t for t in _reach(edges, mod) if t.startswith("vhmine.mine.") and not t.startswith(("vhmine.mine.ray.",
+                                                                                                 "vhmine.mine.join"))}
+        assert not above, (mod, above)
+
+
+def test_no_module_outside_the_index_room_names_an_index_file():
+    # manifest.json, images.parquet and the vector files are read and written through vhmine.index alone
+    # (status and export name manifest.json for their own records: an export's manifest, the walk for records)
+    names = ('"images.parquet"', '"clip.faiss"', '"dino.faiss"', '"skipped.csv"', "IMAGES", "VECTOR_FILES")
+    bad = []
+    for mod, path in module_files().items():
+        if mod.startswith("vhmine.index"):
+            continue
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and f'"{node.value}"' in names:
+                bad.append(f"{mod}: {node.value}")
+            if isinstance(node, ast.alias) and node.name in names:
+                bad.append(f"{mod} imports {node.name}")
+    assert not bad, bad

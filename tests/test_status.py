@@ -26,7 +26,7 @@ def _tree(folder: Path) -> dict:
 
 def _index(folder: Path, photos: list[Path]):
     """indexes/photos as `vhmine embed` writes it, over `photos`, with vectors whose pairs are known."""
-    from vhmine.embed.index import write_index
+    from vhmine.index import write_index
     from vhmine.images import sha256_file
 
     shas = [sha256_file(p) for p in photos]
@@ -60,8 +60,8 @@ def test_the_next_step_follows_the_project_from_an_empty_folder_to_an_eval(tmp_p
     assert [(i.name, i.images, i.skipped, i.clip, i.dino) for i in st.indexes] == [("photos", 4, 1, "local-dir:tiny-clip", "tiny-dino")]
     assert st.next_step == "vhmine mine --index photos"
 
-    from vhmine.embed.index import open_index
-    from vhmine.mine.simsearch import brute_force_pairs
+    from vhmine.index import open_index
+    from vhmine.mine.join.simsearch import brute_force_pairs
 
     idx = open_index(Path("indexes"), "photos")
     low = float(brute_force_pairs(idx.clip, idx.dino, -1.0).dino_sim.min())

@@ -26,7 +26,7 @@ from test_pipeline import Workdir
 
 from vhmine.embed.job import embed_collection
 from vhmine.images import read_image_bytes
-from vhmine.embed.index import locate_image, open_index
+from vhmine.index import locate_image, open_index
 
 
 def _shards(folder, photos) -> dict[str, bytes]:

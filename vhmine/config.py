@@ -1,7 +1,9 @@
-"""Where artifacts live: the roots of indexes and runs, the default index, and the store's URL.
+"""Where artifacts live: the roots of indexes and runs and the store's URL; the shared defaults; the device
+torch work runs on (`resolve_device`). Reads environment variables only.
 
 Resolved at call time, never at import, so tests and users can move them with
-flags or environment variables (`--indexes` / VHMINE_INDEXES, VHMINE_RUNS, VHMINE_INDEX).
+flags or environment variables (`--indexes` / VHMINE_INDEXES, VHMINE_RUNS, VHMINE_DB). Which index a
+command uses when --index is left out (VHMINE_INDEX) is vhmine.index.default_index_name.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from vhmine.errors import IndexMissingError
+from vhmine.errors import EncoderError
 
 
 # where `vhmine data coco` downloads from (env VHMINE_COCO_URL or --base-url name a mirror with the same layout)
@@ -54,43 +56,23 @@ def run_index_folders(meta) -> list[Path]:
     return [Path(f) for f in (meta.get("index_folder"), against.get("index_folder")) if isinstance(f, str) and f]
 
 
-def list_indexes(root: Path) -> list[str]:
-    """Names of the collections under `root` (finished or not)."""
-    if not root.is_dir():
-        return []
-    return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-
-
-def default_index_name(root: Path, name: str | None) -> str:
-    """The index to use when `--index` is left out: VHMINE_INDEX, else the only one there is."""
-    if name:
-        return name
-    env = os.environ.get("VHMINE_INDEX")
-    if env:
-        return env
-    every = list_indexes(root)
-    names = [n for n in every if (root / n / "manifest.json").is_file()]  # an unfinished embed job is no choice
-    unfinished = [n for n in every if n not in names]
-    if len(names) == 1:
-        return names[0]
-    if not names and unfinished:
-        raise IndexMissingError(
-            f"no finished index under {root}/: {', '.join(unfinished)} did not finish embedding; rerun the same "
-            "`vhmine embed` command to finish it (or pass --index NAME)"
-        )
-    if not names:
-        raise IndexMissingError(
-            f"no index under {root}/: build one with `vhmine embed FOLDER --name NAME` "
-            "(or point --indexes / VHMINE_INDEXES at the folder that holds them)"
-        )
-    raise IndexMissingError(
-        f"{len(names)} indexes under {root}/ ({', '.join(names)}): say which with --index NAME "
-        "or set VHMINE_INDEX"
-    )
-
-
 # Defaults that the CLI, the library and the README share (one place, so they cannot drift).
 DEFAULT_CLIP_MODEL = "ViT-L-14:openai"
 DEFAULT_DINO_MODEL = "facebook/dinov2-large"
 DEFAULT_CLIP_MIN = 0.9
 DEFAULT_DINO_MAX = 0.55
+
+
+def resolve_device(device: str | None):
+    """`None` means CUDA when present, else CPU. A CUDA device asked for but absent is an error."""
+    import torch
+
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except RuntimeError:  # torch's own message lists some twenty device types
+        raise EncoderError(f"--device {device}: not a device name; use cpu, cuda or cuda:N") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise EncoderError(f"--device {device}: no CUDA device is available here; use --device cpu")
+    return dev

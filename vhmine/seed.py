@@ -27,7 +27,7 @@ from typing import Optional, Sequence
 from vhmine.rules import modes as M
 from vhmine.errors import InputError
 from vhmine.images import image_sha256
-from vhmine.embed.index import locate_image
+from vhmine.index import locate_image
 
 REQUIRED = ("rank", "image_id_a", "image_id_b", "sha256_a", "sha256_b", "path_a", "path_b", "clip_sim", "dino_sim", "gap")
 _SHA = re.compile(r"^[0-9a-f]{64}$")
@@ -136,7 +136,8 @@ def seed_pairs(store, pairs_path: str | Path, per_mode: int = 100, modes: Option
 
     # rank order, then pair id for ties: never the file's row order
     def index_folders() -> list[Path]:  # where moved files are looked for: the run's indexes, then ./indexes
-        from vhmine.config import indexes_root, list_indexes, run_index_folders
+        from vhmine.config import indexes_root, run_index_folders
+        from vhmine.index import list_indexes
 
         return list(dict.fromkeys(run_index_folders(meta) + [indexes_root() / name for name in list_indexes(indexes_root())]))
 

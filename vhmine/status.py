@@ -13,7 +13,6 @@ that run's line, with the `vhmine mine` command that reruns it (vhmine.outgrown)
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -111,19 +110,21 @@ def _json(path: Path) -> dict:
 
 
 def _index(folder: Path) -> Optional[IndexInfo]:
+    from vhmine.embed.work import unfinished_job
+    from vhmine.index import manifest_sha256, read_manifest
+
     try:
-        raw = (folder / "manifest.json").read_bytes()
-    except OSError:
-        raw = b""
-    man = _json(folder / "manifest.json") if raw else {}
+        man = read_manifest(folder)
+    except (OSError, ValueError):
+        man = {}
     if man.get("producer") == "vhmine embed" or ("format_version" in man and "encoders" in man):
         c, enc = man.get("counts", {}), man.get("encoders", {})
         return IndexInfo(folder.name, str(folder), True, c.get("images", 0), c.get("skipped", 0), c.get("duplicates", 0),
                          (enc.get("clip") or {}).get("spec", ""), (enc.get("dino") or {}).get("spec", ""),
-                         manifest_sha256=hashlib.sha256(raw).hexdigest())
-    job = _json(folder / "work" / "job.json")
-    if job:
-        done = sum(1 for _ in (folder / "work" / "shards").glob("part-*.parquet"))
+                         manifest_sha256=manifest_sha256(folder))
+    unfinished = unfinished_job(folder)
+    if unfinished:
+        job, done = unfinished
         return IndexInfo(folder.name, str(folder), False, clip=str(job.get("clip_model", "")),
                          dino=str(job.get("dino_model", "")), shards_done=done)
     return None

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from helpers import copy_photos, embed_options, interrupt_when, sha_of
 from vhmine.cli import app
-from vhmine.embed.index import open_index
+from vhmine.index import open_index
 from vhmine.embed.job import EmbedOptions, embed_collection
 from vhmine.errors import EncoderMismatchError, IndexCorruptError, IndexMissingError, InputError
 
@@ -379,7 +379,7 @@ def test_an_embed_whose_encoder_does_not_load_leaves_no_index_and_the_fixed_comm
 
 def test_a_job_stopped_before_it_embedded_anything_starts_clean_and_is_never_picked(tmp_path, photos_dir, tiny_models):
     """A job killed while its models loaded leaves work/job.json (with the encoders asked for) and no shard."""
-    from vhmine.config import default_index_name
+    from vhmine.index import default_index_name
     from vhmine.errors import EncoderError
 
     photos = copy_photos(tmp_path / "photos", photos_dir)

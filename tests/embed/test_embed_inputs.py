@@ -10,7 +10,7 @@ import pytest
 from helpers import embed_options, jpeg_bytes, wds_sample, write_photos, write_tar
 
 from vhmine.embed.job import embed_collection
-from vhmine.embed.index import open_index
+from vhmine.index import open_index
 
 
 @pytest.fixture()

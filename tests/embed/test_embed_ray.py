@@ -17,7 +17,7 @@ from helpers import free_port, write_photos  # noqa: E402
 from vhmine.embed.job import EmbedOptions, embed_collection  # noqa: E402
 from vhmine.embed.run import EXIT_MARKER_ENV  # noqa: E402
 from vhmine.errors import EncoderError, InputError  # noqa: E402
-from vhmine.embed.index import open_index  # noqa: E402
+from vhmine.index import open_index  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""vhmine.mine.band through simsearch: find_pairs(new_rows=...) is exactly the pairs that touch a new row, so
+"""vhmine.mine.join.band through simsearch: find_pairs(new_rows=...) is exactly the pairs that touch a new row, so
 an earlier mine of the old rows plus it is a full mine of all rows, bit for bit; find_pairs_across is exactly
 the rectangle of two collections' pairs; both compute only their own blocks (properties over generated sets,
 and examples)."""
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from helpers import row_directions, unit_rows
 from vhmine.errors import InputError
-from vhmine.mine.simsearch import (PairSet, assert_same_pairs, brute_force_across, brute_force_pairs, find_pairs,
+from vhmine.mine.join.simsearch import (PairSet, assert_same_pairs, brute_force_across, brute_force_pairs, find_pairs,
                                    find_pairs_across, merge, pair_sims)
 
 
@@ -134,7 +134,7 @@ def _set(n, d=24, e=16, seed=0):
 def test_new_rows_compute_only_the_band_of_their_row_group(monkeypatch, workers):
     """n = 1000, 64-row blocks, 10 new rows: the 16 blocks of the first row group's band, 10 x 9 / 2 +
     10 x 990 row pairs; a full mine: 16 x 17 / 2 blocks, 1000 x 999 / 2 pairs; and each block searched once."""
-    import vhmine.mine.simsearch as simsearch
+    import vhmine.mine.join.simsearch as simsearch
 
     searched = []
 

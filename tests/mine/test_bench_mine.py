@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from vhmine.mine.kernels import KERNELS
+from vhmine.mine.join.kernels import KERNELS
 
 ROOT = Path(__file__).resolve().parents[2]
 

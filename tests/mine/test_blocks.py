@@ -1,4 +1,4 @@
-"""vhmine.mine.blocks: row blocks quantised with parameters from one streaming pass, and tiles mined from
+"""vhmine.mine.join.blocks: row blocks quantised with parameters from one streaming pass, and tiles mined from
 two blocks each, give fast_pass's quantisation and the float64 brute force's pairs."""
 
 import math
@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from helpers import unit_rows
-from vhmine.mine.blocks import (
+from vhmine.mine.join.blocks import (
     BlockStats, Quantiser, choose_turn, exact_pairs, quantise_block, sample_rows, scan_block, threshold,
     tile_candidates,
 )
-from vhmine.mine.simsearch import assert_same_pairs, brute_force_pairs, fast_pass, find_pairs, merge
+from vhmine.mine.join.simsearch import assert_same_pairs, brute_force_pairs, fast_pass, find_pairs, merge
 
 
 def data(n, d, e, seed, spiky=False):

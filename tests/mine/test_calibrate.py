@@ -9,9 +9,9 @@ import numpy as np
 from typer.testing import CliRunner
 
 from vhmine.cli import app
-from vhmine.mine import calibrate
-from vhmine.mine.calibrate import choose
-from vhmine.mine.kernels import KERNELS, Kernel
+from vhmine.mine.join import calibrate
+from vhmine.mine.join.calibrate import choose
+from vhmine.mine.join.kernels import KERNELS, Kernel
 from helpers import make_index, unit_rows
 
 

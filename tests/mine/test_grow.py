@@ -11,7 +11,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
 from tests.helpers import make_index, unit_rows
 from vhmine import api
-from vhmine.mine.simsearch import brute_force_pairs
+from vhmine.mine.join.simsearch import brute_force_pairs
 
 CLIP, DINO = 0.8, 0.5
 

@@ -14,7 +14,7 @@ from tests.mine.test_mine_across import A_KEYS, B_KEYS, rectangle_brute
 ray = pytest.importorskip("ray", reason="the Ray engine needs the ray extra: pip install -e '.[ray]'")
 
 from vhmine import api  # noqa: E402
-from vhmine.mine.ray_engine import tile_bytes  # noqa: E402
+from vhmine.mine.ray.engine import tile_bytes  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
 TILE = tile_bytes(64, 16, 12)  # tiles of 64 rows: a band of a few new rows still spans several column blocks
@@ -108,7 +108,7 @@ def test_against_on_ray_is_the_local_engines_rectangle(tmp_path):
 
 def test_a_stopped_band_job_resumes_from_its_finished_tiles(tmp_path, monkeypatch):
     from vhmine.errors import Interrupted
-    from vhmine.mine.tilejob import TileJob
+    from vhmine.mine.ray.tilejob import TileJob
 
     build(tmp_path, START)
     mine(tmp_path)

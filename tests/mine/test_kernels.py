@@ -10,10 +10,10 @@ from hypothesis import given, strategies as st
 from hypothesis.extra.numpy import arrays
 
 from vhmine.errors import InputError
-from vhmine.mine import kernels
-from vhmine.mine.kernels import KERNELS, available, build, exact, levels_of, probe_rows
-from vhmine.mine.quantise import fast_pass, qmax_for
-from vhmine.mine.simsearch import assert_same_pairs, brute_force_pairs, find_pairs
+from vhmine.mine.join import kernels
+from vhmine.mine.join.kernels import KERNELS, available, build, exact, levels_of, probe_rows
+from vhmine.mine.join.quantise import fast_pass, qmax_for
+from vhmine.mine.join.simsearch import assert_same_pairs, brute_force_pairs, find_pairs
 from helpers import unit_rows
 
 HERE = sorted(available("cpu"))  # the kernels this machine's libraries offer on its CPU

@@ -1,12 +1,12 @@
-"""vhmine.mine.merge: tiles' sorted lists merged in rank order (several passes when there are many) and
+"""vhmine.mine.ray.merge: tiles' sorted lists merged in rank order (several passes when there are many) and
 capped as job.rank_pairs caps the whole list."""
 
 import numpy as np
 import pytest
 
-from vhmine.mine.job import rank_pairs
-from vhmine.mine.merge import capped, ranked
-from vhmine.mine.tilejob import TileJob, rank_order, ranked_dtype
+from vhmine.mine.runfolder import rank_pairs
+from vhmine.mine.ray.merge import capped, ranked
+from vhmine.mine.ray.tilejob import TileJob, rank_order, ranked_dtype
 
 
 def random_pairs(n, seed):

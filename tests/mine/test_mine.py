@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 
 from vhmine.cli import app
 from vhmine.errors import IndexMissingError, InputError
-from vhmine.mine.job import MineOptions, check_thresholds, mine_index, rank_pairs
+from vhmine.mine.job import MineOptions, check_thresholds, mine_index
+from vhmine.mine.runfolder import rank_pairs
 from helpers import interrupt_when, make_index, run_vhmine, unit_rows
 
 
@@ -27,7 +28,7 @@ def clustered(tmp_path):
 
 def _brute(clip, dino, cmin, dmax):
     """The reference pair set and the reference similarity matrices (simsearch.pair_sims: one definition)."""
-    from vhmine.mine.simsearch import brute_force_pairs, pair_sims
+    from vhmine.mine.join.simsearch import brute_force_pairs, pair_sims
 
     ref = brute_force_pairs(clip, dino, cmin, dmax)
     n = len(clip)
@@ -208,7 +209,7 @@ def test_a_run_names_the_seed_command_with_its_pairs_file(clustered, monkeypatch
 
 def test_zero_pairs_says_what_to_relax_with_counts_at_nearby_thresholds(clustered, monkeypatch):
     """The counts are the pairs a run at that threshold finds: checked against the brute force."""
-    from vhmine.mine.simsearch import brute_force_pairs
+    from vhmine.mine.join.simsearch import brute_force_pairs
 
     tmp, clip, dino, _ = clustered
     monkeypatch.chdir(tmp)
@@ -237,7 +238,7 @@ def test_zero_pairs_says_what_to_relax_with_counts_at_nearby_thresholds(clustere
 
 def test_no_clip_alike_pair_points_at_a_lower_clip(clustered):
     tmp, clip, dino, _ = clustered
-    from vhmine.mine.simsearch import brute_force_pairs
+    from vhmine.mine.join.simsearch import brute_force_pairs
 
     top = float(brute_force_pairs(clip, dino, -1.0).clip_sim.max())
     res = mine_index(MineOptions(index="syn", indexes=tmp / "idx", clip=min(1.0, top + 0.01), dino=0.55, out=tmp / "z", progress=False))
@@ -253,7 +254,7 @@ def test_ctrl_c_during_the_search_leaves_no_run_and_says_so(tmp_path):
     import subprocess
     import sys
 
-    from vhmine.embed.index import write_index
+    from vhmine.index import write_index
 
     n, rng = 12_000, np.random.default_rng(0)
     clip = unit_rows(rng.normal(size=(n, 768)))  # 3 blocks of 8192 rows: seconds of int8 products

@@ -10,7 +10,7 @@ from tests.helpers import make_index
 from tests.mine.test_grow import CLIP, DINO, vectors
 from vhmine import api
 from vhmine.errors import InputError
-from vhmine.mine.simsearch import brute_force_pairs
+from vhmine.mine.join.simsearch import brute_force_pairs
 
 A_KEYS = [k for k in range(60) if k % 5 < 3]  # 36 images
 B_KEYS = [k for k in range(70) if k % 5 >= 3]  # 28 other images of the same groups (and two groups of B alone)

@@ -1,4 +1,4 @@
-"""vhmine.mine.ray_engine: `vhmine mine --engine ray` on a local 2-CPU Ray cluster gives the local miner's pairs.
+"""vhmine.mine.ray.engine: `vhmine mine --engine ray` on a local 2-CPU Ray cluster gives the local miner's pairs.
 
 Tiles are small (64-192 rows) so that they cut through clusters, and one test kills a tile's worker
 process on its first attempt and checks that the retry gives the same pairs.
@@ -18,11 +18,11 @@ from helpers import unit_rows
 from test_rowcheck import check_exact_or_refused, vector_sets
 from vhmine.cli import app
 from vhmine.errors import InputError, VhmineError
-from vhmine.mine.simsearch import assert_same_pairs, brute_force_pairs, find_pairs
+from vhmine.mine.join.simsearch import assert_same_pairs, brute_force_pairs, find_pairs
 
 ray = pytest.importorskip("ray", reason="the Ray engine needs the ray extra: pip install -e '.[ray]'")
 
-from vhmine.mine.ray_engine import find_pairs_ray, tile_bytes, tile_rows  # noqa: E402
+from vhmine.mine.ray.engine import find_pairs_ray, tile_bytes, tile_rows  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -86,7 +86,7 @@ def test_pairs_equal_local_miner_and_brute_force(kind, n, tile, clip_min, dino_m
 
 @pytest.mark.parametrize("kernel", [None, "fbgemm", "torch-f32"])
 def test_each_node_chooses_its_products_kernel_and_a_forced_one_narrows_the_quantiser(kernel):
-    from vhmine.mine.kernels import available, levels_of
+    from vhmine.mine.join.kernels import available, levels_of
 
     if kernel and kernel not in available("cpu"):
         pytest.skip(f"{kernel} is not offered on this CPU")
@@ -324,9 +324,9 @@ def test_an_index_url_must_hold_the_index_it_names_checked_before_any_tile(tmp_p
 def test_a_node_that_cannot_read_the_index_is_named_in_seconds(tmp_path):
     import time
 
-    from vhmine.embed.rows import IndexRows, VectorFile
-    from vhmine.mine.ray_engine import run_job
-    from vhmine.mine.tilejob import TileJob
+    from vhmine.index.rows import IndexRows, VectorFile
+    from vhmine.mine.ray.engine import run_job
+    from vhmine.mine.ray.tilejob import TileJob
 
     gone = VectorFile(str(tmp_path / "not-mounted" / "clip.faiss"), 45, 500, 16)  # what the driver saw elsewhere
     rows = IndexRows(gone, VectorFile(str(tmp_path / "not-mounted" / "dino.faiss"), 45, 500, 12), None)
@@ -398,7 +398,7 @@ def test_a_driver_killed_mid_job_resumes_and_skips_the_finished_tiles(tmp_path):
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "runs" / "ray" / "pairs.parquet"), want)
 
 
-# --- exact at every scale it accepts (vhmine.mine.rowcheck) ------------------------------------------
+# --- exact at every scale it accepts (vhmine.mine.join.rowcheck) ------------------------------------------
 
 def test_ray_refuses_rows_the_fast_pass_cannot_bound_and_nan_thresholds(tmp_path):
     from test_mine import make_index

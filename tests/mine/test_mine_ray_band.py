@@ -1,4 +1,4 @@
-"""vhmine.mine.ray_engine over tileshapes.Band (the pairs touching new rows of a grown index) and
+"""vhmine.mine.ray.engine over tileshapes.Band (the pairs touching new rows of a grown index) and
 tileshapes.Rectangle (the pairs across two indexes), on a local 2-CPU Ray cluster: exact (float64 brute
 force, the same sim bits), the old rows' triangle plus the band is the full triangle, ranked tiles
 oriented as stated and keeping every CLIP-alike pair when asked, row digests recorded in the job folder,
@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 
 from helpers import unit_rows
 from vhmine.errors import VhmineError
-from vhmine.mine.simsearch import PairSet, assert_same_pairs, brute_force_pairs
-from vhmine.mine.state import row_digests
+from vhmine.mine.join.simsearch import PairSet, assert_same_pairs, brute_force_pairs
+from vhmine.mine.join import row_digests
 
 from test_mine_ray import cluster, clustered, pytestmark, ray  # noqa: F401  (its local cluster: one per module)
-from vhmine.mine.ray_engine import find_pairs_across_ray, find_pairs_ray, run_job
-from vhmine.mine.tilejob import SCAN, Band, Rectangle, TileJob, Triangle
+from vhmine.mine.ray.engine import find_pairs_across_ray, find_pairs_ray, run_job
+from vhmine.mine.ray.tilejob import SCAN, Band, Rectangle, TileJob, Triangle
 
 
 def tied(n, seed, d=16, e=8):
@@ -145,7 +145,7 @@ def id_index(folder, clip, dino, prefix=""):
     order differs from row order); returns its IndexRows and ids."""
     import pandas as pd
 
-    from vhmine.embed.index import index_rows, write_index
+    from vhmine.index import index_rows, write_index
 
     n = len(clip)
     ids = [prefix + f"{k:08x}"[::-1] for k in range(n)]
@@ -169,8 +169,8 @@ def tile_rows_of(job):
 
 def assert_merges_in_rank_order(job, inbox, scratch):
     """mine.merge over the job's tiles: their in-box pairs (not the CLIP-alike ones after them), in rank order."""
-    from vhmine.mine.merge import ranked
-    from vhmine.mine.tilejob import rank_order
+    from vhmine.mine.ray.merge import ranked
+    from vhmine.mine.ray.tilejob import rank_order
 
     merged = np.concatenate(list(ranked(job, job.done, scratch, chunk=16)))
     assert np.array_equal(merged, inbox[rank_order(inbox)])
@@ -202,9 +202,9 @@ def test_ranked_band_tiles_are_oriented_by_id_keep_every_alike_pair_and_record_d
     assert np.array_equal(job.digests("a", 300), row_digests(clip, dino))
     # keep_alike keeps every other CLIP-alike pair, where a scatter's sample keeps a few, and the in-box
     # pairs cut by a tile's top list (here, in this process: the tile task's function itself)
-    from vhmine.mine.blocks import Quantiser
-    from vhmine.mine.tiletask import mine_tile
-    from vhmine.mine.tilejob import ranked_dtype
+    from vhmine.mine.join.blocks import Quantiser
+    from vhmine.mine.ray.tiletask import mine_tile
+    from vhmine.mine.ray.tilejob import ranked_dtype
 
     k = max(job.done, key=lambda t: job.done[t]["sample"])
     qz = Quantiser.from_dict(job.job["quantiser"])
@@ -290,7 +290,7 @@ def test_a_job_folder_made_for_another_shape_or_other_new_rows_starts_over(tmp_p
 
 @pytest.mark.parametrize("kind", ["band", "rectangle"])
 def test_a_job_stopped_by_a_killed_task_resumes_and_mines_only_the_missing_tiles(tmp_path, kind):
-    from vhmine.embed.rows import IndexRows, open_vectors
+    from vhmine.index.rows import IndexRows, open_vectors
 
     clip, dino = tied(260, 11)
     views = []
@@ -341,8 +341,8 @@ def test_a_job_stopped_by_a_killed_task_resumes_and_mines_only_the_missing_tiles
 def test_a_bands_scattered_rows_are_read_a_span_of_rows_at_a_time(tmp_path):
     """take reads runs of near rows whole (rows up to 256 apart, for a URL); a band's chunk of new rows,
     scattered so, would have been one read of 200 x its rows."""
-    from vhmine.embed.rows import VectorFile, open_vectors
-    from vhmine.mine.tiletask import take_within
+    from vhmine.index.rows import VectorFile, open_vectors
+    from vhmine.mine.ray.tiletask import take_within
 
     x = np.arange(40_000 * 4, dtype=np.float32).reshape(40_000, 4)
     np.save(tmp_path / "x.npy", x)

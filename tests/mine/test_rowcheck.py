@@ -1,4 +1,4 @@
-"""vhmine.mine.rowcheck: find_pairs is float64 brute force's pair set at every scale it accepts, and refuses
+"""vhmine.mine.join.rowcheck: find_pairs is float64 brute force's pair set at every scale it accepts, and refuses
 the rest by row number and NaN thresholds by name (a property over generated sets, and the examples it and
 the issue found)."""
 
@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from helpers import row_directions, unit_rows
 from vhmine.errors import InputError
-from vhmine.mine.rowcheck import NORM_MAX, NORM_MIN
-from vhmine.mine.simsearch import assert_same_pairs, brute_force_pairs, find_pairs, pair_sims
+from vhmine.mine.join.rowcheck import NORM_MAX, NORM_MIN
+from vhmine.mine.join.simsearch import assert_same_pairs, brute_force_pairs, find_pairs, pair_sims
 
 
 def _scaled(rows, scales):

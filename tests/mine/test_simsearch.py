@@ -1,4 +1,4 @@
-"""vhmine.mine.simsearch (and quantise, products, recheck): find_pairs equals the float64 brute force
+"""vhmine.mine.join.simsearch (and quantise, products, recheck): find_pairs equals the float64 brute force
 exactly, boundaries included."""
 
 import math
@@ -10,7 +10,7 @@ import pytest
 
 from helpers import unit_rows
 from vhmine.errors import InputError
-from vhmine.mine.simsearch import PairSet, assert_same_pairs, brute_force_pairs, find_pairs, pair_sims
+from vhmine.mine.join.simsearch import PairSet, assert_same_pairs, brute_force_pairs, find_pairs, pair_sims
 
 
 def clustered(n, d, e, seed):
@@ -46,7 +46,7 @@ def test_pair_sims_is_the_float64_inner_product_whatever_the_batch():
 
 @pytest.mark.parametrize("spike", [False, True])
 def test_quantisation_error_bound_covers_every_product(spike):
-    from vhmine.mine.quantise import _quantise
+    from vhmine.mine.join.quantise import _quantise
 
     x, _ = clustered(300, 768, 4, 0)
     if spike:  # one large component sets a coarse scale for every row
@@ -184,7 +184,7 @@ def test_bad_or_absent_device_is_named():
 
 
 def test_module_imports_without_torch():
-    code = "import sys; sys.modules['torch'] = None; import vhmine.mine.simsearch"
+    code = "import sys; sys.modules['torch'] = None; import vhmine.mine.join.simsearch"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -231,7 +231,7 @@ def test_spiky_sets_match_brute_force_rotated_or_not(rotate, seed):
 
 
 def test_rotation_narrows_the_margin_on_spiky_rows_and_is_skipped_on_even_ones():
-    from vhmine.mine.quantise import fast_pass
+    from vhmine.mine.join.quantise import fast_pass
 
     clip, _ = spiky(2000, 768, 4, 3)
     plain, turned = fast_pass(clip, 0.9, rotate=False), fast_pass(clip, 0.9, rotate=True)
@@ -243,7 +243,7 @@ def test_rotation_narrows_the_margin_on_spiky_rows_and_is_skipped_on_even_ones()
 
 @pytest.mark.parametrize("data", ["spiky", "even"])
 def test_rotated_quantisation_bound_covers_every_product(data):
-    from vhmine.mine.quantise import _quantise, rotation
+    from vhmine.mine.join.quantise import _quantise, rotation
 
     x, _ = (spiky if data == "spiky" else clustered)(300, 768, 4, 4)
     x[5] = 0  # a row whose rotation is exactly zero, and one unit spike
@@ -256,7 +256,7 @@ def test_rotated_quantisation_bound_covers_every_product(data):
 
 
 def test_rotation_is_seeded_and_orthogonal():
-    from vhmine.mine.quantise import rotation
+    from vhmine.mine.join.quantise import rotation
 
     m = rotation(96)
     assert m.dtype == np.float32 and np.array_equal(m, rotation(96))
@@ -286,7 +286,7 @@ def test_threaded_mining_restores_torch_threads_and_names_too_many_candidates():
 
 def test_fast_pass_thresholds_bracket_every_pair():
     """Every pair at or above clip_min reaches thresh; every pair at or above sure is at or above clip_min."""
-    from vhmine.mine.quantise import fast_pass
+    from vhmine.mine.join.quantise import fast_pass
 
     for clip in (clustered(400, 96, 4, 5)[0], spiky(400, 96, 4, 5)[0]):
         i, j = np.triu_indices(len(clip), k=1)
@@ -303,7 +303,7 @@ def test_fast_pass_thresholds_bracket_every_pair():
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_spread_is_orthogonal_spreads_dominant_dimensions_and_its_bound_holds(seed):
-    from vhmine.mine.quantise import _dominant_dims, _quantise, spread
+    from vhmine.mine.join.quantise import _dominant_dims, _quantise, spread
 
     x, _ = spiky(300, 768, 4, seed)
     dims = _dominant_dims(x, force=False)
@@ -329,8 +329,8 @@ def test_spread_is_orthogonal_spreads_dominant_dimensions_and_its_bound_holds(se
 def test_recheck_with_or_without_products_gives_the_same_pairs():
     import torch
 
-    from vhmine.mine.products import BlockMiner
-    from vhmine.mine.quantise import fast_pass
+    from vhmine.mine.join.products import BlockMiner
+    from vhmine.mine.join.quantise import fast_pass
 
     clip, dino = clustered(700, 48, 16, 4)
     fp = fast_pass(clip, 0.9)
@@ -346,24 +346,24 @@ def test_recheck_with_or_without_products_gives_the_same_pairs():
 
 
 def test_huge_finite_values_are_not_taken_for_nan():
-    from vhmine.mine.simsearch import _check
+    from vhmine.mine.join.simsearch import check_rows
 
     clip, dino = random_set(10, 8, 4, 0)
     clip[2] = 3e19  # squares overflow float32, values do not
-    _check(clip, dino, screened=False)  # (brute force's check: float64 takes it)
+    check_rows(clip, dino, screened=False)  # (brute force's check: float64 takes it)
     with pytest.raises(InputError, match="clip row 2 has norm 8.49e\\+19 \\(1 row\\(s\\) in all\\)"):
-        _check(clip, dino)  # find_pairs' refuses it as too large, not as NaN (tests/mine/test_rowcheck.py)
+        check_rows(clip, dino)  # find_pairs' refuses it as too large, not as NaN (tests/mine/test_rowcheck.py)
     clip[4, 1] = np.inf
     with pytest.raises(InputError, match="clip row 4 has NaN or infinite values \\(1 rows in all\\)"):
-        _check(clip, dino)
+        check_rows(clip, dino)
 
 
 @pytest.mark.parametrize("chunk, cols", [(64, 64), (128, 192), (192, 320), (None, None)])
 def test_block_search_finds_every_product_at_or_above_thresh_however_the_block_is_cut(chunk, cols):
     import torch
 
-    from vhmine.mine.products import BlockMiner
-    from vhmine.mine.quantise import fast_pass
+    from vhmine.mine.join.products import BlockMiner
+    from vhmine.mine.join.quantise import fast_pass
 
     clip, dino = clustered(900, 48, 16, 6)
     fp = fast_pass(clip, 0.8)

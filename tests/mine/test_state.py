@@ -3,7 +3,7 @@
 import numpy as np
 from hypothesis import given, strategies as st
 
-from vhmine.mine.state import row_digests
+from vhmine.mine.join import row_digests
 
 
 def _rows(seed, n=50, d=(12, 9)):

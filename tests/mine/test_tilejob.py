@@ -1,4 +1,4 @@
-"""vhmine.mine.tilejob: the Ray job folder keeps every finished tile (atomic file, checksum in the
+"""vhmine.mine.ray.tilejob: the Ray job folder keeps every finished tile (atomic file, checksum in the
 ledger), and only those: a changed or cut-short record is mined again, another command starts over."""
 
 import json
@@ -9,7 +9,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from vhmine.errors import InputError
-from vhmine.mine.tilejob import LEDGER, PLAIN, SCAN, Band, Rectangle, TileJob, Triangle
+from vhmine.mine.ray.tilejob import LEDGER, PLAIN, SCAN, Band, Rectangle, TileJob, Triangle
 
 
 def rows(k):
@@ -130,7 +130,7 @@ def test_a_full_disk_is_one_line_and_keeps_the_tiles_recorded_before_it(tmp_path
     code = """if True:
         import numpy as np
         from vhmine.errors import VhmineError
-        from vhmine.mine.tilejob import PLAIN, TileJob
+        from vhmine.mine.ray.tilejob import PLAIN, TileJob
         job = TileJob("full/job", {"clip": 0.9}).open()
         try:
             for k in range(100):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from vhmine.errors import InputError, StoreError
 from vhmine.images import image_sha256, read_image_bytes
-from vhmine.embed.index import locate_image
+from vhmine.index import locate_image
 from vhmine.store import Image, Run, Store
 
 _IMAGE_ID = re.compile(r"^[0-9a-f]{16}$")
@@ -27,7 +27,8 @@ def index_folders(store: Store) -> list[Path]:
     VHMINE_INDEXES)."""
     from sqlalchemy import select
 
-    from vhmine.config import indexes_root, list_indexes, run_index_folders
+    from vhmine.config import indexes_root, run_index_folders
+    from vhmine.index import list_indexes
 
     with store.session(write=False) as s:
         metas = s.scalars(select(Run.meta)).all()

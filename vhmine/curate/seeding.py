@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from vhmine.errors import InputError
-from vhmine.embed.index import locate_image
+from vhmine.index import locate_image
 from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
     Image, Pair, Run, Store, Task, utcnow,
 )

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from vhmine.config import resolve_device
 from vhmine.errors import EncoderError
 
 log = logging.getLogger(__name__)
@@ -94,21 +95,6 @@ def hub_offline() -> bool:
 
 
 # --- devices --------------------------------------------------------------------------------------
-
-
-def resolve_device(device: str | None):
-    """`None` means CUDA when present, else CPU. A CUDA device asked for but absent is an error."""
-    import torch
-
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(device)
-    except RuntimeError:  # torch's own message lists some twenty device types
-        raise EncoderError(f"--device {device}: not a device name; use cpu, cuda or cuda:N") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise EncoderError(f"--device {device}: no CUDA device is available here; use --device cpu")
-    return dev
 
 
 def half_dtype(device):

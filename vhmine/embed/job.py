@@ -1,4 +1,4 @@
-"""Stage 1, embed: an image collection -> `indexes/<name>/` (see index.py for the layout).
+"""Stage 1, embed: an image collection -> `indexes/<name>/` (vhmine.index holds the layout).
 
 The roles, one module each, resumable by shard:
 - reader (read.py, vhmine/tars.py): a source of image records (a folder, with COCO annotations or
@@ -38,7 +38,9 @@ from vhmine.embed.work import (INDEXED, JOB, WORK, changed_paths, check_job, cur
                          shard_paths, started, update_plan)
 from vhmine.errors import IndexCorruptError, InputError, Interrupted
 from vhmine.files import atomic_write_text, check_owned, check_writable
-from vhmine.embed.index import FORMAT_VERSION, MANIFEST, SKIPPED, image_id_for, index_folder, open_index, write_index
+from vhmine.index import (
+    FORMAT_VERSION, MANIFEST, SKIPPED, image_id_for, index_folder, is_finished, open_index, read_manifest, write_index,
+)
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +192,7 @@ def _embed_locked(opts: EmbedOptions, source, listing: dict[str, dict], name: st
     embedded_now, timings = 0, {}
     if pending:
         embedded_now, timings = _run_shards(work, plan, pending, source, listing, job, opts)
-    elif (folder / MANIFEST).is_file() and not opts.coco_annotations:
+    elif is_finished(folder) and not opts.coco_annotations:
         try:  # sizes, rows and vectors against the manifest: a damaged index is rebuilt from its shards
             idx = open_index(folder.parent, name)
         except IndexCorruptError as err:
@@ -263,13 +265,13 @@ def _run_shards(work: Path, plan, pending: list[int], source, listing: dict[str,
 
 def _written_by_newer_vhmine(folder: Path) -> bool:
     try:
-        return json.loads((folder / MANIFEST).read_text(encoding="utf-8")).get("format_version", 0) > FORMAT_VERSION
+        return read_manifest(folder).get("format_version", 0) > FORMAT_VERSION
     except (OSError, ValueError, AttributeError):
         return False
 
 
 def _result_from_manifest(folder: Path, name: str, seconds: float) -> EmbedResult:
-    manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    manifest = read_manifest(folder)
     counts = manifest.get("counts", {})
     return EmbedResult(name, folder, counts.get("images", 0), counts.get("skipped", 0), counts.get("duplicates", 0),
                        0, seconds, _count_reasons(row["reason"] for row in manifest.get("skipped", [])))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from vhmine.embed.index import image_id_for
+from vhmine.index import image_id_for
 
 # Tests set this to a file holding a shard number: the worker that embeds that shard removes the file
 # and exits mid-shard, as a worker that dies would (the Ray engine must retry the shard).

@@ -23,7 +23,7 @@ from pathlib import Path
 from vhmine import __version__
 from vhmine.errors import EncoderMismatchError
 from vhmine.files import atomic_write, atomic_write_text
-from vhmine.embed.index import MANIFEST, image_id_for
+from vhmine.index import image_id_for, is_finished
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +34,17 @@ ROW_COLUMNS = ["path", "status", "reason", "sha256", "width", "height", "duplica
 INDEXED = ("ok", "duplicate")  # rows whose content is in the index (a duplicate's vectors are its first copy's)
 
 
+def unfinished_job(folder: Path) -> tuple[dict, int] | None:
+    """(the job record, shards finished) of an index folder whose embed job has started, else None."""
+    try:
+        job = json.loads((Path(folder) / WORK / JOB).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(job, dict) or not job:
+        return None
+    return job, sum(1 for _ in (Path(folder) / WORK / "shards").glob("part-*.parquet"))
+
+
 def shard_paths(work: Path, shard: int) -> dict[str, Path]:
     stem = work / "shards" / f"part-{shard:05d}"
     return {"rows": stem.with_suffix(".parquet"), "clip": Path(f"{stem}.clip.npy"), "dino": Path(f"{stem}.dino.npy")}
@@ -41,7 +52,7 @@ def shard_paths(work: Path, shard: int) -> dict[str, Path]:
 
 def started(work: Path) -> bool:
     """Whether the job ever finished a shard (or the index was ever finished): then it resumes, never restarts."""
-    return (work.parent / MANIFEST).is_file() or any((work / "shards").glob("part-*.parquet"))
+    return is_finished(work.parent) or any((work / "shards").glob("part-*.parquet"))
 
 
 def check_job(work: Path, opts, root: Path) -> dict:

@@ -1,6 +1,6 @@
 """Near duplicates and contamination: the exported images checked against each other and a reference.
 
-Reads the export's image files, finished indexes written by `vhmine embed` (vhmine.embed.index: their
+Reads the export's image files, finished indexes written by `vhmine embed` (vhmine.index: their
 manifests name the encoders, their FAISS files hold the vectors) and the store's runs (run.json of
 `vhmine mine`: the index each mined pair came from). Writes nothing itself: `check_near_duplicates`
 returns the manifest's `near_duplicates` section and the page `near_duplicates.html`, which
@@ -11,7 +11,7 @@ mined from; every exported image is embedded with them (vhmine.embed.encoders) s
 the index's. A near duplicate is a pair whose CLIP cosine AND DINOv2 cosine both reach their thresholds
 (`--dup-clip`, `--dup-dino`, both inclusive). Three checks, each listed with its similarities:
 
-- within the export: every pair of exported images, exactly (vhmine.mine.simsearch.find_pairs);
+- within the export: every pair of exported images, exactly (vhmine.mine.join.simsearch.find_pairs);
 - against the reference (`--against INDEX`, e.g. COCO train2017): every exported image's neighbours in
   the index (faiss range search on CLIP, on GPUs where faiss has them, then DINOv2), an image with the same
   bytes marked `exact`;
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from vhmine.embed.index import open_named_index
+from vhmine.index import open_named_index
 from vhmine.errors import EncoderError, ExportError, InputError
 
 log = logging.getLogger(__name__)
@@ -159,7 +159,7 @@ def embed_images(paths: list[str], clip_spec: str, dino_spec: str, *, device=Non
 
 
 def _within(clip, dino, o: DupOptions) -> list[tuple[int, int, float, float]]:
-    from vhmine.mine.simsearch import find_pairs
+    from vhmine.mine.join import find_pairs
 
     if len(clip) < 2:
         return []
@@ -195,8 +195,8 @@ def _against(clip, dino, idx, o: DupOptions, rows: list[int]) -> list[tuple[int,
 def check_near_duplicates(store, bench, o: DupOptions, *, public: bool = True) -> DupReport:
     """The `near_duplicates` manifest section and page for the images of `bench` (see the module docstring)."""
     from vhmine.export.privacy import collection_roots, public_path
-    from vhmine.images import image_sha256
-    from vhmine.embed.index import sha256_file
+    from vhmine.images import image_sha256, sha256_file
+    from vhmine.index import manifest_sha256
 
     if not (0 < o.clip_min <= 1 and 0 < o.dino_min <= 1):
         raise InputError(f"--dup-clip {o.clip_min:g} / --dup-dino {o.dino_min:g}: thresholds are cosines in (0, 1]")
@@ -284,7 +284,7 @@ def check_near_duplicates(store, bench, o: DupOptions, *, public: bool = True) -
         "decided_by": decided_by,
         "images_checked": len(ids),
         "reference": ({"index": ref.name, "images": int(len(ref.images)),
-                       "manifest_sha256": sha256_file(ref.folder / "manifest.json")} if ref is not None else None),
+                       "manifest_sha256": manifest_sha256(ref.folder)} if ref is not None else None),
         "generated_checked_against": [h.name for h in same] if generated_rows else [],
         "overruled": sum(1 for lst in (within, against, generated) for e in lst if e["overruled"]),
         "within_export": strip(within), "against_reference": strip(against), "generated_against_source": strip(generated),

@@ -1,6 +1,6 @@
 """Scenes and their objects: from COCO instance annotations, or from an open-vocabulary detector.
 
-Reads an embedded collection's `images.parquet` (vhmine.embed.index), a COCO instances JSON (the one the
+Reads an embedded collection's `images.parquet` (vhmine.index), a COCO instances JSON (the one the
 collection was embedded with, or `--coco-annotations`), or runs Owl-ViT / OWLv2 (transformers, by hub
 id or local folder) over the images; writes nothing. Every object keeps only its highest-confidence
 box per name (COCO has no scores: the largest instance stands for its category), as AutoHallusion's
@@ -119,8 +119,8 @@ def collection_scenes(index: Optional[str], indexes: Optional[Path] = None,
                       coco_annotations: Optional[Path] = None) -> tuple[list[Scene], Optional[Path]]:
     """The images of an embedded collection as scenes (objects filled from COCO when there are annotations);
     returns (scenes, the COCO file used or None)."""
-    from vhmine.config import default_index_name, indexes_root
-    from vhmine.embed.index import open_index
+    from vhmine.config import indexes_root
+    from vhmine.index import default_index_name, open_index
 
     root = indexes_root(indexes)
     ix = open_index(root, default_index_name(root, index), load_vectors=False)

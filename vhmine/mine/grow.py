@@ -1,11 +1,11 @@
 """Incremental mining: a run of a grown index that reuses an earlier run of the same command, mining only
-the pairs that touch new rows (simsearch.find_pairs(new_rows=...)), so adding 1% of rows costs about 2% of
+the pairs that touch new rows (mine.join.find_new_pairs), so adding 1% of rows costs about 2% of
 a full mine's products.
 
 Reads the earlier run's run.json, rows.parquet and alike.parquet (mine.state). It is reused only when it
 provably can be: a finished run of the same index (its manifest's `created`) with the same encoders,
 --clip, --dino, --max-pairs and --max-per-image, whose files are as run.json's checksums say, and every
-row it shares with the index now has the same vectors (mine.state.row_digests). Then its CLIP-alike pairs
+row it shares with the index now has the same vectors (mine.join.row_digests). Then its CLIP-alike pairs
 between rows still there are the pairs a full mine finds between those rows, with the same float64 sims
 (recheck.pair_sims is a function of the two rows' bits alone), and the rest are the new rows' pairs: the
 union is a full mine's PairSet, exactly. Anything else is a full mine, and `reusable` says why in one line.
@@ -144,10 +144,10 @@ def old_pairs(earlier: Earlier, ids: np.ndarray):
 
 def grown_pairs(earlier: Earlier, g: Growth, clip, dino, ids, clip_min: float, **find):
     """Every CLIP-alike pair of the index now (a PairSet equal to find_pairs'), from the earlier run's pairs
-    and the new rows' (find_pairs(new_rows=...): `find` are its keywords; stats gets pairs_examined)."""
-    from vhmine.mine.simsearch import find_pairs, merge
+    and the new rows' (mine.join.find_new_pairs: `find` are its keywords; stats gets pairs_examined)."""
+    from vhmine.mine.join import find_new_pairs, merge
 
-    new = find_pairs(clip, dino, clip_min, np.inf, new_rows=g.new_rows, **find)
+    new = find_new_pairs(clip, dino, g.new_rows, clip_min, np.inf, **find)
     return merge([old_pairs(earlier, ids), (new.i, new.j, new.clip_sim, new.dino_sim)])
 
 

@@ -2,7 +2,7 @@
 
 Reads the index by row range (embed.rows; the driver reads headers, a row sample, the rows of random
 pairs for the scatter's background and, batch by batch, images.parquet), never whole. Writes the job
-folder `runs/.<run>.job/` while the job runs (mine.tilejob: a stopped job resumes from it), then the run
+folder `runs/.<run>.job/` while the job runs (mine.ray.tilejob: a stopped job resumes from it), then the run
 folder through runfolder.finish_run, with pairs merged in rank order (mine.merge) and written in shards
 (mine.write); the job folder goes once the run folder is in place.
 
@@ -33,19 +33,14 @@ def _device(opts) -> str:
 
 def _rows(idx, opts, ids: bool = True):
     """(rows as the workers read them, rows as the driver reads them: its local copy)."""
-    from vhmine.embed.index import IMAGES, VECTOR_FILES, index_rows
-    from vhmine.embed.rows import open_vectors
+    from vhmine.index import index_rows
 
     rows = index_rows(idx.folder, url=opts.index_url, ids=ids)
-    if not opts.index_url:
-        return rows, rows
-    local = {k: open_vectors(idx.folder.resolve() / f) for k, f in VECTOR_FILES.items()}
-    return rows, dataclasses.replace(rows, clip=local["clip"], dino=local["dino"],
-                                     images=str(idx.folder.resolve() / IMAGES) if ids else None)
+    return rows, (index_rows(idx.folder, ids=ids) if opts.index_url else rows)
 
 
 def _side(opts, rows, rows_b=None) -> int:
-    from vhmine.mine.ray_engine import DEFAULT_TILE_MEMORY, tile_rows
+    from vhmine.mine.ray.engine import DEFAULT_TILE_MEMORY, tile_rows
 
     side = tile_rows(int(opts.tile_memory or DEFAULT_TILE_MEMORY), rows.clip.dim, rows.dino.dim)
     return min(side, -(-max(rows.n, rows_b.n if rows_b is not None else 0) // 64) * 64)
@@ -53,7 +48,7 @@ def _side(opts, rows, rows_b=None) -> int:
 
 def _sims(vf, i, j, step: int = 4096) -> np.ndarray:
     """simsearch.pair_sims of rows i, j of a vector file, fetched a batch at a time."""
-    from vhmine.mine.simsearch import pair_sims
+    from vhmine.mine.join import pair_sims
 
     out = np.empty(len(i))
     for s in range(0, len(i), step):
@@ -69,14 +64,13 @@ def mine_ray(idx, opts, run_dir: Path, warnings: list[str], t0: float, *, defaul
     the same command can be reused (mine.grow), or the rectangle idx x `against` (an opened index)."""
     import logging
 
-    from vhmine.embed.index import IMAGES, index_rows
-    from vhmine.images import sha256_file
+    from vhmine.index import index_rows, manifest_sha256
     from vhmine.mine import grow, state
-    from vhmine.mine.merge import capped, ranked, scatter_points
-    from vhmine.mine.ray_engine import SCATTER_POINTS, connect, import_ray, run_job
-    from vhmine.mine.runfolder import MineResult, against_record, background_sample, cross_sims, finish_run
-    from vhmine.mine.tilejob import TileJob, job_folder
-    from vhmine.mine.tileshapes import Band, Rectangle, Triangle
+    from vhmine.mine.ray.merge import capped, ranked, scatter_points
+    from vhmine.mine.ray.engine import SCATTER_POINTS, connect, import_ray, run_job
+    from vhmine.mine.runfolder import MineResult, against_record, background_sample, cross_sims, finish_run, job_folder
+    from vhmine.mine.ray.tilejob import TileJob
+    from vhmine.mine.ray.tileshapes import Band, Rectangle, Triangle
     from vhmine.mine.write import PairWriter
 
     log = logging.getLogger("vhmine.mine.job")
@@ -99,10 +93,10 @@ def mine_ray(idx, opts, run_dir: Path, warnings: list[str], t0: float, *, defaul
         shape = Rectangle(rows.n, rows_b.n, side)
     else:
         shape = Triangle(rows.n, side)
-    identity = {"format": FORMAT, "index_manifest_sha256": sha256_file(idx.folder / "manifest.json"),
+    identity = {"format": FORMAT, "index_manifest_sha256": manifest_sha256(idx.folder),
                 "rows": rows.n, "clip": opts.clip, "dino": opts.dino, "tile": side, "top": top,
                 "shape": shape.record(), "from": earlier.run["run_id"] if earlier is not None else None,
-                "against": sha256_file(against.folder / "manifest.json") if against is not None else None}
+                "against": manifest_sha256(against.folder) if against is not None else None}
     jf = job_folder(run_dir)
     started = connect(ray, opts.ray_address)  # a wrong address is named before anything is written
     job = None
@@ -137,9 +131,9 @@ def mine_ray(idx, opts, run_dir: Path, warnings: list[str], t0: float, *, defaul
         merged = wanted + ([OLD_PAIRS] if earlier is not None else [])
 
         def write_pairs(tmp: Path):
-            side_b = (against.folder / IMAGES, against.location) if against is not None else None
+            side_b = (against.images_file, against.location) if against is not None else None
             columns = {"index_a": idx.name, "index_b": against.name} if against is not None else None
-            writer = PairWriter(tmp, idx.folder / IMAGES, idx.location, head_rows=opts.gallery_size, side_b=side_b,
+            writer = PairWriter(tmp, idx.images_file, idx.location, head_rows=opts.gallery_size, side_b=side_b,
                                 columns=columns)
             for chunk in capped(ranked(job, merged, jf / "merge"), max_per_image=opts.max_per_image,
                                 max_pairs=opts.max_pairs):
@@ -208,7 +202,7 @@ def _record_old_pairs(job, earlier, ids: np.ndarray, local, opts, top: int | Non
     in-box pairs in rank order, cut to `top` as a tile's are, then the rest): the merge and the scatter read it
     as a tile. Returns its counts."""
     from vhmine.mine.grow import old_pairs
-    from vhmine.mine.tilejob import box_first, orient_by_id, ranked_dtype
+    from vhmine.mine.ray.tilejob import box_first, orient_by_id, ranked_dtype
 
     i, j, c, d = old_pairs(earlier, ids)
     width = local.id_width
@@ -272,9 +266,9 @@ def _duration(seconds: float) -> str:
 
 def plan_ray(idx, opts) -> MinePlan:
     """Size the job: tiles, memory per task, and an estimate from one tile mined and timed on the cluster."""
-    from vhmine.mine import tiletask
-    from vhmine.mine.ray_engine import connect, import_ray, probe_nodes, slots, tile_bytes
-    from vhmine.mine.tilejob import Triangle
+    from vhmine.mine.ray import tiletask
+    from vhmine.mine.ray.engine import connect, import_ray, probe_nodes, slots, tile_bytes
+    from vhmine.mine.ray.tilejob import Triangle
 
     ray = import_ray()
     device = _device(opts)

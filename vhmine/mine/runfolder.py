@@ -21,6 +21,7 @@ from vhmine import __version__
 from vhmine.errors import InputError
 from vhmine.files import replace_dir, shown_path, write_failed
 from vhmine.images import sha256_file
+from vhmine.index import manifest_sha256
 
 
 @dataclass
@@ -33,7 +34,7 @@ class MineResult:
     written: int  # after --max-per-image and --max-pairs
     seconds: float
     warnings: list[str] = field(default_factory=list)
-    job: dict = field(default_factory=dict)  # Ray: what ray_engine.run_job reports (tiles, resumed, workers)
+    job: dict = field(default_factory=dict)  # Ray: what mine.ray.engine.run_job reports (tiles, resumed, workers)
     relax: list[str] = field(default_factory=list)  # with 0 pairs: counts at nearby thresholds (mine.relax)
     kernel: str = ""  # the products kernel and the candidates' rates (calibrate.Choice.line), or the Ray nodes' kernels
     reuse: str = ""  # a run that reused an earlier one: what it mined (mine.grow.said)
@@ -89,7 +90,7 @@ def finish_run(run_dir: Path, idx, opts, counts: dict, write_pairs, alike, backg
             "index": idx.name,
             "index_created": idx.manifest.get("created"),
             "index_folder": str(idx.folder.resolve()),
-            "index_manifest_sha256": sha256_file(idx.folder / "manifest.json"),
+            "index_manifest_sha256": manifest_sha256(idx.folder),
             "clip_threshold": opts.clip,
             "dino_threshold": opts.dino,
             "thresholds_inclusive": True,
@@ -113,11 +114,14 @@ def finish_run(run_dir: Path, idx, opts, counts: dict, write_pairs, alike, backg
     return int(written)
 
 
+def job_folder(run_dir: Path) -> Path:
+    """Where a Ray run keeps its job (mine.ray.tilejob: the finished tiles) until its run folder is written."""
+    return Path(run_dir).parent / f".{Path(run_dir).name}.job"
+
+
 def _kept(run_dir: Path, opts) -> tuple[str, str]:
     """What a run that could not be written leaves, and what to do (write_failed's kept and then)."""
     if opts.engine == "ray":
-        from vhmine.mine.tilejob import job_folder
-
         return (f"no run was written; the finished tiles are kept in {shown_path(job_folder(run_dir))}",
                 "free some space and run the same command: it resumes from them")
     return ("no run was written (an earlier run there is as it was)",
@@ -152,7 +156,7 @@ def cross_sims(take_x, take_y, i, j, step: int = 4096):
     fetched a batch at a time by take_x(rows) / take_y(rows) (sorted unique row numbers -> float32 rows)."""
     import numpy as np
 
-    from vhmine.mine.recheck import pair_sims
+    from vhmine.mine.join import pair_sims
 
     out = np.empty(len(i))
     for s in range(0, len(i), step):
@@ -165,10 +169,8 @@ def cross_sims(take_x, take_y, i, j, step: int = 4096):
 
 def against_record(b) -> dict:
     """run.json's `against`: the second index of an --against run."""
-    from vhmine.images import sha256_file
-
     return {"index": b.name, "index_folder": str(b.folder.resolve()),
-            "index_manifest_sha256": sha256_file(b.folder / "manifest.json")}
+            "index_manifest_sha256": manifest_sha256(b.folder)}
 
 
 BACKGROUND_PAIRS = 20_000  # the scatter plot's background: every pair up to this many, else a sample of this size
@@ -209,6 +211,6 @@ def usable_index(idx):
     if n < 2:
         raise InputError(
             f"index {idx.name!r} has {n} usable image{'s' if n != 1 else ''}: mining needs at least 2 "
-            f"(see {idx.folder / 'skipped.csv'} for images that could not be read)"
+            f"(see {idx.skipped_file} for images that could not be read)"
         )
     return idx

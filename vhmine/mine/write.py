@@ -9,8 +9,8 @@ Writes, into the run's temporary folder:
                     the folder as one table)
     pairs.csv       one file, appended shard by shard (categories joined with |)
 
-Reads images.parquet, batch by batch, for the image columns of each shard's pairs (`lookup`): the writer's
-memory follows the shard, not the index.
+Reads the image columns of each shard's pairs from the index (index.rows.image_rows, batch by batch): the
+writer's memory follows the shard, not the index.
 """
 
 from __future__ import annotations
@@ -19,8 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
+from vhmine.index.rows import image_rows
+
 SHARD_ROWS = 1_000_000
-_IMAGE_COLUMNS = ["image_id", "sha256", "path", "coco_id", "categories"]
+IMAGE_COLUMNS = ["image_id", "sha256", "path", "coco_id", "categories"]  # what a pair shows of its images
 
 
 def pairs_frame(first_rank: int, side_a: dict, side_b: dict, clip_sim, dino_sim, gap):
@@ -61,29 +63,6 @@ def side(images, rows, location) -> dict:
             "coco_id": images["coco_id"].array[rows], "categories": [list(images["categories"].iat[k]) for k in rows]}
 
 
-def lookup(images_parquet: Path, rows: np.ndarray):
-    """The image columns of the given sorted unique rows of images.parquet (a DataFrame, one row each),
-    read batch by batch so only those rows are kept."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    pf = pq.ParquetFile(images_parquet, buffer_size=1 << 20, pre_buffer=False)  # streamed, not a row group at once
-    names = [c for c in _IMAGE_COLUMNS if c in pf.schema_arrow.names]
-    parts, at = [], 0
-    for batch in pf.iter_batches(batch_size=65_536, columns=names):
-        lo, hi = np.searchsorted(rows, [at, at + batch.num_rows])
-        if hi > lo:
-            parts.append(batch.take(pa.array(rows[lo:hi] - at)))
-        at += batch.num_rows
-    table = pa.Table.from_batches(parts, schema=parts[0].schema if parts else pf.schema_arrow.remove_metadata())
-    frame = table.replace_schema_metadata(pf.schema_arrow.metadata).to_pandas()
-    if "coco_id" not in frame:
-        import pandas as pd
-
-        frame["coco_id"] = pd.array([None] * len(frame), dtype="Int64")
-    return frame
-
-
 class PairWriter:
     """pairs.parquet (a file, or a folder of shards) and pairs.csv from ranked row chunks (tilejob's
     ranked dtype: a, b, clip, dino, gap), in order. `head` keeps the first rows for the gallery."""
@@ -122,11 +101,11 @@ class PairWriter:
         self.pending, self.pending_rows = [], 0
         if self.side_b is None:
             need = np.unique(np.concatenate([rows["a"], rows["b"]]))
-            meta = lookup(self.images, need)
+            meta = image_rows(self.images, need, IMAGE_COLUMNS)
             sides = (side(meta, np.searchsorted(need, rows["a"]), self.location),
                      side(meta, np.searchsorted(need, rows["b"]), self.location))
         else:  # each side from its own index
-            sides = tuple(side(lookup(images, need), np.searchsorted(need, rows[key]), location)
+            sides = tuple(side(image_rows(images, need, IMAGE_COLUMNS), np.searchsorted(need, rows[key]), location)
                           for key, images, location in (("a", self.images, self.location), ("b", *self.side_b))
                           for need in (np.unique(rows[key]),))
         frame = pairs_frame(self.written + 1, *sides, np.asarray(rows["clip"]), np.asarray(rows["dino"]),

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from vhmine.errors import InputError
-from vhmine.mine.quantise import _ALIGN
+from vhmine.mine.join.quantise import ALIGN
 
 
 def _up(n: int) -> int:
-    return -(-n // _ALIGN) * _ALIGN
+    return -(-n // ALIGN) * ALIGN
 
 
 @dataclass(frozen=True, eq=False)
@@ -51,7 +51,7 @@ class Band:
         """First rows of the (row block, column block) pairs that hold the band's pairs (block: a multiple
         of 64): row blocks up to the 64-row group holding row `rows` - 1, column blocks from the one at
         or right of the row block (the triangle's) or from the 64-row group holding cols_from."""
-        col0 = self.cols_from // _ALIGN * _ALIGN
+        col0 = self.cols_from // ALIGN * ALIGN
         return [(r, c) for r in range(0, _up(self.rows), block) for c in range(max(r, col0), _up(self.n), block)]
 
     def row_end(self) -> int:

@@ -5,7 +5,7 @@ Real CLIP embeddings have a few dimensions far larger than the rest, which would
 quantisation step for all of them. fast_pass then first turns the rows by an orthogonal map, Spread (a
 few Householder reflections that move each dominant dimension onto a flat direction of its own:
 4 k d operations a row, against d^2 for a dense rotation): inner products stay the same and the step
-shrinks. The Ray engine's per-tile quantiser (vhmine.mine.blocks) goes through the same functions.
+shrinks. The Ray engine's per-tile quantiser (vhmine.mine.join.blocks) goes through the same functions.
 _quantise also takes any float32 orthogonal matrix as its turn (`rotation`, a seeded dense random one:
 what the tests check its bound with), measuring how far from orthogonal it is.
 """
@@ -18,14 +18,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vhmine.mine.recheck import _U32, _U64, _gamma
+from vhmine.mine.join.recheck import _U32, _U64, _gamma
 
-_ALIGN = 64  # rows padded and blocks rounded to this: int8 GEMMs want rows > 16 and multiples of 8
+ALIGN = 64  # rows padded and blocks rounded to this: int8 GEMMs want rows > 16 and multiples of 8
 _SPREAD = 32  # at most this many dominant dimensions are spread out before quantising
 SAMPLE_ROWS = 4096  # rows the turn is judged on
 
 
-def _in_threads(fn, items, workers) -> list:
+def in_threads(fn, items, workers) -> list:
     """[fn(s) for s in items], in threads (numpy releases the GIL in the work): workers is a thread
     count (a pool just for this call) or a concurrent.futures.Executor, or None."""
     items = list(items)
@@ -285,7 +285,7 @@ def _quantise(x: np.ndarray, qmax: int, rows: int, m=None) -> tuple[np.ndarray, 
 
 
 def _quantised(x: np.ndarray, qmax: int, rows: int, m=None, workers=1) -> _Quantised:
-    """_quantise, plus the bound on the squared row norms (workers: see _in_threads). The work is float32,
+    """_quantise, plus the bound on the squared row norms (workers: see in_threads). The work is float32,
     in chunks of rows that stay in cache, and every rounding in it is bounded:
 
     - scale is a float32 number, so xh = scale * q is exact in float64; q = rint(z / scale), which
@@ -313,10 +313,10 @@ def _quantised(x: np.ndarray, qmax: int, rows: int, m=None, workers=1) -> _Quant
         return zc
 
     # a first pass: the scale follows the largest (turned) component
-    amax = max(_in_threads(lambda s: largest(rows_z(s, first=True)), range(0, n, step), workers), default=0.0)
+    amax = max(in_threads(lambda s: largest(rows_z(s, first=True)), range(0, n, step), workers), default=0.0)
     scale = scale_for(amax, qmax)
     q = np.zeros((rows, -(-d // 8) * 8), np.int8)
-    parts = _in_threads(lambda s: quantise_chunk(x[s:s + step], rows_z(s), scale, qmax, q[s:s + step]),
+    parts = in_threads(lambda s: quantise_chunk(x[s:s + step], rows_z(s), scale, qmax, q[s:s + step]),
                         range(0, n, step), workers)
     stats = functools.reduce(ChunkStats.__or__, parts, ChunkStats())
     err, norm2 = error_bound(stats, scale, d, turn)
@@ -354,6 +354,6 @@ def fast_pass(clip: np.ndarray, clip_min: float, rotate: bool | None = None, *, 
     qmax = qmax_for(d) if qmax is None else max(1, min(qmax, qmax_for(d)))
     dims = choose_turn(clip[sample_rows(n)], rotate) if n else ()
     turn = spread(d, dims) if dims else None
-    qz = _quantised(clip, qmax, -(-n // _ALIGN) * _ALIGN, turn, workers)
+    qz = _quantised(clip, qmax, -(-n // ALIGN) * ALIGN, turn, workers)
     thresh, sure = thresholds(clip_min, qz.err, qz.norm2, qz.scale, d, qmax)
     return FastPass(qz.q, thresh, qz.err, turn is not None, n, qz.scale, sure)

@@ -1,5 +1,5 @@
 """The products kernels of the fast pass: a @ b.T of int8 rows, exactly, each its own way (`build`,
-`available`); the choice among them by measurement is vhmine.mine.calibrate's. Reads and writes nothing.
+`available`); the choice among them by measurement is vhmine.mine.join.calibrate's. Reads and writes nothing.
 
 Every kernel gives the exact integer products of rows with integers in [-L, L], L = levels(d) =
 min(quantise.qmax_for(d), cap), so quantise's error bound holds as it is: the kernel adds no error, and
@@ -33,7 +33,7 @@ from typing import Callable
 import numpy as np
 
 from vhmine.errors import InputError
-from vhmine.mine.quantise import qmax_for
+from vhmine.mine.join.quantise import qmax_for
 
 KERNELS = ("int-mm", "fbgemm", "blas-f32", "torch-f32", "bf16")  # every name --kernel takes, in ranking ties' order
 FBGEMM_CAP = 90  # 2 * (2 * 90) * 90 = 32,400: a pair of u8 x s8 products never saturates int16

@@ -21,7 +21,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from vhmine.mine.tilejob import NpyRows, rank_key, rank_order, write_npy
+from vhmine.mine.ray.tilejob import NpyRows, rank_key, rank_order, write_npy
 
 CHUNK = 8192  # rows read from each sorted input at a time
 FAN_IN = 64  # inputs merged in one pass

@@ -1,13 +1,13 @@
 """Exact similarity join: every pair i < j with CLIP cosine >= clip_min and DINOv2 cosine <= dino_max.
 
-`vhmine mine` (vhmine/mine/job.py) reads the rows of `clip.faiss` and `dino.faiss` (float32,
+`vhmine mine` (vhmine/mine/local_run.py) reads the rows of `clip.faiss` and `dino.faiss` (float32,
 L2-normalised, row i = images.parquet row i), calls `find_pairs`, and ranks and writes the
 PairSet it gets back; this module reads and writes no files. A similarity here is always the
 float64 inner product of two stored float32 rows as `pair_sims` computes it, and the result equals
 `brute_force_pairs` exactly as a set, pairs at either threshold included. find_pairs(new_rows=...)
 mines only the pairs that touch an index's new rows (an earlier mine of the other rows plus these is a
 full mine, bit for bit), and find_pairs_across the pairs of one collection's rows with another's
-(`brute_force_across` its reference); vhmine.mine.band lays their rows out and runs just their blocks.
+(`brute_force_across` its reference); vhmine.mine.join.band lays their rows out and runs just their blocks.
 `assert_same_pairs` is the order-insensitive comparator that the tests and scripts/bench_mine.py use.
 
 How: CLIP rows are quantised to small integers once (quantise.fast_pass; first turned by an orthogonal map,
@@ -18,7 +18,7 @@ on a GPU) select candidates with a margin that provably covers the
 quantisation and turning error, without ever holding an N x N matrix. Only candidates are re-checked:
 (recheck) float32 products with a proven error bound decide the pairs clear of a threshold, float64 ones
 (pair_sims) the rest and every pair returned. On a CPU, find_pairs' threads each take chunks of rows
-of a block through products, search and re-check, in cache-sized pieces. vhmine.mine.ray_engine runs the
+of a block through products, search and re-check, in cache-sized pieces. vhmine.mine.ray.engine runs the
 same BlockMiner, one Ray task per tile.
 """
 
@@ -32,15 +32,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from vhmine.errors import InputError
-from vhmine.mine import calibrate, kernels
-from vhmine.mine.band import Band, check_same_dims, mine_blocks, mine_in_threads, new_first
-from vhmine.mine.products import BlockMiner
-from vhmine.mine.quantise import _ALIGN, _in_threads, fast_pass
-from vhmine.mine.recheck import _U32, _gamma, _recheck, pair_sims
-from vhmine.mine.rowcheck import check_limits, check_norms
+from vhmine.mine.join import calibrate, kernels
+from vhmine.mine.join.band import Band, check_same_dims, mine_blocks, mine_in_threads, new_first
+from vhmine.mine.join.products import BlockMiner
+from vhmine.mine.join.quantise import ALIGN, in_threads, fast_pass
+from vhmine.mine.join.recheck import _U32, _gamma, _recheck, pair_sims
+from vhmine.mine.join.rowcheck import check_limits, check_norms
 
-__all__ = ["PairSet", "assert_same_pairs", "brute_force_across", "brute_force_pairs", "fast_pass", "find_pairs",
-           "find_pairs_across", "merge", "pair_sims"]
+__all__ = ["PairSet", "assert_same_pairs", "brute_force_across", "brute_force_pairs", "fast_pass", "find_new_pairs",
+           "find_pairs", "find_pairs_across", "merge", "no_pairs", "pair_sims"]
 
 log = logging.getLogger(__name__)
 
@@ -68,13 +68,19 @@ def _pairset(i, j, clip_sim, dino_sim) -> PairSet:
 _EMPTY = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0), np.empty(0))
 
 
-def _check(clip: np.ndarray, dino: np.ndarray, *, screened: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def no_pairs() -> PairSet:
+    return PairSet(*_EMPTY)
+
+
+def check_rows(clip: np.ndarray, dino: np.ndarray, *, screened: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """The rows as contiguous float32 arrays, or InputError naming what is wrong: not 2-D float32, NaN or
+    infinite values, row counts that differ, and (screened) norms float32 screening cannot handle."""
     return _checked(clip, dino, screened=screened)[:2]
 
 
 def _checked(clip: np.ndarray, dino: np.ndarray, workers=1, *, screened: bool = True
              ) -> tuple[np.ndarray, np.ndarray, float, float]:
-    """_check, plus a bound on the largest squared row norm of each (workers: see _in_threads). screened:
+    """check_rows, plus a bound on the largest squared row norm of each (workers: see in_threads). screened:
     rows are refused whose norms float32 screening cannot handle (rowcheck; float64 alone handles any)."""
     clip, dino = np.ascontiguousarray(clip), np.ascontiguousarray(dino)
     norms = []
@@ -83,7 +89,7 @@ def _checked(clip: np.ndarray, dino: np.ndarray, workers=1, *, screened: bool = 
             raise InputError(f"{name} vectors must be a 2-D float32 array, got {x.dtype} with shape {x.shape}")
         # one read of the rows: a NaN or infinite value makes its row's sum of squares NaN or infinite;
         # the rows flagged so (also finite rows whose squares overflow) are then looked at value by value
-        n2 = np.concatenate([np.empty(0, np.float32)] + _in_threads(
+        n2 = np.concatenate([np.empty(0, np.float32)] + in_threads(
             lambda s: np.einsum("ij,ij->i", x[s:s + 8192], x[s:s + 8192]), range(0, len(x), 8192), workers))
         bad = np.flatnonzero(~np.isfinite(n2))
         if len(bad):
@@ -107,7 +113,7 @@ def _checked(clip: np.ndarray, dino: np.ndarray, workers=1, *, screened: bool = 
 
 def brute_force_pairs(clip: np.ndarray, dino: np.ndarray, clip_min: float, dino_max: float = math.inf) -> PairSet:
     """The reference: every pair i < j through pair_sims. O(N^2 d) in numpy; small N only."""
-    clip, dino = _check(clip, dino, screened=False)
+    clip, dino = check_rows(clip, dino, screened=False)
     i, j = np.triu_indices(len(clip), k=1)
     step = 1 << 18
     parts = [_recheck(clip, dino, i[s:s + step], j[s:s + step], clip_min, dino_max) for s in range(0, len(i), step)]
@@ -118,7 +124,7 @@ def brute_force_across(clip_a: np.ndarray, dino_a: np.ndarray, clip_b: np.ndarra
                        clip_min: float, dino_max: float = math.inf) -> PairSet:
     """The reference across two collections: every pair (row i of A, row j of B) through pair_sims, in
     float64. O(nA nB d) in numpy; small inputs only."""
-    (ca, da), (cb, db) = _check(clip_a, dino_a, screened=False), _check(clip_b, dino_b, screened=False)
+    (ca, da), (cb, db) = check_rows(clip_a, dino_a, screened=False), check_rows(clip_b, dino_b, screened=False)
     check_same_dims("clip", ca, cb)
     check_same_dims("dino", da, db)
     clip, dino = np.concatenate([ca, cb]), np.concatenate([da, db])
@@ -137,7 +143,7 @@ def merge(found: list) -> PairSet:
 def block_rows(block_size: int | None, device_type: str) -> int:
     if block_size is not None and block_size < 1:
         raise InputError(f"block size must be at least 1, got {block_size}")
-    return -(-(block_size or _DEFAULT_BLOCK.get(device_type, 4096)) // _ALIGN) * _ALIGN
+    return -(-(block_size or _DEFAULT_BLOCK.get(device_type, 4096)) // ALIGN) * ALIGN
 
 
 def find_pairs(
@@ -171,7 +177,7 @@ def find_pairs(
     the fast CLIP pass. stats, when given, receives the margin, the candidate count and whether the
     rows were rotated, the blocks computed and the row pairs they cover (pairs_examined), and the
     products kernel (its name, the candidates' rates). desc: the progress bar's label. kernel: the
-    products kernel (vhmine.mine.kernels.KERNELS) [default or "auto": the fastest exact one measured on
+    products kernel (vhmine.mine.join.kernels.KERNELS) [default or "auto": the fastest exact one measured on
     this machine, calibrate.choose].
     """
     def layout(pool):
@@ -185,6 +191,14 @@ def find_pairs(
     return _mine(layout, back, clip_min, dino_max, device=device, block_size=block_size,
                  max_candidates=max_candidates, progress=progress, rotate=rotate, stats=stats, workers=workers,
                  desc=desc, kernel=kernel)
+
+
+def find_new_pairs(clip: np.ndarray, dino: np.ndarray, new_rows, clip_min: float, dino_max: float = math.inf,
+                   **options) -> PairSet:
+    """The band: every pair i < j with one or both rows among `new_rows` (row numbers, any order, repeats
+    allowed) and clip_sim >= clip_min and dino_sim <= dino_max, exactly: find_pairs(new_rows=new_rows), which
+    computes only the blocks that touch the new rows. options: find_pairs' keywords."""
+    return find_pairs(clip, dino, clip_min, dino_max, new_rows=new_rows, **options)
 
 
 def find_pairs_across(clip_a: np.ndarray, dino_a: np.ndarray, clip_b: np.ndarray, dino_b: np.ndarray,
@@ -224,7 +238,7 @@ def _mine(layout, back, clip_min, dino_max, *, device=None, block_size=None, max
     import torch
     from tqdm import tqdm
 
-    from vhmine.embed.encoders import resolve_device
+    from vhmine.config import resolve_device
 
     clip_min, dino_max = check_limits(clip_min, dino_max)  # NaN is named, not met as a bare ValueError later
     threads, torch_threads = max(1, workers or torch.get_num_threads()), torch.get_num_threads()

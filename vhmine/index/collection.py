@@ -1,23 +1,15 @@
-"""The on-disk index of one collection: layout, writing, reading and validation.
+"""One finished index opened and checked, and images found through indexes by their content.
 
-    indexes/<name>/manifest.json   encoders (weights, preprocessing, dims), counts, checksums,
-                                   skipped images with reasons, files removed since they were
-                                   embedded (path, sha256, image_id, reason), vhmine version; written LAST
-    indexes/<name>/images.parquet  row i: image_id, path, sha256, width, height, coco_id, categories
-    indexes/<name>/clip.faiss      IndexFlatIP, row i = images.parquet row i (its rows are one float32
-                                   array after a short header: embed.rows reads them by row range)
-    indexes/<name>/dino.faiss      IndexFlatIP, row i = images.parquet row i
-    indexes/<name>/skipped.csv     path, reason for every image that could not be used
-    indexes/<name>/work/           the embed job's plan and finished shards (see embed.py)
-
-An index without manifest.json is half-written (a job was stopped before it finished: its work/ folder,
-or the index files, are there): `open_index` refuses it and says how to finish it; a folder with neither
-never was an index, and is named as such. `vhmine embed` writes; `vhmine mine` reads.
+Reads `indexes/<name>/` (its files: index.layout): `open_index` validates manifest.json against the files
+(sizes; rows and dims of the vectors, index.rows) and loads what is asked for; an index without
+manifest.json is half-written (a job was stopped before it finished: its work/ folder, or the index files,
+are there) and is refused with how to finish it; a folder with neither never was an index, and is named as
+such. `index_rows` gives the row-range reader of a finished index, local or at an --index-url checked to
+be the same index. Writes nothing.
 
 `locate_image` finds an image by its content (sha256) through the indexes, for stages that recorded a
 path that has since moved; an image is a file, or a member of a WebDataset tar (`.../00000.tar/KEY.jpg`),
-local or behind an fsspec URL (images.read_image_bytes opens both). Atomic writes and folder swaps are in
-files.py.
+local or behind an fsspec URL (images.read_image_bytes opens both).
 """
 
 from __future__ import annotations
@@ -29,83 +21,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vhmine.errors import IndexCorruptError, IndexMissingError
-from vhmine.files import atomic_write, atomic_write_text
+from vhmine.images import image_sha256, join_location, local_path, remote_url, sha256_file
+from vhmine.index.layout import FORMAT_VERSION, IMAGES, MANIFEST, SKIPPED, VECTOR_FILES, index_folder, list_indexes, \
+    read_faiss_vectors
 
 if TYPE_CHECKING:  # annotations only: rows imports numpy
-    from vhmine.embed.rows import IndexRows
-from vhmine.images import image_sha256, join_location, local_path, remote_url, sha256_file
-
-MANIFEST = "manifest.json"
-IMAGES = "images.parquet"
-SKIPPED = "skipped.csv"
-VECTOR_FILES = {"clip": "clip.faiss", "dino": "dino.faiss"}
-FORMAT_VERSION = 1
-
-
-def image_id_for(sha256: str) -> str:
-    """Stable image id: content-addressed, so renames and moves keep it and exact duplicates share it."""
-    return sha256[:16]
-
-
-def write_faiss(path: Path, vectors) -> None:
-    """Write float32 L2-normalised rows as an exact inner-product index."""
-    import faiss
-    import numpy as np
-
-    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-    index = faiss.IndexFlatIP(vectors.shape[1])
-    if len(vectors):
-        index.add(vectors)
-    atomic_write(path, lambda tmp: faiss.write_index(index, str(tmp)))
-
-
-def read_faiss_vectors(path: Path):
-    """The stored rows of a flat index as an (n, d) float32 array (no copy through reconstruct)."""
-    import faiss
-    import numpy as np
-
-    index = faiss.read_index(str(path))
-    if not isinstance(index, faiss.IndexFlat):
-        raise IndexCorruptError(
-            f"{path}: expected a flat (exact) FAISS index, found {type(index).__name__}; this is not a file "
-            "`vhmine embed` wrote: delete manifest.json next to it and run the same `vhmine embed` again"
-        )
-    codes = faiss.vector_to_array(index.codes)
-    return codes.view(np.float32).reshape(index.ntotal, index.d)
-
-
-def write_index(folder: Path, images, clip, dino, *, skipped, manifest: dict) -> None:
-    """Write an index's files; manifest.json (checksums, counts, skipped list added here) goes last.
-
-    `images` is a DataFrame whose row i matches row i of `clip` and `dino`; `manifest` carries the
-    producer's fields (name, root, encoders with their dims, counts, ...).
-    """
-    folder = Path(folder)
-    (folder / MANIFEST).unlink(missing_ok=True)  # until the end, the index is half-written
-    atomic_write(folder / IMAGES, lambda tmp: images.to_parquet(tmp, index=False))
-    atomic_write(folder / SKIPPED, lambda tmp: skipped.to_csv(tmp, index=False))
-    write_faiss(folder / VECTOR_FILES["clip"], clip)
-    write_faiss(folder / VECTOR_FILES["dino"], dino)
-    write_manifest(folder, manifest, skipped=skipped, images=len(images))
-
-
-def write_manifest(folder: Path, manifest: dict, *, skipped, images: int) -> None:
-    """manifest.json over an index's finished files (their sizes and checksums): the last step of
-    write_index, and of writers that write the other files themselves (row chunk by row chunk)."""
-    import time
-
-    from vhmine import __version__
-
-    folder = Path(folder)
-    files = {}
-    for fname in (IMAGES, SKIPPED, *VECTOR_FILES.values()):
-        p = folder / fname
-        files[fname] = {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
-    full = {"format_version": FORMAT_VERSION, "vhmine_version": __version__,
-            "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **manifest,
-            "skipped": skipped.to_dict("records"), "files": files}
-    full.setdefault("counts", {})["images"] = int(images)
-    atomic_write_text(folder / MANIFEST, json.dumps(full, indent=2, default=str))
+    from vhmine.index.rows import IndexRows
 
 
 @dataclass
@@ -129,6 +50,16 @@ class CollectionIndex:
             root = root.rsplit("/", 1)[0]
         return root
 
+    @property
+    def skipped_file(self) -> Path:
+        """skipped.csv: the images that could not be used, with why."""
+        return self.folder / SKIPPED
+
+    @property
+    def images_file(self) -> Path:
+        """images.parquet: what index.rows.image_rows reads the columns of chosen rows from."""
+        return self.folder / IMAGES
+
     def location(self, rel: str) -> str:
         """Where the image at `rel` (a `path` of images.parquet) is: a local path, or an fsspec URL."""
         return join_location(self._root_text(), rel)
@@ -137,22 +68,16 @@ class CollectionIndex:
         return [self.location(p) for p in self.images["path"]]
 
 
-def index_folder(root: Path, name: str) -> Path:
-    return Path(root) / name
-
-
 def open_index(root: Path, name: str, *, load_vectors: bool = True, load_images: bool = True) -> CollectionIndex:
     """Open and validate a finished index; every failure says what is wrong and what to run.
 
-    load_vectors=False: the vector files' headers are checked (rows and dims, embed.rows) but their rows
+    load_vectors=False: the vector files' headers are checked (rows and dims, index.rows) but their rows
     are not read; load_images=False: neither is images.parquet's table (only its row count), so `images`
     is None. `vhmine mine --engine ray` opens an index of any size this way."""
     import pandas as pd
 
     folder = index_folder(root, name)
     if not folder.is_dir():
-        from vhmine.config import list_indexes
-
         have = list_indexes(Path(root))
         listing = f" (there are: {', '.join(have)})" if have else ""
         raise IndexMissingError(
@@ -161,8 +86,6 @@ def open_index(root: Path, name: str, *, load_vectors: bool = True, load_images:
     manifest_path = folder / MANIFEST
     if not manifest_path.is_file():
         if not any((folder / f).exists() for f in ("work", IMAGES, *VECTOR_FILES.values())):
-            from vhmine.config import list_indexes
-
             have = [n for n in list_indexes(Path(root)) if (Path(root) / n / MANIFEST).is_file()]
             listing = f" (there are: {', '.join(have)})" if have else ""
             raise IndexMissingError(
@@ -205,7 +128,7 @@ def open_index(root: Path, name: str, *, load_vectors: bool = True, load_images:
         raise IndexCorruptError(f"index {name!r}: {IMAGES} has {rows} rows, the manifest says {n}")
     clip = dino = None
     if not load_vectors:
-        from vhmine.embed.rows import open_vectors
+        from vhmine.index.rows import open_vectors
 
         for kind, fname in VECTOR_FILES.items():
             vf = open_vectors(folder / fname)
@@ -248,7 +171,7 @@ def index_rows(folder: str | os.PathLike, *, url: str | None = None, ids: bool =
     """The IndexRows of a finished index folder; with `url`, the same files as the workers read them
     there (an fsspec URL or a path of the index folder), checked to be the same index (_same_index) before
     anything runs."""
-    from vhmine.embed.rows import IndexRows, id_width, open_vectors
+    from vhmine.index.rows import IndexRows, id_width, open_vectors
 
     folder = Path(folder).resolve()
     local = {k: open_vectors(folder / f) for k, f in VECTOR_FILES.items()}
@@ -278,7 +201,7 @@ def _same_index(folder: Path, base: str, local: dict, remote: dict, ids: bool) -
     two rows a vector file and the files' sizes (a whole file is never read: hashing it would read the index)."""
     import numpy as np
 
-    from vhmine.embed.rows import file_size, read_bytes
+    from vhmine.index.rows import file_size, read_bytes
 
     hint = (f"--index-url {base} must hold a copy of the index at {folder} (every file, manifest.json included); "
             "copy the folder there again, or point --index-url at its copy")

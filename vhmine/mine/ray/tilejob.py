@@ -8,7 +8,7 @@
     runs/.<run>.job/scan.jsonl    one line per scanned row chunk (side "a", or "b" for a rectangle's second
                                   index): its rows, largest turned component, levels and, when asked, its
                                   digests file (below) with byte count and sha256
-    runs/.<run>.job/digests/S-NNNNNNNNN.npy   one chunk's mine.state.row_digests (uint64), side S
+    runs/.<run>.job/digests/S-NNNNNNNNN.npy   one chunk's mine.join.row_digests (uint64), side S
     runs/.<run>.job/lock          held while a driver runs the job
 
 A tile is done when its line is there and its file still has that size and checksum; any other tile is
@@ -35,7 +35,7 @@ import numpy as np
 
 from vhmine.errors import InputError
 from vhmine.files import atomic_write, atomic_write_text, write_failed
-from vhmine.mine.tileshapes import Band, Rectangle, Triangle  # noqa: F401  (the job's shapes, named here too)
+from vhmine.mine.ray.tileshapes import Band, Rectangle, Triangle  # noqa: F401  (the job's shapes, named here too)
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ JOB, LEDGER, TILES, LOCK = "job.json", "tiles.jsonl", "tiles", "lock"
 SCAN, DIGESTS = "scan.jsonl", "digests"
 FORMAT = 1
 
-# an in-memory job's pairs (ray_engine.find_pairs_ray): rows i < j and their sims, sorted by (i, j)
+# an in-memory job's pairs (mine.ray.engine.find_pairs_ray): rows i < j and their sims, sorted by (i, j)
 PLAIN = np.dtype([("i", "<i8"), ("j", "<i8"), ("clip", "<f8"), ("dino", "<f8")])
 
 
@@ -317,6 +317,3 @@ def opened(folder: Path, identity: dict):
     finally:
         job.close()
 
-
-def job_folder(run_dir: Path) -> Path:
-    return Path(run_dir).parent / f".{Path(run_dir).name}.job"

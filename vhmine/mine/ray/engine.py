@@ -45,11 +45,11 @@ from pathlib import Path
 import numpy as np
 
 from vhmine.errors import InputError, VhmineError
-from vhmine.mine.products import block_bytes
-from vhmine.mine.quantise import _ALIGN
-from vhmine.mine.ray_scan import MAX_RETRIES, PROBE_TIMEOUT, _cancel, probe_nodes, scan, slots  # noqa: F401
-from vhmine.mine.rowcheck import check_limits
-from vhmine.mine.simsearch import _EMPTY, PairSet, _check, merge
+from vhmine.mine.join.products import block_bytes
+from vhmine.mine.join.quantise import ALIGN
+from vhmine.mine.ray.scan import MAX_RETRIES, PROBE_TIMEOUT, _cancel, probe_nodes, scan, slots  # noqa: F401
+from vhmine.mine.join.rowcheck import check_limits
+from vhmine.mine.join.simsearch import PairSet, check_rows, merge, no_pairs
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ SCATTER_POINTS = 200_000
 
 def tile_bytes(side: int, clip_dim: int, dino_dim: int) -> int:
     """A tile task's working memory besides its candidates (see the module docstring)."""
-    from vhmine.mine.tiletask import _CACHE_BLOCKS
+    from vhmine.mine.ray.tiletask import _CACHE_BLOCKS
 
     width = -(-clip_dim // 8) * 8
     return (block_bytes(side, width) + _CACHE_BLOCKS * side * width + 8 * side * clip_dim
@@ -68,16 +68,16 @@ def tile_bytes(side: int, clip_dim: int, dino_dim: int) -> int:
 
 def tile_rows(tile_memory: int, clip_dim: int, dino_dim: int) -> int:
     """The largest multiple of 64 rows whose tile_bytes fit tile_memory."""
-    need = tile_bytes(_ALIGN, clip_dim, dino_dim)
+    need = tile_bytes(ALIGN, clip_dim, dino_dim)
     if need > tile_memory:
         have, least = mib_below(tile_memory, need)
         raise InputError(
             f"--tile-memory {have} MiB is too small: a tile of 64 rows at {clip_dim} + {dino_dim} "
             f"dims needs {least} MiB; give at least that"
         )
-    side = math.isqrt(int(tile_memory / 4.25)) // _ALIGN * _ALIGN
+    side = math.isqrt(int(tile_memory / 4.25)) // ALIGN * ALIGN
     while tile_bytes(side, clip_dim, dino_dim) > tile_memory:
-        side -= _ALIGN
+        side -= ALIGN
     return side
 
 
@@ -162,8 +162,8 @@ def run_job(ray, rows, job, *, side: int, clip_min: float, dino_max: float, rank
     tiletask.mine_tile). digests: the scan records every row's digest in the job (TileJob.digests)."""
     from tqdm import tqdm
 
-    from vhmine.mine import tiletask
-    from vhmine.mine.tilejob import Triangle, ranked_dtype
+    from vhmine.mine.ray import tiletask
+    from vhmine.mine.ray.tilejob import Triangle, ranked_dtype
 
     t0 = time.time()
     shape = shape if shape is not None else Triangle(rows.n, side)
@@ -275,16 +275,16 @@ def _in_memory(sides: list, make_shape, clip_min: float, dino_max: float, *, add
                max_candidates, max_retries, rotate, progress, stats, tmpdir, kernel, crash_marker) -> PairSet:
     """A plain job over in-memory (clip, dino) arrays of one side, or two (a rectangle): they are written
     once to a temporary folder (`tmpdir`, which every node must read) and the tasks read them there."""
-    from vhmine.embed.rows import IndexRows, open_vectors
-    from vhmine.mine.tilejob import TileJob
+    from vhmine.index.rows import IndexRows, open_vectors
+    from vhmine.mine.ray.tilejob import TileJob
 
     ray = import_ray()
     n = max(len(c) for c, _ in sides)
     side = tile or tile_rows(int(tile_memory), sides[0][0].shape[1], sides[0][1].shape[1])
-    side = min(-(-side // _ALIGN) * _ALIGN, -(-n // _ALIGN) * _ALIGN)
+    side = min(-(-side // ALIGN) * ALIGN, -(-n // ALIGN) * ALIGN)
     shape = make_shape(side)
     if not len(shape):
-        return PairSet(*_EMPTY)
+        return no_pairs()
     with tempfile.TemporaryDirectory(prefix="vhmine-ray-", dir=tmpdir) as tmp:
         views = []
         for s, (clip, dino) in enumerate(sides):
@@ -337,17 +337,17 @@ def find_pairs_ray(
     tasks read their blocks from there. new_rows: only the pairs i < j that touch one of these rows
     (a tileshapes.Band) [default: every pair]. tile: rows per tile side [default: from tile_memory].
     kernel: the products kernel of every tile [default: each node's fastest, measured there]."""
-    from vhmine.mine.tileshapes import Band, Triangle, new_rows_array
+    from vhmine.mine.ray.tileshapes import Band, Triangle, new_rows_array
 
     device, clip_min, dino_max = _options(device, clip_min, dino_max)
-    clip, dino = _check(clip, dino)  # (rows whose norms the fast pass cannot bound are refused: rowcheck)
+    clip, dino = check_rows(clip, dino)  # (rows whose norms the fast pass cannot bound are refused: rowcheck)
     if new_rows is not None:
         try:
             new = new_rows_array(new_rows, len(clip))
         except ValueError as err:
             raise InputError(str(err)) from None
     if len(clip) < 2:
-        return PairSet(*_EMPTY)
+        return no_pairs()
     shape = (lambda side: Triangle(len(clip), side)) if new_rows is None else (lambda side: Band(len(clip), side, new))
     return _in_memory([(clip, dino)], shape, clip_min, dino_max, address=address, tile_memory=tile_memory, tile=tile,
                       device=device, max_candidates=max_candidates, max_retries=max_retries, rotate=rotate,
@@ -364,11 +364,11 @@ def find_pairs_across_ray(clip_a: np.ndarray, dino_a: np.ndarray, clip_b: np.nda
     """Every pair (row i of A, row j of B) with CLIP cosine >= clip_min and DINOv2 <= dino_max, exactly,
     as Ray tile tasks over a tileshapes.Rectangle: a PairSet whose i are rows of A and j rows of B, sorted
     by (i, j) (so i < j does not hold). One Quantiser for both sides. Options as find_pairs_ray's."""
-    from vhmine.mine.tileshapes import Rectangle
+    from vhmine.mine.ray.tileshapes import Rectangle
 
     device, clip_min, dino_max = _options(device, clip_min, dino_max)
-    clip_a, dino_a = _check(clip_a, dino_a)
-    clip_b, dino_b = _check(clip_b, dino_b)
+    clip_a, dino_a = check_rows(clip_a, dino_a)
+    clip_b, dino_b = check_rows(clip_b, dino_b)
     for name, a, b in (("clip", clip_a, clip_b), ("dino", dino_a, dino_b)):
         if a.shape[1] != b.shape[1]:
             raise InputError(f"{name} vectors of A have {a.shape[1]} dims, of B {b.shape[1]}: mine across indexes "

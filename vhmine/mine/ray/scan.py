@@ -1,6 +1,6 @@
 """The first two steps of a `vhmine mine --engine ray` job, on the driver: every node reads the index
 (`probe_nodes`), then one streaming pass over every row (`scan`) fixes the quantisation of every tile and,
-when asked, gives each row's digest (mine.state.row_digests).
+when asked, gives each row's digest (mine.join.row_digests).
 
 Reads the index's headers and a sample of 4,096 rows of each side (the turn is chosen on them); the tasks
 (tiletask.probe, tiletask.scan_chunk) read the rest. Writes through the job (mine.tilejob): each scanned
@@ -36,7 +36,7 @@ def probe_nodes(ray, rows, timeout: float = PROBE_TIMEOUT) -> list[str]:
     or that does not answer within `timeout` seconds. Returns the nodes' addresses."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from vhmine.mine import tiletask
+    from vhmine.mine.ray import tiletask
 
     nodes = [nd for nd in ray.nodes() if nd.get("Alive")]
     task = ray.remote(num_cpus=0, max_retries=0)(tiletask.probe)
@@ -69,8 +69,8 @@ def scan(ray, rows, job, side: int, rotate: bool | None, progress: bool, local=N
     recorded Quantiser is kept (then only chunks whose digests are missing are scanned)."""
     from tqdm import tqdm
 
-    from vhmine.mine import tiletask
-    from vhmine.mine.blocks import Quantiser, choose_turn, sample_rows
+    from vhmine.mine.ray import tiletask
+    from vhmine.mine.join.blocks import Quantiser, choose_turn, sample_rows
 
     sides = [("a", rows)] + ([("b", rows_b)] if rows_b is not None else [])
     done = Quantiser.from_dict(job.job["quantiser"]) if "quantiser" in job.job else None

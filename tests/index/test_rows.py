@@ -5,9 +5,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vhmine.embed.index import read_faiss_vectors, write_faiss
-from vhmine.embed.index import index_rows
-from vhmine.embed.rows import FlatWriter, IndexRows, open_vectors, read_ids
+from vhmine.index import read_faiss_vectors, write_faiss
+from vhmine.index import index_rows
+from vhmine.index.rows import FlatWriter, IndexRows, open_vectors, read_ids
 from vhmine.errors import IndexCorruptError
 
 
@@ -87,7 +87,7 @@ def test_ids_by_row_range_across_row_groups_and_from_a_url(tmp_path):
 def test_index_rows_of_an_index_and_of_its_copy_at_a_url(tmp_path, vectors):
     import shutil
 
-    from vhmine.embed.index import write_index
+    from vhmine.index import write_index
 
     n = len(vectors)
     images = pd.DataFrame({"image_id": [f"{k:016x}" for k in range(n)], "path": [f"{k}.jpg" for k in range(n)]})

@@ -23,11 +23,11 @@ from collections import OrderedDict
 
 import numpy as np
 
-from vhmine.mine.blocks import (
+from vhmine.mine.join.blocks import (
     BlockStats, Quantiser, choose_turn, exact_pairs, quantise_block, sample_rows, scan_block, threshold,
     tile_candidates, tile_kernel,
 )
-from vhmine.mine.quantise import qmax_for
+from vhmine.mine.join.quantise import qmax_for
 
 CRASH_MARKER_ENV = "VHMINE_MINE_CRASH_MARKER"  # fault tests: the first tile task to start dies (os._exit)
 _CACHE_BLOCKS = 3  # quantised blocks kept per worker: tiles of one row share their row block
@@ -60,10 +60,10 @@ def scan_chunk(rows, start: int, stop: int, dims: tuple[int, ...] = (), kernel: 
                device: str = "cpu", digests: bool = False):
     """The chunk's largest turned component, and the quantisation levels that this node's products kernel
     keeps exact (`kernel` when named, else the one measured fastest here; on a GPU every kernel keeps
-    qmax_for's); with digests, also its rows' mine.state.row_digests (CLIP and DINOv2 rows). InputError
+    qmax_for's); with digests, also its rows' mine.join.row_digests (CLIP and DINOv2 rows). InputError
     for a row the fast pass cannot bound (rowcheck)."""
-    from vhmine.mine.kernels import levels_of
-    from vhmine.mine.rowcheck import check_norms, squared_norms
+    from vhmine.mine.join.kernels import levels_of
+    from vhmine.mine.join.rowcheck import check_norms, squared_norms
 
     x = rows.clip.read(start, stop)
     check_norms("clip", x, squared_norms(x), first_row=start)
@@ -75,7 +75,7 @@ def scan_chunk(rows, start: int, stop: int, dims: tuple[int, ...] = (), kernel: 
         levels = qmax_for(x.shape[1])
     if not digests:
         return scan_block(x, dims), levels
-    from vhmine.mine.state import row_digests
+    from vhmine.mine.join.digests import row_digests
 
     return scan_block(x, dims), levels, row_digests(x, rows.dino.read(start, stop))
 
@@ -142,7 +142,7 @@ def examined(r: int, c: int, side: int, n: int) -> int:
 def _candidates(rows, rows_b, qz: Quantiser, tile, side: int, clip_min: float, device, kernel):
     """(i, j, info) of one tile's candidates: rows i < j (a Triangle's), i < j touching a new row once (a
     Band's: (min, max) of a chunk's row and a block's), or i of A and j of B (a Rectangle's)."""
-    from vhmine.mine.blocks import cross_candidates
+    from vhmine.mine.join.blocks import cross_candidates
 
     n = rows.n
     if tile.kind == "band":
@@ -179,7 +179,7 @@ def mine_tile(rows, qz: Quantiser, tile, side: int, clip_min: float, dino_max: f
     rows i < j (a Rectangle's: i of A, j of B), sorted."""
     import torch  # noqa: F401  (before the clock: a worker's first import is no part of the tile's time)
 
-    from vhmine.mine.tilejob import PLAIN, box_first, orient_by_id
+    from vhmine.mine.ray.tilejob import PLAIN, box_first, orient_by_id
 
     _crash_once(crash_marker)
     t0 = time.perf_counter()

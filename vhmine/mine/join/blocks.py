@@ -2,7 +2,7 @@
 for the whole collection: what a task of `vhmine mine --engine ray` computes. Pure computation: it
 reads the arrays it is given (tiletask reads them from the index by row range) and writes nothing.
 
-The quantisation is fast_pass's, through the same functions of vhmine.mine.quantise: rows z (z = the
+The quantisation is fast_pass's, through the same functions of vhmine.mine.join.quantise: rows z (z = the
 Spread of the dominant dimensions, when the turn is on, else x) become integers q in [-qmax, qmax] with
 z ~ scale * q. Here the turn is chosen on the driver from fast_pass's even sample of rows (choose_turn),
 and the scale from one streaming pass over every row (`scan_block` per row chunk, merged by
@@ -20,12 +20,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vhmine.mine.products import BlockMiner
-from vhmine.mine.quantise import (
-    _ALIGN, ChunkStats, choose_turn, chunk_rows, error_bound, largest, qmax_for, quantise_chunk, sample_rows,
+from vhmine.mine.join.products import BlockMiner
+from vhmine.mine.join.quantise import (
+    ALIGN, ChunkStats, choose_turn, chunk_rows, error_bound, largest, qmax_for, quantise_chunk, sample_rows,
     scale_for, spread, thresholds, turned,
 )
-from vhmine.mine.recheck import pair_sims
+from vhmine.mine.join.recheck import pair_sims
 
 __all__ = ["BlockStats", "Quantiser", "choose_turn", "cross_candidates", "exact_pairs", "quantise_block", "sample_rows",
            "scan_block", "threshold", "tile_candidates"]
@@ -86,7 +86,7 @@ def quantise_block(x: np.ndarray, qz: Quantiser) -> tuple[np.ndarray, ChunkStats
     and the block's stats: fast_pass's chunks, with the recorded scale."""
     n, d = x.shape
     turn, step = qz.turn, chunk_rows(d)
-    q = np.zeros((-(-max(n, 1) // _ALIGN) * _ALIGN, -(-d // 8) * 8), np.int8)
+    q = np.zeros((-(-max(n, 1) // ALIGN) * ALIGN, -(-d // 8) * 8), np.int8)
     stats = ChunkStats()
     for s in range(0, n, step):
         xc = x[s:s + step]
@@ -107,7 +107,7 @@ _MINERS: dict = {}  # (device, block, width, kernel) -> BlockMiner: its product 
 def tile_kernel(device, width: int, levels: int, kernel: str | None = None):
     """This node's products kernel (a calibrate.Choice) for rows of `levels` quantisation levels: `kernel`
     when named, else the fastest exact one measured here (calibrated once per node, then cached)."""
-    from vhmine.mine.calibrate import choose
+    from vhmine.mine.join.calibrate import choose
 
     return choose(device, width, kernel=kernel, min_levels=levels)
 

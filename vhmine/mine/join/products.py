@@ -1,6 +1,6 @@
 """One block of the upper triangle on one device: the integer (or float32) products of two row blocks,
 the pairs whose product reaches the fast pass's threshold (candidates), and their exact re-check
-(BlockMiner). find_pairs runs every block through it in one process, vhmine.mine.blocks one tile per
+(BlockMiner). find_pairs runs every block through it in one process, vhmine.mine.join.blocks one tile per
 Ray task. Reads the tensors it is given; writes nothing.
 """
 
@@ -10,12 +10,12 @@ import math
 
 import numpy as np
 
-from vhmine.mine.calibrate import choose
-from vhmine.mine.kernels import Kernel, _same
-from vhmine.mine.quantise import _ALIGN, qmax_for
-from vhmine.mine.recheck import _screened_recheck
+from vhmine.mine.join.calibrate import choose
+from vhmine.mine.join.kernels import Kernel, _same
+from vhmine.mine.join.quantise import ALIGN, qmax_for
+from vhmine.mine.join.recheck import _screened_recheck
 
-_SEG = 64  # columns per segment in the two-level candidate search; divides _ALIGN
+_SEG = 64  # columns per segment in the two-level candidate search; divides ALIGN
 _ROWS, _COLS = 1024, 1024  # a CPU's products come in pieces of this many rows by columns (4 MiB of int32:
 # measured at N = 50,000 on a 2-core EPYC, 2-4% faster than 2048 x 1024, and a diagonal block skips more)
 
@@ -41,10 +41,10 @@ def block_bytes(block: int, width: int) -> int:
 class BlockMiner:
     """One block of the upper triangle on one device: the products of two row blocks, the pairs at or
     above the threshold (candidates), and their exact re-check (_screened_recheck). find_pairs runs
-    every block in one process and vhmine.mine.blocks one tile per Ray task, through this same code.
+    every block in one process and vhmine.mine.join.blocks one tile per Ray task, through this same code.
 
     products="int8": rows are FastPass.q rows, thresh its integer threshold and sure, when given,
-    FastPass.sure; the products are `kernel`'s (a vhmine.mine.kernels.Kernel, exact for rows within its
+    FastPass.sure; the products are `kernel`'s (a vhmine.mine.join.kernels.Kernel, exact for rows within its
     levels) [default: the one calibrate.choose measures fastest here of those that keep qmax_for(width)
     levels exact]. products="float32": rows are
     float32 vectors and thresh a float one (the benchmark's baseline).

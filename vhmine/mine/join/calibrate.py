@@ -1,4 +1,4 @@
-"""The choice of the products kernel (vhmine.mine.kernels) by measurement on the machine that runs the
+"""The choice of the products kernel (vhmine.mine.join.kernels) by measurement on the machine that runs the
 blocks: each exact candidate timed on a small block in one thread (`calibrate`), the fastest chosen
 (`choose`). Reads and writes one small JSON, the calibration cache (VHMINE_KERNEL_CACHE [default:
 $XDG_CACHE_HOME/vhmine/kernels.json, else ~/.cache/vhmine/kernels.json]), keyed by the machine: CPU
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from vhmine.errors import InputError
-from vhmine.mine.kernels import Kernel, Unavailable, available, blas_threads, build, exact
+from vhmine.mine.join.kernels import Kernel, Unavailable, available, blas_threads, build, exact
 
 CACHE_ENV = "VHMINE_KERNEL_CACHE"
 _SCHEMA = 1  # raise when what is measured changes: old cache entries are then measured again

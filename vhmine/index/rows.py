@@ -270,3 +270,26 @@ class IndexRows:
             if starts[-1] != self.n:
                 raise IndexCorruptError(f"{self.images} has {starts[-1]} rows, the vectors {self.n}")
         return "ok"
+
+
+def image_rows(images_parquet: str | os.PathLike, rows: np.ndarray, columns: list[str]):
+    """`columns` (those the table has; coco_id always, null where absent) of the given sorted unique rows of an
+    index's images.parquet (a DataFrame, one row each), read batch by batch so only those rows are kept."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(images_parquet, buffer_size=1 << 20, pre_buffer=False)  # streamed, not a row group at once
+    names = [c for c in columns if c in pf.schema_arrow.names]
+    parts, at = [], 0
+    for batch in pf.iter_batches(batch_size=65_536, columns=names):
+        lo, hi = np.searchsorted(rows, [at, at + batch.num_rows])
+        if hi > lo:
+            parts.append(batch.take(pa.array(rows[lo:hi] - at)))
+        at += batch.num_rows
+    table = pa.Table.from_batches(parts, schema=parts[0].schema if parts else pf.schema_arrow.remove_metadata())
+    frame = table.replace_schema_metadata(pf.schema_arrow.metadata).to_pandas()
+    if "coco_id" not in frame:
+        import pandas as pd
+
+        frame["coco_id"] = pd.array([None] * len(frame), dtype="Int64")
+    return frame

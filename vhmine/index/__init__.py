@@ -1,0 +1,33 @@
+"""The on-disk index of one collection, the room below embed (which writes it) and mine, seed, status,
+export and outgrown (which read it). No module outside this package reads or writes an index's files.
+
+Reads and writes `indexes/<name>/`: `manifest.json` (encoders, counts, checksums; written last),
+`images.parquet` (row i: image_id, path, sha256, ...), `clip.faiss` and `dino.faiss` (faiss flat files, row i
+= images.parquet row i) and `skipped.csv`. One module per concern:
+
+- layout: the files' names, a row's image id, writing the vector files and manifest.json, which indexes a
+  folder holds (`list_indexes`, `default_index_name`), the manifest's checksum;
+- collection: one finished index opened and checked (`open_index`, `open_named_index`, `CollectionIndex`),
+  its row-range reader (`index_rows`), images found through indexes by content (`locate_image`);
+- rows: vectors and image ids read by row range, locally or from an fsspec URL, without loading the index
+  (`IndexRows`, `open_vectors`), a flat file written row chunk by row chunk (`FlatWriter`), the image columns
+  of chosen rows (`image_rows`).
+"""
+
+from __future__ import annotations
+
+from vhmine.index.layout import (
+    FORMAT_VERSION, IMAGES, MANIFEST, SKIPPED, VECTOR_FILES, default_index_name, image_id_for, index_folder,
+    is_finished, list_indexes, manifest_sha256, read_faiss_vectors, read_manifest, write_faiss, write_index,
+    write_manifest,
+)
+from vhmine.index.collection import (
+    CollectionIndex, image_paths_by_sha, index_rows, locate_image, open_index, open_named_index,
+)
+
+__all__ = [
+    "FORMAT_VERSION", "IMAGES", "MANIFEST", "SKIPPED", "VECTOR_FILES",
+    "default_index_name", "image_id_for", "index_folder", "is_finished", "list_indexes", "manifest_sha256",
+    "read_faiss_vectors", "read_manifest", "write_faiss", "write_index", "write_manifest",
+    "CollectionIndex", "image_paths_by_sha", "index_rows", "locate_image", "open_index", "open_named_index",
+]

@@ -1,0 +1,35 @@
+"""The exact thresholded join, a library that knows nothing of runs, folders or Ray: every pair of rows with
+CLIP cosine >= clip_min and DINOv2 cosine <= dino_max, equal as a set to a float64 brute force, both
+thresholds inclusive. Reads the row arrays it is given; writes no files (a measured choice of products
+kernel is cached per machine: calibrate).
+
+One public entry per shape:
+
+- `find_pairs(clip, dino, clip_min, dino_max)`: the triangle of one collection's rows (i < j);
+- `find_new_pairs(clip, dino, new_rows, clip_min, dino_max)`: the band of pairs that touch new rows of a grown
+  collection (an earlier join of the other rows plus these is a full join, bit for bit);
+- `find_pairs_across(clip_a, dino_a, clip_b, dino_b, clip_min, dino_max)`: the rectangle of one collection's
+  rows against another's.
+
+Beside them: `PairSet` (what they return), `pair_sims` (the float64 similarity every result carries),
+`merge`, the references `brute_force_pairs` / `brute_force_across` with `assert_same_pairs`, and
+`row_digests` (a digest of each row, to tell kept rows from changed ones). Inside: quantise (the int8 fast
+pass and its proven error bound), kernels and calibrate (the products kernels and the measured choice),
+products (one block's products and candidates), band (which blocks a shape needs), blocks (blocks quantised
+with one streaming pass's parameters: the Ray engine's tiles), recheck (the exact re-check), rowcheck (what is
+refused before starting), simsearch (the entries), digests.
+"""
+
+from __future__ import annotations
+
+from vhmine.mine.join.digests import row_digests
+from vhmine.mine.join.recheck import pair_sims
+from vhmine.mine.join.simsearch import (
+    PairSet, assert_same_pairs, brute_force_across, brute_force_pairs, find_new_pairs, find_pairs, find_pairs_across,
+    merge, no_pairs,
+)
+
+__all__ = [
+    "PairSet", "assert_same_pairs", "brute_force_across", "brute_force_pairs", "find_new_pairs", "find_pairs",
+    "find_pairs_across", "merge", "no_pairs", "pair_sims", "row_digests",
+]

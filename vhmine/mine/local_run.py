@@ -1,0 +1,143 @@
+"""The local engine's run: the exact join (mine.join) in this process, over an index loaded whole, into the
+run folder (runfolder.finish_run): the triangle of one index, only the new rows' band of a grown index when
+an earlier run of the same command can be reused (mine.grow), or the rectangle of two (`--against`).
+
+Reads the opened index(es) and, for a grown index, the earlier run's rows.parquet and alike.parquet; writes
+the run folder: pairs.parquet / pairs.csv (mine.write), rows.parquet and alike.parquet (mine.state; not for
+--against runs), run.json, the scatter and the gallery. The Ray run (mine.ray_run) is its sibling: neither
+imports the other; mine.job chooses.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from pathlib import Path
+
+from vhmine.mine.runfolder import BACKGROUND_PAIRS, MineResult, background_sample, finish_run, rank_pairs, rerun_command
+
+log = logging.getLogger("vhmine.mine.job")
+
+
+def mine_local(idx, name: str, opts, run_dir: Path, default_dir: Path, warnings: list[str], t0: float) -> MineResult:
+    """The run folder of `idx` (an index loaded whole): a full mine, or only the new rows' pairs of a grown
+    index merged with an earlier run's."""
+    import numpy as np
+
+    from vhmine.mine import state
+    from vhmine.mine.grow import grown_pairs, said
+    from vhmine.mine.join import find_pairs, pair_sims, row_digests
+    from vhmine.mine.write import pairs_frame, side, write_table
+
+    n = len(idx.images)
+    images = idx.images
+    ids = images["image_id"].to_numpy().astype(object)
+    digests = row_digests(idx.clip, idx.dino, workers=2)  # what a later run of the grown index checks (mine.grow)
+    earlier, g = _earlier(run_dir, default_dir, idx, opts, ids, digests)
+    # One search at the CLIP threshold gives every CLIP-alike pair with its DINOv2 sim: the pairs in
+    # the box, and the rest of the candidates for the scatter plot.
+    st: dict = {}
+    find = dict(device=opts.device, progress=opts.progress, kernel=opts.kernel, stats=st)
+    if earlier is not None:
+        found = grown_pairs(earlier, g, idx.clip, idx.dino, ids, opts.clip, **find)
+        products = int(st.get("pairs_examined", 0))
+        incremental = g.record(earlier, products)
+        reuse = said(earlier, g, products, n)
+    else:
+        found = find_pairs(idx.clip, idx.dino, opts.clip, math.inf, **find)
+        incremental, reuse = None, ""
+    in_box = found.dino_sim <= opts.dino
+    i, j = found.i[in_box], found.j[in_box]
+    clip_sim, dino_sim = found.clip_sim[in_box], found.dino_sim[in_box]
+    # Orient each pair by image id so a pair's identity does not depend on row order.
+    swap = ids[i] > ids[j]
+    a = np.where(swap, j, i)
+    b = np.where(swap, i, j)
+    gap = clip_sim - dino_sim
+    order = rank_pairs(ids[a], ids[b], gap, max_per_image=opts.max_per_image, max_pairs=opts.max_pairs)
+    a, b, clip_sim, dino_sim, gap = a[order], b[order], clip_sim[order], dino_sim[order], gap[order]
+    pairs = pairs_frame(1, side(images, a, idx.location), side(images, b, idx.location), clip_sim, dino_sim, gap)
+
+    def write_pairs(tmp: Path):
+        write_table(tmp, pairs)
+        lo, hi = ids[found.i], ids[found.j]
+        state.write_state(tmp, ids, digests, np.where(lo < hi, lo, hi), np.where(lo < hi, hi, lo), found.clip_sim,
+                          found.dino_sim)
+        return len(pairs), pairs.head(opts.gallery_size)
+
+    counts = {"images": n, "clip_alike": int(len(found)), "in_box": int(in_box.sum())}
+    background = background_sample(n, lambda i, j: (pair_sims(idx.clip, i, j), pair_sims(idx.dino, i, j)),
+                                   size=BACKGROUND_PAIRS)
+    relax = None
+    if not len(order):  # say what to relax, from what this run holds (mine.relax)
+        from vhmine.mine.relax import nearby
+
+        relax = nearby(found, background, n, opts.clip, opts.dino, all_pairs=n * (n - 1) // 2 <= BACKGROUND_PAIRS,
+                       base_command=rerun_command(name, opts))
+    extra = {"products_kernel": st.get("kernel"), **({"nearby": relax.record()} if relax else {}),
+             **({"incremental": incremental} if incremental else {})}
+    written = finish_run(run_dir, idx, opts, counts, write_pairs, (found.clip_sim, found.dino_sim), background,
+                         warnings, extra=extra)
+    return MineResult(run_dir, name, n, counts["clip_alike"], counts["in_box"], written, time.time() - t0, warnings,
+                      relax=relax.lines if relax else [], kernel=st.get("kernel_line", ""), reuse=reuse)
+
+
+def _earlier(run_dir: Path, default_dir: Path, idx, opts, ids, digests):
+    """(the earlier run to reuse, how the index grew since), or (None, None): no earlier run, --full, or one
+    that cannot be reused (why is said in one line)."""
+    from vhmine.mine.grow import changed_line, earlier_run, growth, reusable
+
+    folder = None if opts.full else earlier_run(run_dir, default_dir)
+    if folder is None:
+        return None, None
+    earlier, why = reusable(folder, idx, opts)
+    g = growth(earlier, ids, digests) if earlier is not None else None
+    if g is not None and g.changed:
+        earlier, g, why = None, None, changed_line(g, idx, folder)
+    if why:
+        log.warning("%s", why)
+    return earlier, g
+
+
+def mine_across(a, b, opts, run_dir: Path, warnings: list[str], t0: float) -> MineResult:
+    """The run folder of A x B (two indexes loaded whole, mine.across.open_pair)."""
+    from vhmine.mine.join import find_pairs_across
+    from vhmine.mine.runfolder import against_record, cross_sims
+    from vhmine.mine.write import pairs_frame, side, write_table
+
+    na, nb = len(a.images), len(b.images)
+    st: dict = {}
+    found = find_pairs_across(a.clip, a.dino, b.clip, b.dino, opts.clip, math.inf, device=opts.device,
+                              progress=opts.progress, kernel=opts.kernel, stats=st)
+    in_box = found.dino_sim <= opts.dino
+    i, j = found.i[in_box], found.j[in_box]
+    clip_sim, dino_sim = found.clip_sim[in_box], found.dino_sim[in_box]
+    ids_a, ids_b = a.images["image_id"].to_numpy(), b.images["image_id"].to_numpy()
+    gap = clip_sim - dino_sim
+    order = rank_pairs(ids_a[i], ids_b[j], gap, max_per_image=opts.max_per_image, max_pairs=opts.max_pairs)
+    i, j, clip_sim, dino_sim, gap = i[order], j[order], clip_sim[order], dino_sim[order], gap[order]
+    pairs = pairs_frame(1, side(a.images, i, a.location), side(b.images, j, b.location), clip_sim, dino_sim, gap)
+    pairs["index_a"], pairs["index_b"] = a.name, b.name
+
+    def write_pairs(tmp: Path):
+        write_table(tmp, pairs)
+        return len(pairs), pairs.head(opts.gallery_size)
+
+    counts = {"images": na + nb, "images_a": na, "images_b": nb, "clip_alike": int(len(found)),
+              "in_box": int(in_box.sum())}
+    background = background_sample(na, lambda x, y: (cross_sims(a.clip.__getitem__, b.clip.__getitem__, x, y),
+                                                      cross_sims(a.dino.__getitem__, b.dino.__getitem__, x, y)),
+                                   size=BACKGROUND_PAIRS, across=nb)
+    relax = None
+    if not len(order):
+        from vhmine.mine.relax import nearby
+
+        relax = nearby(found, background, na + nb, opts.clip, opts.dino, all_pairs=na * nb <= BACKGROUND_PAIRS,
+                       base_command=rerun_command(a.name, opts), pairs=na * nb)
+    extra = {"against": against_record(b), "products_kernel": st.get("kernel"),
+             **({"nearby": relax.record()} if relax else {})}
+    written = finish_run(run_dir, a, opts, counts, write_pairs, (found.clip_sim, found.dino_sim), background,
+                         warnings, extra=extra, pairs=na * nb, title=f"{a.name} x {b.name}")
+    return MineResult(run_dir, f"{a.name} x {b.name}", na + nb, counts["clip_alike"], counts["in_box"], written,
+                      time.time() - t0, warnings, relax=relax.lines if relax else [], kernel=st.get("kernel_line", ""))

@@ -1,0 +1,13 @@
+"""The Ray engine of `vhmine mine --engine ray`: the exact join's blocks (mine.join) as Ray tasks over tiles,
+so an index of any size is mined with memory per tile, never per index. Knows nothing of run folders: the
+run (mine.ray_run) gives it an index's rows (vhmine.index.IndexRows) and a job folder and takes back the
+tiles' ranked pairs.
+
+Reads the index by row range (positioned reads on a shared filesystem or byte ranges of an fsspec URL);
+writes the job folder `runs/.<run>.job/` (tilejob: every finished tile as a file, so a stopped job
+resumes). Modules: engine (the driver: tile size from a memory bound, scheduling, retries; `find_pairs_ray`
+over arrays for tests and benchmarks), scan (the probe of every node and the streaming scan that fixes the
+quantiser and records row digests), tileshapes (the tiles of a triangle, of the band of pairs touching new
+rows, of a rectangle across two indexes), tiletask (what one task does), tilejob (the job folder) and merge
+(the tiles' sorted lists merged in rank order, capped).
+"""
