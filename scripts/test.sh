@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The test command (README and .ci/run call this same script): installs everything the suite needs
-# on a fresh Debian machine, then runs pytest. Extra arguments go to pytest.
+# on a fresh Debian machine, checks the code with ruff, then runs pytest. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ci_services.sh                       # Debian packages: chromium, postgresql (browser / PostgreSQL tests)
 python -m pip install -q -e ".[test]"             # vhmine, its dependencies and the test extra
 python -m pip install -q --no-deps "lmms-eval==0.7.3"  # the lmms-eval export test; what it imports is in the test extra
+python -m ruff check --quiet .                    # lint: pyflakes, pycodestyle, isort, bugbear, pyupgrade (pyproject.toml)
+python -m ruff format --check --quiet .           # the code is as ruff formats it
 export HF_HUB_OFFLINE=1                           # tests build tiny models locally; never ask the hub
 exec python -m pytest "$@"

@@ -36,6 +36,7 @@ settings.register_profile("long", max_examples=1000, deadline=None, print_blob=T
 settings.load_profile(os.environ.get("VHMINE_HYPOTHESIS", "ci"))
 
 from helpers import copy_photos, embed_options, free_port, make_ready_store, ready_store_from_run  # noqa: E402
+from openai_server import openai_server  # noqa: E402,F401  (the loopback OpenAI-compatible server: a fixture for every test)
 
 
 @pytest.fixture(scope="session")

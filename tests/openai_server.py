@@ -17,8 +17,8 @@ and `GET /v1/models`. A test steers it through attributes of the server object:
   default: the text contains "REFUSE"); an image prompt containing "FORBIDDEN" gets a 400
   `content_policy_violation`.
 
-Every request is kept in `requests` (path, lower-cased headers, parsed body). Import the fixture in a test file
-with `from openai_server import openai_server  # noqa: F401`.
+Every request is kept in `requests` (path, lower-cased headers, parsed body). The fixture `openai_server` is
+registered for every test by tests/conftest.py: a test names it as a parameter.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import time
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from openai_server import API_KEY, chat_images, openai_server, png_bytes  # noqa: F401  (fixture)
+from openai_server import API_KEY, chat_images, png_bytes
 
 from vhmine import llm as L
 from vhmine.errors import (

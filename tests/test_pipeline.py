@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from openai_server import API_KEY, chat_images, chat_text, openai_server  # noqa: F401  (fixture)
+from openai_server import API_KEY, chat_images, chat_text
 
 MODES = ("counting", "color")
 # mode -> (OEQ template, slots, answer for image A, answer for image B) as alice writes them

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from helpers import embed_options, jpeg_bytes, wds_sample, write_photos, write_tar
-from openai_server import chat_images, openai_server  # noqa: F401  (fixture)
+from openai_server import chat_images
 from PIL import Image
 from test_pipeline import Workdir
 

@@ -20,11 +20,15 @@ import os
 import re
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from vhmine.errors import BadImage
 
 # numpy and PIL are imported inside the functions that decode: the stages that only hash or read bytes (the
 # store, `vhmine status`) do not pay for them
-
-from vhmine.errors import BadImage  # noqa: F401  (raised here; importable from here as before)
+if TYPE_CHECKING:  # annotations only
+    import numpy as np
+    from PIL import Image, ImageFile
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp")
 

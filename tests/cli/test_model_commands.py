@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from helpers import make_ready_store
-from openai_server import openai_server  # noqa: F401  (fixture)
 
 STAGE_ARGS = {
     "probe": ["probe", "--model", "fake-vlm"],

@@ -8,7 +8,7 @@ import pytest
 
 from anchors import anchor
 from helpers import answer_details, interrupt_when, write_tiny_bench
-from openai_server import API_KEY, chat_images, chat_text, openai_server  # noqa: F401  (fixture)
+from openai_server import API_KEY, chat_images, chat_text
 from vhmine import formats as F
 from vhmine.errors import EvalError, FormatError, InputError
 from vhmine.eval.job import EvalOptions, evaluate, load_predictions, match_oeq

@@ -17,7 +17,7 @@ import pytest
 from PIL import Image
 
 from helpers import write_group_bench, write_photos
-from openai_server import chat_text, openai_server  # noqa: F401  (fixture)
+from openai_server import chat_text
 from vhmine.bench import BenchItem, Benchmark, assign_groups
 from vhmine.eval import html_report
 from vhmine.eval.job import EvalOptions, evaluate

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from openai_server import chat_text, openai_server  # noqa: F401  (fixture)
+from openai_server import chat_text
 from helpers import write_tiny_bench
 from vhmine import formats as F
 from vhmine.bench import Benchmark

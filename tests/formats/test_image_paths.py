@@ -13,7 +13,7 @@ from vhmine.errors import EvalError, InputError
 from vhmine.export.job import ExportOptions, export_benchmark
 
 from helpers import make_ready_store, re_search
-from openai_server import openai_server, png_bytes  # noqa: F401  (fixture)
+from openai_server import png_bytes
 
 # --- the llava split ------------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from helpers import write_photos  # noqa: E402
-from openai_server import chat_text, openai_server  # noqa: E402,F401
+from openai_server import chat_text  # noqa: E402
 
 from vhmine.llm import LLMOptions  # noqa: E402
 from vhmine.manipulate import ManipulateOptions, manipulate  # noqa: E402

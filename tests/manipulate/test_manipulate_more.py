@@ -16,7 +16,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from helpers import tiny_owlvit, write_photos  # noqa: E402
-from openai_server import chat_text, openai_server  # noqa: E402,F401
+from openai_server import chat_text  # noqa: E402
 from test_manipulate import OBJECTS, _opts, _victim, collection  # noqa: E402,F401  (a COCO-annotated collection)
 
 from vhmine.llm import LLM, Cache, LLMOptions  # noqa: E402

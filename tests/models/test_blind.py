@@ -12,7 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from helpers import write_pairs, write_photos  # noqa: E402
-from openai_server import chat_images, chat_text, openai_server  # noqa: E402,F401
+from openai_server import chat_images, chat_text  # noqa: E402
 
 # the canned text-only model: by the question in the prompt
 CANNED = {

@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from openai_server import API_KEY, chat_images, chat_text, openai_server  # noqa: F401  (fixture)
+from openai_server import API_KEY, chat_images, chat_text
 from helpers import make_ready_store, mode_responses, probed_store
 
 from vhmine import curate as C, llm as L, prompts as P

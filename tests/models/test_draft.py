@@ -14,7 +14,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from helpers import write_pairs, write_photos  # noqa: E402
-from openai_server import chat_images, chat_text, openai_server  # noqa: E402,F401
+from openai_server import chat_images, chat_text  # noqa: E402
 
 CANNED = {  # the canned vision model: by the mode named in the prompt
     '"color"': json.dumps({"template": "color.what_color", "slots": {"object": "cup"}, "question": "What color is the cup?",

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from openai_server import API_KEY, chat_text, openai_server  # noqa: F401  (fixture)
+from openai_server import API_KEY, chat_text
 from helpers import make_ready_store
 
 from vhmine import prompts as P

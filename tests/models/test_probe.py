@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from openai_server import API_KEY, chat_images, chat_text, openai_server  # noqa: F401  (fixture)
+from openai_server import API_KEY, chat_images, chat_text
 from helpers import make_ready_store, mode_responses, probed_store
 
 from vhmine.rules import answers as A

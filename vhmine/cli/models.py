@@ -16,11 +16,11 @@ from vhmine.cli.options import (
     BaseUrlOpt, CacheOpt, ConcurrencyOpt, DbOpt, IndexesOpt, MaxCostOpt, MaxTokensOpt, ModesOpt, PricesOpt,
     RetriesOpt, RetryWaitOpt, TimeoutOpt, _fail, _finish, _llm_options, app, interruptible,
 )
+from vhmine.errors import InputError, VhmineError
 
 # what Ctrl-C leaves in the model stages: every answer is cached as it arrives, so a rerun resumes for free
 MODEL_INTERRUPTED = ("interrupted: the answers received so far are kept in the request cache; run the same command "
                      "to resume (they are not asked again)")
-from vhmine.errors import InputError, VhmineError
 
 
 @app.command()

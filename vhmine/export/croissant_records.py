@@ -67,7 +67,7 @@ def _record_set(rs: str, desc: str, fields: list, key: Optional[str] = "id") -> 
 # --- parquet with embedded images (hf, lmms-eval) -----------------------------------------------------
 
 def _parquet(rel: str, rs: str) -> dict:
-    col = lambda n: _from_file(rel, {"column": n})  # noqa: E731
+    col = lambda n, rel=rel: _from_file(rel, {"column": n})  # noqa: E731
     fields = [_field(rs, n, t, d, col(n), repeated=n == "answers") for n, (t, d) in ITEM_FIELDS.items()]
     fields.append(_field(rs, "image", "sc:ImageObject", "The image (its file's bytes, PNG, JPEG or WebP).",
                          _from_file(rel, {"column": "image"}, {"jsonPath": "bytes"})))
@@ -179,7 +179,7 @@ def _vlmevalkit(folder: Path, bench: Benchmark) -> tuple[list, list, str]:
     sets = []
     for tsv in sorted(folder.glob("*.tsv")):
         rs, rel = tsv.stem, tsv.name
-        col = lambda n: _from_file(rel, {"column": n})  # noqa: E731
+        col = lambda n, rel=rel: _from_file(rel, {"column": n})  # noqa: E731
         sets.append(_record_set(rs, f"VLMEvalKit's rows of {rel}.", [
             _field(rs, "index", "sc:Integer", "VLMEvalKit's row number.", col("index")),
             _field(rs, "id", "sc:Text", ITEM_FIELDS["id"][1], col("vhmine_id")),

@@ -31,7 +31,7 @@ def open_pair(root: Path, name: str, opts, *, load: bool = True):
     ea, eb = a.manifest.get("encoders") or {}, b.manifest.get("encoders") or {}
     for enc in ("clip", "dino"):
         if (ea.get(enc) or {}) != (eb.get(enc) or {}):
-            def spec(e):
+            def spec(e, enc=enc):
                 return (e.get(enc) or {}).get("spec") or (e.get(enc) or {}).get("model") or "unknown"
 
             raise InputError(

@@ -90,7 +90,7 @@ def _checked(clip: np.ndarray, dino: np.ndarray, workers=1, *, screened: bool = 
         # one read of the rows: a NaN or infinite value makes its row's sum of squares NaN or infinite;
         # the rows flagged so (also finite rows whose squares overflow) are then looked at value by value
         n2 = np.concatenate([np.empty(0, np.float32)] + in_threads(
-            lambda s: np.einsum("ij,ij->i", x[s:s + 8192], x[s:s + 8192]), range(0, len(x), 8192), workers))
+            lambda s, x=x: np.einsum("ij,ij->i", x[s:s + 8192], x[s:s + 8192]), range(0, len(x), 8192), workers))
         bad = np.flatnonzero(~np.isfinite(n2))
         if len(bad):
             bad = bad[~np.isfinite(x[bad]).all(axis=1)]
