@@ -1,5 +1,7 @@
-"""The package's layout: no import cycles (imports inside functions included), a folder per stage whose
-`__init__` says what it reads and writes, the shared vocabulary at the top, and the thin app entry."""
+"""The package's layout: no import cycles (imports inside functions included), none between folders (the stages,
+and the rooms inside a stage), a folder per stage whose `__init__` says what it reads and writes, only public
+names imported across packages, the index's files named in vhmine.index alone, the miner's engines siblings over
+a join that knows no runs, the shared vocabulary at the top, the thin app entry, and ruff's checks."""
 
 import ast
 import subprocess
@@ -7,9 +9,11 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "vhmine"
-STAGES = ("data", "embed", "mine", "store", "curate", "models", "manipulate", "export", "formats", "eval", "cli", "apps")
+STAGES = ("data", "index", "embed", "mine", "store", "curate", "models", "manipulate", "export", "formats", "eval", "cli", "apps")
 
 
 def module_files(root: Path = PACKAGE) -> dict[str, Path]:
@@ -343,3 +347,22 @@ def test_no_module_outside_the_index_room_names_an_index_file():
             if isinstance(node, ast.alias) and node.name in names:
                 bad.append(f"{mod} imports {node.name}")
     assert not bad, bad
+
+
+def test_ruff_finds_nothing_and_the_tree_is_formatted():
+    # scripts/test.sh runs the same two commands before pytest; here a failure names the files
+    for args in (["check", "--quiet", "."], ["format", "--check", "--quiet", "."]):
+        run = subprocess.run([sys.executable, "-m", "ruff", *args], capture_output=True, text=True, cwd=REPO)
+        assert run.returncode == 0, f"ruff {' '.join(args)}:\n{run.stdout}{run.stderr}"
+
+
+def test_every_ruff_exception_says_why():
+    tomllib = pytest.importorskip("tomllib")  # (Python 3.11+)
+
+    lines = (REPO / "pyproject.toml").read_text().splitlines()
+    lint = tomllib.loads("\n".join(lines))["tool"]["ruff"]["lint"]
+    ignored = [*lint.get("ignore", []), *lint.get("per-file-ignores", {})]
+    assert len(ignored) <= 6, ignored  # a short list
+    for name in ignored:
+        at = next(i for i, ln in enumerate(lines) if ln.strip().startswith((f'"{name}"', f"'{name}'")))
+        assert lines[at - 1].strip().startswith("#"), f"{name}: no comment above it in pyproject.toml saying why"
