@@ -368,7 +368,7 @@ def test_undo_of_a_confirmation_is_refused_once_a_model_answered(seeded):
 def test_skip_that_loses_a_race_logs_nothing(seeded, monkeypatch):
     from sqlalchemy import update
 
-    from vhmine.curate import queue
+    from vhmine.curate.work import queue
     from vhmine.store import Action, Task
 
     store, _ = seeded

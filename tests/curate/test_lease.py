@@ -90,7 +90,7 @@ def _deadlocked_undo(store, url, action_id, instance_id):
 
 
 def test_a_deadlock_on_postgresql_is_retried_and_never_reaches_the_app_as_a_driver_error(tmp_path, pg_url, monkeypatch):
-    from vhmine.curate import _shared
+    from vhmine.curate.base import tasks as _shared
     from vhmine.errors import LeaseError
     from vhmine.store import Instance
 

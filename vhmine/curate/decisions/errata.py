@@ -28,9 +28,9 @@ from vhmine.store import (  # first: it says which extra to install when SQLAlch
 from sqlalchemy import select, update  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from vhmine.curate import derived as D
-from vhmine.curate.derived import _plain
-from vhmine.curate._shared import WorkerInfo, _log, _new_id, _retried, _text, _worker
+from vhmine.curate.decisions import derived as D
+from vhmine.curate.decisions.derived import _plain
+from vhmine.curate.base.tasks import WorkerInfo, _log, _new_id, _retried, _text, _worker
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from vhmine.rules import modes as M
 from vhmine.errors import FormError
 from vhmine.store import Instance, Store, utcnow
 
-from vhmine.curate._shared import Item, _close, derived_id, _item, _lease_check, _log, _new_id, _retried, _worker
+from vhmine.curate.base.tasks import Item, _close, derived_id, _item, _lease_check, _log, _new_id, _retried, _worker
 
 
 @dataclass

@@ -24,7 +24,7 @@ from vhmine.store import (  # first: it says which extra to install when SQLAlch
 
 from sqlalchemy import select  # noqa: E402
 
-from vhmine.curate._shared import _log, _retried, _worker
+from vhmine.curate.base.tasks import _log, _retried, _worker
 
 
 @dataclass(frozen=True)

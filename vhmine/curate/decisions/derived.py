@@ -39,7 +39,7 @@ from vhmine.store import (  # first: it says which extra to install when SQLAlch
 from sqlalchemy import select  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from vhmine.curate.redraft import _redraft, _show, _template
+from vhmine.curate.decisions.redraft import _redraft, _show, _template
 
 TABLES = {"instances": Instance, "responses": Response, "response_labels": ResponseLabel,
           "blind_answers": BlindAnswer, "reviews": Review}
@@ -123,8 +123,8 @@ def rederive(s: Session, inst: Instance, *, cause: str, by: str, now: dt.datetim
 # --- what scored the old reference, scored again -------------------------------------------------------------
 
 def _rescore(s: Session, inst: Instance, log: _Log, cause: str, what: str) -> None:
-    from vhmine.curate.blind import reference_of, score_stored
-    from vhmine.curate.review import UNANSWERABLE, _review_label
+    from vhmine.curate.work.blind import reference_of, score_stored
+    from vhmine.curate.work.review import UNANSWERABLE, _review_label
     from vhmine.rules.answers import get_rule, yes_no_verdict
 
     for r in s.scalars(select(Response).where(Response.instance_id == inst.id).order_by(Response.id)):
@@ -170,7 +170,7 @@ def _solvers(s: Session, ids: set[str]) -> list[tuple]:
 
 
 def _refresh(s: Session, solvers: list[tuple], log: Optional[_Log], why: str) -> None:
-    from vhmine.curate.blind import refresh_flags, solver_rows
+    from vhmine.curate.work.blind import refresh_flags, solver_rows
 
     s.flush()
     for model, endpoint, prompt in solvers:
@@ -233,7 +233,7 @@ def _scores_since(s: Session, iids: list[str], entries: list[dict]) -> set[tuple
     """Responses and blind answers to `iids` stored since the erratum (not in its entries): a rule's verdict read
     again against the restored truth, a judge's cleared for `vhmine probe --judge`; a blind answer scored again
     (or left for `vhmine blind` to judge). Returns the solvers whose flags to recompute."""
-    from vhmine.curate.blind import reference_of, score_stored
+    from vhmine.curate.work.blind import reference_of, score_stored
     from vhmine.rules.answers import get_rule, yes_no_verdict
 
     tracked = {e["id"] for e in entries if e["table"] == "responses"}

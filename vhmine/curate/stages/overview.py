@@ -15,7 +15,7 @@ from vhmine.store import (  # first: it says which extra to install when SQLAlch
 
 from sqlalchemy import func, select  # noqa: E402
 
-from vhmine.curate.queue import progress
+from vhmine.curate.work.queue import progress
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,9 @@ from vhmine.store import (  # first: it says which extra to install when SQLAlch
 from sqlalchemy import select, update  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from vhmine.curate._shared import WorkerInfo, _cas, _retried, _used, _worker
-from vhmine.curate.derived import rederive
-from vhmine.curate.lease import LEASE_S
+from vhmine.curate.base.tasks import WorkerInfo, _cas, _retried, _used, _worker
+from vhmine.curate.decisions.derived import rederive
+from vhmine.curate.work.lease import LEASE_S
 
 
 def _claim(s: Session, act: Action, now: dt.datetime) -> None:
@@ -102,15 +102,15 @@ def undo_last(store: Store, worker: str | WorkerInfo, *, lease_s: float = LEASE_
                 s.delete(r)
             what = f"label of response {p['response_id']}"
         elif act.kind == "verify":  # a model draft accepted, edited or rejected (curate.verify)
-            from vhmine.curate.verify import undo_verify
+            from vhmine.curate.work.verify import undo_verify
 
             what = undo_verify(s, act, worker, now, lease)
         elif act.kind == "resolve":  # an admin's decision on the person-queue (curate.person_queue)
-            from vhmine.curate.person_queue import undo_resolve
+            from vhmine.curate.decisions.person_queue import undo_resolve
 
             what = undo_resolve(s, act, worker, now)
         elif act.kind.startswith("errata_"):  # a flag, or an admin's decision on one (curate.errata)
-            from vhmine.curate.errata import undo_errata
+            from vhmine.curate.decisions.errata import undo_errata
 
             what = undo_errata(s, act, worker, now)
         else:  # pragma: no cover - every kind written above is handled

@@ -23,7 +23,7 @@ from vhmine.store import (  # first: it says which extra to install when SQLAlch
 
 from sqlalchemy import func, select  # noqa: E402
 
-from vhmine.curate._shared import WorkerInfo, _log, _new_id, _retried, _worker
+from vhmine.curate.base.tasks import WorkerInfo, _log, _new_id, _retried, _worker
 
 
 def add_response(store: Store, instance_id: str, model: str, prompt: str, answer: str,

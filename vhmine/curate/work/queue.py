@@ -25,8 +25,8 @@ from vhmine.store import (  # first: it says which extra to install when SQLAlch
 
 from sqlalchemy import func, select  # noqa: E402
 
-from vhmine.curate._shared import Item, WorkerInfo, _cas, _close, _item, _lease_check, _log, _new_id, _retried, _text, _worker
-from vhmine.curate.lease import LEASE_S, lease_next, pending_draft_tasks  # noqa: F401  (LEASE_S: vhmine.curate re-exports it)
+from vhmine.curate.base.tasks import Item, WorkerInfo, _cas, _close, _item, _lease_check, _log, _new_id, _retried, _text, _worker
+from vhmine.curate.work.lease import LEASE_S, lease_next, pending_draft_tasks  # noqa: F401  (LEASE_S: vhmine.curate re-exports it)
 
 @_retried
 def next_item(store: Store, worker: str | WorkerInfo, mode: str, *, lease_s: float = LEASE_S) -> Optional[Item]:

@@ -20,7 +20,7 @@ from vhmine.store import NearDuplicate, Store, utcnow  # first: it says which ex
 
 from sqlalchemy import select  # noqa: E402
 
-from vhmine.curate._shared import WorkerInfo, _worker
+from vhmine.curate.base.tasks import WorkerInfo, _worker
 
 SCOPES = ("within", "reference", "generated")
 

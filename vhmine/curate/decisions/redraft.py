@@ -23,7 +23,7 @@ from vhmine.store import Instance  # first: it says which extra to install when 
 from sqlalchemy import select  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from vhmine.curate._shared import derived_id
+from vhmine.curate.base.tasks import derived_id
 
 
 def _show(values) -> str:

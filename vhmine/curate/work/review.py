@@ -23,7 +23,7 @@ from sqlalchemy import func, select  # noqa: E402
 from sqlalchemy.exc import IntegrityError  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from vhmine.curate._shared import WorkerInfo, _admin, _log, _retried, _text, _worker
+from vhmine.curate.base.tasks import WorkerInfo, _admin, _log, _retried, _text, _worker
 
 UNANSWERABLE = "unanswerable"
 
@@ -160,7 +160,7 @@ def agreement(store: Store, what: str = "instances", *, by: str | WorkerInfo | N
     app passes it), who must be an admin; None only for the store's operator (CLI, scripts).
     `instance_ids`: only these instances (an export's; instances only), else every ready one.
     """
-    from vhmine.curate.kappa import cohen_kappa, fleiss_kappa
+    from vhmine.curate.people.kappa import cohen_kappa, fleiss_kappa
 
     with store.session(write=False) as s:
         _admin(s, by)

@@ -28,8 +28,8 @@ from vhmine.store import (  # first: it says which extra to install when SQLAlch
 from sqlalchemy import select, update  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from vhmine.curate._shared import ImageView, WorkerInfo, _cas, _close, _item, _lease_check, _log, _new_id, _retried, _text, _used, _worker, derived_id
-from vhmine.curate.lease import LEASE_S, lease_next, pending_draft_tasks
+from vhmine.curate.base.tasks import ImageView, WorkerInfo, _cas, _close, _item, _lease_check, _log, _new_id, _retried, _text, _used, _worker, derived_id
+from vhmine.curate.work.lease import LEASE_S, lease_next, pending_draft_tasks
 
 VERIFY = "verify"  # the action kind of every decision; payload["decision"]: accept, edit or reject
 

@@ -15,7 +15,7 @@ from vhmine.store import Action, Draft, Task  # first: it says which extra to in
 from sqlalchemy import or_, select  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from vhmine.curate._shared import _cas
+from vhmine.curate.base.tasks import _cas
 
 LEASE_S = 15 * 60
 

@@ -22,8 +22,8 @@ from vhmine.store import (  # first: it says which extra to install when SQLAlch
 
 from sqlalchemy import func, select  # noqa: E402
 
-from vhmine.curate._shared import WorkerInfo, _admin
-from vhmine.curate.queue import LEASE_S
+from vhmine.curate.base.tasks import WorkerInfo, _admin
+from vhmine.curate.work.queue import LEASE_S
 
 IDLE_S = LEASE_S  # a gap longer than a lease is a break, not work on the next item
 

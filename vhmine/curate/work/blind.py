@@ -28,7 +28,7 @@ from vhmine.store import (  # first: it says which extra to install when SQLAlch
 from sqlalchemy import select  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from vhmine.curate._shared import WorkerInfo, _new_id, _worker
+from vhmine.curate.base.tasks import WorkerInfo, _new_id, _worker
 
 
 def group_key(mode: str, kind: str, pair_id: Optional[str], question: str, instance_id: str) -> str:

@@ -82,7 +82,7 @@ def ready_instances(store: Store, mode: Optional[str] = None, kind: Optional[str
 def _at_current_paths(store: Store, recs: list[InstanceRecord]) -> list[InstanceRecord]:
     from dataclasses import replace
 
-    from vhmine.curate.images import current_path
+    from vhmine.curate.stages.images import current_path
 
     found: dict[tuple[str, str], Optional[str]] = {}
     for r in recs:

@@ -23,7 +23,7 @@ from vhmine.store import (  # first: it says which extra to install when SQLAlch
 from sqlalchemy import select  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from vhmine.curate._shared import WorkerInfo, _admin, _worker
+from vhmine.curate.base.tasks import WorkerInfo, _admin, _worker
 
 # Starts and ends with a letter or digit, so a name in a sentence is one token ("by ann." is ann).
 _NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,62}[A-Za-z0-9])?$")
