@@ -46,7 +46,7 @@ def _env(target: Path, **extra) -> dict:
 
 
 def test_installed_package_has_the_app_and_uses_it(installed, tmp_path):
-    code = ("import json, vhmine, vhmine.curate.app as a; "
+    code = ("import json, vhmine, vhmine.curate.stages.app as a; "
             "print(json.dumps([vhmine.__file__, str(a.default_app_path()), a.default_app_path().is_file()]))")
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=_env(installed), check=True,
                          capture_output=True, text=True, timeout=120).stdout
@@ -59,7 +59,7 @@ def test_installed_app_renders_sign_in_from_outside_the_source_tree(installed, t
     store, _ = seed_store(tmp_path / "app.db", tmp_path, per_mode=1)
     store.close()
     code = """
-import vhmine.curate.app as a
+import vhmine.curate.stages.app as a
 from streamlit.testing.v1 import AppTest
 at = AppTest.from_file(str(a.default_app_path()), default_timeout=60)
 at.run()

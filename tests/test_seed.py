@@ -30,7 +30,7 @@ def test_assign_vhtest_numbers_each_pair_in_four_modes():
     assert set(uses) == set(range(200)) and set(uses.values()) == {4}
 
 
-def test_assign_many_pairs_gives_disjoint_sets_and_few_pairs_are_shared():
+def test_assign_many_pairs_gives_disjoint_sets_and_few_pairs_in_common():
     from vhmine.rules.modes import mode_names
     from vhmine.seed import assign
 

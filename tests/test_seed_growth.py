@@ -110,7 +110,7 @@ def test_an_against_run_seeds_and_finds_a_moved_file_through_the_against_index(t
     import numpy as np
     import pandas as pd
 
-    from vhmine.curate.images import current_path, index_folders
+    from vhmine.curate.stages.images import current_path, index_folders
     from vhmine.index import write_index
     from vhmine.seed import seed_pairs
     from vhmine.store import Image, open_store

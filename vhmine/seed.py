@@ -122,7 +122,7 @@ def _image_file(pairs_path: Path, row, side: str, index_folders) -> str:
 
 def seed_pairs(store, pairs_path: str | Path, per_mode: int = 100, modes: Optional[Sequence[str]] = None) -> SeedResult:
     """Load mined pairs into `store` (a vhmine.store.Store) and queue tasks for each mode."""
-    from vhmine.curate.seeding import add_mined_pairs, known_pairs
+    from vhmine.curate.stages.seeding import add_mined_pairs, known_pairs
 
     pairs_path = Path(pairs_path).resolve()
     mode_list = M.selected_modes(modes)

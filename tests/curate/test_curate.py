@@ -368,12 +368,12 @@ def test_undo_of_a_confirmation_is_refused_once_a_model_answered(seeded):
 def test_skip_that_loses_a_race_logs_nothing(seeded, monkeypatch):
     from sqlalchemy import update
 
-    from vhmine.curate import queue
+    from vhmine.curate.work import queue
     from vhmine.store import Action, Task
 
     store, _ = seeded
     item = C.next_item(store, "alice", "counting")
-    real = queue._lease_check
+    real = queue.check_lease
 
     def raced(s, task_id, worker, now):  # another writer changes the task between our read and our write
         t = real(s, task_id, worker, now)
@@ -381,7 +381,7 @@ def test_skip_that_loses_a_race_logs_nothing(seeded, monkeypatch):
                   .execution_options(synchronize_session=False))
         return t
 
-    monkeypatch.setattr(queue, "_lease_check", raced)
+    monkeypatch.setattr(queue, "check_lease", raced)
     with pytest.raises(LeaseError, match=rf"^item {item.task_id} was changed by another worker meanwhile: nothing skipped"):
         C.skip(store, "alice", item.task_id)
     with store.session() as s:

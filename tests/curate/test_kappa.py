@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from vhmine.curate.kappa import cohen_kappa, fleiss_kappa
+from vhmine.curate.people.kappa import cohen_kappa, fleiss_kappa
 
 
 def test_cohen_two_categories():

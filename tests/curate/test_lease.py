@@ -90,7 +90,7 @@ def _deadlocked_undo(store, url, action_id, instance_id):
 
 
 def test_a_deadlock_on_postgresql_is_retried_and_never_reaches_the_app_as_a_driver_error(tmp_path, pg_url, monkeypatch):
-    from vhmine.curate import _shared
+    from vhmine.curate.base import retry
     from vhmine.errors import LeaseError
     from vhmine.store import Instance
 
@@ -99,14 +99,14 @@ def test_a_deadlock_on_postgresql_is_retried_and_never_reaches_the_app_as_a_driv
     saved = C.save_annotation(store, "alice", item.task_id, counting_annotation(item))
     [act] = logged_actions(store, "alice", "annotate")
 
-    monkeypatch.setattr(_shared, "TRIES", 1, raising=False)  # no second attempt: the caller gets a LeaseError, nothing changed
+    monkeypatch.setattr(retry, "TRIES", 1, raising=False)  # no second attempt: the caller gets a LeaseError, nothing changed
     got = _deadlocked_undo(store, pg_url, act.id, saved.instance_ids[0])
     assert isinstance(got.get("err"), LeaseError), got
     assert str(got["err"]) == ("the store is busy: undo last was aborted 1 times by the database to resolve a deadlock "
                                "with other workers: nothing saved; try again")
     assert stored_task(store, item.task_id).status == "done" and logged_actions(store, "alice", "annotate")[0].undone_at is None
 
-    monkeypatch.setattr(_shared, "TRIES", 4)  # the default: the aborted attempt is run again and succeeds
+    monkeypatch.setattr(retry, "TRIES", 4)  # the default: the aborted attempt is run again and succeeds
     got = _deadlocked_undo(store, pg_url, act.id, saved.instance_ids[0])
     assert got == {"ok": f"annotation of item {item.task_id}"}, got
     t = stored_task(store, item.task_id)

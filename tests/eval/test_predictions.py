@@ -187,7 +187,7 @@ def test_probe_and_eval_share_the_judge_and_eval_reports_its_agreement_with_work
     from helpers import make_ready_store
     from vhmine import curate as C
     from vhmine.cli import app
-    from vhmine.curate.model_responses import mode_responses
+    from vhmine.curate.stages.model_responses import mode_responses
     from vhmine.export.job import ExportOptions, export_benchmark
     from vhmine.llm import LLMOptions
     from vhmine.models.probe import ProbeOptions, probe

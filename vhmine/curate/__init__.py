@@ -17,53 +17,66 @@ rotated token or a deactivation ends a browser session at its next action. Admin
 (`agreement`, `disagreements`, `list_workers`, adding, rotating, (de)activating workers) check that
 the worker asking (`by=`) is an admin; `by=None` is the store's operator (the CLI).
 
-One module per concern, all re-exported here (`from vhmine import curate as C; C.next_item(...)`):
-workers (sign-in, tokens, (de)activation), queue (leases, discard, skip, progress, generated images entering the queue),
-annotate (saving questions and answers), drafts (drafted yes/no questions), undo, review (blind
-review and agreement), responses (model responses and their labels), records (ready instances for
-export), verify (model drafts of pair tasks: accept, edit, reject), errata (flags on released items and
-admins' decisions), person_queue (the person-queue: drafted questions whose answers now contradict a person's truth), neardups (near duplicates export found, and their overrules), savings (time per verified against per scratch item), overview (the store's counts for `vhmine status`), images (serving recorded image bytes), app (launching Streamlit); _shared holds the ids,
-action log, worker lookup and lease checks they all use.
+One module per concern, in five subpackages, all re-exported here (`from vhmine import curate as C;
+C.next_item(...)`); each imports only the ones before it in this list:
+- `base/`: what every curation module needs: `retry` (transitions retried), `ids`, `text`, `access`
+  (`WorkerInfo`, worker and admin checks), `tasks` (lease checks, the compare-and-set on a task's version,
+  the action log), `items` (the queue `Item`);
+- `work/`: the work itself: `lease` (how every queue hands out its next task), `queue` (discard, skip,
+  progress, generated images entering the queue), `annotate` (saving questions and answers), `verify`
+  (model drafts of pair tasks: accept, edit, reject), `review` (blind review), `responses` (model responses
+  and their labels), `blind` (blind-solver flags), `neardups` (near duplicates export found, and their
+  overrules);
+- `decisions/`: people's decisions and what is derived from them: `drafts` (drafted yes/no questions
+  confirmed), `errata` (flags on released items and admins' decisions), `derived` and `redraft` (what a fix
+  carries through to), `person_queue` (drafted questions whose answers now contradict a person's truth),
+  `undo`;
+- `people/`: `workers` (sign-in, tokens, (de)activation), `agreement` (between workers, with `kappa`),
+  `savings` (time per verified against per scratch item);
+- `stages/`: what the other stages and commands read and write through curate: `records` (ready instances
+  for export), `images` (serving recorded image bytes), `model_responses`, `descriptions`, `generations`,
+  `seeding` (mined pairs entering the store), `overview` (the store's counts for `vhmine status`), `app`
+  (launching Streamlit).
 """
 
 from __future__ import annotations
 
-from vhmine.curate.workers import (  # first: imports vhmine.store
+from vhmine.curate.people.workers import (  # first: imports vhmine.store
     WorkerInfo, activate_worker, add_worker, check_session, choose_mode, chosen_mode, deactivate_worker, hash_token,
     list_workers, rotate_token, sign_in,
 )
-from vhmine.curate.images import image_bytes, image_file
-from vhmine.curate._shared import ImageView, Item
-from vhmine.curate.queue import LEASE_S, Progress, add_generation, discard, next_item, progress, skip
-from vhmine.curate.annotate import Annotation, Saved, save_annotation
-from vhmine.curate.drafts import DraftDecision, DraftView, confirm_drafts, pending_drafts
-from vhmine.curate.undo import undo_last
-from vhmine.curate.review import (
-    UNANSWERABLE, Disagreement, ModeAgreement, ReviewItem, agreement, disagreements, next_review, reviews_left,
-    save_review,
-)
-from vhmine.curate.responses import (
+from vhmine.curate.stages.images import image_bytes, image_file
+from vhmine.curate.base.items import ImageView, Item
+from vhmine.curate.work.queue import LEASE_S, Progress, add_generation, discard, next_item, progress, skip
+from vhmine.curate.work.annotate import Annotation, Saved, save_annotation
+from vhmine.curate.decisions.drafts import DraftDecision, DraftView, confirm_drafts, pending_drafts
+from vhmine.curate.decisions.undo import undo_last
+from vhmine.curate.work.review import UNANSWERABLE, ReviewItem, next_review, reviews_left, save_review
+from vhmine.curate.people.agreement import Disagreement, ModeAgreement, agreement, disagreements
+from vhmine.curate.work.responses import (
     ResponseItem, ResponseVerdict, add_response, decide_verdict, label_response, majority_verdict, next_response,
     response_verdicts,
 )
-from vhmine.curate.records import InstanceRecord, get_instance, ready_instances
-from vhmine.curate.blind import (
+from vhmine.curate.stages.records import InstanceRecord, get_instance, ready_instances
+from vhmine.curate.work.blind import (
     BlindFlag, FlaggedItem, blind_answered, blind_dropped, blind_summary, flag_list, overrule_blind_flag,
     record_blind_answer, refresh_blind_flags, reinstate_blind_flag, rescore_blind_answer, score_stored,
 )
-from vhmine.curate.blind import group_key as blind_group_key
-from vhmine.curate.blind import reference_of as blind_reference
-from vhmine.curate.blind import stored_answers as blind_stored_answers
-from vhmine.curate.verify import VerifyItem, Verified, accept_draft, edit_draft, next_verify_item, record_draft, reject_draft
-from vhmine.curate.neardups import (
+from vhmine.curate.work.blind import group_key as blind_group_key
+from vhmine.curate.work.blind import reference_of as blind_reference
+from vhmine.curate.work.blind import stored_answers as blind_stored_answers
+from vhmine.curate.work.verify import (
+    Verified, VerifyItem, accept_draft, edit_draft, next_verify_item, record_draft, reject_draft,
+)
+from vhmine.curate.work.neardups import (
     NearDuplicateView, near_duplicate_id, near_duplicate_list, overrule_near_duplicate, record_near_duplicates,
     reinstate_near_duplicate,
 )
-from vhmine.curate.errata import ErratumView, accept_erratum, errata_list, flag_instance, reject_erratum
-from vhmine.curate.person_queue import Contradiction, contradictions, resolve_contradiction
-from vhmine.curate.savings import ModeSavings, draft_savings, savings_table
-from vhmine.curate.overview import ModeCounts, StoreOverview, store_overview
-from vhmine.curate.app import default_app_path, run_app, streamlit_command
+from vhmine.curate.decisions.errata import ErratumView, accept_erratum, errata_list, flag_instance, reject_erratum
+from vhmine.curate.decisions.person_queue import Contradiction, contradictions, resolve_contradiction
+from vhmine.curate.people.savings import ModeSavings, draft_savings, savings_table
+from vhmine.curate.stages.overview import ModeCounts, StoreOverview, store_overview
+from vhmine.curate.stages.app import default_app_path, run_app, streamlit_command
 from vhmine.store import resolve_url  # vhmine/apps/curate.py reads it as C.resolve_url
 
 __all__ = [

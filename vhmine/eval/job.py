@@ -201,7 +201,7 @@ def store_labels(db: Optional[str], model: str, answers: dict[str, str],
     with different verdicts give None.
     """
     from vhmine.curate import response_verdicts
-    from vhmine.curate.model_responses import responses_saying
+    from vhmine.curate.stages.model_responses import responses_saying
     from vhmine.store import open_store
 
     with open_store(db, create=False) as store:

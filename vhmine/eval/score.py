@@ -101,7 +101,7 @@ def judge_agreement(judge: dict[str, Optional[bool]], workers: dict[str, Optiona
     An "unclear" judge answer or a tie among workers (None) is no verdict: that item is not compared.
     kappa is None where it is undefined (every verdict of both in one category).
     """
-    from vhmine.curate.kappa import cohen_kappa
+    from vhmine.curate.people.kappa import cohen_kappa
 
     both = sorted(i for i in judge if judge[i] is not None and workers.get(i) is not None)
     a, b = [judge[i] for i in both], [workers[i] for i in both]

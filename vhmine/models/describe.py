@@ -80,7 +80,7 @@ class DescribeResult:
 
 def _add_description(store, did: str, mode: str, kind: str, text: str, model: str, hypothetical: bool,
                      sources: list[str]) -> None:
-    from vhmine.curate.descriptions import add_description
+    from vhmine.curate.stages.descriptions import add_description
 
     add_description(store, did, mode, kind, text, model, hypothetical, sources)
 
@@ -190,6 +190,6 @@ def read_manifest(folder: Path) -> dict:
 
 def latest_descriptions(store, modes: Sequence[str]) -> dict[str, tuple[str, str]]:
     """mode -> (description id, text) of its newest merged description (ties broken by id)."""
-    from vhmine.curate.descriptions import latest_descriptions as latest
+    from vhmine.curate.stages.descriptions import latest_descriptions as latest
 
     return latest(store, modes)

@@ -110,7 +110,7 @@ def _open_pair_tasks(store, modes: list[str]) -> list[tuple[str, str, str, str]]
 def draft(store, opts: DraftOptions) -> DraftResult:
     """Ask the model once per open pair task not yet drafted by it (model, endpoint, prompt); store every draft."""
     from vhmine import curate as C
-    from vhmine.curate.verify import drafted_tasks
+    from vhmine.curate.work.verify import drafted_tasks
     from vhmine.rules.draft_check import parse_draft
 
     modes = M.selected_modes(opts.modes)

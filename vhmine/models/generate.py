@@ -151,7 +151,7 @@ def _descriptions(store, opts: GenerateOptions, modes: list[str]) -> dict[str, t
 
 def _description_texts(store, ids: Sequence[str]) -> dict[str, str]:
     """description id -> its text, for the ids the store holds."""
-    from vhmine.curate.descriptions import description_texts
+    from vhmine.curate.stages.descriptions import description_texts
 
     return description_texts(store, ids)
 
@@ -181,7 +181,7 @@ def _render_key(mode: str, prompt: str, seed: Optional[int], params: dict) -> tu
 
 def _recorded(store, backend: Backend) -> set[tuple]:
     """`_render_key`s of the images this backend and model already made."""
-    from vhmine.curate.generations import recorded_renders
+    from vhmine.curate.stages.generations import recorded_renders
 
     return {_render_key(m, p, seed, params) for m, p, seed, params in recorded_renders(store, backend.kind, backend.model)}
 

@@ -136,7 +136,7 @@ def judge_verdict(text: str) -> Optional[str]:
 def probe(store, opts: ProbeOptions) -> ProbeResult:
     """Ask every selected ready instance once per (model, prompt); judge; return per-item results."""
     from vhmine import curate as C
-    from vhmine.curate import model_responses as CR
+    from vhmine.curate.stages import model_responses as CR
 
     A.get_rule(opts.rule)
     modes = M.selected_modes(opts.modes)
@@ -247,7 +247,7 @@ def hallucinations(store, mode: str, model: Optional[str] = None) -> list[Halluc
     models failed on it; `model` keeps only that model's responses.
     """
     from vhmine import curate as C
-    from vhmine.curate.model_responses import mode_responses
+    from vhmine.curate.stages.model_responses import mode_responses
 
     mode = M.get_mode(mode).name
     rows = mode_responses(store, mode, model)

@@ -10,7 +10,7 @@ writes), so its bytes, its journal mode and its folder stay as they were.
 A server database may restart under its users: pooled connections are checked before use (pool_pre_ping),
 a session waits up to RECONNECT_S for the server to take a connection again, and a connection lost while
 committing is said (StoreConnectionError: it may or may not be saved) rather than retried, so nothing is
-applied twice. A connection lost mid-transaction (nothing committed) is retried by curate._shared._retried.
+applied twice. A connection lost mid-transaction (nothing committed) is retried by curate.base.retry.retried.
 
 The table classes live in vhmine.store.tables and are imported from here (`from vhmine.store import Instance`),
 so that a missing SQLAlchemy gets the message below first. Import cost: SQLAlchemy loads with this module, which

@@ -5,9 +5,9 @@ Reads draft instances with the OEQ each was derived from (and the pair's other O
 still holds, vhmine.rules.modes.slots_of), and logs a `confirm` action holding the old values so undo can restore
 them. A kept question never contradicts what the open answers imply, however it is worded
 (vhmine.rules.variant); one the check cannot read is made ready only when the worker marks it checked.
-A draft an accepted erratum made or sent back (curate.derived) carries the reason (`DraftView.note`). A truth the
-rules could not check (the worker's own wording, marked checked) is the worker's fact (`truth_fact`, with the open
-answers it was checked against): re-drafting never overwrites it (curate.derived).
+A draft an accepted erratum made or sent back (curate.decisions.derived) carries the reason (`DraftView.note`).
+A truth the rules could not check (the worker's own wording, marked checked) is the worker's fact (`truth_fact`,
+with the open answers it was checked against): re-drafting never overwrites it (curate.decisions.derived).
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ from vhmine.store import (  # first: it says which extra to install when SQLAlch
 
 from sqlalchemy import select  # noqa: E402
 
-from vhmine.curate._shared import _log, _retried, _worker
+from vhmine.curate.base.access import checked_worker
+from vhmine.curate.base.retry import retried
+from vhmine.curate.base.tasks import log_action
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,7 @@ class DraftView:
 def pending_drafts(store: Store, worker: str, mode: Optional[str] = None) -> list[DraftView]:
     """The worker's drafted YNQs still waiting for confirmation: oldest item first, image A before B, yes first."""
     with store.session(write=False) as s:
-        worker = _worker(s, worker).name  # a signed-in WorkerInfo must still be current
+        worker = checked_worker(s, worker).name  # a signed-in WorkerInfo must still be current
         q = select(Instance).where(Instance.status == "draft", Instance.created_by == worker)
         if mode:
             q = q.where(Instance.mode == M.get_mode(mode).name)
@@ -93,12 +95,12 @@ class DraftDecision:
     checked: bool = False  # the worker checked the truth on the image: needed where the rules cannot read the question
 
 
-@_retried
+@retried
 def confirm_drafts(store: Store, worker: str, decisions: Iterable[DraftDecision]) -> list[str]:
     """Make kept drafts ready and reject the others; FormError (nothing saved) on a contradiction."""
     decisions = list(decisions)
     with store.session() as s:
-        worker = _worker(s, worker).name  # a signed-in WorkerInfo must still be current
+        worker = checked_worker(s, worker).name  # a signed-in WorkerInfo must still be current
         now = utcnow()
         before, kept = [], []
         for dec in decisions:
@@ -127,5 +129,5 @@ def confirm_drafts(store: Store, worker: str, decisions: Iterable[DraftDecision]
                 d.status, d.discard_reason = "discarded", f"draft rejected by {worker}"
             d.updated_by, d.updated_at = worker, now
         if decisions:
-            _log(s, worker, "confirm", None, {"drafts": before})
+            log_action(s, worker, "confirm", None, {"drafts": before})
     return kept

@@ -20,7 +20,7 @@ from vhmine.store import NearDuplicate, Store, utcnow  # first: it says which ex
 
 from sqlalchemy import select  # noqa: E402
 
-from vhmine.curate._shared import WorkerInfo, _worker
+from vhmine.curate.base.access import WorkerInfo, checked_worker
 
 SCOPES = ("within", "reference", "generated")
 
@@ -88,7 +88,7 @@ class NearDuplicateView:
 def near_duplicate_list(store: Store, worker: str | WorkerInfo, *, include_overruled: bool = True) -> list[NearDuplicateView]:
     """Every recorded pair, most similar first, for a worker to look through."""
     with store.session(write=False) as s:
-        _worker(s, worker)
+        checked_worker(s, worker)
         q = select(NearDuplicate)
         if not include_overruled:
             q = q.where(NearDuplicate.overruled_by.is_(None))
@@ -114,7 +114,7 @@ def overrule_near_duplicate(store: Store, worker: str | WorkerInfo, dup_id: str,
         raise FormError("reason", "say why the pair is not a problem (e.g. 'different scenes from one camera; "
                                   "the questions differ')")
     with store.session() as s:
-        name = _worker(s, worker).name
+        name = checked_worker(s, worker).name
         row = _row(s, dup_id)
         row.overruled_by, row.overruled_at, row.overrule_reason = name, utcnow(), reason
 
@@ -122,6 +122,6 @@ def overrule_near_duplicate(store: Store, worker: str | WorkerInfo, dup_id: str,
 def reinstate_near_duplicate(store: Store, worker: str | WorkerInfo, dup_id: str) -> None:
     """Take an overrule back: the pair counts as a near duplicate again."""
     with store.session() as s:
-        _worker(s, worker)
+        checked_worker(s, worker)
         row = _row(s, dup_id)
         row.overruled_by, row.overruled_at, row.overrule_reason = None, None, None

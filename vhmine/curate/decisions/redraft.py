@@ -1,14 +1,15 @@
 """Yes/no questions drafted again from the open question they came from: what re-derivation makes of them.
 
-Reads and writes, for curate.derived (an erratum accepted or undone) and curate.undo (a confirmation undone), the
-yes/no questions drafted from an open question and from the pair's other open question on the same question:
-drafted again from the answers now (modes.draft_ynq, as annotating drafts them), as a function of those answers
-and of what people decided. A question drafted again keeps its id (`_shared.derived_id`, or its stored id) and
-takes the new truth; one no longer drafted is set aside (discarded with the reason, `retired_from` its status) and
-comes back as it was when drafted again; a new one waits in the author's drafts. Facts stand: a question a person
-rejected or removed stays so and is not drafted anew; a truth a person decided (`truth_fact`) is never
-overwritten, and where the answers now imply another, the question waits in the person-queue (`contradiction`,
-curate.person_queue) with its ready state as it was. The rows it changes are locked first (PostgreSQL).
+Reads and writes, for curate.decisions.derived (an erratum accepted or undone) and curate.decisions.undo (a
+confirmation undone), the yes/no questions drafted from an open question and from the pair's other open question on
+the same question: drafted again from the answers now (modes.draft_ynq, as annotating drafts them), as a function of
+those answers and of what people decided. A question drafted again keeps its id (`curate.base.ids.derived_id`, or
+its stored id) and takes the new truth; one no longer drafted is set aside (discarded with the reason,
+`retired_from` its status) and comes back as it was when drafted again; a new one waits in the author's drafts.
+Facts stand: a question a person rejected or removed stays so and is not drafted anew; a truth a person decided
+(`truth_fact`) is never overwritten, and where the answers now imply another, the question waits in the person-queue
+(`contradiction`, curate.decisions.person_queue) with its ready state as it was. The rows it changes are locked
+first (PostgreSQL).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from vhmine.store import Instance  # first: it says which extra to install when 
 from sqlalchemy import select  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from vhmine.curate._shared import derived_id
+from vhmine.curate.base.ids import derived_id
 
 
 def _show(values) -> str:
@@ -62,7 +63,7 @@ def contradicts(fact: dict, derived: Optional[bool], answers) -> bool:
     """Whether the open answers `answers` (implying the truth `derived`; None: the rules cannot read the question)
     contradict a person's truth `fact`: only where the answers changed since the person decided and now say
     otherwise, and not where an admin already kept the truth against that very implication (`seen`, set by
-    curate.person_queue). An unreadable question decided "yes" survives an alias (every answer it was decided
+    curate.decisions.person_queue). An unreadable question decided "yes" survives an alias (every answer it was decided
     against holds)."""
     now, then = _answers_key(answers), _answers_key(fact.get("source"))
     if now == then:
@@ -91,7 +92,7 @@ def _set_aside_by_person(d: Instance) -> bool:
 
 def _queue(d: Instance, fact: dict, derived: Optional[bool], o: Instance, log, cause: str, what: str) -> None:
     """Put `d` in the person-queue where the open answers now contradict its truth `fact`, or take it out where they
-    no longer do; its ready state stands either way (a person decides: curate.errata.resolve_contradiction)."""
+    no longer do; its ready state stands either way (a person decides: curate.decisions.person_queue)."""
     if contradicts(fact, derived, o.answers):
         new = {"fact": fact["truth"], "by": fact.get("by"), "derived": derived, "decided_against": fact.get("source"),
                "source": list(o.answers)}

@@ -2,7 +2,7 @@
 
 Reads the task and its images; closes the task, logs an `annotate` action and writes one ready
 instance per target image. An OEQ also gets drafted yes/no variants (status draft), which the worker
-confirms or rejects through vhmine.curate.drafts. A question the worker edited keeps only the slot
+confirms or rejects through vhmine.curate.decisions.drafts. A question the worker edited keeps only the slot
 values its text still holds (vhmine.rules.modes.slots_of); one reworded past its template is saved as the
 worker's own (template `<mode>.own`, no slots, no drafts).
 """
@@ -16,7 +16,11 @@ from vhmine.rules import modes as M
 from vhmine.errors import FormError
 from vhmine.store import Instance, Store, utcnow
 
-from vhmine.curate._shared import Item, _close, derived_id, _item, _lease_check, _log, _new_id, _retried, _worker
+from vhmine.curate.base.access import checked_worker
+from vhmine.curate.base.ids import derived_id, new_id
+from vhmine.curate.base.items import Item, task_item
+from vhmine.curate.base.retry import retried
+from vhmine.curate.base.tasks import check_lease, close_task, log_action
 
 
 @dataclass
@@ -60,7 +64,7 @@ def _validate(item: Item, ann: Annotation):
     return mode, tpl, question, slots, targets, answers
 
 
-@_retried
+@retried
 def save_annotation(store: Store, worker: str, task_id: str, ann: Annotation) -> Saved:
     """Save a worker's question and answers for an item; FormError (nothing saved) on bad input.
 
@@ -68,21 +72,21 @@ def save_annotation(store: Store, worker: str, task_id: str, ann: Annotation) ->
     the worker confirms with `confirm_drafts`; a YNQ template becomes ready YNQ instances directly.
     """
     with store.session() as s:
-        worker = _worker(s, worker).name  # a signed-in WorkerInfo must still be current
+        worker = checked_worker(s, worker).name  # a signed-in WorkerInfo must still be current
         now = utcnow()
-        t = _lease_check(s, task_id, worker, now)
-        item = _item(s, t)
+        t = check_lease(s, task_id, worker, now)
+        item = task_item(s, t)
         mode, tpl, question, slots, targets, answers = _validate(item, ann)
         tpl_id = tpl.id if slots is not None else M.own_template_id(mode)
-        _close(s, t, worker, now, "done")
-        act = _log(s, worker, "annotate", task_id, {"template_id": tpl_id, "slots": slots or {}, "question": question,
-                                                     "targets": targets, "answers": answers,
-                                                     "truths": {k: ann.truths.get(k) for k in targets}})
+        close_task(s, t, worker, now, "done")
+        act = log_action(s, worker, "annotate", task_id, {"template_id": tpl_id, "slots": slots or {},
+                                                          "question": question, "targets": targets, "answers": answers,
+                                                          "truths": {k: ann.truths.get(k) for k in targets}})
         ready, drafts = [], []
         for img in targets:
             common = dict(task_id=task_id, action_id=act.id, mode=mode.name, image_id=img, pair_id=item.pair_id,
                           created_by=worker, created_at=now)
-            inst = Instance(id=_new_id(), kind=tpl.kind, template_id=tpl_id, slots=slots or {}, question=question,
+            inst = Instance(id=new_id(), kind=tpl.kind, template_id=tpl_id, slots=slots or {}, question=question,
                             answers=answers[img], truth=ann.truths.get(img) if tpl.kind == M.YNQ else None,
                             status="ready", **common)
             s.add(inst)

@@ -6,8 +6,8 @@ against; `refresh_blind_flags` decides the flags of one (model, endpoint, prompt
 question group (`group_key`) is flagged when every ready instance of it has a scored answer and every answer
 was right, so a failed request (or an answer waiting to be scored again, `correct` NULL) never makes a flag.
 `score_stored` scores a stored answer against an instance's current reference, as `vhmine blind` and
-curate.derived (an accepted erratum) re-score them; `stored_answers` and `rescore_blind_answer` are the rerun's
-reads and writes. `flag_list` shows flags to a worker; `overrule_blind_flag` records who overruled one and why
+curate.decisions.derived (an accepted erratum) re-score them; `stored_answers` and `rescore_blind_answer` are the
+rerun's reads and writes. `flag_list` shows flags to a worker; `overrule_blind_flag` records who overruled one and why
 (and `reinstate_blind_flag` takes that back); `blind_dropped` and `blind_summary` are what export reads:
 blind accuracy counts each question once per solver (model and prompt), whatever endpoints it was asked through.
 """
@@ -28,7 +28,8 @@ from vhmine.store import (  # first: it says which extra to install when SQLAlch
 from sqlalchemy import select  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from vhmine.curate._shared import WorkerInfo, _new_id, _worker
+from vhmine.curate.base.access import WorkerInfo, checked_worker
+from vhmine.curate.base.ids import new_id
 
 
 def group_key(mode: str, kind: str, pair_id: Optional[str], question: str, instance_id: str) -> str:
@@ -73,7 +74,7 @@ def record_blind_answer(store: Store, instance_id: str, *, model: str, endpoint:
         inst = s.get(Instance, instance_id)
         if inst is None:
             raise InputError(f"no instance {instance_id!r} in {store.display_url}")
-        rid = _new_id()
+        rid = new_id()
         s.add(BlindAnswer(id=rid, instance_id=instance_id, model=model, endpoint=endpoint, prompt=prompt, answer=answer,
                           correct=bool(correct), scorer=scorer, group_key=group, created_at=utcnow(),
                           reference=reference_of(inst)))
@@ -121,7 +122,8 @@ def solver_rows(s: Session, model: str, endpoint: Optional[str], prompt: str) ->
 
 
 def refresh_flags(s: Session, model: str, endpoint: Optional[str], prompt: str) -> dict[str, str]:
-    """refresh_blind_flags inside a transaction the caller holds (curate.derived refreshes with an erratum)."""
+    """refresh_blind_flags inside a transaction the caller holds (curate.decisions.derived refreshes with an
+    erratum)."""
     rows = solver_rows(s, model, endpoint, prompt)
     by_group: dict[str, list[BlindAnswer]] = defaultdict(list)
     for r in rows:
@@ -141,7 +143,7 @@ def refresh_flags(s: Session, model: str, endpoint: Optional[str], prompt: str) 
             for r in group:
                 r.flag_id = None
             continue
-        fid = next((r.flag_id for r in group if r.flag_id), None) or _new_id()
+        fid = next((r.flag_id for r in group if r.flag_id), None) or new_id()
         for r in group:
             r.flag_id = fid if r.instance_id in members[key] else None
         flags[key] = fid
@@ -183,7 +185,7 @@ def flag_list(store: Store, worker: str | WorkerInfo, *, mode: Optional[str] = N
               include_overruled: bool = True) -> list[BlindFlag]:
     """Every blind flag (of `mode`), newest model run last, for a worker to look through."""
     with store.session(write=False) as s:
-        _worker(s, worker)
+        checked_worker(s, worker)
         q = (select(BlindAnswer, Instance).join(Instance, Instance.id == BlindAnswer.instance_id)
              .where(BlindAnswer.flag_id.is_not(None), Instance.status == "ready"))
         if mode:
@@ -218,7 +220,7 @@ def overrule_blind_flag(store: Store, worker: str | WorkerInfo, flag_id: str, re
         raise FormError("reason", "say why the question needs its image (e.g. 'the model guessed the usual answer; "
                                   "this picture is the exception')")
     with store.session() as s:
-        name = _worker(s, worker).name
+        name = checked_worker(s, worker).name
         now = utcnow()
         for r in _flag_rows(s, flag_id):
             r.overruled_by, r.overruled_at, r.overrule_reason = name, now, reason
@@ -227,7 +229,7 @@ def overrule_blind_flag(store: Store, worker: str | WorkerInfo, flag_id: str, re
 def reinstate_blind_flag(store: Store, worker: str | WorkerInfo, flag_id: str) -> None:
     """Take an overrule back: the flag counts again."""
     with store.session() as s:
-        _worker(s, worker)
+        checked_worker(s, worker)
         for r in _flag_rows(s, flag_id):
             r.overruled_by, r.overruled_at, r.overrule_reason = None, None, None
 

@@ -20,11 +20,11 @@ from typing import Optional
 from vhmine.errors import InputError, StoreError
 from vhmine.store import display_url, open_store, resolve_url
 
-log = logging.getLogger(__package__)  # "vhmine.curate", the name these log lines had before the split
+log = logging.getLogger("vhmine.curate")  # the name these log lines had before curate was split into modules
 
 
 def default_app_path() -> Path:
-    return Path(__file__).resolve().parents[1] / "apps" / "curate.py"
+    return Path(__file__).resolve().parents[2] / "apps" / "curate.py"  # vhmine/curate/stages/app.py -> vhmine/apps/
 
 
 def streamlit_command(app_path: Path, host: str, port: int) -> list[str]:

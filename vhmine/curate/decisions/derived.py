@@ -1,17 +1,17 @@
 """Derived state follows its source: one fix to a ready instance, and everything the store derived from it.
 
-Reads and writes, inside the transaction that changes the instance (curate.errata accepts an erratum with
-`apply`; curate.undo takes it back with `reverse`), what the store's recorded links tie to it:
+Reads and writes, inside the transaction that changes the instance (curate.decisions.errata accepts an erratum with
+`apply`; curate.decisions.undo takes it back with `reverse`), what the store's recorded links tie to it:
 - `derived_from` and the pair task: the yes/no questions drafted from an open question are drafted again from
   the fixed answers, together with the pair's other open question on the same question (its "no" variant takes
   this image's answer as the wrong value), as a function of the answers and of people's decisions
-  (curate.redraft: the same answers give the same questions and ids, a person's truth is never overwritten, a
+  (curate.decisions.redraft: the same answers give the same questions and ids, a person's truth is never overwritten, a
   contradiction waits in the person-queue). A removed open question takes its YNQs along.
 - `responses` and `response_labels` of every instance whose reference changed: a rule's verdict (judge
   `rule:<rule>`) is read again against the new truth; a judge's verdict on an open answer is cleared, for
   `vhmine probe --judge` to judge again; workers' labels, which judged the old reference, are set aside (the
   answer goes back to the labelling queue).
-- `blind_answers`: scored again (curate.blind.score_stored); one only a judge can score waits, unscored, for
+- `blind_answers`: scored again (curate.work.blind.score_stored); one only a judge can score waits, unscored, for
   `vhmine blind` to judge it again; the flags of every solver that answered there are recomputed.
 - `reviews`: an open answer's review label is read again against the new answers.
 - pair groups (vhmine.bench.assign_groups, rebuilt by every export): the pair's groups before and after are
@@ -39,7 +39,7 @@ from vhmine.store import (  # first: it says which extra to install when SQLAlch
 from sqlalchemy import select  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from vhmine.curate.redraft import _redraft, _show, _template
+from vhmine.curate.decisions.redraft import _redraft, _show, _template
 
 TABLES = {"instances": Instance, "responses": Response, "response_labels": ResponseLabel,
           "blind_answers": BlindAnswer, "reviews": Review}
@@ -113,7 +113,7 @@ def _groups(s: Session, inst: Instance) -> dict[str, Optional[str]]:
 
 def rederive(s: Session, inst: Instance, *, cause: str, by: str, now: dt.datetime) -> None:
     """Derive the YNQs drafted from the OEQ `inst` (and the pair's on its question) again from what the store holds
-    now: idempotent, so only what an undo just put back (curate.undo) can change."""
+    now: idempotent, so only what an undo just put back (curate.decisions.undo) can change."""
     if inst.status == "ready" and _template(inst) is None:
         return  # nothing drafted from it to derive again
     s.flush()
@@ -123,8 +123,8 @@ def rederive(s: Session, inst: Instance, *, cause: str, by: str, now: dt.datetim
 # --- what scored the old reference, scored again -------------------------------------------------------------
 
 def _rescore(s: Session, inst: Instance, log: _Log, cause: str, what: str) -> None:
-    from vhmine.curate.blind import reference_of, score_stored
-    from vhmine.curate.review import UNANSWERABLE, _review_label
+    from vhmine.curate.work.blind import reference_of, score_stored
+    from vhmine.curate.work.review import UNANSWERABLE, review_label
     from vhmine.rules.answers import get_rule, yes_no_verdict
 
     for r in s.scalars(select(Response).where(Response.instance_id == inst.id).order_by(Response.id)):
@@ -158,7 +158,7 @@ def _rescore(s: Session, inst: Instance, log: _Log, cause: str, what: str) -> No
         for rv in s.scalars(select(Review).where(Review.instance_id == inst.id)):
             if rv.label != UNANSWERABLE:
                 log.track("reviews", rv, f"{cause}: the review read again against the new answers ({what})", "label")
-                rv.label = _review_label(inst, rv.answer)
+                rv.label = review_label(inst, rv.answer)
 
 
 def _solvers(s: Session, ids: set[str]) -> list[tuple]:
@@ -170,7 +170,7 @@ def _solvers(s: Session, ids: set[str]) -> list[tuple]:
 
 
 def _refresh(s: Session, solvers: list[tuple], log: Optional[_Log], why: str) -> None:
-    from vhmine.curate.blind import refresh_flags, solver_rows
+    from vhmine.curate.work.blind import refresh_flags, solver_rows
 
     s.flush()
     for model, endpoint, prompt in solvers:
@@ -233,7 +233,7 @@ def _scores_since(s: Session, iids: list[str], entries: list[dict]) -> set[tuple
     """Responses and blind answers to `iids` stored since the erratum (not in its entries): a rule's verdict read
     again against the restored truth, a judge's cleared for `vhmine probe --judge`; a blind answer scored again
     (or left for `vhmine blind` to judge). Returns the solvers whose flags to recompute."""
-    from vhmine.curate.blind import reference_of, score_stored
+    from vhmine.curate.work.blind import reference_of, score_stored
     from vhmine.rules.answers import get_rule, yes_no_verdict
 
     tracked = {e["id"] for e in entries if e["table"] == "responses"}

@@ -8,7 +8,7 @@ exactly as an annotation does: one ready OEQ per image and its yes/no variants (
 them in the same form), created by the verifier under a `verify` action whose payload names the draft,
 its model and prompt (the provenance), the decision and the instances. Rejecting needs a reason and
 leaves the task open for annotating from scratch. Tasks with a pending draft stay out of the annotate
-queue (curate.queue.next_item) until the draft is decided.
+queue (curate.work.queue.next_item) until the draft is decided.
 """
 
 from __future__ import annotations
@@ -28,8 +28,13 @@ from vhmine.store import (  # first: it says which extra to install when SQLAlch
 from sqlalchemy import select, update  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from vhmine.curate._shared import ImageView, WorkerInfo, _cas, _close, _item, _lease_check, _log, _new_id, _retried, _text, _used, _worker, derived_id
-from vhmine.curate.lease import LEASE_S, lease_next, pending_draft_tasks
+from vhmine.curate.base.access import WorkerInfo, checked_worker
+from vhmine.curate.base.ids import derived_id, new_id
+from vhmine.curate.base.items import ImageView, task_item
+from vhmine.curate.base.retry import retried
+from vhmine.curate.base.tasks import built_on, check_lease, close_task, compare_and_set, log_action
+from vhmine.curate.base.text import collapse_whitespace
+from vhmine.curate.work.lease import LEASE_S, lease_next, pending_draft_tasks
 
 VERIFY = "verify"  # the action kind of every decision; payload["decision"]: accept, edit or reject
 
@@ -65,7 +70,7 @@ def record_draft(store: Store, task_id: str, *, model: str, endpoint: Optional[s
         t = s.get(Task, task_id)
         if t is None or not t.pair_id:
             raise InputError(f"no pair task {task_id!r} in the store")
-        d = Draft(id=_new_id(), task_id=task_id, mode=t.mode, model=model, endpoint=endpoint, prompt=prompt, raw=raw,
+        d = Draft(id=new_id(), task_id=task_id, mode=t.mode, model=model, endpoint=endpoint, prompt=prompt, raw=raw,
                   status="pending" if content is not None else "rule_rejected", reason=reason, created_at=utcnow())
         if content is not None:
             c = content.as_json()
@@ -83,7 +88,7 @@ def drafted_tasks(store: Store, model: str, endpoint: Optional[str], prompt: str
 
 
 def _view(s: Session, t: Task, d: Draft) -> VerifyItem:
-    item = _item(s, t)
+    item = task_item(s, t)
     yn = tuple((y["question"], dict(y["truths"])) for y in d.yes_no or [])
     try:  # the rules are pure: which variants they cannot check, read again for the page
         unchecked = check_content(d.mode, [v.id for v in item.images], d.template_id, d.slots or {}, d.question,
@@ -100,12 +105,12 @@ def _pending(s: Session, task_id: str) -> Optional[Draft]:
                     .order_by(Draft.created_at, Draft.id).limit(1))
 
 
-@_retried
+@retried
 def next_verify_item(store: Store, worker: str | WorkerInfo, mode: str, *, lease_s: float = LEASE_S) -> Optional[VerifyItem]:
     """Lease the next open task of `mode` with a pending draft to `worker` (their current lease first)."""
     mode = M.get_mode(mode).name
     with store.session() as s:
-        worker = _worker(s, worker).name
+        worker = checked_worker(s, worker).name
         t = lease_next(s, worker, mode, Task.id.in_(pending_draft_tasks()), utcnow(), lease_s, skipped_last=False)
         return _view(s, t, _pending(s, t.id)) if t is not None else None
 
@@ -125,17 +130,17 @@ def _draft_and_task(s: Session, draft_id: str, worker: str, now: dt.datetime) ->
     if d.status != "pending":
         raise LeaseError(f"draft {draft_id} was already decided ({d.status} by {d.decided_by}): nothing saved; "
                          "take the next item")
-    return d, _lease_check(s, d.task_id, worker, now)
+    return d, check_lease(s, d.task_id, worker, now)
 
 
-@_retried
+@retried
 def accept_draft(store: Store, worker: str | WorkerInfo, draft_id: str, *, checked: Sequence[str] = ()) -> Verified:
     """Accept a draft as the model wrote it: its instances become ready and its task is done. `checked`: the
     yes/no questions the rules could not check (VerifyItem.unchecked) that the worker checked on the images."""
     return _edit_draft(store, worker, draft_id, checked=checked)
 
 
-@_retried
+@retried
 def edit_draft(store: Store, worker: str | WorkerInfo, draft_id: str, *, question: Optional[str] = None,
                answers: Optional[dict] = None, yes_no: Optional[Sequence[tuple[str, dict]]] = None,
                checked: Sequence[str] = ()) -> Verified:
@@ -152,10 +157,10 @@ def _edit_draft(store: Store, worker: str | WorkerInfo, draft_id: str, *, questi
                 checked: Sequence[str] = ()) -> Verified:
     """edit_draft's one attempt, without the retry (accept_draft and edit_draft each retry it once over)."""
     with store.session() as s:
-        worker = _worker(s, worker).name
+        worker = checked_worker(s, worker).name
         now = utcnow()
         d, t = _draft_and_task(s, draft_id, worker, now)
-        images = [v.id for v in _item(s, t).images]
+        images = [v.id for v in task_item(s, t).images]
         draft_json = {"question": d.question, "answers": d.answers, "yes_no": d.yes_no}
         edited_q = d.question if question is None else question
         content = check_content(d.mode, images, d.template_id, d.slots or {}, edited_q,
@@ -169,13 +174,14 @@ def _edit_draft(store: Store, worker: str | WorkerInfo, draft_id: str, *, questi
                     "yes_no": [{"question": y.question, "truths": y.truths} for y in content.yes_no]}
         decision = "accept" if new_json == draft_json else "edit"
         _claim_draft(s, d, worker, now, "accepted" if decision == "accept" else "edited", None)
-        _close(s, t, worker, now, "done")
+        close_task(s, t, worker, now, "done")
         for other in s.scalars(select(Draft).where(Draft.task_id == t.id, Draft.status == "pending", Draft.id != d.id)):
             other.status, other.reason = "superseded", f"draft {d.id} of this pair was verified"
-        act = _log(s, worker, VERIFY, t.id, {"draft_id": d.id, "mode": d.mode, "decision": decision, "model": d.model,
-                                            "prompt": d.prompt, "draft": draft_json,
-                                            **({"edited": new_json} if decision == "edit" else {}),
-                                            **({"checked_by_worker": list(content.unchecked)} if content.unchecked else {})})
+        act = log_action(s, worker, VERIFY, t.id, {"draft_id": d.id, "mode": d.mode, "decision": decision,
+                                                   "model": d.model, "prompt": d.prompt, "draft": draft_json,
+                                                   **({"edited": new_json} if decision == "edit" else {}),
+                                                   **({"checked_by_worker": list(content.unchecked)}
+                                                      if content.unchecked else {})})
         ids = _instances(s, t, content, act, worker, now)
         d.action_id = act.id
         act.payload = dict(act.payload, instances=ids)
@@ -190,7 +196,7 @@ def _instances(s: Session, t: Task, c: DraftContent, act: Action, worker: str, n
     for img, answers in c.answers.items():
         common = dict(task_id=t.id, action_id=act.id, mode=mode.name, image_id=img, pair_id=t.pair_id,
                       created_by=worker, created_at=now, status="ready")
-        oeq = Instance(id=_new_id(), kind=M.OEQ, template_id=c.template_id, slots=c.slots, question=c.question,
+        oeq = Instance(id=new_id(), kind=M.OEQ, template_id=c.template_id, slots=c.slots, question=c.question,
                        answers=list(answers), truth=None, **common)
         s.add(oeq)
         ids.append(oeq.id)
@@ -199,7 +205,7 @@ def _instances(s: Session, t: Task, c: DraftContent, act: Action, worker: str, n
             value = ys.get(tpl.answer_slot) if ys is not None and tpl.derive == "value" else None
             truth = y.truths[img]
             yid = derived_id(oeq.id, y.question)
-            yi = Instance(id=yid if yid not in ids else _new_id(), kind=M.YNQ,  # the same question twice: its own id
+            yi = Instance(id=yid if yid not in ids else new_id(), kind=M.YNQ,  # the same question twice: its own id
                           template_id=ynq.id if ys is not None else M.own_template_id(mode),
                           slots=ys or {}, question=y.question, answers=["Yes" if truth else "No"], truth=truth,
                           derived_from=oeq.id, draft_value=value, **common)
@@ -210,27 +216,28 @@ def _instances(s: Session, t: Task, c: DraftContent, act: Action, worker: str, n
     return ids
 
 
-@_retried
+@retried
 def reject_draft(store: Store, worker: str | WorkerInfo, draft_id: str, reason: str) -> Verified:
     """Reject a draft with a reason; its task goes back to the queues (to annotate from scratch)."""
-    reason = _text(reason)
+    reason = collapse_whitespace(reason)
     if not reason:
         raise FormError("reason", "say why the draft is wrong, e.g. 'answer for image B is wrong'")
     with store.session() as s:
-        worker = _worker(s, worker).name
+        worker = checked_worker(s, worker).name
         now = utcnow()
         d, t = _draft_and_task(s, draft_id, worker, now)
         _claim_draft(s, d, worker, now, "rejected", reason)
-        if t.lease_worker == worker and not _cas(s, t, expect_status="open", lease_worker=None, lease_until=None):
+        if t.lease_worker == worker and not compare_and_set(s, t, expect_status="open", lease_worker=None,
+                                                            lease_until=None):
             raise LeaseError(f"item {t.id} was changed by another worker meanwhile: nothing saved; take the next item")
-        act = _log(s, worker, VERIFY, t.id, {"draft_id": d.id, "mode": d.mode, "decision": "reject", "reason": reason,
-                                            "model": d.model, "prompt": d.prompt})
+        act = log_action(s, worker, VERIFY, t.id, {"draft_id": d.id, "mode": d.mode, "decision": "reject",
+                                                   "reason": reason, "model": d.model, "prompt": d.prompt})
         d.action_id = act.id
     return Verified(draft_id, "reject", ())
 
 
 def undo_verify(s: Session, act: Action, worker: str, now: dt.datetime, lease: dict) -> str:
-    """Undo a `verify` action (called by curate.undo with the action claimed): the draft is pending again, its
+    """Undo a `verify` action (called by curate.decisions.undo with the action claimed): the draft is pending again, its
     instances discarded ("undone by"), the task open and leased back to the worker."""
     p = act.payload or {}
     d = s.get(Draft, p["draft_id"])
@@ -238,7 +245,7 @@ def undo_verify(s: Session, act: Action, worker: str, now: dt.datetime, lease: d
     if p["decision"] != "reject":
         ids = p.get("instances", [])
         insts = s.scalars(select(Instance).where(Instance.id.in_(ids)).with_for_update()).all()
-        if used := _used(s, ids):
+        if used := built_on(s, ids):
             raise LeaseError(f"cannot undo: the questions of draft {d.id} were already {used}")
         if t.status != "done" or t.done_by != worker:
             raise LeaseError(f"cannot undo: item {t.id} was changed since by someone else")
@@ -247,7 +254,8 @@ def undo_verify(s: Session, act: Action, worker: str, now: dt.datetime, lease: d
         for other in s.scalars(select(Draft).where(Draft.task_id == t.id, Draft.status == "superseded")):
             other.status, other.reason = "pending", None
     free = t.status != "open" or t.lease_worker in (None, worker) or t.lease_until <= now
-    if not free or not _cas(s, t, expect_status=t.status, status="open", done_by=None, done_at=None, **lease):
+    if not free or not compare_and_set(s, t, expect_status=t.status, status="open", done_by=None, done_at=None,
+                                       **lease):
         raise LeaseError(f"cannot undo: item {t.id} was taken by someone else meanwhile: nothing changed")
     d.status, d.reason, d.decided_by, d.decided_at, d.action_id = "pending", None, None, None, None
     return f"{p['decision']} of draft {d.id} (item {t.id})"

@@ -1,8 +1,8 @@
 """Where a store stands, in counts: what `vhmine status` shows of it (and the admin page could).
 
-Reads `tasks`, `instances` (also the person-queue: curate.person_queue), `drafts`, `errata`, `blind_answers`, `near_duplicates`, `workers` and `runs`
-with a handful of grouped counts (no row is loaded per task, so it stays fast on large stores); writes
-nothing. Per-mode task counts come from `queue.progress`.
+Reads `tasks`, `instances` (also the person-queue: curate.decisions.person_queue), `drafts`, `errata`,
+`blind_answers`, `near_duplicates`, `workers` and `runs` with a handful of grouped counts (no row is loaded per task,
+so it stays fast on large stores); writes nothing. Per-mode task counts come from `curate.work.queue.progress`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from vhmine.store import (  # first: it says which extra to install when SQLAlch
 
 from sqlalchemy import func, select  # noqa: E402
 
-from vhmine.curate.queue import progress
+from vhmine.curate.work.queue import progress
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,13 @@
 """The person-queue: drafted yes/no questions whose open answers now imply another truth than a person decided.
 
-Re-drafting (curate.derived) never overwrites a person's truth (an accepted erratum on the question, a worker's own
-wording they checked): where a later change of the open answers contradicts it, the question keeps its ready state
-and truth and its `contradiction` holds both sides, until an admin decides here. Reads instances with a
+Re-drafting (curate.decisions.derived) never overwrites a person's truth (an accepted erratum on the question, a
+worker's own wording they checked): where a later change of the open answers contradicts it, the question keeps its
+ready state and truth and its `contradiction` holds both sides, until an admin decides here. Reads instances with a
 contradiction (and the open question each was drafted from); writes the decided truth as the question's new fact
 (`truth_fact`, against the answers now), carries a changed truth through to what was derived from it
-(curate.derived.apply: verdicts, labels, blind answers), clears the contradiction, and logs a `resolve` action
-{"instance_id", "reason", "changes", "fact", "contradiction", "derived"} that undo (curate.undo) takes back.
+(curate.decisions.derived.apply: verdicts, labels, blind answers), clears the contradiction, and logs a `resolve`
+action {"instance_id", "reason", "changes", "fact", "contradiction", "derived"} that undo (curate.decisions.undo)
+takes back.
 """
 
 from __future__ import annotations
@@ -23,9 +24,12 @@ from vhmine.store import (  # first: it says which extra to install when SQLAlch
 from sqlalchemy import select  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from vhmine.curate import derived as D
-from vhmine.curate.derived import _plain
-from vhmine.curate._shared import WorkerInfo, _log, _retried, _text, _worker
+from vhmine.curate.decisions import derived as D
+from vhmine.curate.decisions.derived import _plain
+from vhmine.curate.base.access import WorkerInfo, checked_worker
+from vhmine.curate.base.retry import retried
+from vhmine.curate.base.tasks import log_action
+from vhmine.curate.base.text import collapse_whitespace
 
 
 @dataclass(frozen=True)
@@ -46,7 +50,7 @@ def contradictions(store: Store, by: str | WorkerInfo | None = None) -> list[Con
     """The person-queue, oldest question first (admins only, when `by` is given)."""
     with store.session(write=False) as s:
         if by is not None:
-            _worker(s, by, admin=True)
+            checked_worker(s, by, admin=True)
         rows = s.scalars(select(Instance).where(Instance.contradiction.is_not(None)).order_by(Instance.created_at,
                                                                                               Instance.id)).all()
         out = []
@@ -58,21 +62,22 @@ def contradictions(store: Store, by: str | WorkerInfo | None = None) -> list[Con
         return out
 
 
-@_retried
+@retried
 def resolve_contradiction(store: Store, by: str | WorkerInfo, instance_id: str, truth: bool, reason: str = "") -> dict:
     """An admin decides a question of the queue: `truth` stands from now on (the one decided before, or the one the
     answers imply); returns the changes {field: [old, new]} (empty when the truth stays)."""
     if truth not in (True, False):
         raise FormError("truth", "choose yes or no")
     with store.session() as s:
-        admin = _worker(s, by, admin=True).name
+        admin = checked_worker(s, by, admin=True).name
         now = utcnow()
         inst = s.get(Instance, instance_id, with_for_update=True)
         if inst is None or not inst.contradiction:
             raise LeaseError(f"instance {instance_id} is not waiting for a decision (decided meanwhile?): reload the page")
         src = s.get(Instance, inst.derived_from)
-        why = _text(reason) or f"{'kept' if truth == inst.truth else 'took'} truth {'yes' if truth else 'no'} " \
-                               f"against the open answers {' / '.join(src.answers)}"
+        why = collapse_whitespace(reason) or (f"{'kept' if truth == inst.truth else 'took'} truth "
+                                              f"{'yes' if truth else 'no'} against the open answers "
+                                              f"{' / '.join(src.answers)}")
         old = inst.truth_fact, inst.contradiction
         changes = {} if bool(inst.truth) == truth else {"truth": [inst.truth, truth], "answers": [inst.answers,
                                                                                                   ["Yes" if truth else "No"]]}
@@ -81,15 +86,15 @@ def resolve_contradiction(store: Store, by: str | WorkerInfo, instance_id: str, 
             inst.truth_fact["seen"] = old[1]["derived"]
         inst.contradiction = None
         derived = D.apply(s, inst, changes, cause=f"decision on {instance_id}", by=admin, now=now) if changes else []
-        _log(s, admin, "resolve", inst.task_id, {"instance_id": inst.id, "reason": why, "changes": changes,
-                                                 "fact": [old[0], inst.truth_fact], "contradiction": [old[1], None],
-                                                 "derived": derived})
+        log_action(s, admin, "resolve", inst.task_id, {"instance_id": inst.id, "reason": why, "changes": changes,
+                                                       "fact": [old[0], inst.truth_fact],
+                                                       "contradiction": [old[1], None], "derived": derived})
         return changes
 
 
 def undo_resolve(s: Session, act: Action, worker: str, now: dt.datetime) -> str:
-    """Undo a `resolve` action (called by curate.undo with the action claimed): the question is back in the queue
-    with the truth it had."""
+    """Undo a `resolve` action (called by curate.decisions.undo with the action claimed): the question is back in the
+    queue with the truth it had."""
     p = act.payload or {}
     inst = s.get(Instance, p["instance_id"], with_for_update=True)
     if _plain(inst.truth_fact) != p["fact"][1]:

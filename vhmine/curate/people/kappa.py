@@ -2,7 +2,8 @@
 
 Reads and writes nothing: pure functions over nominal labels (any hashable values). Both return
 NaN when chance agreement is 1 (every rating in one category), where kappa is undefined.
-`vhmine.curate.agreement` (in review.py) applies them per mode to the store's reviews and response labels.
+`vhmine.curate.agreement` (curate.people.agreement) applies them per mode to the store's reviews and
+response labels.
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ from vhmine.store import (  # first: it says which extra to install when SQLAlch
 
 from sqlalchemy import func, select  # noqa: E402
 
-from vhmine.curate._shared import WorkerInfo, _admin
-from vhmine.curate.queue import LEASE_S
+from vhmine.curate.base.access import WorkerInfo, check_admin
+from vhmine.curate.work.lease import LEASE_S
 
 IDLE_S = LEASE_S  # a gap longer than a lease is a break, not work on the next item
 
@@ -103,7 +103,7 @@ def draft_savings(store: Store, *, by: str | WorkerInfo | None = None) -> list[M
     """Per mode (in the modes' order, those with any item or draft) and "all": time per verified item against
     time per item written from scratch, and acceptance, edit and rejection rates. `by`: an admin, or None (CLI)."""
     with store.session(write=False) as s:
-        _admin(s, by)
+        check_admin(s, by)
         actions = list(s.scalars(select(Action).where(Action.kind.in_(("annotate", "confirm", "verify")))))
         drafts = {(m, st): n for m, st, n in s.execute(select(Draft.mode, Draft.status, func.count())
                                                           .group_by(Draft.mode, Draft.status))}

@@ -2,7 +2,7 @@
 
 Reads `responses` joined with their instances from the curation store; writes a response's endpoint
 (claimed by the endpoint that gave the same answer again) and its automatic verdict (rule or judge).
-Adding a response and the verdict that counts live in responses.py; this module holds the queries
+Adding a response and the verdict that counts live in curate.work.responses; this module holds the queries
 probe, describe (through probe.hallucinations) and eval ran themselves before.
 """
 

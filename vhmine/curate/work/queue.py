@@ -25,44 +25,51 @@ from vhmine.store import (  # first: it says which extra to install when SQLAlch
 
 from sqlalchemy import func, select  # noqa: E402
 
-from vhmine.curate._shared import Item, WorkerInfo, _cas, _close, _item, _lease_check, _log, _new_id, _retried, _text, _worker
-from vhmine.curate.lease import LEASE_S, lease_next, pending_draft_tasks  # noqa: F401  (LEASE_S: vhmine.curate re-exports it)
+from vhmine.curate.base.access import WorkerInfo, checked_worker
+from vhmine.curate.base.ids import new_id
+from vhmine.curate.base.items import Item, task_item
+from vhmine.curate.base.retry import retried
+from vhmine.curate.base.tasks import check_lease, close_task, compare_and_set, log_action
+from vhmine.curate.base.text import collapse_whitespace
+# LEASE_S: vhmine.curate re-exports it from here
+from vhmine.curate.work.lease import LEASE_S, lease_next, pending_draft_tasks  # noqa: F401
 
-@_retried
+@retried
 def next_item(store: Store, worker: str | WorkerInfo, mode: str, *, lease_s: float = LEASE_S) -> Optional[Item]:
     """Lease the next open task of `mode` to `worker` (their current lease first; skipped ones last; a task with
-    a model draft waiting for a worker is left to the verify queue, curate.verify)."""
+    a model draft waiting for a worker is left to the verify queue, curate.work.verify)."""
     mode = M.get_mode(mode).name
     with store.session() as s:
-        worker = _worker(s, worker).name
+        worker = checked_worker(s, worker).name
         undrafted = Task.id.not_in(pending_draft_tasks())  # a pair with a model's draft goes to the verify queue
         t = lease_next(s, worker, mode, undrafted, utcnow(), lease_s)
-        return _item(s, t) if t is not None else None
+        return task_item(s, t) if t is not None else None
 
 
-@_retried
+@retried
 def discard(store: Store, worker: str | WorkerInfo, task_id: str, reason: str) -> None:
     """Discard an item with a reason (no unambiguous question fits)."""
-    reason = _text(reason)
+    reason = collapse_whitespace(reason)
     if not reason:
         raise FormError("reason", "give a reason for discarding, e.g. 'no unambiguous question fits'")
     with store.session() as s:
-        worker = _worker(s, worker).name
+        worker = checked_worker(s, worker).name
         now = utcnow()
-        t = _lease_check(s, task_id, worker, now)
-        _close(s, t, worker, now, "discarded", reason)
-        _log(s, worker, "discard", task_id, {"reason": reason})
+        t = check_lease(s, task_id, worker, now)
+        close_task(s, t, worker, now, "discarded", reason)
+        log_action(s, worker, "discard", task_id, {"reason": reason})
 
 
-@_retried
+@retried
 def skip(store: Store, worker: str | WorkerInfo, task_id: str) -> None:
     """Give the item back to the queue; it comes back to this worker only after all others."""
     with store.session() as s:
-        worker = _worker(s, worker).name
-        t = _lease_check(s, task_id, worker, utcnow())
-        if not _cas(s, t, lease_worker=None, lease_until=None):  # someone saved or took it between our read and our write
+        worker = checked_worker(s, worker).name
+        t = check_lease(s, task_id, worker, utcnow())
+        # someone saved or took it between our read and our write
+        if not compare_and_set(s, t, lease_worker=None, lease_until=None):
             raise LeaseError(f"item {task_id} was changed by another worker meanwhile: nothing skipped; take the next item")
-        _log(s, worker, "skip", task_id, {})
+        log_action(s, worker, "skip", task_id, {})
 
 
 @dataclass(frozen=True)
@@ -105,7 +112,7 @@ def add_generation(store: Store, path: str | Path, mode: str, prompt: str, *, ba
             img = Image(id=sha[:16], sha256=sha, path=str(p), source="generated", categories=[], created_at=now)
             s.add(img)
         if s.scalar(select(Generation).where(Generation.image_id == img.id)) is None:
-            s.add(Generation(id=_new_id(), image_id=img.id, mode=mode, prompt=prompt, description_id=description_id,
+            s.add(Generation(id=new_id(), image_id=img.id, mode=mode, prompt=prompt, description_id=description_id,
                              backend=backend, model=model, seed=seed, params=dict(params or {}), created_at=now))
         tid = f"{mode}:{img.id}"
         if s.get(Task, tid) is None:

@@ -23,7 +23,10 @@ from vhmine.store import (  # first: it says which extra to install when SQLAlch
 
 from sqlalchemy import func, select  # noqa: E402
 
-from vhmine.curate._shared import WorkerInfo, _log, _new_id, _retried, _worker
+from vhmine.curate.base.access import WorkerInfo, checked_worker
+from vhmine.curate.base.ids import new_id
+from vhmine.curate.base.retry import retried
+from vhmine.curate.base.tasks import log_action
 
 
 def add_response(store: Store, instance_id: str, model: str, prompt: str, answer: str,
@@ -34,7 +37,7 @@ def add_response(store: Store, instance_id: str, model: str, prompt: str, answer
     with store.session() as s:
         if s.get(Instance, instance_id) is None:
             raise InputError(f"no instance {instance_id!r} in {store.display_url}")
-        rid = _new_id()
+        rid = new_id()
         s.add(Response(id=rid, instance_id=instance_id, model=model, prompt=prompt, answer=answer, verdict=verdict,
                        judge=judge, endpoint=endpoint, created_at=utcnow()))
     return rid
@@ -101,7 +104,7 @@ class ResponseItem:
 def next_response(store: Store, worker: str | WorkerInfo, mode: Optional[str] = None) -> Optional[ResponseItem]:
     """A model response the worker has not labelled, fewest labels first."""
     with store.session(write=False) as s:
-        worker = _worker(s, worker).name
+        worker = checked_worker(s, worker).name
         mine = select(ResponseLabel.response_id).where(ResponseLabel.worker == worker)
         n = select(ResponseLabel.response_id, func.count().label("n")).group_by(ResponseLabel.response_id).subquery()
         q = (select(Response, Instance).join(Instance, Instance.id == Response.instance_id)
@@ -117,16 +120,16 @@ def next_response(store: Store, worker: str | WorkerInfo, mode: Optional[str] = 
                             inst.image_id, r.answer)
 
 
-@_retried
+@retried
 def label_response(store: Store, worker: str | WorkerInfo, response_id: str, verdict: str) -> None:
     """Mark a model response correct or hallucinated."""
     if verdict not in VERDICTS:
         raise FormError("verdict", f"choose one of: {', '.join(VERDICTS)}")
     with store.session() as s:
-        worker = _worker(s, worker).name
+        worker = checked_worker(s, worker).name
         if s.get(Response, response_id) is None:
             raise InputError(f"no response {response_id!r} in the store")
         if s.get(ResponseLabel, (response_id, worker)) is not None:
             raise LeaseError(f"you already labelled response {response_id}: undo it first to change it")
-        act = _log(s, worker, "label", None, {"response_id": response_id, "verdict": verdict})
+        act = log_action(s, worker, "label", None, {"response_id": response_id, "verdict": verdict})
         s.add(ResponseLabel(response_id=response_id, worker=worker, verdict=verdict, action_id=act.id, created_at=utcnow()))

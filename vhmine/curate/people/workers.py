@@ -4,7 +4,7 @@ reactivating them, signing in with a token, and the mode each last chose in the 
 Reads and writes the `workers` table of the curation store. A new or rotated token is returned once;
 only its sha256 is kept, and a failed sign-in never repeats the token. Rotating or deactivating bumps
 the worker's token generation, which every signed-in session carries (`WorkerInfo.generation`) and
-every library call compares (`_shared._worker`): the old token and every browser signed in with it
+every library call compares (`curate.base.access.checked_worker`): the old token and every browser signed in with it
 stop working at their next action.
 """
 
@@ -23,7 +23,7 @@ from vhmine.store import (  # first: it says which extra to install when SQLAlch
 from sqlalchemy import select  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from vhmine.curate._shared import WorkerInfo, _admin, _worker
+from vhmine.curate.base.access import WorkerInfo, check_admin, checked_worker
 
 # Starts and ends with a letter or digit, so a name in a sentence is one token ("by ann." is ann).
 _NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,62}[A-Za-z0-9])?$")
@@ -52,7 +52,7 @@ def add_worker(store: Store, name: str, *, admin: bool = False, by: Optional[Wor
                          "starting and ending with a letter or digit")
     token = _new_token()
     with store.session() as s:
-        _admin(s, by)
+        check_admin(s, by)
         if s.get(Worker, name) is not None:
             raise InputError(f"worker {name!r} already exists in {store.display_url}: choose another name")
         s.add(Worker(name=name, token_hash=hash_token(token), is_admin=admin, active=True, created_at=utcnow(),
@@ -62,7 +62,7 @@ def add_worker(store: Store, name: str, *, admin: bool = False, by: Optional[Wor
 
 def list_workers(store: Store, *, by: Optional[WorkerInfo | str] = None) -> list[WorkerInfo]:
     with store.session(write=False) as s:
-        _admin(s, by)
+        check_admin(s, by)
         return [_info(w) for w in s.scalars(select(Worker).order_by(Worker.name))]
 
 
@@ -71,7 +71,7 @@ def chosen_mode(store: Store, worker: str | WorkerInfo) -> Optional[str]:
     from vhmine.rules import modes as M
 
     with store.session(write=False) as s:
-        mode = _worker(s, worker).mode
+        mode = checked_worker(s, worker).mode
     return mode if mode in M.mode_names() else None  # a mode no longer offered: the first one
 
 
@@ -81,7 +81,7 @@ def choose_mode(store: Store, worker: str | WorkerInfo, mode: str) -> None:
 
     mode = M.get_mode(mode).name
     with store.session() as s:
-        w = _worker(s, worker)
+        w = checked_worker(s, worker)
         if w.mode != mode:
             w.mode = mode
 
@@ -98,7 +98,7 @@ def rotate_token(store: Store, name: str, *, by: Optional[WorkerInfo | str] = No
     in with it stop working at once."""
     token = _new_token()
     with store.session() as s:
-        _admin(s, by)
+        check_admin(s, by)
         w = _named(s, store, name)
         w.token_hash, w.token_generation = hash_token(token), w.token_generation + 1
     return token
@@ -108,7 +108,7 @@ def deactivate_worker(store: Store, name: str, *, by: Optional[WorkerInfo | str]
     """Stop a worker: their token no longer signs in and their signed-in sessions end at their next action.
     Nothing they saved is touched; their leases lapse as usual."""
     with store.session() as s:
-        _admin(s, by)
+        check_admin(s, by)
         w = _named(s, store, name)
         w.active, w.token_generation = False, w.token_generation + 1
 
@@ -116,7 +116,7 @@ def deactivate_worker(store: Store, name: str, *, by: Optional[WorkerInfo | str]
 def activate_worker(store: Store, name: str, *, by: Optional[WorkerInfo | str] = None) -> None:
     """Let a deactivated worker sign in again with their token (sessions from before stay ended)."""
     with store.session() as s:
-        _admin(s, by)
+        check_admin(s, by)
         _named(s, store, name).active = True
 
 
@@ -134,4 +134,4 @@ def check_session(store: Store, me: WorkerInfo) -> WorkerInfo:
     """`me` as the store has them now (admin flag included); AuthError when the worker was deactivated
     or their token rotated since they signed in. The app calls it on every page run."""
     with store.session(write=False) as s:
-        return _info(_worker(s, me))
+        return _info(checked_worker(s, me))

@@ -2,7 +2,7 @@
 
 Reads instances joined with their image (id, sha256, recorded path, source) and pair from the
 curation store; writes nothing. `InstanceRecord` is what vhmine.export.job and vhmine.bench consume; its
-image_path is where the image's content is now (curate.images.current_path: moved files are found
+image_path is where the image's content is now (curate.stages.images.current_path: moved files are found
 by sha256), or the recorded path when no file holds it any more (export then says so).
 """
 
@@ -82,7 +82,7 @@ def ready_instances(store: Store, mode: Optional[str] = None, kind: Optional[str
 def _at_current_paths(store: Store, recs: list[InstanceRecord]) -> list[InstanceRecord]:
     from dataclasses import replace
 
-    from vhmine.curate.images import current_path
+    from vhmine.curate.stages.images import current_path
 
     found: dict[tuple[str, str], Optional[str]] = {}
     for r in recs:

@@ -1,7 +1,7 @@
 """Generated images already recorded in the curation store, so generate renders each one once.
 
 Reads `generations` rows (mode, prompt, seed, backend settings) of one backend and model; writes
-nothing (queue.add_generation records a new image and queues it).
+nothing (curate.work.queue.add_generation records a new image and queues it).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from vhmine.store import Action, Draft, Task  # first: it says which extra to in
 from sqlalchemy import or_, select  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from vhmine.curate._shared import _cas
+from vhmine.curate.base.tasks import compare_and_set
 
 LEASE_S = 15 * 60
 
@@ -26,7 +26,7 @@ def _free(now: dt.datetime):
 
 def _take(s: Session, t: Task, worker: str, now: dt.datetime, lease_s: float) -> bool:
     """Compare-and-set the lease: succeeds only if nobody changed the task since we read it."""
-    return _cas(s, t, lease_worker=worker, lease_until=now + dt.timedelta(seconds=lease_s))
+    return compare_and_set(s, t, lease_worker=worker, lease_until=now + dt.timedelta(seconds=lease_s))
 
 
 def lease_next(s: Session, worker: str, mode: str, which, now: dt.datetime, lease_s: float,

@@ -6,8 +6,8 @@ or a response label; then the action stays marked undone. Refuses when someone e
 
 Concurrency, as every other transition: the action is claimed first (set `undone_at` only where it is
 still unset), so of two undos racing for one action exactly one applies; the task changes only through
-the compare-and-set on its `version` (`_shared._cas`), so an undo and a concurrent take never both win;
-instances are locked (FOR UPDATE on PostgreSQL) before checking for reviews, which `save_review` locks too.
+the compare-and-set on its `version` (`curate.base.tasks.compare_and_set`), so an undo and a concurrent take never
+both win; instances are locked (FOR UPDATE on PostgreSQL) before checking for reviews, which `save_review` locks too.
 """
 
 from __future__ import annotations
@@ -22,9 +22,11 @@ from vhmine.store import (  # first: it says which extra to install when SQLAlch
 from sqlalchemy import select, update  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from vhmine.curate._shared import WorkerInfo, _cas, _retried, _used, _worker
-from vhmine.curate.derived import rederive
-from vhmine.curate.lease import LEASE_S
+from vhmine.curate.base.access import WorkerInfo, checked_worker
+from vhmine.curate.base.retry import retried
+from vhmine.curate.base.tasks import built_on, compare_and_set
+from vhmine.curate.decisions.derived import rederive
+from vhmine.curate.work.lease import LEASE_S
 
 
 def _claim(s: Session, act: Action, now: dt.datetime) -> None:
@@ -35,12 +37,12 @@ def _claim(s: Session, act: Action, now: dt.datetime) -> None:
                          "reload the page")
 
 
-@_retried
+@retried
 def undo_last(store: Store, worker: str | WorkerInfo, *, lease_s: float = LEASE_S) -> str:
     """Revert the worker's last action and say what was undone; InputError when there is none,
     LeaseError (nothing changed) when someone built on it or changed it meanwhile."""
     with store.session() as s:
-        worker = _worker(s, worker).name
+        worker = checked_worker(s, worker).name
         now = utcnow()
         act = s.scalar(select(Action).where(Action.worker == worker, Action.undone_at.is_(None))
                        .order_by(Action.id.desc()).limit(1))
@@ -56,20 +58,20 @@ def undo_last(store: Store, worker: str | WorkerInfo, *, lease_s: float = LEASE_
             if act.kind == "annotate":
                 ids = p.get("instances", [])
                 insts = s.scalars(select(Instance).where(Instance.id.in_(ids)).with_for_update()).all()
-                if _used(s, ids):
+                if built_on(s, ids):
                     raise LeaseError(f"cannot undo: item {t.id}'s questions were already reviewed or answered by a model")
                 for inst in insts:
                     inst.status, inst.discard_reason = "discarded", f"undone by {worker}"
                     inst.updated_by, inst.updated_at = worker, now
-            if not _cas(s, t, expect_status=t.status, status="open", discard_reason=None, done_by=None, done_at=None,
-                        **lease):
+            if not compare_and_set(s, t, expect_status=t.status, status="open", discard_reason=None, done_by=None,
+                                   done_at=None, **lease):
                 raise LeaseError(f"cannot undo: item {t.id} was changed by someone else meanwhile: nothing changed")
             what = f"{'annotation' if act.kind == 'annotate' else 'discard'} of item {t.id}"
         elif act.kind == "skip":
             t = s.get(Task, act.task_id)
             free = t.status == "open" and (t.lease_worker in (None, worker) or t.lease_until <= now)
             # the skip is undone either way; the item comes back only if nobody took it first
-            back = free and _cas(s, t, expect_status="open", **lease)
+            back = free and compare_and_set(s, t, expect_status="open", **lease)
             if not back:
                 s.refresh(t)
             what = f"skip of item {t.id}" + ("" if back else f" (the item is {_held(t, now)}, so it stays there)")
@@ -77,7 +79,7 @@ def undo_last(store: Store, worker: str | WorkerInfo, *, lease_s: float = LEASE_
             sources = []
             for old in p.get("drafts", []):
                 d = s.get(Instance, old["id"], with_for_update=True)
-                if used := _used(s, [d.id]):
+                if used := built_on(s, [d.id]):
                     raise LeaseError(f"cannot undo: the yes/no question {d.id} was already {used}")
                 if d.status == "discarded" and not d.retired_from and not (d.discard_reason or "").startswith("draft rejected by"):
                     raise LeaseError(f"cannot undo: the yes/no question {d.id} was removed since ({d.discard_reason})")
@@ -101,16 +103,16 @@ def undo_last(store: Store, worker: str | WorkerInfo, *, lease_s: float = LEASE_
             if r is not None:
                 s.delete(r)
             what = f"label of response {p['response_id']}"
-        elif act.kind == "verify":  # a model draft accepted, edited or rejected (curate.verify)
-            from vhmine.curate.verify import undo_verify
+        elif act.kind == "verify":  # a model draft accepted, edited or rejected (curate.work.verify)
+            from vhmine.curate.work.verify import undo_verify
 
             what = undo_verify(s, act, worker, now, lease)
-        elif act.kind == "resolve":  # an admin's decision on the person-queue (curate.person_queue)
-            from vhmine.curate.person_queue import undo_resolve
+        elif act.kind == "resolve":  # an admin's decision on the person-queue (curate.decisions.person_queue)
+            from vhmine.curate.decisions.person_queue import undo_resolve
 
             what = undo_resolve(s, act, worker, now)
-        elif act.kind.startswith("errata_"):  # a flag, or an admin's decision on one (curate.errata)
-            from vhmine.curate.errata import undo_errata
+        elif act.kind.startswith("errata_"):  # a flag, or an admin's decision on one (curate.decisions.errata)
+            from vhmine.curate.decisions.errata import undo_errata
 
             what = undo_errata(s, act, worker, now)
         else:  # pragma: no cover - every kind written above is handled

@@ -5,12 +5,12 @@ the next export's changelog (`vhmine export --since`) can say who changed what a
 `errata_flag` {"instance_id", "reason", "flag_id"} by the flagger; `errata_accept` / `errata_reject`
 {"instance_id", "reason", "changes": {field: [old, new]}, "flag_id", "derived"} by the admin. Accepting fixes
 the instance in place, so it keeps the id exports give it: a new reference answer (OEQ) or truth (YNQ),
-or the instance discarded; and carries the fix through to everything derived from it (curate.derived: the
+or the instance discarded; and carries the fix through to everything derived from it (curate.decisions.derived: the
 yes/no questions drafted from it, model verdicts, workers' labels, blind answers and flags, reviews, pair
 groups), the entries of which `derived` lists. Deciding needs an admin (`by`, checked in the store on every call); a flag is
-decided once (compare-and-set on its status) and the instance is locked while it changes. Undo (curate.undo)
+decided once (compare-and-set on its status) and the instance is locked while it changes. Undo (curate.decisions.undo)
 withdraws a flag still open, or takes a decision back while the instance still holds what it set, with
-everything the decision derived (curate.derived.reverse).
+everything the decision derived (curate.decisions.derived.reverse).
 """
 
 from __future__ import annotations
@@ -28,9 +28,13 @@ from vhmine.store import (  # first: it says which extra to install when SQLAlch
 from sqlalchemy import select, update  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from vhmine.curate import derived as D
-from vhmine.curate.derived import _plain
-from vhmine.curate._shared import WorkerInfo, _log, _new_id, _retried, _text, _worker
+from vhmine.curate.decisions import derived as D
+from vhmine.curate.decisions.derived import _plain
+from vhmine.curate.base.access import WorkerInfo, checked_worker
+from vhmine.curate.base.ids import new_id
+from vhmine.curate.base.retry import retried
+from vhmine.curate.base.tasks import log_action
+from vhmine.curate.base.text import collapse_whitespace
 
 
 @dataclass(frozen=True)
@@ -54,24 +58,24 @@ class ErratumView:
     created_at: dt.datetime
 
 
-@_retried
+@retried
 def flag_instance(store: Store, worker: str | WorkerInfo, instance_id: str, reason: str,
                   proposed: Optional[str] = None) -> str:
     """Flag a ready instance (its id as exports write it) as wrong; returns the flag's id."""
-    instance_id, reason = _text(instance_id), _text(reason)
+    instance_id, reason = collapse_whitespace(instance_id), collapse_whitespace(reason)
     if not reason:
         raise FormError("reason", "say what is wrong with the item, e.g. 'image B shows three cats, not two'")
     with store.session() as s:
-        name = _worker(s, worker).name
+        name = checked_worker(s, worker).name
         inst = s.get(Instance, instance_id)
         if inst is None or inst.status != "ready":
             raise InputError(f"no ready instance {instance_id!r} to flag: copy the id from the export "
                              "(instances.jsonl, field id) or pick the item from the list")
-        e = Erratum(id=_new_id(), instance_id=inst.id, flagged_by=name, reason=reason, proposed=_text(proposed) or None,
-                    status="open", created_at=utcnow())
+        e = Erratum(id=new_id(), instance_id=inst.id, flagged_by=name, reason=reason,
+                    proposed=collapse_whitespace(proposed) or None, status="open", created_at=utcnow())
         s.add(e)
         s.flush()
-        _log(s, name, "errata_flag", inst.task_id, {"instance_id": inst.id, "reason": reason, "flag_id": e.id})
+        log_action(s, name, "errata_flag", inst.task_id, {"instance_id": inst.id, "reason": reason, "flag_id": e.id})
         return e.id
 
 
@@ -85,7 +89,7 @@ def errata_list(store: Store, worker: str | WorkerInfo, *, status: Optional[str]
                 mode: Optional[str] = None) -> list[ErratumView]:
     """Flags, oldest first: every flag for an admin, a worker's own flags otherwise; `status` None: all."""
     with store.session(write=False) as s:
-        w = _worker(s, worker)
+        w = checked_worker(s, worker)
         q = select(Erratum, Instance).join(Instance, Instance.id == Erratum.instance_id)
         if not w.is_admin:
             q = q.where(Erratum.flagged_by == w.name)
@@ -130,9 +134,9 @@ def _fix(mode: M.Mode, inst: Instance, answers: Optional[Sequence[str] | str], t
 
 
 def _truth_fact(s: Session, inst: Instance, changes: dict, by: str) -> dict:
-    """A new truth for a drafted YNQ is a fact re-drafting never overwrites (curate.derived): it is recorded with the
-    open answers it was decided against, and any contradiction it settles leaves the queue. Returns the payload's
-    "fact" {"fact": [old, new], "contradiction": [old, None]} (a removal: its "contradiction" only), which undo puts
+    """A new truth for a drafted YNQ is a fact re-drafting never overwrites (curate.decisions.derived): it is recorded
+    with the open answers it was decided against, and any contradiction it settles leaves the queue. Returns the
+    payload's "fact" {"fact": [old, new], "contradiction": [old, None]} (a removal: its "contradiction" only), which undo puts
     back; {} when nothing changes."""
     if "status" in changes and inst.contradiction:  # removed: nothing left for the queue to decide
         old, inst.contradiction = inst.contradiction, None
@@ -146,14 +150,15 @@ def _truth_fact(s: Session, inst: Instance, changes: dict, by: str) -> dict:
     return {"fact": [old[0], inst.truth_fact], "contradiction": [old[1], None]}
 
 
-@_retried
+@retried
 def accept_erratum(store: Store, by: str | WorkerInfo, flag_id: str, *, answers: Optional[Sequence[str] | str] = None,
                    truth: Optional[bool] = None, remove: bool = False, reason: str = "") -> dict:
     """An admin agrees the item is wrong: fix its answer (OEQ `answers`, YNQ `truth`) or `remove` it (discarded).
     Returns the changes {field: [old, new]}; the `errata_accept` action carries them with the reason (the
-    admin's, else the flag's), and what the fix changed beyond the instance (curate.derived) under "derived"."""
+    admin's, else the flag's), and what the fix changed beyond the instance (curate.decisions.derived) under
+    "derived"."""
     with store.session() as s:
-        admin = _worker(s, by, admin=True).name
+        admin = checked_worker(s, by, admin=True).name
         now = utcnow()
         e = s.get(Erratum, flag_id)
         if e is None:
@@ -167,38 +172,39 @@ def accept_erratum(store: Store, by: str | WorkerInfo, flag_id: str, *, answers:
             changes = _fix(M.get_mode(inst.mode), inst, answers, truth)
             if not changes:
                 raise FormError("answers", "that is the answer the item already has: give the right one, or remove the item")
-        why = _text(reason) or e.reason
+        why = collapse_whitespace(reason) or e.reason
         _decide(s, flag_id, admin, now, "accepted", why, changes)
         fact = _truth_fact(s, inst, changes, f"erratum {flag_id}")
         derived = D.apply(s, inst, changes, cause=f"erratum {flag_id}", by=admin, now=now,
                           discard_reason=f"erratum {flag_id}: {why}" if remove else None)
-        act = _log(s, admin, "errata_accept", inst.task_id, {"instance_id": inst.id, "reason": why, "changes": changes,
-                                                             "flag_id": flag_id, "flagged_by": e.flagged_by,
-                                                             "derived": derived, **fact})
+        act = log_action(s, admin, "errata_accept", inst.task_id, {"instance_id": inst.id, "reason": why,
+                                                                   "changes": changes, "flag_id": flag_id,
+                                                                   "flagged_by": e.flagged_by, "derived": derived,
+                                                                   **fact})
         s.execute(update(Erratum).where(Erratum.id == flag_id).values(action_id=act.id)
                   .execution_options(synchronize_session=False))
         return changes
 
 
-@_retried
+@retried
 def reject_erratum(store: Store, by: str | WorkerInfo, flag_id: str, reason: str) -> None:
     """An admin finds the item right after all: the flag is closed with the reason; the item is unchanged."""
-    why = _text(reason)
+    why = collapse_whitespace(reason)
     if not why:
         raise FormError("reason", "say why the item is right after all, so the flagger can see it")
     with store.session() as s:
-        admin = _worker(s, by, admin=True).name
+        admin = checked_worker(s, by, admin=True).name
         now = utcnow()
         e = _decide(s, flag_id, admin, now, "rejected", why, {})
         inst = s.get(Instance, e.instance_id)
-        act = _log(s, admin, "errata_reject", inst.task_id, {"instance_id": inst.id, "reason": why, "changes": {},
-                                                             "flag_id": flag_id, "flagged_by": e.flagged_by})
+        act = log_action(s, admin, "errata_reject", inst.task_id, {"instance_id": inst.id, "reason": why, "changes": {},
+                                                                   "flag_id": flag_id, "flagged_by": e.flagged_by})
         s.execute(update(Erratum).where(Erratum.id == flag_id).values(action_id=act.id)
                   .execution_options(synchronize_session=False))
 
 
 def undo_errata(s: Session, act: Action, worker: str, now: dt.datetime) -> str:
-    """Undo an errata action (called by curate.undo with the action claimed)."""
+    """Undo an errata action (called by curate.decisions.undo with the action claimed)."""
     p = act.payload or {}
     e = s.get(Erratum, p["flag_id"])
     if act.kind == "errata_flag":
