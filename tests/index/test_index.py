@@ -1,4 +1,4 @@
-"""embed.index: later stages find an image by its content (sha256), so a moved collection still serves the app, export
+"""vhmine.index: later stages find an image by its content (sha256), so a moved collection still serves the app, export
 and seed."""
 
 import hashlib

@@ -1,4 +1,4 @@
-"""vhmine.embed.rows: an index's vectors and image ids read by row range, from a local file (memory map)
+"""vhmine.index.rows: an index's vectors and image ids read by row range, from a local file (memory map)
 or an fsspec URL (byte ranges), the same rows faiss reads; and flat files written chunk by chunk."""
 
 import numpy as np

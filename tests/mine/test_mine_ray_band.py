@@ -141,7 +141,7 @@ def test_the_old_rows_triangle_and_the_band_are_the_full_triangle_exactly():
 # --- ranked tiles from an index: what runs write ---------------------------------------------------------
 
 def id_index(folder, clip, dino, prefix=""):
-    """An index (embed.index's files) whose image ids are `prefix` + the row's hex number reversed (their
+    """An index (vhmine.index's files) whose image ids are `prefix` + the row's hex number reversed (their
     order differs from row order); returns its IndexRows and ids."""
     import pandas as pd
 

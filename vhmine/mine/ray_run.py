@@ -1,6 +1,6 @@
 """`vhmine mine --engine ray`: the run folder of a Ray job, and `--plan`, which sizes the job first.
 
-Reads the index by row range (embed.rows; the driver reads headers, a row sample, the rows of random
+Reads the index by row range (vhmine.index.rows; the driver reads headers, a row sample, the rows of random
 pairs for the scatter's background and, batch by batch, images.parquet), never whole. Writes the job
 folder `runs/.<run>.job/` while the job runs (mine.ray.tilejob: a stopped job resumes from it), then the run
 folder through runfolder.finish_run, with pairs merged in rank order (mine.merge) and written in shards

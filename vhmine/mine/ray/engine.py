@@ -2,7 +2,7 @@
 memory that does not grow with the collection, and a job that resumes where it stopped.
 
 Reads nothing itself but the index's headers and a sample of 4,096 rows; the tasks (mine.tiletask) read
-their rows from the index by row range, a band's new rows by row number (embed.rows: positioned reads on a
+their rows from the index by row range, a band's new rows by row number (vhmine.index.rows: positioned reads on a
 shared filesystem, or byte ranges of an fsspec URL given as --index-url). Writes the job folder
 (mine.tilejob) through TileJob.record and TileJob.record_chunk.
 

@@ -1,5 +1,5 @@
 """What one Ray task of `vhmine mine --engine ray` does, in the worker: read its rows from the index by
-row range or by row number (embed.rows.IndexRows: positioned reads on a shared filesystem, or byte ranges
+row range or by row number (vhmine.index.rows.IndexRows: positioned reads on a shared filesystem, or byte ranges
 of an fsspec URL),
 compute (mine.blocks), and return its result to the driver. Writes no files; the driver records results
 (mine.tilejob). Nothing here holds more than two row blocks, so a task's memory does not grow with N.
