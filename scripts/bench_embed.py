@@ -35,8 +35,10 @@ def make_jpegs(folder: Path, n: int, seed: int = 0) -> None:
     rng = np.random.default_rng(seed)
     yy, xx = np.mgrid[0:480, 0:640].astype(np.float32)
     for k in range(n):
-        base = np.stack([(xx * rng.uniform(0.1, 0.4) + yy * rng.uniform(0.1, 0.4) + rng.uniform(0, 255)) % 255
-                         for _ in range(3)], axis=-1)
+        base = np.stack(
+            [(xx * rng.uniform(0.1, 0.4) + yy * rng.uniform(0.1, 0.4) + rng.uniform(0, 255)) % 255 for _ in range(3)],
+            axis=-1,
+        )
         img = np.clip(base + rng.normal(0, 12, base.shape), 0, 255).astype(np.uint8)
         Image.fromarray(img).save(folder / f"{k:06d}.jpg", quality=90)
 
@@ -54,8 +56,8 @@ def main() -> None:
     import torch
 
     from vhmine.embed import tiny
-    from vhmine.embed.job import EmbedOptions, embed_collection
     from vhmine.embed.encoders import load_clip, load_dino
+    from vhmine.embed.job import EmbedOptions, embed_collection
     from vhmine.images import decode_rgb, list_images
 
     arch, hidden, layers, heads = PRESETS[args.preset]
@@ -74,9 +76,13 @@ def main() -> None:
         imgs = [decode_rgb(p.read_bytes()) for p in list_images(tmp / "imgs")]
         batches = []
         for s in range(0, len(imgs), args.batch_size):
-            chunk = imgs[s:s + args.batch_size]
-            batches.append((torch.stack([clip_enc.preprocess(i) for i in chunk]),
-                            torch.stack([dino_enc.preprocess(i) for i in chunk])))
+            chunk = imgs[s : s + args.batch_size]
+            batches.append(
+                (
+                    torch.stack([clip_enc.preprocess(i) for i in chunk]),
+                    torch.stack([dino_enc.preprocess(i) for i in chunk]),
+                )
+            )
         del imgs
         clip_enc.encode(batches[0][0][:2]), dino_enc.encode(batches[0][1][:2])  # warm-up
         sync = torch.cuda.synchronize if clip_enc.device.type == "cuda" else (lambda: None)
@@ -90,9 +96,19 @@ def main() -> None:
             return time.time() - t
 
         def end_to_end(k: int):
-            return embed_collection(EmbedOptions(images=tmp / "imgs", name=f"bench{k}", indexes=tmp / "idx",
-                                                 clip_model=clip_spec, dino_model=dino_spec, device=args.device,
-                                                 batch_size=args.batch_size, workers=args.workers, progress=False))
+            return embed_collection(
+                EmbedOptions(
+                    images=tmp / "imgs",
+                    name=f"bench{k}",
+                    indexes=tmp / "idx",
+                    clip_model=clip_spec,
+                    dino_model=dino_spec,
+                    device=args.device,
+                    batch_size=args.batch_size,
+                    workers=args.workers,
+                    progress=False,
+                )
+            )
 
         # Alternate the two so that a change in machine load hits both alike; the best of each counts.
         forwards, runs = [], []
@@ -104,8 +120,10 @@ def main() -> None:
         t_e2e = res.timings["encode"] + res.timings["finalize"]
         print(f"forward passes alone: {t_forward:.2f} s ({args.n / t_forward:.1f} img/s)")
         print(f"vhmine embed: {t_e2e:.2f} s ({args.n / t_e2e:.1f} img/s) + model load {res.timings['load']:.2f} s")
-        print(f"ratio: {t_forward / t_e2e:.2f} (target >= 0.85), preset {args.preset} ({arch} + DINOv2 {hidden}d x {layers}), "
-              f"{args.n} images, batch {args.batch_size}, workers {args.workers}")
+        print(
+            f"ratio: {t_forward / t_e2e:.2f} (target >= 0.85), preset {args.preset} ({arch} + DINOv2 {hidden}d x"
+            f" {layers}), {args.n} images, batch {args.batch_size}, workers {args.workers}"
+        )
 
 
 if __name__ == "__main__":

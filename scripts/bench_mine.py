@@ -48,8 +48,15 @@ import numpy as np
 from vhmine.mine.join import calibrate, kernels
 from vhmine.mine.join.products import BlockMiner, tiles
 from vhmine.mine.join.quantise import choose_turn, fast_pass, sample_rows
-from vhmine.mine.join.simsearch import (PairSet, assert_same_pairs, block_rows, find_pairs, find_pairs_across, merge,
-                                   pair_sims)
+from vhmine.mine.join.simsearch import (
+    PairSet,
+    assert_same_pairs,
+    block_rows,
+    find_pairs,
+    find_pairs_across,
+    merge,
+    pair_sims,
+)
 
 
 def make_vectors(n: int, dim: int, dino_dim: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -88,7 +95,9 @@ def make_clip_like(n: int, dim: int, dino_dim: int, seed: int) -> tuple[np.ndarr
     return x, dino
 
 
-def float32_pairs(clip, dino, clip_min: float, dino_max: float, device: str | None, block: int | None, stats: dict) -> PairSet:
+def float32_pairs(
+    clip, dino, clip_min: float, dino_max: float, device: str | None, block: int | None, stats: dict
+) -> PairSet:
     """The blocked float32 baseline: every block of the upper triangle as a float32 matmul, pairs kept
     at >= clip_min - 2 d 2**-24 (a float32 dot product of unit rows errs by at most d 2**-24), then
     the same float64 re-check, through the same BlockMiner as find_pairs."""
@@ -102,20 +111,29 @@ def float32_pairs(clip, dino, clip_min: float, dino_max: float, device: str | No
     rows = np.zeros((-(-n // 64) * 64, d), np.float32)
     rows[:n] = clip
     x = torch.from_numpy(rows).to(dev)
-    miner = BlockMiner(clip, dino, clip_min, dino_max, clip_min - 2 * d * 2**-24, n, device=dev, block=block,
-                       width=d, products="float32")
+    miner = BlockMiner(
+        clip,
+        dino,
+        clip_min,
+        dino_max,
+        clip_min - 2 * d * 2**-24,
+        n,
+        device=dev,
+        block=block,
+        width=d,
+        products="float32",
+    )
     found, total = [], 0
     with torch.inference_mode():
         for r, c in tiles(len(rows), block):
-            i, j = miner.candidates(x[r:r + block], x[c:c + block], r, c)
+            i, j = miner.candidates(x[r : r + block], x[c : c + block], r, c)
             total += len(i)
             found.append(miner.recheck(i, j))
     stats["candidates"] = total
     return merge(found)
 
 
-def kernel_floor(clip, clip_min: float, rotated: bool, device: str | None, block_size: int | None,
-                 kernel: str | None):
+def kernel_floor(clip, clip_min: float, rotated: bool, device: str | None, block_size: int | None, kernel: str | None):
     """(the kernel's name, a function that times the floor): find_pairs' blocks (block size, upper
     triangle, device) as the products of the kernel find_pairs chooses (or `kernel`) on the rows
     fast_pass quantised for it (as the miner did, quantised here untimed), into one reused buffer, and
@@ -140,8 +158,8 @@ def kernel_floor(clip, clip_min: float, rotated: bool, device: str | None, block
         t0 = time.perf_counter()
         with torch.inference_mode():
             for r, c in blocks:
-                x, y = q[r:r + block], q[c:c + block]
-                k.mm(k.left(x), k.right(y), buf[:len(x) * len(y)].view(len(x), len(y)))
+                x, y = q[r : r + block], q[c : c + block]
+                k.mm(k.left(x), k.right(y), buf[: len(x) * len(y)].view(len(x), len(y)))
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
         return time.perf_counter() - t0
@@ -230,36 +248,58 @@ def timed(label: str, fn):
 
 
 def run(name: str, clip, dino, args) -> dict:
-    print(f"\n== {name}: n={len(clip):,} clip dim={clip.shape[1]} dino dim={dino.shape[1]} seed={args.seed} "
-          f"--clip {args.clip} --dino {args.dino}", flush=True)
+    print(
+        f"\n== {name}: n={len(clip):,} clip dim={clip.shape[1]} dino dim={dino.shape[1]} seed={args.seed} "
+        f"--clip {args.clip} --dino {args.dino}",
+        flush=True,
+    )
     st: dict = {}
-    print(f"products kernels, GMAC/s in one thread, measured now: {kernel_rates(args.device, -(-clip.shape[1] // 8) * 8)}",
-          flush=True)
+    print(
+        "products kernels, GMAC/s in one thread, measured now:"
+        f" {kernel_rates(args.device, -(-clip.shape[1] // 8) * 8)}",
+        flush=True,
+    )
     turned = bool(choose_turn(clip[sample_rows(len(clip))]))  # find_pairs' choice, without quantising twice
     kname, floor = kernel_floor(clip, args.clip, turned, args.device, args.block_size, args.kernel)
     floor()  # warm: the miner below runs on a warm kernel too (its first block is no warmer than this)
     floors, mines = [floor()], []
     for _ in range(args.repeat):  # the floor right before and after each run of the miner
-        mine, t = timed("vhmine find_pairs", lambda: find_pairs(
-            clip, dino, args.clip, args.dino, device=args.device, block_size=args.block_size, stats=st,
-            kernel=args.kernel))
+        mine, t = timed(
+            "vhmine find_pairs",
+            lambda: find_pairs(
+                clip,
+                dino,
+                args.clip,
+                args.dino,
+                device=args.device,
+                block_size=args.block_size,
+                stats=st,
+                kernel=args.kernel,
+            ),
+        )
         mines.append(t)
         floors.append(floor())
     t_mine, t_floor = statistics.median(mines), statistics.median(floors)
     print(f"  {st['kernel_line']}")
-    print(f"floor (the same blocks' products alone, kernel {kname}): {t_floor:.2f} s (median of "
-          f"{', '.join(f'{f:.2f}' for f in floors)} s; load average {os.getloadavg()[0]:.2f})", flush=True)
+    print(
+        f"floor (the same blocks' products alone, kernel {kname}): {t_floor:.2f} s (median of "
+        f"{', '.join(f'{f:.2f}' for f in floors)} s; load average {os.getloadavg()[0]:.2f})",
+        flush=True,
+    )
     other = fast_pass(clip, args.clip, rotate=not st["rotated"])  # what the other choice would give (untimed)
-    print(f"  fast pass: {st['candidates']:,} candidates, margin {st['margin']:.4f}, rotated: {st['rotated']} "
-          f"(margin {'without' if st['rotated'] else 'with'} rotation: {other.margin:.4f})")
+    print(
+        f"  fast pass: {st['candidates']:,} candidates, margin {st['margin']:.4f}, rotated: {st['rotated']} "
+        f"(margin {'without' if st['rotated'] else 'with'} rotation: {other.margin:.4f})"
+    )
     out = {"data": name, "vhmine_s": t_mine, "floor_s": t_floor, "floor_kernel": kname, **st}
     if args.no_baselines:
-        print(f"ratio (vhmine {t_mine:.2f} s, floor {t_floor:.2f} s), vs floor: {t_mine / t_floor:.2f} x",
-              flush=True)
+        print(f"ratio (vhmine {t_mine:.2f} s, floor {t_floor:.2f} s), vs floor: {t_mine / t_floor:.2f} x", flush=True)
         return out
     fst: dict = {}
-    f32, t_f32 = timed("blocked float32 products", lambda: float32_pairs(
-        clip, dino, args.clip, args.dino, args.device, args.block_size, fst))
+    f32, t_f32 = timed(
+        "blocked float32 products",
+        lambda: float32_pairs(clip, dino, args.clip, args.dino, args.device, args.block_size, fst),
+    )
     print(f"  float32 pass: {fst['candidates']:,} candidates, margin {2 * clip.shape[1] * 2**-24:.6f}")
     base, t_base = timed("faiss IndexFlatIP.range_search", lambda: faiss_pairs(clip, dino, args.clip, args.dino))
     same = True
@@ -269,9 +309,12 @@ def run(name: str, clip, dino, args) -> dict:
         except AssertionError as err:
             print(f"pair sets differ (vhmine vs {label}): {err}")
             same = False
-    print(f"ratio vs faiss: {t_base / t_mine:.2f}x, vs blocked float32: {t_f32 / t_mine:.2f}x "
-          f"(vhmine {t_mine:.2f} s, float32 {t_f32:.2f} s, faiss {t_base:.2f} s, floor {t_floor:.2f} s), "
-          f"pairs identical: {same}, vs floor ({kname}): {t_mine / t_floor:.2f} x", flush=True)
+    print(
+        f"ratio vs faiss: {t_base / t_mine:.2f}x, vs blocked float32: {t_f32 / t_mine:.2f}x "
+        f"(vhmine {t_mine:.2f} s, float32 {t_f32:.2f} s, faiss {t_base:.2f} s, floor {t_floor:.2f} s), "
+        f"pairs identical: {same}, vs floor ({kname}): {t_mine / t_floor:.2f} x",
+        flush=True,
+    )
     return {**out, "float32_s": t_f32, "faiss_s": t_base, "identical": same}
 
 
@@ -306,11 +349,17 @@ def incremental(n: int, args, full_mine) -> bool:
     t_inc = time.perf_counter() - t0
     full, t_full, fst = full_mine(clip, dino)
     same = _same(grown, full)
-    print(f"incremental: +1% rows at N={n}: {t_inc:.2f} s against a full mine {t_full:.2f} s (ratio "
-          f"{t_inc / t_full:.4f}), {_verdict(same)}", flush=True)
-    print(f"  products ratio {st['pairs_examined'] / fst['pairs_examined']:.4f} ({st['pairs_examined']:,} of "
-          f"{fst['pairs_examined']:,} row pairs, {st['blocks']} of {fst['blocks']} blocks); {len(new):,} new rows, "
-          f"{len(band):,} new pairs of {len(full):,}; load average {os.getloadavg()[0]:.2f}", flush=True)
+    print(
+        f"incremental: +1% rows at N={n}: {t_inc:.2f} s against a full mine {t_full:.2f} s (ratio "
+        f"{t_inc / t_full:.4f}), {_verdict(same)}",
+        flush=True,
+    )
+    print(
+        f"  products ratio {st['pairs_examined'] / fst['pairs_examined']:.4f} ({st['pairs_examined']:,} of "
+        f"{fst['pairs_examined']:,} row pairs, {st['blocks']} of {fst['blocks']} blocks); {len(new):,} new rows, "
+        f"{len(band):,} new pairs of {len(full):,}; load average {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
     return same
 
 
@@ -321,17 +370,33 @@ def against(n: int, args, full_mine) -> bool:
     clip, dino = make_clip_like(2 * n, args.dim, args.dino_dim, args.seed)
     st: dict = {}
     t0 = time.perf_counter()
-    rect = find_pairs_across(clip[:n], dino[:n], clip[n:], dino[n:], args.clip, args.dino, device=args.device,
-                             block_size=args.block_size, kernel=args.kernel, stats=st)
+    rect = find_pairs_across(
+        clip[:n],
+        dino[:n],
+        clip[n:],
+        dino[n:],
+        args.clip,
+        args.dino,
+        device=args.device,
+        block_size=args.block_size,
+        kernel=args.kernel,
+        stats=st,
+    )
     t_rect = time.perf_counter() - t0
     full, t_full, fst = full_mine(clip, dino)
     keep = (full.i < n) & (full.j >= n)
     same = _same(rect, PairSet(full.i[keep], full.j[keep] - n, full.clip_sim[keep], full.dino_sim[keep]), across=True)
-    print(f"against: {n:,} x {n:,} in {t_rect:.2f} s against the same {2 * n:,} rows as one triangle in "
-          f"{t_full:.2f} s (products ratio {st['pairs_examined'] / fst['pairs_examined']:.4f}, time ratio "
-          f"{t_rect / t_full:.4f}), {_verdict(same)}", flush=True)
-    print(f"  {st['blocks']} of {fst['blocks']} blocks, {len(rect):,} pairs across of {len(full):,}; load average "
-          f"{os.getloadavg()[0]:.2f}", flush=True)
+    print(
+        f"against: {n:,} x {n:,} in {t_rect:.2f} s against the same {2 * n:,} rows as one triangle in "
+        f"{t_full:.2f} s (products ratio {st['pairs_examined'] / fst['pairs_examined']:.4f}, time ratio "
+        f"{t_rect / t_full:.4f}), {_verdict(same)}",
+        flush=True,
+    )
+    print(
+        f"  {st['blocks']} of {fst['blocks']} blocks, {len(rect):,} pairs across of {len(full):,}; load average "
+        f"{os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
     return same
 
 
@@ -343,8 +408,16 @@ def growth_lines(args) -> bool:
         if len(clip) not in cache:
             st: dict = {}
             t0 = time.perf_counter()
-            out = find_pairs(clip, dino, args.clip, args.dino, device=args.device, block_size=args.block_size,
-                             kernel=args.kernel, stats=st)
+            out = find_pairs(
+                clip,
+                dino,
+                args.clip,
+                args.dino,
+                device=args.device,
+                block_size=args.block_size,
+                kernel=args.kernel,
+                stats=st,
+            )
             cache[len(clip)] = out, time.perf_counter() - t0, st
         return cache[len(clip)]
 
@@ -368,18 +441,40 @@ def main() -> None:
     ap.add_argument("--block-size", type=int, default=None)
     ap.add_argument("--clip", type=float, default=0.9)
     ap.add_argument("--dino", type=float, default=0.55)
-    ap.add_argument("--repeat", type=int, default=1,
-                    help="run vhmine's miner this many times (its median time against the floors' median)")
-    ap.add_argument("--no-baselines", "--no-faiss", action="store_true",
-                    help="time find_pairs and the floor only (e.g. a memory check at large N)")
-    ap.add_argument("--kernel", default=None, help="products kernel for find_pairs and the floor "
-                    f"({', '.join(kernels.KERNELS)}) [default: the fastest measured here]")
-    ap.add_argument("--incremental", type=int, default=0, metavar="N",
-                    help="also time mining 1%% new rows of N CLIP-shaped rows against a full mine of all N "
-                    "[default: off]")
-    ap.add_argument("--against", type=int, default=0, metavar="N",
-                    help="also time N x N rows across two collections against the same 2N rows as one triangle "
-                    "[default: off]")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run vhmine's miner this many times (its median time against the floors' median)",
+    )
+    ap.add_argument(
+        "--no-baselines",
+        "--no-faiss",
+        action="store_true",
+        help="time find_pairs and the floor only (e.g. a memory check at large N)",
+    )
+    ap.add_argument(
+        "--kernel",
+        default=None,
+        help=(
+            "products kernel for find_pairs and the floor "
+            f"({', '.join(kernels.KERNELS)}) [default: the fastest measured here]"
+        ),
+    )
+    ap.add_argument(
+        "--incremental",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also time mining 1%% new rows of N CLIP-shaped rows against a full mine of all N [default: off]",
+    )
+    ap.add_argument(
+        "--against",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also time N x N rows across two collections against the same 2N rows as one triangle [default: off]",
+    )
     ap.add_argument("--only-growth", action="store_true", help="run only the --incremental and --against lines")
     args = ap.parse_args()
 

@@ -29,25 +29,50 @@ def main() -> None:
     args = ap.parse_args()
 
     import pandas as pd
-
     from bench_mine import make_vectors
+
     from vhmine.index import write_index
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         clip, dino = make_vectors(args.n, 768, 1024, args.seed)
         n = len(clip)
-        images = pd.DataFrame({
-            "image_id": [f"{k:016x}" for k in range(n)], "path": [f"{k:012d}.jpg" for k in range(n)],
-            "sha256": [f"{k:064x}" for k in range(n)], "width": [640] * n, "height": [480] * n,
-            "coco_id": pd.array([None] * n, dtype="Int64"), "categories": [[] for _ in range(n)],
-        })
-        write_index(tmp / "idx" / "synthetic", images, clip, dino, skipped=pd.DataFrame({"path": [], "reason": []}),
-                    manifest={"name": "synthetic", "root": str(tmp / "imgs"),
-                              "encoders": {"clip": {"spec": "synthetic", "dim": 768}, "dino": {"spec": "synthetic", "dim": 1024}}})
+        images = pd.DataFrame(
+            {
+                "image_id": [f"{k:016x}" for k in range(n)],
+                "path": [f"{k:012d}.jpg" for k in range(n)],
+                "sha256": [f"{k:064x}" for k in range(n)],
+                "width": [640] * n,
+                "height": [480] * n,
+                "coco_id": pd.array([None] * n, dtype="Int64"),
+                "categories": [[] for _ in range(n)],
+            }
+        )
+        write_index(
+            tmp / "idx" / "synthetic",
+            images,
+            clip,
+            dino,
+            skipped=pd.DataFrame({"path": [], "reason": []}),
+            manifest={
+                "name": "synthetic",
+                "root": str(tmp / "imgs"),
+                "encoders": {"clip": {"spec": "synthetic", "dim": 768}, "dino": {"spec": "synthetic", "dim": 1024}},
+            },
+        )
         del clip, dino, images
-        cmd = [sys.executable, "-m", "vhmine.cli", "mine", "--indexes", str(tmp / "idx"), "--out", str(tmp / "run"),
-               "--gallery-size", "20"] + (["--device", args.device] if args.device else [])
+        cmd = [
+            sys.executable,
+            "-m",
+            "vhmine.cli",
+            "mine",
+            "--indexes",
+            str(tmp / "idx"),
+            "--out",
+            str(tmp / "run"),
+            "--gallery-size",
+            "20",
+        ] + (["--device", args.device] if args.device else [])
         t = time.time()
         out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
         seconds = time.time() - t

@@ -84,19 +84,33 @@ def write_synthetic_index(folder: Path, n: int, dino_dim: int, seed: int) -> flo
     for start in range(0, n, GROUP):
         k = np.arange(start, min(n, start + GROUP))
         hexes = [f"{v:016x}" for v in k]
-        df = pd.DataFrame({"image_id": hexes, "path": [f"{v:09d}.jpg" for v in k], "sha256": [h * 4 for h in hexes],
-                           "width": 640, "height": 480, "coco_id": pd.array([None] * len(k), dtype="Int64"),
-                           "categories": [[] for _ in k]})
+        df = pd.DataFrame(
+            {
+                "image_id": hexes,
+                "path": [f"{v:09d}.jpg" for v in k],
+                "sha256": [h * 4 for h in hexes],
+                "width": 640,
+                "height": 480,
+                "coco_id": pd.array([None] * len(k), dtype="Int64"),
+                "categories": [[] for _ in k],
+            }
+        )
         table = pa.Table.from_pandas(df, preserve_index=False)
         writer = writer or pq.ParquetWriter(folder / IMAGES, table.schema)
         writer.write_table(table, row_group_size=GROUP)
     writer.close()
     skipped = pd.DataFrame({"path": [], "reason": []})
     skipped.to_csv(folder / SKIPPED, index=False)
-    write_manifest(folder, {"name": "synthetic", "root": str(folder.parent / "images"),
-                            "encoders": {"clip": {"spec": "synthetic", "dim": 768},
-                                         "dino": {"spec": "synthetic", "dim": dino_dim}}},
-                   skipped=skipped, images=n)
+    write_manifest(
+        folder,
+        {
+            "name": "synthetic",
+            "root": str(folder.parent / "images"),
+            "encoders": {"clip": {"spec": "synthetic", "dim": 768}, "dino": {"spec": "synthetic", "dim": dino_dim}},
+        },
+        skipped=skipped,
+        images=n,
+    )
     return time.time() - t0
 
 
@@ -111,7 +125,7 @@ def sample_tiles(n: int, tile_memory: int, dino_dim: int, count: int) -> tuple[l
     tri = Triangle(n, side)
     t = tri.blocks
     last = max(0, t - 2)  # the last block may be short: full tiles only, so each rate is a full tile's
-    places = [(0, 0), (0, last), (t // 2, last), (t // 3, 2 * t // 3), (t // 4, t // 2), (1, 2)][:max(1, count)]
+    places = [(0, 0), (0, last), (t // 2, last), (t // 3, 2 * t // 3), (t // 4, t // 2), (1, 2)][: max(1, count)]
     tiles = sorted({int(tri.starts[a] + (b - a)) for a, b in places if a <= b < t})
     return tiles, len(tri), side
 
@@ -123,14 +137,29 @@ def measure(n: int, args, work: Path) -> dict:
     secs = write_synthetic_index(idx / "synthetic", n, args.dino_dim, args.seed)
     size = sum(p.stat().st_size for p in (idx / "synthetic").iterdir())
     tiles, total, side = sample_tiles(n, args.tile_memory << 20, args.dino_dim, args.tiles)
-    print(f"N={n:,}: index written in {secs:.0f} s ({size / 1e9:.1f} GB); tiles {tiles} of {total:,} "
-          f"(side {side:,} rows)", flush=True)
+    print(
+        f"N={n:,}: index written in {secs:.0f} s ({size / 1e9:.1f} GB); tiles {tiles} of {total:,} "
+        f"(side {side:,} rows)",
+        flush=True,
+    )
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)  # fresh workers for each N
     try:
-        proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(idx), str(work / f"run{n}"),
-                                 ray.get_runtime_context().gcs_address, json.dumps(tiles), str(args.tile_memory << 20),
-                                 args.kernel],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                DRIVER,
+                str(idx),
+                str(work / f"run{n}"),
+                ray.get_runtime_context().gcs_address,
+                json.dumps(tiles),
+                str(args.tile_memory << 20),
+                args.kernel,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         out = proc.stdout.read()
         status = proc.wait()
     finally:
@@ -139,20 +168,32 @@ def measure(n: int, args, work: Path) -> dict:
         sys.exit(f"the driver failed (status {status}):\n{out}")
     job = json.loads(out.split("JOB ", 1)[1].splitlines()[0])
     workers = job["workers_peak_rss"]
-    res = {"n": n, "driver": job["driver_peak_rss"] / 2**20, "workers": {w: v / 2**20 for w, v in workers.items()},
-           "rate": job["pairs_per_second_per_worker"], "job": job}
-    print(f"N={n:,}: {len(tiles)} tiles in {job['seconds']:.1f} s of driver time (probe, streaming pass over every "
-          f"row, tiles); driver peak RSS {res['driver']:.0f} MiB; worker peak RSS "
-          f"{', '.join(f'{v:.0f}' for v in res['workers'].values())} MiB; tile rate {res['rate']:,.3g} pairs/s "
-          f"per worker (full tiles after each worker's first: {job['rate_tiles']}); {job['written']} pairs written",
-          flush=True)
+    res = {
+        "n": n,
+        "driver": job["driver_peak_rss"] / 2**20,
+        "workers": {w: v / 2**20 for w, v in workers.items()},
+        "rate": job["pairs_per_second_per_worker"],
+        "job": job,
+    }
+    print(
+        f"N={n:,}: {len(tiles)} tiles in {job['seconds']:.1f} s of driver time (probe, streaming pass over every "
+        f"row, tiles); driver peak RSS {res['driver']:.0f} MiB; worker peak RSS "
+        f"{', '.join(f'{v:.0f}' for v in res['workers'].values())} MiB; tile rate {res['rate']:,.3g} pairs/s "
+        f"per worker (full tiles after each worker's first: {job['rate_tiles']}); {job['written']} pairs written",
+        flush=True,
+    )
     for name, k in job.get("kernels", {}).items():  # each node's choice, by measurement there (mine.join.kernels)
         rates = ", ".join(f"{a} {v:.1f}" for a, v in k["gmac_per_s"].items() if v is not None)
-        print(f"N={n:,}: products kernel {name} on {k['tiles']} tiles (GMAC/s in one thread there: {rates or 'forced'})",
-              flush=True)
+        print(
+            f"N={n:,}: products kernel {name} on {k['tiles']} tiles (GMAC/s in one thread there: {rates or 'forced'})",
+            flush=True,
+        )
     for e in job["tiles_timing"]:
-        print(f"  tile {e['tile']} (rows {e['r']:,} x {e['c']:,}): {e['examined']:,} pairs in {e['seconds']:.2f} s, "
-              f"{e['candidates']:,} candidates, on worker {e['pid']}", flush=True)
+        print(
+            f"  tile {e['tile']} (rows {e['r']:,} x {e['c']:,}): {e['examined']:,} pairs in {e['seconds']:.2f} s, "
+            f"{e['candidates']:,} candidates, on worker {e['pid']}",
+            flush=True,
+        )
     shutil.rmtree(idx, ignore_errors=True)  # the disk is needed for the next size
     return res
 
@@ -164,8 +205,11 @@ def main() -> None:
     ap.add_argument("--tile-memory", type=int, default=1024, help="MiB per tile task, as `vhmine mine --tile-memory`")
     ap.add_argument("--dino-dim", type=int, default=1024)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--kernel", default="auto", help="products kernel of every tile [default: each worker's "
-                    "fastest, measured on its node]")
+    ap.add_argument(
+        "--kernel",
+        default="auto",
+        help="products kernel of every tile [default: each worker's fastest, measured on its node]",
+    )
     ap.add_argument("--workdir", type=Path, default=None, help="[default: a temporary folder under $TMPDIR]")
     ap.add_argument("--keep", action="store_true", help="keep the workdir (runs) at the end")
     args = ap.parse_args()
@@ -181,12 +225,18 @@ def main() -> None:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     c, d = max(small["workers"].values()), max(large["workers"].values())
-    print(f"tile rate (measured, CLIP-shaped, {args.tile_memory} MiB tiles, 1 CPU thread per worker): "
-          f"{small['rate']:,.3g} pairs/s per worker at N={small['n']}, {large['rate']:,.3g} at N={large['n']}")
-    print(f"ratios: driver {small['driver'] and large['driver'] / small['driver']:.2f}x, worker {d / c:.2f}x "
-          "(target <= 1.5x each)")
-    print(f"memory: driver {small['driver']:.0f} MiB at N={small['n']}, {large['driver']:.0f} MiB at N={large['n']}; "
-          f"worker {c:.0f} / {d:.0f} MiB")
+    print(
+        f"tile rate (measured, CLIP-shaped, {args.tile_memory} MiB tiles, 1 CPU thread per worker): "
+        f"{small['rate']:,.3g} pairs/s per worker at N={small['n']}, {large['rate']:,.3g} at N={large['n']}"
+    )
+    print(
+        f"ratios: driver {small['driver'] and large['driver'] / small['driver']:.2f}x, worker {d / c:.2f}x "
+        "(target <= 1.5x each)"
+    )
+    print(
+        f"memory: driver {small['driver']:.0f} MiB at N={small['n']}, {large['driver']:.0f} MiB at N={large['n']}; "
+        f"worker {c:.0f} / {d:.0f} MiB"
+    )
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ WORDS = ("dog", "cat", "cup", "car", "tree", "lamp", "boat", "bird", "clock", "c
 
 # --- what a worker submits -----------------------------------------------------------------------
 
+
 def make_annotation(item, rng: random.Random):
     """A valid annotation for any mode: an OEQ (half the time, where the mode has one) or a YNQ."""
     from vhmine import curate as C
@@ -74,12 +75,22 @@ def make_annotation(item, rng: random.Random):
 
 # --- one worker process --------------------------------------------------------------------------
 
-def worker_main(url: str, token: str, seconds: float, lease_s: float, seed: int, modes: list[str],
-                ready, go, results) -> None:
+
+def worker_main(
+    url: str, token: str, seconds: float, lease_s: float, seed: int, modes: list[str], ready, go, results
+) -> None:
     """Runs in a spawned process; puts one dict (counts and its log of successful actions) on `results`."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and ends us
-    out = {"worker": None, "counts": {}, "conflicts": {}, "errors": [], "log": [], "undo_mismatch": [],
-           "conflict_samples": [], "two_holders": []}
+    out = {
+        "worker": None,
+        "counts": {},
+        "conflicts": {},
+        "errors": [],
+        "log": [],
+        "undo_mismatch": [],
+        "conflict_samples": [],
+        "two_holders": [],
+    }
     try:
         from vhmine import curate as C
         from vhmine.errors import InputError, LeaseError
@@ -95,6 +106,7 @@ def worker_main(url: str, token: str, seconds: float, lease_s: float, seed: int,
         out["start"] = time.time()
         deadline = time.monotonic() + seconds
         pending: list[str] = []  # modes where we may hold a lease (an item taken back by undo)
+
         def failed(kind: str, err: Exception) -> None:  # an error the library let through: a finding, not a crash
             out["errors"].append(f"{kind}: {type(err).__name__}: {str(err).splitlines()[0][:200]}")
 
@@ -170,6 +182,7 @@ def undid(what: str, kind: str, task_id: str) -> bool:
 
 # --- seeding -------------------------------------------------------------------------------------
 
+
 def write_pairs(folder: Path, n_pairs: int) -> Path:
     """runs/bench/pairs.parquet over `n_pairs` pairs of tiny distinct PNGs (a made-up ranking)."""
     import hashlib
@@ -187,13 +200,26 @@ def write_pairs(folder: Path, n_pairs: int) -> Path:
         Image.fromarray(rng.integers(0, 256, (8, 8, 3), dtype=np.uint8)).save(p)
         imgs.append((p, hashlib.sha256(p.read_bytes()).hexdigest()))
     rows = []
-    for n, (i, j) in enumerate((i, j) for i in range(k) for j in range(i + 1, k)):
+    for n, (i, j) in enumerate((a, b) for a in range(k) for b in range(a + 1, k)):
         if n == n_pairs:
             break
         (pa, sa), (pb, sb) = imgs[i], imgs[j]
-        rows.append({"rank": n + 1, "image_id_a": sa[:16], "image_id_b": sb[:16], "sha256_a": sa, "sha256_b": sb,
-                     "path_a": str(pa), "path_b": str(pb), "clip_sim": 0.95, "dino_sim": 0.3, "gap": 0.65,
-                     "categories_a": [], "categories_b": []})
+        rows.append(
+            {
+                "rank": n + 1,
+                "image_id_a": sa[:16],
+                "image_id_b": sb[:16],
+                "sha256_a": sa,
+                "sha256_b": sb,
+                "path_a": str(pa),
+                "path_b": str(pb),
+                "clip_sim": 0.95,
+                "dino_sim": 0.3,
+                "gap": 0.65,
+                "categories_a": [],
+                "categories_b": [],
+            }
+        )
     out = folder / "runs" / "bench" / "pairs.parquet"
     out.parent.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_parquet(out)
@@ -213,6 +239,7 @@ def seed(url: str, pairs: Path, per_mode: int, n_workers: int):
 
 
 # --- checking the store --------------------------------------------------------------------------
+
 
 def check(store, results: list[dict]) -> dict[str, list[str]]:
     """Each check's problems (an empty list is a PASS), read from the store itself."""
@@ -236,11 +263,15 @@ def check(store, results: list[dict]) -> dict[str, list[str]]:
 
     for tid, acts in closing.items():
         if len(acts) > 1:
-            bad["no double annotation"].append(f"{tid}: {len(acts)} live closing actions "
-                                               + ", ".join(f"{a.kind} by {a.worker} (#{a.id})" for a in acts))
+            bad["no double annotation"].append(
+                f"{tid}: {len(acts)} live closing actions "
+                + ", ".join(f"{a.kind} by {a.worker} (#{a.id})" for a in acts)
+            )
     for tid, act_ids in live_inst.items():
         if len(act_ids) > 1:
-            bad["no double annotation"].append(f"{tid}: live instances from {len(act_ids)} annotations {sorted(act_ids)}")
+            bad["no double annotation"].append(
+                f"{tid}: live instances from {len(act_ids)} annotations {sorted(act_ids)}"
+            )
 
     by_id = {i.id: i for i in instances}
     for r in results:
@@ -249,15 +280,19 @@ def check(store, results: list[dict]) -> dict[str, list[str]]:
         want = [e[:3] for e in r["log"]]
         if got != want:
             first = next((k for k, (g, w) in enumerate(zip(got, want)) if g != w), min(len(got), len(want)))
-            bad["no action lost"].append(f"{r['worker']}: store has {len(got)} actions, worker saw {len(want)} succeed; "
-                                         f"first difference at #{first}: store {got[first:first + 1]}, worker {want[first:first + 1]}")
+            bad["no action lost"].append(
+                f"{r['worker']}: store has {len(got)} actions, worker saw {len(want)} succeed; "
+                f"first difference at #{first}: store {got[first : first + 1]}, worker {want[first : first + 1]}"
+            )
         for a, e in zip(mine, r["log"]):
             if e[0] == "annotate":
                 ids = e[3]
                 if sorted((a.payload or {}).get("instances", [])) != ids or any(i not in by_id for i in ids):
                     bad["no action lost"].append(f"{r['worker']}: instances of {e[1]} missing from the store")
                 elif any((by_id[i].status == "discarded") != e[2] for i in ids):
-                    bad["no action lost"].append(f"{r['worker']}: instances of {e[1]} in the wrong status (undone: {e[2]})")
+                    bad["no action lost"].append(
+                        f"{r['worker']}: instances of {e[1]} in the wrong status (undone: {e[2]})"
+                    )
         bad["no action lost"] += [f"{r['worker']}: {m}" for m in r["undo_mismatch"]]
 
     for tid, t in tasks.items():
@@ -265,8 +300,15 @@ def check(store, results: list[dict]) -> dict[str, list[str]]:
         if t.status not in TASK_STATUSES:
             problem = f"status {t.status!r}"
         elif t.status == "open":
-            problem = (f"open but has live {acts[0].kind} by {acts[0].worker}" if acts else
-                       "open but has live instances" if inst else "open with done_by set" if t.done_by else None)
+            problem = (
+                f"open but has live {acts[0].kind} by {acts[0].worker}"
+                if acts
+                else "open but has live instances"
+                if inst
+                else "open with done_by set"
+                if t.done_by
+                else None
+            )
         else:
             kind = "annotate" if t.status == "done" else "discard"
             if [a.kind for a in acts] != [kind]:
@@ -283,8 +325,11 @@ def check(store, results: list[dict]) -> dict[str, list[str]]:
                 problem = None
         if problem:
             bad["one state"].append(f"{tid}: {problem} (its actions: {_history(actions, tid)})")
-    bad["one holder"] = [f"{r['worker']}: {m} (its actions: {_history(actions, tid)})"
-                         for r in results for tid, m in r.get("two_holders", [])]
+    bad["one holder"] = [
+        f"{r['worker']}: {m} (its actions: {_history(actions, tid)})"
+        for r in results
+        for tid, m in r.get("two_holders", [])
+    ]
     seen: dict[str, list[str]] = {}  # error -> the workers that hit it
     for r in results:
         for e in r["errors"]:
@@ -294,11 +339,18 @@ def check(store, results: list[dict]) -> dict[str, list[str]]:
 
 
 def _history(actions, task_id: str) -> str:
-    return "; ".join(f"#{a.id} {a.kind} by {a.worker}{' (undone)' if a.undone_at else ''}"
-                     for a in actions if a.task_id == task_id) or "none"
+    return (
+        "; ".join(
+            f"#{a.id} {a.kind} by {a.worker}{' (undone)' if a.undone_at else ''}"
+            for a in actions
+            if a.task_id == task_id
+        )
+        or "none"
+    )
 
 
 # --- one run, and the table ----------------------------------------------------------------------
+
 
 def run_once(url: str, pairs: Path, per_mode: int, n_workers: int, args) -> dict:
     store, tokens = seed(url, pairs, per_mode, n_workers)
@@ -306,9 +358,14 @@ def run_once(url: str, pairs: Path, per_mode: int, n_workers: int, args) -> dict
     ready, results, go = ctx.Queue(), ctx.Queue(), ctx.Event()
     from vhmine.rules import modes as M
 
-    procs = [ctx.Process(target=worker_main, args=(url, tok, args.seconds, args.lease_s, args.seed * 1000 + i,
-                                                   list(M.mode_names()), ready, go, results), daemon=True)
-             for i, tok in enumerate(tokens)]
+    procs = [
+        ctx.Process(
+            target=worker_main,
+            args=(url, tok, args.seconds, args.lease_s, args.seed * 1000 + i, list(M.mode_names()), ready, go, results),
+            daemon=True,
+        )
+        for i, tok in enumerate(tokens)
+    ]
     try:
         for p in procs:
             p.start()
@@ -321,7 +378,9 @@ def run_once(url: str, pairs: Path, per_mode: int, n_workers: int, args) -> dict
             try:
                 out.append(results.get(timeout=max(1.0, deadline - time.monotonic())))
             except queue_mod.Empty:
-                raise SystemExit(f"{n_workers - len(out)} worker(s) did not finish within {args.seconds + 300:.0f} s") from None
+                raise SystemExit(
+                    f"{n_workers - len(out)} worker(s) did not finish within {args.seconds + 300:.0f} s"
+                ) from None
         for p in procs:
             p.join(timeout=30)
         problems = check(store, out)
@@ -334,10 +393,20 @@ def run_once(url: str, pairs: Path, per_mode: int, n_workers: int, args) -> dict
         store.close()
     elapsed = max(r.get("end", 0) for r in out) - min(r.get("start", float("inf")) for r in out)
     counts = {k: sum(r["counts"].get(k, 0) for r in out) for k in ("take", "annotate", "skip", "undo", "discard")}
-    conflicts = {k: sum(r["conflicts"].get(k, 0) for r in out) for k in sorted({k for r in out for k in r["conflicts"]})}
-    return {"workers": n_workers, "elapsed": elapsed, "counts": counts, "actions": sum(counts.values()),
-            "conflicts": sum(conflicts.values()), "conflicts_by_kind": conflicts, "states": states, "problems": problems,
-            "conflict_samples": [m for r in out for m in r["conflict_samples"]][:3]}
+    conflicts = {
+        k: sum(r["conflicts"].get(k, 0) for r in out) for k in sorted({k for r in out for k in r["conflicts"]})
+    }
+    return {
+        "workers": n_workers,
+        "elapsed": elapsed,
+        "counts": counts,
+        "actions": sum(counts.values()),
+        "conflicts": sum(conflicts.values()),
+        "conflicts_by_kind": conflicts,
+        "states": states,
+        "problems": problems,
+        "conflict_samples": [m for r in out for m in r["conflict_samples"]][:3],
+    }
 
 
 def _states(store) -> dict[str, int]:
@@ -352,12 +421,18 @@ def _states(store) -> dict[str, int]:
 def print_row(backend: str, r: dict) -> None:
     c, st = r["counts"], r["states"]
     verdicts = "  ".join(f"{'PASS' if not r['problems'][k] else 'FAIL'}" for k in CHECKS)
-    print(f"{backend:<10} {r['workers']:>7} {r['elapsed']:>6.1f} {c['take']:>6} {c['annotate']:>6} {c['skip']:>5} "
-          f"{c['undo']:>5} {c['discard']:>5} {r['actions'] / r['elapsed']:>9.1f} {r['conflicts']:>9} "
-          f"{st.get('done', 0):>5}/{st.get('discarded', 0)}/{st.get('open', 0):<5}  {verdicts}", flush=True)
+    print(
+        f"{backend:<10} {r['workers']:>7} {r['elapsed']:>6.1f} {c['take']:>6} {c['annotate']:>6} {c['skip']:>5} "
+        f"{c['undo']:>5} {c['discard']:>5} {r['actions'] / r['elapsed']:>9.1f} {r['conflicts']:>9} "
+        f"{st.get('done', 0):>5}/{st.get('discarded', 0)}/{st.get('open', 0):<5}  {verdicts}",
+        flush=True,
+    )
     if r["conflicts"]:
-        print("    conflicts: " + ", ".join(f"{k} {n}" for k, n in r["conflicts_by_kind"].items())
-              + "".join(f"\n      e.g. {m}" for m in r["conflict_samples"]))
+        print(
+            "    conflicts: "
+            + ", ".join(f"{k} {n}" for k, n in r["conflicts_by_kind"].items())
+            + "".join(f"\n      e.g. {m}" for m in r["conflict_samples"])
+        )
     for k in CHECKS:
         for line in r["problems"][k][:10]:
             print(f"    FAIL {k}: {line}")
@@ -367,13 +442,20 @@ def print_row(backend: str, r: dict) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--workers", type=int, nargs="+", default=[8, 32], help="worker process counts to run (default 8 32)")
+    ap.add_argument(
+        "--workers", type=int, nargs="+", default=[8, 32], help="worker process counts to run (default 8 32)"
+    )
     ap.add_argument("--backends", nargs="+", choices=("sqlite", "postgresql"), default=["sqlite", "postgresql"])
     ap.add_argument("--seconds", type=float, default=10.0, help="how long each run lasts at most (default 10)")
     ap.add_argument("--tasks", type=int, default=2000, help="tasks to seed, spread over the eight modes (default 2000)")
-    ap.add_argument("--lease-s", type=float, default=1.0, help="lease length; short so leases run out mid-action (default 1)")
-    ap.add_argument("--pg-url", help="a PostgreSQL server to use (a database per run is created and dropped); "
-                    "default: a throw-away server started here")
+    ap.add_argument(
+        "--lease-s", type=float, default=1.0, help="lease length; short so leases run out mid-action (default 1)"
+    )
+    ap.add_argument(
+        "--pg-url",
+        help="a PostgreSQL server to use (a database per run is created and dropped); "
+        "default: a throw-away server started here",
+    )
     ap.add_argument("--seed", type=int, default=0, help="random seed of the workers' choices")
     args = ap.parse_args()
     per_mode = max(1, math.ceil(args.tasks / 8))
@@ -383,10 +465,14 @@ def main() -> int:
     failed = False
     try:
         pairs = write_pairs(tmp, per_mode)
-        print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; {8 * per_mode} tasks, "
-              f"lease {args.lease_s:g} s, at most {args.seconds:g} s per run")
-        print(f"{'backend':<10} {'workers':>7} {'secs':>6} {'takes':>6} {'annot':>6} {'skip':>5} {'undo':>5} {'disc':>5} "
-              f"{'actions/s':>9} {'conflicts':>9} done/disc/open  " + "  ".join(CHECKS))
+        print(
+            f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; {8 * per_mode} tasks, "
+            f"lease {args.lease_s:g} s, at most {args.seconds:g} s per run"
+        )
+        print(
+            f"{'backend':<10} {'workers':>7} {'secs':>6} {'takes':>6} {'annot':>6} {'skip':>5} {'undo':>5} {'disc':>5} "
+            f"{'actions/s':>9} {'conflicts':>9} done/disc/open  " + "  ".join(CHECKS)
+        )
         for backend in args.backends:
             for n in args.workers:
                 drop = None
@@ -412,7 +498,11 @@ def main() -> int:
         if pg is not None:
             pg.stop()
         shutil.rmtree(tmp, ignore_errors=True)
-    print("FAIL" if failed else "PASS: no double annotation, no action lost, every task in one state, one holder per lease")
+    print(
+        "FAIL"
+        if failed
+        else "PASS: no double annotation, no action lost, every task in one state, one holder per lease"
+    )
     return 1 if failed else 0
 
 

@@ -33,13 +33,17 @@ def check_index(index: str, local: str = "") -> str:
                 page = r.read().decode("utf-8", "replace")
         except Exception as err:
             why = re.sub(r"^\[Errno -?\d+\]\s*", "", str(getattr(err, "reason", None) or err))
-            raise SystemExit(f"install.sh: PyTorch's CPU index {index} cannot be reached ({why}): nothing installed; "
-                             "set VHMINE_TORCH_INDEX to a mirror of it, or pass --cuda for PyPI's default torch "
-                             "(a CUDA build, 6.3 GB)") from None
+            raise SystemExit(
+                f"install.sh: PyTorch's CPU index {index} cannot be reached ({why}): nothing installed; "
+                "set VHMINE_TORCH_INDEX to a mirror of it, or pass --cuda for PyPI's default torch "
+                "(a CUDA build, 6.3 GB)"
+            ) from None
         if not re.search(rf"{name}-{re.escape(version)}{label}-", page):  # torch-2.14.1+cpu-cp311-...whl
-            raise SystemExit(f"install.sh: PyTorch's CPU index {index} has no {name} {version}{local} (install.sh installs "
-                             f"torch {TORCH} with torchvision {TORCHVISION} only): nothing installed; point "
-                             "VHMINE_TORCH_INDEX at an index that holds both")
+            raise SystemExit(
+                f"install.sh: PyTorch's CPU index {index} has no {name} {version}{local} (install.sh installs "
+                f"torch {TORCH} with torchvision {TORCHVISION} only): nothing installed; point "
+                "VHMINE_TORCH_INDEX at an index that holds both"
+            )
     return f"install.sh: PyTorch's CPU index {index} answers and holds torch {TORCH} with torchvision {TORCHVISION}"
 
 
@@ -55,12 +59,16 @@ def check_installed(build: str) -> str:
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise SystemExit(f"install.sh: torch and torchvision do not work together ({first[:160]}): {fix}") from None
     if (torch.__version__.split("+")[0], torchvision.__version__.split("+")[0]) != (TORCH, TORCHVISION):
-        raise SystemExit(f"install.sh: torch {torch.__version__} with torchvision {torchvision.__version__} is not "
-                         f"the pair install.sh installs: {fix}")
+        raise SystemExit(
+            f"install.sh: torch {torch.__version__} with torchvision {torchvision.__version__} is not "
+            f"the pair install.sh installs: {fix}"
+        )
     if build == "cpu" and torch.version.cuda:
         raise SystemExit(f"install.sh: torch {torch.__version__} is a CUDA build where a CPU one was asked for: {fix}")
-    return (f"install.sh: torch {torch.__version__} with torchvision {torchvision.__version__}: they work together "
-            f"(torchvision.ops.nms ran){' (CPU only)' if build == 'cpu' else ''}")
+    return (
+        f"install.sh: torch {torch.__version__} with torchvision {torchvision.__version__}: they work together "
+        f"(torchvision.ops.nms ran){' (CPU only)' if build == 'cpu' else ''}"
+    )
 
 
 def main(argv: list[str]) -> None:

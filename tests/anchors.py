@@ -14,6 +14,8 @@ def anchors_dir() -> Path:
 def anchor(rel: str) -> Path:
     p = anchors_dir() / rel
     if not p.is_file():
-        raise FileNotFoundError(f"real benchmark file {p} is absent: it ships in tests/fixtures/anchors/ "
-                                "(or set VHMINE_ANCHORS to a folder that has it)")
+        raise FileNotFoundError(
+            f"real benchmark file {p} is absent: it ships in tests/fixtures/anchors/ "
+            "(or set VHMINE_ANCHORS to a folder that has it)"
+        )
     return p

@@ -1,7 +1,9 @@
 """Shared fixtures: tiny real encoders and a tiny Stable Diffusion pipeline (built once per session,
 saved in their real formats), real photos from scikit-image, and a throw-away PostgreSQL server
 (`pg_server`, with a fresh database per test from `pg_url`; `pg_own_server`, a server of a test's own, for
-a test that restarts it). Hub look-ups are switched off: nothing is downloaded in tests. Plain helpers shared by several test files are in helpers.py."""
+a test that restarts it). Hub look-ups are switched off: nothing is downloaded in tests. Plain helpers shared by several
+test files are in helpers.py.
+"""
 
 import glob
 import gzip
@@ -29,14 +31,25 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 # Property tests run derandomised and bounded ("ci", the default: the same examples every run, so a failure
 # reproduces); VHMINE_HYPOTHESIS=long searches wider with fresh randomness. A test may lower max_examples for
 # itself (a costly state machine) but never raise it above the profile's.
-settings.register_profile("ci", derandomize=True, max_examples=40, deadline=None, print_blob=True,
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-settings.register_profile("long", max_examples=1000, deadline=None, print_blob=True,
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    max_examples=40,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+settings.register_profile(
+    "long",
+    max_examples=1000,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 settings.load_profile(os.environ.get("VHMINE_HYPOTHESIS", "ci"))
 
 from helpers import copy_photos, embed_options, free_port, make_ready_store, ready_store_from_run  # noqa: E402
-from openai_server import openai_server  # noqa: E402,F401  (the loopback OpenAI-compatible server: a fixture for every test)
+from openai_server import openai_server  # noqa: E402,F401  (the loopback server: a fixture for every test)
 
 
 @pytest.fixture(scope="session")
@@ -76,16 +89,24 @@ def clip_tokenizer(folder: Path):
     from transformers import CLIPTokenizer
 
     bpe = Path(open_clip.__file__).parent / "bpe_simple_vocab_16e6.txt.gz"
-    merges = gzip.open(bpe).read().decode("utf-8").split("\n")[1:49152 - 256 - 2 + 1]
+    merges = gzip.open(bpe).read().decode("utf-8").split("\n")[1 : 49152 - 256 - 2 + 1]
     vocab = list(_bytes_to_unicode().values())
-    vocab = vocab + [v + "</w>" for v in vocab] + ["".join(m.split()) for m in merges] + ["<|startoftext|>", "<|endoftext|>"]
+    vocab = (
+        vocab
+        + [v + "</w>" for v in vocab]
+        + ["".join(m.split()) for m in merges]
+        + ["<|startoftext|>", "<|endoftext|>"]
+    )
     if "vocab" in inspect.signature(CLIPTokenizer.__init__).parameters:  # transformers 5: vocab and merges in memory
-        return CLIPTokenizer(vocab={v: i for i, v in enumerate(vocab)}, merges=[tuple(m.split()) for m in merges],
-                             model_max_length=77)
+        return CLIPTokenizer(
+            vocab={v: i for i, v in enumerate(vocab)}, merges=[tuple(m.split()) for m in merges], model_max_length=77
+        )
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "vocab.json").write_text(json.dumps({v: i for i, v in enumerate(vocab)}))
     (folder / "merges.txt").write_text("#version: 0.2\n" + "\n".join(merges) + "\n")
-    return CLIPTokenizer(vocab_file=str(folder / "vocab.json"), merges_file=str(folder / "merges.txt"), model_max_length=77)
+    return CLIPTokenizer(
+        vocab_file=str(folder / "vocab.json"), merges_file=str(folder / "merges.txt"), model_max_length=77
+    )
 
 
 def tiny_sd_pipeline(root: Path, inpaint: bool = False) -> Path:
@@ -93,26 +114,66 @@ def tiny_sd_pipeline(root: Path, inpaint: bool = False) -> Path:
     `inpaint`: the inpainting one (a 9-channel UNet: latents, mask and masked image)."""
     import torch
     from diffusers import (
-        AutoencoderKL, DDIMScheduler, StableDiffusionInpaintPipeline, StableDiffusionPipeline, UNet2DConditionModel,
+        AutoencoderKL,
+        DDIMScheduler,
+        StableDiffusionInpaintPipeline,
+        StableDiffusionPipeline,
+        UNet2DConditionModel,
     )
     from transformers import CLIPTextConfig, CLIPTextModel
 
     torch.manual_seed(0)
     tok = clip_tokenizer(root / "tok")
-    unet = UNet2DConditionModel(block_out_channels=(32, 64), layers_per_block=1 if inpaint else 2,
-                                sample_size=16 if inpaint else 32, in_channels=9 if inpaint else 4,
-                                out_channels=4, down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
-                                up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"), cross_attention_dim=32)
-    vae = AutoencoderKL(block_out_channels=[32, 64], in_channels=3, out_channels=3, latent_channels=4,
-                        down_block_types=["DownEncoderBlock2D"] * 2, up_block_types=["UpDecoderBlock2D"] * 2)
-    text = CLIPTextModel(CLIPTextConfig(bos_token_id=49406, eos_token_id=49407, pad_token_id=49407, hidden_size=32,
-                                        intermediate_size=37, num_attention_heads=4, num_hidden_layers=2,
-                                        vocab_size=len(tok), max_position_embeddings=77))
-    sched = DDIMScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear", clip_sample=False,
-                          set_alpha_to_one=False, steps_offset=1)
+    unet = UNet2DConditionModel(
+        block_out_channels=(32, 64),
+        layers_per_block=1 if inpaint else 2,
+        sample_size=16 if inpaint else 32,
+        in_channels=9 if inpaint else 4,
+        out_channels=4,
+        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+        up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
+        cross_attention_dim=32,
+    )
+    vae = AutoencoderKL(
+        block_out_channels=[32, 64],
+        in_channels=3,
+        out_channels=3,
+        latent_channels=4,
+        down_block_types=["DownEncoderBlock2D"] * 2,
+        up_block_types=["UpDecoderBlock2D"] * 2,
+    )
+    text = CLIPTextModel(
+        CLIPTextConfig(
+            bos_token_id=49406,
+            eos_token_id=49407,
+            pad_token_id=49407,
+            hidden_size=32,
+            intermediate_size=37,
+            num_attention_heads=4,
+            num_hidden_layers=2,
+            vocab_size=len(tok),
+            max_position_embeddings=77,
+        )
+    )
+    sched = DDIMScheduler(
+        beta_start=0.00085,
+        beta_end=0.012,
+        beta_schedule="scaled_linear",
+        clip_sample=False,
+        set_alpha_to_one=False,
+        steps_offset=1,
+    )
     cls = StableDiffusionInpaintPipeline if inpaint else StableDiffusionPipeline
-    pipe = cls(vae=vae, text_encoder=text, tokenizer=tok, unet=unet, scheduler=sched,
-               safety_checker=None, feature_extractor=None, requires_safety_checker=False)
+    pipe = cls(
+        vae=vae,
+        text_encoder=text,
+        tokenizer=tok,
+        unet=unet,
+        scheduler=sched,
+        safety_checker=None,
+        feature_extractor=None,
+        requires_safety_checker=False,
+    )
     pipe.save_pretrained(root / "pipe")
     return root / "pipe"
 
@@ -137,7 +198,10 @@ class PgServer:
     def __init__(self):
         self.bindir = _pg_bindir()
         if self.bindir is None:
-            pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) not found: install Debian's postgresql (scripts/ci_services.sh)")
+            pytest.skip(
+                "PostgreSQL server binaries (initdb, pg_ctl) not found: install Debian's postgresql"
+                " (scripts/ci_services.sh)"
+            )
         self.prefix: list[str] = []
         self.root = tempfile.mkdtemp(prefix="vhmine-pg-")
         if os.geteuid() == 0:  # initdb refuses to run as root
@@ -146,7 +210,9 @@ class PgServer:
 
                 pw = pwd.getpwnam("postgres")
             except KeyError:
-                pytest.skip("running as root and there is no `postgres` user to run the server as (install Debian's postgresql)")
+                pytest.skip(
+                    "running as root and there is no `postgres` user to run the server as (install Debian's postgresql)"
+                )
             os.chown(self.root, pw.pw_uid, pw.pw_gid)
             self.prefix = ["runuser", "-u", "postgres", "--"]
         self.data, self.host, self.port = os.path.join(self.root, "data"), "127.0.0.1", free_port()
@@ -157,12 +223,25 @@ class PgServer:
         return subprocess.run(self.prefix + list(cmd), check=True, capture_output=True, text=True, timeout=120)
 
     def _ctl(self, action: str, *extra: str):
-        self._run(f"{self.bindir}/pg_ctl", "-D", self.data, "-l", os.path.join(self.root, "log"), "-w", "-t", "60",
-                  *extra, action)
+        self._run(
+            f"{self.bindir}/pg_ctl",
+            "-D",
+            self.data,
+            "-l",
+            os.path.join(self.root, "log"),
+            "-w",
+            "-t",
+            "60",
+            *extra,
+            action,
+        )
 
     def start(self):
-        self._ctl("start", "-o", f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
-                                 "-c full_page_writes=off")
+        self._ctl(
+            "start",
+            "-o",
+            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off",
+        )
 
     def stop(self, mode: str = "fast"):
         self._ctl("stop", "-m", mode)
@@ -182,8 +261,11 @@ class PgServer:
         return f"postgresql+psycopg://postgres@{self.host}:{self.port}/{name}"
 
     def close(self):
-        subprocess.run(self.prefix + [f"{self.bindir}/pg_ctl", "-D", self.data, "-m", "immediate", "stop"],
-                       capture_output=True, timeout=60)
+        subprocess.run(
+            self.prefix + [f"{self.bindir}/pg_ctl", "-D", self.data, "-m", "immediate", "stop"],
+            capture_output=True,
+            timeout=60,
+        )
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -240,8 +322,11 @@ def mined(tmp_path, photos_dir, tiny_models):
 
     photos = copy_photos(tmp_path / "photos", photos_dir)
     embed_collection(embed_options(photos, tmp_path / "idx", tiny_models, name="p"))
-    mine_index(MineOptions(index="p", indexes=tmp_path / "idx", clip=-1.0, dino=1.0, out=tmp_path / "runs" / "r",
-                           progress=False))
+    mine_index(
+        MineOptions(
+            index="p", indexes=tmp_path / "idx", clip=-1.0, dino=1.0, out=tmp_path / "runs" / "r", progress=False
+        )
+    )
     store = ready_store_from_run(tmp_path / "data" / "vhmine.db", tmp_path / "runs" / "r")
     yield tmp_path, photos, store
     store.close()

@@ -64,9 +64,21 @@ def write_pairs(run_dir: Path, photos: list[Path], n_pairs: int | None = None, s
         sa, sb = (hashlib.sha256(p.read_bytes()).hexdigest() for p in (a, b))
         clip = 0.9 + (int(sa[:4], 16) % 100) / 1000
         dino = 0.2 + (int(sb[:4], 16) % 300) / 1000
-        rows.append({"image_id_a": sa[:16], "image_id_b": sb[:16], "sha256_a": sa, "sha256_b": sb,
-                     "path_a": str(a.resolve()), "path_b": str(b.resolve()), "clip_sim": clip, "dino_sim": dino,
-                     "gap": clip - dino, "categories_a": [] if a.stem == "page" else [a.stem], "categories_b": [] if b.stem == "page" else [b.stem]})
+        rows.append(
+            {
+                "image_id_a": sa[:16],
+                "image_id_b": sb[:16],
+                "sha256_a": sa,
+                "sha256_b": sb,
+                "path_a": str(a.resolve()),
+                "path_b": str(b.resolve()),
+                "clip_sim": clip,
+                "dino_sim": dino,
+                "gap": clip - dino,
+                "categories_a": [] if a.stem == "page" else [a.stem],
+                "categories_b": [] if b.stem == "page" else [b.stem],
+            }
+        )
     df = pd.DataFrame(rows).sort_values("gap", ascending=False, kind="stable").reset_index(drop=True)
     df.insert(0, "rank", range(1, len(df) + 1))
     if n_pairs is not None:
@@ -75,8 +87,17 @@ def write_pairs(run_dir: Path, photos: list[Path], n_pairs: int | None = None, s
         df = df.sample(frac=1.0, random_state=3).reset_index(drop=True)
     run_dir.mkdir(parents=True, exist_ok=True)
     df.to_parquet(run_dir / "pairs.parquet")
-    (run_dir / "run.json").write_text(json.dumps({"index": "photos", "clip_threshold": 0.9, "dino_threshold": 0.55,
-                                                  "encoders": {"clip": "tiny", "dino": "tiny"}, "vhmine_version": "0.1.0"}))
+    (run_dir / "run.json").write_text(
+        json.dumps(
+            {
+                "index": "photos",
+                "clip_threshold": 0.9,
+                "dino_threshold": 0.55,
+                "encoders": {"clip": "tiny", "dino": "tiny"},
+                "vhmine_version": "0.1.0",
+            }
+        )
+    )
     return run_dir / "pairs.parquet"
 
 
@@ -136,12 +157,15 @@ def make_ready_store(tmp_path: Path, url=None):
     pairs = write_pairs(tmp_path / "runs" / "t", write_photos(tmp_path / "photos", ("astronaut", "coffee", "rocket")))
     seed_pairs(store, pairs, per_mode=1, modes=["counting", "color"])
     C.add_worker(store, "alice")
-    for mode, ann in (("counting", ("counting.how_many", {"object": "cats"}, "3", "2")),
-                      ("color", ("color.what_color", {"object": "cup"}, "red", "blue"))):
+    for mode, ann in (
+        ("counting", ("counting.how_many", {"object": "cats"}, "3", "2")),
+        ("color", ("color.what_color", {"object": "cup"}, "red", "blue")),
+    ):
         item = C.next_item(store, "alice", mode)
         a, b = (v.id for v in item.images)
-        saved = C.save_annotation(store, "alice", item.task_id,
-                                  C.Annotation(ann[0], ann[1], answers={a: ann[2], b: ann[3]}))
+        saved = C.save_annotation(
+            store, "alice", item.task_id, C.Annotation(ann[0], ann[1], answers={a: ann[2], b: ann[3]})
+        )
         C.confirm_drafts(store, "alice", [C.DraftDecision(d, True) for d in saved.draft_ids])
     return store
 
@@ -154,20 +178,37 @@ def make_published_store(tmp_path: Path):
     from vhmine.store import Pair, Task
 
     store, _ = seed_store(tmp_path / "published.db", tmp_path, per_mode=1, photos=("astronaut", "coffee", "rocket"))
-    for mode, ann in (("counting", ("counting.how_many", {"object": "cats"}, "3", "2")),
-                      ("color", ("color.what_color", {"object": "cup"}, "red", "blue"))):
+    for mode, ann in (
+        ("counting", ("counting.how_many", {"object": "cats"}, "3", "2")),
+        ("color", ("color.what_color", {"object": "cup"}, "red", "blue")),
+    ):
         item = C.next_item(store, "alice", mode)
         a, b = (v.id for v in item.images)
-        saved = C.save_annotation(store, "alice", item.task_id, C.Annotation(ann[0], ann[1], answers={a: ann[2], b: ann[3]}))
+        saved = C.save_annotation(
+            store, "alice", item.task_id, C.Annotation(ann[0], ann[1], answers={a: ann[2], b: ann[3]})
+        )
         C.confirm_drafts(store, "alice", [C.DraftDecision(d, True) for d in saved.draft_ids])
     with store.session(write=False) as s:
         t = s.query(Task).filter_by(mode="existence").order_by(Task.priority, Task.id).first()
         p = s.get(Pair, t.pair_id)
         task_id, images = t.id, [p.image_a, p.image_b]
-    raw = _json.dumps({"template": "existence.what_is", "slots": {"where": "on the table"},
-                       "answer_a": "a cup", "answer_b": "a spoon"})
-    did = C.record_draft(store, task_id, model="fake-vlm", endpoint=None, prompt="draft@v1#test", raw=raw,
-                         content=parse_draft(raw, "existence", images))
+    raw = _json.dumps(
+        {
+            "template": "existence.what_is",
+            "slots": {"where": "on the table"},
+            "answer_a": "a cup",
+            "answer_b": "a spoon",
+        }
+    )
+    did = C.record_draft(
+        store,
+        task_id,
+        model="fake-vlm",
+        endpoint=None,
+        prompt="draft@v1#test",
+        raw=raw,
+        content=parse_draft(raw, "existence", images),
+    )
     assert C.next_verify_item(store, "bob", "existence") is not None
     C.accept_draft(store, "bob", did)
     ids = {m: [r.id for r in C.ready_instances(store, m)] for m in ("counting", "color", "existence")}
@@ -177,30 +218,48 @@ def make_published_store(tmp_path: Path):
             said = "7" if r.kind == "OEQ" else ("no" if r.truth else "yes")
         C.save_review(store, "bob", r.id, said)
         if r.kind == "YNQ":
-            C.record_blind_answer(store, r.id, model="blind-llm", endpoint=None, prompt="blind@v1#abcd1234", answer="yes",
-                                  correct=bool(r.truth), scorer="rule:vhtest",
-                                  group=C.blind_group_key(r.mode, r.kind, r.pair_id, r.question, r.id))
+            C.record_blind_answer(
+                store,
+                r.id,
+                model="blind-llm",
+                endpoint=None,
+                prompt="blind@v1#abcd1234",
+                answer="yes",
+                correct=bool(r.truth),
+                scorer="rule:vhtest",
+                group=C.blind_group_key(r.mode, r.kind, r.pair_id, r.question, r.id),
+            )
     return store, ids
 
 
 TINY_BENCH_QUESTIONS = {
-    "o1": "How many cats are there in the picture?", "o2": "How many cats are there in the picture?",
-    "y1": "Are there exactly 3 cats in the picture?", "y2": "Are there exactly 3 cats in the picture?",
-    "y3": "Is the car red?", "y4": "Is the car blue?",
+    "o1": "How many cats are there in the picture?",
+    "o2": "How many cats are there in the picture?",
+    "y1": "Are there exactly 3 cats in the picture?",
+    "y2": "Are there exactly 3 cats in the picture?",
+    "y3": "Is the car red?",
+    "y4": "Is the car blue?",
 }
 
 
 def write_group_bench(tmp_path: Path) -> Path:
-    """tmp_path/bench: six items on two photos (counting: a pair group of open and one of yes/no questions; color: two yes/no), hf."""
+    """tmp_path/bench: six items on two photos (counting: a pair group of open and one of yes/no questions; color: two
+    yes/no), hf."""
     from vhmine.bench import BenchItem, Benchmark, assign_groups
     from vhmine.export.job import write_benchmark
 
     a, b = (str(p) for p in write_photos(tmp_path / "photos", ("astronaut", "coffee")))
     items = [
         BenchItem("o1", "counting", "OEQ", "How many cats are there?", ("3",), None, a, "A", "p:OEQ", {"pair_id": "p"}),
-        BenchItem("o2", "counting", "OEQ", "How many cats are there?", ("4", "5"), None, b, "B", "p:OEQ", {"pair_id": "p"}),
-        BenchItem("y1", "counting", "YNQ", "Are there exactly 3 cats?", ("Yes",), True, a, "A", "p:YNQ", {"pair_id": "p"}),
-        BenchItem("y2", "counting", "YNQ", "Are there exactly 3 cats?", ("No",), False, b, "B", "p:YNQ", {"pair_id": "p"}),
+        BenchItem(
+            "o2", "counting", "OEQ", "How many cats are there?", ("4", "5"), None, b, "B", "p:OEQ", {"pair_id": "p"}
+        ),
+        BenchItem(
+            "y1", "counting", "YNQ", "Are there exactly 3 cats?", ("Yes",), True, a, "A", "p:YNQ", {"pair_id": "p"}
+        ),
+        BenchItem(
+            "y2", "counting", "YNQ", "Are there exactly 3 cats?", ("No",), False, b, "B", "p:YNQ", {"pair_id": "p"}
+        ),
         BenchItem("y3", "color", "YNQ", "Is the car red?", ("Yes",), True, a, "A", None),
         BenchItem("y4", "color", "YNQ", "Is the car blue?", ("No",), False, b, "B", None),
     ]
@@ -242,22 +301,59 @@ def tiny_owlvit(folder: Path) -> Path:
     from transformers import OwlViTConfig, OwlViTForObjectDetection, OwlViTImageProcessor, OwlViTProcessor
 
     tok = clip_tokenizer(folder.parent / f"{folder.name}-tok")
-    cfg = OwlViTConfig(text_config={"vocab_size": len(tok), "hidden_size": 32, "intermediate_size": 37,
-                                    "num_attention_heads": 4, "num_hidden_layers": 2, "max_position_embeddings": 77},
-                       vision_config={"hidden_size": 32, "intermediate_size": 37, "num_attention_heads": 4,
-                                      "num_hidden_layers": 2, "image_size": 64, "patch_size": 16},
-                       projection_dim=32, initializer_factor=0.01)  # near-zero box offsets: boxes on the 4x4 patches
+    cfg = OwlViTConfig(
+        text_config={
+            "vocab_size": len(tok),
+            "hidden_size": 32,
+            "intermediate_size": 37,
+            "num_attention_heads": 4,
+            "num_hidden_layers": 2,
+            "max_position_embeddings": 77,
+        },
+        vision_config={
+            "hidden_size": 32,
+            "intermediate_size": 37,
+            "num_attention_heads": 4,
+            "num_hidden_layers": 2,
+            "image_size": 64,
+            "patch_size": 16,
+        },
+        projection_dim=32,
+        initializer_factor=0.01,
+    )  # near-zero box offsets: boxes on the 4x4 patches
     torch.manual_seed(0)
     OwlViTForObjectDetection(cfg).save_pretrained(folder)
-    proc = OwlViTProcessor(image_processor=OwlViTImageProcessor(size={"height": 64, "width": 64},
-                                                                crop_size={"height": 64, "width": 64}), tokenizer=tok)
+    proc = OwlViTProcessor(
+        image_processor=OwlViTImageProcessor(size={"height": 64, "width": 64}, crop_size={"height": 64, "width": 64}),
+        tokenizer=tok,
+    )
     proc.save_pretrained(folder)
     return folder
 
 
 # answers on which VHTest's character prefix and a first-word reader part ways, plus the plain ones
-TRICKY = ["Yes", "yes.", "YES!", "Yes?", "Yesterday there was a cat.", "yes-no", " yes", "\nNo.", "No, two.",
-          "Nope", "Not sure", "Nothing is there", "no", "N", "Ye", "Maybe", "I think yes", "- Yes", "", "Yes, but not red."]
+TRICKY = [
+    "Yes",
+    "yes.",
+    "YES!",
+    "Yes?",
+    "Yesterday there was a cat.",
+    "yes-no",
+    " yes",
+    "\nNo.",
+    "No, two.",
+    "Nope",
+    "Not sure",
+    "Nothing is there",
+    "no",
+    "N",
+    "Ye",
+    "Maybe",
+    "I think yes",
+    "- Yes",
+    "",
+    "Yes, but not red.",
+]
 
 
 # --- VHTest: Evaluation/LLaVA/llava_ynq_version.py, transcribed ------------------------------------------
@@ -268,17 +364,20 @@ vh_mode_list = ["counting", "shape", "color", "orientation", "size", "position",
 def classify_response(outputs):
     lower_case_start = outputs[:3].lower()
 
-    if lower_case_start == 'yes':
-        return 'y'
+    if lower_case_start == "yes":
+        return "y"
     else:
         lower_case_start = outputs[:2].lower()
-        if lower_case_start == 'no':
-            return 'n'
+        if lower_case_start == "no":
+            return "n"
         else:
-            return 'wrong_format'
+            return "wrong_format"
 
 
-SIGNED_OUT = r"the sign-in of 'alice' is no longer valid \(the token was replaced or the worker deactivated\): nothing saved; sign in again with the current token"
+SIGNED_OUT = (
+    r"the sign-in of 'alice' is no longer valid \(the token was replaced or the worker deactivated\): nothing saved;"
+    r" sign in again with the current token"
+)
 
 
 def stored_task(store, task_id):
@@ -300,8 +399,17 @@ def embed_options(images, indexes, models, shard_size=3, **kw):
     from vhmine.embed.job import EmbedOptions
 
     clip, dino = models
-    return EmbedOptions(images=images, indexes=indexes, clip_model=clip, dino_model=dino, workers=0,
-                        batch_size=4, shard_size=shard_size, progress=False, **kw)
+    return EmbedOptions(
+        images=images,
+        indexes=indexes,
+        clip_model=clip,
+        dino_model=dino,
+        workers=0,
+        batch_size=4,
+        shard_size=shard_size,
+        progress=False,
+        **kw,
+    )
 
 
 def sha_of(path: Path) -> str:
@@ -334,10 +442,15 @@ def ready_store_from_run(db: Path, run_dir: Path, per_mode=3):
     C.add_worker(store, "alice")
     while (item := C.next_item(store, "alice", "counting")) is not None:
         ids = [v.id for v in item.images]
-        C.save_annotation(store, "alice", item.task_id,
-                          C.Annotation("counting.how_many", {"object": "cats"}, answers=dict(zip(ids, ["3", "2"]))))
-        C.confirm_drafts(store, "alice", [C.DraftDecision(d.instance_id, True)
-                                          for d in C.pending_drafts(store, "alice", "counting")])
+        C.save_annotation(
+            store,
+            "alice",
+            item.task_id,
+            C.Annotation("counting.how_many", {"object": "cats"}, answers=dict(zip(ids, ["3", "2"]))),
+        )
+        C.confirm_drafts(
+            store, "alice", [C.DraftDecision(d.instance_id, True) for d in C.pending_drafts(store, "alice", "counting")]
+        )
     return store
 
 
@@ -354,8 +467,13 @@ def probed_store(tmp_path, srv):
     from vhmine.models.probe import ProbeOptions, probe
 
     store = make_ready_store(tmp_path)
-    probe(store, ProbeOptions(L.LLMOptions(model="victim", base_url=srv.base_url, cache=tmp_path / "cache.db",
-                                           progress=False), kinds=["YNQ"]))
+    probe(
+        store,
+        ProbeOptions(
+            L.LLMOptions(model="victim", base_url=srv.base_url, cache=tmp_path / "cache.db", progress=False),
+            kinds=["YNQ"],
+        ),
+    )
     for w in ("bob", "carol"):
         C.add_worker(store, w)
     return store
@@ -367,8 +485,12 @@ def mode_responses(store, mode):
     from vhmine.store import Instance, Response
 
     with store.session(write=False) as s:
-        return s.execute(select(Response.id, Response.verdict).join(Instance, Instance.id == Response.instance_id)
-                         .where(Instance.mode == mode).order_by(Response.id)).all()
+        return s.execute(
+            select(Response.id, Response.verdict)
+            .join(Instance, Instance.id == Response.instance_id)
+            .where(Instance.mode == mode)
+            .order_by(Response.id)
+        ).all()
 
 
 def answer_details(folder: Path, model: str) -> dict[str, dict]:
@@ -382,11 +504,13 @@ def run_vhmine(*words: str, cwd):
     import sys
 
     env = dict(os.environ, COLUMNS="200", HF_HUB_OFFLINE="1")
-    return subprocess.run([sys.executable, "-m", "vhmine.cli", *words], capture_output=True, text=True, env=env,
-                          cwd=cwd, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "vhmine.cli", *words], capture_output=True, text=True, env=env, cwd=cwd, timeout=600
+    )
 
 
 # --- WebDataset shards as img2dataset writes them ------------------------------------------------------
+
 
 def jpeg_bytes(photo) -> bytes:
     import io
@@ -418,6 +542,7 @@ def wds_sample(key, photo, caption):
 
 # --- a synthetic index -------------------------------------------------------------------------------
 
+
 def row_directions(draw, rng, n: int, d: int, e: int):
     """(clip, dino) float64 rows for a hypothesis strategy (draw: its draw, rng: a numpy Generator it seeded):
     random directions, clusters of near copies (DINOv2 clustered alike in half the rows), or exact duplicates
@@ -434,7 +559,7 @@ def row_directions(draw, rng, n: int, d: int, e: int):
         dino = np.where(rng.random((n, 1)) < 0.5, rng.standard_normal((6, e))[centre] + spread * dino, dino)
     if kind == "duplicates" and n > 1:
         src = rng.integers(0, n, n // 2)
-        clip[n - len(src):], dino[n - len(src):] = clip[src], dino[src]
+        clip[n - len(src) :], dino[n - len(src) :] = clip[src], dino[src]
     return clip, dino
 
 
@@ -461,23 +586,39 @@ def make_index(indexes, name, clip, dino, *, root, categories=None, keys=None, c
     root.mkdir(parents=True, exist_ok=True)
     for k in keys:
         Image.fromarray(np.full((24, 32, 3), (k * 37) % 255, np.uint8)).save(root / f"img{k:03d}.png")
-    images = pd.DataFrame({
-        "image_id": [f"{k:016x}"[::-1] for k in keys],  # ids whose order differs from row order
-        "path": [f"img{k:03d}.png" for k in keys],
-        "sha256": [f"{k:064x}" for k in keys],
-        "width": [32] * n, "height": [24] * n,
-        "coco_id": pd.array([100 + k for k in keys], dtype="Int64"),
-        "categories": categories or [["cat"] if k % 2 else [] for k in keys],
-    })
+    images = pd.DataFrame(
+        {
+            "image_id": [f"{k:016x}"[::-1] for k in keys],  # ids whose order differs from row order
+            "path": [f"img{k:03d}.png" for k in keys],
+            "sha256": [f"{k:064x}" for k in keys],
+            "width": [32] * n,
+            "height": [24] * n,
+            "coco_id": pd.array([100 + k for k in keys], dtype="Int64"),
+            "categories": categories or [["cat"] if k % 2 else [] for k in keys],
+        }
+    )
     specs = encoders or ("test-clip", "test-dino")
-    write_index(indexes / name, images, clip, dino, skipped=pd.DataFrame({"path": [], "reason": []}), manifest={
-        "name": name, "root": str(root), **({"created": created} if created else {}),
-        "encoders": {"clip": {"spec": specs[0], "dim": clip.shape[1]}, "dino": {"spec": specs[1], "dim": dino.shape[1]}},
-    })
+    write_index(
+        indexes / name,
+        images,
+        clip,
+        dino,
+        skipped=pd.DataFrame({"path": [], "reason": []}),
+        manifest={
+            "name": name,
+            "root": str(root),
+            **({"created": created} if created else {}),
+            "encoders": {
+                "clip": {"spec": specs[0], "dim": clip.shape[1]},
+                "dino": {"spec": specs[1], "dim": dino.shape[1]},
+            },
+        },
+    )
     return images
 
 
 # --- a command stopped with Ctrl-C -------------------------------------------------------------------
+
 
 def interrupt_when(proc, ready, timeout: float = 120, said=None) -> None:
     """Ctrl-C, as a terminal sends it (SIGINT to the process group of `proc`, started with
@@ -495,6 +636,7 @@ def interrupt_when(proc, ready, timeout: float = 120, said=None) -> None:
 
 
 # --- lmms-eval ----------------------------------------------------------------------------------------
+
 
 def canned_lmms(answers: dict):
     """An lmms-eval model (lmms_eval.api.model.lmms) that answers each document by its "id" from `answers`,
@@ -527,6 +669,7 @@ def canned_lmms(answers: dict):
 
 # --- a full disk, for real: a tiny tmpfs in a user and mount namespace of its own ----------------------------
 
+
 def on_a_full_disk(folder, size: str, argv: list[str], *, cwd, timeout: float = 300):
     """Run argv (with a wide, offline vhmine environment) where `folder` is a fresh tmpfs of `size` bytes
     (e.g. "16k"): `unshare --user --map-root-user --mount` mounts it in a namespace of the command's own, so
@@ -540,16 +683,26 @@ def on_a_full_disk(folder, size: str, argv: list[str], *, cwd, timeout: float = 
 
     import pytest
 
-    if not shutil.which("unshare") or subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "true"],
-                                                      capture_output=True).returncode:
+    if (
+        not shutil.which("unshare")
+        or subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "true"], capture_output=True).returncode
+    ):
         pytest.skip("unprivileged user namespaces (unshare --user --mount) are not available here")
     os.makedirs(folder, exist_ok=True)
     at = shlex.quote(str(folder))
-    script = (f"mount -t tmpfs -o size={size} tmpfs {at} || exit 99; {shlex.join(argv)}; rc=$?; "
-              f"echo '{_LEFT}'; find {at} -mindepth 1 -printf '%P\\n'; exit $rc")
+    script = (
+        f"mount -t tmpfs -o size={size} tmpfs {at} || exit 99; {shlex.join(argv)}; rc=$?; "
+        f"echo '{_LEFT}'; find {at} -mindepth 1 -printf '%P\\n'; exit $rc"
+    )
     env = dict(os.environ, COLUMNS="200", HF_HUB_OFFLINE="1")
-    r = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script], cwd=cwd, env=env,
-                       capture_output=True, text=True, timeout=timeout)
+    r = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     r.stdout, _, left = r.stdout.partition(_LEFT + "\n")
     r.left = sorted(left.split())  # what the command left on that disk
     return r
@@ -573,11 +726,33 @@ def bench_from_spec(spec, name="gen"):
         pair = f"p{k}:{kind}" if paired else None
         for side, truth in (("a", ta), ("b", tb))[: 2 if paired else 1]:
             if kind == "YNQ":
-                items.append(BenchItem(f"q{k}{side}", mode, kind, f"Is there a cat {k}?", ("Yes" if truth else "No",),
-                                       truth, None, f"{side.upper()}{k}", pair))
+                items.append(
+                    BenchItem(
+                        f"q{k}{side}",
+                        mode,
+                        kind,
+                        f"Is there a cat {k}?",
+                        ("Yes" if truth else "No",),
+                        truth,
+                        None,
+                        f"{side.upper()}{k}",
+                        pair,
+                    )
+                )
             else:
-                items.append(BenchItem(f"q{k}{side}", mode, kind, f"How many cats {k}?", (str(3 if truth else 2),),
-                                       None, None, f"{side.upper()}{k}", pair))
+                items.append(
+                    BenchItem(
+                        f"q{k}{side}",
+                        mode,
+                        kind,
+                        f"How many cats {k}?",
+                        (str(3 if truth else 2),),
+                        None,
+                        None,
+                        f"{side.upper()}{k}",
+                        pair,
+                    )
+                )
     return assign_groups(Benchmark(name, items))
 
 
@@ -586,8 +761,11 @@ def answer_text(item, fate: str):
     if fate == "missing":
         return None
     if item.kind == "YNQ":
-        return {"right": "Yes." if item.truth else "No.", "wrong": "No." if item.truth else "Yes.",
-                "unreadable": "I cannot tell."}[fate]
+        return {
+            "right": "Yes." if item.truth else "No.",
+            "wrong": "No." if item.truth else "Yes.",
+            "unreadable": "I cannot tell.",
+        }[fate]
     return {"right": f"There are {item.answers[0]}.", "wrong": "There are 17.", "unreadable": "Hard to say."}[fate]
 
 
@@ -614,5 +792,7 @@ def readable_bytes(path: Path) -> bytes:
     elif path.suffix == ".tsv":
         csv.field_size_limit(sys.maxsize)
         for row in csv.DictReader(io.StringIO(data.decode()), delimiter="\t"):
-            parts += [base64.b64decode(v) if k == "image" and len(v) > 64 else v.encode() for k, v in row.items()]  # <= 64: a row index
+            parts += [
+                base64.b64decode(v) if k == "image" and len(v) > 64 else v.encode() for k, v in row.items()
+            ]  # <= 64: a row index
     return b"\n".join(parts)

@@ -30,8 +30,8 @@ import json
 import re
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable, Optional
 
 import pytest
 
@@ -82,7 +82,7 @@ class FakeOpenAI(ThreadingHTTPServer):
 
     def __init__(self):
         super().__init__(("127.0.0.1", 0), _Handler)
-        self.faults: list[Optional[str]] = []
+        self.faults: list[str | None] = []
         self.responder: Callable[[dict], str] = default_answer
         self.refuse: Callable[[dict], bool] = lambda body: "REFUSE" in chat_text(body)
         self.delay_s = 0.0
@@ -112,7 +112,7 @@ class FakeOpenAI(ThreadingHTTPServer):
         with self.lock:
             return [r["body"] for r in self.requests if r["path"].endswith("/chat/completions")]
 
-    def next_fault(self) -> Optional[str]:
+    def next_fault(self) -> str | None:
         with self.lock:
             return self.faults.pop(0) if self.faults else None
 
@@ -124,7 +124,7 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args) -> None:  # keep pytest output clean
         pass
 
-    def _send(self, status: int, payload, headers: Optional[dict] = None) -> None:
+    def _send(self, status: int, payload, headers: dict | None = None) -> None:
         data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
         try:
             self.send_response(status)
@@ -159,14 +159,22 @@ class _Handler(BaseHTTPRequestHandler):
         n = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(n)
         try:
-            body = _multipart(self.headers.get("Content-Type"), raw) if self.path.endswith("/images/edits") else json.loads(raw)
+            body = (
+                _multipart(self.headers.get("Content-Type"), raw)
+                if self.path.endswith("/images/edits")
+                else json.loads(raw)
+            )
         except ValueError:
             return self._error(400, "body is not JSON", "bad_json")
         with srv.lock:
-            srv.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body})
+            srv.requests.append(
+                {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body}
+            )
         presented = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
         if presented != srv.api_key:  # echoes the key it got, worse than OpenAI (which masks most of it)
-            return self._error(401, f"Incorrect API key provided: {presented}", "invalid_api_key", "authentication_error")
+            return self._error(
+                401, f"Incorrect API key provided: {presented}", "invalid_api_key", "authentication_error"
+            )
         fault = srv.next_fault()
         if srv.delay_s:
             time.sleep(srv.delay_s)
@@ -181,12 +189,22 @@ class _Handler(BaseHTTPRequestHandler):
         if fault == "malformed":
             return self._send(200, b'{"id": "chatcmpl-x", "choices": [ {"message": ')
         if fault == "no-choices":
-            return self._send(200, {"id": "chatcmpl-x", "object": "chat.completion", "created": int(time.time()),
-                                    "model": body.get("model"), "choices": []})
+            return self._send(
+                200,
+                {
+                    "id": "chatcmpl-x",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": body.get("model"),
+                    "choices": [],
+                },
+            )
         if self.path.endswith("/images/edits"):
             return self._edit(body, fault)
         if fault == "bad-image" and self.path.endswith("/images/generations"):
-            return self._send(200, {"created": int(time.time()), "data": [{"b64_json": base64.b64encode(b"no image").decode()}]})
+            return self._send(
+                200, {"created": int(time.time()), "data": [{"b64_json": base64.b64encode(b"no image").decode()}]}
+            )
         if self.path.endswith("/chat/completions"):
             return self._chat(body)
         if self.path.endswith("/images/generations"):
@@ -200,31 +218,48 @@ class _Handler(BaseHTTPRequestHandler):
         answer = None if refused else srv.responder(body)
         msg = {"role": "assistant", "content": answer, "refusal": "I can't help with that." if refused else None}
         pt, ct = srv.usage
-        self._send(200, {
-            "id": "chatcmpl-" + hashlib.sha256(text.encode()).hexdigest()[:12], "object": "chat.completion",
-            "created": int(time.time()), "model": body.get("model"),
-            "choices": [{"index": 0, "message": msg, "finish_reason": "content_filter" if refused else "stop"}],
-            "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct},
-        })
+        self._send(
+            200,
+            {
+                "id": "chatcmpl-" + hashlib.sha256(text.encode()).hexdigest()[:12],
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model"),
+                "choices": [{"index": 0, "message": msg, "finish_reason": "content_filter" if refused else "stop"}],
+                "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct},
+            },
+        )
 
     def _image(self, body: dict) -> None:
         srv = self.server
         prompt = body.get("prompt", "")
         if "FORBIDDEN" in prompt:
-            return self._error(400, "Your request was rejected as a result of our safety system.",
-                               "content_policy_violation")
+            return self._error(
+                400, "Your request was rejected as a result of our safety system.", "content_policy_violation"
+            )
         with srv.lock:
             srv.images_made += 1
             seed = srv.images_made  # a new picture per request, as a real model draws
-        self._send(200, {"created": int(time.time()), "data": [
-            {"b64_json": base64.b64encode(png_bytes(seed)).decode(), "revised_prompt": f"revised: {prompt[:40]}"}]})
+        self._send(
+            200,
+            {
+                "created": int(time.time()),
+                "data": [
+                    {
+                        "b64_json": base64.b64encode(png_bytes(seed)).decode(),
+                        "revised_prompt": f"revised: {prompt[:40]}",
+                    }
+                ],
+            },
+        )
 
-    def _edit(self, body: dict, fault: Optional[str]) -> None:
+    def _edit(self, body: dict, fault: str | None) -> None:
         """`/v1/images/edits`: a canned PNG (`srv.edit_png`, default a flat magenta picture of 40x24 px, so the
         client must fit it back to its image), or a prompt with FORBIDDEN refused as the generator does."""
         if "FORBIDDEN" in body.get("prompt", ""):
-            return self._error(400, "Your request was rejected as a result of our safety system.",
-                               "content_policy_violation")
+            return self._error(
+                400, "Your request was rejected as a result of our safety system.", "content_policy_violation"
+            )
         if "image" not in body or "mask" not in body:
             return self._error(400, "image and mask are required", "missing_file")
         png = getattr(self.server, "edit_png", None) or _flat_png((255, 0, 255), (40, 24))
@@ -240,7 +275,7 @@ def _flat_png(color: tuple, size: tuple) -> bytes:
     return buf.getvalue()
 
 
-def _multipart(content_type: Optional[str], raw: bytes) -> dict:
+def _multipart(content_type: str | None, raw: bytes) -> dict:
     """A multipart/form-data body as {field: text, or bytes for a file part}; ValueError if it is none."""
     from email.parser import BytesParser
     from email.policy import HTTP

@@ -18,8 +18,11 @@ def test_offline_demo_says_how_many_pairs_its_box_holds(tmp_path):
     run = tmp_path / "runs" / "demo-offline"
     written = len(pd.read_parquet(run / "pairs.parquet"))
     in_box = json.loads((run / "run.json").read_text())["counts"]["in_box"]
-    note = re.search(r"the smallest box that holds the 5 pairs CLIP ranks highest relative to DINOv2 .*; "
-                     r"(\d+) pairs fall inside it, those 5 among them, and (\d+) are written\.", r.stdout)
+    note = re.search(
+        r"the smallest box that holds the 5 pairs CLIP ranks highest relative to DINOv2 .*; "
+        r"(\d+) pairs fall inside it, those 5 among them, and (\d+) are written\.",
+        r.stdout,
+    )
     assert note, r.stdout
     assert (int(note[1]), int(note[2])) == (in_box, written) and written >= 5
     assert re.search(rf"^{written} pairs written to ", r.stdout, re.M)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import typer.main
 import yaml
-
 from test_layout import import_graph, module_files
+
 from vhmine.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,8 +60,11 @@ def _command_errors(line: str, root) -> list[str]:
     if hasattr(cmd, "commands") and words not in ([], ["--help"]):  # a group named alone is fine
         return [f"`{line}` names no command"]
     known = {"--help"} | {opt for p in cmd.params for opt in (*p.opts, *getattr(p, "secondary_opts", []))}
-    return [f"`{line}`: {' '.join(path)} has no option {w}" for w in words
-            if w.startswith("--") and w.split("=")[0] not in known]
+    return [
+        f"`{line}`: {' '.join(path)} has no option {w}"
+        for w in words
+        if w.startswith("--") and w.split("=")[0] not in known
+    ]
 
 
 def test_every_page_shows_only_real_commands_and_options():
@@ -81,7 +84,9 @@ def test_the_command_check_catches_a_wrong_command_or_option():
     assert _command_errors("vhmine -v mine --index x --clip 0.9", root) == []
     assert _command_errors("vhmine workers add alice --admin", root) == []
     assert _command_errors("vhmine export --no-near-dups --out b", root) == []
-    assert _command_errors("vhmine mine --clips 0.9", root) == ["`vhmine mine --clips 0.9`: vhmine mine has no option --clips"]
+    assert _command_errors("vhmine mine --clips 0.9", root) == [
+        "`vhmine mine --clips 0.9`: vhmine mine has no option --clips"
+    ]
     assert _command_errors("vhmine workers ad alice", root) == ["`vhmine workers ad alice` names no command"]
     cmds = _commands("    vhmine seed --pairs p   # a comment\n```bash\nvhmine eval --bench b \\\n  --rule pope\n```\n")
     assert cmds == ["vhmine eval --bench b --rule pope", "vhmine seed --pairs p"]
@@ -102,16 +107,22 @@ def test_pages_use_only_what_a_clone_has():
 
 # --- the site ------------------------------------------------------------------------------------------
 
+
 def _mkdocs_build(config: Path, site: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(site)],
-                          capture_output=True, text=True, timeout=300, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(site)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
 
 
 def _nav_pages(nav) -> list[str]:
     out = []
     for entry in nav:
-        for value in (entry.values() if isinstance(entry, dict) else [entry]):
+        for value in entry.values() if isinstance(entry, dict) else [entry]:
             out += _nav_pages(value) if isinstance(value, list) else [value]
     return out
 
@@ -141,6 +152,7 @@ def test_the_strict_build_fails_on_a_broken_link_and_a_page_outside_the_nav(tmp_
 
 # --- the CLI reference ---------------------------------------------------------------------------------
 
+
 def _cli_reference():
     spec = importlib.util.spec_from_file_location("cli_reference", ROOT / "scripts" / "cli_reference.py")
     mod = importlib.util.module_from_spec(spec)
@@ -149,8 +161,13 @@ def _cli_reference():
 
 
 def test_the_cli_reference_is_what_the_cli_says_now():
-    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "cli_reference.py"), "--check"], capture_output=True,
-                         text=True, timeout=120, cwd=ROOT)
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "cli_reference.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert res.returncode == 0, res.stdout + res.stderr + "\n(run: python scripts/cli_reference.py)"
     text = (DOCS / "cli.md").read_text(encoding="utf-8")
     root = typer.main.get_command(app)
@@ -173,6 +190,7 @@ def test_the_cli_reference_check_fails_on_a_stale_page(tmp_path, capsys):
 
 # --- the import layers of docs/architecture.md -----------------------------------------------------------
 
+
 def _layer_table(text: str) -> list[tuple[int, str, list[str], set[str]]]:
     """(layer, name, module names, names of the layers it may import) per row of the `| layer | name |` table."""
     rows = []
@@ -192,12 +210,19 @@ def layer_violations(rows, mods, edges) -> list[str]:
     bad = []
     for n, name, _, allowed in rows:
         bad += [f"row {name!r} may import {a!r}, which is no row" for a in allowed if a not in layer]
-        bad += [f"row {name!r} (layer {n}) may import {a!r}, which is not below it"
-                for a in allowed if a in layer and layer[a] >= n]
+        bad += [
+            f"row {name!r} (layer {n}) may import {a!r}, which is not below it"
+            for a in allowed
+            if a in layer and layer[a] >= n
+        ]
 
     def row_of(mod: str):
-        hits = [(len(p), name) for name, ps in full.items() for p in ps
-                if mod == p or (p != top and mod.startswith(p + "."))]
+        hits = [
+            (len(p), name)
+            for name, ps in full.items()
+            for p in ps
+            if mod == p or (p != top and mod.startswith(p + "."))
+        ]
         return max(hits)[1] if hits else None
 
     where = {m: row_of(m) for m in mods}
@@ -207,15 +232,19 @@ def layer_violations(rows, mods, edges) -> list[str]:
         for t in sorted(targets):
             a, b = where.get(mod), where.get(t)
             if a and b and b != a and b not in allowed_of[a]:
-                bad.append(f"{mod} ({a}, layer {layer[a]}) imports {t} ({b}, layer {layer[b]}): "
-                           f"the table says {a} may import {', '.join(sorted(allowed_of[a])) or 'nothing'}")
+                bad.append(
+                    f"{mod} ({a}, layer {layer[a]}) imports {t} ({b}, layer {layer[b]}): "
+                    f"the table says {a} may import {', '.join(sorted(allowed_of[a])) or 'nothing'}"
+                )
         # importing a module runs its packages' __init__ first: one above the module's layer must import nothing
         parts = mod.split(".")
         for i in range(1, len(parts)):
             pkg = ".".join(parts[:i])
             if where.get(pkg) and where.get(mod) and layer[where[pkg]] > layer[where[mod]] and edges.get(pkg):
-                bad.append(f"{pkg} (layer {layer[where[pkg]]}) imports {sorted(edges[pkg])} in its __init__, "
-                           f"so importing {mod} (layer {layer[where[mod]]}) reaches above its layer")
+                bad.append(
+                    f"{pkg} (layer {layer[where[pkg]]}) imports {sorted(edges[pkg])} in its __init__, "
+                    f"so importing {mod} (layer {layer[where[mod]]}) reaches above its layer"
+                )
     return sorted(set(bad))
 
 
@@ -237,8 +266,10 @@ def test_the_layer_check_catches_an_upward_import_and_a_module_in_no_row(tmp_pat
     (pkg / "errors.py").write_text("")
     (pkg / "low" / "a.py").write_text("from pkg import errors\n")
     (pkg / "high" / "b.py").write_text("from pkg.low import a\n")
-    rows = _layer_table("| 0 | vocabulary | `pkg`, `errors` | — |\n| 1 | low | `low` | vocabulary |\n"
-                        "| 2 | high | `high` | vocabulary, low |\n")
+    rows = _layer_table(
+        "| 0 | vocabulary | `pkg`, `errors` | — |\n| 1 | low | `low` | vocabulary |\n"
+        "| 2 | high | `high` | vocabulary, low |\n"
+    )
     mods = module_files(pkg)
     assert layer_violations(rows, mods, import_graph(mods)) == []
     (pkg / "low" / "a.py").write_text("def f():\n    from pkg.high import b\n")  # upward, inside a function
@@ -248,4 +279,5 @@ def test_the_layer_check_catches_an_upward_import_and_a_module_in_no_row(tmp_pat
     assert "pkg.stray is in no row of the table" in found
     bad_claim = _layer_table("| 0 | vocabulary | `pkg`, `errors` | high |\n| 1 | high | `high` | vocabulary |\n")
     assert "row 'vocabulary' (layer 0) may import 'high', which is not below it" in layer_violations(
-        bad_claim, {"pkg": pkg / "__init__.py"}, {})
+        bad_claim, {"pkg": pkg / "__init__.py"}, {}
+    )

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers import copy_photos, embed_options, sha_of
 from typer.testing import CliRunner
 
 from vhmine import curate as C
@@ -13,8 +14,6 @@ from vhmine.cli import app
 from vhmine.embed.job import embed_collection
 from vhmine.errors import InputError
 from vhmine.export.job import ExportOptions, export_benchmark
-
-from helpers import copy_photos, embed_options, sha_of
 
 
 def _tree(folder: Path) -> dict:
@@ -43,8 +42,11 @@ def test_export_replace_refuses_a_folder_holding_a_users_file(mined):
     mine = tmp / "my-benchmark"
     mine.mkdir()
     (mine / "notes.txt").write_text("a week of notes")
-    with pytest.raises(InputError, match=r"my-benchmark: the folder exists and is not an export that `vhmine export` wrote .*"
-                                         r"it holds notes\.txt\..*choose another --out.*remove that folder yourself"):
+    with pytest.raises(
+        InputError,
+        match=r"my-benchmark: the folder exists and is not an export that `vhmine export` wrote .*"
+        r"it holds notes\.txt\..*choose another --out.*remove that folder yourself",
+    ):
         export_benchmark(store, ExportOptions(out=mine, **opts))
     assert (mine / "notes.txt").read_text() == "a week of notes" and [p.name for p in mine.iterdir()] == ["notes.txt"]
     # an earlier export is replaced; one a user has since added a file to is not
@@ -53,7 +55,9 @@ def test_export_replace_refuses_a_folder_holding_a_users_file(mined):
     export_benchmark(store, ExportOptions(out=out, **opts))
     (out / "data" / "my-labels.csv").write_text("id,label\n")
     before = _tree(out)
-    with pytest.raises(InputError, match=r"also holds files that vhmine export did not write there \(data/my-labels\.csv\)"):
+    with pytest.raises(
+        InputError, match=r"also holds files that vhmine export did not write there \(data/my-labels\.csv\)"
+    ):
         export_benchmark(store, ExportOptions(out=out, **opts))
     assert _tree(out) == before
     assert not [p for p in tmp.iterdir() if p.name.startswith((".bench", ".my-benchmark"))]
@@ -64,8 +68,9 @@ def test_export_replace_refuses_the_data_folder_that_holds_the_store(mined):
     data = tmp / "data"
     before = _tree(data)
     assert "vhmine.db" in before
-    r = CliRunner().invoke(app, ["export", "--db", store.url, "--out", str(data), "--format", "hf", "--kind", "oeq",
-                                 "--replace"])
+    r = CliRunner().invoke(
+        app, ["export", "--db", store.url, "--out", str(data), "--format", "hf", "--kind", "oeq", "--replace"]
+    )
     assert r.exit_code == 2, r.output
     assert "holds the curation store (vhmine.db" in r.output and "choose another --out" in r.output, r.output
     assert _tree(data) == before
@@ -87,8 +92,23 @@ def test_embed_never_writes_into_a_folder_that_is_not_an_index(mined, tiny_model
     """`--indexes . --name data` would put index files into (and delete manifest.json from) the user's folder."""
     tmp, photos, _ = mined
     before = _tree(tmp / "data")
-    r = CliRunner().invoke(app, ["embed", str(photos), "--name", "data", "--indexes", str(tmp),
-                                 "--clip-model", tiny_models[0], "--dino-model", tiny_models[1], "--workers", "0"])
+    r = CliRunner().invoke(
+        app,
+        [
+            "embed",
+            str(photos),
+            "--name",
+            "data",
+            "--indexes",
+            str(tmp),
+            "--clip-model",
+            tiny_models[0],
+            "--dino-model",
+            tiny_models[1],
+            "--workers",
+            "0",
+        ],
+    )
     assert r.exit_code == 2, r.output
     assert "is not an index that `vhmine embed` wrote" in r.output and "holds the curation store (vhmine.db" in r.output
     assert "choose another --name" in r.output
@@ -130,7 +150,9 @@ def _published_after_fsync(events, final: Path):
     src = events[k][1]
     synced = [e[1] for e in events[:k] if e[0] == "fsync"]
     assert src in synced, f"{src} was not fsynced before it became {final}: {events}"
-    assert ("fsync", str(Path(final).parent)) in events[k + 1:], f"the folder of {final} was not fsynced after: {events}"
+    assert ("fsync", str(Path(final).parent)) in events[k + 1 :], (
+        f"the folder of {final} was not fsynced after: {events}"
+    )
     return src, synced
 
 
@@ -153,7 +175,13 @@ def test_index_manifest_export_and_run_are_flushed_before_they_are_published(min
 def test_embed_manifest_is_flushed_before_it_is_published(tmp_path, photos_dir, tiny_models, disk_log):
     photos = copy_photos(tmp_path / "photos", photos_dir)
     embed_collection(embed_options(photos, tmp_path / "idx", tiny_models, name="c"))
-    for name in ("manifest.json", "images.parquet", "clip.faiss", "work/plan.parquet", "work/shards/part-00000.parquet"):
+    for name in (
+        "manifest.json",
+        "images.parquet",
+        "clip.faiss",
+        "work/plan.parquet",
+        "work/shards/part-00000.parquet",
+    ):
         _published_after_fsync(disk_log, tmp_path / "idx" / "c" / name)
 
 

@@ -61,8 +61,19 @@ def test_embed_on_cuda_matches_cpu_within_half_precision(tmp_path, photos_dir, t
 
     clip, dino = tiny_models
     for dev in ("cpu", "cuda"):
-        embed_collection(EmbedOptions(images=photos_dir, name=dev, indexes=tmp_path / "idx", clip_model=clip,
-                                      dino_model=dino, device=dev, workers=0, batch_size=4, progress=False))
+        embed_collection(
+            EmbedOptions(
+                images=photos_dir,
+                name=dev,
+                indexes=tmp_path / "idx",
+                clip_model=clip,
+                dino_model=dino,
+                device=dev,
+                workers=0,
+                batch_size=4,
+                progress=False,
+            )
+        )
     cpu, on_gpu = open_index(tmp_path / "idx", "cpu"), open_index(tmp_path / "idx", "cuda")
     pd.testing.assert_series_equal(cpu.images["sha256"], on_gpu.images["sha256"])  # same rows, same order
     assert "bfloat16" in str(on_gpu.manifest) or "float16" in str(on_gpu.manifest)  # the dtype as run is recorded
@@ -77,17 +88,35 @@ def test_embed_on_cuda_matches_cpu_within_half_precision(tmp_path, photos_dir, t
 @pytest.mark.gpu
 @pytest.mark.skipif(not _cuda(), reason="no CUDA device")
 def test_mine_local_engine_on_cuda_writes_the_cpu_pairs(tmp_path):
+    from helpers import make_index
     from typer.testing import CliRunner
 
-    from helpers import make_index
     from vhmine.cli import app
 
     clip, dino = _clustered(300, 64, 2), _clustered(300, 48, 3)
     make_index(tmp_path / "idx", "syn", clip, dino, root=tmp_path / "imgs")
     runner = CliRunner()
     for dev in ("cpu", "cuda"):
-        res = runner.invoke(app, ["mine", "--index", "syn", "--indexes", str(tmp_path / "idx"), "--clip", "0.8",
-                                  "--dino", "0.5", "--engine", "local", "--device", dev, "--out", str(tmp_path / dev)])
+        res = runner.invoke(
+            app,
+            [
+                "mine",
+                "--index",
+                "syn",
+                "--indexes",
+                str(tmp_path / "idx"),
+                "--clip",
+                "0.8",
+                "--dino",
+                "0.5",
+                "--engine",
+                "local",
+                "--device",
+                dev,
+                "--out",
+                str(tmp_path / dev),
+            ],
+        )
         assert res.exit_code == 0, res.output
     cpu, cuda = (pd.read_parquet(tmp_path / d / "pairs.parquet") for d in ("cpu", "cuda"))
     assert len(cpu) > 5
@@ -95,6 +124,7 @@ def test_mine_local_engine_on_cuda_writes_the_cpu_pairs(tmp_path):
 
 
 # --- the check script's plumbing, on any machine ----------------------------------------------------
+
 
 def test_gpu_marker_is_registered_and_check_script_parses():
     markers = [line for line in (ROOT / "pyproject.toml").read_text().splitlines() if line.startswith("markers")]
@@ -106,12 +136,18 @@ def test_gpu_marker_is_registered_and_check_script_parses():
 @pytest.mark.skipif(_cuda(), reason="checks the no-CUDA path")
 def test_check_script_without_cuda_skips_every_part_and_exits_2():
     env = {**os.environ, "PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
-    res = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh")], capture_output=True, text=True,
-                         env=env, timeout=300)
+    res = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "gpu_check.sh")], capture_output=True, text=True, env=env, timeout=300
+    )
     out = res.stdout + res.stderr
     assert res.returncode == 2, out
-    for part in ("SKIP 1 mine: no CUDA device", "SKIP 2 embed: no CUDA device", "SKIP 3 tests:",
-                 "SKIP 4 faiss-gpu: no CUDA device (faiss.get_num_gpus() == ", "SKIP 5 ray: no CUDA device"):
+    for part in (
+        "SKIP 1 mine: no CUDA device",
+        "SKIP 2 embed: no CUDA device",
+        "SKIP 3 tests:",
+        "SKIP 4 faiss-gpu: no CUDA device (faiss.get_num_gpus() == ",
+        "SKIP 5 ray: no CUDA device",
+    ):
         assert part in out, out
     assert "FAIL" not in out, out
 
@@ -123,13 +159,21 @@ def test_check_script_dry_run_runs_the_faiss_and_ray_parts_on_the_cpu():
     reading equals the float64 brute force of its tiles (the plumbing of what runs on the GPU machine)."""
     pytest.importorskip("ray")
     env = {**os.environ, "PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
-    res = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh"), "--cpu-dry-run"], capture_output=True,
-                         text=True, env=env, timeout=600)
+    res = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "gpu_check.sh"), "--cpu-dry-run"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     out = res.stdout + res.stderr
     assert "the same neighbours as the CPU: True" in out and "DRY 4 faiss-gpu:" in out, out
     for name in ("random", "clip-shaped"):  # part 1: pairs exact, and the miner timed against its floor
-        m = re.search(rf"DRY 1 mine \({name}\): .*identical to the float64 brute force: (\w+); floor "
-                      rf"([0-9.]+) s, vs floor \([a-z0-9-]+\): ([0-9.]+) x; products kernel: ", out)
+        m = re.search(
+            rf"DRY 1 mine \({name}\): .*identical to the float64 brute force: (\w+); floor "
+            rf"([0-9.]+) s, vs floor \([a-z0-9-]+\): ([0-9.]+) x; products kernel: ",
+            out,
+        )
         assert m and m[1] == "True" and float(m[2]) > 0 and float(m[3]) > 0, out
     assert "DRY 5 ray: N=30,000 on cpu, 3 of 21 tiles" in out, out
     assert "identical to the float64 brute force of those tiles: True" in out, out

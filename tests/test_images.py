@@ -266,8 +266,17 @@ def test_result_is_detached_rgb(astronaut):
 
 
 def test_list_images(tmp_path):
-    for rel in ("b.jpg", "a/z.PNG", "a/y.jpeg", "a-b.webp", "c/d/e.JpG", "notes.txt",
-                ".hidden.jpg", ".cache/x.jpg", "c/.thumbs/t.jpg"):
+    for rel in (
+        "b.jpg",
+        "a/z.PNG",
+        "a/y.jpeg",
+        "a-b.webp",
+        "c/d/e.JpG",
+        "notes.txt",
+        ".hidden.jpg",
+        ".cache/x.jpg",
+        "c/.thumbs/t.jpg",
+    ):
         path = tmp_path / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"x")

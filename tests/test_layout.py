@@ -13,7 +13,21 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "vhmine"
-STAGES = ("data", "index", "embed", "mine", "store", "curate", "models", "manipulate", "export", "formats", "eval", "cli", "apps")
+STAGES = (
+    "data",
+    "index",
+    "embed",
+    "mine",
+    "store",
+    "curate",
+    "models",
+    "manipulate",
+    "export",
+    "formats",
+    "eval",
+    "cli",
+    "apps",
+)
 
 
 def module_files(root: Path = PACKAGE) -> dict[str, Path]:
@@ -83,6 +97,7 @@ def private_imports(mods: dict[str, Path]) -> list[str]:
             target = _resolve(t, mods)
             if not target or target == mod or package_of(target, mods) == package_of(mod, mods):
                 continue
+
             def private(part: str) -> bool:
                 return part.startswith("_") and not part.endswith("__")  # __version__ is public
 
@@ -188,9 +203,15 @@ def test_no_folder_imports_a_folder_that_imports_it_back():
     lines = []
     for comp in found:
         lines.append("  " + " <-> ".join(comp))
-        lines += [f"    {a} -> {b}" for a in sorted(edges) for b in sorted(edges[a])
-                  if folder_of(a, mods) in comp and folder_of(b, mods) in comp and folder_of(a, mods) != folder_of(b, mods)]
-    assert not found, "folders in an import cycle (move the shared piece into vhmine/rules or below):\n" + "\n".join(lines)
+        lines += [
+            f"    {a} -> {b}"
+            for a in sorted(edges)
+            for b in sorted(edges[a])
+            if folder_of(a, mods) in comp and folder_of(b, mods) in comp and folder_of(a, mods) != folder_of(b, mods)
+        ]
+    assert not found, "folders in an import cycle (move the shared piece into vhmine/rules or below):\n" + "\n".join(
+        lines
+    )
 
 
 def nested_folder_graph(mods: dict[str, Path], edges: dict[str, set[str]]) -> dict[str, set[str]]:
@@ -233,7 +254,8 @@ def test_no_subfolder_imports_a_folder_that_imports_it_back():
     edges = import_graph(mods)
     found = cycles(nested_folder_graph(mods, edges))
     assert not found, "folders in an import cycle (move the shared piece below both):\n" + "\n".join(
-        "  " + " <-> ".join(comp) for comp in found)
+        "  " + " <-> ".join(comp) for comp in found
+    )
 
 
 def test_private_import_finder_sees_private_modules_and_names_across_packages(tmp_path):
@@ -270,15 +292,17 @@ def test_a_folder_per_stage_each_saying_what_it_reads_and_writes():
 def test_no_submodule_hides_a_name_its_package_exports():
     # `from vhmine import curate as C; C.agreement(...)` must stay the function even once a module
     # of that name would have been imported: so no submodule may share a name its package exports
-    code = ("import inspect, pkgutil\n"
-            "import vhmine.curate, vhmine.llm, vhmine.formats, vhmine.manipulate, vhmine.store, vhmine.cli\n"
-            "import vhmine.eval.predictions\n"
-            "bad = []\n"
-            "for pkg in (vhmine.curate, vhmine.llm, vhmine.formats, vhmine.manipulate, vhmine.store, vhmine.cli,\n"
-            "            vhmine.eval.predictions):\n"
-            "    exported = {n for n, o in vars(pkg).items() if not n.startswith('_') and not inspect.ismodule(o)}\n"
-            "    bad += [pkg.__name__ + '.' + m.name for m in pkgutil.iter_modules(pkg.__path__) if m.name in exported]\n"
-            "print('BAD', bad)\n")
+    code = (
+        "import inspect, pkgutil\n"
+        "import vhmine.curate, vhmine.llm, vhmine.formats, vhmine.manipulate, vhmine.store, vhmine.cli\n"
+        "import vhmine.eval.predictions\n"
+        "bad = []\n"
+        "for pkg in (vhmine.curate, vhmine.llm, vhmine.formats, vhmine.manipulate, vhmine.store, vhmine.cli,\n"
+        "            vhmine.eval.predictions):\n"
+        "    exported = {n for n, o in vars(pkg).items() if not n.startswith('_') and not inspect.ismodule(o)}\n"
+        "    bad += [pkg.__name__ + '.' + m.name for m in pkgutil.iter_modules(pkg.__path__) if m.name in exported]\n"
+        "print('BAD', bad)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO).stdout
     assert "BAD []" in out, out
 
@@ -327,8 +351,11 @@ def test_the_local_and_ray_runs_are_siblings_over_a_join_that_knows_no_runs():
         assert outside <= vocabulary, (mod, outside - vocabulary)
     # the Ray engine reads an index through vhmine.index, and knows no run folder
     for mod in (m for m in module_files() if m.startswith("vhmine.mine.ray.")):
-        above = {t for t in _reach(edges, mod) if t.startswith("vhmine.mine.") and not t.startswith(("vhmine.mine.ray.",
-                                                                                                 "vhmine.mine.join"))}
+        above = {
+            t
+            for t in _reach(edges, mod)
+            if t.startswith("vhmine.mine.") and not t.startswith(("vhmine.mine.ray.", "vhmine.mine.join"))
+        }
         assert not above, (mod, above)
 
 

@@ -10,19 +10,30 @@ import json
 import time
 
 import pytest
-from hypothesis import given, settings, strategies as st
-
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from openai_server import API_KEY, chat_images, png_bytes
 
 from vhmine import llm as L
 from vhmine.errors import (
-    CostCapError, InputError, LLMAuthError, LLMMalformedError, LLMRefusalError, LLMUnavailableError,
+    CostCapError,
+    InputError,
+    LLMAuthError,
+    LLMMalformedError,
+    LLMRefusalError,
+    LLMUnavailableError,
 )
 
 
 def _llm(srv, tmp_path, **kw):
-    opts = dict(model="fake-vlm", base_url=srv.base_url, cache=tmp_path / "cache.db", retry_wait_s=0.01,
-                timeout_s=0.5, progress=False)
+    opts = dict(
+        model="fake-vlm",
+        base_url=srv.base_url,
+        cache=tmp_path / "cache.db",
+        retry_wait_s=0.01,
+        timeout_s=0.5,
+        progress=False,
+    )
     opts.update(kw)
     return L.LLM(L.LLMOptions(**opts))
 
@@ -72,8 +83,11 @@ def test_retries_are_bounded_and_back_off_grows(openai_server, tmp_path):
     srv.faults = ["500"] * 10
     with _llm(srv, tmp_path, max_retries=3, retry_wait_s=0.05, max_wait_s=10) as llm:
         t = time.monotonic()
-        with pytest.raises(LLMUnavailableError, match=r"^fake-vlm at http://127\.0\.0\.1:\d+/v1 failed 4 times "
-                           r"\(last: HTTP 500: The server had an error\); rerun later, or lower --concurrency$"):
+        with pytest.raises(
+            LLMUnavailableError,
+            match=r"^fake-vlm at http://127\.0\.0\.1:\d+/v1 failed 4 times "
+            r"\(last: HTTP 500: The server had an error\); rerun later, or lower --concurrency$",
+        ):
             llm.chat(L.ChatRequest("What is it?"))
         waited = time.monotonic() - t
         [fail] = llm.cache.failures()
@@ -89,10 +103,15 @@ def test_retries_are_bounded_and_back_off_grows(openai_server, tmp_path):
 def test_refusals_and_content_policy_are_not_retried(openai_server, tmp_path):
     srv = openai_server
     with _llm(srv, tmp_path) as llm:
-        with pytest.raises(LLMRefusalError, match=r"gave no answer: I can't help with that\. \(finish_reason content_filter\)"):
+        with pytest.raises(
+            LLMRefusalError, match=r"gave no answer: I can't help with that\. \(finish_reason content_filter\)"
+        ):
             llm.chat(L.ChatRequest("Please REFUSE this"))
-        with pytest.raises(LLMRefusalError, match=r"^content policy: dall-e-3 at .* rejected the request \(Your request "
-                           r"was rejected as a result of our safety system\.\)$"):
+        with pytest.raises(
+            LLMRefusalError,
+            match=r"^content policy: dall-e-3 at .* rejected the request \(Your request "
+            r"was rejected as a result of our safety system\.\)$",
+        ):
             llm.image(L.ImageRequest("a FORBIDDEN thing", model="dall-e-3"))
         outs = llm.chat_many([L.ChatRequest("one"), L.ChatRequest("REFUSE two"), L.ChatRequest("three")])
         assert [o.status for o in outs] == ["ok", "refused", "ok"]
@@ -138,11 +157,16 @@ def test_cost_cap_stops_before_spending_past_it(openai_server, tmp_path):
         assert isinstance(outs[3].error, CostCapError)
         assert "rerun with a higher --max-cost to continue" in outs[3].reason
     assert len(srv.chats()) == 3
-    with _llm(srv, tmp_path, prices=prices, max_cost=0.5, concurrency=1, max_tokens=1) as llm:  # a rerun pays for the rest
+    with _llm(
+        srv, tmp_path, prices=prices, max_cost=0.5, concurrency=1, max_tokens=1
+    ) as llm:  # a rerun pays for the rest
         assert all(o.ok for o in llm.chat_many(reqs)) and llm.stats.cached == 3
         assert llm.spent == pytest.approx(0.03)
-    with pytest.raises(InputError, match=r"^--max-cost needs a price for other-model, which the built-in table lacks: "
-                       r"pass --prices FILE"):
+    with pytest.raises(
+        InputError,
+        match=r"^--max-cost needs a price for other-model, which the built-in table lacks: "
+        r"pass --prices FILE",
+    ):
         _llm(srv, tmp_path, max_cost=1.0).check_prices(["other-model"])
 
 
@@ -206,8 +230,15 @@ def test_endpoint_down_is_retried_then_the_run_stops(tmp_path, monkeypatch):
     port = s.getsockname()[1]
     s.close()  # nothing listens there now
     monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
-    opts = L.LLMOptions(model="m", base_url=f"http://127.0.0.1:{port}/v1", cache=tmp_path / "c.db", retry_wait_s=0.01,
-                        max_retries=1, concurrency=1, progress=False)
+    opts = L.LLMOptions(
+        model="m",
+        base_url=f"http://127.0.0.1:{port}/v1",
+        cache=tmp_path / "c.db",
+        retry_wait_s=0.01,
+        max_retries=1,
+        concurrency=1,
+        progress=False,
+    )
     with L.LLM(opts) as llm:
         outs = llm.chat_many([L.ChatRequest(f"q{i}") for i in range(6)])
         assert llm.stats.sent == 6  # three requests x two attempts, then the run stops
@@ -227,7 +258,10 @@ def test_endpoint_with_a_key_in_its_path_is_recorded_without_it():
     assert L.safe_endpoint(f"https://gw.example.com/v1/{key}") == "https://gw.example.com/v1/sk-***"
     assert L.safe_endpoint("https://gw.example.com/api-key/Zq81xw7Hk2/v1") == "https://gw.example.com/api-key/***/v1"
     google = "AIza" + "Sy" + "D3f9kLm2nOp5qRs8tUv1wXy4zAb7cDe0fGh"
-    assert L.safe_endpoint(f"https://gw.example.com/{google}/v1beta/openai") == "https://gw.example.com/AIza***/v1beta/openai"
+    assert (
+        L.safe_endpoint(f"https://gw.example.com/{google}/v1beta/openai")
+        == "https://gw.example.com/AIza***/v1beta/openai"
+    )
     assert L.safe_endpoint(f"https://gw.example.com/hf_{'a1B2c3D4e5' * 3}/v1") == "https://gw.example.com/hf_***/v1"
     # what is no key stays as it is: deployment names, versions
     kept = "https://x.openai.azure.com/openai/deployments/gpt-4o-mini-2024-07-18/chat?api-version=2024-06-01"
@@ -239,8 +273,11 @@ def test_an_unreadable_image_answer_is_retried_and_never_cached(openai_server, t
     srv = openai_server
     srv.faults = ["bad-image", "bad-image"]
     with _llm(srv, tmp_path, max_retries=1) as llm:
-        with pytest.raises(LLMMalformedError, match=r"^dall-e-3 at .* sent an unreadable answer 2 times \(last: "
-                           r"the b64_json image cannot be decoded"):
+        with pytest.raises(
+            LLMMalformedError,
+            match=r"^dall-e-3 at .* sent an unreadable answer 2 times \(last: "
+            r"the b64_json image cannot be decoded",
+        ):
             llm.image(L.ImageRequest("a cup", model="dall-e-3"))
     srv.faults = ["bad-image"]
     with _llm(srv, tmp_path) as llm:  # a rerun asks again (nothing bad was cached) and gets a real image
@@ -261,7 +298,9 @@ def test_missing_openai_package_gets_the_pip_hint(openai_server, tmp_path, monke
 
     monkeypatch.setitem(sys.modules, "openai", None)  # `import openai` now fails as if it were not installed
     with _llm(openai_server, tmp_path) as llm:
-        with pytest.raises(InputError, match=r"^model access needs the openai package: pip install 'vhmine\[models\]'$"):
+        with pytest.raises(
+            InputError, match=r"^model access needs the openai package: pip install 'vhmine\[models\]'$"
+        ):
             llm.chat(L.ChatRequest("q"))
 
 
@@ -281,18 +320,32 @@ def test_a_negative_retry_after_does_not_crash_the_back_off(tmp_path):
 
 def test_the_cache_key_holds_the_endpoint_without_credentials_and_old_answers_stay_found(tmp_path, two_servers):
     a, b = two_servers
-    assert L.safe_endpoint("https://u:pw@GW.example.com:443/v1/?api-key=abc&token=t&api-version=2024-06-01") == \
-        "https://gw.example.com/v1?api-version=2024-06-01"
+    assert (
+        L.safe_endpoint("https://u:pw@GW.example.com:443/v1/?api-key=abc&token=t&api-version=2024-06-01")
+        == "https://gw.example.com/v1?api-version=2024-06-01"
+    )
     assert L.safe_endpoint("http://127.0.0.1:8000/v1?sig=s3cret") == "http://127.0.0.1:8000/v1"
     # an answer an older vhmine cached (key without the endpoint) is found on the endpoint it came from only
     from vhmine.llm.cache import legacy_request_key
 
     with L.LLM(L.LLMOptions(model="m", base_url=a.base_url, cache=tmp_path / "c.db", progress=False)) as llm:
         req = L.ChatRequest("Old question?")
-        payload = {"system": None, "prompt": req.prompt, "images": [],
-                   "params": {"temperature": 0.0, "max_tokens": 512}, "max_image_bytes": L.MAX_IMAGE_BYTES}
-        record = {"text": "an old answer from a", "prompt_tokens": 1, "completion_tokens": 1, "finish_reason": "stop",
-                  "served_model": "m", "images": [], "cost": 0.0}
+        payload = {
+            "system": None,
+            "prompt": req.prompt,
+            "images": [],
+            "params": {"temperature": 0.0, "max_tokens": 512},
+            "max_image_bytes": L.MAX_IMAGE_BYTES,
+        }
+        record = {
+            "text": "an old answer from a",
+            "prompt_tokens": 1,
+            "completion_tokens": 1,
+            "finish_reason": "stop",
+            "served_model": "m",
+            "images": [],
+            "cost": 0.0,
+        }
         llm.cache.put(legacy_request_key("chat", "m", payload), "chat", "m", a.base_url, payload, record, 0.0)
         assert llm.chat(req).text == "an old answer from a" and a.requests == []
     with L.LLM(L.LLMOptions(model="m", base_url=b.base_url, cache=tmp_path / "c.db", progress=False)) as llm:
@@ -302,16 +355,23 @@ def test_the_cache_key_holds_the_endpoint_without_credentials_and_old_answers_st
 def test_concurrent_failures_count_exactly_and_the_first_stop_reason_holds(openai_server, tmp_path):
     srv = openai_server
     srv.faults = ["500"] * 200  # every request fails; no retries: each failure is one streak step
-    with L.LLM(L.LLMOptions(model="m", base_url=srv.base_url, cache=tmp_path / "c.db", max_retries=0, concurrency=8,
-                            progress=False)) as llm:
+    with L.LLM(
+        L.LLMOptions(
+            model="m", base_url=srv.base_url, cache=tmp_path / "c.db", max_retries=0, concurrency=8, progress=False
+        )
+    ) as llm:
         outs = llm.chat_many([L.ChatRequest(f"q{i}") for i in range(64)])
         sent = len(srv.chats())
         assert llm.stats.sent == sent and llm.down_streak == sent  # every failure counted once
-        assert str(llm.stopped).endswith("is down (8 requests in a row failed, last: HTTP 500: The server had an "
-                                         "error); rerun when it is back")
+        assert str(llm.stopped).endswith(
+            "is down (8 requests in a row failed, last: HTTP 500: The server had an error); rerun when it is back"
+        )
     assert 8 <= sent < 64 and [o.status for o in outs] == ["unavailable"] * 64
     not_sent = {o.reason for o in outs if o.reason.startswith("not sent: ")}
-    assert not_sent == {f"not sent: {llm.stopped}"} and len([o for o in outs if o.reason.startswith("not sent")]) == 64 - sent
+    assert (
+        not_sent == {f"not sent: {llm.stopped}"}
+        and len([o for o in outs if o.reason.startswith("not sent")]) == 64 - sent
+    )
 
 
 def test_concurrent_answers_settle_the_budget_exactly(openai_server, tmp_path):
@@ -319,8 +379,17 @@ def test_concurrent_answers_settle_the_budget_exactly(openai_server, tmp_path):
     srv.usage = (1000, 0)
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({"m": {"input": 1.0, "output": 0.0}}))  # $0.001 a request
-    with L.LLM(L.LLMOptions(model="m", base_url=srv.base_url, cache=tmp_path / "c.db", concurrency=8, max_cost=10.0,
-                            prices=prices, progress=False)) as llm:
+    with L.LLM(
+        L.LLMOptions(
+            model="m",
+            base_url=srv.base_url,
+            cache=tmp_path / "c.db",
+            concurrency=8,
+            max_cost=10.0,
+            prices=prices,
+            progress=False,
+        )
+    ) as llm:
         outs = llm.chat_many([L.ChatRequest(f"q{i}") for i in range(120)])
         assert all(o.ok for o in outs) and llm.stats.sent == 120 and llm.down_streak == 0
         assert llm.spent == pytest.approx(0.12, abs=1e-12) and llm.budget._reserved == pytest.approx(0.0, abs=1e-12)
@@ -331,8 +400,9 @@ def _slow_run(srv, tmp_path, n, concurrency, max_retries, timeout_s, retry_wait_
     import openai  # noqa: F401  (imported before the clock starts: the bound is on waiting for the endpoint)
 
     srv.delay_s = 30.0
-    with _llm(srv, tmp_path, concurrency=concurrency, max_retries=max_retries, timeout_s=timeout_s,
-              retry_wait_s=retry_wait_s) as llm:
+    with _llm(
+        srv, tmp_path, concurrency=concurrency, max_retries=max_retries, timeout_s=timeout_s, retry_wait_s=retry_wait_s
+    ) as llm:
         t = time.monotonic()
         outs = llm.chat_many([L.ChatRequest(f"q{i} {tmp_path.name}") for i in range(n)])
         took = time.monotonic() - t
@@ -341,48 +411,60 @@ def _slow_run(srv, tmp_path, n, concurrency, max_retries, timeout_s, retry_wait_
 
 def _back_off_s(retry_wait_s: float, k: int) -> float:
     """The most a run can wait in back-off between k requests of one slot: retry_wait_s doubled each retry."""
-    return sum(retry_wait_s * 2 ** a for a in range(k - 1))
+    return sum(retry_wait_s * 2**a for a in range(k - 1))
 
 
 @pytest.mark.parametrize("concurrency", [1, 4])
-def test_an_endpoint_that_does_not_answer_in_time_stops_after_the_time_outs_it_states(openai_server, tmp_path,
-                                                                                       concurrency):
+def test_an_endpoint_that_does_not_answer_in_time_stops_after_the_time_outs_it_states(
+    openai_server, tmp_path, concurrency
+):
     """16 requests, 4 retries each, --timeout 0.5: max(3, concurrency) time-outs in a row stop the run, so it ends
     within that many --timeout periods and their back-off (not 16 x 5 periods), and says so in words."""
     k = max(3, concurrency)
     outs, stop, took, sent = _slow_run(openai_server, tmp_path, 16, concurrency, 4, 0.5, 0.2)
-    assert str(stop) == (f"{openai_server.base_url} does not answer in time: {k} requests in a row timed out after "
-                         "0.5 s each (--timeout), so nothing more is sent; if the model is only slow, raise --timeout "
-                         "or lower --concurrency")
+    assert str(stop) == (
+        f"{openai_server.base_url} does not answer in time: {k} requests in a row timed out after "
+        "0.5 s each (--timeout), so nothing more is sent; if the model is only slow, raise --timeout "
+        "or lower --concurrency"
+    )
     assert k <= sent <= k + concurrency - 1 and len(openai_server.chats()) == sent  # nothing sent after the stop
-    assert took < k * 0.5 + _back_off_s(0.2, k) + 2.0, took  # the stated figure: k requests x 0.5 s (2 s: a loaded machine)
+    assert took < k * 0.5 + _back_off_s(0.2, k) + 2.0, (
+        took
+    )  # the stated figure: k requests x 0.5 s (2 s: a loaded machine)
     assert [o.status for o in outs] == ["unavailable"] * 16
     assert all("Error" not in o.reason and "is down" not in o.reason for o in outs), outs[0].reason
 
 
 @settings(max_examples=8)
 @given(n=st.integers(1, 12), concurrency=st.integers(1, 6), max_retries=st.integers(0, 3))
-def test_property_time_outs_bound_the_run_whatever_the_number_of_requests(openai_server, tmp_path_factory, n,
-                                                                          concurrency, max_retries):
+def test_property_time_outs_bound_the_run_whatever_the_number_of_requests(
+    openai_server, tmp_path_factory, n, concurrency, max_retries
+):
     """Whatever the requests, slots and retries: at most max(3, concurrency) + concurrency - 1 requests are sent to
     an endpoint that never answers in time, and the run ends within k periods of --timeout and their back-off."""
     timeout_s, k = 0.2, max(3, concurrency)
     openai_server.reset()
-    outs, stop, took, sent = _slow_run(openai_server, tmp_path_factory.mktemp("slow"), n, concurrency, max_retries,
-                                       timeout_s, 0.05)
+    outs, stop, took, sent = _slow_run(
+        openai_server, tmp_path_factory.mktemp("slow"), n, concurrency, max_retries, timeout_s, 0.05
+    )
     attempts = n * (max_retries + 1)
     assert sent <= min(attempts, k + concurrency - 1)
     assert took < k * timeout_s + _back_off_s(0.05, k) + 2.0, took
     assert [o.status for o in outs] == ["unavailable"] * n
     if attempts >= k:
-        assert str(stop).startswith(f"{openai_server.base_url} does not answer in time: {k} requests in a row timed out")
+        assert str(stop).startswith(
+            f"{openai_server.base_url} does not answer in time: {k} requests in a row timed out"
+        )
     assert stop is None or "does not answer in time" in str(stop)
 
 
-@pytest.mark.parametrize("fault, got", [
-    ("malformed", "a body that is not JSON ('{\"id\": \"chatcmpl-x\", \"choices\": [ {\"message\":')"),
-    ("no-choices", "an answer with no choices (an empty choices list)"),
-])
+@pytest.mark.parametrize(
+    "fault, got",
+    [
+        ("malformed", 'a body that is not JSON (\'{"id": "chatcmpl-x", "choices": [ {"message":\')'),
+        ("no-choices", "an answer with no choices (an empty choices list)"),
+    ],
+)
 def test_an_unreadable_answer_says_what_came_back(openai_server, tmp_path, fault, got):
     srv = openai_server
     srv.faults = [fault] * 40
@@ -390,7 +472,9 @@ def test_an_unreadable_answer_says_what_came_back(openai_server, tmp_path, fault
         outs = llm.chat_many([L.ChatRequest(f"q{i}") for i in range(8)])
         stop = llm.stopped
     assert outs[0].reason == f"fake-vlm at {srv.base_url} sent an unreadable answer 2 times (last: {got}); rerun later"
-    assert str(stop) == (f"{srv.base_url} answers, but nothing readable (4 requests in a row got {got}): check that "
-                         "--base-url is an OpenAI-compatible endpoint")
+    assert str(stop) == (
+        f"{srv.base_url} answers, but nothing readable (4 requests in a row got {got}): check that "
+        "--base-url is an OpenAI-compatible endpoint"
+    )
     assert [o.status for o in outs] == ["malformed"] * 8 and len(srv.chats()) < 16  # the stop cut the rest short
     assert all("Malformed" not in o.reason and "Error" not in o.reason for o in outs)

@@ -26,19 +26,23 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from openai_server import API_KEY, chat_images, chat_text
 
 MODES = ("counting", "color")
 # mode -> (OEQ template, slots, answer for image A, answer for image B) as alice writes them
-ANNOTATIONS = {"counting": ("counting.how_many", {"object": "cats"}, "3", "2"),
-               "color": ("color.what_color", {"object": "cup"}, "red", "blue")}
-GENERATED = {"counting": ("counting.how_many", {"object": "cups"}, "3"),
-             "color": ("color.what_color", {"object": "cup"}, "red")}
+ANNOTATIONS = {
+    "counting": ("counting.how_many", {"object": "cats"}, "3", "2"),
+    "color": ("color.what_color", {"object": "cup"}, "red", "blue"),
+}
+GENERATED = {
+    "counting": ("counting.how_many", {"object": "cups"}, "3"),
+    "color": ("color.what_color", {"object": "cup"}, "red"),
+}
 VICTIM_SAYS = {"counting": "3", "color": "red"}  # the fake model's answer to every OEQ of a mode
 
 
 # --- the fake model ------------------------------------------------------------------------------
+
 
 def _respond(body: dict) -> str:
     text = chat_text(body)
@@ -74,6 +78,7 @@ def _victim_right(kind: str, mode: str, answers, truth) -> bool:
 
 # --- running the CLI -----------------------------------------------------------------------------
 
+
 class Workdir:
     def __init__(self, root: Path, base_url: str):
         self.root = root
@@ -82,8 +87,14 @@ class Workdir:
         self.logs = root / "logs"
         self.logs.mkdir(parents=True)
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "VHMINE_"))}
-        self.env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OPENAI_API_KEY=API_KEY,
-                        VHMINE_INDEXES=str(root / "indexes"), OMP_NUM_THREADS="2", PYTHONUNBUFFERED="1")
+        self.env.update(
+            HF_HUB_OFFLINE="1",
+            TRANSFORMERS_OFFLINE="1",
+            OPENAI_API_KEY=API_KEY,
+            VHMINE_INDEXES=str(root / "indexes"),
+            OMP_NUM_THREADS="2",
+            PYTHONUNBUFFERED="1",
+        )
         self.n = 0
 
     def vhmine(self, *args: str, db: bool = True, timeout: int = 120) -> subprocess.CompletedProcess:
@@ -93,7 +104,8 @@ class Workdir:
         r = subprocess.run(cmd, cwd=self.root, env=self.env, capture_output=True, text=True, timeout=timeout)
         self.n += 1
         (self.logs / f"{self.n:02d}-{args[0]}.log").write_text(
-            f"$ {' '.join(cmd)}\n# rc {r.returncode}, {time.time() - t0:.1f} s\n{r.stdout}\n--- stderr\n{r.stderr}")
+            f"$ {' '.join(cmd)}\n# rc {r.returncode}, {time.time() - t0:.1f} s\n{r.stdout}\n--- stderr\n{r.stderr}"
+        )
         assert r.returncode == 0, f"vhmine {' '.join(args)} -> {r.returncode}\n{r.stdout}\n{r.stderr}"
         return r
 
@@ -112,6 +124,7 @@ def _rows(w: Workdir, table):
 
 # --- the stages ----------------------------------------------------------------------------------
 
+
 def _demo(w: Workdir):
     import pandas as pd
 
@@ -127,8 +140,18 @@ def _demo(w: Workdir):
         assert all(i == s[:16] for i, s in zip(pairs[f"image_id_{side}"], pairs[f"sha256_{side}"]))
     # `vhmine mine` on the demo's index (found through VHMINE_INDEXES, the only one) with the demo's thresholds
     meta = json.loads((run / "run.json").read_text())
-    w.vhmine("mine", "--clip", repr(meta["clip_threshold"]), "--dino", repr(meta["dino_threshold"]), "--out", "runs/again",
-             "--gallery-size", "0", db=False)
+    w.vhmine(
+        "mine",
+        "--clip",
+        repr(meta["clip_threshold"]),
+        "--dino",
+        repr(meta["dino_threshold"]),
+        "--out",
+        "runs/again",
+        "--gallery-size",
+        "0",
+        db=False,
+    )
     again = pd.read_parquet(w.root / "runs" / "again" / "pairs.parquet")
     key = ["rank", "image_id_a", "image_id_b", "clip_sim", "dino_sim"]
     assert again[key].equals(pairs[key])
@@ -175,13 +198,16 @@ def _curate(w: Workdir, token: str, pairs):
                 item = C.next_item(store, me, mode)
                 assert item is not None and item.pair_id and [v.role for v in item.images] == ["A", "B"]
                 a, b = (v.id for v in item.images)
-                saved = C.save_annotation(store, me, item.task_id, C.Annotation(tpl.id, slots, answers={a: ans_a, b: ans_b}))
+                saved = C.save_annotation(
+                    store, me, item.task_id, C.Annotation(tpl.id, slots, answers={a: ans_a, b: ans_b})
+                )
                 assert len(saved.instance_ids) == 2 and len(saved.draft_ids) == 4
                 drafts = C.pending_drafts(store, me, mode)
                 assert {d.instance_id for d in drafts} == set(saved.draft_ids)
                 assert [d.truth for d in drafts] == [True, False, True, False]  # image A yes/no, then B
-                assert drafts[0].question == M.fill(M.get_mode(mode).template(tpl.ynq),
-                                                    dict(slots, **{tpl.answer_slot: ans_a}))
+                assert drafts[0].question == M.fill(
+                    M.get_mode(mode).template(tpl.ynq), dict(slots, **{tpl.answer_slot: ans_a})
+                )
                 kept = C.confirm_drafts(store, me, [C.DraftDecision(d.instance_id, True) for d in drafts])
                 assert sorted(kept) == sorted(saved.draft_ids)
             assert C.next_item(store, me, mode) is None  # the mode's two seeded pairs are done
@@ -189,7 +215,8 @@ def _curate(w: Workdir, token: str, pairs):
         prog = {p.mode: p for p in C.progress(store)}
     assert {(m, prog[m].done, prog[m].ready_instances) for m in MODES} == {("counting", 2, 12), ("color", 2, 12)}
     assert Counter((r.mode, r.kind, r.truth) for r in recs) == Counter(
-        {(m, "OEQ", None): 4 for m in MODES} | {(m, "YNQ", t): 4 for m in MODES for t in (True, False)})
+        {(m, "OEQ", None): 4 for m in MODES} | {(m, "YNQ", t): 4 for m in MODES for t in (True, False)}
+    )
     sides = {pair_id(a, b): {a, b} for a, b in zip(pairs["image_id_a"], pairs["image_id_b"])}
     assert all({r.image_id, r.other_image_id} == sides[r.pair_id] for r in recs)  # pairs.parquet -> instances
     return recs
@@ -198,8 +225,19 @@ def _curate(w: Workdir, token: str, pairs):
 def _probe(w: Workdir, srv, recs):
     from vhmine.store import Response
 
-    r = w.vhmine("probe", "--model", "fake-vlm", "--judge", "fake-judge", "--base-url", w.base_url,
-                 "--concurrency", "2", "--retry-wait", "0.01")
+    r = w.vhmine(
+        "probe",
+        "--model",
+        "fake-vlm",
+        "--judge",
+        "fake-judge",
+        "--base-url",
+        w.base_url,
+        "--concurrency",
+        "2",
+        "--retry-wait",
+        "0.01",
+    )
     # per mode: 4 of 8 YNQ wrong (the "no" ones), 2 of 4 OEQ wrong (image B's)
     for mode in MODES:
         assert re.search(rf"^{mode}\s+12\s+12\s+6\s+6\s+0\s+0$", r.stdout, re.M), r.stdout
@@ -223,8 +261,19 @@ def _probe(w: Workdir, srv, recs):
         assert x.judge == "rule:vhtest" if inst.kind == "YNQ" else x.judge.startswith("llm:fake-judge judge_oeq@v1#")
     # a rerun asks nothing: every answer is in the store and the cache
     n = len(srv.requests)
-    again = w.vhmine("probe", "--model", "fake-vlm", "--judge", "fake-judge", "--base-url", w.base_url,
-                     "--kind", "oeq", "--kind", "ynq")  # lower case, as `vhmine export --kind` takes them
+    again = w.vhmine(
+        "probe",
+        "--model",
+        "fake-vlm",
+        "--judge",
+        "fake-judge",
+        "--base-url",
+        w.base_url,
+        "--kind",
+        "oeq",
+        "--kind",
+        "ynq",
+    )  # lower case, as `vhmine export --kind` takes them
     assert len(srv.requests) == n and "0 requests sent" in again.stdout
     return resp
 
@@ -237,8 +286,22 @@ def _describe(w: Workdir, srv, resp):
     held = [sqlite3.connect(p) for p in (w.db, w.root / "data" / "llm-cache.db")]
     for c in held:
         c.execute("SELECT count(*) FROM sqlite_master").fetchall()
-    r = w.vhmine("describe", "--model", "fake-vlm", *[x for m in MODES for x in ("--mode", m)], "--examples", "2", "--min-real", "1",
-                 "--out", str(w.root / "descriptions"), "--base-url", w.base_url, "--retry-wait", "0.01")
+    r = w.vhmine(
+        "describe",
+        "--model",
+        "fake-vlm",
+        *[x for m in MODES for x in ("--mode", m)],
+        "--examples",
+        "2",
+        "--min-real",
+        "1",
+        "--out",
+        str(w.root / "descriptions"),
+        "--base-url",
+        w.base_url,
+        "--retry-wait",
+        "0.01",
+    )
     wal = sorted(w.root.rglob("*-wal"))
     assert {p.name for p in wal} == {"vhmine.db-wal", "llm-cache.db-wal"} and all(p.stat().st_size for p in wal)
     assert _with_key(wal) == []
@@ -255,16 +318,28 @@ def _describe(w: Workdir, srv, resp):
     for mode in MODES:
         merged = descs[manifest[mode]["description_id"]]
         assert (merged.mode, merged.kind, merged.hypothetical) == (mode, "merged", False)
-        assert (folder / f"{mode}.txt").read_text().strip() == merged.text == f"MERGED {mode}: draw several similar " \
+        assert (
+            (folder / f"{mode}.txt").read_text().strip() == merged.text == f"MERGED {mode}: draw several similar "
             f"objects, partly hidden, so that {mode} is hard to read."
+        )
         examples = [descs[i] for i in merged.sources if not i.startswith("prompt:")]
         assert len(examples) == 2 and {e.kind for e in examples} == {"example"}
         for e in examples:  # each example names a hallucinated response of this mode and its instance
             inst_id, resp_id = e.sources[0], e.sources[1]
             assert halluc[resp_id] == inst_id
     # described again from three examples: newer descriptions in the store; generate below still reads the first folder
-    w.vhmine("describe", "--model", "fake-vlm", *[x for m in MODES for x in ("--mode", m)], "--examples", "3",
-             "--out", str(w.root / "descriptions-3"), "--base-url", w.base_url)
+    w.vhmine(
+        "describe",
+        "--model",
+        "fake-vlm",
+        *[x for m in MODES for x in ("--mode", m)],
+        "--examples",
+        "3",
+        "--out",
+        str(w.root / "descriptions-3"),
+        "--base-url",
+        w.base_url,
+    )
     newer = json.loads((w.root / "descriptions-3" / "descriptions.json").read_text())
     assert all(newer[m]["description_id"] != manifest[m]["description_id"] for m in MODES)
     return manifest
@@ -276,10 +351,34 @@ def _generate(w: Workdir, srv, tiny_sd: Path, manifest):
     edited = w.root / "descriptions" / "counting.txt"
     edited.write_text(edited.read_text().strip() + " EDITED: use cups.\n")  # a user edits one before generating
     n0 = len(srv.chats())
-    w.vhmine("generate", "--backend", f"diffusers:{tiny_sd}", "--per-mode", "1", "--mode", "counting", "--mode", "color",
-             "--descriptions", str(w.root / "descriptions"), "--prompt-model", "fake-vlm", "--base-url", w.base_url,
-             "--out", str(w.root / "generated"), "--device", "cpu", "--steps", "2", "--width", "64", "--height", "64",
-             timeout=180)
+    w.vhmine(
+        "generate",
+        "--backend",
+        f"diffusers:{tiny_sd}",
+        "--per-mode",
+        "1",
+        "--mode",
+        "counting",
+        "--mode",
+        "color",
+        "--descriptions",
+        str(w.root / "descriptions"),
+        "--prompt-model",
+        "fake-vlm",
+        "--base-url",
+        w.base_url,
+        "--out",
+        str(w.root / "generated"),
+        "--device",
+        "cpu",
+        "--steps",
+        "2",
+        "--width",
+        "64",
+        "--height",
+        "64",
+        timeout=180,
+    )
     rewrites = srv.chats()[n0:]
     assert len(rewrites) == 2 and {b["model"] for b in rewrites} == {"fake-vlm"}
     assert any("EDITED: use cups." in chat_text(b) for b in rewrites)
@@ -308,7 +407,9 @@ def _curate_generated(w: Workdir, token: str, gens):
             item = C.next_item(store, me, mode)
             assert item.task_id == f"{mode}:{gens[mode].image_id}" and item.prompt == gens[mode].prompt
             assert [(v.id, v.role, v.source) for v in item.images] == [(gens[mode].image_id, "image", "generated")]
-            saved = C.save_annotation(store, me, item.task_id, C.Annotation(tpl_id, slots, answers={gens[mode].image_id: answer}))
+            saved = C.save_annotation(
+                store, me, item.task_id, C.Annotation(tpl_id, slots, answers={gens[mode].image_id: answer})
+            )
             drafts = C.pending_drafts(store, me, mode)
             assert [d.truth for d in drafts] == [True, False]
             C.confirm_drafts(store, me, [C.DraftDecision(d.instance_id, True) for d in drafts])
@@ -341,7 +442,10 @@ def _export(w: Workdir, recs):
         assert (rec.kind, rec.mode) == (kind, mode)
         assert (bench / "Images" / mode / row["Image"]).read_bytes() == Path(rec.image_path).read_bytes()
         if kind == "YNQ":
-            assert (row["yes_or_no_question"], row["yes_or_no_ground_truth"]) == (rec.question, "y" if rec.truth else "n")
+            assert (row["yes_or_no_question"], row["yes_or_no_ground_truth"]) == (
+                rec.question,
+                "y" if rec.truth else "n",
+            )
         else:
             assert (row["Question"], str(row["Reference_Answer"])) == (rec.question, rec.answers[0])
     # the same store as POPE JSON lines (yes/no only)
@@ -367,14 +471,25 @@ def _expected(recs, ids=None) -> dict:
 def _eval(w: Workdir, srv, recs):
     by_id = {r.id: r for r in recs}
     n0 = len(srv.chats())
-    r = w.vhmine("eval", "--bench", str(w.root / "bench-vhtest"), "--model", "fake-vlm", "--base-url", w.base_url,
-                 "--out", str(w.root / "eval-model"), db=False)
+    r = w.vhmine(
+        "eval",
+        "--bench",
+        str(w.root / "bench-vhtest"),
+        "--model",
+        "fake-vlm",
+        "--base-url",
+        w.base_url,
+        "--out",
+        str(w.root / "eval-model"),
+        db=False,
+    )
     out = w.root / "eval-model"
     report = json.loads((out / "report.json").read_text())
     # VHTest's YNQ suffix, not probe's; the OEQs probe asked the same way (prompt, image, model) come from the cache
     asked = {(chat_text(b), chat_images(b)[0]) for b in srv.chats()[n0:]}
-    assert asked == {(x.question + " ONLY answer yes or no.", x.image_sha256) for x in recs if x.kind == "YNQ"} | \
-        {(x.question, x.image_sha256) for x in recs if x.kind == "OEQ" and x.image_source == "generated"}
+    assert asked == {(x.question + " ONLY answer yes or no.", x.image_sha256) for x in recs if x.kind == "YNQ"} | {
+        (x.question, x.image_sha256) for x in recs if x.kind == "OEQ" and x.image_source == "generated"
+    }
     m = report["models"]["fake-vlm"]["metrics"]
     for mode, (right, n) in _expected(recs).items():
         assert (m["modes"][mode]["n"], m["modes"][mode]["correct"]) == (n, right)
@@ -393,10 +508,19 @@ def _eval(w: Workdir, srv, recs):
     ynq = sorted(x.id for x in recs if x.kind == "YNQ")
     wrong = next(i for i in ynq if not by_id[i].truth)
     preds = w.root / "oracle.jsonl"
-    preds.write_text("".join(json.dumps({"id": i, "answer": "yes" if by_id[i].truth or i == wrong else "no"}) + "\n"
-                             for i in ynq))
-    r = w.vhmine("eval", "--bench", str(w.root / "bench-pope"), "--predictions", f"oracle={preds}",
-                 "--out", str(w.root / "eval-preds"), db=False)
+    preds.write_text(
+        "".join(json.dumps({"id": i, "answer": "yes" if by_id[i].truth or i == wrong else "no"}) + "\n" for i in ynq)
+    )
+    r = w.vhmine(
+        "eval",
+        "--bench",
+        str(w.root / "bench-pope"),
+        "--predictions",
+        f"oracle={preds}",
+        "--out",
+        str(w.root / "eval-preds"),
+        db=False,
+    )
     rep = json.loads((w.root / "eval-preds" / "report.json").read_text())["models"]["oracle"]["metrics"]
     assert (rep["overall"]["n"], rep["overall"]["correct"], rep["overall"]["fp"]) == (20, 19, 1)
     assert rep["modes"][by_id[wrong].mode]["correct"] == 9
@@ -409,8 +533,20 @@ def _eval(w: Workdir, srv, recs):
     assert rep["overall"]["image_accuracy"] == pytest.approx(1 - 1 / len(images))
     # README's form: `--judge M` scores the open answers with the judge (here: as the fake judge's rule says)
     n0 = len(srv.chats())
-    w.vhmine("eval", "--bench", str(w.root / "bench-vhtest"), "--model", "fake-vlm", "--judge", "fake-judge",
-             "--base-url", w.base_url, "--out", str(w.root / "eval-judge"), db=False)
+    w.vhmine(
+        "eval",
+        "--bench",
+        str(w.root / "bench-vhtest"),
+        "--model",
+        "fake-vlm",
+        "--judge",
+        "fake-judge",
+        "--base-url",
+        w.base_url,
+        "--out",
+        str(w.root / "eval-judge"),
+        db=False,
+    )
     rep = json.loads((w.root / "eval-judge" / "report.json").read_text())
     assert rep["oeq"]["scorer"] == "judge" and rep["oeq"]["judge"].startswith("llm:fake-judge judge_oeq@v1#")
     assert (rep["models"]["fake-vlm"]["metrics"]["overall"]["correct"]) == 16
@@ -445,8 +581,9 @@ def test_whole_pipeline_through_the_cli(tmp_path, openai_server, tiny_sd):
     manifest = _describe(w, srv, resp)
     gens = _generate(w, srv, tiny_sd, manifest)
     recs = _curate_generated(w, token, gens)
-    assert len(recs) == 30 and {r.image_id for r in recs if r.image_source == "generated"} == \
-        {g.image_id for g in gens.values()}
+    assert len(recs) == 30 and {r.image_id for r in recs if r.image_source == "generated"} == {
+        g.image_id for g in gens.values()
+    }
     _export(w, recs)
     _eval(w, srv, recs)
 

@@ -11,7 +11,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from helpers import run_vhmine, write_pairs, write_photos
 
 
@@ -73,7 +72,9 @@ def test_seed_queues_tasks_by_rank_and_is_idempotent(tmp_path, photos):
             assert sa.get(Run, "r1").meta["index"] == "photos"
             assert {i.source for i in sa.query(Image)} == {"mined"}
             cats = {Path(i.path).stem: i.categories for i in sa.query(Image)}
-            assert len(cats) == res.images_added == 7 and all(c == ([] if n == "page" else [n]) for n, c in cats.items())
+            assert len(cats) == res.images_added == 7 and all(
+                c == ([] if n == "page" else [n]) for n, c in cats.items()
+            )
         assert [(p.mode, p.remaining, p.done) for p in progress(a)][:2] == [("existence", 3, 0), ("shape", 3, 0)]
 
 
@@ -90,17 +91,23 @@ def test_seed_errors_name_the_file_and_next_step(tmp_path, photos):
             seed_pairs(store, tmp_path / "nope.parquet")
         df = pd.read_parquet(pairs)
         df.drop(columns=["gap", "sha256_b"]).to_parquet(tmp_path / "bad.parquet")
-        with pytest.raises(InputError, match=r"bad.parquet lacks column\(s\) sha256_b, gap: it is not a `vhmine mine` pairs table"):
+        with pytest.raises(
+            InputError, match=r"bad.parquet lacks column\(s\) sha256_b, gap: it is not a `vhmine mine` pairs table"
+        ):
             seed_pairs(store, tmp_path / "bad.parquet")
         df2 = df.copy()
         df2.loc[1, "image_id_a"] = "0123456789abcdef"
         df2.to_parquet(tmp_path / "badid.parquet")
-        with pytest.raises(InputError, match=r"\(rank 2, side a\): image id '0123456789abcdef' is not the first 16 hex digits"):
+        with pytest.raises(
+            InputError, match=r"\(rank 2, side a\): image id '0123456789abcdef' is not the first 16 hex digits"
+        ):
             seed_pairs(store, tmp_path / "badid.parquet")
         df3 = df.copy()
         df3.loc[0, "path_b"] = str(tmp_path / "gone.png")
         df3.to_parquet(tmp_path / "gone.parquet")
-        with pytest.raises(InputError, match=r"\(rank 1, side b\): image file .*gone.png is missing: seed on the machine"):
+        with pytest.raises(
+            InputError, match=r"\(rank 1, side b\): image file .*gone.png is missing: seed on the machine"
+        ):
             seed_pairs(store, tmp_path / "gone.parquet")
         (pairs.parent / "run.json").write_text('{"index": ')  # cut short
         with pytest.raises(InputError, match=r"run.json is not valid JSON \(.*\): re-run `vhmine mine`, or remove it"):
@@ -116,9 +123,14 @@ def test_cli_seed_and_workers(tmp_path, photos):
 
     pairs = write_pairs(tmp_path / "runs" / "demo", photos, n_pairs=4)
     db = str(tmp_path / "cli.db")
-    r = CliRunner().invoke(app, ["seed", "--pairs", str(pairs), "--per-mode", "2", "--mode", "counting", "--mode", "color", "--db", db])
+    r = CliRunner().invoke(
+        app, ["seed", "--pairs", str(pairs), "--per-mode", "2", "--mode", "counting", "--mode", "color", "--db", db]
+    )
     assert r.exit_code == 0, r.output
-    assert "seeded run demo: 4 pairs read" in r.output and "tasks queued: counting 2, color 2 (4 new, 0 already queued)" in r.output
+    assert (
+        "seeded run demo: 4 pairs read" in r.output
+        and "tasks queued: counting 2, color 2 (4 new, 0 already queued)" in r.output
+    )
     r = CliRunner().invoke(app, ["workers", "add", "alice", "--admin", "--db", db])
     assert r.exit_code == 0, r.output
     token = r.stdout.strip().splitlines()[-1]
@@ -137,7 +149,6 @@ def test_cli_seed_and_workers(tmp_path, photos):
 
 def test_seed_given_the_csv_names_the_parquet_file_beside_it(tmp_path):
     import pandas as pd
-
     from helpers import write_pairs, write_photos
 
     pairs = write_pairs(tmp_path / "runs" / "t", write_photos(tmp_path / "photos", ("coffee", "rocket", "horse")))
@@ -146,8 +157,10 @@ def test_seed_given_the_csv_names_the_parquet_file_beside_it(tmp_path):
     assert r.returncode == 2
     said = " ".join((r.stdout + r.stderr).split())
     run = (tmp_path / "runs" / "t").resolve()
-    assert (f"cannot read {run / 'pairs.csv'} as parquet: pass --pairs {run / 'pairs.parquet'}, the parquet file "
-            "`vhmine mine` wrote beside it") in said
+    assert (
+        f"cannot read {run / 'pairs.csv'} as parquet: pass --pairs {run / 'pairs.parquet'}, the parquet file "
+        "`vhmine mine` wrote beside it"
+    ) in said
     assert "re-run" not in said
     r = run_vhmine("seed", "--db", "sqlite:///store.db", "--pairs", "runs/t/pairs.parquet", cwd=tmp_path)
     assert r.returncode == 0, r.stderr

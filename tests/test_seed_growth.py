@@ -13,10 +13,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from helpers import write_pairs, write_photos
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from helpers import write_pairs, write_photos
 
 MODES = ("counting", "color", "shape")
 
@@ -27,7 +26,9 @@ def pool(tmp_path_factory):
     import pandas as pd
 
     folder = tmp_path_factory.mktemp("pool")
-    photos = write_photos(folder / "photos", ("astronaut", "coffee", "chelsea", "rocket", "camera", "coins", "moon", "horse"))
+    photos = write_photos(
+        folder / "photos", ("astronaut", "coffee", "chelsea", "rocket", "camera", "coins", "moon", "horse")
+    )
     return pd.read_parquet(write_pairs(folder / "runs" / "all", photos))
 
 
@@ -37,7 +38,9 @@ def _run(folder: Path, pool, picks, meta=None) -> Path:
     df["rank"] = range(1, len(df) + 1)
     folder.mkdir(parents=True, exist_ok=True)
     df.to_parquet(folder / "pairs.parquet")
-    (folder / "run.json").write_text(json.dumps(meta or {"index": "photos", "clip_threshold": 0.9, "dino_threshold": 0.55}))
+    (folder / "run.json").write_text(
+        json.dumps(meta or {"index": "photos", "clip_threshold": 0.9, "dino_threshold": 0.55})
+    )
     return folder / "pairs.parquet"
 
 
@@ -77,7 +80,8 @@ def test_a_grown_run_queues_only_its_new_pairs_and_reseeding_adds_nothing(tmp_pa
         assert new == [14, 20, 9, 16, 11, 18]
         plan = assign(len(new), 3, MODES)  # the new pairs, planned as a run of their own in rank order
         assert {p: m for p, m in after.items() if p not in before} == {
-            _pid(pool, g): {m for m in MODES if k in plan[m]} for k, g in enumerate(new)}
+            _pid(pool, g): {m for m in MODES if k in plan[m]} for k, g in enumerate(new)
+        }
         assert (res.pairs_read, res.pairs_new, res.pairs_known, res.pairs_added) == (14, 6, 8, 6)
         assert sum(res.tasks_added.values()) == 9 and res.tasks_existing == 0
         line = res.summary().splitlines()[0]
@@ -99,8 +103,20 @@ def test_cli_seed_of_a_grown_run_says_how_many_pairs_were_new(tmp_path, pool):
 
     db = str(tmp_path / "cli.db")
     for name, picks in (("r1", range(6)), ("r2", [7, 0, 6, 1, 2])):
-        r = CliRunner().invoke(app, ["seed", "--pairs", str(_run(tmp_path / "runs" / name, pool, picks)), "--per-mode", "6",
-                                     "--mode", "counting", "--db", db])
+        r = CliRunner().invoke(
+            app,
+            [
+                "seed",
+                "--pairs",
+                str(_run(tmp_path / "runs" / name, pool, picks)),
+                "--per-mode",
+                "6",
+                "--mode",
+                "counting",
+                "--db",
+                db,
+            ],
+        )
         assert r.exit_code == 0, r.output
     assert "seeded run r2: 5 pairs read, 2 new (3 already in the store)" in r.output
     assert "2 pairs added; tasks queued: counting 2 (2 new, 0 already queued)" in r.output
@@ -119,8 +135,15 @@ def test_an_against_run_seeds_and_finds_a_moved_file_through_the_against_index(t
     monkeypatch.setenv("VHMINE_INDEXES", str(tmp_path / "no-indexes"))  # not in ./indexes: only run.json names it
     photos = write_photos(tmp_path / "mine", ("coins", "moon"))
     coco = pool.iloc[:2]  # side a: two of the pool's images (they stay where they are)
-    df = pd.DataFrame({"rank": [1, 2], "image_id_a": coco.image_id_a.values, "sha256_a": coco.sha256_a.values,
-                       "path_a": coco.path_a.values, "categories_a": coco.categories_a.values})
+    df = pd.DataFrame(
+        {
+            "rank": [1, 2],
+            "image_id_a": coco.image_id_a.values,
+            "sha256_a": coco.sha256_a.values,
+            "path_a": coco.path_a.values,
+            "categories_a": coco.categories_a.values,
+        }
+    )
     from vhmine.images import sha256_file
 
     shas = [sha256_file(p) for p in photos]
@@ -134,18 +157,45 @@ def test_an_against_run_seeds_and_finds_a_moved_file_through_the_against_index(t
     for p in photos:
         shutil.move(str(p), moved / p.name)
     vec = np.eye(2, 4, dtype=np.float32)
-    images = pd.DataFrame({"image_id": df.image_id_b, "path": [p.name for p in photos], "sha256": shas, "width": 96,
-                           "height": 96, "coco_id": pd.array([None, None], dtype="Int64"), "categories": [[], []]})
+    images = pd.DataFrame(
+        {
+            "image_id": df.image_id_b,
+            "path": [p.name for p in photos],
+            "sha256": shas,
+            "width": 96,
+            "height": 96,
+            "coco_id": pd.array([None, None], dtype="Int64"),
+            "categories": [[], []],
+        }
+    )
     against = tmp_path / "elsewhere" / "my-photos"
-    write_index(against, images, vec, vec, skipped=pd.DataFrame({"path": [], "reason": []}), manifest={
-        "producer": "vhmine embed", "name": "my-photos", "root": str(moved),
-        "encoders": {"clip": {"spec": "c", "dim": 4}, "dino": {"spec": "d", "dim": 4}}})
+    write_index(
+        against,
+        images,
+        vec,
+        vec,
+        skipped=pd.DataFrame({"path": [], "reason": []}),
+        manifest={
+            "producer": "vhmine embed",
+            "name": "my-photos",
+            "root": str(moved),
+            "encoders": {"clip": {"spec": "c", "dim": 4}, "dino": {"spec": "d", "dim": 4}},
+        },
+    )
     run = tmp_path / "runs" / "coco-x-mine"
     run.mkdir(parents=True)
     df.to_parquet(run / "pairs.parquet")
-    (run / "run.json").write_text(json.dumps({
-        "index": "coco", "index_folder": str(tmp_path / "elsewhere" / "coco"), "clip_threshold": 0.9,
-        "dino_threshold": 0.55, "against": {"index": "my-photos", "index_folder": str(against), "index_manifest_sha256": "0" * 64}}))
+    (run / "run.json").write_text(
+        json.dumps(
+            {
+                "index": "coco",
+                "index_folder": str(tmp_path / "elsewhere" / "coco"),
+                "clip_threshold": 0.9,
+                "dino_threshold": 0.55,
+                "against": {"index": "my-photos", "index_folder": str(against), "index_manifest_sha256": "0" * 64},
+            }
+        )
+    )
     with open_store(tmp_path / "s.db") as store:
         res = seed_pairs(store, run / "pairs.parquet", per_mode=2, modes=MODES)
         assert (res.pairs_read, res.pairs_new, res.pairs_added) == (2, 2, 2)
@@ -165,8 +215,11 @@ def test_property_seeding_runs_that_share_pairs_queues_each_pair_once_in_the_mod
     from vhmine.seed import seed_pairs
     from vhmine.store import open_store
 
-    runs = st.lists(st.permutations(range(len(pool))).flatmap(lambda p: st.integers(1, len(p)).map(lambda n: p[:n])),
-                    min_size=1, max_size=4)
+    runs = st.lists(
+        st.permutations(range(len(pool))).flatmap(lambda p: st.integers(1, len(p)).map(lambda n: p[:n])),
+        min_size=1,
+        max_size=4,
+    )
 
     @settings(max_examples=25)
     @given(runs=runs, per_mode=st.sampled_from([1, 3, 28]), reseed=st.lists(st.integers(0, 3), max_size=2))
@@ -201,9 +254,9 @@ def test_a_grown_index_mined_into_the_same_run_folder_seeds_only_its_new_pairs(t
     """The real sequence: embed, mine, seed; the collection grows, embed and the same `vhmine mine` again (its
     run reused, written into the same folder: the same run name, another run_id); seed again: only the
     growth's pairs are queued, the old ones keep their modes, and reseeding adds nothing."""
+    from helpers import copy_photos, embed_options
     from PIL import Image
 
-    from helpers import copy_photos, embed_options
     from vhmine import api
     from vhmine.embed.job import embed_collection
     from vhmine.seed import seed_pairs
@@ -213,8 +266,9 @@ def test_a_grown_index_mined_into_the_same_run_folder_seeds_only_its_new_pairs(t
 
     def embed_and_mine():
         embed_collection(embed_options(photos, tmp_path / "idx", tiny_models, name="p"))
-        return api.mine("p", indexes=tmp_path / "idx", clip=-1.0, dino=1.0, out=tmp_path / "run", progress=False,
-                        gallery_size=0)
+        return api.mine(
+            "p", indexes=tmp_path / "idx", clip=-1.0, dino=1.0, out=tmp_path / "run", progress=False, gallery_size=0
+        )
 
     embed_and_mine()
     pairs = tmp_path / "run" / "pairs.parquet"

@@ -12,34 +12,53 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pytest
-
 from helpers import counting_annotation, run_vhmine, write_pairs, write_photos
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
 
 def _tree(folder: Path) -> dict:
-    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _index(folder: Path, photos: list[Path]):
     """indexes/photos as `vhmine embed` writes it, over `photos`, with vectors whose pairs are known."""
-    from vhmine.index import write_index
     from vhmine.images import sha256_file
+    from vhmine.index import write_index
 
     shas = [sha256_file(p) for p in photos]
     rng = np.random.default_rng(0)
     clip = rng.normal(size=(len(photos), 6)).astype(np.float32)
     clip /= np.linalg.norm(clip, axis=1, keepdims=True)
-    images = pd.DataFrame({"image_id": [s[:16] for s in shas], "path": [p.name for p in photos], "sha256": shas,
-                           "width": 96, "height": 96, "coco_id": pd.array([None] * len(photos), dtype="Int64"),
-                           "categories": [[] for _ in photos]})
-    write_index(folder / "indexes" / "photos", images, clip, clip[::-1].copy(), skipped=pd.DataFrame({"path": ["bad.png"], "reason": ["truncated file"]}),
-                manifest={"producer": "vhmine embed", "name": "photos", "root": str(photos[0].parent.resolve()),
-                          "encoders": {"clip": {"spec": "local-dir:tiny-clip", "dim": 6}, "dino": {"spec": "tiny-dino", "dim": 6}},
-                          "counts": {"images": len(photos), "skipped": 1, "duplicates": 0}})
+    images = pd.DataFrame(
+        {
+            "image_id": [s[:16] for s in shas],
+            "path": [p.name for p in photos],
+            "sha256": shas,
+            "width": 96,
+            "height": 96,
+            "coco_id": pd.array([None] * len(photos), dtype="Int64"),
+            "categories": [[] for _ in photos],
+        }
+    )
+    write_index(
+        folder / "indexes" / "photos",
+        images,
+        clip,
+        clip[::-1].copy(),
+        skipped=pd.DataFrame({"path": ["bad.png"], "reason": ["truncated file"]}),
+        manifest={
+            "producer": "vhmine embed",
+            "name": "photos",
+            "root": str(photos[0].parent.resolve()),
+            "encoders": {"clip": {"spec": "local-dir:tiny-clip", "dim": 6}, "dino": {"spec": "tiny-dino", "dim": 6}},
+            "counts": {"images": len(photos), "skipped": 1, "duplicates": 0},
+        },
+    )
 
 
 def test_the_next_step_follows_the_project_from_an_empty_folder_to_an_eval(tmp_path, monkeypatch):
@@ -57,7 +76,9 @@ def test_the_next_step_follows_the_project_from_an_empty_folder_to_an_eval(tmp_p
     photos = write_photos(tmp_path / "photos", ("astronaut", "coffee", "rocket", "horse"))
     _index(tmp_path, photos)
     st = collect()
-    assert [(i.name, i.images, i.skipped, i.clip, i.dino) for i in st.indexes] == [("photos", 4, 1, "local-dir:tiny-clip", "tiny-dino")]
+    assert [(i.name, i.images, i.skipped, i.clip, i.dino) for i in st.indexes] == [
+        ("photos", 4, 1, "local-dir:tiny-clip", "tiny-dino")
+    ]
     assert st.next_step == "vhmine mine --index photos"
 
     from vhmine.index import open_index
@@ -72,7 +93,11 @@ def test_the_next_step_follows_the_project_from_an_empty_folder_to_an_eval(tmp_p
     run = f"photos-clip-1-dino{dino:g}"
     assert [(r.name, r.pairs) for r in st.runs] == [(run, 0)]
     # the command it names is the one the run's own summary suggests
-    relax = next(ln for ln in res.summary().splitlines() if ln.startswith("relax: ")).split("  (")[0].removeprefix("relax: ")
+    relax = (
+        next(ln for ln in res.summary().splitlines() if ln.startswith("relax: "))
+        .split("  (")[0]
+        .removeprefix("relax: ")
+    )
     assert st.next_step.startswith(relax + f"   (the last run, {run}, found 0 pairs)"), (st.next_step, relax)
 
     api.mine("photos", clip=-1.0, dino=1.0, progress=False)
@@ -87,16 +112,22 @@ def test_the_next_step_follows_the_project_from_an_empty_folder_to_an_eval(tmp_p
     with open_store(None) as store:
         item = C.next_item(store, "alice", "counting")
         C.save_annotation(store, "alice", item.task_id, counting_annotation(item))
-        C.confirm_drafts(store, "alice", [C.DraftDecision(d.instance_id, True) for d in C.pending_drafts(store, "alice")])
+        C.confirm_drafts(
+            store, "alice", [C.DraftDecision(d.instance_id, True) for d in C.pending_drafts(store, "alice")]
+        )
         ready = len(C.ready_instances(store))
     st = collect()
     counting = next(m for m in st.store["modes"] if m["mode"] == "counting")
     assert (counting["open"], counting["done"], counting["ready"]) == (1, 1, ready)
-    assert st.next_step.startswith(f"vhmine export --format vhtest --out benchmarks/vh-v1   ({ready} question(s) ready)")
+    assert st.next_step.startswith(
+        f"vhmine export --format vhtest --out benchmarks/vh-v1   ({ready} question(s) ready)"
+    )
 
     api.export("benchmarks/vh-v1", "vhtest", near_dups=None)
     st = collect()
-    assert [(e.folder, e.format, e.version, e.items) for e in st.exports] == [("benchmarks/vh-v1", "vhtest", "1", ready)]
+    assert [(e.folder, e.format, e.version, e.items) for e in st.exports] == [
+        ("benchmarks/vh-v1", "vhtest", "1", ready)
+    ]
     assert st.next_step.startswith("vhmine eval --bench benchmarks/vh-v1 --model MODEL")
     bench = api.read_benchmark("benchmarks/vh-v1")
     (tmp_path / "p.jsonl").write_text("".join(json.dumps({"id": it.id, "answer": "3"}) + "\n" for it in bench))
@@ -129,8 +160,13 @@ def test_status_reads_only_and_is_fast_on_a_store_of_10000_tasks(tmp_path):
     assert took < 2.0, f"collect took {took:.2f} s"
     # the command, as a user runs it (a new process, imports included): the same figures as JSON
     t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "vhmine.cli", "status", "--json"], cwd=tmp_path, capture_output=True,
-                       text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "vhmine.cli", "status", "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     took = time.perf_counter() - t0
     assert r.returncode == 0, r.stderr
     rec = json.loads(r.stdout)
@@ -153,12 +189,18 @@ def test_status_does_not_migrate_an_older_store(tmp_path):
 
 # --- read only, whatever the store's journal mode; without the app extra; a damaged store ------------------
 
+
 def _listing(folder: Path) -> dict:
     """Every file and folder under `folder`: a file's bytes' sha256, and the permission bits of each."""
     import os
 
-    return {p.relative_to(folder).as_posix(): (p.is_file() and hashlib.sha256(p.read_bytes()).hexdigest(),
-                                               os.stat(p).st_mode) for p in sorted(folder.rglob("*"))}
+    return {
+        p.relative_to(folder).as_posix(): (
+            p.is_file() and hashlib.sha256(p.read_bytes()).hexdigest(),
+            os.stat(p).st_mode,
+        )
+        for p in sorted(folder.rglob("*"))
+    }
 
 
 def _journal_mode(file: Path) -> str:
@@ -201,18 +243,19 @@ def test_status_leaves_a_rollback_journal_store_a_wal_store_and_an_empty_file_as
 
 
 # what the base install lacks (README: `pip install vhmine`): a module that raises as a missing package does
-_NO_APP_EXTRA = '''
+_NO_APP_EXTRA = """
 import sys
 class _NoAppExtra:
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in ("sqlalchemy", "alembic", "streamlit", "psycopg"):
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 sys.meta_path.insert(0, _NoAppExtra())
-'''
+"""
 
 
 def test_status_without_the_app_extra_shows_indexes_runs_exports_and_evals_and_what_the_store_needs(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     import os
 
     from vhmine import api
@@ -228,10 +271,13 @@ def test_status_without_the_app_extra_shows_indexes_runs_exports_and_evals_and_w
         C.add_worker(store, "alice")
         item = C.next_item(store, "alice", "counting")
         C.save_annotation(store, "alice", item.task_id, counting_annotation(item))
-        C.confirm_drafts(store, "alice", [C.DraftDecision(d.instance_id, True) for d in C.pending_drafts(store, "alice")])
+        C.confirm_drafts(
+            store, "alice", [C.DraftDecision(d.instance_id, True) for d in C.pending_drafts(store, "alice")]
+        )
     api.export("benchmarks/vh-v1", "vhtest", near_dups=None)
-    (tmp_path / "p.jsonl").write_text("".join(json.dumps({"id": it.id, "answer": "3"}) + "\n"
-                                              for it in api.read_benchmark("benchmarks/vh-v1")))
+    (tmp_path / "p.jsonl").write_text(
+        "".join(json.dumps({"id": it.id, "answer": "3"}) + "\n" for it in api.read_benchmark("benchmarks/vh-v1"))
+    )
     api.evaluate("benchmarks/vh-v1", "evals/e1", predictions=[("m", "p.jsonl")])
     blocker = tmp_path / "no-app-extra"
     blocker.mkdir()
@@ -247,8 +293,10 @@ def test_status_without_the_app_extra_shows_indexes_runs_exports_and_evals_and_w
     assert any(ln.startswith("  photos-clip-1-dino1: --clip -1 --dino 1, ") for ln in lines)
     assert any(ln.startswith("  benchmarks/vh-v1: vhtest, version 1, ") for ln in lines)
     assert any(ln.startswith("  evals/e1/report.md: ") and "m " in ln for ln in lines)
-    assert ("store: data/vhmine.db: the curation store needs sqlalchemy: pip install 'vhmine[app]' "
-            "(only the store's counts need it)") in lines
+    assert (
+        "store: data/vhmine.db: the curation store needs sqlalchemy: pip install 'vhmine[app]' "
+        "(only the store's counts need it)"
+    ) in lines
     assert "next: pip install 'vhmine[app]'   (the store's counts need it; then `vhmine status` again)" in lines
     rec = json.loads(run_vhmine("status", "--json", cwd=tmp_path).stdout)
     assert rec["store"]["needs"] == "pip install 'vhmine[app]'" and len(rec["evals"]) == 1
@@ -263,7 +311,7 @@ def _damaged_pages(db: Path, keep: set[int]) -> None:
     rng = random.Random(0)
     for page in range(len(data) // size):
         if page + 1 not in keep:
-            data[page * size:(page + 1) * size] = bytes(rng.randrange(256) for _ in range(size))
+            data[page * size : (page + 1) * size] = bytes(rng.randrange(256) for _ in range(size))
     db.write_bytes(bytes(data))
 
 
@@ -275,7 +323,7 @@ def test_a_damaged_store_is_one_line_naming_the_file_for_status_and_every_comman
     noise = tmp_path / "noise.db"  # not a database at all
     noise.write_bytes(bytes(range(256)) * 32)
     broken = tmp_path / "broken.db"  # a vhmine store whose workers table (only) is damaged: found when read
-    with open_store(broken) as store:
+    with open_store(broken):
         pass
     con = sqlite3.connect(broken)
     con.execute("PRAGMA journal_mode=DELETE")
@@ -283,8 +331,13 @@ def test_a_damaged_store_is_one_line_naming_the_file_for_status_and_every_comman
     con.close()
     _damaged_pages(broken, pages | {1})
     pairs = write_pairs(tmp_path / "runs" / "t", write_photos(tmp_path / "photos", ("astronaut", "coffee")))
-    commands = [("status",), ("workers", "list"), ("workers", "add", "bob"), ("seed", "--pairs", str(pairs)),
-                ("export", "--format", "vhtest", "--out", "b")]
+    commands = [
+        ("status",),
+        ("workers", "list"),
+        ("workers", "add", "bob"),
+        ("seed", "--pairs", str(pairs)),
+        ("export", "--format", "vhtest", "--out", "b"),
+    ]
     for db in (noise, broken):
         for words in commands:
             r = run_vhmine(*words, "--db", str(db), cwd=tmp_path)
@@ -307,8 +360,9 @@ def _secret(marker: str):
     """A secret that no other part of a generated URL can spell: a marker the rest never holds, then anything."""
     from hypothesis import strategies as st
 
-    return st.builds(lambda rest: marker + rest, st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")),
-                                                         max_size=12))
+    return st.builds(
+        lambda rest: marker + rest, st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), max_size=12)
+    )
 
 
 def _urls():
@@ -332,12 +386,33 @@ def _urls():
         return f"{scheme}://{user}:{pw}@127.0.0.1:1/db" + ("?" + "&".join(query) if query else ""), secrets
 
     return st.builds(
-        build, st.sampled_from(["postgresql", "postgresql+psycopg", "mysql+nodriver", "http", "https"]),
-        st.text("abcdefgh_.", min_size=1, max_size=6), _secret("Zq9"), st.booleans(),
-        st.lists(st.tuples(st.sampled_from(["password", "api_key", "token", "access_token", "sslpassword", "secret",
-                                            "apikey", "api-key", "sig"]), _secret("Wv8")), max_size=3),
+        build,
+        st.sampled_from(["postgresql", "postgresql+psycopg", "mysql+nodriver", "http", "https"]),
+        st.text("abcdefgh_.", min_size=1, max_size=6),
+        _secret("Zq9"),
+        st.booleans(),
+        st.lists(
+            st.tuples(
+                st.sampled_from(
+                    [
+                        "password",
+                        "api_key",
+                        "token",
+                        "access_token",
+                        "sslpassword",
+                        "secret",
+                        "apikey",
+                        "api-key",
+                        "sig",
+                    ]
+                ),
+                _secret("Wv8"),
+            ),
+            max_size=3,
+        ),
         st.lists(st.sampled_from(["sslmode=disable", "application_name=vh", "connect_timeout=1"]), max_size=2),
-        st.booleans())
+        st.booleans(),
+    )
 
 
 def test_property_no_printed_form_of_a_url_holds_its_password_or_credential_parameters(tmp_path, monkeypatch):
@@ -354,8 +429,10 @@ def test_property_no_printed_form_of_a_url_holds_its_password_or_credential_para
     @given(_urls())
     def check(case):
         url, secrets = case
-        printed = {"display_url": display_url(url),
-                   "message": without_secrets(f"could not connect with {url} ({' '.join(secrets)})", url)}
+        printed = {
+            "display_url": display_url(url),
+            "message": without_secrets(f"could not connect with {url} ({' '.join(secrets)})", url),
+        }
         if url.startswith("http"):
             printed["endpoint"] = safe_endpoint(url)
         elif url.count("@") == 1:  # the status of a server that cannot be reached, as text and as --json
@@ -377,8 +454,10 @@ def test_a_password_with_an_at_sign_typed_as_is_is_hidden_whole():
     """An example of what the property covers: the password runs to the last `@`."""
     from vhmine.files import display_url
 
-    assert display_url("postgresql://ann:p@ss/w?rd@db.example:5432/vh?sslmode=require&password=x%26y") == \
-        "postgresql://ann:***@db.example:5432/vh?sslmode=require&password=***"
+    assert (
+        display_url("postgresql://ann:p@ss/w?rd@db.example:5432/vh?sslmode=require&password=x%26y")
+        == "postgresql://ann:***@db.example:5432/vh?sslmode=require&password=***"
+    )
 
 
 def test_status_imports_no_library_it_does_not_need(tmp_path):
@@ -389,10 +468,17 @@ def test_status_imports_no_library_it_does_not_need(tmp_path):
     open_store(tmp_path / "data" / "vhmine.db").close()
 
     def imported(*words):
-        r = subprocess.run([sys.executable, "-X", "importtime", "-m", "vhmine.cli", "status", *words], cwd=tmp_path,
-                           capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "vhmine.cli", "status", *words],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert r.returncode == 0, r.stderr
-        return {ln.split("|")[-1].strip().split(".")[0] for ln in r.stderr.splitlines() if ln.startswith("import time:")}
+        return {
+            ln.split("|")[-1].strip().split(".")[0] for ln in r.stderr.splitlines() if ln.startswith("import time:")
+        }
 
     with_store = imported("--db", "data/vhmine.db")
     assert "sqlalchemy" in with_store  # the store's counts were read
@@ -418,10 +504,20 @@ def test_an_index_grown_since_its_run_is_said_with_the_command_that_reruns_it(tm
     _index(tmp_path, photos)  # embed grew it by one image
     st = collect()
     command = "vhmine mine --index photos --clip -1 --dino 1"
-    assert st.grown == [{"index": "photos", "run": "photos-clip-1-dino1", "run_folder": "runs/photos-clip-1-dino1",
-                         "images_then": 4, "images_now": 5, "command": command}]
-    line = (f"    index 'photos' has 1 more images than when run photos-clip-1-dino1 mined it: `{command}` mines "
-            "only what changed")
+    assert st.grown == [
+        {
+            "index": "photos",
+            "run": "photos-clip-1-dino1",
+            "run_folder": "runs/photos-clip-1-dino1",
+            "images_then": 4,
+            "images_now": 5,
+            "command": command,
+        }
+    ]
+    line = (
+        f"    index 'photos' has 1 more images than when run photos-clip-1-dino1 mined it: `{command}` mines "
+        "only what changed"
+    )
     lines = st.text().splitlines()
     assert lines[lines.index(line) - 1].startswith("  photos-clip-1-dino1: --clip -1 --dino 1, 6 pairs")
     # seeding the run is more urgent: the rerun is said under also
@@ -449,5 +545,6 @@ def test_an_index_grown_since_its_run_is_said_with_the_command_that_reruns_it(tm
     _index(tmp_path, photos[:3])  # two images removed: the newest run is the one to rerun, at its own folder
     st = collect()
     assert [(g["run"], g["images_then"], g["images_now"], g["command"]) for g in st.grown] == [
-        ("custom", 5, 3, "vhmine mine --index photos --clip -1 --dino 1 --max-pairs 3 --out runs/custom")]
+        ("custom", 5, 3, "vhmine mine --index photos --clip -1 --dino 1 --max-pairs 3 --out runs/custom")
+    ]
     assert "    index 'photos' has 2 fewer images than when run custom mined it: `vhmine" in st.text()

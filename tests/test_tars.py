@@ -59,8 +59,21 @@ def test_tar_images_go_through_mine_seed_curate_export_probe_and_eval(tmp_path, 
     members = _shards(wds, write_photos(tmp_path / "photos"))
     by_sha = {_sha(b): b for b in members.values()}
     clip, dino = tiny_models
-    w.vhmine("embed", str(wds), "--name", "w", "--clip-model", clip, "--dino-model", dino, "--device", "cpu",
-             "--workers", "0", db=False)
+    w.vhmine(
+        "embed",
+        str(wds),
+        "--name",
+        "w",
+        "--clip-model",
+        clip,
+        "--dino-model",
+        dino,
+        "--device",
+        "cpu",
+        "--workers",
+        "0",
+        db=False,
+    )
 
     # mine: every pair (tiny random encoders: the box is the whole square); paths point into the tars
     w.vhmine("mine", "--index", "w", "--clip", "-1", "--dino", "1", "--out", "runs/r", "--device", "cpu", db=False)
@@ -94,7 +107,9 @@ def test_tar_images_go_through_mine_seed_curate_export_probe_and_eval(tmp_path, 
             assert str(C.image_file(store, v.id)) == stored[v.id]
         tpl = M.get_mode("counting").template("counting.how_many")
         C.save_annotation(store, me, item.task_id, C.Annotation(tpl.id, {"object": "cats"}, answers={a: "3", b: "2"}))
-        C.confirm_drafts(store, me, [C.DraftDecision(d.instance_id, True) for d in C.pending_drafts(store, me, "counting")])
+        C.confirm_drafts(
+            store, me, [C.DraftDecision(d.instance_id, True) for d in C.pending_drafts(store, me, "counting")]
+        )
         recs = C.ready_instances(store)
     assert len(recs) == 6 and {r.image_id for r in recs} == {a, b}
 
@@ -106,7 +121,9 @@ def test_tar_images_go_through_mine_seed_curate_export_probe_and_eval(tmp_path, 
             png = (w.root / "bench-vhtest" / "Images" / "counting" / row["Image"]).read_bytes()
             assert np.array_equal(_pixels(png), _pixels(by_sha[rec.image_sha256]))
     w.vhmine("export", "--format", "hf", "--mode", "counting", "--out", "bench-hf")
-    table = pd.concat([pd.read_parquet(w.root / "bench-hf" / "data" / k / "test-00000-of-00001.parquet") for k in ("oeq", "ynq")])
+    table = pd.concat(
+        [pd.read_parquet(w.root / "bench-hf" / "data" / k / "test-00000-of-00001.parquet") for k in ("oeq", "ynq")]
+    )
     assert len(table) == 6
     assert all(img["bytes"] == members[stored[iid]] for img, iid in zip(table["image"], table["image_id"]))
 
@@ -114,9 +131,14 @@ def test_tar_images_go_through_mine_seed_curate_export_probe_and_eval(tmp_path, 
     w.vhmine("probe", "--model", "fake-vlm", "--kind", "ynq", "--base-url", w.base_url, "--retry-wait", "0.01")
     asked = [chat_images(c) for c in srv.chats() if c["model"] == "fake-vlm"]
     assert asked and all(len(x) == 1 for x in asked)
-    assert {x[0] for x in asked} == {r.image_sha256 for r in recs if r.kind == "YNQ"} == {_sha(members[stored[a]]),
-                                                                                          _sha(members[stored[b]])}
-    w.vhmine("eval", "--bench", "bench-hf", "--model", "fake-vlm-2", "--base-url", w.base_url, "--out", "eval", db=False)
+    assert (
+        {x[0] for x in asked}
+        == {r.image_sha256 for r in recs if r.kind == "YNQ"}
+        == {_sha(members[stored[a]]), _sha(members[stored[b]])}
+    )
+    w.vhmine(
+        "eval", "--bench", "bench-hf", "--model", "fake-vlm-2", "--base-url", w.base_url, "--out", "eval", db=False
+    )
     asked = [chat_images(c) for c in srv.chats() if c["model"] == "fake-vlm-2"]
     assert len(asked) == 6 and sorted(x[0] for x in asked) == sorted(r.image_sha256 for r in recs)
     report = json.loads((w.root / "eval" / "report.json").read_text())
@@ -125,13 +147,21 @@ def test_tar_images_go_through_mine_seed_curate_export_probe_and_eval(tmp_path, 
 
 def test_one_tar_given_to_embed_and_a_file_url_give_readable_locations(tmp_path, tiny_models):
     members = _shards(tmp_path / "wds", write_photos(tmp_path / "photos"))
-    embed_collection(embed_options(tmp_path / "wds" / "00001.tar", tmp_path / "idx", tiny_models, name="one", shard_size=4, device="cpu"))
+    embed_collection(
+        embed_options(
+            tmp_path / "wds" / "00001.tar", tmp_path / "idx", tiny_models, name="one", shard_size=4, device="cpu"
+        )
+    )
     idx = open_index(tmp_path / "idx", "one")
     assert list(idx.images["path"]) == [f"00001.tar/1000{k}.jpg" for k in range(3)]
     assert idx.abs_paths() == [str(tmp_path / "wds" / "00001.tar" / f"1000{k}.jpg") for k in range(3)]
     assert [read_image_bytes(p) for p in idx.abs_paths()] == [members[p] for p in idx.abs_paths()]
     # through an fsspec file:// URL: the same local locations (no URL in what later stages record)
-    embed_collection(embed_options(f"file://{tmp_path / 'wds'}", tmp_path / "idx", tiny_models, name="url", shard_size=4, device="cpu"))
+    embed_collection(
+        embed_options(
+            f"file://{tmp_path / 'wds'}", tmp_path / "idx", tiny_models, name="url", shard_size=4, device="cpu"
+        )
+    )
     url = open_index(tmp_path / "idx", "url")
     assert url.abs_paths() == sorted(members) and all(read_image_bytes(p) == members[p] for p in url.abs_paths())
 
@@ -139,14 +169,18 @@ def test_one_tar_given_to_embed_and_a_file_url_give_readable_locations(tmp_path,
 def test_members_are_checked_against_their_sha256_and_found_again_after_the_tars_move(tmp_path, tiny_models):
     photos = write_photos(tmp_path / "photos")
     members = _shards(tmp_path / "wds", photos)
-    embed_collection(embed_options(tmp_path / "wds", tmp_path / "idx", tiny_models, name="w", shard_size=4, device="cpu"))
+    embed_collection(
+        embed_options(tmp_path / "wds", tmp_path / "idx", tiny_models, name="w", shard_size=4, device="cpu")
+    )
     first = str(tmp_path / "wds" / "00000.tar" / "00001.jpg")
     sha = _sha(members[first])
     assert locate_image(sha, first, lambda: []) == tmp_path / "wds" / "00000.tar" / "00001.jpg"
     # the shards move, and are embedded again at their new place: the image is found there, by content
     shutil.move(tmp_path / "wds", tmp_path / "moved")
     assert locate_image(sha, first, lambda: []) is None
-    embed_collection(embed_options(tmp_path / "moved", tmp_path / "idx", tiny_models, name="moved", shard_size=4, device="cpu"))
+    embed_collection(
+        embed_options(tmp_path / "moved", tmp_path / "idx", tiny_models, name="moved", shard_size=4, device="cpu")
+    )
     found = locate_image(sha, first, lambda: [tmp_path / "idx" / "w", tmp_path / "idx" / "moved"])
     assert found == tmp_path / "moved" / "00000.tar" / "00001.jpg"
     # a tar written again with other bytes under the same name is not taken for the image it was
@@ -178,6 +212,9 @@ def test_fsspec_urls_and_a_member_cut_short(tmp_path):
     with tarfile.open(tmp_path / "wds" / "00001.tar") as tf:
         cut = next(m for m in tf.getmembers() if m.name == "10002.jpg")
     (tmp_path / "wds" / "00001.tar").write_bytes(data[: cut.offset_data + cut.size // 2])
-    assert read_image_bytes(tmp_path / "wds" / "00001.tar" / "10001.jpg") == members[str(tmp_path / "wds" / "00001.tar" / "10001.jpg")]
+    assert (
+        read_image_bytes(tmp_path / "wds" / "00001.tar" / "10001.jpg")
+        == members[str(tmp_path / "wds" / "00001.tar" / "10001.jpg")]
+    )
     with pytest.raises(OSError, match="truncated tar member"):
         read_image_bytes(tmp_path / "wds" / "00001.tar" / "10002.jpg")

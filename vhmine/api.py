@@ -19,8 +19,8 @@ nothing heavy is imported until a function is called.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 PathLike = str | os.PathLike
 
@@ -35,7 +35,7 @@ def embed(images: PathLike, **options):
     return embed_collection(EmbedOptions(images=str(images), **options))
 
 
-def mine(index: Optional[str] = None, **options):
+def mine(index: str | None = None, **options):
     """`vhmine mine`: pairs CLIP calls alike and DINOv2 does not, into a run folder (a MineResult).
 
     Options are MineOptions' fields: clip, dino, max_pairs, max_per_image, out, indexes, device,
@@ -47,7 +47,7 @@ def mine(index: Optional[str] = None, **options):
     return mine_index(MineOptions(index=index, **options))
 
 
-def seed(pairs: PathLike, *, db: Optional[str] = None, per_mode: int = 100, modes: Optional[Sequence[str]] = None):
+def seed(pairs: PathLike, *, db: str | None = None, per_mode: int = 100, modes: Sequence[str] | None = None):
     """`vhmine seed --pairs PAIRS`: mined pairs into the store's per-mode queues (a SeedResult)."""
     from vhmine.seed import seed_pairs
     from vhmine.store import open_store
@@ -56,7 +56,7 @@ def seed(pairs: PathLike, *, db: Optional[str] = None, per_mode: int = 100, mode
         return seed_pairs(store, pairs, per_mode=per_mode, modes=modes)
 
 
-def export(out: PathLike, format: str = "vhtest", *, db: Optional[str] = None, **options):
+def export(out: PathLike, format: str = "vhtest", *, db: str | None = None, **options):
     """`vhmine export --out OUT --format F`: the store's ready instances as a benchmark folder (an ExportResult).
 
     Options are ExportOptions' fields: kind, per_mode, allow_unbalanced, seed, replace, name, modes,
@@ -83,7 +83,7 @@ def evaluate(bench: PathLike, out: PathLike = "eval", **options):
     return run(EvalOptions(bench=Path(bench), out=Path(out), **options))
 
 
-def read_benchmark(path: PathLike, format: Optional[str] = None, **options):
+def read_benchmark(path: PathLike, format: str | None = None, **options):
     """A benchmark folder or file (ours or a foreign one: HallusionBench, POPE, ...) as a vhmine.bench.Benchmark."""
     from vhmine import formats
 

@@ -11,9 +11,9 @@ in one mode and kind form a group that `vhmine eval` scores whole (vhmine.eval.m
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterable, Iterator, Optional, Sequence
 
 from vhmine.errors import FormatError
 
@@ -27,13 +27,13 @@ class BenchItem:
     kind: str  # OEQ or YNQ
     question: str
     answers: tuple[str, ...] = ()  # acceptable reference answers, best first
-    truth: Optional[bool] = None  # YNQ only
-    image: Optional[str] = None  # path, absolute or relative to Benchmark.root; None: no image
-    image_id: Optional[str] = None  # items on the same picture share it (per-image accuracy)
-    pair_id: Optional[str] = None  # items asking the same question of a pair's images share it
+    truth: bool | None = None  # YNQ only
+    image: str | None = None  # path, absolute or relative to Benchmark.root; None: no image
+    image_id: str | None = None  # items on the same picture share it (per-image accuracy)
+    pair_id: str | None = None  # items asking the same question of a pair's images share it
     meta: dict = field(default_factory=dict, compare=True, hash=False)  # provenance, source fields
-    image_data: Optional[bytes] = field(default=None, compare=False, repr=False)  # when read from a file that embeds it
-    group_id: Optional[str] = None  # a pair group (assign_groups): items of a pair whose answers differ by image
+    image_data: bytes | None = field(default=None, compare=False, repr=False)  # when read from a file that embeds it
+    group_id: str | None = None  # a pair group (assign_groups): items of a pair whose answers differ by image
 
     def reference(self) -> str:
         """The answers as one line ("4 or 5"); YNQ: "yes"/"no"."""
@@ -46,7 +46,7 @@ class BenchItem:
 class Benchmark:
     name: str
     items: list[BenchItem]
-    root: Optional[Path] = None  # relative image paths resolve against it
+    root: Path | None = None  # relative image paths resolve against it
     source: str = ""  # the file or folder it was read from, for messages
 
     def __post_init__(self) -> None:
@@ -72,11 +72,11 @@ class Benchmark:
     def kinds(self) -> list[str]:
         return [k for k in (OEQ, YNQ) if any(it.kind == k for it in self.items)]
 
-    def select(self, kind: Optional[str] = None, mode: Optional[str] = None) -> "Benchmark":
+    def select(self, kind: str | None = None, mode: str | None = None) -> Benchmark:
         items = [it for it in self.items if (kind is None or it.kind == kind) and (mode is None or it.mode == mode)]
         return Benchmark(self.name, items, self.root, self.source)
 
-    def image_path(self, item: BenchItem) -> Optional[Path]:
+    def image_path(self, item: BenchItem) -> Path | None:
         if item.image is None:
             return None
         p = Path(item.image)
@@ -94,8 +94,10 @@ class Benchmark:
         try:
             return read_image_bytes(p)  # a file, or a WebDataset tar member
         except OSError as err:
-            raise FormatError(f"{self.source or self.name}: image {p} of item {item.id} cannot be read ({err.strerror}): "
-                              "restore the file, or give the images' folder (--images)") from None
+            raise FormatError(
+                f"{self.source or self.name}: image {p} of item {item.id} cannot be read ({err.strerror}): "
+                "restore the file, or give the images' folder (--images)"
+            ) from None
 
 
 def question_key(question: str) -> str:
@@ -111,15 +113,36 @@ def from_records(records: Sequence, name: str = "vhmine") -> Benchmark:
         # a "pair" for pair accuracy: the same question asked of both images of one mined pair
         pair = f"{r.pair_id}:{r.kind}:{question_key(r.question)}" if r.pair_id else None
         prov = {
-            "instance_id": r.id, "task_id": r.task_id, "template_id": r.template_id, "slots": dict(r.slots),
-            "image_id": r.image_id, "image_sha256": r.image_sha256, "image_source": r.image_source,
-            "source_path": r.image_path, "pair_id": r.pair_id, "other_image_id": r.other_image_id,
-            "derived_from": r.derived_from, "created_by": r.created_by, "created_at": r.created_at.isoformat(),
+            "instance_id": r.id,
+            "task_id": r.task_id,
+            "template_id": r.template_id,
+            "slots": dict(r.slots),
+            "image_id": r.image_id,
+            "image_sha256": r.image_sha256,
+            "image_source": r.image_source,
+            "source_path": r.image_path,
+            "pair_id": r.pair_id,
+            "other_image_id": r.other_image_id,
+            "derived_from": r.derived_from,
+            "created_by": r.created_by,
+            "created_at": r.created_at.isoformat(),
         }
         if getattr(r, "edit", None):  # a manipulated image: what was edited, from which image, with which mask
             prov["edit"] = dict(r.edit)
-        items.append(BenchItem(r.id, r.mode, r.kind, r.question, tuple(r.answers), r.truth if r.kind == YNQ else None,
-                               r.image_path, r.image_id, pair, prov))
+        items.append(
+            BenchItem(
+                r.id,
+                r.mode,
+                r.kind,
+                r.question,
+                tuple(r.answers),
+                r.truth if r.kind == YNQ else None,
+                r.image_path,
+                r.image_id,
+                pair,
+                prov,
+            )
+        )
     return Benchmark(name, items)
 
 
@@ -158,6 +181,6 @@ def with_items(bench: Benchmark, items: Iterable[BenchItem]) -> Benchmark:
     return Benchmark(bench.name, list(items), bench.root, bench.source)
 
 
-def strip_image(item: BenchItem, image: Optional[str]) -> BenchItem:
+def strip_image(item: BenchItem, image: str | None) -> BenchItem:
     """The item pointing at a new image path (its bytes no longer carried)."""
     return replace(item, image=image, image_data=None)

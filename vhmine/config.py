@@ -13,7 +13,6 @@ from pathlib import Path
 
 from vhmine.errors import EncoderError
 
-
 # where `vhmine data coco` downloads from (env VHMINE_COCO_URL or --base-url name a mirror with the same layout)
 COCO_BASE_URL = "http://images.cocodataset.org"
 

@@ -17,9 +17,28 @@ COCO_HOST = "images.cocodataset.org"
 DEMO_TOP = 5  # the offline demo's box is the smallest around this many pairs
 
 # scikit-image's bundled photos (no download needed); stereo_motorcycle gives a near-duplicate pair.
-SAMPLE_PHOTOS = ("astronaut", "brick", "camera", "cat", "chelsea", "clock", "coffee", "coins", "colorwheel",
-                 "grass", "gravel", "horse", "hubble_deep_field", "immunohistochemistry", "logo", "moon",
-                 "page", "retina", "rocket", "text")
+SAMPLE_PHOTOS = (
+    "astronaut",
+    "brick",
+    "camera",
+    "cat",
+    "chelsea",
+    "clock",
+    "coffee",
+    "coins",
+    "colorwheel",
+    "grass",
+    "gravel",
+    "horse",
+    "hubble_deep_field",
+    "immunohistochemistry",
+    "logo",
+    "moon",
+    "page",
+    "retina",
+    "rocket",
+    "text",
+)
 
 
 def write_sample_photos(folder: Path) -> list[Path]:
@@ -64,21 +83,25 @@ def own_folder_lines(clip_spec: str, dino_spec: str, *, offline: bool) -> list[s
     from vhmine.files import shown_path
 
     if not offline:
-        return ["your own images: vhmine embed FOLDER --name NAME   (the same encoders, now in the Hugging Face cache), "
-                "then vhmine mine --index NAME"]
+        return [
+            "your own images: vhmine embed FOLDER --name NAME   (the same encoders, now in the Hugging Face cache), "
+            "then vhmine mine --index NAME"
+        ]
     clip_dir = clip_spec.removeprefix("local-dir:")
     clip, dino = f"local-dir:{shown_path(clip_dir)}", shown_path(dino_spec)
-    return [f"encoders of this demo (random weights, built here): CLIP {Path(clip_dir).resolve()}, "
-            f"DINOv2 {Path(dino_spec).resolve()}",
-            f"your own images, offline: vhmine embed FOLDER --name NAME --clip-model {clip} --dino-model {dino}",
-            "  then vhmine mine --index NAME (its closing lines say which thresholds find pairs). Real encoders saved "
-            "on this machine go in the same places: --clip-model local-dir:DIR (open_clip_config.json + weights) or "
-            "ViT-L-14:/path/to/weights.pt, --dino-model DIR (a DINOv2 folder saved with save_pretrained)"]
+    return [
+        f"encoders of this demo (random weights, built here): CLIP {Path(clip_dir).resolve()}, "
+        f"DINOv2 {Path(dino_spec).resolve()}",
+        f"your own images, offline: vhmine embed FOLDER --name NAME --clip-model {clip} --dino-model {dino}",
+        "  then vhmine mine --index NAME (its closing lines say which thresholds find pairs). Real encoders saved "
+        "on this machine go in the same places: --clip-model local-dir:DIR (open_clip_config.json + weights) or "
+        "ViT-L-14:/path/to/weights.pt, --dino-model DIR (a DINOv2 folder saved with save_pretrained)",
+    ]
 
 
 def run_demo(*, limit: int = 500, offline: bool = False, workdir: Path = Path(".")) -> DemoResult:
-    from vhmine.embed.job import EmbedOptions, embed_collection
     from vhmine.embed.encoders import HUB_HOST, host_reachable
+    from vhmine.embed.job import EmbedOptions, embed_collection
     from vhmine.mine.job import MineOptions, mine_index
 
     workdir = Path(workdir)
@@ -88,12 +111,24 @@ def run_demo(*, limit: int = 500, offline: bool = False, workdir: Path = Path(".
         from vhmine.data.coco import download_coco
 
         coco = download_coco("val2017", workdir / "data" / "coco")
-        eres = embed_collection(EmbedOptions(images=coco.images_dir, name="coco-val2017-demo",
-                                             coco_annotations=coco.annotations, clip_model=DEFAULT_CLIP_MODEL,
-                                             dino_model=DEFAULT_DINO_MODEL, indexes=indexes, limit=limit))
+        eres = embed_collection(
+            EmbedOptions(
+                images=coco.images_dir,
+                name="coco-val2017-demo",
+                coco_annotations=coco.annotations,
+                clip_model=DEFAULT_CLIP_MODEL,
+                dino_model=DEFAULT_DINO_MODEL,
+                indexes=indexes,
+                limit=limit,
+            )
+        )
         mres = mine_index(MineOptions(index=eres.name, indexes=indexes, out=workdir / "runs" / "demo-coco"))
-        return DemoResult("coco", eres.summary(), mres.summary(),
-                          own_folder=own_folder_lines(DEFAULT_CLIP_MODEL, DEFAULT_DINO_MODEL, offline=False))
+        return DemoResult(
+            "coco",
+            eres.summary(),
+            mres.summary(),
+            own_folder=own_folder_lines(DEFAULT_CLIP_MODEL, DEFAULT_DINO_MODEL, offline=False),
+        )
 
     from vhmine.embed import tiny
 
@@ -109,16 +144,37 @@ def run_demo(*, limit: int = 500, offline: bool = False, workdir: Path = Path(".
     models = workdir / "data" / "demo-models"
     clip_spec = tiny.build_clip(models / "tiny-clip")
     dino_spec = tiny.build_dino(models / "tiny-dinov2")
-    eres = embed_collection(EmbedOptions(images=photos, name="demo-skimage", clip_model=clip_spec,
-                                         dino_model=dino_spec, indexes=indexes, workers=0, batch_size=8))
+    eres = embed_collection(
+        EmbedOptions(
+            images=photos,
+            name="demo-skimage",
+            clip_model=clip_spec,
+            dino_model=dino_spec,
+            indexes=indexes,
+            workers=0,
+            batch_size=8,
+        )
+    )
     clip_t, dino_t = _demo_thresholds(indexes, eres.name, DEMO_TOP)
-    mres = mine_index(MineOptions(index=eres.name, indexes=indexes, clip=clip_t, dino=dino_t,
-                                  out=workdir / "runs" / "demo-offline", progress=False))
+    mres = mine_index(
+        MineOptions(
+            index=eres.name,
+            indexes=indexes,
+            clip=clip_t,
+            dino=dino_t,
+            out=workdir / "runs" / "demo-offline",
+            progress=False,
+        )
+    )
     # the box is drawn around DEMO_TOP pairs, but other pairs fall inside it too: say both numbers
-    notes.append(f"thresholds --clip {clip_t:.4f} --dino {dino_t:.4f}: the smallest box that holds the {DEMO_TOP} "
-                 "pairs CLIP ranks highest relative to DINOv2 (random encoders' cosines are not on CLIP's scale); "
-                 f"{mres.in_box} pairs fall inside it, those {DEMO_TOP} among them, and {mres.written} are written.")
-    return DemoResult("offline", eres.summary(), mres.summary(), notes, own_folder_lines(clip_spec, dino_spec, offline=True))
+    notes.append(
+        f"thresholds --clip {clip_t:.4f} --dino {dino_t:.4f}: the smallest box that holds the {DEMO_TOP} "
+        "pairs CLIP ranks highest relative to DINOv2 (random encoders' cosines are not on CLIP's scale); "
+        f"{mres.in_box} pairs fall inside it, those {DEMO_TOP} among them, and {mres.written} are written."
+    )
+    return DemoResult(
+        "offline", eres.summary(), mres.summary(), notes, own_folder_lines(clip_spec, dino_spec, offline=True)
+    )
 
 
 def _demo_thresholds(indexes: Path, name: str, k: int = DEMO_TOP) -> tuple[float, float]:
@@ -130,7 +186,6 @@ def _demo_thresholds(indexes: Path, name: str, k: int = DEMO_TOP) -> tuple[float
     import numpy as np
 
     from vhmine.index import open_index
-
     from vhmine.mine.join import pair_sims
 
     idx = open_index(indexes, name)

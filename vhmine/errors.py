@@ -95,6 +95,7 @@ class EvalError(VhmineError):
 
 # --- model access (vhmine.llm): probe, describe, generate, eval ----------------------------------
 
+
 class LLMError(VhmineError):
     """A request to a model endpoint failed; `status` says how ("unavailable", "refused", ...)."""
 

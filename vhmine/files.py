@@ -51,18 +51,18 @@ def _url_secrets(url: str) -> tuple[str, list[str]]:
     at = rest.rfind("@")
     if at >= 0 and ":" in rest[:at]:
         colon = rest.index(":")
-        secrets.append(rest[colon + 1:at])
+        secrets.append(rest[colon + 1 : at])
         rest = rest[:colon] + ":***" + rest[at:]
     q = min((i for i in (rest.find("?"), rest.find("#")) if i >= 0), default=-1)  # a fragment may carry one too
     if q >= 0:
         parts = []
-        for part in re.split(r"([&;#])", rest[q + 1:]):
+        for part in re.split(r"([&;#])", rest[q + 1 :]):
             key, eq, value = part.partition("=")
             if eq and value and SECRET_PARAM.search(key):
                 secrets.append(value)
                 part = f"{key}=***"
             parts.append(part)
-        rest = rest[:q + 1] + "".join(parts)
+        rest = rest[: q + 1] + "".join(parts)
     return scheme + rest, [s for s in secrets if s and s != "***"]
 
 
@@ -166,8 +166,12 @@ def replace_dir(tmp: Path, final: Path, *, producer: str, flag: str = "--out") -
 
 
 # What marks a folder as written by a stage: the file that records its producer (and its files).
-_MARKS = {"vhmine mine": ("run", "run.json"), "vhmine export": ("export", "manifest.json"),
-          "vhmine embed": ("index", "manifest.json"), "vhmine eval": ("report", "report.json")}
+_MARKS = {
+    "vhmine mine": ("run", "run.json"),
+    "vhmine export": ("export", "manifest.json"),
+    "vhmine embed": ("index", "manifest.json"),
+    "vhmine eval": ("report", "report.json"),
+}
 _SQLITE_MAGIC = b"SQLite format 3\0"
 
 
@@ -182,7 +186,9 @@ def check_owned(folder: Path, producer: str, *, flag: str = "--out", whole: bool
     folder = Path(folder)
     noun, mark = _MARKS[producer]
     if folder.name in ("", ".", ".."):
-        raise InputError(f"{flag} {folder}: name the {noun}'s own folder (e.g. {flag} {noun}s/my-{noun}), not . or .. or /")
+        raise InputError(
+            f"{flag} {folder}: name the {noun}'s own folder (e.g. {flag} {noun}s/my-{noun}), not . or .. or /"
+        )
     if not folder.exists():
         return
     if not folder.is_dir():
@@ -197,13 +203,17 @@ def check_owned(folder: Path, producer: str, *, flag: str = "--out", whole: bool
         if not whole:
             return
         listed = set(record.get("files") or {}) | {mark}
-        extra = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")
-                       if not p.is_dir() and p.relative_to(folder).as_posix() not in listed)
+        extra = sorted(
+            p.relative_to(folder).as_posix()
+            for p in folder.rglob("*")
+            if not p.is_dir() and p.relative_to(folder).as_posix() not in listed
+        )
         if not extra:
             return
         raise InputError(
             f"{flag} {folder}: this {noun} from `{producer}` also holds files that {producer} did not write there "
-            f"({_few(extra)}); replacing it would delete them. Move them out first, or choose another {flag}")
+            f"({_few(extra)}); replacing it would delete them. Move them out first, or choose another {flag}"
+        )
     stores = [e for e in entries if _is_sqlite(folder / e)]
     others = [e for e in entries if e not in stores and not e.startswith(tuple(f"{st}-" for st in stores))]
     holds = _few(others)
@@ -212,9 +222,10 @@ def check_owned(folder: Path, producer: str, *, flag: str = "--out", whole: bool
     action = "replaces its folder with everything in it" if whole else "writes its files into that folder"
     article = "an" if noun[0] in "aeiou" else "a"
     raise InputError(
-        f"{flag} {folder}: the folder exists and is not {article} {noun} that `{producer}` wrote (no {mark} from it); it "
-        f"holds {holds}. `{producer}` {action}, so give a new or empty folder (choose another {flag}), "
-        "or remove that folder yourself if you really mean to replace it")
+        f"{flag} {folder}: the folder exists and is not {article} {noun} that `{producer}` wrote (no {mark} from it);"
+        f" it holds {holds}. `{producer}` {action}, so give a new or empty folder (choose another {flag}), or remove"
+        " that folder yourself if you really mean to replace it"
+    )
 
 
 def check_writable(folder: Path, *, flag: str) -> None:
@@ -236,8 +247,9 @@ def check_writable(folder: Path, *, flag: str) -> None:
         os.unlink(probe)
     except OSError as err:
         why = "a file of that name is in the way" if isinstance(err, FileExistsError) else err.strerror or str(err)
-        raise InputError(f"{flag}: cannot write in {folder} ({why}): choose a folder you can write, "
-                         "or fix its permissions") from None
+        raise InputError(
+            f"{flag}: cannot write in {folder} ({why}): choose a folder you can write, or fix its permissions"
+        ) from None
 
 
 def _read_record(path: Path) -> dict:

@@ -103,7 +103,7 @@ def remote_url(location) -> str | None:
     m = _SCHEME.match(text)
     if m is None or m.group(1).lower() in ("file", "local") or os.path.exists(text):
         return None
-    return f"{m.group(1)}://{text[m.end():]}"
+    return f"{m.group(1)}://{text[m.end() :]}"
 
 
 def local_path(location) -> str:
@@ -111,7 +111,7 @@ def local_path(location) -> str:
     text = str(location)
     m = _SCHEME.match(text)
     if m is not None and m.group(1).lower() in ("file", "local") and not os.path.exists(text):
-        return "/" + text[m.end():]
+        return "/" + text[m.end() :]
     return text
 
 
@@ -139,8 +139,11 @@ def read_image_bytes(location) -> bytes:
         try:
             fs, path = fsspec.core.url_to_fs(url)
         except (ImportError, ValueError) as err:
-            raise OSError(errno.EPROTONOSUPPORT, f"cannot open this URL ({err}); install the fsspec package for its "
-                          "protocol (e.g. s3fs, gcsfs)", url) from None
+            raise OSError(
+                errno.EPROTONOSUPPORT,
+                f"cannot open this URL ({err}); install the fsspec package for its protocol (e.g. s3fs, gcsfs)",
+                url,
+            ) from None
         if fs.isfile(path):
             return fs.cat_file(path)
         parts = path.split("/")
@@ -150,7 +153,7 @@ def read_image_bytes(location) -> bytes:
         if part.lower().endswith(".tar") and is_file(tar):
             from vhmine.tars import read_member
 
-            return read_member(tar if url is None else fs.unstrip_protocol(tar), "/".join(parts[k + 1:]))
+            return read_member(tar if url is None else fs.unstrip_protocol(tar), "/".join(parts[k + 1 :]))
     raise FileNotFoundError(errno.ENOENT, "no such file", str(location))
 
 

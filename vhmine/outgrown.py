@@ -22,13 +22,26 @@ def outgrown(indexes, runs) -> list[dict]:
     --against run aside: it mines two indexes) mined, with the command that reruns that run."""
     out = []
     for i in indexes:
-        mined = [r for r in runs if not r.against and r.index_manifest_sha256
-                 and (same_folder(r.index_folder, i.folder) if r.index_folder else r.index == i.name)]
+        mined = [
+            r
+            for r in runs
+            if not r.against
+            and r.index_manifest_sha256
+            and (same_folder(r.index_folder, i.folder) if r.index_folder else r.index == i.name)
+        ]
         if not i.finished or not mined or mined[-1].index_manifest_sha256 == i.manifest_sha256:
             continue
         r = mined[-1]
-        out.append({"index": i.name, "run": r.name, "run_folder": r.folder, "images_then": r.images,
-                    "images_now": i.images, "command": _rerun(i, r)})
+        out.append(
+            {
+                "index": i.name,
+                "run": r.name,
+                "run_folder": r.folder,
+                "images_then": r.images,
+                "images_now": i.images,
+                "command": _rerun(i, r),
+            }
+        )
     return out
 
 
@@ -61,5 +74,8 @@ def outgrown_line(g: dict) -> str:
     if now == then:
         said = f"{name} changed since run {g['run']} mined it ({now:,} images then and now)"
     else:
-        said = f"{name} has {abs(now - then):,} {'more' if now > then else 'fewer'} images than when run {g['run']} mined it"
+        said = (
+            f"{name} has {abs(now - then):,} {'more' if now > then else 'fewer'} images than when run {g['run']}"
+            " mined it"
+        )
     return f"{said}: `{g['command']}` mines only what changed"

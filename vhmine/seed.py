@@ -1,6 +1,7 @@
 """Seed the curation store from mined pairs: step I of VHTest (initial VH instance tasks).
 
-Reads `runs/<run>/pairs.parquet` (a file, or the folder of shards of a large Ray run; and `run.json` beside it, when present) as `vhmine mine` writes
+Reads `runs/<run>/pairs.parquet` (a file, or the folder of shards of a large Ray run; and `run.json` beside it, when
+present) as `vhmine mine` writes
 them; writes the store's images (source "mined"), pairs, the run, and one open task per (mode, pair)
 into the queues of the eight modes. Idempotent: seeding the same pairs again adds nothing.
 
@@ -20,16 +21,27 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
 
-from vhmine.rules import modes as M
 from vhmine.errors import InputError
 from vhmine.images import image_sha256
 from vhmine.index import locate_image
+from vhmine.rules import modes as M
 
-REQUIRED = ("rank", "image_id_a", "image_id_b", "sha256_a", "sha256_b", "path_a", "path_b", "clip_sim", "dino_sim", "gap")
+REQUIRED = (
+    "rank",
+    "image_id_a",
+    "image_id_b",
+    "sha256_a",
+    "sha256_b",
+    "path_a",
+    "path_b",
+    "clip_sim",
+    "dino_sim",
+    "gap",
+)
 _SHA = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -49,15 +61,24 @@ class SeedResult:
 
     def summary(self) -> str:
         per = ", ".join(f"{m} {n}" for m, n in self.tasks_added.items())
-        new = f"{self.pairs_new:,} new{' at its first seeding' if self.reseeded else ''} ({self.pairs_known:,} already in the store)"
-        lines = [f"seeded run {self.run}: {self.pairs_read:,} pairs read, {new}, {self.images_added} images and "
-                 f"{self.pairs_added} pairs added; tasks queued: {per} ({sum(self.tasks_added.values())} new, "
-                 f"{self.tasks_existing} already queued)"]
+        new = (
+            f"{self.pairs_new:,} new{' at its first seeding' if self.reseeded else ''} ({self.pairs_known:,} already in"
+            " the store)"
+        )
+        lines = [
+            f"seeded run {self.run}: {self.pairs_read:,} pairs read, {new}, {self.images_added} images and "
+            f"{self.pairs_added} pairs added; tasks queued: {per} ({sum(self.tasks_added.values())} new, "
+            f"{self.tasks_existing} already queued)"
+        ]
         if not self.workers:
-            lines.append(f"next: vhmine workers add NAME{self.db_option}   (prints NAME's sign-in token; --admin for "
-                         "the agreement page)")
-        lines.append(("then" if not self.workers else "next") + f": vhmine curate{self.db_option}   "
-                     "(the app on http://127.0.0.1:8501: sign in with the token, annotate the queues)")
+            lines.append(
+                f"next: vhmine workers add NAME{self.db_option}   (prints NAME's sign-in token; --admin for "
+                "the agreement page)"
+            )
+        lines.append(
+            ("then" if not self.workers else "next") + f": vhmine curate{self.db_option}   "
+            "(the app on http://127.0.0.1:8501: sign in with the token, annotate the queues)"
+        )
         return "\n".join(lines)
 
 
@@ -82,16 +103,28 @@ def _read(pairs_path: Path):
     import pandas as pd
 
     if not (pairs_path.is_file() or pairs_path.is_dir()):  # a folder: the shards of a large Ray run
-        raise InputError(f"pairs file {pairs_path} not found: run `vhmine mine` first, or pass --pairs runs/<run>/pairs.parquet")
+        raise InputError(
+            f"pairs file {pairs_path} not found: run `vhmine mine` first, or pass --pairs runs/<run>/pairs.parquet"
+        )
     try:
         df = pd.read_parquet(pairs_path)
     except Exception as err:
-        beside = next((p for p in (pairs_path.with_suffix(".parquet"), pairs_path.with_name("pairs.parquet"))
-                       if p != pairs_path and p.is_file()), None)
+        beside = next(
+            (
+                p
+                for p in (pairs_path.with_suffix(".parquet"), pairs_path.with_name("pairs.parquet"))
+                if p != pairs_path and p.is_file()
+            ),
+            None,
+        )
         if beside is not None:  # e.g. the pairs.csv that `vhmine mine` writes next to the parquet file
-            raise InputError(f"cannot read {pairs_path} as parquet: pass --pairs {beside}, the parquet file "
-                             "`vhmine mine` wrote beside it") from None
-        raise InputError(f"cannot read {pairs_path} as parquet ({type(err).__name__}: {err}): re-run `vhmine mine`") from None
+            raise InputError(
+                f"cannot read {pairs_path} as parquet: pass --pairs {beside}, the parquet file "
+                "`vhmine mine` wrote beside it"
+            ) from None
+        raise InputError(
+            f"cannot read {pairs_path} as parquet ({type(err).__name__}: {err}): re-run `vhmine mine`"
+        ) from None
     missing = [c for c in REQUIRED if c not in df.columns]
     if missing:
         raise InputError(f"{pairs_path} lacks column(s) {', '.join(missing)}: it is not a `vhmine mine` pairs table")
@@ -101,8 +134,10 @@ def _read(pairs_path: Path):
 def _check_ids(pairs_path: Path, row, side: str) -> None:
     iid, sha = row[f"image_id_{side}"], row[f"sha256_{side}"]
     if not isinstance(sha, str) or not _SHA.match(sha) or iid != sha[:16]:
-        raise InputError(f"{pairs_path} (rank {row['rank']}, side {side}): image id {iid!r} is not the first 16 hex "
-                         f"digits of sha256 {sha!r}: re-run `vhmine mine`")
+        raise InputError(
+            f"{pairs_path} (rank {row['rank']}, side {side}): image id {iid!r} is not the first 16 hex "
+            f"digits of sha256 {sha!r}: re-run `vhmine mine`"
+        )
 
 
 def _image_file(pairs_path: Path, row, side: str, index_folders) -> str:
@@ -112,15 +147,19 @@ def _image_file(pairs_path: Path, row, side: str, index_folders) -> str:
     where = f"{pairs_path} (rank {row['rank']}, side {side})"
     found = locate_image(sha, path, index_folders)
     if found is None and image_sha256(path) is not None:
-        raise InputError(f"{where}: image file {path} no longer holds image {iid} (its content changed since it was "
-                         "embedded) and no index lists another copy: restore it, or run `vhmine embed` and `vhmine mine` again")
+        raise InputError(
+            f"{where}: image file {path} no longer holds image {iid} (its content changed since it was "
+            "embedded) and no index lists another copy: restore it, or run `vhmine embed` and `vhmine mine` again"
+        )
     if found is None:
-        raise InputError(f"{where}: image file {path} is missing: seed on the machine that holds the images "
-                         "(no index lists another copy; if it moved, run `vhmine embed` on its folder again)")
+        raise InputError(
+            f"{where}: image file {path} is missing: seed on the machine that holds the images "
+            "(no index lists another copy; if it moved, run `vhmine embed` on its folder again)"
+        )
     return str(found.resolve()) if isinstance(found, Path) else found  # a URL stays as it is
 
 
-def seed_pairs(store, pairs_path: str | Path, per_mode: int = 100, modes: Optional[Sequence[str]] = None) -> SeedResult:
+def seed_pairs(store, pairs_path: str | Path, per_mode: int = 100, modes: Sequence[str] | None = None) -> SeedResult:
     """Load mined pairs into `store` (a vhmine.store.Store) and queue tasks for each mode."""
     from vhmine.curate.stages.seeding import add_mined_pairs, known_pairs
 
@@ -131,7 +170,9 @@ def seed_pairs(store, pairs_path: str | Path, per_mode: int = 100, modes: Option
     try:
         meta = json.loads(meta_file.read_text()) if meta_file.is_file() else None
     except ValueError as err:
-        raise InputError(f"{meta_file} is not valid JSON ({err}): re-run `vhmine mine`, or remove it to seed without it") from None
+        raise InputError(
+            f"{meta_file} is not valid JSON ({err}): re-run `vhmine mine`, or remove it to seed without it"
+        ) from None
     run = pairs_path.parent.name
 
     # rank order, then pair id for ties: never the file's row order
@@ -139,7 +180,9 @@ def seed_pairs(store, pairs_path: str | Path, per_mode: int = 100, modes: Option
         from vhmine.config import indexes_root, run_index_folders
         from vhmine.index import list_indexes
 
-        return list(dict.fromkeys(run_index_folders(meta) + [indexes_root() / name for name in list_indexes(indexes_root())]))
+        return list(
+            dict.fromkeys(run_index_folders(meta) + [indexes_root() / name for name in list_indexes(indexes_root())])
+        )
 
     rows, seen = [], set()
     for _, r in df.iterrows():
@@ -170,7 +213,16 @@ def seed_pairs(store, pairs_path: str | Path, per_mode: int = 100, modes: Option
     counts = add_mined_pairs(store, run, pairs_path, meta, fresh, {m: plan[m] for m in mode_list}, files)
     from vhmine.curate import list_workers
 
-    return SeedResult(run=run, pairs_read=len(df), pairs_new=len(fresh), pairs_known=len(unique) - len(fresh),
-                      reseeded=reseeded, images_added=counts.images_added, pairs_added=counts.pairs_added,
-                      tasks_added=counts.tasks_added, tasks_existing=counts.tasks_existing, db_option=store.db_option,
-                      workers=len(list_workers(store)))
+    return SeedResult(
+        run=run,
+        pairs_read=len(df),
+        pairs_new=len(fresh),
+        pairs_known=len(unique) - len(fresh),
+        reseeded=reseeded,
+        images_added=counts.images_added,
+        pairs_added=counts.pairs_added,
+        tasks_added=counts.tasks_added,
+        tasks_existing=counts.tasks_existing,
+        db_option=store.db_option,
+        workers=len(list_workers(store)),
+    )

@@ -17,7 +17,6 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Optional
 
 from vhmine.outgrown import outgrown, outgrown_line, same_folder
 
@@ -85,7 +84,7 @@ class Status:
     root: str
     indexes: list[IndexInfo]
     runs: list[RunInfo]
-    store: Optional[dict]  # None: no store; else url, problem or the overview's counts
+    store: dict | None  # None: no store; else url, problem or the overview's counts
     exports: list[ExportInfo]
     evals: list[EvalInfo]
     next_step: str = ""
@@ -101,6 +100,7 @@ class Status:
 
 # --- reading what is there ---------------------------------------------------------------------
 
+
 def _json(path: Path) -> dict:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -109,7 +109,7 @@ def _json(path: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def _index(folder: Path) -> Optional[IndexInfo]:
+def _index(folder: Path) -> IndexInfo | None:
     from vhmine.embed.work import unfinished_job
     from vhmine.index import manifest_sha256, read_manifest
 
@@ -119,33 +119,62 @@ def _index(folder: Path) -> Optional[IndexInfo]:
         man = {}
     if man.get("producer") == "vhmine embed" or ("format_version" in man and "encoders" in man):
         c, enc = man.get("counts", {}), man.get("encoders", {})
-        return IndexInfo(folder.name, str(folder), True, c.get("images", 0), c.get("skipped", 0), c.get("duplicates", 0),
-                         (enc.get("clip") or {}).get("spec", ""), (enc.get("dino") or {}).get("spec", ""),
-                         manifest_sha256=manifest_sha256(folder))
+        return IndexInfo(
+            folder.name,
+            str(folder),
+            True,
+            c.get("images", 0),
+            c.get("skipped", 0),
+            c.get("duplicates", 0),
+            (enc.get("clip") or {}).get("spec", ""),
+            (enc.get("dino") or {}).get("spec", ""),
+            manifest_sha256=manifest_sha256(folder),
+        )
     unfinished = unfinished_job(folder)
     if unfinished:
         job, done = unfinished
-        return IndexInfo(folder.name, str(folder), False, clip=str(job.get("clip_model", "")),
-                         dino=str(job.get("dino_model", "")), shards_done=done)
+        return IndexInfo(
+            folder.name,
+            str(folder),
+            False,
+            clip=str(job.get("clip_model", "")),
+            dino=str(job.get("dino_model", "")),
+            shards_done=done,
+        )
     return None
 
 
 def _run(folder: Path, meta: dict) -> RunInfo:
     c = meta.get("counts", {})
-    return RunInfo(folder.name, str(folder), str(meta.get("index", "")), meta.get("clip_threshold"),
-                   meta.get("dino_threshold"), c.get("written", 0), c.get("in_box", 0), str(meta.get("created", "")),
-                   nearby=meta.get("nearby") or {}, index_folder=str(meta.get("index_folder") or ""),
-                   index_manifest_sha256=str(meta.get("index_manifest_sha256") or ""), images=int(c.get("images") or 0),
-                   options=meta.get("options") if isinstance(meta.get("options"), dict) else {},
-                   against=str((meta.get("against") or {}).get("index", "")) if isinstance(meta.get("against"), dict) else "",
-                   written=(folder / "run.json").stat().st_mtime)
+    return RunInfo(
+        folder.name,
+        str(folder),
+        str(meta.get("index", "")),
+        meta.get("clip_threshold"),
+        meta.get("dino_threshold"),
+        c.get("written", 0),
+        c.get("in_box", 0),
+        str(meta.get("created", "")),
+        nearby=meta.get("nearby") or {},
+        index_folder=str(meta.get("index_folder") or ""),
+        index_manifest_sha256=str(meta.get("index_manifest_sha256") or ""),
+        images=int(c.get("images") or 0),
+        options=meta.get("options") if isinstance(meta.get("options"), dict) else {},
+        against=str((meta.get("against") or {}).get("index", "")) if isinstance(meta.get("against"), dict) else "",
+        written=(folder / "run.json").stat().st_mtime,
+    )
 
 
 def _export(folder: Path, man: dict) -> ExportInfo:
     totals = man.get("totals") or {}
-    return ExportInfo(str(folder), str(man.get("format", "")), str(man.get("name", folder.name)),
-                      str(man.get("version", "")), sum(v for v in totals.values() if isinstance(v, int)),
-                      str(man.get("created_at", "")))
+    return ExportInfo(
+        str(folder),
+        str(man.get("format", "")),
+        str(man.get("name", folder.name)),
+        str(man.get("version", "")),
+        sum(v for v in totals.values() if isinstance(v, int)),
+        str(man.get("created_at", "")),
+    )
 
 
 def _eval(folder: Path, rep: dict) -> EvalInfo:
@@ -154,8 +183,14 @@ def _eval(folder: Path, rep: dict) -> EvalInfo:
         o = (m.get("metrics") or {}).get("overall") or {}
         models[name] = {"accuracy": o.get("accuracy"), "n": o.get("n", 0), "failed": m.get("failed", 0)}
     b = rep.get("benchmark") or {}
-    return EvalInfo(str(folder), str(b.get("name", "")), str(b.get("source", "")), int(b.get("items", 0)), models,
-                    (folder / "report.json").stat().st_mtime)
+    return EvalInfo(
+        str(folder),
+        str(b.get("name", "")),
+        str(b.get("source", "")),
+        int(b.get("items", 0)),
+        models,
+        (folder / "report.json").stat().st_mtime,
+    )
 
 
 def _walk(root: Path):
@@ -175,14 +210,17 @@ def _walk(root: Path):
         if found or depth >= WALK_DEPTH:
             continue
         try:
-            subs = sorted(e.path for e in os.scandir(folder)
-                          if e.is_dir(follow_symlinks=False) and not e.name.startswith(".") and e.name not in _SKIP)
+            subs = sorted(
+                e.path
+                for e in os.scandir(folder)
+                if e.is_dir(follow_symlinks=False) and not e.name.startswith(".") and e.name not in _SKIP
+            )
         except OSError:
             continue
         todo += [(Path(p), depth + 1) for p in subs]
 
 
-def _store_state(db: Optional[str]) -> Optional[dict]:
+def _store_state(db: str | None) -> dict | None:
     """The store's counts; None when there is none; else {"url", "problem"} (and "corrupt": the one problem that
     makes `vhmine status` exit non-zero). Everything but the counts works without SQLAlchemy (the base install),
     and a SQLite file is opened read-only: see vhmine.store.open_store(migrate=False)."""
@@ -207,12 +245,16 @@ def _store_state(db: Optional[str]) -> Optional[dict]:
     except StoreCorruptError as err:
         return {"url": where, "problem": str(err), "corrupt": True}
     except StoreExtraMissingError as err:  # the base install: only the store's counts need the extra
-        return {"url": where, "problem": f"{err} (only the store's counts need it)", "needs": "pip install 'vhmine[app]'"}
+        return {
+            "url": where,
+            "problem": f"{err} (only the store's counts need it)",
+            "needs": "pip install 'vhmine[app]'",
+        }
     except StoreError as err:  # older schema, a server that is down: said, not fatal
         return {"url": where, "problem": str(err)}
 
 
-def collect(root: Path = Path("."), *, indexes: Optional[Path] = None, db: Optional[str] = None) -> Status:
+def collect(root: Path = Path("."), *, indexes: Path | None = None, db: str | None = None) -> Status:
     """Everything `vhmine status` shows, read from `root` (the working folder), the indexes and the store."""
     from vhmine.config import indexes_root, runs_root
 
@@ -269,6 +311,7 @@ def _inside(path: Path, root: Path) -> bool:
 
 # --- what to do next ---------------------------------------------------------------------------
 
+
 def _relax(run: RunInfo) -> str:
     near = run.nearby or {}
     for d, n in (near.get("dino") or {}).items():
@@ -293,19 +336,27 @@ def _next(st: Status) -> tuple[str, list[str]]:
         also.append(f"{waiting} model draft(s) wait on the app's Verify drafts page (vhmine curate{db})")
     if confirm:
         also.append(f"{confirm} drafted yes/no question(s) wait for their author to confirm them on the Annotate page")
-    flags = [(s.get("errata_open", 0), "erratum flag(s) for an admin on the Errata page"),
-             (s.get("blind_flags_open", 0), "blind flag(s) on the Blind flags page"),
-             (s.get("near_duplicates_open", 0), "near-duplicate pair(s) on the Blind flags page"),
-             (s.get("contradictions_open", 0), "yes/no question(s) whose open answers now contradict a person's truth, "
-                                               "for an admin on the Errata page (they stay ready until then)")]
+    flags = [
+        (s.get("errata_open", 0), "erratum flag(s) for an admin on the Errata page"),
+        (s.get("blind_flags_open", 0), "blind flag(s) on the Blind flags page"),
+        (s.get("near_duplicates_open", 0), "near-duplicate pair(s) on the Blind flags page"),
+        (
+            s.get("contradictions_open", 0),
+            "yes/no question(s) whose open answers now contradict a person's truth, "
+            "for an admin on the Errata page (they stay ready until then)",
+        ),
+    ]
     also += [f"{n} {what}" for n, what in flags if n]
 
     finished = [i for i in st.indexes if i.finished]
     if not finished:
         if st.indexes:
             i = st.indexes[0]
-            return (f"finish embedding {i.name!r}: run the same `vhmine embed` command again ({i.shards_done} shard(s) "
-                    "kept; it resumes)", also)
+            return (
+                f"finish embedding {i.name!r}: run the same `vhmine embed` command again ({i.shards_done} shard(s) "
+                "kept; it resumes)",
+                also,
+            )
         return "vhmine embed FOLDER --name NAME   (or `vhmine demo` to see every stage run first)", also
     if not st.runs:
         from vhmine.config import mine_command
@@ -328,7 +379,9 @@ def _next(st: Status) -> tuple[str, list[str]]:
     ready = sum(m["ready"] for m in modes)
     left = sum(m["open"] for m in modes)
     if not ready:
-        return _unless_grown(st, f"vhmine curate{db}   ({left} task(s) left to annotate; nothing ready to export yet)", also)
+        return _unless_grown(
+            st, f"vhmine curate{db}   ({left} task(s) left to annotate; nothing ready to export yet)", also
+        )
     if not st.exports:
         return f"vhmine export --format vhtest --out benchmarks/vh-v1{db}   ({ready} question(s) ready)", also
     last = st.exports[-1]
@@ -336,8 +389,11 @@ def _next(st: Status) -> tuple[str, list[str]]:
     if not any(same_folder(e.source, last.folder) for e in st.evals):
         return f"vhmine eval --bench {where} --model MODEL   (or --predictions NAME=FILE)", also
     if ready != last.items:
-        return (f"vhmine export --format {last.format} --out benchmarks/NEW --since {where}{db}   "
-                f"({ready} question(s) ready, {last.items} in {where}: a new version with a changelog)", also)
+        return (
+            f"vhmine export --format {last.format} --out benchmarks/NEW --since {where}{db}   "
+            f"({ready} question(s) ready, {last.items} in {where}: a new version with a changelog)",
+            also,
+        )
     if left:
         return _unless_grown(st, f"vhmine curate{db}   ({left} task(s) left to annotate)", also)
     return _unless_grown(st, "every stage has run; mine more pairs or generate images to grow the benchmark", also)
@@ -355,19 +411,26 @@ def _unless_grown(st: Status, step: str, also: list[str]) -> tuple[str, list[str
 
 # --- the text --------------------------------------------------------------------------------------
 
+
 def _lines(st: Status) -> list[str]:
     out = ["indexes:" if st.indexes else "indexes: none (vhmine embed FOLDER --name NAME builds one)"]
     for i in st.indexes:
         if i.finished:
-            out.append(f"  {i.name}: {i.images} images, {i.skipped} skipped"
-                       + (f", {i.duplicates} duplicates" if i.duplicates else "") + f"; encoders {i.clip} + {i.dino}")
+            out.append(
+                f"  {i.name}: {i.images} images, {i.skipped} skipped"
+                + (f", {i.duplicates} duplicates" if i.duplicates else "")
+                + f"; encoders {i.clip} + {i.dino}"
+            )
         else:
             out.append(f"  {i.name}: unfinished ({i.shards_done} shard(s) done); encoders {i.clip} + {i.dino}")
     out.append("mining runs:" if st.runs else "mining runs: none")
     for r in st.runs:
-        out.append(f"  {r.name}: --clip {r.clip:g} --dino {r.dino:g}, {r.pairs} pairs"
-                   + (f", {r.index} x {r.against}" if r.against else "") + (" (seeded)" if r.seeded else "")
-                   + f"  [{r.folder}]")
+        out.append(
+            f"  {r.name}: --clip {r.clip:g} --dino {r.dino:g}, {r.pairs} pairs"
+            + (f", {r.index} x {r.against}" if r.against else "")
+            + (" (seeded)" if r.seeded else "")
+            + f"  [{r.folder}]"
+        )
         out += [f"    {outgrown_line(g)}" for g in st.grown if g["run_folder"] == r.folder]
     s = st.store
     if s is None:
@@ -375,24 +438,36 @@ def _lines(st: Status) -> list[str]:
     elif s.get("problem"):
         out.append(f"store: {s['url']}: {s['problem']}")
     else:
-        out.append(f"store: {s['url']}: {s['tasks']} tasks; workers {s['workers_active']} active "
-                   f"({s['workers_admin']} admin), {s['workers_inactive']} inactive")
-        out.append(f"  {'mode':<12} {'open':>6} {'done':>6} {'discarded':>9} {'ready':>6} {'drafts':>7} {'to confirm':>10}")
+        out.append(
+            f"store: {s['url']}: {s['tasks']} tasks; workers {s['workers_active']} active "
+            f"({s['workers_admin']} admin), {s['workers_inactive']} inactive"
+        )
+        out.append(
+            f"  {'mode':<12} {'open':>6} {'done':>6} {'discarded':>9} {'ready':>6} {'drafts':>7} {'to confirm':>10}"
+        )
         for m in s["modes"]:
-            out.append(f"  {m['mode']:<12} {m['open']:>6} {m['done']:>6} {m['discarded']:>9} {m['ready']:>6} "
-                       f"{m['drafts_waiting']:>7} {m['yes_no_to_confirm']:>10}")
-        out.append("  (drafts: model drafts to verify in the app; to confirm: drafted yes/no questions their author "
-                   "has not confirmed)")
-        out.append(f"  flags open: {s['errata_open']} errata, {s['blind_flags_open']} blind, "
-                   f"{s['near_duplicates_open']} near duplicates; person-queue: {s.get('contradictions_open', 0)} "
-                   "contradiction(s)")
+            out.append(
+                f"  {m['mode']:<12} {m['open']:>6} {m['done']:>6} {m['discarded']:>9} {m['ready']:>6} "
+                f"{m['drafts_waiting']:>7} {m['yes_no_to_confirm']:>10}"
+            )
+        out.append(
+            "  (drafts: model drafts to verify in the app; to confirm: drafted yes/no questions their author "
+            "has not confirmed)"
+        )
+        out.append(
+            f"  flags open: {s['errata_open']} errata, {s['blind_flags_open']} blind, "
+            f"{s['near_duplicates_open']} near duplicates; person-queue: {s.get('contradictions_open', 0)} "
+            "contradiction(s)"
+        )
     out.append("exports:" if st.exports else "exports: none")
     for e in st.exports:
         out.append(f"  {e.folder}: {e.format}, version {e.version}, {e.items} items ({e.created})")
     out.append("evals:" if st.evals else "evals: none")
     for e in st.evals[-3:]:
-        scores = ", ".join(f"{m} {100 * v['accuracy']:.1f}%" if isinstance(v.get("accuracy"), (int, float))
-                           else f"{m} -" for m, v in e.models.items())
+        scores = ", ".join(
+            f"{m} {100 * v['accuracy']:.1f}%" if isinstance(v.get("accuracy"), (int, float)) else f"{m} -"
+            for m, v in e.models.items()
+        )
         out.append(f"  {e.folder}/report.md: {e.benchmark} ({e.items} items): {scores}")
     out.append(f"next: {st.next_step}")
     out += [f"also: {a}" for a in st.also]

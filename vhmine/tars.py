@@ -1,4 +1,5 @@
-"""WebDataset tar shards, as an embed source and as the place later stages read an image from: what img2dataset writes, from a local path or any fsspec URL.
+"""WebDataset tar shards, as an embed source and as the place later stages read an image from: what img2dataset writes,
+from a local path or any fsspec URL.
 
 A shard `NNNNN.tar` holds, per sample, `{key}.jpg` (or .jpeg/.png/.webp) beside `{key}.json` (img2dataset's
 record: url, caption, ...) and optionally `{key}.txt` (the caption). Listing reads the tars' member
@@ -69,8 +70,10 @@ class TarSource:
             try:
                 self._fs, self._path = fsspec.core.url_to_fs(self.url)
             except (ImportError, ValueError) as err:
-                raise InputError(f"{display_url(self.url)}: cannot open this URL ({err}); install the fsspec package for "
-                                 "its protocol (e.g. s3fs, gcsfs) or give a local path") from None
+                raise InputError(
+                    f"{display_url(self.url)}: cannot open this URL ({err}); install the fsspec package for "
+                    "its protocol (e.g. s3fs, gcsfs) or give a local path"
+                ) from None
         return self._fs
 
     def _tars(self) -> tuple[str, list[str]]:
@@ -82,11 +85,16 @@ class TarSource:
                     raise FileNotFoundError(self._path)
                 base, _, name = self._path.rpartition("/")
                 return base, [name]
-            names = sorted(p[len(self._path):].lstrip("/") for p in fs.find(self._path) if p.endswith(".tar"))
+            names = sorted(p[len(self._path) :].lstrip("/") for p in fs.find(self._path) if p.endswith(".tar"))
         except FileNotFoundError:
-            raise InputError(f"{display_url(self.url)}: not found; give a WebDataset .tar file or the folder that holds them") from None
+            raise InputError(
+                f"{display_url(self.url)}: not found; give a WebDataset .tar file or the folder that holds them"
+            ) from None
         if not names:
-            raise InputError(f"{display_url(self.url)}: no .tar files found; give a WebDataset .tar file or the folder that holds them")
+            raise InputError(
+                f"{display_url(self.url)}: no .tar files found; give a WebDataset .tar file or the folder that holds"
+                " them"
+            )
         return self._path, names
 
     def check(self) -> None:
@@ -117,11 +125,22 @@ class TarSource:
                         sides[(key, ext)] = [m.offset_data, m.size]
         except (tarfile.TarError, EOFError, OSError) as err:
             # a tar cut short: keep what came before the cut (the cut member fails its read, with a reason)
-            log.warning("%s/%s: %s; embedding the %d images listed before it", display_url(self.url), tar, err, len(images))
-        return {f"{tar}/{w['member']}": {"path": f"{tar}/{w['member']}", "tar": tar, "key": key,
-                                         "offset": w["offset"], "size": w["size"], "mtime_ns": w["mtime_ns"],
-                                         "json": sides.get((key, ".json")), "txt": sides.get((key, ".txt"))}
-                for key, w in sorted(images.items())}
+            log.warning(
+                "%s/%s: %s; embedding the %d images listed before it", display_url(self.url), tar, err, len(images)
+            )
+        return {
+            f"{tar}/{w['member']}": {
+                "path": f"{tar}/{w['member']}",
+                "tar": tar,
+                "key": key,
+                "offset": w["offset"],
+                "size": w["size"],
+                "mtime_ns": w["mtime_ns"],
+                "json": sides.get((key, ".json")),
+                "txt": sides.get((key, ".txt")),
+            }
+            for key, w in sorted(images.items())
+        }
 
     def _mtime_ns(self, path: str) -> int:
         """The tar's modification time: a tar written again (downloaded again) has its members hashed anew,

@@ -10,9 +10,9 @@ import pytest
 
 pytest.importorskip("streamlit")
 
+from helpers import counting_annotation, seed_store  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from helpers import counting_annotation, seed_store  # noqa: E402
 from vhmine import curate as C  # noqa: E402
 
 APP = str(Path(__file__).resolve().parents[2] / "vhmine" / "apps" / "curate.py")
@@ -65,11 +65,20 @@ def test_sign_in(env):
     assert at.text_input(key="token").proto.type == at.text_input(key="token").proto.PASSWORD
     at.text_input(key="token").input("vhm_wrong")
     at.button[0].click().run()
-    assert [_plain(e.value) for e in at.error] == ["unknown or inactive token: ask an admin for one (`vhmine workers add NAME`)"]
+    assert [_plain(e.value) for e in at.error] == [
+        "unknown or inactive token: ask an admin for one (`vhmine workers add NAME`)"
+    ]
     assert "worker" not in at.session_state and len(at.sidebar.radio) == 0  # nothing to write with
     at = _signed_in(tokens["alice"])
     assert at.sidebar.markdown[0].value == "Signed in as **alice**"
-    assert _by_label(at.sidebar.radio, "Page").options == ["Annotate", "Review", "Label answers", "Verify drafts", "Errata", "Blind flags"]  # no Admin
+    assert _by_label(at.sidebar.radio, "Page").options == [
+        "Annotate",
+        "Review",
+        "Label answers",
+        "Verify drafts",
+        "Errata",
+        "Blind flags",
+    ]  # no Admin
     assert "token" not in at.session_state and not any(tokens["alice"] in t for t in _texts(at))
 
 
@@ -84,8 +93,11 @@ def test_annotate_confirm_drafts_and_progress(env):
     assert not at.exception, at.exception
     assert [_plain(s.value) for s in at.success] == ["Saved 2 question(s); confirm 4 drafted yes/no question(s)."]
     assert [w.value for w in at.text_input if w.label == "Yes/no question"] == [
-        "Are there exactly 3 cats in the picture?", "Are there exactly 2 cats in the picture?",
-        "Are there exactly 2 cats in the picture?", "Are there exactly 3 cats in the picture?"]
+        "Are there exactly 3 cats in the picture?",
+        "Are there exactly 2 cats in the picture?",
+        "Are there exactly 2 cats in the picture?",
+        "Are there exactly 3 cats in the picture?",
+    ]
     [c for c in at.checkbox if c.label == "Keep"][3].uncheck()
     _by_label(at.button, "Confirm").click().run()
     assert [_plain(s.value) for s in at.success] == ["Confirmed 3 yes/no question(s)."]
@@ -106,7 +118,8 @@ def test_bad_input_shows_a_message_and_saves_nothing(env):
     [err] = at.error
     err = _plain(err.value)
     assert err.startswith("no reference answer for image B (") and err.endswith(
-        "): write at least one acceptable answer (one per line)")
+        "): write at least one acceptable answer (one per line)"
+    )
     _by_label(at.text_area, "Reference answer(s) for image B, one per line").input("**many** <b>x</b>")
     _by_label(at.button, "Save").click().run()
     shown = at.error[0].value
@@ -201,7 +214,7 @@ def test_annotate_draws_a_pairs_images_side_by_side_at_one_height(env, tmp_path)
     cells = re.findall(r'flex:([0-9.]+) 1 0.*?src="data:image/jpeg;base64,([^"]+)" alt="(image [AB])[^"]*"', row)
     assert [alt for *_, alt in cells] == ["image A", "image B"]
     item = C.next_item(store, "bob", "counting")
-    for (flex, data, alt), view in zip(cells, item.images):
+    for (flex, data, _alt), view in zip(cells, item.images):
         drawn = Image.open(io.BytesIO(base64.b64decode(data)))
         original = Image.open(io.BytesIO(C.image_bytes(store, view.id)))
         assert drawn.height == 2 * ROW_HEIGHT > original.height  # the helpers' 96 px photos: scaled up
@@ -216,8 +229,16 @@ def test_review_is_blind_and_admin_sees_agreement(env):
     store, tokens = env
     item = C.next_item(store, "alice", "counting")
     ids = [v.id for v in item.images]
-    C.save_annotation(store, "alice", item.task_id, C.Annotation(
-        "counting.exactly", {"object": "<script>alert(1)</script> **cats**", "n": "2"}, truths={ids[0]: True, ids[1]: False}))
+    C.save_annotation(
+        store,
+        "alice",
+        item.task_id,
+        C.Annotation(
+            "counting.exactly",
+            {"object": "<script>alert(1)</script> **cats**", "n": "2"},
+            truths={ids[0]: True, ids[1]: False},
+        ),
+    )
     at = _signed_in(tokens["bob"], page="Review", mode="counting")
     question = "Are there exactly 2 <script>alert(1)</script> **cats** in the picture?"
     assert at.text[0].value == question  # shown verbatim as text, not rendered
@@ -235,7 +256,13 @@ def test_review_is_blind_and_admin_sees_agreement(env):
     table = next(t for t in tables if "kappa" in t.columns)
     row = table[table["mode"] == "counting"].iloc[0]
     # items: (yes, yes) and (no, yes): p_o = 1/2, p_e = (1*2 + 1*0) / 4 = 1/2 -> kappa 0
-    assert (row["statistic"], float(row["kappa"]), row["items"], row["raters"], row["disagreements"]) == ("cohen", 0.0, 2, 2, 1)
+    assert (row["statistic"], float(row["kappa"]), row["items"], row["raters"], row["disagreements"]) == (
+        "cohen",
+        0.0,
+        2,
+        2,
+        1,
+    )
     other = table[table["mode"] == "color"].iloc[0]
     assert (other["statistic"], other["kappa"]) == ("-", "-")  # no figure yet: "-", never "None"
     dis = next(t for t in tables if "answers" in t.columns)
@@ -254,7 +281,10 @@ def test_label_model_answers(env):
     assert "Seven cats." in [t.value for t in at.text] and not any("secret-model-name" in t for t in _texts(at))
     _by_label(at.radio, "Verdict").set_value("hallucinated")
     _by_label(at.button, "Save verdict").click().run()
-    assert _plain(at.success[0].value) == "Verdict saved for the previous answer (hallucinated: How many cats are there in the picture?)."
+    assert (
+        _plain(at.success[0].value)
+        == "Verdict saved for the previous answer (hallucinated: How many cats are there in the picture?)."
+    )
     assert _plain(at.info[0].value) == "No model answers to label in counting."
     assert C.next_response(store, "bob") is None and C.next_response(store, "carol").response_id == rid
 

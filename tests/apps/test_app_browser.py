@@ -16,13 +16,20 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from helpers import free_port, write_pairs, write_photos
 
 CHROMIUM = os.environ.get("VHMINE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @contextlib.contextmanager
@@ -30,8 +37,12 @@ def _serve(tmp_path, db: str):
     """(url, log path) of `vhmine curate` serving the store at `db` until the block ends."""
     port = free_port()
     log = open(tmp_path / "streamlit.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "vhmine.cli", "curate", "--db", db, "--host", "127.0.0.1", "--port", str(port)],
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vhmine.cli", "curate", "--db", db, "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 90
@@ -63,7 +74,11 @@ def app_server(tmp_path):
 
     db = f"sqlite:///{tmp_path / 'browser.db'}"
     with open_store(db) as store:
-        seed_pairs(store, write_pairs(tmp_path / "runs" / "b", write_photos(tmp_path / "photos", ("coffee", "rocket"))), per_mode=1)
+        seed_pairs(
+            store,
+            write_pairs(tmp_path / "runs" / "b", write_photos(tmp_path / "photos", ("coffee", "rocket"))),
+            per_mode=1,
+        )
         token = C.add_worker(store, "alice")
     with _serve(tmp_path, db) as (url, log):
         yield url, db, token, log
@@ -80,8 +95,13 @@ def test_sign_in_and_annotate_in_chromium(app_server, tmp_path):
     ARTIFACTS.mkdir(exist_ok=True)
     expect = sync_api.expect
     with sync_api.sync_playwright() as p:
-        ctx = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, headless=True,
-                                                   args=ARGS, viewport={"width": 1400, "height": 1400})
+        ctx = p.chromium.launch_persistent_context(
+            str(tmp_path / "profile"),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=ARGS,
+            viewport={"width": 1400, "height": 1400},
+        )
         try:
             page = ctx.new_page()
             page.goto(url, timeout=60_000)
@@ -98,7 +118,9 @@ def test_sign_in_and_annotate_in_chromium(app_server, tmp_path):
                 area.fill(answer)
                 area.press("Tab")
             page.get_by_role("button", name="Save", exact=True).click()
-            expect(page.get_by_text("Saved 2 question(s); confirm 4 drafted yes/no question(s).")).to_be_visible(timeout=60_000)
+            expect(page.get_by_text("Saved 2 question(s); confirm 4 drafted yes/no question(s).")).to_be_visible(
+                timeout=60_000
+            )
             expect(page.get_by_role("button", name="Confirm")).to_be_visible(timeout=30_000)
             page.screenshot(path=str(ARTIFACTS / "curate_browser.png"), full_page=True)
             html = page.content()
@@ -107,8 +129,7 @@ def test_sign_in_and_annotate_in_chromium(app_server, tmp_path):
     assert token not in html and token not in log.read_text()
     with open_store(db) as store:
         got = sorted((r.question, r.answers) for r in C.ready_instances(store, "existence"))
-        assert got == [("What is on the table?", ("a cup of coffee",)),
-                       ("What is on the table?", ("a spoon",))]
+        assert got == [("What is on the table?", ("a cup of coffee",)), ("What is on the table?", ("a spoon",))]
         assert {r.created_by for r in C.ready_instances(store)} == {"alice"}
         assert len(C.pending_drafts(store, "alice")) == 4
     assert (ARTIFACTS / "curate_browser.png").stat().st_size > 10_000
@@ -124,8 +145,13 @@ def test_rotated_token_signs_the_browser_out_at_its_next_click(app_server, tmp_p
     url, db, token, log = app_server
     expect = sync_api.expect
     with sync_api.sync_playwright() as p:
-        ctx = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, headless=True,
-                                                   args=ARGS, viewport={"width": 1400, "height": 1400})
+        ctx = p.chromium.launch_persistent_context(
+            str(tmp_path / "profile"),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=ARGS,
+            viewport={"width": 1400, "height": 1400},
+        )
         try:
             page = ctx.new_page()
             page.set_default_timeout(60_000)  # a loaded machine reruns slowly; widgets wait disabled meanwhile
@@ -149,7 +175,9 @@ def test_rotated_token_signs_the_browser_out_at_its_next_click(app_server, tmp_p
             with open_store(db) as store:  # the admin rotates alice's token while her browser is signed in
                 new = C.rotate_token(store, "alice")
             page.get_by_role("button", name="Save", exact=True).click()
-            expect(page.get_by_text("You were signed out: the sign-in of 'alice' is no longer valid")).to_be_visible(timeout=60_000)
+            expect(page.get_by_text("You were signed out: the sign-in of 'alice' is no longer valid")).to_be_visible(
+                timeout=60_000
+            )
             expect(page.get_by_label("Token", exact=True)).to_be_visible()
             expect(page.get_by_text("Signed in as")).to_have_count(0)
             page.get_by_label("Token", exact=True).fill(token)  # the old token no longer signs in ...
@@ -199,8 +227,14 @@ def layout_server(tmp_path):
         C.add_worker(store, "bob")
         item = C.next_item(store, "bob", "existence")
         a, b = (v.id for v in item.images)
-        C.save_annotation(store, "bob", item.task_id, C.Annotation(
-            "existence.what_is", {"where": "on the table"}, answers={a: "a cup of coffee", b: "a launch pad"}))
+        C.save_annotation(
+            store,
+            "bob",
+            item.task_id,
+            C.Annotation(
+                "existence.what_is", {"where": "on the table"}, answers={a: "a cup of coffee", b: "a launch pad"}
+            ),
+        )
         for inst in C.ready_instances(store, "existence"):
             C.add_response(store, inst.id, "m", inst.question, f"Model says: a red bicycle ({inst.answers[0]} truly)")
     with _serve(tmp_path, db) as (url, _log):
@@ -208,9 +242,12 @@ def layout_server(tmp_path):
 
 
 def _inside(inner, outer) -> bool:
-    return (inner["x"] >= outer["x"] - 0.5 and inner["y"] >= outer["y"] - 0.5
-            and inner["x"] + inner["width"] <= outer["x"] + outer["width"] + 0.5
-            and inner["y"] + inner["height"] <= outer["y"] + outer["height"] + 0.5)
+    return (
+        inner["x"] >= outer["x"] - 0.5
+        and inner["y"] >= outer["y"] - 0.5
+        and inner["x"] + inner["width"] <= outer["x"] + outer["width"] + 0.5
+        and inner["y"] + inner["height"] <= outer["y"] + outer["height"] + 0.5
+    )
 
 
 def test_layout_at_1400x1000(layout_server, tmp_path):
@@ -224,8 +261,13 @@ def test_layout_at_1400x1000(layout_server, tmp_path):
     expect = sync_api.expect
     viewport = {"x": 0, "y": 0, "width": 1400, "height": 1000}
     with sync_api.sync_playwright() as p:
-        ctx = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, headless=True,
-                                                   args=ARGS, viewport={"width": 1400, "height": 1000})
+        ctx = p.chromium.launch_persistent_context(
+            str(tmp_path / "profile"),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=ARGS,
+            viewport={"width": 1400, "height": 1000},
+        )
         try:
             page = ctx.new_page()
             page.set_default_timeout(60_000)
@@ -252,7 +294,9 @@ def test_layout_at_1400x1000(layout_server, tmp_path):
             for n in (1, 2):
                 expect(page.get_by_text("Label model answers: existence")).to_be_visible()
                 idle.wait_for()
-                page.wait_for_function("[...document.querySelectorAll('[data-testid=stMain] img')].every(i => i.complete)")
+                page.wait_for_function(
+                    "[...document.querySelectorAll('[data-testid=stMain] img')].every(i => i.complete)"
+                )
                 page.screenshot(path=str(ARTIFACTS / f"curate_label_{n}.png"))
                 img = page.get_by_test_id("stMain").locator("img")
                 expect(img).to_have_count(1)
@@ -262,7 +306,9 @@ def test_layout_at_1400x1000(layout_server, tmp_path):
                 assert box["width"] <= natural + 0.5, (box, natural)  # never stretched beyond its pixels
                 assert _inside(box, page.get_by_test_id("stMain").bounding_box())
                 for text in ("What is on the table?", "Model says: a red bicycle"):
-                    shown = page.get_by_test_id("stMain").get_by_test_id("stText").filter(has_text=text)  # not the message
+                    shown = (
+                        page.get_by_test_id("stMain").get_by_test_id("stText").filter(has_text=text)
+                    )  # not the message
                     assert _inside(shown.bounding_box(), viewport), text  # no scrolling needed
                 assert page.evaluate("window.scrollY") == 0
                 page.get_by_text("hallucinated", exact=True).click()
@@ -292,15 +338,33 @@ def test_verify_a_draft_and_flag_an_item_in_chromium(app_server, tmp_path):
         with store.session(write=False) as s:
             t = s.query(Task).filter_by(mode="existence").one()
             p = s.get(Pair, t.pair_id)
-        raw = _json.dumps({"template": "existence.what_is", "slots": {"where": "on the table"},
-                           "answer_a": "a cup", "answer_b": "a spoon"})
-        did = C.record_draft(store, t.id, model="fake-vlm", endpoint=None, prompt="draft@v1#test", raw=raw,
-                             content=parse_draft(raw, "existence", [p.image_a, p.image_b]))
+        raw = _json.dumps(
+            {
+                "template": "existence.what_is",
+                "slots": {"where": "on the table"},
+                "answer_a": "a cup",
+                "answer_b": "a spoon",
+            }
+        )
+        did = C.record_draft(
+            store,
+            t.id,
+            model="fake-vlm",
+            endpoint=None,
+            prompt="draft@v1#test",
+            raw=raw,
+            content=parse_draft(raw, "existence", [p.image_a, p.image_b]),
+        )
     expect = sync_api.expect
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_api.sync_playwright() as pw:
-        ctx = pw.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, headless=True,
-                                                    args=ARGS, viewport={"width": 1400, "height": 1600})
+        ctx = pw.chromium.launch_persistent_context(
+            str(tmp_path / "profile"),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=ARGS,
+            viewport={"width": 1400, "height": 1600},
+        )
         try:
             page = ctx.new_page()
             page.set_default_timeout(60_000)
@@ -332,7 +396,9 @@ def test_verify_a_draft_and_flag_an_item_in_chromium(app_server, tmp_path):
             why.press("Tab")
             idle.wait_for()
             page.get_by_role("button", name="Flag as wrong").click()
-            expect(page.get_by_text(f"Flagged {target.id}: an admin will accept or reject the flag.")).to_be_visible(timeout=60_000)
+            expect(page.get_by_text(f"Flagged {target.id}: an admin will accept or reject the flag.")).to_be_visible(
+                timeout=60_000
+            )
             page.screenshot(path=str(ARTIFACTS / "verify_errata_browser.png"), full_page=True)
             html = page.content()
         finally:
@@ -343,7 +409,11 @@ def test_verify_a_draft_and_flag_an_item_in_chromium(app_server, tmp_path):
             assert (s.get(Draft, did).status, s.get(Draft, did).decided_by) == ("accepted", "alice")
             [flag] = s.query(Erratum).all()
             assert (flag.instance_id, flag.flagged_by, flag.reason, flag.status) == (
-                target.id, "alice", "it is a fork, not a spoon", "open")
+                target.id,
+                "alice",
+                "it is a fork, not a spoon",
+                "open",
+            )
 
 
 # --- a laptop screen: 1280 x 800 ----------------------------------------------------------------------------
@@ -373,8 +443,12 @@ def laptop_server(tmp_path):
         tokens = {"alice": C.add_worker(store, "alice", admin=True), "bob": C.add_worker(store, "bob")}
         item = C.next_item(store, "bob", "color")
         a, b = (v.id for v in item.images)
-        C.save_annotation(store, "bob", item.task_id, C.Annotation("color.what_color", {"object": "cup"},
-                                                                   answers={a: "red", b: "white"}))
+        C.save_annotation(
+            store,
+            "bob",
+            item.task_id,
+            C.Annotation("color.what_color", {"object": "cup"}, answers={a: "red", b: "white"}),
+        )
         C.confirm_drafts(store, "bob", [C.DraftDecision(d.instance_id, True) for d in C.pending_drafts(store, "bob")])
         C.add_worker(store, "carol")
         for k, inst in enumerate(C.ready_instances(store, "color")):
@@ -384,9 +458,16 @@ def laptop_server(tmp_path):
         task = C.next_item(store, "bob", "counting")
         C.skip(store, "bob", task.task_id)
         ids = [v.id for v in task.images]
-        raw = ('{"template": "counting.how_many", "slots": {"object": "rockets"}, "answer_a": "1", "answer_b": "0"}')
-        C.record_draft(store, task.task_id, model="fake-vlm", endpoint=None, prompt="draft@v1#test", raw=raw,
-                       content=parse_draft(raw, "counting", ids))
+        raw = '{"template": "counting.how_many", "slots": {"object": "rockets"}, "answer_a": "1", "answer_b": "0"}'
+        C.record_draft(
+            store,
+            task.task_id,
+            model="fake-vlm",
+            endpoint=None,
+            prompt="draft@v1#test",
+            raw=raw,
+            content=parse_draft(raw, "counting", ids),
+        )
     with _serve(tmp_path, db) as (url, _log):
         yield url, db, tokens
 
@@ -413,8 +494,9 @@ def test_every_page_fits_a_laptop_screen(laptop_server, tmp_path):
     ARTIFACTS.mkdir(exist_ok=True)
     expect = sync_api.expect
     with sync_api.sync_playwright() as p:
-        ctx = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, headless=True,
-                                                   args=ARGS, viewport=LAPTOP)
+        ctx = p.chromium.launch_persistent_context(
+            str(tmp_path / "profile"), executable_path=CHROMIUM, headless=True, args=ARGS, viewport=LAPTOP
+        )
         try:
             page = ctx.new_page()
             page.set_default_timeout(60_000)
@@ -517,10 +599,15 @@ def test_every_page_fits_a_laptop_screen(laptop_server, tmp_path):
             said = page.get_by_text(f"Answer “{answer}” saved for the previous item ", exact=False)
             expect(said).to_be_visible()
             shot("review_saved")
-            assert said.inner_text() == f"Answer “{answer}” saved for the previous {first} ({question}).", said.inner_text()
+            assert said.inner_text() == f"Answer “{answer}” saved for the previous {first} ({question}).", (
+                said.inner_text()
+            )
             assert _in_view(said.bounding_box())
             now = item_id.inner_text()
-            assert now.startswith("item ") and now != first, (now, first)  # the next item, which the message does not name
+            assert now.startswith("item ") and now != first, (
+                now,
+                first,
+            )  # the next item, which the message does not name
             goto("Label answers")
             expect(page.get_by_text("Label model answers: color")).to_be_visible()
             shot("label")
@@ -529,7 +616,9 @@ def test_every_page_fits_a_laptop_screen(laptop_server, tmp_path):
             choose_mode("counting")
             goto("Verify drafts")
             expect(page.get_by_text("Verify drafts: counting")).to_be_visible()
-            expect(page.get_by_label("Question", exact=True)).to_have_value("How many rockets are there in the picture?")
+            expect(page.get_by_label("Question", exact=True)).to_have_value(
+                "How many rockets are there in the picture?"
+            )
             assert _in_view(page.get_by_label("Question", exact=True).bounding_box())
             shot("verify")
             for name in ("Errata", "Blind flags"):
@@ -551,7 +640,9 @@ def test_every_page_fits_a_laptop_screen(laptop_server, tmp_path):
             assert tables.count() >= 4
             for k in range(tables.count()):
                 t = tables.nth(k)
-                assert t.evaluate("t => [t, ...t.querySelectorAll('*')].every(e => e.scrollWidth <= e.clientWidth + 1)"), k
+                assert t.evaluate(
+                    "t => [t, ...t.querySelectorAll('*')].every(e => e.scrollWidth <= e.clientWidth + 1)"
+                ), k
                 box, frame = t.bounding_box(), main.bounding_box()  # stMain scrolls: compare left and right edges
                 assert box["x"] >= frame["x"] and box["x"] + box["width"] <= frame["x"] + frame["width"] + 0.5, (k, box)
             cells = main.locator("[data-testid=stTable] td").all_inner_texts()
@@ -574,6 +665,16 @@ def test_every_page_fits_a_laptop_screen(laptop_server, tmp_path):
             expect(page.get_by_text("Annotate: existence")).to_be_visible()
         finally:
             ctx.close()
-    assert {p.name for p in shots.iterdir()} >= {"sign_in.png", "annotate.png", "annotate_save_error.png",
-                                                  "annotate_drafts.png", "review.png", "review_saved.png",
-                                                  "label.png", "verify.png", "errata.png", "blind_flags.png", "admin.png"}
+    assert {p.name for p in shots.iterdir()} >= {
+        "sign_in.png",
+        "annotate.png",
+        "annotate_save_error.png",
+        "annotate_drafts.png",
+        "review.png",
+        "review_saved.png",
+        "label.png",
+        "verify.png",
+        "errata.png",
+        "blind_flags.png",
+        "admin.png",
+    }

@@ -7,10 +7,9 @@ import re
 from pathlib import Path
 
 import pytest
+from helpers import SIGNED_OUT, counting_annotation, logged_actions, seed_store
 
 from vhmine import curate as C
-
-from helpers import SIGNED_OUT, counting_annotation, logged_actions, seed_store
 
 APP = str(Path(__file__).resolve().parents[2] / "vhmine" / "apps" / "curate.py")
 
@@ -57,8 +56,10 @@ def test_app_signs_a_worker_out_at_the_next_click_and_saves_nothing(env, how):
     C.rotate_token(store, "alice") if how == "rotate" else C.deactivate_worker(store, "alice")
     _by_label(at.button, "Save").click().run()
     assert not at.exception, at.exception
-    msg = (SIGNED_OUT if how == "rotate" else r"worker 'alice' is unknown or inactive: sign in again")
-    assert [_plain(e.value) for e in at.error] and re.fullmatch("You were signed out: " + msg, _plain(at.error[0].value))
+    msg = SIGNED_OUT if how == "rotate" else r"worker 'alice' is unknown or inactive: sign in again"
+    assert [_plain(e.value) for e in at.error] and re.fullmatch(
+        "You were signed out: " + msg, _plain(at.error[0].value)
+    )
     assert "worker" not in at.session_state and len(at.sidebar.radio) == 0 and at.text_input(key="token")
     assert C.ready_instances(store) == [] and C.pending_drafts(store, "bob") == []
     assert logged_actions(store, "alice", "annotate") == []
@@ -92,4 +93,11 @@ def test_app_admin_page_needs_the_right_in_the_store(env):
     at.run()
     assert not at.exception, at.exception
     assert "Agreement" not in [h.value for h in at.header] and not [d for d in at.main.table if "name" in d.value]
-    assert _by_label(at.sidebar.radio, "Page").options == ["Annotate", "Review", "Label answers", "Verify drafts", "Errata", "Blind flags"]
+    assert _by_label(at.sidebar.radio, "Page").options == [
+        "Annotate",
+        "Review",
+        "Label answers",
+        "Verify drafts",
+        "Errata",
+        "Blind flags",
+    ]

@@ -11,14 +11,27 @@ from typer.testing import CliRunner
 
 from vhmine.cli import app
 
-HEAVY = ("torch", "open_clip", "transformers", "diffusers", "faiss", "streamlit", "openai", "sqlalchemy",
-         "pandas", "pyarrow", "matplotlib")
+HEAVY = (
+    "torch",
+    "open_clip",
+    "transformers",
+    "diffusers",
+    "faiss",
+    "streamlit",
+    "openai",
+    "sqlalchemy",
+    "pandas",
+    "pyarrow",
+    "matplotlib",
+)
 
 
 def test_help_imports_nothing_heavy():
-    code = ("import sys; from vhmine.cli import main\n"
-            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-            f"print('LOADED', [m for m in {HEAVY!r} if m in sys.modules])")
+    code = (
+        "import sys; from vhmine.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        f"print('LOADED', [m for m in {HEAVY!r} if m in sys.modules])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "LOADED []" in out, out
     assert "embed" in out and "mine" in out
@@ -52,8 +65,13 @@ def test_every_command_has_help():
 def test_offline_demo_end_to_end(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     t0 = time.time()
-    r = subprocess.run([sys.executable, "-m", "vhmine.cli", "demo", "--workdir", str(tmp_path)], env=env,
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "vhmine.cli", "demo", "--workdir", str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     assert "Pairs from untrained encoders mean nothing" in r.stdout
     assert time.time() - t0 < 240
@@ -63,14 +81,22 @@ def test_offline_demo_end_to_end(tmp_path):
     meta = json.loads((run / "run.json").read_text())
     assert meta["counts"]["in_box"] == len(pairs) and meta["index"] == "demo-skimage"
     assert (tmp_path / "indexes" / "demo-skimage" / "manifest.json").is_file()
-    assert "motorcycle_left.png" in set(pd.read_parquet(tmp_path / "indexes" / "demo-skimage" / "images.parquet")["path"])
+    assert "motorcycle_left.png" in set(
+        pd.read_parquet(tmp_path / "indexes" / "demo-skimage" / "images.parquet")["path"]
+    )
     assert str(run / "gallery.html") in r.stdout
 
 
 def _help(*words: str) -> str:
     env = dict(os.environ, COLUMNS="200")
-    return subprocess.run([sys.executable, "-m", "vhmine.cli", *words, "--help"], capture_output=True, text=True,
-                          env=env, check=True, timeout=120).stdout
+    return subprocess.run(
+        [sys.executable, "-m", "vhmine.cli", *words, "--help"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=120,
+    ).stdout
 
 
 def test_help_shows_bracketed_defaults_and_env_names():
@@ -85,18 +111,36 @@ def test_a_mistyped_db_never_creates_a_store(tmp_path):
     one; every other command with --db refuses a store that does not exist, names its path and creates nothing.
     (Before: `blind --db typo.db` made an empty store, printed "0 questions" and exited 0.)"""
     import typer.main
-
     from helpers import write_tiny_bench
+
     from vhmine.store.db import CREATORS
 
     bench = write_tiny_bench(tmp_path)
     preds = tmp_path / "p.jsonl"
-    preds.write_text("".join(json.dumps({"id": i, "answer": "yes"}) + "\n" for i in ("o1", "o2", "y1", "y2", "y3", "y4")))
+    preds.write_text(
+        "".join(json.dumps({"id": i, "answer": "yes"}) + "\n" for i in ("o1", "o2", "y1", "y2", "y3", "y4"))
+    )
     args = {  # enough for each command to reach its store
-        "probe": ["--model", "m"], "describe": ["--model", "m"], "blind": ["--model", "m"], "draft": ["--model", "m"],
-        "export": ["--out", str(tmp_path / "out")], "curate": [],
-        "eval": ["--bench", str(bench), "--predictions", f"m={preds}", "--oeq", "labels", "--out", str(tmp_path / "ev")],
-        "workers list": [], "workers rotate": ["alice"], "workers deactivate": ["alice"], "workers activate": ["alice"],
+        "probe": ["--model", "m"],
+        "describe": ["--model", "m"],
+        "blind": ["--model", "m"],
+        "draft": ["--model", "m"],
+        "export": ["--out", str(tmp_path / "out")],
+        "curate": [],
+        "eval": [
+            "--bench",
+            str(bench),
+            "--predictions",
+            f"m={preds}",
+            "--oeq",
+            "labels",
+            "--out",
+            str(tmp_path / "ev"),
+        ],
+        "workers list": [],
+        "workers rotate": ["alice"],
+        "workers deactivate": ["alice"],
+        "workers activate": ["alice"],
     }
 
     def walk(cmd, path):
@@ -108,8 +152,9 @@ def test_a_mistyped_db_never_creates_a_store(tmp_path):
 
     with_db = set(walk(typer.main.get_command(app), []))
     readers = {"status"}  # reports that there is no store yet, and creates none
-    assert with_db == set(args) | set(CREATORS) | readers, \
+    assert with_db == set(args) | set(CREATORS) | readers, (
         "a new command with --db: add it to `args`, to store.db.CREATORS or to `readers`"
+    )
     runner = CliRunner()
     for name, extra in list(args.items()) + [("draft", ["--stats"])]:
         typo = tmp_path / f"typo-{name.replace(' ', '-')}.db"
@@ -127,7 +172,9 @@ def test_a_mistyped_db_never_creates_a_store(tmp_path):
     # a command that makes the first thing in a store still makes it
     r = runner.invoke(app, ["workers", "add", "alice", "--db", str(tmp_path / "new.db")])
     assert r.exit_code == 0 and (tmp_path / "new.db").is_file(), r.output
-    r = runner.invoke(app, ["blind", "--model", "m", "--db", str(tmp_path / "new.db"), "--base-url", "http://127.0.0.1:9/v1"])
+    r = runner.invoke(
+        app, ["blind", "--model", "m", "--db", str(tmp_path / "new.db"), "--base-url", "http://127.0.0.1:9/v1"]
+    )
     assert "no store at" not in r.output
 
 
@@ -136,23 +183,39 @@ def test_offline_demo_names_its_encoders_and_the_embed_line_for_ones_own_folder(
     import shlex
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    r = subprocess.run([sys.executable, "-m", "vhmine.cli", "demo", "--offline"], env=env, cwd=tmp_path,
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "vhmine.cli", "demo", "--offline"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert f"encoders of this demo (random weights, built here): CLIP {tmp_path / 'data/demo-models/tiny-clip'}, " \
-           f"DINOv2 {tmp_path / 'data/demo-models/tiny-dinov2'}" in lines
+    assert (
+        f"encoders of this demo (random weights, built here): CLIP {tmp_path / 'data/demo-models/tiny-clip'}, "
+        f"DINOv2 {tmp_path / 'data/demo-models/tiny-dinov2'}" in lines
+    )
     line = next(ln for ln in lines if ln.startswith("your own images, offline: "))
     cmd = line.removeprefix("your own images, offline: ")
-    assert cmd == ("vhmine embed FOLDER --name NAME --clip-model local-dir:data/demo-models/tiny-clip "
-                   "--dino-model data/demo-models/tiny-dinov2")
+    assert cmd == (
+        "vhmine embed FOLDER --name NAME --clip-model local-dir:data/demo-models/tiny-clip "
+        "--dino-model data/demo-models/tiny-dinov2"
+    )
     assert "next: vhmine seed --pairs runs/demo-offline/pairs.parquet" in lines
     from helpers import write_photos
 
     write_photos(tmp_path / "mine", ("coffee", "rocket", "horse"))
     words = shlex.split(cmd.replace("FOLDER", "mine").replace("NAME", "own"))
-    r = subprocess.run([sys.executable, "-m", "vhmine.cli", *words[1:]], env=env, cwd=tmp_path, capture_output=True,
-                       text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "vhmine.cli", *words[1:]],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     man = json.loads((tmp_path / "indexes" / "own" / "manifest.json").read_text())
     assert man["counts"]["images"] == 3 and "tiny-clip" in json.dumps(man["encoders"]["clip"])
@@ -160,19 +223,34 @@ def test_offline_demo_names_its_encoders_and_the_embed_line_for_ones_own_folder(
 
 def test_usage_lines_read_as_people_write_them():
     env = {**os.environ, "COLUMNS": "200"}
-    for words, usage in ((["embed"], "Usage: vhmine embed [OPTIONS] IMAGES"),
-                         (["workers", "add"], "Usage: vhmine workers add [OPTIONS] NAME"),
-                         (["workers", "rotate"], "Usage: vhmine workers rotate [OPTIONS] NAME")):
-        out = subprocess.run([sys.executable, "-m", "vhmine.cli", *words, "--help"], capture_output=True, text=True,
-                             env=env, check=True).stdout
+    for words, usage in (
+        (["embed"], "Usage: vhmine embed [OPTIONS] IMAGES"),
+        (["workers", "add"], "Usage: vhmine workers add [OPTIONS] NAME"),
+        (["workers", "rotate"], "Usage: vhmine workers rotate [OPTIONS] NAME"),
+    ):
+        out = subprocess.run(
+            [sys.executable, "-m", "vhmine.cli", *words, "--help"], capture_output=True, text=True, env=env, check=True
+        ).stdout
         assert out.splitlines()[0] == usage
         assert "{" not in out.splitlines()[0]
 
 
 def test_describe_takes_its_modes_as_the_other_stages_do():
-    out = subprocess.run([sys.executable, "-m", "vhmine.cli", "describe", "--help"], capture_output=True, text=True,
-                         env={**os.environ, "COLUMNS": "200"}, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "vhmine.cli", "describe", "--help"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+        check=True,
+    ).stdout
     assert "--mode <list[str]>" in out and "--modes" not in out
-    r = subprocess.run([sys.executable, "-m", "vhmine.cli", "describe", "--model", "m", "--modes", "shape,ocr"],
-                       capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
-    assert r.returncode == 2 and "--modes was replaced by --mode, as the other stages take it: --mode shape --mode ocr" in r.stderr
+    r = subprocess.run(
+        [sys.executable, "-m", "vhmine.cli", "describe", "--model", "m", "--modes", "shape,ocr"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert (
+        r.returncode == 2
+        and "--modes was replaced by --mode, as the other stages take it: --mode shape --mode ocr" in r.stderr
+    )

@@ -13,11 +13,10 @@ against the truth now; undo restoring rows exactly; a refused action changing no
 
 from __future__ import annotations
 
+from derived_model import PlainModel, snapshot
 from hypothesis import note
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-
-from derived_model import PlainModel, snapshot
 
 NEW_VALUES = {"color": ["red", "blue", "green"], "counting": ["2", "3", "4"]}
 ALIASES = {"red": "crimson", "blue": "navy", "green": "lime", "2": "3", "3": "4", "4": "5"}  # counting: a second count
@@ -42,8 +41,11 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
         with self.store.session(write=False) as s:
             oeqs = s.query(Instance).filter_by(kind="OEQ", status="ready").all()
             self.source = {o.id: {"answers": list(o.answers), "ready": True, "mode": o.mode} for o in oeqs}
-            self.confirmed = {i.id for i in s.query(Instance).filter(Instance.derived_from.is_not(None))
-                              if i.status == "ready" or i.retired_from == "ready"}
+            self.confirmed = {
+                i.id
+                for i in s.query(Instance).filter(Instance.derived_from.is_not(None))
+                if i.status == "ready" or i.retired_from == "ready"
+            }
         self.rejected: dict[str, str] = {}  # id -> the reason a person gave (draft rejected, item removed)
         self.facts: dict[str, dict] = {}  # id -> {"truth", "source", "seen"}: truths people decided
         self.own: set[str] = set()  # own wording
@@ -75,11 +77,17 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
 
         want = self.expected()
         with self.store.session(write=False) as s:
-            live = {i.id: (i.status, bool(i.truth)) for i in s.query(Instance).filter(
-                Instance.derived_from.is_not(None), Instance.status.in_(("ready", "draft")))}
+            live = {
+                i.id: (i.status, bool(i.truth))
+                for i in s.query(Instance).filter(
+                    Instance.derived_from.is_not(None), Instance.status.in_(("ready", "draft"))
+                )
+            }
             answers = {i.id: list(i.answers) for i in s.query(Instance).filter_by(kind="OEQ")}
             status = {i.id: i.status for i in s.query(Instance).filter_by(kind="OEQ")}
-        assert live == want, {i: (live.get(i), want.get(i)) for i in set(live) | set(want) if live.get(i) != want.get(i)}
+        assert live == want, {
+            i: (live.get(i), want.get(i)) for i in set(live) | set(want) if live.get(i) != want.get(i)
+        }
         assert {k: v["answers"] for k, v in self.source.items()} == answers
         assert {k: "ready" if v["ready"] else "discarded" for k, v in self.source.items()} == status
 
@@ -88,7 +96,9 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
         from vhmine.store import Instance
 
         with self.store.session(write=False) as s:
-            rows = {i.id: i for i in s.query(Instance).filter(Instance.id.in_(sorted(set(self.rejected) | set(self.facts))))}
+            rows = {
+                i.id: i for i in s.query(Instance).filter(Instance.id.in_(sorted(set(self.rejected) | set(self.facts))))
+            }
             for iid, why in self.rejected.items():
                 assert (rows[iid].status, rows[iid].discard_reason, rows[iid].retired_from) == ("discarded", why, None)
             for iid, f in self.facts.items():
@@ -118,8 +128,9 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
             now = truth[resp[key[0]].instance_id]
             given = self.labels.get(key) or []
             assert any(m["verdict"] == verdict for m in given), f"label {key} is not one a worker gave"
-            assert any(m["verdict"] == verdict and m["truth"] == now for m in given), \
+            assert any(m["verdict"] == verdict and m["truth"] == now for m in given), (
                 f"label {key} judged a truth that no longer holds"
+            )
         for key, given in self.labels.items():  # a label whose truth never moved is never set aside
             if given and not given[-1]["moved"]:
                 assert stored.get(key) == given[-1]["verdict"], f"label {key} was lost"
@@ -147,7 +158,9 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
 
     def _moved(self, before, after):
         """Labels on instances whose truth moved in this step may have been set aside (by design)."""
-        moved = {i for i, v in after["instances"].items() if i in before["instances"] and before["instances"][i][1] != v[1]}
+        moved = {
+            i for i, v in after["instances"].items() if i in before["instances"] and before["instances"][i][1] != v[1]
+        }
         with self.store.session(write=False) as s:
             from vhmine.store import Response
 
@@ -177,8 +190,12 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
 
         ids = list(ids)
         with self.store.session(write=False) as s:
-            rows = {i.id: (i.mode, i.kind, sha, i.question, json.dumps(i.answers)) for i, sha in
-                    s.query(Instance, Image.sha256).join(Image, Image.id == Instance.image_id).filter(Instance.id.in_(ids))}
+            rows = {
+                i.id: (i.mode, i.kind, sha, i.question, json.dumps(i.answers))
+                for i, sha in s.query(Instance, Image.sha256)
+                .join(Image, Image.id == Instance.image_id)
+                .filter(Instance.id.in_(ids))
+            }
         return sorted(ids, key=lambda i: (rows.get(i, ()), i))
 
     def _flag(self, iid):
@@ -197,7 +214,9 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
         with self.store.session(write=False) as s:  # mostly a source of a decided truth: the queue's path
             decided = {s.get(Instance, i).derived_from for i in self.facts} & set(ready)
         decided = self._stable(decided)
-        oid = data.draw(st.one_of(*[st.sampled_from(decided)] * 3, st.sampled_from(ready)) if decided else st.sampled_from(ready))
+        oid = data.draw(
+            st.one_of(*[st.sampled_from(decided)] * 3, st.sampled_from(ready)) if decided else st.sampled_from(ready)
+        )
         src = self.source[oid]
         new = list(src["answers"])
         if change == "alias":
@@ -250,12 +269,18 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
                     self.facts.pop(iid)
                     if old is not None:
                         self.facts[iid] = old
+
             return back
 
         fid = self._flag(iid)
         before = snapshot(self.store)
-        self._step(ADMIN, lambda: self.C.accept_erratum(self.store, ADMIN, fid, **(dict(remove=True) if remove else
-                                                                                    dict(truth=not truth))), model)
+        self._step(
+            ADMIN,
+            lambda: self.C.accept_erratum(
+                self.store, ADMIN, fid, **(dict(remove=True) if remove else dict(truth=not truth))
+            ),
+            model,
+        )
 
     @rule(data=st.data())
     def confirm_reword_or_reject_drafts(self, data):
@@ -266,8 +291,15 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
         drafts = sorted(drafts, key=lambda d: order[d.instance_id])
         picked = data.draw(st.lists(st.sampled_from(drafts), min_size=1, max_size=3, unique_by=lambda d: d.instance_id))
         how = [data.draw(st.sampled_from(["keep", "own", "reject"])) for _ in picked]
-        decisions = [self.C.DraftDecision(d.instance_id, h != "reject", question=OWN.format(d.instance_id[:6]) if h == "own"
-                                          else None, checked=h == "own") for d, h in zip(picked, how)]
+        decisions = [
+            self.C.DraftDecision(
+                d.instance_id,
+                h != "reject",
+                question=OWN.format(d.instance_id[:6]) if h == "own" else None,
+                checked=h == "own",
+            )
+            for d, h in zip(picked, how)
+        ]
         note(f"alice confirms {[(d.instance_id, h) for d, h in zip(picked, how)]}")
 
         def model(_):
@@ -292,6 +324,7 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
                     self.rejected.pop(iid, None)
                     self.facts.pop(iid, None)
                     self.own.discard(iid)
+
             return back
 
         self._step("alice", lambda: self.C.confirm_drafts(self.store, "alice", decisions), model)
@@ -316,8 +349,11 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
             old = self.facts[c.instance_id]
             with self.store.session(write=False) as s:
                 src = s.get(Instance, c.instance_id).derived_from
-            self.facts[c.instance_id] = {"truth": truth, "source": list(self.source[src]["answers"]),
-                                         **({"seen": c.derived} if c.derived is not None and c.derived != truth else {})}
+            self.facts[c.instance_id] = {
+                "truth": truth,
+                "source": list(self.source[src]["answers"]),
+                **({"seen": c.derived} if c.derived is not None and c.derived != truth else {}),
+            }
             self.undo_of[depth] = (before, snapshot(self.store))
             return lambda: self.facts.update({c.instance_id: old})
 
@@ -332,7 +368,9 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
             return
         iid = data.draw(st.sampled_from(ready))
         truth = self.C.get_instance(self.store, iid).truth
-        self.C.add_response(self.store, iid, "vlm", "p", answer, yes_no_verdict(answer, truth, "vhtest"), judge="rule:vhtest")
+        self.C.add_response(
+            self.store, iid, "vlm", "p", answer, yes_no_verdict(answer, truth, "vhtest"), judge="rule:vhtest"
+        )
 
     @rule(data=st.data(), answer=st.sampled_from(["Yes.", "No."]))
     def a_blind_solver_answers(self, data, answer):
@@ -343,18 +381,31 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
             return
         iid = data.draw(st.sampled_from(ready))
         r = self.C.get_instance(self.store, iid)
-        self.C.record_blind_answer(self.store, iid, model="text-only", endpoint=None, prompt="blind@v1#x", answer=answer,
-                                   correct=yes_no_verdict(answer, r.truth, "vhtest") == "correct", scorer="rule:vhtest",
-                                   group=self.C.blind_group_key(r.mode, r.kind, r.pair_id, r.question, r.id))
+        self.C.record_blind_answer(
+            self.store,
+            iid,
+            model="text-only",
+            endpoint=None,
+            prompt="blind@v1#x",
+            answer=answer,
+            correct=yes_no_verdict(answer, r.truth, "vhtest") == "correct",
+            scorer="rule:vhtest",
+            group=self.C.blind_group_key(r.mode, r.kind, r.pair_id, r.question, r.id),
+        )
 
     @rule(data=st.data(), worker=st.sampled_from(["bob", "dave"]), verdict=st.sampled_from(["correct", "hallucinated"]))
     def a_worker_labels_an_answer(self, data, worker, verdict):
         from vhmine.store import Instance, Response, ResponseLabel
 
         with self.store.session(write=False) as s:  # in a reproducible order (response ids are random)
-            mine = {r for r, in s.query(ResponseLabel.response_id).filter_by(worker=worker)}
-            open_ = [(i.id, r.created_at, r.id, bool(i.truth)) for r, i in s.query(Response, Instance).join(
-                Instance, Instance.id == Response.instance_id).filter(Instance.status == "ready") if r.id not in mine]
+            mine = {r for (r,) in s.query(ResponseLabel.response_id).filter_by(worker=worker)}
+            open_ = [
+                (i.id, r.created_at, r.id, bool(i.truth))
+                for r, i in s.query(Response, Instance)
+                .join(Instance, Instance.id == Response.instance_id)
+                .filter(Instance.status == "ready")
+                if r.id not in mine
+            ]
         if not open_:
             return
         order = {iid: n for n, iid in enumerate(self._stable({o[0] for o in open_}))}
@@ -411,7 +462,9 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
         assert {r.id for r in self.C.ready_instances(self.store, locate=False)} == want
         out = type(self).export_dir()
         try:
-            export_benchmark(self.store, ExportOptions(out=out, format="vhtest", allow_unbalanced=True, drop_blind=False))
+            export_benchmark(
+                self.store, ExportOptions(out=out, format="vhtest", allow_unbalanced=True, drop_blind=False)
+            )
         except VhmineError as err:  # e.g. a mode left with nothing ready: said, and nothing to compare
             note(f"export refused: {err}")
             return

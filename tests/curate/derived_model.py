@@ -31,8 +31,19 @@ def snapshot(store) -> dict:
 
     with store.session(write=False) as s:
         return {
-            "instances": {i.id: (i.status, i.truth, tuple(i.answers), i.question, i.retired_from, json.dumps(i.truth_fact),
-                                 json.dumps(i.contradiction), i.discard_reason) for i in s.query(Instance)},
+            "instances": {
+                i.id: (
+                    i.status,
+                    i.truth,
+                    tuple(i.answers),
+                    i.question,
+                    i.retired_from,
+                    json.dumps(i.truth_fact),
+                    json.dumps(i.contradiction),
+                    i.discard_reason,
+                )
+                for i in s.query(Instance)
+            },
             "labels": {(r.response_id, r.worker): r.verdict for r in s.query(ResponseLabel)},
             "responses": {r.id: (r.verdict, r.judge) for r in s.query(Response)},
             "blind": {b.id: (b.correct, json.dumps(b.reference), b.flag_id) for b in s.query(BlindAnswer)},
@@ -59,16 +70,25 @@ class PlainModel:
             if not src["ready"]:
                 continue
             o = oeqs[oid]
-            others = [a for x in oeqs.values() if x.id != oid and x.task_id == o.task_id and self.source[x.id]["ready"]
-                      and question_key(x.question) == question_key(o.question) for a in self.source[x.id]["answers"]]
+            others = [
+                a
+                for x in oeqs.values()
+                if x.id != oid
+                and x.task_id == o.task_id
+                and self.source[x.id]["ready"]
+                and question_key(x.question) == question_key(o.question)
+                for a in self.source[x.id]["answers"]
+            ]
             mode = M.get_mode(o.mode)
             fresh = M.draft_ynq(mode, mode.template(o.template_id), o.slots, src["answers"], others)
             ids = {expected_id(oid, n.question): n for n in fresh}
             for iid, n in ids.items():
                 if iid in self.rejected:
                     continue
-                out[iid] = ("ready" if iid in self.confirmed else "draft", self.facts[iid]["truth"] if iid in self.facts
-                            else n.truth)
+                out[iid] = (
+                    "ready" if iid in self.confirmed else "draft",
+                    self.facts[iid]["truth"] if iid in self.facts else n.truth,
+                )
             for r in rows:  # a person's truth stands though no drafting makes it (own wording, a readable flip)
                 if r.derived_from == oid and r.id in self.facts and r.id not in self.rejected:
                     out[r.id] = ("ready", self.facts[r.id]["truth"])
@@ -128,4 +148,5 @@ def fresh_copy(base: Path, folder: Path):
         path = folder / f"store{next(n)}.db"
         shutil.copy(base, path)
         return open_store(path)
+
     return make

@@ -10,7 +10,6 @@ import textwrap
 import time
 
 import pytest
-
 from helpers import counting_annotation, seed_store, write_photos
 
 from vhmine import curate as C
@@ -35,7 +34,9 @@ def test_sign_in_and_tokens(seeded):
     store, tokens = seeded
     assert C.sign_in(store, tokens["alice"]) == C.WorkerInfo("alice", False, True)
     assert C.sign_in(store, tokens["carol"]).is_admin
-    with pytest.raises(AuthError, match=r"^unknown or inactive token: ask an admin for one \(`vhmine workers add NAME`\)$"):
+    with pytest.raises(
+        AuthError, match=r"^unknown or inactive token: ask an admin for one \(`vhmine workers add NAME`\)$"
+    ):
         C.sign_in(store, tokens["alice"] + "x")
     with pytest.raises(AuthError):
         C.sign_in(store, "")
@@ -68,13 +69,22 @@ def test_save_oeq_drafts_ynq_and_confirm(seeded):
     assert _task(store, item.task_id).status == "done"
     drafts = C.pending_drafts(store, "alice", "counting")
     assert [(d.image_id, d.question, d.truth) for d in drafts] == [
-        (A, "Are there exactly 3 cats in the picture?", True), (A, "Are there exactly 2 cats in the picture?", False),
-        (B, "Are there exactly 2 cats in the picture?", True), (B, "Are there exactly 3 cats in the picture?", False)]
+        (A, "Are there exactly 3 cats in the picture?", True),
+        (A, "Are there exactly 2 cats in the picture?", False),
+        (B, "Are there exactly 2 cats in the picture?", True),
+        (B, "Are there exactly 3 cats in the picture?", False),
+    ]
     assert C.pending_drafts(store, "bob") == []
     # a truth that contradicts the OEQ answer is refused and nothing changes
     bad = [C.DraftDecision(d.instance_id, True) for d in drafts]
     bad[1].truth = True
-    with pytest.raises(FormError, match=r"yes/no truth yes for the yes/no question \w+ contradicts the open-ended answer \(3\): '2' is not one of them"):
+    with pytest.raises(
+        FormError,
+        match=(
+            r"yes/no truth yes for the yes/no question \w+ contradicts the open-ended answer \(3\): '2' is not one of"
+            r" them"
+        ),
+    ):
         C.confirm_drafts(store, "alice", bad)
     assert len(C.pending_drafts(store, "alice")) == 4
     with pytest.raises(LeaseError):
@@ -82,7 +92,9 @@ def test_save_oeq_drafts_ynq_and_confirm(seeded):
     ok = [C.DraftDecision(d.instance_id, True) for d in drafts[:3]] + [C.DraftDecision(drafts[3].instance_id, False)]
     assert len(C.confirm_drafts(store, "alice", ok)) == 3
     oeq = C.ready_instances(store, "counting", "OEQ")
-    assert sorted((r.image_id, r.answers) for r in oeq) == sorted([(A, ("3",)), (B, ("2",))])  # "three" is the same answer as "3"
+    assert sorted((r.image_id, r.answers) for r in oeq) == sorted(
+        [(A, ("3",)), (B, ("2",))]
+    )  # "three" is the same answer as "3"
     assert {r.other_image_id for r in oeq} == {A, B} and all(r.template_id == "counting.how_many" for r in oeq)
     ynq = C.ready_instances(store, kind="YNQ")
     assert sorted((r.image_id, r.truth) for r in ynq) == sorted([(A, True), (A, False), (B, True)])
@@ -91,23 +103,54 @@ def test_save_oeq_drafts_ynq_and_confirm(seeded):
     assert rec == ynq[0] and rec.image_sha256.startswith(rec.image_id) and rec.image_source == "mined"
 
 
-@pytest.mark.parametrize("ann, field, message", [
-    (dict(template_id="counting.how_many", slots={"object": ""}), "slot:object",
-     r"^slot \{object\} of template counting.how_many is empty: fill it in$"),
-    (dict(template_id="counting.how_many", slots={"object": "cats"}, question="  "), "question",
-     r"^the question is empty: pick a template and fill its slots$"),
-    (dict(template_id="counting.how_many", slots={"object": "cats"}, answers={"A": "3"}), "answers:B",
-     r"^no reference answer for image B \(\w+\): write at least one acceptable answer \(one per line\)$"),
-    (dict(template_id="counting.how_many", slots={"object": "cats"}, answers={"A": "3", "B": "a few"}), "answers:B",
-     r"^reference answer 'a few' for image B \(\w+\) is not a whole number"),
-    (dict(template_id="counting.exactly", slots={"object": "cats", "n": "3"}, truths={"A": True}), "truth:B",
-     r"^the yes/no question for image B \(\w+\) has no truth: choose yes or no$"),
-    (dict(template_id="counting.exactly", slots={"object": "cats", "n": "3"}, truths={"A": True, "B": True},
-          answers={"B": "No, only two"}), "answers:B",
-     r"^reference answer 'No, only two' for image B \(\w+\) contradicts the yes/no truth \(yes\): fix the answer or the truth$"),
-    (dict(template_id="color.what_color", slots={"object": "cats"}), "template",
-     r"^unknown template 'color.what_color' for mode counting"),
-])
+@pytest.mark.parametrize(
+    "ann, field, message",
+    [
+        (
+            dict(template_id="counting.how_many", slots={"object": ""}),
+            "slot:object",
+            r"^slot \{object\} of template counting.how_many is empty: fill it in$",
+        ),
+        (
+            dict(template_id="counting.how_many", slots={"object": "cats"}, question="  "),
+            "question",
+            r"^the question is empty: pick a template and fill its slots$",
+        ),
+        (
+            dict(template_id="counting.how_many", slots={"object": "cats"}, answers={"A": "3"}),
+            "answers:B",
+            r"^no reference answer for image B \(\w+\): write at least one acceptable answer \(one per line\)$",
+        ),
+        (
+            dict(template_id="counting.how_many", slots={"object": "cats"}, answers={"A": "3", "B": "a few"}),
+            "answers:B",
+            r"^reference answer 'a few' for image B \(\w+\) is not a whole number",
+        ),
+        (
+            dict(template_id="counting.exactly", slots={"object": "cats", "n": "3"}, truths={"A": True}),
+            "truth:B",
+            r"^the yes/no question for image B \(\w+\) has no truth: choose yes or no$",
+        ),
+        (
+            dict(
+                template_id="counting.exactly",
+                slots={"object": "cats", "n": "3"},
+                truths={"A": True, "B": True},
+                answers={"B": "No, only two"},
+            ),
+            "answers:B",
+            (
+                r"^reference answer 'No, only two' for image B \(\w+\) contradicts the yes/no truth \(yes\): fix the"
+                r" answer or the truth$"
+            ),
+        ),
+        (
+            dict(template_id="color.what_color", slots={"object": "cats"}),
+            "template",
+            r"^unknown template 'color.what_color' for mode counting",
+        ),
+    ],
+)
 def test_bad_input_saves_nothing(seeded, ann, field, message):
     from vhmine.store import Action, Instance
 
@@ -128,19 +171,26 @@ def test_bad_input_saves_nothing(seeded, ann, field, message):
 def test_nobodys_saved_work_is_overwritten(seeded):
     store, _ = seeded
     item = C.next_item(store, "alice", "counting")
-    with pytest.raises(LeaseError, match=rf"^item {item.task_id} is leased to alice until \d\d:\d\d:\d\d UTC: nothing saved; take the next item$"):
+    with pytest.raises(
+        LeaseError,
+        match=rf"^item {item.task_id} is leased to alice until \d\d:\d\d:\d\d UTC: nothing saved; take the next item$",
+    ):
         C.save_annotation(store, "bob", item.task_id, counting_annotation(item))
     C.next_item(store, "bob", "counting")  # bob holds the other counting task
     C.next_item(store, "alice", "counting", lease_s=0)  # alice's lease runs out: carol may take her item
     taken = C.next_item(store, "carol", "counting")
     assert taken.task_id == item.task_id
     saved = C.save_annotation(store, "carol", item.task_id, counting_annotation(item, "5", "4"))
-    with pytest.raises(LeaseError, match=rf"^item {item.task_id} was already annotated by carol at .* UTC: nothing saved; take the next item$"):
+    with pytest.raises(
+        LeaseError,
+        match=rf"^item {item.task_id} was already annotated by carol at .* UTC: nothing saved; take the next item$",
+    ):
         C.save_annotation(store, "alice", item.task_id, counting_annotation(item))
     with pytest.raises(LeaseError):
         C.discard(store, "alice", item.task_id, "blurry")
     assert {r.id: r.answers for r in C.ready_instances(store, "counting")} == {
-        i: a for i, a in zip(saved.instance_ids, [("5",), ("4",)])}
+        i: a for i, a in zip(saved.instance_ids, [("5",), ("4",)])
+    }
 
 
 def test_discard_skip_undo_and_progress(seeded):
@@ -160,8 +210,12 @@ def test_discard_skip_undo_and_progress(seeded):
     C.skip(store, "alice", first.task_id)
     second = C.next_item(store, "alice", "color")
     assert second.task_id != first.task_id
-    C.save_annotation(store, "alice", second.task_id, C.Annotation("color.what_color", {"object": "sky"},
-                                                                   answers={v.id: "blue" for v in second.images}))
+    C.save_annotation(
+        store,
+        "alice",
+        second.task_id,
+        C.Annotation("color.what_color", {"object": "sky"}, answers={v.id: "blue" for v in second.images}),
+    )
     assert C.next_item(store, "alice", "color").task_id == first.task_id
     # undo an annotation: its instances are kept as discarded, the item reopens for alice
     saved_ids = {r.id for r in C.ready_instances(store, "color")}
@@ -222,7 +276,9 @@ def test_review_is_blind_and_agreement_is_kappa(seeded):
     # a third worker: Fleiss over all three
     for r in seen:
         inst = C.get_instance(store, r.instance_id)
-        C.save_review(store, "carol", r.instance_id, inst.answers[0] if inst.kind == "OEQ" else ("yes" if inst.truth else "no"))
+        C.save_review(
+            store, "carol", r.instance_id, inst.answers[0] if inst.kind == "OEQ" else ("yes" if inst.truth else "no")
+        )
     [ag] = [a for a in C.agreement(store) if a.mode == "counting"]
     # per item P_i: five items all agree (1), one item {no, yes, no} -> 2/6; P = (5 + 1/3) / 6 = 8/9
     # shares over 18 ratings: 3:3, 2:3, yes:7, no:5 -> P_e = (9 + 9 + 49 + 25) / 324 = 92/324
@@ -253,25 +309,41 @@ def test_model_responses_are_labelled_by_workers(seeded):
     assert C.undo_last(store, "carol") == f"label of response {rid}"
     assert C.next_response(store, "carol").response_id == rid
     assert C.undo_last(store, "alice") == "confirmation of 4 yes/no question(s)"
-    with pytest.raises(LeaseError, match=r"^cannot undo: item counting:\S+'s questions were already reviewed or answered by a model$"):
+    with pytest.raises(
+        LeaseError, match=r"^cannot undo: item counting:\S+'s questions were already reviewed or answered by a model$"
+    ):
         C.undo_last(store, "alice")
 
 
 def test_generated_image_is_queued_alone_with_its_prompt(seeded, tmp_path):
     store, _ = seeded
     [png] = write_photos(tmp_path / "gen", ("clock",))
-    tid = C.add_generation(store, png, "orientation", "a clock facing left", backend="diffusers", model="tiny-sd", seed=7,
-                           priority=-1)
-    assert C.add_generation(store, png, "orientation", "a clock facing left", backend="diffusers", model="tiny-sd") == tid
+    tid = C.add_generation(
+        store, png, "orientation", "a clock facing left", backend="diffusers", model="tiny-sd", seed=7, priority=-1
+    )
+    assert (
+        C.add_generation(store, png, "orientation", "a clock facing left", backend="diffusers", model="tiny-sd") == tid
+    )
     item = C.next_item(store, "dave", "orientation")
-    assert (item.task_id, item.prompt, [v.role for v in item.images], item.pair_id) == (tid, "a clock facing left", ["image"], None)
-    C.save_annotation(store, "dave", tid, C.Annotation("orientation.facing", {"object": "clock"},
-                                                       answers={item.images[0].id: "towards the camera"}))
+    assert (item.task_id, item.prompt, [v.role for v in item.images], item.pair_id) == (
+        tid,
+        "a clock facing left",
+        ["image"],
+        None,
+    )
+    C.save_annotation(
+        store,
+        "dave",
+        tid,
+        C.Annotation("orientation.facing", {"object": "clock"}, answers={item.images[0].id: "towards the camera"}),
+    )
     [rec] = C.ready_instances(store, "orientation")
     assert (rec.image_source, rec.pair_id, rec.other_image_id) == ("generated", None, None)
     [d1, d2] = C.pending_drafts(store, "dave")
-    assert (d1.question, d2.question) == ("From the camera's point of view, is the clock facing towards the camera?",
-                                          "From the camera's point of view, is the clock facing left?")
+    assert (d1.question, d2.question) == (
+        "From the camera's point of view, is the clock facing towards the camera?",
+        "From the camera's point of view, is the clock facing left?",
+    )
 
 
 def test_images_are_served_only_from_recorded_paths(seeded, tmp_path):
@@ -306,13 +378,16 @@ WRITER = textwrap.dedent("""
             if len(done) % 5 == 4:
                 C.discard(store, worker, item.task_id, "no unambiguous question fits")
             elif mode == "counting":
-                C.save_annotation(store, worker, item.task_id, C.Annotation("counting.how_many", {"object": "dogs"}, answers={ids[0]: "2", ids[1]: "1"}))
+                ann = C.Annotation("counting.how_many", {"object": "dogs"}, answers={ids[0]: "2", ids[1]: "1"})
+                C.save_annotation(store, worker, item.task_id, ann)
             else:
-                C.save_annotation(store, worker, item.task_id, C.Annotation("existence.is_there" if mode == "existence" else
-                    "color.is_color" if mode == "color" else "size.is_larger", {"object": "dog", "color": "red", "a": "dog", "b": "cat"},
-                    truths={i: True for i in ids}))
+                template = ("existence.is_there" if mode == "existence" else
+                            "color.is_color" if mode == "color" else "size.is_larger")
+                slots = {"object": "dog", "color": "red", "a": "dog", "b": "cat"}
+                ann = C.Annotation(template, slots, truths={i: True for i in ids})
+                C.save_annotation(store, worker, item.task_id, ann)
             done.append(item.task_id)
-            time.sleep(0.01)  # a worker's think time; without it one process can hold SQLite's lock for the whole run
+            time.sleep(0.01)  # a worker's think time: else one process can hold SQLite's lock for the whole run
     print(json.dumps(done))
 """)
 
@@ -327,8 +402,12 @@ def test_several_processes_write_one_store_and_every_write_lands(tmp_path, backe
     workers = ["alice", "bob", "carol", "dave"]
     gate = tmp_path / "gate"
     gate.mkdir()
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, url, w, str(gate)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for w in workers]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, url, w, str(gate)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for w in workers
+    ]
     deadline = time.monotonic() + 120
     while not all((gate / w).exists() for w in workers) and time.monotonic() < deadline:
         if any(p.poll() is not None for p in procs):
@@ -360,7 +439,9 @@ def test_undo_of_a_confirmation_is_refused_once_a_model_answered(seeded):
     saved = _ready_counting(store)  # alice's last action: confirming 4 drafts
     ynq = [r for r in C.ready_instances(store, "counting", "YNQ") if r.id in saved.draft_ids]
     rid = C.add_response(store, ynq[0].id, "tiny-vlm", "Answer yes or no.", "Yes")
-    with pytest.raises(LeaseError, match=rf"^cannot undo: the yes/no question {ynq[0].id} was already answered by a model$"):
+    with pytest.raises(
+        LeaseError, match=rf"^cannot undo: the yes/no question {ynq[0].id} was already answered by a model$"
+    ):
         C.undo_last(store, "alice")
     assert C.get_instance(store, ynq[0].id).status == "ready" and C.next_response(store, "bob").response_id == rid
 
@@ -377,12 +458,18 @@ def test_skip_that_loses_a_race_logs_nothing(seeded, monkeypatch):
 
     def raced(s, task_id, worker, now):  # another writer changes the task between our read and our write
         t = real(s, task_id, worker, now)
-        s.execute(update(Task).where(Task.id == task_id).values(version=Task.version + 1)
-                  .execution_options(synchronize_session=False))
+        s.execute(
+            update(Task)
+            .where(Task.id == task_id)
+            .values(version=Task.version + 1)
+            .execution_options(synchronize_session=False)
+        )
         return t
 
     monkeypatch.setattr(queue, "check_lease", raced)
-    with pytest.raises(LeaseError, match=rf"^item {item.task_id} was changed by another worker meanwhile: nothing skipped"):
+    with pytest.raises(
+        LeaseError, match=rf"^item {item.task_id} was changed by another worker meanwhile: nothing skipped"
+    ):
         C.skip(store, "alice", item.task_id)
     with store.session() as s:
         assert s.query(Action).count() == 0
@@ -393,8 +480,12 @@ def test_an_image_named_twice_as_target_gets_one_instance(seeded):
     store, _ = seeded
     item = C.next_item(store, "alice", "counting")
     a = item.images[0].id
-    saved = C.save_annotation(store, "alice", item.task_id, C.Annotation(
-        "counting.how_many", {"object": "cats"}, answers={a: "3"}, targets=[a, a]))
+    saved = C.save_annotation(
+        store,
+        "alice",
+        item.task_id,
+        C.Annotation("counting.how_many", {"object": "cats"}, answers={a: "3"}, targets=[a, a]),
+    )
     assert len(saved.instance_ids) == 1 and len(saved.draft_ids) == 2
     assert [r.image_id for r in C.ready_instances(store, "counting", "OEQ")] == [a]
 

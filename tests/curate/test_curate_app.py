@@ -1,5 +1,5 @@
-"""curate.app: `vhmine curate` serves the packaged Streamlit app, leaves no server behind when it is stopped, and names a
-port already in use with --port."""
+"""curate.app: `vhmine curate` serves the packaged Streamlit app, leaves no server behind when it is stopped, and names
+a port already in use with --port."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import time
 import urllib.request
 
 import pytest
-
 from helpers import free_port, seed_store
 
 
@@ -31,9 +30,13 @@ def test_stopping_vhmine_curate_stops_its_streamlit_server(tmp_path, how):
     store.close()
     port = free_port()
     # its own session, so that the signal reaches vhmine alone, as `kill PID` or a supervisor sends it
-    proc = subprocess.Popen([sys.executable, "-m", "vhmine.cli", "curate", "--db", f"sqlite:///{tmp_path / 'app.db'}",
-                             "--port", str(port)], cwd=tmp_path, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vhmine.cli", "curate", "--db", f"sqlite:///{tmp_path / 'app.db'}", "--port", str(port)],
+        cwd=tmp_path,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.time() + 90
         while _health(port) != "ok" and time.time() < deadline and proc.poll() is None:
@@ -57,12 +60,18 @@ def test_a_port_in_use_is_named_with_the_option_to_change_it(tmp_path):
         held.bind(("127.0.0.1", 0))
         held.listen()
         port = held.getsockname()[1]
-        r = subprocess.run([sys.executable, "-m", "vhmine.cli", "curate", "--db", str(tmp_path / "s.db"), "--port",
-                            str(port)], capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            [sys.executable, "-m", "vhmine.cli", "curate", "--db", str(tmp_path / "s.db"), "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert r.returncode == 2, r.stderr
     said = " ".join(r.stderr.split())
-    assert f"error: port {port} on 127.0.0.1 is in use (another `vhmine curate`, or another server): pass --port N, " \
-           "e.g. --port " in said, said
+    assert (
+        f"error: port {port} on 127.0.0.1 is in use (another `vhmine curate`, or another server): pass --port N, "
+        "e.g. --port " in said
+    ), said
     suggested = int(said.split("e.g. --port ")[1].split(",")[0])
     assert suggested > port
     with socket.socket() as probe:  # the port it suggests is free

@@ -18,7 +18,6 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-
 @pytest.fixture
 def store(reviewed_store):  # (conftest.py)
     return reviewed_store
@@ -84,9 +83,13 @@ def test_the_issues_colour_fix_redrafts_its_yes_no_questions_rebuilds_groups_and
     log = json.loads((tmp_path / "v2" / "changelog.json").read_text())
     changed = {e["id"]: e for e in log["changed"]}
     assert set(changed) == {r.id for r in before.values()}  # the fixed question, 2 re-drafted, every group change
-    assert changed[blue_b.id]["fields"]["truth"] == [True, False] and changed[blue_b.id]["fields"]["group_id"][1] is None
+    assert (
+        changed[blue_b.id]["fields"]["truth"] == [True, False] and changed[blue_b.id]["fields"]["group_id"][1] is None
+    )
     why = changed[blue_b.id]["why"]
-    assert any(f"erratum {fid}: drafted again from the fixed answers (answers blue → red): truth yes → no" in w for w in why)
+    assert any(
+        f"erratum {fid}: drafted again from the fixed answers (answers blue → red): truth yes → no" in w for w in why
+    )
     a_red = before[("A", "Is the cup red?")].id
     assert changed[a_red]["fields"] == {"group_id": [v1[a_red].group_id, None]}
     assert any("pair group" in w and "rebuilt from the fixed answers" in w for w in changed[a_red]["why"])
@@ -96,8 +99,9 @@ def test_the_issues_colour_fix_redrafts_its_yes_no_questions_rebuilds_groups_and
 
     # an undo of the decision takes it all back: the next export is v1's content again
     assert C.undo_last(store, "carol").startswith("accept of flag")
-    assert {k: (r.truth, r.answers) for k, r in _mode(store, "color").items()} == \
-        {k: (r.truth, r.answers) for k, r in before.items()}
+    assert {k: (r.truth, r.answers) for k, r in _mode(store, "color").items()} == {
+        k: (r.truth, r.answers) for k, r in before.items()
+    }
     v3, m3 = _export(store, tmp_path / "v3")
     assert m3["content_hash"] == m1["content_hash"]
 
@@ -108,23 +112,36 @@ def test_a_new_count_drafts_new_questions_for_the_author_and_retires_the_old(sto
 
     before = _mode(store, "counting")
     cats_a = before[("A", "How many cats are there in the picture?")]
-    three_a, two_a = before[("A", "Are there exactly 3 cats in the picture?")], before[("A", "Are there exactly 2 cats in the picture?")]
-    three_b, two_b = before[("B", "Are there exactly 3 cats in the picture?")], before[("B", "Are there exactly 2 cats in the picture?")]
+    three_a, two_a = (
+        before[("A", "Are there exactly 3 cats in the picture?")],
+        before[("A", "Are there exactly 2 cats in the picture?")],
+    )
+    three_b, two_b = (
+        before[("B", "Are there exactly 3 cats in the picture?")],
+        before[("B", "Are there exactly 2 cats in the picture?")],
+    )
     fid = C.flag_instance(store, "bob", cats_a.id, "four cats, one behind the sofa")
     C.accept_erratum(store, "carol", fid, answers="4")
     # A: "exactly 3" (yes) is no longer a question drafted from "4"; B: "exactly 3" (no) took its "3" from A
     for iid in (three_a.id, three_b.id):
         status, _, reason = _instance(store, iid)
         assert status == "discarded" and reason.startswith(f"erratum {fid}: ")
-    assert "no longer among the yes/no questions drafted from the fixed answers (answers 3 → 4)" in _instance(store, three_a.id)[2]
+    assert (
+        "no longer among the yes/no questions drafted from the fixed answers (answers 3 → 4)"
+        in _instance(store, three_a.id)[2]
+    )
     assert "its 'no' value came from the pair's open question" in _instance(store, three_b.id)[2]
     assert _instance(store, two_a.id)[:2] == ("ready", False) and _instance(store, two_b.id)[:2] == ("ready", True)
     # "exactly 4" is drafted on both images, waiting for alice (who wrote the question) with the reason
     drafts = C.pending_drafts(store, "alice")
     assert sorted((d.role, d.question, d.truth) for d in drafts) == [
-        ("A", "Are there exactly 4 cats in the picture?", True), ("B", "Are there exactly 4 cats in the picture?", False)]
-    assert all(d.note.startswith(f"erratum {fid}: drafted from the fixed answers") and d.oeq_answers in (("4",), ("2",))
-               for d in drafts)
+        ("A", "Are there exactly 4 cats in the picture?", True),
+        ("B", "Are there exactly 4 cats in the picture?", False),
+    ]
+    assert all(
+        d.note.startswith(f"erratum {fid}: drafted from the fixed answers") and d.oeq_answers in (("4",), ("2",))
+        for d in drafts
+    )
     assert C.pending_drafts(store, "bob") == []
     # once alice confirmed one, the erratum can no longer be undone (she built on it), and nothing changes
     C.confirm_drafts(store, "alice", [C.DraftDecision(drafts[0].instance_id, True)])
@@ -136,25 +153,37 @@ def test_a_new_count_drafts_new_questions_for_the_author_and_retires_the_old(sto
     assert C.get_instance(store, cats_a.id).answers == ("3",)
     assert _instance(store, three_a.id)[:2] == ("ready", True) and _instance(store, three_b.id)[:2] == ("ready", False)
     assert C.pending_drafts(store, "alice") == []
-    assert {k: (r.id, r.truth) for k, r in _mode(store, "counting").items()} == {k: (r.id, r.truth) for k, r in before.items()}
+    assert {k: (r.id, r.truth) for k, r in _mode(store, "counting").items()} == {
+        k: (r.id, r.truth) for k, r in before.items()
+    }
 
 
 def _blind(store, inst, answer, correct, scorer, model="text-only"):
     from vhmine import curate as C
 
-    return C.record_blind_answer(store, inst.id, model=model, endpoint="http://127.0.0.1:1/v1", prompt="blind@v1#x",
-                                 answer=answer, correct=correct, scorer=scorer,
-                                 group=C.blind_group_key(inst.mode, inst.kind, inst.pair_id, inst.question, inst.id))
+    return C.record_blind_answer(
+        store,
+        inst.id,
+        model=model,
+        endpoint="http://127.0.0.1:1/v1",
+        prompt="blind@v1#x",
+        answer=answer,
+        correct=correct,
+        scorer=scorer,
+        group=C.blind_group_key(inst.mode, inst.kind, inst.pair_id, inst.question, inst.id),
+    )
 
 
 def _rows(store):
     from vhmine.store import BlindAnswer, Response, ResponseLabel, Review
 
     with store.session(write=False) as s:
-        return ({r.id: (r.verdict, r.judge) for r in s.query(Response)},
-                {(r.response_id, r.worker): r.verdict for r in s.query(ResponseLabel)},
-                {r.id: (r.correct, r.flag_id) for r in s.query(BlindAnswer)},
-                {(r.instance_id, r.worker): r.label for r in s.query(Review)})
+        return (
+            {r.id: (r.verdict, r.judge) for r in s.query(Response)},
+            {(r.response_id, r.worker): r.verdict for r in s.query(ResponseLabel)},
+            {r.id: (r.correct, r.flag_id) for r in s.query(BlindAnswer)},
+            {(r.instance_id, r.worker): r.label for r in s.query(Review)},
+        )
 
 
 def test_verdicts_labels_blind_answers_and_reviews_are_scored_again_and_restored_by_undo(store, tmp_path):
@@ -206,7 +235,10 @@ def test_verdicts_labels_blind_answers_and_reviews_are_scored_again_and_restored
     assert got[("reviews", (cup_b.id, bob))]["what"] == "label: crimson → red"
     assert all(e["flag_id"] == fid and e["instance_id"] == cup_b.id for e in log["derived"])
     md = (tmp_path / "v2" / "CHANGELOG.md").read_text()
-    assert "## Derived from errata" in md and f"| {fid} | {cup_b.id} | worker's label | {r_yn}/{bob} | set aside: correct |" in md
+    assert (
+        "## Derived from errata" in md
+        and f"| {fid} | {cup_b.id} | worker's label | {r_yn}/{bob} | set aside: correct |" in md
+    )
     assert "bob" not in md and "bob" not in json.dumps(log)
 
     C.undo_last(store, "carol")
@@ -252,8 +284,21 @@ def test_a_reworded_questions_yes_no_questions_wait_ready_in_the_person_queue(st
     queue = {c.instance_id: c for c in C.contradictions(store, "carol")}
     assert set(queue) == {blue_b.id, red_b.id} and _instance(store, red_b.id) == ("ready", False, None)
     c = queue[blue_b.id]
-    assert (c.truth, c.derived, c.decided_against, c.source_answers, c.since) == (True, None, ("blue",), ("red",), f"erratum {fid}")
-    assert C.resolve_contradiction(store, "carol", blue_b.id, False) == {"truth": [True, False], "answers": [["Yes"], ["No"]]}
-    assert C.get_instance(store, blue_b.id).truth is False and [c.instance_id for c in C.contradictions(store)] == [red_b.id]
+    assert (c.truth, c.derived, c.decided_against, c.source_answers, c.since) == (
+        True,
+        None,
+        ("blue",),
+        ("red",),
+        f"erratum {fid}",
+    )
+    assert C.resolve_contradiction(store, "carol", blue_b.id, False) == {
+        "truth": [True, False],
+        "answers": [["Yes"], ["No"]],
+    }
+    assert C.get_instance(store, blue_b.id).truth is False and [c.instance_id for c in C.contradictions(store)] == [
+        red_b.id
+    ]
     C.undo_last(store, "carol")  # the decision back: the question waits again, with the truth it had
-    assert C.get_instance(store, blue_b.id).truth is True and {c.instance_id for c in C.contradictions(store)} == set(queue)
+    assert C.get_instance(store, blue_b.id).truth is True and {c.instance_id for c in C.contradictions(store)} == set(
+        queue
+    )

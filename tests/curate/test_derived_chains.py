@@ -36,7 +36,9 @@ def test_an_answer_round_trip_restores_exactly_the_yes_no_questions_it_had(revie
     erratum(store, cup_b.id, answers="blue")
     # blue again: the same questions, ids, truths and status as before; nothing waits for the author
     after = color_questions(store)
-    assert {k: (r.id, r.truth, r.status) for k, r in after.items()} == {k: (r.id, r.truth, r.status) for k, r in before.items()}
+    assert {k: (r.id, r.truth, r.status) for k, r in after.items()} == {
+        k: (r.id, r.truth, r.status) for k, r in before.items()
+    }
     assert C.pending_drafts(store, "alice") == []
     assert _export_ids(store, tmp_path / "v2") == h1  # no churn for the changelog to report
 
@@ -52,8 +54,14 @@ def test_an_alias_on_the_source_never_overturns_an_accepted_truth_flip(reviewed_
     # the first admin's decision stands, ready; the alias says "yes", so an admin is asked, with both sides
     assert (C.get_instance(store, red_a.id).truth, C.get_instance(store, red_a.id).status) == (False, "ready")
     [c] = C.contradictions(store, "carol")
-    assert (c.instance_id, c.truth, c.derived, c.decided_against, c.source_answers, c.since) == \
-        (red_a.id, False, True, ("red",), ("red", "crimson"), f"erratum {fid}")
+    assert (c.instance_id, c.truth, c.derived, c.decided_against, c.source_answers, c.since) == (
+        red_a.id,
+        False,
+        True,
+        ("red",),
+        ("red", "crimson"),
+        f"erratum {fid}",
+    )
     assert C.store_overview(store).contradictions_open == 1
     from vhmine.status import collect  # `vhmine status` shows the queue, and who must act on it
 
@@ -75,13 +83,23 @@ def test_a_workers_own_wording_survives_an_alias_on_its_source(reviewed_store):
     C.undo_last(store, "alice")  # her confirmation of the color drafts: they wait for her again
     drafts = {(d.role, d.question): d for d in C.pending_drafts(store, "alice", "color")}
     own = "Would you call the mug on the left scarlet?"
-    C.confirm_drafts(store, "alice", [C.DraftDecision(d.instance_id, True, question=own if k == ("A", "Is the cup red?") else None,
-                                                      checked=True) for k, d in drafts.items()])
+    C.confirm_drafts(
+        store,
+        "alice",
+        [
+            C.DraftDecision(d.instance_id, True, question=own if k == ("A", "Is the cup red?") else None, checked=True)
+            for k, d in drafts.items()
+        ],
+    )
     mine = drafts[("A", "Is the cup red?")].instance_id
     cup_a = color_questions(store)[("A", "What color is the cup?")]
     erratum(store, cup_a.id, answers=["red", "crimson"])
     rec = C.get_instance(store, mine)
-    assert (rec.question, rec.truth, rec.status) == (own, True, "ready")  # still true: every answer it was checked against holds
+    assert (rec.question, rec.truth, rec.status) == (
+        own,
+        True,
+        "ready",
+    )  # still true: every answer it was checked against holds
     assert C.contradictions(store) == []
     # a change of the answer itself may make it false: it stays ready and waits for an admin
     erratum(store, cup_a.id, answers="orange")

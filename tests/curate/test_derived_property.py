@@ -14,11 +14,10 @@ import itertools
 import os
 
 import pytest
-from hypothesis import Phase, settings
-from hypothesis.stateful import run_state_machine_as_test
-
 from derived_machine import DerivedMachine
 from derived_model import color_questions, erratum, fresh_copy
+from hypothesis import Phase, settings
+from hypothesis.stateful import run_state_machine_as_test
 
 LONG = os.environ.get("VHMINE_HYPOTHESIS") == "long"
 
@@ -26,6 +25,7 @@ LONG = os.environ.get("VHMINE_HYPOTHESIS") == "long"
 @pytest.fixture(scope="module")
 def ready_db(tmp_path_factory):
     from helpers import make_ready_store
+
     from vhmine import curate as C
 
     folder = tmp_path_factory.mktemp("derived_base")
@@ -43,23 +43,35 @@ def _machine(ready_db, folder):
     def export_dir():
         return folder / f"export{next(n)}"
 
-    return type("Machine", (DerivedMachine,), {"open_store": staticmethod(fresh_copy(ready_db, folder)),
-                                                "export_dir": staticmethod(export_dir)})
+    return type(
+        "Machine",
+        (DerivedMachine,),
+        {"open_store": staticmethod(fresh_copy(ready_db, folder)), "export_dir": staticmethod(export_dir)},
+    )
 
 
 def test_derived_state_is_a_function_of_sources_and_decisions_property(ready_db, tmp_path):
     machine = _machine(ready_db, tmp_path)
     machine.totals = {}
-    run_state_machine_as_test(machine, settings=settings(
-        max_examples=int(os.environ.get("VHMINE_DERIVED_EXAMPLES", 200 if LONG else 20)),
-        stateful_step_count=int(os.environ.get("VHMINE_DERIVED_STEPS", 40 if LONG else 20)),
-        **({"phases": [Phase.explicit, Phase.reuse, Phase.generate]} if os.environ.get("VHMINE_DERIVED_NO_SHRINK") else {})))
+    run_state_machine_as_test(
+        machine,
+        settings=settings(
+            max_examples=int(os.environ.get("VHMINE_DERIVED_EXAMPLES", 200 if LONG else 20)),
+            stateful_step_count=int(os.environ.get("VHMINE_DERIVED_STEPS", 40 if LONG else 20)),
+            **(
+                {"phases": [Phase.explicit, Phase.reuse, Phase.generate]}
+                if os.environ.get("VHMINE_DERIVED_NO_SHRINK")
+                else {}
+            ),
+        ),
+    )
     print(f"derived machine: {machine.totals}")  # what the run covered (pytest -s shows it)
     # the run reached the paths the invariants are about: undos that took a decision back, refusals, the queue
     assert machine.totals["undone"] and machine.totals["refused"] and machine.totals["queued"], machine.totals
 
 
 # --- the counterexamples the machine found on the way, shrunk and kept -------------------------------------
+
 
 def _live(store, iid):
     from vhmine.store import Instance
@@ -75,9 +87,17 @@ def test_a_blind_answer_given_after_an_erratum_is_scored_again_when_it_is_undone
     store = reviewed_store
     blue_b = color_questions(store)[("B", "Is the cup blue?")]
     erratum(store, blue_b.id, truth=False)
-    bid = C.record_blind_answer(store, blue_b.id, model="m", endpoint=None, prompt="blind@v1#x", answer="Yes.",
-                                correct=False, scorer="rule:vhtest",
-                                group=C.blind_group_key("color", "YNQ", blue_b.pair_id, blue_b.question, blue_b.id))
+    bid = C.record_blind_answer(
+        store,
+        blue_b.id,
+        model="m",
+        endpoint=None,
+        prompt="blind@v1#x",
+        answer="Yes.",
+        correct=False,
+        scorer="rule:vhtest",
+        group=C.blind_group_key("color", "YNQ", blue_b.pair_id, blue_b.question, blue_b.id),
+    )
     C.undo_last(store, "carol")
     with store.session(write=False) as s:  # was False: scored against the truth the undo took back
         b = s.get(BlindAnswer, bid)

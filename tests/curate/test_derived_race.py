@@ -17,10 +17,9 @@ import os
 import threading
 import uuid
 
+from derived_machine import DerivedMachine
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-
-from derived_machine import DerivedMachine
 
 RACES = ("answer", "alias", "flip", "confirm", "label", "undo")
 
@@ -37,6 +36,7 @@ def _psql(pg_url, sql):
 def _base(pg_url, tmp_path):
     """The template database, and the ids the races need."""
     from helpers import make_ready_store
+
     from vhmine import curate as C
 
     store = make_ready_store(tmp_path, url=pg_url)
@@ -47,10 +47,15 @@ def _base(pg_url, tmp_path):
     cup_b = next(r for r in recs if r.kind == "OEQ" and r.answers == ("blue",))
     red_b = next(r for r in recs if r.question == "Is the cup red?" and r.image_id == cup_b.image_id)
     C.accept_erratum(store, "frank", C.flag_instance(store, "bob", cup_b.id, "green under daylight"), answers="green")
-    ids = {"cup_b": cup_b.id, "red_b": red_b.id,
-           "flags": {k: C.flag_instance(store, "bob", iid, "wrong") for k, iid in
-                     (("answer", cup_b.id), ("alias", cup_b.id), ("flip", red_b.id))},
-           "response": C.add_response(store, red_b.id, "vlm", "p", "No.", "correct", judge="rule:vhtest")}
+    ids = {
+        "cup_b": cup_b.id,
+        "red_b": red_b.id,
+        "flags": {
+            k: C.flag_instance(store, "bob", iid, "wrong")
+            for k, iid in (("answer", cup_b.id), ("alias", cup_b.id), ("flip", red_b.id))
+        },
+        "response": C.add_response(store, red_b.id, "vlm", "p", "No.", "correct", judge="rule:vhtest"),
+    }
     store.close()
     return ids
 
@@ -67,16 +72,32 @@ def _transition(store, name, ids):
         return C.accept_erratum(store, "erin", f["flip"], truth=True)
     if name == "confirm":
         drafts = C.pending_drafts(store, "alice", "color")
-        return C.confirm_drafts(store, "alice", [C.DraftDecision(d.instance_id, True, question=None if d.role == "B" else
-                                                                 "Would you call the cup in this picture by that colour?",
-                                                                 checked=True) for d in drafts])
+        return C.confirm_drafts(
+            store,
+            "alice",
+            [
+                C.DraftDecision(
+                    d.instance_id,
+                    True,
+                    question=None if d.role == "B" else "Would you call the cup in this picture by that colour?",
+                    checked=True,
+                )
+                for d in drafts
+            ],
+        )
     if name == "label":
         return C.label_response(store, "bob", ids["response"], "correct")
     return C.undo_last(store, "frank")
 
 
-_KINDS = {"answer": ("carol", "errata_accept"), "alias": ("dave", "errata_accept"), "flip": ("erin", "errata_accept"),
-          "confirm": ("alice", "confirm"), "label": ("bob", "label"), "undo": ("frank", None)}
+_KINDS = {
+    "answer": ("carol", "errata_accept"),
+    "alias": ("dave", "errata_accept"),
+    "flip": ("erin", "errata_accept"),
+    "confirm": ("alice", "confirm"),
+    "label": ("bob", "label"),
+    "undo": ("frank", None),
+}
 
 
 def _model(m, name, ids, drafts):
@@ -97,8 +118,9 @@ def _model(m, name, ids, drafts):
                 m.facts[d.instance_id] = {"truth": d.truth, "source": list(d.oeq_answers)}
                 m.own.add(d.instance_id)
     elif name == "label":
-        m.labels[(ids["response"], "bob")] = [{"verdict": "correct", "moved": True,
-                                                "truth": m.facts.get(ids["red_b"], {"truth": False})["truth"]}]
+        m.labels[(ids["response"], "bob")] = [
+            {"verdict": "correct", "moved": True, "truth": m.facts.get(ids["red_b"], {"truth": False})["truth"]}
+        ]
 
 
 def _order(store, committed):
@@ -137,8 +159,11 @@ def test_two_workers_racing_on_a_question_and_what_it_derives_property(pg_url, t
         _psql(pg_url, f'CREATE DATABASE "{name}" TEMPLATE "{base}"')
         store = open_store(pg_url.rsplit("/", 1)[0] + "/" + name)
         try:
-            machine = type("M", (DerivedMachine,), {"open_store": staticmethod(lambda: store),
-                                                    "export_dir": staticmethod(lambda: tmp_path / name)})()
+            machine = type(
+                "M",
+                (DerivedMachine,),
+                {"open_store": staticmethod(lambda: store), "export_dir": staticmethod(lambda: tmp_path / name)},
+            )()
             drafts = C.pending_drafts(store, "alice", "color")
             gate, outcome = threading.Barrier(2), {}
 

@@ -53,8 +53,9 @@ def test_flag_then_accept_fixes_the_answer_in_place(store, tmp_path):
     with pytest.raises(InputError, match="no ready instance 'nope'"):
         C.flag_instance(store, "bob", "nope", "wrong count")
     fid = C.flag_instance(store, "bob", f"  {oeq.id} ", "there are four cats, one behind the sofa", proposed="4")
-    assert _actions(store, "errata_flag") == [("bob", {"instance_id": oeq.id, "reason": "there are four cats, one behind the sofa",
-                                                      "flag_id": fid})]
+    assert _actions(store, "errata_flag") == [
+        ("bob", {"instance_id": oeq.id, "reason": "there are four cats, one behind the sofa", "flag_id": fid})
+    ]
     # bob sees his flag; only an admin sees everyone's and decides
     assert [e.id for e in C.errata_list(store, "bob")] == [fid] and C.errata_list(store, "alice") == []
     [view] = C.errata_list(store, "carol")
@@ -69,13 +70,24 @@ def test_flag_then_accept_fixes_the_answer_in_place(store, tmp_path):
     assert changes == {"answers": [list(oeq.answers), ["4"]]}  # "four" is the same answer as "4"
     assert C.get_instance(store, oeq.id).answers == ("4",) and C.get_instance(store, oeq.id).status == "ready"
     [(who, payload)] = _actions(store, "errata_accept")
-    derived = payload.pop("derived")  # what the fix carried through to (curate.derived, tests/curate/test_derived.py)
-    assert (who, payload) == ("carol", {"instance_id": oeq.id, "reason": "there are four cats, one behind the sofa",
-                                        "changes": changes, "flag_id": fid, "flagged_by": "bob"})
+    # what the fix carried through to (curate.decisions.derived, tests/curate/test_derived.py)
+    derived = payload.pop("derived")
+    assert (who, payload) == (
+        "carol",
+        {
+            "instance_id": oeq.id,
+            "reason": "there are four cats, one behind the sofa",
+            "changes": changes,
+            "flag_id": fid,
+            "flagged_by": "bob",
+        },
+    )
     assert {e["table"] for e in derived} >= {"instances"}  # "exactly 3 cats" retired, "exactly 4" drafted
     with pytest.raises(LeaseError, match="already accepted by carol"):
         C.reject_erratum(store, "carol", fid, "no")
-    assert C.errata_list(store, "carol") == [] and C.errata_list(store, "carol", status="accepted")[0].changes == changes
+    assert (
+        C.errata_list(store, "carol") == [] and C.errata_list(store, "carol", status="accepted")[0].changes == changes
+    )
 
     # undo: carol's decision is taken back (the answer restored, the flag open again), then bob withdraws his flag
     assert C.undo_last(store, "carol").startswith("accept of flag")
@@ -93,7 +105,9 @@ def test_yes_no_fix_remove_and_reject(store):
     with pytest.raises(FormError, match="choose yes or no"):
         C.accept_erratum(store, "carol", f1, answers="No")
     assert C.accept_erratum(store, "carol", f1, truth=False, reason="orange, not red") == {
-        "truth": [True, False], "answers": [["Yes"], ["No"]]}
+        "truth": [True, False],
+        "answers": [["Yes"], ["No"]],
+    }
     rec = C.get_instance(store, ynq.id)
     assert (rec.truth, rec.answers) == (False, ("No",))
     assert _actions(store, "errata_accept")[0][1]["reason"] == "orange, not red"
@@ -108,13 +122,18 @@ def test_yes_no_fix_remove_and_reject(store):
         C.reject_erratum(store, "carol", f3, "")
     C.reject_erratum(store, "carol", f3, "blue under the house's color names")
     [(who, payload)] = _actions(store, "errata_reject")
-    assert who == "carol" and payload == {"instance_id": _rec(store, "Is the cup blue?").id,
-                                          "reason": "blue under the house's color names", "changes": {},
-                                          "flag_id": f3, "flagged_by": "bob"}
+    assert who == "carol" and payload == {
+        "instance_id": _rec(store, "Is the cup blue?").id,
+        "reason": "blue under the house's color names",
+        "changes": {},
+        "flag_id": f3,
+        "flagged_by": "bob",
+    }
     assert C.errata_list(store, "bob", status="rejected")[0].decision_reason == "blue under the house's color names"
 
 
 # --- the app's Errata page (AppTest) -------------------------------------------------------------------------
+
 
 def _plain(markdown: str) -> str:
     import re
@@ -125,7 +144,9 @@ def _plain(markdown: str) -> str:
 def _app(token, page):
     from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_file(str(Path(__file__).resolve().parents[2] / "vhmine" / "apps" / "curate.py"), default_timeout=60)
+    at = AppTest.from_file(
+        str(Path(__file__).resolve().parents[2] / "vhmine" / "apps" / "curate.py"), default_timeout=60
+    )
     at.run()
     at.text_input(key="token").input(token)
     at.button[0].click().run()
@@ -155,8 +176,11 @@ def test_errata_page_flag_then_admin_accepts(tmp_path, monkeypatch):
     at.text_input(key="er_proposed").input("4").run()
     at.button(key="er_flag").click().run()
     assert any(f"Flagged {oeq.id}" in _plain(m.value) for m in at.success)
-    [mine] = [[{k: _plain(str(v)) for k, v in r.items()} for r in d.value.to_dict("records")]
-              for d in at.table if "what is wrong" in d.value.columns]
+    [mine] = [
+        [{k: _plain(str(v)) for k, v in r.items()} for r in d.value.to_dict("records")]
+        for d in at.table
+        if "what is wrong" in d.value.columns
+    ]
     assert [(r["instance"], r["status"], r["decided by"], r["why"]) for r in mine] == [(oeq.id, "open", "-", "-")]
 
     admin = _app(tokens["carol"], "Errata")
@@ -172,12 +196,14 @@ def test_errata_page_flag_then_admin_accepts(tmp_path, monkeypatch):
         s.get(Worker, "carol").is_admin = False
     f2 = C.flag_instance(store, "bob", oeq.id, "still wrong")
     from vhmine.errors import AuthError
+
     with pytest.raises(AuthError):
         C.reject_erratum(store, "carol", f2, "no")
     store.close()
 
 
 # --- the app's Blind flags page (AppTest): automatic flags a worker overrules -----------------------------------
+
 
 def test_blind_flags_page_overrule_and_reinstate(tmp_path, monkeypatch):
     pytest.importorskip("streamlit")
@@ -187,8 +213,17 @@ def test_blind_flags_page_overrule_and_reinstate(tmp_path, monkeypatch):
     token = C.add_worker(store, "bob")
     monkeypatch.setenv("VHMINE_DB", f"sqlite:///{tmp_path / 'store.db'}")
     for r in C.ready_instances(store, "counting", "OEQ"):  # right on both images of the pair: flagged
-        C.record_blind_answer(store, r.id, model="text-only", endpoint=None, prompt="blind@v1#x", answer=r.answers[0],
-                              correct=True, scorer="match", group=C.blind_group_key(r.mode, r.kind, r.pair_id, r.question, r.id))
+        C.record_blind_answer(
+            store,
+            r.id,
+            model="text-only",
+            endpoint=None,
+            prompt="blind@v1#x",
+            answer=r.answers[0],
+            correct=True,
+            scorer="match",
+            group=C.blind_group_key(r.mode, r.kind, r.pair_id, r.question, r.id),
+        )
     C.refresh_blind_flags(store, "text-only", None, "blind@v1#x")
     [flag] = C.flag_list(store, "bob")
     at = _app(token, "Blind flags")

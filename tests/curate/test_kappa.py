@@ -28,15 +28,27 @@ def test_cohen_edge_cases():
 
 
 def test_fleiss_reference_table():
-    # Fleiss (1971) as worked on Wikipedia: 10 subjects, 14 raters, 5 categories -> P = 0.378, P_e = 0.213, kappa = 0.210
-    table = [[0, 0, 0, 0, 14], [0, 2, 6, 4, 2], [0, 0, 3, 5, 6], [0, 3, 9, 2, 0], [2, 2, 8, 1, 1],
-             [7, 7, 0, 0, 0], [3, 2, 6, 3, 0], [2, 5, 3, 2, 2], [6, 5, 2, 1, 0], [0, 2, 2, 3, 7]]
+    # Fleiss (1971) as worked on Wikipedia: 10 subjects, 14 raters, 5 categories -> P = 0.378, P_e = 0.213, kappa =
+    # 0.210
+    table = [
+        [0, 0, 0, 0, 14],
+        [0, 2, 6, 4, 2],
+        [0, 0, 3, 5, 6],
+        [0, 3, 9, 2, 0],
+        [2, 2, 8, 1, 1],
+        [7, 7, 0, 0, 0],
+        [3, 2, 6, 3, 0],
+        [2, 5, 3, 2, 2],
+        [6, 5, 2, 1, 0],
+        [0, 2, 2, 3, 7],
+    ]
     items = [[cat for cat, n in enumerate(row) for _ in range(n)] for row in table]
     assert round(fleiss_kappa(items), 3) == 0.210
 
 
 def test_fleiss_unequal_ratings_per_item():
-    # P_1 = 1, P_2 = (0 + 2) / 6 = 1/3 -> P = 2/3; shares a 3/5, b 2/5 -> P_e = 13/25; kappa = (2/3 - 13/25) / (12/25) = 11/36
+    # P_1 = 1, P_2 = (0 + 2) / 6 = 1/3 -> P = 2/3; shares a 3/5, b 2/5 -> P_e = 13/25; kappa = (2/3 - 13/25) / (12/25) =
+    # 11/36
     assert fleiss_kappa([["a", "a"], ["a", "b", "b"]]) == pytest.approx(11 / 36)
 
 

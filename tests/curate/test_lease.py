@@ -7,9 +7,9 @@ import multiprocessing as mp
 import random
 import time
 
-from vhmine import curate as C
-
 from helpers import counting_annotation, logged_actions, seed_store, stored_task
+
+from vhmine import curate as C
 
 
 def _libpq(url: str) -> str:
@@ -19,8 +19,9 @@ def _libpq(url: str) -> str:
 def _wait_for_lock_wait(admin, seconds=20) -> None:
     """Until some backend of this database waits for a row lock (the library's call is blocked)."""
     deadline = time.monotonic() + seconds
-    while not admin.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                            "AND wait_event_type = 'Lock'").fetchone()[0]:
+    while not admin.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    ).fetchone()[0]:
         assert time.monotonic() < deadline, "the library's call never waited for the lock"
         time.sleep(0.05)
 
@@ -99,12 +100,19 @@ def test_a_deadlock_on_postgresql_is_retried_and_never_reaches_the_app_as_a_driv
     saved = C.save_annotation(store, "alice", item.task_id, counting_annotation(item))
     [act] = logged_actions(store, "alice", "annotate")
 
-    monkeypatch.setattr(retry, "TRIES", 1, raising=False)  # no second attempt: the caller gets a LeaseError, nothing changed
+    monkeypatch.setattr(
+        retry, "TRIES", 1, raising=False
+    )  # no second attempt: the caller gets a LeaseError, nothing changed
     got = _deadlocked_undo(store, pg_url, act.id, saved.instance_ids[0])
     assert isinstance(got.get("err"), LeaseError), got
-    assert str(got["err"]) == ("the store is busy: undo last was aborted 1 times by the database to resolve a deadlock "
-                               "with other workers: nothing saved; try again")
-    assert stored_task(store, item.task_id).status == "done" and logged_actions(store, "alice", "annotate")[0].undone_at is None
+    assert str(got["err"]) == (
+        "the store is busy: undo last was aborted 1 times by the database to resolve a deadlock "
+        "with other workers: nothing saved; try again"
+    )
+    assert (
+        stored_task(store, item.task_id).status == "done"
+        and logged_actions(store, "alice", "annotate")[0].undone_at is None
+    )
 
     monkeypatch.setattr(retry, "TRIES", 4)  # the default: the aborted attempt is run again and succeeds
     got = _deadlocked_undo(store, pg_url, act.id, saved.instance_ids[0])
@@ -122,11 +130,11 @@ CAP_S = 240.0  # a worker that took fewer than TAKES by then fails the test, say
 
 
 def _stresser(url, idx, go, out):  # runs in a spawned process
+    from helpers import counting_annotation
+
     from vhmine import curate as C
     from vhmine.errors import InputError, LeaseError
     from vhmine.store import open_store
-
-    from helpers import counting_annotation
 
     store = open_store(url)
     C.progress(store)  # the first queries (imports, compiled statements) before the race, not in it

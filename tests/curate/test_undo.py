@@ -7,15 +7,17 @@ import multiprocessing as mp
 import random
 import time
 
-from vhmine import curate as C
-
 from helpers import logged_actions, seed_store, stored_task
+
+from vhmine import curate as C
 
 ROUNDS = 60
 
 
-RACED = ("LeaseError", "cannot undo: your last action was undone elsewhere meanwhile (another tab?): nothing changed; "
-                       "reload the page")
+RACED = (
+    "LeaseError",
+    "cannot undo: your last action was undone elsewhere meanwhile (another tab?): nothing changed; reload the page",
+)
 
 
 def _racer(url, idx, job, worker, mode, rounds, barrier, out):  # runs in a spawned process
@@ -48,7 +50,9 @@ def _race(url, jobs, setup, check, rounds=ROUNDS):
     round after `setup()`; `check(before, results)` sees each round's results in job order."""
     ctx = mp.get_context("spawn")
     barrier, out = ctx.Barrier(len(jobs) + 1), ctx.Queue()
-    procs = [ctx.Process(target=_racer, args=(url, i, *job, rounds, barrier, out), daemon=True) for i, job in enumerate(jobs)]
+    procs = [
+        ctx.Process(target=_racer, args=(url, i, *job, rounds, barrier, out), daemon=True) for i, job in enumerate(jobs)
+    ]
     for p in procs:
         p.start()
     try:

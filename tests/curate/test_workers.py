@@ -6,16 +6,16 @@ from __future__ import annotations
 import re
 
 import pytest
+from helpers import SIGNED_OUT, seed_store
 
 from vhmine import curate as C
 from vhmine.errors import AuthError, InputError
-
-from helpers import SIGNED_OUT, seed_store
 
 # --- two processes racing on PostgreSQL ---------------------------------------------------------
 
 
 # --- rotated tokens, deactivated workers, admin rights (library) --------------------------------
+
 
 @pytest.fixture
 def seeded(tmp_path):
@@ -45,16 +45,25 @@ def _state(store):
     from vhmine.store import Action, Instance, ResponseLabel, Review, Task
 
     with store.session() as s:
-        return ([(t.id, t.status, t.lease_worker, t.version) for t in s.query(Task).order_by(Task.id)],
-                s.query(Action).count(), s.query(Instance).count(), s.query(Review).count(), s.query(ResponseLabel).count())
+        return (
+            [(t.id, t.status, t.lease_worker, t.version) for t in s.query(Task).order_by(Task.id)],
+            s.query(Action).count(),
+            s.query(Instance).count(),
+            s.query(Review).count(),
+            s.query(ResponseLabel).count(),
+        )
 
 
 @pytest.mark.parametrize("how", ["rotate", "deactivate"])
 def test_a_rotated_or_deactivated_worker_can_take_save_skip_or_undo_nothing(seeded, how):
     store, tokens = seeded
     bob_item = C.next_item(store, "bob", "color")  # something for alice to review and label
-    saved = C.save_annotation(store, "bob", bob_item.task_id, C.Annotation(
-        "color.what_color", {"object": "cup"}, answers={v.id: "red" for v in bob_item.images}))
+    saved = C.save_annotation(
+        store,
+        "bob",
+        bob_item.task_id,
+        C.Annotation("color.what_color", {"object": "cup"}, answers={v.id: "red" for v in bob_item.images}),
+    )
     rid = C.add_response(store, saved.instance_ids[0], "tiny-vlm", "What color?", "red")
     me = C.sign_in(store, tokens["alice"])
     item = C.next_item(store, me, "counting")  # signed in: every action works
@@ -64,9 +73,13 @@ def test_a_rotated_or_deactivated_worker_can_take_save_skip_or_undo_nothing(seed
 
     new = C.rotate_token(store, "alice") if how == "rotate" else C.deactivate_worker(store, "alice")
     before = _state(store)
-    for name, call in _every_action(store, me, item.task_id, saved.instance_ids[0], rid):
-        with pytest.raises(AuthError, match="^" + SIGNED_OUT + "$" if how == "rotate" else
-                           r"^worker 'alice' is unknown or inactive: sign in again$"):
+    for _name, call in _every_action(store, me, item.task_id, saved.instance_ids[0], rid):
+        with pytest.raises(
+            AuthError,
+            match="^" + SIGNED_OUT + "$"
+            if how == "rotate"
+            else r"^worker 'alice' is unknown or inactive: sign in again$",
+        ):
             call()
     with pytest.raises(AuthError):
         C.check_session(store, me)
@@ -97,10 +110,14 @@ def test_admin_functions_check_the_right_in_the_store(seeded):
     alice, carol = C.sign_in(store, tokens["alice"]), C.sign_in(store, tokens["carol"])
     not_admin = r"^worker 'alice' is not an admin: ask an admin \(`vhmine workers add NAME --admin`\)$"
     admin_calls = [
-        lambda by: C.agreement(store, by=by), lambda by: C.agreement(store, "responses", by=by),
-        lambda by: C.disagreements(store, by=by), lambda by: C.list_workers(store, by=by),
-        lambda by: C.add_worker(store, "erin", by=by), lambda by: C.rotate_token(store, "dave", by=by),
-        lambda by: C.deactivate_worker(store, "dave", by=by), lambda by: C.activate_worker(store, "dave", by=by),
+        lambda by: C.agreement(store, by=by),
+        lambda by: C.agreement(store, "responses", by=by),
+        lambda by: C.disagreements(store, by=by),
+        lambda by: C.list_workers(store, by=by),
+        lambda by: C.add_worker(store, "erin", by=by),
+        lambda by: C.rotate_token(store, "dave", by=by),
+        lambda by: C.deactivate_worker(store, "dave", by=by),
+        lambda by: C.activate_worker(store, "dave", by=by),
     ]
     before = _state(store), [(w.name, w.active, w.generation) for w in C.list_workers(store)]
     for call in admin_calls:
@@ -130,8 +147,13 @@ def test_a_store_from_0002_keeps_its_workers_and_their_tokens(tmp_path):
     db = tmp_path / "old.db"
     old = open_store(db, target="0002")
     with old.engine.begin() as c:
-        c.execute(text("INSERT INTO workers (name, token_hash, is_admin, active, created_at) "
-                       "VALUES ('ann', :h, true, true, '2024-01-02 03:04:05')"), {"h": C.hash_token("vhm_old")})
+        c.execute(
+            text(
+                "INSERT INTO workers (name, token_hash, is_admin, active, created_at) "
+                "VALUES ('ann', :h, true, true, '2024-01-02 03:04:05')"
+            ),
+            {"h": C.hash_token("vhm_old")},
+        )
     old.close()
     with open_store(db) as store:
         assert store.revision() == schema_head()
@@ -143,6 +165,7 @@ def test_a_store_from_0002_keeps_its_workers_and_their_tokens(tmp_path):
 
 
 # --- the CLI -----------------------------------------------------------------------------------
+
 
 def test_cli_rotate_prints_a_new_token_and_the_old_one_fails(seeded, tmp_path):
     from typer.testing import CliRunner
@@ -174,7 +197,11 @@ def test_cli_rotate_prints_a_new_token_and_the_old_one_fails(seeded, tmp_path):
     r = CliRunner().invoke(app, ["workers", "activate", "alice", "--db", db])
     assert r.exit_code == 0 and C.sign_in(store, new).name == "alice"
     r = CliRunner().invoke(app, ["workers", "rotate", "zed", "--db", db])
-    assert r.exit_code == 2 and "no worker 'zed' in sqlite:///" in r.output and "`vhmine workers list` shows them" in r.output
+    assert (
+        r.exit_code == 2
+        and "no worker 'zed' in sqlite:///" in r.output
+        and "`vhmine workers list` shows them" in r.output
+    )
 
 
 # --- the app (Streamlit AppTest) ---------------------------------------------------------------

@@ -48,13 +48,15 @@ def md5(b: bytes) -> str:
 IMAGES = {f"val2017/{n}": jpeg(i) for i, n in enumerate(IMAGE_NAMES)}
 VAL_ZIP = make_zip({"val2017/": b"", **IMAGES})
 INSTANCES = json.dumps({"images": [{"id": 139, "file_name": IMAGE_NAMES[0]}], "annotations": [], "categories": []})
-ANN_ZIP = make_zip({
-    "annotations/instances_val2017.json": INSTANCES.encode(),
-    "annotations/instances_train2017.json": b"{}",
-    "annotations/captions_val2017.json": b"{}",
-})
+ANN_ZIP = make_zip(
+    {
+        "annotations/instances_val2017.json": INSTANCES.encode(),
+        "annotations/instances_train2017.json": b"{}",
+        "annotations/captions_val2017.json": b"{}",
+    }
+)
 TEST_ZIP = make_zip({"test2017/000000000001.jpg": jpeg(7)})
-TEST_INFO_ZIP = make_zip({"annotations/image_info_test2017.json": b"{\"images\": []}"})
+TEST_INFO_ZIP = make_zip({"annotations/image_info_test2017.json": b'{"images": []}'})
 FILES = {
     "/zips/val2017.zip": VAL_ZIP,
     "/annotations/annotations_trainval2017.zip": ANN_ZIP,
@@ -299,8 +301,9 @@ def test_missing_file_on_mirror(server, tmp_path):
 
 
 def test_unknown_split(tmp_path):
-    with pytest.raises(InputError, match="unknown COCO split 'val2018': use --split with one of "
-                                         "train2017, val2017, test2017"):
+    with pytest.raises(
+        InputError, match="unknown COCO split 'val2018': use --split with one of train2017, val2017, test2017"
+    ):
         download_coco("val2018", tmp_path)
 
 
@@ -359,7 +362,9 @@ def test_cli_reports_checksum_mismatch(server, tmp_path):
     args = ["data", "coco", "--split", "val2017", "--dest", str(dest), "--base-url", server.url]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2, result.output
-    want = (f"error: {server.url}/zips/val2017.zip gave a file with md5 {SUMS['val2017.zip']}, "
-            "expected 442b8da7639aecaf257c1dceb8ba8c80")
+    want = (
+        f"error: {server.url}/zips/val2017.zip gave a file with md5 {SUMS['val2017.zip']}, "
+        "expected 442b8da7639aecaf257c1dceb8ba8c80"
+    )
     assert want in result.output
     assert not (dest / "val2017").exists()

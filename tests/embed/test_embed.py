@@ -13,22 +13,30 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import copy_photos, embed_options, interrupt_when, sha_of
 from PIL import Image
-
 from PIL import Image as PILImage
 from typer.testing import CliRunner
 
-from helpers import copy_photos, embed_options, interrupt_when, sha_of
 from vhmine.cli import app
-from vhmine.index import open_index
 from vhmine.embed.job import EmbedOptions, embed_collection
 from vhmine.errors import EncoderMismatchError, IndexCorruptError, IndexMissingError, InputError
+from vhmine.index import open_index
 
 
 def _opts(images, indexes, models, **kw):
     clip, dino = models
-    return EmbedOptions(images=images, indexes=indexes, clip_model=clip, dino_model=dino, workers=0,
-                        batch_size=4, shard_size=5, progress=False, **kw)
+    return EmbedOptions(
+        images=images,
+        indexes=indexes,
+        clip_model=clip,
+        dino_model=dino,
+        workers=0,
+        batch_size=4,
+        shard_size=5,
+        progress=False,
+        **kw,
+    )
 
 
 @pytest.fixture()
@@ -111,13 +119,18 @@ def test_rerun_embeds_only_new_images_and_keeps_old_rows(tmp_path, collection, t
 def test_coco_annotations_give_ids_and_categories(tmp_path, collection, tiny_models):
     ann = {
         "images": [{"id": 139, "file_name": "astronaut.png"}, {"id": 285, "file_name": "horse.png"}],
-        "annotations": [{"image_id": 139, "category_id": 1}, {"image_id": 139, "category_id": 3},
-                        {"image_id": 139, "category_id": 1}, {"image_id": 285, "category_id": 19}],
+        "annotations": [
+            {"image_id": 139, "category_id": 1},
+            {"image_id": 139, "category_id": 3},
+            {"image_id": 139, "category_id": 1},
+            {"image_id": 285, "category_id": 19},
+        ],
         "categories": [{"id": 1, "name": "person"}, {"id": 3, "name": "car"}, {"id": 19, "name": "horse"}],
     }
     (tmp_path / "instances.json").write_text(json.dumps(ann))
-    embed_collection(_opts(collection, tmp_path / "idx", tiny_models, name="coco",
-                           coco_annotations=tmp_path / "instances.json"))
+    embed_collection(
+        _opts(collection, tmp_path / "idx", tiny_models, name="coco", coco_annotations=tmp_path / "instances.json")
+    )
     idx = open_index(tmp_path / "idx", "coco")
     by_path = idx.images.set_index("path")
     assert by_path.loc["astronaut.png", "coco_id"] == 139
@@ -147,18 +160,37 @@ def test_user_errors(tmp_path, collection, tiny_models):
 
 
 def test_an_indexes_folder_that_cannot_be_written_is_said_in_one_line(tmp_path, collection, tiny_models):
+    from helpers import unwritable_folders
     from typer.testing import CliRunner
 
-    from helpers import unwritable_folders
     from vhmine.cli import app
 
     clip, dino = tiny_models
     for folder in unwritable_folders(tmp_path):
-        r = CliRunner().invoke(app, ["embed", str(collection), "--name", "c", "--indexes", str(folder), "--clip-model",
-                                     clip, "--dino-model", dino, "--device", "cpu", "--workers", "0"])
+        r = CliRunner().invoke(
+            app,
+            [
+                "embed",
+                str(collection),
+                "--name",
+                "c",
+                "--indexes",
+                str(folder),
+                "--clip-model",
+                clip,
+                "--dino-model",
+                dino,
+                "--device",
+                "cpu",
+                "--workers",
+                "0",
+            ],
+        )
         assert r.exit_code == 2, (folder, r.output, r.exception)
         (line,) = r.output.strip().splitlines()
-        assert line.startswith(f"error: --indexes: cannot write in {folder} (") and line.endswith("or fix its permissions")
+        assert line.startswith(f"error: --indexes: cannot write in {folder} (") and line.endswith(
+            "or fix its permissions"
+        )
 
 
 def test_missing_half_written_and_corrupt_indexes_are_refused(tmp_path, collection, tiny_models):
@@ -189,8 +221,27 @@ def test_killed_job_resumes_to_the_same_rows(tmp_path, tiny_models):
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
 
     def cmd(indexes):
-        return [sys.executable, "-m", "vhmine.cli", "embed", str(images), "--name", "r", "--indexes", str(indexes),
-                "--clip-model", clip, "--dino-model", dino, "--batch-size", "2", "--shard-size", "4", "--workers", "0"]
+        return [
+            sys.executable,
+            "-m",
+            "vhmine.cli",
+            "embed",
+            str(images),
+            "--name",
+            "r",
+            "--indexes",
+            str(indexes),
+            "--clip-model",
+            clip,
+            "--dino-model",
+            dino,
+            "--batch-size",
+            "2",
+            "--shard-size",
+            "4",
+            "--workers",
+            "0",
+        ]
 
     proc = subprocess.Popen(cmd(tmp_path / "a"), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     shards = tmp_path / "a" / "r" / "work" / "shards"
@@ -214,7 +265,9 @@ def test_killed_job_resumes_to_the_same_rows(tmp_path, tiny_models):
 
 
 def _holds_flock(pid: int) -> bool:
-    return any("FLOCK" in line.split() and str(pid) in line.split() for line in Path("/proc/locks").read_text().splitlines())
+    return any(
+        "FLOCK" in line.split() and str(pid) in line.split() for line in Path("/proc/locks").read_text().splitlines()
+    )
 
 
 def test_two_embed_processes_on_one_index_never_interleave(tmp_path, collection, tiny_models):
@@ -223,8 +276,27 @@ def test_two_embed_processes_on_one_index_never_interleave(tmp_path, collection,
     first is done, the second finds the index complete."""
     clip, dino = tiny_models
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    cmd = [sys.executable, "-m", "vhmine.cli", "embed", str(collection), "--name", "c", "--indexes", str(tmp_path / "idx"),
-           "--clip-model", clip, "--dino-model", dino, "--device", "cpu", "--workers", "0", "--shard-size", "2"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vhmine.cli",
+        "embed",
+        str(collection),
+        "--name",
+        "c",
+        "--indexes",
+        str(tmp_path / "idx"),
+        "--clip-model",
+        clip,
+        "--dino-model",
+        dino,
+        "--device",
+        "cpu",
+        "--workers",
+        "0",
+        "--shard-size",
+        "2",
+    ]
     first = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 120
@@ -238,7 +310,8 @@ def test_two_embed_processes_on_one_index_never_interleave(tmp_path, collection,
         assert second.returncode == 2, second.stderr
         assert second.stderr.strip().splitlines()[-1] == (
             f"error: another `vhmine embed` (process {first.pid}) is running on index 'c' ({tmp_path / 'idx' / 'c'}); "
-            "nothing was written: wait for it to finish, then run this command again")
+            "nothing was written: wait for it to finish, then run this command again"
+        )
         assert "Traceback" not in second.stderr
         assert sorted(p.relative_to(work).as_posix() for p in work.rglob("*")) == before
     finally:
@@ -278,8 +351,15 @@ def test_shard_files_are_closed_before_they_are_renamed(tmp_path):
 
     from vhmine.embed.work import write_shard as _write_shard
 
-    row = {"path": "a.png", "status": "ok", "reason": "", "sha256": "ab" * 32, "width": 1, "height": 1,
-           "duplicate_of": None}
+    row = {
+        "path": "a.png",
+        "status": "ok",
+        "reason": "",
+        "sha256": "ab" * 32,
+        "width": 1,
+        "height": 1,
+        "duplicate_of": None,
+    }
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         _write_shard(tmp_path, 0, [row], [np.ones(4, np.float32)], [np.ones(3, np.float32)], (4, 3))
@@ -288,7 +368,9 @@ def test_shard_files_are_closed_before_they_are_renamed(tmp_path):
 
 
 def test_embed_rerun_reembeds_a_file_changed_in_place_and_drops_a_deleted_one(tmp_path, photos_dir, tiny_models):
-    photos = copy_photos(tmp_path / "photos", photos_dir, names=("astronaut", "cat", "chelsea", "coffee", "rocket", "horse"))
+    photos = copy_photos(
+        tmp_path / "photos", photos_dir, names=("astronaut", "cat", "chelsea", "coffee", "rocket", "horse")
+    )
     opts = embed_options(photos, tmp_path / "idx", tiny_models, name="c")
     embed_collection(opts)
     before = open_index(tmp_path / "idx", "c")
@@ -339,11 +421,14 @@ def test_an_image_keeps_its_vectors_when_only_its_duplicate_copy_is_left(tmp_pat
     embed_collection(opts)
     after = open_index(tmp_path / "idx", "c")
     rows = after.images.set_index("path")
-    assert rows.loc["chelsea.png", "image_id"] == cat["image_id"] and len(rows.loc["chelsea.png", "duplicate_paths"]) == 0
+    assert (
+        rows.loc["chelsea.png", "image_id"] == cat["image_id"] and len(rows.loc["chelsea.png", "duplicate_paths"]) == 0
+    )
     k_new = list(after.images["path"]).index("chelsea.png")
     assert len(after.images) == len(before)
-    assert after.manifest["removed"] == [{"path": "cat.png", "sha256": cat["sha256"], "image_id": cat["image_id"],
-                                          "reason": "deleted"}]
+    assert after.manifest["removed"] == [
+        {"path": "cat.png", "sha256": cat["sha256"], "image_id": cat["image_id"], "reason": "deleted"}
+    ]
     assert after.manifest["duplicates"] == []
     fresh = embed_collection(embed_options(photos, tmp_path / "fresh", tiny_models, name="c"))
     assert fresh.images == len(after.images)
@@ -352,14 +437,33 @@ def test_an_image_keeps_its_vectors_when_only_its_duplicate_copy_is_left(tmp_pat
     assert np.allclose(after.clip[k_new], straight.clip[k_straight], atol=1e-5)
 
 
-def test_an_embed_whose_encoder_does_not_load_leaves_no_index_and_the_fixed_command_works(tmp_path, photos_dir, tiny_models):
+def test_an_embed_whose_encoder_does_not_load_leaves_no_index_and_the_fixed_command_works(
+    tmp_path, photos_dir, tiny_models
+):
     photos = copy_photos(tmp_path / "photos", photos_dir)
     idx = tmp_path / "idx"
     clip, dino = tiny_models
 
     def embed(clip_model):
-        return CliRunner().invoke(app, ["embed", str(photos), "--name", "p", "--indexes", str(idx), "--clip-model",
-                                        clip_model, "--dino-model", dino, "--workers", "0", "--shard-size", "2"])
+        return CliRunner().invoke(
+            app,
+            [
+                "embed",
+                str(photos),
+                "--name",
+                "p",
+                "--indexes",
+                str(idx),
+                "--clip-model",
+                clip_model,
+                "--dino-model",
+                dino,
+                "--workers",
+                "0",
+                "--shard-size",
+                "2",
+            ],
+        )
 
     r = embed(f"local-dir:{tmp_path / 'no-such-model'}")
     assert r.exit_code == 2 and "no-such-model" in r.output, r.output
@@ -372,15 +476,18 @@ def test_an_embed_whose_encoder_does_not_load_leaves_no_index_and_the_fixed_comm
     # it ends by naming the next command (after the duplicates line), which runs as written
     last = r.output.strip().splitlines()[-1]
     assert last == f"next: vhmine mine --index p --indexes {idx}", r.output
-    r = CliRunner().invoke(app, shlex.split(last.removeprefix("next: vhmine ")) + [
-        "--out", str(tmp_path / "run"), "--clip", "-1", "--dino", "1"])
+    r = CliRunner().invoke(
+        app,
+        shlex.split(last.removeprefix("next: vhmine "))
+        + ["--out", str(tmp_path / "run"), "--clip", "-1", "--dino", "1"],
+    )
     assert r.exit_code == 0, r.output
 
 
 def test_a_job_stopped_before_it_embedded_anything_starts_clean_and_is_never_picked(tmp_path, photos_dir, tiny_models):
     """A job killed while its models loaded leaves work/job.json (with the encoders asked for) and no shard."""
-    from vhmine.index import default_index_name
     from vhmine.errors import EncoderError
+    from vhmine.index import default_index_name
 
     photos = copy_photos(tmp_path / "photos", photos_dir)
     idx = tmp_path / "idx"
@@ -388,7 +495,10 @@ def test_a_job_stopped_before_it_embedded_anything_starts_clean_and_is_never_pic
     with pytest.raises(EncoderError):
         embed_collection(embed_options(photos, idx, (f"local-dir:{tmp_path / 'nope'}", tiny_models[1]), name="p"))
     assert (idx / "p" / "work" / "job.json").is_file()
-    with pytest.raises(IndexMissingError, match=r"no finished index under .*: p did not finish embedding; rerun the same `vhmine embed`"):
+    with pytest.raises(
+        IndexMissingError,
+        match=r"no finished index under .*: p did not finish embedding; rerun the same `vhmine embed`",
+    ):
         default_index_name(idx, None)
     embed_collection(embed_options(photos, tmp_path / "idx", tiny_models, name="good"))
     assert default_index_name(idx, None) == "good"  # the unfinished one is no candidate
@@ -426,11 +536,31 @@ def test_ctrl_c_says_how_many_shards_are_kept_and_the_same_command_resumes(tmp_p
     for k in range(48):
         Image.fromarray(rng.integers(0, 255, (384, 384, 3), dtype=np.uint8)).save(images / f"im{k:02d}.png")
     clip, dino = tiny_models
-    cmd = [sys.executable, "-m", "vhmine.cli", "embed", "imgs", "--name", "r", "--indexes", "idx", "--clip-model", clip,
-           "--dino-model", dino, "--batch-size", "2", "--shard-size", "4", "--workers", "0"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vhmine.cli",
+        "embed",
+        "imgs",
+        "--name",
+        "r",
+        "--indexes",
+        "idx",
+        "--clip-model",
+        clip,
+        "--dino-model",
+        dino,
+        "--batch-size",
+        "2",
+        "--shard-size",
+        "4",
+        "--workers",
+        "0",
+    ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     shards = tmp_path / "idx" / "r" / "work" / "shards"
     interrupt_when(proc, lambda: len(list(shards.glob("part-*.parquet"))) >= 2)
     out, err = proc.communicate(timeout=120)

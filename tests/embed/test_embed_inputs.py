@@ -37,11 +37,21 @@ def test_webdataset_tars_are_embedded_with_key_tar_url_and_caption(tmp_path, sha
     idx = open_index(tmp_path / "idx", "w")
     assert res.images == 6 and res.skipped == 2
     images = idx.images.set_index("path")
-    assert list(images.index) == ["00000.tar/00000.jpg", "00000.tar/00001.jpg", "00000.tar/00002.jpg",
-                                  "00000.tar/00003.jpg", "00001.tar/10000.jpg", "00001.tar/10001.jpg"]
+    assert list(images.index) == [
+        "00000.tar/00000.jpg",
+        "00000.tar/00001.jpg",
+        "00000.tar/00002.jpg",
+        "00000.tar/00003.jpg",
+        "00001.tar/10000.jpg",
+        "00001.tar/10001.jpg",
+    ]
     row = images.loc["00001.tar/10001.jpg"]
     assert (row["key"], row["tar"], row["url"], row["caption"]) == (
-        "10001", "00001.tar", "https://example.org/10001.jpg", "another 1")
+        "10001",
+        "00001.tar",
+        "https://example.org/10001.jpg",
+        "another 1",
+    )
     skipped = dict(pd.read_csv(idx.folder / "skipped.csv").values)
     assert set(skipped) == {"00000.tar/00004.jpg", "00001.tar/10002.jpg"}
     assert "not an image" in skipped["00000.tar/00004.jpg"]
@@ -58,7 +68,9 @@ def test_webdataset_tars_are_embedded_with_key_tar_url_and_caption(tmp_path, sha
     assert images.loc["00001.tar/10001.jpg", "width"] == img.width
 
     # the same tars through an fsspec URL give the same index
-    embed_collection(embed_options(f"file://{out}", tmp_path / "idx2", tiny_models, name="w", shard_size=4, device="cpu"))
+    embed_collection(
+        embed_options(f"file://{out}", tmp_path / "idx2", tiny_models, name="w", shard_size=4, device="cpu")
+    )
     again = open_index(tmp_path / "idx2", "w")
     pd.testing.assert_frame_equal(again.images, idx.images)
     assert np.array_equal(again.clip, idx.clip) and np.array_equal(again.dino, idx.dino)

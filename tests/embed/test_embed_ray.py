@@ -51,8 +51,19 @@ def folder(tmp_path_factory):
 
 def _opts(images, indexes, models, **kw):
     clip, dino = models
-    return EmbedOptions(images=images, indexes=indexes, name="c", clip_model=clip, dino_model=dino, workers=0,
-                        batch_size=2, shard_size=3, progress=False, device="cpu", **kw)
+    return EmbedOptions(
+        images=images,
+        indexes=indexes,
+        name="c",
+        clip_model=clip,
+        dino_model=dino,
+        workers=0,
+        batch_size=2,
+        shard_size=3,
+        progress=False,
+        device="cpu",
+        **kw,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -110,6 +121,8 @@ def test_cluster_errors_say_what_to_do(cluster, folder, tiny_models, tmp_path):
     with pytest.raises(InputError, match="--ray-actors 3: the Ray cluster has 2 CPUs"):
         embed_collection(_opts(folder, tmp_path, tiny_models, engine="ray", ray_actors=3))
     missing = (tiny_models[0], str(tmp_path / "no-such-dino"))  # a node without the model files
-    with pytest.raises(EncoderError, match=r"a Ray actor could not start: .*no-such-dino.*model files at the same path"):
+    with pytest.raises(
+        EncoderError, match=r"a Ray actor could not start: .*no-such-dino.*model files at the same path"
+    ):
         embed_collection(_opts(folder, tmp_path, missing, engine="ray", ray_actors=1))
     assert not (tmp_path / "c").exists()  # nothing half-written

@@ -45,7 +45,7 @@ def test_checkpoint_path_spec_loads_registered_config(tmp_path, tiny_models):
     import open_clip
 
     clip_spec, _ = tiny_models
-    folder = clip_spec[len("local-dir:"):]
+    folder = clip_spec[len("local-dir:") :]
     cfg = json.loads(open(f"{folder}/open_clip_config.json").read())["model_cfg"]
     (tmp_path / "cfgs").mkdir()
     (tmp_path / "cfgs" / "vhmine-test-tiny.json").write_text(json.dumps(cfg))

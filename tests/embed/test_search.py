@@ -9,7 +9,10 @@ from vhmine.embed.search import _flat, gpus, knn_range, range_search
 
 
 def as_sets(lims, sims, ids):
-    return [dict(zip(ids[lims[q]:lims[q + 1]].tolist(), sims[lims[q]:lims[q + 1]].tolist())) for q in range(len(lims) - 1)]
+    return [
+        dict(zip(ids[lims[q] : lims[q + 1]].tolist(), sims[lims[q] : lims[q + 1]].tolist()))
+        for q in range(len(lims) - 1)
+    ]
 
 
 @pytest.fixture()

@@ -16,8 +16,12 @@ def test_failures_across_models():
         "c": [_d("1", "m1", False), _d("2", "m1", False), _d("3", "m2", False), _d("4", "m2", True)],
     }
     s = across_models(details, ["m1", "m2"])
-    assert s["items"] == {"1": {"failed_by": 3, "scored_by": 3}, "2": {"failed_by": 2, "scored_by": 2},
-                          "3": {"failed_by": 2, "scored_by": 3}, "4": {"failed_by": 1, "scored_by": 3}}
+    assert s["items"] == {
+        "1": {"failed_by": 3, "scored_by": 3},
+        "2": {"failed_by": 2, "scored_by": 2},
+        "3": {"failed_by": 2, "scored_by": 3},
+        "4": {"failed_by": 1, "scored_by": 3},
+    }
     # a failed 1, 2, 3; b answered 1 and 3 of them and failed 1: 1/2 (item 2, unanswered by b, does not count)
     assert s["transfer"]["a"]["b"] == {"share": 0.5, "both": 1, "of": 2}
     assert s["transfer"]["a"]["c"] == {"share": 1.0, "both": 3, "of": 3}

@@ -2,18 +2,18 @@
 compatible server on loopback); reports side by side; unreadable answers counted, never taken as "no"."""
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
-
 from anchors import anchor
 from helpers import answer_details, interrupt_when, write_tiny_bench
 from openai_server import API_KEY, chat_images, chat_text
+
 from vhmine import formats as F
 from vhmine.errors import EvalError, FormatError, InputError
 from vhmine.eval.job import EvalOptions, evaluate, load_predictions, match_oeq
 from vhmine.rules.judge import judge_name, judge_prompt
-import socket
 
 
 @pytest.fixture
@@ -32,15 +32,28 @@ def test_match_accepts_any_reference_as_whole_words():
 
 
 def test_predictions_of_two_models_side_by_side(bench_dir, tmp_path):
-    a = _preds(tmp_path / "a.jsonl", {"o1": "There are three cats.", "o2": "4 or so", "y1": "Yes.", "y2": "Yes, three.",
-                                      "y3": "I cannot tell.", "y4": "No"})
+    a = _preds(
+        tmp_path / "a.jsonl",
+        {
+            "o1": "There are three cats.",
+            "o2": "4 or so",
+            "y1": "Yes.",
+            "y2": "Yes, three.",
+            "y3": "I cannot tell.",
+            "y4": "No",
+        },
+    )
     b = _preds(tmp_path / "b.jsonl", {"o1": "2", "o2": "2", "y1": "yes", "y2": "no", "y3": "yes", "y4": "no"})
     res = evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "ev", predictions=[("model-a", a), ("model-b", b)]))
     ma = res.report["models"]["model-a"]["metrics"]
     # model-a: OEQ 2/2 right; YNQ y1 right, y2 wrong (said yes), y3 unreadable, y4 right
     assert ma["overall"]["accuracy"] == pytest.approx(4 / 6)
     assert ma["modes"]["counting"]["accuracy"] == pytest.approx(3 / 4) and ma["modes"]["color"]["accuracy"] == 0.5
-    assert (ma["overall"]["unreadable"], ma["overall"]["tn"], ma["overall"]["fp"]) == (1, 1, 1)  # unreadable is not "no"
+    assert (ma["overall"]["unreadable"], ma["overall"]["tn"], ma["overall"]["fp"]) == (
+        1,
+        1,
+        1,
+    )  # unreadable is not "no"
     assert ma["overall"]["yes_ratio"] == pytest.approx(2 / 4)
     assert ma["overall"]["pair_accuracy"] == pytest.approx(1 / 2)  # OEQ pair right, YNQ pair wrong
     assert ma["overall"]["image_accuracy"] == 0.0  # A: y3 unreadable; B: y2 wrong
@@ -55,20 +68,34 @@ def test_predictions_of_two_models_side_by_side(bench_dir, tmp_path):
 
 def test_bad_predictions_are_named(bench_dir, tmp_path):
     bench = F.load(bench_dir)
-    with pytest.raises(FormatError, match=r"1 id\(s\) are not in the benchmark .*\(first: 'zz'\): is it the right benchmark\?"):
+    with pytest.raises(
+        FormatError, match=r"1 id\(s\) are not in the benchmark .*\(first: 'zz'\): is it the right benchmark\?"
+    ):
         load_predictions(_preds(tmp_path / "p.jsonl", {"o1": "3", "zz": "yes"}), bench)
     (tmp_path / "q.jsonl").write_text('{"id": "o1", "answer": "3"}\n{"id": "o2"}\n')
     with pytest.raises(FormatError, match=r"q\.jsonl, line 2, field answer: missing"):
         load_predictions(tmp_path / "q.jsonl", bench)
     with pytest.raises(EvalError, match=r"^5 of 6 items have no answer from m in predictions:.*--partial"):
-        evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "ev", predictions=[("m", _preds(tmp_path / "r.jsonl", {"o1": "3"}))]))
+        evaluate(
+            EvalOptions(
+                bench=bench_dir, out=tmp_path / "ev", predictions=[("m", _preds(tmp_path / "r.jsonl", {"o1": "3"}))]
+            )
+        )
     with pytest.raises(Exception, match=r"unknown yes/no rule 'loose'"):
-        evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "ev", predictions=[("m", tmp_path / "r.jsonl")], rule="loose"))
+        evaluate(
+            EvalOptions(bench=bench_dir, out=tmp_path / "ev", predictions=[("m", tmp_path / "r.jsonl")], rule="loose")
+        )
 
 
 def test_hallusionbench_result_file_is_scored_with_its_measures(tmp_path):
-    res = evaluate(EvalOptions(bench=anchor("hallusionbench/HallusionBench.json"), out=tmp_path / "hb", partial=True,
-                               predictions=[("sample", anchor("hallusionbench/HallusionBench_result_sample.json"))]))
+    res = evaluate(
+        EvalOptions(
+            bench=anchor("hallusionbench/HallusionBench.json"),
+            out=tmp_path / "hb",
+            partial=True,
+            predictions=[("sample", anchor("hallusionbench/HallusionBench_result_sample.json"))],
+        )
+    )
     hb = res.report["models"]["sample"]["hallusionbench"]
     # the sample answers 254 of the benchmark's 1129 questions and cuts through 15 of the 117 question pairs it
     # touches: those are left out of qAcc (28 of the 102 complete pairs right; scored in part they gave 38 / 117)
@@ -92,8 +119,17 @@ def test_model_on_a_loopback_server_with_a_judge(bench_dir, tmp_path, openai_ser
 
     srv.responder = responder
     llm = {"cache": tmp_path / "cache.db", "progress": False}
-    res = evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "ev", models=["fake-vlm"], oeq="judge", judge="fake-judge",
-                               base_url=srv.base_url, llm=llm))
+    res = evaluate(
+        EvalOptions(
+            bench=bench_dir,
+            out=tmp_path / "ev",
+            models=["fake-vlm"],
+            oeq="judge",
+            judge="fake-judge",
+            base_url=srv.base_url,
+            llm=llm,
+        )
+    )
     m = res.report["models"]["fake-vlm"]["metrics"]["overall"]
     # OEQ: judge says o1 right, o2 wrong; YNQ: y1 yes (right), y2 yes (wrong), y3 yes (right), y4 unreadable
     assert (m["correct"], m["n"], m["unreadable"]) == (3, 6, 1)
@@ -102,11 +138,27 @@ def test_model_on_a_loopback_server_with_a_judge(bench_dir, tmp_path, openai_ser
     assert len(model_calls) == 6 and len([c for c in chats if c["model"] == "fake-judge"]) == 2
     sent = {chat_text(c): chat_images(c) for c in model_calls}
     import hashlib
-    assert sent["Is the car red? ONLY answer yes or no."] == [hashlib.sha256(bench.image_bytes(bench.by_id()["y3"])).hexdigest()]
-    assert res.report["oeq"] == {"scorer": "judge", "judge": judge_name("fake-judge"), "judge_prompt": judge_prompt().id}
+
+    assert sent["Is the car red? ONLY answer yes or no."] == [
+        hashlib.sha256(bench.image_bytes(bench.by_id()["y3"])).hexdigest()
+    ]
+    assert res.report["oeq"] == {
+        "scorer": "judge",
+        "judge": judge_name("fake-judge"),
+        "judge_prompt": judge_prompt().id,
+    }
     # a second run is answered from the cache: nothing more is sent
-    evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "ev2", models=["fake-vlm"], oeq="judge", judge="fake-judge",
-                         base_url=srv.base_url, llm=llm))
+    evaluate(
+        EvalOptions(
+            bench=bench_dir,
+            out=tmp_path / "ev2",
+            models=["fake-vlm"],
+            oeq="judge",
+            judge="fake-judge",
+            base_url=srv.base_url,
+            llm=llm,
+        )
+    )
     assert len(srv.chats()) == len(chats)
 
 
@@ -116,7 +168,9 @@ def test_cli_eval(bench_dir, tmp_path):
     from vhmine.cli import app
 
     p = _preds(tmp_path / "p.jsonl", {"o1": "3", "o2": "5", "y1": "yes", "y2": "no", "y3": "yes", "y4": "no"})
-    r = CliRunner().invoke(app, ["eval", "--bench", str(bench_dir), "--predictions", f"perfect={p}", "--out", str(tmp_path / "e")])
+    r = CliRunner().invoke(
+        app, ["eval", "--bench", str(bench_dir), "--predictions", f"perfect={p}", "--out", str(tmp_path / "e")]
+    )
     assert r.exit_code == 0, r.output
     assert "perfect: accuracy 100.0% over 6 item(s)" in r.output
     r = CliRunner().invoke(app, ["eval", "--bench", str(bench_dir), "--predictions", str(p)])
@@ -126,9 +180,9 @@ def test_cli_eval(bench_dir, tmp_path):
 def test_eval_out_is_a_new_folder_or_one_eval_wrote(bench_dir, tmp_path):
     """`eval --out photos` would put the report and its chart among the photos, and the next `vhmine embed`
     would index the chart: refused in one line, with nothing written; a new folder, or eval's own again, is fine."""
+    from helpers import write_photos
     from typer.testing import CliRunner
 
-    from helpers import write_photos
     from vhmine.cli import app
 
     p = _preds(tmp_path / "p.jsonl", {"o1": "3", "o2": "5", "y1": "yes", "y2": "no", "y3": "yes", "y4": "no"})
@@ -137,20 +191,31 @@ def test_eval_out_is_a_new_folder_or_one_eval_wrote(bench_dir, tmp_path):
     before = sorted(x.name for x in photos.iterdir())
     r = CliRunner().invoke(app, ["eval", "--bench", str(bench_dir), "--predictions", f"m={p}", "--out", str(photos)])
     assert r.exit_code == 2
-    assert f"--out {photos}: the folder exists and is not a report that `vhmine eval` wrote (no report.json from it)" in r.output
+    assert (
+        f"--out {photos}: the folder exists and is not a report that `vhmine eval` wrote (no report.json from it)"
+        in r.output
+    )
     assert "Traceback" not in r.output and sorted(x.name for x in photos.iterdir()) == before
     with pytest.raises(InputError, match="is not a report that `vhmine eval` wrote"):  # nor into the benchmark's folder
         evaluate(EvalOptions(bench=bench_dir, out=bench_dir, predictions=[("m", p)]))
     for _ in range(2):  # a new folder, then the same one again: eval's own
-        r = CliRunner().invoke(app, ["eval", "--bench", str(bench_dir), "--predictions", f"m={p}", "--out", str(tmp_path / "ev")])
+        r = CliRunner().invoke(
+            app, ["eval", "--bench", str(bench_dir), "--predictions", f"m={p}", "--out", str(tmp_path / "ev")]
+        )
         assert r.exit_code == 0, r.output
-    assert sorted(x.name for x in (tmp_path / "ev").iterdir()) == ["accuracy_by_mode.png", "answers-m.jsonl", "report.html",
-                                                                  "report.json", "report.md"]
+    assert sorted(x.name for x in (tmp_path / "ev").iterdir()) == [
+        "accuracy_by_mode.png",
+        "answers-m.jsonl",
+        "report.html",
+        "report.json",
+        "report.md",
+    ]
 
 
 def test_oeq_scored_by_worker_labels_from_the_store(tmp_path):
     """--oeq labels: the workers' majority verdict on this model's stored response; ties and no labels: unjudged."""
     from helpers import make_ready_store
+
     from vhmine import curate as C
     from vhmine.export.job import ExportOptions, export_benchmark
 
@@ -160,7 +225,11 @@ def test_oeq_scored_by_worker_labels_from_the_store(tmp_path):
     oeq = sorted(it.id for it in bench if it.kind == "OEQ")
     assert len(oeq) == 4
     C.add_worker(store, "bob")
-    plan = {oeq[0]: ("correct", "correct"), oeq[1]: ("hallucinated", "hallucinated"), oeq[2]: ("correct", "hallucinated")}
+    plan = {
+        oeq[0]: ("correct", "correct"),
+        oeq[1]: ("hallucinated", "hallucinated"),
+        oeq[2]: ("correct", "hallucinated"),
+    }
     for iid, (va, vb) in plan.items():
         rid = C.add_response(store, iid, "m", "the prompt", "an answer")
         C.label_response(store, "alice", rid, va)
@@ -169,11 +238,21 @@ def test_oeq_scored_by_worker_labels_from_the_store(tmp_path):
     C.label_response(store, "alice", other, "correct")
     store.close()
     preds = tmp_path / "m.jsonl"
-    preds.write_text("".join(json.dumps({"id": it.id, "answer": "Yes" if it.kind == "YNQ" else "an answer"}) + "\n"
-                             for it in bench))
-    res = evaluate(EvalOptions(bench=tmp_path / "b", out=tmp_path / "ev", predictions=[("m", preds)], oeq="labels",
-                               db=str(tmp_path / "store.db")))
-    read_as = {r["id"]: r["read_as"] for r in map(json.loads, (tmp_path / "ev" / "answers-m.jsonl").read_text().splitlines())}
+    preds.write_text(
+        "".join(json.dumps({"id": it.id, "answer": "Yes" if it.kind == "YNQ" else "an answer"}) + "\n" for it in bench)
+    )
+    res = evaluate(
+        EvalOptions(
+            bench=tmp_path / "b",
+            out=tmp_path / "ev",
+            predictions=[("m", preds)],
+            oeq="labels",
+            db=str(tmp_path / "store.db"),
+        )
+    )
+    read_as = {
+        r["id"]: r["read_as"] for r in map(json.loads, (tmp_path / "ev" / "answers-m.jsonl").read_text().splitlines())
+    }
     assert [read_as[i] for i in oeq] == ["right", "wrong", "unjudged", "unjudged"]
     assert res.report["oeq"]["scorer"] == "labels" and res.report["models"]["m"]["oeq_unjudged"] == 2
     assert "Open answers with no verdict (scored wrong): m: 2" in (tmp_path / "ev" / "report.md").read_text()
@@ -186,10 +265,24 @@ def test_max_cost_caps_the_whole_run_not_each_model(bench_dir, tmp_path, openai_
     srv.usage = (1000, 0)  # $0.01 per request at the prices below
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({"vlm-a": {"input": 10.0, "output": 0.0}, "vlm-b": {"input": 10.0, "output": 0.0}}))
-    llm = {"cache": tmp_path / "cache.db", "progress": False, "concurrency": 1, "max_tokens": 1, "max_cost": 0.085,
-           "prices": prices}
-    res = evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "ev", models=["vlm-a", "vlm-b"], base_url=srv.base_url,
-                               partial=True, llm=llm))
+    llm = {
+        "cache": tmp_path / "cache.db",
+        "progress": False,
+        "concurrency": 1,
+        "max_tokens": 1,
+        "max_cost": 0.085,
+        "prices": prices,
+    }
+    res = evaluate(
+        EvalOptions(
+            bench=bench_dir,
+            out=tmp_path / "ev",
+            models=["vlm-a", "vlm-b"],
+            base_url=srv.base_url,
+            partial=True,
+            llm=llm,
+        )
+    )
     assert len(srv.chats()) == 8  # 6 for vlm-a ($0.06), 2 for vlm-b; a ninth would pass $0.085
     assert res.report["models"]["vlm-a"]["failed"] == 0 and res.report["models"]["vlm-b"]["failed"] == 4
     details = [json.loads(line) for line in (tmp_path / "ev" / "answers-vlm-b.jsonl").read_text().splitlines()]
@@ -202,7 +295,9 @@ def test_max_cost_caps_the_whole_run_not_each_model(bench_dir, tmp_path, openai_
 @pytest.fixture
 def dogs_bench(tmp_path):
     """Six items over two images: two OEQ (counting), four YNQ (two counting, two color)."""
-    return write_tiny_bench(tmp_path, {"o2": "How many dogs are there in the picture?", "y2": "Are there exactly 3 dogs in the picture?"})
+    return write_tiny_bench(
+        tmp_path, {"o2": "How many dogs are there in the picture?", "y2": "Are there exactly 3 dogs in the picture?"}
+    )
 
 
 def _says_yes(body):
@@ -218,8 +313,10 @@ def _eval(tmp_path, *args, out="ev"):
 
     from vhmine.cli import app
 
-    return CliRunner().invoke(app, ["eval", "--cache", str(tmp_path / "cache.db"), "--retry-wait", "0.01",
-                                    "--out", str(tmp_path / out), *args])
+    return CliRunner().invoke(
+        app,
+        ["eval", "--cache", str(tmp_path / "cache.db"), "--retry-wait", "0.01", "--out", str(tmp_path / out), *args],
+    )
 
 
 def _free_port() -> int:
@@ -234,8 +331,10 @@ def test_eval_without_a_key_stops_with_the_reason(dogs_bench, tmp_path, openai_s
     monkeypatch.delenv("OPENAI_API_KEY")
     r = _eval(tmp_path, "--bench", str(dogs_bench), "--model", "fake-vlm")
     assert r.exit_code == 2, r.output
-    assert "eval stopped while asking fake-vlm, nothing scored: OPENAI_API_KEY is not set, so nothing can be sent " \
-           f"to {openai_server.base_url}: export OPENAI_API_KEY" in r.output
+    assert (
+        "eval stopped while asking fake-vlm, nothing scored: OPENAI_API_KEY is not set, so nothing can be sent "
+        f"to {openai_server.base_url}: export OPENAI_API_KEY" in r.output
+    )
     assert "accuracy" not in r.output and not (tmp_path / "ev" / "report.json").exists()
     assert openai_server.requests == []
 
@@ -244,23 +343,47 @@ def test_eval_with_a_rejected_key_stops_with_the_reason(dogs_bench, tmp_path, op
     monkeypatch.setenv("OPENAI_API_KEY", "sk-rejected-but-secret-1234")
     r = _eval(tmp_path, "--bench", str(dogs_bench), "--model", "fake-vlm", "--concurrency", "1")
     assert r.exit_code == 2, r.output
-    assert f"nothing scored: {openai_server.base_url} rejected the API key (401: Incorrect API key provided: ***): " \
-           "check OPENAI_API_KEY" in r.output
+    assert (
+        f"nothing scored: {openai_server.base_url} rejected the API key (401: Incorrect API key provided: ***): "
+        "check OPENAI_API_KEY" in r.output
+    )
     assert "rejected-but-secret" not in r.output and not (tmp_path / "ev" / "report.json").exists()
     assert len(openai_server.requests) == 1  # the client stopped at the first 401
 
 
-@pytest.mark.parametrize("concurrency, why", [
-    ("4", "{url} is down (4 requests in a row failed, last: could not connect (Connection refused)); rerun when it "
-          "is back"),  # client stop
-    ("8", "fake-vlm at {url} failed 1 times (last: could not connect (Connection refused))"),  # 6 requests: no stop,
-    # yet none answered
-])
-def test_eval_against_an_unreachable_endpoint_stops_with_the_reason(dogs_bench, tmp_path, monkeypatch, concurrency, why):
+@pytest.mark.parametrize(
+    "concurrency, why",
+    [
+        (
+            "4",
+            "{url} is down (4 requests in a row failed, last: could not connect (Connection refused)); rerun when it "
+            "is back",
+        ),  # client stop
+        (
+            "8",
+            "fake-vlm at {url} failed 1 times (last: could not connect (Connection refused))",
+        ),  # 6 requests: no stop,
+        # yet none answered
+    ],
+)
+def test_eval_against_an_unreachable_endpoint_stops_with_the_reason(
+    dogs_bench, tmp_path, monkeypatch, concurrency, why
+):
     monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
     url = f"http://127.0.0.1:{_free_port()}/v1"  # nothing listens there
-    r = _eval(tmp_path, "--bench", str(dogs_bench), "--model", "fake-vlm", "--base-url", url, "--max-retries", "0",
-              "--concurrency", concurrency)
+    r = _eval(
+        tmp_path,
+        "--bench",
+        str(dogs_bench),
+        "--model",
+        "fake-vlm",
+        "--base-url",
+        url,
+        "--max-retries",
+        "0",
+        "--concurrency",
+        concurrency,
+    )
     assert r.exit_code == 2, r.output
     assert "eval stopped while asking fake-vlm, nothing scored: " + why.format(url=url) in r.output
     assert not (tmp_path / "ev" / "report.json").exists()
@@ -271,14 +394,26 @@ def test_eval_with_some_failed_requests_is_partial_and_never_scores_them(dogs_be
     srv.responder = _says_yes
     srv.refuse = lambda body: "red" in chat_text(body)  # y3: a content-filter refusal
     srv.faults = ["500"]  # the first request (o1, at concurrency 1) gets a 500, and no retry is allowed
-    args = ["--bench", str(dogs_bench), "--model", "fake-vlm", "--base-url", srv.base_url, "--concurrency", "1",
-            "--max-retries", "0"]
+    args = [
+        "--bench",
+        str(dogs_bench),
+        "--model",
+        "fake-vlm",
+        "--base-url",
+        srv.base_url,
+        "--concurrency",
+        "1",
+        "--max-retries",
+        "0",
+    ]
     r = _eval(tmp_path, *args)
     assert r.exit_code == 3, r.output
     # o2 wrong (3 is not 4 or 5), y1 right, y2 wrong (yes), y4 right: 2 of 4; o1 and y3 are not scored
     assert "fake-vlm: accuracy 50.0% over 4 item(s); pair accuracy 0.0% over 1 pair(s);" in r.output
-    assert ("(1 pair(s) and 1 image(s) with an unscored item left out of pair accuracy and image accuracy); "
-            "2 failed, not scored (refused 1, unavailable 1)") in r.output
+    assert (
+        "(1 pair(s) and 1 image(s) with an unscored item left out of pair accuracy and image accuracy); "
+        "2 failed, not scored (refused 1, unavailable 1)"
+    ) in r.output
     assert "    no answer: o1: unavailable: fake-vlm at http://127.0.0.1:" in r.output
     assert "    no answer: y3: refused: fake-vlm at http://127.0.0.1:" in r.output
     assert "partial run: failed items are left out of every figure" in r.output
@@ -312,8 +447,16 @@ def test_a_judge_that_fails_leaves_its_item_unscored(dogs_bench, tmp_path, opena
     srv = openai_server
     srv.responder = lambda body: "correct" if "correct, incorrect or unclear" in chat_text(body) else _says_yes(body)
     srv.refuse = lambda body: "correct, incorrect or unclear" in chat_text(body) and "dogs" in chat_text(body)
-    res = evaluate(EvalOptions(bench=dogs_bench, out=tmp_path / "ev", models=["fake-vlm"], judge="fake-judge",
-                               base_url=srv.base_url, llm={"cache": tmp_path / "c.db", "progress": False}))
+    res = evaluate(
+        EvalOptions(
+            bench=dogs_bench,
+            out=tmp_path / "ev",
+            models=["fake-vlm"],
+            judge="fake-judge",
+            base_url=srv.base_url,
+            llm={"cache": tmp_path / "c.db", "progress": False},
+        )
+    )
     m = res.report["models"]["fake-vlm"]
     assert res.partial and (m["answered"], m["failed"], m["oeq_unjudged"]) == (5, 1, 0)
     assert m["failed_items"][0]["id"] == "o2"
@@ -323,17 +466,29 @@ def test_a_judge_that_fails_leaves_its_item_unscored(dogs_bench, tmp_path, opena
 
 def test_eval_on_two_endpoints_never_mixes_their_answers(dogs_bench, tmp_path, two_servers):
     a, b = two_servers
-    assert _eval(tmp_path, "--bench", str(dogs_bench), "--model", "same-name", "--base-url", a.base_url,
-                 out="ev-a").exit_code == 0
-    assert _eval(tmp_path, "--bench", str(dogs_bench), "--model", "same-name", "--base-url", b.base_url,
-                 out="ev-b").exit_code == 0
+    assert (
+        _eval(
+            tmp_path, "--bench", str(dogs_bench), "--model", "same-name", "--base-url", a.base_url, out="ev-a"
+        ).exit_code
+        == 0
+    )
+    assert (
+        _eval(
+            tmp_path, "--bench", str(dogs_bench), "--model", "same-name", "--base-url", b.base_url, out="ev-b"
+        ).exit_code
+        == 0
+    )
     assert len(a.chats()) == 6 and len(b.chats()) == 6  # one cache file, yet b was asked everything
     ans_a = {i: d["answer"] for i, d in answer_details(tmp_path / "ev-a", "same-name").items()}
     ans_b = {i: d["answer"] for i, d in answer_details(tmp_path / "ev-b", "same-name").items()}
     assert set(ans_a.values()) == {"Yes", "There are 3."} and set(ans_b.values()) == {"No", "There are 9."}
     # the same endpoint spelled with a trailing slash is the same endpoint: answered from the cache
-    assert _eval(tmp_path, "--bench", str(dogs_bench), "--model", "same-name", "--base-url", b.base_url + "/",
-                 out="ev-b2").exit_code == 0
+    assert (
+        _eval(
+            tmp_path, "--bench", str(dogs_bench), "--model", "same-name", "--base-url", b.base_url + "/", out="ev-b2"
+        ).exit_code
+        == 0
+    )
     assert len(b.chats()) == 6
     assert {i: d["answer"] for i, d in answer_details(tmp_path / "ev-b2", "same-name").items()} == ans_b
 
@@ -343,8 +498,10 @@ def test_eval_ends_by_saying_where_the_report_is(bench_dir, tmp_path, monkeypatc
     p = _preds(tmp_path / "p.jsonl", {"o1": "3", "o2": "5", "y1": "yes", "y2": "no", "y3": "yes", "y4": "no"})
     res = evaluate(EvalOptions(bench=bench_dir, out=Path("evals/run1"), predictions=[("m", p)]))
     last = res.summary().splitlines()[-1]
-    assert last.startswith("report: evals/run1/report.md   (every number in evals/run1/report.json, the chart "
-                           "evals/run1/accuracy_by_mode.png")
+    assert last.startswith(
+        "report: evals/run1/report.md   (every number in evals/run1/report.json, the chart "
+        "evals/run1/accuracy_by_mode.png"
+    )
     for name in ("report.md", "report.json", "accuracy_by_mode.png", "answers-m.jsonl"):
         assert (tmp_path / "evals" / "run1" / name).is_file()
 
@@ -355,17 +512,34 @@ def test_ctrl_c_while_asking_keeps_the_answers_and_the_rerun_asks_only_the_rest(
 
     srv = openai_server
     srv.delay_s = 0.4
-    cmd = [sys.executable, "-m", "vhmine.cli", "eval", "--bench", str(bench_dir), "--model", "slow-vlm", "--out", "ev",
-           "--cache", "cache.db", "--concurrency", "1"]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "vhmine.cli",
+        "eval",
+        "--bench",
+        str(bench_dir),
+        "--model",
+        "slow-vlm",
+        "--out",
+        "ev",
+        "--cache",
+        "cache.db",
+        "--concurrency",
+        "1",
+    ]
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     interrupt_when(proc, lambda: len(srv.chats()) >= 3)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     line = next(ln for ln in err.splitlines() if ln.startswith("interrupted"))
     kept = int(line.split(": ", 1)[1].split(" of ")[0])
-    assert line == (f"interrupted while asking slow-vlm: {kept} of 6 answers kept in the request cache (cache.db); "
-                    "run the same command to resume (kept answers are not asked again)")
+    assert line == (
+        f"interrupted while asking slow-vlm: {kept} of 6 answers kept in the request cache (cache.db); "
+        "run the same command to resume (kept answers are not asked again)"
+    )
     assert 2 <= kept < 6 and "Traceback" not in err and not (tmp_path / "ev" / "report.json").exists()
     asked = len(srv.chats())
     srv.delay_s = 0.0
@@ -383,15 +557,20 @@ def _bench_of(tmp_path, n: int):
     from vhmine.export.job import write_benchmark
 
     Image.new("RGB", (8, 8), (200, 30, 30)).save(tmp_path / "red.png")
-    items = [BenchItem(f"y{i}", "color", "YNQ", f"Is the car red ({i})?", ("Yes",), True, str(tmp_path / "red.png"),
-                       "A", None) for i in range(n)]
+    items = [
+        BenchItem(
+            f"y{i}", "color", "YNQ", f"Is the car red ({i})?", ("Yes",), True, str(tmp_path / "red.png"), "A", None
+        )
+        for i in range(n)
+    ]
     write_benchmark(Benchmark("many", items), tmp_path / f"bench-{n}", "vlmevalkit")
     return tmp_path / f"bench-{n}"
 
 
 @pytest.mark.parametrize("concurrency", ["1", "4"])
-def test_eval_against_an_endpoint_that_does_not_answer_in_time_gives_up_as_it_says(tmp_path, openai_server,
-                                                                                   concurrency):
+def test_eval_against_an_endpoint_that_does_not_answer_in_time_gives_up_as_it_says(
+    tmp_path, openai_server, concurrency
+):
     """16 questions, a server that takes connections and answers after 30 s, --timeout 1 and the default 4 retries:
     eval ends within the time-outs its message counts (a minute per question x 5 tries before), in words."""
     import time
@@ -401,31 +580,46 @@ def test_eval_against_an_endpoint_that_does_not_answer_in_time_gives_up_as_it_sa
     k = max(3, int(concurrency))
     openai_server.delay_s = 30.0
     t = time.monotonic()
-    r = _eval(tmp_path, "--bench", str(_bench_of(tmp_path, 16)), "--model", "fake-vlm", "--timeout", "1",
-              "--concurrency", concurrency)
+    r = _eval(
+        tmp_path,
+        "--bench",
+        str(_bench_of(tmp_path, 16)),
+        "--model",
+        "fake-vlm",
+        "--timeout",
+        "1",
+        "--concurrency",
+        concurrency,
+    )
     took = time.monotonic() - t
     assert r.exit_code == 2, r.output
     assert r.output.strip().splitlines()[-1] == (
         f"error: eval stopped while asking fake-vlm, nothing scored: {openai_server.base_url} does not "
-                                f"answer in time: {k} requests in a row timed out after 1 s each (--timeout), so nothing "
-                                "more is sent; if the model is only slow, raise --timeout or lower --concurrency")
+        f"answer in time: {k} requests in a row timed out after 1 s each (--timeout), so nothing "
+        "more is sent; if the model is only slow, raise --timeout or lower --concurrency"
+    )
     assert took < k * 1 + 3.0, took  # k time-outs of 1 s (at once at --concurrency 4), 0.01 s back-off, start-up
     assert k <= len(openai_server.chats()) < k + int(concurrency)
 
 
-@pytest.mark.parametrize("fault, got", [
-    ("malformed", "a body that is not JSON ('{\"id\": \"chatcmpl-x\", \"choices\": [ {\"message\":')"),
-    ("no-choices", "an answer with no choices (an empty choices list)"),
-])
-def test_eval_against_an_endpoint_that_answers_nothing_readable_says_what_came_back(dogs_bench, tmp_path,
-                                                                                    openai_server, fault, got):
+@pytest.mark.parametrize(
+    "fault, got",
+    [
+        ("malformed", 'a body that is not JSON (\'{"id": "chatcmpl-x", "choices": [ {"message":\')'),
+        ("no-choices", "an answer with no choices (an empty choices list)"),
+    ],
+)
+def test_eval_against_an_endpoint_that_answers_nothing_readable_says_what_came_back(
+    dogs_bench, tmp_path, openai_server, fault, got
+):
     openai_server.faults = [fault] * 100
     r = _eval(tmp_path, "--bench", str(dogs_bench), "--model", "fake-vlm", "--concurrency", "4", "--max-retries", "1")
     assert r.exit_code == 2, r.output
     assert r.output.strip().splitlines()[-1] == (
         f"error: eval stopped while asking fake-vlm, nothing scored: {openai_server.base_url} answers, "
-                                f"but nothing readable (4 requests in a row got {got}): check that --base-url is an "
-                                "OpenAI-compatible endpoint")
+        f"but nothing readable (4 requests in a row got {got}): check that --base-url is an "
+        "OpenAI-compatible endpoint"
+    )
     assert not (tmp_path / "ev" / "report.json").exists()
 
 
@@ -440,7 +634,11 @@ def test_models_whose_names_differ_only_by_slash_and_underscore_keep_their_own_a
     right, wrong = _preds(tmp_path / "r.jsonl", ALL_RIGHT), _preds(tmp_path / "w.jsonl", ALL_WRONG)
     res = evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "ev", predictions=[("a/b", right), ("a_b", wrong)]))
     files = {m: e["answers_file"] for m, e in res.report["models"].items()}
-    assert files["a_b"] == "answers-a_b.jsonl" and files["a/b"].startswith("answers-a_b-") and len(set(files.values())) == 2
+    assert (
+        files["a_b"] == "answers-a_b.jsonl"
+        and files["a/b"].startswith("answers-a_b-")
+        and len(set(files.values())) == 2
+    )
     for model, answers in (("a/b", ALL_RIGHT), ("a_b", ALL_WRONG)):
         rows = [json.loads(x) for x in (tmp_path / "ev" / files[model]).read_text().splitlines()]
         assert {d["id"]: d["answer"] for d in rows} == answers

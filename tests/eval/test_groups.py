@@ -13,8 +13,8 @@ import subprocess
 import sys
 
 import pytest
-
 from helpers import make_ready_store
+
 from vhmine.bench import OEQ, YNQ, BenchItem, Benchmark, assign_groups
 from vhmine.eval.metrics import Scored, by_mode, pair_groups
 
@@ -27,11 +27,16 @@ def _row(id, mode, kind, correct, q, image, group, truth=None):
 # other way; the model is wrong once, on "2 cats?" for image A. H: color yes/no, all right. K: counting open, one
 # question on both images, both right. U: in no group.
 TABLE = [
-    _row("g1", "counting", YNQ, True, "q3", "A", "G", True), _row("g2", "counting", YNQ, True, "q3", "B", "G", False),
-    _row("g3", "counting", YNQ, False, "q2", "A", "G", False), _row("g4", "counting", YNQ, True, "q2", "B", "G", True),
-    _row("h1", "color", YNQ, True, "qr", "A", "H", True), _row("h2", "color", YNQ, True, "qr", "B", "H", False),
-    _row("h3", "color", YNQ, True, "qb", "A", "H", False), _row("h4", "color", YNQ, True, "qb", "B", "H", True),
-    _row("k1", "counting", OEQ, True, "qn", "A", "K"), _row("k2", "counting", OEQ, True, "qn", "B", "K"),
+    _row("g1", "counting", YNQ, True, "q3", "A", "G", True),
+    _row("g2", "counting", YNQ, True, "q3", "B", "G", False),
+    _row("g3", "counting", YNQ, False, "q2", "A", "G", False),
+    _row("g4", "counting", YNQ, True, "q2", "B", "G", True),
+    _row("h1", "color", YNQ, True, "qr", "A", "H", True),
+    _row("h2", "color", YNQ, True, "qr", "B", "H", False),
+    _row("h3", "color", YNQ, True, "qb", "A", "H", False),
+    _row("h4", "color", YNQ, True, "qb", "B", "H", True),
+    _row("k1", "counting", OEQ, True, "qn", "A", "K"),
+    _row("k2", "counting", OEQ, True, "qn", "B", "K"),
     _row("u1", "counting", YNQ, False, None, "C", None, True),
 ]
 
@@ -42,13 +47,19 @@ def test_group_accuracy_by_hand():
     # images: (G,A) has the wrong answer, (G,B), (H,A), (H,B), (K,A), (K,B) all right -> 5 of 6
     # groups: G has a wrong answer, H and K do not -> 2 of 3; items in groups: 9 of 10 right (u1 is in none)
     assert (g["groups"], g["questions"], g["images"], g["items"]) == (3, 5, 6, 10)
-    assert (g["q_acc"], g["i_acc"], g["g_acc"], g["acc"]) == (pytest.approx(4 / 5), pytest.approx(5 / 6),
-                                                             pytest.approx(2 / 3), pytest.approx(9 / 10))
+    assert (g["q_acc"], g["i_acc"], g["g_acc"], g["acc"]) == (
+        pytest.approx(4 / 5),
+        pytest.approx(5 / 6),
+        pytest.approx(2 / 3),
+        pytest.approx(9 / 10),
+    )
     # G alone is NaturalBench's sample: q0_i0 right, q0_i1 right, q1_i0 wrong, q1_i1 right -> Q 1/2, I 1/2, G 0, Acc 3/4
     alone = pair_groups([r for r in TABLE if r.group_id == "G"])
     assert (alone["q_acc"], alone["i_acc"], alone["g_acc"], alone["acc"]) == (0.5, 0.5, 0.0, 0.75)
     per = by_mode(TABLE)["modes"]
-    assert per["counting"]["accuracy"] == pytest.approx(5 / 7)  # VHTest's per-item accuracy over every item: u1 and g3 wrong
+    assert per["counting"]["accuracy"] == pytest.approx(
+        5 / 7
+    )  # VHTest's per-item accuracy over every item: u1 and g3 wrong
     assert (per["counting"]["pair_groups"]["groups"], per["counting"]["pair_groups"]["g_acc"]) == (2, 0.5)
     assert per["color"]["pair_groups"]["g_acc"] == 1.0
     # a group with an item that was not scored (a failed request) is left out, not judged on what is left
@@ -57,25 +68,53 @@ def test_group_accuracy_by_hand():
 
 
 def _item(id, kind, q, truth, image, answers=()):
-    return BenchItem(id, "counting", kind, q, answers or (("Yes",) if truth else ("No",)), truth, None, image, f"p1:{q}",
-                     {"pair_id": "p1"})
+    return BenchItem(
+        id,
+        "counting",
+        kind,
+        q,
+        answers or (("Yes",) if truth else ("No",)),
+        truth,
+        None,
+        image,
+        f"p1:{q}",
+        {"pair_id": "p1"},
+    )
 
 
 def test_only_questions_whose_answers_differ_are_grouped():
-    bench = Benchmark("t", [
-        _item("a", YNQ, "3 cats?", True, "A"), _item("b", YNQ, "3 cats?", False, "B"),   # differ: grouped
-        _item("c", YNQ, "any cat?", True, "A"), _item("d", YNQ, "any cat?", True, "B"),  # agree: no group
-        _item("e", YNQ, "2 cats?", False, "A"),                                           # other image cut away
-        _item("f", OEQ, "how many?", None, "A", ("3",)), _item("g", OEQ, "how many?", None, "B", ("2", "two")),
-        _item("h", OEQ, "what?", None, "A", ("Cat",)), _item("i", OEQ, "what?", None, "B", ("cat", "kitten")),
-    ])
+    bench = Benchmark(
+        "t",
+        [
+            _item("a", YNQ, "3 cats?", True, "A"),
+            _item("b", YNQ, "3 cats?", False, "B"),  # differ: grouped
+            _item("c", YNQ, "any cat?", True, "A"),
+            _item("d", YNQ, "any cat?", True, "B"),  # agree: no group
+            _item("e", YNQ, "2 cats?", False, "A"),  # other image cut away
+            _item("f", OEQ, "how many?", None, "A", ("3",)),
+            _item("g", OEQ, "how many?", None, "B", ("2", "two")),
+            _item("h", OEQ, "what?", None, "A", ("Cat",)),
+            _item("i", OEQ, "what?", None, "B", ("cat", "kitten")),
+        ],
+    )
     got = {it.id: it.group_id for it in assign_groups(bench)}
-    assert got == {"a": "counting:YNQ:p1", "b": "counting:YNQ:p1", "c": None, "d": None, "e": None,
-                   "f": "counting:OEQ:p1", "g": "counting:OEQ:p1", "h": None, "i": None}
+    assert got == {
+        "a": "counting:YNQ:p1",
+        "b": "counting:YNQ:p1",
+        "c": None,
+        "d": None,
+        "e": None,
+        "f": "counting:OEQ:p1",
+        "g": "counting:OEQ:p1",
+        "h": None,
+        "i": None,
+    }
 
 
 def _vhmine(cwd, *args):
-    r = subprocess.run([sys.executable, "-m", "vhmine.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "vhmine.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
     assert r.returncode == 0, f"vhmine {' '.join(args)} -> {r.returncode}\n{r.stdout}\n{r.stderr}"
     return r
 
@@ -119,7 +158,9 @@ def test_pope_export_and_eval_report_groups_through_the_cli(ready):
     assert "pair groups: Q-Acc 75.0%, I-Acc 75.0%, G-Acc 50.0% over 2 group(s)" in r.stdout
 
     # a failed or missing answer leaves its group out of the group measures (--partial), never scores it in part
-    (ready / "q.jsonl").write_text("".join(json.dumps({"id": k, "answer": v}) + "\n" for k, v in answers.items() if k != wrong))
+    (ready / "q.jsonl").write_text(
+        "".join(json.dumps({"id": k, "answer": v}) + "\n" for k, v in answers.items() if k != wrong)
+    )
     _vhmine(ready, "eval", "--bench", "pope", "--predictions", "m=q.jsonl", "--out", "ev2", "--partial")
     o = json.loads((ready / "ev2" / "report.json").read_text())["models"]["m"]["metrics"]["overall"]["pair_groups"]
     assert (o["groups"], o["incomplete"], o["g_acc"]) == (1, 1, 1.0)
@@ -137,14 +178,18 @@ def test_every_format_carries_the_group(ready, fmt):
     out = ready / f"x-{fmt}"
     back = F.load(out)
     groups = {it.id: it.group_id for it in back}
-    assert sum(g is not None for g in groups.values()) == len(back)  # every question of make_ready_store differs by image
+    assert sum(g is not None for g in groups.values()) == len(
+        back
+    )  # every question of make_ready_store differs by image
     assert len(set(groups.values())) == (4 if kind == "both" else 2)
     # the group also stands where each harness can read it without vhmine
     if fmt == "vhtest":
         import pandas as pd
 
         df = pd.read_excel(out / "YNQ_Benchmark" / "counting.xlsx")
-        assert dict(zip(df["vhmine_id"], df["group_id"])) == {k: v for k, v in groups.items() if k in set(df["vhmine_id"])}
+        assert dict(zip(df["vhmine_id"], df["group_id"])) == {
+            k: v for k, v in groups.items() if k in set(df["vhmine_id"])
+        }
     elif fmt == "vlmevalkit":
         import csv
 

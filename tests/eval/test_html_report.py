@@ -14,11 +14,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import write_group_bench
+from openai_server import chat_text
 from PIL import Image
 
-from helpers import write_group_bench, write_photos
-from openai_server import chat_text
-from vhmine.bench import BenchItem, Benchmark, assign_groups
+from vhmine.bench import BenchItem, Benchmark
 from vhmine.eval import html_report
 from vhmine.eval.job import EvalOptions, evaluate
 from vhmine.export.job import write_benchmark
@@ -86,19 +86,37 @@ def test_report_html_lists_every_item_failures_first_and_escapes_model_text(eval
 def test_predictions_and_model_give_the_same_report(tmp_path, openai_server):  # noqa: F811
     bench = _bench(tmp_path)
     srv = openai_server
-    asked = {"How many cats are there?": "3", "Are there exactly 3 cats? ONLY answer yes or no.": "Yes",
-             "Is the car red? ONLY answer yes or no.": "No", "Is the car blue? ONLY answer yes or no.": "no"}
+    asked = {
+        "How many cats are there?": "3",
+        "Are there exactly 3 cats? ONLY answer yes or no.": "Yes",
+        "Is the car red? ONLY answer yes or no.": "No",
+        "Is the car blue? ONLY answer yes or no.": "no",
+    }
     srv.responder = lambda body: asked[chat_text(body)]
-    evaluate(EvalOptions(bench=bench, out=tmp_path / "asked", models=["vlm"], base_url=srv.base_url,
-                         llm={"cache": tmp_path / "cache.db", "progress": False}))
-    answers = {d["id"]: d["answer"] for d in map(json.loads, (tmp_path / "asked" / "answers-vlm.jsonl").read_text().splitlines())}
+    evaluate(
+        EvalOptions(
+            bench=bench,
+            out=tmp_path / "asked",
+            models=["vlm"],
+            base_url=srv.base_url,
+            llm={"cache": tmp_path / "cache.db", "progress": False},
+        )
+    )
+    answers = {
+        d["id"]: d["answer"]
+        for d in map(json.loads, (tmp_path / "asked" / "answers-vlm.jsonl").read_text().splitlines())
+    }
     evaluate(EvalOptions(bench=bench, out=tmp_path / "read", predictions=_predictions(tmp_path, {"vlm": answers})))
-    pages = [re.sub(r'<td class="source">[^<]*</td>', "", (tmp_path / d / "report.html").read_text()) for d in ("asked", "read")]
+    pages = [
+        re.sub(r'<td class="source">[^<]*</td>', "", (tmp_path / d / "report.html").read_text())
+        for d in ("asked", "read")
+    ]
     assert pages[0] == pages[1] and _row_ids(pages[0])[:3] == ["o2", "y2", "y3"]  # each failed by the one model
 
 
 def _big(tmp_path, n_images: int, per_image: int, models: int) -> tuple[Path, list]:
-    """`n_images` distinct 320x240 photograph-like images (smooth shapes, grain: about 40 KB as JPEG, as photos are), `per_image` yes/no questions
+    """`n_images` distinct 320x240 photograph-like images (smooth shapes, grain: about 40 KB as JPEG, as photos are),
+    `per_image` yes/no questions
     each, as a pope folder (image files under images/), and `models` models' predictions."""
     rng = np.random.default_rng(0)
     folder = tmp_path / "imgs"
@@ -111,11 +129,25 @@ def _big(tmp_path, n_images: int, per_image: int, models: int) -> tuple[Path, li
         p = folder / f"{k}.jpg"
         Image.fromarray(arr).save(p, quality=85)
         for q in range(per_image):
-            items.append(BenchItem(f"i{k}-{q}", f"mode{k % 8}", "YNQ", f"Is there thing {q} in picture {k}?", (),
-                                   bool((k + q) % 2), str(p), str(k)))
+            items.append(
+                BenchItem(
+                    f"i{k}-{q}",
+                    f"mode{k % 8}",
+                    "YNQ",
+                    f"Is there thing {q} in picture {k}?",
+                    (),
+                    bool((k + q) % 2),
+                    str(p),
+                    str(k),
+                )
+            )
     write_benchmark(Benchmark("big", items), tmp_path / "bench", "pope")
-    answers = {f"model-{m}": {it.id: ("yes" if (j + m) % 3 else "I think the answer is no, because " * 3)
-                              for j, it in enumerate(items)} for m in range(models)}
+    answers = {
+        f"model-{m}": {
+            it.id: "yes" if (j + m) % 3 else "I think the answer is no, because " * 3 for j, it in enumerate(items)
+        }
+        for m in range(models)
+    }
     return tmp_path / "bench", _predictions(tmp_path, answers)
 
 
@@ -126,7 +158,9 @@ def test_2000_items_and_5_models_stay_under_30_mb(tmp_path):
     page = (tmp_path / "ev" / "report.html").read_text()
     size = (tmp_path / "ev" / "report.html").stat().st_size
     assert size < 30_000_000, size
-    assert len(_row_ids(page)) == 2000 and page.count("data:image/jpeg;base64,") == 1000  # thumbnails inlined, once each
+    assert (
+        len(_row_ids(page)) == 2000 and page.count("data:image/jpeg;base64,") == 1000
+    )  # thumbnails inlined, once each
     # the full images (about 40 MB as base64) would not fit: linked to the benchmark's files, and the page says so
     assert "full-size images are linked by relative path" in page
     images = json.loads(re.search(r'<script type="application/json" id="vh-images">(.*?)</script>', page).group(1))
@@ -150,6 +184,7 @@ def test_beyond_the_budget_the_thumbnails_are_files_too(tmp_path, monkeypatch):
 
 # --- in a real browser ---------------------------------------------------------------------------------
 
+
 def _browser():
     sync_api = pytest.importorskip("playwright.sync_api")
     if not os.path.exists(CHROMIUM):
@@ -164,7 +199,9 @@ def _open(pw, path: Path, attempted: list):
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on("request", lambda r: attempted.append(r.url) if not r.url.startswith(("file:", "data:")) else None)
     # block the network: every request that is not the page's own file is aborted (and recorded above)
-    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(("file:", "data:")) else route.abort())
+    page.route(
+        "**/*", lambda route: route.continue_() if route.request.url.startswith(("file:", "data:")) else route.abort()
+    )
     page.goto(path.resolve().as_uri())
     page.wait_for_function("document.getElementById('shown').textContent !== ''")
     return browser, page, errors
@@ -247,6 +284,7 @@ def test_thumbnail_is_small():
 
 # --- what the page says: every figure by its name and unit, the answers that fooled everyone, the legend ----
 
+
 def test_report_html_shows_every_figure_of_report_json_under_its_name_with_unit_and_what_it_counts(evaluated):
     """It showed accuracy and one unlabelled "group acc." column (0.0, no %), none of report.json's other figures."""
     from vhmine.eval import metrics as MT
@@ -256,17 +294,31 @@ def test_report_html_shows_every_figure_of_report_json_under_its_name_with_unit_
     assert "group acc." not in page
     for model, entry in json.loads((out / "report.json").read_text())["models"].items():
         o = entry["metrics"]["overall"]
-        expected = {k: v for k, v in o.items() if k in MT.FIGURES} | {k: o["pair_groups"][k] for k in ("q_acc", "i_acc", "g_acc")}
-        assert {"accuracy", "precision", "recall", "f1", "yes_ratio", "pair_accuracy", "image_accuracy", "q_acc",
-                "i_acc", "g_acc"} <= set(expected)
+        expected = {k: v for k, v in o.items() if k in MT.FIGURES} | {
+            k: o["pair_groups"][k] for k in ("q_acc", "i_acc", "g_acc")
+        }
+        assert {
+            "accuracy",
+            "precision",
+            "recall",
+            "f1",
+            "yes_ratio",
+            "pair_accuracy",
+            "image_accuracy",
+            "q_acc",
+            "i_acc",
+            "g_acc",
+        } <= set(expected)
         for key, value in expected.items():
             shown = re.findall(rf'data-model="{re.escape(html_report._e(model))}" data-figure="{key}">([^<]*)<', page)
             want = str(value) if MT.unit(key) == "count" else "-" if value is None else f"{100 * value:.1f}%"
             assert shown == [want], (model, key, shown, want)
     for key in ("accuracy", "precision", "q_acc", "unreadable"):
         name, counts = MT.FIGURES[key]
-        assert (f'data-figure="{key}" title="{html_report._e(counts)}">{html_report._e(name)}<div class="unit">'
-                f'{MT.unit(key)}</div></th>') in page
+        assert (
+            f'data-figure="{key}" title="{html_report._e(counts)}">{html_report._e(name)}<div class="unit">'
+            f"{MT.unit(key)}</div></th>" in page
+        )
         assert f"<td>{html_report._e(name)}</td><td><code>{key}</code></td><td>{MT.unit(key)}</td>" in page
     # accuracy per kind, also in report.json
     assert res.report["models"]["yes-man"]["metrics"]["kinds"]["OEQ"] == {"n": 2, "correct": 1, "accuracy": 0.5}
@@ -288,7 +340,9 @@ def test_the_charts_legend_is_inside_the_chart_beside_the_bars(evaluated):
     svg = page.split("<h2>Accuracy per mode</h2>", 1)[1].split("</svg>", 1)[0]
     legend = svg.split('<g class="legend"', 1)[1]
     for k, model in enumerate(ANSWERS):
-        assert f'fill="{html_report.COLORS[k]}"/><text x="18" y="{18 * k + 11}">{html_report._e(model)}</text>' in legend
-    x_legend = float(re.search(r'translate\(([\d.]+),', legend).group(1))
+        assert (
+            f'fill="{html_report.COLORS[k]}"/><text x="18" y="{18 * k + 11}">{html_report._e(model)}</text>' in legend
+        )
+    x_legend = float(re.search(r"translate\(([\d.]+),", legend).group(1))
     bars = [float(x) + 16 for x in re.findall(r'<rect x="([\d.]+)" y="[\d.]+" width="16"', svg)]
     assert bars and max(bars) < x_legend < max(bars) + 60  # right of the last bar, not below the chart

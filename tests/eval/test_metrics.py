@@ -4,12 +4,15 @@ benchmark's own published scoring code (transcribed below as the reference)."""
 import json
 
 import pytest
-
 from anchors import anchor
+from helpers import ANSWER_FATES, answer_text, bench_from_spec
+from hypothesis import given
+from hypothesis import strategies as st
+
 from vhmine import formats as F
 from vhmine.eval import metrics as MT
-from vhmine.rules.answers import parse_yes_no
 from vhmine.eval.job import ModelAnswers, score
+from vhmine.rules.answers import parse_yes_no
 
 
 def S(id, truth, said, mode="color", pair=None, image=None, kind="YNQ"):
@@ -17,9 +20,14 @@ def S(id, truth, said, mode="color", pair=None, image=None, kind="YNQ"):
 
 
 def test_hand_computed_ynq_case():
-    rows = [S("1", True, True, pair="p1", image="A"), S("2", False, True, pair="p1", image="B"),
-            S("3", True, True, pair="p2", image="A"), S("4", False, False, pair="p2", image="B"),
-            S("5", True, None, image="C"), S("6", False, False, mode="shape", image="C")]
+    rows = [
+        S("1", True, True, pair="p1", image="A"),
+        S("2", False, True, pair="p1", image="B"),
+        S("3", True, True, pair="p2", image="A"),
+        S("4", False, False, pair="p2", image="B"),
+        S("5", True, None, image="C"),
+        S("6", False, False, mode="shape", image="C"),
+    ]
     s = MT.summary(rows)
     # TP 2 (1, 3); FP 1 (2); TN 2 (4, 6); FN 0; unreadable 1 (5, a yes-question)
     assert (s["tp"], s["fp"], s["tn"], s["fn"], s["unreadable"]) == (2, 1, 2, 0, 1)
@@ -29,7 +37,10 @@ def test_hand_computed_ynq_case():
     assert s["f1"] == pytest.approx(2 / 3)
     assert s["yes_ratio"] == pytest.approx(3 / 6)  # what the model said, not the truths (3/6 too here, see below)
     assert (s["pair_accuracy"], s["pairs"]) == (pytest.approx(1 / 2), 2)  # p1 has a wrong answer, p2 is all right
-    assert (s["image_accuracy"], s["images"]) == (pytest.approx(1 / 3), 3)  # A all right, B wrong once, C unreadable once
+    assert (s["image_accuracy"], s["images"]) == (
+        pytest.approx(1 / 3),
+        3,
+    )  # A all right, B wrong once, C unreadable once
     per = MT.by_mode(rows)["modes"]
     assert list(per) == ["color", "shape"] and per["shape"]["accuracy"] == 1.0
 
@@ -55,6 +66,7 @@ def test_nothing_to_divide_gives_none():
 
 
 # --- HallusionBench: tianyi-lab/HallusionBench utils.py, transcribed (correctness: 1 right, 0 wrong, 2 unclear) ---
+
 
 def _hb_assign_correctness(data):
     for r in data:
@@ -92,8 +104,10 @@ def hb_sample():
 
     preds = read_predictions(anchor("hallusionbench/HallusionBench_result_sample.json"))
     rows, _ = score(bench, ModelAnswers("sample", preds, "file"), "vhtest", {}, "match", partial=True)
-    gt = {r["category"] + "_" + r["subcategory"] + "_" + r["set_id"] + "_" + r["figure_id"] + "_" + r["question_id"]: r
-          for r in json.loads(anchor("hallusionbench/HallusionBench.json").read_text())}
+    gt = {
+        r["category"] + "_" + r["subcategory"] + "_" + r["set_id"] + "_" + r["figure_id"] + "_" + r["question_id"]: r
+        for r in json.loads(anchor("hallusionbench/HallusionBench.json").read_text())
+    }
     official = []
     for k, ans in preds.items():
         said = parse_yes_no(ans, "vhtest")
@@ -110,8 +124,11 @@ def test_hallusionbench_measures_match_its_own_scorer(hb_sample):
     assert hb["aAcc"] == pytest.approx(right / total)
     q_right, q_total = _hb_groups(official, ("category", "subcategory", "set_id", "question_id"))
     assert (hb["qAcc"], hb["question_pairs"]) == (pytest.approx(q_right / q_total), q_total)
-    f_right, f_total = _hb_groups(official, ("category", "subcategory", "set_id", "figure_id"),
-                                  skip=lambda r: r["category"] == "VS" and str(r["figure_id"]) == "0")
+    f_right, f_total = _hb_groups(
+        official,
+        ("category", "subcategory", "set_id", "figure_id"),
+        skip=lambda r: r["category"] == "VS" and str(r["figure_id"]) == "0",
+    )
     assert (hb["fAcc"], hb["figures"]) == (pytest.approx(f_right / f_total), f_total)
     # pinned, so a change in the rule or the data shows: 152/254 right, 38/117 pairs, 13/69 figures
     assert (right, q_right, q_total, f_right, f_total) == (152, 38, 117, 13, 69)
@@ -142,33 +159,34 @@ def test_no_image_unclear_counts_right_only_in_hallusionbench_measures():
 
 # --- POPE: RUCAIBox/POPE evaluate.py, transcribed -----------------------------------------------------
 
+
 def _pope_evaluate(answers, label_list):
     """POPE's evaluate.py on answer texts and labels (its files read in; its prints returned)."""
     answers = [{"answer": a} for a in answers]
     label_list = list(label_list)
     for answer in answers:
-        text = answer['answer']
+        text = answer["answer"]
 
         # Only keep the first sentence
-        if text.find('.') != -1:
-            text = text.split('.')[0]
+        if text.find(".") != -1:
+            text = text.split(".")[0]
 
-        text = text.replace(',', '')
-        words = text.split(' ')
-        if 'No' in words or 'not' in words or 'no' in words:
-            answer['answer'] = 'no'
+        text = text.replace(",", "")
+        words = text.split(" ")
+        if "No" in words or "not" in words or "no" in words:
+            answer["answer"] = "no"
         else:
-            answer['answer'] = 'yes'
+            answer["answer"] = "yes"
 
     for i in range(len(label_list)):
-        if label_list[i] == 'no':
+        if label_list[i] == "no":
             label_list[i] = 0
         else:
             label_list[i] = 1
 
     pred_list = []
     for answer in answers:
-        if answer['answer'] == 'no':
+        if answer["answer"] == "no":
             pred_list.append(0)
         else:
             pred_list.append(1)
@@ -190,17 +208,40 @@ def _pope_evaluate(answers, label_list):
 
     precision = float(TP) / float(TP + FP)
     recall = float(TP) / float(TP + FN)
-    f1 = 2*precision*recall / (precision + recall)
+    f1 = 2 * precision * recall / (precision + recall)
     acc = (TP + TN) / (TP + TN + FP + FN)
-    return {"accuracy": acc, "precision": precision, "recall": recall, "f1": f1, "yes_ratio": yes_ratio,
-            "preds": pred_list}
+    return {
+        "accuracy": acc,
+        "precision": precision,
+        "recall": recall,
+        "f1": f1,
+        "yes_ratio": yes_ratio,
+        "preds": pred_list,
+    }
 
 
 # answers where POPE's parsing and a reader of the first word part ways: commas, "not", several sentences,
 # "No." against "no", NO in capitals, an empty answer, "no" inside a word, a question mark
-POPE_TRICKY = ["Yes, there is.", "No, there is not.", "No.", "no", "NO", "", "Yes, but not in the front.",
-               "There is no cat. Yes.", "Yes. There is no cat.", "Not", "Nope, none", "I do not see one",
-               "yes,no", "Yes, no doubt.", "Nothing like that", "No?", "Is it? No", "There is a snow-board"]
+POPE_TRICKY = [
+    "Yes, there is.",
+    "No, there is not.",
+    "No.",
+    "no",
+    "NO",
+    "",
+    "Yes, but not in the front.",
+    "There is no cat. Yes.",
+    "Yes. There is no cat.",
+    "Not",
+    "Nope, none",
+    "I do not see one",
+    "yes,no",
+    "Yes, no doubt.",
+    "Nothing like that",
+    "No?",
+    "Is it? No",
+    "There is a snow-board",
+]
 
 
 @pytest.mark.parametrize("split", ["random", "adversarial"])
@@ -222,6 +263,7 @@ def test_pope_measures_match_its_own_scorer(split):
 
 # --- partial data never inflates a rate (issue 16) -------------------------------------------------------------
 
+
 def _ring_bench(tmp_path):
     """12 images and 12 yes/no questions, each asked of two images: question j is "yes" on image j and "no" on
     image j+1, so every pair and every image holds one truth-yes and one truth-no item (24 items), exported as
@@ -242,8 +284,20 @@ def _ring_bench(tmp_path):
     for j in range(12):
         q = f"Is there a thing number {j} in the picture?"
         for img, truth in ((j, True), ((j + 1) % 12, False)):
-            items.append(BenchItem(f"q{j}-{'yes' if truth else 'no'}", "existence", "YNQ", q, ("Yes" if truth else "No",),
-                                   truth, paths[img], f"I{img}", f"pair{j}", {"pair_id": f"pair{j}"}))
+            items.append(
+                BenchItem(
+                    f"q{j}-{'yes' if truth else 'no'}",
+                    "existence",
+                    "YNQ",
+                    q,
+                    ("Yes" if truth else "No",),
+                    truth,
+                    paths[img],
+                    f"I{img}",
+                    f"pair{j}",
+                    {"pair_id": f"pair{j}"},
+                )
+            )
     bench = assign_groups(Benchmark("ring", items))
     write_benchmark(bench, tmp_path / "bench", "vlmevalkit")
     return tmp_path / "bench", bench
@@ -281,8 +335,18 @@ def _lmms_eval_file(tmp_path, bench):
     with open(path, "w") as f:
         for doc_id, it in enumerate(docs):
             if it.truth:
-                f.write(json.dumps({"doc_id": doc_id, "target": "yes", "input": it.question + " ONLY answer yes or no.",
-                                    "filtered_resps": "Yes", "accuracy": {"id": it.id, "correct": True}}) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "doc_id": doc_id,
+                            "target": "yes",
+                            "input": it.question + " ONLY answer yes or no.",
+                            "filtered_resps": "Yes",
+                            "accuracy": {"id": it.id, "correct": True},
+                        }
+                    )
+                    + "\n"
+                )
     return path
 
 
@@ -292,8 +356,11 @@ def test_pairs_and_images_missing_an_item_are_left_out_not_counted_right(tmp_pat
 
     bench_dir, bench = _ring_bench(tmp_path)
     read = F.load(bench_dir)
-    path = {"vhmine": lambda: _own_file(tmp_path, read), "vlmevalkit": lambda: _vlmevalkit_file(tmp_path, bench_dir),
-            "lmms-eval": lambda: _lmms_eval_file(tmp_path, read)}[layout]()
+    path = {
+        "vhmine": lambda: _own_file(tmp_path, read),
+        "vlmevalkit": lambda: _vlmevalkit_file(tmp_path, bench_dir),
+        "lmms-eval": lambda: _lmms_eval_file(tmp_path, read),
+    }[layout]()
     # the harness's failure marks are failures already; files that leave items out need --partial
     res = evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "ev", predictions=[("m", path)], partial=True))
     m = res.report["models"]["m"]
@@ -309,16 +376,21 @@ def test_pairs_and_images_missing_an_item_are_left_out_not_counted_right(tmp_pat
     if layout == "vhmine":
         answers = dict(_yes_only(read), **{"q0-no": "No", "q11-no": "No"})  # pair 0 whole; images I0 and I1 whole
         path.write_text("".join(json.dumps({"id": k, "answer": v}) + "\n" for k, v in answers.items()))
-        o = evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "ev2", predictions=[("m", path)],
-                                 partial=True)).report["models"]["m"]["metrics"]["overall"]
+        o = evaluate(
+            EvalOptions(bench=bench_dir, out=tmp_path / "ev2", predictions=[("m", path)], partial=True)
+        ).report["models"]["m"]["metrics"]["overall"]
         assert (o["pair_accuracy"], o["pairs"], o["incomplete_pairs"]) == (1.0, 2, 10)  # pairs 0 and 11
         assert (o["image_accuracy"], o["images"], o["incomplete_images"]) == (1.0, 2, 10)  # I0 (q0 yes, q11 no), I1
 
 
 def test_hallusionbench_pairs_and_figures_count_only_when_complete():
     meta = lambda s, f, q: {"category": "VD", "subcategory": "illusion", "set_id": s, "figure_id": f, "question_id": q}  # noqa: E731
-    items = [MT.Scored(f"{s}{f}{q}", "VD/illusion", "YNQ", True, True, True, None, None, meta(s, f, q))
-             for s in "01" for f in "01" for q in "01"]
+    items = [
+        MT.Scored(f"{s}{f}{q}", "VD/illusion", "YNQ", True, True, True, None, None, meta(s, f, q))
+        for s in "01"
+        for f in "01"
+        for q in "01"
+    ]
     full = MT.hallusionbench(items, items)
     assert (full["qAcc"], full["question_pairs"], full["fAcc"], full["figures"]) == (1.0, 4, 1.0, 4)
     # set 1, figure 1, question 1 failed: its pair (set 1 question 1) and its figure (set 1 figure 1) leave
@@ -331,12 +403,10 @@ def test_hallusionbench_pairs_and_figures_count_only_when_complete():
 
 # --- properties: a wrong answer never helps -----------------------------------------------------------------
 
-from hypothesis import given, strategies as st  # noqa: E402
 
-from helpers import ANSWER_FATES, answer_text, bench_from_spec  # noqa: E402
-
-QUESTION = st.tuples(st.sampled_from(["counting", "color"]), st.sampled_from(["YNQ", "OEQ"]), st.booleans(), st.booleans(),
-                     st.booleans())
+QUESTION = st.tuples(
+    st.sampled_from(["counting", "color"]), st.sampled_from(["YNQ", "OEQ"]), st.booleans(), st.booleans(), st.booleans()
+)
 RATES = ("accuracy", "precision", "recall", "f1", "pair_accuracy", "image_accuracy")
 GROUP_RATES = ("q_acc", "i_acc", "g_acc", "acc")
 
@@ -353,8 +423,11 @@ def _rates(bench, answers: dict) -> dict:
     return out
 
 
-@given(spec=st.lists(QUESTION, min_size=1, max_size=8), fates=st.lists(st.sampled_from(ANSWER_FATES), min_size=16, max_size=16),
-       pick=st.integers(0, 15))
+@given(
+    spec=st.lists(QUESTION, min_size=1, max_size=8),
+    fates=st.lists(st.sampled_from(ANSWER_FATES), min_size=16, max_size=16),
+    pick=st.integers(0, 15),
+)
 def test_property_adding_a_wrong_answer_never_raises_any_rate(spec, fates, pick):
     """Every rate (overall, per mode, per kind; pair, image and group accuracy too, whose incomplete pairs and groups a
     new answer may complete) stays or falls when an unanswered item gets a wrong answer."""

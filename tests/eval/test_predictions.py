@@ -10,9 +10,11 @@ import json
 from pathlib import Path
 
 import pytest
-
-from openai_server import chat_text
 from helpers import write_tiny_bench
+from hypothesis import given
+from hypothesis import strategies as st
+from openai_server import chat_text
+
 from vhmine import formats as F
 from vhmine.bench import Benchmark
 from vhmine.errors import EvalError, FormatError
@@ -21,12 +23,21 @@ from vhmine.eval.job import EvalOptions, evaluate, load_predictions
 REPO = Path(__file__).resolve().parents[2]
 
 # one model's answers: OEQ o1 right, o2 wrong; YNQ y1 right, y2 wrong (said yes), y3 unreadable, y4 right
-ANSWERS = {"o1": "There are three cats.", "o2": "2", "y1": "Yes.", "y2": "Yes, three.", "y3": "I cannot tell.", "y4": "No"}
+ANSWERS = {
+    "o1": "There are three cats.",
+    "o2": "2",
+    "y1": "Yes.",
+    "y2": "Yes, three.",
+    "y3": "I cannot tell.",
+    "y4": "No",
+}
 
 
 @pytest.fixture
 def bench_dir(tmp_path):
-    return write_tiny_bench(tmp_path, {"o2": "How many dogs are there in the picture?", "y2": "Are there exactly 3 cats in this picture?"})
+    return write_tiny_bench(
+        tmp_path, {"o2": "How many dogs are there in the picture?", "y2": "Are there exactly 3 cats in this picture?"}
+    )
 
 
 def _own(tmp_path, answers=ANSWERS) -> Path:
@@ -41,6 +52,7 @@ def _numbers(res, name):
 
 
 # --- VLMEvalKit ---------------------------------------------------------------------------------------
+
 
 def _vlmevalkit_result(tsv: Path, work_dir: Path, model: str, answers: dict, fmt: str = "xlsx", drop=()) -> Path:
     """What VLMEvalKit's infer_data_job writes: the dataset's TSV as its `load` reads it (pandas), without the
@@ -57,14 +69,18 @@ def _vlmevalkit_result(tsv: Path, work_dir: Path, model: str, answers: dict, fmt
         data.pop(col)
     out = work_dir / f"{model}_{tsv.stem}.{fmt}"
     if fmt == "xlsx":
-        with pd.ExcelWriter(out, engine="openpyxl") as writer:  # VLMEvalKit's engine is xlsxwriter; the sheet is the same
+        with pd.ExcelWriter(
+            out, engine="openpyxl"
+        ) as writer:  # VLMEvalKit's engine is xlsxwriter; the sheet is the same
             data.to_excel(writer, index=False)
     else:
         data.to_csv(out, sep="\t" if fmt == "tsv" else ",", index=False, encoding="utf-8", quoting=csv.QUOTE_ALL)
     return out
 
 
-@pytest.mark.parametrize("fmt,drop", [("xlsx", ()), ("xlsx", ("vhmine_id", "vhmine_item")), ("tsv", ()), ("csv", ("vhmine_id",))])
+@pytest.mark.parametrize(
+    "fmt,drop", [("xlsx", ()), ("xlsx", ("vhmine_id", "vhmine_item")), ("tsv", ()), ("csv", ("vhmine_id",))]
+)
 def test_vlmevalkit_result_files_score_as_own_predictions(bench_dir, tmp_path, fmt, drop):
     """With the vhmine_id column, or without it (index k is the k-th item of the dataset's kind), the numbers are
     those of the same answers in vhmine's own file; the model's two result files (one per dataset) merge."""
@@ -90,7 +106,9 @@ def test_vlmevalkit_failed_answers_are_not_scored_and_wrong_files_are_named(benc
 
     bad = tmp_path / "MyVLM_tiny_YNQ_bad.xlsx"
     pd.read_csv(ynq, sep="\t").drop(columns=["image"]).to_excel(bad, index=False)
-    with pytest.raises(FormatError, match=r"MyVLM_tiny_YNQ_bad\.xlsx: read as VLMEvalKit's result file .* no column 'prediction'"):
+    with pytest.raises(
+        FormatError, match=r"MyVLM_tiny_YNQ_bad\.xlsx: read as VLMEvalKit's result file .* no column 'prediction'"
+    ):
         evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "e2", predictions=[("m", bad)]))
     # by position (no vhmine_id), a file of another benchmark is refused on its questions, not scored
     other = dict(ANSWERS)
@@ -105,6 +123,7 @@ def test_vlmevalkit_failed_answers_are_not_scored_and_wrong_files_are_named(benc
 
 
 # --- lmms-eval -------------------------------------------------------------------------------------------
+
 
 def _lmms_eval_samples(bench: Benchmark, kind: str, folder: Path, answers: dict, carry_id: bool) -> Path:
     """`<date>_samples_<task>.jsonl` as lmms-eval 0.7.3 writes it: evaluator.py builds each doc's `example`
@@ -121,11 +140,17 @@ def _lmms_eval_samples(bench: Benchmark, kind: str, folder: Path, answers: dict,
             context = it.question + (" ONLY answer yes or no." if kind == "YNQ" else "")
             text = answers[it.id]
             metric = {"id": it.id, "mode": it.mode, "prediction": text} if carry_id else 0.0
-            sample = {"doc_id": doc_id, "doc": doc, "target": it.answers[0],
-                      "arguments": [context, {"max_new_tokens": 64}],
-                      "resps": [[text]], "filtered_resps": [text], "token_counts": [None],
-                      "doc_hash": hashlib.sha256(json.dumps(doc, indent=2).encode()).hexdigest(),
-                      "vhmine_accuracy": metric}
+            sample = {
+                "doc_id": doc_id,
+                "doc": doc,
+                "target": it.answers[0],
+                "arguments": [context, {"max_new_tokens": 64}],
+                "resps": [[text]],
+                "filtered_resps": [text],
+                "token_counts": [None],
+                "doc_hash": hashlib.sha256(json.dumps(doc, indent=2).encode()).hexdigest(),
+                "vhmine_accuracy": metric,
+            }
             sample["input"] = sample["arguments"][0]
             sample["resps"] = sample["resps"]  # sanitize_list leaves strings as they are
             if isinstance(sample["resps"], list) and len(sample["resps"]) == 1:
@@ -134,7 +159,11 @@ def _lmms_eval_samples(bench: Benchmark, kind: str, folder: Path, answers: dict,
                 sample["filtered_resps"] = sample["filtered_resps"][0]
             if sample["resps"] == sample["filtered_resps"]:
                 sample.pop("resps")
-            elif isinstance(sample["resps"], list) and len(sample["resps"]) == 1 and sample["resps"][0] == sample["filtered_resps"]:
+            elif (
+                isinstance(sample["resps"], list)
+                and len(sample["resps"]) == 1
+                and sample["resps"][0] == sample["filtered_resps"]
+            ):
                 sample.pop("resps")
             sample["target"] = str(sample["target"])
             sample.pop("arguments")
@@ -151,7 +180,9 @@ def test_lmms_eval_samples_score_as_own_predictions(bench_dir, tmp_path, carry_i
     own = evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "own", predictions=[("m", _own(tmp_path))]))
     files = [_lmms_eval_samples(bench, k, tmp_path / "logs", ANSWERS, carry_id) for k in ("YNQ", "OEQ")]
     first = json.loads(files[0].read_text().splitlines()[0])
-    assert "doc" not in first and first["filtered_resps"] == "Yes." and first["input"].endswith("ONLY answer yes or no.")
+    assert (
+        "doc" not in first and first["filtered_resps"] == "Yes." and first["input"].endswith("ONLY answer yes or no.")
+    )
     res = evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "lm", predictions=[("m", f) for f in files]))
     assert _numbers(res, "m") == _numbers(own, "m") and res.report["models"]["m"]["harness"] == "lmms-eval"
 
@@ -168,7 +199,10 @@ def test_lmms_eval_samples_of_another_benchmark_or_broken_are_named(bench_dir, t
     broken = json.loads(lines[1])
     broken.pop("filtered_resps")
     f.write_text(lines[0] + "\n" + json.dumps(broken) + "\n")
-    with pytest.raises(FormatError, match=r"samples_vhmine_ynq\.jsonl, line 2: not an lmms-eval sample \(expected doc_id and filtered_resps"):
+    with pytest.raises(
+        FormatError,
+        match=r"samples_vhmine_ynq\.jsonl, line 2: not an lmms-eval sample \(expected doc_id and filtered_resps",
+    ):
         evaluate(EvalOptions(bench=bench_dir, out=tmp_path / "e", predictions=[("m", f)], partial=True))
     # the same item in two files of one model is refused, naming both
     a = _lmms_eval_samples(bench, "OEQ", tmp_path / "a", ANSWERS, carry_id=True)
@@ -179,12 +213,13 @@ def test_lmms_eval_samples_of_another_benchmark_or_broken_are_named(bench_dir, t
 
 # --- judges: one judge for probe and eval, on any OpenAI-compatible server; agreement with workers ----------
 
+
 def test_probe_and_eval_share_the_judge_and_eval_reports_its_agreement_with_workers(openai_server, tmp_path):
     """probe and eval send the judge the same requests (judge.py) at a vLLM-style base URL (http://host:port/v1);
     `--judge-agreement` gives Cohen's kappa between the judge and the workers' majority where both exist."""
+    from helpers import make_ready_store
     from typer.testing import CliRunner
 
-    from helpers import make_ready_store
     from vhmine import curate as C
     from vhmine.cli import app
     from vhmine.curate.stages.model_responses import mode_responses
@@ -203,44 +238,104 @@ def test_probe_and_eval_share_the_judge_and_eval_reports_its_agreement_with_work
 
     srv.responder = responder
     store = make_ready_store(tmp_path)
-    probe(store, ProbeOptions(LLMOptions(model="victim", base_url=srv.base_url, cache=tmp_path / "c1.db", progress=False),
-                              judge="judge-llm"))
+    probe(
+        store,
+        ProbeOptions(
+            LLMOptions(model="victim", base_url=srv.base_url, cache=tmp_path / "c1.db", progress=False),
+            judge="judge-llm",
+        ),
+    )
     probe_judged = sorted(chat_text(b) for b in srv.chats() if b["model"] == "judge-llm")
     oeq = {r.instance_id: r for m in ("counting", "color") for r in mode_responses(store, m) if r.kind == "OEQ"}
     assert len(oeq) == 4 and len(probe_judged) == 4
     # workers: agree with the judge on "3" (correct) and "2" (hallucinated), disagree on "red", tie on "blue"
     C.add_worker(store, "bob")
     by_ref = {r.answers[0]: r for r in oeq.values()}
-    for ref, (va, vb) in {"3": ("correct", "correct"), "2": ("hallucinated", "hallucinated"),
-                          "red": ("hallucinated", "hallucinated"), "blue": ("correct", "hallucinated")}.items():
+    for ref, (va, vb) in {
+        "3": ("correct", "correct"),
+        "2": ("hallucinated", "hallucinated"),
+        "red": ("hallucinated", "hallucinated"),
+        "blue": ("correct", "hallucinated"),
+    }.items():
         C.label_response(store, "alice", by_ref[ref].response_id, va)
         C.label_response(store, "bob", by_ref[ref].response_id, vb)
     export_benchmark(store, ExportOptions(out=tmp_path / "b", format="hf"))
     store.close()
     bench = F.load(tmp_path / "b")
     preds = tmp_path / "victim.jsonl"
-    preds.write_text("".join(json.dumps({"id": it.id, "answer": oeq[it.id].answer if it.id in oeq else "Yes"}) + "\n"
-                             for it in bench))
+    preds.write_text(
+        "".join(
+            json.dumps({"id": it.id, "answer": oeq[it.id].answer if it.id in oeq else "Yes"}) + "\n" for it in bench
+        )
+    )
     srv.requests.clear()
-    r = CliRunner().invoke(app, ["eval", "--bench", str(tmp_path / "b"), "--predictions", f"victim={preds}",
-                                 "--judge", "judge-llm", "--judge-agreement", "--db", str(tmp_path / "store.db"),
-                                 "--base-url", srv.base_url, "--cache", str(tmp_path / "c2.db"), "--out", str(tmp_path / "ev")])
+    r = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            "--bench",
+            str(tmp_path / "b"),
+            "--predictions",
+            f"victim={preds}",
+            "--judge",
+            "judge-llm",
+            "--judge-agreement",
+            "--db",
+            str(tmp_path / "store.db"),
+            "--base-url",
+            srv.base_url,
+            "--cache",
+            str(tmp_path / "c2.db"),
+            "--out",
+            str(tmp_path / "ev"),
+        ],
+    )
     assert r.exit_code == 0, r.output
-    assert sorted(chat_text(b) for b in srv.chats() if b["model"] == "judge-llm") == probe_judged  # the same judge requests
+    assert (
+        sorted(chat_text(b) for b in srv.chats() if b["model"] == "judge-llm") == probe_judged
+    )  # the same judge requests
     # judge [T, F, T] vs workers [T, F, F] on 3 items (the tie is left out): po 2/3, pe 4/9, kappa 0.4
     report = json.loads((tmp_path / "ev" / "report.json").read_text())
-    assert report["models"]["victim"]["judge_agreement"] == {"items": 3, "agree": 2, "kappa": 0.4, "judge_only": 1,
-                                                             "workers_only": 0}
+    assert report["models"]["victim"]["judge_agreement"] == {
+        "items": 3,
+        "agree": 2,
+        "kappa": 0.4,
+        "judge_only": 1,
+        "workers_only": 0,
+    }
     assert "| victim | 3 | 2 | 0.400 | 1 | 0 |" in (tmp_path / "ev" / "report.md").read_text()
     assert "judge vs workers: Cohen's kappa 0.400 over 3 open answer(s) both judged (2 agree)" in r.output
-    r = CliRunner().invoke(app, ["eval", "--bench", str(tmp_path / "b"), "--predictions", f"victim={preds}",
-                                 "--judge-agreement", "--out", str(tmp_path / "ev2")])
-    assert r.exit_code != 0 and "--judge-agreement compares a judge's verdicts with workers' labels: pass --judge MODEL" in r.output
+    r = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            "--bench",
+            str(tmp_path / "b"),
+            "--predictions",
+            f"victim={preds}",
+            "--judge-agreement",
+            "--out",
+            str(tmp_path / "ev2"),
+        ],
+    )
+    assert (
+        r.exit_code != 0
+        and "--judge-agreement compares a judge's verdicts with workers' labels: pass --judge MODEL" in r.output
+    )
 
 
 # --- the stages hold no SQL -----------------------------------------------------------------------------
 
-STAGES = ("models/probe", "models/describe", "models/generate", "eval/job", "eval/score", "eval/report", "seed", "rules/judge")
+STAGES = (
+    "models/probe",
+    "models/describe",
+    "models/generate",
+    "eval/job",
+    "eval/score",
+    "eval/report",
+    "seed",
+    "rules/judge",
+)
 QUERY_METHODS = {"session", "execute", "scalars", "scalar", "query"}  # a store's or a session's
 QUERY_BUILDERS = {"select", "insert", "update", "delete"}  # sqlalchemy's statement builders
 STORE_NAMES_ALLOWED = {"open_store"}  # opening the store a user named is not a query
@@ -275,11 +370,14 @@ def test_stage_modules_hold_no_sql():
 
 # --- inputs read exactly -----------------------------------------------------------------------------------
 
+
 def _cli(*args, cwd=None):
     import subprocess
     import sys
 
-    return subprocess.run([sys.executable, "-m", "vhmine.cli", *map(str, args)], capture_output=True, text=True, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "vhmine.cli", *map(str, args)], capture_output=True, text=True, cwd=cwd
+    )
 
 
 def test_a_json_object_holding_an_id_twice_is_refused(bench_dir, tmp_path):
@@ -287,7 +385,9 @@ def test_a_json_object_holding_an_id_twice_is_refused(bench_dir, tmp_path):
     bench = F.load(bench_dir)
     p = tmp_path / "p.json"
     p.write_text('{"o1": "3", "o2": "4", "y1": "no", "y2": "no", "y3": "yes", "y4": "no", "y1": "yes"}')
-    with pytest.raises(FormatError, match=r"p\.json: the key 'y1' appears twice in one object: give each item's answer once"):
+    with pytest.raises(
+        FormatError, match=r"p\.json: the key 'y1' appears twice in one object: give each item's answer once"
+    ):
         load_predictions(p, bench)
     q = tmp_path / "q.jsonl"  # inside a JSON line: which answer is it?
     q.write_text('{"id": "o1", "answer": "3", "answer": "4"}\n')
@@ -297,8 +397,11 @@ def test_a_json_object_holding_an_id_twice_is_refused(bench_dir, tmp_path):
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".csv", ".tsv"])
 def test_a_file_that_is_not_utf8_gets_one_line(bench_dir, tmp_path, suffix):
-    rows = {".jsonl": '{"id": "o1", "answer": "trois \xe9l\xe8ves"}\n',
-            ".csv": "id,answer\no1,trois \xe9l\xe8ves\n", ".tsv": "id\tanswer\no1\ttrois \xe9l\xe8ves\n"}
+    rows = {
+        ".jsonl": '{"id": "o1", "answer": "trois \xe9l\xe8ves"}\n',
+        ".csv": "id,answer\no1,trois \xe9l\xe8ves\n",
+        ".tsv": "id\tanswer\no1\ttrois \xe9l\xe8ves\n",
+    }
     p = tmp_path / f"latin1{suffix}"
     p.write_bytes(rows[suffix].encode("latin-1"))
     r = _cli("eval", "--bench", bench_dir, "--predictions", f"m={p}", "--out", tmp_path / "ev", "--partial")
@@ -340,48 +443,76 @@ def test_a_hallusionbench_result_file_of_vhmines_own_export_reads_back(tmp_path)
     result = tmp_path / "HallusionBench_result.json"
     result.write_text(json.dumps(rows, indent=4))
     got = evaluate(EvalOptions(bench=tmp_path / "hb", out=tmp_path / "ev", predictions=[("m", result)]))
-    own = evaluate(EvalOptions(bench=tmp_path / "hb", out=tmp_path / "own",
-                               predictions=[("m", _own(tmp_path, {k: v for k, v in ANSWERS.items() if k.startswith("y")}))]))
+    own = evaluate(
+        EvalOptions(
+            bench=tmp_path / "hb",
+            out=tmp_path / "own",
+            predictions=[("m", _own(tmp_path, {k: v for k, v in ANSWERS.items() if k.startswith("y")}))],
+        )
+    )
     assert _numbers(got, "m") == _numbers(own, "m")
     assert got.report["models"]["m"]["answered"] == 4
 
 
 # --- one item, one answer, whatever its id's spelling; files as Windows saves them --------------------------
 
+
 def _pope_bench(tmp_path, n=4):
     """POPE's own file (`pope_test.json`, JSON lines): ids `pope_test:1` ... `pope_test:n`, alternating yes / no."""
     p = tmp_path / "pope_test.json"
-    p.write_text("".join(json.dumps({"question_id": k, "image": None, "text": f"Is there a cat {k}?",
-                                     "label": "yes" if k % 2 else "no"}) + "\n" for k in range(1, n + 1)))
+    p.write_text(
+        "".join(
+            json.dumps(
+                {"question_id": k, "image": None, "text": f"Is there a cat {k}?", "label": "yes" if k % 2 else "no"}
+            )
+            + "\n"
+            for k in range(1, n + 1)
+        )
+    )
     return p
 
 
 def test_one_pope_item_answered_under_two_spellings_of_its_id_is_refused_naming_both_lines(tmp_path):
     """`1` and `pope_test:1` are one item: the last row winning made the file's order the score (0% or 100%)."""
     bench = F.load(_pope_bench(tmp_path))
-    rows = [{"id": "pope_test:1", "answer": "yes"}, {"id": "2", "answer": "no"}, {"id": "3", "answer": "yes"},
-            {"id": "4", "answer": "no"}, {"id": "1", "answer": "no"}]
+    rows = [
+        {"id": "pope_test:1", "answer": "yes"},
+        {"id": "2", "answer": "no"},
+        {"id": "3", "answer": "yes"},
+        {"id": "4", "answer": "no"},
+        {"id": "1", "answer": "no"},
+    ]
     p = tmp_path / "p.jsonl"
     p.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    with pytest.raises(FormatError, match=r"p\.jsonl, line 5, field id: '1' is item 'pope_test:1', answered as "
-                                          r"'pope_test:1' \(first at .*p\.jsonl, line 1\): give each item's answer once"):
+    with pytest.raises(
+        FormatError,
+        match=r"p\.jsonl, line 5, field id: '1' is item 'pope_test:1', answered as "
+        r"'pope_test:1' \(first at .*p\.jsonl, line 1\): give each item's answer once",
+    ):
         load_predictions(p, bench)
     q = tmp_path / "q.json"  # an {id: answer} object: the two spellings are named
     q.write_text(json.dumps({"1": "yes", "2": "no", "3": "yes", "4": "no", "pope_test:1": "no"}))
     with pytest.raises(FormatError, match=r"item 'pope_test:1' is answered twice, as '1' and as 'pope_test:1'"):
         load_predictions(q, bench)
     p.write_text("".join(json.dumps(r) + "\n" for r in rows[:4]))  # each once, in either spelling: read
-    assert load_predictions(p, bench) == {"pope_test:1": "yes", "pope_test:2": "no", "pope_test:3": "yes", "pope_test:4": "no"}
+    assert load_predictions(p, bench) == {
+        "pope_test:1": "yes",
+        "pope_test:2": "no",
+        "pope_test:3": "yes",
+        "pope_test:4": "no",
+    }
 
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".json", ".csv", ".tsv"])
 def test_a_predictions_file_with_a_utf8_bom_is_read(bench_dir, tmp_path, suffix):
     """Notepad and Excel's "CSV UTF-8" put a byte-order mark first: the file is read as without one."""
     bench = F.load(bench_dir)
-    text = {".jsonl": "".join(json.dumps({"id": k, "answer": v}) + "\n" for k, v in ANSWERS.items()),
-            ".json": json.dumps([{"id": k, "answer": v} for k, v in ANSWERS.items()]),
-            ".csv": "id,answer\n" + "".join(f'{k},"{v}"\n' for k, v in ANSWERS.items()),
-            ".tsv": "id\tanswer\n" + "".join(f"{k}\t{v}\n" for k, v in ANSWERS.items())}[suffix]
+    text = {
+        ".jsonl": "".join(json.dumps({"id": k, "answer": v}) + "\n" for k, v in ANSWERS.items()),
+        ".json": json.dumps([{"id": k, "answer": v} for k, v in ANSWERS.items()]),
+        ".csv": "id,answer\n" + "".join(f'{k},"{v}"\n' for k, v in ANSWERS.items()),
+        ".tsv": "id\tanswer\n" + "".join(f"{k}\t{v}\n" for k, v in ANSWERS.items()),
+    }[suffix]
     p = tmp_path / f"bom{suffix}"
     p.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
     assert load_predictions(p, bench) == ANSWERS
@@ -395,20 +526,27 @@ def test_a_vlmevalkit_csv_and_an_lmms_eval_file_with_a_bom_are_read(bench_dir, t
     import io
 
     buf = io.StringIO()
-    csv.writer(buf).writerows([("index", "question", "prediction")] + [(k, it.question, ANSWERS[it.id]) for k, it in enumerate(ynq)])
+    csv.writer(buf).writerows(
+        [("index", "question", "prediction")] + [(k, it.question, ANSWERS[it.id]) for k, it in enumerate(ynq)]
+    )
     v.write_bytes(b"\xef\xbb\xbf" + buf.getvalue().encode())
     assert load_predictions(v, bench) == {it.id: ANSWERS[it.id] for it in ynq}
     lm = tmp_path / "20250101_samples_vhmine_ynq.jsonl"
-    lm.write_bytes(b"\xef\xbb\xbf" + "".join(json.dumps({"doc_id": k, "input": it.question, "filtered_resps": [ANSWERS[it.id]]})
-                                            + "\n" for k, it in enumerate(ynq)).encode())
+    lm.write_bytes(
+        b"\xef\xbb\xbf"
+        + "".join(
+            json.dumps({"doc_id": k, "input": it.question, "filtered_resps": [ANSWERS[it.id]]}) + "\n"
+            for k, it in enumerate(ynq)
+        ).encode()
+    )
     assert load_predictions(lm, bench) == {it.id: ANSWERS[it.id] for it in ynq}
 
 
-from hypothesis import given, strategies as st  # noqa: E402
-
-
-@given(spelt=st.lists(st.tuples(st.booleans(), st.sampled_from(["yes", "no", "maybe"])), min_size=1, max_size=8),
-       twice=st.one_of(st.none(), st.integers(0, 7)), layout=st.sampled_from([".jsonl", ".json", ".csv"]))
+@given(
+    spelt=st.lists(st.tuples(st.booleans(), st.sampled_from(["yes", "no", "maybe"])), min_size=1, max_size=8),
+    twice=st.one_of(st.none(), st.integers(0, 7)),
+    layout=st.sampled_from([".jsonl", ".json", ".csv"]),
+)
 def test_property_aliases_of_one_id_are_one_id(tmp_path_factory, spelt, twice, layout):
     """Any mix of `n` and `pope_test:n` reads as the full ids; one item under both spellings (or the same one twice)
     is refused, whichever comes first."""

@@ -10,12 +10,17 @@ import re
 import subprocess
 import sys
 
-from helpers import make_ready_store
+from helpers import ANSWER_FATES, answer_text, bench_from_spec, make_ready_store
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from vhmine.eval import metrics as MT
 
 
 def _vhmine(cwd, *args):
-    r = subprocess.run([sys.executable, "-m", "vhmine.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "vhmine.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
     assert r.returncode == 0, f"vhmine {' '.join(args)} -> {r.returncode}\n{r.stdout}\n{r.stderr}"
     return r
 
@@ -64,8 +69,12 @@ def test_console_report_md_and_report_json_name_each_figure_alike(tmp_path):
         said = re.findall(rf"(?:^|[:;,] ){re.escape(name)} (\S+)%", console, re.M)
         assert said == [pct(value)], (key, name, said, console)
         # report.md: every column so headed holds this value on the model's overall row
-        cells = [row[name] for t in tables for row in t if name in row and row.get("model") == "m"
-                 and row.get("mode", "overall") == "overall"]
+        cells = [
+            row[name]
+            for t in tables
+            for row in t
+            if name in row and row.get("model") == "m" and row.get("mode", "overall") == "overall"
+        ]
         if key == "accuracy":  # the per-mode table heads its overall column "overall"
             cells += [row["overall"] for t in tables for row in t if "overall" in row and row.get("model") == "m"]
         assert cells and set(cells) == {pct(value)}, (key, name, cells)
@@ -84,13 +93,24 @@ def test_lmms_eval_export_names_its_metrics_by_report_json_keys():
 
 
 def test_no_complete_pairs_is_said_in_words_not_as_a_dash_percent_over_0(tmp_path):
-    """"pair accuracy -% over 0 pair(s)": a benchmark with no pairs (or none complete) says there were none."""
+    """ "pair accuracy -% over 0 pair(s)": a benchmark with no pairs (or none complete) says there were none."""
     from vhmine.eval.report import figures_line
 
-    o = {"n": 4, "accuracy": 0.5, "pair_accuracy": None, "pairs": 0, "image_accuracy": 0.25, "images": 4,
-         "incomplete_pairs": 0, "incomplete_images": 0}
+    o = {
+        "n": 4,
+        "accuracy": 0.5,
+        "pair_accuracy": None,
+        "pairs": 0,
+        "image_accuracy": 0.25,
+        "images": 4,
+        "incomplete_pairs": 0,
+        "incomplete_images": 0,
+    }
     line = figures_line(o)
-    assert line == "accuracy 50.0% over 4 item(s); no complete pairs for pair accuracy; image accuracy 25.0% over 4 image(s)"
+    assert (
+        line
+        == "accuracy 50.0% over 4 item(s); no complete pairs for pair accuracy; image accuracy 25.0% over 4 image(s)"
+    )
     assert "-%" not in figures_line({**o, "image_accuracy": None, "images": 0, "incomplete_pairs": 2})
     assert "2 pair(s) and 0 image(s) with an unscored item left out" in figures_line({**o, "incomplete_pairs": 2})
 
@@ -98,12 +118,14 @@ def test_no_complete_pairs_is_said_in_words_not_as_a_dash_percent_over_0(tmp_pat
 # --- properties: one report whatever the file's order; one figure per name in every output ------------------
 
 import pytest  # noqa: E402
-from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from helpers import ANSWER_FATES, answer_text, bench_from_spec  # noqa: E402
-
-GEN_SPEC = [("counting", "YNQ", True, True, False), ("counting", "OEQ", True, True, False), ("color", "YNQ", True, False, True),
-            ("color", "YNQ", False, True, True), ("color", "OEQ", True, False, False)]
+GEN_SPEC = [
+    ("counting", "YNQ", True, True, False),
+    ("counting", "OEQ", True, True, False),
+    ("color", "YNQ", True, False, True),
+    ("color", "YNQ", False, True, True),
+    ("color", "OEQ", True, False, False),
+]
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +164,9 @@ FATES = st.lists(st.sampled_from(ANSWER_FATES), min_size=9, max_size=9)
 
 @settings(max_examples=15)  # two evaluate runs an example
 @given(fates=FATES, order=st.permutations(range(9)), layout=st.sampled_from([".jsonl", ".csv"]))
-def test_property_any_permutation_of_a_predictions_file_gives_the_same_report(gen_bench, tmp_path_factory, fates, order, layout):
+def test_property_any_permutation_of_a_predictions_file_gives_the_same_report(
+    gen_bench, tmp_path_factory, fates, order, layout
+):
     folder, bench = gen_bench
     rows = [(it.id, answer_text(it, f)) for it, f in zip(bench, fates) if f != "missing"]
     if not rows:
@@ -160,7 +184,8 @@ def _as_number(text: str):
 
 
 def shown_figures(console: str, md: str, page: str, model: str) -> dict:
-    """key -> {output: the figure as that output prints it, a number (None: "-")} for console, report.md, report.html."""
+    """key -> {output: the figure as that output prints it, a number (None: "-")} for console, report.md,
+    report.html."""
     import html as H
 
     tables = _tables(md)
@@ -174,8 +199,12 @@ def shown_figures(console: str, md: str, page: str, model: str) -> dict:
         elif re.search(rf"no complete \w+ for {re.escape(name)}", console):
             got["console"] = [None]
         col = "overall" if key == "accuracy" else name
-        cells = [row[col] for t in tables for row in t if col in row and row.get("model") == model
-                 and row.get("mode", "overall") == "overall"]
+        cells = [
+            row[col]
+            for t in tables
+            for row in t
+            if col in row and row.get("model") == model and row.get("mode", "overall") == "overall"
+        ]
         if cells:
             got["report.md"] = [_as_number(c) for c in cells]
         cells = re.findall(rf'data-model="{re.escape(H.escape(model, quote=True))}" data-figure="{key}">([^<]*)<', page)
@@ -188,7 +217,9 @@ def shown_figures(console: str, md: str, page: str, model: str) -> dict:
 
 @settings(max_examples=15)
 @given(fates=FATES)
-def test_property_console_report_md_json_and_html_give_the_same_figure_for_every_name(gen_bench, tmp_path_factory, fates):
+def test_property_console_report_md_json_and_html_give_the_same_figure_for_every_name(
+    gen_bench, tmp_path_factory, fates
+):
     folder, bench = gen_bench
     rows = [(it.id, answer_text(it, f)) for it, f in zip(bench, fates) if f != "missing"]
     if not rows:
@@ -200,7 +231,7 @@ def test_property_console_report_md_json_and_html_give_the_same_figure_for_every
     in_json = {k: v for k, v in o.items() if k in MT.FIGURES}
     in_json.update({k: o["pair_groups"][k] for k in ("q_acc", "i_acc", "g_acc")} if o.get("pair_groups") else {})
     shown = shown_figures(res.summary(), (out / "report.md").read_text(), (out / "report.html").read_text(), "m")
-    assert set(shown) == set(in_json), (set(shown) ^ set(in_json))
+    assert set(shown) == set(in_json), set(shown) ^ set(in_json)
     for key, value in in_json.items():
         want = None if value is None else float(value) if MT.unit(key) == "count" else round(100 * value, 1)
         assert set(shown[key]) == {"console", "report.md", "report.html"}, (key, shown[key])
@@ -212,17 +243,22 @@ def test_hallusionbench_figures_are_the_same_in_console_report_md_json_and_html(
     """The real HallusionBench file: its aAcc, qAcc, fAcc, yes % diff and FP ratio (units %, %, %, signed share,
     share) read alike in every output."""
     from anchors import anchor
+
     from vhmine import formats as F
     from vhmine.eval.job import EvalOptions, evaluate
 
     src = anchor("hallusionbench/HallusionBench.json")
     p = tmp_path / "p.jsonl"
-    p.write_text("".join(json.dumps({"id": it.id, "answer": "yes" if k % 3 else "no"}) + "\n"
-                         for k, it in enumerate(F.load(src))))
+    p.write_text(
+        "".join(
+            json.dumps({"id": it.id, "answer": "yes" if k % 3 else "no"}) + "\n" for k, it in enumerate(F.load(src))
+        )
+    )
     res = evaluate(EvalOptions(bench=src, out=tmp_path / "ev", predictions=[("m", p)]))
     hb = res.report["models"]["m"]["hallusionbench"]
-    shown = shown_figures(res.summary(), (tmp_path / "ev" / "report.md").read_text(),
-                          (tmp_path / "ev" / "report.html").read_text(), "m")
+    shown = shown_figures(
+        res.summary(), (tmp_path / "ev" / "report.md").read_text(), (tmp_path / "ev" / "report.html").read_text(), "m"
+    )
     for key in ("aAcc", "qAcc", "fAcc", "yes_pct_diff", "fp_ratio"):
         want = round(100 * hb[key], 1) if MT.unit(key) == "%" else round(hb[key], 3)
         assert shown[key] == {"console": [want], "report.md": [want], "report.html": [want]}, (key, shown[key])

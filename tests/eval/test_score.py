@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from vhmine import curate as C
-
 from helpers import answer_details, make_ready_store
+
+from vhmine import curate as C
 
 
 def test_eval_labels_scorer_uses_the_verdict_that_counts(tmp_path):
@@ -31,9 +31,17 @@ def test_eval_labels_scorer_uses_the_verdict_that_counts(tmp_path):
     C.label_response(store, "alice", r3, "correct")
     store.close()
     preds = tmp_path / "m.jsonl"
-    preds.write_text("".join(json.dumps({"id": it.id, "answer": "Yes" if it.kind == "YNQ" else "an answer"}) + "\n"
-                             for it in bench))
-    evaluate(EvalOptions(bench=tmp_path / "b", out=tmp_path / "ev", predictions=[("m", preds)], oeq="labels",
-                         db=str(tmp_path / "store.db")))
+    preds.write_text(
+        "".join(json.dumps({"id": it.id, "answer": "Yes" if it.kind == "YNQ" else "an answer"}) + "\n" for it in bench)
+    )
+    evaluate(
+        EvalOptions(
+            bench=tmp_path / "b",
+            out=tmp_path / "ev",
+            predictions=[("m", preds)],
+            oeq="labels",
+            db=str(tmp_path / "store.db"),
+        )
+    )
     read_as = {i: d["read_as"] for i, d in answer_details(tmp_path / "ev", "m").items()}
     assert [read_as[i] for i in oeq] == ["wrong", "right", "unjudged", "unjudged"]

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import make_published_store
 from PIL import Image
 
-from helpers import make_published_store
 from vhmine.export.card import made_section
 from vhmine.export.job import ExportOptions, export_benchmark
 
@@ -19,10 +19,18 @@ yaml = pytest.importorskip("yaml")
 def published(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("card")
     store, ids = make_published_store(tmp)
-    export_benchmark(store, ExportOptions(out=tmp / "hf", format="hf", near_dups=None, license="cc-by-4.0",
-                                          citation="@misc{vh, title={VH}}"))
-    export_benchmark(store, ExportOptions(out=tmp / "vl", format="vlmevalkit", near_dups=None, license="cc-by-4.0",
-                                          citation="@misc{vh, title={VH}}"))  # the same publication: the same section
+    export_benchmark(
+        store,
+        ExportOptions(
+            out=tmp / "hf", format="hf", near_dups=None, license="cc-by-4.0", citation="@misc{vh, title={VH}}"
+        ),
+    )
+    export_benchmark(
+        store,
+        ExportOptions(
+            out=tmp / "vl", format="vlmevalkit", near_dups=None, license="cc-by-4.0", citation="@misc{vh, title={VH}}"
+        ),
+    )  # the same publication: the same section
     yield tmp, store, ids
     store.close()
 
@@ -58,7 +66,10 @@ def test_card_front_matter(published):
     assert configs["ynq"]["data_files"] == [{"split": "test", "path": ["data/ynq/test-00000-of-00001.parquet"]}]
     info = {c["config_name"]: c for c in front["dataset_info"]}
     feats = {f["name"]: f for f in info["default"]["features"]}
-    assert feats["image"] == {"name": "image", "dtype": "image"} and feats["answers"] == {"name": "answers", "list": "string"}
+    assert feats["image"] == {"name": "image", "dtype": "image"} and feats["answers"] == {
+        "name": "answers",
+        "list": "string",
+    }
     assert feats["truth"]["dtype"] == "bool"
     n = sum(len(v) for v in ids.values())
     assert [s["num_examples"] for s in info["default"]["splits"]] == [n]
@@ -69,10 +80,20 @@ def test_card_sections_say_how_it_was_made(published):
     tmp, _, _ = published
     text = (tmp / "hf" / "README.md").read_text()
     heads = [line for line in text.splitlines() if line.startswith("## ")]
-    assert heads == ["## The data", "## How it was made", "## Intended use", "## Limitations", "## Licence", "## Citation",
-                     "## Version and changelog"]
+    assert heads == [
+        "## The data",
+        "## How it was made",
+        "## Intended use",
+        "## Limitations",
+        "## Licence",
+        "## Citation",
+        "## Version and changelog",
+    ]
     made = text.split("## How it was made", 1)[1].split("## Intended use", 1)[0]
-    assert "3 pair(s) from mining run `t` over index `photos`: CLIP `tiny` cosine >= 0.9, DINOv2 `tiny` cosine <= 0.55" in made
+    assert (
+        "3 pair(s) from mining run `t` over index `photos`: CLIP `tiny` cosine >= 0.9, DINOv2 `tiny` cosine <= 0.55"
+        in made
+    )
     assert "| fake-vlm | drafted items that workers verified | draft@v1#test |" in made
     assert "| blind-llm | blind solver (asked without the image) | blind@v1#abcd1234 |" in made
     assert "2 worker(s), named by pseudonyms" in made and f"counting: Cohen's kappa {7 / 9:.3f} over 6 item(s)" in made
@@ -88,8 +109,14 @@ def test_other_readmes_carry_the_same_section(published):
     vl = (tmp / "vl" / "README.md").read_text()
     assert vl.startswith("# vl: a vhmine benchmark for VLMEvalKit")  # VLMEvalKit's how-to stays first
     section = vl.split("## How it was made", 1)[1]
-    assert section.strip() == (tmp / "hf" / "README.md").read_text().split("## How it was made", 1)[1].split(
-        "## Intended use", 1)[0].strip()
+    assert (
+        section.strip()
+        == (tmp / "hf" / "README.md")
+        .read_text()
+        .split("## How it was made", 1)[1]
+        .split("## Intended use", 1)[0]
+        .strip()
+    )
 
 
 def test_unspecified_licence_and_store_text_escaped(tmp_path):
@@ -103,8 +130,10 @@ def test_unspecified_licence_and_store_text_escaped(tmp_path):
     text = (tmp_path / "hf" / "README.md").read_text()
     assert _front(text)["license"] == "unknown" and "Unspecified: the publisher gave no licence" in text
     assert "<img" not in text and "| &lt;img src=x onerror=alert(1)&gt;\\|evil | drafted" in text
-    export_benchmark(store, ExportOptions(out=tmp_path / "url", format="hf", near_dups=None,
-                                          license="https://example.org/our-licence"))
+    export_benchmark(
+        store,
+        ExportOptions(out=tmp_path / "url", format="hf", near_dups=None, license="https://example.org/our-licence"),
+    )
     front = _front((tmp_path / "url" / "README.md").read_text())
     assert (front["license"], front["license_link"]) == ("other", "https://example.org/our-licence")
     store.close()
@@ -122,8 +151,25 @@ def test_cli_export_takes_the_publication_options(tmp_path):
     store, _ = make_published_store(tmp_path)
     url = store.url
     store.close()
-    r = CliRunner().invoke(app, ["export", "--db", url, "--out", str(tmp_path / "b"), "--format", "hf", "--no-near-dups",
-                                 "--license", "cc0-1.0", "--description", "Ours.", "--citation", "@misc{a}"])
+    r = CliRunner().invoke(
+        app,
+        [
+            "export",
+            "--db",
+            url,
+            "--out",
+            str(tmp_path / "b"),
+            "--format",
+            "hf",
+            "--no-near-dups",
+            "--license",
+            "cc0-1.0",
+            "--description",
+            "Ours.",
+            "--citation",
+            "@misc{a}",
+        ],
+    )
     assert r.exit_code == 0, r.output
     man = json.loads((tmp_path / "b" / "manifest.json").read_text())
     assert man["publication"] == {"license": "cc0-1.0", "description": "Ours.", "citation": "@misc{a}"}
@@ -136,27 +182,44 @@ def test_the_cards_opening_names_only_the_checks_that_ran_and_what_the_publisher
     tmp, store, _ = published
     made = (tmp / "hf" / "README.md").read_text().split("## How it was made", 1)[1]
     opening = made.split("### Images", 1)[0]
-    assert ("checked by blind review by a second worker and blind solvers (asked without the image) and exported with "
-            "`vhmine export`.") in opening  # the near-duplicate check was turned off: not named
+    assert (
+        "checked by blind review by a second worker and blind solvers (asked without the image) and exported with "
+        "`vhmine export`."
+    ) in opening  # the near-duplicate check was turned off: not named
     assert "near-duplicate" not in opening and "near duplicates" not in opening
-    assert ("The publisher must still state the images' licence (that of their source collection; vhmine does not "
-            "record it).") in opening  # --license and --citation were given
+    assert (
+        "The publisher must still state the images' licence (that of their source collection; vhmine does not "
+        "record it)."
+    ) in opening  # --license and --citation were given
     export_benchmark(store, ExportOptions(out=tmp_path / "bare", format="hf", near_dups=None))
     bare = (tmp_path / "bare" / "README.md").read_text().split("### Images", 1)[0]
-    assert ("The publisher must still state the images' licence (that of their source collection; vhmine does not "
-            "record it), the benchmark's licence (--license) and how to cite it (--citation).") in bare
+    assert (
+        "The publisher must still state the images' licence (that of their source collection; vhmine does not "
+        "record it), the benchmark's licence (--license) and how to cite it (--citation)."
+    ) in bare
     assert "pip install 'mlcroissant[parquet]'" in (tmp / "hf" / "README.md").read_text()
 
 
 def test_nothing_checked_is_said_so_and_no_reference_is_never_a_count():
-    """"0 against no reference collection": a near-duplicate search without --against says it was not checked."""
+    """ "0 against no reference collection": a near-duplicate search without --against says it was not checked."""
     from vhmine.export.croissant import filter_lines
 
-    sheet = {"blind": {"ran": False, "drop_blind": False, "left_out": 0, "solvers": []},
-             "near_duplicates": {"ran": True, "thresholds": {"clip": 0.95, "dino": 0.9}, "encoders": {}, "within_export": 2,
-                                 "against_reference": 0, "reference": None, "generated_against_source": 0}}
+    sheet = {
+        "blind": {"ran": False, "drop_blind": False, "left_out": 0, "solvers": []},
+        "near_duplicates": {
+            "ran": True,
+            "thresholds": {"clip": 0.95, "dino": 0.9},
+            "encoders": {},
+            "within_export": 2,
+            "against_reference": 0,
+            "reference": None,
+            "generated_against_source": 0,
+        },
+    }
     lines = filter_lines(sheet)
     assert "no reference collection" not in " ".join(lines) and "0 against" not in " ".join(lines)
-    assert lines[1].endswith("none removed. The images were not checked against a reference collection (export --against).")
+    assert lines[1].endswith(
+        "none removed. The images were not checked against a reference collection (export --against)."
+    )
     sheet["near_duplicates"].update(reference="coco", against_reference=3)
     assert "3 against reference coco, 0 generated image(s)" in filter_lines(sheet)[1]

@@ -14,14 +14,15 @@ import subprocess
 import sys
 
 import pytest
-
 from helpers import write_pairs, write_photos
 
 WORKERS = ("alice", "bob", "carol", "dave")
 
 
 def _vhmine(cwd, *args, ok=True):
-    r = subprocess.run([sys.executable, "-m", "vhmine.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "vhmine.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
     if ok:
         assert r.returncode == 0, f"vhmine {' '.join(args)} -> {r.returncode}\n{r.stdout}\n{r.stderr}"
     return r
@@ -45,9 +46,20 @@ def _erratum(store, admin, instance_id, answers, reason, flagged_by):
         inst = s.get(Instance, instance_id)
         before = list(inst.answers)
         inst.answers, inst.updated_by, inst.updated_at = answers, admin, utcnow()
-        s.add(Action(worker=admin, kind="errata_accept", task_id=inst.task_id, created_at=utcnow(),
-                     payload={"instance_id": instance_id, "reason": reason, "flagged_by": flagged_by,
-                              "changes": {"answers": [before, answers]}}))
+        s.add(
+            Action(
+                worker=admin,
+                kind="errata_accept",
+                task_id=inst.task_id,
+                created_at=utcnow(),
+                payload={
+                    "instance_id": instance_id,
+                    "reason": reason,
+                    "flagged_by": flagged_by,
+                    "changes": {"answers": [before, answers]},
+                },
+            )
+        )
 
 
 @pytest.fixture()
@@ -57,8 +69,12 @@ def workdir(tmp_path):
     from vhmine.store import open_store
 
     store = open_store(tmp_path / "store.db")
-    seed_pairs(store, write_pairs(tmp_path / "runs" / "t", write_photos(tmp_path / "photos", ("astronaut", "coffee", "rocket"))),
-               per_mode=2, modes=["counting", "color"])
+    seed_pairs(
+        store,
+        write_pairs(tmp_path / "runs" / "t", write_photos(tmp_path / "photos", ("astronaut", "coffee", "rocket"))),
+        per_mode=2,
+        modes=["counting", "color"],
+    )
     for w in WORKERS:
         C.add_worker(store, w, admin=(w == "carol"))
     first = _annotate(store, "alice", "counting", "counting.how_many", {"object": "cats"}, "3", "2")
@@ -91,8 +107,13 @@ def test_changelog_since_an_earlier_export(workdir):
     m2 = json.loads((tmp / "v2" / "manifest.json").read_text())
     assert m2["version"] == "1.1.0"  # items came and went: semver minor
     assert m2["content_hash"] != m1["content_hash"]
-    assert {k: m2["since"][k] for k in ("version", "path", "added", "removed", "changed")} == \
-        {"version": "1.0.0", "path": "v1", "added": 6, "removed": 4, "changed": 1}
+    assert {k: m2["since"][k] for k in ("version", "path", "added", "removed", "changed")} == {
+        "version": "1.0.0",
+        "path": "v1",
+        "added": 6,
+        "removed": 4,
+        "changed": 1,
+    }
     assert {"CHANGELOG.md", "changelog.json"} <= set(m2["files"])  # checksummed like every other file
 
     log = json.loads((tmp / "v2" / "changelog.json").read_text())
@@ -111,16 +132,23 @@ def test_changelog_since_an_earlier_export(workdir):
 
     md = (tmp / "v2" / "CHANGELOG.md").read_text()
     assert md.startswith("# v2 1.1.0: changes since 1.0.0")
-    assert f"| {fixed} | counting | OEQ | How many cats are there in the picture? | answers: ['3'] → ['4'] | {pc} | " \
-           "one cat hides behind the chair: 4, not 3 |" in md
+    assert (
+        f"| {fixed} | counting | OEQ | How many cats are there in the picture? | answers: ['3'] → ['4'] | {pc} | "
+        "one cat hides behind the chair: 4, not 3 |" in md
+    )
     for text in (md, (tmp / "v2" / "changelog.json").read_text(), (tmp / "v2" / "manifest.json").read_text()):
         for w in WORKERS:  # no worker's name in an export without --with-provenance (reasons and payloads too)
             assert w not in text
 
     # with --with-provenance the names stay; a version that does not come after the earlier one is refused
-    _vhmine(tmp, "export", "--db", db, "--out", "v2-internal", "--since", "v1", "--version", "1.1.0", "--with-provenance")
+    _vhmine(
+        tmp, "export", "--db", db, "--out", "v2-internal", "--since", "v1", "--version", "1.1.0", "--with-provenance"
+    )
     internal = json.loads((tmp / "v2-internal" / "changelog.json").read_text())
-    assert internal["changed"][0]["by"] == ["carol"] and internal["changed"][0]["actions"][0]["details"]["flagged_by"] == "dave"
+    assert (
+        internal["changed"][0]["by"] == ["carol"]
+        and internal["changed"][0]["actions"][0]["details"]["flagged_by"] == "dave"
+    )
     bad = _vhmine(tmp, "export", "--db", db, "--out", "v-bad", "--since", "v1", "--version", "1.0.0", ok=False)
     assert bad.returncode == 2 and "--version 1.0.0 does not come after version 1.0.0 of v1" in bad.stderr
     assert not (tmp / "v-bad").exists()
@@ -157,16 +185,33 @@ def test_names_are_whole_tokens_and_a_name_that_is_a_content_word_stays_a_word(w
     with open_store(db) as store:
         with store.session() as s:
             for n in ("ann.", "lee-"):
-                s.add(Worker(name=n, token_hash=n, is_admin=False, active=True, created_at=utcnow(), token_generation=0))
+                s.add(
+                    Worker(name=n, token_hash=n, is_admin=False, active=True, created_at=utcnow(), token_generation=0)
+                )
         C.add_worker(store, "red")
         key = pseudonym_key(store)
     _vhmine(tmp, "export", "--db", db, "--out", "v1", "--version", "1")
     with open_store(db) as store:
         with store.session(write=False) as s:
-            cup = next(i for i in s.query(Instance).all() if i.question == "What color is the cup?" and i.answers == ["red"])
-        _erratum(store, "ann.", cup.id, ["dark red"], "the cup is red, darker than that; lee- and red saw it too, ask ann.",
-                 flagged_by="lee-")
-        _erratum(store, "red", first.instance_ids[0], ["4"], "four cats: counted twice by red, and by lee-.", flagged_by="ann.")
+            cup = next(
+                i for i in s.query(Instance).all() if i.question == "What color is the cup?" and i.answers == ["red"]
+            )
+        _erratum(
+            store,
+            "ann.",
+            cup.id,
+            ["dark red"],
+            "the cup is red, darker than that; lee- and red saw it too, ask ann.",
+            flagged_by="lee-",
+        )
+        _erratum(
+            store,
+            "red",
+            first.instance_ids[0],
+            ["4"],
+            "four cats: counted twice by red, and by lee-.",
+            flagged_by="ann.",
+        )
     _vhmine(tmp, "export", "--db", db, "--out", "v2", "--since", "v1")
 
     pann, plee, pred = (pseudonym(n, key) for n in ("ann.", "lee-", "red"))
@@ -174,7 +219,10 @@ def test_names_are_whole_tokens_and_a_name_that_is_a_content_word_stays_a_word(w
     changed = {e["id"]: e for e in log["changed"]}
     c = changed[cup.id]
     assert c["why"] == [f"the cup is red, darker than that; {plee} and red saw it too, ask {pann}"]
-    assert c["by"] == [pann] and c["actions"][0]["details"] == {"flagged_by": plee, "changes": {"answers": [["red"], ["dark red"]]}}
+    assert c["by"] == [pann] and c["actions"][0]["details"] == {
+        "flagged_by": plee,
+        "changes": {"answers": [["red"], ["dark red"]]},
+    }
     assert c["fields"] == {"answers": [["red"], ["dark red"]]}
     n = changed[first.instance_ids[0]]
     assert n["why"] == [f"four cats: counted twice by {pred}, and by {plee}."]  # "red" is no word of a counting item

@@ -22,7 +22,9 @@ WORKERS = ("alice", "bob", "carol", "dave")
 
 
 def _vhmine(cwd, *args):
-    r = subprocess.run([sys.executable, "-m", "vhmine.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "vhmine.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
     assert r.returncode == 0, f"vhmine {' '.join(args)} -> {r.returncode}\n{r.stdout}\n{r.stderr}"
     return r
 
@@ -30,7 +32,9 @@ def _vhmine(cwd, *args):
 def _oeq(store, question, image_index):
     from vhmine import curate as C
 
-    return sorted((r for r in C.ready_instances(store) if r.question == question), key=lambda r: r.image_id)[image_index]
+    return sorted((r for r in C.ready_instances(store) if r.question == question), key=lambda r: r.image_id)[
+        image_index
+    ]
 
 
 def _texts(folder: Path):
@@ -88,12 +92,20 @@ def test_errata_reach_the_changelog_with_who_and_why(flagged):
     removed = {e["question"] for e in log["removed"]}
     assert removed == {"Are there exactly 2 cats in the picture?"} and len(log["removed"]) == 2
     assert all(e["state"].startswith("discarded: erratum ") and e["by"] == [pc] for e in log["removed"])
-    assert all(ev["kind"] == "errata_accept" and ev["why"].startswith("erratum ") for e in log["removed"] for ev in e["actions"])
+    assert all(
+        ev["kind"] == "errata_accept" and ev["why"].startswith("erratum ")
+        for e in log["removed"]
+        for ev in e["actions"]
+    )
     # the one question never drafted before waits for alice, who wrote the question, on each image: listed as
     # derived (by the first decision, 3 -> 4), nothing of the undone 2 -> 5
     drafts = sorted((e["what"], e["instance_id"]) for e in log["derived"])
-    assert drafts == sorted([("new draft: Are there exactly 4 cats in the picture? → yes", cats_a.id),
-                             ("new draft: Are there exactly 4 cats in the picture? → no", cats_a.id)])
+    assert drafts == sorted(
+        [
+            ("new draft: Are there exactly 4 cats in the picture? → yes", cats_a.id),
+            ("new draft: Are there exactly 4 cats in the picture? → no", cats_a.id),
+        ]
+    )
     assert all(e["worker"] == pc for e in log["derived"])
 
     a = changed[cats_a.id]
@@ -112,14 +124,18 @@ def test_errata_reach_the_changelog_with_who_and_why(flagged):
     assert b["by"] == sorted([pc, pd])
 
     md = (tmp / "v2" / "CHANGELOG.md").read_text()
-    assert f"| {cats_a.id} | counting | OEQ | How many cats are there in the picture? | answers: ['3'] → ['4'] | " \
-           f"{', '.join(sorted([pb, pc]))} | four cats, one behind the sofa; four cats, one behind the sofa |" in md
+    assert (
+        f"| {cats_a.id} | counting | OEQ | How many cats are there in the picture? | answers: ['3'] → ['4'] | "
+        f"{', '.join(sorted([pb, pc]))} | four cats, one behind the sofa; four cats, one behind the sofa |" in md
+    )
     assert "five at a glance" not in md and "'5'" not in md and cup_a.id not in md
     for path, text in _texts(tmp / "v2"):  # no worker's name anywhere in the export
         for w in WORKERS:
             assert w not in text, f"{w} in {path.name}"
 
-    _vhmine(tmp, "export", "--db", db, "--out", "v2-internal", "--since", "v1", "--allow-unbalanced", "--with-provenance")
+    _vhmine(
+        tmp, "export", "--db", db, "--out", "v2-internal", "--since", "v1", "--allow-unbalanced", "--with-provenance"
+    )
     internal = {e["id"]: e for e in json.loads((tmp / "v2-internal" / "changelog.json").read_text())["changed"]}
     assert internal[cats_a.id]["by"] == ["bob", "carol"]
     assert internal[cats_a.id]["actions"][1]["details"]["flagged_by"] == "bob"

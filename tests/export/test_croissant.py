@@ -12,15 +12,22 @@ import sys
 
 import numpy as np
 import pytest
-
 from helpers import make_published_store
+
 from vhmine import formats as F
 from vhmine.export.job import ExportOptions, export_benchmark
 
 mlc = pytest.importorskip("mlcroissant", reason="the Croissant tests need mlcroissant (pip install 'vhmine[test]')")
 
-KINDS = {"hf": "both", "lmms-eval": "both", "pope": "ynq", "llava": "both", "hallusionbench": "ynq", "vlmevalkit": "both",
-         "vhtest": "both"}
+KINDS = {
+    "hf": "both",
+    "lmms-eval": "both",
+    "pope": "ynq",
+    "llava": "both",
+    "hallusionbench": "ynq",
+    "vlmevalkit": "both",
+    "vhtest": "both",
+}
 WITH_IMAGES = ("hf", "lmms-eval", "pope", "llava", "hallusionbench")  # Croissant reads their items and images
 
 
@@ -52,7 +59,9 @@ def _pixels(img) -> np.ndarray:
 
 
 def _validate(path) -> None:
-    cli = subprocess.run([sys.executable, "-m", "mlcroissant", "validate", "--jsonld", str(path)], capture_output=True, text=True)
+    cli = subprocess.run(
+        [sys.executable, "-m", "mlcroissant", "validate", "--jsonld", str(path)], capture_output=True, text=True
+    )
     if cli.returncode != 0 and "No module named mlcroissant.__main__" in cli.stderr:
         cli = subprocess.run(["mlcroissant", "validate", "--jsonld", str(path)], capture_output=True, text=True)
     log = cli.stdout + cli.stderr
@@ -64,8 +73,10 @@ def _records(folder) -> dict[str, list[dict]]:
     ds = mlc.Dataset(jsonld=str(folder / "croissant.json"))
     issues = ds.metadata.ctx.issues
     assert not issues.errors and not issues.warnings, issues.report()
-    return {rs.name: [{k.split("/", 1)[1]: v for k, v in r.items()} for r in ds.records(record_set=rs.name)]
-            for rs in ds.metadata.record_sets}
+    return {
+        rs.name: [{k.split("/", 1)[1]: v for k, v in r.items()} for r in ds.records(record_set=rs.name)]
+        for rs in ds.metadata.record_sets
+    }
 
 
 @pytest.mark.parametrize("fmt", WITH_IMAGES)
@@ -84,7 +95,12 @@ def test_croissant_yields_every_item_with_its_image(exports, fmt):
             iid = _text(r["id"])
             seen[iid] = seen.get(iid, 0) + 1
             it = want[iid]
-            assert (_text(r["question"]), _text(r["mode"]), _text(r["kind"]), r["truth"]) == (it.question, it.mode, it.kind, it.truth)
+            assert (_text(r["question"]), _text(r["mode"]), _text(r["kind"]), r["truth"]) == (
+                it.question,
+                it.mode,
+                it.kind,
+                it.truth,
+            )
             assert _text(r["answers"]) == list(it.answers) and _text(r["group_id"]) == it.group_id
             # the record's image is this item's picture, decoded (not merely some image)
             assert np.array_equal(_pixels(r["image"]), _pixels(bench.image_bytes(it))), iid
@@ -126,14 +142,19 @@ def test_every_file_is_in_the_distribution_with_its_sha256(exports, fmt):
     folder = tmp / fmt
     doc = json.loads((folder / "croissant.json").read_text())
     objs = {d["@id"]: d for d in doc["distribution"] if d["@type"] == "cr:FileObject"}
-    files = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()} - {"croissant.json", "manifest.json"}
+    files = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()} - {
+        "croissant.json",
+        "manifest.json",
+    }
     assert set(objs) == files
     for rel, d in objs.items():
         assert d["sha256"] == hashlib.sha256((folder / rel).read_bytes()).hexdigest()
         assert d["contentSize"] == f"{(folder / rel).stat().st_size} B"
     # and the manifest checksums croissant.json, so that an export with --replace still knows it as its own
     man = json.loads((folder / "manifest.json").read_text())
-    assert man["files"]["croissant.json"]["sha256"] == hashlib.sha256((folder / "croissant.json").read_bytes()).hexdigest()
+    assert (
+        man["files"]["croissant.json"]["sha256"] == hashlib.sha256((folder / "croissant.json").read_bytes()).hexdigest()
+    )
 
 
 def test_rai_fields_come_from_the_store(exports):
@@ -146,7 +167,10 @@ def test_rai_fields_come_from_the_store(exports):
     assert "2 worker(s), named by pseudonyms" in protocol
     assert "6 item(s) started as model drafts (fake-vlm with prompt draft@v1#test: 6 accepted, 0 edited)" in protocol
     # counting: bob answered alice's 6 items blind and differed on one open answer: Cohen's kappa (5/6 - 1/4) / (3/4)
-    assert f"counting: Cohen's kappa {7 / 9:.3f} over 6 item(s), 2 worker(s), 1 disagreement(s)." in m.data_annotation_analysis
+    assert (
+        f"counting: Cohen's kappa {7 / 9:.3f} over 6 item(s), 2 worker(s), 1 disagreement(s)."
+        in m.data_annotation_analysis
+    )
     assert "color: no blind reviews, agreement not measured." in m.data_annotation_analysis
     assert any("blind-llm (prompt blind@v1#abcd1234): blind solver" == t for t in m.machine_annotation_tools)
     pre = " ".join(m.data_preprocessing_protocol)
@@ -157,25 +181,41 @@ def test_rai_fields_come_from_the_store(exports):
     assert m.data_manipulation_protocol == "No image was edited."
     assert m.license == ["unspecified: the publisher gave no licence (vhmine export --license)"]
     assert m.cite_as.startswith("unspecified")
-    made = sorted(v["created_at"][:10] for v in json.loads((tmp / "hf" / "manifest.json").read_text())["instances"].values())
+    made = sorted(
+        v["created_at"][:10] for v in json.loads((tmp / "hf" / "manifest.json").read_text())["instances"].values()
+    )
     assert {d.date().isoformat() for d in m.data_collection_timeframe} == {made[0], made[-1]}  # JSON-LD: a set of dates
     doc = json.loads((tmp / "hf" / "croissant.json").read_text())
     assert doc["rai:dataCollectionTimeframe"] == doc["rai:dataCollectionTimeFrame"]  # both spellings (module docstring)
-    assert b"alice" not in (tmp / "hf" / "croissant.json").read_bytes() and b"bob" not in (tmp / "hf" / "croissant.json").read_bytes()
+    assert (
+        b"alice" not in (tmp / "hf" / "croissant.json").read_bytes()
+        and b"bob" not in (tmp / "hf" / "croissant.json").read_bytes()
+    )
 
 
 def test_the_publishers_licence_description_and_citation(tmp_path):
     store, _ = make_published_store(tmp_path)
     bib = "@inproceedings{vh2025,\n  title={A benchmark},\n  year={2025}\n}"
-    export_benchmark(store, ExportOptions(out=tmp_path / "b", format="pope", kind="ynq", near_dups=None, license="cc-by-4.0",
-                                          description="Our yes/no benchmark.", citation=bib))
+    export_benchmark(
+        store,
+        ExportOptions(
+            out=tmp_path / "b",
+            format="pope",
+            kind="ynq",
+            near_dups=None,
+            license="cc-by-4.0",
+            description="Our yes/no benchmark.",
+            citation=bib,
+        ),
+    )
     m = mlc.Dataset(jsonld=str(tmp_path / "b" / "croissant.json")).metadata
     assert m.license == ["cc-by-4.0"] and m.cite_as == bib
     assert m.description.startswith("Our yes/no benchmark.\n\n") and "12 question(s)" in m.description
     # the benchmark's licence is not the images': vhmine does not record theirs, and says the publisher must state it
     assert "cc-by-4.0" not in m.data_collection_raw_data
-    assert ("their licence is that of their source collection, which vhmine does not record: unspecified by the "
-            "publisher.") in m.data_collection_raw_data
+    assert (
+        "their licence is that of their source collection, which vhmine does not record: unspecified by the publisher."
+    ) in m.data_collection_raw_data
     man = json.loads((tmp_path / "b" / "manifest.json").read_text())
     assert man["publication"] == {"license": "cc-by-4.0", "description": "Our yes/no benchmark.", "citation": bib}
     store.close()

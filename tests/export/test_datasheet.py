@@ -7,6 +7,7 @@ import json
 from dataclasses import replace
 
 from helpers import make_published_store
+
 from vhmine.bench import BenchItem, Benchmark
 from vhmine.export.datasheet import limitations, margin_pp
 from vhmine.export.job import ExportOptions, export_benchmark
@@ -21,14 +22,27 @@ def test_datasheet_tells_how_each_item_was_made(tmp_path):
     a = sheet["annotation"]
     # alice wrote counting and color (12), bob verified the model's existence draft (6)
     assert a["items_by_worker"] == {pseudonym("alice", key): 12, pseudonym("bob", key): 6} and a["workers"] == 2
-    assert a["from_model_drafts"] == {"items": 6, "drafts": [{"model": "fake-vlm", "prompt": "draft@v1#test",
-                                                               "accepted": 6, "edited": 0}]}
+    assert a["from_model_drafts"] == {
+        "items": 6,
+        "drafts": [{"model": "fake-vlm", "prompt": "draft@v1#test", "accepted": 6, "edited": 0}],
+    }
     assert a["written_by_workers"] == 12 and a["ynq_drafted_from_oeq"] == 8  # counting's and color's yes/no variants
     assert a["reviewed"] == {"existence": 0, "color": 0, "counting": 6}
-    assert a["agreement"]["counting"] == {"statistic": "cohen", "kappa": round(7 / 9, 4), "items": 6, "raters": 2,
-                                          "disagreements": 1}
+    assert a["agreement"]["counting"] == {
+        "statistic": "cohen",
+        "kappa": round(7 / 9, 4),
+        "items": 6,
+        "raters": 2,
+        "disagreements": 1,
+    }
     run = sheet["collection"]["runs"][0]
-    assert (run["run"], run["index"], run["pairs"], run["clip_threshold"], run["dino_threshold"]) == ("t", "photos", 3, 0.9, 0.55)
+    assert (run["run"], run["index"], run["pairs"], run["clip_threshold"], run["dino_threshold"]) == (
+        "t",
+        "photos",
+        3,
+        0.9,
+        0.55,
+    )
     assert sheet["collection"]["by_source"] == {"mined": 3}
     assert sheet["blind"]["ran"] and sheet["blind"]["solvers"][0]["model"] == "blind-llm"
     assert sheet["near_duplicates"] == {"ran": False, "reason": "turned off (--no-near-dups)"}
@@ -48,17 +62,25 @@ def test_datasheet_tells_how_each_item_was_made(tmp_path):
 
 def _bench(n_per_mode: int, yes: int, no: int) -> Benchmark:
     it = BenchItem("x", "counting", "YNQ", "Is it?", ("Yes",), True, None, "i", None, {})
-    items = [replace(it, id=f"y{k}", truth=True) for k in range(yes)] + [replace(it, id=f"n{k}", truth=False) for k in range(no)]
+    items = [replace(it, id=f"y{k}", truth=True) for k in range(yes)] + [
+        replace(it, id=f"n{k}", truth=False) for k in range(no)
+    ]
     items += [replace(it, id=f"o{k}", kind="OEQ", truth=None, answers=("3",)) for k in range(n_per_mode - yes - no)]
     return Benchmark("b", items)
 
 
 def _sheet(**over) -> dict:
-    sheet = {"annotation": {"workers": 3, "reviewed": {"counting": 40}, "own_questions": 0,
-                            "agreement": {"counting": {"kappa": 0.9}}},
-             "blind": {"ran": True, "drop_blind": True, "solvers": []},
-             "near_duplicates": {"ran": True, "reference": "coco", "within_export": 0},
-             "collection": {"runs": [], "by_source": {"mined": 10}}}
+    sheet = {
+        "annotation": {
+            "workers": 3,
+            "reviewed": {"counting": 40},
+            "own_questions": 0,
+            "agreement": {"counting": {"kappa": 0.9}},
+        },
+        "blind": {"ran": True, "drop_blind": True, "solvers": []},
+        "near_duplicates": {"ran": True, "reference": "coco", "within_export": 0},
+        "collection": {"runs": [], "by_source": {"mined": 10}},
+    }
     for k, v in over.items():
         sheet[k] = {**sheet[k], **v}
     return sheet
@@ -68,12 +90,18 @@ def test_limitations_follow_the_facts():
     assert round(margin_pp(400), 1) == 4.9 and round(margin_pp(12)) == 28
     big = limitations(_bench(400, 150, 150), _sheet())
     # a well-made benchmark: only what vhmine never knows about images
-    assert big == ["The licence and consent status of the images are those of their source collection; vhmine records "
-                   "neither, and does not screen images for people or personal data."]
-    small = limitations(_bench(12, 4, 6), _sheet(annotation={"workers": 1, "reviewed": {"counting": 0},
-                                                             "agreement": {"counting": {"kappa": 0.41}}},
-                                                 near_duplicates={"ran": False, "reason": "no index"},
-                                                 blind={"ran": False}))
+    assert big == [
+        "The licence and consent status of the images are those of their source collection; vhmine records "
+        "neither, and does not screen images for people or personal data."
+    ]
+    small = limitations(
+        _bench(12, 4, 6),
+        _sheet(
+            annotation={"workers": 1, "reviewed": {"counting": 0}, "agreement": {"counting": {"kappa": 0.41}}},
+            near_duplicates={"ran": False, "reason": "no index"},
+            blind={"ran": False},
+        ),
+    )
     text = "\n".join(small)
     assert "counting has 12 item(s) (95% margin of an accuracy about ±28 points)" in text
     assert "not 50/50 in counting" in text and "Every item was written by one worker." in text

@@ -21,8 +21,25 @@ def _embed(runner, folder, name, indexes, tiny_models):
     from vhmine.cli import app
 
     clip, dino = tiny_models
-    res = runner.invoke(app, ["embed", str(folder), "--name", name, "--clip-model", clip, "--dino-model", dino,
-                              "--indexes", str(indexes), "--device", "cpu", "--workers", "0"])
+    res = runner.invoke(
+        app,
+        [
+            "embed",
+            str(folder),
+            "--name",
+            name,
+            "--clip-model",
+            clip,
+            "--dino-model",
+            dino,
+            "--indexes",
+            str(indexes),
+            "--device",
+            "cpu",
+            "--workers",
+            "0",
+        ],
+    )
     assert res.exit_code == 0, res.output
     return indexes / name
 
@@ -53,23 +70,33 @@ def _setup(tmp_path, tiny_models):
     pairs = write_pairs(tmp_path / "runs" / "t", photos)
     run_json = pairs.parent / "run.json"  # as `vhmine mine` writes it: the index the pairs came from
     meta = json.loads(run_json.read_text())
-    meta.update(index="home", index_folder=str(home.resolve()),
-                encoders=json.loads((home / "manifest.json").read_text())["encoders"])
+    meta.update(
+        index="home",
+        index_folder=str(home.resolve()),
+        encoders=json.loads((home / "manifest.json").read_text())["encoders"],
+    )
     run_json.write_text(json.dumps(meta))
     store = open_store(tmp_path / "store.db")
     seed_pairs(store, pairs, per_mode=1, modes=["counting", "color"])
     C.add_worker(store, "alice")
-    for mode, tpl, slots, a_ans, b_ans in (("counting", "counting.how_many", {"object": "cats"}, "3", "2"),
-                                           ("color", "color.what_color", {"object": "cup"}, "red", "blue")):
+    for mode, tpl, slots, a_ans, b_ans in (
+        ("counting", "counting.how_many", {"object": "cats"}, "3", "2"),
+        ("color", "color.what_color", {"object": "cup"}, "red", "blue"),
+    ):
         item = C.next_item(store, "alice", mode)
         a, b = (v.id for v in item.images)
         C.save_annotation(store, "alice", item.task_id, C.Annotation(tpl, slots, answers={a: a_ans, b: b_ans}))
-    C.add_generation(store, gen_dir / "astronaut-copy.jpg", "counting", "an astronaut", backend="openai", model="dall-e-3")
+    C.add_generation(
+        store, gen_dir / "astronaut-copy.jpg", "counting", "an astronaut", backend="openai", model="dall-e-3"
+    )
     item = C.next_item(store, "alice", "counting")
-    C.save_annotation(store, "alice", item.task_id,
-                      C.Annotation("counting.how_many", {"object": "flags"}, answers={item.images[0].id: "1"}))
-    ids = {p.stem: hashlib.sha256(p.read_bytes()).hexdigest()[:16]
-           for p in photos + [gen_dir / "astronaut-copy.jpg"]}
+    C.save_annotation(
+        store,
+        "alice",
+        item.task_id,
+        C.Annotation("counting.how_many", {"object": "flags"}, answers={item.images[0].id: "1"}),
+    )
+    ids = {p.stem: hashlib.sha256(p.read_bytes()).hexdigest()[:16] for p in photos + [gen_dir / "astronaut-copy.jpg"]}
     store.close()
     return indexes, ids
 
@@ -86,8 +113,25 @@ def test_near_duplicates_within_against_reference_and_generated(tmp_path, tiny_m
     indexes, ids = _setup(tmp_path, tiny_models)
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "bench"
-    res = CliRunner().invoke(app, ["export", "--out", str(out), "--db", str(tmp_path / "store.db"), "--kind", "oeq",
-                                   "--against", "ref", "--indexes", str(indexes), "--device", "cpu", *TH])
+    res = CliRunner().invoke(
+        app,
+        [
+            "export",
+            "--out",
+            str(out),
+            "--db",
+            str(tmp_path / "store.db"),
+            "--kind",
+            "oeq",
+            "--against",
+            "ref",
+            "--indexes",
+            str(indexes),
+            "--device",
+            "cpu",
+            *TH,
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "near duplicates: 1 pair(s) within the export, 2 against ref, 1 generated" in res.output
     nd = json.loads((out / "manifest.json").read_text())["near_duplicates"]
@@ -96,8 +140,12 @@ def test_near_duplicates_within_against_reference_and_generated(tmp_path, tiny_m
     enc = nd["decided_by"]["encoders"]
     assert enc["clip"]["spec"].startswith("local-dir:") and enc["dino"]["dim"] == 32
     assert nd["decided_by"]["encoders_from_index"] == "ref"
-    assert nd["decided_by"]["thresholds"] == {"clip": 0.999, "dino": 0.999, "inclusive": True,
-                                              "rule": "CLIP cosine >= clip AND DINOv2 cosine >= dino"}
+    assert nd["decided_by"]["thresholds"] == {
+        "clip": 0.999,
+        "dino": 0.999,
+        "inclusive": True,
+        "rule": "CLIP cosine >= clip AND DINOv2 cosine >= dino",
+    }
     assert str(tmp_path) not in json.dumps(nd)  # public paths only (relative to the working folder)
     models = Path(tiny_models[0].partition(":")[2]).parent  # the tiny encoders live outside the working folder
     assert str(models) not in json.dumps(nd) and enc["clip"]["model"] == "local-dir:clip"
@@ -116,21 +164,30 @@ def test_near_duplicates_within_against_reference_and_generated(tmp_path, tiny_m
     # the generated image against the collection it came from (the mining run's index)
     assert nd["generated_checked_against"] == ["home"]
     assert [(g["a"]["image_id"], g["b"]["index"], g["b"]["image_id"]) for g in nd["generated_against_source"]] == [
-        (copy, "home", astro)]
+        (copy, "home", astro)
+    ]
     assert nd["generated_against_source"][0]["b"]["path"] == "astronaut.png"
     # the page shows them side by side, self-contained (thumbnails as data URLs)
     page = (out / "near_duplicates.html").read_text()
     assert page.count("<tr>") == 1 + 1 + 2 + 1 + 2  # header rows of the three tables, then 1 + 2 + 1 pairs
     assert page.count("data:image/jpeg;base64,") == 2 * 4
     assert copy in page and big["image_id"] in page and ids["coffee"] not in page and ids["rocket"] not in page
-    assert "src=\"http" not in page and "file:" not in page
+    assert 'src="http' not in page and "file:" not in page
     man = json.loads((out / "manifest.json").read_text())
     assert "near_duplicates.html" in man["files"]
     # the datasheet and croissant.json say the check ran, with what, and what it found; and the generated image
     sheet = man["datasheet"]
-    assert sheet["near_duplicates"] == {"ran": True, "encoders": enc, "thresholds": nd["decided_by"]["thresholds"],
-                                        "within_export": 1, "reference": "ref", "against_reference": 2,
-                                        "generated_against_source": 1, "overruled": 0, "removed": 0}
+    assert sheet["near_duplicates"] == {
+        "ran": True,
+        "encoders": enc,
+        "thresholds": nd["decided_by"]["thresholds"],
+        "within_export": 1,
+        "reference": "ref",
+        "against_reference": 2,
+        "generated_against_source": 1,
+        "overruled": 0,
+        "removed": 0,
+    }
     assert sheet["collection"]["by_source"] == {"generated": 1, "mined": 3}
     assert [(g["backend"], g["model"], g["images"]) for g in sheet["generated"]] == [("openai", "dall-e-3", 1)]
     rai = json.loads((out / "croissant.json").read_text())
@@ -147,22 +204,30 @@ def test_near_dups_without_reference_uses_the_mining_index(tmp_path, tiny_models
 
     indexes, ids = _setup(tmp_path, tiny_models)
     with open_store(tmp_path / "store.db") as store:
-        export_benchmark(store, ExportOptions(out=tmp_path / "b", format="vhtest", kind="oeq", near_dups=DupOptions(
-            clip_min=0.999, dino_min=0.999, device="cpu")))
+        export_benchmark(
+            store,
+            ExportOptions(
+                out=tmp_path / "b",
+                format="vhtest",
+                kind="oeq",
+                near_dups=DupOptions(clip_min=0.999, dino_min=0.999, device="cpu"),
+            ),
+        )
     nd = json.loads((tmp_path / "b" / "manifest.json").read_text())["near_duplicates"]
     assert nd["decided_by"]["encoders_from_index"] == "home" and nd["reference"] is None
     assert _ids(nd["within_export"]) == [tuple(sorted((ids["astronaut"], ids["astronaut-copy"])))]
     assert nd["against_reference"] == []
     assert [(g["a"]["image_id"], g["b"]["image_id"]) for g in nd["generated_against_source"]] == [
-        (ids["astronaut-copy"], ids["astronaut"])]
+        (ids["astronaut-copy"], ids["astronaut"])
+    ]
 
 
 def test_near_dups_needs_an_index_and_says_so(tmp_path):
+    from helpers import make_ready_store
+
     from vhmine.errors import InputError
     from vhmine.export.job import ExportOptions, export_benchmark
     from vhmine.export.neardup import DupOptions
-
-    from helpers import make_ready_store
 
     store = make_ready_store(tmp_path)  # its run.json names no index
     try:
@@ -179,8 +244,10 @@ def _export(tmp_path, out, *args):
 
     from vhmine.cli import app
 
-    res = CliRunner().invoke(app, ["export", "--out", str(out), "--db", str(tmp_path / "store.db"), "--kind", "oeq",
-                                   "--device", "cpu", *args])
+    res = CliRunner().invoke(
+        app,
+        ["export", "--out", str(out), "--db", str(tmp_path / "store.db"), "--kind", "oeq", "--device", "cpu", *args],
+    )
     assert res.exit_code == 0, res.output
     return json.loads((out / "manifest.json").read_text())["near_duplicates"], res.output
 
@@ -245,11 +312,10 @@ def test_near_dups_on_by_default_and_overruled_by_a_worker(tmp_path, tiny_models
 def test_near_dups_default_without_an_index_is_recorded_as_not_run(tmp_path):
     """A store from a hand-written pairs table has no index: the default check does not run, the export
     succeeds and its manifest says why; an explicit --near-dups is an error that says what to do."""
+    from helpers import make_ready_store
     from typer.testing import CliRunner
 
     from vhmine.cli import app
-
-    from helpers import make_ready_store
 
     make_ready_store(tmp_path).close()
     db = str(tmp_path / "store.db")
@@ -260,8 +326,9 @@ def test_near_dups_default_without_an_index_is_recorded_as_not_run(tmp_path):
     assert "near duplicates: NOT checked" in res.output
     res = CliRunner().invoke(app, ["export", "--out", str(tmp_path / "c"), "--db", db, "--near-dups"])
     assert res.exit_code == 2 and "pass --against INDEX" in res.output and not (tmp_path / "c").exists()
-    res = CliRunner().invoke(app, ["export", "--out", str(tmp_path / "c"), "--db", db, "--no-near-dups",
-                                   "--against", "ref"])
+    res = CliRunner().invoke(
+        app, ["export", "--out", str(tmp_path / "c"), "--db", db, "--no-near-dups", "--against", "ref"]
+    )
     assert res.exit_code == 2 and "pass one of them" in res.output
 
 
@@ -271,23 +338,29 @@ def test_flags_page_shows_near_duplicates_side_by_side_and_overrules(tmp_path, m
     import pytest
 
     pytest.importorskip("streamlit")
+    from helpers import make_ready_store
     from streamlit.testing.v1 import AppTest
 
     from vhmine import curate as C
 
-    from helpers import make_ready_store
-
     store = make_ready_store(tmp_path)
     token = C.add_worker(store, "bob")
     a, b = sorted({r.image_id for r in C.ready_instances(store, "counting", "OEQ")})
-    enc = {"clip": {"spec": "ViT-B-32:openai", "model": "ViT-B-32", "dim": 512},
-           "dino": {"spec": "facebook/dinov2-small", "model": "dinov2-small", "dim": 384}}
-    C.record_near_duplicates(store, [{"scope": "within", "a_image": a, "b_image": b, "clip": 0.97, "dino": 0.93,
-                                      "exact": False}], encoders=enc, thresholds={"clip": 0.95, "dino": 0.9})
+    enc = {
+        "clip": {"spec": "ViT-B-32:openai", "model": "ViT-B-32", "dim": 512},
+        "dino": {"spec": "facebook/dinov2-small", "model": "dinov2-small", "dim": 384},
+    }
+    C.record_near_duplicates(
+        store,
+        [{"scope": "within", "a_image": a, "b_image": b, "clip": 0.97, "dino": 0.93, "exact": False}],
+        encoders=enc,
+        thresholds={"clip": 0.95, "dino": 0.9},
+    )
     [d] = C.near_duplicate_list(store, "bob")
     monkeypatch.setenv("VHMINE_DB", f"sqlite:///{tmp_path / 'store.db'}")
-    at = AppTest.from_file(str(Path(__file__).resolve().parents[2] / "vhmine" / "apps" / "curate.py"),
-                           default_timeout=60)
+    at = AppTest.from_file(
+        str(Path(__file__).resolve().parents[2] / "vhmine" / "apps" / "curate.py"), default_timeout=60
+    )
     at.run()
     at.text_input(key="token").input(token)
     at.button[0].click().run()
@@ -314,16 +387,34 @@ def test_the_check_shows_a_bar_and_ctrl_c_leaves_no_export(tmp_path, tiny_models
     import subprocess
 
     _setup(tmp_path, tiny_models)
-    cmd = [sys.executable, "-m", "vhmine.cli", "export", "--out", "benchmarks/b", "--db", "store.db", "--kind", "oeq",
-           "--device", "cpu", "--indexes", "indexes"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vhmine.cli",
+        "export",
+        "--out",
+        "benchmarks/b",
+        "--db",
+        "store.db",
+        "--kind",
+        "oeq",
+        "--device",
+        "cpu",
+        "--indexes",
+        "indexes",
+    ]
     err_file = tmp_path / "stderr.txt"
     with open(err_file, "w") as err:
         proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
-        interrupt_when(proc, lambda: "near duplicates: loading encoders" in err_file.read_text(), said=err_file.read_text)
+        interrupt_when(
+            proc, lambda: "near duplicates: loading encoders" in err_file.read_text(), said=err_file.read_text
+        )
         assert proc.wait(timeout=60) == 130, err_file.read_text()
     said = err_file.read_text()
-    assert "interrupted: nothing written to benchmarks/b (an export is published whole, at the end; an earlier export " \
-           "there is as it was); run the same command to export again" in said
+    assert (
+        "interrupted: nothing written to benchmarks/b (an export is published whole, at the end; an earlier export "
+        "there is as it was); run the same command to export again" in said
+    )
     assert "Traceback" not in said
     assert not (tmp_path / "benchmarks" / "b").exists() and not list((tmp_path / "benchmarks").glob(".b.tmp-*"))
     r = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)

@@ -4,9 +4,9 @@ pseudonyms are per store."""
 import json
 from pathlib import Path
 
-from vhmine.export.job import ExportOptions, export_benchmark
-
 from helpers import make_ready_store, readable_bytes
+
+from vhmine.export.job import ExportOptions, export_benchmark
 
 FORMATS = ("vhtest", "vlmevalkit", "hf", "pope", "llava", "hallusionbench", "lmms-eval")
 
@@ -40,8 +40,11 @@ def test_exports_hold_no_worker_names_or_machine_paths(tmp_path, monkeypatch):
 
     alias = pseudonym("alice", pseudonym_key(store))
     assert alias.startswith("w-") and len(alias) == 10
-    made_by = {v["created_by"] for fmt in FORMATS
-               for v in json.loads(files[f"{fmt}/manifest.json"].decode())["instances"].values()}
+    made_by = {
+        v["created_by"]
+        for fmt in FORMATS
+        for v in json.loads(files[f"{fmt}/manifest.json"].decode())["instances"].values()
+    }
     assert made_by == {alias}
     man = json.loads(files["vhtest/manifest.json"].decode())
     assert man["store"] == "sqlite:///store.db"
@@ -49,7 +52,10 @@ def test_exports_hold_no_worker_names_or_machine_paths(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # inside the working folder: the same (no index records a root for these photos)
     from vhmine.export.privacy import public_path, public_store
 
-    assert (public_path(str(tmp_path / "photos" / "coffee.png")), public_store(store.url)) == ("coffee.png", "sqlite:///store.db")
+    assert (public_path(str(tmp_path / "photos" / "coffee.png")), public_store(store.url)) == (
+        "coffee.png",
+        "sqlite:///store.db",
+    )
     # internal use: --with-provenance keeps the names and paths
     full = _export_all(store, tmp_path / "full", with_provenance=True)
     for fmt in FORMATS:
@@ -80,7 +86,9 @@ def test_cli_export_with_provenance(tmp_path):
     store.close()
     for flag, present in (([], False), (["--with-provenance"], True)):
         out = tmp_path / ("full" if present else "plain")
-        r = CliRunner().invoke(app, ["export", "--db", url, "--out", str(out), "--format", "pope", "--kind", "ynq", *flag])
+        r = CliRunner().invoke(
+            app, ["export", "--db", url, "--out", str(out), "--format", "pope", "--kind", "ynq", *flag]
+        )
         assert r.exit_code == 0, r.output
         assert (b"alice" in (out / "questions.jsonl").read_bytes()) is present
 
@@ -132,6 +140,12 @@ def test_public_paths_do_not_depend_on_the_working_folder(tmp_path, monkeypatch)
     shown = set()
     for cwd in ("/", tmp_path, root):
         monkeypatch.chdir(cwd)
-        shown.add((public_path(str(root / "sub" / "cat.png"), [root]), public_path(str(root / "cat.png")),
-                   public_spec(f"local-dir:{tmp_path}/models/clip"), public_path("sub/cat.png", [root])))
+        shown.add(
+            (
+                public_path(str(root / "sub" / "cat.png"), [root]),
+                public_path(str(root / "cat.png")),
+                public_spec(f"local-dir:{tmp_path}/models/clip"),
+                public_path("sub/cat.png", [root]),
+            )
+        )
     assert shown == {("sub/cat.png", "cat.png", "local-dir:clip", "sub/cat.png")}

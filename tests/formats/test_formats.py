@@ -7,9 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from anchors import anchor
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from PIL import Image
 
-from anchors import anchor
 from vhmine import formats as F
 from vhmine.bench import BenchItem, Benchmark
 from vhmine.errors import FormatError, InputError
@@ -27,15 +29,81 @@ def bench(tmp_path_factory):
     jpg = d / "photo.jpg"
     Image.fromarray(rng.integers(0, 255, (9, 9, 3), dtype=np.uint8)).save(jpg)
     items = [
-        BenchItem("c-oeq-a", "counting", "OEQ", "How many cats are there in the picture?", ("4", "5"), None, paths[0], "img0",
-                  "p1:OEQ:q", {"slots": {"object": "cats"}, "template_id": "counting.how_many"}),
-        BenchItem("c-oeq-b", "counting", "OEQ", "How many cats are there in the picture?", ("2",), None, paths[1], "img1",
-                  "p1:OEQ:q", {"slots": {"object": "cats"}}),
-        BenchItem("c-ynq-a", "counting", "YNQ", "Are there exactly 4 cats in the picture?", ("Yes",), True, paths[0], "img0", "p1:YNQ:q", {}),
-        BenchItem("c-ynq-b", "counting", "YNQ", "Are there exactly 4 cats in the picture?", ("No",), False, paths[1], "img1", "p1:YNQ:q", {}),
-        BenchItem("o-ynq-1", "ocr", "YNQ", 'Does the text on the sign say "STOP"?', ("Yes",), True, paths[2], "img2", None, {"x": [1, "ü"]}),
-        BenchItem("o-ynq-2", "ocr", "YNQ", 'Does the text on the sign say "SHOP"?', ("No",), False, paths[2], "img2", None, {}),
-        BenchItem("p-oeq", "position", "OEQ", "Where is the cat relative to the dog?", ("to the left of",), None, str(jpg), "imgj", None, {}),
+        BenchItem(
+            "c-oeq-a",
+            "counting",
+            "OEQ",
+            "How many cats are there in the picture?",
+            ("4", "5"),
+            None,
+            paths[0],
+            "img0",
+            "p1:OEQ:q",
+            {"slots": {"object": "cats"}, "template_id": "counting.how_many"},
+        ),
+        BenchItem(
+            "c-oeq-b",
+            "counting",
+            "OEQ",
+            "How many cats are there in the picture?",
+            ("2",),
+            None,
+            paths[1],
+            "img1",
+            "p1:OEQ:q",
+            {"slots": {"object": "cats"}},
+        ),
+        BenchItem(
+            "c-ynq-a",
+            "counting",
+            "YNQ",
+            "Are there exactly 4 cats in the picture?",
+            ("Yes",),
+            True,
+            paths[0],
+            "img0",
+            "p1:YNQ:q",
+            {},
+        ),
+        BenchItem(
+            "c-ynq-b",
+            "counting",
+            "YNQ",
+            "Are there exactly 4 cats in the picture?",
+            ("No",),
+            False,
+            paths[1],
+            "img1",
+            "p1:YNQ:q",
+            {},
+        ),
+        BenchItem(
+            "o-ynq-1",
+            "ocr",
+            "YNQ",
+            'Does the text on the sign say "STOP"?',
+            ("Yes",),
+            True,
+            paths[2],
+            "img2",
+            None,
+            {"x": [1, "ü"]},
+        ),
+        BenchItem(
+            "o-ynq-2", "ocr", "YNQ", 'Does the text on the sign say "SHOP"?', ("No",), False, paths[2], "img2", None, {}
+        ),
+        BenchItem(
+            "p-oeq",
+            "position",
+            "OEQ",
+            "Where is the cat relative to the dog?",
+            ("to the left of",),
+            None,
+            str(jpg),
+            "imgj",
+            None,
+            {},
+        ),
     ]
     return Benchmark("tiny", items)
 
@@ -56,7 +124,9 @@ def test_round_trip_loses_nothing(bench, tmp_path, fmt):
         data = src.image_bytes(it)
         if fmt == "vhtest" and it.image.endswith(".jpg"):
             assert got[it.id][:8] == b"\x89PNG\r\n\x1a\n"  # VHTest's layout is PNG: converted, same pixels
-            assert np.array_equal(np.asarray(Image.open(it.image)), np.asarray(Image.open(back.image_path(back.by_id()[it.id]))))
+            assert np.array_equal(
+                np.asarray(Image.open(it.image)), np.asarray(Image.open(back.image_path(back.by_id()[it.id])))
+            )
         else:
             assert got[it.id] == data
 
@@ -65,8 +135,9 @@ def test_hallusionbench_layout_keeps_our_ids_and_modes(bench, tmp_path):
     src = bench.select(kind="YNQ")
     F.write("hallusionbench", src, tmp_path)
     back = F.read("hallusionbench", tmp_path)
-    assert sorted((it.id, it.mode, it.question, it.truth) for it in back) == \
-        sorted((it.id, it.mode, it.question, it.truth) for it in src)
+    assert sorted((it.id, it.mode, it.question, it.truth) for it in back) == sorted(
+        (it.id, it.mode, it.question, it.truth) for it in src
+    )
     for it in src:
         assert back.image_bytes(back.by_id()[it.id]) == src.image_bytes(it)
     rows = json.loads((tmp_path / "HallusionBench.json").read_text())
@@ -111,11 +182,17 @@ def test_llava_split_is_seeded_and_follows_vhtest_conventions(bench, tmp_path):
 
 
 def test_hf_folder_loads_with_datasets(bench, tmp_path):
-    datasets = pytest.importorskip("datasets", reason="the hf round trip through `datasets` needs pip install 'vhmine[test]'")
+    datasets = pytest.importorskip(
+        "datasets", reason="the hf round trip through `datasets` needs pip install 'vhmine[test]'"
+    )
     F.write("hf", bench, tmp_path)
     ds = datasets.load_dataset(str(tmp_path), split="test")
     rows = {r["id"]: r for r in ds}
-    assert rows["c-oeq-a"]["answers"] == ["4", "5"] and rows["c-ynq-b"]["truth"] is False and rows["p-oeq"]["truth"] is None
+    assert (
+        rows["c-oeq-a"]["answers"] == ["4", "5"]
+        and rows["c-ynq-b"]["truth"] is False
+        and rows["p-oeq"]["truth"] is None
+    )
     img = rows["o-ynq-1"]["image"]
     assert np.array_equal(np.asarray(img), np.asarray(Image.open(bench.by_id()["o-ynq-1"].image)))
 
@@ -144,23 +221,34 @@ def test_real_pope_imports(tmp_path):
     assert _plain(F.read("pope", tmp_path / "again")) == _plain(some)
 
 
-@pytest.mark.parametrize("content, message", [
-    ('{"question_id": 1, "image": "a.jpg", "text": "Is there a cat?", "label": "yes"}\n{"question_id": 2, "image": "a.jpg", "text": "Is there a dog?", "label": "maybe"}\n',
-     r"bad\.jsonl, line 2, field label: 'maybe' is not yes or no$"),
-    ('{"question_id": 1, "image": "a.jpg", "label": "yes"}\n', r"bad\.jsonl, line 1, field text: missing"),
-    ('{"question_id": 1, \n', r"bad\.jsonl, line 1: not JSON"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (
+            (
+                '{"question_id": 1, "image": "a.jpg", "text": "Is there a cat?", "label": "yes"}\n{"question_id": 2,'
+                ' "image": "a.jpg", "text": "Is there a dog?", "label": "maybe"}\n'
+            ),
+            r"bad\.jsonl, line 2, field label: 'maybe' is not yes or no$",
+        ),
+        ('{"question_id": 1, "image": "a.jpg", "label": "yes"}\n', r"bad\.jsonl, line 1, field text: missing"),
+        ('{"question_id": 1, \n', r"bad\.jsonl, line 1: not JSON"),
+    ],
+)
 def test_malformed_pope_names_file_line_and_field(tmp_path, content, message):
     (tmp_path / "bad.jsonl").write_text(content)
     with pytest.raises(FormatError, match=message):
         F.load(tmp_path / "bad.jsonl")
 
 
-@pytest.mark.parametrize("fmt, file, where", [
-    ("pope", "questions.jsonl", r"questions\.jsonl, line 1, field vhmine"),
-    ("llava", "train.json", r"train\.json, record 0, field vhmine"),
-    ("hallusionbench", "HallusionBench.json", r"HallusionBench\.json, row 0, field vhmine"),
-])
+@pytest.mark.parametrize(
+    "fmt, file, where",
+    [
+        ("pope", "questions.jsonl", r"questions\.jsonl, line 1, field vhmine"),
+        ("llava", "train.json", r"train\.json, record 0, field vhmine"),
+        ("hallusionbench", "HallusionBench.json", r"HallusionBench\.json, row 0, field vhmine"),
+    ],
+)
 def test_a_broken_vhmine_record_is_named_not_a_crash(bench, tmp_path, fmt, file, where):
     src = Benchmark("one", [bench.by_id()["c-ynq-a"]] * 1)
     F.write(fmt, src, tmp_path)
@@ -181,9 +269,14 @@ def test_malformed_hallusionbench_and_result_file(tmp_path):
     rows = json.loads(anchor("hallusionbench/HallusionBench.json").read_text())[:3]
     rows[2]["gt_answer"] = "yes"
     (tmp_path / "hb.json").write_text(json.dumps(rows))
-    with pytest.raises(FormatError, match=r"hb\.json, row 2, field gt_answer: 'yes' is not \"1\" \(yes\) or \"0\" \(no\)$"):
+    with pytest.raises(
+        FormatError, match=r"hb\.json, row 2, field gt_answer: 'yes' is not \"1\" \(yes\) or \"0\" \(no\)$"
+    ):
         F.load(tmp_path / "hb.json")
-    with pytest.raises(FormatError, match=r"row 0, field gt_answer: missing: a result file without answers is scored against HallusionBench.json"):
+    with pytest.raises(
+        FormatError,
+        match=r"row 0, field gt_answer: missing: a result file without answers is scored against HallusionBench.json",
+    ):
         F.load(anchor("hallusionbench/HallusionBench_result_sample.json"))
 
 
@@ -199,16 +292,21 @@ def test_malformed_vhtest_sheet(bench, tmp_path):
 
 
 def test_unknown_format_lists_the_valid_ones():
-    with pytest.raises(InputError, match=r"^unknown format 'csv': choose one of vhtest, vlmevalkit, hf, pope, llava, hallusionbench, lmms-eval$"):
+    with pytest.raises(
+        InputError,
+        match=r"^unknown format 'csv': choose one of vhtest, vlmevalkit, hf, pope, llava, hallusionbench, lmms-eval$",
+    ):
         F.get_format("csv")
 
 
 # --- property: every format gives back the items it was given, whatever their text, from any working folder ---
 
-from hypothesis import given, settings, strategies as st  # noqa: E402
 
-TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")) | st.sampled_from(list("\n\t\"'<>&\\;,|")),
-               min_size=1, max_size=24).filter(lambda s: s.strip())
+TEXT = st.text(
+    st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")) | st.sampled_from(list("\n\t\"'<>&\\;,|")),
+    min_size=1,
+    max_size=24,
+).filter(lambda s: s.strip())
 ALL = ("vhtest", "vlmevalkit", "hf", "pope", "llava", "hallusionbench", "lmms-eval")
 
 
@@ -219,10 +317,23 @@ def generated_bench(draw, images):
     for k in range(n):
         kind = draw(st.sampled_from(["OEQ", "YNQ"]))
         truth = draw(st.booleans()) if kind == "YNQ" else None
-        answers = (("Yes" if truth else "No"),) if kind == "YNQ" else tuple(draw(st.lists(TEXT, min_size=1, max_size=2)))
-        items.append(BenchItem(f"i{k}", draw(st.sampled_from(["counting", "ocr", "color"])), kind, draw(TEXT), answers,
-                               truth, images[k % len(images)], f"img{k % len(images)}", None,
-                               {"note": draw(TEXT)}))
+        answers = (
+            (("Yes" if truth else "No"),) if kind == "YNQ" else tuple(draw(st.lists(TEXT, min_size=1, max_size=2)))
+        )
+        items.append(
+            BenchItem(
+                f"i{k}",
+                draw(st.sampled_from(["counting", "ocr", "color"])),
+                kind,
+                draw(TEXT),
+                answers,
+                truth,
+                images[k % len(images)],
+                f"img{k % len(images)}",
+                None,
+                {"note": draw(TEXT)},
+            )
+        )
     return Benchmark(draw(st.sampled_from(["gen", "g-ü"])), items)
 
 
@@ -236,10 +347,12 @@ def photo_files(tmp_path_factory):
 @settings(max_examples=8)  # seven exports and seven reads an example
 @given(data=st.data())
 def test_property_every_format_reads_back_the_same_items_from_any_working_folder_with_no_machine_path(
-        photo_files, tmp_path_factory, data):
+    photo_files, tmp_path_factory, data
+):
     import os
 
     from helpers import readable_bytes
+
     from vhmine.api import read_benchmark
     from vhmine.export.job import write_benchmark
 

@@ -5,9 +5,9 @@ through its own TaskManager(include_path=...) and get_task_dict, and its own eva
 model that gives canned answers; every number equals `vhmine eval --predictions` on the same answers.
 VLMEvalKit is not on PyPI, so its side is a transcription: a stand-in `vlmeval` package written by this
 test copies VLMEvalKit's loader rules (load_tsv, the image-index resolution of ImageBaseDataset.__init__,
-dump_image, build_prompt, build_dataset's class search, and ImageYORNDataset.evaluate's own yes/no reading and default_rating
-as verified against VLMEvalKit's code); the registration file must import against it, declare the right classes,
-and score like vhmine.
+dump_image, build_prompt, build_dataset's class search, and ImageYORNDataset.evaluate's own yes/no reading and
+default_rating as verified against VLMEvalKit's code); the registration file must import against it, declare the
+right classes, and score like vhmine.
 """
 
 import base64
@@ -19,21 +19,29 @@ import sys
 
 import numpy as np
 import pytest
+from helpers import canned_lmms
 from PIL import Image
 
-from helpers import canned_lmms
 from vhmine import formats as F
-from vhmine.rules.answers import parse_yes_no
 from vhmine.bench import BenchItem, Benchmark
 from vhmine.eval.job import YNQ_SUFFIX, match_oeq, prompt_of
 from vhmine.export.job import write_benchmark
 from vhmine.rules import harness as harness_rules
+from vhmine.rules.answers import parse_yes_no
 
 # the model's canned answers: readable, unreadable, VHTest's edge cases, number words, wrong answers
 CANNED = {
-    "c-oeq-a": "There are four cats.", "c-oeq-b": "I see 3 cats", "p-oeq": "The cat is to the left of the dog.",
-    "c-ynq-a": "Yes.", "c-ynq-b": "Yesterday I saw cats", "c-ynq-c": "no", "c-ynq-d": "Nope",
-    "o-ynq-1": " - yes", "o-ynq-2": "No, it says SHOP", "o-ynq-3": "yes", "o-ynq-4": "Maybe",
+    "c-oeq-a": "There are four cats.",
+    "c-oeq-b": "I see 3 cats",
+    "p-oeq": "The cat is to the left of the dog.",
+    "c-ynq-a": "Yes.",
+    "c-ynq-b": "Yesterday I saw cats",
+    "c-ynq-c": "no",
+    "c-ynq-d": "Nope",
+    "o-ynq-1": " - yes",
+    "o-ynq-2": "No, it says SHOP",
+    "o-ynq-3": "yes",
+    "o-ynq-4": "Maybe",
 }
 
 
@@ -49,7 +57,16 @@ def bench(tmp_path_factory):
     items = [
         BenchItem("c-oeq-a", "counting", "OEQ", "How many cats are there?", ("4",), None, str(p[0]), "i0", "p:O"),
         BenchItem("c-oeq-b", "counting", "OEQ", "How many cats are there?", ("2", "two"), None, str(p[1]), "i1", "p:O"),
-        BenchItem("p-oeq", "position", "OEQ", "Where is the cat relative to the dog?", ("to the left of",), None, str(p[2]), "i2"),
+        BenchItem(
+            "p-oeq",
+            "position",
+            "OEQ",
+            "Where is the cat relative to the dog?",
+            ("to the left of",),
+            None,
+            str(p[2]),
+            "i2",
+        ),
         BenchItem("c-ynq-a", "counting", "YNQ", q, ("Yes",), True, str(p[0]), "i0", "p:Y"),
         BenchItem("c-ynq-b", "counting", "YNQ", q, ("No",), False, str(p[1]), "i1", "p:Y"),
         BenchItem("c-ynq-c", "counting", "YNQ", "Are there 2 cats?", ("Yes",), True, str(p[1]), "i1"),
@@ -66,7 +83,18 @@ def _vhmine_eval(folder, answers, out, partial=False):
     """`vhmine eval --predictions` on `answers` (item id -> text): its report.json's metrics."""
     preds = out.parent / f"{out.name}.jsonl"
     preds.write_text("".join(json.dumps({"id": k, "answer": v}) + "\n" for k, v in answers.items()))
-    cmd = [sys.executable, "-m", "vhmine.cli", "eval", "--bench", str(folder), "--predictions", f"m={preds}", "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vhmine.cli",
+        "eval",
+        "--bench",
+        str(folder),
+        "--predictions",
+        f"m={preds}",
+        "--out",
+        str(out),
+    ]
     r = subprocess.run(cmd + (["--partial"] if partial else []), capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     return json.loads((out / "report.json").read_text())["models"]["m"]["metrics"]
@@ -81,11 +109,47 @@ def _load_py(path, name):
 
 # --- the rules harness users get are vhmine's ---------------------------------------------------------
 
-ANSWERS = ["Yes", "yes.", "  YES  ", "Yesterday", "yes, no", "No", "no", "Nope", "Not sure", "nO", " - yes", "Maybe", "",
-           "y", "n", "Yes\nNo", "\tno", "None", "noon", "Ye s", "ÝES", "nö", "Yes!" * 3]
-OEQ_CASES = [("There are four cats.", ["4"]), ("4 cats", ["four"]), ("fourteen", ["4"]), ("The cat is left", ["to the left of"]),
-             ("it's red", ["red"]), ("Red!", ["the red"]), ("reddish", ["red"]), ("", ["a"]), ("the", ["the"]),
-             ("twenty one", ["21"]), ("TWO dogs", ["2", "three"]), ("a, b", ["a b"]), ("it's", ["it"]), ("x", [""])]
+ANSWERS = [
+    "Yes",
+    "yes.",
+    "  YES  ",
+    "Yesterday",
+    "yes, no",
+    "No",
+    "no",
+    "Nope",
+    "Not sure",
+    "nO",
+    " - yes",
+    "Maybe",
+    "",
+    "y",
+    "n",
+    "Yes\nNo",
+    "\tno",
+    "None",
+    "noon",
+    "Ye s",
+    "ÝES",
+    "nö",
+    "Yes!" * 3,
+]
+OEQ_CASES = [
+    ("There are four cats.", ["4"]),
+    ("4 cats", ["four"]),
+    ("fourteen", ["4"]),
+    ("The cat is left", ["to the left of"]),
+    ("it's red", ["red"]),
+    ("Red!", ["the red"]),
+    ("reddish", ["red"]),
+    ("", ["a"]),
+    ("the", ["the"]),
+    ("twenty one", ["21"]),
+    ("TWO dogs", ["2", "three"]),
+    ("a, b", ["a b"]),
+    ("it's", ["it"]),
+    ("x", [""]),
+]
 
 
 def test_harness_rules_equal_vhmines(tmp_path, bench):
@@ -96,7 +160,11 @@ def test_harness_rules_equal_vhmines(tmp_path, bench):
     assert harness_rules.NUMBER_WORDS == _NUMBER_WORDS and harness_rules.ARTICLES.pattern == _ARTICLES.pattern
     write_benchmark(bench, tmp_path / "le", "lmms-eval")
     utils = _load_py(tmp_path / "le" / "utils.py", "vhmine_utils_under_test")
-    imports = [line for line in (tmp_path / "le" / "utils.py").read_text().splitlines() if line.startswith(("import ", "from "))]
+    imports = [
+        line
+        for line in (tmp_path / "le" / "utils.py").read_text().splitlines()
+        if line.startswith(("import ", "from "))
+    ]
     assert imports == ["import re"]  # self-contained: a harness user may not have vhmine
     for a in ANSWERS + list(CANNED.values()):
         assert harness_rules.read_yes_no(a) is parse_yes_no(a, "vhtest"), a
@@ -108,6 +176,7 @@ def test_harness_rules_equal_vhmines(tmp_path, bench):
 
 
 # --- lmms-eval --------------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def lmms_run(bench, tmp_path_factory):
@@ -127,8 +196,15 @@ def lmms_run(bench, tmp_path_factory):
 
 def test_lmms_eval_folder_layout(lmms_run, bench):
     folder, results, seen = lmms_run
-    assert sorted(p.name for p in folder.iterdir()) == ["croissant.json", "data", "manifest.json", "utils.py", "vhmine.yaml",
-                                                       "vhmine_oeq.yaml", "vhmine_ynq.yaml"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "croissant.json",
+        "data",
+        "manifest.json",
+        "utils.py",
+        "vhmine.yaml",
+        "vhmine_oeq.yaml",
+        "vhmine_ynq.yaml",
+    ]
     assert set(results) == {"vhmine", "vhmine_ynq", "vhmine_oeq"}
     # every document reached the model with its image (a PIL image, as lmms-eval models take) and vhmine eval's prompt
     assert set(seen) == {it.id for it in bench}
@@ -167,7 +243,14 @@ def test_lmms_eval_export_reads_back(bench, tmp_path):
     assert sorted(back.by_id()) == sorted(bench.by_id())
     for it in bench:
         b = back.by_id()[it.id]
-        assert (b.mode, b.kind, b.question, b.answers, b.truth, b.pair_id) == (it.mode, it.kind, it.question, it.answers, it.truth, it.pair_id)
+        assert (b.mode, b.kind, b.question, b.answers, b.truth, b.pair_id) == (
+            it.mode,
+            it.kind,
+            it.question,
+            it.answers,
+            it.truth,
+            it.pair_id,
+        )
         assert back.image_bytes(b) == bench.image_bytes(it)
 
 
@@ -178,7 +261,8 @@ def test_lmms_eval_export_reads_back(bench, tmp_path):
 # the registration file and the TSV meet it; evaluation helpers it does not need are left out.
 STAND_IN = {
     "vlmeval/__init__.py": "",
-    "vlmeval/smp.py": '''
+    "vlmeval/smp.py": (
+        """
 import hashlib, os, os.path as osp, base64, io
 import pandas as pd
 from PIL import Image
@@ -215,8 +299,10 @@ def decode_base64_to_image_file(base64_string, image_path):
     if image.mode in ("RGBA", "P", "LA"):
         image = image.convert("RGB")
     image.save(image_path)
-''',
-    "vlmeval/dataset/__init__.py": '''
+"""
+    ),
+    "vlmeval/dataset/__init__.py": (
+        """
 import os.path as osp
 from .image_yorn import ImageYORNDataset
 from .image_vqa import ImageVQADataset
@@ -230,8 +316,10 @@ def build_dataset(dataset_name, **kwargs):
         if dataset_name in cls.supported_datasets():
             return cls(dataset=dataset_name, **kwargs)
     return None  # VLMEvalKit then guesses a Custom VQA dataset, whose evaluate raises NotImplementedError
-''',
-    "vlmeval/dataset/image_base.py": '''
+"""
+    ),
+    "vlmeval/dataset/image_base.py": (
+        """
 import os, os.path as osp
 import numpy as np
 import pandas as pd
@@ -287,8 +375,10 @@ class ImageBaseDataset:
         msgs = [dict(type="image", value=p) for p in tgt_path]
         msgs.append(dict(type="text", value=line["question"]))
         return msgs
-''',
-    "vlmeval/dataset/image_yorn.py": '''
+"""
+    ),
+    "vlmeval/dataset/image_yorn.py": (
+        """
 import re
 import numpy as np
 import pandas as pd
@@ -297,7 +387,8 @@ from .image_base import ImageBaseDataset
 
 def process_punctuation(inText):  # vlmeval/smp/misc.py
     outText = inText
-    punct = [";", r"/", "[", "]", \'"\', "{", "}", "(", ")", "=", "+", "\\\\", "_", "-", ">", "<", "@", "`", ",", "?", "!"]
+    punct = [";", r"/", "[", "]", \'"\', "{", "}", "(", ")", "=", "+", "\\\\", "_", "-", ">", "<", "@", "`", ",",
+             "?", "!"]
     commaStrip = re.compile(r"(\\d)(,)(\\d)")
     periodStrip = re.compile(r"(?<!\\d)\\.(?!\\d)")
     for p in punct:
@@ -333,8 +424,10 @@ class ImageYORNDataset(ImageBaseDataset):
             for c in sorted(set(x for x in data["category"] if not pd.isna(x))):
                 res[c] = np.mean(data[data["category"] == c]["score"]) * 100
         return pd.DataFrame({k: [v] for k, v in res.items()})
-''',
-    "vlmeval/dataset/image_vqa.py": '''
+"""
+    ),
+    "vlmeval/dataset/image_vqa.py": (
+        """
 from .image_base import ImageBaseDataset
 
 class ImageVQADataset(ImageBaseDataset):
@@ -346,7 +439,8 @@ class ImageVQADataset(ImageBaseDataset):
         msgs = super().build_prompt(line)
         msgs[-1]["value"] += "\\nAnswer the question using a single word or phrase."
         return msgs
-''',
+"""
+    ),
 }
 
 
@@ -405,7 +499,9 @@ def test_vlmevalkit_reader_rejects_a_dangling_reference(bench, tmp_path):
         w = csv.DictWriter(f, fieldnames=list(rows[0]), delimiter="\t", lineterminator="\n")
         w.writeheader()
         w.writerows(rows)
-    with pytest.raises(FormatError, match=r"tiny_OEQ.tsv, row 2, field image: '99' is a reference .* no row with that index"):
+    with pytest.raises(
+        FormatError, match=r"tiny_OEQ.tsv, row 2, field image: '99' is a reference .* no row with that index"
+    ):
         F.load(tmp_path / "vl")
 
 
@@ -430,7 +526,9 @@ def test_vlmevalkit_registration_as_vlmevalkit_loads_it(bench, tmp_path, vlmeval
             line = ds.data.iloc[n]
             msgs = ds.build_prompt(line)
             assert [m["type"] for m in msgs] == ["image", "text"] and msgs[1]["value"] == prompt_of(it)
-            assert np.array_equal(np.asarray(Image.open(msgs[0]["value"])), np.asarray(Image.open(it.image).convert("RGB")))
+            assert np.array_equal(
+                np.asarray(Image.open(msgs[0]["value"])), np.asarray(Image.open(it.image).convert("RGB"))
+            )
             assert line["category"] == it.mode
             if kind == "YNQ":
                 assert line["answer"] == ("Yes" if it.truth else "No")  # YORN compares with exactly these

@@ -17,9 +17,9 @@ import subprocess
 import sys
 
 import pytest
-
 from helpers import canned_lmms
 from test_harness_export import CANNED, _load_py, bench, vlmeval  # noqa: F401  (fixtures)
+
 from vhmine.eval.job import EvalOptions, evaluate
 from vhmine.export.job import write_benchmark
 
@@ -72,9 +72,13 @@ def _run_lmms_eval(folder, out, predict_only=False):
             task.set_config(key="num_fewshot", value=0)
         task.set_fewshot_seed(seed=1234)
     tracker = EvaluationTracker(output_path=str(out))
-    tracker.general_config_tracker.log_experiment_args(model_source="canned", model_args="pretrained=acme/canned-vlm",
-                                                       system_instruction=None, chat_template=None,
-                                                       fewshot_as_multiturn=False)
+    tracker.general_config_tracker.log_experiment_args(
+        model_source="canned",
+        model_args="pretrained=acme/canned-vlm",
+        system_instruction=None,
+        chat_template=None,
+        fewshot_as_multiturn=False,
+    )
     datetime_str = get_datetime_str()
     results = evaluator.evaluate(lm=lm, task_dict=task_dict, log_samples=True)
     samples = results.pop("samples")
@@ -86,6 +90,7 @@ def _run_lmms_eval(folder, out, predict_only=False):
 
 # --- lmms-eval ---------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def lmms_logged(bench, tmp_path_factory):
     root = tmp_path_factory.mktemp("lmms-roundtrip")
@@ -95,7 +100,9 @@ def lmms_logged(bench, tmp_path_factory):
 
 
 def _samples_files(logs):
-    files = sorted(logs.glob("acme__canned-vlm/*_samples_*.jsonl"))  # <output_path>/<sanitized model>/<date>_samples_<task>
+    files = sorted(
+        logs.glob("acme__canned-vlm/*_samples_*.jsonl")
+    )  # <output_path>/<sanitized model>/<date>_samples_<task>
     assert [f.name.split("_samples_")[1] for f in files] == ["vhmine_oeq.jsonl", "vhmine_ynq.jsonl"]
     return files
 
@@ -112,9 +119,15 @@ def test_lmms_eval_log_samples_score_as_lmms_eval_and_as_own_predictions(lmms_lo
     assert {d["id"]: d["answer"] for d in read} == CANNED  # every answer as the model gave it
     assert results["vhmine"]["accuracy,none"] == pytest.approx(full["metrics"]["overall"]["accuracy"])
     # one task's file alone: lmms-eval's own aggregation of that task, metric by metric and mode by mode
-    for task, f, metrics, modes in (("vhmine_ynq", files[1], ("accuracy", "precision", "recall", "f1", "yes_ratio", "unreadable"),
-                                     ("counting", "ocr")),
-                                    ("vhmine_oeq", files[0], ("accuracy",), ("counting", "position"))):
+    for task, f, metrics, modes in (
+        (
+            "vhmine_ynq",
+            files[1],
+            ("accuracy", "precision", "recall", "f1", "yes_ratio", "unreadable"),
+            ("counting", "ocr"),
+        ),
+        ("vhmine_oeq", files[0], ("accuracy",), ("counting", "position")),
+    ):
         mine, read = _eval_cli(folder, [f], root / task, partial=True)
         assert mine.pop("harness") == "lmms-eval"
         kind = {k: v for k, v in CANNED.items() if (k in ynq_ids) == (task == "vhmine_ynq")}
@@ -142,6 +155,7 @@ def test_lmms_eval_predict_only_samples_are_read_by_doc_id(bench, tmp_path):
 
 # --- VLMEvalKit ---------------------------------------------------------------------------------------------
 
+
 class _NumpyEncoder(json.JSONEncoder):
     """vlmeval/smp/file.py NumpyEncoder (the numpy scalars and arrays a dataset's table holds)."""
 
@@ -167,7 +181,9 @@ def _vlmevalkit_dump(data, f):
 
     suffix = f.split(".")[-1]
     if suffix == "xlsx":
-        with pd.ExcelWriter(f, engine="xlsxwriter", engine_kwargs={"options": {"strings_to_formulas": False}}) as writer:
+        with pd.ExcelWriter(
+            f, engine="xlsxwriter", engine_kwargs={"options": {"strings_to_formulas": False}}
+        ) as writer:
             data.to_excel(writer, index=False)
     elif suffix == "tsv":
         data.to_csv(f, sep="\t", index=False, encoding="utf-8", quoting=csv.QUOTE_ALL)

@@ -7,18 +7,18 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers import make_ready_store, re_search
+from openai_server import png_bytes
 
 from vhmine import formats as F
 from vhmine.errors import EvalError, InputError
 from vhmine.export.job import ExportOptions, export_benchmark
 
-from helpers import make_ready_store, re_search
-from openai_server import png_bytes
-
 # --- the llava split ------------------------------------------------------------------------------
 
 
 # --- image paths of imported benchmarks stay inside their folder ---------------------------------
+
 
 def _secret(tmp_path: Path) -> Path:
     p = tmp_path / "private" / "secret.png"
@@ -33,17 +33,38 @@ def _craft(fmt: str, bench: Path, image: str) -> tuple[Path, str]:
     if fmt == "pope":
         (bench / "images").mkdir(exist_ok=True)
         f = bench / "questions.jsonl"
-        f.write_text(json.dumps({"question_id": 1, "image": image, "text": "Is there a cat in the image?", "label": "yes"}) + "\n")
+        f.write_text(
+            json.dumps({"question_id": 1, "image": image, "text": "Is there a cat in the image?", "label": "yes"})
+            + "\n"
+        )
         return f, r"questions\.jsonl, line 1, field image"
     if fmt == "hallusionbench":
         f = bench / "HallusionBench.json"
-        f.write_text(json.dumps([{"category": "VD", "subcategory": "illusion", "visual_input": "1", "set_id": "0",
-                                  "figure_id": "0", "question_id": "0", "question": "Is the left line longer?",
-                                  "gt_answer": "0", "gt_answer_details": "", "filename": image}]))
+        f.write_text(
+            json.dumps(
+                [
+                    {
+                        "category": "VD",
+                        "subcategory": "illusion",
+                        "visual_input": "1",
+                        "set_id": "0",
+                        "figure_id": "0",
+                        "question_id": "0",
+                        "question": "Is the left line longer?",
+                        "gt_answer": "0",
+                        "gt_answer_details": "",
+                        "filename": image,
+                    }
+                ]
+            )
+        )
         return f, r"HallusionBench\.json, row 0, field filename"
     if fmt == "llava":
-        rec = {"id": "q1", "image": image, "conversations": [{"from": "human", "value": "<image>\nIs there a cat?"},
-                                                             {"from": "gpt", "value": "Yes"}]}
+        rec = {
+            "id": "q1",
+            "image": image,
+            "conversations": [{"from": "human", "value": "<image>\nIs there a cat?"}, {"from": "gpt", "value": "Yes"}],
+        }
         (bench / "train.json").write_text(json.dumps([rec]))
         (bench / "test.json").write_text("[]")
         return bench / "train.json", r"train\.json, record 0, field image"
@@ -53,8 +74,16 @@ def _craft(fmt: str, bench: Path, image: str) -> tuple[Path, str]:
         (bench / "YNQ_Benchmark").mkdir(exist_ok=True)
         (bench / "Images" / "counting").mkdir(parents=True, exist_ok=True)
         f = bench / "YNQ_Benchmark" / "counting.xlsx"
-        pd.DataFrame([{"Image": image, "image_path": image, "yes_or_no_question": "Are there 3 cats?",
-                       "yes_or_no_ground_truth": "y"}]).to_excel(f, index=False)
+        pd.DataFrame(
+            [
+                {
+                    "Image": image,
+                    "image_path": image,
+                    "yes_or_no_question": "Are there 3 cats?",
+                    "yes_or_no_ground_truth": "y",
+                }
+            ]
+        ).to_excel(f, index=False)
         return f, r"counting\.xlsx, row 2, field (Image|image_path)"
     raise AssertionError(fmt)
 
@@ -66,7 +95,12 @@ ESCAPES = {
     "llava": lambda secret, bench: (str(secret), "../private/secret.png", "link.png"),
     "vhtest": lambda secret, bench: (str(secret), "../../../private/secret.png", "link.png"),
 }
-LINK_AT = {"pope": "images/link.png", "hallusionbench": "link.png", "llava": "link.png", "vhtest": "Images/counting/link.png"}
+LINK_AT = {
+    "pope": "images/link.png",
+    "hallusionbench": "link.png",
+    "llava": "link.png",
+    "vhtest": "Images/counting/link.png",
+}
 
 
 @pytest.mark.parametrize("fmt", sorted(ESCAPES))
@@ -92,7 +126,9 @@ def test_image_path_inside_the_benchmark_reads(tmp_path, fmt):
     bench = tmp_path / "bench"
     inside = {"pope": "a.png", "hallusionbench": "./a.png", "llava": "a.png", "vhtest": "a.png"}[fmt]
     _craft(fmt, bench, inside)
-    target = {"pope": bench / "images" / "a.png", "vhtest": bench / "Images" / "counting" / "a.png"}.get(fmt, bench / "a.png")
+    target = {"pope": bench / "images" / "a.png", "vhtest": bench / "Images" / "counting" / "a.png"}.get(
+        fmt, bench / "a.png"
+    )
     target.write_bytes(png_bytes(1))
     b = F.load(bench, fmt)
     assert b.image_bytes(b.items[0]) == png_bytes(1)
@@ -123,8 +159,22 @@ def test_crafted_benchmark_never_makes_eval_upload_a_file(tmp_path, fmt, openai_
     secret = _secret(tmp_path)
     bench = tmp_path / "bench"
     _, where = _craft(fmt, bench, str(secret))
-    r = CliRunner().invoke(app, ["eval", "--bench", str(bench), "--format", fmt, "--model", "fake-vlm",
-                                 "--base-url", srv.base_url, "--out", str(tmp_path / "ev")])
+    r = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            "--bench",
+            str(bench),
+            "--format",
+            fmt,
+            "--model",
+            "fake-vlm",
+            "--base-url",
+            srv.base_url,
+            "--out",
+            str(tmp_path / "ev"),
+        ],
+    )
     assert r.exit_code == 2, r.output
     assert re_search(where, r.output) and "leads outside" in r.output
     assert srv.requests == []
@@ -140,8 +190,11 @@ def test_eval_images_for_a_format_that_carries_its_own(tmp_path):
     store.close()
     p = tmp_path / "p.jsonl"
     p.write_text("")
-    with pytest.raises(EvalError, match=r"^--images is for benchmarks whose images live apart \(pope, hallusionbench, llava\); "
-                                        r"a vlmevalkit benchmark carries its own: drop --images$"):
+    with pytest.raises(
+        EvalError,
+        match=r"^--images is for benchmarks whose images live apart \(pope, hallusionbench, llava\); "
+        r"a vlmevalkit benchmark carries its own: drop --images$",
+    ):
         evaluate(EvalOptions(bench=tmp_path / "vl", out=tmp_path / "ev", predictions=[("m", p)], images=tmp_path))
 
 

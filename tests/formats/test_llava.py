@@ -4,11 +4,10 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import write_pairs, write_photos
 
 from vhmine import curate as C
 from vhmine.export.job import ExportOptions, export_benchmark
-
-from helpers import write_pairs, write_photos
 
 
 @pytest.fixture
@@ -20,13 +19,19 @@ def pairs_store(tmp_path):
     st = open_store(tmp_path / "s.db")
     photos = write_photos(tmp_path / "photos")
     for k in range(5):
-        seed_pairs(st, write_pairs(tmp_path / "runs" / f"r{k}", photos[2 * k:2 * k + 2]), per_mode=1, modes=["counting"])
+        seed_pairs(
+            st, write_pairs(tmp_path / "runs" / f"r{k}", photos[2 * k : 2 * k + 2]), per_mode=1, modes=["counting"]
+        )
     C.add_worker(st, "alice")
     for k in range(5):
         item = C.next_item(st, "alice", "counting")
         a, b = (v.id for v in item.images)
-        saved = C.save_annotation(st, "alice", item.task_id, C.Annotation("counting.how_many", {"object": "cats"},
-                                                                         answers={a: str(k + 2), b: str(k + 3)}))
+        saved = C.save_annotation(
+            st,
+            "alice",
+            item.task_id,
+            C.Annotation("counting.how_many", {"object": "cats"}, answers={a: str(k + 2), b: str(k + 3)}),
+        )
         C.confirm_drafts(st, "alice", [C.DraftDecision(d, True) for d in saved.draft_ids])
     yield st
     st.close()

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import TRICKY, classify_response, vh_mode_list
 
 from vhmine import formats as F
 from vhmine.errors import FormatError
-
-from helpers import TRICKY, classify_response, vh_mode_list
 
 
 def vhtest_ynq_scores(test_xlsx_path, raw_answers):
@@ -31,7 +30,7 @@ def vhtest_ynq_scores(test_xlsx_path, raw_answers):
             for index, row in df.iterrows():
                 outputs = raw_answers[(os.path.basename(file_path), index)].strip()
                 yn_output = classify_response(outputs)
-                bug_success.append(0 if yn_output == row['yes_or_no_ground_truth'] else 1)
+                bug_success.append(0 if yn_output == row["yes_or_no_ground_truth"] else 1)
             yn_LLaVA_bug_success_avg = np.mean(bug_success)
             per_mode[vh_mode] = 1 - yn_LLaVA_bug_success_avg  # "vh_mode {m} ynq_acc_LLaVA {acc}"
             result_value_list.append(1 - yn_LLaVA_bug_success_avg)
@@ -70,8 +69,11 @@ def _vhtest_folder(root, modes=("counting", "OCR", "color")):
             rows.append([f"{mode}_{i}.png", f"Is the thing {i} in the {mode} picture red?", gt, i % 2])
             answers[(f"{mode}.xlsx", i)] = TRICKY[(i + k) % len(TRICKY)]
         k += 7  # each mode sees the answers in another order
-        _sheet(root / "YNQ_Benchmark" / f"{mode}.xlsx",
-               ["image_path", "yes_or_no_question", "yes_or_no_ground_truth", "LLaVA_bug_success"], rows)
+        _sheet(
+            root / "YNQ_Benchmark" / f"{mode}.xlsx",
+            ["image_path", "yes_or_no_question", "yes_or_no_ground_truth", "LLaVA_bug_success"],
+            rows,
+        )
     return answers
 
 
@@ -82,7 +84,9 @@ def test_vhtest_accuracies_equal_what_vhtests_script_prints(tmp_path):
     raw = _vhtest_folder(root)
     bench = F.load(root)
     assert F.detect(root) == "vhtest" and len(bench) == 3 * len(TRICKY)
-    ids = {(it.meta["sheet"], int(Path(it.image).stem.rsplit("_", 1)[1])): it.id for it in bench}  # row i shows <mode>_i.png
+    ids = {
+        (it.meta["sheet"], int(Path(it.image).stem.rsplit("_", 1)[1])): it.id for it in bench
+    }  # row i shows <mode>_i.png
     preds = tmp_path / "answers.jsonl"
     preds.write_text("".join(json.dumps({"id": ids[k], "answer": a}) + "\n" for k, a in raw.items()))
     report = evaluate(EvalOptions(bench=root, out=tmp_path / "ev", predictions=[("m", preds)], rule="vhtest")).report
@@ -99,17 +103,26 @@ def test_vhtest_accuracies_equal_what_vhtests_script_prints(tmp_path):
     assert all(not d["correct"] for d in details if d["read_as"] == "unreadable")
     # the first-word reader scores the same answers differently: the label matters
     other = evaluate(EvalOptions(bench=root, out=tmp_path / "ev2", predictions=[("m", preds)], rule="firstword")).report
-    assert other["models"]["m"]["metrics"]["overall"]["accuracy"] != report["models"]["m"]["metrics"]["overall"]["accuracy"]
+    assert (
+        other["models"]["m"]["metrics"]["overall"]["accuracy"]
+        != report["models"]["m"]["metrics"]["overall"]["accuracy"]
+    )
 
 
 def test_a_vhtest_folder_as_published_imports_with_its_extra_columns(tmp_path):
     root = tmp_path / "Benchmark"
     _png(root / "Images" / "color" / "color_0.png")
     _png(root / "Images" / "color" / "color_1.png")
-    _sheet(root / "OEQ_Benchmark" / "color.xlsx", ["Image", "Question", "Note"],
-           [["color_0.png", "What color is the cup?", "hard"], ["color_1.png", "What color is the car?", None]])
-    _sheet(root / "YNQ_Benchmark" / "color.xlsx", ["image_path", "yes_or_no_question", "yes_or_no_ground_truth", "Note"],
-           [["color_0.png", "Is the cup red?", "y", "from OEQ 0"], ["color_1.png", "Is the car red?", "n", None]])
+    _sheet(
+        root / "OEQ_Benchmark" / "color.xlsx",
+        ["Image", "Question", "Note"],
+        [["color_0.png", "What color is the cup?", "hard"], ["color_1.png", "What color is the car?", None]],
+    )
+    _sheet(
+        root / "YNQ_Benchmark" / "color.xlsx",
+        ["image_path", "yes_or_no_question", "yes_or_no_ground_truth", "Note"],
+        [["color_0.png", "Is the cup red?", "y", "from OEQ 0"], ["color_1.png", "Is the car red?", "n", None]],
+    )
     bench = F.load(root)
     got = {(it.kind, it.question): it for it in bench}
     assert len(bench) == 4 and {it.mode for it in bench} == {"color"}
@@ -121,7 +134,10 @@ def test_a_vhtest_folder_as_published_imports_with_its_extra_columns(tmp_path):
     assert yes.meta["extras"] == {"Note": "from OEQ 0"} and yes.meta["sheet"] == "color.xlsx"
     assert bench.image_bytes(no) == (root / "Images" / "color" / "color_1.png").read_bytes()
     # a sheet without a column VHTest's script reads is refused, naming it
-    _sheet(root / "YNQ_Benchmark" / "color.xlsx", ["Image", "yes_or_no_question", "yes_or_no_ground_truth"],
-           [["color_0.png", "Is the cup red?", "y"]])
+    _sheet(
+        root / "YNQ_Benchmark" / "color.xlsx",
+        ["Image", "yes_or_no_question", "yes_or_no_ground_truth"],
+        [["color_0.png", "Is the cup red?", "y"]],
+    )
     with pytest.raises(FormatError, match=r"color\.xlsx: no column 'image_path'"):
         F.load(root)

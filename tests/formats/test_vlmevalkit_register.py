@@ -16,8 +16,8 @@ import sys
 import numpy as np
 import pytest
 from PIL import Image
-
 from test_harness_export import _load_py, vlmeval  # noqa: F401  (fixture)
+
 from vhmine.bench import BenchItem, Benchmark
 from vhmine.eval.job import EvalOptions, evaluate
 from vhmine.export.job import write_benchmark
@@ -25,9 +25,24 @@ from vhmine.export.job import write_benchmark
 # answers on which VHTest's rule and VLMEvalKit's YOrN_Extraction differ, with their truths (NOTES of the
 # verification against VLMEvalKit's code: its reading is Unknown, Unknown, Unknown, Yes, Unknown, Unknown, Yes,
 # No, Yes, Yes, No, Unknown)
-YN = [("Not sure", False), ("Nope", False), ("Yesterday", True), ("I think yes", True), ("No, but yes", True),
-      ("None", False), ("Yes", True), ("No.", False), ("yes!", False), ("YES", True), ("no", True), ("N/A", False)]
-OPEN = {"o-count": ("How many cats are there?", ("4",), "four"), "o-what": ("What is next to the cat?", ("a dog",), "The dog.")}
+YN = [
+    ("Not sure", False),
+    ("Nope", False),
+    ("Yesterday", True),
+    ("I think yes", True),
+    ("No, but yes", True),
+    ("None", False),
+    ("Yes", True),
+    ("No.", False),
+    ("yes!", False),
+    ("YES", True),
+    ("no", True),
+    ("N/A", False),
+]
+OPEN = {
+    "o-count": ("How many cats are there?", ("4",), "four"),
+    "o-what": ("What is next to the cat?", ("a dog",), "The dog."),
+}
 MODEL = "Qwen2-VL-2B-Instruct"
 
 
@@ -38,9 +53,23 @@ def _bench(folder, seed=1):
     for i in range(3):
         paths.append(folder / f"im{i}.png")
         Image.fromarray(rng.integers(0, 255, (12, 10, 3), dtype=np.uint8)).save(paths[-1])
-    items = [BenchItem(f"y{k}", "ocr" if k % 2 else "counting", "YNQ", f"Does the sign say {k}?", ("Yes" if t else "No",),
-                       t, str(paths[k % 3]), f"i{k % 3}") for k, (_, t) in enumerate(YN)]
-    items += [BenchItem(i, "counting", "OEQ", q, refs, None, str(paths[n]), f"i{n}") for n, (i, (q, refs, _)) in enumerate(OPEN.items())]
+    items = [
+        BenchItem(
+            f"y{k}",
+            "ocr" if k % 2 else "counting",
+            "YNQ",
+            f"Does the sign say {k}?",
+            ("Yes" if t else "No",),
+            t,
+            str(paths[k % 3]),
+            f"i{k % 3}",
+        )
+        for k, (_, t) in enumerate(YN)
+    ]
+    items += [
+        BenchItem(i, "counting", "OEQ", q, refs, None, str(paths[n]), f"i{n}")
+        for n, (i, (q, refs, _)) in enumerate(OPEN.items())
+    ]
     return Benchmark("yn", items)
 
 
@@ -103,8 +132,10 @@ def test_the_yes_no_dataset_scores_by_the_rule_the_export_names(tmp_path, vlmeva
     if rule == "vhtest":
         write_benchmark(_bench(tmp_path / "img"), tmp_path / "le", "lmms-eval")
         utils = _load_py(tmp_path / "le" / "utils.py", "vhmine_utils_yn")
-        recs = [utils.process_results({"kind": "YNQ", "id": f"y{k}", "mode": "", "truth": t}, [a])["accuracy"]
-                for k, (a, t) in enumerate(YN)]
+        recs = [
+            utils.process_results({"kind": "YNQ", "id": f"y{k}", "mode": "", "truth": t}, [a])["accuracy"]
+            for k, (a, t) in enumerate(YN)
+        ]
         assert 100 * utils.aggregate_accuracy(recs) == pytest.approx(got["Overall"])
 
 
@@ -129,7 +160,7 @@ def test_the_readme_steps_work_as_written(tmp_path, vlmeval):  # noqa: F811
     readme = (folder / "README.md").read_text()
     run = next(line.strip() for line in readme.splitlines() if line.strip().startswith("python vhmine_vlmevalkit.py"))
     reg, files = _infer(folder, folder / "outputs")  # step 2, in this folder, as VLMEvalKit's run.py leaves it
-    data = shlex.split(run)[shlex.split(run).index("--data") + 1:shlex.split(run).index("--model")]
+    data = shlex.split(run)[shlex.split(run).index("--data") + 1 : shlex.split(run).index("--model")]
     assert sorted(data) == sorted(reg.VhmineYNQ.supported_datasets() + reg.VhmineOEQ.supported_datasets())
     assert shlex.split(run)[-1] == MODEL
     step3 = next(line.strip() for line in readme.splitlines() if line.strip().startswith("vhmine eval"))
@@ -141,7 +172,10 @@ def test_the_readme_steps_work_as_written(tmp_path, vlmeval):  # noqa: F811
     # the scores VLMEvalKit writes beside the answers are those figures
     ynq = reg.VhmineYNQ(dataset="yn_YNQ").evaluate(str(files["yn_YNQ"])).iloc[0]
     oeq = reg.VhmineOEQ(dataset="yn_OEQ").evaluate(str(files["yn_OEQ"])).iloc[0]
-    answers = {d["id"]: d["correct"] for d in map(json.loads, (folder / "eval" / f"answers-{MODEL}.jsonl").read_text().splitlines())}
+    answers = {
+        d["id"]: d["correct"]
+        for d in map(json.loads, (folder / "eval" / f"answers-{MODEL}.jsonl").read_text().splitlines())
+    }
     assert ynq["Overall"] == pytest.approx(100 * sum(answers[f"y{k}"] for k in range(len(YN))) / len(YN))
     assert oeq["Overall"] == pytest.approx(100 * sum(answers[i] for i in OPEN) / len(OPEN)) == 100.0
     assert (folder / "outputs" / MODEL / f"{MODEL}_yn_YNQ_score.csv").is_file()

@@ -7,14 +7,13 @@ import os
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import embed_options, sha_of
 from PIL import Image as PILImage
 
 from vhmine import curate as C
 from vhmine.embed.job import embed_collection
 from vhmine.errors import ExportError, InputError, StoreError
 from vhmine.export.job import ExportOptions, export_benchmark
-
-from helpers import embed_options, sha_of
 
 
 def test_app_export_and_seed_find_moved_images_by_content(mined, tiny_models):
@@ -66,14 +65,19 @@ def test_app_export_and_seed_find_moved_images_by_content(mined, tiny_models):
 def test_a_folder_that_never_was_an_index_is_not_called_half_written(tmp_path):
     """`vhmine mine --index FOLDER` on a folder of photos said it "is half-written ... run the same vhmine embed
     command again"; an index left by a stopped embed (its work/ folder is there) still says that."""
+    from helpers import make_index, unit_rows
     from typer.testing import CliRunner
 
-    from helpers import make_index, unit_rows
     from vhmine.cli import app
 
     rng = np.random.default_rng(0)
-    make_index(tmp_path / "idx", "syn", unit_rows(rng.normal(size=(4, 4))), unit_rows(rng.normal(size=(4, 3))),
-               root=tmp_path / "imgs")
+    make_index(
+        tmp_path / "idx",
+        "syn",
+        unit_rows(rng.normal(size=(4, 4))),
+        unit_rows(rng.normal(size=(4, 3))),
+        root=tmp_path / "imgs",
+    )
     photos = tmp_path / "photos"
     photos.mkdir()
     PILImage.new("RGB", (8, 8)).save(photos / "a.png")
@@ -82,7 +86,8 @@ def test_a_folder_that_never_was_an_index_is_not_called_half_written(tmp_path):
     assert r.output.strip() == (
         f"error: {photos} is not an index: it has no manifest.json, nor the work/ folder a stopped `vhmine embed` "
         f"leaves. --index names an index under {tmp_path / 'idx'}/ (there are: syn); build one with "
-        "`vhmine embed IMAGES --name NAME`")
+        "`vhmine embed IMAGES --name NAME`"
+    )
     (photos / "work").mkdir()  # what a stopped embed leaves
     r = CliRunner().invoke(app, ["mine", "--index", str(photos), "--indexes", str(tmp_path / "idx")])
     assert r.exit_code == 2 and "is half-written (no manifest.json): its embed job did not finish" in r.output

@@ -5,10 +5,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vhmine.index import read_faiss_vectors, write_faiss
-from vhmine.index import index_rows
-from vhmine.index.rows import FlatWriter, IndexRows, open_vectors, read_ids
 from vhmine.errors import IndexCorruptError
+from vhmine.index import index_rows, read_faiss_vectors, write_faiss
+from vhmine.index.rows import FlatWriter, IndexRows, open_vectors, read_ids
 
 
 @pytest.fixture()
@@ -33,7 +32,7 @@ def test_rows_by_range_and_by_number_equal_what_faiss_reads(tmp_path, vectors, u
 def test_flat_files_written_by_chunks_are_faiss_files(tmp_path, vectors):
     w = FlatWriter(tmp_path / "b.faiss", 24)
     for s in range(0, 1000, 300):
-        w.add(vectors[s:s + 300])
+        w.add(vectors[s : s + 300])
     assert not (tmp_path / "b.faiss").exists()  # nothing under the final name until close()
     w.close()
     write_faiss(tmp_path / "a.faiss", vectors)
@@ -57,8 +56,11 @@ def test_a_truncated_or_foreign_file_is_named(tmp_path, vectors):
     write_faiss(tmp_path / "clip.faiss", vectors)
     data = (tmp_path / "clip.faiss").read_bytes()
     (tmp_path / "cut.faiss").write_bytes(data[:-4])
-    with pytest.raises(IndexCorruptError, match=r"cut.faiss has 96041 bytes, but its header says 1000 x 24 float32 "
-                                                r"rows after 45 bytes \(96045\): it is truncated"):
+    with pytest.raises(
+        IndexCorruptError,
+        match=r"cut.faiss has 96041 bytes, but its header says 1000 x 24 float32 "
+        r"rows after 45 bytes \(96045\): it is truncated",
+    ):
         open_vectors(tmp_path / "cut.faiss")
     ivf = faiss.IndexIVFFlat(faiss.IndexFlatIP(24), 24, 4, faiss.METRIC_INNER_PRODUCT)
     ivf.train(vectors)
@@ -91,8 +93,14 @@ def test_index_rows_of_an_index_and_of_its_copy_at_a_url(tmp_path, vectors):
 
     n = len(vectors)
     images = pd.DataFrame({"image_id": [f"{k:016x}" for k in range(n)], "path": [f"{k}.jpg" for k in range(n)]})
-    write_index(tmp_path / "idx" / "c", images, vectors, vectors[:, :8].copy(),
-                skipped=pd.DataFrame({"path": [], "reason": []}), manifest={"name": "c", "root": "/x"})
+    write_index(
+        tmp_path / "idx" / "c",
+        images,
+        vectors,
+        vectors[:, :8].copy(),
+        skipped=pd.DataFrame({"path": [], "reason": []}),
+        manifest={"name": "c", "root": "/x"},
+    )
     rows = index_rows(tmp_path / "idx" / "c")
     assert isinstance(rows, IndexRows) and rows.n == n and (rows.clip.dim, rows.dino.dim) == (24, 8)
     assert rows.id_width == 16 and rows.ids(3, 5).tolist() == [b"0000000000000003", b"0000000000000004"]

@@ -39,11 +39,27 @@ def _coco(folder):
         images.append({"id": i, "file_name": name, "width": w, "height": h})
         for c, x, y, bw, bh in objs:
             poly = [x + bw / 2, y, x + bw, y + bh / 2, x + bw / 2, y + bh, x, y + bh / 2]
-            anns.append({"id": len(anns) + 1, "image_id": i, "category_id": cats.index(c) + 1, "bbox": [x, y, bw, bh],
-                         "segmentation": [poly], "area": bw * bh / 2, "iscrowd": 0})
+            anns.append(
+                {
+                    "id": len(anns) + 1,
+                    "image_id": i,
+                    "category_id": cats.index(c) + 1,
+                    "bbox": [x, y, bw, bh],
+                    "segmentation": [poly],
+                    "area": bw * bh / 2,
+                    "iscrowd": 0,
+                }
+            )
     path = folder.parent / "instances.json"
-    path.write_text(json.dumps({"images": images, "annotations": anns,
-                                "categories": [{"id": k + 1, "name": c} for k, c in enumerate(cats)]}))
+    path.write_text(
+        json.dumps(
+            {
+                "images": images,
+                "annotations": anns,
+                "categories": [{"id": k + 1, "name": c} for k, c in enumerate(cats)],
+            }
+        )
+    )
     return path
 
 
@@ -55,8 +71,19 @@ def collection(tmp_path_factory, tiny_models):
     write_photos(root / "photos", tuple(n[:-4] for n in OBJECTS))
     coco = _coco(root / "photos")
     clip, dino = tiny_models
-    embed_collection(EmbedOptions(images=root / "photos", name="scenes", indexes=root / "idx", clip_model=clip,
-                                  dino_model=dino, workers=0, batch_size=8, coco_annotations=coco, progress=False))
+    embed_collection(
+        EmbedOptions(
+            images=root / "photos",
+            name="scenes",
+            indexes=root / "idx",
+            clip_model=clip,
+            dino_model=dino,
+            workers=0,
+            batch_size=8,
+            coco_annotations=coco,
+            progress=False,
+        )
+    )
     return root
 
 
@@ -69,10 +96,16 @@ def tiny_inpaint(tmp_path_factory):
 
 
 def _opts(root, strategy, **kw):
-    return ManipulateOptions(llm=LLMOptions(model="victim-vlm", cache=root / f"cache-{strategy}.db", progress=False,
-                                            retry_wait_s=0.01),
-                             index="scenes", indexes=root / "idx", strategies=(strategy,), per_strategy=1,
-                             out=root / "edited", steps=2, **kw)
+    return ManipulateOptions(
+        llm=LLMOptions(model="victim-vlm", cache=root / f"cache-{strategy}.db", progress=False, retry_wait_s=0.01),
+        index="scenes",
+        indexes=root / "idx",
+        strategies=(strategy,),
+        per_strategy=1,
+        out=root / "edited",
+        steps=2,
+        **kw,
+    )
 
 
 def _store(root):
@@ -83,6 +116,7 @@ def _store(root):
 
 def _victim(rules):
     """A responder: captions, object descriptions and yes/no answers picked by the first matching phrase."""
+
     def answer(body):
         text = chat_text(body)
         if "correct, incorrect or unclear" in text:  # the judge: wrong whenever the truth is "no" and it said yes
@@ -91,19 +125,24 @@ def _victim(rules):
             if phrase in text:
                 return said
         return "Yes."
+
     return answer
 
 
 def test_abnormal_insertion_caught_by_both_and_queued_with_provenance(collection, openai_server):
     from sqlalchemy import select
+
     from vhmine.store import Generation, Task
 
-    openai_server.responder = _victim([
-        ("Describe this image", "A photo of something."), ("Describe its appearance", "a small odd thing"),
-        ("given their center positions", "Yes."),
-        ("We have an image depicting", "No, there is none."),  # the caption level denies the pasted object
-        ("Is there a", "Yes, there is."),
-    ])
+    openai_server.responder = _victim(
+        [
+            ("Describe this image", "A photo of something."),
+            ("Describe its appearance", "a small odd thing"),
+            ("given their center positions", "Yes."),
+            ("We have an image depicting", "No, there is none."),  # the caption level denies the pasted object
+            ("Is there a", "Yes, there is."),
+        ]
+    )
     with _store(collection) as store:
         res = manipulate(store, _opts(collection, "abnormal"))
         with store.session(write=False) as s:
@@ -126,12 +165,21 @@ def test_abnormal_insertion_caught_by_both_and_queued_with_provenance(collection
     mask = np.asarray(case.edit.mask)
     assert 0 < (mask > 0).sum() < mask.size
     report = json.loads(res.report.read_text())
-    assert report["metrics"]["existence"]["ASR"] == 100.0 and report["families"][0]["questions"][1]["verdict"] == "hallucinated"
+    assert (
+        report["metrics"]["existence"]["ASR"] == 100.0
+        and report["families"][0]["questions"][1]["verdict"] == "hallucinated"
+    )
 
 
 def test_paired_insertion_caught_by_correctness_only_through_the_judge(collection, openai_server):
-    openai_server.responder = _victim([("Describe this image", "A photo."), ("Describe its appearance", "a thing"),
-                                       ("given their center positions", "Yes."), ("Is there", "Yes, there is.")])
+    openai_server.responder = _victim(
+        [
+            ("Describe this image", "A photo."),
+            ("Describe its appearance", "a thing"),
+            ("given their center positions", "Yes."),
+            ("Is there", "Yes, there is."),
+        ]
+    )
     with _store(collection) as store:
         res = manipulate(store, _opts(collection, "paired", judge="judge-llm"))
     (case,) = res.cases
@@ -149,10 +197,14 @@ def test_correlated_removal_inpainted_and_caught_by_consistency_only(collection,
     from PIL import Image
 
     names = sorted({c for objs in OBJECTS.values() for c, *_ in objs})
-    openai_server.responder = _victim([
-        ("Describe this image", "A scene with " + ", ".join(names) + "."),  # the caption names the removed object
-        ("Describe its appearance", "a plain object"), ("given their center positions", "No."), ("Is there", "No."),
-    ])
+    openai_server.responder = _victim(
+        [
+            ("Describe this image", "A scene with " + ", ".join(names) + "."),  # the caption names the removed object
+            ("Describe its appearance", "a plain object"),
+            ("given their center positions", "No."),
+            ("Is there", "No."),
+        ]
+    )
     with _store(collection) as store:
         res = manipulate(store, _opts(collection, "removal", inpaint=f"diffusers:{tiny_inpaint}"))
     (case,) = res.cases
@@ -165,8 +217,16 @@ def test_correlated_removal_inpainted_and_caught_by_consistency_only(collection,
     inside = np.asarray(mask) > 0
     b, a = np.asarray(before), np.asarray(after)
     assert (a[~inside] == b[~inside]).all() and (a[inside] != b[inside]).any()
-    assert res.metrics["existence"] == {"cases": 1, "ASR": 100.0, "MASR": 0.0, "CASR": 100.0, "induced": 1,
-                                        "avg_questions_to_induce": 1.0, "unanswered": 0, "unjudged": 0}
+    assert res.metrics["existence"] == {
+        "cases": 1,
+        "ASR": 100.0,
+        "MASR": 0.0,
+        "CASR": 100.0,
+        "induced": 1,
+        "avg_questions_to_induce": 1.0,
+        "unanswered": 0,
+        "unjudged": 0,
+    }
 
 
 def _fr(family, corr, cons, first, strategy="abnormal"):
@@ -175,14 +235,25 @@ def _fr(family, corr, cons, first, strategy="abnormal"):
 
 def test_asr_masr_casr_by_hand():
     table = [  # family, by correctness, by consistency, first question that induced
-        _fr("existence", True, True, 2), _fr("existence", True, False, 1), _fr("existence", False, True, 3),
-        _fr("existence", False, False, None), _fr("spatial", True, False, 2, "removal"),
+        _fr("existence", True, True, 2),
+        _fr("existence", True, False, 1),
+        _fr("existence", False, True, 3),
+        _fr("existence", False, False, None),
+        _fr("spatial", True, False, 2, "removal"),
         _fr("spatial", False, False, None, "removal"),
     ]
     m = attack_metrics(table)
     # overall: induced 4 of 6; by correctness 3 of 6; by consistency 2 of 6; questions (2 + 1 + 3 + 2) / 4
-    assert m["overall"] == {"cases": 6, "ASR": pytest.approx(200 / 3), "MASR": 50.0, "CASR": pytest.approx(100 / 3),
-                            "induced": 4, "avg_questions_to_induce": 2.0, "unanswered": 0, "unjudged": 0}
+    assert m["overall"] == {
+        "cases": 6,
+        "ASR": pytest.approx(200 / 3),
+        "MASR": 50.0,
+        "CASR": pytest.approx(100 / 3),
+        "induced": 4,
+        "avg_questions_to_induce": 2.0,
+        "unanswered": 0,
+        "unjudged": 0,
+    }
     assert m["overall"]["ASR"] != round(m["overall"]["ASR"], 2)  # kept unrounded: only the printed table rounds
     assert " 66.7 " in metrics_table(m) and "66.67" not in metrics_table(m)
     assert (m["existence"]["ASR"], m["existence"]["MASR"], m["existence"]["CASR"]) == (75.0, 50.0, 50.0)
@@ -193,22 +264,42 @@ def test_asr_masr_casr_by_hand():
 
 def test_a_case_without_any_answer_is_no_failed_attack():
     # one induced case, one whose every request failed (asked 0): before, ASR 50 from the failed one
-    m = attack_metrics([_fr("existence", True, False, 1), FamilyResult("d", "abnormal", "existence", 0, False, False, None)])
-    assert (m["overall"]["cases"], m["overall"]["ASR"], m["overall"]["MASR"], m["overall"]["CASR"]) == (1, 100.0, 100.0, 0.0)
+    m = attack_metrics(
+        [_fr("existence", True, False, 1), FamilyResult("d", "abnormal", "existence", 0, False, False, None)]
+    )
+    assert (m["overall"]["cases"], m["overall"]["ASR"], m["overall"]["MASR"], m["overall"]["CASR"]) == (
+        1,
+        100.0,
+        100.0,
+        0.0,
+    )
     assert m["overall"]["unanswered"] == 1 and m["existence"]["unanswered"] == 1
     nothing = attack_metrics([FamilyResult("d", "abnormal", "existence", 0, False, False, None)])["overall"]
     assert (nothing["cases"], nothing["ASR"], nothing["unanswered"]) == (0, None, 1)
-    assert "1 case(s) got no answer to any question" in metrics_table(attack_metrics(
-        [FamilyResult("d", "abnormal", "spatial", 0, False, False, None)]))
+    assert "1 case(s) got no answer to any question" in metrics_table(
+        attack_metrics([FamilyResult("d", "abnormal", "spatial", 0, False, False, None)])
+    )
 
 
 def test_a_failed_judge_request_leaves_the_answer_unjudged():
     from vhmine.manipulate.detect import judge_family
     from vhmine.manipulate.questions import Question
 
-    qs = [Question("existence", "none", "cup", "Is there a cup in this image?", False, "There is no cup.", "exists.none", "cup"),
-          Question("existence", "caption", "cup", "We have a table. Is there a cup?", False, "There is no cup.",
-                   "exists.caption", "cup")]
+    qs = [
+        Question(
+            "existence", "none", "cup", "Is there a cup in this image?", False, "There is no cup.", "exists.none", "cup"
+        ),
+        Question(
+            "existence",
+            "caption",
+            "cup",
+            "We have a table. Is there a cup?",
+            False,
+            "There is no cup.",
+            "exists.caption",
+            "cup",
+        ),
+    ]
     # the victim says "Yes" (wrong) twice; the judge answered the second only: the first is unjudged, never read
     # by the yes/no rule (before: "hallucinated" by the rule, and the case induced by correctness at question 1)
     r = judge_family("c", "removal", "existence", qs, ["Yes.", "Yes."], "vhtest", judge_texts=[None, "incorrect"])
@@ -226,6 +317,7 @@ def test_spatial_truth_from_box_centres():
 
 def test_owlvit_detector_finds_boxes_in_scenes_without_annotations(tmp_path):
     from helpers import tiny_owlvit
+
     from vhmine.manipulate.scenes import Scene, detect_scenes
 
     tiny_owlvit(tmp_path / "owl")
@@ -249,9 +341,28 @@ def test_cli_run_then_a_verified_edit_exports_with_its_provenance(collection, op
 
     openai_server.responder = _victim([("Describe", "A photo."), ("Is there", "No.")])
     db, out = tmp_path / "cli.db", tmp_path / "edited"
-    res = CliRunner().invoke(app, ["manipulate", "--model", "victim-vlm", "--index", "scenes", "--indexes",
-                                   str(collection / "idx"), "--strategy", "abnormal", "--per-strategy", "1",
-                                   "--out", str(out), "--cache", str(tmp_path / "c.db"), "--db", str(db)])
+    res = CliRunner().invoke(
+        app,
+        [
+            "manipulate",
+            "--model",
+            "victim-vlm",
+            "--index",
+            "scenes",
+            "--indexes",
+            str(collection / "idx"),
+            "--strategy",
+            "abnormal",
+            "--per-strategy",
+            "1",
+            "--out",
+            str(out),
+            "--cache",
+            str(tmp_path / "c.db"),
+            "--db",
+            str(db),
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "ASR" in res.output and "existence" in res.output
     report = json.loads((out / "manipulate-report.json").read_text())
@@ -261,8 +372,17 @@ def test_cli_run_then_a_verified_edit_exports_with_its_provenance(collection, op
         C.add_worker(store, "alice")
         item = C.next_item(store, "alice", "existence")
         assert item.images[0].id == case["image_id"]
-        C.save_annotation(store, "alice", item.task_id, C.Annotation(
-            "existence.is_there", {"object": case["target"]}, answers={case["image_id"]: "yes"}, truths={case["image_id"]: True}))
+        C.save_annotation(
+            store,
+            "alice",
+            item.task_id,
+            C.Annotation(
+                "existence.is_there",
+                {"object": case["target"]},
+                answers={case["image_id"]: "yes"},
+                truths={case["image_id"]: True},
+            ),
+        )
         export_benchmark(store, ExportOptions(out=tmp_path / "bench", format="pope", kind="ynq", allow_unbalanced=True))
     meta = json.loads((tmp_path / "bench" / "manifest.json").read_text())["instances"]
     edit = next(iter(meta.values()))["edit"]

@@ -29,8 +29,21 @@ def _cli(indexes, *args):
 
     from vhmine.cli import app
 
-    return CliRunner().invoke(app, ["manipulate", "--model", "victim-vlm", "--indexes", str(indexes), "--per-strategy",
-                                    "1", "--retry-wait", "0.01", *args])
+    return CliRunner().invoke(
+        app,
+        [
+            "manipulate",
+            "--model",
+            "victim-vlm",
+            "--indexes",
+            str(indexes),
+            "--per-strategy",
+            "1",
+            "--retry-wait",
+            "0.01",
+            *args,
+        ],
+    )
 
 
 def _generations(db):
@@ -39,7 +52,10 @@ def _generations(db):
     from vhmine.store import Generation, Image, Task, open_store
 
     with open_store(db) as store, store.session(write=False) as s:
-        gens = [(g.params, i.path) for g, i in s.execute(select(Generation, Image).join(Image, Image.id == Generation.image_id))]
+        gens = [
+            (g.params, i.path)
+            for g, i in s.execute(select(Generation, Image).join(Image, Image.id == Generation.image_id))
+        ]
         tasks = s.scalars(select(Task)).all()
         return gens, [(t.mode, t.status) for t in tasks]
 
@@ -68,18 +84,34 @@ def _photo(folder, sha):
 
 
 def _removal_victim():
-    return _victim([("Describe this image", "A plain scene."), ("Describe its appearance", "a plain object"),
-                    ("given their center positions", "No."), ("Is there", "No.")])
+    return _victim(
+        [
+            ("Describe this image", "A plain scene."),
+            ("Describe its appearance", "a plain object"),
+            ("given their center positions", "No."),
+            ("Is there", "No."),
+        ]
+    )
 
 
 def test_removal_through_an_openai_image_edit_keeps_the_scene_outside_the_mask_and_a_rerun_edits_nothing(
-        collection, openai_server, tmp_path):
-    from PIL import Image
+    collection, openai_server, tmp_path
+):
 
     openai_server.responder = _removal_victim()
     db, out = tmp_path / "s.db", tmp_path / "edited"
-    args = ["--index", "scenes", "--strategy", "removal", "--inpaint", "openai:gpt-image-1", "--out", str(out),
-            "--db", str(db)]
+    args = [
+        "--index",
+        "scenes",
+        "--strategy",
+        "removal",
+        "--inpaint",
+        "openai:gpt-image-1",
+        "--out",
+        str(out),
+        "--db",
+        str(db),
+    ]
     res = _cli(collection / "idx", *args, "--cache", str(tmp_path / "c1.db"))
     assert res.exit_code == 0, res.output
     (sent,) = _edits(openai_server)
@@ -113,8 +145,24 @@ def test_a_failed_image_edit_is_discarded_with_its_reason_and_a_rerun_makes_it(c
     openai_server.responder = _removal_victim()
     openai_server.faults = ["bad-image", "bad-image"]  # both tries of the one edit (counts prior: edits go first)
     db, out, cache = tmp_path / "s.db", tmp_path / "edited", tmp_path / "c.db"
-    args = ["--index", "scenes", "--strategy", "removal", "--inpaint", "openai:gpt-image-1", "--out", str(out),
-            "--db", str(db), "--cache", str(cache), "--max-retries", "1", "--concurrency", "1"]
+    args = [
+        "--index",
+        "scenes",
+        "--strategy",
+        "removal",
+        "--inpaint",
+        "openai:gpt-image-1",
+        "--out",
+        str(out),
+        "--db",
+        str(db),
+        "--cache",
+        str(cache),
+        "--max-retries",
+        "1",
+        "--concurrency",
+        "1",
+    ]
     res = _cli(collection / "idx", *args)
     assert res.exit_code == 3, res.output  # partial: the rerun asks again
     report = json.loads((out / "manipulate-report.json").read_text())
@@ -150,13 +198,16 @@ def test_llm_prior_names_the_objects_and_records_what_it_cannot_use(openai_serve
 
     openai_server.responder = lambda body: _prior_answer(body) or "Yes."
     openai_server.faults = ["malformed"]  # the first answer is unreadable once: retried
-    asks = [("abnormal", ["cup", "saucer"], ["cup", "horse", "rocket"]),
-            ("paired", ["cat"], ["saddle", "horse", "rocket"]),
-            ("removal", ["sofa", "cat"], ["sofa", "cat"]),
-            ("removal", ["flag", "person"], ["flag", "person"])]
+    asks = [
+        ("abnormal", ["cup", "saucer"], ["cup", "horse", "rocket"]),
+        ("paired", ["cat"], ["saddle", "horse", "rocket"]),
+        ("removal", ["sofa", "cat"], ["sofa", "cat"]),
+        ("removal", ["flag", "person"], ["flag", "person"]),
+    ]
     misses: dict = {}
-    with LLM(LLMOptions(model="victim-vlm", cache=tmp_path / "c.db", progress=False, retry_wait_s=0.01,
-                        concurrency=1)) as llm:
+    with LLM(
+        LLMOptions(model="victim-vlm", cache=tmp_path / "c.db", progress=False, retry_wait_s=0.01, concurrency=1)
+    ) as llm:
         got = llm_choices(llm, "text-llm", asks, misses)
     # the lists go out sorted; the answer's order decides which of a pair is inserted
     assert [c and c.objects for c in got] == [("rocket",), ("rocket", "horse"), ("cat",), None]
@@ -168,14 +219,35 @@ def test_llm_prior_names_the_objects_and_records_what_it_cannot_use(openai_serve
 
 
 def test_llm_prior_through_the_stage_records_the_prior_with_each_case_and_a_failed_request(
-        collection, openai_server, tmp_path):
-    victim = _victim([("Describe this image", "A photo."), ("Describe its appearance", "a thing"), ("Is there", "Yes.")])
+    collection, openai_server, tmp_path
+):
+    victim = _victim(
+        [("Describe this image", "A photo."), ("Describe its appearance", "a thing"), ("Is there", "Yes.")]
+    )
     openai_server.responder = lambda body: _prior_answer(body) or victim(body)
     openai_server.faults = ["malformed", "malformed"]  # the first prior request fails on both tries
     db, out, cache = tmp_path / "s.db", tmp_path / "edited", tmp_path / "c.db"
-    res = _cli(collection / "idx", "--index", "scenes", "--strategy", "abnormal", "--prior", "llm", "--prior-model",
-               "text-llm", "--out", str(out), "--db", str(db), "--cache", str(cache), "--max-retries", "1",
-               "--concurrency", "1")
+    res = _cli(
+        collection / "idx",
+        "--index",
+        "scenes",
+        "--strategy",
+        "abnormal",
+        "--prior",
+        "llm",
+        "--prior-model",
+        "text-llm",
+        "--out",
+        str(out),
+        "--db",
+        str(db),
+        "--cache",
+        str(cache),
+        "--max-retries",
+        "1",
+        "--concurrency",
+        "1",
+    )
     assert res.exit_code == 3, res.output
     report = json.loads((out / "manipulate-report.json").read_text())
     assert report["prior"] == "llm" and report["failed_requests"] == 1
@@ -199,18 +271,41 @@ def plain(tmp_path_factory, tiny_models):
     root = tmp_path_factory.mktemp("plain")
     write_photos(root / "photos", tuple(n[:-4] for n in OBJECTS))
     clip, dino = tiny_models
-    embed_collection(EmbedOptions(images=root / "photos", name="plain", indexes=root / "idx", clip_model=clip,
-                                  dino_model=dino, workers=0, batch_size=8, progress=False))
+    embed_collection(
+        EmbedOptions(
+            images=root / "photos",
+            name="plain",
+            indexes=root / "idx",
+            clip_model=clip,
+            dino_model=dino,
+            workers=0,
+            batch_size=8,
+            progress=False,
+        )
+    )
     return root, tiny_owlvit(root / "owl")
 
 
-def test_owlvit_finds_the_objects_of_a_collection_without_annotations_through_the_whole_stage(plain, openai_server,
-                                                                                           tmp_path):
+def test_owlvit_finds_the_objects_of_a_collection_without_annotations_through_the_whole_stage(
+    plain, openai_server, tmp_path
+):
     root, owl = plain
     openai_server.responder = _removal_victim()
     db, out = tmp_path / "s.db", tmp_path / "edited"
-    args = ["--index", "plain", "--strategy", "removal", "--inpaint", "openai:gpt-image-1", "--out", str(out),
-            "--db", str(db), "--cache", str(tmp_path / "c.db")]
+    args = [
+        "--index",
+        "plain",
+        "--strategy",
+        "removal",
+        "--inpaint",
+        "openai:gpt-image-1",
+        "--out",
+        str(out),
+        "--db",
+        str(db),
+        "--cache",
+        str(tmp_path / "c.db"),
+    ]
     res = _cli(root / "idx", *args)
     assert res.exit_code != 0 and "no scene has objects" in res.output  # no annotations and no detector
     res = _cli(root / "idx", *args, "--detector", str(owl), "--vocabulary", "cup,spoon,cat")
@@ -221,7 +316,7 @@ def test_owlvit_finds_the_objects_of_a_collection_without_annotations_through_th
     # a detector gives boxes, so the removal mask is a rectangle (the box enlarged by 20%)
     mask = _mask(out / p["mask"])
     ys, xs = np.nonzero(mask)
-    assert mask[ys.min():ys.max() + 1, xs.min():xs.max() + 1].all() and mask.sum() < mask.size
+    assert mask[ys.min() : ys.max() + 1, xs.min() : xs.max() + 1].all() and mask.sum() < mask.size
     (sent,) = _edits(openai_server)
     source = _rgb(_photo(root / "photos", p["source_sha256"]))
     assert (_rgb(sent["image"]) == source).all() and (_rgb(path)[~mask] == source[~mask]).all()

@@ -7,13 +7,21 @@ import math
 
 import numpy as np
 import pytest
+from helpers import row_directions, unit_rows
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from helpers import row_directions, unit_rows
 from vhmine.errors import InputError
-from vhmine.mine.join.simsearch import (PairSet, assert_same_pairs, brute_force_across, brute_force_pairs, find_pairs,
-                                   find_pairs_across, merge, pair_sims)
+from vhmine.mine.join.simsearch import (
+    PairSet,
+    assert_same_pairs,
+    brute_force_across,
+    brute_force_pairs,
+    find_pairs,
+    find_pairs_across,
+    merge,
+    pair_sims,
+)
 
 
 def _subset(ps: PairSet, keep: np.ndarray) -> PairSet:
@@ -61,6 +69,7 @@ def across_equals_the_stacked_rectangle(ca, da, cb, db, clip_min, dino_max, **kw
 
 # --- generated sets -----------------------------------------------------------------------------------------
 
+
 def _scaled(rows, scales):
     return (unit_rows(rows).astype(np.float64) * np.asarray(scales, np.float64)[:, None]).astype(np.float32)
 
@@ -75,8 +84,11 @@ def row_sets(draw, max_rows=300):
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     clip, dino = row_directions(draw, rng, n, d, e)
     scale = draw(st.sampled_from(["unit", "unit", "set", "row"]))
-    k = {"unit": np.zeros(n), "set": np.full(n, draw(st.integers(-48, 48))),
-         "row": rng.choice([-48, -20, 0, 20, 48], n)}[scale]
+    k = {
+        "unit": np.zeros(n),
+        "set": np.full(n, draw(st.integers(-48, 48))),
+        "row": rng.choice([-48, -20, 0, 20, 48], n),
+    }[scale]
     zero = rng.random(n) < draw(st.sampled_from([0.0, 0.1]))
     factor = np.where(zero, 0.0, 2.0**k * (rng.uniform(0.5, 2, n) if scale != "unit" else 1.0))
     clip, dino = _scaled(clip, factor), _scaled(dino, factor[::-1])
@@ -101,8 +113,11 @@ def new_row_choice(draw, rng, n: int) -> np.ndarray:
         return np.array([rng.integers(0, n)])
     if how == "all":
         return rng.permutation(n)
-    rows = rng.choice(n, int(rng.integers(1, n + 1)) if how == "repeats" else max(1, n // 50 * int(rng.integers(1, 20))),
-                      replace=how == "repeats")
+    rows = rng.choice(
+        n,
+        int(rng.integers(1, n + 1)) if how == "repeats" else max(1, n // 50 * int(rng.integers(1, 20))),
+        replace=how == "repeats",
+    )
     return rows.astype(np.int32)
 
 
@@ -117,11 +132,13 @@ def test_property_new_rows_plus_the_earlier_mine_is_the_full_mine(data, pick, wo
 def test_property_across_is_brute_force_on_the_rectangle(data, pick, workers):
     clip, dino, clip_min, dino_max, rng = data
     na = pick.draw(st.integers(0, len(clip)))
-    across_equals_the_stacked_rectangle(clip[:na], dino[:na], clip[na:], dino[na:], clip_min, dino_max,
-                                        device="cpu", block_size=64, workers=workers)
+    across_equals_the_stacked_rectangle(
+        clip[:na], dino[:na], clip[na:], dino[na:], clip_min, dino_max, device="cpu", block_size=64, workers=workers
+    )
 
 
 # --- examples -----------------------------------------------------------------------------------------------
+
 
 def _set(n, d=24, e=16, seed=0):
     rng = np.random.default_rng(seed)
@@ -166,8 +183,9 @@ def test_across_computes_the_rectangle_only():
     # rows 0..319 (5 row blocks) against columns from 256 (the group holding B's first row) to 704: 7 blocks
     assert (st_["blocks"], st_["pairs_examined"]) == (35, 300 * 400)
     assert len(got) and got.j.max() < 400 and got.i.max() < 300
-    assert_same_pairs(got, brute_force_across(clip[:300], dino[:300], clip[300:], dino[300:], 0.6), atol=0.0,
-                      across=True)
+    assert_same_pairs(
+        got, brute_force_across(clip[:300], dino[:300], clip[300:], dino[300:], 0.6), atol=0.0, across=True
+    )
 
 
 def test_across_drops_the_pairs_within_one_side_at_a_threshold_everything_meets():
@@ -199,11 +217,16 @@ def test_bad_new_rows_and_mismatched_collections_are_named():
         find_pairs(clip, dino, 0.5, new_rows=np.array([-1, 3]))
     with pytest.raises(InputError, match=r"^new_rows must be a 1-D array of row numbers, got float64"):
         find_pairs(clip, dino, 0.5, new_rows=np.array([1.0]))
-    with pytest.raises(InputError, match=r"^new_rows must be a 1-D array of row numbers, got int64 with shape \(1, 2\)"):
+    with pytest.raises(
+        InputError, match=r"^new_rows must be a 1-D array of row numbers, got int64 with shape \(1, 2\)"
+    ):
         find_pairs(clip, dino, 0.5, new_rows=np.array([[1, 2]]))
     other, _ = _set(50, d=32)
-    with pytest.raises(InputError, match=r"^clip vectors of the two collections differ in dimension: \(100, 24\) "
-                                         r"against \(50, 32\)"):
+    with pytest.raises(
+        InputError,
+        match=r"^clip vectors of the two collections differ in dimension: \(100, 24\) "
+        r"against \(50, 32\)",
+    ):
         find_pairs_across(clip, dino, other, dino[:50], 0.5)
     bad = clip[:50].copy()
     bad[7, 0] = np.nan
@@ -219,5 +242,6 @@ def test_too_many_candidates_in_a_band_or_across_is_named(workers):
     with pytest.raises(InputError, match="more than the limit of 1,000 candidates"):
         find_pairs(clip, dino, 0.0, new_rows=np.arange(40), max_candidates=1000, block_size=64, workers=workers)
     with pytest.raises(InputError, match="more than the limit of 1,000 candidates"):
-        find_pairs_across(clip[:100], dino[:100], clip[100:], dino[100:], 0.0, max_candidates=1000, block_size=64,
-                          workers=workers)
+        find_pairs_across(
+            clip[:100], dino[:100], clip[100:], dino[100:], 0.0, max_candidates=1000, block_size=64, workers=workers
+        )

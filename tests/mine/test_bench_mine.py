@@ -19,9 +19,24 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_bench_mine_checks_the_pairs_and_prints_the_floor_ratio():
     pytest.importorskip("faiss")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_mine.py"), "--n", "3000", "--repeat", "2",
-                          "--block-size", "1024", "--clip", "0.85"], capture_output=True, text=True, env=env,
-                         timeout=600)
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "bench_mine.py"),
+            "--n",
+            "3000",
+            "--repeat",
+            "2",
+            "--block-size",
+            "1024",
+            "--clip",
+            "0.85",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     out = res.stdout + res.stderr
     assert res.returncode == 0, out
     lines = [line for line in out.splitlines() if line.startswith("ratio vs faiss")]
@@ -32,8 +47,11 @@ def test_bench_mine_checks_the_pairs_and_prints_the_floor_ratio():
         assert m and m[1] in KERNELS and float(m[2]) > 0, line
     rates = re.findall(r"products kernels, GMAC/s in one thread, measured now: (.*)", out)
     assert len(rates) == 2 and all("blas-f32 " in r and "torch-f32 " in r for r in rates), out
-    floors = re.findall(r"floor \(the same blocks' products alone, kernel ([a-z0-9-]+)\): [0-9.]+ s \(median of "
-                        r"[0-9.]+, [0-9.]+, [0-9.]+ s", out)
+    floors = re.findall(
+        r"floor \(the same blocks' products alone, kernel ([a-z0-9-]+)\): [0-9.]+ s \(median of "
+        r"[0-9.]+, [0-9.]+, [0-9.]+ s",
+        out,
+    )
     assert len(floors) == 2, out  # the floor before and after each run
     # the floor's kernel is the one the miner used
     assert re.findall(r"  products kernel: ([a-z0-9-]+) \(", out) == floors, out
@@ -50,20 +68,50 @@ def ratio_of(a: str, b: str, r: str) -> bool:
 def test_bench_mine_growth_lines_say_the_pairs_are_identical_and_give_their_ratios():
     """--incremental and --against at a toy size: each line says its pairs equal the full mine's, with its ratios."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_mine.py"), "--only-growth", "--incremental",
-                          "3000", "--against", "1500", "--dim", "256", "--dino-dim", "32", "--block-size", "256",
-                          "--clip", "0.9"], capture_output=True, text=True, env=env, timeout=300)
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "bench_mine.py"),
+            "--only-growth",
+            "--incremental",
+            "3000",
+            "--against",
+            "1500",
+            "--dim",
+            "256",
+            "--dino-dim",
+            "32",
+            "--block-size",
+            "256",
+            "--clip",
+            "0.9",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     out = res.stdout + res.stderr
     assert res.returncode == 0, out
     assert "ratio vs faiss" not in out  # --only-growth: the data sets' runs are left out
-    inc = re.findall(r"^incremental: \+1% rows at N=3000: ([0-9.]+) s against a full mine ([0-9.]+) s \(ratio "
-                     r"([0-9.]+)\), pairs identical$", out, re.M)
+    inc = re.findall(
+        r"^incremental: \+1% rows at N=3000: ([0-9.]+) s against a full mine ([0-9.]+) s \(ratio "
+        r"([0-9.]+)\), pairs identical$",
+        out,
+        re.M,
+    )
     assert len(inc) == 1 and ratio_of(*inc[0]), out
     products = re.findall(r"^  products ratio ([0-9.]+) \(([0-9,]+) of ([0-9,]+) row pairs", out, re.M)
     # 30 new rows of 3000: 30 x 29 / 2 + 30 x 2970 of 3000 x 2999 / 2
     assert products == [("0.0199", "89,535", "4,498,500")], out
-    ac = re.findall(r"^against: 1,500 x 1,500 in ([0-9.]+) s against the same 3,000 rows as one triangle in "
-                    r"([0-9.]+) s \(products ratio ([0-9.]+), time ratio ([0-9.]+)\), pairs identical$", out, re.M)
-    assert len(ac) == 1 and ac[0][2] == "0.5002" and ratio_of(ac[0][0], ac[0][1], ac[0][3]), out  # 1500^2 / (3000 x 2999 / 2)
+    ac = re.findall(
+        r"^against: 1,500 x 1,500 in ([0-9.]+) s against the same 3,000 rows as one triangle in "
+        r"([0-9.]+) s \(products ratio ([0-9.]+), time ratio ([0-9.]+)\), pairs identical$",
+        out,
+        re.M,
+    )
+    assert len(ac) == 1 and ac[0][2] == "0.5002" and ratio_of(ac[0][0], ac[0][1], ac[0][3]), (
+        out
+    )  # 1500^2 / (3000 x 2999 / 2)
     pairs = re.findall(r"([0-9,]+) pairs across of ([0-9,]+)", out)
     assert len(pairs) == 1 and 0 < int(pairs[0][0].replace(",", "")) < int(pairs[0][1].replace(",", "")), out

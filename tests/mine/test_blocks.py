@@ -5,10 +5,17 @@ import math
 
 import numpy as np
 import pytest
-
 from helpers import unit_rows
+
 from vhmine.mine.join.blocks import (
-    BlockStats, Quantiser, choose_turn, exact_pairs, quantise_block, sample_rows, scan_block, threshold,
+    BlockStats,
+    Quantiser,
+    choose_turn,
+    exact_pairs,
+    quantise_block,
+    sample_rows,
+    scan_block,
+    threshold,
     tile_candidates,
 )
 from vhmine.mine.join.simsearch import assert_same_pairs, brute_force_pairs, fast_pass, find_pairs, merge
@@ -18,7 +25,9 @@ def data(n, d, e, seed, spiky=False):
     rng = np.random.default_rng(seed)
     clip, dino = rng.standard_normal((n, d)), rng.standard_normal((n, e))
     for s in range(n // 3, n, 12):  # clusters of 12
-        clip[s:s + 12] = rng.standard_normal(d) + rng.uniform(0.1, 0.6) * rng.standard_normal((len(clip[s:s + 12]), d))
+        clip[s : s + 12] = rng.standard_normal(d) + rng.uniform(0.1, 0.6) * rng.standard_normal(
+            (len(clip[s : s + 12]), d)
+        )
     if spiky:  # a few dimensions far larger than the rest, as in CLIP
         for k, f in zip((1, 7, 20), (10, 15, 25)):
             clip[:, k] = f * (1 + 0.3 * clip[:, k])
@@ -27,7 +36,7 @@ def data(n, d, e, seed, spiky=False):
 
 def scanned(clip, chunk):
     dims = choose_turn(clip[sample_rows(len(clip))])
-    amax = max(scan_block(clip[s:s + chunk], dims) for s in range(0, len(clip), chunk))
+    amax = max(scan_block(clip[s : s + chunk], dims) for s in range(0, len(clip), chunk))
     return Quantiser.from_scan(clip.shape[1], amax, dims)
 
 
@@ -39,9 +48,9 @@ def test_a_chunked_scan_fixes_fast_pass_quantisation(spiky):
     assert qz.rotated == fp.rotated == spiky
     stats, q = BlockStats(0.0, 0.0, 0.0), []
     for s in range(0, len(clip), 700):
-        qb, st = quantise_block(clip[s:s + 700], qz)
-        assert qb.shape == (-(-len(clip[s:s + 700]) // 64) * 64, 48) and not qb[len(clip[s:s + 700]):].any()
-        q.append(qb[:len(clip[s:s + 700])])
+        qb, st = quantise_block(clip[s : s + 700], qz)
+        assert qb.shape == (-(-len(clip[s : s + 700]) // 64) * 64, 48) and not qb[len(clip[s : s + 700]) :].any()
+        q.append(qb[: len(clip[s : s + 700])])
         stats = stats | st
     thresh, err = threshold(qz, stats, 0.9)
     # the same scale, and (quantise's functions on the same chunks) the same bound and threshold; turned
@@ -50,7 +59,7 @@ def test_a_chunked_scan_fixes_fast_pass_quantisation(spiky):
     assert qz.scale == fp.scale
     assert thresh == fp.thresh and err == pytest.approx(fp.margin, rel=1e-6 if spiky else 1e-15)
     if not spiky:  # no turn: no float32 product whose rounding could depend on the chunk
-        assert np.array_equal(np.concatenate(q), fp.q[:len(clip)])
+        assert np.array_equal(np.concatenate(q), fp.q[: len(clip)])
 
 
 @pytest.mark.parametrize("spiky, side, clip_min, dino_max", [(False, 64, 0.8, 0.3), (True, 128, 0.95, math.inf)])
@@ -63,9 +72,9 @@ def test_tiles_from_two_blocks_give_the_brute_force_pairs(spiky, side, clip_min,
     for cmin, ref in ((clip_min, want), (edge, brute_force_pairs(clip, dino, edge, dino_max))):
         parts = []
         for r in range(0, len(clip), side):
-            qa, sa = quantise_block(clip[r:r + side], qz)
+            qa, sa = quantise_block(clip[r : r + side], qz)
             for c in range(r, len(clip), side):
-                qb, sb = (qa, sa) if c == r else quantise_block(clip[c:c + side], qz)
+                qb, sb = (qa, sa) if c == r else quantise_block(clip[c : c + side], qz)
                 thresh, _ = threshold(qz, sa | sb, cmin)  # this tile's own bound
                 i, j = tile_candidates(qa, qb, r, c, thresh, len(clip), device="cpu", block=side)
                 parts.append(exact_pairs(lambda u: clip[u], lambda u: dino[u], i, j, cmin, dino_max))
@@ -97,7 +106,7 @@ def test_rows_beyond_the_recorded_scale_are_clipped_and_the_bound_still_holds(sp
     q, stats = quantise_block(clip, coarse)
     assert np.abs(q).max() == qz.qmax  # saturated, not wrapped around in int8
     _, err = threshold(coarse, stats, 0.9)
-    qi = q[:len(clip)].astype(np.int64)
+    qi = q[: len(clip)].astype(np.int64)
     approx = coarse.scale**2 * (qi @ qi.T)
     exact = clip.astype(np.float64) @ clip.astype(np.float64).T
     assert np.abs(exact - approx).max() <= err

@@ -6,13 +6,13 @@ import json
 import time
 
 import numpy as np
+from helpers import make_index, unit_rows
 from typer.testing import CliRunner
 
 from vhmine.cli import app
 from vhmine.mine.join import calibrate
 from vhmine.mine.join.calibrate import choose
 from vhmine.mine.join.kernels import KERNELS, Kernel
-from helpers import make_index, unit_rows
 
 
 def _fake(name: str, gmacs: float, calls: list, cap: int = 127) -> Kernel:
@@ -86,8 +86,16 @@ def test_a_kernel_cached_as_not_exact_is_measured_again_once_it_is_exact(tmp_pat
         return out
 
     path = tmp_path / "k.json"
-    first = choose("cpu", 64, candidates={"k": Kernel("k", "cpu", 127, "float32", good.left, good.right, wrong),
-                                          "slow": _fake("slow", 1.0, calls)}, cache=path, identity=MACHINE)
+    first = choose(
+        "cpu",
+        64,
+        candidates={
+            "k": Kernel("k", "cpu", 127, "float32", good.left, good.right, wrong),
+            "slow": _fake("slow", 1.0, calls),
+        },
+        cache=path,
+        identity=MACHINE,
+    )
     assert first.name == "slow" and first.rates["k"] is None
     again = choose("cpu", 64, candidates={"k": good, "slow": _fake("slow", 1.0, calls)}, cache=path, identity=MACHINE)
     assert again.source == "measured" and again.name == "k" and again.rates["k"] > 0

@@ -6,7 +6,8 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import settings, strategies as st
+from hypothesis import settings
+from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
 from tests.helpers import make_index, unit_rows
@@ -30,8 +31,16 @@ def vectors(keys):
 
 def build(tmp_path, keys, name="col", **kw):
     clip, dino = vectors(keys)
-    make_index(tmp_path / "indexes", name, clip, dino, root=tmp_path / "images", keys=keys,
-               created=kw.pop("created", "2026-11-01T00:00:00+0000"), **kw)
+    make_index(
+        tmp_path / "indexes",
+        name,
+        clip,
+        dino,
+        root=tmp_path / "images",
+        keys=keys,
+        created=kw.pop("created", "2026-11-01T00:00:00+0000"),
+        **kw,
+    )
 
 
 def mine(tmp_path, out="run", **kw):
@@ -83,8 +92,13 @@ def test_new_files_mine_only_their_pairs_and_the_run_equals_a_full_mine(tmp_path
     build(tmp_path, grown)
     res = mine(tmp_path)
     inc = run_json(tmp_path)["incremental"]
-    assert inc == {"from": before["run_id"], "old_rows": 40, "new_rows": 4, "removed_rows": 0,
-                   "products": 4 * 3 // 2 + 4 * 40}
+    assert inc == {
+        "from": before["run_id"],
+        "old_rows": 40,
+        "new_rows": 4,
+        "removed_rows": 0,
+        "products": 4 * 3 // 2 + 4 * 40,
+    }
     assert "mined 4 new rows against 40" in res.summary()
     assert_equals_full(tmp_path, grown)
 
@@ -118,19 +132,24 @@ def test_a_fresh_out_reuses_the_run_in_the_commands_default_folder(tmp_path, mon
     default = tmp_path / "runs" / "col-clip0.8-dino0.5"
     build(tmp_path, START + [44])
     mine(tmp_path, out="fresh")
-    assert run_json(tmp_path, "fresh")["incremental"]["from"] == json.loads((default / "run.json").read_text())["run_id"]
+    assert (
+        run_json(tmp_path, "fresh")["incremental"]["from"] == json.loads((default / "run.json").read_text())["run_id"]
+    )
 
 
-@pytest.mark.parametrize("change, why", [
-    ("clip", "other options (--clip 0.8 there, 0.75 now)"),
-    ("caps", "other options (--max-per-image None there, 2 now)"),
-    ("encoders", "other encoders than index 'col' has now (clip.spec differ)"),
-    ("rebuilt", "as it was before it was built again"),
-    ("vectors", "1 row(s) of index 'col' have other vectors than the run in"),
-    ("state", "alike.parquet is missing or changed since its run was written"),
-    ("older", "keeps no record of its rows (an older vhmine wrote it)"),
-    ("full", None),
-])
+@pytest.mark.parametrize(
+    "change, why",
+    [
+        ("clip", "other options (--clip 0.8 there, 0.75 now)"),
+        ("caps", "other options (--max-per-image None there, 2 now)"),
+        ("encoders", "other encoders than index 'col' has now (clip.spec differ)"),
+        ("rebuilt", "as it was before it was built again"),
+        ("vectors", "1 row(s) of index 'col' have other vectors than the run in"),
+        ("state", "alike.parquet is missing or changed since its run was written"),
+        ("older", "keeps no record of its rows (an older vhmine wrote it)"),
+        ("full", None),
+    ],
+)
 def test_an_earlier_run_that_cannot_be_reused_gives_a_full_mine_and_says_why(tmp_path, caplog, change, why):
     build(tmp_path, START)
     mine(tmp_path)
@@ -149,8 +168,15 @@ def test_an_earlier_run_that_cannot_be_reused_gives_a_full_mine_and_says_why(tmp
     elif change == "vectors":  # the same image (id) with other vectors: e.g. embedded again by other weights
         clip, dino = vectors(keys)
         clip[3] = unit_rows(clip[3:4] + 0.01)[0]
-        make_index(tmp_path / "indexes", "col", clip, dino, root=tmp_path / "images", keys=keys,
-                   created="2026-11-01T00:00:00+0000")
+        make_index(
+            tmp_path / "indexes",
+            "col",
+            clip,
+            dino,
+            root=tmp_path / "images",
+            keys=keys,
+            created="2026-11-01T00:00:00+0000",
+        )
     else:
         build(tmp_path, keys)
     if change == "state":
@@ -258,8 +284,13 @@ def test_a_collection_embedded_again_after_it_grew_and_changed_reuses_the_run(tm
     res = mine_p("run")
     inc = run_json(tmp_path)["incremental"]
     # cat and chelsea are one image; astronaut and cat kept; rocket and the old coffee gone; horse, camera, new coffee
-    assert inc == {"from": first["run_id"], "old_rows": 2, "new_rows": 3, "removed_rows": 2,
-                   "products": 3 * 2 // 2 + 3 * 2}, inc
+    assert inc == {
+        "from": first["run_id"],
+        "old_rows": 2,
+        "new_rows": 3,
+        "removed_rows": 2,
+        "products": 3 * 2 // 2 + 3 * 2,
+    }, inc
     assert "mined 3 new rows against 2" in res.summary()
     mine_p("full", full=True)
     assert (tmp_path / "run" / "pairs.csv").read_bytes() == (tmp_path / "full" / "pairs.csv").read_bytes()

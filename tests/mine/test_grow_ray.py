@@ -31,8 +31,9 @@ def mine(tmp_path, out="run", engine="ray", **kw):
     kw.setdefault("clip", CLIP)
     kw.setdefault("dino", DINO)
     extra = {"engine": "ray", "tile_memory": TILE} if engine == "ray" else {}
-    return api.mine("col", indexes=tmp_path / "indexes", out=tmp_path / out, progress=False, gallery_size=0,
-                    **extra, **kw)
+    return api.mine(
+        "col", indexes=tmp_path / "indexes", out=tmp_path / out, progress=False, gallery_size=0, **extra, **kw
+    )
 
 
 START = [k for k in range(260) if k % 5 != 4]  # 208 rows: 4 column blocks of 64
@@ -80,8 +81,9 @@ def test_ray_notices_kept_rows_with_other_vectors_after_its_scan_and_mines_in_fu
     keys = START[:100] + [4]
     clip, dino = vectors(keys)
     clip[3] = unit_rows(clip[3:4] + 0.01)[0]
-    make_index(tmp_path / "indexes", "col", clip, dino, root=tmp_path / "images", keys=keys,
-               created="2026-11-01T00:00:00+0000")
+    make_index(
+        tmp_path / "indexes", "col", clip, dino, root=tmp_path / "images", keys=keys, created="2026-11-01T00:00:00+0000"
+    )
     with caplog.at_level("WARNING", logger="vhmine"):
         mine(tmp_path)
     meta = run_json(tmp_path)

@@ -6,7 +6,9 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from helpers import unit_rows
+from hypothesis import given
+from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from vhmine.errors import InputError
@@ -14,7 +16,6 @@ from vhmine.mine.join import kernels
 from vhmine.mine.join.kernels import KERNELS, available, build, exact, levels_of, probe_rows
 from vhmine.mine.join.quantise import fast_pass, qmax_for
 from vhmine.mine.join.simsearch import assert_same_pairs, brute_force_pairs, find_pairs
-from helpers import unit_rows
 
 HERE = sorted(available("cpu"))  # the kernels this machine's libraries offer on its CPU
 
@@ -27,7 +28,9 @@ def test_the_cpu_offers_the_portable_kernels_and_names_the_rest():
     with pytest.raises(kernels.Unavailable):
         build("blas-f32", "meta")  # numpy's BLAS only on the CPU
     for name in set(KERNELS) - set(HERE):  # (bf16 without AMX, say) said in one line, as --kernel's error
-        with pytest.raises(InputError, match=rf"--kernel {name}: not offered on this machine \(.+\); use --kernel auto"):
+        with pytest.raises(
+            InputError, match=rf"--kernel {name}: not offered on this machine \(.+\); use --kernel auto"
+        ):
             find_pairs(_sign_rows(70, 16, 0), _sign_rows(70, 16, 1), 0.9, kernel=name)
 
 
@@ -99,8 +102,9 @@ def test_find_pairs_with_each_kernel_forced_equals_brute_force_on_spiky_rows(nam
     clip, dino = unit_rows(x).astype(np.float32), unit_rows(rng.normal(size=(300, 8))).astype(np.float32)
     ref = brute_force_pairs(clip, dino, 0.97)
     cmin = float(ref.clip_sim[len(ref) // 2])
-    assert_same_pairs(find_pairs(clip, dino, cmin, kernel=name, block_size=64, workers=1),
-                      brute_force_pairs(clip, dino, cmin))
+    assert_same_pairs(
+        find_pairs(clip, dino, cmin, kernel=name, block_size=64, workers=1), brute_force_pairs(clip, dino, cmin)
+    )
 
 
 def test_a_forced_kernel_that_is_not_exact_here_is_refused(monkeypatch):
@@ -113,7 +117,9 @@ def test_a_forced_kernel_that_is_not_exact_here_is_refused(monkeypatch):
 
     monkeypatch.setattr(torch, "_int_mm", wrong)
     clip = _sign_rows(100, 16, 0)
-    with pytest.raises(InputError, match="--kernel int-mm: its products are not exact on this machine; use --kernel auto"):
+    with pytest.raises(
+        InputError, match="--kernel int-mm: its products are not exact on this machine; use --kernel auto"
+    ):
         find_pairs(clip, clip, 0.9, kernel="int-mm")
     # the default passes it over and stays exact
     st_: dict = {}

@@ -4,9 +4,9 @@ capped as job.rank_pairs caps the whole list."""
 import numpy as np
 import pytest
 
-from vhmine.mine.runfolder import rank_pairs
 from vhmine.mine.ray.merge import capped, ranked
 from vhmine.mine.ray.tilejob import TileJob, rank_order, ranked_dtype
+from vhmine.mine.runfolder import rank_pairs
 
 
 def random_pairs(n, seed):
@@ -45,9 +45,14 @@ def test_many_sorted_tiles_merge_into_one_rank_order(tmp_path, fan_in, chunk):
 def test_caps_over_chunks_equal_rank_pairs_over_the_whole_list(m, k):
     rows = random_pairs(400, 99)
     rows = rows[rank_order(rows)]
-    ids_a, ids_b = np.array([x.decode() for x in rows["id_a"]], object), np.array([x.decode() for x in rows["id_b"]], object)
+    ids_a, ids_b = (
+        np.array([x.decode() for x in rows["id_a"]], object),
+        np.array([x.decode() for x in rows["id_b"]], object),
+    )
     want = rank_pairs(ids_a, ids_b, rows["gap"], max_per_image=m, max_pairs=k)
     # rank_pairs' own order on these rows (they are already in it) is the identity
     assert np.array_equal(rank_pairs(ids_a, ids_b, rows["gap"]), np.arange(len(rows)))
-    got = np.concatenate(list(capped((rows[s:s + 37] for s in range(0, len(rows), 37)), max_per_image=m, max_pairs=k)))
+    got = np.concatenate(
+        list(capped((rows[s : s + 37] for s in range(0, len(rows), 37)), max_per_image=m, max_pairs=k))
+    )
     assert np.array_equal(got, rows[want]) and len(got) > 4

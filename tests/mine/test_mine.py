@@ -7,13 +7,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import interrupt_when, make_index, run_vhmine, unit_rows
 from typer.testing import CliRunner
 
 from vhmine.cli import app
 from vhmine.errors import IndexMissingError, InputError
 from vhmine.mine.job import MineOptions, check_thresholds, mine_index
 from vhmine.mine.runfolder import rank_pairs
-from helpers import interrupt_when, make_index, run_vhmine, unit_rows
 
 
 @pytest.fixture()
@@ -44,13 +44,17 @@ def test_pairs_equal_brute_force_with_inclusive_thresholds(clustered):
     assert len(want) > 5
     # put both thresholds exactly on one pair's similarities: it must be found
     a, b = sorted(want)[0]
-    res = mine_index(MineOptions(index="syn", indexes=tmp / "idx", clip=c[a, b], dino=d[a, b], out=tmp / "run1", progress=False))
+    res = mine_index(
+        MineOptions(index="syn", indexes=tmp / "idx", clip=c[a, b], dino=d[a, b], out=tmp / "run1", progress=False)
+    )
     want_exact, _, _ = _brute(clip, dino, c[a, b], d[a, b])
     pairs = pd.read_parquet(tmp / "run1" / "pairs.parquet")
     row_of = {i: k for k, i in enumerate(images["image_id"])}
     got = {tuple(sorted((row_of[x], row_of[y]))) for x, y in zip(pairs["image_id_a"], pairs["image_id_b"])}
     assert (a, b) in got and got == want_exact and res.in_box == len(want_exact)
-    res = mine_index(MineOptions(index="syn", indexes=tmp / "idx", clip=0.8, dino=0.2, out=tmp / "run2", progress=False))
+    res = mine_index(
+        MineOptions(index="syn", indexes=tmp / "idx", clip=0.8, dino=0.2, out=tmp / "run2", progress=False)
+    )
     pairs = pd.read_parquet(tmp / "run2" / "pairs.parquet")
     got = {tuple(sorted((row_of[x], row_of[y]))) for x, y in zip(pairs["image_id_a"], pairs["image_id_b"])}
     assert got == want
@@ -89,11 +93,17 @@ def test_caps_per_image_and_total():
 
 def test_caps_through_mine(clustered):
     tmp, *_ = clustered
-    mine_index(MineOptions(index="syn", indexes=tmp / "idx", clip=0.5, dino=1.0, max_per_image=1, out=tmp / "r", progress=False))
+    mine_index(
+        MineOptions(
+            index="syn", indexes=tmp / "idx", clip=0.5, dino=1.0, max_per_image=1, out=tmp / "r", progress=False
+        )
+    )
     pairs = pd.read_parquet(tmp / "r" / "pairs.parquet")
     both = pd.concat([pairs["image_id_a"], pairs["image_id_b"]])
     assert len(pairs) > 3 and both.is_unique
-    mine_index(MineOptions(index="syn", indexes=tmp / "idx", clip=0.5, dino=1.0, max_pairs=3, out=tmp / "r", progress=False))
+    mine_index(
+        MineOptions(index="syn", indexes=tmp / "idx", clip=0.5, dino=1.0, max_pairs=3, out=tmp / "r", progress=False)
+    )
     assert len(pd.read_parquet(tmp / "r" / "pairs.parquet")) == 3
 
 
@@ -135,7 +145,9 @@ def test_no_index_and_too_few_images(tmp_path):
 
 def test_nothing_in_the_box_still_writes_a_run(clustered):
     tmp, *_ = clustered
-    res = mine_index(MineOptions(index="syn", indexes=tmp / "idx", clip=1.0, dino=-1.0, out=tmp / "empty", progress=False))
+    res = mine_index(
+        MineOptions(index="syn", indexes=tmp / "idx", clip=1.0, dino=-1.0, out=tmp / "empty", progress=False)
+    )
     assert res.written == 0
     assert len(pd.read_parquet(tmp / "empty" / "pairs.parquet")) == 0
     assert "No pair passed both thresholds" in (tmp / "empty" / "gallery.html").read_text()
@@ -167,8 +179,22 @@ def test_an_out_folder_that_cannot_be_written_is_said_in_one_line(clustered):
 
     tmp, *_ = clustered
     for folder in unwritable_folders(tmp):
-        r = CliRunner().invoke(app, ["mine", "--index", "syn", "--indexes", str(tmp / "idx"), "--clip", "0.8", "--dino",
-                                     "0.2", "--out", str(folder / "run")])
+        r = CliRunner().invoke(
+            app,
+            [
+                "mine",
+                "--index",
+                "syn",
+                "--indexes",
+                str(tmp / "idx"),
+                "--clip",
+                "0.8",
+                "--dino",
+                "0.2",
+                "--out",
+                str(folder / "run"),
+            ],
+        )
         assert r.exit_code == 2, (folder, r.output, r.exception)
         (line,) = r.output.strip().splitlines()
         assert line.startswith(f"error: --out: cannot write in {folder} (") and line.endswith("or fix its permissions")
@@ -176,10 +202,18 @@ def test_an_out_folder_that_cannot_be_written_is_said_in_one_line(clustered):
 
 def test_gallery_says_how_many_pairs_it_leaves_out(clustered):
     tmp, *_ = clustered
-    res = mine_index(MineOptions(index="syn", indexes=tmp / "idx", clip=0.5, dino=1.0, gallery_size=0, out=tmp / "g0", progress=False))
+    res = mine_index(
+        MineOptions(
+            index="syn", indexes=tmp / "idx", clip=0.5, dino=1.0, gallery_size=0, out=tmp / "g0", progress=False
+        )
+    )
     html = (tmp / "g0" / "gallery.html").read_text()
     assert res.written > 2 and "No pair passed" not in html and f"{res.written} pairs passed both thresholds" in html
-    mine_index(MineOptions(index="syn", indexes=tmp / "idx", clip=0.5, dino=1.0, gallery_size=2, out=tmp / "g2", progress=False))
+    mine_index(
+        MineOptions(
+            index="syn", indexes=tmp / "idx", clip=0.5, dino=1.0, gallery_size=2, out=tmp / "g2", progress=False
+        )
+    )
     assert f"Top 2 of {res.written} pairs" in (tmp / "g2" / "gallery.html").read_text()
 
 
@@ -187,9 +221,27 @@ def test_mine_warns_once_about_reversed_thresholds(tmp_path):
     import numpy as np
 
     rng = np.random.default_rng(0)
-    make_index(tmp_path / "idx", "syn", unit_rows(rng.normal(size=(8, 6))), unit_rows(rng.normal(size=(8, 5))), root=tmp_path / "imgs")
-    r = run_vhmine("mine", "--index", "syn", "--indexes", str(tmp_path / "idx"), "--clip", "0.5", "--dino", "0.7",
-                "--out", "runs/x", cwd=tmp_path)
+    make_index(
+        tmp_path / "idx",
+        "syn",
+        unit_rows(rng.normal(size=(8, 6))),
+        unit_rows(rng.normal(size=(8, 5))),
+        root=tmp_path / "imgs",
+    )
+    r = run_vhmine(
+        "mine",
+        "--index",
+        "syn",
+        "--indexes",
+        str(tmp_path / "idx"),
+        "--clip",
+        "0.5",
+        "--dino",
+        "0.7",
+        "--out",
+        "runs/x",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     said = r.stdout + r.stderr
     assert said.count("--dino 0.7 >= --clip 0.5") == 1, said  # it was logged, then repeated in the summary
@@ -220,13 +272,24 @@ def test_zero_pairs_says_what_to_relax_with_counts_at_nearby_thresholds(clustere
     text = res.summary()
     assert "next: vhmine seed" not in text
     assert f"0 pairs: {res.clip_alike} pair(s) have CLIP >= 0.8, but every one has DINOv2 > {dino_t:g}" in text
-    want_dino = {d: len(brute_force_pairs(clip, dino, 0.8, d)) for d in (math.floor(dino_t * 10 + 1e-9) / 10 + k / 10 for k in (1, 2, 3))}
+    want_dino = {
+        d: len(brute_force_pairs(clip, dino, 0.8, d))
+        for d in (math.floor(dino_t * 10 + 1e-9) / 10 + k / 10 for k in (1, 2, 3))
+    }
     line = next(ln for ln in text.splitlines() if "--dino" in ln and "exact" in ln)
-    assert line.strip() == " / ".join(f"--dino {round(d, 2):g}: {n}" for d, n in want_dino.items()) + "  (with --clip 0.8; exact)"
-    want_clip = {c: len(brute_force_pairs(clip, dino, c, dino_t)) for c in (0.75, 0.7, 0.65)}  # 30 images: every pair sampled
+    assert (
+        line.strip()
+        == " / ".join(f"--dino {round(d, 2):g}: {n}" for d, n in want_dino.items()) + "  (with --clip 0.8; exact)"
+    )
+    want_clip = {
+        c: len(brute_force_pairs(clip, dino, c, dino_t)) for c in (0.75, 0.7, 0.65)
+    }  # 30 images: every pair sampled
     line = next(ln for ln in text.splitlines() if "--clip 0.75" in ln)
-    assert line.strip() == " / ".join(f"--clip {c:g}: {n}" for c, n in want_clip.items()) + \
-        f"  (with --dino {dino_t:g}; exact: every pair of the collection)"
+    assert (
+        line.strip()
+        == " / ".join(f"--clip {c:g}: {n}" for c, n in want_clip.items())
+        + f"  (with --dino {dino_t:g}; exact: every pair of the collection)"
+    )
     first = next(round(d, 2) for d, n in want_dino.items() if n)
     assert f"relax: vhmine mine --index syn --indexes idx --clip 0.8 --dino {first:g}" in text
     nearby = json.loads((res.run_dir / "run.json").read_text())["nearby"]
@@ -241,7 +304,11 @@ def test_no_clip_alike_pair_points_at_a_lower_clip(clustered):
     from vhmine.mine.join.simsearch import brute_force_pairs
 
     top = float(brute_force_pairs(clip, dino, -1.0).clip_sim.max())
-    res = mine_index(MineOptions(index="syn", indexes=tmp / "idx", clip=min(1.0, top + 0.01), dino=0.55, out=tmp / "z", progress=False))
+    res = mine_index(
+        MineOptions(
+            index="syn", indexes=tmp / "idx", clip=min(1.0, top + 0.01), dino=0.55, out=tmp / "z", progress=False
+        )
+    )
     assert res.clip_alike == 0
     text = res.summary()
     assert f"0 pairs: no pair has CLIP >= {min(1.0, top + 0.01):g} at all" in text
@@ -258,23 +325,45 @@ def test_ctrl_c_during_the_search_leaves_no_run_and_says_so(tmp_path):
 
     n, rng = 12_000, np.random.default_rng(0)
     clip = unit_rows(rng.normal(size=(n, 768)))  # 3 blocks of 8192 rows: seconds of int8 products
-    images = pd.DataFrame({"image_id": [f"{k:016x}" for k in range(n)], "path": [f"img{k}.png" for k in range(n)],
-                           "sha256": [f"{k:064x}" for k in range(n)], "width": 8, "height": 8,
-                           "coco_id": pd.array([None] * n, dtype="Int64"), "categories": [[] for _ in range(n)]})
-    write_index(tmp_path / "idx" / "big", images, clip, unit_rows(rng.normal(size=(n, 8))),
-                skipped=pd.DataFrame({"path": [], "reason": []}),
-                manifest={"name": "big", "root": str(tmp_path), "encoders": {"clip": {"spec": "c", "dim": 768},
-                                                                             "dino": {"spec": "d", "dim": 8}}})
+    images = pd.DataFrame(
+        {
+            "image_id": [f"{k:016x}" for k in range(n)],
+            "path": [f"img{k}.png" for k in range(n)],
+            "sha256": [f"{k:064x}" for k in range(n)],
+            "width": 8,
+            "height": 8,
+            "coco_id": pd.array([None] * n, dtype="Int64"),
+            "categories": [[] for _ in range(n)],
+        }
+    )
+    write_index(
+        tmp_path / "idx" / "big",
+        images,
+        clip,
+        unit_rows(rng.normal(size=(n, 8))),
+        skipped=pd.DataFrame({"path": [], "reason": []}),
+        manifest={
+            "name": "big",
+            "root": str(tmp_path),
+            "encoders": {"clip": {"spec": "c", "dim": 768}, "dino": {"spec": "d", "dim": 8}},
+        },
+    )
     err_file = tmp_path / "stderr.txt"
     with open(err_file, "w") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "vhmine.cli", "mine", "--index", "big", "--indexes", "idx",
-                                 "--device", "cpu"], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=err,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "vhmine.cli", "mine", "--index", "big", "--indexes", "idx", "--device", "cpu"],
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            start_new_session=True,
+        )
         interrupt_when(proc, lambda: "mining pairs" in err_file.read_text(), said=err_file.read_text)
         assert proc.wait(timeout=120) == 130, err_file.read_text()
     said = err_file.read_text()
-    assert "interrupted: no run written (mine publishes its run folder whole, at the end; an earlier run there is as " \
-           "it was); run the same command to mine again" in said
+    assert (
+        "interrupted: no run written (mine publishes its run folder whole, at the end; an earlier run there is as "
+        "it was); run the same command to mine again" in said
+    )
     assert "Traceback" not in said
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 

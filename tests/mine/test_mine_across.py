@@ -32,15 +32,17 @@ def rectangle_brute(a_keys, b_keys, clip_min=CLIP, dino_max=DINO):
     cb, db = vectors(b_keys)
     ps = brute_force_pairs(np.concatenate([ca, cb]), np.concatenate([da, db]), clip_min, dino_max)
     cross = (ps.i < len(ca)) & (ps.j >= len(ca))
-    return sorted(zip(ids(a_keys)[ps.i[cross]], ids(b_keys)[ps.j[cross] - len(ca)], ps.clip_sim[cross],
-                      ps.dino_sim[cross]))
+    return sorted(
+        zip(ids(a_keys)[ps.i[cross]], ids(b_keys)[ps.j[cross] - len(ca)], ps.clip_sim[cross], ps.dino_sim[cross])
+    )
 
 
 def mine_across(tmp_path, out="run", **kw):
     kw.setdefault("clip", CLIP)
     kw.setdefault("dino", DINO)
-    return api.mine("mine", against="ref", indexes=tmp_path / "indexes", out=tmp_path / out, progress=False,
-                    gallery_size=5, **kw)
+    return api.mine(
+        "mine", against="ref", indexes=tmp_path / "indexes", out=tmp_path / out, progress=False, gallery_size=5, **kw
+    )
 
 
 def test_against_gives_a_brute_forces_pairs_across_each_side_from_its_own_index(tmp_path):
@@ -57,7 +59,9 @@ def test_against_gives_a_brute_forces_pairs_across_each_side_from_its_own_index(
     assert all(p.startswith(str(tmp_path / "images-ref")) for p in df.path_b)
     assert list(df["rank"]) == list(range(1, len(df) + 1)) and (np.diff(df.gap) <= 0).all()
     meta = json.loads((tmp_path / "run" / "run.json").read_text())
-    assert meta["against"]["index"] == "ref" and meta["against"]["index_folder"] == str((tmp_path / "indexes" / "ref").resolve())
+    assert meta["against"]["index"] == "ref" and meta["against"]["index_folder"] == str(
+        (tmp_path / "indexes" / "ref").resolve()
+    )
     assert meta["counts"]["images_a"] == len(A_KEYS) and meta["counts"]["images_b"] == len(B_KEYS)
     assert "incremental" not in meta
     csv = pd.read_csv(tmp_path / "run" / "pairs.csv")
@@ -72,7 +76,7 @@ def test_against_caps_and_ties_rank_as_a_single_index_would(tmp_path):
     want = rectangle_brute(A_KEYS, B_KEYS)
     want.sort(key=lambda p: (-(p[2] - p[3]), p[0], p[1]))
     used, keep = {}, []
-    for a, b, c, d in want:
+    for a, b, _c, _d in want:
         if used.get(a, 0) < 1 and used.get(b, 0) < 1:
             used[a] = used[b] = 1
             keep.append((a, b))
@@ -94,8 +98,16 @@ def test_against_an_index_itself_is_refused_and_a_folder_names_an_index(tmp_path
     build(tmp_path, "ref", B_KEYS)
     with pytest.raises(InputError, match="is index 'mine' itself"):
         api.mine("mine", against="mine", indexes=tmp_path / "indexes", out=tmp_path / "run", progress=False)
-    res = api.mine("mine", against=str(tmp_path / "indexes" / "ref"), indexes=tmp_path / "indexes", clip=CLIP,
-                   dino=DINO, out=tmp_path / "run", progress=False, gallery_size=0)
+    res = api.mine(
+        "mine",
+        against=str(tmp_path / "indexes" / "ref"),
+        indexes=tmp_path / "indexes",
+        clip=CLIP,
+        dino=DINO,
+        out=tmp_path / "run",
+        progress=False,
+        gallery_size=0,
+    )
     assert res.written == len(rectangle_brute(A_KEYS, B_KEYS))
 
 
@@ -112,6 +124,7 @@ def test_against_default_run_folder_names_both_indexes(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     build(tmp_path, "mine", A_KEYS)
     build(tmp_path, "ref", B_KEYS)
-    res = api.mine("mine", against="ref", indexes=tmp_path / "indexes", clip=CLIP, dino=DINO, progress=False,
-                   gallery_size=0)
+    res = api.mine(
+        "mine", against="ref", indexes=tmp_path / "indexes", clip=CLIP, dino=DINO, progress=False, gallery_size=0
+    )
     assert res.run_dir.resolve() == tmp_path / "runs" / "mine-x-ref-clip0.8-dino0.5"

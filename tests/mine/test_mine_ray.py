@@ -10,12 +10,12 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import unit_rows
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_rowcheck import check_exact_or_refused, vector_sets
 from typer.testing import CliRunner
 
-from helpers import unit_rows
-from test_rowcheck import check_exact_or_refused, vector_sets
 from vhmine.cli import app
 from vhmine.errors import InputError, VhmineError
 from vhmine.mine.join.simsearch import assert_same_pairs, brute_force_pairs, find_pairs
@@ -58,12 +58,15 @@ def tile_memory(rows, clip_dim, dino_dim):
     return tile_bytes(rows, clip_dim, dino_dim)  # exactly the memory of a tile of `rows` rows
 
 
-@pytest.mark.parametrize("kind, n, tile, clip_min, dino_max", [
-    ("random", 700, 64, 0.5, 0.2),
-    ("clustered", 901, 64, 0.9, 0.55),
-    ("clustered", 901, 192, 0.8, math.inf),
-    ("spiky", 800, 128, 0.95, 0.6),
-])
+@pytest.mark.parametrize(
+    "kind, n, tile, clip_min, dino_max",
+    [
+        ("random", 700, 64, 0.5, 0.2),
+        ("clustered", 901, 64, 0.9, 0.55),
+        ("clustered", 901, 192, 0.8, math.inf),
+        ("spiky", 800, 128, 0.95, 0.6),
+    ],
+)
 def test_pairs_equal_local_miner_and_brute_force(kind, n, tile, clip_min, dino_max):
     if kind == "random":
         rng = np.random.default_rng(0)
@@ -71,7 +74,9 @@ def test_pairs_equal_local_miner_and_brute_force(kind, n, tile, clip_min, dino_m
     else:
         clip, dino = clustered(n, 32, 16, 1, spiky=kind == "spiky")
     stats = {}
-    got = find_pairs_ray(clip, dino, clip_min, dino_max, tile_memory=tile_memory(tile, clip.shape[1], dino.shape[1]), stats=stats)
+    got = find_pairs_ray(
+        clip, dino, clip_min, dino_max, tile_memory=tile_memory(tile, clip.shape[1], dino.shape[1]), stats=stats
+    )
     assert stats["tile"] == tile and stats["blocks"] > 10
     want = brute_force_pairs(clip, dino, clip_min, dino_max)
     assert len(want) > 50
@@ -94,7 +99,7 @@ def test_each_node_chooses_its_products_kernel_and_a_forced_one_narrows_the_quan
     stats = {}
     got = find_pairs_ray(clip, dino, 0.9, 0.55, tile=128, stats=stats, kernel=kernel)
     assert_same_pairs(got, brute_force_pairs(clip, dino, 0.9, 0.55))
-    (name, used), = stats["kernels"].items()  # one node: one kernel, for every tile
+    ((name, used),) = stats["kernels"].items()  # one node: one kernel, for every tile
     assert used["tiles"] == stats["blocks"] and name == (kernel or name)
     assert stats["quantiser"]["qmax"] == levels_of(name, 32)  # the scan took the nodes' levels
     if kernel is None:  # measured there: the fastest of the candidates it lists
@@ -115,8 +120,7 @@ def test_a_tile_that_keeps_dying_is_named(tmp_path):
 
     clip, dino = clustered(300, 16, 8, 3)
     with pytest.raises(VhmineError, match="a mining tile failed after 0 retries: .*lower --tile-memory"):
-        find_pairs_ray(clip, dino, 0.9, tile=64, max_retries=0,
-                       _crash_marker=str(tmp_path / "m"))
+        find_pairs_ray(clip, dino, 0.9, tile=64, max_retries=0, _crash_marker=str(tmp_path / "m"))
 
 
 def test_tile_size_follows_the_memory_bound():
@@ -133,8 +137,9 @@ def test_too_small_a_tile_memory_prints_enough_digits_to_be_true():
     assert int(0.07 * 2**20) < need and f"{need / 2**20:.2f}" == "0.07"
     with pytest.raises(InputError) as err:
         tile_rows(int(0.07 * 2**20), 16, 68)
-    assert str(err.value) == ("--tile-memory 0.0700 MiB is too small: a tile of 64 rows at 16 + 68 dims needs "
-                              "0.0704 MiB; give at least that")
+    assert str(err.value) == (
+        "--tile-memory 0.0700 MiB is too small: a tile of 64 rows at 16 + 68 dims needs 0.0704 MiB; give at least that"
+    )
     assert tile_rows(int(0.0704 * 2**20), 16, 68) == 64  # and what it says to give is enough
     assert tile_bytes(64, 768, 1024) > 1.50 * 2**20  # (which "needs 1.50 MiB" was not, at 768 + 1024 dims)
     assert tile_rows(int(1.51 * 2**20), 768, 1024) == 64
@@ -162,8 +167,22 @@ def test_cli_engine_ray_writes_the_local_engines_pairs(tmp_path, monkeypatch):
     monkeypatch.setenv("VHMINE_INDEXES", str(tmp_path / "idx"))
     runner = CliRunner()
     for engine in ("local", "ray"):
-        r = runner.invoke(app, ["mine", "--clip", "0.8", "--dino", "0.5", "--engine", engine,
-                                "--tile-memory", "0.1", "--out", f"runs/{engine}"])
+        r = runner.invoke(
+            app,
+            [
+                "mine",
+                "--clip",
+                "0.8",
+                "--dino",
+                "0.5",
+                "--engine",
+                engine,
+                "--tile-memory",
+                "0.1",
+                "--out",
+                f"runs/{engine}",
+            ],
+        )
         assert r.exit_code == 0, r.output
     # the console and run.json name the products kernel: the local one, and the ones the nodes chose
     assert "products kernels the nodes chose: " in r.output and " tiles)" in r.output, r.output
@@ -190,8 +209,14 @@ def test_unreachable_cluster_is_named_in_seconds(tmp_path):
     env = {**os.environ, "VHMINE_INDEXES": str(tmp_path / "idx")}
     env.pop("RAY_ADDRESS", None)
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "vhmine.cli", "mine", "--engine", "ray", "--ray-address", "127.0.0.1:9"],
-                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "vhmine.cli", "mine", "--engine", "ray", "--ray-address", "127.0.0.1:9"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2, r.stdout + r.stderr
     assert "could not reach the Ray cluster at 127.0.0.1:9: Connection refused." in r.stdout + r.stderr
     assert "leave out --ray-address" in r.stdout + r.stderr
@@ -201,11 +226,13 @@ def test_unreachable_cluster_is_named_in_seconds(tmp_path):
 
 # --- the index read by row range: `vhmine mine --engine ray` ------------------------------------------
 
+
 def _mine(tmp_path, out, **kw):
     from vhmine.mine.job import MineOptions, mine_index
 
-    return mine_index(MineOptions(index="syn", indexes=tmp_path / "idx", out=tmp_path / "runs" / out, progress=False,
-                                  **kw))
+    return mine_index(
+        MineOptions(index="syn", indexes=tmp_path / "idx", out=tmp_path / "runs" / out, progress=False, **kw)
+    )
 
 
 def _with_ties(n, seed):
@@ -232,7 +259,9 @@ def test_caps_are_applied_across_tiles_as_the_local_engine_does(tmp_path, caps):
     gaps = want["gap"].to_numpy()
     if caps.get("max_per_image") != 1:  # (one pair per image leaves no copies to tie)
         assert len(gaps) > len(np.unique(gaps))  # the ties are there, and broken the same way
-    assert (tmp_path / "runs" / "ray" / "pairs.csv").read_text() == (tmp_path / "runs" / "local" / "pairs.csv").read_text()
+    assert (tmp_path / "runs" / "ray" / "pairs.csv").read_text() == (
+        tmp_path / "runs" / "local" / "pairs.csv"
+    ).read_text()
     assert not (tmp_path / "runs" / ".ray.job").exists()  # the job folder goes once the run is written
 
 
@@ -255,7 +284,9 @@ def test_a_large_result_is_written_as_parquet_shards_with_the_same_columns(tmp_p
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "runs" / "ray" / "pairs.parquet"), want)
     listed = json.loads((tmp_path / "runs" / "ray" / "run.json").read_text())["files"]
     assert f"pairs.parquet/{shards[-1].name}" in listed  # checksummed like every other file of the run
-    assert (tmp_path / "runs" / "ray" / "pairs.csv").read_text() == (tmp_path / "runs" / "local" / "pairs.csv").read_text()
+    assert (tmp_path / "runs" / "ray" / "pairs.csv").read_text() == (
+        tmp_path / "runs" / "local" / "pairs.csv"
+    ).read_text()
 
 
 def test_workers_read_the_index_by_byte_range_from_an_fsspec_url(tmp_path):
@@ -267,14 +298,26 @@ def test_workers_read_the_index_by_byte_range_from_an_fsspec_url(tmp_path):
     make_index(tmp_path / "idx", "syn", clip, dino, root=tmp_path / "imgs")
     shutil.copytree(tmp_path / "idx" / "syn", tmp_path / "bucket" / "syn")  # the "object store" copy
     local = _mine(tmp_path, "local", clip=0.9, dino=0.6)
-    res = _mine(tmp_path, "ray", clip=0.9, dino=0.6, engine="ray", tile_memory=tile_memory(64, 24, 12),
-                index_url=f"file://{tmp_path / 'bucket' / 'syn'}")
+    res = _mine(
+        tmp_path,
+        "ray",
+        clip=0.9,
+        dino=0.6,
+        engine="ray",
+        tile_memory=tile_memory(64, 24, 12),
+        index_url=f"file://{tmp_path / 'bucket' / 'syn'}",
+    )
     assert res.job["quantiser"]["rotated"] and local.written > 20
-    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "runs" / "ray" / "pairs.parquet"),
-                                  pd.read_parquet(tmp_path / "runs" / "local" / "pairs.parquet"))
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(tmp_path / "runs" / "ray" / "pairs.parquet"),
+        pd.read_parquet(tmp_path / "runs" / "local" / "pairs.parquet"),
+    )
     make_index(tmp_path / "bucket", "syn", clip[:399], dino[:399], root=tmp_path / "imgs")  # now another index
-    with pytest.raises(VhmineError, match=r"bucket/syn/clip.faiss holds 399 x 24 rows, the index at .* 400 x 24: "
-                                          r"--index-url names another index"):
+    with pytest.raises(
+        VhmineError,
+        match=r"bucket/syn/clip.faiss holds 399 x 24 rows, the index at .* 400 x 24: "
+        r"--index-url names another index",
+    ):
         _mine(tmp_path, "ray2", clip=0.9, dino=0.6, engine="ray", index_url=f"file://{tmp_path / 'bucket' / 'syn'}")
 
 
@@ -296,7 +339,8 @@ def test_an_index_url_must_hold_the_index_it_names_checked_before_any_tile(tmp_p
             _mine(tmp_path, "ray", clip=0.9, dino=0.6, engine="ray", tile_memory=tile_memory(64, 16, 12), index_url=url)
         assert "\n" not in str(err.value) and str(err.value).endswith(
             f"--index-url {url} must hold a copy of the index at {(tmp_path / 'idx' / 'syn').resolve()} (every file, "
-            "manifest.json included); copy the folder there again, or point --index-url at its copy")
+            "manifest.json included); copy the folder there again, or point --index-url at its copy"
+        )
         assert re.search(match, str(err.value)), str(err.value)
         assert not (tmp_path / "runs").exists()
 
@@ -332,8 +376,11 @@ def test_a_node_that_cannot_read_the_index_is_named_in_seconds(tmp_path):
     rows = IndexRows(gone, VectorFile(str(tmp_path / "not-mounted" / "dino.faiss"), 45, 500, 12), None)
     job = TileJob(tmp_path / "job", {}).open()
     t0 = time.monotonic()
-    with pytest.raises(InputError, match=r"node \S+ cannot read the index: IndexCorruptError: cannot read "
-                                         r".*not-mounted/clip.faiss.*pass --index-url with a URL every node can read"):
+    with pytest.raises(
+        InputError,
+        match=r"node \S+ cannot read the index: IndexCorruptError: cannot read "
+        r".*not-mounted/clip.faiss.*pass --index-url with a URL every node can read",
+    ):
         run_job(ray, rows, job, side=64, clip_min=0.9, dino_max=0.5, ranked=False)
     assert time.monotonic() - t0 < 30
     assert not job.done
@@ -346,8 +393,9 @@ def test_plan_sizes_the_job_from_a_measured_tile_and_mines_nothing(tmp_path, mon
     make_index(tmp_path / "idx", "syn", clip, dino, root=tmp_path / "imgs")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("VHMINE_INDEXES", str(tmp_path / "idx"))
-    r = CliRunner().invoke(app, ["mine", "--engine", "ray", "--plan", "--tile-memory",
-                                 str(tile_memory(128, 16, 12) / 2**20)])
+    r = CliRunner().invoke(
+        app, ["mine", "--engine", "ray", "--plan", "--tile-memory", str(tile_memory(128, 16, 12) / 2**20)]
+    )
     assert r.exit_code == 0, r.output
     assert "tiles: 21 (6 row blocks of 128 rows, upper triangle), 244,650 pairs to look at" in r.output
     assert "memory per tile task: " in r.output and "measured: a 128 x 128 tile in " in r.output
@@ -370,9 +418,26 @@ def test_a_driver_killed_mid_job_resumes_and_skips_the_finished_tiles(tmp_path):
 
     clip, dino = _with_ties(1300, 13)
     make_index(tmp_path / "idx", "syn", clip, dino, root=tmp_path / "imgs")
-    cmd = [sys.executable, "-m", "vhmine.cli", "mine", "--engine", "ray", "--ray-address",
-           ray.get_runtime_context().gcs_address, "--clip", "0.8", "--dino", "0.6", "--max-per-image", "3",
-           "--tile-memory", str(tile_memory(64, 16, 12) / 2**20), "--out", "runs/ray"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vhmine.cli",
+        "mine",
+        "--engine",
+        "ray",
+        "--ray-address",
+        ray.get_runtime_context().gcs_address,
+        "--clip",
+        "0.8",
+        "--dino",
+        "0.6",
+        "--max-per-image",
+        "3",
+        "--tile-memory",
+        str(tile_memory(64, 16, 12) / 2**20),
+        "--out",
+        "runs/ray",
+    ]
     env = {**os.environ, "VHMINE_INDEXES": str(tmp_path / "idx")}
     ledger = tmp_path / "runs" / ".ray.job" / "tiles.jsonl"
     driver = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -400,6 +465,7 @@ def test_a_driver_killed_mid_job_resumes_and_skips_the_finished_tiles(tmp_path):
 
 # --- exact at every scale it accepts (vhmine.mine.join.rowcheck) ------------------------------------------
 
+
 def test_ray_refuses_rows_the_fast_pass_cannot_bound_and_nan_thresholds(tmp_path):
     from test_mine import make_index
 
@@ -412,7 +478,9 @@ def test_ray_refuses_rows_the_fast_pass_cannot_bound_and_nan_thresholds(tmp_path
     make_index(tmp_path / "idx", "syn", clip, dino, root=tmp_path / "imgs")
     with pytest.raises(InputError) as err:  # from the streaming pass, in a task, as its own line
         _mine(tmp_path, "ray", clip=0.9, dino=0.6, engine="ray", tile_memory=tile_memory(64, 16, 12))
-    assert str(err.value).startswith("clip row 150 has norm 3e+19 (42 row(s) of rows 128 to 191): the exact miner needs")
+    assert str(err.value).startswith(
+        "clip row 150 has norm 3e+19 (42 row(s) of rows 128 to 191): the exact miner needs"
+    )
     assert "Traceback" not in str(err.value) and "\n" not in str(err.value)
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 

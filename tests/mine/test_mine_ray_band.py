@@ -8,15 +8,14 @@ import json
 
 import numpy as np
 import pytest
+from helpers import unit_rows
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-
-from helpers import unit_rows
-from vhmine.errors import VhmineError
-from vhmine.mine.join.simsearch import PairSet, assert_same_pairs, brute_force_pairs
-from vhmine.mine.join import row_digests
-
 from test_mine_ray import cluster, clustered, pytestmark, ray  # noqa: F401  (its local cluster: one per module)
+
+from vhmine.errors import VhmineError
+from vhmine.mine.join import row_digests
+from vhmine.mine.join.simsearch import PairSet, assert_same_pairs, brute_force_pairs
 from vhmine.mine.ray.engine import find_pairs_across_ray, find_pairs_ray, run_job
 from vhmine.mine.ray.tilejob import SCAN, Band, Rectangle, TileJob, Triangle
 
@@ -27,7 +26,9 @@ def tied(n, seed, d=16, e=8):
     rng = np.random.default_rng(seed)
     clip, dino = rng.standard_normal((n, d)), rng.standard_normal((n, e))
     for s in range(0, n, 9):  # clusters of 9
-        clip[s:s + 9] = rng.standard_normal(d) + rng.uniform(0.1, 0.6) * rng.standard_normal((len(clip[s:s + 9]), d))
+        clip[s : s + 9] = rng.standard_normal(d) + rng.uniform(0.1, 0.6) * rng.standard_normal(
+            (len(clip[s : s + 9]), d)
+        )
     clip, dino = unit_rows(clip), unit_rows(dino)
     for src in range(0, n - 1, 7):
         dst = int(rng.integers(0, n))
@@ -140,6 +141,7 @@ def test_the_old_rows_triangle_and_the_band_are_the_full_triangle_exactly():
 
 # --- ranked tiles from an index: what runs write ---------------------------------------------------------
 
+
 def id_index(folder, clip, dino, prefix=""):
     """An index (vhmine.index's files) whose image ids are `prefix` + the row's hex number reversed (their
     order differs from row order); returns its IndexRows and ids."""
@@ -149,11 +151,21 @@ def id_index(folder, clip, dino, prefix=""):
 
     n = len(clip)
     ids = [prefix + f"{k:08x}"[::-1] for k in range(n)]
-    images = pd.DataFrame({"image_id": ids, "path": [f"img{k}.png" for k in range(n)],
-                           "sha256": [f"{k:064x}" for k in range(n)]})
-    write_index(folder, images, clip, dino, skipped=pd.DataFrame({"path": [], "reason": []}), manifest={
-        "name": folder.name, "root": str(folder),
-        "encoders": {"clip": {"spec": "c", "dim": clip.shape[1]}, "dino": {"spec": "d", "dim": dino.shape[1]}}})
+    images = pd.DataFrame(
+        {"image_id": ids, "path": [f"img{k}.png" for k in range(n)], "sha256": [f"{k:064x}" for k in range(n)]}
+    )
+    write_index(
+        folder,
+        images,
+        clip,
+        dino,
+        skipped=pd.DataFrame({"path": [], "reason": []}),
+        manifest={
+            "name": folder.name,
+            "root": str(folder),
+            "encoders": {"clip": {"spec": "c", "dim": clip.shape[1]}, "dino": {"spec": "d", "dim": dino.shape[1]}},
+        },
+    )
     return index_rows(folder), np.array(ids, dtype="S")
 
 
@@ -161,7 +173,7 @@ def tile_rows_of(job):
     """Every tile's rows (in-box then the others), and the in-box ones, over the finished tiles."""
     parts = [(job.rows(k)[:], job.done[k]) for k in sorted(job.done)]
     every = np.concatenate([p for p, _ in parts])
-    inbox = np.concatenate([p[:e["kept"]] for p, e in parts])
+    inbox = np.concatenate([p[: e["kept"]] for p, e in parts])
     for p, e in parts:
         assert len(p) == e["kept"] + e["sample"]
     return every, inbox
@@ -186,8 +198,9 @@ def test_ranked_band_tiles_are_oriented_by_id_keep_every_alike_pair_and_record_d
     new = np.array([0, 5, 63, 64, 65, 130, *range(280, 300)])
     shape = Band(300, 64, new)
     job = TileJob(tmp_path / "job", {"shape": shape.record()}).open()
-    info = run_job(ray, rows, job, side=64, clip_min=0.8, dino_max=0.5, ranked=True, shape=shape, keep_alike=True,
-                   digests=True)
+    info = run_job(
+        ray, rows, job, side=64, clip_min=0.8, dino_max=0.5, ranked=True, shape=shape, keep_alike=True, digests=True
+    )
     assert info["tiles"] == len(shape) == 5 * 1 and info["shape"]["kind"] == "band"
     every, inbox = tile_rows_of(job)
     alike = band_reference(clip, dino, 0.8, np.inf, new)  # every CLIP-alike pair touching a new row
@@ -203,8 +216,8 @@ def test_ranked_band_tiles_are_oriented_by_id_keep_every_alike_pair_and_record_d
     # keep_alike keeps every other CLIP-alike pair, where a scatter's sample keeps a few, and the in-box
     # pairs cut by a tile's top list (here, in this process: the tile task's function itself)
     from vhmine.mine.join.blocks import Quantiser
-    from vhmine.mine.ray.tiletask import mine_tile
     from vhmine.mine.ray.tilejob import ranked_dtype
+    from vhmine.mine.ray.tiletask import mine_tile
 
     k = max(job.done, key=lambda t: job.done[t]["sample"])
     qz = Quantiser.from_dict(job.job["quantiser"])
@@ -213,24 +226,27 @@ def test_ranked_band_tiles_are_oriented_by_id_keep_every_alike_pair_and_record_d
     alike, a_info = mine_tile(rows, qz, shape.tile(k), 64, 0.8, 0.5, keep_alike=True, top=2, **kw)
     assert s_info["sample"] == 1 < job.done[k]["sample"] and a_info["kept"] == 2 < job.done[k]["kept"]
     assert len(alike) == a_info["clip_alike"] == job.done[k]["clip_alike"] == len(job.rows(k))
-    assert a_info["sample"] == len(alike) - 2 and np.array_equal(np.sort(alike, order=["lo", "hi"]),
-                                                                  np.sort(job.rows(k)[:], order=["lo", "hi"]))
+    assert a_info["sample"] == len(alike) - 2 and np.array_equal(
+        np.sort(alike, order=["lo", "hi"]), np.sort(job.rows(k)[:], order=["lo", "hi"])
+    )
     # a lost digests file: only its chunk is scanned again (the quantiser is kept), and nothing is mined
     lines = len((tmp_path / "job" / SCAN).read_text().splitlines())
     assert lines == 5
     job.close()
     (tmp_path / "job" / job.chunks[("a", 128)]["file"]).unlink()
     job = TileJob(tmp_path / "job", {"shape": shape.record()}).open()
-    again = run_job(ray, rows, job, side=64, clip_min=0.8, dino_max=0.5, ranked=True, shape=shape, keep_alike=True,
-                    digests=True)
+    again = run_job(
+        ray, rows, job, side=64, clip_min=0.8, dino_max=0.5, ranked=True, shape=shape, keep_alike=True, digests=True
+    )
     assert again["tiles_done_before"] == 5 and again["quantiser"] == info["quantiser"]
     assert len((tmp_path / "job" / SCAN).read_text().splitlines()) == lines + 1
     assert np.array_equal(job.digests("a", 300), row_digests(clip, dino))
     # a scan stopped after two chunks (no quantiser recorded yet): resumed, it scans the other three only
     job.close()
     scan = tmp_path / "job" / SCAN
-    scan.write_text("".join(f"{line}\n" for line in scan.read_text().splitlines()
-                            if json.loads(line)["start"] in (0, 64)))
+    scan.write_text(
+        "".join(f"{line}\n" for line in scan.read_text().splitlines() if json.loads(line)["start"] in (0, 64))
+    )
     record = json.loads((tmp_path / "job" / "job.json").read_text())
     del record["quantiser"]
     (tmp_path / "job" / "job.json").write_text(json.dumps(record))
@@ -249,8 +265,19 @@ def test_ranked_rectangle_tiles_keep_a_of_the_first_index_and_b_of_the_second(tm
     rows_b, ids_b = id_index(tmp_path / "b", clip[na:], dino[na:], prefix="8")  # ids above and below A's
     shape = Rectangle(na, 330 - na, 64)
     job = TileJob(tmp_path / "job", {"shape": shape.record()}).open()
-    info = run_job(ray, rows_a, job, side=64, clip_min=0.8, dino_max=0.5, ranked=True, shape=shape, rows_b=rows_b,
-                   keep_alike=True, digests=True)
+    info = run_job(
+        ray,
+        rows_a,
+        job,
+        side=64,
+        clip_min=0.8,
+        dino_max=0.5,
+        ranked=True,
+        shape=shape,
+        rows_b=rows_b,
+        keep_alike=True,
+        digests=True,
+    )
     assert info["tiles"] == 3 * 3
     every, inbox = tile_rows_of(job)
     alike = across_reference(clip[:na], dino[:na], clip[na:], dino[na:], 0.8, np.inf)
@@ -269,10 +296,16 @@ def test_ranked_rectangle_tiles_keep_a_of_the_first_index_and_b_of_the_second(tm
 def test_a_job_folder_made_for_another_shape_or_other_new_rows_starts_over(tmp_path, caplog):
     from test_tilejob import rows
 
-    shapes = [Triangle(300, 64), Band(300, 64, [3, 4]), Band(300, 64, [3, 5]), Band(300, 128, [3, 4]),
-              Rectangle(300, 10, 64), Rectangle(290, 20, 64)]
+    shapes = [
+        Triangle(300, 64),
+        Band(300, 64, [3, 4]),
+        Band(300, 64, [3, 5]),
+        Band(300, 128, [3, 4]),
+        Rectangle(300, 10, 64),
+        Rectangle(290, 20, 64),
+    ]
     records = [s.record() for s in shapes]
-    assert all(json.dumps(a) != json.dumps(b) for k, a in enumerate(records) for b in records[k + 1:])
+    assert all(json.dumps(a) != json.dumps(b) for k, a in enumerate(records) for b in records[k + 1 :])
     for prev, now in zip(records, records[1:]):
         job = TileJob(tmp_path / "job", {"clip": 0.9, "shape": prev}).open()
         job.record(0, rows(0), {})

@@ -5,7 +5,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from helpers import make_index, on_a_full_disk, unit_rows
 
 
@@ -13,18 +12,48 @@ from helpers import make_index, on_a_full_disk, unit_rows
 def test_mine_on_a_full_disk_says_so_in_one_line_and_leaves_nothing(tmp_path, size):
     rng = np.random.default_rng(0)
     centres = rng.normal(size=(6, 16))
-    make_index(tmp_path / "idx", "syn", unit_rows(np.repeat(centres, 10, axis=0) + 0.2 * rng.normal(size=(60, 16))),
-               unit_rows(rng.normal(size=(60, 12))), root=tmp_path / "imgs")
+    make_index(
+        tmp_path / "idx",
+        "syn",
+        unit_rows(np.repeat(centres, 10, axis=0) + 0.2 * rng.normal(size=(60, 16))),
+        unit_rows(rng.normal(size=(60, 12))),
+        root=tmp_path / "imgs",
+    )
     full = tmp_path / "full"
-    r = on_a_full_disk(full, size, [sys.executable, "-m", "vhmine.cli", "mine", "--index", "syn", "--indexes", "idx",
-                                    "--clip", "0.5", "--dino", "1", "--out", "full/run", "--device", "cpu"], cwd=tmp_path)
+    r = on_a_full_disk(
+        full,
+        size,
+        [
+            sys.executable,
+            "-m",
+            "vhmine.cli",
+            "mine",
+            "--index",
+            "syn",
+            "--indexes",
+            "idx",
+            "--clip",
+            "0.5",
+            "--dino",
+            "1",
+            "--out",
+            "full/run",
+            "--device",
+            "cpu",
+        ],
+        cwd=tmp_path,
+    )
     assert r.returncode == 2, r.stdout + r.stderr
-    said = [ln for ln in r.stderr.splitlines()  # besides the bars and the products kernel's INFO line
-            if ln.strip() and not ln.startswith(("mining pairs", "gallery", "INFO "))]
+    said = [
+        ln
+        for ln in r.stderr.splitlines()  # besides the bars and the products kernel's INFO line
+        if ln.strip() and not ln.startswith(("mining pairs", "gallery", "INFO "))
+    ]
     assert said == [  # (--dino 1 >= --clip 0.5 is warned of, before the search)
         "WARNING vhmine.mine.job: --dino 1.0 >= --clip 0.5: pairs are meant to be ones CLIP finds MORE alike than "
         "DINOv2 (e.g. --clip 0.9 --dino 0.55); many of these pairs will be plain near-duplicates",
         "error: writing full/run failed (No space left on device): no run was written (an earlier run there is as it "
-        "was); free some space, or choose another --out, and run the same command again"]
+        "was); free some space, or choose another --out, and run the same command again",
+    ]
     assert "Traceback" not in r.stdout + r.stderr
     assert r.left == []  # no temporary folder, no half run

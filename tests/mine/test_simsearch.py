@@ -7,8 +7,8 @@ import sys
 
 import numpy as np
 import pytest
-
 from helpers import unit_rows
+
 from vhmine.errors import InputError
 from vhmine.mine.join.simsearch import PairSet, assert_same_pairs, brute_force_pairs, find_pairs, pair_sims
 
@@ -40,7 +40,7 @@ def test_pair_sims_is_the_float64_inner_product_whatever_the_batch():
     i, j = np.triu_indices(50, k=1)
     sims = pair_sims(x, i, j)
     np.testing.assert_allclose(sims, (x.astype(np.float64) @ x.T.astype(np.float64))[i, j], rtol=0, atol=1e-13)
-    one_by_one = np.array([pair_sims(x, i[k:k + 1], j[k:k + 1])[0] for k in range(0, len(i), 37)])
+    one_by_one = np.array([pair_sims(x, i[k : k + 1], j[k : k + 1])[0] for k in range(0, len(i), 37)])
     assert np.array_equal(one_by_one, sims[::37])  # bit for bit: thresholds set from one call hold in another
 
 
@@ -67,9 +67,17 @@ def test_random_sets_match_brute_force(seed, n, block):
     assert_same_pairs(find_pairs(clip, dino, 0.6, 0.2, block_size=block, device="cpu"), want)
 
 
-@pytest.mark.parametrize("n, d, block, seed", [
-    (1001, 64, 64, 0), (1001, 64, 128, 1), (1999, 96, 320, 2), (1999, 96, 4096, 3), (333, 768, 64, 0), (333, 768, 64, 1),
-])
+@pytest.mark.parametrize(
+    "n, d, block, seed",
+    [
+        (1001, 64, 64, 0),
+        (1001, 64, 128, 1),
+        (1999, 96, 320, 2),
+        (1999, 96, 4096, 3),
+        (333, 768, 64, 0),
+        (333, 768, 64, 1),
+    ],
+)
 def test_clustered_sets_match_brute_force(n, d, block, seed):
     clip, dino = clustered(n, d, 32, seed)
     want = brute_force_pairs(clip, dino, 0.9, 0.55)
@@ -113,7 +121,11 @@ def test_infinite_dino_max_keeps_every_clip_pair():
 
 def test_empty_result_and_tiny_collections():
     clip, dino = random_set(200, 64, 8, 0)
-    for got in (find_pairs(clip, dino, 0.99), find_pairs(clip[:0], dino[:0], 0.5), find_pairs(clip[:1], dino[:1], -1.0)):
+    for got in (
+        find_pairs(clip, dino, 0.99),
+        find_pairs(clip[:0], dino[:0], 0.5),
+        find_pairs(clip[:1], dino[:1], -1.0),
+    ):
         assert len(got) == 0 and got.i.dtype == np.int64 and got.clip_sim.dtype == np.float64
     assert len(brute_force_pairs(clip[:1], dino[:1], -1.0)) == 0
     assert len(find_pairs(clip[:2], dino[:2], -1.0)) == 1
@@ -137,7 +149,10 @@ def test_duplicate_vectors_with_similarity_exactly_one():
 
 def test_too_many_candidates_says_how_many_and_what_to_do():
     clip, dino = random_set(300, 8, 4, 0)
-    msg = r"^[\d,]+ pairs already have CLIP cosine near or above 0\.1 .* more than the limit of 1,000 candidates; raise --clip"
+    msg = (
+        r"^[\d,]+ pairs already have CLIP cosine near or above 0\.1 .* more than the limit of 1,000 candidates; raise"
+        r" --clip"
+    )
     with pytest.raises(InputError, match=msg):
         find_pairs(clip, dino, 0.1, max_candidates=1000, block_size=64)
 
@@ -197,7 +212,9 @@ def test_comparator_is_order_insensitive_and_names_missing_and_extra_pairs():
     k = 5
     drop = np.arange(len(want)) != k
     missing = PairSet(want.i[drop], want.j[drop], want.clip_sim[drop], want.dino_sim[drop])
-    with pytest.raises(AssertionError, match=rf"1 pairs missing, 0 extra .*first missing: \({want.i[k]}, {want.j[k]}\)"):
+    with pytest.raises(
+        AssertionError, match=rf"1 pairs missing, 0 extra .*first missing: \({want.i[k]}, {want.j[k]}\)"
+    ):
         assert_same_pairs(missing, want)
     with pytest.raises(AssertionError, match=rf"0 pairs missing, 1 extra .*first extra: \({want.i[k]}, {want.j[k]}\)"):
         assert_same_pairs(want, missing)
@@ -293,7 +310,7 @@ def test_fast_pass_thresholds_bracket_every_pair():
         sims = pair_sims(clip, i, j)
         for clip_min in (0.5, 0.9, float(np.sort(sims)[-20])):
             fp = fast_pass(clip, clip_min)
-            qi = fp.q[:len(clip)].astype(np.int64)
+            qi = fp.q[: len(clip)].astype(np.int64)
             prod = (qi @ qi.T)[i, j]
             assert (prod[sims >= clip_min] >= fp.thresh).all()
             assert (sims[prod >= fp.sure] >= clip_min).all()
@@ -335,8 +352,18 @@ def test_recheck_with_or_without_products_gives_the_same_pairs():
     clip, dino = clustered(700, 48, 16, 4)
     fp = fast_pass(clip, 0.9)
     q = torch.from_numpy(fp.q)
-    m = BlockMiner(clip, dino, 0.9, 0.55, fp.thresh, len(clip), device=torch.device("cpu"), block=len(q),
-                   width=q.shape[1], sure=fp.sure)
+    m = BlockMiner(
+        clip,
+        dino,
+        0.9,
+        0.55,
+        fp.thresh,
+        len(clip),
+        device=torch.device("cpu"),
+        block=len(q),
+        width=q.shape[1],
+        sure=fp.sure,
+    )
     i, j, p = m.search(q, q, 0, 0)
     assert (p >= fp.sure).any() and (p < fp.sure).any()  # both paths taken
     a, b = m.recheck(i, j, p), m.recheck(i, j)
@@ -370,14 +397,27 @@ def test_block_search_finds_every_product_at_or_above_thresh_however_the_block_i
     q = torch.from_numpy(fp.q)
     qi = fp.q.astype(np.int64)
     full = qi @ qi.T
-    m = BlockMiner(clip, dino, 0.8, 0.55, fp.thresh, len(clip), device=torch.device("cpu"), block=448,
-                   width=q.shape[1], sure=fp.sure, span=448, chunk=chunk, cols=cols)
+    m = BlockMiner(
+        clip,
+        dino,
+        0.8,
+        0.55,
+        fp.thresh,
+        len(clip),
+        device=torch.device("cpu"),
+        block=448,
+        width=q.shape[1],
+        sure=fp.sure,
+        span=448,
+        chunk=chunk,
+        cols=cols,
+    )
     # a diagonal block, one off it, the padded last one, and rows from within a diagonal block (as a
     # thread takes them), whose columns left of their first row hold only pairs with j < i
     for r, c, rows in ((0, 0, 448), (0, 448, 448), (448, 448, 448), (192, 0, 256), (320, 0, 128)):
-        x, y = q[r:r + rows], q[c:c + 448]
+        x, y = q[r : r + rows], q[c : c + 448]
         i, j, p = m.search(x, y, r, c)
-        a, b = np.nonzero(full[r:r + len(x), c:c + len(y)] >= fp.thresh)
+        a, b = np.nonzero(full[r : r + len(x), c : c + len(y)] >= fp.thresh)
         a, b = a + r, b + c
         keep = (a < b) & (b < len(clip))
         assert sorted(zip(i.tolist(), j.tolist())) == sorted(zip(a[keep].tolist(), b[keep].tolist()))

@@ -1,7 +1,8 @@
 """mine.state: the row digests a run keeps, by which a later run proves that a row it reuses is the same."""
 
 import numpy as np
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from vhmine.mine.join import row_digests
 
@@ -20,8 +21,12 @@ def test_digests_follow_each_row_not_its_place_or_the_chunking():
     assert len(np.unique(got)) == len(got)
 
 
-@given(row=st.integers(0, 49), side=st.sampled_from(["clip", "dino"]), col=st.integers(0, 8),
-       bits=st.integers(1, 2**32 - 1))
+@given(
+    row=st.integers(0, 49),
+    side=st.sampled_from(["clip", "dino"]),
+    col=st.integers(0, 8),
+    bits=st.integers(1, 2**32 - 1),
+)
 def test_property_a_change_of_one_value_changes_its_row_digest_only(row, side, col, bits):
     clip, dino = _rows(2)
     before = row_digests(clip, dino)

@@ -42,7 +42,7 @@ def test_property_band_tiles_hold_every_pair_touching_a_new_row_once(case):
     got = []
     for k in range(len(band)):
         t = band.tile(k)
-        assert np.array_equal(t.x_rows, np.array(new[t.r:t.r + side], np.int64))
+        assert np.array_equal(t.x_rows, np.array(new[t.r : t.r + side], np.int64))
         cols = np.arange(t.c, min(t.c + side, n))
         assert np.array_equal(t.new_cols, np.intersect1d(cols, new))
         i, j = np.repeat(t.x_rows, len(cols)), np.tile(cols, len(t.x_rows))
@@ -145,6 +145,15 @@ def test_a_full_disk_is_one_line_and_keeps_the_tiles_recorded_before_it(tmp_path
     assert r.stdout.splitlines() == [
         "OutputError: writing full/job failed (No space left on device): the 3 tile(s) recorded before it are kept; "
         "free some space and run the same command: it resumes from them",
-        "done again: [0, 1, 2]"]
-    assert r.left == ["job", "job/job.json", "job/lock", "job/tiles", "job/tiles.jsonl", "job/tiles/000000000.npy",
-                      "job/tiles/000000001.npy", "job/tiles/000000002.npy"]  # and no temporary file
+        "done again: [0, 1, 2]",
+    ]
+    assert r.left == [
+        "job",
+        "job/job.json",
+        "job/lock",
+        "job/tiles",
+        "job/tiles.jsonl",
+        "job/tiles/000000000.npy",
+        "job/tiles/000000001.npy",
+        "job/tiles/000000002.npy",
+    ]  # and no temporary file

@@ -41,12 +41,16 @@ def _store(tmp_path):
 
     store = open_store(tmp_path / "store.db")
     photos = write_photos(tmp_path / "photos", ("astronaut", "coffee", "rocket", "horse"))
-    seed_pairs(store, write_pairs(tmp_path / "runs" / "t", photos[:3]), per_mode=1, modes=["counting", "color", "shape"])
+    seed_pairs(
+        store, write_pairs(tmp_path / "runs" / "t", photos[:3]), per_mode=1, modes=["counting", "color", "shape"]
+    )
     C.add_worker(store, "alice")
     C.add_worker(store, "bob")
-    for mode, tpl, slots, a_ans, b_ans in (("counting", "counting.how_many", {"object": "cats"}, "2", "2"),
-                                           ("color", "color.what_color", {"object": "cup"}, "red", "blue"),
-                                           ("shape", "shape.what_shape", {"object": "clock"}, "round", "round")):
+    for mode, tpl, slots, a_ans, b_ans in (
+        ("counting", "counting.how_many", {"object": "cats"}, "2", "2"),
+        ("color", "color.what_color", {"object": "cup"}, "red", "blue"),
+        ("shape", "shape.what_shape", {"object": "clock"}, "round", "round"),
+    ):
         item = C.next_item(store, "alice", mode)
         a, b = (v.id for v in item.images)
         saved = C.save_annotation(store, "alice", item.task_id, C.Annotation(tpl, slots, answers={a: a_ans, b: b_ans}))
@@ -54,8 +58,9 @@ def _store(tmp_path):
     C.add_generation(store, photos[3], "counting", "a horse in a field", backend="openai", model="dall-e-3")
     item = C.next_item(store, "alice", "counting")
     (img,) = (v.id for v in item.images)
-    saved = C.save_annotation(store, "alice", item.task_id,
-                              C.Annotation("counting.how_many", {"object": "horses"}, answers={img: "1"}))
+    saved = C.save_annotation(
+        store, "alice", item.task_id, C.Annotation("counting.how_many", {"object": "horses"}, answers={img: "1"})
+    )
     C.confirm_drafts(store, "alice", [C.DraftDecision(d, True) for d in saved.draft_ids])
     return store
 
@@ -70,11 +75,15 @@ def _by_question(store):
 
 
 def _opts(tmp_path, srv, **kw):
-    from vhmine.models.blind import BlindOptions
     from vhmine.llm import LLMOptions
+    from vhmine.models.blind import BlindOptions
 
-    return BlindOptions(llm=LLMOptions(model="text-only", base_url=srv.base_url, cache=tmp_path / "cache.db",
-                                       max_retries=0, retry_wait_s=0.0), **kw)
+    return BlindOptions(
+        llm=LLMOptions(
+            model="text-only", base_url=srv.base_url, cache=tmp_path / "cache.db", max_retries=0, retry_wait_s=0.0
+        ),
+        **kw,
+    )
 
 
 def test_blind_flags_only_questions_right_on_every_image(tmp_path, openai_server):  # noqa: F811
@@ -90,9 +99,16 @@ def test_blind_flags_only_questions_right_on_every_image(tmp_path, openai_server
     assert len(srv.chats()) == 13 and not any(chat_images(c) for c in srv.chats())  # one per question text; no image
     qs = _by_question(store)
     flagged = {i.instance_id for i in res.items if i.flagged}
-    want = {r.id for q in ("How many cats are there in the picture?", "Are there exactly 2 cats in the picture?",
-                           "How many horses are there in the picture?", "Are there exactly 1 horses in the picture?")
-            for r in qs[q]}
+    want = {
+        r.id
+        for q in (
+            "How many cats are there in the picture?",
+            "Are there exactly 2 cats in the picture?",
+            "How many horses are there in the picture?",
+            "Are there exactly 1 horses in the picture?",
+        )
+        for r in qs[q]
+    }
     assert len(want) == 6  # two pairs' questions on both images, two single-image questions
     assert flagged == want
     assert res.partial and {f.instance_id for f in res.failed} == {r.id for r in qs["What is the shape of the clock?"]}
@@ -108,10 +124,12 @@ def test_blind_flags_only_questions_right_on_every_image(tmp_path, openai_server
     assert (r.model, r.answer, r.correct, r.scorer) == ("text-only", "2", True, "match")
     assert r.prompt.startswith("blind@v1#") and r.endpoint == srv.base_url
     flags = C.flag_list(store, "bob")
-    assert {f.question for f in flags} == {"How many cats are there in the picture?",
-                                          "Are there exactly 2 cats in the picture?",
-                                          "How many horses are there in the picture?",
-                                          "Are there exactly 1 horses in the picture?"}
+    assert {f.question for f in flags} == {
+        "How many cats are there in the picture?",
+        "Are there exactly 2 cats in the picture?",
+        "How many horses are there in the picture?",
+        "Are there exactly 1 horses in the picture?",
+    }
     cats = next(f for f in flags if f.question.startswith("How many cats"))
     assert len(cats.items) == 2 and {it.blind_answer for it in cats.items} == {"2"} and cats.model == "text-only"
     assert {it.references for it in cats.items} == {("2",)}
@@ -121,24 +139,33 @@ def test_blind_flags_only_questions_right_on_every_image(tmp_path, openai_server
     n = len(srv.chats())
     res2 = blind(store, _opts(tmp_path, srv))
     assert len(srv.chats()) - n == 1 and not res2.partial
-    assert {i.instance_id for i in res2.items if i.flagged} == want | {r.id for r in qs["What is the shape of the clock?"]}
+    assert {i.instance_id for i in res2.items if i.flagged} == want | {
+        r.id for r in qs["What is the shape of the clock?"]
+    }
     assert next(f for f in C.flag_list(store, "bob") if f.question.startswith("How many cats")).flag_id == cats.flag_id
 
 
 def test_drop_blind_export_and_overrule(tmp_path, openai_server):  # noqa: F811
     from vhmine import curate as C
-    from vhmine.models.blind import blind
     from vhmine.errors import FormError
     from vhmine.export.job import ExportOptions, export_benchmark
+    from vhmine.models.blind import blind
 
     store = _store(tmp_path)
     openai_server.responder = responder
     openai_server.refuse = lambda body: "shape of the clock" in chat_text(body)
     blind(store, _opts(tmp_path, openai_server))
     qs = _by_question(store)
-    flagged = {i for q in ("How many cats are there in the picture?", "Are there exactly 2 cats in the picture?",
-                           "How many horses are there in the picture?", "Are there exactly 1 horses in the picture?")
-               for i in (r.id for r in qs[q])}
+    flagged = {
+        i
+        for q in (
+            "How many cats are there in the picture?",
+            "Are there exactly 2 cats in the picture?",
+            "How many horses are there in the picture?",
+            "Are there exactly 1 horses in the picture?",
+        )
+        for i in (r.id for r in qs[q])
+    }
     everything = {r.id for rs in qs.values() for r in rs}
 
     def export(name, **kw):
@@ -154,17 +181,45 @@ def test_drop_blind_export_and_overrule(tmp_path, openai_server):  # noqa: F811
     (solver,) = dropped["blind"]["solvers"]
     assert dropped["blind"]["left_out"] == 6 and solver["model"] == "text-only" and "endpoint" not in solver
     # color: 2 OEQ + 4 YNQ asked, right: "red" on A, "Is the cup red?" yes on A, "Is the cup blue?" no on A
-    assert solver["per_mode"]["color"] == {"asked": 6, "right": 3, "accuracy": 0.5, "flagged_kept": 0,
-                                           "overruled": 0, "left_out": 0, "unscored": 0}
+    assert solver["per_mode"]["color"] == {
+        "asked": 6,
+        "right": 3,
+        "accuracy": 0.5,
+        "flagged_kept": 0,
+        "overruled": 0,
+        "left_out": 0,
+        "unscored": 0,
+    }
     # counting: the 6 flagged left out, the 3 left ("exactly 3 cats" twice, "exactly 2 horses") all wrong
-    assert solver["per_mode"]["counting"] == {"asked": 3, "right": 0, "accuracy": 0.0, "flagged_kept": 0,
-                                              "overruled": 0, "left_out": 6, "unscored": 0}
+    assert solver["per_mode"]["counting"] == {
+        "asked": 3,
+        "right": 0,
+        "accuracy": 0.0,
+        "flagged_kept": 0,
+        "overruled": 0,
+        "left_out": 6,
+        "unscored": 0,
+    }
     # shape: its open question never answered (the failed call), its 4 yes/no ones answered wrong
-    assert solver["per_mode"]["shape"] == {"asked": 4, "right": 0, "accuracy": 0.0, "flagged_kept": 0,
-                                           "overruled": 0, "left_out": 0, "unscored": 0}
+    assert solver["per_mode"]["shape"] == {
+        "asked": 4,
+        "right": 0,
+        "accuracy": 0.0,
+        "flagged_kept": 0,
+        "overruled": 0,
+        "left_out": 0,
+        "unscored": 0,
+    }
     (solver_all,) = kept["blind"]["solvers"]
-    assert solver_all["per_mode"]["counting"] == {"asked": 9, "right": 6, "accuracy": 0.6667, "flagged_kept": 6,
-                                                  "overruled": 0, "left_out": 0, "unscored": 0}
+    assert solver_all["per_mode"]["counting"] == {
+        "asked": 9,
+        "right": 6,
+        "accuracy": 0.6667,
+        "flagged_kept": 6,
+        "overruled": 0,
+        "left_out": 0,
+        "unscored": 0,
+    }
 
     # a worker overrules one flag (with a reason): its questions come back, and the record says who and why
     flag = next(f for f in C.flag_list(store, "bob") if f.question.startswith("How many cats"))
@@ -200,18 +255,36 @@ def test_cli_blind_and_export_drop_blind(tmp_path, openai_server):  # noqa: F811
     store.close()
     openai_server.responder = responder
     db = str(tmp_path / "store.db")
-    run = CliRunner().invoke(app, ["blind", "--model", "text-only", "--db", db, "--cache", str(tmp_path / "c.db"),
-                                   "--max-retries", "0", "--mode", "counting", "--mode", "color"])
+    run = CliRunner().invoke(
+        app,
+        [
+            "blind",
+            "--model",
+            "text-only",
+            "--db",
+            db,
+            "--cache",
+            str(tmp_path / "c.db"),
+            "--max-retries",
+            "0",
+            "--mode",
+            "counting",
+            "--mode",
+            "color",
+        ],
+    )
     assert run.exit_code == 0, run.output
     assert "text-only" in run.output and "4 question group(s) flagged" in run.output
     from vhmine.files import shown_path
 
     assert run.output.strip().splitlines()[-1] == (
         f"next: look at the flags on the app's Blind flags page (vhmine curate --db {shown_path(db)}) and overrule "
-        "those a question needs its image for; then `vhmine export --drop-blind` leaves the rest out")
+        "those a question needs its image for; then `vhmine export --drop-blind` leaves the rest out"
+    )
     assert '"Blind flags"' in (Path(__file__).resolve().parents[2] / "vhmine" / "apps" / "curate.py").read_text()
-    run = CliRunner().invoke(app, ["export", "--out", str(tmp_path / "e"), "--db", db, "--drop-blind",
-                                   "--allow-unbalanced"])
+    run = CliRunner().invoke(
+        app, ["export", "--out", str(tmp_path / "e"), "--db", db, "--drop-blind", "--allow-unbalanced"]
+    )
     assert run.exit_code == 0, run.output
     assert "left out 6 instance(s)" in run.output
     man = json.loads((tmp_path / "e" / "manifest.json").read_text())
@@ -241,6 +314,7 @@ def test_open_answers_scored_by_the_judge(tmp_path, openai_server):  # noqa: F81
 
 # --- stored answers follow their reference (issue 16) ----------------------------------------------------------
 
+
 def _set_answers(store, question, image_index, answers):
     """A reference changed the way stores before vhmine carried fixes through saw it: in place, nothing else."""
     from vhmine.store import Instance
@@ -263,8 +337,12 @@ def test_a_rerun_scores_stored_answers_against_the_current_reference(tmp_path, o
     assert cats <= {i.instance_id for i in first.items if i.flagged} and not cups & C.blind_dropped(store)
     # the cup on the blue image was red after all; one image has 3 cats, not 2
     blue = next(r for r in C.ready_instances(store, "color", "OEQ") if r.answers == ("blue",))
-    _set_answers(store, "What color is the cup?", [r.id for r in sorted(_by_question(store)["What color is the cup?"],
-                                                                        key=lambda r: r.image_id)].index(blue.id), ["red"])
+    _set_answers(
+        store,
+        "What color is the cup?",
+        [r.id for r in sorted(_by_question(store)["What color is the cup?"], key=lambda r: r.image_id)].index(blue.id),
+        ["red"],
+    )
     _set_answers(store, "How many cats are there in the picture?", 0, ["3"])
     n = len(openai_server.chats())
     again = blind(store, _opts(tmp_path, openai_server, modes=["counting", "color"], kinds=["OEQ"]))
@@ -317,19 +395,30 @@ def test_an_erratum_leaves_a_judged_answer_for_the_rerun_to_judge_again(tmp_path
 
 
 def test_blind_accuracy_counts_each_question_once_per_solver_whatever_the_endpoint(tmp_path, openai_server):  # noqa: F811
-    from vhmine.models.blind import blind
     from vhmine.export.job import ExportOptions, export_benchmark
+    from vhmine.models.blind import blind
 
     store = _store(tmp_path)
     openai_server.responder = responder
     blind(store, _opts(tmp_path, openai_server, modes=["color"]))
     other = _opts(tmp_path, openai_server, modes=["color"])
-    blind(store, type(other)(**{**other.__dict__, "llm": type(other.llm)(**{
-        **other.llm.__dict__, "base_url": openai_server.base_url.replace("127.0.0.1", "localhost")})}))
+    blind(
+        store,
+        type(other)(
+            **{
+                **other.__dict__,
+                "llm": type(other.llm)(
+                    **{**other.llm.__dict__, "base_url": openai_server.base_url.replace("127.0.0.1", "localhost")}
+                ),
+            }
+        ),
+    )
     export_benchmark(store, ExportOptions(out=tmp_path / "e", format="vhtest", allow_unbalanced=True))
     (solver,) = json.loads((tmp_path / "e" / "manifest.json").read_text())["blind"]["solvers"]
     # before: asked 12, right 6 (each of the 6 colour questions twice, once per endpoint)
     assert (solver["per_mode"]["color"]["asked"], solver["per_mode"]["color"]["right"]) == (6, 3)
-    export_benchmark(store, ExportOptions(out=tmp_path / "p", format="vhtest", allow_unbalanced=True, with_provenance=True))
+    export_benchmark(
+        store, ExportOptions(out=tmp_path / "p", format="vhtest", allow_unbalanced=True, with_provenance=True)
+    )
     per_endpoint = json.loads((tmp_path / "p" / "manifest.json").read_text())["blind"]["solvers"]
     assert sorted(s["per_mode"]["color"]["asked"] for s in per_endpoint) == [6, 6] and len(per_endpoint) == 2

@@ -6,19 +6,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
-import re
-
 import pytest
-
-from openai_server import API_KEY, chat_images, chat_text
 from helpers import make_ready_store, mode_responses, probed_store
+from openai_server import API_KEY, chat_images, chat_text
 
-from vhmine import curate as C, llm as L, prompts as P
-from vhmine.models.describe import DescribeOptions, describe, latest_descriptions
+from vhmine import curate as C
+from vhmine import llm as L
+from vhmine import prompts as P
 from vhmine.llm import LLMOptions
+from vhmine.models.describe import DescribeOptions, describe, latest_descriptions
 from vhmine.models.probe import ProbeOptions, probe
 
 
@@ -51,8 +51,16 @@ def test_describe_merges_real_and_hypothetical_examples_and_reruns_free(openai_s
     opts = dict(base_url=srv.base_url, cache=tmp_path / "cache.db", retry_wait_s=0.01, progress=False)
     probe(store, ProbeOptions(LLMOptions(model="victim-vlm", **opts), judge="judge", modes=["counting"]))
     n0 = len(srv.chats())
-    res = describe(store, DescribeOptions(LLMOptions(model="describer", **opts), modes=["counting", "color", "ocr"],
-                                          examples=3, min_real=2, out=tmp_path / "desc"))
+    res = describe(
+        store,
+        DescribeOptions(
+            LLMOptions(model="describer", **opts),
+            modes=["counting", "color", "ocr"],
+            examples=3,
+            min_real=2,
+            out=tmp_path / "desc",
+        ),
+    )
     assert not res.partial
     by_mode = {m.mode: m for m in res.modes}
     # counting: 4 successes, 3 explained; color and ocr: none probed, so 3 hypothetical each
@@ -81,15 +89,24 @@ def test_describe_merges_real_and_hypothetical_examples_and_reruns_free(openai_s
     merge_text = next(chat_text(b) for b in asked if "Merge them" in chat_text(b) and '"counting"' in chat_text(b))
     assert merge_text.count("EXAMPLE: occluded objects confuse the count.") == 3 and "Analysis 3:" in merge_text
     # editable copies
-    assert sorted(p.name for p in (tmp_path / "desc").iterdir()) == ["color.txt", "counting.txt", "descriptions.json", "ocr.txt"]
+    assert sorted(p.name for p in (tmp_path / "desc").iterdir()) == [
+        "color.txt",
+        "counting.txt",
+        "descriptions.json",
+        "ocr.txt",
+    ]
     assert (tmp_path / "desc" / "counting.txt").read_text() == merged["counting"].text + "\n"
     manifest = json.loads((tmp_path / "desc" / "descriptions.json").read_text())
     assert manifest["ocr"]["description_id"] == merged["ocr"].id
     assert latest_descriptions(store, ["counting"])["counting"] == (merged["counting"].id, merged["counting"].text)
     # a rerun: nothing asked, nothing added
     n = len(srv.chats())
-    again = describe(store, DescribeOptions(LLMOptions(model="describer", **opts), modes=["counting", "color", "ocr"],
-                                            examples=3, min_real=2))
+    again = describe(
+        store,
+        DescribeOptions(
+            LLMOptions(model="describer", **opts), modes=["counting", "color", "ocr"], examples=3, min_real=2
+        ),
+    )
     assert len(srv.chats()) == n and len(_descriptions(store)) == len(rows)
     assert [m.description_id for m in again.modes] == [merged[m].id for m in ("counting", "color", "ocr")]
     store.close()
@@ -100,11 +117,38 @@ def test_describe_cli_failure_of_one_mode_is_partial(openai_server, tmp_path):
     srv.responder = _answer
     srv.refuse = lambda body: '"ocr"' in chat_text(body)  # every ocr request is refused
     make_ready_store(tmp_path).close()
-    env = {"OPENAI_API_KEY": API_KEY, "OPENAI_BASE_URL": srv.base_url, "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin",
-           **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}}  # the vhmine under test
-    r = subprocess.run([sys.executable, "-m", "vhmine.cli", "describe", "--model", "describer", "--mode", "shape", "--mode", "ocr",
-                        "--examples", "2", "--db", str(tmp_path / "store.db"), "--cache", str(tmp_path / "c.db")],
-                       env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    env = {
+        "OPENAI_API_KEY": API_KEY,
+        "OPENAI_BASE_URL": srv.base_url,
+        "HF_HUB_OFFLINE": "1",
+        "PATH": "/usr/bin:/bin",
+        **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ},
+    }  # the vhmine under test
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vhmine.cli",
+            "describe",
+            "--model",
+            "describer",
+            "--mode",
+            "shape",
+            "--mode",
+            "ocr",
+            "--examples",
+            "2",
+            "--db",
+            str(tmp_path / "store.db"),
+            "--cache",
+            str(tmp_path / "c.db"),
+        ],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 3, r.stderr
     assert "  shape        description " in r.stdout and "from 0 real + 2 hypothetical examples" in r.stdout
     assert "  ocr          NO description from 0 real + 2 hypothetical examples" in r.stdout
@@ -123,12 +167,17 @@ def test_prompts_are_versioned_package_files():
     with pytest.raises(InputError, match=r"^prompt describe_merge@v1#[0-9a-f]{8} needs analyses$"):
         p.render(count=1, mode="ocr", definition="d")
     names = sorted({f.name.split(".v")[0] for f in P.FOLDER.glob("*.txt")})
-    with pytest.raises(InputError, match=r"^no prompt 'nope' in .*: choose one of " + re.escape(", ".join(names)) + "$"):
+    with pytest.raises(
+        InputError, match=r"^no prompt 'nope' in .*: choose one of " + re.escape(", ".join(names)) + "$"
+    ):
         P.load("nope")
     import importlib.resources
 
     shipped = {f.name for f in importlib.resources.files("vhmine.prompts").iterdir() if f.name.endswith(".txt")}
-    assert shipped == {p.name for p in P.FOLDER.glob("*.txt")} and {"judge_oeq.v1.txt", "draft.v1.txt", "blind.v1.txt"} <= shipped
+    assert (
+        shipped == {p.name for p in P.FOLDER.glob("*.txt")}
+        and {"judge_oeq.v1.txt", "draft.v1.txt", "blind.v1.txt"} <= shipped
+    )
 
 
 def test_description_files_a_user_edited_are_never_overwritten(tmp_path):
@@ -136,11 +185,13 @@ def test_description_files_a_user_edited_are_never_overwritten(tmp_path):
 
     from vhmine.models.describe import ModeDescription, write_description_files
 
-    write_description_files(tmp_path, [ModeDescription("color", "d1", text="first"),
-                                       ModeDescription("shape", "d2", text="round")])
+    write_description_files(
+        tmp_path, [ModeDescription("color", "d1", text="first"), ModeDescription("shape", "d2", text="round")]
+    )
     (tmp_path / "color.txt").write_text("first, with the user's own guidance\n")
-    write_description_files(tmp_path, [ModeDescription("color", "d3", text="second"),
-                                       ModeDescription("shape", "d4", text="square")])
+    write_description_files(
+        tmp_path, [ModeDescription("color", "d3", text="second"), ModeDescription("shape", "d4", text="square")]
+    )
     assert (tmp_path / "color.txt").read_text() == "first, with the user's own guidance\n"  # the edit is kept
     assert (tmp_path / "color.new.txt").read_text() == "second\n"
     assert (tmp_path / "shape.txt").read_text() == "square\n"  # untouched by the user: replaced
@@ -158,9 +209,15 @@ def test_describe_explains_only_what_the_workers_call_hallucinated(tmp_path, ope
     for w in ("bob", "carol"):
         C.label_response(store, w, wrong[0], "correct")
     srv.responder = lambda body: "An explanation."
-    res = describe(store, DescribeOptions(L.LLMOptions(model="describer", base_url=srv.base_url,
-                                                       cache=tmp_path / "cache.db", progress=False),
-                                          modes=["color"], examples=5, min_real=1))
+    res = describe(
+        store,
+        DescribeOptions(
+            L.LLMOptions(model="describer", base_url=srv.base_url, cache=tmp_path / "cache.db", progress=False),
+            modes=["color"],
+            examples=5,
+            min_real=1,
+        ),
+    )
     [md] = res.modes
     assert (md.real, md.hypothetical) == (1, 0)
     from sqlalchemy import select

@@ -17,17 +17,35 @@ from helpers import write_pairs, write_photos  # noqa: E402
 from openai_server import chat_images, chat_text  # noqa: E402
 
 CANNED = {  # the canned vision model: by the mode named in the prompt
-    '"color"': json.dumps({"template": "color.what_color", "slots": {"object": "cup"}, "question": "What color is the cup?",
-                           "answer_a": "red", "answer_b": "blue",
-                           "yes_no": [{"question": "Is the cup red?", "answer_a": "yes", "answer_b": "no"},
-                                      {"question": "Is the cup blue?", "answer_a": "no", "answer_b": "yes"}]}),
+    '"color"': json.dumps(
+        {
+            "template": "color.what_color",
+            "slots": {"object": "cup"},
+            "question": "What color is the cup?",
+            "answer_a": "red",
+            "answer_b": "blue",
+            "yes_no": [
+                {"question": "Is the cup red?", "answer_a": "yes", "answer_b": "no"},
+                {"question": "Is the cup blue?", "answer_a": "no", "answer_b": "yes"},
+            ],
+        }
+    ),
     # the same answer on both images: rejected by rule
-    '"counting"': json.dumps({"template": "counting.how_many", "slots": {"object": "cats"}, "answer_a": "2",
-                              "answer_b": "two", "yes_no": []}),
+    '"counting"': json.dumps(
+        {"template": "counting.how_many", "slots": {"object": "cats"}, "answer_a": "2", "answer_b": "two", "yes_no": []}
+    ),
     '"shape"': "Sure! The clock on the left is round and the one on the right is square.",  # malformed
     # no yes/no given: vhmine drafts them from the answers; in a ```json fence, as models like to
-    '"existence"': "```json\n" + json.dumps({"template": "existence.what_is", "slots": {"where": "on the table"},
-                                             "answer_a": "a cup", "answer_b": "a spoon"}) + "\n```",
+    '"existence"': "```json\n"
+    + json.dumps(
+        {
+            "template": "existence.what_is",
+            "slots": {"where": "on the table"},
+            "answer_a": "a cup",
+            "answer_b": "a spoon",
+        }
+    )
+    + "\n```",
 }
 
 
@@ -43,8 +61,12 @@ def _seeded(tmp_path):
 
     store = open_store(tmp_path / "store.db")
     photos = write_photos(tmp_path / "photos", ("astronaut", "coffee", "rocket"))
-    seed_pairs(store, write_pairs(tmp_path / "runs" / "t", photos), per_mode=2,
-               modes=["color", "counting", "shape", "existence"])
+    seed_pairs(
+        store,
+        write_pairs(tmp_path / "runs" / "t", photos),
+        per_mode=2,
+        modes=["color", "counting", "shape", "existence"],
+    )
     for w in ("alice", "bob"):
         C.add_worker(store, w)
     C.add_worker(store, "carol", admin=True)
@@ -52,11 +74,15 @@ def _seeded(tmp_path):
 
 
 def _opts(tmp_path, srv, **kw):
-    from vhmine.models.draft import DraftOptions
     from vhmine.llm import LLMOptions
+    from vhmine.models.draft import DraftOptions
 
-    return DraftOptions(llm=LLMOptions(model="fake-vlm", base_url=srv.base_url, cache=tmp_path / "cache.db",
-                                       max_retries=0, retry_wait_s=0.0), **kw)
+    return DraftOptions(
+        llm=LLMOptions(
+            model="fake-vlm", base_url=srv.base_url, cache=tmp_path / "cache.db", max_retries=0, retry_wait_s=0.0
+        ),
+        **kw,
+    )
 
 
 @pytest.fixture
@@ -88,19 +114,29 @@ def test_draft_sends_both_images_and_applies_the_rules(drafted):
     by_status = {}
     for d in drafts.values():
         by_status.setdefault((d.mode, d.status), []).append(d)
-    assert {k: len(v) for k, v in by_status.items()} == {("color", "pending"): 2, ("existence", "pending"): 2,
-                                                         ("counting", "rule_rejected"): 2, ("shape", "rule_rejected"): 2}
+    assert {k: len(v) for k, v in by_status.items()} == {
+        ("color", "pending"): 2,
+        ("existence", "pending"): 2,
+        ("counting", "rule_rejected"): 2,
+        ("shape", "rule_rejected"): 2,
+    }
     same = by_status[("counting", "rule_rejected")][0]
-    assert same.reason == "image A and image B share the answer '2': a pair question must have a different answer on each image"
+    assert (
+        same.reason
+        == "image A and image B share the answer '2': a pair question must have a different answer on each image"
+    )
     bad = by_status[("shape", "rule_rejected")][0]
     assert bad.reason.startswith("malformed draft: not JSON") and bad.raw == CANNED['"shape"']
     d = by_status[("color", "pending")][0]
-    assert (d.model, d.endpoint, d.template_id, d.question) == ("fake-vlm", srv.base_url, "color.what_color",
-                                                                "What color is the cup?")
+    assert (d.model, d.endpoint, d.template_id, d.question) == (
+        "fake-vlm",
+        srv.base_url,
+        "color.what_color",
+        "What color is the cup?",
+    )
     assert d.prompt.startswith("draft@v1#")
     ex = by_status[("existence", "pending")][0]  # yes/no drafted by vhmine from the two answers
-    assert [y["question"] for y in ex.yes_no] == ["Is there a cup on the table?",
-                                                  "Is there a spoon on the table?"]
+    assert [y["question"] for y in ex.yes_no] == ["Is there a cup on the table?", "Is there a spoon on the table?"]
     assert "rejected by rule: counting:" in res.summary()
 
 
@@ -146,10 +182,17 @@ def test_accept_edit_reject_and_undo(drafted):
     a2, b2 = (v.id for v in item2.images)
     with pytest.raises(FormError, match="contradicts the open-ended answer"):
         C.edit_draft(store, "bob", item2.draft_id, answers={a2: "red", b2: "navy"})
-    got = C.edit_draft(store, "bob", item2.draft_id, answers={a2: "red", b2: "navy"},
-                       yes_no=[("Is the cup red?", {a2: True, b2: False}), ("Is the cup navy?", {a2: False, b2: True})])
+    got = C.edit_draft(
+        store,
+        "bob",
+        item2.draft_id,
+        answers={a2: "red", b2: "navy"},
+        yes_no=[("Is the cup red?", {a2: True, b2: False}), ("Is the cup navy?", {a2: False, b2: True})],
+    )
     assert got.decision == "edit" and len(got.instance_ids) == 6
-    assert {r.answers for r in C.ready_instances(store, "color", "OEQ") if r.image_id == b2 and r.task_id == item2.task_id} == {("navy",)}
+    assert {
+        r.answers for r in C.ready_instances(store, "color", "OEQ") if r.image_id == b2 and r.task_id == item2.task_id
+    } == {("navy",)}
 
     # reject: a reason is needed; the pair goes back to the annotate queue
     ex = C.next_verify_item(store, "alice", "existence")
@@ -192,8 +235,24 @@ def test_cli_draft_and_stats(tmp_path, openai_server):  # noqa: F811
     _seeded(tmp_path).close()
     openai_server.responder = responder
     db = str(tmp_path / "store.db")
-    run = CliRunner().invoke(app, ["draft", "--model", "fake-vlm", "--db", db, "--cache", str(tmp_path / "c.db"),
-                                   "--max-retries", "0", "--mode", "color", "--mode", "counting"])
+    run = CliRunner().invoke(
+        app,
+        [
+            "draft",
+            "--model",
+            "fake-vlm",
+            "--db",
+            db,
+            "--cache",
+            str(tmp_path / "c.db"),
+            "--max-retries",
+            "0",
+            "--mode",
+            "color",
+            "--mode",
+            "counting",
+        ],
+    )
     assert run.exit_code == 0, run.output
     assert "color" in run.output and "rejected by rule" in run.output and len(openai_server.chats()) == 4
     run = CliRunner().invoke(app, ["draft", "--stats", "--db", db])
@@ -218,22 +277,38 @@ def test_savings_by_hand(tmp_path):
     store = _seeded(tmp_path)
     with store.session(write=False) as s:
         from vhmine.store import Task
+
         tasks = {m: [t.id for t in s.query(Task).filter_by(mode=m).order_by(Task.id)] for m in ("counting", "color")}
-    C.record_draft(store, tasks["counting"][0], model="m", endpoint=None, prompt="draft@v1#x", raw="{}", reason="malformed")
+    C.record_draft(
+        store, tasks["counting"][0], model="m", endpoint=None, prompt="draft@v1#x", raw="{}", reason="malformed"
+    )
     t0 = dt.datetime(2025, 1, 1, 9, 0, 0)
-    log = [("alice", "annotate", "counting", 0, {}), ("alice", "confirm", None, 20, {}),
-           ("alice", "annotate", "counting", 100, {}), ("alice", "confirm", None, 130, {}),
-           ("alice", "verify", "counting", 150, {"decision": "accept", "mode": "counting"}),
-           ("alice", "verify", "counting", 190, {"decision": "edit", "mode": "counting"}),
-           ("alice", "verify", "counting", 200, {"decision": "reject", "mode": "counting"}),
-           ("alice", "verify", "counting", 2000, {"decision": "accept", "mode": "counting"}),
-           ("bob", "annotate", "color", 0, {}), ("bob", "annotate", "color", 50, {}),
-           ("bob", "annotate", "color", 60, {"undone": True})]
+    log = [
+        ("alice", "annotate", "counting", 0, {}),
+        ("alice", "confirm", None, 20, {}),
+        ("alice", "annotate", "counting", 100, {}),
+        ("alice", "confirm", None, 130, {}),
+        ("alice", "verify", "counting", 150, {"decision": "accept", "mode": "counting"}),
+        ("alice", "verify", "counting", 190, {"decision": "edit", "mode": "counting"}),
+        ("alice", "verify", "counting", 200, {"decision": "reject", "mode": "counting"}),
+        ("alice", "verify", "counting", 2000, {"decision": "accept", "mode": "counting"}),
+        ("bob", "annotate", "color", 0, {}),
+        ("bob", "annotate", "color", 50, {}),
+        ("bob", "annotate", "color", 60, {"undone": True}),
+    ]
     with store.session() as s:
         for w, kind, mode, sec, payload in log:
             at = t0 + dt.timedelta(seconds=sec)
-            s.add(Action(worker=w, kind=kind, task_id=tasks[mode][0] if mode else None, payload=payload, created_at=at,
-                         undone_at=at if payload.get("undone") else None))
+            s.add(
+                Action(
+                    worker=w,
+                    kind=kind,
+                    task_id=tasks[mode][0] if mode else None,
+                    payload=payload,
+                    created_at=at,
+                    undone_at=at if payload.get("undone") else None,
+                )
+            )
     rows = {r.mode: r for r in C.draft_savings(store)}
     assert list(rows) == ["color", "counting", "all"]
     c = rows["counting"]
@@ -252,6 +327,7 @@ def test_savings_by_hand(tmp_path):
 
 # --- the app's Verify drafts page (AppTest) ------------------------------------------------------------------
 
+
 def _plain(markdown: str) -> str:
     """Undo the app's Markdown escaping (a backslash before each ASCII punctuation mark)."""
     return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown)
@@ -260,7 +336,9 @@ def _plain(markdown: str) -> str:
 def _app_signed_in(token, page, mode):
     from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_file(str(Path(__file__).resolve().parents[2] / "vhmine" / "apps" / "curate.py"), default_timeout=60)
+    at = AppTest.from_file(
+        str(Path(__file__).resolve().parents[2] / "vhmine" / "apps" / "curate.py"), default_timeout=60
+    )
     at.run()
     at.text_input(key="token").input(token)
     at.button[0].click().run()
@@ -284,11 +362,16 @@ def test_verify_page_accept_edit_reject(tmp_path, monkeypatch):
     with store.session(write=False) as s:
         tasks = [(t.id, t.pair_id) for t in s.query(Task).filter_by(mode="color").order_by(Task.priority, Task.id)]
         from vhmine.store import Pair
+
         pairs = {t: (s.get(Pair, p).image_a, s.get(Pair, p).image_b) for t, p in tasks}
     ids = []
     for tid, _ in tasks:
         content = parse_draft(CANNED['"color"'], "color", list(pairs[tid]))
-        ids.append(C.record_draft(store, tid, model="fake-vlm", endpoint=None, prompt="draft@v1#test", raw="{}", content=content))
+        ids.append(
+            C.record_draft(
+                store, tid, model="fake-vlm", endpoint=None, prompt="draft@v1#test", raw="{}", content=content
+            )
+        )
 
     at = _app_signed_in(tokens["alice"], "Verify drafts", "color")
     assert [h.value for h in at.header] == ["Verify drafts: color"]
@@ -301,7 +384,9 @@ def test_verify_page_accept_edit_reject(tmp_path, monkeypatch):
     assert any("contradicts the open" in _plain(e.value) for e in at.error)  # the yes/no variants still say blue
     at.checkbox(key=f"vk:{first}:1").uncheck().run()  # drop "Is the cup blue?"
     at.button(key=f"vedit:{first}").click().run()
-    assert not at.exception and any("edited): 4 question(s) ready" in _plain(m.value) for m in at.success), [e.value for e in at.error]
+    assert not at.exception and any("edited): 4 question(s) ready" in _plain(m.value) for m in at.success), [
+        e.value for e in at.error
+    ]
     second = ids[1]
     assert at.text_input(key=f"vq:{second}").value == "What color is the cup?"
     at.button(key=f"vrej:{second}").click().run()
@@ -317,6 +402,7 @@ def test_verify_page_accept_edit_reject(tmp_path, monkeypatch):
 
     admin = _app_signed_in(tokens["carol"], "Admin", None)
     assert "Drafts: time saved" in [h.value for h in admin.subheader]
+
     # two tables that fit the page (one of twelve columns ran off it), empty cells as "-"
     def records(t):  # the table's cells are escaped Markdown
         return [{k: _plain(v) if isinstance(v, str) else v for k, v in r.items()} for r in t.value.to_dict("records")]
@@ -331,22 +417,43 @@ def test_verify_page_accept_edit_reject(tmp_path, monkeypatch):
 
 def test_rules_by_hand():
     """The draft rules on their own: yes/no variants drafted from the answers only when none are given."""
-    from vhmine.rules.draft_check import check_content, parse_draft
     from vhmine.errors import FormError
+    from vhmine.rules.draft_check import check_content, parse_draft
 
-    got = check_content("counting", ["A", "B"], "counting.how_many", {"object": "cats"}, None, {"A": "3", "B": "2"}, None)
+    got = check_content(
+        "counting", ["A", "B"], "counting.how_many", {"object": "cats"}, None, {"A": "3", "B": "2"}, None
+    )
     assert [(y.question, y.truths) for y in got.yes_no] == [
         ("Are there exactly 3 cats in the picture?", {"A": True, "B": False}),
-        ("Are there exactly 2 cats in the picture?", {"A": False, "B": True})]
-    none = check_content("counting", ["A", "B"], "counting.how_many", {"object": "cats"}, None, {"A": "3", "B": "2"}, [])
+        ("Are there exactly 2 cats in the picture?", {"A": False, "B": True}),
+    ]
+    none = check_content(
+        "counting", ["A", "B"], "counting.how_many", {"object": "cats"}, None, {"A": "3", "B": "2"}, []
+    )
     assert none.yes_no == ()  # a worker who unticks every variant keeps none
     with pytest.raises(FormError, match="is yes on both images"):
-        check_content("counting", ["A", "B"], "counting.how_many", {"object": "cats"}, None, {"A": "3", "B": "2"},
-                      [("Are there cats?", {"A": True, "B": True})])
+        check_content(
+            "counting",
+            ["A", "B"],
+            "counting.how_many",
+            {"object": "cats"},
+            None,
+            {"A": "3", "B": "2"},
+            [("Are there cats?", {"A": True, "B": True})],
+        )
     with pytest.raises(FormError, match="yes/no template"):
-        check_content("counting", ["A", "B"], "counting.exactly", {"object": "cats", "n": "2"}, None, {"A": "3", "B": "2"}, None)
+        check_content(
+            "counting", ["A", "B"], "counting.exactly", {"object": "cats", "n": "2"}, None, {"A": "3", "B": "2"}, None
+        )
     with pytest.raises(FormError, match="malformed draft: answer_b missing"):
         parse_draft(json.dumps({"template": "counting.how_many", "answer_a": "3"}), "counting", ["A", "B"])
-    reworded = check_content("color", ["A", "B"], "color.what_color", {"object": "cup"}, "Which hue does the mug have?",
-                             {"A": "red", "B": "blue"}, [])
+    reworded = check_content(
+        "color",
+        ["A", "B"],
+        "color.what_color",
+        {"object": "cup"},
+        "Which hue does the mug have?",
+        {"A": "red", "B": "blue"},
+        [],
+    )
     assert (reworded.template_id, reworded.base_template, reworded.slots) == ("color.own", "color.what_color", {})

@@ -12,15 +12,14 @@ import subprocess
 import sys
 
 import pytest
-
-from openai_server import API_KEY, chat_text
 from helpers import make_ready_store
+from openai_server import API_KEY, chat_text
 
 from vhmine import prompts as P
-from vhmine.models.describe import _add_description
 from vhmine.errors import InputError
-from vhmine.models.generate import GenerateOptions, generate, parse_backend
 from vhmine.llm import LLMOptions
+from vhmine.models.describe import _add_description
+from vhmine.models.generate import GenerateOptions, generate, parse_backend
 
 
 def _store_with_descriptions(tmp_path, texts: dict):
@@ -42,18 +41,30 @@ def _generations(store):
 
 
 def _llm(srv, tmp_path, model):
-    return LLMOptions(model=model, base_url=srv.base_url, cache=tmp_path / "cache.db", retry_wait_s=0.01, progress=False)
+    return LLMOptions(
+        model=model, base_url=srv.base_url, cache=tmp_path / "cache.db", retry_wait_s=0.01, progress=False
+    )
 
 
 def test_dalle3_draws_the_description_and_a_rejection_is_recorded(openai_server, tmp_path):
     srv = openai_server
-    store = _store_with_descriptions(tmp_path, {"counting": "Many cups, some hidden behind others.",
-                                                "color": "A FORBIDDEN scene."})
-    opts = GenerateOptions(backend="openai:dall-e-3", llm=_llm(srv, tmp_path, "dall-e-3"), per_mode=2,
-                           modes=["counting", "color"], out=tmp_path / "gen")
+    store = _store_with_descriptions(
+        tmp_path, {"counting": "Many cups, some hidden behind others.", "color": "A FORBIDDEN scene."}
+    )
+    opts = GenerateOptions(
+        backend="openai:dall-e-3",
+        llm=_llm(srv, tmp_path, "dall-e-3"),
+        per_mode=2,
+        modes=["counting", "color"],
+        out=tmp_path / "gen",
+    )
     res = generate(store, opts)
-    assert res.partial and [(m.mode, m.status) for m in res.items] == \
-        [("color", "refused"), ("color", "refused"), ("counting", "generated"), ("counting", "generated")]
+    assert res.partial and [(m.mode, m.status) for m in res.items] == [
+        ("color", "refused"),
+        ("color", "refused"),
+        ("counting", "generated"),
+        ("counting", "generated"),
+    ]
     assert "content policy: dall-e-3 at http://127.0.0.1:" in res.items[0].reason
     bodies = [r["body"] for r in srv.requests if r["path"].endswith("/images/generations")]
     assert srv.chats() == []  # DALL-E-3 gets the description itself, no rewrite
@@ -64,12 +75,19 @@ def test_dalle3_draws_the_description_and_a_rejection_is_recorded(openai_server,
     for g in gens:
         [png] = [p for p in (tmp_path / "gen").iterdir() if p.name.startswith(g.image_id)]
         assert hashlib.sha256(png.read_bytes()).hexdigest()[:16] == g.image_id
-        assert (g.mode, g.backend, g.model, g.seed, g.prompt, g.description_id) == \
-            ("counting", "openai", "dall-e-3", None, "Many cups, some hidden behind others.", "d-counting")
+        assert (g.mode, g.backend, g.model, g.seed, g.prompt, g.description_id) == (
+            "counting",
+            "openai",
+            "dall-e-3",
+            None,
+            "Many cups, some hidden behind others.",
+            "d-counting",
+        )
         assert g.params["revised_prompt"].startswith("revised: Many cups") and g.params["description_edited"] is False
         assert tasks[f"counting:{g.image_id}"].status == "open"
     assert sorted(p.name for p in (tmp_path / "gen").iterdir()) == sorted(
-        f"{hashlib.sha256(p.read_bytes()).hexdigest()}.png" for p in (tmp_path / "gen").iterdir())
+        f"{hashlib.sha256(p.read_bytes()).hexdigest()}.png" for p in (tmp_path / "gen").iterdir()
+    )
     # a rerun asks only the rejected ones again and adds nothing
     n = srv.images_made
     again = generate(store, opts)
@@ -82,19 +100,32 @@ def test_gpt_image_gets_an_llm_written_prompt_and_both_texts_are_kept(openai_ser
     srv = openai_server
     srv.responder = lambda body: f"A photo of {chat_text(body).count('variant 2') + 3} red cups on a table."
     store = _store_with_descriptions(tmp_path, {"counting": "Many cups, some hidden behind others."})
-    res = generate(store, GenerateOptions(backend="openai:gpt-image-1", llm=_llm(srv, tmp_path, "rewriter"), per_mode=2,
-                                          modes=["counting"], out=tmp_path / "gen", size="512x512"))
+    res = generate(
+        store,
+        GenerateOptions(
+            backend="openai:gpt-image-1",
+            llm=_llm(srv, tmp_path, "rewriter"),
+            per_mode=2,
+            modes=["counting"],
+            out=tmp_path / "gen",
+            size="512x512",
+        ),
+    )
     assert not res.partial
     [c1, c2] = sorted(srv.chats(), key=chat_text)
     assert "Many cups, some hidden behind others." in chat_text(c1) and "(variant 1)" in chat_text(c1)
     assert c1["model"] == "rewriter"
     bodies = [r["body"] for r in srv.requests if r["path"].endswith("/images/generations")]
-    assert sorted(b["prompt"] for b in bodies) == ["A photo of 3 red cups on a table.", "A photo of 4 red cups on a table."]
+    assert sorted(b["prompt"] for b in bodies) == [
+        "A photo of 3 red cups on a table.",
+        "A photo of 4 red cups on a table.",
+    ]
     assert all("response_format" not in b and b["size"] == "512x512" and b["model"] == "gpt-image-1" for b in bodies)
     gens, _ = _generations(store)
     assert sorted(g.prompt for g in gens) == ["A photo of 3 red cups on a table.", "A photo of 4 red cups on a table."]
-    assert {(g.params["rewrite_model"], g.params["rewrite_prompt"], g.description_id) for g in gens} == \
-        {("rewriter", P.load("image_prompt").id, "d-counting")}
+    assert {(g.params["rewrite_model"], g.params["rewrite_prompt"], g.description_id) for g in gens} == {
+        ("rewriter", P.load("image_prompt").id, "d-counting")
+    }
     store.close()
 
 
@@ -102,24 +133,45 @@ def test_diffusers_folder_renders_seeded_images_from_edited_descriptions(openai_
     from PIL import Image
 
     srv = openai_server
-    srv.responder = lambda body: "a red cup behind a blue cup" if "(variant 1)" in chat_text(body) else "three green cups"
+    srv.responder = lambda body: (
+        "a red cup behind a blue cup" if "(variant 1)" in chat_text(body) else "three green cups"
+    )
     store = _store_with_descriptions(tmp_path, {"counting": "Many cups.", "color": "Tinted light."})
     edits = tmp_path / "edits"
     edits.mkdir()
     (edits / "counting.txt").write_text("Many cups, EDITED by a user.\n")
     (edits / "descriptions.json").write_text(json.dumps({"counting": {"description_id": "d-counting"}}))
-    opts = GenerateOptions(backend=f"diffusers:{tiny_sd}", llm=_llm(srv, tmp_path, "rewriter"), per_mode=2,
-                           descriptions=edits, out=tmp_path / "gen", steps=2, width=64, height=64, seed=5, device="cpu")
+    opts = GenerateOptions(
+        backend=f"diffusers:{tiny_sd}",
+        llm=_llm(srv, tmp_path, "rewriter"),
+        per_mode=2,
+        descriptions=edits,
+        out=tmp_path / "gen",
+        steps=2,
+        width=64,
+        height=64,
+        seed=5,
+        device="cpu",
+    )
     res = generate(store, opts)
-    assert [(m.mode, m.index, m.status) for m in res.items] == [("counting", 0, "generated"), ("counting", 1, "generated")]
+    assert [(m.mode, m.index, m.status) for m in res.items] == [
+        ("counting", 0, "generated"),
+        ("counting", 1, "generated"),
+    ]
     assert all("EDITED by a user" in chat_text(b) for b in srv.chats())  # the edited text, not the stored one
     gens, tasks = _generations(store)
     assert sorted((g.seed, g.prompt) for g in gens) == [(5, "a red cup behind a blue cup"), (6, "three green cups")]
     for g in gens:
         assert (g.backend, g.model, g.description_id) == ("diffusers", str(tiny_sd), "d-counting")
         assert g.params["description_edited"] is True and g.params["description_text"] == "Many cups, EDITED by a user."
-        assert {k: g.params[k] for k in ("steps", "width", "height", "dtype", "device", "pipeline")} == \
-            {"steps": 2, "width": 64, "height": 64, "dtype": "float32", "device": "cpu", "pipeline": "StableDiffusionPipeline"}
+        assert {k: g.params[k] for k in ("steps", "width", "height", "dtype", "device", "pipeline")} == {
+            "steps": 2,
+            "width": 64,
+            "height": 64,
+            "dtype": "float32",
+            "device": "cpu",
+            "pipeline": "StableDiffusionPipeline",
+        }
         [png] = [p for p in (tmp_path / "gen").iterdir() if p.name.startswith(g.image_id)]
         assert Image.open(png).size == (64, 64) and hashlib.sha256(png.read_bytes()).hexdigest()[:16] == g.image_id
         assert f"counting:{g.image_id}" in tasks
@@ -140,10 +192,19 @@ def test_a_description_folder_is_matched_by_id_not_by_being_the_newest(openai_se
     folder.mkdir()
     (folder / "counting.txt").write_text("Many cups.\n")  # d-counting's own text, though d-newer is newer
     (folder / "color.txt").write_text("Tinted light.\n")
-    (folder / "descriptions.json").write_text(json.dumps({"counting": {"description_id": "d-counting"},
-                                                          "color": {"description_id": "d-other-store"}}))
-    generate(store, GenerateOptions(backend="openai:dall-e-3", llm=_llm(srv, tmp_path, "dall-e-3"), per_mode=1,
-                                    descriptions=folder, out=tmp_path / "gen"))
+    (folder / "descriptions.json").write_text(
+        json.dumps({"counting": {"description_id": "d-counting"}, "color": {"description_id": "d-other-store"}})
+    )
+    generate(
+        store,
+        GenerateOptions(
+            backend="openai:dall-e-3",
+            llm=_llm(srv, tmp_path, "dall-e-3"),
+            per_mode=1,
+            descriptions=folder,
+            out=tmp_path / "gen",
+        ),
+    )
     gens = {g.mode: g for g in _generations(store)[0]}
     assert (gens["counting"].description_id, gens["counting"].params["description_edited"]) == ("d-counting", False)
     # an id this store does not hold is dropped (a dangling reference would break the foreign key), the text kept
@@ -153,17 +214,30 @@ def test_a_description_folder_is_matched_by_id_not_by_being_the_newest(openai_se
 
 
 def test_backends_and_cli_errors_say_what_to_do(openai_server, tmp_path):
-    with pytest.raises(InputError, match=r"^unknown backend 'sd:x': use openai:<image model> \(e\.g\. openai:dall-e-3, "
-                       r"openai:gpt-image-1\) or diffusers:<hub id or local folder>"):
+    with pytest.raises(
+        InputError,
+        match=r"^unknown backend 'sd:x': use openai:<image model> \(e\.g\. openai:dall-e-3, "
+        r"openai:gpt-image-1\) or diffusers:<hub id or local folder>",
+    ):
         parse_backend("sd:x")
     assert parse_backend("diffusers:stabilityai/sdxl-turbo").model == "stabilityai/sdxl-turbo"
     assert parse_backend(f"diffusers:{tmp_path}").model == str(tmp_path.resolve())
     assert not parse_backend("openai:dall-e-3").needs_rewrite and parse_backend("openai:dall-e-2").needs_rewrite
     make_ready_store(tmp_path).close()
     env = {"OPENAI_API_KEY": API_KEY, "OPENAI_BASE_URL": openai_server.base_url, "PATH": "/usr/bin:/bin"}
-    base = [sys.executable, "-m", "vhmine.cli", "generate", "--db", str(tmp_path / "store.db"), "--cache", str(tmp_path / "c.db")]
+    base = [
+        sys.executable,
+        "-m",
+        "vhmine.cli",
+        "generate",
+        "--db",
+        str(tmp_path / "store.db"),
+        "--cache",
+        str(tmp_path / "c.db"),
+    ]
     r = subprocess.run(base + ["--backend", "openai:gpt-image-1"], env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "backend openai:gpt-image-1 needs --prompt-model" in r.stderr
-    r = subprocess.run(base + ["--backend", "openai:dall-e-3", "--mode", "shape"], env=env, capture_output=True, text=True,
-                       timeout=60)
+    r = subprocess.run(
+        base + ["--backend", "openai:dall-e-3", "--mode", "shape"], env=env, capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 2 and "error: no description for shape: run `vhmine describe` first" in r.stderr

@@ -13,14 +13,14 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
-from openai_server import API_KEY, chat_images, chat_text
 from helpers import make_ready_store, mode_responses, probed_store
+from openai_server import API_KEY, chat_images, chat_text
 
-from vhmine.rules import answers as A
-from vhmine import curate as C, llm as L
+from vhmine import curate as C
+from vhmine import llm as L
 from vhmine.llm import LLMOptions
 from vhmine.models.probe import ProbeOptions, hallucinations, judge_verdict, probe
+from vhmine.rules import answers as A
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -35,8 +35,15 @@ def _responses(store):
 
 
 def _opts(srv, tmp_path, **kw):
-    return LLMOptions(model="victim-vlm", base_url=srv.base_url, cache=tmp_path / "cache.db", retry_wait_s=0.01,
-                      timeout_s=5, progress=False, **kw)
+    return LLMOptions(
+        model="victim-vlm",
+        base_url=srv.base_url,
+        cache=tmp_path / "cache.db",
+        retry_wait_s=0.01,
+        timeout_s=5,
+        progress=False,
+        **kw,
+    )
 
 
 def test_probe_judges_by_rule_and_llm_and_a_rerun_asks_nothing(openai_server, tmp_path):
@@ -58,8 +65,11 @@ def test_probe_judges_by_rule_and_llm_and_a_rerun_asks_nothing(openai_server, tm
     victim = [b for b in srv.chats() if b["model"] == "victim-vlm"]
     assert all(len(chat_images(b)) == 1 for b in victim)
     judged = [chat_text(b) for b in srv.chats() if b["model"] == "judge-llm"]
-    assert any("Question: How many cats are there in the picture?\nReference answer(s), any one of which is correct: 3\n"
-               "Student's answer: An answer to: How many cats are there in the picture?" in t for t in judged)
+    assert any(
+        "Question: How many cats are there in the picture?\nReference answer(s), any one of which is correct: 3\n"
+        "Student's answer: An answer to: How many cats are there in the picture?" in t
+        for t in judged
+    )
     # every instance hallucinated on counts once, with the error spelled out
     hs = hallucinations(store, "counting")
     assert len(hs) == 4 and all(h.model == "victim-vlm" for h in hs)
@@ -93,8 +103,21 @@ def test_without_a_judge_oeq_waits_for_workers_then_a_judge_fills_in(openai_serv
 def _cli(tmp_path, srv, *args, extra_env=None):
     env = dict(os.environ, OPENAI_API_KEY=API_KEY, OPENAI_BASE_URL=srv.base_url, HF_HUB_OFFLINE="1")
     env.update(extra_env or {})
-    cmd = [sys.executable, "-m", "vhmine.cli", "probe", "--model", "victim-vlm", "--db", str(tmp_path / "store.db"),
-           "--cache", str(tmp_path / "cache.db"), "--retry-wait", "0.01", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vhmine.cli",
+        "probe",
+        "--model",
+        "victim-vlm",
+        "--db",
+        str(tmp_path / "store.db"),
+        "--cache",
+        str(tmp_path / "cache.db"),
+        "--retry-wait",
+        "0.01",
+        *args,
+    ]
     return cmd, env
 
 
@@ -110,10 +133,12 @@ def test_probe_ends_by_naming_the_next_step(openai_server, tmp_path):
 
     assert last_line("--mode", "counting") == (
         "next: label the 2 unjudged answer(s) on the app's Label answers page (vhmine curate --db store.db), "
-        "or probe again with --judge MODEL; then vhmine describe --model MODEL --db store.db")
+        "or probe again with --judge MODEL; then vhmine describe --model MODEL --db store.db"
+    )
     assert last_line("--judge", "judge-llm") == (
         "next: vhmine describe --model MODEL --db store.db   (what makes victim-vlm hallucinate, per mode, from its 8 "
-        "hallucination(s); then vhmine generate)")
+        "hallucination(s); then vhmine generate)"
+    )
 
 
 def test_cli_records_a_refusal_goes_on_exits_3_and_writes_no_key(openai_server, tmp_path):
@@ -174,7 +199,9 @@ def test_cli_cost_cap_stops_cleanly(openai_server, tmp_path):
     srv.usage = (1000, 0)
     make_ready_store(tmp_path).close()
     (tmp_path / "prices.json").write_text('{"victim-vlm": {"input": 10.0, "output": 0.0}}')
-    cmd, env = _cli(tmp_path, srv, "--concurrency", "1", "--max-cost", "0.045", "--prices", str(tmp_path / "prices.json"))
+    cmd, env = _cli(
+        tmp_path, srv, "--concurrency", "1", "--max-cost", "0.045", "--prices", str(tmp_path / "prices.json")
+    )
     r = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert r.returncode == 3, r.stderr
     assert len(srv.chats()) == 4 and "$0.0400 spent" in r.stdout
@@ -184,29 +211,44 @@ def test_cli_cost_cap_stops_cleanly(openai_server, tmp_path):
     assert r.returncode == 2 and "--max-cost needs a price for victim-vlm" in r.stderr and len(srv.chats()) == 4
 
 
-@pytest.mark.parametrize("answer, vhtest, firstword, pope, strict", [
-    ("Yes", True, True, True, True),
-    ("yes.", True, True, True, True),
-    ("No, there is not.", False, False, False, None),
-    ("Yes, but it is not red.", True, True, False, None),  # POPE: any "not" in the first sentence means no
-    ("There is no cat.", None, None, False, None),
-    ("I think so", None, None, True, None),
-    ("", None, None, True, None),
-    ("Yesterday", True, None, True, None),  # VHTest reads the first letters, not the first word
-    ("Not sure", False, None, True, None),  # POPE looks for "not", "no" and "No", not "Not"
-    ("Nope", False, None, True, None),
-])
+@pytest.mark.parametrize(
+    "answer, vhtest, firstword, pope, strict",
+    [
+        ("Yes", True, True, True, True),
+        ("yes.", True, True, True, True),
+        ("No, there is not.", False, False, False, None),
+        ("Yes, but it is not red.", True, True, False, None),  # POPE: any "not" in the first sentence means no
+        ("There is no cat.", None, None, False, None),
+        ("I think so", None, None, True, None),
+        ("", None, None, True, None),
+        ("Yesterday", True, None, True, None),  # VHTest reads the first letters, not the first word
+        ("Not sure", False, None, True, None),  # POPE looks for "not", "no" and "No", not "Not"
+        ("Nope", False, None, True, None),
+    ],
+)
 def test_yes_no_rules(answer, vhtest, firstword, pope, strict):
-    assert tuple(A.parse_yes_no(answer, r) for r in ("vhtest", "firstword", "pope", "strict")) == (vhtest, firstword, pope, strict)
+    assert tuple(A.parse_yes_no(answer, r) for r in ("vhtest", "firstword", "pope", "strict")) == (
+        vhtest,
+        firstword,
+        pope,
+        strict,
+    )
     assert A.parse_yes_no(answer) is vhtest  # the default rule
 
 
 def test_judge_verdicts_and_unknown_rule():
-    assert [judge_verdict(t) for t in ("Correct.", "**incorrect**", "unclear", "The answer is correct", "")] == \
-        ["correct", "hallucinated", None, None, None]
+    assert [judge_verdict(t) for t in ("Correct.", "**incorrect**", "unclear", "The answer is correct", "")] == [
+        "correct",
+        "hallucinated",
+        None,
+        None,
+        None,
+    ]
     from vhmine.errors import InputError
 
-    with pytest.raises(InputError, match=r"^unknown yes/no rule 'lenient': choose one of vhtest, firstword, pope, strict, vlmevalkit$"):
+    with pytest.raises(
+        InputError, match=r"^unknown yes/no rule 'lenient': choose one of vhtest, firstword, pope, strict, vlmevalkit$"
+    ):
         A.get_rule("lenient")
 
 
@@ -233,8 +275,9 @@ def test_probe_on_two_endpoints_never_mixes_their_answers(tmp_path, two_servers)
     store = make_ready_store(tmp_path)
 
     def run(srv):
-        opts = L.LLMOptions(model="same-name", base_url=srv.base_url, cache=tmp_path / "cache.db", retry_wait_s=0.01,
-                            progress=False)
+        opts = L.LLMOptions(
+            model="same-name", base_url=srv.base_url, cache=tmp_path / "cache.db", retry_wait_s=0.01, progress=False
+        )
         return probe(store, ProbeOptions(opts, kinds=["YNQ"]))
 
     ra = run(a)
@@ -270,10 +313,21 @@ def test_probe_hallucinations_follow_the_workers(tmp_path, openai_server):
     C.label_response(store, "bob", right[0], "hallucinated")  # the rule said correct; one worker says hallucinated
     assert {h.response_id for h in hallucinations(store, "counting")} == {right[0]}
     # probe's own summary of a rerun shows the verdicts that count
-    again = probe(store, ProbeOptions(L.LLMOptions(model="victim", base_url=srv.base_url, cache=tmp_path / "cache.db",
-                                                   progress=False), kinds=["YNQ"], modes=["counting"]))
-    assert again.per_mode()["counting"] == {"instances": 4, "answered": 4, "hallucinated": 1, "correct": 2,
-                                            "unjudged": 1}
+    again = probe(
+        store,
+        ProbeOptions(
+            L.LLMOptions(model="victim", base_url=srv.base_url, cache=tmp_path / "cache.db", progress=False),
+            kinds=["YNQ"],
+            modes=["counting"],
+        ),
+    )
+    assert again.per_mode()["counting"] == {
+        "instances": 4,
+        "answered": 4,
+        "hallucinated": 1,
+        "correct": 2,
+        "unjudged": 1,
+    }
     store.close()
 
 
@@ -291,8 +345,14 @@ def test_probe_adopts_a_response_stored_before_endpoints_were_recorded(tmp_path,
     old_same = C.add_response(store, same.id, "victim", probe_prompt("YNQ").render(question=same.question), "Yes")
     old_other = C.add_response(store, other.id, "victim", probe_prompt("YNQ").render(question=other.question), "No")
     C.label_response(store, "alice", old_same, "hallucinated")
-    res = probe(store, ProbeOptions(L.LLMOptions(model="victim", base_url=srv.base_url, cache=tmp_path / "c.db",
-                                                 progress=False), kinds=["YNQ"], modes=["counting"]))
+    res = probe(
+        store,
+        ProbeOptions(
+            L.LLMOptions(model="victim", base_url=srv.base_url, cache=tmp_path / "c.db", progress=False),
+            kinds=["YNQ"],
+            modes=["counting"],
+        ),
+    )
     by_id = {i.instance_id: i for i in res.items}
     assert (by_id[same.id].status, by_id[same.id].verdict) == ("cached", "hallucinated")  # the label still counts
     with store.session(write=False) as s:
@@ -331,13 +391,22 @@ def test_probe_of_an_endpoint_that_does_not_answer_in_time_stops_in_one_line(ope
     srv = openai_server
     store = make_ready_store(tmp_path)
     srv.delay_s = 30.0
-    opts = LLMOptions(model="victim-vlm", base_url=srv.base_url, cache=tmp_path / "cache.db", retry_wait_s=0.01,
-                      timeout_s=0.5, concurrency=4, progress=False)
+    opts = LLMOptions(
+        model="victim-vlm",
+        base_url=srv.base_url,
+        cache=tmp_path / "cache.db",
+        retry_wait_s=0.01,
+        timeout_s=0.5,
+        concurrency=4,
+        progress=False,
+    )
     t = time.monotonic()
     with pytest.raises(LLMUnavailableError) as got:
         probe(store, ProbeOptions(opts))
     assert time.monotonic() - t < 4 * 0.5 + 2.0
-    assert str(got.value) == (f"probe of victim-vlm stopped: {srv.base_url} does not answer in time: 4 requests in a "
-                              "row timed out after 0.5 s each (--timeout), so nothing more is sent; if the model is "
-                              "only slow, raise --timeout or lower --concurrency")
+    assert str(got.value) == (
+        f"probe of victim-vlm stopped: {srv.base_url} does not answer in time: 4 requests in a "
+        "row timed out after 0.5 s each (--timeout), so nothing more is sent; if the model is "
+        "only slow, raise --timeout or lower --concurrency"
+    )
     assert _responses(store) == []

@@ -8,23 +8,32 @@ import csv
 import json
 
 import pytest
+from helpers import TRICKY, classify_response, write_tiny_bench
 
-from vhmine.rules import modes as M
 from vhmine.bench import BenchItem, Benchmark
 from vhmine.errors import FormError
-from vhmine.rules import answers as A
 from vhmine.eval.job import EvalOptions, evaluate
-
-from helpers import TRICKY, classify_response, write_tiny_bench
+from vhmine.rules import answers as A
+from vhmine.rules import modes as M
 
 
 def test_vhtest_rule_is_vhtests_classify_response():
     as_vhtest = {"y": True, "n": False, "wrong_format": None}
     for text in TRICKY:
         assert A.parse_yes_no(text, "vhtest") is as_vhtest[classify_response(text.strip())], text
-    assert [A.parse_yes_no(t) for t in ("Yesterday there was a cat.", "Nope", "Not sure", "Maybe")] == [True, False, False, None]
+    assert [A.parse_yes_no(t) for t in ("Yesterday there was a cat.", "Nope", "Not sure", "Maybe")] == [
+        True,
+        False,
+        False,
+        None,
+    ]
     # the first-word reader stays, under its own name
-    assert [A.parse_yes_no(t, "firstword") for t in ("Yesterday", "Nope", "Yes?", "No, two.")] == [None, None, True, False]
+    assert [A.parse_yes_no(t, "firstword") for t in ("Yesterday", "Nope", "Yes?", "No, two.")] == [
+        None,
+        None,
+        True,
+        False,
+    ]
     assert A.rule_names() == ("vhtest", "firstword", "pope", "strict", "vlmevalkit")
 
 
@@ -49,18 +58,53 @@ def test_curation_and_eval_read_a_yes_no_answer_alike():
             assert refused == (_eval_reading(text, truth) == ("no" if truth else "yes")), (text, truth)
 
 
-# --- `--rule vlmevalkit`: `--rule vlmevalkit` (vhmine.rules.answers, reading through formats.harness_rules) is VLMEvalKit's own yes/no reading: YOrN_Extraction after process_punctuation, on str() of each cell its result-file loading gives. The expected readings are those verified against VLMEvalKit's code (vlmeval/dataset/utils/yorn.py, smp/misc.py, smp/file.py at open-compass/VLMEvalKit e8e78f05): CI has no VLMEvalKit, so they are written out here.
+# --- `--rule vlmevalkit`: `--rule vlmevalkit` (vhmine.rules.answers, reading through formats.harness_rules) is
+# VLMEvalKit's own yes/no reading: YOrN_Extraction after process_punctuation, on str() of each cell its result-file
+# loading gives. The expected readings are those verified against VLMEvalKit's code (vlmeval/dataset/utils/yorn.py,
+# smp/misc.py, smp/file.py at open-compass/VLMEvalKit e8e78f05): CI has no VLMEvalKit, so they are written out here.
 
 # answer -> VLMEvalKit's reading (True "Yes", False "No", None "Unknown"), and VHTest's where it differs
 VERIFIED = {
-    "Not sure": None, "Nope": None, "Yesterday": None, "I think yes": True, "No, but yes": None, "None": None,
-    "Yes": True, "No.": False, "yes!": True, "YES": True, "no": False, "": None, "nan": None,
-    "Yes,no": None, "Yes, no": None, "No,there is none, sorry": None, "Yes,it costs 1,000": None,
-    "**Yes**": None, "Answer: Yes": True, "Answer:Yes": None, "'yes'": None, "Yes。": None, "Yes...": True,
-    "no.5": None, "Yes/No": None, "yes\nno": None, "Yes" + " ." * 40 + " no.": True, "." * 40 + " no.": None,
-    'The answer is "no".': False, "Yes (definitely)": True, "Yes-ish": True, "no_entry": False, "no!!!": False,
-    "YES.\n\nThe image shows a dog.": True, "No\xa0.": False, "NO, it is not.": False, "Yes; no.": None,
-    "N/A": None, "NA": None, "null": None,
+    "Not sure": None,
+    "Nope": None,
+    "Yesterday": None,
+    "I think yes": True,
+    "No, but yes": None,
+    "None": None,
+    "Yes": True,
+    "No.": False,
+    "yes!": True,
+    "YES": True,
+    "no": False,
+    "": None,
+    "nan": None,
+    "Yes,no": None,
+    "Yes, no": None,
+    "No,there is none, sorry": None,
+    "Yes,it costs 1,000": None,
+    "**Yes**": None,
+    "Answer: Yes": True,
+    "Answer:Yes": None,
+    "'yes'": None,
+    "Yes。": None,
+    "Yes...": True,
+    "no.5": None,
+    "Yes/No": None,
+    "yes\nno": None,
+    "Yes" + " ." * 40 + " no.": True,
+    "." * 40 + " no.": None,
+    'The answer is "no".': False,
+    "Yes (definitely)": True,
+    "Yes-ish": True,
+    "no_entry": False,
+    "no!!!": False,
+    "YES.\n\nThe image shows a dog.": True,
+    "No\xa0.": False,
+    "NO, it is not.": False,
+    "Yes; no.": None,
+    "N/A": None,
+    "NA": None,
+    "null": None,
 }
 
 
@@ -90,8 +134,11 @@ def test_eval_rule_vlmevalkit_on_a_vlmevalkit_result_file(tmp_path):
     for rule in ("vhtest", "vlmevalkit"):
         res = evaluate(EvalOptions(bench=bench, out=tmp_path / rule, predictions=[("m", f)], rule=rule, partial=True))
         assert res.report["rule"] == rule
-        read = {d["id"]: d["read_as"] for d in map(json.loads, (tmp_path / rule / "answers-m.jsonl").read_text().splitlines())
-                if d["kind"] == "YNQ"}
+        read = {
+            d["id"]: d["read_as"]
+            for d in map(json.loads, (tmp_path / rule / "answers-m.jsonl").read_text().splitlines())
+            if d["kind"] == "YNQ"
+        }
         got[rule] = (read, res.report["models"]["m"]["metrics"]["overall"]["accuracy"])
     assert got["vhtest"] == ({"y1": "unreadable", "y2": "no", "y3": "unreadable", "y4": "no"}, 2 / 4)
     assert got["vlmevalkit"] == ({"y1": "yes", "y2": "unreadable", "y3": "unreadable", "y4": "unreadable"}, 1 / 4)

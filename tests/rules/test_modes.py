@@ -2,8 +2,8 @@
 
 import pytest
 
-from vhmine.rules import modes as M
 from vhmine.errors import FormError, InputError
+from vhmine.rules import modes as M
 
 TEMPLATES = [
     ("existence.what_is", "OEQ", "What is {where}?"),
@@ -55,9 +55,18 @@ def test_every_oeq_template_turns_into_a_ynq_it_can_fill():
 
 
 def test_unknown_names_list_the_valid_ones():
-    with pytest.raises(InputError, match=r"^unknown mode 'colour': choose one of existence, shape, color, orientation, ocr, size, position, counting$"):
+    with pytest.raises(
+        InputError,
+        match=(
+            r"^unknown mode 'colour': choose one of existence, shape, color, orientation, ocr, size, position,"
+            r" counting$"
+        ),
+    ):
         M.get_mode("colour")
-    with pytest.raises(FormError, match=r"^unknown template 'color.hue' for mode color: choose one of color.what_color, color.is_color$"):
+    with pytest.raises(
+        FormError,
+        match=r"^unknown template 'color.hue' for mode color: choose one of color.what_color, color.is_color$",
+    ):
         M.get_template("color.hue")
     assert M.get_template("counting.exactly").slots == ("n", "object")
 
@@ -87,8 +96,10 @@ def test_draft_counting_uses_the_other_images_count_then_n_plus_one():
     mode = M.get_mode("counting")
     t = mode.template("counting.how_many")
     d = M.draft_ynq(mode, t, {"object": "cats"}, ["3"], ["2"])
-    assert [(x.question, x.truth) for x in d] == [("Are there exactly 3 cats in the picture?", True),
-                                                 ("Are there exactly 2 cats in the picture?", False)]
+    assert [(x.question, x.truth) for x in d] == [
+        ("Are there exactly 3 cats in the picture?", True),
+        ("Are there exactly 2 cats in the picture?", False),
+    ]
     d = M.draft_ynq(mode, t, {"object": "cats"}, ["3"], ["three"])
     assert [(x.question, x.truth) for x in d][1] == ("Are there exactly 4 cats in the picture?", False)
 
@@ -96,8 +107,10 @@ def test_draft_counting_uses_the_other_images_count_then_n_plus_one():
 def test_draft_pick_swaps_the_objects():
     mode = M.get_mode("size")
     d = M.draft_ynq(mode, mode.template("size.which_larger"), {"a": "cat", "b": "dog"}, ["The dog"])
-    assert [(x.question, x.truth) for x in d] == [("Is the dog larger than the cat in the picture?", True),
-                                                 ("Is the cat larger than the dog in the picture?", False)]
+    assert [(x.question, x.truth) for x in d] == [
+        ("Is the dog larger than the cat in the picture?", True),
+        ("Is the cat larger than the dog in the picture?", False),
+    ]
 
 
 def test_draft_value_with_alternatives_and_without():
@@ -106,7 +119,9 @@ def test_draft_value_with_alternatives_and_without():
     assert [(x.question, x.truth) for x in d] == [("Is the bus red?", True), ("Is the bus blue?", False)]
     ocr = M.get_mode("ocr")
     d = M.draft_ynq(ocr, ocr.template("ocr.what_text"), {"object": "sign"}, ["STOP"])
-    assert [(x.question, x.truth) for x in d] == [('Does the text on the sign say "STOP"?', True)]  # no wrong text to guess
+    assert [(x.question, x.truth) for x in d] == [
+        ('Does the text on the sign say "STOP"?', True)
+    ]  # no wrong text to guess
     ex = M.get_mode("existence")
     d = M.draft_ynq(ex, ex.template("existence.what_is"), {"where": "on the table"}, ["a dog."], ["A cat"])
     assert [x.question for x in d] == ["Is there a dog on the table?", "Is there a cat on the table?"]
@@ -115,19 +130,34 @@ def test_draft_value_with_alternatives_and_without():
 def test_answer_checks():
     mode = M.get_mode("counting")
     t = mode.template("counting.how_many")
-    with pytest.raises(FormError, match=r"^reference answer 'many' for image A \(x\) is not a whole number: counting answers are counts, e\.g\. 3$"):
+    with pytest.raises(
+        FormError,
+        match=(
+            r"^reference answer 'many' for image A \(x\) is not a whole number: counting answers are counts, e\.g\. 3$"
+        ),
+    ):
         M.check_oeq_answers(mode, t, {"object": "cats"}, ["3", "many"], "image A (x)")
-    with pytest.raises(FormError, match=r"^no reference answer for image B: write at least one acceptable answer \(one per line\)$"):
+    with pytest.raises(
+        FormError, match=r"^no reference answer for image B: write at least one acceptable answer \(one per line\)$"
+    ):
         M.check_oeq_answers(mode, t, {"object": "cats"}, [], "image B")
     size = M.get_mode("size")
     with pytest.raises(FormError, match=r"^reference answer 'the bird' for image A must be one of: cat, dog$"):
         M.check_oeq_answers(size, size.template("size.which_larger"), {"a": "cat", "b": "dog"}, ["the bird"], "image A")
     with pytest.raises(FormError, match=r"^the yes/no question for image A has no truth: choose yes or no$"):
         M.check_ynq(None, [], "image A")
-    with pytest.raises(FormError, match=r"^reference answer 'No, it is blue' for image A contradicts the yes/no truth \(yes\): fix the answer or the truth$"):
+    with pytest.raises(
+        FormError,
+        match=(
+            r"^reference answer 'No, it is blue' for image A contradicts the yes/no truth \(yes\): fix the answer or"
+            r" the truth$"
+        ),
+    ):
         M.check_ynq(True, ["Yes", "No, it is blue"], "image A")
     M.check_ynq(False, ["No, it is blue", "blue"], "image A")
-    with pytest.raises(FormError, match=r"^yes/no truth yes for q1 contradicts the open-ended answer \(3\): '2' is not one of them$"):
+    with pytest.raises(
+        FormError, match=r"^yes/no truth yes for q1 contradicts the open-ended answer \(3\): '2' is not one of them$"
+    ):
         M.check_draft(True, "2", ["3"], "q1")
     M.check_draft(True, "three", ["3"], "q1")
 
@@ -137,17 +167,24 @@ def test_draft_counting_no_question_never_uses_an_accepted_count():
     mode = M.get_mode("counting")
     d = M.draft_ynq(mode, mode.template("counting.how_many"), {"object": "cats"}, ["3", "4"])
     assert [(x.question, x.truth, x.value) for x in d] == [
-        ("Are there exactly 3 cats in the picture?", True, "3"), ("Are there exactly 5 cats in the picture?", False, "5")]
+        ("Are there exactly 3 cats in the picture?", True, "3"),
+        ("Are there exactly 5 cats in the picture?", False, "5"),
+    ]
     M.check_draft(d[1].truth, d[1].value, ["3", "4"], "q")  # the default truth of the draft is consistent
 
 
 def test_pick_answers_must_name_one_of_two_different_objects():
     size = M.get_mode("size")
     t = size.template("size.which_larger")
-    with pytest.raises(FormError, match=r"^the choices of template size.which_larger are the same \(dog, Dog\): name two different objects$") as e:
+    with pytest.raises(
+        FormError,
+        match=r"^the choices of template size.which_larger are the same \(dog, Dog\): name two different objects$",
+    ) as e:
         M.check_oeq_answers(size, t, {"a": "dog", "b": "Dog"}, ["dog"], "image A")
     assert e.value.field == "slot:b"
-    with pytest.raises(FormError, match=r"^reference answers for image A name both cat and dog: keep the one that is right") as e:
+    with pytest.raises(
+        FormError, match=r"^reference answers for image A name both cat and dog: keep the one that is right"
+    ) as e:
         M.check_oeq_answers(size, t, {"a": "cat", "b": "dog"}, ["dog", "cat"], "image A")
     assert e.value.field == "answers:image A"
     M.check_oeq_answers(size, t, {"a": "cat", "b": "dog"}, ["dog", "the dog"], "image A")  # one object, two spellings

@@ -47,16 +47,31 @@ def script_tmp():
 
 
 def _start(args: list[str], tmp: Path, **kw):
-    env = dict(os.environ, TMPDIR=str(tmp),
-               PYTHONPATH=os.pathsep.join(filter(None, [str(SCRIPTS.parent), os.environ.get("PYTHONPATH")])))
-    return subprocess.Popen([sys.executable, str(SCRIPTS / "bench_store.py"), *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=tmp, **kw)
+    env = dict(
+        os.environ,
+        TMPDIR=str(tmp),
+        PYTHONPATH=os.pathsep.join(filter(None, [str(SCRIPTS.parent), os.environ.get("PYTHONPATH")])),
+    )
+    return subprocess.Popen(
+        [sys.executable, str(SCRIPTS / "bench_store.py"), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp,
+        **kw,
+    )
 
 
 def test_bench_store_runs_workers_on_sqlite_and_postgresql_and_every_check_passes(script_tmp):
     if not _have_postgres():
-        pytest.fail("PostgreSQL server binaries (initdb, pg_ctl) not found: install Debian's postgresql (scripts/ci_services.sh)")
-    proc = _start(["--workers", "4", "--seconds", "2", "--tasks", "120", "--backends", "sqlite", "postgresql"], script_tmp)
+        pytest.fail(
+            "PostgreSQL server binaries (initdb, pg_ctl) not found: install Debian's postgresql"
+            " (scripts/ci_services.sh)"
+        )
+    proc = _start(
+        ["--workers", "4", "--seconds", "2", "--tasks", "120", "--backends", "sqlite", "postgresql"], script_tmp
+    )
     out, err = proc.communicate(timeout=240)
     assert proc.returncode == 0, out + err[-3000:]
     rows = [line.split() for line in out.splitlines() if line.split()[:1] in (["sqlite"], ["postgresql"])]
@@ -64,7 +79,9 @@ def test_bench_store_runs_workers_on_sqlite_and_postgresql_and_every_check_passe
     for r in rows:
         assert int(r[3]) > 0 and float(r[8]) > 0, out  # items were taken, actions per second measured
         assert r[-5:] == ["PASS"] * 5, out
-    assert out.rstrip().endswith("PASS: no double annotation, no action lost, every task in one state, one holder per lease")
+    assert out.rstrip().endswith(
+        "PASS: no double annotation, no action lost, every task in one state, one holder per lease"
+    )
     assert "FAIL" not in out
     assert list(script_tmp.iterdir()) == []  # the store files and the PostgreSQL cluster are gone
 
@@ -77,8 +94,10 @@ def _actions_logged(port: int) -> bool:
             names = [r[0] for r in c.execute("SELECT datname FROM pg_database WHERE datname LIKE 'b\\_%'")]
         for name in names:
             with psycopg.connect(host="127.0.0.1", port=port, user="postgres", dbname=name, autocommit=True) as c:
-                if c.execute("SELECT to_regclass('actions') IS NOT NULL").fetchone()[0] and \
-                        c.execute("SELECT count(*) FROM actions").fetchone()[0] > 0:
+                if (
+                    c.execute("SELECT to_regclass('actions') IS NOT NULL").fetchone()[0]
+                    and c.execute("SELECT count(*) FROM actions").fetchone()[0] > 0
+                ):
                     return True
     except psycopg.OperationalError:  # the server is still starting
         pass
@@ -87,7 +106,10 @@ def _actions_logged(port: int) -> bool:
 
 def test_ctrl_c_stops_the_workers_and_removes_the_postgresql_server(script_tmp):
     if not _have_postgres():
-        pytest.fail("PostgreSQL server binaries (initdb, pg_ctl) not found: install Debian's postgresql (scripts/ci_services.sh)")
+        pytest.fail(
+            "PostgreSQL server binaries (initdb, pg_ctl) not found: install Debian's postgresql"
+            " (scripts/ci_services.sh)"
+        )
     proc = _start(["--workers", "2", "--seconds", "60", "--tasks", "800", "--backends", "postgresql"], script_tmp)
     deadline = time.monotonic() + 60
     pidfile = None
@@ -126,35 +148,53 @@ def test_the_checks_catch_a_lost_action_a_double_annotation_a_leased_done_task_a
     store, _ = bench.seed(f"sqlite:///{tmp_path / 's.db'}", bench.write_pairs(tmp_path, 2), 2, 2)
     log = []
     first = C.next_item(store, "w000", "counting")
-    saved = C.save_annotation(store, "w000", first.task_id, C.Annotation(
-        "counting.how_many", {"object": "cats"}, answers={v.id: "2" for v in first.images}))
+    saved = C.save_annotation(
+        store,
+        "w000",
+        first.task_id,
+        C.Annotation("counting.how_many", {"object": "cats"}, answers={v.id: "2" for v in first.images}),
+    )
     log.append(["annotate", first.task_id, False, sorted(saved.instance_ids + saved.draft_ids)])
     second = C.next_item(store, "w000", "counting")
     C.skip(store, "w000", second.task_id)
     log.append(["skip", second.task_id, False, []])
     assert C.undo_last(store, "w000") == f"skip of item {second.task_id}"
     log[-1][2] = True
-    results = [{"worker": "w000", "log": log, "errors": [], "undo_mismatch": []},
-               {"worker": "w001", "log": [], "errors": [], "undo_mismatch": []}]
+    results = [
+        {"worker": "w000", "log": log, "errors": [], "undo_mismatch": []},
+        {"worker": "w001", "log": [], "errors": [], "undo_mismatch": []},
+    ]
     assert bench.check(store, results) == {k: [] for k in bench.CHECKS}
 
     lost = bench.check(store, [dict(results[0], log=log[:1]), results[1]])["no action lost"]
-    assert lost == [f"w000: store has 2 actions, worker saw 1 succeed; first difference at #1: "
-                    f"store [['skip', '{second.task_id}', True]], worker []"]
+    assert lost == [
+        "w000: store has 2 actions, worker saw 1 succeed; first difference at #1: "
+        f"store [['skip', '{second.task_id}', True]], worker []"
+    ]
 
     with store.session() as s:  # a done task that someone still holds a lease on (undo without compare-and-set)
         s.execute(update(Task).where(Task.id == first.task_id).values(lease_worker="w001"))
     state = bench.check(store, results)["one state"]
-    assert len(state) == 1 and state[0].startswith(f"{first.task_id}: done and still leased to w001 (its actions: #1 annotate by w000")
+    assert len(state) == 1 and state[0].startswith(
+        f"{first.task_id}: done and still leased to w001 (its actions: #1 annotate by w000"
+    )
 
     with store.session() as s:  # w001 annotates the same task again, as a broken compare-and-set would let it
         s.add(Action(worker="w001", kind="annotate", task_id=first.task_id, payload={}, created_at=utcnow()))
     problems = bench.check(store, results)
-    assert problems["no double annotation"] == [f"{first.task_id}: 2 live closing actions annotate by w000 (#1), annotate by w001 (#3)"]
-    assert problems["no action lost"] == ["w001: store has 1 actions, worker saw 0 succeed; first difference at #0: "
-                                          f"store [['annotate', '{first.task_id}', False]], worker []"]
-    holders = bench.check(store, [results[0], dict(results[1], two_holders=[[second.task_id, "skip refused while our lease ran: x"]])])
-    assert holders["one holder"] == ["w001: skip refused while our lease ran: x (its actions: #2 skip by w000 (undone))"]
+    assert problems["no double annotation"] == [
+        f"{first.task_id}: 2 live closing actions annotate by w000 (#1), annotate by w001 (#3)"
+    ]
+    assert problems["no action lost"] == [
+        "w001: store has 1 actions, worker saw 0 succeed; first difference at #0: "
+        f"store [['annotate', '{first.task_id}', False]], worker []"
+    ]
+    holders = bench.check(
+        store, [results[0], dict(results[1], two_holders=[[second.task_id, "skip refused while our lease ran: x"]])]
+    )
+    assert holders["one holder"] == [
+        "w001: skip refused while our lease ran: x (its actions: #2 skip by w000 (undone))"
+    ]
     store.close()
 
 
@@ -171,7 +211,15 @@ def test_an_undone_skip_whose_item_another_worker_took_is_the_undo_the_worker_ex
     assert what == f"skip of item {tid} (the item is leased to w001, so it stays there)"
     assert bench.undid(what, "skip", tid)
     assert not bench.undid(what, "annotate", tid) and not bench.undid(what, "skip", tid + "x")
-    saved = C.save_annotation(store, "w001", tid, C.Annotation("counting.how_many", {"object": "cats"},
-                                                              answers={v.id: "2" for v in C.next_item(store, "w001", "counting").images}))
+    saved = C.save_annotation(
+        store,
+        "w001",
+        tid,
+        C.Annotation(
+            "counting.how_many",
+            {"object": "cats"},
+            answers={v.id: "2" for v in C.next_item(store, "w001", "counting").images},
+        ),
+    )
     assert bench.undid(C.undo_last(store, "w001"), "annotate", saved.task_id)
     store.close()

@@ -10,7 +10,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from helpers import free_port, write_pairs, write_photos
 
 
@@ -82,28 +81,61 @@ def _old_store_rows(url: str, photos: list[Path]) -> dict:
     with store.engine.begin() as c:
         ins = lambda sql, **kw: c.execute(text(sql), kw)  # noqa: E731
         for i, s, p in zip(ids, sha, photos):
-            ins("INSERT INTO images (id, sha256, path, source, categories, created_at) VALUES (:i, :s, :p, 'mined', '[\"cat\"]', :t)",
-                i=i, s=s, p=str(p), t=now)
-        ins("INSERT INTO runs (name, pairs_path, meta, seeded_at) VALUES ('old', '/x/pairs.parquet', '{\"index\": \"c\"}', :t)", t=now)
-        ins("INSERT INTO pairs (id, image_a, image_b, rank, clip_sim, dino_sim, gap, run, created_at) "
-            "VALUES (:p, :a, :b, 1, 0.95, 0.3, 0.65, 'old', :t)", p=pid, a=ids[0], b=ids[1], t=now)
-        ins("INSERT INTO workers (name, token_hash, is_admin, active, created_at) VALUES ('ann', :h, false, true, :t)",
-            h="ab" * 32, t=now)
-        ins("INSERT INTO tasks (id, mode, pair_id, priority, status, version, done_by, done_at, created_at) "
-            "VALUES (:i, 'counting', :p, 1, 'done', 2, 'ann', :t, :t)", i=f"counting:{pid}", p=pid, t=now)
-        ins("INSERT INTO actions (worker, kind, task_id, payload, created_at) VALUES ('ann', 'annotate', :i, '{}', :t)",
-            i=f"counting:{pid}", t=now)
-        ins("INSERT INTO instances (id, task_id, mode, kind, image_id, pair_id, template_id, slots, question, answers, "
-            "truth, status, created_by, created_at) VALUES ('inst0001', :i, 'counting', 'YNQ', :img, :p, 'counting.exactly', "
-            "'{\"object\": \"cats\", \"n\": \"2\"}', 'Are there exactly 2 cats in the picture?', '[\"No\"]', false, 'ready', 'ann', :t)",
-            i=f"counting:{pid}", img=ids[0], p=pid, t=now)
+            ins(
+                "INSERT INTO images (id, sha256, path, source, categories, created_at) VALUES (:i, :s, :p, 'mined',"
+                " '[\"cat\"]', :t)",
+                i=i,
+                s=s,
+                p=str(p),
+                t=now,
+            )
+        ins(
+            "INSERT INTO runs (name, pairs_path, meta, seeded_at) VALUES ('old', '/x/pairs.parquet', '{\"index\":"
+            ' "c"}\', :t)',
+            t=now,
+        )
+        ins(
+            "INSERT INTO pairs (id, image_a, image_b, rank, clip_sim, dino_sim, gap, run, created_at) "
+            "VALUES (:p, :a, :b, 1, 0.95, 0.3, 0.65, 'old', :t)",
+            p=pid,
+            a=ids[0],
+            b=ids[1],
+            t=now,
+        )
+        ins(
+            "INSERT INTO workers (name, token_hash, is_admin, active, created_at) VALUES ('ann', :h, false, true, :t)",
+            h="ab" * 32,
+            t=now,
+        )
+        ins(
+            "INSERT INTO tasks (id, mode, pair_id, priority, status, version, done_by, done_at, created_at) "
+            "VALUES (:i, 'counting', :p, 1, 'done', 2, 'ann', :t, :t)",
+            i=f"counting:{pid}",
+            p=pid,
+            t=now,
+        )
+        ins(
+            "INSERT INTO actions (worker, kind, task_id, payload, created_at) VALUES ('ann', 'annotate', :i, '{}', :t)",
+            i=f"counting:{pid}",
+            t=now,
+        )
+        ins(
+            "INSERT INTO instances (id, task_id, mode, kind, image_id, pair_id, template_id, slots, question, answers,"
+            " truth, status, created_by, created_at) VALUES ('inst0001', :i, 'counting', 'YNQ', :img, :p,"
+            ' \'counting.exactly\', \'{"object": "cats", "n": "2"}\', \'Are there exactly 2 cats in the picture?\','
+            " '[\"No\"]', false, 'ready', 'ann', :t)",
+            i=f"counting:{pid}",
+            img=ids[0],
+            p=pid,
+            t=now,
+        )
     store.close()
     return {"ids": ids, "pair": pid}
 
 
 def test_store_from_schema_0001_opens_in_newer_vhmine_with_nothing_lost(tmp_path):
     from vhmine.curate import add_response, progress, ready_instances
-    from vhmine.store import Response, open_store, schema_head
+    from vhmine.store import Response, open_store
 
     photos = write_photos(tmp_path / "photos", ("coffee", "rocket"))
     db = tmp_path / "old.db"
@@ -113,7 +145,12 @@ def test_store_from_schema_0001_opens_in_newer_vhmine_with_nothing_lost(tmp_path
         assert _schema_diff(store) == []
         [inst] = ready_instances(store)
         assert (inst.id, inst.question, inst.answers, inst.truth, inst.slots) == (
-            "inst0001", "Are there exactly 2 cats in the picture?", ("No",), False, {"object": "cats", "n": "2"})
+            "inst0001",
+            "Are there exactly 2 cats in the picture?",
+            ("No",),
+            False,
+            {"object": "cats", "n": "2"},
+        )
         assert (inst.pair_id, inst.other_image_id, inst.created_by) == (old["pair"], old["ids"][1], "ann")
         assert [p.done for p in progress(store) if p.mode == "counting"] == [1]
         rid = add_response(store, "inst0001", "tiny-vlm", "Answer yes or no.", "Yes")  # a table from 0002
@@ -124,7 +161,7 @@ def test_store_from_schema_0001_opens_in_newer_vhmine_with_nothing_lost(tmp_path
 
 def test_store_from_schema_0001_migrates_on_postgresql(tmp_path, pg_url):
     from vhmine.curate import ready_instances
-    from vhmine.store import open_store, schema_head
+    from vhmine.store import open_store
 
     photos = write_photos(tmp_path / "photos", ("coffee", "rocket"))
     _old_store_rows(pg_url, photos)
@@ -143,9 +180,15 @@ def test_store_from_newer_vhmine_is_refused(tmp_path):
 
     with sqlite3.connect(db) as c:
         c.execute("UPDATE alembic_version SET version_num = '0042'")
-    with pytest.raises(StoreVersionError, match=(
-            r"^store sqlite:///.*new.db has schema revision 0042, which this vhmine does not know \(it knows up to 0011\): "
-            r"it was written by a newer vhmine; upgrade vhmine \(pip install -U vhmine\) or point --db at another store$")):
+    with pytest.raises(
+        StoreVersionError,
+        match=(
+            r"^store sqlite:///.*new.db has schema revision 0042, which this vhmine does not know \(it knows up to"
+            r" 0011\): "
+            r"it was written by a newer vhmine; upgrade vhmine \(pip install -U vhmine\) or point --db at another"
+            r" store$"
+        ),
+    ):
         open_store(db)
 
 
@@ -158,7 +201,9 @@ def test_foreign_database_is_refused(tmp_path):
     db = tmp_path / "other.db"
     with sqlite3.connect(db) as c:
         c.execute("CREATE TABLE customers (id INTEGER)")
-    with pytest.raises(StoreError, match=r"holds tables \(customers\) but no vhmine schema: point --db / VHMINE_DB at a new file"):
+    with pytest.raises(
+        StoreError, match=r"holds tables \(customers\) but no vhmine schema: point --db / VHMINE_DB at a new file"
+    ):
         open_store(db)
 
 
@@ -195,22 +240,47 @@ def test_migrations_ship_in_the_package_as_one_linear_chain():
     from vhmine.store.db import _alembic_config, _revisions, schema_head
 
     names = {p.name for p in files("vhmine.store.migrations.versions").iterdir()}
-    assert {"__init__.py", "0001_initial.py", "0002_next_stages.py", "0003_secrets.py", "0004_response_endpoint.py",
-            "0005_worker_status.py", "0006_blind_answers.py", "0007_drafts_errata.py", "0008_near_duplicates.py",
-            "0009_blind_rescoring.py", "0010_worker_mode.py", "0011_derived_facts.py"} <= names  # importable package: wheels carry it
+    assert {
+        "__init__.py",
+        "0001_initial.py",
+        "0002_next_stages.py",
+        "0003_secrets.py",
+        "0004_response_endpoint.py",
+        "0005_worker_status.py",
+        "0006_blind_answers.py",
+        "0007_drafts_errata.py",
+        "0008_near_duplicates.py",
+        "0009_blind_rescoring.py",
+        "0010_worker_mode.py",
+        "0011_derived_facts.py",
+    } <= names  # importable package: wheels carry it
     revs = list(ScriptDirectory.from_config(_alembic_config()).walk_revisions())
     # what vhmine reads without importing Alembic (status) is what Alembic reads
     assert _revisions() == {r.revision: r.down_revision for r in revs}
     assert schema_head() == ScriptDirectory.from_config(_alembic_config()).get_current_head()
-    assert [(r.revision, r.down_revision) for r in revs] == [("0011", "0010"), ("0010", "0009"), ("0009", "0008"), ("0008", "0007"), ("0007", "0006"), ("0006", "0005"), ("0005", "0004"), ("0004", "0003"), ("0003", "0002"), ("0002", "0001"), ("0001", None)]
+    assert [(r.revision, r.down_revision) for r in revs] == [
+        ("0011", "0010"),
+        ("0010", "0009"),
+        ("0009", "0008"),
+        ("0008", "0007"),
+        ("0007", "0006"),
+        ("0006", "0005"),
+        ("0005", "0004"),
+        ("0004", "0003"),
+        ("0003", "0002"),
+        ("0002", "0001"),
+        ("0001", None),
+    ]
 
 
 def test_cli_help_imports_no_store_or_app_libraries():
     import sys
 
-    code = ("import sys; from vhmine.cli import main\n"
-            "try:\n    main(['seed', '--help'])\nexcept SystemExit:\n    pass\n"
-            "print(sorted(m for m in ('sqlalchemy', 'alembic', 'streamlit', 'psycopg') if m in sys.modules))")
+    code = (
+        "import sys; from vhmine.cli import main\n"
+        "try:\n    main(['seed', '--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('sqlalchemy', 'alembic', 'streamlit', 'psycopg') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
     assert "--per-mode" in out and out.strip().splitlines()[-1] == "[]"
 
@@ -240,6 +310,7 @@ def test_open_store_without_create_refuses_a_store_that_does_not_exist(any_url, 
 
 # --- a PostgreSQL restart under workers --------------------------------------------------------------
 
+
 def test_a_postgresql_restart_mid_session_loses_nothing_and_applies_nothing_twice(tmp_path, pg_own_server):
     """Workers of the curation library on a server of the test's own, restarted three ways: (1) while alice's
     save waits on a row lock inside its transaction (the server cuts it: retried, and saved once); (2) between
@@ -250,9 +321,9 @@ def test_a_postgresql_restart_mid_session_loses_nothing_and_applies_nothing_twic
     import time
 
     import psycopg
+    from helpers import counting_annotation, seed_store
     from sqlalchemy import func, select
 
-    from helpers import counting_annotation, seed_store
     from vhmine import curate as C
     from vhmine.errors import StoreConnectionError
     from vhmine.store import Action, Instance, Task
@@ -273,12 +344,14 @@ def test_a_postgresql_restart_mid_session_loses_nothing_and_applies_nothing_twic
             got["ok"] = C.save_annotation(store, "alice", a.task_id, counting_annotation(a))
         except Exception as err:  # handed to the test, which asserts on it
             got["err"] = err
+
     th = threading.Thread(target=save, daemon=True)
     th.start()
     with psycopg.connect(libpq, autocommit=True) as admin:
         deadline = time.monotonic() + 20
-        while not admin.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                                "AND wait_event_type = 'Lock'").fetchone()[0]:
+        while not admin.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        ).fetchone()[0]:
             assert time.monotonic() < deadline, "alice's save never waited for the row"
             time.sleep(0.05)
     srv.restart()
@@ -305,10 +378,14 @@ def test_a_postgresql_restart_mid_session_loses_nothing_and_applies_nothing_twic
     d = C.next_item(store, "dave", "counting")
     assert d is not None
     with psycopg.connect(libpq, autocommit=True) as admin:
-        admin.execute("CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS "
-                      "$$ BEGIN PERFORM pg_sleep(60); RETURN NULL; END $$")
-        admin.execute("CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON actions DEFERRABLE INITIALLY DEFERRED "
-                      "FOR EACH ROW EXECUTE FUNCTION slow_commit()")
+        admin.execute(
+            "CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN PERFORM pg_sleep(60); RETURN NULL; END $$"
+        )
+        admin.execute(
+            "CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON actions DEFERRABLE INITIALLY DEFERRED "
+            "FOR EACH ROW EXECUTE FUNCTION slow_commit()"
+        )
     got = {}
 
     def save_d():
@@ -316,6 +393,7 @@ def test_a_postgresql_restart_mid_session_loses_nothing_and_applies_nothing_twic
             got["ok"] = C.save_annotation(store, "dave", d.task_id, counting_annotation(d))
         except Exception as err:  # handed to the test, which asserts on it
             got["err"] = err
+
     th = threading.Thread(target=save_d, daemon=True)
     th.start()
     with psycopg.connect(libpq, autocommit=True) as admin:
@@ -333,14 +411,16 @@ def test_a_postgresql_restart_mid_session_loses_nothing_and_applies_nothing_twic
 
     # nothing lost, nothing twice: one save per worker, with its instances, each task done once
     with store.session(write=False) as s:
-        annotate = s.execute(select(Action.worker, func.count()).where(Action.kind == "annotate")
-                             .group_by(Action.worker)).all()
+        annotate = s.execute(
+            select(Action.worker, func.count()).where(Action.kind == "annotate").group_by(Action.worker)
+        ).all()
         assert sorted(annotate) == [("alice", 1), ("bob", 1), ("carol", 1), ("dave", 1)]
         for task_id, worker in ((a.task_id, "alice"), (b.task_id, "bob"), (c.task_id, "carol"), (d.task_id, "dave")):
             t = s.get(Task, task_id)
             assert (t.status, t.done_by) == ("done", worker)
-            kinds = s.execute(select(Instance.kind, func.count()).where(Instance.task_id == task_id)
-                              .group_by(Instance.kind)).all()
+            kinds = s.execute(
+                select(Instance.kind, func.count()).where(Instance.task_id == task_id).group_by(Instance.kind)
+            ).all()
             assert sorted(kinds) == [("OEQ", 2), ("YNQ", 4)]  # two open answers, four yes/no drafts
         answers = {i.id: i.answers for i in s.scalars(select(Instance).where(Instance.id.in_(saved_b.instance_ids)))}
     assert sorted(answers.values()) == [["1"], ["2"]]
@@ -375,15 +455,21 @@ def test_a_sqlite_store_in_a_read_only_folder_is_named_as_such(tmp_path, exists)
     try:
         # a store there is read (workers list); none there is made by a command that creates one (workers add)
         words = ["workers", "list"] if exists else ["workers", "add", "alice"]
-        r = subprocess.run([*_as_unprivileged(), sys.executable, "-m", "vhmine.cli", *words, "--db",
-                            str(folder / "store.db")], capture_output=True, text=True, timeout=120,
-                           env=dict(os.environ, COLUMNS="200"))
+        r = subprocess.run(
+            [*_as_unprivileged(), sys.executable, "-m", "vhmine.cli", *words, "--db", str(folder / "store.db")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=dict(os.environ, COLUMNS="200"),
+        )
     finally:
         folder.chmod(0o755)
     assert r.returncode == 2, r.stderr
     said = " ".join(r.stderr.split())
-    assert f"cannot open store {folder / 'store.db'}: the folder {folder} is not writable, and SQLite writes the store " \
-           "and its -wal and -shm files beside it" in said, said
+    assert (
+        f"cannot open store {folder / 'store.db'}: the folder {folder} is not writable, and SQLite writes the store "
+        "and its -wal and -shm files beside it" in said
+    ), said
     assert "--db with a file in a folder you can write to" in said
     assert "database server" not in said and "Traceback" not in said
 
@@ -407,16 +493,26 @@ def test_reading_only_creates_and_migrates_nothing(tmp_path):
 
 def test_schema_0011_records_a_ready_own_worded_yes_no_question_as_its_workers_fact(tmp_path):
     from alembic import command
+    from helpers import make_ready_store
     from sqlalchemy import create_engine, text
 
-    from helpers import make_ready_store
     from vhmine.store import Instance, open_store
     from vhmine.store.db import _alembic_config
 
     store = make_ready_store(tmp_path)
     with store.session() as s:  # a question alice confirmed in her own words (before 0011 no fact recorded it)
-        d = s.query(Instance).filter(Instance.derived_from.is_not(None), Instance.truth.is_(True)).order_by(Instance.id).first()
-        d.template_id, d.truth_fact, iid, src = "color.own" if d.mode == "color" else "counting.own", None, d.id, d.derived_from
+        d = (
+            s.query(Instance)
+            .filter(Instance.derived_from.is_not(None), Instance.truth.is_(True))
+            .order_by(Instance.id)
+            .first()
+        )
+        d.template_id, d.truth_fact, iid, src = (
+            "color.own" if d.mode == "color" else "counting.own",
+            None,
+            d.id,
+            d.derived_from,
+        )
         answers = list(s.get(Instance, src).answers)
     store.close()
     engine = create_engine(f"sqlite:///{tmp_path / 'store.db'}")

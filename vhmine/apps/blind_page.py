@@ -20,8 +20,10 @@ from vhmine.errors import VhmineError
 
 def blind_page(store, me: C.WorkerInfo, mode: str) -> None:
     st.header(f"Blind flags: {mode}")
-    st.caption("A text-only model answered these right on every image without seeing it; "
-               "`vhmine export --drop-blind` leaves them out unless overruled.")
+    st.caption(
+        "A text-only model answered these right on every image without seeing it; "
+        "`vhmine export --drop-blind` leaves them out unless overruled."
+    )
     try:
         flags = C.flag_list(store, me, mode=mode)
     except VhmineError as err:
@@ -33,11 +35,32 @@ def blind_page(store, me: C.WorkerInfo, mode: str) -> None:
         with st.container(border=True):
             st.caption(esc(f"flag {f.flag_id}: {f.kind} by {f.model} ({f.prompt}; scored by {f.scorer})"))
             st.text(f.question)
-            st.dataframe([{"instance": it.instance_id, "image": it.image_id, "reference": "; ".join(it.references),
-                           "blind answer": it.blind_answer} for it in f.items], hide_index=True, key=f"bf:{f.flag_id}")
-            overrule_controls(store, me, f, f.flag_id, key="b", why="Why it needs its image", reinstate_label="Reinstate the flag",
-                              reinstate=C.reinstate_blind_flag, reinstated=f"Flag {f.flag_id} counts again.",
-                              overrule=C.overrule_blind_flag, overruled=f"Overruled flag {f.flag_id}: export keeps its questions.")
+            st.dataframe(
+                [
+                    {
+                        "instance": it.instance_id,
+                        "image": it.image_id,
+                        "reference": "; ".join(it.references),
+                        "blind answer": it.blind_answer,
+                    }
+                    for it in f.items
+                ],
+                hide_index=True,
+                key=f"bf:{f.flag_id}",
+            )
+            overrule_controls(
+                store,
+                me,
+                f,
+                f.flag_id,
+                key="b",
+                why="Why it needs its image",
+                reinstate_label="Reinstate the flag",
+                reinstate=C.reinstate_blind_flag,
+                reinstated=f"Flag {f.flag_id} counts again.",
+                overrule=C.overrule_blind_flag,
+                overruled=f"Overruled flag {f.flag_id}: export keeps its questions.",
+            )
     near_dup_section(store, me)
 
 
@@ -55,8 +78,10 @@ def _show_image(store, d, side: str) -> None:
 
 def near_dup_section(store, me: C.WorkerInfo) -> None:
     st.subheader("Near duplicates")
-    st.caption("Pairs `vhmine export` found alike by CLIP and DINOv2; overrule one when it is no problem "
-               "(the next export lists it as overruled, with your reason).")
+    st.caption(
+        "Pairs `vhmine export` found alike by CLIP and DINOv2; overrule one when it is no problem "
+        "(the next export lists it as overruled, with your reason)."
+    )
     try:
         dups = C.near_duplicate_list(store, me)
     except VhmineError as err:
@@ -68,15 +93,28 @@ def near_dup_section(store, me: C.WorkerInfo) -> None:
     for d in dups:
         with st.container(border=True):
             th = d.thresholds
-            st.caption(esc(f"pair {d.id} ({d.scope}): CLIP {d.clip:.4f}, DINOv2 {d.dino:.4f}"
-                           f"{', same bytes' if d.exact else ''}; CLIP {d.encoders.get('clip', {}).get('spec')} >= "
-                           f"{th.get('clip')}, DINOv2 {d.encoders.get('dino', {}).get('spec')} >= {th.get('dino')}"))
+            st.caption(
+                esc(
+                    f"pair {d.id} ({d.scope}): CLIP {d.clip:.4f}, DINOv2 {d.dino:.4f}"
+                    f"{', same bytes' if d.exact else ''}; CLIP {d.encoders.get('clip', {}).get('spec')} >= "
+                    f"{th.get('clip')}, DINOv2 {d.encoders.get('dino', {}).get('spec')} >= {th.get('dino')}"
+                )
+            )
             left, right = st.columns(2)
             with left:
                 _show_image(store, d, "a")
             with right:
                 _show_image(store, d, "b")
-            overrule_controls(store, me, d, d.id, key="nd", why="Why it is no problem", reinstate_label="Reinstate",
-                              reinstate=C.reinstate_near_duplicate, reinstated=f"Pair {d.id} counts again.",
-                              overrule=C.overrule_near_duplicate,
-                              overruled=f"Overruled pair {d.id}: the next export lists it as overruled.")
+            overrule_controls(
+                store,
+                me,
+                d,
+                d.id,
+                key="nd",
+                why="Why it is no problem",
+                reinstate_label="Reinstate",
+                reinstate=C.reinstate_near_duplicate,
+                reinstated=f"Pair {d.id} counts again.",
+                overrule=C.overrule_near_duplicate,
+                overruled=f"Overruled pair {d.id}: the next export lists it as overruled.",
+            )

@@ -5,8 +5,8 @@ vhmine.store: no SQL and no file paths here; images come from `curate.image_byte
 files recorded in the store (a pair's images drawn in one row at one height by page_helpers.image_row). Text
 that workers typed is shown with st.text or escaped in tables, never as Markdown or HTML; a message appears
 beside the button that caused it (page_helpers.flash / show_flash). The mode menu remembers each worker's
-choice in the store (curate.choose_mode). Tokens are typed into a password field and never shown or logged. The session holds
-the signed-in `C.WorkerInfo` (name, token generation), never the token; every page run re-checks it
+choice in the store (curate.choose_mode). Tokens are typed into a password field and never shown or logged. The session
+holds the signed-in `C.WorkerInfo` (name, token generation), never the token; every page run re-checks it
 (`C.check_session`) and every library call checks it again, so a rotated token or a deactivated worker
 is signed out at the next click, and admin data comes only from calls the library lets an admin make.
 """
@@ -18,14 +18,22 @@ import os
 import streamlit as st
 
 from vhmine import curate as C
-from vhmine.rules import modes as M
 from vhmine.apps.blind_page import blind_page
 from vhmine.apps.errata_page import errata_page
 from vhmine.apps.page_helpers import (
-    ACTIONS, esc, fit_screen, flash, image, image_row, show_flash, show_leftover_flash, table,
+    ACTIONS,
+    esc,
+    fit_screen,
+    flash,
+    image,
+    image_row,
+    show_flash,
+    show_leftover_flash,
+    table,
 )
 from vhmine.apps.verify_page import savings_section, verify_page
 from vhmine.errors import VhmineError
+from vhmine.rules import modes as M
 from vhmine.store import open_store
 
 st.set_page_config(page_title="vhmine curate", layout="wide")
@@ -64,7 +72,9 @@ def sidebar(store, me: C.WorkerInfo) -> tuple[str, str]:
         if out.button("Sign out", key="signout"):
             st.session_state.pop("worker", None)
             st.rerun()
-        pages = ["Annotate", "Review", "Label answers", "Verify drafts", "Errata", "Blind flags"] + (["Admin"] if me.is_admin else [])
+        pages = ["Annotate", "Review", "Label answers", "Verify drafts", "Errata", "Blind flags"] + (
+            ["Admin"] if me.is_admin else []
+        )
         if st.session_state.get("page") not in (None, *pages):  # an admin page after the right was taken away
             st.session_state.pop("page")
         page = st.radio("Page", pages, key="page")
@@ -79,8 +89,13 @@ def sidebar(store, me: C.WorkerInfo) -> tuple[str, str]:
         st.subheader("Progress")
         # a plain table of four short columns: all of it fits the sidebar's width, where a data grid of five
         # hid its last ones; the discarded counts are on the Annotate page (its mode) and the Admin page
-        st.table([{"mode": p.mode, "done": p.done, "left": p.remaining, "ready": p.ready_instances}
-                  for p in C.progress(store)], hide_index=True)
+        st.table(
+            [
+                {"mode": p.mode, "done": p.done, "left": p.remaining, "ready": p.ready_instances}
+                for p in C.progress(store)
+            ],
+            hide_index=True,
+        )
         st.caption("Items annotated (done) and left to annotate; ready: questions ready to export.")
     return page, mode
 
@@ -113,17 +128,27 @@ def drafts_form(store, worker: C.WorkerInfo, mode: str) -> bool:
             right.checkbox("Keep", value=True, key=f"keep:{d.instance_id}")
             right.text_input("Yes/no question", value=d.question, key=f"dq:{d.instance_id}")
             right.radio("Truth", ["yes", "no"], index=0 if d.truth else 1, horizontal=True, key=f"dt:{d.instance_id}")
-            right.checkbox("I checked this truth on the image (needed where the rules cannot read a reworded "
-                           "question)", value=False, key=f"dc:{d.instance_id}")
+            right.checkbox(
+                "I checked this truth on the image (needed where the rules cannot read a reworded question)",
+                value=False,
+                key=f"dc:{d.instance_id}",
+            )
     return True
 
 
 def _confirm(store, worker: C.WorkerInfo, drafts) -> None:
     """The Confirm button (drawn above the drafts, so it shows without scrolling): the widgets' values as decisions."""
     ss = st.session_state
-    decisions = [C.DraftDecision(d.instance_id, ss.get(f"keep:{d.instance_id}", True), ss.get(f"dq:{d.instance_id}", d.question),
-                                 ss.get(f"dt:{d.instance_id}", "yes" if d.truth else "no") == "yes",
-                                 ss.get(f"dc:{d.instance_id}", False)) for d in drafts]
+    decisions = [
+        C.DraftDecision(
+            d.instance_id,
+            ss.get(f"keep:{d.instance_id}", True),
+            ss.get(f"dq:{d.instance_id}", d.question),
+            ss.get(f"dt:{d.instance_id}", "yes" if d.truth else "no") == "yes",
+            ss.get(f"dc:{d.instance_id}", False),
+        )
+        for d in drafts
+    ]
     try:
         kept = C.confirm_drafts(store, worker, decisions)
     except VhmineError as err:
@@ -137,8 +162,9 @@ def annotate_page(store, worker: C.WorkerInfo, mode_name: str) -> None:
     mode = M.get_mode(mode_name)
     st.header(f"Annotate: {mode.name}")
     p = next(p for p in C.progress(store) if p.mode == mode.name)
-    st.caption(esc(f"{mode.definition} Look for: {mode.look_for} ({p.done} done, {p.remaining} left, "
-                   f"{p.discarded} discarded)"))
+    st.caption(
+        esc(f"{mode.definition} Look for: {mode.look_for} ({p.done} done, {p.remaining} left, {p.discarded} discarded)")
+    )
     if drafts_form(store, worker, mode.name):
         return
     try:
@@ -152,17 +178,32 @@ def annotate_page(store, worker: C.WorkerInfo, mode_name: str) -> None:
         return
     key = item.task_id
     # side by side at one capped height: the form's first field stays on a laptop screen
-    image_row(store, [(v.id, (f"image {v.role}" if v.role != "image" else "generated image")
-                       + (f" (objects: {', '.join(v.categories)})" if v.categories else "")) for v in item.images])
+    image_row(
+        store,
+        [
+            (
+                v.id,
+                (f"image {v.role}" if v.role != "image" else "generated image")
+                + (f" (objects: {', '.join(v.categories)})" if v.categories else ""),
+            )
+            for v in item.images
+        ],
+    )
     if item.prompt is not None:
         st.caption("Prompt that generated it:")
         st.text(item.prompt)
     st.caption(esc(f"item {item.task_id}; yours until {item.lease_until:%H:%M} UTC"))
 
-    tpl_id = st.selectbox("Template", [t.id for t in mode.templates], key=f"tpl:{key}",
-                          format_func=lambda t: f"[{mode.template(t).kind}] {mode.template(t).text}")
+    tpl_id = st.selectbox(
+        "Template",
+        [t.id for t in mode.templates],
+        key=f"tpl:{key}",
+        format_func=lambda t: f"[{mode.template(t).kind}] {mode.template(t).text}",
+    )
     tpl = mode.template(tpl_id)
-    slots = {s: st.text_input(f"{{{s}}}", key=f"slot:{key}:{tpl.id}:{s}", placeholder=M.slot_hint(s)) for s in tpl.slots}
+    slots = {
+        s: st.text_input(f"{{{s}}}", key=f"slot:{key}:{tpl.id}:{s}", placeholder=M.slot_hint(s)) for s in tpl.slots
+    }
     try:
         filled = M.fill(tpl, slots)
     except VhmineError:
@@ -183,18 +224,25 @@ def annotate_page(store, worker: C.WorkerInfo, mode_name: str) -> None:
         iid = roles[role]
         label = f"image {role}" if role != "image" else "the image"
         if tpl.kind == M.YNQ:
-            t = st.radio(f"Truth for {label}", ["not set", "yes", "no"], horizontal=True, key=f"truth:{key}:{tpl.id}:{role}")
+            t = st.radio(
+                f"Truth for {label}", ["not set", "yes", "no"], horizontal=True, key=f"truth:{key}:{tpl.id}:{role}"
+            )
             truths[iid] = None if t == "not set" else t == "yes"
-        answers[iid] = st.text_area(f"Reference answer(s) for {label}, one per line"
-                                    + (" (optional)" if tpl.kind == M.YNQ else ""), key=f"ans:{key}:{tpl.id}:{role}")
+        answers[iid] = st.text_area(
+            f"Reference answer(s) for {label}, one per line" + (" (optional)" if tpl.kind == M.YNQ else ""),
+            key=f"ans:{key}:{tpl.id}:{role}",
+        )
     note = show_flash(ACTIONS)  # what the last Save, Skip or Discard said, and the error of the next, above them
     c1, c2, c3 = st.columns(3)
     if c1.button("Save", type="primary", key=f"save:{key}"):
         ann = C.Annotation(tpl.id, slots, question, answers, truths, [roles[r] for r in chosen])
         try:
             saved = C.save_annotation(store, worker, item.task_id, ann)
-            flash("success", f"Saved {len(saved.instance_ids)} question(s)"
-                   + (f"; confirm {len(saved.draft_ids)} drafted yes/no question(s)." if saved.draft_ids else "."))
+            flash(
+                "success",
+                f"Saved {len(saved.instance_ids)} question(s)"
+                + (f"; confirm {len(saved.draft_ids)} drafted yes/no question(s)." if saved.draft_ids else "."),
+            )
             st.rerun()
         except VhmineError as err:
             note.error(esc(err))
@@ -241,7 +289,9 @@ def _review_form(store, worker: C.WorkerInfo, item) -> None:
     st.text(item.question)
     st.caption(f"item {item.instance_id}")  # the id the message of a saved answer names: which item that was
     if item.kind == M.YNQ:
-        answer = st.radio("Your answer", ["yes", "no", "can't tell"], index=None, horizontal=True, key=f"rv:{item.instance_id}")
+        answer = st.radio(
+            "Your answer", ["yes", "no", "can't tell"], index=None, horizontal=True, key=f"rv:{item.instance_id}"
+        )
     else:
         answer = st.text_input("Your answer", key=f"rv:{item.instance_id}")
         if st.checkbox("I can't tell", key=f"rvx:{item.instance_id}"):
@@ -274,7 +324,9 @@ def _label_form(store, worker: C.WorkerInfo, item) -> None:
     st.text("\n".join(item.answers))
     st.caption("The model's answer")
     st.text(item.model_answer)
-    verdict = st.radio("Verdict", ["correct", "hallucinated"], index=None, horizontal=True, key=f"lv:{item.response_id}")
+    verdict = st.radio(
+        "Verdict", ["correct", "hallucinated"], index=None, horizontal=True, key=f"lv:{item.response_id}"
+    )
     note = show_flash(ACTIONS)
     if st.button("Save verdict", type="primary", key=f"lvs:{item.response_id}"):
         try:
@@ -286,24 +338,52 @@ def _label_form(store, worker: C.WorkerInfo, item) -> None:
 
 
 def _agreement_rows(rows):
-    return [{"mode": a.mode, "statistic": a.statistic, "kappa": None if a.kappa is None else round(a.kappa, 3),
-             "items": a.items, "raters": a.raters, "disagreements": a.disagreements} for a in rows]
+    return [
+        {
+            "mode": a.mode,
+            "statistic": a.statistic,
+            "kappa": None if a.kappa is None else round(a.kappa, 3),
+            "items": a.items,
+            "raters": a.raters,
+            "disagreements": a.disagreements,
+        }
+        for a in rows
+    ]
 
 
 def _progress_chart(progress) -> None:
     """Per mode, one bar of its tasks (done, discarded and left, stacked) and one of its ready questions."""
     import pandas as pd
 
-    data = pd.DataFrame([{"mode": p.mode, "done": p.done, "discarded": p.discarded, "left": p.remaining}
-                         for p in progress])
+    data = pd.DataFrame(
+        [{"mode": p.mode, "done": p.done, "discarded": p.discarded, "left": p.remaining} for p in progress]
+    )
     tasks, ready = st.columns([3, 2])
     with tasks:  # horizontal: x names the bars (modes), y_label the length axis
-        st.bar_chart(data, x="mode", y=["done", "discarded", "left"], horizontal=True, stack=True, sort=False,
-                     color=["#2e7d32", "#9e9e9e", "#90caf9"], x_label="", y_label="tasks", height=40 * len(data) + 80)
+        st.bar_chart(
+            data,
+            x="mode",
+            y=["done", "discarded", "left"],
+            horizontal=True,
+            stack=True,
+            sort=False,
+            color=["#2e7d32", "#9e9e9e", "#90caf9"],
+            x_label="",
+            y_label="tasks",
+            height=40 * len(data) + 80,
+        )
     with ready:
-        st.bar_chart(pd.DataFrame([{"mode": p.mode, "ready": p.ready_instances} for p in progress]), x="mode",
-                     y="ready", horizontal=True, sort=False, color="#2e7d32", x_label="",
-                     y_label="questions ready to export", height=40 * len(data) + 80)
+        st.bar_chart(
+            pd.DataFrame([{"mode": p.mode, "ready": p.ready_instances} for p in progress]),
+            x="mode",
+            y="ready",
+            horizontal=True,
+            sort=False,
+            color="#2e7d32",
+            x_label="",
+            y_label="questions ready to export",
+            height=40 * len(data) + 80,
+        )
 
 
 def _agreement_chart(rows, what: str) -> None:
@@ -314,8 +394,16 @@ def _agreement_chart(rows, what: str) -> None:
     if not have:
         st.caption(f"No {what} agreement yet: it needs items that two or more workers answered.")
         return
-    st.bar_chart(pd.DataFrame([{"mode": a.mode, "kappa": round(a.kappa, 3)} for a in have]), x="mode", y="kappa",
-                 horizontal=True, sort=False, x_label="", y_label="kappa (1: full agreement, 0: chance)", height=220)
+    st.bar_chart(
+        pd.DataFrame([{"mode": a.mode, "kappa": round(a.kappa, 3)} for a in have]),
+        x="mode",
+        y="kappa",
+        horizontal=True,
+        sort=False,
+        x_label="",
+        y_label="kappa (1: full agreement, 0: chance)",
+        height=220,
+    )
     missing = [a.mode for a in rows if a.kappa is None]
     if missing:
         st.caption("No figure yet for " + ", ".join(missing) + ".")
@@ -331,24 +419,47 @@ def admin_page(store, me: C.WorkerInfo) -> None:
     progress = C.progress(store)
     st.header("Progress")
     _progress_chart(progress)
-    table([{"mode": p.mode, "done": p.done, "ready questions": p.ready_instances, "discarded": p.discarded,
-            "left": p.remaining} for p in progress])
+    table(
+        [
+            {
+                "mode": p.mode,
+                "done": p.done,
+                "ready questions": p.ready_instances,
+                "discarded": p.discarded,
+                "left": p.remaining,
+            }
+            for p in progress
+        ]
+    )
     st.header("Agreement")
     st.caption("Authors' reference answers against blind reviews: Cohen's kappa for two workers, Fleiss' for more.")
     _agreement_chart(rows, "review")
     table(_agreement_rows(rows))
     st.subheader("Disagreements")
     if dis:
-        table([{"mode": d.mode, "instance": d.item_id, "question": d.question,
-                "answers": "; ".join(f"{w}: {a}" for w, a in d.ratings.items())} for d in dis])
+        table(
+            [
+                {
+                    "mode": d.mode,
+                    "instance": d.item_id,
+                    "question": d.question,
+                    "answers": "; ".join(f"{w}: {a}" for w, a in d.ratings.items()),
+                }
+                for d in dis
+            ]
+        )
     else:
         st.write("None.")
     st.subheader("Model-answer labels")
     _agreement_chart(label_rows, "label")
     table(_agreement_rows(label_rows))
     st.subheader("Workers")
-    table([{"name": w.name, "admin": "yes" if w.is_admin else "no", "active": "yes" if w.active else "no"}
-           for w in workers])
+    table(
+        [
+            {"name": w.name, "admin": "yes" if w.is_admin else "no", "active": "yes" if w.active else "no"}
+            for w in workers
+        ]
+    )
     savings_section(store, me)
 
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import streamlit as st
 
 from vhmine import curate as C
-from vhmine.rules import modes as M
 from vhmine.apps.page_helpers import ACTIONS, act, esc, image, show_flash, table
 from vhmine.errors import VhmineError
+from vhmine.rules import modes as M
 
 
 def _answer_text(kind: str, answers, truth) -> str:
@@ -26,10 +26,16 @@ def _answer_text(kind: str, answers, truth) -> str:
 def _flag_form(store, me: C.WorkerInfo, mode: str) -> None:
     st.subheader("Flag an item as wrong")
     typed = st.text_input("Instance id", key="er_id", help="The id field of the released export's instance.")
-    labels = {r.id: f"{r.id}: {r.question} ({_answer_text(r.kind, r.answers, r.truth)})"
-              for r in C.ready_instances(store, mode, locate=False)}  # only the text: no image is hashed
-    picked = st.selectbox(f"Or pick a ready {mode} item", [None, *labels], key=f"er_pick:{mode}",
-                          format_func=lambda i: "-" if i is None else labels[i])
+    labels = {
+        r.id: f"{r.id}: {r.question} ({_answer_text(r.kind, r.answers, r.truth)})"
+        for r in C.ready_instances(store, mode, locate=False)
+    }  # only the text: no image is hashed
+    picked = st.selectbox(
+        f"Or pick a ready {mode} item",
+        [None, *labels],
+        key=f"er_pick:{mode}",
+        format_func=lambda i: "-" if i is None else labels[i],
+    )
     iid = (typed or "").strip() or picked
     if iid:
         try:
@@ -47,8 +53,11 @@ def _flag_form(store, me: C.WorkerInfo, mode: str) -> None:
     proposed = st.text_input("Right answer (optional)", key="er_proposed")
     show_flash(ACTIONS)
     if st.button("Flag as wrong", type="primary", key="er_flag"):
-        act(lambda: C.flag_instance(store, me, iid or "", reason, proposed), "success",
-            f"Flagged {iid}: an admin will accept or reject the flag.")
+        act(
+            lambda: C.flag_instance(store, me, iid or "", reason, proposed),
+            "success",
+            f"Flagged {iid}: an admin will accept or reject the flag.",
+        )
 
 
 def _item_box(store, image_id: str, caption: str, question: str):
@@ -62,16 +71,21 @@ def _item_box(store, image_id: str, caption: str, question: str):
 
 
 def _decide(store, me: C.WorkerInfo, e: C.ErratumView) -> None:
-    right = _item_box(store, e.image_id, f"flag {e.id} on {e.mode} {e.kind} {e.instance_id} by {e.flagged_by}",
-                      e.question)
+    right = _item_box(
+        store, e.image_id, f"flag {e.id} on {e.mode} {e.kind} {e.instance_id} by {e.flagged_by}", e.question
+    )
     right.caption("Reference answer now")
     right.text(_answer_text(e.kind, e.answers, e.truth))
     right.caption("What is wrong" + (" (proposed answer below)" if e.proposed else ""))
     right.text(e.reason + (f"\n{e.proposed}" if e.proposed else ""))
     remove = right.checkbox("Remove the item instead of fixing it", key=f"er_rm:{e.id}")
     if e.kind == M.YNQ:
-        truth = right.radio("Right truth", ["yes", "no"], index=1 if e.truth else 0, horizontal=True,
-                            key=f"er_truth:{e.id}") == "yes"
+        truth = (
+            right.radio(
+                "Right truth", ["yes", "no"], index=1 if e.truth else 0, horizontal=True, key=f"er_truth:{e.id}"
+            )
+            == "yes"
+        )
         answers = None
     else:
         truth = None
@@ -79,9 +93,12 @@ def _decide(store, me: C.WorkerInfo, e: C.ErratumView) -> None:
     note = right.text_input("Note (needed to reject)", key=f"er_note:{e.id}")
     c1, c2 = right.columns(2)
     if c1.button("Accept flag", type="primary", key=f"er_acc:{e.id}"):
-        act(lambda: C.accept_erratum(store, me, e.id, answers=answers, truth=truth, remove=remove, reason=note),
-            "success", lambda ch: f"Accepted flag {e.id}: " + "; ".join(f"{k} {o} -> {n}" for k, (o, n) in ch.items()),
-            f"er:{e.id}")
+        act(
+            lambda: C.accept_erratum(store, me, e.id, answers=answers, truth=truth, remove=remove, reason=note),
+            "success",
+            lambda ch: f"Accepted flag {e.id}: " + "; ".join(f"{k} {o} -> {n}" for k, (o, n) in ch.items()),
+            f"er:{e.id}",
+        )
     if c2.button("Reject flag", key=f"er_rej:{e.id}"):
         act(lambda: C.reject_erratum(store, me, e.id, note), "info", f"Rejected flag {e.id}.", f"er:{e.id}")
 
@@ -89,22 +106,47 @@ def _decide(store, me: C.WorkerInfo, e: C.ErratumView) -> None:
 def _queued(store, me: C.WorkerInfo, c: C.Contradiction) -> None:
     """One question of the person-queue: both sides, and the admin's choice of the truth that stands."""
     right = _item_box(store, c.image_id, f"{c.mode} YNQ {c.instance_id}, since {c.since}", c.question)
-    right.caption(esc(f"Decided by {c.decided_by}: {'yes' if c.truth else 'no'}, against the open answers "
-                      f"{' / '.join(c.decided_against) or '(none)'}"))
-    right.caption(esc(f"The open answers now: {' / '.join(c.source_answers)}, which "
-                      + (f"imply {'yes' if c.derived else 'no'}" if c.derived is not None
-                         else "the rules cannot read against this wording")))
-    truth = right.radio("Truth that stands", ["yes", "no"], index=0 if c.truth else 1, horizontal=True,
-                        key=f"cq_truth:{c.instance_id}") == "yes"
+    right.caption(
+        esc(
+            f"Decided by {c.decided_by}: {'yes' if c.truth else 'no'}, against the open answers "
+            f"{' / '.join(c.decided_against) or '(none)'}"
+        )
+    )
+    right.caption(
+        esc(
+            f"The open answers now: {' / '.join(c.source_answers)}, which "
+            + (
+                f"imply {'yes' if c.derived else 'no'}"
+                if c.derived is not None
+                else "the rules cannot read against this wording"
+            )
+        )
+    )
+    truth = (
+        right.radio(
+            "Truth that stands",
+            ["yes", "no"],
+            index=0 if c.truth else 1,
+            horizontal=True,
+            key=f"cq_truth:{c.instance_id}",
+        )
+        == "yes"
+    )
     note = right.text_input("Note (optional)", key=f"cq_note:{c.instance_id}")
     if right.button("Decide", type="primary", key=f"cq_ok:{c.instance_id}"):
-        act(lambda: C.resolve_contradiction(store, me, c.instance_id, truth, note), "success",
-            f"Decided {c.instance_id}: truth {'yes' if truth else 'no'}.", f"cq:{c.instance_id}")
+        act(
+            lambda: C.resolve_contradiction(store, me, c.instance_id, truth, note),
+            "success",
+            f"Decided {c.instance_id}: truth {'yes' if truth else 'no'}.",
+            f"cq:{c.instance_id}",
+        )
 
 
 def errata_page(store, me: C.WorkerInfo, mode: str) -> None:
     st.header("Errata")
-    st.caption("Found a wrong item in a released benchmark? Flag it here; the fix goes into the next export's changelog.")
+    st.caption(
+        "Found a wrong item in a released benchmark? Flag it here; the fix goes into the next export's changelog."
+    )
     _flag_form(store, me, mode)
     try:
         flags = C.errata_list(store, me, status=None)  # one read: open flags are those of status open
@@ -116,8 +158,20 @@ def errata_page(store, me: C.WorkerInfo, mode: str) -> None:
         return
     st.subheader("Your flags")
     if mine:
-        table([{"flag": e.id, "instance": e.instance_id, "question": e.question, "what is wrong": e.reason,
-                "status": e.status, "decided by": e.decided_by, "why": e.decision_reason} for e in mine])
+        table(
+            [
+                {
+                    "flag": e.id,
+                    "instance": e.instance_id,
+                    "question": e.question,
+                    "what is wrong": e.reason,
+                    "status": e.status,
+                    "decided by": e.decided_by,
+                    "why": e.decision_reason,
+                }
+                for e in mine
+            ]
+        )
     else:
         st.write("None.")
     if me.is_admin:
@@ -125,7 +179,9 @@ def errata_page(store, me: C.WorkerInfo, mode: str) -> None:
         for e in open_flags:
             _decide(store, me, e)
         st.subheader(f"Answers changed since a person decided ({len(queue)})")
-        st.caption("A yes/no question whose truth a person decided, while the open answers it was drafted from now say "
-                   "otherwise: it stays ready as it is until you choose the truth that stands.")
+        st.caption(
+            "A yes/no question whose truth a person decided, while the open answers it was drafted from now say "
+            "otherwise: it stays ready as it is until you choose the truth that stands."
+        )
         for c in queue:
             _queued(store, me, c)

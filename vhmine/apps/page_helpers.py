@@ -34,7 +34,7 @@ def esc(text: object) -> str:
     out, last = [], 0
     text = str(text)
     for m in _CODE.finditer(text):
-        out.append(_PUNCT.sub(r"\\\1", text[last:m.start()]))
+        out.append(_PUNCT.sub(r"\\\1", text[last : m.start()]))
         out.append(f"`{m.group(1)}`")  # inside a code span nothing is Markdown: no escaping needed
         last = m.end()
     out.append(_PUNCT.sub(r"\\\1", text[last:]))
@@ -44,12 +44,14 @@ def esc(text: object) -> str:
 def fit_screen() -> None:
     """Less empty space above the page (Streamlit's default padding is 6rem) and tables that wrap rather
     than run off the right edge: what lets a page's form start on a 1280 x 800 screen."""
-    st.html("<style>"
-            "[data-testid=stMainBlockContainer]{padding-top:2.2rem;padding-bottom:2rem}"
-            "[data-testid=stMain] h2{padding-top:0.2rem;padding-bottom:0.4rem}"
-            "[data-testid=stTable] table{table-layout:auto;width:100%}"
-            "[data-testid=stTable] td,[data-testid=stTable] th{white-space:normal;overflow-wrap:anywhere}"
-            "</style>")
+    st.html(
+        "<style>"
+        "[data-testid=stMainBlockContainer]{padding-top:2.2rem;padding-bottom:2rem}"
+        "[data-testid=stMain] h2{padding-top:0.2rem;padding-bottom:0.4rem}"
+        "[data-testid=stTable] table{table-layout:auto;width:100%}"
+        "[data-testid=stTable] td,[data-testid=stTable] th{white-space:normal;overflow-wrap:anywhere}"
+        "</style>"
+    )
 
 
 def flash(kind: str, msg: str, place: str = ACTIONS) -> None:
@@ -116,17 +118,25 @@ def image_row(store, views, height: int = ROW_HEIGHT) -> None:
             continue
         # flex-grow by the aspect ratio and a common basis of 0: each image's width is share x row width, so
         # every height is row width / sum of ratios; max-width caps that height at `height`
-        cells.append((ratio, f'<figure style="flex:{ratio:.4f} 1 0;margin:0;min-width:0">'
-                             f'<img src="{url}" alt="{html.escape(caption)}" data-vh-image="{html.escape(image_id)}" '
-                             'style="width:100%;height:auto;display:block;border-radius:4px">'
-                             f'<figcaption style="font-size:0.85rem;opacity:0.7">{html.escape(caption)}</figcaption>'
-                             '</figure>'))
+        cells.append(
+            (
+                ratio,
+                f'<figure style="flex:{ratio:.4f} 1 0;margin:0;min-width:0">'
+                f'<img src="{url}" alt="{html.escape(caption)}" data-vh-image="{html.escape(image_id)}" '
+                'style="width:100%;height:auto;display:block;border-radius:4px">'
+                f'<figcaption style="font-size:0.85rem;opacity:0.7">{html.escape(caption)}</figcaption>'
+                "</figure>",
+            )
+        )
     if not cells:
         return
     gap = 12
     width = sum(r for r, _ in cells) * height + gap * (len(cells) - 1)
-    st.html(f'<div data-vh-row style="display:flex;gap:{gap}px;max-width:{width:.0f}px;align-items:flex-start">'
-            + "".join(c for _, c in cells) + "</div>")
+    st.html(
+        f'<div data-vh-row style="display:flex;gap:{gap}px;max-width:{width:.0f}px;align-items:flex-start">'
+        + "".join(c for _, c in cells)
+        + "</div>"
+    )
 
 
 def act(fn, ok_kind: str, ok_msg, place: str = ACTIONS, note=None) -> None:
@@ -141,8 +151,20 @@ def act(fn, ok_kind: str, ok_msg, place: str = ACTIONS, note=None) -> None:
     st.rerun()
 
 
-def overrule_controls(store, me, flag, fid: str, *, key: str, why: str, reinstate_label: str, reinstate, reinstated: str,
-                      overrule, overruled: str) -> None:
+def overrule_controls(
+    store,
+    me,
+    flag,
+    fid: str,
+    *,
+    key: str,
+    why: str,
+    reinstate_label: str,
+    reinstate,
+    reinstated: str,
+    overrule,
+    overruled: str,
+) -> None:
     """Who overruled `flag` (a blind flag or a near-duplicate pair), when and why, with a button that
     reinstates it; else a reason box and an Overrule button. `fid`: its id; `reinstate(store, me, fid)` and
     `overrule(store, me, fid, reason)` are the library calls; `key` + re/why/ov + ":" + fid keys the widgets.

@@ -31,13 +31,18 @@ def verify_page(store, me: C.WorkerInfo, mode: str) -> None:
     key = item.draft_id
     roles = {v.id: v.role for v in item.images}
     image_row(store, [(v.id, f"image {v.role}") for v in item.images])  # one capped height: the form stays on screen
-    st.caption(esc(f"draft {item.draft_id} of item {item.task_id} by {item.model} ({item.prompt}); "
-                   f"yours until {item.lease_until:%H:%M} UTC"))
+    st.caption(
+        esc(
+            f"draft {item.draft_id} of item {item.task_id} by {item.model} ({item.prompt}); "
+            f"yours until {item.lease_until:%H:%M} UTC"
+        )
+    )
     question = st.text_input("Question", value=item.question, key=f"vq:{key}")
     answers = {}
     for col, (img, ans) in zip(st.columns(len(item.answers)), item.answers.items()):
-        answers[img] = col.text_area(f"Answer(s) for image {roles[img]}, one per line", value="\n".join(ans),
-                                     key=f"va:{key}:{roles[img]}")
+        answers[img] = col.text_area(
+            f"Answer(s) for image {roles[img]}, one per line", value="\n".join(ans), key=f"va:{key}:{roles[img]}"
+        )
     st.subheader("Yes/no variants")
     yes_no, checked = [], []
     for k, (q, truths) in enumerate(item.yes_no):
@@ -49,27 +54,53 @@ def verify_page(store, me: C.WorkerInfo, mode: str) -> None:
             cols = st.columns(len(truths))
             got = {}
             for col, (img, t) in zip(cols, truths.items()):
-                got[img] = col.radio(f"Image {roles[img]}", ["yes", "no"], index=0 if t else 1, horizontal=True,
-                                     key=f"vyt:{key}:{k}:{roles[img]}") == "yes"
-            if st.checkbox("I checked these truths on the images (needed where the rules cannot check them)",
-                           value=False, key=f"vc:{key}:{k}"):
+                got[img] = (
+                    col.radio(
+                        f"Image {roles[img]}",
+                        ["yes", "no"],
+                        index=0 if t else 1,
+                        horizontal=True,
+                        key=f"vyt:{key}:{k}:{roles[img]}",
+                    )
+                    == "yes"
+                )
+            if st.checkbox(
+                "I checked these truths on the images (needed where the rules cannot check them)",
+                value=False,
+                key=f"vc:{key}:{k}",
+            ):
                 checked.append(yq)
             if keep:
                 yes_no.append((yq, got))
     note = show_flash(ACTIONS)  # what the last action said, and the error of the next, above the buttons
     c1, c2, c3 = st.columns(3)
     if c1.button("Accept as drafted", type="primary", key=f"vacc:{key}"):
-        act(lambda: C.accept_draft(store, me, item.draft_id, checked=checked), "success",
-            lambda v: f"Accepted the draft: {len(v.instance_ids)} question(s) ready.", note=note)
+        act(
+            lambda: C.accept_draft(store, me, item.draft_id, checked=checked),
+            "success",
+            lambda v: f"Accepted the draft: {len(v.instance_ids)} question(s) ready.",
+            note=note,
+        )
     if c2.button("Save my edit", key=f"vedit:{key}"):
-        act(lambda: C.edit_draft(store, me, item.draft_id, question=question, answers=answers, yes_no=yes_no,
-                                 checked=checked),
-            "success", lambda v: f"Saved ({'no change: accepted' if v.decision == 'accept' else 'edited'}): "
-                                 f"{len(v.instance_ids)} question(s) ready.", note=note)
+        act(
+            lambda: C.edit_draft(
+                store, me, item.draft_id, question=question, answers=answers, yes_no=yes_no, checked=checked
+            ),
+            "success",
+            lambda v: (
+                f"Saved ({'no change: accepted' if v.decision == 'accept' else 'edited'}): "
+                f"{len(v.instance_ids)} question(s) ready."
+            ),
+            note=note,
+        )
     reason = c3.text_input("Reject reason", key=f"vreason:{key}", placeholder="answer for image B is wrong")
     if c3.button("Reject", key=f"vrej:{key}"):
-        act(lambda: C.reject_draft(store, me, item.draft_id, reason), "info",
-            f"Rejected the draft of {item.task_id}; the pair goes back to the annotate queue.", note=note)
+        act(
+            lambda: C.reject_draft(store, me, item.draft_id, reason),
+            "info",
+            f"Rejected the draft of {item.task_id}; the pair goes back to the annotate queue.",
+            note=note,
+        )
 
 
 def savings_section(store, me: C.WorkerInfo) -> None:
@@ -83,11 +114,32 @@ def savings_section(store, me: C.WorkerInfo) -> None:
     if not rows:
         st.write("No items written or drafts verified yet.")
         return
-    st.caption("Seconds are gaps between a worker's actions (a long gap is a break); s/kept draft counts the time "
-               "of rejected drafts too; saving = 1 - s/kept draft / s/scratch item. `vhmine draft --stats` prints the same.")
+    st.caption(
+        "Seconds are gaps between a worker's actions (a long gap is a break); s/kept draft counts the time "
+        "of rejected drafts too; saving = 1 - s/kept draft / s/scratch item. `vhmine draft --stats` prints the same."
+    )
     # two narrower tables rather than one of twelve columns, which ran off the page's right edge
     cols = [r.row() for r in rows]
-    table([{k: r[k] for k in ("mode", "scratch items", "s/scratch item", "drafts", "rule-rejected", "verified")}
-           for r in cols])
-    table([{k: r[k] for k in ("mode", "accept rate", "edit rate", "reject rate", "s/verify decision", "s/kept draft",
-                              "saving")} for r in cols])
+    table(
+        [
+            {k: r[k] for k in ("mode", "scratch items", "s/scratch item", "drafts", "rule-rejected", "verified")}
+            for r in cols
+        ]
+    )
+    table(
+        [
+            {
+                k: r[k]
+                for k in (
+                    "mode",
+                    "accept rate",
+                    "edit rate",
+                    "reject rate",
+                    "s/verify decision",
+                    "s/kept draft",
+                    "saving",
+                )
+            }
+            for r in cols
+        ]
+    )

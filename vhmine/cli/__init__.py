@@ -9,14 +9,12 @@ the Typer app and the shared options; the commands are in collection (embed, min
 
 from __future__ import annotations
 
-from typing import List, Optional
-
 # importing the command modules registers their commands on `app`, in the order `vhmine --help` lists them
-from vhmine.cli import collection, curation, models, benchmarks, status  # noqa: F401,I001
+from vhmine.cli import benchmarks, collection, curation, models, status  # noqa: F401,I001
 from vhmine.cli.options import app
 
 __all__ = ["app", "main"]
 
 
-def main(argv: Optional[List[str]] = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     app(args=argv, prog_name="vhmine")

@@ -6,16 +6,16 @@ Thin wiring over vhmine.seed and vhmine.curate; reads and writes what those do, 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
 from vhmine.cli.options import (
-    DbOpt, PlainUsage, _fail, app,
+    DbOpt,
+    PlainUsage,
+    _fail,
+    app,
 )
 from vhmine.errors import VhmineError
-
-
 
 workers_app = typer.Typer(help="Workers who annotate in the curation app.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(workers_app, name="workers")
@@ -25,8 +25,8 @@ app.add_typer(workers_app, name="workers")
 def seed(
     pairs: Path = typer.Option(..., "--pairs", help="runs/<run>/pairs.parquet written by `vhmine mine`."),
     per_mode: int = typer.Option(100, "--per-mode", min=1, help="Pairs queued for each of the 8 modes."),
-    mode: Optional[List[str]] = typer.Option(None, "--mode", help="Queue only this mode (repeatable) [default: all 8]."),
-    db: Optional[str] = DbOpt,
+    mode: list[str] | None = typer.Option(None, "--mode", help="Queue only this mode (repeatable) [default: all 8]."),
+    db: str | None = DbOpt,
 ) -> None:
     """Load mined pairs into the store and queue initial-instance tasks per mode."""
     try:
@@ -42,7 +42,7 @@ def seed(
 def workers_add(
     name: str = typer.Argument(..., metavar="NAME", help="Worker name (letters, digits, '.', '_', '-')."),
     admin: bool = typer.Option(False, "--admin", help="May see the agreement page."),
-    db: Optional[str] = DbOpt,
+    db: str | None = DbOpt,
 ) -> None:
     """Add a worker and print their sign-in token (shown once; only its hash is stored)."""
     try:
@@ -54,13 +54,15 @@ def workers_add(
             db_option = store.db_option
     except VhmineError as err:
         _fail(err)
-    typer.echo(f"worker {name} added{' (admin)' if admin else ''}; sign-in token (shown only now, keep it secret):", err=True)
+    typer.echo(
+        f"worker {name} added{' (admin)' if admin else ''}; sign-in token (shown only now, keep it secret):", err=True
+    )
     typer.echo(token)
     typer.echo(f"next: vhmine curate{db_option}   (then sign in with the token above)", err=True)
 
 
 @workers_app.command("list")
-def workers_list(db: Optional[str] = DbOpt) -> None:
+def workers_list(db: str | None = DbOpt) -> None:
     """List workers (names and roles; tokens are never shown)."""
     try:
         from vhmine.curate import list_workers
@@ -74,7 +76,7 @@ def workers_list(db: Optional[str] = DbOpt) -> None:
         typer.echo(f"{w.name}\t{'admin' if w.is_admin else 'worker'}\t{'active' if w.active else 'inactive'}")
 
 
-def _on_store(db: Optional[str], action: str, *args):
+def _on_store(db: str | None, action: str, *args):
     """`vhmine.curate.<action>(store, *args)` on the opened store; a VhmineError ends the command with its message."""
     try:
         from vhmine import curate
@@ -90,22 +92,25 @@ WorkerArg = typer.Argument(..., metavar="NAME", help="Worker name (as `vhmine wo
 
 
 @workers_app.command("rotate", cls=PlainUsage)
-def workers_rotate(name: str = WorkerArg, db: Optional[str] = DbOpt) -> None:
-    """Give a worker a new token and print it (shown once); the old one, and every browser signed in with it, stop working now."""
+def workers_rotate(name: str = WorkerArg, db: str | None = DbOpt) -> None:
+    """Give a worker a new token and print it (shown once); the old one, and every browser signed in with it, stop
+    working now."""
     token = _on_store(db, "rotate_token", name)
-    typer.echo(f"worker {name}: new sign-in token (shown only now, keep it secret); the old one no longer works:", err=True)
+    typer.echo(
+        f"worker {name}: new sign-in token (shown only now, keep it secret); the old one no longer works:", err=True
+    )
     typer.echo(token)
 
 
 @workers_app.command("deactivate", cls=PlainUsage)
-def workers_deactivate(name: str = WorkerArg, db: Optional[str] = DbOpt) -> None:
+def workers_deactivate(name: str = WorkerArg, db: str | None = DbOpt) -> None:
     """Stop a worker: their token no longer signs in, and a browser signed in is signed out at its next action."""
     _on_store(db, "deactivate_worker", name)
     typer.echo(f"worker {name} deactivated; what they saved stays (`vhmine workers activate {name}` lets them back in)")
 
 
 @workers_app.command("activate", cls=PlainUsage)
-def workers_activate(name: str = WorkerArg, db: Optional[str] = DbOpt) -> None:
+def workers_activate(name: str = WorkerArg, db: str | None = DbOpt) -> None:
     """Let a deactivated worker sign in again with their token."""
     _on_store(db, "activate_worker", name)
     typer.echo(f"worker {name} active")
@@ -113,10 +118,12 @@ def workers_activate(name: str = WorkerArg, db: Optional[str] = DbOpt) -> None:
 
 @app.command()
 def curate(
-    db: Optional[str] = DbOpt,
+    db: str | None = DbOpt,
     host: str = typer.Option("127.0.0.1", "--host", help="Address to serve on (0.0.0.0 to let other machines in)."),
     port: int = typer.Option(8501, "--port", min=1, max=65535, help="Port to serve on."),
-    app_path: Optional[Path] = typer.Option(None, "--app", help="The Streamlit script [default: the app inside the vhmine package]."),
+    app_path: Path | None = typer.Option(
+        None, "--app", help="The Streamlit script [default: the app inside the vhmine package]."
+    ),
 ) -> None:
     """Start the curation app (Streamlit) on the store."""
     try:

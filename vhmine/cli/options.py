@@ -7,9 +7,9 @@ is imported here, so `vhmine --help` is instant. Reads and writes nothing.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
-import functools
 
 import typer
 import typer.core
@@ -31,10 +31,14 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # help texts are plain: rich markup would eat "[default: ...]" and "[env ...]"
 )
-data_app = typer.Typer(help="Download and verify public image collections.", no_args_is_help=True, rich_markup_mode=None)
+data_app = typer.Typer(
+    help="Download and verify public image collections.", no_args_is_help=True, rich_markup_mode=None
+)
 app.add_typer(data_app, name="data")
 
-IndexesOpt = typer.Option(None, "--indexes", help="Folder that holds the indexes [env VHMINE_INDEXES; default ./indexes].")
+IndexesOpt = typer.Option(
+    None, "--indexes", help="Folder that holds the indexes [env VHMINE_INDEXES; default ./indexes]."
+)
 
 
 def _fail(err: Exception) -> None:
@@ -48,6 +52,7 @@ INTERRUPTED_EXIT = 130  # 128 + SIGINT, as a shell reports a command stopped by 
 def interruptible(default: str):
     """A command decorator: Ctrl-C prints one line saying what was kept (the stage's vhmine.errors.Interrupted
     message, else `default`) and exits 130, instead of a traceback or click's bare "Aborted!"."""
+
     def wrap(command):
         @functools.wraps(command)  # Typer reads the options from the wrapped signature
         def run(*args, **kwargs):
@@ -56,7 +61,9 @@ def interruptible(default: str):
             except KeyboardInterrupt as err:
                 typer.echo(getattr(err, "message", None) or default, err=True)
                 raise typer.Exit(INTERRUPTED_EXIT) from None
+
         return run
+
     return wrap
 
 
@@ -69,25 +76,63 @@ def _main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug
 
 DbOpt = typer.Option(None, "--db", help="Store: SQLAlchemy URL or SQLite file [env VHMINE_DB; default data/vhmine.db].")
 PARTIAL_EXIT = 3  # the run finished but some items failed (listed in the summary): rerun to retry them
-BaseUrlOpt = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 [env OPENAI_BASE_URL; default OpenAI]. The key comes from OPENAI_API_KEY only.")
+BaseUrlOpt = typer.Option(
+    None,
+    "--base-url",
+    help=(
+        "OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 [env OPENAI_BASE_URL; default OpenAI]. The key comes"
+        " from OPENAI_API_KEY only."
+    ),
+)
 ConcurrencyOpt = typer.Option(4, "--concurrency", min=1, help="Requests in flight at once.")
 TimeoutOpt = typer.Option(60.0, "--timeout", min=0.1, help="Seconds before one request is abandoned (and retried).")
-RetriesOpt = typer.Option(4, "--max-retries", min=0, help="Retries per request on 429, 5xx, time-outs and unreadable answers.")
-RetryWaitOpt = typer.Option(1.0, "--retry-wait", min=0.0, help="First back-off in seconds; doubled each retry (max 30 s), with jitter.")
-MaxCostOpt = typer.Option(None, "--max-cost", min=0.0, help="Stop cleanly before spending more than this many USD (from token usage and the price table).")
-PricesOpt = typer.Option(None, "--prices", help='JSON file overriding the price table: {"model": {"input": USD/1M tokens, "output": ..., "image": USD/image}}.')
-CacheOpt = typer.Option(None, "--cache", help="Request cache (SQLite): answers kept so reruns cost nothing [env VHMINE_LLM_CACHE; default data/llm-cache.db].")
+RetriesOpt = typer.Option(
+    4, "--max-retries", min=0, help="Retries per request on 429, 5xx, time-outs and unreadable answers."
+)
+RetryWaitOpt = typer.Option(
+    1.0, "--retry-wait", min=0.0, help="First back-off in seconds; doubled each retry (max 30 s), with jitter."
+)
+MaxCostOpt = typer.Option(
+    None,
+    "--max-cost",
+    min=0.0,
+    help="Stop cleanly before spending more than this many USD (from token usage and the price table).",
+)
+PricesOpt = typer.Option(
+    None,
+    "--prices",
+    help=(
+        'JSON file overriding the price table: {"model": {"input": USD/1M tokens, "output": ..., "image": USD/image}}.'
+    ),
+)
+CacheOpt = typer.Option(
+    None,
+    "--cache",
+    help=(
+        "Request cache (SQLite): answers kept so reruns cost nothing [env VHMINE_LLM_CACHE; default data/llm-cache.db]."
+    ),
+)
 MaxTokensOpt = typer.Option(512, "--max-tokens", min=1, help="Most tokens a model may write per answer.")
 ModesOpt = typer.Option(None, "--mode", help="Only this mode (repeatable) [default: all 8].")
 
 
-def _llm_options(model: str, base_url, concurrency, timeout, max_retries, retry_wait, max_cost, prices, cache,
-                 max_tokens=512):
+def _llm_options(
+    model: str, base_url, concurrency, timeout, max_retries, retry_wait, max_cost, prices, cache, max_tokens=512
+):
     from vhmine.llm import LLMOptions
 
-    return LLMOptions(model=model, base_url=base_url, concurrency=concurrency, timeout_s=timeout,
-                      max_retries=max_retries, retry_wait_s=retry_wait, max_cost=max_cost, prices=prices,
-                      cache=cache, max_tokens=max_tokens)
+    return LLMOptions(
+        model=model,
+        base_url=base_url,
+        concurrency=concurrency,
+        timeout_s=timeout,
+        max_retries=max_retries,
+        retry_wait_s=retry_wait,
+        max_cost=max_cost,
+        prices=prices,
+        cache=cache,
+        max_tokens=max_tokens,
+    )
 
 
 def _finish(result) -> None:

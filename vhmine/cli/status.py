@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -19,11 +18,14 @@ from vhmine.errors import VhmineError
 @app.command()
 def status(
     as_json: bool = typer.Option(False, "--json", help="Print everything as one JSON object (for scripts)."),
-    folder: Path = typer.Option(Path("."), "--folder", help="The working folder whose runs, exports and evals to look for (3 levels down)."),
-    indexes: Optional[Path] = IndexesOpt,
-    db: Optional[str] = DbOpt,
+    folder: Path = typer.Option(
+        Path("."), "--folder", help="The working folder whose runs, exports and evals to look for (3 levels down)."
+    ),
+    indexes: Path | None = IndexesOpt,
+    db: str | None = DbOpt,
 ) -> None:
-    """Show indexes, mining runs, the store's queues, exports and evals, then the next step (reads only; exits 2 on a damaged store)."""
+    """Show indexes, mining runs, the store's queues, exports and evals, then the next step (reads only; exits 2 on a
+    damaged store)."""
     from vhmine.status import collect
 
     try:

@@ -41,67 +41,174 @@ C.next_item(...)`); each imports only the ones before it in this list:
 
 from __future__ import annotations
 
-from vhmine.curate.people.workers import (  # first: imports vhmine.store
-    WorkerInfo, activate_worker, add_worker, check_session, choose_mode, chosen_mode, deactivate_worker, hash_token,
-    list_workers, rotate_token, sign_in,
-)
-from vhmine.curate.stages.images import image_bytes, image_file
 from vhmine.curate.base.items import ImageView, Item
-from vhmine.curate.work.queue import LEASE_S, Progress, add_generation, discard, next_item, progress, skip
-from vhmine.curate.work.annotate import Annotation, Saved, save_annotation
 from vhmine.curate.decisions.drafts import DraftDecision, DraftView, confirm_drafts, pending_drafts
+from vhmine.curate.decisions.errata import ErratumView, accept_erratum, errata_list, flag_instance, reject_erratum
+from vhmine.curate.decisions.person_queue import Contradiction, contradictions, resolve_contradiction
 from vhmine.curate.decisions.undo import undo_last
-from vhmine.curate.work.review import UNANSWERABLE, ReviewItem, next_review, reviews_left, save_review
 from vhmine.curate.people.agreement import Disagreement, ModeAgreement, agreement, disagreements
-from vhmine.curate.work.responses import (
-    ResponseItem, ResponseVerdict, add_response, decide_verdict, label_response, majority_verdict, next_response,
-    response_verdicts,
+from vhmine.curate.people.savings import ModeSavings, draft_savings, savings_table
+from vhmine.curate.people.workers import (  # first: imports vhmine.store
+    WorkerInfo,
+    activate_worker,
+    add_worker,
+    check_session,
+    choose_mode,
+    chosen_mode,
+    deactivate_worker,
+    hash_token,
+    list_workers,
+    rotate_token,
+    sign_in,
 )
+from vhmine.curate.stages.app import default_app_path, run_app, streamlit_command
+from vhmine.curate.stages.images import image_bytes, image_file
+from vhmine.curate.stages.overview import ModeCounts, StoreOverview, store_overview
 from vhmine.curate.stages.records import InstanceRecord, get_instance, ready_instances
+from vhmine.curate.work.annotate import Annotation, Saved, save_annotation
 from vhmine.curate.work.blind import (
-    BlindFlag, FlaggedItem, blind_answered, blind_dropped, blind_summary, flag_list, overrule_blind_flag,
-    record_blind_answer, refresh_blind_flags, reinstate_blind_flag, rescore_blind_answer, score_stored,
+    BlindFlag,
+    FlaggedItem,
+    blind_answered,
+    blind_dropped,
+    blind_summary,
+    flag_list,
+    overrule_blind_flag,
+    record_blind_answer,
+    refresh_blind_flags,
+    reinstate_blind_flag,
+    rescore_blind_answer,
+    score_stored,
 )
 from vhmine.curate.work.blind import group_key as blind_group_key
 from vhmine.curate.work.blind import reference_of as blind_reference
 from vhmine.curate.work.blind import stored_answers as blind_stored_answers
-from vhmine.curate.work.verify import (
-    Verified, VerifyItem, accept_draft, edit_draft, next_verify_item, record_draft, reject_draft,
-)
 from vhmine.curate.work.neardups import (
-    NearDuplicateView, near_duplicate_id, near_duplicate_list, overrule_near_duplicate, record_near_duplicates,
+    NearDuplicateView,
+    near_duplicate_id,
+    near_duplicate_list,
+    overrule_near_duplicate,
+    record_near_duplicates,
     reinstate_near_duplicate,
 )
-from vhmine.curate.decisions.errata import ErratumView, accept_erratum, errata_list, flag_instance, reject_erratum
-from vhmine.curate.decisions.person_queue import Contradiction, contradictions, resolve_contradiction
-from vhmine.curate.people.savings import ModeSavings, draft_savings, savings_table
-from vhmine.curate.stages.overview import ModeCounts, StoreOverview, store_overview
-from vhmine.curate.stages.app import default_app_path, run_app, streamlit_command
+from vhmine.curate.work.queue import LEASE_S, Progress, add_generation, discard, next_item, progress, skip
+from vhmine.curate.work.responses import (
+    ResponseItem,
+    ResponseVerdict,
+    add_response,
+    decide_verdict,
+    label_response,
+    majority_verdict,
+    next_response,
+    response_verdicts,
+)
+from vhmine.curate.work.review import UNANSWERABLE, ReviewItem, next_review, reviews_left, save_review
+from vhmine.curate.work.verify import (
+    Verified,
+    VerifyItem,
+    accept_draft,
+    edit_draft,
+    next_verify_item,
+    record_draft,
+    reject_draft,
+)
 from vhmine.store import resolve_url  # vhmine/apps/curate.py reads it as C.resolve_url
 
 __all__ = [
-    "LEASE_S", "UNANSWERABLE",
-    "WorkerInfo", "activate_worker", "add_worker", "check_session", "choose_mode", "chosen_mode", "deactivate_worker",
-    "hash_token", "list_workers", "rotate_token", "sign_in",
-    "image_bytes", "image_file",
-    "ImageView", "Item", "Progress", "add_generation", "discard", "next_item", "progress", "skip",
-    "Annotation", "Saved", "save_annotation",
-    "DraftDecision", "DraftView", "confirm_drafts", "pending_drafts",
+    "LEASE_S",
+    "UNANSWERABLE",
+    "WorkerInfo",
+    "activate_worker",
+    "add_worker",
+    "check_session",
+    "choose_mode",
+    "chosen_mode",
+    "deactivate_worker",
+    "hash_token",
+    "list_workers",
+    "rotate_token",
+    "sign_in",
+    "image_bytes",
+    "image_file",
+    "ImageView",
+    "Item",
+    "Progress",
+    "add_generation",
+    "discard",
+    "next_item",
+    "progress",
+    "skip",
+    "Annotation",
+    "Saved",
+    "save_annotation",
+    "DraftDecision",
+    "DraftView",
+    "confirm_drafts",
+    "pending_drafts",
     "undo_last",
-    "Disagreement", "ModeAgreement", "ReviewItem", "agreement", "disagreements", "next_review", "reviews_left", "save_review",
-    "ResponseItem", "add_response", "label_response", "next_response",
-    "ResponseVerdict", "decide_verdict", "majority_verdict", "response_verdicts",
-    "InstanceRecord", "get_instance", "ready_instances",
-    "BlindFlag", "FlaggedItem", "blind_answered", "blind_dropped", "blind_group_key", "blind_summary", "flag_list",
-    "overrule_blind_flag", "record_blind_answer", "refresh_blind_flags", "reinstate_blind_flag",
-    "blind_reference", "blind_stored_answers", "rescore_blind_answer", "score_stored",
-    "VerifyItem", "Verified", "accept_draft", "edit_draft", "next_verify_item", "record_draft", "reject_draft",
-    "NearDuplicateView", "near_duplicate_id", "near_duplicate_list", "overrule_near_duplicate",
-    "record_near_duplicates", "reinstate_near_duplicate",
-    "ErratumView", "accept_erratum", "errata_list", "flag_instance", "reject_erratum",
-    "Contradiction", "contradictions", "resolve_contradiction",
-    "ModeSavings", "draft_savings", "savings_table",
-    "ModeCounts", "StoreOverview", "store_overview",
-    "default_app_path", "run_app", "streamlit_command",
+    "Disagreement",
+    "ModeAgreement",
+    "ReviewItem",
+    "agreement",
+    "disagreements",
+    "next_review",
+    "reviews_left",
+    "save_review",
+    "ResponseItem",
+    "add_response",
+    "label_response",
+    "next_response",
+    "ResponseVerdict",
+    "decide_verdict",
+    "majority_verdict",
+    "response_verdicts",
+    "InstanceRecord",
+    "get_instance",
+    "ready_instances",
+    "BlindFlag",
+    "FlaggedItem",
+    "blind_answered",
+    "blind_dropped",
+    "blind_group_key",
+    "blind_summary",
+    "flag_list",
+    "overrule_blind_flag",
+    "record_blind_answer",
+    "refresh_blind_flags",
+    "reinstate_blind_flag",
+    "blind_reference",
+    "blind_stored_answers",
+    "rescore_blind_answer",
+    "score_stored",
+    "VerifyItem",
+    "Verified",
+    "accept_draft",
+    "edit_draft",
+    "next_verify_item",
+    "record_draft",
+    "reject_draft",
+    "NearDuplicateView",
+    "near_duplicate_id",
+    "near_duplicate_list",
+    "overrule_near_duplicate",
+    "record_near_duplicates",
+    "reinstate_near_duplicate",
+    "ErratumView",
+    "accept_erratum",
+    "errata_list",
+    "flag_instance",
+    "reject_erratum",
+    "Contradiction",
+    "contradictions",
+    "resolve_contradiction",
+    "ModeSavings",
+    "draft_savings",
+    "savings_table",
+    "ModeCounts",
+    "StoreOverview",
+    "store_overview",
+    "default_app_path",
+    "run_app",
+    "streamlit_command",
     "resolve_url",
 ]

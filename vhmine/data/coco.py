@@ -3,7 +3,8 @@
 Reads the COCO zips over HTTP (standard library only) and writes, under `dest`:
 `<split>/` (the images), `annotations/` (the JSON files), and `.partial/` (downloads in
 progress and temporary extraction folders). A download resumes with an HTTP Range request
-(vhmine.data.download: retries, timeouts, disk space); each zip is checked against its md5 before it is unpacked; unpacking goes into a temporary
+(vhmine.data.download: retries, timeouts, disk space); each zip is checked against its md5 before it is unpacked;
+unpacking goes into a temporary
 folder that is then renamed, so an interrupted run never leaves a half-filled `<split>/`.
 A marker file inside each unpacked folder (`.vhmine-<zip>.done`, holding the zip's md5)
 lets a later run skip the work.
@@ -47,14 +48,16 @@ class _Split:
 
 
 _SPLITS = {
-    "train2017": _Split("zips/train2017.zip", "annotations/annotations_trainval2017.zip",
-                        "annotations/instances_train2017.json"),
-    "val2017": _Split("zips/val2017.zip", "annotations/annotations_trainval2017.zip",
-                      "annotations/instances_val2017.json"),
-    "test2017": _Split("zips/test2017.zip", "annotations/image_info_test2017.zip",
-                       "annotations/image_info_test2017.json"),
+    "train2017": _Split(
+        "zips/train2017.zip", "annotations/annotations_trainval2017.zip", "annotations/instances_train2017.json"
+    ),
+    "val2017": _Split(
+        "zips/val2017.zip", "annotations/annotations_trainval2017.zip", "annotations/instances_val2017.json"
+    ),
+    "test2017": _Split(
+        "zips/test2017.zip", "annotations/image_info_test2017.zip", "annotations/image_info_test2017.json"
+    ),
 }
-
 
 
 @dataclass
@@ -65,8 +68,11 @@ class CocoDownload:
     image_count: int = 0
 
     def summary(self) -> str:
-        fetched = (f"downloaded {human_bytes(self.downloaded_bytes)}" if self.downloaded_bytes
-                   else "already complete, nothing downloaded")
+        fetched = (
+            f"downloaded {human_bytes(self.downloaded_bytes)}"
+            if self.downloaded_bytes
+            else "already complete, nothing downloaded"
+        )
         lines = [f"COCO: {self.image_count} images in {self.images_dir} ({fetched})"]
         if self.annotations:
             lines.append(f"annotations: {self.annotations}")
@@ -152,7 +158,7 @@ def _fetch_and_unpack(url: str, dest: Path, folder: str, md5: str | None, progre
         part.unlink(missing_ok=True)  # resuming a wrong file would only stay wrong
         raise DownloadError(
             f"{display_url(url)} gave a file with md5 {got}, expected {md5} (deleted). If --base-url or "
-            f"VHMINE_COCO_URL points at a mirror, it serves a different file; otherwise run again, "
+            "VHMINE_COCO_URL points at a mirror, it serves a different file; otherwise run again, "
             f"or download it by hand and place it at {placed}"
         )
     try:
@@ -177,7 +183,7 @@ def _unpack(zip_path: Path, dest: Path, folder: str, md5: str) -> None:
                 if not members:
                     raise DownloadError(
                         f"{zip_path} has no {folder}/ folder: it is not the COCO archive; "
-                        f"delete it and run again, or check --base-url"
+                        "delete it and run again, or check --base-url"
                     )
                 for member in members:
                     zf.extract(member, tmp)  # zipfile drops '..' and leading '/' from names
@@ -186,8 +192,7 @@ def _unpack(zip_path: Path, dest: Path, folder: str, md5: str) -> None:
             raise DownloadError(f"cannot unpack {zip_path} ({err}): delete it and run again") from err
         except OSError as err:
             raise DownloadError(
-                f"cannot unpack {zip_path} into {dest} ({err}); check free disk space and permissions, "
-                f"then run again"
+                f"cannot unpack {zip_path} into {dest} ({err}); check free disk space and permissions, then run again"
             ) from err
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

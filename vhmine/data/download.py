@@ -117,10 +117,19 @@ def _attempt(url: str, part: Path, placed: Path, have: int, hasher: _Hasher, pro
         _check_space(part, (total or 0) - start, total or 0)
         hasher.catch_up(start)
         got = 0
-        with open(part, "r+b" if start else "wb") as out, tqdm(
-            total=total, initial=start, unit="B", unit_scale=True, unit_divisor=1024,
-            desc=part.name, disable=not progress, leave=False,
-        ) as bar:
+        with (
+            open(part, "r+b" if start else "wb") as out,
+            tqdm(
+                total=total,
+                initial=start,
+                unit="B",
+                unit_scale=True,
+                unit_divisor=1024,
+                desc=part.name,
+                disable=not progress,
+                leave=False,
+            ) as bar,
+        ):
             out.seek(start)
             out.truncate()
             while True:

@@ -19,9 +19,10 @@ import logging
 import os
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from vhmine.config import resolve_device
 from vhmine.errors import EncoderError
@@ -161,9 +162,12 @@ def load_clip(spec: str, device=None) -> Encoder:
     name, pretrained = parse_clip_spec(spec)
     info: dict[str, Any] = {"library": "open_clip"}
     if name.startswith("local-dir:"):
-        folder = Path(name[len("local-dir:"):])
+        folder = Path(name[len("local-dir:") :])
         if not (folder / "open_clip_config.json").is_file():
-            raise EncoderError(f"--clip-model {spec}: {folder}/open_clip_config.json not found (a local-dir: folder needs the config and the weights)")
+            raise EncoderError(
+                f"--clip-model {spec}: {folder}/open_clip_config.json not found (a local-dir: folder needs the config"
+                " and the weights)"
+            )
         weights = sorted(p for p in folder.iterdir() if p.suffix in (".safetensors", ".bin", ".pth", ".pt"))
         if not weights:  # open_clip would only warn and carry on with random weights
             raise EncoderError(f"--clip-model {spec}: no weights (*.safetensors, *.bin, *.pth) in {folder}")
@@ -187,7 +191,10 @@ def load_clip(spec: str, device=None) -> Encoder:
     kwargs: dict[str, Any] = {}
     if pretrained and not name.startswith(("local-dir:", "hf-hub:")):
         if name.replace("/", "-") not in open_clip.list_models():
-            raise EncoderError(f"--clip-model {spec}: unknown open_clip model {name!r}; `python -c 'import open_clip; print(open_clip.list_models())'` lists them")
+            raise EncoderError(
+                f"--clip-model {spec}: unknown open_clip model {name!r}; `python -c 'import open_clip;"
+                " print(open_clip.list_models())'` lists them"
+            )
         tag_cfg = open_clip.get_pretrained_cfg(name, pretrained) or {}
         # OpenAI's weights were trained with QuickGELU; plain ViT-L-14 config says otherwise.
         if tag_cfg.get("quick_gelu"):
@@ -198,8 +205,10 @@ def load_clip(spec: str, device=None) -> Encoder:
     except Exception as err:  # open_clip raises RuntimeError/ValueError/OSError for all of these
         hint = ""
         if hub_offline():
-            hint = (f" ({HUB_HOST} is unreachable: pass local weights with --clip-model NAME:/path/to/checkpoint.pt "
-                    "or local-dir:/folder, or download them first on a machine with network)")
+            hint = (
+                f" ({HUB_HOST} is unreachable: pass local weights with --clip-model NAME:/path/to/checkpoint.pt "
+                "or local-dir:/folder, or download them first on a machine with network)"
+            )
         raise EncoderError(f"could not load CLIP model {spec!r}: {err}{hint}") from err
     # The text tower is never used: drop it before moving the model to save device memory.
     for attr in ("transformer", "token_embedding", "text"):
@@ -267,7 +276,9 @@ def load_dino(spec: str, device=None) -> Encoder:
     local = Path(spec).expanduser()
     is_local = local.exists()
     if is_local and not (local / "config.json").is_file():
-        raise EncoderError(f"--dino-model {spec}: {local}/config.json not found (expected a folder saved with save_pretrained)")
+        raise EncoderError(
+            f"--dino-model {spec}: {local}/config.json not found (expected a folder saved with save_pretrained)"
+        )
     offline = (not is_local) and hub_offline()
 
     from transformers import AutoConfig, AutoImageProcessor, AutoModel
@@ -283,8 +294,10 @@ def load_dino(spec: str, device=None) -> Encoder:
     except Exception as err:  # OSError / ValueError from transformers
         hint = ""
         if offline:
-            hint = (f" ({HUB_HOST} is unreachable: pass a local folder saved with save_pretrained as --dino-model, "
-                    "or download the model first on a machine with network)")
+            hint = (
+                f" ({HUB_HOST} is unreachable: pass a local folder saved with save_pretrained as --dino-model, "
+                "or download the model first on a machine with network)"
+            )
         raise EncoderError(f"could not load DINOv2 model {spec!r}: {err}{hint}") from err
     if getattr(config, "model_type", "") not in ("dinov2", "dinov2_with_registers"):
         log.warning("--dino-model %s is a %r model, not DINOv2; using its CLS token anyway", spec, config.model_type)
@@ -297,9 +310,21 @@ def load_dino(spec: str, device=None) -> Encoder:
         "library": "transformers",
         "model": config.model_type,
         "weights": str(local.resolve()) if is_local else spec,
-        "preprocess": {k: pp_cfg.get(k) for k in (
-            "do_resize", "size", "resample", "do_center_crop", "crop_size", "do_rescale",
-            "rescale_factor", "do_normalize", "image_mean", "image_std")},
+        "preprocess": {
+            k: pp_cfg.get(k)
+            for k in (
+                "do_resize",
+                "size",
+                "resample",
+                "do_center_crop",
+                "crop_size",
+                "do_rescale",
+                "rescale_factor",
+                "do_normalize",
+                "image_mean",
+                "image_std",
+            )
+        },
     }
     preprocess = HFImagePreprocess(pp_cfg)
     info["preprocess_repr"] = repr(preprocess)

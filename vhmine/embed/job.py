@@ -34,12 +34,31 @@ from pathlib import Path
 
 from vhmine.config import DEFAULT_CLIP_MODEL, DEFAULT_DINO_MODEL, indexes_root, mine_command
 from vhmine.embed.read import open_source, read_coco_annotations
-from vhmine.embed.work import (INDEXED, JOB, WORK, changed_paths, check_job, current_rows, load_done_shards, read_plan,
-                         shard_paths, started, update_plan)
+from vhmine.embed.work import (
+    INDEXED,
+    JOB,
+    WORK,
+    changed_paths,
+    check_job,
+    current_rows,
+    load_done_shards,
+    read_plan,
+    shard_paths,
+    started,
+    update_plan,
+)
 from vhmine.errors import IndexCorruptError, InputError, Interrupted
 from vhmine.files import atomic_write_text, check_owned, check_writable
 from vhmine.index import (
-    FORMAT_VERSION, MANIFEST, SKIPPED, image_id_for, index_folder, is_finished, open_index, read_manifest, write_index,
+    FORMAT_VERSION,
+    MANIFEST,
+    SKIPPED,
+    image_id_for,
+    index_folder,
+    is_finished,
+    open_index,
+    read_manifest,
+    write_index,
 )
 
 log = logging.getLogger(__name__)
@@ -88,8 +107,10 @@ class EmbedResult:
             reasons = ", ".join(f"{r}: {n}" for r, n in sorted(self.skipped_reasons.items()))
             lines.append(f"  {self.skipped} images skipped ({reasons}); listed in {self.folder / SKIPPED}")
         if not self.images:
-            lines.append("  the index holds no images: nothing can be mined from it; fix or replace the files "
-                         "listed in skipped.csv and run the same command again")
+            lines.append(
+                "  the index holds no images: nothing can be mined from it; fix or replace the files "
+                "listed in skipped.csv and run the same command again"
+            )
         else:
             lines.append(f"next: {mine_command(self.folder)}")
         return "\n".join(lines)
@@ -112,8 +133,10 @@ def _job_lock(work: Path, name: str):
         holder = f.read().strip()
         f.close()
         who = f" (process {holder})" if holder.isdigit() else ""
-        raise InputError(f"another `vhmine embed`{who} is running on index {name!r} ({work.parent}); nothing was "
-                         "written: wait for it to finish, then run this command again") from None
+        raise InputError(
+            f"another `vhmine embed`{who} is running on index {name!r} ({work.parent}); nothing was "
+            "written: wait for it to finish, then run this command again"
+        ) from None
     f.seek(0)
     f.truncate()
     f.write(f"{os.getpid()}\n")  # who holds it, for the message a second job gets
@@ -173,8 +196,9 @@ def _interrupted(work: Path) -> str:
     return f"interrupted: {done}{of} shards kept in {shown_path(work)}; run the same command to resume"
 
 
-def _embed_locked(opts: EmbedOptions, source, listing: dict[str, dict], name: str, folder: Path, coco,
-                  rel_paths: list[str]) -> EmbedResult:
+def _embed_locked(
+    opts: EmbedOptions, source, listing: dict[str, dict], name: str, folder: Path, coco, rel_paths: list[str]
+) -> EmbedResult:
     work = folder / WORK
     on_disk = set(listing)
     job = check_job(work, opts, source.location)
@@ -218,28 +242,39 @@ def _embed_locked(opts: EmbedOptions, source, listing: dict[str, dict], name: st
 def _paths_in(idx) -> set[str]:
     """Every file path an index accounts for: indexed, duplicate copies and skipped."""
     dups = idx.images["duplicate_paths"] if "duplicate_paths" in idx.images else []
-    return ({*idx.images["path"]} | {p for more in dups for p in more}
-            | {r["path"] for r in idx.manifest.get("skipped", [])})
+    return (
+        {*idx.images["path"]}
+        | {p for more in dups for p in more}
+        | {r["path"] for r in idx.manifest.get("skipped", [])}
+    )
 
 
-def _run_shards(work: Path, plan, pending: list[int], source, listing: dict[str, dict], job: dict,
-                opts: EmbedOptions) -> tuple[int, dict]:
+def _run_shards(
+    work: Path, plan, pending: list[int], source, listing: dict[str, dict], job: dict, opts: EmbedOptions
+) -> tuple[int, dict]:
     """Embed the pending shards on the chosen engine; returns (files read, seconds per phase)."""
     t0 = time.time()
     todo = plan[plan["shard"].isin(pending)]
     # a file listed in the plan but gone since (its shard not done yet) still gets a row: a skip
-    shards = [(int(s), [listing.get(p) or {"path": p, "missing": True} for p in group["path"]])
-              for s, group in todo.groupby("shard", sort=True)]
+    shards = [
+        (int(s), [listing.get(p) or {"path": p, "missing": True} for p in group["path"]])
+        for s, group in todo.groupby("shard", sort=True)
+    ]
     loaded = {}
 
     def record_encoders(described: dict) -> None:
         described = json.loads(json.dumps(described))  # as job.json holds it: tuples are lists there
         if job.get("encoders") and job["encoders"] != described:
-            differ = sorted(f"{enc}.{k}" for enc in set(described) | set(job["encoders"])
-                            for k in set(described.get(enc) or {}) | set(job["encoders"].get(enc) or {})
-                            if (described.get(enc) or {}).get(k) != (job["encoders"].get(enc) or {}).get(k))
-            log.warning("encoder details differ from the ones this index started with (%s; device or dtype "
-                        "changed?)", ", ".join(differ) or "their layout")
+            differ = sorted(
+                f"{enc}.{k}"
+                for enc in set(described) | set(job["encoders"])
+                for k in set(described.get(enc) or {}) | set(job["encoders"].get(enc) or {})
+                if (described.get(enc) or {}).get(k) != (job["encoders"].get(enc) or {}).get(k)
+            )
+            log.warning(
+                "encoder details differ from the ones this index started with (%s; device or dtype changed?)",
+                ", ".join(differ) or "their layout",
+            )
         job["encoders"] = described
         atomic_write_text(work / JOB, json.dumps(job, indent=2))
         loaded["at"] = time.time()
@@ -252,11 +287,22 @@ def _run_shards(work: Path, plan, pending: list[int], source, listing: dict[str,
         from vhmine.embed.run import ShardEmbedder, run_local
 
         # loading large encoders takes seconds before the first image: say what is happening meanwhile
-        log.info("loading the encoders (CLIP %s, DINOv2 %s) for %d images in %d shards", job["clip_model"],
-                 job["dino_model"], sum(len(r) for _, r in shards), len(shards))
-        embedder = ShardEmbedder(job["clip_model"], job["dino_model"], str(work), device=opts.device,
-                                 batch_size=opts.batch_size, workers=opts.workers,
-                                 max_pixels=job.get("max_pixels", opts.max_pixels))
+        log.info(
+            "loading the encoders (CLIP %s, DINOv2 %s) for %d images in %d shards",
+            job["clip_model"],
+            job["dino_model"],
+            sum(len(r) for _, r in shards),
+            len(shards),
+        )
+        embedder = ShardEmbedder(
+            job["clip_model"],
+            job["dino_model"],
+            str(work),
+            device=opts.device,
+            batch_size=opts.batch_size,
+            workers=opts.workers,
+            max_pixels=job.get("max_pixels", opts.max_pixels),
+        )
         record_encoders(embedder.describe())
         run_local(embedder, source, shards, opts.progress)
     t_loaded = loaded.get("at", t0)
@@ -273,8 +319,16 @@ def _written_by_newer_vhmine(folder: Path) -> bool:
 def _result_from_manifest(folder: Path, name: str, seconds: float) -> EmbedResult:
     manifest = read_manifest(folder)
     counts = manifest.get("counts", {})
-    return EmbedResult(name, folder, counts.get("images", 0), counts.get("skipped", 0), counts.get("duplicates", 0),
-                       0, seconds, _count_reasons(row["reason"] for row in manifest.get("skipped", [])))
+    return EmbedResult(
+        name,
+        folder,
+        counts.get("images", 0),
+        counts.get("skipped", 0),
+        counts.get("duplicates", 0),
+        0,
+        seconds,
+        _count_reasons(row["reason"] for row in manifest.get("skipped", [])),
+    )
 
 
 def _count_reasons(reasons) -> dict[str, int]:
@@ -284,8 +338,16 @@ def _count_reasons(reasons) -> dict[str, int]:
     return dict(Counter(r.split(":")[0].split("(")[0].strip() for r in reasons))
 
 
-def _finalize(folder: Path, work: Path, all_shards: list[int], job: dict, coco: dict | None, name: str,
-              on_disk: set[str], rows=None) -> EmbedResult:
+def _finalize(
+    folder: Path,
+    work: Path,
+    all_shards: list[int],
+    job: dict,
+    coco: dict | None,
+    name: str,
+    on_disk: set[str],
+    rows=None,
+) -> EmbedResult:
     """Join the current rows of the files still there into the index files; manifest.json goes last,
     so its presence means complete. An image's vectors are found by its sha256, in whichever shard
     first embedded that content, so it keeps them when the copy that was embedded has gone.
@@ -299,7 +361,9 @@ def _finalize(folder: Path, work: Path, all_shards: list[int], job: dict, coco: 
     dino = np.concatenate([np.load(shard_paths(work, s)["dino"]) for s in all_shards])
     embedded = rows.loc[rows["status"] == "ok", "sha256"]
     if len(embedded) != len(clip) or len(embedded) != len(dino):
-        raise IndexCorruptError(f"index {name!r}: shard files disagree ({len(embedded)} rows, {len(clip)} vectors); delete {work} and rerun")
+        raise IndexCorruptError(
+            f"index {name!r}: shard files disagree ({len(embedded)} rows, {len(clip)} vectors); delete {work} and rerun"
+        )
     vector_of: dict[str, int] = {}
     for k, sha in enumerate(embedded):
         vector_of.setdefault(sha, k)
@@ -315,13 +379,15 @@ def _finalize(folder: Path, work: Path, all_shards: list[int], job: dict, coco: 
     ok["image_id"] = ok["sha256"].map(image_id_for)
     dup_ids = dups["sha256"].map(image_id_for)
     dup_paths = dups.groupby(dup_ids)["path"].apply(list).to_dict()
-    images = pd.DataFrame({
-        "image_id": ok["image_id"],
-        "path": ok["path"],
-        "sha256": ok["sha256"],
-        "width": ok["width"].astype("int64"),
-        "height": ok["height"].astype("int64"),
-    })
+    images = pd.DataFrame(
+        {
+            "image_id": ok["image_id"],
+            "path": ok["path"],
+            "sha256": ok["sha256"],
+            "width": ok["width"].astype("int64"),
+            "height": ok["height"].astype("int64"),
+        }
+    )
     coco_path = job.get("coco_annotations")
     if coco is None and coco_path:
         coco = read_coco_annotations(Path(coco_path))
@@ -340,18 +406,31 @@ def _finalize(folder: Path, work: Path, all_shards: list[int], job: dict, coco: 
 
     if not job.get("encoders"):
         raise IndexCorruptError(f"index {name!r}: no encoder record in {work / JOB}; delete {folder} and rerun")
-    write_index(folder, images, clip, dino, skipped=skipped, manifest={
-        "producer": "vhmine embed",
-        "name": name,
-        "created": job.get("created"),
-        "root": job["root"],
-        "source": {"kind": "coco" if coco is not None else job.get("source", "folder"), "coco_annotations": coco_path},
-        "encoders": job["encoders"],
-        "counts": {"files": int(len(present)), "images": int(len(images)), "skipped": int(len(skipped)),
-                   "duplicates": int(len(dups))},
-        "shards": {"count": len(all_shards), "size": job.get("shard_size")},
-        "duplicates": [{"path": p, "image_id": i} for p, i in zip(dups["path"], dup_ids)],
-        "removed": removed,  # files embedded earlier that are gone, or whose content changed
-    })
+    write_index(
+        folder,
+        images,
+        clip,
+        dino,
+        skipped=skipped,
+        manifest={
+            "producer": "vhmine embed",
+            "name": name,
+            "created": job.get("created"),
+            "root": job["root"],
+            "source": {
+                "kind": "coco" if coco is not None else job.get("source", "folder"),
+                "coco_annotations": coco_path,
+            },
+            "encoders": job["encoders"],
+            "counts": {
+                "files": int(len(present)),
+                "images": int(len(images)),
+                "skipped": int(len(skipped)),
+                "duplicates": int(len(dups)),
+            },
+            "shards": {"count": len(all_shards), "size": job.get("shard_size")},
+            "duplicates": [{"path": p, "image_id": i} for p, i in zip(dups["path"], dup_ids)],
+            "removed": removed,  # files embedded earlier that are gone, or whose content changed
+        },
+    )
     return EmbedResult(name, folder, len(images), len(skipped), len(dups), 0, 0.0, _count_reasons(skipped["reason"]))
-

@@ -31,12 +31,13 @@ def connect(address: str | None) -> bool:
     if ray.is_initialized():
         return False
     try:
-        ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING,
-                 log_to_driver=False)
+        ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as err:
-        raise InputError(f"--ray-address {address}: could not connect to a Ray cluster there ({err}); start one "
-                         "with `ray start --head` and pass the address it prints, or leave --ray-address out "
-                         "to start a local one") from None
+        raise InputError(
+            f"--ray-address {address}: could not connect to a Ray cluster there ({err}); start one "
+            "with `ray start --head` and pass the address it prints, or leave --ray-address out "
+            "to start a local one"
+        ) from None
     return True
 
 
@@ -48,14 +49,18 @@ def _check_reachable(address: str | None) -> None:
         return
     host, _, port = address.split("://", 1)[-1].rpartition(":")
     if not host or not port.isdigit():
-        raise InputError(f"--ray-address {address}: expected HOST:PORT (the address `ray start --head` prints), "
-                         "ray://HOST:PORT, or auto")
+        raise InputError(
+            f"--ray-address {address}: expected HOST:PORT (the address `ray start --head` prints), "
+            "ray://HOST:PORT, or auto"
+        )
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
     except OSError as err:
-        raise InputError(f"--ray-address {address}: no Ray cluster answers there ({err.strerror or err}); start one "
-                         "with `ray start --head` and pass the address it prints, or leave --ray-address out "
-                         "to start a local one") from None
+        raise InputError(
+            f"--ray-address {address}: no Ray cluster answers there ({err.strerror or err}); start one "
+            "with `ray start --head` and pass the address it prints, or leave --ray-address out "
+            "to start a local one"
+        ) from None
 
 
 def _actor_plan(requested: int | None, resources: dict) -> tuple[int, dict]:
@@ -63,8 +68,10 @@ def _actor_plan(requested: int | None, resources: dict) -> tuple[int, dict]:
     gpus, cpus = int(resources.get("GPU", 0)), int(resources.get("CPU", 1))
     have, what = (gpus, "GPUs") if gpus else (max(1, cpus), "CPUs")
     if requested and requested > have:  # Ray would wait for the missing ones forever
-        raise InputError(f"--ray-actors {requested}: the Ray cluster has {have} {what}, one per actor; "
-                         f"ask for at most {have} or add nodes")
+        raise InputError(
+            f"--ray-actors {requested}: the Ray cluster has {have} {what}, one per actor; "
+            f"ask for at most {have} or add nodes"
+        )
     if gpus:
         return requested or gpus, {"num_gpus": 1, "num_cpus": 1}
     return requested or have, {"num_cpus": 1}
@@ -84,9 +91,18 @@ def run_ray(opts, job: dict, work, source, shards: list[tuple[int, list[dict]]],
         n_actors, resources = _actor_plan(opts.ray_actors, ray.cluster_resources())
         n_actors = min(n_actors, len(shards)) or 1
         actor_cls = ray.remote(ShardEmbedder).options(max_restarts=RESTARTS, max_task_retries=RESTARTS, **resources)
-        actors = [actor_cls.remote(job["clip_model"], job["dino_model"], str(work), device=opts.device,
-                                   batch_size=opts.batch_size, workers=opts.workers,
-                                   max_pixels=job.get("max_pixels", opts.max_pixels)) for _ in range(n_actors)]
+        actors = [
+            actor_cls.remote(
+                job["clip_model"],
+                job["dino_model"],
+                str(work),
+                device=opts.device,
+                batch_size=opts.batch_size,
+                workers=opts.workers,
+                max_pixels=job.get("max_pixels", opts.max_pixels),
+            )
+            for _ in range(n_actors)
+        ]
         log.info("embedding %d shards on %d Ray actors (%s each)", len(shards), n_actors, resources)
         try:
             on_described(_first(ray, [a.describe.remote() for a in actors], RayActorError, RayTaskError))
@@ -104,8 +120,10 @@ def _first(ray, refs, *errors) -> dict:
     try:
         described = ray.get(refs)
     except errors as err:
-        raise EncoderError(f"a Ray actor could not start: {_cause(err)}. Every node needs the model files at "
-                           "the same path (or hub access) and the job folder mounted") from None
+        raise EncoderError(
+            f"a Ray actor could not start: {_cause(err)}. Every node needs the model files at "
+            "the same path (or hub access) and the job folder mounted"
+        ) from None
     if any(d != described[0] for d in described[1:]):
         log.warning("Ray actors loaded the encoders differently (device or dtype differ between nodes?)")
     return described[0]
@@ -133,8 +151,10 @@ def _hand_out(ray, actors, source, shards, show_progress, tqdm, *errors) -> dict
             try:
                 got = ray.get(done[0])
             except errors as err:
-                raise VhmineError(f"shard {shard} failed on the Ray cluster ({_cause(err)}); the finished shards "
-                                  "are kept: run the same command again to resume") from None
+                raise VhmineError(
+                    f"shard {shard} failed on the Ray cluster ({_cause(err)}); the finished shards "
+                    "are kept: run the same command again to resume"
+                ) from None
             for k in counts:
                 counts[k] += got[k]
             bar.update(got["files"])

@@ -17,7 +17,6 @@ from pathlib import Path
 
 from vhmine.errors import InputError
 
-
 # --- collection metadata -------------------------------------------------------------------------
 
 
@@ -36,15 +35,17 @@ def read_coco_annotations(path: Path) -> dict[str, dict]:
         names = {c["id"]: c["name"] for c in data.get("categories", [])}
         per_image: dict[int, set] = {}
         where = "annotations"
-        for n, ann in enumerate(data.get("annotations", [])):
+        for n, ann in enumerate(data.get("annotations", [])):  # noqa: B007  (n names the bad entry below)
             per_image.setdefault(ann["image_id"], set()).add(names.get(ann["category_id"], str(ann["category_id"])))
         out = {}
         where = "images"
-        for n, img in enumerate(data["images"]):
+        for n, img in enumerate(data["images"]):  # noqa: B007  (n names the bad entry below)
             out[img["file_name"]] = {"coco_id": int(img["id"]), "categories": sorted(per_image.get(img["id"], ()))}
     except (KeyError, TypeError, ValueError) as err:
-        raise InputError(f"--coco-annotations {path}: entry {n} of '{where}' lacks or mangles field {err}; "
-                         "expected a COCO instances_*.json file") from None
+        raise InputError(
+            f"--coco-annotations {path}: entry {n} of '{where}' lacks or mangles field {err}; "
+            "expected a COCO instances_*.json file"
+        ) from None
     return out
 
 
@@ -67,8 +68,10 @@ class FolderSource:
     def check(self) -> None:
         """Raise if this machine cannot see the collection (a Ray node without the shared folder)."""
         if not self.root.is_dir():
-            raise InputError(f"{self.root}: no such folder on this machine; the images must be on a filesystem "
-                             "every node mounts, at the same path")
+            raise InputError(
+                f"{self.root}: no such folder on this machine; the images must be on a filesystem "
+                "every node mounts, at the same path"
+            )
 
     def list(self) -> dict[str, dict]:
         from vhmine.images import list_images
@@ -86,7 +89,7 @@ class FolderSource:
         return {}
 
 
-def open_source(images) -> "FolderSource":
+def open_source(images) -> FolderSource:
     """The source for `vhmine embed IMAGES`: WebDataset tars for an fsspec URL, a .tar file, or a folder
     that holds .tar files and no images; otherwise a folder of image files."""
     from vhmine.tars import TarSource, is_tar_input
@@ -122,8 +125,16 @@ class ShardReader:
         from vhmine.images import BadImage, decode_rgb, sha256_bytes
 
         rec = self.records[k]
-        item = {"path": rec["path"], "status": "skipped", "reason": "", "sha256": "", "width": 0, "height": 0,
-                "size": -1, "mtime_ns": -1}
+        item = {
+            "path": rec["path"],
+            "status": "skipped",
+            "reason": "",
+            "sha256": "",
+            "width": 0,
+            "height": 0,
+            "size": -1,
+            "mtime_ns": -1,
+        }
         if rec.get("missing"):  # listed in the plan, gone since
             item["reason"] = "unreadable file (gone since the job was planned)"
             return item

@@ -32,15 +32,26 @@ def auto_workers(device) -> int:
 class ShardEmbedder:
     """Both encoders, loaded once on `device`; `embed_shards` writes one set of shard files per shard."""
 
-    def __init__(self, clip_model: str, dino_model: str, work: str, *, device: str | None = None,
-                 batch_size: int = 64, workers: int | None = None, max_pixels: int = 89_478_485):
+    def __init__(
+        self,
+        clip_model: str,
+        dino_model: str,
+        work: str,
+        *,
+        device: str | None = None,
+        batch_size: int = 64,
+        workers: int | None = None,
+        max_pixels: int = 89_478_485,
+    ):
         from vhmine.embed.encoders import load_pair
         from vhmine.errors import InputError
 
         self.work = Path(work)
         if not self.work.is_dir():  # a Ray node that does not mount the job folder
-            raise InputError(f"{self.work}: the job folder is not visible on this machine; put --indexes on a "
-                             "filesystem every node mounts, at the same path")
+            raise InputError(
+                f"{self.work}: the job folder is not visible on this machine; put --indexes on a "
+                "filesystem every node mounts, at the same path"
+            )
         self.encoders = load_pair(clip_model, dino_model, device)
         device = self.encoders.clip.device
         self.batch_size = batch_size
@@ -69,11 +80,16 @@ class ShardEmbedder:
                 shard_of_batch.append(shard)
             start += len(recs)
         last_batch = {shard: k for k, shard in enumerate(shard_of_batch)}
-        reader = ShardReader(source, records, self.encoders.clip.preprocess, self.encoders.dino.preprocess,
-                             self.max_pixels)
+        reader = ShardReader(
+            source, records, self.encoders.clip.preprocess, self.encoders.dino.preprocess, self.max_pixels
+        )
         loader = torch.utils.data.DataLoader(
-            reader, batch_sampler=batches, num_workers=self.workers, collate_fn=collate,
-            pin_memory=self.pin_memory, prefetch_factor=4 if self.workers else None,
+            reader,
+            batch_sampler=batches,
+            num_workers=self.workers,
+            collate_fn=collate,
+            pin_memory=self.pin_memory,
+            prefetch_factor=4 if self.workers else None,
         )
         counts = {"files": 0, "ok": 0, "skipped": 0}
         buf = _new_buffer()
@@ -82,8 +98,9 @@ class ShardEmbedder:
             self._add_batch(buf, batch)
             _exit_if_marked(shard)
             if last_batch.get(shard) == k:
-                write_shard(self.work, shard, buf["rows"], buf["clip"], buf["dino"], self.encoders.dims,
-                            source.extra_columns)
+                write_shard(
+                    self.work, shard, buf["rows"], buf["clip"], buf["dino"], self.encoders.dims, source.extra_columns
+                )
                 counts["files"] += len(buf["rows"])
                 counts["ok"] += sum(r["status"] == "ok" for r in buf["rows"])
                 counts["skipped"] += sum(r["status"] == "skipped" for r in buf["rows"])
@@ -113,8 +130,10 @@ class ShardEmbedder:
         if keep:
             # Index only when duplicates drop out: a copy would also lose the loader's pinned memory.
             sel = None if len(keep) == len(ok_idx) else torch.tensor(keep)
-            clip_vecs, dino_vecs = self.encoders.encode(batch["clip"] if sel is None else batch["clip"][sel],
-                                                        batch["dino"] if sel is None else batch["dino"][sel])
+            clip_vecs, dino_vecs = self.encoders.encode(
+                batch["clip"] if sel is None else batch["clip"][sel],
+                batch["dino"] if sel is None else batch["dino"][sel],
+            )
         v = 0
         for it in items:
             it.setdefault("duplicate_of", None)

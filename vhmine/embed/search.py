@@ -72,7 +72,7 @@ def knn_range(index, queries: np.ndarray, radius: float, *, cpu=None, max_k: int
     if len(todo):  # more neighbours above the radius than a GPU search returns
         lims, sims, ids = cpu().range_search(queries[todo], float(radius))
         for t, q in enumerate(todo):
-            found[q] = (sims[lims[t]:lims[t + 1]], ids[lims[t]:lims[t + 1]])
+            found[q] = (sims[lims[t] : lims[t + 1]], ids[lims[t] : lims[t + 1]])
     lims = np.concatenate([[0], np.cumsum([len(f[1]) for f in found])]).astype(np.int64)
     sims = np.concatenate([f[0] for f in found]) if n else np.empty(0, np.float32)
     ids = np.concatenate([f[1] for f in found]).astype(np.int64) if n else np.empty(0, np.int64)

@@ -76,15 +76,24 @@ def check_job(work: Path, opts, root: Path) -> dict:
                     f"pass {flag} {job[key]}, or delete {work.parent} to rebuild"
                 )
         if job.get("root") != str(root):
-            log.warning("collection root changed from %s to %s; paths are relative, so the index still applies",
-                        job.get("root"), root)
+            log.warning(
+                "collection root changed from %s to %s; paths are relative, so the index still applies",
+                job.get("root"),
+                root,
+            )
             job["root"] = str(root)
         if opts.coco_annotations:
             job["coco_annotations"] = str(Path(opts.coco_annotations).resolve())
     else:
-        job = {**wanted, "root": str(root), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-               "coco_annotations": str(Path(opts.coco_annotations).resolve()) if opts.coco_annotations else None,
-               "max_pixels": opts.max_pixels, "shard_size": opts.shard_size, "vhmine_version": __version__}
+        job = {
+            **wanted,
+            "root": str(root),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "coco_annotations": str(Path(opts.coco_annotations).resolve()) if opts.coco_annotations else None,
+            "max_pixels": opts.max_pixels,
+            "shard_size": opts.shard_size,
+            "vhmine_version": __version__,
+        }
     atomic_write_text(job_path, json.dumps(job, indent=2))
     return job
 
@@ -109,8 +118,15 @@ def update_plan(work: Path, plan, add: list[str], shard_size: int):
     return plan
 
 
-def write_shard(work: Path, shard: int, rows: list[dict], clip_rows: list, dino_rows: list, dims: tuple[int, int],
-                extra_columns: tuple[str, ...] = ()) -> None:
+def write_shard(
+    work: Path,
+    shard: int,
+    rows: list[dict],
+    clip_rows: list,
+    dino_rows: list,
+    dims: tuple[int, int],
+    extra_columns: tuple[str, ...] = (),
+) -> None:
     """One shard's vectors, then its rows (the parquet, last, marks it done); each by temp file and rename."""
     import numpy as np
     import pandas as pd

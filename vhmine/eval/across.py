@@ -16,15 +16,17 @@ These are what a team reads to pick robust adversarial items for a next release.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 
 def across_models(details: dict[str, list[dict]], modes: Sequence[str]) -> dict:
     """`details`: model name -> its detail records (one per item, as score() gives them)."""
     models = list(details)
-    verdict: dict[str, dict[str, Optional[bool]]] = {m: {d["id"]: d["correct"] for d in rows} for m, rows in details.items()}
+    verdict: dict[str, dict[str, bool | None]] = {
+        m: {d["id"]: d["correct"] for d in rows} for m, rows in details.items()
+    }
     info: dict[str, dict] = {}
-    for m, rows in details.items():
+    for rows in details.values():
         for d in rows:
             info.setdefault(d["id"], {"mode": d["mode"], "group": d.get("group_id")})
     items = {}
@@ -42,11 +44,20 @@ def across_models(details: dict[str, list[dict]], modes: Sequence[str]) -> dict:
             both = sum(verdict[b][i] is False for i in of)
             transfer[a][b] = {"share": round(both / len(of), 4) if of else None, "both": both, "of": len(of)}
     n = len(models)
-    fool_all = {md: sorted(i for i, c in items.items() if info[i]["mode"] == md and n and c["failed_by"] == n)
-                for md in modes}
+    fool_all = {
+        md: sorted(i for i, c in items.items() if info[i]["mode"] == md and n and c["failed_by"] == n) for md in modes
+    }
     rank = {md: k for k, md in enumerate(modes)}
-    order = sorted(items, key=lambda i: (-items[i]["failed_by"], -(items[i]["failed_by"] / max(1, items[i]["scored_by"])),
-                                         rank.get(info[i]["mode"], len(rank)), info[i]["group"] or "", i))
+    order = sorted(
+        items,
+        key=lambda i: (
+            -items[i]["failed_by"],
+            -(items[i]["failed_by"] / max(1, items[i]["scored_by"])),
+            rank.get(info[i]["mode"], len(rank)),
+            info[i]["group"] or "",
+            i,
+        ),
+    )
     return {"models": models, "items": items, "transfer": transfer, "fool_all": fool_all, "order": order}
 
 
@@ -56,10 +67,23 @@ def markdown_lines(section: dict) -> list[str]:
     if len(models) < 2:
         return []
     pct = lambda x: "-" if x is None else f"{100 * x:.0f}"  # noqa: E731
-    out = ["", "## Across models", "", "Of the items model A (row) got wrong that B (column) answered, the share (%) B got "
-           "wrong too:", "", "| A \\ B | " + " | ".join(models) + " |", "|---|" + "---|" * len(models)]
+    out = [
+        "",
+        "## Across models",
+        "",
+        "Of the items model A (row) got wrong that B (column) answered, the share (%) B got wrong too:",
+        "",
+        "| A \\ B | " + " | ".join(models) + " |",
+        "|---|" + "---|" * len(models),
+    ]
     for a in models:
-        out.append(f"| {a} | " + " | ".join("-" if a == b else pct(section["transfer"][a][b]["share"]) for b in models) + " |")
-    out += ["", "Items every model got wrong: " + ", ".join(f"{md} {len(ids)}" for md, ids in section["fool_all"].items())
-            + " (their ids: report.json, `across_models.fool_all`; browse them in report.html)."]
+        out.append(
+            f"| {a} | " + " | ".join("-" if a == b else pct(section["transfer"][a][b]["share"]) for b in models) + " |"
+        )
+    out += [
+        "",
+        "Items every model got wrong: "
+        + ", ".join(f"{md} {len(ids)}" for md, ids in section["fool_all"].items())
+        + " (their ids: report.json, `across_models.fool_all`; browse them in report.html).",
+    ]
     return out

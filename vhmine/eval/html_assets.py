@@ -12,7 +12,8 @@ STYLE = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0; color: #1f2328; }
 header, main > section { padding: 12px 24px; }
 header { background: var(--bg); border-bottom: 1px solid var(--line); }
-h1 { font-size: 22px; margin: 4px 0; } h2 { font-size: 17px; margin: 18px 0 8px; } h3 { font-size: 14px; margin: 10px 0 4px; }
+h1 { font-size: 22px; margin: 4px 0; } h2 { font-size: 17px; margin: 18px 0 8px; }
+h3 { font-size: 14px; margin: 10px 0 4px; }
 .meta, .note { color: var(--mute); } .note { font-size: 13px; }
 table { border-collapse: collapse; }
 th, td { border-bottom: 1px solid var(--line); padding: 6px 8px; vertical-align: top; text-align: left; }
@@ -24,16 +25,19 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 #filters label { white-space: nowrap; }
 #items th { position: static; }  /* the filters stay on top instead */
 #items tr[hidden], .hide { display: none; }
-img.thumb { width: 96px; height: 96px; object-fit: contain; background: #eee; border: 1px solid var(--line); cursor: zoom-in; }
+img.thumb { width: 96px; height: 96px; object-fit: contain; background: #eee; border: 1px solid var(--line);
+            cursor: zoom-in; }
 img.partner { width: 64px; height: 64px; opacity: .85; margin-left: 4px; }
 td.img { white-space: nowrap; } td.q { max-width: 320px; } td.ref { max-width: 180px; }
 td.mc { max-width: 260px; font-size: 13px; }
 .ans { white-space: pre-wrap; overflow-wrap: anywhere; max-height: 7.5em; overflow: auto; }
-.v { font-weight: 600; margin-top: 2px; } .v.ok { color: var(--ok); } .v.bad { color: var(--bad); } .v.none { color: var(--mute); }
+.v { font-weight: 600; margin-top: 2px; } .v.ok { color: var(--ok); } .v.bad { color: var(--bad); }
+.v.none { color: var(--mute); }
 .why { color: var(--mute); font-size: 12px; overflow-wrap: anywhere; }
 .id { color: var(--mute); font-size: 11px; font-family: ui-monospace, monospace; overflow-wrap: anywhere; }
 .failed { font-weight: 700; } .failed.all { color: var(--bad); }
-a.group, button.linkish { color: #0969da; background: none; border: 0; padding: 0; cursor: pointer; font: inherit; text-decoration: underline; }
+a.group, button.linkish { color: #0969da; background: none; border: 0; padding: 0; cursor: pointer; font: inherit;
+                          text-decoration: underline; }
 .fool { display: flex; flex-wrap: wrap; gap: 8px; } .fool figure { margin: 0; width: 160px; font-size: 12px; }
 .fool .ans { max-height: 4.5em; }
 th.fig { text-align: right; } th.fig .unit { color: var(--mute); font-weight: 400; font-size: 11px; }
@@ -63,7 +67,8 @@ SCRIPT = r"""
     var mode = $("f-mode").value, kind = $("f-kind").value, model = $("f-model").value;
     var wrong = $("f-wrong").checked, every = $("f-all").checked, group = $("f-group").value.trim();
     var exact = Object.prototype.hasOwnProperty.call(groups, group);
-    $("colstyle").textContent = model === "" ? "" : ".mc:not(.m" + model + "), .mh:not(.m" + model + ") { display: none; }";
+    $("colstyle").textContent = model === "" ? ""
+      : ".mc:not(.m" + model + "), .mh:not(.m" + model + ") { display: none; }";
     var shown = 0;
     rows.forEach(function (r) {
       var d = r.dataset, w = d.wrong ? d.wrong.split(" ") : [];
@@ -76,7 +81,9 @@ SCRIPT = r"""
     });
     $("shown").textContent = String(shown);
   }
-  ["f-mode", "f-kind", "f-model", "f-wrong", "f-all"].forEach(function (id) { $(id).addEventListener("change", apply); });
+  ["f-mode", "f-kind", "f-model", "f-wrong", "f-all"].forEach(function (id) {
+    $(id).addEventListener("change", apply);
+  });
   $("f-group").addEventListener("input", apply);
   $("f-clear").addEventListener("click", function () {
     ["f-mode", "f-kind", "f-model", "f-group"].forEach(function (id) { $(id).value = ""; });
@@ -89,7 +96,8 @@ SCRIPT = r"""
     box.id = "lightbox";
     keys.forEach(function (k, i) {
       var e = IMG[k]; if (!e) { return; }
-      var fig = document.createElement("figure"), im = document.createElement("img"), cap = document.createElement("figcaption");
+      var fig = document.createElement("figure"), im = document.createElement("img");
+      var cap = document.createElement("figcaption");
       im.src = e[1]; im.className = "full"; cap.textContent = captions[i] || "";
       fig.appendChild(im); fig.appendChild(cap); box.appendChild(fig);
     });
@@ -99,9 +107,13 @@ SCRIPT = r"""
     var t = ev.target;
     if (t.closest("#lightbox")) { closeBox(); return; }
     var g = t.closest("[data-set-group]");
-    if (g) { ev.preventDefault(); $("f-group").value = g.getAttribute("data-set-group"); apply(); $("items").scrollIntoView(); return; }
+    if (g) {
+      ev.preventDefault(); $("f-group").value = g.getAttribute("data-set-group"); apply();
+      $("items").scrollIntoView(); return;
+    }
     var s = t.closest("[data-show-mode]");
-    if (s) { ev.preventDefault(); $("f-mode").value = s.getAttribute("data-show-mode"); $("f-all").checked = true; apply();
+    if (s) { ev.preventDefault(); $("f-mode").value = s.getAttribute("data-show-mode"); $("f-all").checked = true;
+             apply();
              $("items").scrollIntoView(); return; }
     var im = t.closest("img[data-img]");
     if (im) {

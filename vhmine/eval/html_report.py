@@ -31,7 +31,6 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Optional
 
 from vhmine.bench import Benchmark
 from vhmine.eval.html_assets import SCRIPT, STYLE
@@ -41,22 +40,26 @@ IMAGES_DIR = "report-images"
 MAX_BYTES = 30_000_000
 THUMB_PX = 160
 COLORS = ("#4269d0", "#efb118", "#ff725c", "#6cc5b0", "#3ca951", "#ff8ab7", "#a463f2", "#97bbf5", "#9c6b4e", "#9498a0")
-CSP = ("default-src 'none'; img-src data: file:; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
-       "connect-src 'none'; form-action 'none'; base-uri 'none'")
+CSP = (
+    "default-src 'none'; img-src data: file:; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
+    "connect-src 'none'; form-action 'none'; base-uri 'none'"
+)
 
 
 def _e(x) -> str:
     return html.escape("" if x is None else str(x), quote=True)
 
 
-def _pct(x: Optional[float]) -> str:
+def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}"
 
 
 def _mime(data: bytes) -> str:
     from vhmine.formats import image_ext
 
-    return {".png": "image/png", ".jpg": "image/jpeg", ".webp": "image/webp"}.get(image_ext(data), "application/octet-stream")
+    return {".png": "image/png", ".jpg": "image/jpeg", ".webp": "image/webp"}.get(
+        image_ext(data), "application/octet-stream"
+    )
 
 
 def _uri(data: bytes, mime: str) -> str:
@@ -77,9 +80,10 @@ def thumbnail(data: bytes, px: int = THUMB_PX) -> bytes:
 
 # --- images ------------------------------------------------------------------------------------------
 
+
 def _pictures(bench: Benchmark) -> tuple[dict[str, str], dict[str, dict], int]:
-    """(item id -> picture key, key -> {"data", "thumb", "file"}, items whose image cannot be read): each distinct picture
-    once, keyed by its sha256. Scoring predictions needs no image, so a missing one is counted, not an error."""
+    """(item id -> picture key, key -> {"data", "thumb", "file"}, items whose image cannot be read): each distinct
+    picture once, keyed by its sha256. Scoring predictions needs no image, so a missing one is counted, not an error."""
     from tqdm import tqdm
 
     from vhmine.errors import FormatError
@@ -122,22 +126,38 @@ def _placed(pics: dict[str, dict], out: Path, text_bytes: int, max_bytes: int) -
 
     mb = lambda n: f"{n / 1e6:.1f} MB"  # noqa: E731
     if text_bytes + n_thumbs + n_full <= max_bytes:
-        return ({k: [thumb_uris[k], full_uris[k]] for k in pics},
-                f"{len(pics)} image(s), thumbnails and full size inlined: this page is self-contained.", files)
+        return (
+            {k: [thumb_uris[k], full_uris[k]] for k in pics},
+            f"{len(pics)} image(s), thumbnails and full size inlined: this page is self-contained.",
+            files,
+        )
     if text_bytes + n_thumbs <= max_bytes:
         placed = {k: [thumb_uris[k], linked(k)] for k in pics}
-        return placed, (f"{len(pics)} image(s): thumbnails inlined; full-size images are linked by relative path "
-                        f"(inlining them would make this page {mb(text_bytes + n_thumbs + n_full)}, over "
-                        f"{mb(max_bytes)}), so keep this folder where it is beside the benchmark"
-                        + (f" and {IMAGES_DIR}/" if files else "") + "."), files
+        return (
+            placed,
+            (
+                f"{len(pics)} image(s): thumbnails inlined; full-size images are linked by relative path "
+                f"(inlining them would make this page {mb(text_bytes + n_thumbs + n_full)}, over "
+                f"{mb(max_bytes)}), so keep this folder where it is beside the benchmark"
+                + (f" and {IMAGES_DIR}/" if files else "")
+                + "."
+            ),
+            files,
+        )
     placed = {}
     for k in pics:
         rel = f"{IMAGES_DIR}/thumbs/{k}.jpg"
         files[rel] = thumbs[k]
         placed[k] = [rel, linked(k)]
-    return placed, (f"{len(pics)} image(s) linked by relative path, thumbnails in {IMAGES_DIR}/thumbs/ (inlining even "
-                    f"the thumbnails would make this page {mb(text_bytes + n_thumbs)}, over {mb(max_bytes)}): keep "
-                    f"{IMAGES_DIR}/ and the benchmark where they are."), files
+    return (
+        placed,
+        (
+            f"{len(pics)} image(s) linked by relative path, thumbnails in {IMAGES_DIR}/thumbs/ (inlining even "
+            f"the thumbnails would make this page {mb(text_bytes + n_thumbs)}, over {mb(max_bytes)}): keep "
+            f"{IMAGES_DIR}/ and the benchmark where they are."
+        ),
+        files,
+    )
 
 
 def _ext(data: bytes) -> str:
@@ -148,9 +168,10 @@ def _ext(data: bytes) -> str:
 
 # --- the page's parts ---------------------------------------------------------------------------------
 
+
 def svg_chart(report: dict) -> str:
-    """Per-mode (and overall) accuracy per model: grouped bars, one colour per model, 0-100 %, its legend beside the bars
-    inside the chart (a legend below a wide chart lies off screen)."""
+    """Per-mode (and overall) accuracy per model: grouped bars, one colour per model, 0-100 %, its legend beside the
+    bars inside the chart (a legend below a wide chart lies off screen)."""
     models = list(report["models"])
     groups = list(report["modes"]) + ["overall"]
     bw, gap, left, top, h = 18, 22, 44, 14, 200
@@ -158,12 +179,16 @@ def svg_chart(report: dict) -> str:
     plot_w = left + len(groups) * gw + 10
     legend_w = 24 + 7 * max([len(m) for m in models] + [8])
     width = plot_w + legend_w
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{max(top + h + 90, 24 + 18 * len(models))}" '
-           'role="img" aria-label="accuracy per mode and model">']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{max(top + h + 90, 24 + 18 * len(models))}" '
+        'role="img" aria-label="accuracy per mode and model">'
+    ]
     for v in (0, 25, 50, 75, 100):
         y = top + h - h * v / 100
-        out.append(f'<line x1="{left}" x2="{plot_w - 10}" y1="{y:.1f}" y2="{y:.1f}" stroke="#d0d7de"/>'
-                   f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{v}%</text>')
+        out.append(
+            f'<line x1="{left}" x2="{plot_w - 10}" y1="{y:.1f}" y2="{y:.1f}" stroke="#d0d7de"/>'
+            f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{v}%</text>'
+        )
     for g, name in enumerate(groups):
         x0 = left + g * gw + gap / 2
         for k, m in enumerate(models):
@@ -171,19 +196,27 @@ def svg_chart(report: dict) -> str:
             s = met["overall"] if name == "overall" else met["modes"].get(name, {})
             acc = s.get("accuracy")
             bh = 0 if acc is None else h * acc
-            out.append(f'<rect x="{x0 + k * bw:.1f}" y="{top + h - bh:.1f}" width="{bw - 2}" height="{bh:.1f}" '
-                       f'fill="{COLORS[k % len(COLORS)]}"><title>{_e(m)}, {_e(name)}: {_pct(acc)}% of {s.get("n", 0)} '
-                       'item(s)</title></rect>')
+            out.append(
+                f'<rect x="{x0 + k * bw:.1f}" y="{top + h - bh:.1f}" width="{bw - 2}" height="{bh:.1f}" '
+                f'fill="{COLORS[k % len(COLORS)]}"><title>{_e(m)}, {_e(name)}: {_pct(acc)}% of {s.get("n", 0)} '
+                "item(s)</title></rect>"
+            )
             if acc is not None and len(models) <= 5:
-                out.append(f'<text x="{x0 + k * bw + (bw - 2) / 2:.1f}" y="{top + h - bh - 3:.1f}" text-anchor="middle" '
-                           f'style="font-size:9px">{100 * acc:.0f}</text>')
+                out.append(
+                    f'<text x="{x0 + k * bw + (bw - 2) / 2:.1f}" y="{top + h - bh - 3:.1f}" text-anchor="middle" '
+                    f'style="font-size:9px">{100 * acc:.0f}</text>'
+                )
         cx = x0 + len(models) * bw / 2
-        out.append(f'<text x="{cx:.1f}" y="{top + h + 14}" text-anchor="end" transform="rotate(-35 {cx:.1f} '
-                   f'{top + h + 14})">{_e(name)}</text>')
+        out.append(
+            f'<text x="{cx:.1f}" y="{top + h + 14}" text-anchor="end" transform="rotate(-35 {cx:.1f} '
+            f'{top + h + 14})">{_e(name)}</text>'
+        )
     out.append(f'<g class="legend" transform="translate({plot_w + 6},{top})">')
     for k, m in enumerate(models):
-        out.append(f'<rect x="0" y="{18 * k}" width="12" height="12" fill="{COLORS[k % len(COLORS)]}"/>'
-                   f'<text x="18" y="{18 * k + 11}">{_e(m)}</text>')
+        out.append(
+            f'<rect x="0" y="{18 * k}" width="12" height="12" fill="{COLORS[k % len(COLORS)]}"/>'
+            f'<text x="18" y="{18 * k + 11}">{_e(m)}</text>'
+        )
     out.append("</g></svg>")
     return "".join(out)
 
@@ -191,8 +224,10 @@ def svg_chart(report: dict) -> str:
 def _figure_head(key: str) -> str:
     from vhmine.eval.metrics import FIGURES, label, unit
 
-    return (f'<th class="fig" data-figure="{_e(key)}" title="{_e(FIGURES[key][1])}">{_e(label(key))}'
-            f'<div class="unit">{_e(unit(key))}</div></th>')
+    return (
+        f'<th class="fig" data-figure="{_e(key)}" title="{_e(FIGURES[key][1])}">{_e(label(key))}'
+        f'<div class="unit">{_e(unit(key))}</div></th>'
+    )
 
 
 def _summary_table(report: dict) -> str:
@@ -201,26 +236,38 @@ def _summary_table(report: dict) -> str:
 
     values = {m: figure_values(e) for m, e in report["models"].items()}
     keys = [k for k in dict.fromkeys(k for v in values.values() for k in v)]
-    rows = ['<table class="small figures"><tr><th>model</th>' + "".join(_figure_head(k) for k in keys)
-            + '<th>items scored</th><th>no answer (not scored)</th><th>source</th></tr>']
+    rows = [
+        '<table class="small figures"><tr><th>model</th>'
+        + "".join(_figure_head(k) for k in keys)
+        + "<th>items scored</th><th>no answer (not scored)</th><th>source</th></tr>"
+    ]
     for m, e in report["models"].items():
         o = e["metrics"]["overall"]
-        cells = "".join(f'<td class="num" data-model="{_e(m)}" data-figure="{_e(k)}">{_e(figure_text(k, values[m].get(k)))}</td>'
-                        for k in keys)
-        rows.append(f'<tr><td>{_e(m)}</td>{cells}<td class="num">{o.get("n", 0)}</td><td class="num">{e.get("failed", 0)}</td>'
-                    f'<td class="source">{_e(e.get("source"))}</td></tr>')
+        cells = "".join(
+            f'<td class="num" data-model="{_e(m)}" data-figure="{_e(k)}">{_e(figure_text(k, values[m].get(k)))}</td>'
+            for k in keys
+        )
+        rows.append(
+            f'<tr><td>{_e(m)}</td>{cells}<td class="num">{o.get("n", 0)}</td><td class="num">{e.get("failed", 0)}</td>'
+            f'<td class="source">{_e(e.get("source"))}</td></tr>'
+        )
     return "".join(rows) + "</table>" + _figures_legend(keys)
 
 
 def _figures_legend(keys) -> str:
     from vhmine.eval.metrics import FIGURES, unit
 
-    rows = "".join(f'<tr><td>{_e(FIGURES[k][0])}</td><td><code>{_e(k)}</code></td><td>{_e(unit(k))}</td>'
-                   f'<td>{_e(FIGURES[k][1])}</td></tr>' for k in keys)
-    return ('<details class="legend"><summary>what each figure counts</summary><table class="small"><tr><th>name</th>'
-            '<th>report.json key</th><th>unit</th><th>counts</th></tr>' + rows + '</table><p class="note">Pairs, images, '
-            'groups, question pairs and figures count only when every item of theirs was scored; "-": there was none '
-            'to count.</p></details>')
+    rows = "".join(
+        f"<tr><td>{_e(FIGURES[k][0])}</td><td><code>{_e(k)}</code></td><td>{_e(unit(k))}</td>"
+        f"<td>{_e(FIGURES[k][1])}</td></tr>"
+        for k in keys
+    )
+    return (
+        '<details class="legend"><summary>what each figure counts</summary><table class="small"><tr><th>name</th>'
+        "<th>report.json key</th><th>unit</th><th>counts</th></tr>" + rows + '</table><p class="note">Pairs, images, '
+        'groups, question pairs and figures count only when every item of theirs was scored; "-": there was none '
+        "to count.</p></details>"
+    )
 
 
 def _by_table(report: dict, part: str, names) -> str:
@@ -234,8 +281,11 @@ def _by_table(report: dict, part: str, names) -> str:
     rows = [f'<table class="small"><tr><th>{_e(label("accuracy"))} (%) per {part[:-1]}</th>{head}</tr>']
     for m, e in report["models"].items():
         per = e["metrics"].get(part, {})
-        rows.append(f"<tr><td>{_e(m)}</td>" + "".join(f'<td class="num">{_pct(per.get(n, {}).get("accuracy"))}</td>'
-                                                      for n in names) + "</tr>")
+        rows.append(
+            f"<tr><td>{_e(m)}</td>"
+            + "".join(f'<td class="num">{_pct(per.get(n, {}).get("accuracy"))}</td>' for n in names)
+            + "</tr>"
+        )
     return "".join(rows) + "</table>"
 
 
@@ -249,11 +299,16 @@ def _transfer_table(across: dict) -> str:
         cells = []
         for b in models:
             t = across["transfer"][a].get(b)
-            cells.append('<td class="num">-</td>' if t is None or t["share"] is None else
-                         f'<td class="num" title="{t["both"]} of {t["of"]}">{_pct(t["share"])}%</td>')
+            cells.append(
+                '<td class="num">-</td>'
+                if t is None or t["share"] is None
+                else f'<td class="num" title="{t["both"]} of {t["of"]}">{_pct(t["share"])}%</td>'
+            )
         rows.append(f"<tr><th>{_e(a)}</th>{''.join(cells)}</tr>")
-    return ('<p class="note">Of the items model A (row) got wrong that model B (column) answered, the share B got wrong '
-            'too: near 100% means failures transfer.</p>' + "".join(rows) + "</table>")
+    return (
+        '<p class="note">Of the items model A (row) got wrong that model B (column) answered, the share B got wrong '
+        "too: near 100% means failures transfer.</p>" + "".join(rows) + "</table>"
+    )
 
 
 def _fool_all(across: dict, bench: Benchmark, pic_of: dict, details: dict[str, list[dict]]) -> str:
@@ -266,10 +321,19 @@ def _fool_all(across: dict, bench: Benchmark, pic_of: dict, details: dict[str, l
         for i in ids[:12]:
             img = f'<img class="thumb" data-img="{pic_of[i]}" alt="">' if i in pic_of else ""
             answers = "".join(f'<div class="ans"><b>{_e(m)}</b>: {_e(said[m].get(i))}</div>' for m in details)
-            figs.append(f"<figure>{img}<figcaption>{_e(by_id[i].question)}<div class=\"note\">truth: "
-                        f"{_reference(by_id[i])}</div>{answers}</figcaption></figure>")
-        more = f' <button class="linkish" data-show-mode="{_e(mode)}">show all {len(ids)} in the table</button>' if ids else ""
-        parts.append(f"<h3>{_e(mode)}: {len(ids)} item(s){more}</h3>" + (f'<div class="fool">{"".join(figs)}</div>' if ids else ""))
+            figs.append(
+                f'<figure>{img}<figcaption>{_e(by_id[i].question)}<div class="note">truth: '
+                f"{_reference(by_id[i])}</div>{answers}</figcaption></figure>"
+            )
+        more = (
+            f' <button class="linkish" data-show-mode="{_e(mode)}">show all {len(ids)} in the table</button>'
+            if ids
+            else ""
+        )
+        parts.append(
+            f"<h3>{_e(mode)}: {len(ids)} item(s){more}</h3>"
+            + (f'<div class="fool">{"".join(figs)}</div>' if ids else "")
+        )
     return "".join(parts)
 
 
@@ -294,27 +358,39 @@ def _rows(bench: Benchmark, details: dict[str, list[dict]], across: dict, pic_of
         img = ""
         if iid in pic_of:
             keys = [pic_of[iid]] + [k for k in group_pics.get(it.group_id or "", []) if k != pic_of[iid]][:1]
-            img = "".join(f'<img class="thumb{" partner" if j else ""}" data-img="{k}" data-full="{" ".join(keys)}" '
-                          f'alt="{"the other image of its pair group" if j else "the image"}">' for j, k in enumerate(keys))
-        group = (f'<div><a href="#" class="group" data-set-group="{_e(it.group_id)}">pair group</a></div>'
-                 if it.group_id else "")
+            img = "".join(
+                f'<img class="thumb{" partner" if j else ""}" data-img="{k}" data-full="{" ".join(keys)}" '
+                f'alt="{"the other image of its pair group" if j else "the image"}">'
+                for j, k in enumerate(keys)
+            )
+        group = (
+            f'<div><a href="#" class="group" data-set-group="{_e(it.group_id)}">pair group</a></div>'
+            if it.group_id
+            else ""
+        )
         cells = []
         for k, m in enumerate(models):
             d = per[m].get(iid)
             if d is None:
                 cells.append(f'<td class="mc m{k}"><span class="note">not answered</span></td>')
                 continue
-            cls, word = {True: ("ok", "✓ right"), False: ("bad", "✗ wrong"), None: ("none", "— not scored")}[d["correct"]]
+            cls, word = {True: ("ok", "✓ right"), False: ("bad", "✗ wrong"), None: ("none", "— not scored")}[
+                d["correct"]
+            ]
             v = d.get("verdict") or {}
-            cells.append(f'<td class="mc m{k}"><div class="ans">{_e(d.get("answer"))}</div><div class="v {cls}">{word}</div>'
-                         f'<div class="why">{_e(v.get("by"))}: {_e(v.get("reason"))}</div></td>')
+            cells.append(
+                f'<td class="mc m{k}"><div class="ans">{_e(d.get("answer"))}</div><div class="v {cls}">{word}</div>'
+                f'<div class="why">{_e(v.get("by"))}: {_e(v.get("reason"))}</div></td>'
+            )
         all_fail = c["failed_by"] == len(models) and c["scored_by"] == len(models)
-        out.append(f'<tr id="it-{n}" data-mode="{_e(it.mode)}" data-kind="{_e(it.kind)}" data-group="{_e(it.group_id)}" '
-                   f'data-wrong="{wrong}" data-failed="{c["failed_by"]}">'
-                   f'<td class="img">{img}</td><td>{_e(it.mode)}<div class="note">{_e(it.kind)}</div></td>'
-                   f'<td class="q">{_e(it.question)}<div class="id">{_e(iid)}</div>{group}</td>'
-                   f'<td class="ref">{_reference(it)}</td>{"".join(cells)}'
-                   f'<td class="failed{" all" if all_fail else ""}">{c["failed_by"]} / {c["scored_by"]}</td></tr>')
+        out.append(
+            f'<tr id="it-{n}" data-mode="{_e(it.mode)}" data-kind="{_e(it.kind)}" data-group="{_e(it.group_id)}" '
+            f'data-wrong="{wrong}" data-failed="{c["failed_by"]}">'
+            f'<td class="img">{img}</td><td>{_e(it.mode)}<div class="note">{_e(it.kind)}</div></td>'
+            f'<td class="q">{_e(it.question)}<div class="id">{_e(iid)}</div>{group}</td>'
+            f'<td class="ref">{_reference(it)}</td>{"".join(cells)}'
+            f'<td class="failed{" all" if all_fail else ""}">{c["failed_by"]} / {c["scored_by"]}</td></tr>'
+        )
     return "".join(out)
 
 
@@ -322,47 +398,57 @@ def _options(values, labels=None) -> str:
     return "".join(f'<option value="{_e(v)}">{_e(lab)}</option>' for v, lab in zip(values, labels or values))
 
 
-def render(report: dict, bench: Benchmark, details: dict[str, list[dict]], pic_of: dict, images_json: str,
-           image_note: str) -> str:
+def render(
+    report: dict, bench: Benchmark, details: dict[str, list[dict]], pic_of: dict, images_json: str, image_note: str
+) -> str:
     across = report["across_models"]
     models = list(details)
     o = report["oeq"]
-    how = (f'yes/no rule <b>{_e(report["rule"])}</b>; open answers by <b>{_e(o["scorer"])}</b>'
-           + (f' (judge {_e(o.get("judge"))}, prompt {_e(o.get("judge_prompt"))})' if o.get("judge") else ""))
+    how = f"yes/no rule <b>{_e(report['rule'])}</b>; open answers by <b>{_e(o['scorer'])}</b>" + (
+        f" (judge {_e(o.get('judge'))}, prompt {_e(o.get('judge_prompt'))})" if o.get("judge") else ""
+    )
     heads = "".join(f'<th class="mh m{k}">{_e(m)}</th>' for k, m in enumerate(models))
-    filters = (f'<div id="filters"><label>mode <select id="f-mode"><option value="">all</option>{_options(report["modes"])}'
-               f'</select></label><label>kind <select id="f-kind"><option value="">all</option>'
-               f'{_options(bench.kinds())}</select></label><label>model <select id="f-model"><option value="">all</option>'
-               f'{_options([str(k) for k in range(len(models))], models)}</select></label>'
-               '<label><input type="checkbox" id="f-wrong"> wrong only</label>'
-               '<label><input type="checkbox" id="f-all"> wrong for every model</label>'
-               '<label>pair group <input id="f-group" size="28" placeholder="click a row\'s pair group"></label>'
-               '<button id="f-clear" type="button">clear</button>'
-               f'<span class="note">showing <b id="shown">{len(bench)}</b> of {len(bench)} item(s)</span></div>')
-    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f'<title>{_e(report["benchmark"]["name"])}: {len(models)} model(s)</title><style>{STYLE}</style>'
-            '<style id="colstyle"></style></head>'
-            f'<body data-models="{len(models)}"><header><h1>{_e(report["benchmark"]["name"])}</h1>'
-            f'<div class="meta">{len(bench)} item(s) in {len(report["modes"])} mode(s), {len(models)} model(s); {how}.</div>'
-            f'<div class="note">{_e(image_note)}</div></header><main>'
-            f'<section><h2>Figures</h2>{_summary_table(report)}<h2>Accuracy per mode</h2>{svg_chart(report)}'
-            f'{_by_table(report, "modes", report["modes"])}{_by_table(report, "kinds", ("OEQ", "YNQ"))}</section>'
-            f'<section><h2>Across models</h2>{_transfer_table(across)}'
-            f'<h2>Items that fool every model</h2>{_fool_all(across, bench, pic_of, details)}</section>'
-            f'<section><h2>Items, failures first</h2>{filters}<table id="items"><thead><tr><th>image</th><th>mode</th>'
-            f'<th>question</th><th>truth / reference</th>{heads}<th>failed by</th></tr></thead>'
-            f'<tbody>{_rows(bench, details, across, pic_of)}</tbody></table></section></main>'
-            f'<script type="application/json" id="vh-images">{images_json}</script><script>{SCRIPT}</script></body></html>')
+    filters = (
+        f'<div id="filters"><label>mode <select id="f-mode"><option value="">all</option>{_options(report["modes"])}'
+        '</select></label><label>kind <select id="f-kind"><option value="">all</option>'
+        f'{_options(bench.kinds())}</select></label><label>model <select id="f-model"><option value="">all</option>'
+        f"{_options([str(k) for k in range(len(models))], models)}</select></label>"
+        '<label><input type="checkbox" id="f-wrong"> wrong only</label>'
+        '<label><input type="checkbox" id="f-all"> wrong for every model</label>'
+        '<label>pair group <input id="f-group" size="28" placeholder="click a row\'s pair group"></label>'
+        '<button id="f-clear" type="button">clear</button>'
+        f'<span class="note">showing <b id="shown">{len(bench)}</b> of {len(bench)} item(s)</span></div>'
+    )
+    return (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{_e(report['benchmark']['name'])}: {len(models)} model(s)</title><style>{STYLE}</style>"
+        '<style id="colstyle"></style></head>'
+        f'<body data-models="{len(models)}"><header><h1>{_e(report["benchmark"]["name"])}</h1>'
+        f'<div class="meta">{len(bench)} item(s) in {len(report["modes"])} mode(s), {len(models)} model(s);'
+        f" {how}.</div>"
+        f'<div class="note">{_e(image_note)}</div></header><main>'
+        f"<section><h2>Figures</h2>{_summary_table(report)}<h2>Accuracy per mode</h2>{svg_chart(report)}"
+        f"{_by_table(report, 'modes', report['modes'])}{_by_table(report, 'kinds', ('OEQ', 'YNQ'))}</section>"
+        f"<section><h2>Across models</h2>{_transfer_table(across)}"
+        f"<h2>Items that fool every model</h2>{_fool_all(across, bench, pic_of, details)}</section>"
+        f'<section><h2>Items, failures first</h2>{filters}<table id="items"><thead><tr><th>image</th><th>mode</th>'
+        f"<th>question</th><th>truth / reference</th>{heads}<th>failed by</th></tr></thead>"
+        f"<tbody>{_rows(bench, details, across, pic_of)}</tbody></table></section></main>"
+        f'<script type="application/json" id="vh-images">{images_json}</script><script>{SCRIPT}</script></body></html>'
+    )
 
 
 def _json_script(obj) -> str:
-    return json.dumps(obj, separators=(",", ":")).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return (
+        json.dumps(obj, separators=(",", ":")).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    )
 
 
-def write(report: dict, bench: Benchmark, details: dict[str, list[dict]], out: Path,
-          max_bytes: Optional[int] = None) -> Path:
+def write(
+    report: dict, bench: Benchmark, details: dict[str, list[dict]], out: Path, max_bytes: int | None = None
+) -> Path:
     """report.html into `out` (and report-images/ when needed); returns its path (see the module docstring).
     `max_bytes`: the page's size budget [default: MAX_BYTES]."""
     from vhmine.files import atomic_write_text
@@ -373,8 +459,7 @@ def write(report: dict, bench: Benchmark, details: dict[str, list[dict]], out: P
     draft = render(report, bench, details, pic_of, "{}", "")
     placed, note, files = _placed(pics, out, len(draft.encode("utf-8")) + 400, max_bytes)
     if missing:
-        note += (f" {missing} item(s) show no image: their file cannot be read (give the images' folder with "
-                 "--images).")
+        note += f" {missing} item(s) show no image: their file cannot be read (give the images' folder with --images)."
     shutil.rmtree(out / IMAGES_DIR, ignore_errors=True)  # an earlier run's copies
     for rel, data in files.items():
         (out / rel).parent.mkdir(parents=True, exist_ok=True)

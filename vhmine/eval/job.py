@@ -5,14 +5,15 @@ POPE's JSON lines; vhmine.formats) and, per model, either a predictions file (vh
 vhmine's own with `id` and `answer`, a HallusionBench result file, VLMEvalKit's `<model>_<dataset>.xlsx`
 or lmms-eval's `--log_samples` JSONL) or the model itself through vhmine.llm (OpenAI-compatible;
 answers cached). This module runs the stage; score reads and scores the answers, report
-writes the tables and chart, and the store is read through vhmine.curate only. Writes `--out DIR`: `report.md` (tables, several models side by side), `report.json` (every number,
+writes the tables and chart, and the store is read through vhmine.curate only. Writes `--out DIR`: `report.md` (tables,
+several models side by side), `report.json` (every number,
 the yes/no rule, the OEQ scorer and the judge's model and prompt, and `across_models`: each item's number of
 models that failed it, the transfer table, the items that fool every model, vhmine.eval.across),
 `answers-<model>.jsonl` (each answer, how it was read, right or wrong and why; one file per model, named in
 report.json's `answers_file`, and those of models an earlier run here scored but this one does not are removed),
-`accuracy_by_mode.png` and
-`report.html` (vhmine.eval.html_report: every item with its image and each model's answer, failures first,
-filters; one file that opens offline). Answers from `--predictions` and from `--model` give the same report.
+`accuracy_by_mode.png` and `report.html` (vhmine.eval.html_report: every item with its image and each model's answer,
+failures first, filters; one file that opens offline). Answers from `--predictions` and from `--model` give the
+same report.
 `--out` must be a new or empty folder, or one `vhmine eval` wrote (its report.json, written first, says so:
 files.check_owned), so a report never lands in a photo folder.
 
@@ -35,19 +36,36 @@ import json
 import logging
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from vhmine import formats as F
-from vhmine.eval import metrics as MT
 from vhmine.bench import OEQ, YNQ, BenchItem, Benchmark
-from vhmine.errors import CostCapError, EvalError, Interrupted
-from vhmine.eval.report import (HB_KEYS, YNQ_KEYS, _kappa, bar_chart, figure_values, figures_line, keyed_line, kinds_line,
-                                markdown, pair_groups_line)
-from vhmine.files import atomic_write, atomic_write_text, check_owned
-from vhmine.eval.score import ModelAnswers, group_sizes, judge_agreement, match_oeq, score  # noqa: F401  (eval's public names)
+from vhmine.errors import EvalError, Interrupted
+from vhmine.eval import metrics as MT
 from vhmine.eval.predictions import load_predictions, read_predictions  # noqa: F401
+from vhmine.eval.report import (
+    HB_KEYS,
+    YNQ_KEYS,
+    _kappa,
+    bar_chart,
+    figure_values,
+    figures_line,
+    keyed_line,
+    kinds_line,
+    markdown,
+    pair_groups_line,
+)
+from vhmine.eval.score import (  # noqa: F401  (eval's public names, importable from here)
+    ModelAnswers,
+    group_sizes,
+    judge_agreement,
+    match_oeq,
+    score,
+)
+from vhmine.files import atomic_write, atomic_write_text, check_owned
 
 log = logging.getLogger(__name__)
 
@@ -61,13 +79,13 @@ class EvalOptions:
     out: Path
     models: Sequence[str] = ()  # run these through vhmine.llm
     predictions: Sequence[tuple[str, Path]] = ()  # (model name, file) pairs
-    fmt: Optional[str] = None  # the benchmark's format [default: detected]
-    images: Optional[Path] = None  # where a foreign benchmark's images are
+    fmt: str | None = None  # the benchmark's format [default: detected]
+    images: Path | None = None  # where a foreign benchmark's images are
     rule: str = "vhtest"  # the yes/no rule
-    oeq: Optional[str] = None  # match, judge or labels; None: judge when `judge` is given, else match
-    judge: Optional[str] = None  # judge model (oeq="judge")
-    base_url: Optional[str] = None
-    db: Optional[str] = None  # the store, for oeq="labels"
+    oeq: str | None = None  # match, judge or labels; None: judge when `judge` is given, else match
+    judge: str | None = None  # judge model (oeq="judge")
+    base_url: str | None = None
+    db: str | None = None  # the store, for oeq="labels"
     partial: bool = False  # score only the items that have an answer
     judge_agreement: bool = False  # Cohen's kappa of the judge's verdicts against workers' labels in the store (db)
     # further vhmine.llm.LLMOptions fields (cache, max_cost, ...): a dict of them, or an LLMOptions template whose
@@ -76,6 +94,7 @@ class EvalOptions:
 
 
 # --- asking models (vhmine.llm) --------------------------------------------------------------------
+
 
 def prompt_of(item: BenchItem) -> str:
     return item.question + (YNQ_SUFFIX if item.kind == YNQ else "")
@@ -107,8 +126,10 @@ def _budget(opts: EvalOptions):
         asked = list(opts.models) + ([opts.judge] if opts.judge and opts.oeq == "judge" else [])
         missing = sorted({m for m in asked if price_of(m, table) is None})
         if missing:
-            raise EvalError(f"--max-cost needs a price for {', '.join(missing)}, which the built-in table lacks: "
-                            'pass --prices FILE with {"' + missing[0] + '": {"input": USD per 1M tokens, "output": ...}}')
+            raise EvalError(
+                f"--max-cost needs a price for {', '.join(missing)}, which the built-in table lacks: "
+                'pass --prices FILE with {"' + missing[0] + '": {"input": USD per 1M tokens, "output": ...}}'
+            )
     return budget
 
 
@@ -150,30 +171,36 @@ def interrupted_message(llm, total: int, doing: str) -> str:
     from vhmine.files import shown_path
 
     kept = llm.stats.answered + llm.stats.cached
-    return (f"interrupted while {doing}: {kept} of {total} answers kept in the request cache "
-            f"({shown_path(llm.cache.path)}); run the same command to resume (kept answers are not asked again)")
+    return (
+        f"interrupted while {doing}: {kept} of {total} answers kept in the request cache "
+        f"({shown_path(llm.cache.path)}); run the same command to resume (kept answers are not asked again)"
+    )
 
 
-def judge_oeq(bench: Benchmark, ans: ModelAnswers, opts: EvalOptions, budget=None) -> dict[str, Optional[bool]]:
+def judge_oeq(bench: Benchmark, ans: ModelAnswers, opts: EvalOptions, budget=None) -> dict[str, bool | None]:
     """OEQ verdicts from the LLM judge: the same prompt and parser as `vhmine probe` (judge.py).
 
     "unclear" is a verdict (none: scored wrong, counted as unjudged); a judge request that failed is
     not: its item moves to `ans.failures` and is left out of the score.
     """
-    from vhmine.rules.judge import JUDGED_RIGHT, judge_iter, judge_prompt
     from vhmine.llm import LLM
+    from vhmine.rules.judge import JUDGED_RIGHT, judge_iter, judge_prompt
 
     if not opts.judge:
         raise EvalError("--oeq judge needs a judge model: pass --judge MODEL")
     items = [it for it in bench if it.kind == OEQ and it.id in ans.answers and it.id not in ans.failures]
-    out: dict[str, Optional[bool]] = {}
+    out: dict[str, bool | None] = {}
     with LLM(_llm_options(opts, opts.judge), budget) as llm:
         llm.check_prices([opts.judge])
         cases = [(it.question, it.answers, ans.answers[it.id]) for it in items]
         try:
-            outcomes = sorted(judge_iter(llm, opts.judge, cases, judge_prompt(), f"judge {ans.model}"), key=lambda x: x[0])
+            outcomes = sorted(
+                judge_iter(llm, opts.judge, cases, judge_prompt(), f"judge {ans.model}"), key=lambda x: x[0]
+            )
         except KeyboardInterrupt:
-            raise Interrupted(interrupted_message(llm, len(cases), f"judging {ans.model}'s answers with {opts.judge}")) from None
+            raise Interrupted(
+                interrupted_message(llm, len(cases), f"judging {ans.model}'s answers with {opts.judge}")
+            ) from None
         _stop_if_fatal(llm, [o for _, o, _ in outcomes], f"the judge {opts.judge}")
         for k, o, said in outcomes:
             iid = items[k].id
@@ -184,14 +211,15 @@ def judge_oeq(bench: Benchmark, ans: ModelAnswers, opts: EvalOptions, budget=Non
     return out
 
 
-def _judge_record(model: Optional[str]) -> dict:
+def _judge_record(model: str | None) -> dict:
     from vhmine.rules.judge import judge_name, judge_prompt
 
     return {"judge": judge_name(model or "?"), "judge_prompt": judge_prompt().id}
 
 
-def store_labels(db: Optional[str], model: str, answers: dict[str, str],
-                 workers_only: bool = False) -> dict[str, Optional[bool]]:
+def store_labels(
+    db: str | None, model: str, answers: dict[str, str], workers_only: bool = False
+) -> dict[str, bool | None]:
     """instance id -> the store's verdict on `model`'s response that says the same as `answers[id]`.
 
     The verdict that counts (curate.response_verdicts): the workers' majority where they labelled the
@@ -211,11 +239,13 @@ def store_labels(db: Optional[str], model: str, answers: dict[str, str],
     for rid, iid in rows:
         if not workers_only or counts[rid].by_workers:
             found.setdefault(iid, set()).add(counts[rid].verdict)
-    return {iid: {"correct": True, "hallucinated": False}.get(v.pop()) if len(v) == 1 else None
-            for iid, v in found.items()}
+    return {
+        iid: {"correct": True, "hallucinated": False}.get(v.pop()) if len(v) == 1 else None for iid, v in found.items()
+    }
 
 
 # --- the report (tables and chart: report) ----------------------------------------------------
+
 
 @dataclass
 class EvalResult:
@@ -231,11 +261,18 @@ class EvalResult:
         lines = []
         for name, m in self.report["models"].items():
             o = m["metrics"]["overall"]
-            lines.append(f"  {name}: {figures_line(o)}"
-                         + (f", {o['unreadable']} unreadable" if o.get("unreadable") else "")
-                         + (f", {m['oeq_unjudged']} open answers unjudged" if m.get("oeq_unjudged") else "")
-                         + (f"; {m['failed']} failed, not scored (" + ", ".join(f"{st} {k}" for st, k in m["failed_by_status"].items())
-                            + ")" if m.get("failed") else ""))
+            lines.append(
+                f"  {name}: {figures_line(o)}"
+                + (f", {o['unreadable']} unreadable" if o.get("unreadable") else "")
+                + (f", {m['oeq_unjudged']} open answers unjudged" if m.get("oeq_unjudged") else "")
+                + (
+                    f"; {m['failed']} failed, not scored ("
+                    + ", ".join(f"{st} {k}" for st, k in m["failed_by_status"].items())
+                    + ")"
+                    if m.get("failed")
+                    else ""
+                )
+            )
             figures = figure_values(m)
             if len(m["metrics"].get("kinds", {})) > 1:
                 lines.append("    " + kinds_line(m["metrics"]["kinds"]))
@@ -247,21 +284,27 @@ class EvalResult:
                 lines.append("    " + keyed_line("HallusionBench", figures, HB_KEYS))
             if "judge_agreement" in m:
                 a = m["judge_agreement"]
-                lines.append(f"    judge vs workers: Cohen's kappa {_kappa(a['kappa'])} over {a['items']} open answer(s) "
-                             f"both judged ({a['agree']} agree)")
+                lines.append(
+                    f"    judge vs workers: Cohen's kappa {_kappa(a['kappa'])} over {a['items']} open answer(s) "
+                    f"both judged ({a['agree']} agree)"
+                )
             for f in m.get("failed_items", [])[:5]:
                 lines.append(f"    no answer: {f['id']}: {f['why']}")
             if m.get("failed", 0) > 5:
                 lines.append(f"    ... and {m['failed'] - 5} more (report.json)")
         if self.partial:
-            lines.append("partial run: failed items are left out of every figure; rerun the same command to ask only "
-                         "those (answers are cached)")
+            lines.append(
+                "partial run: failed items are left out of every figure; rerun the same command to ask only "
+                "those (answers are cached)"
+            )
         from vhmine.files import shown_path
 
         where = shown_path(self.out)
-        lines.append(f"report: {shown_path(self.out / 'report.md')}   (every number in {where}/report.json, the chart "
-                     f"{where}/accuracy_by_mode.png, each answer and how it was read in {where}/answers-<model>.jsonl; browse the failures in "
-                     f"{where}/report.html)")
+        lines.append(
+            f"report: {shown_path(self.out / 'report.md')}   (every number in {where}/report.json, the chart"
+            f" {where}/accuracy_by_mode.png, each answer and how it was read in {where}/answers-<model>.jsonl; browse"
+            f" the failures in {where}/report.html)"
+        )
         return "\n".join(lines)
 
 
@@ -277,13 +320,18 @@ def answers_files(models: Sequence[str]) -> dict[str, str]:
     out = {}
     for m in models:
         safe = _safe(m)
-        out[m] = f"answers-{safe}.jsonl" if safe == m else \
-            f"answers-{safe}-{hashlib.sha256(m.encode('utf-8')).hexdigest()[:8]}.jsonl"
+        out[m] = (
+            f"answers-{safe}.jsonl"
+            if safe == m
+            else f"answers-{safe}-{hashlib.sha256(m.encode('utf-8')).hexdigest()[:8]}.jsonl"
+        )
     folded = [f.lower() for f in out.values()]  # a case-insensitive disk (macOS, Windows) must keep them apart too
     clash = next((m for m, f in out.items() if folded.count(f.lower()) > 1), None)
     if clash is not None:
-        raise EvalError(f"two models' answers would share the file {out[clash]} (names that differ only in case): "
-                        "name them apart (--predictions NAME=FILE)")
+        raise EvalError(
+            f"two models' answers would share the file {out[clash]} (names that differ only in case): "
+            "name them apart (--predictions NAME=FILE)"
+        )
     return out
 
 
@@ -298,12 +346,16 @@ def _read_runs(bench: Benchmark, predictions: Sequence[tuple[str, Path]]) -> lis
         if run is None:
             given[name] = str(path)
             # the file's name, not its folder: a report is shared, a home directory is not
-            runs[name] = ModelAnswers(name, got.answers, f"predictions:{Path(path).name}", dict(got.failures), got.harness)
+            runs[name] = ModelAnswers(
+                name, got.answers, f"predictions:{Path(path).name}", dict(got.failures), got.harness
+            )
             continue
         twice = sorted(set(got.answers).union(got.failures) & (set(run.answers) | set(run.failures)))
         if twice:
-            raise EvalError(f"{name}: item {twice[0]!r} is answered in {path} and in {given[name]}: give each item's "
-                            "answer once per model (or name the runs apart)")
+            raise EvalError(
+                f"{name}: item {twice[0]!r} is answered in {path} and in {given[name]}: give each item's "
+                "answer once per model (or name the runs apart)"
+            )
         run.answers.update(got.answers)
         run.failures.update(got.failures)
         run.source += f", {Path(path).name}"
@@ -333,27 +385,37 @@ def evaluate(opts: EvalOptions) -> EvalResult:
     fmt = F.get_format(opts.fmt).name if opts.fmt else F.detect(opts.bench)
     # a foreign benchmark's images may live elsewhere (--images); image paths never leave that folder or the benchmark's
     if opts.images and fmt not in F.TAKES_IMAGES:
-        raise EvalError(f"--images is for benchmarks whose images live apart ({', '.join(F.TAKES_IMAGES)}); "
-                        f"a {fmt} benchmark carries its own: drop --images")
+        raise EvalError(
+            f"--images is for benchmarks whose images live apart ({', '.join(F.TAKES_IMAGES)}); "
+            f"a {fmt} benchmark carries its own: drop --images"
+        )
     bench = F.load(opts.bench, fmt, **({"images": opts.images} if opts.images else {}))
     runs = _read_runs(bench, opts.predictions)
     runs += [run_model(bench, m, opts, budget) for m in opts.models]
     names = [r.model for r in runs]
     if len(set(names)) != len(names):
-        raise EvalError(f"two models are named {next(n for n in names if names.count(n) > 1)!r}: name each once (--predictions NAME=FILE)")
+        raise EvalError(
+            f"two models are named {next(n for n in names if names.count(n) > 1)!r}: name each once (--predictions"
+            " NAME=FILE)"
+        )
     files = answers_files(names)
     has_oeq = any(it.kind == OEQ for it in bench)
     is_hb = bool(bench.items) and all(it.meta.get("source") == "hallusionbench" for it in bench)
     out = Path(opts.out)
     answer_rows: dict[str, list] = {}
-    report = {"producer": "vhmine eval", "benchmark": {"name": bench.name, "source": bench.source, "items": len(bench)},
-              "rule": opts.rule, "ynq_prompt_suffix": YNQ_SUFFIX,
-              "oeq": {"scorer": opts.oeq, **(_judge_record(opts.judge) if opts.oeq == "judge" else {})},
-              "modes": bench.modes(), "models": {}}
+    report = {
+        "producer": "vhmine eval",
+        "benchmark": {"name": bench.name, "source": bench.source, "items": len(bench)},
+        "rule": opts.rule,
+        "ynq_prompt_suffix": YNQ_SUFFIX,
+        "oeq": {"scorer": opts.oeq, **(_judge_record(opts.judge) if opts.oeq == "judge" else {})},
+        "modes": bench.modes(),
+        "models": {},
+    }
     modes = bench.modes()  # the same for every model; bench.items: what a complete pair, image or group holds
     judge = report["oeq"].get("judge")
     for run in runs:
-        verdicts: dict[str, Optional[bool]] = {}
+        verdicts: dict[str, bool | None] = {}
         agreement = None
         if has_oeq and opts.oeq == "judge":
             verdicts = judge_oeq(bench, run, opts, budget)
@@ -363,13 +425,18 @@ def evaluate(opts: EvalOptions) -> EvalResult:
             verdicts = store_labels(opts.db, run.model, run.answers)
         rows, details = score(bench, run, opts.rule, verdicts, opts.oeq, opts.partial, judge=judge)
         failed = [{"id": d["id"], "why": d["failure"]} for d in details if d["read_as"] == "failed"]
-        entry = {"source": run.source, **({"harness": run.harness} if run.harness else {}), "answers_file": files[run.model],
-                 "answered": len(rows), "failed": len(failed),  # each item one or the other
-                 "failed_by_status": dict(sorted(Counter(f["why"].split(":", 1)[0] for f in failed).items())),
-                 "failed_items": failed,
-                 # open answers with no verdict (judge unclear, labels tied or missing): scored wrong, counted here
-                 "oeq_unjudged": sum(d["read_as"] == "unjudged" for d in details),
-                 "metrics": MT.by_mode(rows, modes, bench.items)}
+        entry = {
+            "source": run.source,
+            **({"harness": run.harness} if run.harness else {}),
+            "answers_file": files[run.model],
+            "answered": len(rows),
+            "failed": len(failed),  # each item one or the other
+            "failed_by_status": dict(sorted(Counter(f["why"].split(":", 1)[0] for f in failed).items())),
+            "failed_items": failed,
+            # open answers with no verdict (judge unclear, labels tied or missing): scored wrong, counted here
+            "oeq_unjudged": sum(d["read_as"] == "unjudged" for d in details),
+            "metrics": MT.by_mode(rows, modes, bench.items),
+        }
         if agreement is not None:
             entry["judge_agreement"] = agreement
         if is_hb:

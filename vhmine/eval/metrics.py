@@ -6,8 +6,8 @@ as wrong, never taken as "no".
 
 - accuracy: right / all.
 - YNQ (positive = "yes"): precision = TP / said yes; recall = TP / truth yes (an unreadable answer
-  to a yes-question is a miss); F1 (their harmonic mean; 0 when TP is 0); yes_ratio = said yes / all answers (the model's share of "yes",
-  not the ground truth's: lmms-eval's POPE yes_ratio counts the ground truth).
+  to a yes-question is a miss); F1 (their harmonic mean; 0 when TP is 0); yes_ratio = said yes / all answers (the
+  model's share of "yes", not the ground truth's: lmms-eval's POPE yes_ratio counts the ground truth).
 - pair_accuracy (MMVP, HallusionBench qAcc): share of question pairs (same `pair_id`) with every
   question right; image_accuracy (fAcc): share of images (same `image_id`) with every question right.
   Only complete pairs and images count: given the benchmark's items (`expected`), a pair or image with
@@ -28,20 +28,23 @@ print, and what it counts; UNITS the unit each is printed in; the lmms-eval expo
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Optional, Sequence
-
 
 # One name per figure: report.json's key -> (the label the console and report.md print, what it counts).
 # The lmms-eval export names its metrics by these keys (vhmine.formats.lmms_eval).
 FIGURES = {
     "accuracy": ("accuracy", "right items / scored items (VHTest's per-item accuracy)"),
-    "pair_accuracy": ("pair accuracy", "question pairs (one question asked of both images of a mined pair) with every "
-                                       "item right / complete pairs"),
+    "pair_accuracy": (
+        "pair accuracy",
+        "question pairs (one question asked of both images of a mined pair) with every item right / complete pairs",
+    ),
     "image_accuracy": ("image accuracy", "images with every question asked of them right / complete images"),
     "q_acc": ("Q-Acc", "pair-group questions right on both images / questions of complete groups (NaturalBench)"),
-    "i_acc": ("I-Acc", "pair-group images with every question of their group right / images of complete groups "
-                       "(NaturalBench)"),
+    "i_acc": (
+        "I-Acc",
+        "pair-group images with every question of their group right / images of complete groups (NaturalBench)",
+    ),
     "g_acc": ("G-Acc", "pair groups with every question right on both images / complete groups (NaturalBench)"),
     "precision": ("precision", "yes/no: right yes / said yes"),
     "recall": ("recall", "yes/no: right yes / truth yes (an unreadable answer to a yes-question is a miss)"),
@@ -78,15 +81,15 @@ class Scored:
     mode: str
     kind: str
     correct: bool
-    said: Optional[bool] = None  # YNQ: what the model answered; None: no parser could read it
-    truth: Optional[bool] = None
-    pair_id: Optional[str] = None
-    image_id: Optional[str] = None
+    said: bool | None = None  # YNQ: what the model answered; None: no parser could read it
+    truth: bool | None = None
+    pair_id: str | None = None
+    image_id: str | None = None
     meta: dict = field(default_factory=dict, compare=False, hash=False)
-    group_id: Optional[str] = None  # a pair group (vhmine.bench.assign_groups)
+    group_id: str | None = None  # a pair group (vhmine.bench.assign_groups)
 
 
-def _ratio(a: int, b: int) -> Optional[float]:
+def _ratio(a: int, b: int) -> float | None:
     return a / b if b else None
 
 
@@ -106,8 +109,18 @@ def ynq(rows: Sequence[Scored]) -> dict:
     recall = _ratio(tp, sum(1 for r in rows if r.truth))
     # F1 = 2TP / (said yes + truth yes): 0 when nothing said "yes" was right, None only when both are empty
     f1 = _ratio(2 * tp, (tp + fp) + sum(1 for r in rows if r.truth))
-    return {"tp": tp, "fp": fp, "tn": tn, "fn": fn, "unreadable": unread, "precision": precision, "recall": recall,
-            "f1": f1, "yes_ratio": _ratio(tp + fp, len(rows)), "truth_yes_ratio": _ratio(sum(1 for r in rows if r.truth), len(rows))}
+    return {
+        "tp": tp,
+        "fp": fp,
+        "tn": tn,
+        "fn": fn,
+        "unreadable": unread,
+        "precision": precision,
+        "recall": recall,
+        "f1": f1,
+        "yes_ratio": _ratio(tp + fp, len(rows)),
+        "truth_yes_ratio": _ratio(sum(1 for r in rows if r.truth), len(rows)),
+    }
 
 
 def sizes_of(items: Iterable, key: str) -> dict:
@@ -121,14 +134,14 @@ def sizes_of(items: Iterable, key: str) -> dict:
     return out
 
 
-def _incomplete(groups: dict, sizes: Optional[dict]) -> list:
+def _incomplete(groups: dict, sizes: dict | None) -> list:
     """Keys of `sizes` (the benchmark's groups) with fewer scored rows in `groups` than items, none included."""
     if sizes is None:
         return []
     return sorted(k for k, n in sizes.items() if len(groups.get(k, ())) < n)
 
 
-def group_accuracy(rows: Iterable[Scored], key: str, sizes: Optional[dict] = None) -> dict:
+def group_accuracy(rows: Iterable[Scored], key: str, sizes: dict | None = None) -> dict:
     """Share of groups (rows sharing a non-empty `key`) whose every row is right. `sizes`: key -> its items
     in the benchmark; a group with fewer scored rows is left out and counted as `incomplete`."""
     groups: dict[str, list[bool]] = {}
@@ -140,16 +153,22 @@ def group_accuracy(rows: Iterable[Scored], key: str, sizes: Optional[dict] = Non
     for k in incomplete:
         groups.pop(k, None)
     right = sum(all(v) for v in groups.values())
-    return {"groups": len(groups), "correct": right, "accuracy": _ratio(right, len(groups)), "incomplete": len(incomplete)}
+    return {
+        "groups": len(groups),
+        "correct": right,
+        "accuracy": _ratio(right, len(groups)),
+        "incomplete": len(incomplete),
+    }
 
 
-def pair_groups(rows: Sequence[Scored], sizes: Optional[dict] = None, expected: Optional[Sequence] = None) -> dict:
+def pair_groups(rows: Sequence[Scored], sizes: dict | None = None, expected: Sequence | None = None) -> dict:
     """NaturalBench's measures over the pair groups (see the module docstring). Each counts its own complete units:
     G-Acc the groups all of whose items were scored, Q-Acc the questions scored on both images, I-Acc the images
     scored on every question of their group, acc every scored item of a group; so a wrong answer that completes a
     group never brings that group's right image or items in to raise a figure (it did: I-Acc 0.0 -> 0.25).
     `sizes`: group id -> its items in the benchmark; `expected`: the benchmark's items (BenchItems), from which
     the groups', questions' and images' sizes are taken; None: the rows are everything."""
+
     def unit(x, part):
         return (x.group_id, x.pair_id or x.id) if part == "q" else (x.group_id, x.image_id or x.id)
 
@@ -179,15 +198,20 @@ def pair_groups(rows: Sequence[Scored], sizes: Optional[dict] = None, expected: 
     for g in incomplete:
         groups.pop(g, None)
     questions, images = found["q"], found["i"]
-    return {"groups": len(groups), "questions": len(questions), "images": len(images), "items": len(items),
-            "incomplete": len(incomplete),
-            "q_acc": _ratio(sum(all(v) for v in questions.values()), len(questions)),
-            "i_acc": _ratio(sum(all(v) for v in images.values()), len(images)),
-            "g_acc": _ratio(sum(all(r.correct for r in rs) for rs in groups.values()), len(groups)),
-            "acc": _ratio(sum(items), len(items))}
+    return {
+        "groups": len(groups),
+        "questions": len(questions),
+        "images": len(images),
+        "items": len(items),
+        "incomplete": len(incomplete),
+        "q_acc": _ratio(sum(all(v) for v in questions.values()), len(questions)),
+        "i_acc": _ratio(sum(all(v) for v in images.values()), len(images)),
+        "g_acc": _ratio(sum(all(r.correct for r in rs) for rs in groups.values()), len(groups)),
+        "acc": _ratio(sum(items), len(items)),
+    }
 
 
-def summary(rows: Sequence[Scored], expected: Optional[Sequence] = None) -> dict:
+def summary(rows: Sequence[Scored], expected: Sequence | None = None) -> dict:
     """accuracy (and YNQ measures when there are YNQ rows), pair and image accuracy, and the pair groups'
     measures (`pair_groups`) when any row is in a group. `expected`: the benchmark's items these rows
     score (BenchItems: id, pair_id, image_id, group_id), so that a pair, image or group with an unscored
@@ -198,16 +222,24 @@ def summary(rows: Sequence[Scored], expected: Optional[Sequence] = None) -> dict
         out.update(ynq(y))
     size = (lambda key: None) if expected is None else (lambda key: sizes_of(expected, key))  # noqa: E731
     pairs, images = group_accuracy(rows, "pair_id", size("pair_id")), group_accuracy(rows, "image_id", size("image_id"))
-    out["pair_accuracy"], out["pairs"], out["incomplete_pairs"] = pairs["accuracy"], pairs["groups"], pairs["incomplete"]
-    out["image_accuracy"], out["images"], out["incomplete_images"] = (images["accuracy"], images["groups"],
-                                                                       images["incomplete"])
+    out["pair_accuracy"], out["pairs"], out["incomplete_pairs"] = (
+        pairs["accuracy"],
+        pairs["groups"],
+        pairs["incomplete"],
+    )
+    out["image_accuracy"], out["images"], out["incomplete_images"] = (
+        images["accuracy"],
+        images["groups"],
+        images["incomplete"],
+    )
     if any(r.group_id is not None for r in rows) or any(it.group_id is not None for it in expected or ()):
         out["pair_groups"] = pair_groups(rows, size("group_id"), expected)
     return out
 
 
-def by_mode(rows: Sequence[Scored], modes: Optional[Sequence[str]] = None, expected: Optional[Sequence] = None) -> dict:
-    """{"overall": summary, "modes": {mode: summary}, "kinds": {OEQ/YNQ: accuracy}} with modes in the given (or first-seen) order; `expected`
+def by_mode(rows: Sequence[Scored], modes: Sequence[str] | None = None, expected: Sequence | None = None) -> dict:
+    """{"overall": summary, "modes": {mode: summary}, "kinds": {OEQ/YNQ: accuracy}} with modes in the given (or
+    first-seen) order; `expected`
     as for `summary` (each mode's own items for its figures: an image asked in two modes is two images there)."""
     order = list(modes) if modes else list(dict.fromkeys(r.mode for r in rows))
 
@@ -220,6 +252,7 @@ def by_mode(rows: Sequence[Scored], modes: Optional[Sequence[str]] = None, expec
 
 
 # --- HallusionBench ------------------------------------------------------------------------------
+
 
 def hb_correctness(r: Scored) -> int:
     """HallusionBench's per-answer code: 1 right, 0 wrong, 2 unclear (no parser could read it)."""
@@ -247,7 +280,7 @@ HB_PAIR = ("category", "subcategory", "set_id", "question_id")
 HB_FIGURE = ("category", "subcategory", "set_id", "figure_id")
 
 
-def hallusionbench(rows: Sequence[Scored], expected: Optional[Sequence] = None) -> dict:
+def hallusionbench(rows: Sequence[Scored], expected: Sequence | None = None) -> dict:
     """HallusionBench's measures (rows need its meta: category, subcategory, set_id, figure_id, question_id).
 
     - aAcc: right questions / all questions (`get_eval_all`);

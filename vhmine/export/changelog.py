@@ -34,7 +34,6 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 from vhmine.errors import ExportError, FormatError, InputError
 
@@ -43,8 +42,16 @@ _INT, _SEMVER = re.compile(r"^\d+$"), re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
 
 
 def _content(it) -> dict:
-    return {"id": it.id, "mode": it.mode, "kind": it.kind, "question": it.question, "answers": list(it.answers),
-            "truth": it.truth, "image_sha256": it.meta.get("image_sha256"), "group_id": it.group_id}
+    return {
+        "id": it.id,
+        "mode": it.mode,
+        "kind": it.kind,
+        "question": it.question,
+        "answers": list(it.answers),
+        "truth": it.truth,
+        "image_sha256": it.meta.get("image_sha256"),
+        "group_id": it.group_id,
+    }
 
 
 def content_hash(bench) -> str:
@@ -71,7 +78,7 @@ def check_version(v: str) -> str:
     return v
 
 
-def next_version(given: Optional[str], earlier: Optional[str], structural: bool, since: Optional[Path]) -> str:
+def next_version(given: str | None, earlier: str | None, structural: bool, since: Path | None) -> str:
     """The new export's version (see the module docstring); ExportError when it would not come after `earlier`."""
     if given is not None:
         given = check_version(given)
@@ -98,7 +105,7 @@ class Earlier:
     items: dict  # id -> BenchItem
 
     @property
-    def version(self) -> Optional[str]:
+    def version(self) -> str | None:
         v = self.manifest.get("version")
         return None if v is None else str(v)
 
@@ -115,7 +122,9 @@ def read_earlier(since: Path) -> Earlier:
         manifest = json.loads(man.read_text(encoding="utf-8"))
         bench = F.load(since, manifest["format"])
     except (ValueError, KeyError, TypeError, FormatError) as err:
-        raise ExportError(f"--since {since}: not a readable vhmine export ({err}): give the folder of an earlier export") from None
+        raise ExportError(
+            f"--since {since}: not a readable vhmine export ({err}): give the folder of an earlier export"
+        ) from None
     if manifest.get("producer") != "vhmine export":
         raise ExportError(f"--since {since}: its manifest was not written by `vhmine export`")
     return Earlier(since, manifest, {it.id: it for it in bench})
@@ -130,11 +139,14 @@ def diff(earlier: Earlier, bench) -> dict:
         d = {f: [a[f], b[f]] for f in FIELDS if a[f] != b[f]}
         if d:
             changed[i] = d
-    return {"added": sorted(set(new) - set(earlier.items)), "removed": sorted(set(earlier.items) - set(new)),
-            "changed": changed}
+    return {
+        "added": sorted(set(new) - set(earlier.items)),
+        "removed": sorted(set(earlier.items) - set(new)),
+        "changed": changed,
+    }
 
 
-def _parse_time(s) -> Optional[dt.datetime]:
+def _parse_time(s) -> dt.datetime | None:
     try:
         t = dt.datetime.fromisoformat(str(s))
     except ValueError:
@@ -166,10 +178,13 @@ def _why(kind: str, p: dict, row=None) -> str:
         return str(p["reason"])
     if kind == "confirm":  # the payload holds the drafts before the decision; the instance says which it was
         status, reason = (row.status, row.discard_reason or "") if row is not None else ("", "")
-        return {"ready": "yes/no draft confirmed"}.get(status, "yes/no draft rejected" if reason.startswith("draft rejected")
-                                                       else "yes/no draft decided")
-    return {"annotate": "question written",
-            "review": f"second answer {p.get('answer')!r}" if p.get("answer") is not None else "reviewed"}.get(kind, kind)
+        return {"ready": "yes/no draft confirmed"}.get(
+            status, "yes/no draft rejected" if reason.startswith("draft rejected") else "yes/no draft decided"
+        )
+    return {
+        "annotate": "question written",
+        "review": f"second answer {p.get('answer')!r}" if p.get("answer") is not None else "reviewed",
+    }.get(kind, kind)
 
 
 def store_state(store) -> dict:
@@ -204,25 +219,49 @@ def _events(store, ids: set, earlier: Earlier, same_store: bool) -> tuple[dict, 
             derived = _derived_on(a.payload)
             for i in sorted(hit):
                 if after:
-                    ev = {"action": a.id, "kind": a.kind, "worker": a.worker, "at": a.created_at.isoformat(timespec="seconds"),
-                          "why": _why(a.kind, a.payload or {}, rows.get(i))}
-                    extra = {k: v for k, v in (a.payload or {}).items()
-                             if k not in ("instance_id", "instances", "instance_ids", "drafts", "reason", "derived")}
+                    ev = {
+                        "action": a.id,
+                        "kind": a.kind,
+                        "worker": a.worker,
+                        "at": a.created_at.isoformat(timespec="seconds"),
+                        "why": _why(a.kind, a.payload or {}, rows.get(i)),
+                    }
+                    extra = {
+                        k: v
+                        for k, v in (a.payload or {}).items()
+                        if k not in ("instance_id", "instances", "instance_ids", "drafts", "reason", "derived")
+                    }
                     if i in derived and i != (a.payload or {}).get("instance_id"):  # carried through from another item
                         ev["why"] = "; ".join(e["why"] for e in derived[i])
-                        extra = {"flag_id": extra.get("flag_id"), "derived_from": (a.payload or {}).get("instance_id"),
-                                 "changes": {f: v for e in derived[i] for f, v in (e.get("changes") or {}).items()}}
+                        extra = {
+                            "flag_id": extra.get("flag_id"),
+                            "derived_from": (a.payload or {}).get("instance_id"),
+                            "changes": {f: v for e in derived[i] for f, v in (e.get("changes") or {}).items()},
+                        }
                     if a.kind not in ("annotate", "confirm") and extra:  # e.g. an errata decision's "changes"
                         ev["details"] = extra
                     out[i].append(ev)
                 if a.undone_at is not None and a.undone_at > t0:
-                    out[i].append({"action": a.id, "kind": "undo", "worker": a.worker,
-                                   "at": a.undone_at.isoformat(timespec="seconds"), "why": f"{a.kind} undone"})
+                    out[i].append(
+                        {
+                            "action": a.id,
+                            "kind": "undo",
+                            "worker": a.worker,
+                            "at": a.undone_at.isoformat(timespec="seconds"),
+                            "why": f"{a.kind} undone",
+                        }
+                    )
     return out, rows, names
 
 
-_TABLE_NAMES = {"instances": "yes/no question", "groups": "pair group", "responses": "model verdict",
-                "response_labels": "worker's label", "blind_answers": "blind answer", "reviews": "review"}
+_TABLE_NAMES = {
+    "instances": "yes/no question",
+    "groups": "pair group",
+    "responses": "model verdict",
+    "response_labels": "worker's label",
+    "blind_answers": "blind answer",
+    "reviews": "review",
+}
 
 
 def _derived_log(store, earlier: Earlier, same_store: bool, shown: set) -> list[dict]:
@@ -244,17 +283,44 @@ def _derived_log(store, earlier: Earlier, same_store: bool, shown: set) -> list[
             for e in p.get("derived") or []:
                 if e.get("table") in ("instances", "groups") and e.get("id") in shown and "created" not in e:
                     continue  # on an item of the changelog, with this why
-                what = ("new draft: " + f"{e['created']['question']} → {'yes' if e['created']['truth'] else 'no'}"
-                        if "created" in e else "set aside: " + str(e["deleted"].get("verdict")) if "deleted" in e
-                        else "; ".join(f"{f}: {_cell(v[0])} → {_cell(v[1])}" for f, v in (e.get("changes") or {}).items()))
-                out.append({"action": a.id, "flag_id": p.get("flag_id"), "instance_id": p.get("instance_id"),
-                            "worker": a.worker, "at": a.created_at.isoformat(timespec="seconds"), "table": e["table"],
-                            "id": e["id"], "what": what, "why": e.get("why", "")})
+                what = (
+                    "new draft: " + f"{e['created']['question']} → {'yes' if e['created']['truth'] else 'no'}"
+                    if "created" in e
+                    else (
+                        "set aside: " + str(e["deleted"].get("verdict"))
+                        if "deleted" in e
+                        else "; ".join(
+                            f"{f}: {_cell(v[0])} → {_cell(v[1])}" for f, v in (e.get("changes") or {}).items()
+                        )
+                    )
+                )
+                out.append(
+                    {
+                        "action": a.id,
+                        "flag_id": p.get("flag_id"),
+                        "instance_id": p.get("instance_id"),
+                        "worker": a.worker,
+                        "at": a.created_at.isoformat(timespec="seconds"),
+                        "table": e["table"],
+                        "id": e["id"],
+                        "what": what,
+                        "why": e.get("why", ""),
+                    }
+                )
     return out
 
 
-def build(store, earlier: Earlier, bench, *, version: str, key: str, with_provenance: bool,
-          left_out: set = frozenset(), changes: Optional[dict] = None) -> tuple[dict, str]:
+def build(
+    store,
+    earlier: Earlier,
+    bench,
+    *,
+    version: str,
+    key: str,
+    with_provenance: bool,
+    left_out: set = frozenset(),
+    changes: dict | None = None,
+) -> tuple[dict, str]:
     """changelog.json's dict and CHANGELOG.md's text for `bench` (before its names are pseudonymized) against `earlier`.
     `changes`: diff(earlier, bench) when the caller has made it already."""
     from vhmine.export.privacy import NameScrubber, content_words, pseudonym, public_path
@@ -275,9 +341,17 @@ def build(store, earlier: Earlier, bench, *, version: str, key: str, with_proven
 
     def entry(i: str, item) -> dict:
         evs = scrub(events.get(i, []), keep(i))
-        e = {"id": i, "mode": item.mode, "kind": item.kind, "question": item.question, "answer": item.reference(),
-             "group_id": item.group_id, "actions": evs, "by": sorted({ev["worker"] for ev in evs}),
-             "why": [ev["why"] for ev in evs]}
+        e = {
+            "id": i,
+            "mode": item.mode,
+            "kind": item.kind,
+            "question": item.question,
+            "answer": item.reference(),
+            "group_id": item.group_id,
+            "actions": evs,
+            "by": sorted({ev["worker"] for ev in evs}),
+            "why": [ev["why"] for ev in evs],
+        }
         return e
 
     added = []
@@ -294,7 +368,9 @@ def build(store, earlier: Earlier, bench, *, version: str, key: str, with_proven
         if r is None:
             e["state"] = "not in this store"
         elif r.status == "ready":
-            e["state"] = "ready, left out by this export's options" + (" (--drop-blind: a blind solver answered it)" if i in left_out else "")
+            e["state"] = "ready, left out by this export's options" + (
+                " (--drop-blind: a blind solver answered it)" if i in left_out else ""
+            )
         else:
             e["state"] = scrub(f"{r.status}: {r.discard_reason}" if r.discard_reason else r.status, keep(i))
             if r.updated_by and not e["by"]:
@@ -310,12 +386,22 @@ def build(store, earlier: Earlier, bench, *, version: str, key: str, with_proven
             e["why"] = ["no action in the store's log explains it"]
         changed.append(e)
     derived = scrub(_derived_log(store, earlier, same_store, ids))
-    log = {"producer": "vhmine export", "version": version,
-           "since": {"path": str(earlier.path) if with_provenance else public_path(str(earlier.path)),
-                     "version": earlier.version, "content_hash": earlier.manifest.get("content_hash"),
-                     "created_at": earlier.manifest.get("created_at"), "same_store": same_store},
-           "counts": {"added": len(added), "removed": len(removed), "changed": len(changed)},
-           "added": added, "removed": removed, "changed": changed, "derived": derived}
+    log = {
+        "producer": "vhmine export",
+        "version": version,
+        "since": {
+            "path": str(earlier.path) if with_provenance else public_path(str(earlier.path)),
+            "version": earlier.version,
+            "content_hash": earlier.manifest.get("content_hash"),
+            "created_at": earlier.manifest.get("created_at"),
+            "same_store": same_store,
+        },
+        "counts": {"added": len(added), "removed": len(removed), "changed": len(changed)},
+        "added": added,
+        "removed": removed,
+        "changed": changed,
+        "derived": derived,
+    }
     return log, markdown(log, bench.name)
 
 
@@ -326,28 +412,60 @@ def _cell(x) -> str:
 def markdown(log: dict, name: str) -> str:
     s = log["since"]
     c = log["counts"]
-    lines = [f"# {name} {log['version']}: changes since {s['version'] or 'an unversioned export'}", "",
-             f"Against `{s['path']}` ({s['created_at']}): {c['added']} added, {c['removed']} removed, {c['changed']} changed.", ""]
+    lines = [
+        f"# {name} {log['version']}: changes since {s['version'] or 'an unversioned export'}",
+        "",
+        (
+            f"Against `{s['path']}` ({s['created_at']}): {c['added']} added, {c['removed']} removed, {c['changed']}"
+            " changed."
+        ),
+        "",
+    ]
     if not s["same_store"]:
-        lines += ["The earlier export came from another store (or one without a fingerprint): actions are those logged "
-                  "after its date.", ""]
+        lines += [
+            (
+                "The earlier export came from another store (or one without a fingerprint): actions are those logged "
+                "after its date."
+            ),
+            "",
+        ]
     for title, key in (("Changed", "changed"), ("Added", "added"), ("Removed", "removed")):
         if not log[key]:
             continue
-        lines += [f"## {title}", "", "| id | mode | kind | question | " + ("change | " if key == "changed" else "answer | ") + "by | why |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## {title}",
+            "",
+            "| id | mode | kind | question | " + ("change | " if key == "changed" else "answer | ") + "by | why |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for e in log[key]:
-            what = "; ".join(f"{f}: {_cell(a)} → {_cell(b)}" for f, (a, b) in e["fields"].items()) if key == "changed" else e["answer"]
-            lines.append(f"| {e['id']} | {e['mode']} | {e['kind']} | {_cell(e['question'])} | {_cell(what)} | "
-                         f"{', '.join(e['by']) or '-'} | {_cell('; '.join(e['why']))} |")
+            what = (
+                "; ".join(f"{f}: {_cell(a)} → {_cell(b)}" for f, (a, b) in e["fields"].items())
+                if key == "changed"
+                else e["answer"]
+            )
+            lines.append(
+                f"| {e['id']} | {e['mode']} | {e['kind']} | {_cell(e['question'])} | {_cell(what)} | "
+                f"{', '.join(e['by']) or '-'} | {_cell('; '.join(e['why']))} |"
+            )
         lines.append("")
     if log.get("derived"):
-        lines += ["## Derived from errata", "", "What accepted errata changed beyond the items above: drafts waiting for a "
-                  "worker, model verdicts, workers' labels set aside, blind answers and their flags, reviews.", "",
-                  "| erratum | fixed item | what | id | change | why |", "|---|---|---|---|---|---|"]
+        lines += [
+            "## Derived from errata",
+            "",
+            (
+                "What accepted errata changed beyond the items above: drafts waiting for a "
+                "worker, model verdicts, workers' labels set aside, blind answers and their flags, reviews."
+            ),
+            "",
+            "| erratum | fixed item | what | id | change | why |",
+            "|---|---|---|---|---|---|",
+        ]
         for e in log["derived"]:
             ident = "/".join(e["id"]) if isinstance(e["id"], list) else e["id"]
-            lines.append(f"| {e['flag_id']} | {e['instance_id']} | {_TABLE_NAMES.get(e['table'], e['table'])} | "
-                         f"{_cell(ident)} | {_cell(e['what'])} | {_cell(e['why'])} |")
+            lines.append(
+                f"| {e['flag_id']} | {e['instance_id']} | {_TABLE_NAMES.get(e['table'], e['table'])} | "
+                f"{_cell(ident)} | {_cell(e['what'])} | {_cell(e['why'])} |"
+            )
         lines.append("")
     return "\n".join(lines)

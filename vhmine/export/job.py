@@ -40,26 +40,26 @@ What only the publisher knows comes from `--license`, `--description`, `--citati
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import json
 import logging
 import shutil
 import uuid
-import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
 
 from vhmine import __version__
 from vhmine import formats as F
 from vhmine.bench import OEQ, YNQ, Benchmark, assign_groups, from_records
 from vhmine.errors import ExportError, UnbalancedError, VhmineError
-from vhmine.images import image_sha256, sha256_file
-from vhmine.files import check_owned, replace_dir
 from vhmine.export.datasheet import Publication
 from vhmine.export.neardup import DupOptions, home_indexes, not_run
 from vhmine.export.privacy import collection_roots, private_removed, pseudonym_key, public_store
+from vhmine.files import check_owned, replace_dir
+from vhmine.images import image_sha256, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -70,21 +70,21 @@ KIND_CHOICES = {"oeq": (OEQ,), "ynq": (YNQ,), "both": (OEQ, YNQ)}
 class ExportOptions:
     out: Path
     format: str
-    kind: Optional[str] = None  # oeq, ynq or both; None: every kind the format holds (pope, hallusionbench: ynq)
-    per_mode: Optional[int] = None  # instances per mode and kind; None: all
+    kind: str | None = None  # oeq, ynq or both; None: every kind the format holds (pope, hallusionbench: ynq)
+    per_mode: int | None = None  # instances per mode and kind; None: all
     allow_unbalanced: bool = False
     seed: int = 0  # sampling (--per-mode) and the llava train/test split
     replace: bool = False
-    name: Optional[str] = None  # the benchmark's name [default: the folder's name]
-    modes: Optional[Sequence[str]] = None  # only these modes
+    name: str | None = None  # the benchmark's name [default: the folder's name]
+    modes: Sequence[str] | None = None  # only these modes
     with_provenance: bool = False  # keep worker names and this machine's paths (internal use only)
     drop_blind: bool = False  # leave out instances a blind solver flagged (vhmine blind), unless a worker overruled it
-    near_dups: Optional[DupOptions] = DupOptions()  # check the images for near duplicates; None: turned off
-    version: Optional[str] = None  # integer or semver; None: counted up from --since's, or 1
-    since: Optional[Path] = None  # an earlier export: write CHANGELOG.md / changelog.json against it
-    license: Optional[str] = None  # the publisher's licence (a Hugging Face id or a URL); None: unspecified
-    description: Optional[str] = None  # the publisher's description of the benchmark
-    citation: Optional[str] = None  # how to cite it (e.g. BibTeX); None: unspecified
+    near_dups: DupOptions | None = DupOptions()  # check the images for near duplicates; None: turned off
+    version: str | None = None  # integer or semver; None: counted up from --since's, or 1
+    since: Path | None = None  # an earlier export: write CHANGELOG.md / changelog.json against it
+    license: str | None = None  # the publisher's licence (a Hugging Face id or a URL); None: unspecified
+    description: str | None = None  # the publisher's description of the benchmark
+    citation: str | None = None  # how to cite it (e.g. BibTeX); None: unspecified
 
 
 @dataclass
@@ -98,7 +98,10 @@ class ExportResult:
 
     def summary(self) -> str:
         n = sum(c.get(OEQ, 0) + c.get(YNQ, 0) for c in self.counts.values())
-        lines = [f"exported {n} instance(s) in {len(self.counts)} mode(s) as {self.format} to {self.out} ({self.files} files)"]
+        lines = [
+            f"exported {n} instance(s) in {len(self.counts)} mode(s) as {self.format} to {self.out} ({self.files}"
+            " files)"
+        ]
         for m, c in self.counts.items():
             y = f" (yes {c.get('yes', 0)} / no {c.get('no', 0)})" if c.get(YNQ) else ""
             lines.append(f"  {m}: OEQ {c.get(OEQ, 0)}, YNQ {c.get(YNQ, 0)}{y}")
@@ -111,13 +114,15 @@ def next_steps(fmt: str, out: Path, bench: Benchmark) -> list[str]:
 
     where = shown_path(out)
     harness = F.next_steps(fmt, where, bench)
-    ask = f"vhmine eval --bench {where} --model MODEL   (asks MODEL through an OpenAI-compatible endpoint; " \
-          "--predictions NAME=FILE scores answers made elsewhere)"
+    ask = (
+        f"vhmine eval --bench {where} --model MODEL   (asks MODEL through an OpenAI-compatible endpoint; "
+        "--predictions NAME=FILE scores answers made elsewhere)"
+    )
     return harness + [("or ask a model from here: " if harness else "next: ") + ask]
 
 
 def _order(seed: int, key: str) -> str:
-    return hashlib.sha256(f"{seed}:{key}".encode("utf-8")).hexdigest()
+    return hashlib.sha256(f"{seed}:{key}".encode()).hexdigest()
 
 
 def _group(item) -> str:
@@ -134,28 +139,35 @@ def balance(bench: Benchmark) -> dict[str, tuple[int, int]]:
     return out
 
 
-def unbalanced_message(bal: dict[str, tuple[int, int]]) -> Optional[str]:
+def unbalanced_message(bal: dict[str, tuple[int, int]]) -> str | None:
     bad = [(m, y, n) for m, (y, n) in bal.items() if y != n]
     if not bad:
         return None
     parts = []
     for m, y, n in bad:
         more, less = ("yes", "no") if y > n else ("no", "yes")
-        parts.append(f"{m}: {y} yes / {n} no ({100 * max(y, n) / (y + n):.1f}% {more}; {abs(y - n)} more '{less}' "
-                     f"question(s) needed, or {abs(y - n)} '{more}' dropped)")
-    return ("yes/no questions are not 50/50 within each mode: " + "; ".join(parts) +
-            ". Write more in the app, pass --per-mode N to sample a balanced subset, or --allow-unbalanced")
+        parts.append(
+            f"{m}: {y} yes / {n} no ({100 * max(y, n) / (y + n):.1f}% {more}; {abs(y - n)} more '{less}' "
+            f"question(s) needed, or {abs(y - n)} '{more}' dropped)"
+        )
+    return (
+        "yes/no questions are not 50/50 within each mode: "
+        + "; ".join(parts)
+        + ". Write more in the app, pass --per-mode N to sample a balanced subset, or --allow-unbalanced"
+    )
 
 
-def sample(bench: Benchmark, per_mode: Optional[int], seed: int = 0, allow_unbalanced: bool = False) -> Benchmark:
+def sample(bench: Benchmark, per_mode: int | None, seed: int = 0, allow_unbalanced: bool = False) -> Benchmark:
     """Up to `per_mode` items per mode and kind (YNQ: half yes, half no), by hash order; then the balance check."""
     items = list(bench)
     if per_mode is not None:
         picked = []
         for m in bench.modes():
             for kind in (OEQ, YNQ):
-                pool = sorted((it for it in items if it.mode == m and it.kind == kind),
-                              key=lambda it: (_order(seed, _group(it)), it.id))
+                pool = sorted(
+                    (it for it in items if it.mode == m and it.kind == kind),
+                    key=lambda it: (_order(seed, _group(it)), it.id),
+                )
                 if kind == OEQ:
                     picked += pool[:per_mode]
                     continue
@@ -165,12 +177,15 @@ def sample(bench: Benchmark, per_mode: Optional[int], seed: int = 0, allow_unbal
                 yes = [it for it in pool if it.truth][: per_mode - half if allow_unbalanced else half]
                 no = [it for it in pool if not it.truth][:half]
                 if per_mode % 2 and not allow_unbalanced:
-                    raise UnbalancedError(f"--per-mode {per_mode} is odd: a yes/no benchmark needs an even number per mode")
+                    raise UnbalancedError(
+                        f"--per-mode {per_mode} is odd: a yes/no benchmark needs an even number per mode"
+                    )
                 if not allow_unbalanced and (len(yes) < half or len(no) < half):
                     raise UnbalancedError(
-                        f"mode {m} has {sum(1 for it in pool if it.truth)} yes and {sum(1 for it in pool if not it.truth)} "
-                        f"no questions: {half} of each are needed for --per-mode {per_mode}. Lower --per-mode, write more "
-                        "in the app, or pass --allow-unbalanced")
+                        f"mode {m} has {sum(1 for it in pool if it.truth)} yes and"
+                        f" {sum(1 for it in pool if not it.truth)} no questions: {half} of each are needed for"
+                        f" --per-mode {per_mode}. Lower --per-mode, write more in the app, or pass --allow-unbalanced"
+                    )
                 picked += yes + no
         keep = {it.id for it in picked}
         items = [it for it in items if it.id in keep]  # the store's order (mode, kind, id), not the sample's
@@ -202,9 +217,13 @@ def _check_images(bench: Benchmark) -> None:
             continue
         found = image_sha256(p)  # a file, or a WebDataset tar member
         if found is None:
-            raise ExportError(f"image {p} of instance {it.id} ({it.mode}) is missing: restore it, or discard the instance in the app")
+            raise ExportError(
+                f"image {p} of instance {it.id} ({it.mode}) is missing: restore it, or discard the instance in the app"
+            )
         if sha and found != sha:
-            raise ExportError(f"image {p} of instance {it.id} ({it.mode}) no longer matches its recorded sha256: restore the file")
+            raise ExportError(
+                f"image {p} of instance {it.id} ({it.mode}) no longer matches its recorded sha256: restore the file"
+            )
 
 
 def _check_out(out, replace: bool) -> None:
@@ -215,19 +234,33 @@ def _check_out(out, replace: bool) -> None:
     check_owned(Path(out), "vhmine export")
 
 
-def write_benchmark(bench: Benchmark, out: Path, fmt: str, *, replace: bool = False, info: Optional[dict] = None,
-                    extra_files: Optional[dict] = None, datasheet: Optional[dict] = None,
-                    publication: Publication = Publication(), **fmt_options) -> ExportResult:
+def write_benchmark(
+    bench: Benchmark,
+    out: Path,
+    fmt: str,
+    *,
+    replace: bool = False,
+    info: dict | None = None,
+    extra_files: dict | None = None,
+    datasheet: dict | None = None,
+    publication: Publication = Publication(),
+    **fmt_options,
+) -> ExportResult:
     """Write `bench` as format `fmt` into folder `out` with croissant.json, a README where the format has one (hf:
     a dataset card) and a manifest, atomically. `datasheet`: the store's facts (vhmine.export.datasheet.gather)."""
     from vhmine.export import card, croissant
+
     spec = F.get_format(fmt)
     wrong = sorted({it.kind for it in bench} - set(spec.kinds))
     if wrong:
-        raise ExportError(f"format {spec.name} holds {' and '.join(spec.kinds)} only, and the benchmark has {wrong[0]} "
-                          f"instances: pass --kind {spec.kinds[0].lower()}")
+        raise ExportError(
+            f"format {spec.name} holds {' and '.join(spec.kinds)} only, and the benchmark has {wrong[0]} "
+            f"instances: pass --kind {spec.kinds[0].lower()}"
+        )
     if not len(bench):
-        raise ExportError("nothing to export: no ready instances match (mark instances ready in the app, or widen --kind/--mode)")
+        raise ExportError(
+            "nothing to export: no ready instances match (mark instances ready in the app, or widen --kind/--mode)"
+        )
     out = Path(out)
     _check_out(out, replace)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -240,27 +273,51 @@ def write_benchmark(bench: Benchmark, out: Path, fmt: str, *, replace: bool = Fa
         for fname, text in (extra_files or {}).items():  # e.g. near_duplicates.html: listed in files like the rest
             (tmp / fname).write_text(text, encoding="utf-8")
         card.write_readme(tmp, spec.name, bench, head, datasheet, publication)
-        meta = croissant.build(tmp, spec.name, bench, name=bench.name, version=str(head.get("version") or "1"),
-                               created_at=created_at, sheet=datasheet, pub=publication)
+        meta = croissant.build(
+            tmp,
+            spec.name,
+            bench,
+            name=bench.name,
+            version=str(head.get("version") or "1"),
+            created_at=created_at,
+            sheet=datasheet,
+            pub=publication,
+        )
         (tmp / croissant.FILE).write_text(json.dumps(meta, indent=1, ensure_ascii=False), encoding="utf-8")
         files = {}
         for p in sorted(q for q in tmp.rglob("*") if q.is_file()):
             files[p.relative_to(tmp).as_posix()] = {"sha256": sha256_file(p), "bytes": p.stat().st_size}
         c = counts(bench)
         manifest = {
-            "producer": "vhmine export", "vhmine_version": __version__, "format": spec.name, "layout": spec.writes,
-            "name": bench.name, "created_at": created_at,
+            "producer": "vhmine export",
+            "vhmine_version": __version__,
+            "format": spec.name,
+            "layout": spec.writes,
+            "name": bench.name,
+            "created_at": created_at,
             **(info or {}),
-            "publication": {"license": publication.license, "description": publication.description,
-                            "citation": publication.citation},
+            "publication": {
+                "license": publication.license,
+                "description": publication.description,
+                "citation": publication.citation,
+            },
             **({"datasheet": datasheet} if datasheet is not None else {}),
             "counts": c,
             "totals": {OEQ: sum(v[OEQ] for v in c.values()), YNQ: sum(v[YNQ] for v in c.values())},
             "files": files,
-            "instances": {it.id: {"mode": it.mode, "kind": it.kind, **it.meta,
-                                  **({"group_id": it.group_id} if it.group_id else {})} for it in bench},
+            "instances": {
+                it.id: {
+                    "mode": it.mode,
+                    "kind": it.kind,
+                    **it.meta,
+                    **({"group_id": it.group_id} if it.group_id else {}),
+                }
+                for it in bench
+            },
         }
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
+        (tmp / "manifest.json").write_text(
+            json.dumps(manifest, indent=1, ensure_ascii=False, default=str), encoding="utf-8"
+        )
         replace_dir(tmp, out, producer="vhmine export")  # a failed swap leaves the previous export where it was
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -277,8 +334,9 @@ def group_counts(bench: Benchmark) -> dict:
     return {m: {k: len(g) for k, g in per.items()} for m, per in out.items()}
 
 
-def _versioning(store, opts: ExportOptions, bench: Benchmark, left_out: list,
-                key: str) -> tuple[dict, dict, Optional[str]]:
+def _versioning(
+    store, opts: ExportOptions, bench: Benchmark, left_out: list, key: str
+) -> tuple[dict, dict, str | None]:
     """The manifest's version fields, the changelog files (with --since) and a note for the summary;
     `key` is pseudonym_key(store)."""
     from vhmine.export import changelog as CL
@@ -288,19 +346,37 @@ def _versioning(store, opts: ExportOptions, bench: Benchmark, left_out: list,
     if earlier is not None:
         d = CL.diff(earlier, bench)
         version = CL.next_version(opts.version, earlier.version, bool(d["added"] or d["removed"]), opts.since)
-        log, md = CL.build(store, earlier, bench, version=version, key=key, with_provenance=opts.with_provenance,
-                           left_out={r.id for r in left_out}, changes=d)
+        log, md = CL.build(
+            store,
+            earlier,
+            bench,
+            version=version,
+            key=key,
+            with_provenance=opts.with_provenance,
+            left_out={r.id for r in left_out},
+            changes=d,
+        )
     else:
         version = CL.next_version(opts.version, None, False, None)
-    info = {"version": version, "content_hash": CL.content_hash(bench), "store_fingerprint": CL.store_fingerprint(key),
-            **CL.store_state(store)}
+    info = {
+        "version": version,
+        "content_hash": CL.content_hash(bench),
+        "store_fingerprint": CL.store_fingerprint(key),
+        **CL.store_state(store),
+    }
     if log is None:
         return info, {}, None
     info["since"] = {**log["since"], **log["counts"]}
     files = {"CHANGELOG.md": md, "changelog.json": json.dumps(log, indent=1, ensure_ascii=False, default=str)}
     c = log["counts"]
-    return info, files, (f"version {version}: {c['added']} added, {c['removed']} removed, {c['changed']} changed since "
-                         f"{earlier.version or 'the earlier export'} (CHANGELOG.md)")
+    return (
+        info,
+        files,
+        (
+            f"version {version}: {c['added']} added, {c['removed']} removed, {c['changed']} changed since "
+            f"{earlier.version or 'the earlier export'} (CHANGELOG.md)"
+        ),
+    )
 
 
 def export_benchmark(store, opts: ExportOptions) -> ExportResult:
@@ -310,13 +386,15 @@ def export_benchmark(store, opts: ExportOptions) -> ExportResult:
     except KeyboardInterrupt:  # the folder is built under a temporary name and removed: nothing half-written
         from vhmine.errors import Interrupted
 
-        raise Interrupted(f"interrupted: nothing written to {opts.out} (an export is published whole, at the end; an "
-                          "earlier export there is as it was); run the same command to export again") from None
+        raise Interrupted(
+            f"interrupted: nothing written to {opts.out} (an export is published whole, at the end; an "
+            "earlier export there is as it was); run the same command to export again"
+        ) from None
 
 
 def _export(store, opts: ExportOptions) -> ExportResult:
-    from vhmine.rules import modes as M
     from vhmine.curate import blind_dropped, blind_summary, ready_instances
+    from vhmine.rules import modes as M
 
     spec = F.get_format(opts.format)
     if opts.kind is None:  # every kind the format holds: a yes/no-only format exports the yes/no questions
@@ -329,7 +407,9 @@ def _export(store, opts: ExportOptions) -> ExportResult:
     kinds = KIND_CHOICES[opts.kind]
     missing = [k for k in kinds if k not in spec.kinds]
     if missing:
-        raise ExportError(f"format {spec.name} holds {' and '.join(spec.kinds)} only: pass --kind {spec.kinds[0].lower()}")
+        raise ExportError(
+            f"format {spec.name} holds {' and '.join(spec.kinds)} only: pass --kind {spec.kinds[0].lower()}"
+        )
     if opts.per_mode is not None and opts.per_mode < 1:
         raise ExportError("--per-mode must be at least 1")
     _check_out(opts.out, opts.replace)  # first: a refused export must not have recorded anything in the store
@@ -355,42 +435,73 @@ def _export(store, opts: ExportOptions) -> ExportResult:
         bench = private_removed(bench, key, collection_roots(home_indexes(store, load=False)[0]))
     fmt_options = {"seed": opts.seed} if spec.name == "llava" else {}
     groups = group_counts(bench)
-    info = {"kind": opts.kind, "store": store.display_url if opts.with_provenance else public_store(store.url),
-            "provenance": "full (worker names, this machine's paths)" if opts.with_provenance else
-                          "worker names pseudonymized, paths relative",
-            "options": {"per_mode": opts.per_mode, "seed": opts.seed, "allow_unbalanced": opts.allow_unbalanced,
-                        "modes": sorted(wanted) if wanted else None},
-            "balance": {m: {"yes": y, "no": n} for m, (y, n) in balance(bench).items()},
-            "pair_groups": groups, **version_info}
+    info = {
+        "kind": opts.kind,
+        "store": store.display_url if opts.with_provenance else public_store(store.url),
+        "provenance": (
+            "full (worker names, this machine's paths)"
+            if opts.with_provenance
+            else "worker names pseudonymized, paths relative"
+        ),
+        "options": {
+            "per_mode": opts.per_mode,
+            "seed": opts.seed,
+            "allow_unbalanced": opts.allow_unbalanced,
+            "modes": sorted(wanted) if wanted else None,
+        },
+        "balance": {m: {"yes": y, "no": n} for m, (y, n) in balance(bench).items()},
+        "pair_groups": groups,
+        **version_info,
+    }
     blind = blind_summary(store, bench, dropped=left_out, with_endpoint=opts.with_provenance)
     if blind or opts.drop_blind:  # blind accuracy per mode whenever blind answers exist
         info["blind"] = {"drop_blind": opts.drop_blind, "left_out": len(left_out), "solvers": blind}
     info["near_duplicates"] = dups.manifest
     from vhmine.export.datasheet import gather
 
-    sheet = gather(store, bench, key=key, with_provenance=opts.with_provenance, near_dups=dups.manifest,
-                   blind=info.get("blind"))
+    sheet = gather(
+        store, bench, key=key, with_provenance=opts.with_provenance, near_dups=dups.manifest, blind=info.get("blind")
+    )
     pub = Publication(opts.license, opts.description, opts.citation)
     try:
-        res = write_benchmark(bench, opts.out, spec.name, replace=opts.replace, info=info,
-                              extra_files={**dups.files, **log_files}, datasheet=sheet, publication=pub, **fmt_options)
+        res = write_benchmark(
+            bench,
+            opts.out,
+            spec.name,
+            replace=opts.replace,
+            info=info,
+            extra_files={**dups.files, **log_files},
+            datasheet=sheet,
+            publication=pub,
+            **fmt_options,
+        )
     except VhmineError:
         raise
     except OSError as err:
         from vhmine.files import write_failed
 
-        raise write_failed(opts.out, err, "nothing was left behind", "check the disk and try again", ExportError) from None
+        raise write_failed(
+            opts.out, err, "nothing was left behind", "check the disk and try again", ExportError
+        ) from None
     if other_kinds:
-        res.notes.append(f"left out {other_kinds} open question(s): the {spec.name} format holds yes/no questions only "
-                         f"(--format {' / '.join(n for n in F.format_names() if OEQ in F.get_format(n).kinds)} holds them)")
-    res.notes.append(f"version {version_info['version']}, content hash {version_info['content_hash'][:12]}; "
-                     f"{sum(sum(k.values()) for k in groups.values())} pair group(s)")
+        res.notes.append(
+            f"left out {other_kinds} open question(s): the {spec.name} format holds yes/no questions only "
+            f"(--format {' / '.join(n for n in F.format_names() if OEQ in F.get_format(n).kinds)} holds them)"
+        )
+    res.notes.append(
+        f"version {version_info['version']}, content hash {version_info['content_hash'][:12]}; "
+        f"{sum(sum(k.values()) for k in groups.values())} pair group(s)"
+    )
     if log_note:
         res.notes.append(log_note)
     if opts.drop_blind:
-        res.notes.append(f"left out {len(left_out)} instance(s) a blind solver answered right without the image (--drop-blind)")
+        res.notes.append(
+            f"left out {len(left_out)} instance(s) a blind solver answered right without the image (--drop-blind)"
+        )
     res.notes.append(dups.note)
     if opts.allow_unbalanced and unbalanced_message(balance(bench)):
-        res.notes.append("note: " + unbalanced_message(balance(bench)).split(". Write more")[0] + " (--allow-unbalanced)")
+        res.notes.append(
+            "note: " + unbalanced_message(balance(bench)).split(". Write more")[0] + " (--allow-unbalanced)"
+        )
     res.next_steps = next_steps(spec.name, opts.out, bench)
     return res

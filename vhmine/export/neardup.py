@@ -19,7 +19,7 @@ the index's. A near duplicate is a pair whose CLIP cosine AND DINOv2 cosine both
   store's mining runs were made from, whose encoders match.
 
 Every decision is recorded with the encoders that made it and the thresholds it used, in the manifest and
-in the store's `near_duplicates` table (vhmine.curate.neardups: a worker can overrule a pair with a reason;
+in the store's `near_duplicates` table (vhmine.curate.work.neardups: a worker can overrule a pair with a reason;
 the manifest then lists it as overruled, by whom: a pseudonym unless --with-provenance). Nothing is
 dropped: the list is for the maintainer to read (and the page shows each pair side by side).
 
@@ -35,10 +35,9 @@ import html
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
-from vhmine.index import open_named_index
 from vhmine.errors import EncoderError, ExportError, InputError
+from vhmine.index import open_named_index
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +48,11 @@ PAGE = "near_duplicates.html"
 
 @dataclass(frozen=True)
 class DupOptions:
-    against: Optional[str] = None  # a reference index: its name under `indexes`, or its folder
-    indexes: Optional[Path] = None  # [default: VHMINE_INDEXES or ./indexes]
+    against: str | None = None  # a reference index: its name under `indexes`, or its folder
+    indexes: Path | None = None  # [default: VHMINE_INDEXES or ./indexes]
     clip_min: float = DEFAULT_DUP_CLIP
     dino_min: float = DEFAULT_DUP_DINO
-    device: Optional[str] = None
+    device: str | None = None
     batch_size: int = 32
     progress: bool = True  # progress bars on stderr (embedding the images, the searches)
     required: bool = False  # asked for explicitly: a check that cannot run is an error, not a note
@@ -99,8 +98,9 @@ def _specs(idx) -> tuple[str, str]:
     try:
         return enc["clip"]["spec"], enc["dino"]["spec"]
     except (KeyError, TypeError):
-        raise InputError(f"index {idx.name!r}: its manifest names no encoders (clip and dino spec); "
-                         "rebuild it with `vhmine embed`") from None
+        raise InputError(
+            f"index {idx.name!r}: its manifest names no encoders (clip and dino spec); rebuild it with `vhmine embed`"
+        ) from None
 
 
 def _encoder_record(idx, public: bool) -> dict:
@@ -108,10 +108,14 @@ def _encoder_record(idx, public: bool) -> dict:
 
     enc = idx.manifest["encoders"]
     # `model` is open_clip's model name, which for `local-dir:` specs is the folder itself: public too
-    return {k: {"spec": public_spec(enc[k]["spec"], public),
-                "model": public_spec(enc[k]["model"], public) if enc[k].get("model") else enc[k].get("model"),
-                "dim": enc[k].get("dim")}
-            for k in ("clip", "dino")}
+    return {
+        k: {
+            "spec": public_spec(enc[k]["spec"], public),
+            "model": public_spec(enc[k]["model"], public) if enc[k].get("model") else enc[k].get("model"),
+            "dim": enc[k].get("dim"),
+        }
+        for k in ("clip", "dino")
+    }
 
 
 class _Locations:
@@ -129,29 +133,33 @@ class _Locations:
         return read_image_bytes(rec["path"])
 
 
-def embed_images(paths: list[str], clip_spec: str, dino_spec: str, *, device=None, batch_size: int = 32,
-                 progress: bool = False):
+def embed_images(
+    paths: list[str], clip_spec: str, dino_spec: str, *, device=None, batch_size: int = 32, progress: bool = False
+):
     """(clip, dino): L2-normalised float32 rows of `paths`, as `vhmine embed` computes them. `progress`: a bar,
     drawn from the start, since loading large encoders alone takes seconds."""
     import numpy as np
     from tqdm import tqdm
 
-    from vhmine.embed.read import ShardReader, collate
     from vhmine.embed.encoders import load_clip, load_dino, resolve_device
+    from vhmine.embed.read import ShardReader, collate
 
     with tqdm(total=len(paths), desc="near duplicates: loading encoders", unit="img", disable=not progress) as bar:
         dev = resolve_device(device)
         clip_enc, dino_enc = load_clip(clip_spec, dev), load_dino(dino_spec, dev)
         bar.set_description("near duplicates: embedding")
-        reader = ShardReader(_Locations(), [{"path": p} for p in paths], clip_enc.preprocess, dino_enc.preprocess,
-                             89_478_485)
+        reader = ShardReader(
+            _Locations(), [{"path": p} for p in paths], clip_enc.preprocess, dino_enc.preprocess, 89_478_485
+        )
         clips, dinos = [], []
         for start in range(0, len(paths), batch_size):
             batch = collate([reader[k] for k in range(start, min(start + batch_size, len(paths)))])
             bad = [it for it in batch["items"] if it["status"] != "ok"]
             if bad:
-                raise ExportError(f"image {bad[0]['path']} cannot be embedded for the near-duplicate check "
-                                  f"({bad[0]['reason']}): restore it, or discard its instances in the app")
+                raise ExportError(
+                    f"image {bad[0]['path']} cannot be embedded for the near-duplicate check "
+                    f"({bad[0]['reason']}): restore it, or discard its instances in the app"
+                )
             clips.append(clip_enc.encode(batch["clip"]).numpy())
             dinos.append(dino_enc.encode(batch["dino"]).numpy())
             bar.update(len(batch["items"]))
@@ -164,8 +172,11 @@ def _within(clip, dino, o: DupOptions) -> list[tuple[int, int, float, float]]:
     if len(clip) < 2:
         return []
     found = find_pairs(clip, dino, o.clip_min, device=o.device, progress=o.progress, desc="near duplicates: within")
-    return [(int(i), int(j), float(c), float(d)) for i, j, c, d in zip(found.i, found.j, found.clip_sim, found.dino_sim)
-            if d >= o.dino_min]
+    return [
+        (int(i), int(j), float(c), float(d))
+        for i, j, c, d in zip(found.i, found.j, found.clip_sim, found.dino_sim)
+        if d >= o.dino_min
+    ]
 
 
 def _against(clip, dino, idx, o: DupOptions, rows: list[int]) -> list[tuple[int, int, float, float]]:
@@ -182,9 +193,10 @@ def _against(clip, dino, idx, o: DupOptions, rows: list[int]) -> list[tuple[int,
     # a little below the threshold: faiss's float32 sums (CPU or GPU) are re-checked in float64 below
     lims, _, found = range_search(idx.clip, clip[rows], float(o.clip_min) - 1e-4)
     out = []
-    for q, row in enumerate(tqdm(rows, desc=f"near duplicates: against {idx.name}", unit="img",
-                                 disable=not o.progress or len(rows) < 1000)):
-        for k in found[lims[q]:lims[q + 1]]:
+    for q, row in enumerate(
+        tqdm(rows, desc=f"near duplicates: against {idx.name}", unit="img", disable=not o.progress or len(rows) < 1000)
+    ):
+        for k in found[lims[q] : lims[q + 1]]:
             c = float(np.dot(clip[row].astype(np.float64), idx.clip[k].astype(np.float64)))
             d = float(np.dot(dino[row].astype(np.float64), idx.dino[k].astype(np.float64)))
             if c >= o.clip_min and d >= o.dino_min:
@@ -205,14 +217,21 @@ def check_near_duplicates(store, bench, o: DupOptions, *, public: bool = True) -
     roots = collection_roots(homes)  # paths shown as everywhere in an export
     basis = ref or (homes[0] if homes else None)
     if basis is None:
-        why = ("the store's mining runs name no index (e.g. seeded from a hand-written pairs table)" if not notes
-               else "; ".join(notes))
+        why = (
+            "the store's mining runs name no index (e.g. seeded from a hand-written pairs table)"
+            if not notes
+            else "; ".join(notes)
+        )
         if not o.required:
-            return not_run(f"no encoders to embed the images with: {why}; pass --against INDEX to check "
-                           "against a `vhmine embed` index")
-        raise InputError(f"{why}: the near-duplicate check needs the encoders of an index: pass --against INDEX (a "
-                         "`vhmine embed` index; its encoders are used), or export a store seeded from a `vhmine mine` "
-                         "run whose index is still there")
+            return not_run(
+                f"no encoders to embed the images with: {why}; pass --against INDEX to check "
+                "against a `vhmine embed` index"
+            )
+        raise InputError(
+            f"{why}: the near-duplicate check needs the encoders of an index: pass --against INDEX (a "
+            "`vhmine embed` index; its encoders are used), or export a store seeded from a `vhmine mine` "
+            "run whose index is still there"
+        )
     try:
         clip_spec, dino_spec = _specs(basis)
     except InputError as err:
@@ -220,28 +239,40 @@ def check_near_duplicates(store, bench, o: DupOptions, *, public: bool = True) -
             raise
         return not_run(str(err))
     same = [h for h in homes if _specs(h) == (clip_spec, dino_spec)]
-    notes += [f"index {h.name!r} has other encoders than {basis.name!r}: generated images not checked against it"
-              for h in homes if h not in same]
+    notes += [
+        f"index {h.name!r} has other encoders than {basis.name!r}: generated images not checked against it"
+        for h in homes
+        if h not in same
+    ]
 
     images: dict[str, dict] = {}  # image id -> what the manifest says of it, plus its file
     for it in bench:
         iid = it.meta.get("image_id") or it.image_id
-        e = images.setdefault(iid, {"image_id": iid, "sha256": it.meta.get("image_sha256"),
-                                    "source": it.meta.get("image_source"), "instances": [],
-                                    "_file": str(bench.image_path(it))})
+        e = images.setdefault(
+            iid,
+            {
+                "image_id": iid,
+                "sha256": it.meta.get("image_sha256"),
+                "source": it.meta.get("image_source"),
+                "instances": [],
+                "_file": str(bench.image_path(it)),
+            },
+        )
         e["instances"].append(it.id)
     ids = sorted(images)
     files = [images[i]["_file"] for i in ids]
     for i in ids:
         # a file or a tar member; one that cannot be read: sha256_file raises the OSError that says why
-        images[i]["sha256"] = (images[i]["sha256"] or image_sha256(images[i]["_file"])
-                               or sha256_file(Path(images[i]["_file"])))
+        images[i]["sha256"] = (
+            images[i]["sha256"] or image_sha256(images[i]["_file"]) or sha256_file(Path(images[i]["_file"]))
+        )
         images[i]["path"] = public_path(images[i]["_file"], roots) if public else images[i]["_file"]
     if not files:
         return not_run("no images exported")
     try:
-        clip, dino = embed_images(files, clip_spec, dino_spec, device=o.device, batch_size=o.batch_size,
-                                  progress=o.progress)
+        clip, dino = embed_images(
+            files, clip_spec, dino_spec, device=o.device, batch_size=o.batch_size, progress=o.progress
+        )
     except EncoderError as err:  # the index is there, its encoders' files are not
         if o.required:
             raise
@@ -252,28 +283,45 @@ def check_near_duplicates(store, bench, o: DupOptions, *, public: bool = True) -
 
     def theirs(idx, k: int) -> dict:
         r = idx.images.iloc[k]
-        return {"index": idx.name, "image_id": str(r["image_id"]), "sha256": str(r["sha256"]), "path": str(r["path"]),
-                "_file": str(idx.root / r["path"])}
+        return {
+            "index": idx.name,
+            "image_id": str(r["image_id"]),
+            "sha256": str(r["sha256"]),
+            "path": str(r["path"]),
+            "_file": str(idx.root / r["path"]),
+        }
 
     def entry(a: dict, b: dict, c: float, d: float) -> dict:
         return {"a": a, "b": b, "clip": round(c, 6), "dino": round(d, 6), "exact": a["sha256"] == b["sha256"]}
 
     within = [entry(mine(i), mine(j), c, d) for i, j, c, d in _within(clip, dino, o)]
-    against = ([entry(mine(i), theirs(ref, k), c, d) for i, k, c, d in _against(clip, dino, ref, o, list(range(len(ids))))]
-               if ref is not None else [])
+    against = (
+        [entry(mine(i), theirs(ref, k), c, d) for i, k, c, d in _against(clip, dino, ref, o, list(range(len(ids))))]
+        if ref is not None
+        else []
+    )
     generated_rows = [k for k, i in enumerate(ids) if images[i]["source"] == "generated"]
     generated = []
     for h in same:
         if ref is not None and h.folder == ref.folder:  # already searched: the reference is their source
             generated += [e for e in against if e["a"]["source"] == "generated"]
         else:
-            generated += [entry(mine(i), theirs(h, k), c, d) for i, k, c, d in _against(clip, dino, h, o, generated_rows)]
+            generated += [
+                entry(mine(i), theirs(h, k), c, d) for i, k, c, d in _against(clip, dino, h, o, generated_rows)
+            ]
     for lst in (within, against, generated):
         lst.sort(key=lambda e: (-e["clip"], -e["dino"], e["a"]["image_id"], e["b"]["image_id"]))
 
-    decided_by = {"encoders": _encoder_record(basis, public), "encoders_from_index": basis.name,
-                  "thresholds": {"clip": o.clip_min, "dino": o.dino_min, "inclusive": True,
-                                 "rule": "CLIP cosine >= clip AND DINOv2 cosine >= dino"}}
+    decided_by = {
+        "encoders": _encoder_record(basis, public),
+        "encoders_from_index": basis.name,
+        "thresholds": {
+            "clip": o.clip_min,
+            "dino": o.dino_min,
+            "inclusive": True,
+            "rule": "CLIP cosine >= clip AND DINOv2 cosine >= dino",
+        },
+    }
     _record(store, {"within": within, "reference": against, "generated": generated}, basis, decided_by, public)
 
     def strip(lst: list[dict]) -> list[dict]:  # the files' own paths stay out of the manifest
@@ -283,40 +331,67 @@ def check_near_duplicates(store, bench, o: DupOptions, *, public: bool = True) -
         "ran": True,
         "decided_by": decided_by,
         "images_checked": len(ids),
-        "reference": ({"index": ref.name, "images": int(len(ref.images)),
-                       "manifest_sha256": manifest_sha256(ref.folder)} if ref is not None else None),
+        "reference": (
+            {"index": ref.name, "images": int(len(ref.images)), "manifest_sha256": manifest_sha256(ref.folder)}
+            if ref is not None
+            else None
+        ),
         "generated_checked_against": [h.name for h in same] if generated_rows else [],
         "overruled": sum(1 for lst in (within, against, generated) for e in lst if e["overruled"]),
-        "within_export": strip(within), "against_reference": strip(against), "generated_against_source": strip(generated),
-        "page": PAGE, "notes": notes,
+        "within_export": strip(within),
+        "against_reference": strip(against),
+        "generated_against_source": strip(generated),
+        "page": PAGE,
+        "notes": notes,
     }
     page = _page(section, within, against, generated)
-    note = (f"near duplicates: {len(within)} pair(s) within the export, {len(against)} against "
-            f"{ref.name if ref is not None else 'no reference'}, {len(generated)} generated image(s) near their source "
-            f"collection (CLIP >= {o.clip_min:g}, DINOv2 >= {o.dino_min:g}; see {PAGE})")
+    note = (
+        f"near duplicates: {len(within)} pair(s) within the export, {len(against)} against "
+        f"{ref.name if ref is not None else 'no reference'}, {len(generated)} generated image(s) near their source "
+        f"collection (CLIP >= {o.clip_min:g}, DINOv2 >= {o.dino_min:g}; see {PAGE})"
+    )
     return DupReport(section, {PAGE: page}, note)
 
 
 def _record(store, found: dict[str, list[dict]], basis, decided_by: dict, public: bool) -> None:
-    """Store every pair (vhmine.curate.neardups, with this machine's encoder specs) and mark each entry with
+    """Store every pair (vhmine.curate.work.neardups, with this machine's encoder specs) and mark each entry with
     its stored id and any worker's overrule (who: a pseudonym when `public`)."""
     from vhmine.curate import near_duplicate_id, record_near_duplicates
     from vhmine.export.privacy import pseudonym, pseudonym_key
 
-    rows = [{"scope": scope, "a_image": e["a"]["image_id"], "a_sha256": e["a"]["sha256"], "b_index": e["b"].get("index"),
-             "b_image": e["b"]["image_id"], "b_sha256": e["b"]["sha256"], "b_path": e["b"].get("_file") if "index" in e["b"]
-             else None, "clip": e["clip"], "dino": e["dino"], "exact": e["exact"]}
-            for scope, lst in found.items() for e in lst]
-    overrules = record_near_duplicates(store, rows, encoders=_encoder_record(basis, False),
-                                       thresholds=decided_by["thresholds"])
+    rows = [
+        {
+            "scope": scope,
+            "a_image": e["a"]["image_id"],
+            "a_sha256": e["a"]["sha256"],
+            "b_index": e["b"].get("index"),
+            "b_image": e["b"]["image_id"],
+            "b_sha256": e["b"]["sha256"],
+            "b_path": e["b"].get("_file") if "index" in e["b"] else None,
+            "clip": e["clip"],
+            "dino": e["dino"],
+            "exact": e["exact"],
+        }
+        for scope, lst in found.items()
+        for e in lst
+    ]
+    overrules = record_near_duplicates(
+        store, rows, encoders=_encoder_record(basis, False), thresholds=decided_by["thresholds"]
+    )
     key = pseudonym_key(store) if public and any(overrules.values()) else None
     for scope, lst in found.items():
         for e in lst:
             e["id"] = near_duplicate_id(scope, e["a"]["image_id"], e["b"].get("index"), e["b"]["image_id"])
             o = overrules.get(e["id"])
-            e["overruled"] = None if o is None else {
-                "by": pseudonym(o.by, key) if key else o.by, "at": o.at.isoformat(timespec="seconds") + "Z",
-                "reason": o.reason}
+            e["overruled"] = (
+                None
+                if o is None
+                else {
+                    "by": pseudonym(o.by, key) if key else o.by,
+                    "at": o.at.isoformat(timespec="seconds") + "Z",
+                    "reason": o.reason,
+                }
+            )
 
 
 def _cell(e: dict) -> str:
@@ -327,11 +402,13 @@ def _cell(e: dict) -> str:
     img = f'<img src="{url}" alt="{html.escape(e["image_id"])}">' if url else "<em>(image unreadable)</em>"
     where = f"index {e['index']}: " if "index" in e else ""
     inst = f"<br>instances: {html.escape(', '.join(e['instances']))}" if e.get("instances") else ""
-    return (f"<td>{img}<div class=meta>{html.escape(where + e['image_id'])}<br>{html.escape(e.get('path') or '')}"
-            f"{inst}</div></td>")
+    return (
+        f"<td>{img}<div class=meta>{html.escape(where + e['image_id'])}<br>{html.escape(e.get('path') or '')}"
+        f"{inst}</div></td>"
+    )
 
 
-def _overrule_text(o: Optional[dict]) -> str:
+def _overrule_text(o: dict | None) -> str:
     return f"by {o['by']}: {o['reason']}" if o else "no"
 
 
@@ -341,22 +418,35 @@ def _page(section: dict, *lists: list[dict]) -> str:
     enc = section["decided_by"]["encoders"]
     th = section["decided_by"]["thresholds"]
     ref = section["reference"]
-    titles = ("Within the export", f"Against the reference {ref['index']}" if ref else "Against a reference (none given)",
-              "Generated images against the collection they came from")
-    parts = [PAGE_HEAD.format(title="Near duplicates", subtitle=html.escape(
-        f"{section['images_checked']} exported images; CLIP >= {th['clip']:g} and DINOv2 >= {th['dino']:g} "
-        f"(CLIP {enc['clip']['spec']}, DINOv2 {enc['dino']['spec']})"))]
+    titles = (
+        "Within the export",
+        f"Against the reference {ref['index']}" if ref else "Against a reference (none given)",
+        "Generated images against the collection they came from",
+    )
+    parts = [
+        PAGE_HEAD.format(
+            title="Near duplicates",
+            subtitle=html.escape(
+                f"{section['images_checked']} exported images; CLIP >= {th['clip']:g} and DINOv2 >= {th['dino']:g} "
+                f"(CLIP {enc['clip']['spec']}, DINOv2 {enc['dino']['spec']})"
+            ),
+        )
+    ]
     for title, rows in zip(titles, lists):
         parts.append(f"<h2>{html.escape(title)}: {len(rows)}</h2>")
         if not rows:
             parts.append("<p>None.</p>")
             continue
-        parts.append("<table><tr><th>exported image</th><th>near duplicate</th><th>CLIP</th><th>DINOv2</th>"
-                     "<th>same bytes</th><th>overruled</th></tr>")
+        parts.append(
+            "<table><tr><th>exported image</th><th>near duplicate</th><th>CLIP</th><th>DINOv2</th>"
+            "<th>same bytes</th><th>overruled</th></tr>"
+        )
         for e in rows:
-            parts.append(f"<tr>{_cell(e['a'])}{_cell(e['b'])}<td class=num>{e['clip']:.4f}</td>"
-                         f"<td class=num>{e['dino']:.4f}</td><td>{'yes' if e['exact'] else 'no'}</td>"
-                         f"<td>{html.escape(_overrule_text(e.get('overruled')))}</td></tr>")
+            parts.append(
+                f"<tr>{_cell(e['a'])}{_cell(e['b'])}<td class=num>{e['clip']:.4f}</td>"
+                f"<td class=num>{e['dino']:.4f}</td><td>{'yes' if e['exact'] else 'no'}</td>"
+                f"<td>{html.escape(_overrule_text(e.get('overruled')))}</td></tr>"
+            )
         parts.append("</table>")
     parts.append("</body></html>\n")
     return "\n".join(parts)

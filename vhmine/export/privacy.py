@@ -19,9 +19,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Iterable, Optional
 
 from vhmine.bench import Benchmark
 
@@ -59,7 +59,7 @@ def collection_roots(indexes) -> list[Path]:
     return list(dict.fromkeys(roots))
 
 
-def public_path(path: Optional[str], roots=()) -> Optional[str]:
+def public_path(path: str | None, roots=()) -> str | None:
     """A path as an export may show it, the same from any working folder: relative to the first collection root in
     `roots` (collection_roots) that holds it, else the file's name (a relative path stays as recorded)."""
     if not path:
@@ -80,7 +80,7 @@ def public_spec(spec: str, public: bool = True) -> str:
         return spec
     prefix = "local-dir:"
     if spec.startswith(prefix):
-        return prefix + (public_path(spec[len(prefix):]) or "")
+        return prefix + (public_path(spec[len(prefix) :]) or "")
     name, sep, rest = spec.partition(":")
     if sep and rest.startswith("/"):
         return f"{name}:{public_path(rest)}"
@@ -114,8 +114,20 @@ def private_removed(bench: Benchmark, key: str, roots=()) -> Benchmark:
     return Benchmark(bench.name, items, bench.root, bench.source)
 
 
-NAME_FIELDS = frozenset({"worker", "by", "flagged_by", "decided_by", "updated_by", "created_by", "done_by",
-                         "lease_worker", "reviewer", "workers"})
+NAME_FIELDS = frozenset(
+    {
+        "worker",
+        "by",
+        "flagged_by",
+        "decided_by",
+        "updated_by",
+        "created_by",
+        "done_by",
+        "lease_worker",
+        "reviewer",
+        "workers",
+    }
+)
 CONTENT_FIELDS = frozenset({"changes", "answer", "answers", "question", "proposed", "truth"})
 _WORD = re.compile(r"\w+(?:[.-]\w+)*")
 _AS_PERSON = re.compile(r"(?:\bby\s+|@)$", re.IGNORECASE)
@@ -134,6 +146,7 @@ def content_words(*texts) -> frozenset:
         elif isinstance(x, (list, tuple, set, frozenset)):
             for v in x:
                 walk(v)
+
     for t in texts:
         walk(t)
     return frozenset(out)
@@ -150,8 +163,11 @@ class NameScrubber:
         for n in names:  # a name written in another case is that worker (the exact spelling first)
             self.by_lower.setdefault(n.lower(), n)
         # whole tokens: no word character next to it, nor '.'/'-' going on into one (a name's own characters)
-        self.pattern = re.compile(r"(?<!\w)(?<!\w[.-])(" + "|".join(map(re.escape, names)) + r")(?!\w)(?![.-]\w)",
-                                  re.IGNORECASE) if names else None
+        self.pattern = (
+            re.compile(r"(?<!\w)(?<!\w[.-])(" + "|".join(map(re.escape, names)) + r")(?!\w)(?![.-]\w)", re.IGNORECASE)
+            if names
+            else None
+        )
 
     def text(self, s: str, keep: frozenset = frozenset()) -> str:
         if self.pattern is None:
@@ -162,9 +178,10 @@ class NameScrubber:
             if found.lower() in keep and not _AS_PERSON.search(m.string, 0, m.start()):
                 return found  # a word of the item's content, not a person
             return self.public(found if found in self.exact else self.by_lower[found.lower()])
+
         return self.pattern.sub(swap, s)
 
-    def __call__(self, obj, keep: frozenset = frozenset(), field: Optional[str] = None):
+    def __call__(self, obj, keep: frozenset = frozenset(), field: str | None = None):
         if isinstance(obj, str):
             if field in NAME_FIELDS and obj in self.exact:
                 return self.public(obj)

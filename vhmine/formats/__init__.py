@@ -14,7 +14,6 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Optional
 
 from vhmine.errors import FormatError, InputError
 
@@ -29,13 +28,42 @@ class FormatSpec:
 
 
 _FORMATS = (
-    FormatSpec("vhtest", "vhtest", ("OEQ", "YNQ"), "OEQ_Benchmark/<mode>.xlsx, YNQ_Benchmark/<mode>.xlsx, Images/<mode>/<mode>_<k>.png"),
-    FormatSpec("vlmevalkit", "vlmevalkit", ("OEQ", "YNQ"), "<name>_<kind>.tsv: index, image (base64), question, answer, category"),
-    FormatSpec("hf", "hf", ("OEQ", "YNQ"), "data/oeq/ and data/ynq/test-00000-of-00001.parquet with an Image column, README.md a dataset card (datasets.load_dataset reads the folder)"),
+    FormatSpec(
+        "vhtest",
+        "vhtest",
+        ("OEQ", "YNQ"),
+        "OEQ_Benchmark/<mode>.xlsx, YNQ_Benchmark/<mode>.xlsx, Images/<mode>/<mode>_<k>.png",
+    ),
+    FormatSpec(
+        "vlmevalkit",
+        "vlmevalkit",
+        ("OEQ", "YNQ"),
+        "<name>_<kind>.tsv: index, image (base64), question, answer, category",
+    ),
+    FormatSpec(
+        "hf",
+        "hf",
+        ("OEQ", "YNQ"),
+        "data/oeq/ and data/ynq/test-00000-of-00001.parquet with an Image column, README.md a dataset card"
+        " (datasets.load_dataset reads the folder)",
+    ),
     FormatSpec("pope", "pope", ("YNQ",), "questions.jsonl (question_id, image, text, label) and images/"),
-    FormatSpec("llava", "llava", ("OEQ", "YNQ"), "train.json and test.json (LLaVA conversations, seeded 80/20 split by image group) and images/"),
-    FormatSpec("hallusionbench", "hallusionbench", ("YNQ",), "HallusionBench.json (HallusionBench's fields) and images/"),
-    FormatSpec("lmms-eval", "lmms_eval", ("OEQ", "YNQ"), "data/<kind>.parquet, vhmine_ynq.yaml, vhmine_oeq.yaml, vhmine.yaml (group) and utils.py: an lmms-eval --include_path folder"),
+    FormatSpec(
+        "llava",
+        "llava",
+        ("OEQ", "YNQ"),
+        "train.json and test.json (LLaVA conversations, seeded 80/20 split by image group) and images/",
+    ),
+    FormatSpec(
+        "hallusionbench", "hallusionbench", ("YNQ",), "HallusionBench.json (HallusionBench's fields) and images/"
+    ),
+    FormatSpec(
+        "lmms-eval",
+        "lmms_eval",
+        ("OEQ", "YNQ"),
+        "data/<kind>.parquet, vhmine_ynq.yaml, vhmine_oeq.yaml, vhmine.yaml (group) and utils.py: an lmms-eval"
+        " --include_path folder",
+    ),
 )
 
 
@@ -117,17 +145,27 @@ def detect(path: Path) -> str:
     raise FormatError(f"{path}: not a benchmark file vhmine knows: give --format ({', '.join(format_names())})")
 
 
-def load(path: Path, fmt: Optional[str] = None, **options):
+def load(path: Path, fmt: str | None = None, **options):
     """Read a benchmark, detecting its format when `fmt` is None."""
     return read(fmt or detect(path), path, **options)
 
 
 # --- helpers the format modules share --------------------------------------------------------------
 
+
 def item_extras(item) -> dict:
     """Everything a format has no column for, so that a round trip loses nothing."""
-    return {"id": item.id, "mode": item.mode, "kind": item.kind, "answers": list(item.answers), "truth": item.truth,
-            "image_id": item.image_id, "pair_id": item.pair_id, "group_id": item.group_id, "meta": item.meta}
+    return {
+        "id": item.id,
+        "mode": item.mode,
+        "kind": item.kind,
+        "answers": list(item.answers),
+        "truth": item.truth,
+        "image_id": item.image_id,
+        "pair_id": item.pair_id,
+        "group_id": item.group_id,
+        "meta": item.meta,
+    }
 
 
 def item_from_extras(e, question: str, image, where: str, image_data=None):
@@ -135,14 +173,28 @@ def item_from_extras(e, question: str, image, where: str, image_data=None):
     from vhmine.bench import BenchItem
 
     try:
-        return BenchItem(e["id"], e["mode"], e["kind"], question, tuple(e["answers"]), e["truth"], image,
-                         e["image_id"], e["pair_id"], e["meta"], image_data, e.get("group_id"))  # no group_id: before pair groups
+        return BenchItem(
+            e["id"],
+            e["mode"],
+            e["kind"],
+            question,
+            tuple(e["answers"]),
+            e["truth"],
+            image,
+            e["image_id"],
+            e["pair_id"],
+            e["meta"],
+            image_data,
+            e.get("group_id"),
+        )  # no group_id: before pair groups
     except (KeyError, TypeError) as err:
-        raise FormatError(f"{where}: not a vhmine item (no {err} in its vhmine record): fix or delete the record, "
-                          "or export the benchmark again") from None
+        raise FormatError(
+            f"{where}: not a vhmine item (no {err} in its vhmine record): fix or delete the record, "
+            "or export the benchmark again"
+        ) from None
 
 
-def confined_image(value, base: Path, where: str, field: str) -> Optional[str]:
+def confined_image(value, base: Path, where: str, field: str) -> str | None:
     """`value`, an image path read from a benchmark (`where`: file and row; `field`: its column), checked to
     resolve inside `base` (the benchmark's folder, or the --images folder): `base / value` with `..` and
     symlinks resolved. A path that leaves it (absolute, `..`, a link out) is refused, so a crafted benchmark
@@ -157,9 +209,11 @@ def confined_image(value, base: Path, where: str, field: str) -> Optional[str]:
     except (ValueError, OSError, RuntimeError) as err:  # a NUL byte, a symlink loop
         raise FormatError(f"{where}, field {field}: {value!r} is not a usable image path ({err})") from None
     if not target.is_relative_to(root):
-        raise InputError(f"{where}, field {field}: image path {value!r} leads outside {root} (to {target}): a benchmark's "
-                         "image paths must stay inside its folder, or inside the folder given with --images; "
-                         "fix the row, or move the images there")
+        raise InputError(
+            f"{where}, field {field}: image path {value!r} leads outside {root} (to {target}): a benchmark's "
+            "image paths must stay inside its folder, or inside the folder given with --images; "
+            "fix the row, or move the images there"
+        )
     return value
 
 

@@ -9,8 +9,8 @@ pair's two images), a question pair or a drafted-from link (a yes/no question an
 it was drafted from) form one group, and groups are drawn to train in the order of a hash of
 (seed, group) until each mode holds ~80 %; it does not depend on row order (adding items can move a
 group near the cut to the other side). Each record also holds a `vhmine` object for a lossless
-round trip (its `group_id` is the pair group); LLaVA's trainer ignores it. Reading, `image` paths resolve in the JSON's folder or `images=`
-and must stay inside it (formats.confined_image).
+round trip (its `group_id` is the pair group); LLaVA's trainer ignores it. Reading, `image` paths resolve in the JSON's
+folder or `images=` and must stay inside it (formats.confined_image).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Optional
 
 from vhmine.bench import OEQ, YNQ, BenchItem, Benchmark
 from vhmine.errors import FormatError
@@ -40,8 +39,12 @@ def groups(bench: Benchmark) -> list[list[BenchItem]]:
         return x
 
     for it in bench:
-        links = [it.image_id and f"image:{it.image_id}", it.meta.get("other_image_id") and f"image:{it.meta['other_image_id']}",
-                 it.pair_id and f"pair:{it.pair_id}", it.meta.get("derived_from") and f"item:{it.meta['derived_from']}"]
+        links = [
+            it.image_id and f"image:{it.image_id}",
+            it.meta.get("other_image_id") and f"image:{it.meta['other_image_id']}",
+            it.pair_id and f"pair:{it.pair_id}",
+            it.meta.get("derived_from") and f"item:{it.meta['derived_from']}",
+        ]
         for link in filter(None, links):
             parent[find(f"item:{it.id}")] = find(str(link))
         find(f"item:{it.id}")
@@ -60,11 +63,13 @@ def split(bench: Benchmark, seed: int = 0, train: float = 0.8) -> dict[str, str]
     order = sorted(groups(bench), key=lambda g: hashlib.sha256(f"{seed}:{min(it.id for it in g)}".encode()).hexdigest())
     for g in order:
         adds = {m: sum(it.mode == m for it in g) for m in target}
-        to_train = sum((have[m] + adds[m] - target[m]) ** 2 for m in target) < sum((have[m] - target[m]) ** 2 for m in target)
+        to_train = sum((have[m] + adds[m] - target[m]) ** 2 for m in target) < sum(
+            (have[m] - target[m]) ** 2 for m in target
+        )
         if to_train:
             for m in target:
                 have[m] += adds[m]
-        out.update({it.id: ("train" if to_train else "test") for it in g})
+        out.update({it.id: "train" if to_train else "test" for it in g})
     return out
 
 
@@ -90,9 +95,14 @@ def write(bench: Benchmark, folder: Path, seed: int = 0) -> None:
     sides = split(bench, seed)
     out: dict[str, list] = {"train": [], "test": []}
     for it in bench:
-        rec = {"id": it.id, "conversations": [{"from": "human", "value": ("<image>\n" if it.id in paths else "") + prompt(it)},
-                                              {"from": "gpt", "value": answer(it)}],
-               "vhmine": dict(item_extras(it), question=it.question)}
+        rec = {
+            "id": it.id,
+            "conversations": [
+                {"from": "human", "value": ("<image>\n" if it.id in paths else "") + prompt(it)},
+                {"from": "gpt", "value": answer(it)},
+            ],
+            "vhmine": dict(item_extras(it), question=it.question),
+        }
         if it.id in paths:
             rec = {"id": it.id, "image": paths[it.id], **{k: v for k, v in rec.items() if k != "id"}}
         out[sides[it.id]].append(rec)
@@ -100,7 +110,7 @@ def write(bench: Benchmark, folder: Path, seed: int = 0) -> None:
         (folder / f"{side}.json").write_text(json.dumps(recs, ensure_ascii=False, indent=1), encoding="utf-8")
 
 
-def read(path: Path, images: Optional[Path] = None) -> Benchmark:
+def read(path: Path, images: Path | None = None) -> Benchmark:
     """`images`: the folder LLaVA's `image` paths are relative to [default: the JSON's folder]."""
     path = Path(path)
     files = [path / f for f in FILES] if path.is_dir() else [path]
@@ -128,7 +138,18 @@ def read(path: Path, images: Optional[Path] = None) -> Benchmark:
                 raise FormatError(f"{where}, field conversations: needs a human turn then a gpt turn") from None
             q = human.replace("<image>", "").strip()
             yn = gpt.strip().lower().rstrip(".") in ("yes", "no")
-            items.append(BenchItem(str(rec.get("id", f"{f.stem}:{n}")), "llava", YNQ if yn else OEQ, q, (gpt,),
-                                   gpt.strip().lower().startswith("yes") if yn else None, image,
-                                   image, None, {"source": "llava", "file": f.name}))
+            items.append(
+                BenchItem(
+                    str(rec.get("id", f"{f.stem}:{n}")),
+                    "llava",
+                    YNQ if yn else OEQ,
+                    q,
+                    (gpt,),
+                    gpt.strip().lower().startswith("yes") if yn else None,
+                    image,
+                    image,
+                    None,
+                    {"source": "llava", "file": f.name},
+                )
+            )
     return Benchmark((path if path.is_dir() else path.parent).name, items, root, str(path))

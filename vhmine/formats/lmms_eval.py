@@ -21,8 +21,8 @@ from pathlib import Path
 
 from vhmine.bench import OEQ, YNQ, Benchmark
 from vhmine.errors import FormatError
-from vhmine.rules import harness as harness_rules
 from vhmine.formats import hf
+from vhmine.rules import harness as harness_rules
 
 GROUP = "vhmine"
 TASKS = {YNQ: "vhmine_ynq", OEQ: "vhmine_oeq"}
@@ -132,42 +132,49 @@ def mode_metrics(modes: list[str]) -> dict[str, str]:
 
 def _rules_source() -> str:
     src = inspect.getsource(harness_rules)
-    return src[src.index('"""', 3) + 3:].lstrip("\n")  # without the module docstring: utils.py has its own
+    return src[src.index('"""', 3) + 3 :].lstrip("\n")  # without the module docstring: utils.py has its own
 
 
 def utils_source(bench: Benchmark) -> str:
     per_kind = {k: mode_metrics(bench.select(kind=k).modes()) for k in bench.kinds()}
     metrics = {k: list(YNQ_METRICS if k == YNQ else OEQ_METRICS) + list(per_kind[k].values()) for k in per_kind}
-    lines = ['"""lmms-eval hooks of the vhmine tasks (written by `vhmine export --format lmms-eval`; needs no vhmine).',
-             "", "The yes/no rule and the open-answer scorer are vhmine eval's defaults (VHTest's classify_response;",
-             '`match`), copied here so that lmms-eval scores answers exactly as `vhmine eval` does.', '"""', "",
-             _rules_source(), "METRICS = " + json.dumps(metrics, indent=1, ensure_ascii=False), _HOOKS,
-             "", "# per-mode accuracy: one aggregation per metric the task YAMLs name"]
+    lines = [
+        '"""lmms-eval hooks of the vhmine tasks (written by `vhmine export --format lmms-eval`; needs no vhmine).',
+        "",
+        "The yes/no rule and the open-answer scorer are vhmine eval's defaults (VHTest's classify_response;",
+        "`match`), copied here so that lmms-eval scores answers exactly as `vhmine eval` does.",
+        '"""',
+        "",
+        _rules_source(),
+        "METRICS = " + json.dumps(metrics, indent=1, ensure_ascii=False),
+        _HOOKS,
+        "",
+        "# per-mode accuracy: one aggregation per metric the task YAMLs name",
+    ]
     for mode, name in dict.fromkeys((m, n) for k in per_kind for m, n in per_kind[k].items()):
         lines.append(f"aggregate_{name} = mode_accuracy({json.dumps(mode, ensure_ascii=False)})")
     return "\n".join(lines) + "\n"
 
 
 def _metric(name: str, fn: str, higher: bool = True) -> str:
-    return f"  - metric: {name}\n    aggregation: !function utils.{fn}\n    higher_is_better: {'true' if higher else 'false'}\n"
+    return (
+        f"  - metric: {name}\n    aggregation: !function utils.{fn}\n    higher_is_better:"
+        f" {'true' if higher else 'false'}\n"
+    )
 
 
 def task_yaml(bench: Benchmark, kind: str) -> str:
     modes = mode_metrics(bench.select(kind=kind).modes())
     what = "yes/no" if kind == YNQ else "open"
-    out = (f"# vhmine {what} questions (written by `vhmine export --format lmms-eval`)\n"
-           f"task: {TASKS[kind]}\n"
-           "dataset_path: parquet\n"
-           f"dataset_kwargs:\n  data_files:\n    test: {DATA[kind]}\n"
-           "test_split: test\n"
-           "output_type: generate_until\n"
-           "doc_to_visual: !function utils.doc_to_visual\n"
-           "doc_to_text: !function utils.doc_to_text\n"
-           "doc_to_target: !function utils.doc_to_target\n"
-           "generation_kwargs:\n  max_new_tokens: 128\n  temperature: 0\n  top_p: 1.0\n  num_beams: 1\n  do_sample: false\n"
-           "process_results: !function utils.process_results\n"
-           "metric_list:\n")
-    for m in (YNQ_METRICS if kind == YNQ else OEQ_METRICS):
+    out = (
+        f"# vhmine {what} questions (written by `vhmine export --format lmms-eval`)\ntask: {TASKS[kind]}\ndataset_path:"
+        f" parquet\ndataset_kwargs:\n  data_files:\n    test: {DATA[kind]}\ntest_split: test\noutput_type:"
+        " generate_until\ndoc_to_visual: !function utils.doc_to_visual\ndoc_to_text: !function"
+        " utils.doc_to_text\ndoc_to_target: !function utils.doc_to_target\ngeneration_kwargs:\n  max_new_tokens: 128\n"
+        "  temperature: 0\n  top_p: 1.0\n  num_beams: 1\n  do_sample: false\nprocess_results: !function"
+        " utils.process_results\nmetric_list:\n"
+    )
+    for m in YNQ_METRICS if kind == YNQ else OEQ_METRICS:
         out += _metric(m, f"aggregate_{m}", higher=m not in ("unreadable", "yes_ratio"))
     for name in modes.values():
         out += _metric(name, f"aggregate_{name}")
@@ -177,10 +184,12 @@ def task_yaml(bench: Benchmark, kind: str) -> str:
 
 def group_yaml(bench: Benchmark) -> str:
     tasks = "".join(f"  - {TASKS[k]}\n" for k in bench.kinds())
-    return ("# vhmine: every task of this folder; accuracy weighted by task size is the overall accuracy\n"
-            f"group: {GROUP}\ntask:\n{tasks}"
-            "aggregate_metric_list:\n  - metric: accuracy\n    aggregation: mean\n    weight_by_size: true\n"
-            "metadata:\n  version: 1.0\n")
+    return (
+        "# vhmine: every task of this folder; accuracy weighted by task size is the overall accuracy\n"
+        f"group: {GROUP}\ntask:\n{tasks}"
+        "aggregate_metric_list:\n  - metric: accuracy\n    aggregation: mean\n    weight_by_size: true\n"
+        "metadata:\n  version: 1.0\n"
+    )
 
 
 def write(bench: Benchmark, folder: Path) -> None:
@@ -193,10 +202,17 @@ def write(bench: Benchmark, folder: Path) -> None:
 
 def next_steps(out: str, bench: Benchmark) -> list[str]:
     """How to run the folder in lmms-eval and score its logged answers with vhmine (the export's closing lines)."""
-    logs = " ".join(f"--predictions MODEL=results/.../<date>_samples_{TASKS[k]}.jsonl" for k in (YNQ, OEQ) if k in bench.kinds())
-    return [f"run it in lmms-eval (pip install lmms-eval==0.7.3 \"filelock<4\"): lmms-eval --model MODEL --model_args "
-            f"pretrained=HUB_ID --tasks {GROUP} --include_path {out} --batch_size 1 --log_samples --output_path results/",
-            f"then score its answers with vhmine's rules: vhmine eval --bench {out} {logs}"]
+    logs = " ".join(
+        f"--predictions MODEL=results/.../<date>_samples_{TASKS[k]}.jsonl" for k in (YNQ, OEQ) if k in bench.kinds()
+    )
+    return [
+        (
+            'run it in lmms-eval (pip install lmms-eval==0.7.3 "filelock<4"): lmms-eval --model MODEL --model_args'
+            f" pretrained=HUB_ID --tasks {GROUP} --include_path {out} --batch_size 1 --log_samples --output_path"
+            " results/"
+        ),
+        f"then score its answers with vhmine's rules: vhmine eval --bench {out} {logs}",
+    ]
 
 
 def read(path: Path) -> Benchmark:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 from vhmine.bench import YNQ, BenchItem, Benchmark
 from vhmine.errors import FormatError
@@ -24,17 +23,25 @@ FILE = "questions.jsonl"
 def write(bench: Benchmark, folder: Path) -> None:
     bad = [it for it in bench if it.kind != YNQ or it.truth is None]
     if bad:
-        raise FormatError(f"item {bad[0].id} is not a yes/no question with a truth: the pope format holds YNQ only (--kind ynq)")
+        raise FormatError(
+            f"item {bad[0].id} is not a yes/no question with a truth: the pope format holds YNQ only (--kind ynq)"
+        )
     paths = copy_images(bench, folder, "images")
     with open(folder / FILE, "w", encoding="utf-8") as f:
         for it in bench:
-            rec = {"question_id": it.id, "image": Path(paths[it.id]).name if it.id in paths else None, "text": it.question,
-                   "label": "yes" if it.truth else "no", "category": it.mode, "group_id": it.group_id,
-                   "vhmine": item_extras(it)}
+            rec = {
+                "question_id": it.id,
+                "image": Path(paths[it.id]).name if it.id in paths else None,
+                "text": it.question,
+                "label": "yes" if it.truth else "no",
+                "category": it.mode,
+                "group_id": it.group_id,
+                "vhmine": item_extras(it),
+            }
             f.write(json.dumps(rec, ensure_ascii=False) + "\n")
 
 
-def read(path: Path, images: Optional[Path] = None) -> Benchmark:
+def read(path: Path, images: Path | None = None) -> Benchmark:
     path = Path(path)
     if path.is_dir():
         root = images or path / "images"
@@ -59,7 +66,9 @@ def read(path: Path, images: Optional[Path] = None) -> Benchmark:
                     raise FormatError(f"{where}: not a JSON object")
                 for field in ("question_id", "text", "label"):
                     if field not in rec:
-                        raise FormatError(f"{where}, field {field}: missing (POPE lines have question_id, image, text, label)")
+                        raise FormatError(
+                            f"{where}, field {field}: missing (POPE lines have question_id, image, text, label)"
+                        )
                 label = str(rec["label"]).strip().lower()
                 if label not in ("yes", "no"):
                     raise FormatError(f"{where}, field label: {rec['label']!r} is not yes or no")
@@ -69,7 +78,18 @@ def read(path: Path, images: Optional[Path] = None) -> Benchmark:
                     items.append(item_from_extras(e, rec["text"], image, f"{where}, field vhmine"))
                     continue
                 truth = label == "yes"
-                items.append(BenchItem(f"{f.stem}:{rec['question_id']}", rec.get("category") or "existence", YNQ, rec["text"],
-                                       ("Yes" if truth else "No",), truth, image, Path(image).stem if image else None, None,
-                                       {"source": "pope", "file": f.name, "question_id": rec["question_id"]}))
+                items.append(
+                    BenchItem(
+                        f"{f.stem}:{rec['question_id']}",
+                        rec.get("category") or "existence",
+                        YNQ,
+                        rec["text"],
+                        ("Yes" if truth else "No",),
+                        truth,
+                        image,
+                        Path(image).stem if image else None,
+                        None,
+                        {"source": "pope", "file": f.name, "question_id": rec["question_id"]},
+                    )
+                )
     return Benchmark(path.stem, items, Path(root), str(path))

@@ -5,9 +5,9 @@ Writes (and reads back) a folder with one sheet per mode: `OEQ_Benchmark/<mode>.
 `yes_or_no_question`, `yes_or_no_ground_truth` = y / n), images at `Images/<mode>/<mode>_<k>.png`.
 VHTest's YNQ script reads the image name from `image_path` while its OEQ script reads `Image`, so
 YNQ sheets carry both. Extra columns, `vhmine_id`, `group_id` (the pair group; empty outside one) and
-`vhmine_item` (JSON), make the round trip lossless; VHTest's scripts ignore them. Reading needs only the columns VHTest's scripts read (OEQ:
-`Image`, `Question`; YNQ: `image_path`, `yes_or_no_question`, `yes_or_no_ground_truth`), so a folder
-as VHTest publishes it imports; `Reference_Answer` is read when present (else the OEQ item has no
+`vhmine_item` (JSON), make the round trip lossless; VHTest's scripts ignore them. Reading needs only the columns
+VHTest's scripts read (OEQ: `Image`, `Question`; YNQ: `image_path`, `yes_or_no_question`, `yes_or_no_ground_truth`), so
+a folder as VHTest publishes it imports; `Reference_Answer` is read when present (else the OEQ item has no
 reference answer) and any other column is kept in the item's meta under `extras`. Needs openpyxl
 (`pip install 'vhmine[export]'`).
 """
@@ -24,10 +24,12 @@ from vhmine.formats import confined_image, item_extras, item_from_extras
 
 VHTEST_MODES = ("counting", "shape", "color", "orientation", "size", "position", "OCR", "existence")
 # the columns VHTest's scripts read (llava_oeq_version.py, llava_ynq_version.py): all a sheet needs
-COLUMNS = {OEQ: ("Image", "Question"),
-           YNQ: ("image_path", "yes_or_no_question", "yes_or_no_ground_truth")}
+COLUMNS = {OEQ: ("Image", "Question"), YNQ: ("image_path", "yes_or_no_question", "yes_or_no_ground_truth")}
 ANSWER = "Reference_Answer"  # OEQ reference answers: written by vhmine, read when a sheet has them
-OURS = {OEQ: (ANSWER, "vhmine_id", "group_id", "vhmine_item"), YNQ: ("Image", "vhmine_id", "group_id", "vhmine_item")}  # not extras
+OURS = {
+    OEQ: (ANSWER, "vhmine_id", "group_id", "vhmine_item"),
+    YNQ: ("Image", "vhmine_id", "group_id", "vhmine_item"),
+}  # not extras
 FOLDER = {OEQ: "OEQ_Benchmark", YNQ: "YNQ_Benchmark"}
 
 
@@ -80,18 +82,38 @@ def write(bench: Benchmark, folder: Path) -> None:
                 done.add(key)
         for kind in (OEQ, YNQ):
             rows = []
-            for it in sorted((i for i in items if i.kind == kind), key=lambda i: (names.get(i.image_id or i.id, ""), i.id)):
+            for it in sorted(
+                (i for i in items if i.kind == kind), key=lambda i: (names.get(i.image_id or i.id, ""), i.id)
+            ):
                 image = names.get(it.image_id or it.id, "")
                 extra = json.dumps(item_extras(it), ensure_ascii=False, sort_keys=True)
                 if kind == OEQ:
-                    rows.append({"Image": image, "Question": it.question, "Reference_Answer": " or ".join(it.answers),
-                                 "vhmine_id": it.id, "group_id": it.group_id or "", "vhmine_item": extra})
+                    rows.append(
+                        {
+                            "Image": image,
+                            "Question": it.question,
+                            "Reference_Answer": " or ".join(it.answers),
+                            "vhmine_id": it.id,
+                            "group_id": it.group_id or "",
+                            "vhmine_item": extra,
+                        }
+                    )
                 else:
                     if it.truth is None:
-                        raise FormatError(f"item {it.id} ({mode}) is a yes/no question without a truth: fix it in the app")
-                    rows.append({"Image": image, "image_path": image, "yes_or_no_question": it.question,
-                                 "yes_or_no_ground_truth": "y" if it.truth else "n", "vhmine_id": it.id,
-                                 "group_id": it.group_id or "", "vhmine_item": extra})
+                        raise FormatError(
+                            f"item {it.id} ({mode}) is a yes/no question without a truth: fix it in the app"
+                        )
+                    rows.append(
+                        {
+                            "Image": image,
+                            "image_path": image,
+                            "yes_or_no_question": it.question,
+                            "yes_or_no_ground_truth": "y" if it.truth else "n",
+                            "vhmine_id": it.id,
+                            "group_id": it.group_id or "",
+                            "vhmine_item": extra,
+                        }
+                    )
             if rows:
                 (folder / FOLDER[kind]).mkdir(parents=True, exist_ok=True)
                 pd.DataFrame(rows).to_excel(folder / FOLDER[kind] / f"{sheet}.xlsx", index=False)
@@ -133,26 +155,56 @@ def read(path: Path) -> Benchmark:
                 try:
                     e = json.loads(extra)
                 except ValueError as err:
-                    raise FormatError(f"{where}, field vhmine_item: not a vhmine item ({err}): delete the cell to read the row as plain VHTest") from None
+                    raise FormatError(
+                        f"{where}, field vhmine_item: not a vhmine item ({err}): delete the cell to read the row as"
+                        " plain VHTest"
+                    ) from None
                 items.append(item_from_extras(e, _cell(row[COLUMNS[kind][1]]), rel, f"{where}, field vhmine_item"))
                 continue
             question = _cell(row[COLUMNS[kind][1]])
             if not question:
                 raise FormatError(f"{where}, field {COLUMNS[kind][1]}: empty question")
             iid = f"{kind.lower()}:{sheet}:{image}:{question_key(question)}"
-            meta = {"source": "vhtest", "sheet": str(sheet_path.name),
-                    **({"extras": {str(c): _cell(row[c]) for c in extras}} if extras else {})}
+            meta = {
+                "source": "vhtest",
+                "sheet": str(sheet_path.name),
+                **({"extras": {str(c): _cell(row[c]) for c in extras}} if extras else {}),
+            }
             if kind == OEQ:
                 ans = _cell(row[ANSWER]) if ANSWER in df.columns else None
                 if ans == "":
                     raise FormatError(f"{where}, field {ANSWER}: empty reference answer")
-                items.append(BenchItem(iid, _mode_of(sheet), OEQ, question, (ans,) if ans else (), None, rel,
-                                       f"{sheet}/{image}", None, meta))
+                items.append(
+                    BenchItem(
+                        iid,
+                        _mode_of(sheet),
+                        OEQ,
+                        question,
+                        (ans,) if ans else (),
+                        None,
+                        rel,
+                        f"{sheet}/{image}",
+                        None,
+                        meta,
+                    )
+                )
             else:
                 gt = _cell(row["yes_or_no_ground_truth"]).strip().lower()
                 if gt not in ("y", "n", "yes", "no"):
                     raise FormatError(f"{where}, field yes_or_no_ground_truth: {gt!r} is not y or n")
                 truth = gt.startswith("y")
-                items.append(BenchItem(iid, _mode_of(sheet), YNQ, question, ("Yes" if truth else "No",), truth, rel,
-                                       f"{sheet}/{image}", None, meta))
+                items.append(
+                    BenchItem(
+                        iid,
+                        _mode_of(sheet),
+                        YNQ,
+                        question,
+                        ("Yes" if truth else "No",),
+                        truth,
+                        rel,
+                        f"{sheet}/{image}",
+                        None,
+                        meta,
+                    )
+                )
     return Benchmark(root.name, items, root, str(root))

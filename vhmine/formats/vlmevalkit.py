@@ -53,15 +53,27 @@ def write(bench: Benchmark, folder: Path, rule: str = "vhtest") -> None:
             for k, it in enumerate(items):
                 img = base64.b64encode(bench.image_bytes(it)).decode("ascii") if (it.image or it.image_data) else ""
                 if img and len(img) <= INDEX_REF_MAX:
-                    raise FormatError(f"image of item {it.id} is {len(img)} base64 characters: VLMEvalKit reads a value "
-                                      f"of {INDEX_REF_MAX} or fewer as a row index; use a larger image file")
+                    raise FormatError(
+                        f"image of item {it.id} is {len(img)} base64 characters: VLMEvalKit reads a value "
+                        f"of {INDEX_REF_MAX} or fewer as a row index; use a larger image file"
+                    )
                 if img in first:
                     img = str(first[img])
                 elif img:
                     first[img] = k
                 answer = ("Yes" if it.truth else "No") if kind == YNQ else " or ".join(it.answers)
-                w.writerow([k, img, it.question, answer, it.mode, it.id, it.group_id or "",
-                            json.dumps(item_extras(it), ensure_ascii=False, sort_keys=True)])
+                w.writerow(
+                    [
+                        k,
+                        img,
+                        it.question,
+                        answer,
+                        it.mode,
+                        it.id,
+                        it.group_id or "",
+                        json.dumps(item_extras(it), ensure_ascii=False, sort_keys=True),
+                    ]
+                )
         tsvs[kind] = tsv
     write_registration(folder, tsvs, rule)
     write_readme(folder, bench, tsvs, rule)
@@ -73,9 +85,11 @@ def next_steps(out: str, bench: Benchmark) -> list[str]:
 
     names = [f"{_name(bench)}_{kind}" for kind in bench.kinds()]
     preds = " ".join(f"--predictions MODEL={out}/outputs/MODEL/MODEL_{n}.xlsx" for n in names)
-    return [f"run it in VLMEvalKit (git clone https://github.com/open-compass/VLMEvalKit && pip install -e VLMEvalKit): "
-            f"(cd {out} && python {FILE} --data {' '.join(names)} --model MODEL)",
-            f"then score its answers with vhmine's rules: vhmine eval --bench {out} {preds}"]
+    return [
+        f"run it in VLMEvalKit (git clone https://github.com/open-compass/VLMEvalKit && pip install -e VLMEvalKit): "
+        f"(cd {out} && python {FILE} --data {' '.join(names)} --model MODEL)",
+        f"then score its answers with vhmine's rules: vhmine eval --bench {out} {preds}",
+    ]
 
 
 def resolve_images(rows: list[dict], where: str) -> list[str]:
@@ -87,8 +101,10 @@ def resolve_images(rows: list[dict], where: str) -> list[str]:
         img = r.get("image") or ""
         if 0 < len(img) <= INDEX_REF_MAX:
             if img not in by_index or len(by_index[img]) <= INDEX_REF_MAX:
-                raise FormatError(f"{where}, row {n}, field image: {img!r} is a reference to the image of row index {img}, "
-                                  "and no row with that index holds an image")
+                raise FormatError(
+                    f"{where}, row {n}, field image: {img!r} is a reference to the image of row index {img}, "
+                    "and no row with that index holds an image"
+                )
             img = by_index[img]
         out.append(img)
     return out
@@ -129,8 +145,19 @@ def read(path: Path) -> Benchmark:
                 kind = YNQ if yn else OEQ
                 if not row.get("question"):
                     raise FormatError(f"{where}, field question: empty question")
-                items.append(BenchItem(f"{tsv.stem}:{row['index']}", row.get("category") or tsv.stem, kind, row["question"],
-                                       (ans,), (ans.lower() == "yes") if yn else None, None,
-                                       question_key(image) if image else None, None,
-                                       {"source": "vlmevalkit", "file": tsv.name, "index": row["index"]}, data))
+                items.append(
+                    BenchItem(
+                        f"{tsv.stem}:{row['index']}",
+                        row.get("category") or tsv.stem,
+                        kind,
+                        row["question"],
+                        (ans,),
+                        (ans.lower() == "yes") if yn else None,
+                        None,
+                        question_key(image) if image else None,
+                        None,
+                        {"source": "vlmevalkit", "file": tsv.name, "index": row["index"]},
+                        data,
+                    )
+                )
     return Benchmark(path.stem, items, path if path.is_dir() else path.parent, str(path))

@@ -190,8 +190,10 @@ def md5_file(path: Path) -> str:
     return h.hexdigest()
 
 
-RULES = {"vhtest": "VHTest's classify_response: the answer starts with the letters yes or no, as `vhmine eval` reads it",
-         "vlmevalkit": "VLMEvalKit's YOrN_Extraction: the word yes without the word no, or the reverse"}
+RULES = {
+    "vhtest": "VHTest's classify_response: the answer starts with the letters yes or no, as `vhmine eval` reads it",
+    "vlmevalkit": "VLMEvalKit's YOrN_Extraction: the word yes without the word no, or the reverse",
+}
 DEFAULT_RULE = "vhtest"
 
 
@@ -202,12 +204,20 @@ def _check_rule(rule: str) -> str:
 
 
 def registration_source(tsvs: dict[str, Path], rule: str = DEFAULT_RULE) -> str:
-    head = ['"""Registers this vhmine benchmark with VLMEvalKit (written by `vhmine export --format vlmevalkit`).', "",
-            "Import it before VLMEvalKit builds its datasets, or run VLMEvalKit through it:", "",
-            "    python vhmine_vlmevalkit.py --data " + " ".join(p.stem for p in tsvs.values()) + " --model MODEL", "",
-            "The answer rules below are vhmine eval's (copied, so vhmine need not be installed); yes/no answers are",
-            f"read by YNQ_RULE, {RULES[_check_rule(rule)]}.", '"""', "",
-            _rules_source(), f"YNQ_RULE = {rule!r}  # how the yes/no answers are read (YNQ_RULES below)"]
+    head = [
+        '"""Registers this vhmine benchmark with VLMEvalKit (written by `vhmine export --format vlmevalkit`).',
+        "",
+        "Import it before VLMEvalKit builds its datasets, or run VLMEvalKit through it:",
+        "",
+        "    python vhmine_vlmevalkit.py --data " + " ".join(p.stem for p in tsvs.values()) + " --model MODEL",
+        "",
+        "The answer rules below are vhmine eval's (copied, so vhmine need not be installed); yes/no answers are",
+        f"read by YNQ_RULE, {RULES[_check_rule(rule)]}.",
+        '"""',
+        "",
+        _rules_source(),
+        f"YNQ_RULE = {rule!r}  # how the yes/no answers are read (YNQ_RULES below)",
+    ]
     for kind in (YNQ, OEQ):
         url = {tsvs[kind].stem: tsvs[kind].name} if kind in tsvs else {}
         md5 = {tsvs[kind].stem: md5_file(tsvs[kind])} if kind in tsvs else {}
@@ -233,13 +243,15 @@ def write_readme(folder: Path, bench: Benchmark, tsvs: dict[str, Path], rule: st
     if YNQ in tsvs:
         scores.append(f"`{model}_{tsvs[YNQ].stem}_score.csv` (yes/no: read by {RULES[rule]})")
     if OEQ in tsvs:
-        scores.append(f"`{model}_{tsvs[OEQ].stem}_acc.csv` (open questions: vhmine's `match`, a reference answer "
-                      "appears in the answer as whole words)")
+        scores.append(
+            f"`{model}_{tsvs[OEQ].stem}_acc.csv` (open questions: vhmine's `match`, a reference answer "
+            "appears in the answer as whole words)"
+        )
     text = f"""# {bench.name}: a vhmine benchmark for VLMEvalKit
 
-`{'`, `'.join(p.name for p in tsvs.values())}`: VLMEvalKit's TSV layout (`index`, `image` as base64 or the
+`{"`, `".join(p.name for p in tsvs.values())}`: VLMEvalKit's TSV layout (`index`, `image` as base64 or the
 index of the row holding the same image, `question`, `answer`, `category` = the vhmine mode).
-`{FILE}` registers them with VLMEvalKit: {', '.join(f'`{p.stem}` as {CLASSES[k]}' for k, p in tsvs.items())}.
+`{FILE}` registers them with VLMEvalKit: {", ".join(f"`{p.stem}` as {CLASSES[k]}" for k, p in tsvs.items())}.
 Their images are decoded into `LMUData/images/<dataset>-<md5 of its TSV>/`, so a new export under the same
 name never shows a model the pictures of an earlier one.
 

@@ -16,18 +16,54 @@ Reads and writes `indexes/<name>/`: `manifest.json` (encoders, counts, checksums
 
 from __future__ import annotations
 
-from vhmine.index.layout import (
-    FORMAT_VERSION, IMAGES, MANIFEST, SKIPPED, VECTOR_FILES, default_index_name, image_id_for, index_folder,
-    is_finished, list_indexes, manifest_sha256, read_faiss_vectors, read_manifest, write_faiss, write_index,
-    write_manifest,
-)
 from vhmine.index.collection import (
-    CollectionIndex, image_paths_by_sha, index_rows, locate_image, open_index, open_named_index,
+    CollectionIndex,
+    image_paths_by_sha,
+    index_rows,
+    locate_image,
+    open_index,
+    open_named_index,
+)
+from vhmine.index.layout import (
+    FORMAT_VERSION,
+    IMAGES,
+    MANIFEST,
+    SKIPPED,
+    VECTOR_FILES,
+    default_index_name,
+    image_id_for,
+    index_folder,
+    is_finished,
+    list_indexes,
+    manifest_sha256,
+    read_faiss_vectors,
+    read_manifest,
+    write_faiss,
+    write_index,
+    write_manifest,
 )
 
 __all__ = [
-    "FORMAT_VERSION", "IMAGES", "MANIFEST", "SKIPPED", "VECTOR_FILES",
-    "default_index_name", "image_id_for", "index_folder", "is_finished", "list_indexes", "manifest_sha256",
-    "read_faiss_vectors", "read_manifest", "write_faiss", "write_index", "write_manifest",
-    "CollectionIndex", "image_paths_by_sha", "index_rows", "locate_image", "open_index", "open_named_index",
+    "FORMAT_VERSION",
+    "IMAGES",
+    "MANIFEST",
+    "SKIPPED",
+    "VECTOR_FILES",
+    "default_index_name",
+    "image_id_for",
+    "index_folder",
+    "is_finished",
+    "list_indexes",
+    "manifest_sha256",
+    "read_faiss_vectors",
+    "read_manifest",
+    "write_faiss",
+    "write_index",
+    "write_manifest",
+    "CollectionIndex",
+    "image_paths_by_sha",
+    "index_rows",
+    "locate_image",
+    "open_index",
+    "open_named_index",
 ]

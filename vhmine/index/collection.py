@@ -22,8 +22,16 @@ from typing import TYPE_CHECKING, Any
 
 from vhmine.errors import IndexCorruptError, IndexMissingError
 from vhmine.images import image_sha256, join_location, local_path, remote_url, sha256_file
-from vhmine.index.layout import FORMAT_VERSION, IMAGES, MANIFEST, SKIPPED, VECTOR_FILES, index_folder, list_indexes, \
-    read_faiss_vectors
+from vhmine.index.layout import (
+    FORMAT_VERSION,
+    IMAGES,
+    MANIFEST,
+    SKIPPED,
+    VECTOR_FILES,
+    index_folder,
+    list_indexes,
+    read_faiss_vectors,
+)
 
 if TYPE_CHECKING:  # annotations only: rows imports numpy
     from vhmine.index.rows import IndexRows
@@ -102,7 +110,9 @@ def open_index(root: Path, name: str, *, load_vectors: bool = True, load_images:
     except (OSError, json.JSONDecodeError) as err:
         raise IndexCorruptError(f"{manifest_path} is unreadable ({err}); rebuild with `vhmine embed`") from err
     if manifest.get("format_version", 0) > FORMAT_VERSION:
-        raise IndexCorruptError(f"index {name!r} was written by a newer vhmine ({manifest.get('vhmine_version')}); upgrade vhmine")
+        raise IndexCorruptError(
+            f"index {name!r} was written by a newer vhmine ({manifest.get('vhmine_version')}); upgrade vhmine"
+        )
     n = manifest.get("counts", {}).get("images")
     for fname, meta in manifest.get("files", {}).items():
         p = folder / fname
@@ -123,7 +133,9 @@ def open_index(root: Path, name: str, *, load_vectors: bool = True, load_images:
 
             rows = pq.ParquetFile(folder / IMAGES).metadata.num_rows
     except Exception as err:  # pyarrow raises several kinds
-        raise IndexCorruptError(f"index {name!r}: {folder / IMAGES} is unreadable ({err}); rerun `vhmine embed`") from err
+        raise IndexCorruptError(
+            f"index {name!r}: {folder / IMAGES} is unreadable ({err}); rerun `vhmine embed`"
+        ) from err
     if rows != n:
         raise IndexCorruptError(f"index {name!r}: {IMAGES} has {rows} rows, the manifest says {n}")
     clip = dino = None
@@ -134,8 +146,9 @@ def open_index(root: Path, name: str, *, load_vectors: bool = True, load_images:
             vf = open_vectors(folder / fname)
             want_dim = ((manifest.get("encoders") or {}).get(kind) or {}).get("dim", vf.dim)
             if (vf.rows, vf.dim) != (n, want_dim):
-                raise IndexCorruptError(f"index {name!r}: {fname} holds {vf.rows} x {vf.dim} vectors, "
-                                        f"expected {n} x {want_dim}")
+                raise IndexCorruptError(
+                    f"index {name!r}: {fname} holds {vf.rows} x {vf.dim} vectors, expected {n} x {want_dim}"
+                )
     else:
         vecs = {}
         for kind, fname in VECTOR_FILES.items():
@@ -144,7 +157,9 @@ def open_index(root: Path, name: str, *, load_vectors: bool = True, load_images:
             except IndexCorruptError:
                 raise
             except Exception as err:  # faiss raises RuntimeError on a bad file
-                raise IndexCorruptError(f"index {name!r}: {folder / fname} is unreadable ({err}); rerun `vhmine embed`") from err
+                raise IndexCorruptError(
+                    f"index {name!r}: {folder / fname} is unreadable ({err}); rerun `vhmine embed`"
+                ) from err
             want_dim = manifest["encoders"][kind]["dim"]
             if vecs[kind].shape != (n, want_dim):
                 raise IndexCorruptError(
@@ -155,8 +170,9 @@ def open_index(root: Path, name: str, *, load_vectors: bool = True, load_images:
     return CollectionIndex(name, folder, manifest, images, clip, dino)
 
 
-def open_named_index(where: str | os.PathLike, indexes: str | os.PathLike | None = None, *,
-                     load: bool = True) -> CollectionIndex:
+def open_named_index(
+    where: str | os.PathLike, indexes: str | os.PathLike | None = None, *, load: bool = True
+) -> CollectionIndex:
     """open_index of `where`: a folder holding an index (its manifest.json), else a name under `indexes`
     (config.indexes_root). load: the vectors and the image table too."""
     from vhmine.config import indexes_root
@@ -176,16 +192,20 @@ def index_rows(folder: str | os.PathLike, *, url: str | None = None, ids: bool =
     folder = Path(folder).resolve()
     local = {k: open_vectors(folder / f) for k, f in VECTOR_FILES.items()}
     if local["clip"].rows != local["dino"].rows:
-        raise IndexCorruptError(f"{folder}: clip has {local['clip'].rows} rows, dino {local['dino'].rows}; "
-                                "rerun `vhmine embed` to rebuild it")
-    base = (url.rstrip("/") if url else str(folder))
+        raise IndexCorruptError(
+            f"{folder}: clip has {local['clip'].rows} rows, dino {local['dino'].rows}; "
+            "rerun `vhmine embed` to rebuild it"
+        )
+    base = url.rstrip("/") if url else str(folder)
     files = {}
     for k, f in VECTOR_FILES.items():
         where = f"{base}/{f}"
         vf = open_vectors(where) if url else local[k]
         if (vf.offset, vf.rows, vf.dim) != (local[k].offset, local[k].rows, local[k].dim):
-            raise IndexCorruptError(f"{where} holds {vf.rows} x {vf.dim} rows, the index at {folder} "
-                                    f"{local[k].rows} x {local[k].dim}: --index-url names another index")
+            raise IndexCorruptError(
+                f"{where} holds {vf.rows} x {vf.dim} rows, the index at {folder} "
+                f"{local[k].rows} x {local[k].dim}: --index-url names another index"
+            )
         files[k] = vf
     if url:
         _same_index(folder, base, local, files, ids)
@@ -203,8 +223,10 @@ def _same_index(folder: Path, base: str, local: dict, remote: dict, ids: bool) -
 
     from vhmine.index.rows import file_size, read_bytes
 
-    hint = (f"--index-url {base} must hold a copy of the index at {folder} (every file, manifest.json included); "
-            "copy the folder there again, or point --index-url at its copy")
+    hint = (
+        f"--index-url {base} must hold a copy of the index at {folder} (every file, manifest.json included); "
+        "copy the folder there again, or point --index-url at its copy"
+    )
     mine = json.loads((folder / MANIFEST).read_text(encoding="utf-8")).get("files") or {}
     try:
         theirs = json.loads(read_bytes(f"{base}/{MANIFEST}", 0, file_size(f"{base}/{MANIFEST}")))
@@ -214,18 +236,22 @@ def _same_index(folder: Path, base: str, local: dict, remote: dict, ids: bool) -
     listed = (theirs.get("files") if isinstance(theirs, dict) else None) or {}
     differ = sorted(f for f in set(mine) | set(listed) if mine.get(f) != listed.get(f))
     if differ:
-        raise IndexCorruptError(f"{base} holds another index: its {MANIFEST} gives other checksums for "
-                                f"{', '.join(differ)}; {hint}")
+        raise IndexCorruptError(
+            f"{base} holds another index: its {MANIFEST} gives other checksums for {', '.join(differ)}; {hint}"
+        )
     for f in [*VECTOR_FILES.values(), *([IMAGES] if ids else [])]:
         size, want = file_size(f"{base}/{f}"), (mine.get(f) or {}).get("bytes")
         if want is not None and size != want:
-            raise IndexCorruptError(f"{base}/{f} has {size:,} bytes, the manifest says {want:,}: it was changed or "
-                                    f"cut short; {hint}")
+            raise IndexCorruptError(
+                f"{base}/{f} has {size:,} bytes, the manifest says {want:,}: it was changed or cut short; {hint}"
+            )
     for k, vf in remote.items():
         ends = np.array([0, vf.rows - 1]) if vf.rows else np.zeros(0, np.int64)
         if not np.array_equal(vf.take(ends).view(np.uint32), local[k].take(ends).view(np.uint32)):
-            raise IndexCorruptError(f"{vf.location} holds other vectors than {folder / VECTOR_FILES[k]} (its first or "
-                                    f"last row differs); {hint}")
+            raise IndexCorruptError(
+                f"{vf.location} holds other vectors than {folder / VECTOR_FILES[k]} (its first or "
+                f"last row differs); {hint}"
+            )
 
 
 _PATHS_BY_SHA: dict[tuple, dict] = {}  # (folder, manifest mtime and size) -> sha256 -> paths
@@ -246,8 +272,10 @@ def image_paths_by_sha(folder: Path) -> dict[str, list[Path]]:
         except (IndexCorruptError, IndexMissingError):
             return {}
         dups = idx.images["duplicate_paths"] if "duplicate_paths" in idx.images else [[]] * len(idx.images)
-        _PATHS_BY_SHA[key] = {sha: [_as_found(idx.location(p)), *(_as_found(idx.location(d)) for d in more)]
-                              for sha, p, more in zip(idx.images["sha256"], idx.images["path"], dups)}
+        _PATHS_BY_SHA[key] = {
+            sha: [_as_found(idx.location(p)), *(_as_found(idx.location(d)) for d in more)]
+            for sha, p, more in zip(idx.images["sha256"], idx.images["path"], dups)
+        }
     return _PATHS_BY_SHA[key]
 
 

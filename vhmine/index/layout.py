@@ -92,9 +92,14 @@ def write_manifest(folder: Path, manifest: dict, *, skipped, images: int) -> Non
     for fname in (IMAGES, SKIPPED, *VECTOR_FILES.values()):
         p = folder / fname
         files[fname] = {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
-    full = {"format_version": FORMAT_VERSION, "vhmine_version": __version__,
-            "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **manifest,
-            "skipped": skipped.to_dict("records"), "files": files}
+    full = {
+        "format_version": FORMAT_VERSION,
+        "vhmine_version": __version__,
+        "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        **manifest,
+        "skipped": skipped.to_dict("records"),
+        "files": files,
+    }
     full.setdefault("counts", {})["images"] = int(images)
     atomic_write_text(folder / MANIFEST, json.dumps(full, indent=2, default=str))
 
@@ -143,8 +148,7 @@ def default_index_name(root: Path, name: str | None) -> str:
             "(or point --indexes / VHMINE_INDEXES at the folder that holds them)"
         )
     raise IndexMissingError(
-        f"{len(names)} indexes under {root}/ ({', '.join(names)}): say which with --index NAME "
-        "or set VHMINE_INDEX"
+        f"{len(names)} indexes under {root}/ ({', '.join(names)}): say which with --index NAME or set VHMINE_INDEX"
     )
 
 

@@ -6,7 +6,8 @@ are one float32 array at a fixed byte offset after a short header; .npy files ho
 same way) and the `image_id` column of images.parquet, by row group. A location is a local path on a
 shared filesystem (positioned reads of just the rows asked for; a memory map would count the cached
 pages around every touched row in the reader's resident set) or an fsspec URL (s3://, gs://, https://,
-file://, ...: read by byte range, one request per run of near rows). `FlatWriter` writes a faiss flat file row chunk by row chunk, so an index of any
+file://, ...: read by byte range, one request per run of near rows). `FlatWriter` writes a faiss flat file row chunk by
+row chunk, so an index of any
 size is written without holding its vectors; faiss reads it as it reads its own. Writes nothing else.
 (index.index_rows gives the IndexRows of an index folder.)
 
@@ -236,7 +237,7 @@ def read_ids(location: str, start: int, stop: int, width: int, version: str = ""
         if starts[g] >= stop:
             break
         ids = _group_ids(location, g, width, version)
-        out.append(ids[max(0, start - starts[g]):stop - starts[g]])
+        out.append(ids[max(0, start - starts[g]) : stop - starts[g]])
     return np.concatenate(out) if out else np.zeros(0, f"S{width}")
 
 
@@ -262,8 +263,10 @@ class IndexRows:
         for vf in (self.clip, self.dino):
             got = open_vectors(vf.location)
             if (got.offset, got.rows, got.dim) != (vf.offset, vf.rows, vf.dim):
-                raise IndexCorruptError(f"{vf.location} holds {got.rows} x {got.dim} rows, the driver's copy "
-                                        f"{vf.rows} x {vf.dim}: the workers see another index")
+                raise IndexCorruptError(
+                    f"{vf.location} holds {got.rows} x {got.dim} rows, the driver's copy "
+                    f"{vf.rows} x {vf.dim}: the workers see another index"
+                )
             vf.take(np.array([0, vf.rows - 1]))
         if self.images is not None:
             _, starts = _parquet(self.images, self.version)

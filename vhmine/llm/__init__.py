@@ -37,7 +37,14 @@ from vhmine.llm.client import LLM, Stats
 from vhmine.llm.image_urls import encode_image
 from vhmine.llm.prices import PRICES, Budget, load_prices, price_of
 from vhmine.llm.records import (
-    MAX_IMAGE_BYTES, Answer, ChatRequest, ImageAnswer, ImageEditRequest, ImageRequest, LLMOptions, Outcome,
+    MAX_IMAGE_BYTES,
+    Answer,
+    ChatRequest,
+    ImageAnswer,
+    ImageEditRequest,
+    ImageRequest,
+    LLMOptions,
+    Outcome,
     SentImage,
 )
 from vhmine.llm.redact import safe_endpoint, scrub
@@ -45,8 +52,27 @@ from vhmine.llm.redact import safe_endpoint, scrub
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "CACHE_VERSION", "DEFAULT_CACHE", "MAX_IMAGE_BYTES", "PRICES",
-    "LLMOptions", "ChatRequest", "ImageRequest", "ImageEditRequest", "SentImage", "Answer", "ImageAnswer", "Outcome",
-    "load_prices", "price_of", "Budget", "encode_image", "cache_path", "safe_endpoint", "Cache", "request_key",
-    "Stats", "LLM", "scrub",
+    "CACHE_VERSION",
+    "DEFAULT_CACHE",
+    "MAX_IMAGE_BYTES",
+    "PRICES",
+    "LLMOptions",
+    "ChatRequest",
+    "ImageRequest",
+    "ImageEditRequest",
+    "SentImage",
+    "Answer",
+    "ImageAnswer",
+    "Outcome",
+    "load_prices",
+    "price_of",
+    "Budget",
+    "encode_image",
+    "cache_path",
+    "safe_endpoint",
+    "Cache",
+    "request_key",
+    "Stats",
+    "LLM",
+    "scrub",
 ]

@@ -14,8 +14,8 @@ import json
 import os
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional, Union
 
 from vhmine.errors import InputError
 
@@ -23,7 +23,7 @@ DEFAULT_CACHE = Path("data") / "llm-cache.db"
 CACHE_VERSION = 2  # 2: the endpoint is part of the key
 
 
-def cache_path(override: Optional[os.PathLike | str] = None) -> Path:
+def cache_path(override: os.PathLike | str | None = None) -> Path:
     return Path(override or os.environ.get("VHMINE_LLM_CACHE") or DEFAULT_CACHE)
 
 
@@ -37,17 +37,22 @@ class Cache:
         try:
             self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, kind TEXT NOT NULL, "
-                             "model TEXT NOT NULL, endpoint TEXT, request TEXT NOT NULL, answer TEXT NOT NULL, "
-                             "cost REAL NOT NULL, created_at TEXT NOT NULL)")
-            self._db.execute("CREATE TABLE IF NOT EXISTS failures (id INTEGER PRIMARY KEY AUTOINCREMENT, "
-                             "key TEXT NOT NULL, kind TEXT NOT NULL, model TEXT NOT NULL, endpoint TEXT, "
-                             "status TEXT NOT NULL, reason TEXT NOT NULL, attempts INTEGER, created_at TEXT NOT NULL)")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, kind TEXT NOT NULL, "
+                "model TEXT NOT NULL, endpoint TEXT, request TEXT NOT NULL, answer TEXT NOT NULL, "
+                "cost REAL NOT NULL, created_at TEXT NOT NULL)"
+            )
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS failures (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+                "key TEXT NOT NULL, kind TEXT NOT NULL, model TEXT NOT NULL, endpoint TEXT, "
+                "status TEXT NOT NULL, reason TEXT NOT NULL, attempts INTEGER, created_at TEXT NOT NULL)"
+            )
         except sqlite3.Error as err:
             raise InputError(f"cannot open the request cache {self.path}: {err}; pass --cache FILE") from None
 
-    def get(self, key: str, legacy_key: Union[str, Callable[[], str], None] = None,
-            endpoint: Optional[str] = None) -> Optional[dict]:
+    def get(
+        self, key: str, legacy_key: str | Callable[[], str] | None = None, endpoint: str | None = None
+    ) -> dict | None:
         """The answer under `key`; else one an older vhmine stored under `legacy_key` from this `endpoint`.
 
         `legacy_key` may be a function that computes it: called only when `key` misses.
@@ -57,20 +62,34 @@ class Cache:
             if row is None and callable(legacy_key):
                 legacy_key = legacy_key()
             if row is None and legacy_key is not None:
-                row = self._db.execute("SELECT answer FROM answers WHERE key = ? AND endpoint = ?",
-                                       (legacy_key, endpoint)).fetchone()
+                row = self._db.execute(
+                    "SELECT answer FROM answers WHERE key = ? AND endpoint = ?", (legacy_key, endpoint)
+                ).fetchone()
         return json.loads(row[0]) if row else None
 
     def put(self, key: str, kind: str, model: str, endpoint: str, request: dict, answer: dict, cost: float) -> None:
         with self._lock:  # autocommit: an answer on disk survives a kill right after
-            self._db.execute("INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                             (key, kind, model, endpoint, json.dumps(request, sort_keys=True),
-                              json.dumps(answer, sort_keys=True), cost, _now()))
+            self._db.execute(
+                "INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    key,
+                    kind,
+                    model,
+                    endpoint,
+                    json.dumps(request, sort_keys=True),
+                    json.dumps(answer, sort_keys=True),
+                    cost,
+                    _now(),
+                ),
+            )
 
     def fail(self, key: str, kind: str, model: str, endpoint: str, status: str, reason: str, attempts: int) -> None:
         with self._lock:
-            self._db.execute("INSERT INTO failures (key, kind, model, endpoint, status, reason, attempts, created_at) "
-                             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (key, kind, model, endpoint, status, reason, attempts, _now()))
+            self._db.execute(
+                "INSERT INTO failures (key, kind, model, endpoint, status, reason, attempts, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (key, kind, model, endpoint, status, reason, attempts, _now()),
+            )
 
     def failures(self) -> list[dict]:
         with self._lock:

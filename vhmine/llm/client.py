@@ -12,12 +12,19 @@ from __future__ import annotations
 import os
 import random
 import threading
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Iterator, Optional, Sequence
+from typing import Any
 
 from vhmine.errors import (
-    CostCapError, InputError, LLMAuthError, LLMError, LLMMalformedError, LLMRefusalError, LLMUnavailableError,
+    CostCapError,
+    InputError,
+    LLMAuthError,
+    LLMError,
+    LLMMalformedError,
+    LLMRefusalError,
+    LLMUnavailableError,
 )
 from vhmine.llm.cache import Cache, cache_path, legacy_request_key, request_key
 from vhmine.llm.image_urls import _read_image, encode_image
@@ -51,7 +58,7 @@ class LLM(ImageCalls):
     answer is cached never does.
     """
 
-    def __init__(self, opts: LLMOptions, budget: Optional[Budget] = None):
+    def __init__(self, opts: LLMOptions, budget: Budget | None = None):
         """`budget`: share one `Budget` between clients (several models of one run) so that `max_cost` caps them all."""
         if opts.concurrency < 1 or opts.max_retries < 0:
             raise InputError("--concurrency must be at least 1 and --max-retries at least 0")
@@ -69,7 +76,7 @@ class LLM(ImageCalls):
         self._inflight_lock = threading.Lock()
 
     # context manager and lifetime
-    def __enter__(self) -> "LLM":
+    def __enter__(self) -> LLM:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -85,12 +92,12 @@ class LLM(ImageCalls):
         return self.budget.spent
 
     @property
-    def stopped(self) -> Optional[LLMError]:
+    def stopped(self) -> LLMError | None:
         """Why this client sends nothing more (no or bad key, endpoint down, no such model, cost cap), or None."""
         with self._stops.lock:
             return self._stops.reason
 
-    def fatal_stop(self, outcomes: Sequence[Outcome] = ()) -> Optional[LLMError]:
+    def fatal_stop(self, outcomes: Sequence[Outcome] = ()) -> LLMError | None:
         """Why a stage cannot go on, or None: this client stopped (no or rejected key, endpoint down, no such
         model; a cost cap is a clean stop, which leaves the run partial instead), or every one of `outcomes`
         failed as unavailable (too few requests for the down streak to stop the client)."""
@@ -129,26 +136,34 @@ class LLM(ImageCalls):
                     raise InputError("model access needs the openai package: pip install 'vhmine[models]'") from None
                 key = os.environ.get("OPENAI_API_KEY")
                 if not key:
-                    raise self._stops.stop(LLMAuthError(f"OPENAI_API_KEY is not set, so nothing can be sent to {self.endpoint}: "
-                                                  "export OPENAI_API_KEY (any non-empty value for a local server that "
-                                                  "checks none)"))
-                self._client = openai.OpenAI(api_key=key, base_url=self.base_url, timeout=self.opts.timeout_s,
-                                             max_retries=0)  # we retry ourselves, with jitter and a record
+                    raise self._stops.stop(
+                        LLMAuthError(
+                            f"OPENAI_API_KEY is not set, so nothing can be sent to {self.endpoint}: "
+                            "export OPENAI_API_KEY (any non-empty value for a local server that "
+                            "checks none)"
+                        )
+                    )
+                self._client = openai.OpenAI(
+                    api_key=key, base_url=self.base_url, timeout=self.opts.timeout_s, max_retries=0
+                )  # we retry ourselves, with jitter and a record
             return self._client
 
     # one request, with retries
     def _cost(self, model: str, prompt_tokens: int = 0, completion_tokens: int = 0, images: int = 0) -> float:
         p = price_of(model, self.prices) or {}
-        return (prompt_tokens * p.get("input", 0.0) + completion_tokens * p.get("output", 0.0)) / 1e6 \
-            + images * p.get("image", 0.0)
+        return (prompt_tokens * p.get("input", 0.0) + completion_tokens * p.get("output", 0.0)) / 1e6 + images * p.get(
+            "image", 0.0
+        )
 
     def _retry_wait(self, attempt: int, err: Exception) -> float:
-        wait_s = min(self.opts.max_wait_s, self.opts.retry_wait_s * (2 ** attempt))
+        wait_s = min(self.opts.max_wait_s, self.opts.retry_wait_s * (2**attempt))
         headers = getattr(getattr(err, "response", None), "headers", None)
         retry_after = headers.get("retry-after") if headers is not None else None
         try:
             if retry_after is not None:
-                return max(0.0, min(self.opts.max_wait_s, float(retry_after))) + random.uniform(0, 0.1 * self.opts.retry_wait_s)
+                return max(0.0, min(self.opts.max_wait_s, float(retry_after))) + random.uniform(
+                    0, 0.1 * self.opts.retry_wait_s
+                )
         except ValueError:
             pass
         return random.uniform(0.5, 1.0) * wait_s  # jitter: concurrent clients do not retry in lockstep
@@ -166,7 +181,7 @@ class LLM(ImageCalls):
             client = self._openai()  # before `import openai`, so a missing package gets its pip hint
             import openai
 
-            last: Optional[Exception] = None
+            last: Exception | None = None
             tries = 0
             for attempt in range(self.opts.max_retries + 1):
                 if attempt:
@@ -182,8 +197,10 @@ class LLM(ImageCalls):
                     self._stops.answered()
                     return result, attempt + 1, reserved
                 except openai.AuthenticationError as err:
-                    e = LLMAuthError(f"{self.endpoint} rejected the API key (401: {_msg(err)}): check OPENAI_API_KEY; "
-                                     "nothing more is sent in this run")
+                    e = LLMAuthError(
+                        f"{self.endpoint} rejected the API key (401: {_msg(err)}): check OPENAI_API_KEY; "
+                        "nothing more is sent in this run"
+                    )
                     self._stops.stop(e)
                     raise e from None
                 except openai.PermissionDeniedError as err:
@@ -191,13 +208,18 @@ class LLM(ImageCalls):
                 except openai.BadRequestError as err:
                     code = _code(err)
                     if code in ("content_policy_violation", "content_filter") or "safety" in _msg(err).lower():
-                        raise LLMRefusalError(f"content policy: {model} at {self.endpoint} rejected the request "
-                                              f"({_msg(err)})") from None
-                    raise LLMError(f"{model} at {self.endpoint} rejected the request (400: {_msg(err)}): check "
-                                   "--model and the request parameters") from None
+                        raise LLMRefusalError(
+                            f"content policy: {model} at {self.endpoint} rejected the request ({_msg(err)})"
+                        ) from None
+                    raise LLMError(
+                        f"{model} at {self.endpoint} rejected the request (400: {_msg(err)}): check "
+                        "--model and the request parameters"
+                    ) from None
                 except openai.NotFoundError as err:
-                    e = LLMError(f"{self.endpoint} has no model {model} or no such route (404: {_msg(err)}): "
-                                 "check --model and --base-url")
+                    e = LLMError(
+                        f"{self.endpoint} has no model {model} or no such route (404: {_msg(err)}): "
+                        "check --model and --base-url"
+                    )
                     self._stops.stop(e)
                     raise e from None
                 except openai.APITimeoutError as err:
@@ -220,11 +242,14 @@ class LLM(ImageCalls):
             stop = self.stopped if tries <= self.opts.max_retries else None  # cut short by the run's stop
             what = _describe(last, self.opts.timeout_s)
             if isinstance(last, Malformed) and stop is None:
-                raise LLMMalformedError(f"{model} at {self.endpoint} sent an unreadable answer {tries} times "
-                                        f"(last: {what}); rerun later") from None
+                raise LLMMalformedError(
+                    f"{model} at {self.endpoint} sent an unreadable answer {tries} times (last: {what}); rerun later"
+                ) from None
             err_type = LLMMalformedError if isinstance(last, Malformed) else LLMUnavailableError
-            raise err_type(f"{model} at {self.endpoint} failed {tries} times (last: {what}); "
-                           + (f"not tried again: {stop}" if stop else "rerun later, or lower --concurrency")) from None
+            raise err_type(
+                f"{model} at {self.endpoint} failed {tries} times (last: {what}); "
+                + (f"not tried again: {stop}" if stop else "rerun later, or lower --concurrency")
+            ) from None
         except BaseException:
             self.budget.settle(reserved, 0.0, answered=False)
             raise
@@ -258,8 +283,13 @@ class LLM(ImageCalls):
         model = req.model or self.opts.model
         sent = [encode_image(_read_image(src), self.opts.max_image_bytes) for src in req.images]
         params = {"temperature": self.opts.temperature, "max_tokens": self.opts.max_tokens, **req.params}
-        payload = {"system": req.system, "prompt": req.prompt, "images": [s.sha256 for _, s in sent],
-                   "params": params, "max_image_bytes": self.opts.max_image_bytes}
+        payload = {
+            "system": req.system,
+            "prompt": req.prompt,
+            "images": [s.sha256 for _, s in sent],
+            "params": params,
+            "max_image_bytes": self.opts.max_image_bytes,
+        }
         key = request_key("chat", model, self.endpoint, payload)
         hit = self._cached_or_claim(key, lambda: legacy_request_key("chat", model, payload))
         if hit is not None:
@@ -273,15 +303,19 @@ class LLM(ImageCalls):
     def _chat_send(self, req: ChatRequest, model: str, key: str, sent: list, params: dict, payload: dict) -> Answer:
         content: list[dict] = [{"type": "text", "text": req.prompt}]
         content += [{"type": "image_url", "image_url": {"url": url}} for url, _ in sent]
-        messages = ([{"role": "system", "content": req.system}] if req.system else []) + \
-            [{"role": "user", "content": content}]
+        messages = ([{"role": "system", "content": req.system}] if req.system else []) + [
+            {"role": "user", "content": content}
+        ]
         estimate = self._cost(model, len(req.prompt) // 3 + _IMAGE_TOKENS_GUESS * len(sent), params["max_tokens"])
 
         def call(client):
             r = client.chat.completions.create(model=model, messages=messages, **params)
             if not getattr(r, "choices", None):
-                raise Malformed("an answer with no choices (an empty choices list)" if getattr(r, "choices", None) == []
-                                 else "an answer without a choices list")
+                raise Malformed(
+                    "an answer with no choices (an empty choices list)"
+                    if getattr(r, "choices", None) == []
+                    else "an answer without a choices list"
+                )
             return r
 
         try:
@@ -300,12 +334,20 @@ class LLM(ImageCalls):
         if refusal or choice.finish_reason == "content_filter" or (msg.content is None and not refusal):
             reason = refusal or ("content filter" if choice.finish_reason == "content_filter" else "an empty answer")
             err = (LLMRefusalError if (refusal or choice.finish_reason == "content_filter") else LLMMalformedError)(
-                f"{model} at {self.endpoint} gave no answer: {reason} (finish_reason {choice.finish_reason})")
+                f"{model} at {self.endpoint} gave no answer: {reason} (finish_reason {choice.finish_reason})"
+            )
             self.stats.add("failed")
             self.cache.fail(key, "chat", model, self.endpoint, err.status, str(err), attempts)
             raise err
-        record = {"text": msg.content, "prompt_tokens": pt, "completion_tokens": ct, "finish_reason": choice.finish_reason,
-                  "served_model": getattr(r, "model", None), "images": [asdict(s) for _, s in sent], "cost": cost}
+        record = {
+            "text": msg.content,
+            "prompt_tokens": pt,
+            "completion_tokens": ct,
+            "finish_reason": choice.finish_reason,
+            "served_model": getattr(r, "model", None),
+            "images": [asdict(s) for _, s in sent],
+            "cost": cost,
+        }
         self.cache.put(key, "chat", model, self.endpoint, {**payload, "sent": record["images"]}, record, cost)
         self.stats.add("answered")
         return _answer_from(record, model, key, cached=False)
@@ -362,11 +404,22 @@ class LLM(ImageCalls):
 
 
 def _no_price_message(models: Sequence[str]) -> str:
-    return (f"--max-cost needs a price for {', '.join(models)}, which the built-in table lacks: "
-            'pass --prices FILE with {"' + models[0] + '": {"input": USD per 1M tokens, "output": ...}}')
+    return (
+        f"--max-cost needs a price for {', '.join(models)}, which the built-in table lacks: "
+        'pass --prices FILE with {"' + models[0] + '": {"input": USD per 1M tokens, "output": ...}}'
+    )
 
 
 def _answer_from(rec: dict, model: str, key: str, cached: bool) -> Answer:
-    return Answer(rec["text"], model, key, 0.0 if cached else rec["cost"], cached, rec["prompt_tokens"],
-                  rec["completion_tokens"], rec["finish_reason"], rec.get("served_model"),
-                  tuple(SentImage(**s) for s in rec["images"]))
+    return Answer(
+        rec["text"],
+        model,
+        key,
+        0.0 if cached else rec["cost"],
+        cached,
+        rec["prompt_tokens"],
+        rec["completion_tokens"],
+        rec["finish_reason"],
+        rec.get("served_model"),
+        tuple(SentImage(**s) for s in rec["images"]),
+    )

@@ -13,11 +13,9 @@ import hashlib
 import io
 import math
 from pathlib import Path
-from typing import Union
 
 from vhmine.errors import InputError
 from vhmine.llm.records import MAX_IMAGE_BYTES, SentImage
-
 
 _MIME = {"JPEG": "image/jpeg", "PNG": "image/png", "WEBP": "image/webp", "GIF": "image/gif"}
 
@@ -39,8 +37,9 @@ def encode_image(data: bytes, max_bytes: int = MAX_IMAGE_BYTES) -> tuple[str, Se
         img = Image.open(io.BytesIO(data))
         img.load()
     except Exception as err:
-        raise InputError(f"image {sha[:16]} cannot be decoded ({type(err).__name__}: {err}): "
-                         "check the file, or remove the item") from None
+        raise InputError(
+            f"image {sha[:16]} cannot be decoded ({type(err).__name__}: {err}): check the file, or remove the item"
+        ) from None
     fmt = img.format or ""
     if fmt in _MIME and _b64_len(len(data)) <= max_bytes:
         out, mime, action, size = data, _MIME[fmt], "as-is", img.size
@@ -52,8 +51,11 @@ def encode_image(data: bytes, max_bytes: int = MAX_IMAGE_BYTES) -> tuple[str, Se
             img = bg
         action, scale = "re-encoded", 1.0
         while True:
-            cur = img if scale == 1.0 else img.resize(
-                (max(1, int(img.width * scale)), max(1, int(img.height * scale))), Image.LANCZOS)
+            cur = (
+                img
+                if scale == 1.0
+                else img.resize((max(1, int(img.width * scale)), max(1, int(img.height * scale))), Image.LANCZOS)
+            )
             buf = io.BytesIO()
             cur.save(buf, format="JPEG", quality=90)
             out = buf.getvalue()
@@ -66,7 +68,7 @@ def encode_image(data: bytes, max_bytes: int = MAX_IMAGE_BYTES) -> tuple[str, Se
     return url, SentImage(sha, hashlib.sha256(out).hexdigest(), mime, size[0], size[1], len(out), action)
 
 
-def _read_image(src: Union[Path, str, bytes]) -> bytes:
+def _read_image(src: Path | str | bytes) -> bytes:
     from vhmine.images import read_image_bytes
 
     if isinstance(src, (bytes, bytearray)):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from vhmine.errors import LLMError
 from vhmine.llm.cache import legacy_request_key, request_key
@@ -30,8 +30,7 @@ class ImageCalls:
         def call(client, extra):
             return _checked(client.images.generate(model=model, prompt=req.prompt, n=1, **params, **extra))
 
-        return self._image_request("image", model, payload, call,
-                                   lambda: legacy_request_key("image", model, payload))
+        return self._image_request("image", model, payload, call, lambda: legacy_request_key("image", model, payload))
 
     def image_edit(self, req: ImageEditRequest) -> ImageAnswer:
         """Repaint the transparent part of `req.mask` in `req.image` (cached); raises LLMError on failure.
@@ -44,8 +43,17 @@ class ImageCalls:
         payload = {"prompt": req.prompt, "image": _sha(req.image), "mask": _sha(req.mask), "params": params}
 
         def call(client, extra):
-            return _checked(client.images.edit(model=model, prompt=req.prompt, image=("image.png", req.image, "image/png"),
-                                               mask=("mask.png", req.mask, "image/png"), n=1, **params, **extra))
+            return _checked(
+                client.images.edit(
+                    model=model,
+                    prompt=req.prompt,
+                    image=("image.png", req.image, "image/png"),
+                    mask=("mask.png", req.mask, "image/png"),
+                    n=1,
+                    **params,
+                    **extra,
+                )
+            )
 
         return self._image_request("image_edit", model, payload, call, None)  # no key of an older vhmine to look under
 
@@ -106,10 +114,11 @@ def _check_image(b64: str) -> None:
     try:
         with Image.open(io.BytesIO(data)) as im:
             im.verify()
-    except Exception as err:
+    except Exception:
         raise ValueError("the b64_json image cannot be decoded as a picture") from None
 
 
 def _image_from(rec: dict, model: str, key: str, cached: bool) -> ImageAnswer:
-    return ImageAnswer(base64.b64decode(rec["b64"]), model, key, 0.0 if cached else rec["cost"], cached,
-                       rec.get("revised_prompt"))
+    return ImageAnswer(
+        base64.b64decode(rec["b64"]), model, key, 0.0 if cached else rec["cost"], cached, rec.get("revised_prompt")
+    )

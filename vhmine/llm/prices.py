@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
-from typing import Optional
 
 from vhmine.errors import CostCapError, InputError
 
@@ -34,7 +33,7 @@ PRICES: dict[str, dict[str, float]] = {
 _IMAGE_TOKENS_GUESS = 1000  # tokens one image may cost, for the reservation before the answer is known
 
 
-def load_prices(path: Optional[Path] = None) -> dict[str, dict[str, float]]:
+def load_prices(path: Path | None = None) -> dict[str, dict[str, float]]:
     """The built-in price table, updated by a JSON file of the same shape."""
     table = {k: dict(v) for k, v in PRICES.items()}
     if path is None:
@@ -42,20 +41,27 @@ def load_prices(path: Optional[Path] = None) -> dict[str, dict[str, float]]:
     try:
         extra = json.loads(Path(path).read_text())
     except (OSError, ValueError) as err:
-        raise InputError(f"cannot read price table {path}: {err}; give a JSON object "
-                         '{"model": {"input": USD per 1M tokens, "output": ..., "image": USD per image}}') from None
+        raise InputError(
+            f"cannot read price table {path}: {err}; give a JSON object "
+            '{"model": {"input": USD per 1M tokens, "output": ..., "image": USD per image}}'
+        ) from None
     if not isinstance(extra, dict):
         raise InputError(f"price table {path} is not a JSON object of models")
     for model, entry in extra.items():
-        if not isinstance(entry, dict) or not set(entry) <= {"input", "output", "image"} or \
-                not all(isinstance(v, (int, float)) for v in entry.values()):
-            raise InputError(f"price table {path}: entry {model!r} must be an object with numeric "
-                             "'input', 'output' and/or 'image' (USD per 1M tokens / per image)")
+        if (
+            not isinstance(entry, dict)
+            or not set(entry) <= {"input", "output", "image"}
+            or not all(isinstance(v, (int, float)) for v in entry.values())
+        ):
+            raise InputError(
+                f"price table {path}: entry {model!r} must be an object with numeric "
+                "'input', 'output' and/or 'image' (USD per 1M tokens / per image)"
+            )
         table[model] = {k: float(v) for k, v in entry.items()}
     return table
 
 
-def price_of(model: str, table: dict[str, dict[str, float]]) -> Optional[dict[str, float]]:
+def price_of(model: str, table: dict[str, dict[str, float]]) -> dict[str, float] | None:
     """The entry whose name is the longest prefix of `model` ("gpt-4o-2024-08-06" -> "gpt-4o")."""
     names = [n for n in table if model == n or model.startswith(n + "-") or model.startswith(n + ":")]
     return table[max(names, key=len)] if names else None
@@ -64,7 +70,7 @@ def price_of(model: str, table: dict[str, dict[str, float]]) -> Optional[dict[st
 class Budget:
     """Spending so far plus reservations for requests in flight, against an optional cap."""
 
-    def __init__(self, cap: Optional[float]):
+    def __init__(self, cap: float | None):
         self.cap = cap
         self.spent = 0.0
         self._reserved = 0.0
@@ -79,7 +85,8 @@ class Budget:
                 raise CostCapError(
                     f"cost cap reached: ${self.spent:.4f} spent, ${self._reserved:.4f} in flight, the next request "
                     f"would add about ${estimate:.4f}, past --max-cost ${self.cap:.4f}; rerun with a higher "
-                    "--max-cost to continue (answers so far are cached)")
+                    "--max-cost to continue (answers so far are cached)"
+                )
             self._reserved += estimate
             return estimate
 

@@ -6,9 +6,9 @@ Reads and writes nothing; `client` takes `LLMOptions` and requests and gives bac
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence, Union
 
 from vhmine.errors import LLMError
 
@@ -20,15 +20,15 @@ class LLMOptions:
     """How to reach models; one object shared by every request of a run."""
 
     model: str  # the default model of requests that name none
-    base_url: Optional[str] = None  # None: OPENAI_BASE_URL, else the OpenAI API
+    base_url: str | None = None  # None: OPENAI_BASE_URL, else the OpenAI API
     concurrency: int = 4
     timeout_s: float = 60.0
     max_retries: int = 4
     retry_wait_s: float = 1.0  # the first back-off; doubled each retry, capped at max_wait_s, jittered
     max_wait_s: float = 30.0
-    max_cost: Optional[float] = None  # USD; None: no cap
-    prices: Optional[Path] = None  # JSON file {model: {"input": .., "output": .., "image": ..}}
-    cache: Optional[Path] = None  # None: VHMINE_LLM_CACHE, else data/llm-cache.db
+    max_cost: float | None = None  # USD; None: no cap
+    prices: Path | None = None  # JSON file {model: {"input": .., "output": .., "image": ..}}
+    cache: Path | None = None  # None: VHMINE_LLM_CACHE, else data/llm-cache.db
     max_image_bytes: int = MAX_IMAGE_BYTES
     temperature: float = 0.0
     max_tokens: int = 512
@@ -38,16 +38,16 @@ class LLMOptions:
 @dataclass(frozen=True)
 class ChatRequest:
     prompt: str
-    images: Sequence[Union[Path, bytes]] = ()
-    system: Optional[str] = None
-    model: Optional[str] = None  # None: LLMOptions.model
+    images: Sequence[Path | bytes] = ()
+    system: str | None = None
+    model: str | None = None  # None: LLMOptions.model
     params: dict = field(default_factory=dict)  # extra create() arguments (seed, top_p, ...), part of the key
 
 
 @dataclass(frozen=True)
 class ImageRequest:
     prompt: str
-    model: Optional[str] = None
+    model: str | None = None
     size: str = "1024x1024"
     variant: int = 0  # the n-th image of one prompt: part of the key, so N images are N requests
     params: dict = field(default_factory=dict)  # quality, style, ...
@@ -60,7 +60,7 @@ class ImageEditRequest:
     prompt: str  # what the whole picture should show after the edit
     image: bytes  # PNG
     mask: bytes  # PNG with alpha: alpha 0 = repaint, opaque = keep (OpenAI's convention)
-    model: Optional[str] = None
+    model: str | None = None
     params: dict = field(default_factory=dict)  # size, quality, ...
 
 
@@ -86,8 +86,8 @@ class Answer:
     cached: bool
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    finish_reason: Optional[str] = None
-    served_model: Optional[str] = None
+    finish_reason: str | None = None
+    served_model: str | None = None
     images: tuple[SentImage, ...] = ()
 
 
@@ -98,7 +98,7 @@ class ImageAnswer:
     key: str
     cost: float
     cached: bool
-    revised_prompt: Optional[str] = None
+    revised_prompt: str | None = None
 
 
 @dataclass(frozen=True)
@@ -106,8 +106,8 @@ class Outcome:
     """One request's result in a batch: an answer, or the error that stopped it."""
 
     index: int
-    answer: Optional[Union[Answer, ImageAnswer]] = None
-    error: Optional[LLMError] = None
+    answer: Answer | ImageAnswer | None = None
+    error: LLMError | None = None
 
     @property
     def ok(self) -> bool:

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Optional
 from urllib.parse import urlsplit, urlunsplit
-
 
 from vhmine.files import SECRET_PARAM as _SECRET_PARAM  # the credential query parameters (Azure's `code`, `sig`)
 from vhmine.files import display_url
@@ -19,7 +17,7 @@ from vhmine.files import display_url
 _DEFAULT_PORT = {"http": 80, "https": 443}
 
 
-def safe_endpoint(base_url: Optional[str]) -> str:
+def safe_endpoint(base_url: str | None) -> str:
     """The endpoint without credentials: no user info, no key-like query parameters or path segments
     (`/sk-proj-.../v1`, or the segment after `/key/`), no fragment.
 
@@ -35,8 +33,11 @@ def safe_endpoint(base_url: Optional[str]) -> str:
     host = (p.hostname or "").lower()
     host = f"[{host}]" if ":" in host else host  # an IPv6 literal keeps its brackets
     netloc = host + (f":{p.port}" if p.port and p.port != _DEFAULT_PORT.get(scheme) else "")
-    query = sorted((k, v) for k, v in parse_qsl(p.query, keep_blank_values=True)
-                   if not _SECRET_PARAM.search(k) and not _KEYLIKE.search(v))
+    query = sorted(
+        (k, v)
+        for k, v in parse_qsl(p.query, keep_blank_values=True)
+        if not _SECRET_PARAM.search(k) and not _KEYLIKE.search(v)
+    )
     return urlunsplit((scheme, netloc, _safe_path(p.path.rstrip("/")), urlencode(query), ""))
 
 
@@ -61,8 +62,10 @@ def _error_body(err: Exception) -> dict:
 
 # key shapes: OpenAI-style `sk-...` (and key-/token-, xAI, Perplexity, NVIDIA), Groq / Hugging Face /
 # Replicate `gsk_` / `hf_` / `r8_`, Google `AIza...`; the mask keeps the prefix so a reader knows which
-_KEYLIKE = re.compile(r"\b(?P<p>(?:sk|key|token|xai|pplx|nvapi)-)[A-Za-z0-9_*\-]{6,}"
-                      r"|\b(?P<q>(?:gsk|hf|r8)_)[A-Za-z0-9]{20,}|\b(?P<r>AIza)[0-9A-Za-z_\-]{30,}")
+_KEYLIKE = re.compile(
+    r"\b(?P<p>(?:sk|key|token|xai|pplx|nvapi)-)[A-Za-z0-9_*\-]{6,}"
+    r"|\b(?P<q>(?:gsk|hf|r8)_)[A-Za-z0-9]{20,}|\b(?P<r>AIza)[0-9A-Za-z_\-]{30,}"
+)
 
 
 def _mask(m: re.Match) -> str:
@@ -81,11 +84,11 @@ def _msg(err: Exception) -> str:
     return scrub(str(_error_body(err).get("message") or getattr(err, "message", None) or err))[:300]
 
 
-def _code(err: Exception) -> Optional[str]:
+def _code(err: Exception) -> str | None:
     return getattr(err, "code", None) or _error_body(err).get("code")
 
 
-def _describe(err: Optional[Exception], timeout_s: Optional[float] = None) -> str:
+def _describe(err: Exception | None, timeout_s: float | None = None) -> str:
     """What went wrong with a request, in words (never a library's class name): for the messages a user reads."""
     if err is None:
         return "unknown"

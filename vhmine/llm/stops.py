@@ -13,7 +13,6 @@ the one kept.
 from __future__ import annotations
 
 import threading
-from typing import Optional
 
 from vhmine.errors import LLMError, LLMMalformedError, LLMUnavailableError
 from vhmine.llm.redact import _describe
@@ -23,7 +22,7 @@ class Malformed(ValueError):
     """An answer that came back but cannot be read; its text says what came back."""
 
 
-def timed_out(err: Optional[Exception]) -> bool:
+def timed_out(err: Exception | None) -> bool:
     return type(err).__name__ == "APITimeoutError"  # openai's class, without importing openai here
 
 
@@ -32,7 +31,7 @@ class Stops:
         self.endpoint, self.timeout_s = endpoint, timeout_s
         self.limit = max(3, concurrency)
         self.lock = threading.Lock()
-        self.reason: Optional[LLMError] = None
+        self.reason: LLMError | None = None
         self.event = threading.Event()  # set with `reason`: wakes retries waiting in their back-off
         self.down_streak = 0  # requests that failed after every retry since the last answer
         self.timeout_streak = 0  # HTTP requests that timed out since the endpoint last sent anything back
@@ -62,12 +61,15 @@ class Stops:
         with self.lock:
             self.timeout_streak += 1
             if self.timeout_streak >= self.limit:
-                self._stop(LLMUnavailableError(
-                    f"{self.endpoint} does not answer in time: {self.timeout_streak} requests in a row timed out "
-                    f"after {self.timeout_s:g} s each (--timeout), so nothing more is sent; if the model is only "
-                    "slow, raise --timeout or lower --concurrency"))
+                self._stop(
+                    LLMUnavailableError(
+                        f"{self.endpoint} does not answer in time: {self.timeout_streak} requests in a row timed out "
+                        f"after {self.timeout_s:g} s each (--timeout), so nothing more is sent; if the model is only "
+                        "slow, raise --timeout or lower --concurrency"
+                    )
+                )
 
-    def failed(self, last: Optional[Exception]) -> None:
+    def failed(self, last: Exception | None) -> None:
         """One more request failed after every retry (`last`: its last error); enough in a row stop the run."""
         with self.lock:
             self.down_streak += 1
@@ -75,11 +77,21 @@ class Stops:
                 return
             n, what = self.down_streak, _describe(last, self.timeout_s)
             if isinstance(last, Malformed):
-                self._stop(LLMMalformedError(f"{self.endpoint} answers, but nothing readable ({n} requests in a row got "
-                                             f"{what}): check that --base-url is an OpenAI-compatible endpoint"))
+                self._stop(
+                    LLMMalformedError(
+                        f"{self.endpoint} answers, but nothing readable ({n} requests in a row got "
+                        f"{what}): check that --base-url is an OpenAI-compatible endpoint"
+                    )
+                )
             elif timed_out(last):
-                self._stop(LLMUnavailableError(f"{self.endpoint} does not answer in time ({n} requests in a row failed, "
-                                               f"last: {what})"))
+                self._stop(
+                    LLMUnavailableError(
+                        f"{self.endpoint} does not answer in time ({n} requests in a row failed, last: {what})"
+                    )
+                )
             else:
-                self._stop(LLMUnavailableError(f"{self.endpoint} is down ({n} requests in a row failed, last: {what}); "
-                                               "rerun when it is back"))
+                self._stop(
+                    LLMUnavailableError(
+                        f"{self.endpoint} is down ({n} requests in a row failed, last: {what}); rerun when it is back"
+                    )
+                )

@@ -16,7 +16,7 @@ only `metrics_table`, the printed table, rounds.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 FAMILIES = ("existence", "spatial")
 
@@ -26,7 +26,7 @@ def _rates(results: Sequence) -> dict:
     n = len(answered)
     induced = [r for r in answered if r.success]
 
-    def pct(k: int) -> Optional[float]:
+    def pct(k: int) -> float | None:
         return 100.0 * k / n if n else None
 
     firsts = [r.first_induced for r in induced if r.first_induced is not None]
@@ -47,8 +47,9 @@ def attack_metrics(results: Sequence) -> dict:
     out = {"overall": _rates(results)}
     for fam in FAMILIES:
         out[fam] = _rates([r for r in results if r.family == fam])
-    out["by_strategy"] = {s: _rates([r for r in results if r.strategy == s])
-                          for s in sorted({r.strategy for r in results})}
+    out["by_strategy"] = {
+        s: _rates([r for r in results if r.strategy == s]) for s in sorted({r.strategy for r in results})
+    }
     return out
 
 
@@ -56,14 +57,23 @@ def metrics_table(m: dict) -> str:
     def fmt(v) -> str:
         return "-" if v is None else f"{v:.1f}"
 
-    lines = [f"  {'':<12} {'cases':>5} {'ASR':>6} {'MASR':>6} {'CASR':>6} {'avg q':>6} {'no answer':>9} {'unjudged':>8}"]
-    rows = [("overall", m["overall"])] + [(f, m[f]) for f in FAMILIES] + \
-        [(f"  {s}", r) for s, r in m.get("by_strategy", {}).items()]
+    lines = [
+        f"  {'':<12} {'cases':>5} {'ASR':>6} {'MASR':>6} {'CASR':>6} {'avg q':>6} {'no answer':>9} {'unjudged':>8}"
+    ]
+    rows = (
+        [("overall", m["overall"])]
+        + [(f, m[f]) for f in FAMILIES]
+        + [(f"  {s}", r) for s, r in m.get("by_strategy", {}).items()]
+    )
     for name, r in rows:
         avg = "-" if r["avg_questions_to_induce"] is None else f"{r['avg_questions_to_induce']:.2f}"
-        lines.append(f"  {name:<12} {r['cases']:>5} {fmt(r['ASR']):>6} {fmt(r['MASR']):>6} {fmt(r['CASR']):>6} {avg:>6} "
-                     f"{r['unanswered']:>9} {r['unjudged']:>8}")
+        lines.append(
+            f"  {name:<12} {r['cases']:>5} {fmt(r['ASR']):>6} {fmt(r['MASR']):>6} {fmt(r['CASR']):>6} {avg:>6} "
+            f"{r['unanswered']:>9} {r['unjudged']:>8}"
+        )
     if m["overall"]["unanswered"]:
-        lines.append(f"  {m['overall']['unanswered']} case(s) got no answer to any question: left out of ASR, MASR and "
-                     "CASR; rerun the same command to ask them again")
+        lines.append(
+            f"  {m['overall']['unanswered']} case(s) got no answer to any question: left out of ASR, MASR and "
+            "CASR; rerun the same command to ask them again"
+        )
     return "\n".join(lines)

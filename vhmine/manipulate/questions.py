@@ -12,12 +12,18 @@ not smaller), with no context and with the object description; removal asks them
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 from vhmine.manipulate.scenes import SceneObject
 
-FLAGS = {"left": "on the left of", "right": "on the right of", "up": "above", "down": "below", "front": "on the front of"}
+FLAGS = {
+    "left": "on the left of",
+    "right": "on the right of",
+    "up": "above",
+    "down": "below",
+    "front": "on the front of",
+}
 LEVELS = ("none", "caption", "paired", "description")
 MAX_SPATIAL = 2  # spatial questions relate the target to its nearest objects only
 
@@ -31,7 +37,10 @@ EXISTENCE = {
     ("paired", "caption"): "We have an image depicting {caption}. Is there a/an {obj} in this image as well?",
     ("removal", "none"): "Is there a/an {obj} in this image?",
     ("removal", "description"): "Is there a/an {obj} in this image? This object is {desc}",
-    ("removal", "paired"): "In this image, We have existing objects including: {objects}. Is there a/an {obj} in this image?",
+    (
+        "removal",
+        "paired",
+    ): "In this image, We have existing objects including: {objects}. Is there a/an {obj} in this image?",
     ("removal", "caption"): "This image depicts {caption}. Is there a/an {obj} in this image?",
 }
 SPATIAL = {
@@ -76,25 +85,45 @@ def _center_distance(a, b) -> float:
     return math.dist(((a[0] + a[2]) / 2, (a[1] + a[3]) / 2), ((b[0] + b[2]) / 2, (b[1] + b[3]) / 2))
 
 
-def existence_questions(strategy: str, asked: str, inserted: str, remaining: Sequence[str], caption: Optional[str],
-                        desc: Optional[str]) -> list[Question]:
+def existence_questions(
+    strategy: str, asked: str, inserted: str, remaining: Sequence[str], caption: str | None, desc: str | None
+) -> list[Question]:
     truth = strategy == "abnormal"  # abnormal: the object is there; paired: the partner is not; removal: gone
     ref = f"There is a {asked}." if truth else f"There is no {asked}."
-    values = {"obj": asked, "other": inserted, "caption": (caption or "").strip().rstrip("."), "desc": desc or "",
-              "objects": ", ".join(remaining)}
+    values = {
+        "obj": asked,
+        "other": inserted,
+        "caption": (caption or "").strip().rstrip("."),
+        "desc": desc or "",
+        "objects": ", ".join(remaining),
+    }
     out = []
     for level in [lv for st, lv in EXISTENCE if st == strategy]:  # the order the paper asks them in
         tpl = EXISTENCE[(strategy, level)]
-        if (level == "caption" and not caption) or (level == "description" and not desc) \
-                or (level == "paired" and strategy == "removal" and not remaining):
+        if (
+            (level == "caption" and not caption)
+            or (level == "description" and not desc)
+            or (level == "paired" and strategy == "removal" and not remaining)
+        ):
             continue
-        out.append(Question("existence", level, f"exists:{asked}", tpl.format(**values), truth, ref,
-                            f"autohallusion.{strategy}.existence.{level}", asked))
+        out.append(
+            Question(
+                "existence",
+                level,
+                f"exists:{asked}",
+                tpl.format(**values),
+                truth,
+                ref,
+                f"autohallusion.{strategy}.existence.{level}",
+                asked,
+            )
+        )
     return out
 
 
-def spatial_questions(strategy: str, target: str, target_box: Sequence[float], others: Sequence[SceneObject],
-                      desc: Optional[str]) -> list[Question]:
+def spatial_questions(
+    strategy: str, target: str, target_box: Sequence[float], others: Sequence[SceneObject], desc: str | None
+) -> list[Question]:
     truth = strategy != "removal"
     near = sorted((o for o in others if o.name != target), key=lambda o: (_center_distance(target_box, o.box), o.name))
     out = []
@@ -108,6 +137,16 @@ def spatial_questions(strategy: str, target: str, target_box: Sequence[float], o
                 continue
             text = tpl.format(obj=target, flag=flag, other=o.name, desc=desc or "")
             ref = f"{target} is {'' if truth else 'not '}{flag} a/an {o.name} in this image"
-            out.append(Question("spatial", level, f"{rels[0]}:{target}:{o.name}", text, truth, ref,
-                                f"autohallusion.{strategy}.spatial.{level}", target))
+            out.append(
+                Question(
+                    "spatial",
+                    level,
+                    f"{rels[0]}:{target}:{o.name}",
+                    text,
+                    truth,
+                    ref,
+                    f"autohallusion.{strategy}.spatial.{level}",
+                    target,
+                )
+            )
     return out

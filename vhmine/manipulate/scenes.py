@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
 
-from vhmine.images import open_scene_image
 from vhmine.errors import InputError
+from vhmine.images import open_scene_image
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ class SceneObject:
     box: tuple[float, float, float, float]  # x0, y0, x1, y1 in pixels
     score: float = 1.0
     polygons: list = field(default_factory=list)  # COCO polygons [[x, y, x, y, ...], ...]
-    rle: Optional[dict] = None  # uncompressed COCO RLE {"size": [h, w], "counts": [...]}
+    rle: dict | None = None  # uncompressed COCO RLE {"size": [h, w], "counts": [...]}
 
     @property
     def area(self) -> float:
@@ -66,7 +66,7 @@ class Scene:
     def names(self) -> list[str]:
         return [o.name for o in self.objects]
 
-    def get(self, name: str) -> Optional[SceneObject]:
+    def get(self, name: str) -> SceneObject | None:
         return next((o for o in self.objects if o.name == name), None)
 
 
@@ -78,7 +78,7 @@ def _decode_rle(rle: dict):
     flat = np.zeros(h * w, dtype=np.uint8)
     pos, val = 0, 0
     for n in rle["counts"]:
-        flat[pos:pos + n] = val
+        flat[pos : pos + n] = val
         pos, val = pos + n, 1 - val
     return flat.reshape((w, h)).T
 
@@ -105,18 +105,24 @@ def read_coco_objects(path: Path) -> dict[str, list[SceneObject]]:
             seg = ann.get("segmentation")
             polys = seg if isinstance(seg, list) else []
             rle = seg if isinstance(seg, dict) and isinstance(seg.get("counts"), list) else None
-            per[files[ann["image_id"]]].append(SceneObject(names.get(ann["category_id"], str(ann["category_id"])),
-                                                           (x, y, x + w, y + h), 1.0, polys, rle))
+            per[files[ann["image_id"]]].append(
+                SceneObject(
+                    names.get(ann["category_id"], str(ann["category_id"])), (x, y, x + w, y + h), 1.0, polys, rle
+                )
+            )
     except FileNotFoundError:
         raise InputError(f"COCO annotations {path}: file not found") from None
     except (ValueError, KeyError, TypeError) as err:
-        raise InputError(f"COCO annotations {path}: not a COCO instances JSON ({type(err).__name__}: {err}); "
-                         "give an instances_*.json file") from None
+        raise InputError(
+            f"COCO annotations {path}: not a COCO instances JSON ({type(err).__name__}: {err}); "
+            "give an instances_*.json file"
+        ) from None
     return {f: best_per_name(objs) for f, objs in per.items()}
 
 
-def collection_scenes(index: Optional[str], indexes: Optional[Path] = None,
-                      coco_annotations: Optional[Path] = None) -> tuple[list[Scene], Optional[Path]]:
+def collection_scenes(
+    index: str | None, indexes: Path | None = None, coco_annotations: Path | None = None
+) -> tuple[list[Scene], Path | None]:
     """The images of an embedded collection as scenes (objects filled from COCO when there are annotations);
     returns (scenes, the COCO file used or None)."""
     from vhmine.config import indexes_root
@@ -130,15 +136,18 @@ def collection_scenes(index: Optional[str], indexes: Optional[Path] = None,
     for row, full in zip(ix.images.to_dict("records"), ix.abs_paths()):
         rel = str(row["path"])
         objs = objects.get(rel) or objects.get(rel.rsplit("/", 1)[-1]) or []
-        scenes.append(Scene(str(row["image_id"]), Path(full), str(row["sha256"]), int(row["width"]),
-                            int(row["height"]), list(objs)))
+        scenes.append(
+            Scene(
+                str(row["image_id"]), Path(full), str(row["sha256"]), int(row["width"]), int(row["height"]), list(objs)
+            )
+        )
     return scenes, Path(coco) if coco else None
 
 
 class Detector:
     """Owl-ViT or OWLv2 through transformers' zero-shot object detection, loaded once."""
 
-    def __init__(self, source: str, device: Optional[str] = None):
+    def __init__(self, source: str, device: str | None = None):
         try:
             import torch
             from transformers import AutoModelForZeroShotObjectDetection, AutoProcessor
@@ -148,9 +157,11 @@ class Detector:
             self.processor = AutoProcessor.from_pretrained(source)
             self.model = AutoModelForZeroShotObjectDetection.from_pretrained(source).eval()
         except Exception as err:
-            raise InputError(f"cannot load detector {source!r} ({type(err).__name__}: {str(err)[:300]}): give an Owl-ViT "
-                             "or OWLv2 hub id that is downloaded (e.g. google/owlvit-base-patch32; HF_HUB_OFFLINE "
-                             "blocks downloads) or a folder saved with save_pretrained") from None
+            raise InputError(
+                f"cannot load detector {source!r} ({type(err).__name__}: {str(err)[:300]}): give an Owl-ViT "
+                "or OWLv2 hub id that is downloaded (e.g. google/owlvit-base-patch32; HF_HUB_OFFLINE "
+                "blocks downloads) or a folder saved with save_pretrained"
+            ) from None
         self.torch = torch
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.model.to(self.device)
@@ -163,8 +174,10 @@ class Detector:
         with torch.no_grad():
             out = self.model(**inputs)
         sizes = torch.tensor([[image.height, image.width]], device=self.device)
-        post = getattr(self.processor, "post_process_grounded_object_detection", None) or \
-            self.processor.post_process_object_detection
+        post = (
+            getattr(self.processor, "post_process_grounded_object_detection", None)
+            or self.processor.post_process_object_detection
+        )
         res = post(outputs=out, threshold=threshold, target_sizes=sizes)[0]
         objs = []
         for box, score, label in zip(res["boxes"].tolist(), res["scores"].tolist(), res["labels"].tolist()):
@@ -174,14 +187,16 @@ class Detector:
         return best_per_name(objs)
 
 
-def detect_scenes(scenes: list[Scene], detector: str, vocabulary: Sequence[str], threshold: float = 0.1,
-                  device: Optional[str] = None) -> list[Scene]:
+def detect_scenes(
+    scenes: list[Scene], detector: str, vocabulary: Sequence[str], threshold: float = 0.1, device: str | None = None
+) -> list[Scene]:
     """Fill the objects of scenes that have none with the detector's boxes."""
-    from PIL import Image
 
     if not vocabulary:
-        raise InputError("the detector needs a vocabulary: pass --vocabulary 'cup,dog,...' (or a collection with COCO "
-                         "annotations, whose category names are used)")
+        raise InputError(
+            "the detector needs a vocabulary: pass --vocabulary 'cup,dog,...' (or a collection with COCO "
+            "annotations, whose category names are used)"
+        )
     todo = [s for s in scenes if not s.objects]
     if not todo:
         return scenes

@@ -13,8 +13,8 @@ a truncated or replaced file makes the case again.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 from vhmine.images import sha256_file
 from vhmine.manipulate.prior import Choice
@@ -24,7 +24,7 @@ from vhmine.manipulate.strategies import Edit
 log = logging.getLogger(__name__)
 
 
-def edit_settings(inpaint_params: Optional[dict]) -> Optional[dict]:
+def edit_settings(inpaint_params: dict | None) -> dict | None:
     """The inpainting settings that decide an edit (the device does not name a different edit)."""
     return {k: v for k, v in inpaint_params.items() if k != "device"} if inpaint_params else None
 
@@ -33,8 +33,9 @@ def case_key(strategy: str, source_sha256: str, target: str, asked: str) -> tupl
     return (strategy, source_sha256, target, asked)
 
 
-def stored_cases(store, scenes: Sequence[Scene], strategies: Sequence[str], prior: str, detector: Optional[str],
-                 backends: dict) -> dict[tuple, tuple[dict, Path]]:
+def stored_cases(
+    store, scenes: Sequence[Scene], strategies: Sequence[str], prior: str, detector: str | None, backends: dict
+) -> dict[tuple, tuple[dict, Path]]:
     """case_key -> (provenance params, edited image path) of the store's cases made with these options.
 
     `backends`: strategy -> (edit backend, its edit_settings) that the run would use."""
@@ -45,13 +46,21 @@ def stored_cases(store, scenes: Sequence[Scene], strategies: Sequence[str], prio
     shas = {s.sha256 for s in scenes}
     out: dict[tuple, tuple[dict, Path]] = {}
     with store.session(write=False) as s:
-        rows = s.execute(select(Generation.params, Image.path, Image.sha256).join(Image, Image.id == Generation.image_id)
-                         .where(Generation.backend == "manipulate").order_by(Generation.created_at, Generation.id)).all()
+        rows = s.execute(
+            select(Generation.params, Image.path, Image.sha256)
+            .join(Image, Image.id == Generation.image_id)
+            .where(Generation.backend == "manipulate")
+            .order_by(Generation.created_at, Generation.id)
+        ).all()
     for p, path, sha in rows:
         p = p or {}
         st = p.get("strategy")
-        if st not in strategies or p.get("source_sha256") not in shas or p.get("prior") != prior \
-                or p.get("detector") != detector:
+        if (
+            st not in strategies
+            or p.get("source_sha256") not in shas
+            or p.get("prior") != prior
+            or p.get("detector") != detector
+        ):
             continue
         if (p.get("edit_backend"), edit_settings(p.get("inpaint"))) != backends[st]:
             continue
@@ -62,16 +71,19 @@ def stored_cases(store, scenes: Sequence[Scene], strategies: Sequence[str], prio
         if _intact(Path(path), sha) and _intact(Path(path).parent / str(p.get("mask")), p.get("mask_sha256")):
             out[key] = (p, Path(path))  # the first one stands; a deleted or damaged image is made again
         else:
-            log.info("stored %s case on %s: its image or mask on disk is gone or changed; making it again", st,
-                     p.get("source_image_id"))
+            log.info(
+                "stored %s case on %s: its image or mask on disk is gone or changed; making it again",
+                st,
+                p.get("source_image_id"),
+            )
     return out
 
 
-def _intact(path: Path, sha256: Optional[str]) -> bool:
+def _intact(path: Path, sha256: str | None) -> bool:
     return bool(sha256) and path.is_file() and sha256_file(path) == sha256
 
 
-def rebuild(p: dict, path: Path, scene: Scene) -> Optional[tuple[Edit, Choice, bytes]]:
+def rebuild(p: dict, path: Path, scene: Scene) -> tuple[Edit, Choice, bytes] | None:
     """(edit, choice, PNG bytes) of a stored case, or None when its mask or objects are gone."""
     from PIL import Image as PILImage
 
@@ -95,6 +107,7 @@ def rebuild(p: dict, path: Path, scene: Scene) -> Optional[tuple[Edit, Choice, b
         box = tuple(float(v) for v in p["object_box"])
         objects = others + [SceneObject(target, box, 1.0)]
     edit = Edit(st, scene, image, mask, target, asked, box, objects, p.get("donor"), p.get("edit_backend"))
-    choice = Choice((target, asked) if st == "paired" else (target,), p["prior"], p.get("prior_score"),
-                    p.get("prior_answer"))
+    choice = Choice(
+        (target, asked) if st == "paired" else (target,), p["prior"], p.get("prior_score"), p.get("prior_answer")
+    )
     return edit, choice, png

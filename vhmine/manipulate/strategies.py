@@ -15,17 +15,18 @@ from __future__ import annotations
 import io
 import warnings
 from dataclasses import dataclass, field
-from typing import Optional
 
-from vhmine.images import open_scene_image
 from vhmine.errors import InputError
+from vhmine.images import open_scene_image
 from vhmine.manipulate.scenes import Scene, SceneObject
 
 STRATEGIES = ("abnormal", "paired", "removal")
 INSERT_FRACTION = 0.35  # the pasted object's longer side, as a share of the scene's shorter side
 ENLARGE = 0.2  # the removal mask: the object's box enlarged by this much (AutoHallusion's enlarge_ratio)
-_BAD_BACKEND = ("unknown inpainting backend {spec!r}: use diffusers:<hub id or local folder> (e.g. "
-                "diffusers:stabilityai/stable-diffusion-2-inpainting) or openai:<image edit model> (e.g. openai:gpt-image-1)")
+_BAD_BACKEND = (
+    "unknown inpainting backend {spec!r}: use diffusers:<hub id or local folder> (e.g. "
+    "diffusers:stabilityai/stable-diffusion-2-inpainting) or openai:<image edit model> (e.g. openai:gpt-image-1)"
+)
 
 
 @dataclass
@@ -38,13 +39,12 @@ class Edit:
     asked: str  # the object the existence questions ask about (paired: the absent partner)
     target_box: tuple  # the inserted object's box after pasting, or the removed object's box
     objects: list[SceneObject] = field(default_factory=list)  # the scene's objects after the edit
-    donor: Optional[dict] = None  # {"image_id", "sha256", "object"} of an insertion's source
+    donor: dict | None = None  # {"image_id", "sha256", "object"} of an insertion's source
     backend: str = "cut-paste"
 
 
 def _cutout(donor: Scene, obj: SceneObject):
     """(RGBA crop of the object, with its mask as alpha) from the donor image."""
-    from PIL import Image
 
     with open_scene_image(donor.path) as im:
         rgb = im.convert("RGB")
@@ -69,7 +69,7 @@ def _place(size: tuple[int, int], obj_size: tuple[int, int], taken: list) -> tup
     return min(spots, key=lambda p: sum(_overlap((p[0], p[1], p[0] + w, p[1] + h), t) for t in taken))
 
 
-def insert(strategy: str, scene: Scene, donor: Scene, obj: SceneObject, asked: Optional[str] = None) -> Edit:
+def insert(strategy: str, scene: Scene, donor: Scene, obj: SceneObject, asked: str | None = None) -> Edit:
     """Paste `obj` cut from `donor` into `scene` (abnormal: ask about it; paired: ask about `asked`)."""
     from PIL import Image
 
@@ -85,9 +85,17 @@ def insert(strategy: str, scene: Scene, donor: Scene, obj: SceneObject, asked: O
     mask.paste(piece.getchannel("A"), (x, y))
     box = (float(x), float(y), float(x + piece.width), float(y + piece.height))
     new = SceneObject(obj.name, box, 1.0)
-    return Edit(strategy, scene, base, mask, obj.name, asked or obj.name, box,
-                [o for o in scene.objects if o.name != obj.name] + [new],
-                {"image_id": donor.image_id, "sha256": donor.sha256, "object": obj.name})
+    return Edit(
+        strategy,
+        scene,
+        base,
+        mask,
+        obj.name,
+        asked or obj.name,
+        box,
+        [o for o in scene.objects if o.name != obj.name] + [new],
+        {"image_id": donor.image_id, "sha256": donor.sha256, "object": obj.name},
+    )
 
 
 def removal_mask(scene: Scene, obj: SceneObject):
@@ -96,15 +104,16 @@ def removal_mask(scene: Scene, obj: SceneObject):
     x0, y0, x1, y1 = obj.box
     dx, dy = (x1 - x0) * ENLARGE / 2, (y1 - y0) * ENLARGE / 2
     m = Image.new("L", (scene.width, scene.height), 0)
-    ImageDraw.Draw(m).rectangle([max(0, x0 - dx), max(0, y0 - dy), min(scene.width, x1 + dx),
-                                 min(scene.height, y1 + dy)], fill=255)
+    ImageDraw.Draw(m).rectangle(
+        [max(0, x0 - dx), max(0, y0 - dy), min(scene.width, x1 + dx), min(scene.height, y1 + dy)], fill=255
+    )
     return m
 
 
 class Inpainter:
     """A diffusers inpainting pipeline (by hub id or local folder), loaded once."""
 
-    def __init__(self, spec: str, device: Optional[str] = None, steps: int = 30, guidance: float = 7.5, seed: int = 0):
+    def __init__(self, spec: str, device: str | None = None, steps: int = 30, guidance: float = 7.5, seed: int = 0):
         kind, sep, source = (spec or "").partition(":")
         if kind != "diffusers" or not source:
             raise InputError(_BAD_BACKEND.format(spec=spec))
@@ -121,15 +130,22 @@ class Inpainter:
                 warnings.filterwarnings("ignore", message=".*torch_dtype.*", category=FutureWarning)
                 self.pipe = AutoPipelineForInpainting.from_pretrained(source, torch_dtype=dtype)
         except Exception as err:
-            raise InputError(f"cannot load inpainting pipeline {source!r} ({type(err).__name__}: {str(err)[:300]}): give "
-                             "a folder saved with save_pretrained, or a hub id that is downloaded") from None
+            raise InputError(
+                f"cannot load inpainting pipeline {source!r} ({type(err).__name__}: {str(err)[:300]}): give "
+                "a folder saved with save_pretrained, or a hub id that is downloaded"
+            ) from None
         self.pipe.to(self.device)
         self.pipe.set_progress_bar_config(disable=True)
         self.spec, self.steps, self.guidance, self.seed = f"diffusers:{source}", steps, guidance, seed
 
     def params(self) -> dict:
-        return {"device": self.device, "steps": self.steps, "guidance": self.guidance, "seed": self.seed,
-                "pipeline": type(self.pipe).__name__}
+        return {
+            "device": self.device,
+            "steps": self.steps,
+            "guidance": self.guidance,
+            "seed": self.seed,
+            "pipeline": type(self.pipe).__name__,
+        }
 
     def fill(self, image, mask, prompt: str):
         """The image with the masked area repainted; pixels outside the mask are kept as they were."""
@@ -137,8 +153,16 @@ class Inpainter:
 
         w, h = (max(8, v // 8 * 8) for v in image.size)
         gen = self.torch.Generator(device="cpu").manual_seed(self.seed)
-        out = self.pipe(prompt=prompt, image=image.resize((w, h)), mask_image=mask.resize((w, h)), height=h, width=w,
-                        num_inference_steps=self.steps, guidance_scale=self.guidance, generator=gen).images[0]
+        out = self.pipe(
+            prompt=prompt,
+            image=image.resize((w, h)),
+            mask_image=mask.resize((w, h)),
+            height=h,
+            width=w,
+            num_inference_steps=self.steps,
+            guidance_scale=self.guidance,
+            generator=gen,
+        ).images[0]
         return Image.composite(out.resize(image.size), image, mask)
 
 
@@ -166,8 +190,9 @@ class OpenAIInpainter:
         return Image.composite(out, image, mask)
 
 
-def make_inpainter(spec: Optional[str], llm=None, device: Optional[str] = None, steps: int = 30,
-                   guidance: float = 7.5, seed: int = 0):
+def make_inpainter(
+    spec: str | None, llm=None, device: str | None = None, steps: int = 30, guidance: float = 7.5, seed: int = 0
+):
     """The removal backend `spec` names: diffusers:<hub id or folder> or openai:<model> (through `llm`)."""
     kind, _, source = (spec or "").partition(":")
     if kind == "openai" and source:
@@ -183,7 +208,6 @@ def png_bytes(img) -> bytes:
 
 def remove(scene: Scene, obj: SceneObject, inpainter) -> Edit:
     """Mask out `obj` and let the inpainter fill the scene without it."""
-    from PIL import Image
 
     with open_scene_image(scene.path) as im:
         base = im.convert("RGB")

@@ -26,16 +26,19 @@ def open_pair(root: Path, name: str, opts, *, load: bool = True):
     a = usable_index(open_index(root, name, load_vectors=load, load_images=load))
     b = usable_index(open_named_index(opts.against, root, load=load))
     if a.folder.resolve() == b.folder.resolve():
-        raise InputError(f"--against {opts.against} is index {name!r} itself: leave out --against to mine the pairs "
-                         "within one index")
+        raise InputError(
+            f"--against {opts.against} is index {name!r} itself: leave out --against to mine the pairs within one index"
+        )
     ea, eb = a.manifest.get("encoders") or {}, b.manifest.get("encoders") or {}
     for enc in ("clip", "dino"):
         if (ea.get(enc) or {}) != (eb.get(enc) or {}):
+
             def spec(e, enc=enc):
                 return (e.get(enc) or {}).get("spec") or (e.get(enc) or {}).get("model") or "unknown"
 
             raise InputError(
                 f"index {a.name!r} and index {b.name!r} were embedded with other {enc} encoders ({spec(ea)} and "
                 f"{spec(eb)}): their vectors cannot be compared; embed one collection again with the other's "
-                "encoders (vhmine embed --clip-model / --dino-model)")
+                "encoders (vhmine embed --clip-model / --dino-model)"
+            )
     return a, b

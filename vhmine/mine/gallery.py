@@ -29,8 +29,18 @@ def background_label(shown: int, pairs: int | None = None) -> str:
     return f"a random sample of {shown:,} pairs" + (f" (of {pairs:,})" if pairs is not None else "")
 
 
-def write_scatter(path: Path, clip_sim, dino_sim, background, clip_min: float, dino_max: float, *, title: str,
-                  written: int | None = None, pairs: int | None = None) -> list[str]:
+def write_scatter(
+    path: Path,
+    clip_sim,
+    dino_sim,
+    background,
+    clip_min: float,
+    dino_max: float,
+    *,
+    title: str,
+    written: int | None = None,
+    pairs: int | None = None,
+) -> list[str]:
     """Scatter of candidate pairs (and a random background sample), with the threshold box drawn; `written`:
     the pairs of the box that the run wrote; `pairs`: every pair of the collection (the background is all of
     them when it holds that many). Returns the legend's labels."""
@@ -54,8 +64,17 @@ def write_scatter(path: Path, clip_sim, dino_sim, background, clip_min: float, d
     ax.scatter(clip_sim[~inside], dino_sim[~inside], s=6, c="#4c72b0", label=f"CLIP-alike, DINOv2-alike ({n_out})")
     ax.scatter(clip_sim[inside], dino_sim[inside], s=8, c="#dd3333", label=box_label(n_in, written))
     lo = min(-0.1, float(np.min(bg_d)) if len(bg_d) else 0.0, float(dino_sim.min()) if len(dino_sim) else 0.0) - 0.02
-    ax.add_patch(Rectangle((clip_min, lo), 1.0 - clip_min, dino_max - lo, fill=False, edgecolor="#dd3333",
-                           linewidth=1.5, linestyle="--"))
+    ax.add_patch(
+        Rectangle(
+            (clip_min, lo),
+            1.0 - clip_min,
+            dino_max - lo,
+            fill=False,
+            edgecolor="#dd3333",
+            linewidth=1.5,
+            linestyle="--",
+        )
+    )
     ax.axvline(clip_min, color="#dd3333", linewidth=0.6)
     ax.axhline(dino_max, color="#dd3333", linewidth=0.6)
     ax.set_xlabel("CLIP cosine similarity")
@@ -98,10 +117,14 @@ img {{ max-width: 256px; max-height: 256px; display: block; }}
 <h1>{title}</h1><p>{subtitle}</p>
 """
 
-_PAGE = PAGE_HEAD + """<table><tr><th>rank</th><th>image A{side_a}</th><th>image B{side_b}</th><th>CLIP</th><th>DINOv2</th><th>gap</th></tr>
+_PAGE = (
+    PAGE_HEAD
+    + "<table><tr><th>rank</th><th>image A{side_a}</th><th>image B{side_b}</th>"
+    + """<th>CLIP</th><th>DINOv2</th><th>gap</th></tr>
 {rows}
 </table>{empty}</body></html>
 """
+)
 
 
 def _cell(path: str, image_id: str, categories, index: str | None = None) -> str:
@@ -109,28 +132,40 @@ def _cell(path: str, image_id: str, categories, index: str | None = None) -> str
     img = f'<img src="{url}" alt="{html.escape(image_id)}">' if url else "<em>(image unreadable)</em>"
     cats = ", ".join(categories) if len(categories) else ""
     where = "" if index is None else f"index {html.escape(str(index))}<br>"  # an --against run: which side it is from
-    return (f"<td>{img}<div class=meta>{where}{html.escape(image_id)}<br>{html.escape(path)}"
-            f"{'<br>' + html.escape(cats) if cats else ''}</div></td>")
+    return (
+        f"<td>{img}<div class=meta>{where}{html.escape(image_id)}<br>{html.escape(path)}"
+        f"{'<br>' + html.escape(cats) if cats else ''}</div></td>"
+    )
 
 
-def write_gallery(path: Path, pairs, *, title: str, subtitle: str = "", total: int | None = None,
-                  progress: bool = False) -> None:
+def write_gallery(
+    path: Path, pairs, *, title: str, subtitle: str = "", total: int | None = None, progress: bool = False
+) -> None:
     """HTML table of pairs (rows of a pairs DataFrame) side by side with their scores; `total`: pairs in the run;
     `progress`: a bar over the pairs (each thumbnail decodes a full image: seconds for 100 large photos)."""
     from tqdm import tqdm
 
     across = "index_a" in pairs.columns and "index_b" in pairs.columns  # a `vhmine mine --against` run
     rows = []
-    for r in tqdm(pairs.itertuples(index=False), total=len(pairs), desc="gallery", unit="pair", leave=False,
-                  disable=not progress or not len(pairs)):
+    for r in tqdm(
+        pairs.itertuples(index=False),
+        total=len(pairs),
+        desc="gallery",
+        unit="pair",
+        leave=False,
+        disable=not progress or not len(pairs),
+    ):
+        cell_a = _cell(r.path_a, r.image_id_a, r.categories_a, r.index_a if across else None)
+        cell_b = _cell(r.path_b, r.image_id_b, r.categories_b, r.index_b if across else None)
         rows.append(
-            f"<tr><td class=num>{int(r.rank)}</td>{_cell(r.path_a, r.image_id_a, r.categories_a, r.index_a if across else None)}"
-            f"{_cell(r.path_b, r.image_id_b, r.categories_b, r.index_b if across else None)}<td class=num>{r.clip_sim:.4f}</td>"
+            f"<tr><td class=num>{int(r.rank)}</td>{cell_a}{cell_b}<td class=num>{r.clip_sim:.4f}</td>"
             f"<td class=num>{r.dino_sim:.4f}</td><td class=num>{r.gap:.4f}</td></tr>"
         )
     total = len(rows) if total is None else total
     if rows:
-        empty = "" if total <= len(rows) else f"<p>Top {len(rows)} of {total} pairs; all of them are in pairs.parquet.</p>"
+        empty = (
+            "" if total <= len(rows) else f"<p>Top {len(rows)} of {total} pairs; all of them are in pairs.parquet.</p>"
+        )
     elif total:
         empty = f"<p>{total} pairs passed both thresholds; none is shown here (--gallery-size 0).</p>"
     else:
@@ -140,5 +175,7 @@ def write_gallery(path: Path, pairs, *, title: str, subtitle: str = "", total: i
         for side in ("a", "b"):
             names = sorted({str(n) for n in pairs[f"index_{side}"]})
             sides[f"side_{side}"] = f" ({html.escape(names[0])})" if len(names) == 1 else ""
-    page = _PAGE.format(title=html.escape(title), subtitle=html.escape(subtitle), rows="\n".join(rows), empty=empty, **sides)
+    page = _PAGE.format(
+        title=html.escape(title), subtitle=html.escape(subtitle), rows="\n".join(rows), empty=empty, **sides
+    )
     Path(path).write_text(page, encoding="utf-8")

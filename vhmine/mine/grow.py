@@ -23,6 +23,7 @@ import numpy as np
 from vhmine.files import shown_path
 from vhmine.mine import state
 
+
 @dataclass
 class Earlier:
     """An earlier run that may be reused: its folder, run.json and the rows it mined."""
@@ -55,12 +56,15 @@ def reusable(folder: Path, idx, opts) -> tuple[Earlier | None, str]:
         return None, f"the run in {where} mined across two indexes (--against): mining in full"
     ray = run.get("ray") or {}
     if ray.get("tiles_mined", ray.get("tiles")) != ray.get("tiles"):
-        return None, (f"the run in {where} mined only {ray['tiles_mined']} of its {ray['tiles']} tiles (--tiles): "
-                      "mining in full")
+        return None, (
+            f"the run in {where} mined only {ray['tiles_mined']} of its {ray['tiles']} tiles (--tiles): mining in full"
+        )
     files = run.get("files") or {}
     if not run.get("run_id") or state.ROWS not in files or state.ALIKE not in files:
-        return None, (f"the run in {where} keeps no record of its rows (an older vhmine wrote it): mining in full; "
-                      "the run written now keeps one")
+        return None, (
+            f"the run in {where} keeps no record of its rows (an older vhmine wrote it): mining in full; "
+            "the run written now keeps one"
+        )
     from vhmine.images import sha256_file
 
     for name in (state.ROWS, state.ALIKE):
@@ -68,21 +72,37 @@ def reusable(folder: Path, idx, opts) -> tuple[Earlier | None, str]:
         if not p.is_file() or p.stat().st_size != files[name]["bytes"] or sha256_file(p) != files[name]["sha256"]:
             return None, f"{shown_path(p)} is missing or changed since its run was written: mining in full"
     if run.get("index") != idx.name or run.get("index_created") != idx.manifest.get("created"):
-        what = (f"index {run.get('index')!r}" if run.get("index") != idx.name
-                else f"index {idx.name!r} as it was before it was built again (created {run.get('index_created')})")
+        what = (
+            f"index {run.get('index')!r}"
+            if run.get("index") != idx.name
+            else f"index {idx.name!r} as it was before it was built again (created {run.get('index_created')})"
+        )
         return None, f"the run in {where} mined {what}, not this one: mining in full"
     if run.get("encoders") != idx.manifest.get("encoders", {}):
-        differ = sorted(f"{e}.{k}" for e in ("clip", "dino") for k in set((run.get("encoders") or {}).get(e) or {})
-                        | set((idx.manifest.get("encoders") or {}).get(e) or {})
-                        if ((run.get("encoders") or {}).get(e) or {}).get(k)
-                        != ((idx.manifest.get("encoders") or {}).get(e) or {}).get(k))
-        return None, (f"the run in {where} was mined with other encoders than index {idx.name!r} has now "
-                      f"({', '.join(differ) or 'encoders'} differ): mining in full")
-    asked = {"--clip": opts.clip, "--dino": opts.dino, "--max-pairs": opts.max_pairs,
-             "--max-per-image": opts.max_per_image}
-    had = {"--clip": run.get("clip_threshold"), "--dino": run.get("dino_threshold"),
-           "--max-pairs": (run.get("options") or {}).get("max_pairs"),
-           "--max-per-image": (run.get("options") or {}).get("max_per_image")}
+        differ = sorted(
+            f"{e}.{k}"
+            for e in ("clip", "dino")
+            for k in set((run.get("encoders") or {}).get(e) or {})
+            | set((idx.manifest.get("encoders") or {}).get(e) or {})
+            if ((run.get("encoders") or {}).get(e) or {}).get(k)
+            != ((idx.manifest.get("encoders") or {}).get(e) or {}).get(k)
+        )
+        return None, (
+            f"the run in {where} was mined with other encoders than index {idx.name!r} has now "
+            f"({', '.join(differ) or 'encoders'} differ): mining in full"
+        )
+    asked = {
+        "--clip": opts.clip,
+        "--dino": opts.dino,
+        "--max-pairs": opts.max_pairs,
+        "--max-per-image": opts.max_per_image,
+    }
+    had = {
+        "--clip": run.get("clip_threshold"),
+        "--dino": run.get("dino_threshold"),
+        "--max-pairs": (run.get("options") or {}).get("max_pairs"),
+        "--max-per-image": (run.get("options") or {}).get("max_per_image"),
+    }
     differ = [f"{k} {had[k]} there, {asked[k]} now" for k in asked if had[k] != asked[k]]
     if differ:
         return None, f"the run in {where} was mined with other options ({'; '.join(differ)}): mining in full"
@@ -100,8 +120,13 @@ class Growth:
     changed: int  # rows still there whose vectors differ: then nothing can be reused
 
     def record(self, earlier: Earlier, products: int) -> dict:
-        return {"from": earlier.run["run_id"], "old_rows": self.kept, "new_rows": int(len(self.new_rows)),
-                "removed_rows": self.removed, "products": int(products)}
+        return {
+            "from": earlier.run["run_id"],
+            "old_rows": self.kept,
+            "new_rows": int(len(self.new_rows)),
+            "removed_rows": self.removed,
+            "products": int(products),
+        }
 
 
 def _positions(keys: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -128,8 +153,10 @@ def new_rows(earlier: Earlier, ids: np.ndarray) -> np.ndarray:
 
 
 def changed_line(g: Growth, idx, folder: Path) -> str:
-    return (f"{g.changed:,} row(s) of index {idx.name!r} have other vectors than the run in {shown_path(folder)} "
-            "mined (the index was embedded again?): mining in full")
+    return (
+        f"{g.changed:,} row(s) of index {idx.name!r} have other vectors than the run in {shown_path(folder)} "
+        "mined (the index was embedded again?): mining in full"
+    )
 
 
 def old_pairs(earlier: Earlier, ids: np.ndarray):
@@ -156,5 +183,7 @@ def said(earlier: Earlier, g: Growth, products: int, n: int) -> str:
     full = n * (n - 1) // 2
     share = f", {100 * products / full:.2g}% of a full mine's" if full else ""
     removed = f"; {g.removed:,} removed" if g.removed else ""
-    return (f"mined {len(g.new_rows):,} new rows against {g.kept:,} (reused the run in {shown_path(earlier.folder)}"
-            f"{removed}; {products:,} products{share})")
+    return (
+        f"mined {len(g.new_rows):,} new rows against {g.kept:,} (reused the run in {shown_path(earlier.folder)}"
+        f"{removed}; {products:,} products{share})"
+    )

@@ -3,8 +3,8 @@
 Reads `indexes/<name>/` (vhmine.index); this module holds the options and chooses the engine: the
 exact join in this process (--engine local: mine.local_run, over mine.join), or its tiles on a Ray
 cluster (--engine ray: mine.ray_run, over mine.ray, which reads the index by row range and never loads
-it); the two are siblings and neither imports the other. The pair set equals a float64 brute force, both thresholds inclusive, on either
-engine. Writes, all at once by renaming a finished temporary folder into place (finish_run):
+it); the two are siblings and neither imports the other. The pair set equals a float64 brute force, both thresholds
+inclusive, on either engine. Writes, all at once by renaming a finished temporary folder into place (finish_run):
 
     pairs.parquet / pairs.csv  rank, image ids, sha256s, absolute paths, clip_sim, dino_sim, gap,
                                COCO ids and categories of both images; ranked by gap (mine.write:
@@ -52,7 +52,9 @@ class MineOptions:
     tiles: list[int] | None = None  # Ray: mine only these tile numbers (sizing runs and benchmarks)
     gallery_size: int = 100
     progress: bool = True
-    kernel: str | None = None  # the products kernel (mine.join.kernels.KERNELS) [default: the fastest measured here / per node]
+    kernel: str | None = (
+        None  # the products kernel (mine.join.kernels.KERNELS) [default: the fastest measured here / per node]
+    )
     full: bool = False  # mine every pair even when an earlier run of the same command could be reused (mine.grow)
     against: str | None = None  # a second index (name under --indexes, or folder): pairs with one image from each
 
@@ -84,11 +86,15 @@ def mine_index(opts: MineOptions):
         from vhmine.errors import Interrupted
 
         if opts.engine == "ray":  # finished tiles are files in the job folder: the same command resumes from them
-            raise Interrupted("interrupted: the tiles finished so far are kept in the run's job folder; run the same "
-                              "command to resume") from None
+            raise Interrupted(
+                "interrupted: the tiles finished so far are kept in the run's job folder; run the same "
+                "command to resume"
+            ) from None
         # a run folder is published whole at the end: an interrupted one leaves nothing
-        raise Interrupted("interrupted: no run written (mine publishes its run folder whole, at the end; an earlier "
-                          "run there is as it was); run the same command to mine again") from None
+        raise Interrupted(
+            "interrupted: no run written (mine publishes its run folder whole, at the end; an earlier "
+            "run there is as it was); run the same command to mine again"
+        ) from None
 
 
 def _mine(opts: MineOptions):
@@ -111,7 +117,9 @@ def _mine(opts: MineOptions):
     default_dir = runs_root() / default_run_name(name, opts.clip, opts.dino, opts.against)
     run_dir = Path(opts.out) if opts.out else default_dir
     if not opts.plan:
-        check_writable(run_dir.parent, flag="--out")  # its files go beside it first: said in one line, before the search
+        check_writable(
+            run_dir.parent, flag="--out"
+        )  # its files go beside it first: said in one line, before the search
     if opts.against and opts.plan:
         raise InputError("--plan sizes a triangle job; it does not size an --against one yet: leave out --plan")
     if opts.engine == "ray":  # the driver never loads the vectors or the image table

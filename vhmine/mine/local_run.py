@@ -62,25 +62,49 @@ def mine_local(idx, name: str, opts, run_dir: Path, default_dir: Path, warnings:
     def write_pairs(tmp: Path):
         write_table(tmp, pairs)
         lo, hi = ids[found.i], ids[found.j]
-        state.write_state(tmp, ids, digests, np.where(lo < hi, lo, hi), np.where(lo < hi, hi, lo), found.clip_sim,
-                          found.dino_sim)
+        state.write_state(
+            tmp, ids, digests, np.where(lo < hi, lo, hi), np.where(lo < hi, hi, lo), found.clip_sim, found.dino_sim
+        )
         return len(pairs), pairs.head(opts.gallery_size)
 
     counts = {"images": n, "clip_alike": int(len(found)), "in_box": int(in_box.sum())}
-    background = background_sample(n, lambda i, j: (pair_sims(idx.clip, i, j), pair_sims(idx.dino, i, j)),
-                                   size=BACKGROUND_PAIRS)
+    background = background_sample(
+        n, lambda i, j: (pair_sims(idx.clip, i, j), pair_sims(idx.dino, i, j)), size=BACKGROUND_PAIRS
+    )
     relax = None
     if not len(order):  # say what to relax, from what this run holds (mine.relax)
         from vhmine.mine.relax import nearby
 
-        relax = nearby(found, background, n, opts.clip, opts.dino, all_pairs=n * (n - 1) // 2 <= BACKGROUND_PAIRS,
-                       base_command=rerun_command(name, opts))
-    extra = {"products_kernel": st.get("kernel"), **({"nearby": relax.record()} if relax else {}),
-             **({"incremental": incremental} if incremental else {})}
-    written = finish_run(run_dir, idx, opts, counts, write_pairs, (found.clip_sim, found.dino_sim), background,
-                         warnings, extra=extra)
-    return MineResult(run_dir, name, n, counts["clip_alike"], counts["in_box"], written, time.time() - t0, warnings,
-                      relax=relax.lines if relax else [], kernel=st.get("kernel_line", ""), reuse=reuse)
+        relax = nearby(
+            found,
+            background,
+            n,
+            opts.clip,
+            opts.dino,
+            all_pairs=n * (n - 1) // 2 <= BACKGROUND_PAIRS,
+            base_command=rerun_command(name, opts),
+        )
+    extra = {
+        "products_kernel": st.get("kernel"),
+        **({"nearby": relax.record()} if relax else {}),
+        **({"incremental": incremental} if incremental else {}),
+    }
+    written = finish_run(
+        run_dir, idx, opts, counts, write_pairs, (found.clip_sim, found.dino_sim), background, warnings, extra=extra
+    )
+    return MineResult(
+        run_dir,
+        name,
+        n,
+        counts["clip_alike"],
+        counts["in_box"],
+        written,
+        time.time() - t0,
+        warnings,
+        relax=relax.lines if relax else [],
+        kernel=st.get("kernel_line", ""),
+        reuse=reuse,
+    )
 
 
 def _earlier(run_dir: Path, default_dir: Path, idx, opts, ids, digests):
@@ -108,8 +132,18 @@ def mine_across(a, b, opts, run_dir: Path, warnings: list[str], t0: float) -> Mi
 
     na, nb = len(a.images), len(b.images)
     st: dict = {}
-    found = find_pairs_across(a.clip, a.dino, b.clip, b.dino, opts.clip, math.inf, device=opts.device,
-                              progress=opts.progress, kernel=opts.kernel, stats=st)
+    found = find_pairs_across(
+        a.clip,
+        a.dino,
+        b.clip,
+        b.dino,
+        opts.clip,
+        math.inf,
+        device=opts.device,
+        progress=opts.progress,
+        kernel=opts.kernel,
+        stats=st,
+    )
     in_box = found.dino_sim <= opts.dino
     i, j = found.i[in_box], found.j[in_box]
     clip_sim, dino_sim = found.clip_sim[in_box], found.dino_sim[in_box]
@@ -124,20 +158,63 @@ def mine_across(a, b, opts, run_dir: Path, warnings: list[str], t0: float) -> Mi
         write_table(tmp, pairs)
         return len(pairs), pairs.head(opts.gallery_size)
 
-    counts = {"images": na + nb, "images_a": na, "images_b": nb, "clip_alike": int(len(found)),
-              "in_box": int(in_box.sum())}
-    background = background_sample(na, lambda x, y: (cross_sims(a.clip.__getitem__, b.clip.__getitem__, x, y),
-                                                      cross_sims(a.dino.__getitem__, b.dino.__getitem__, x, y)),
-                                   size=BACKGROUND_PAIRS, across=nb)
+    counts = {
+        "images": na + nb,
+        "images_a": na,
+        "images_b": nb,
+        "clip_alike": int(len(found)),
+        "in_box": int(in_box.sum()),
+    }
+    background = background_sample(
+        na,
+        lambda x, y: (
+            cross_sims(a.clip.__getitem__, b.clip.__getitem__, x, y),
+            cross_sims(a.dino.__getitem__, b.dino.__getitem__, x, y),
+        ),
+        size=BACKGROUND_PAIRS,
+        across=nb,
+    )
     relax = None
     if not len(order):
         from vhmine.mine.relax import nearby
 
-        relax = nearby(found, background, na + nb, opts.clip, opts.dino, all_pairs=na * nb <= BACKGROUND_PAIRS,
-                       base_command=rerun_command(a.name, opts), pairs=na * nb)
-    extra = {"against": against_record(b), "products_kernel": st.get("kernel"),
-             **({"nearby": relax.record()} if relax else {})}
-    written = finish_run(run_dir, a, opts, counts, write_pairs, (found.clip_sim, found.dino_sim), background,
-                         warnings, extra=extra, pairs=na * nb, title=f"{a.name} x {b.name}")
-    return MineResult(run_dir, f"{a.name} x {b.name}", na + nb, counts["clip_alike"], counts["in_box"], written,
-                      time.time() - t0, warnings, relax=relax.lines if relax else [], kernel=st.get("kernel_line", ""))
+        relax = nearby(
+            found,
+            background,
+            na + nb,
+            opts.clip,
+            opts.dino,
+            all_pairs=na * nb <= BACKGROUND_PAIRS,
+            base_command=rerun_command(a.name, opts),
+            pairs=na * nb,
+        )
+    extra = {
+        "against": against_record(b),
+        "products_kernel": st.get("kernel"),
+        **({"nearby": relax.record()} if relax else {}),
+    }
+    written = finish_run(
+        run_dir,
+        a,
+        opts,
+        counts,
+        write_pairs,
+        (found.clip_sim, found.dino_sim),
+        background,
+        warnings,
+        extra=extra,
+        pairs=na * nb,
+        title=f"{a.name} x {b.name}",
+    )
+    return MineResult(
+        run_dir,
+        f"{a.name} x {b.name}",
+        na + nb,
+        counts["clip_alike"],
+        counts["in_box"],
+        written,
+        time.time() - t0,
+        warnings,
+        relax=relax.lines if relax else [],
+        kernel=st.get("kernel_line", ""),
+    )

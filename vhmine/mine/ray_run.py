@@ -52,25 +52,26 @@ def _sims(vf, i, j, step: int = 4096) -> np.ndarray:
 
     out = np.empty(len(i))
     for s in range(0, len(i), step):
-        a, b = i[s:s + step], j[s:s + step]
+        a, b = i[s : s + step], j[s : s + step]
         uniq = np.unique(np.concatenate([a, b]))
-        out[s:s + step] = pair_sims(vf.take(uniq), np.searchsorted(uniq, a), np.searchsorted(uniq, b))
+        out[s : s + step] = pair_sims(vf.take(uniq), np.searchsorted(uniq, a), np.searchsorted(uniq, b))
     return out
 
 
-def mine_ray(idx, opts, run_dir: Path, warnings: list[str], t0: float, *, default_dir: Path | None = None,
-             against=None):
+def mine_ray(
+    idx, opts, run_dir: Path, warnings: list[str], t0: float, *, default_dir: Path | None = None, against=None
+):
     """The run folder of a Ray job: the triangle of `idx`, or only its new rows' band when an earlier run of
     the same command can be reused (mine.grow), or the rectangle idx x `against` (an opened index)."""
     import logging
 
     from vhmine.index import index_rows, manifest_sha256
     from vhmine.mine import grow, state
-    from vhmine.mine.ray.merge import capped, ranked, scatter_points
     from vhmine.mine.ray.engine import SCATTER_POINTS, connect, import_ray, run_job
-    from vhmine.mine.runfolder import MineResult, against_record, background_sample, cross_sims, finish_run, job_folder
+    from vhmine.mine.ray.merge import capped, ranked, scatter_points
     from vhmine.mine.ray.tilejob import TileJob
     from vhmine.mine.ray.tileshapes import Band, Rectangle, Triangle
+    from vhmine.mine.runfolder import MineResult, against_record, background_sample, cross_sims, finish_run, job_folder
     from vhmine.mine.write import PairWriter
 
     log = logging.getLogger("vhmine.mine.job")
@@ -93,22 +94,48 @@ def mine_ray(idx, opts, run_dir: Path, warnings: list[str], t0: float, *, defaul
         shape = Rectangle(rows.n, rows_b.n, side)
     else:
         shape = Triangle(rows.n, side)
-    identity = {"format": FORMAT, "index_manifest_sha256": manifest_sha256(idx.folder),
-                "rows": rows.n, "clip": opts.clip, "dino": opts.dino, "tile": side, "top": top,
-                "shape": shape.record(), "from": earlier.run["run_id"] if earlier is not None else None,
-                "against": manifest_sha256(against.folder) if against is not None else None}
+    identity = {
+        "format": FORMAT,
+        "index_manifest_sha256": manifest_sha256(idx.folder),
+        "rows": rows.n,
+        "clip": opts.clip,
+        "dino": opts.dino,
+        "tile": side,
+        "top": top,
+        "shape": shape.record(),
+        "from": earlier.run["run_id"] if earlier is not None else None,
+        "against": manifest_sha256(against.folder) if against is not None else None,
+    }
     jf = job_folder(run_dir)
     started = connect(ray, opts.ray_address)  # a wrong address is named before anything is written
     job = None
     try:
         job = TileJob(jf, identity).open()
-        info = run_job(ray, rows, job, side=side, clip_min=opts.clip, dino_max=opts.dino, ranked=True, top=top,
-                       device=device, only=opts.tiles, progress=opts.progress, local=local, kernel=opts.kernel,
-                       shape=shape, rows_b=rows_b, local_b=rows_b, keep_alike=True, digests=against is None)
+        info = run_job(
+            ray,
+            rows,
+            job,
+            side=side,
+            clip_min=opts.clip,
+            dino_max=opts.dino,
+            ranked=True,
+            top=top,
+            device=device,
+            only=opts.tiles,
+            progress=opts.progress,
+            local=local,
+            kernel=opts.kernel,
+            shape=shape,
+            rows_b=rows_b,
+            local_b=rows_b,
+            keep_alike=True,
+            digests=against is None,
+        )
     except BaseException as err:
         # scanned chunks are kept for a rerun after a stop, not after a refusal (a row, say): it would refuse again
-        kept = job is not None and (job.done or "quantiser" in job.job
-                                    or (job.chunks and not isinstance(err, InputError)))
+        kept = job is not None and (
+            job.done or "quantiser" in job.job or (job.chunks and not isinstance(err, InputError))
+        )
         if job is not None and not kept:
             job.remove()  # nothing worth keeping (a node could not read the index, say)
         elif job is not None:
@@ -133,10 +160,12 @@ def mine_ray(idx, opts, run_dir: Path, warnings: list[str], t0: float, *, defaul
         def write_pairs(tmp: Path):
             side_b = (against.images_file, against.location) if against is not None else None
             columns = {"index_a": idx.name, "index_b": against.name} if against is not None else None
-            writer = PairWriter(tmp, idx.images_file, idx.location, head_rows=opts.gallery_size, side_b=side_b,
-                                columns=columns)
-            for chunk in capped(ranked(job, merged, jf / "merge"), max_per_image=opts.max_per_image,
-                                max_pairs=opts.max_pairs):
+            writer = PairWriter(
+                tmp, idx.images_file, idx.location, head_rows=opts.gallery_size, side_b=side_b, columns=columns
+            )
+            for chunk in capped(
+                ranked(job, merged, jf / "merge"), max_per_image=opts.max_per_image, max_pairs=opts.max_pairs
+            ):
                 writer.add(chunk)
             if against is None:
                 state.write_rows(tmp, ids if ids is not None else _all_ids(local), digests)
@@ -147,18 +176,35 @@ def mine_ray(idx, opts, run_dir: Path, warnings: list[str], t0: float, *, defaul
             return writer.close(), writer.head
 
         n_b = rows_b.n if against is not None else None
-        counts = {"images": rows.n + (n_b or 0), **({"images_a": rows.n, "images_b": n_b} if against is not None else {}),
-                  "clip_alike": info["clip_alike"] + extra_counts["clip_alike"],
-                  "in_box": info["in_box"] + extra_counts["in_box"]}
+        counts = {
+            "images": rows.n + (n_b or 0),
+            **({"images_a": rows.n, "images_b": n_b} if against is not None else {}),
+            "clip_alike": info["clip_alike"] + extra_counts["clip_alike"],
+            "in_box": info["in_box"] + extra_counts["in_box"],
+        }
         if against is None:
             background = background_sample(rows.n, lambda i, j: (_sims(local.clip, i, j), _sims(local.dino, i, j)))
         else:
-            background = background_sample(rows.n, lambda i, j: (cross_sims(local.clip.take, rows_b.clip.take, i, j),
-                                                                 cross_sims(local.dino.take, rows_b.dino.take, i, j)),
-                                           across=n_b)
-        extra = {"ray": {"tiles": info["tiles"], "tiles_mined": len(wanted), "tile_rows": side, "shape": shape.kind,
-                         "quantiser": info["quantiser"], "nodes": len(info["nodes"]),
-                         "tiles_done_before": info["tiles_done_before"], "kernels": info["kernels"]}}
+            background = background_sample(
+                rows.n,
+                lambda i, j: (
+                    cross_sims(local.clip.take, rows_b.clip.take, i, j),
+                    cross_sims(local.dino.take, rows_b.dino.take, i, j),
+                ),
+                across=n_b,
+            )
+        extra = {
+            "ray": {
+                "tiles": info["tiles"],
+                "tiles_mined": len(wanted),
+                "tile_rows": side,
+                "shape": shape.kind,
+                "quantiser": info["quantiser"],
+                "nodes": len(info["nodes"]),
+                "tiles_done_before": info["tiles_done_before"],
+                "kernels": info["kernels"],
+            }
+        }
         if against is not None:
             extra["against"] = against_record(against)
         if g is not None:
@@ -166,17 +212,37 @@ def mine_ray(idx, opts, run_dir: Path, warnings: list[str], t0: float, *, defaul
             products = k_new * (k_new - 1) // 2 + k_new * g.kept
             extra["incremental"] = g.record(earlier, products)
             reuse = grow.said(earlier, g, products, rows.n)
-        written = finish_run(run_dir, idx, opts, counts, write_pairs, scatter_points(job, merged, SCATTER_POINTS),
-                             background, warnings, extra, pairs=rows.n * n_b if against is not None else None,
-                             title=f"{idx.name} x {against.name}" if against is not None else None)
+        written = finish_run(
+            run_dir,
+            idx,
+            opts,
+            counts,
+            write_pairs,
+            scatter_points(job, merged, SCATTER_POINTS),
+            background,
+            warnings,
+            extra,
+            pairs=rows.n * n_b if against is not None else None,
+            title=f"{idx.name} x {against.name}" if against is not None else None,
+        )
     except BaseException:
         job.close()
         raise
     job.remove()
     kernels = ", ".join(f"{k} ({v['tiles']} tiles)" for k, v in info["kernels"].items())
-    return MineResult(run_dir, idx.name if against is None else f"{idx.name} x {against.name}", counts["images"],
-                      counts["clip_alike"], counts["in_box"], written, time.time() - t0, warnings, job=info,
-                      kernel=f"products kernels the nodes chose: {kernels}" if kernels else "", reuse=reuse)
+    return MineResult(
+        run_dir,
+        idx.name if against is None else f"{idx.name} x {against.name}",
+        counts["images"],
+        counts["clip_alike"],
+        counts["in_box"],
+        written,
+        time.time() - t0,
+        warnings,
+        job=info,
+        kernel=f"products kernels the nodes chose: {kernels}" if kernels else "",
+        reuse=reuse,
+    )
 
 
 OLD_PAIRS = -1  # the job's entry for the earlier run's pairs that a band job reuses (a tile file like the others)
@@ -194,7 +260,7 @@ def _text(ids: np.ndarray) -> np.ndarray:
 def _tile_chunks(job, k: int, step: int = 1 << 20):
     rows = job.rows(k)
     for s in range(0, len(rows), step):
-        yield rows[s:s + step]
+        yield rows[s : s + step]
 
 
 def _record_old_pairs(job, earlier, ids: np.ndarray, local, opts, top: int | None) -> dict:
@@ -242,19 +308,32 @@ class MinePlan:
 
     def summary(self) -> str:
         s = self.sample
-        return "\n".join([
-            f"plan for index {self.index!r}: {self.images:,} images, CLIP {self.dims[0]}-d + DINOv2 {self.dims[1]}-d",
-            f"tiles: {self.tiles:,} ({self.blocks:,} row blocks of {self.tile:,} rows, upper triangle), "
-            f"{self.pairs:,} pairs to look at",
-            f"memory per tile task: {self.task_bytes / 2**20:,.0f} MiB (+ 24 bytes per candidate); the driver "
-            "holds bookkeeping per tile, never the vectors",
-            f"cluster: {len(self.nodes)} node(s) read the index; {self.slots} tile(s) at once on {self.device}",
-            f"measured: a {s['rows_a']:,} x {s['rows_b']:,} tile in {s['seconds']:.2f} s on one worker: "
-            f"{self.rate:,.3g} pairs/s per worker",
-            *([f"that worker's {s['kernel_line']}"] if s.get("kernel_line") else []),
-            f"estimated: {_duration(self.seconds)} for the scan and all tiles at {self.slots} worker(s) "
-            f"({_duration(self.pairs / self.rate)} of one worker's time)",
-        ])
+        return "\n".join(
+            [
+                (
+                    f"plan for index {self.index!r}: {self.images:,} images, CLIP {self.dims[0]}-d + DINOv2"
+                    f" {self.dims[1]}-d"
+                ),
+                (
+                    f"tiles: {self.tiles:,} ({self.blocks:,} row blocks of {self.tile:,} rows, upper triangle), "
+                    f"{self.pairs:,} pairs to look at"
+                ),
+                (
+                    f"memory per tile task: {self.task_bytes / 2**20:,.0f} MiB (+ 24 bytes per candidate); the driver "
+                    "holds bookkeeping per tile, never the vectors"
+                ),
+                f"cluster: {len(self.nodes)} node(s) read the index; {self.slots} tile(s) at once on {self.device}",
+                (
+                    f"measured: a {s['rows_a']:,} x {s['rows_b']:,} tile in {s['seconds']:.2f} s on one worker: "
+                    f"{self.rate:,.3g} pairs/s per worker"
+                ),
+                *([f"that worker's {s['kernel_line']}"] if s.get("kernel_line") else []),
+                (
+                    f"estimated: {_duration(self.seconds)} for the scan and all tiles at {self.slots} worker(s) "
+                    f"({_duration(self.pairs / self.rate)} of one worker's time)"
+                ),
+            ]
+        )
 
 
 def _duration(seconds: float) -> str:
@@ -275,15 +354,25 @@ def plan_ray(idx, opts) -> MinePlan:
     rows, _ = _rows(idx, opts, ids=False)
     side = _side(opts, rows)
     tri = Triangle(rows.n, side)
-    plan = MinePlan(idx.name, rows.n, (rows.clip.dim, rows.dino.dim), side, len(tri), tri.blocks,
-                    rows.n * (rows.n - 1) // 2, tile_bytes(side, rows.clip.dim, rows.dino.dim), device=device)
+    plan = MinePlan(
+        idx.name,
+        rows.n,
+        (rows.clip.dim, rows.dino.dim),
+        side,
+        len(tri),
+        tri.blocks,
+        rows.n * (rows.n - 1) // 2,
+        tile_bytes(side, rows.clip.dim, rows.dino.dim),
+        device=device,
+    )
     started = connect(ray, opts.ray_address)
     try:
         plan.nodes = probe_nodes(ray, rows)
         plan.slots = slots(ray, device)
         r, c = tri.tile_at(1 if len(tri) > 1 else 0)  # an off-diagonal tile where there is one: a full one
-        task = ray.remote(tiletask.sample_tile).options(num_cpus=1, num_gpus=1 if device == "cuda" else 0,
-                                                        memory=plan.task_bytes)
+        task = ray.remote(tiletask.sample_tile).options(
+            num_cpus=1, num_gpus=1 if device == "cuda" else 0, memory=plan.task_bytes
+        )
         plan.sample = ray.get(task.remote(rows, r, c, side, opts.clip, device, opts.kernel))
         plan.sample.update(rows_a=min(side, rows.n - r), rows_b=min(side, rows.n - c))
     finally:

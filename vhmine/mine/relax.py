@@ -30,9 +30,11 @@ class Nearby:
     lines: list[str] = field(default_factory=list)
 
     def record(self) -> dict:
-        return {"dino": {f"{d:g}": n for d, n in self.dino_counts.items()},
-                "clip": {f"{c:g}": n for c, n in self.clip_counts.items()},
-                "clip_counts": "exact" if self.clip_exact else f"estimated from {self.sample} random pairs"}
+        return {
+            "dino": {f"{d:g}": n for d, n in self.dino_counts.items()},
+            "clip": {f"{c:g}": n for c, n in self.clip_counts.items()},
+            "clip_counts": "exact" if self.clip_exact else f"estimated from {self.sample} random pairs",
+        }
 
 
 def higher_dino(dino: float) -> list[float]:
@@ -47,8 +49,17 @@ def lower_clip(clip: float) -> list[float]:
     return [round(k / 20, 2) for k in range(start, start - STEPS, -1) if k >= -20]
 
 
-def nearby(found, background, n_images: int, clip: float, dino: float, *, all_pairs: bool,
-           base_command: str, pairs: int | None = None) -> Nearby:
+def nearby(
+    found,
+    background,
+    n_images: int,
+    clip: float,
+    dino: float,
+    *,
+    all_pairs: bool,
+    base_command: str,
+    pairs: int | None = None,
+) -> Nearby:
     """Counts at nearby thresholds and the lines that say what to relax (see the module docstring).
 
     found: the PairSet of every pair with CLIP >= clip (dino_sim known for each); background: (clip sims,
@@ -64,24 +75,37 @@ def nearby(found, background, n_images: int, clip: float, dino: float, *, all_pa
         hits = int(np.count_nonzero((bc >= c) & (bd <= dino)))
         clip_counts[c] = hits if all_pairs else (round(hits / len(bc) * total) if len(bc) else 0)
     out = Nearby(clip, dino, dino_counts, clip_counts, all_pairs, len(bc), len(found))
-    why = (f"no pair has CLIP >= {clip:g} at all" if not len(found) else
-           f"{len(found)} pair(s) have CLIP >= {clip:g}, but every one has DINOv2 > {dino:g} "
-           f"(the least DINOv2-alike: {float(found.dino_sim.min()):.3f})")
+    why = (
+        f"no pair has CLIP >= {clip:g} at all"
+        if not len(found)
+        else f"{len(found)} pair(s) have CLIP >= {clip:g}, but every one has DINOv2 > {dino:g} "
+        f"(the least DINOv2-alike: {float(found.dino_sim.min()):.3f})"
+    )
     out.lines.append(f"0 pairs: {why}. Pairs at nearby thresholds:")
     if dino_counts and len(found):  # with no CLIP-alike pair, no --dino helps
-        out.lines.append("  " + " / ".join(f"--dino {d:g}: {k}" for d, k in dino_counts.items())
-                         + f"  (with --clip {clip:g}; exact)")
+        out.lines.append(
+            "  " + " / ".join(f"--dino {d:g}: {k}" for d, k in dino_counts.items()) + f"  (with --clip {clip:g}; exact)"
+        )
     if clip_counts:
-        how = ("exact: every pair of the collection" if all_pairs else
-               f"estimated from {len(bc):,} random pairs of {total:,}")
-        out.lines.append("  " + " / ".join(f"--clip {c:g}: {'' if all_pairs else '~'}{k}" for c, k in clip_counts.items())
-                         + f"  (with --dino {dino:g}; {how})")
-    pick = next(((f"--clip {clip:g} --dino {d:g}") for d, k in dino_counts.items() if k), None) or \
-        next(((f"--clip {c:g} --dino {dino:g}") for c, k in clip_counts.items() if k), None)
+        how = (
+            "exact: every pair of the collection"
+            if all_pairs
+            else f"estimated from {len(bc):,} random pairs of {total:,}"
+        )
+        out.lines.append(
+            "  "
+            + " / ".join(f"--clip {c:g}: {'' if all_pairs else '~'}{k}" for c, k in clip_counts.items())
+            + f"  (with --dino {dino:g}; {how})"
+        )
+    pick = next(((f"--clip {clip:g} --dino {d:g}") for d, k in dino_counts.items() if k), None) or next(
+        ((f"--clip {c:g} --dino {dino:g}") for c, k in clip_counts.items() if k), None
+    )
     if pick:
         out.command = f"{base_command} {pick}"
         out.lines.append(f"relax: {out.command}  (scatter.png shows where the pairs lie)")
     else:
-        out.lines.append("relax both thresholds (scatter.png shows where the pairs lie); a collection of similar "
-                         "images, or more images, gives more pairs")
+        out.lines.append(
+            "relax both thresholds (scatter.png shows where the pairs lie); a collection of similar "
+            "images, or more images, gives more pairs"
+        )
     return out

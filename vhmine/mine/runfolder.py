@@ -42,8 +42,10 @@ class MineResult:
     def summary(self) -> str:
         lines = []  # (the warnings were logged before the search)
         if self.job.get("tiles_done_before"):
-            lines.append(f"resumed: {self.job['tiles_done_before']} of {self.job['tiles_wanted']} tiles were "
-                         "already done and were not mined again")
+            lines.append(
+                f"resumed: {self.job['tiles_done_before']} of {self.job['tiles_wanted']} tiles were "
+                "already done and were not mined again"
+            )
         if self.kernel:
             lines.append(self.kernel)
         if self.reuse:
@@ -59,8 +61,20 @@ class MineResult:
         return "\n".join(lines + self.relax)
 
 
-def finish_run(run_dir: Path, idx, opts, counts: dict, write_pairs, alike, background, warnings,
-               extra: dict | None = None, *, pairs: int | None = None, title: str | None = None) -> int:
+def finish_run(
+    run_dir: Path,
+    idx,
+    opts,
+    counts: dict,
+    write_pairs,
+    alike,
+    background,
+    warnings,
+    extra: dict | None = None,
+    *,
+    pairs: int | None = None,
+    title: str | None = None,
+) -> int:
     """Write the run folder (both engines): write_pairs(tmp) writes pairs.parquet and pairs.csv into the
     temporary folder and returns (pairs written, the gallery's rows); then the scatter of `alike` (clip,
     dino sims of CLIP-alike pairs) over `background`, the gallery, run.json; the folder is swapped in whole.
@@ -76,12 +90,25 @@ def finish_run(run_dir: Path, idx, opts, counts: dict, write_pairs, alike, backg
     tmp.mkdir(parents=True)
     try:
         written, head = write_pairs(tmp)
-        legend = write_scatter(tmp / "scatter.png", alike[0], alike[1], background, opts.clip, opts.dino,
-                               written=written, pairs=pairs,
-                               title=f"{name}: {counts['clip_alike']} CLIP-alike pairs, {counts['in_box']} in the box")
-        write_gallery(tmp / "gallery.html", head, total=written, title=f"{name}: top pairs",
-                      subtitle=f"CLIP >= {opts.clip:g}, DINOv2 <= {opts.dino:g}; ranked by gap = clip - dino",
-                      progress=opts.progress)
+        legend = write_scatter(
+            tmp / "scatter.png",
+            alike[0],
+            alike[1],
+            background,
+            opts.clip,
+            opts.dino,
+            written=written,
+            pairs=pairs,
+            title=f"{name}: {counts['clip_alike']} CLIP-alike pairs, {counts['in_box']} in the box",
+        )
+        write_gallery(
+            tmp / "gallery.html",
+            head,
+            total=written,
+            title=f"{name}: top pairs",
+            subtitle=f"CLIP >= {opts.clip:g}, DINOv2 <= {opts.dino:g}; ranked by gap = clip - dino",
+            progress=opts.progress,
+        )
         run = {
             "producer": "vhmine mine",
             "vhmine_version": __version__,
@@ -101,8 +128,11 @@ def finish_run(run_dir: Path, idx, opts, counts: dict, write_pairs, alike, backg
             "scatter_legend": legend,
             **(extra or {}),
         }
-        run["files"] = {p.relative_to(tmp).as_posix(): {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
-                        for p in sorted(tmp.rglob("*")) if p.is_file()}
+        run["files"] = {
+            p.relative_to(tmp).as_posix(): {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
+            for p in sorted(tmp.rglob("*"))
+            if p.is_file()
+        }
         (tmp / "run.json").write_text(json.dumps(run, indent=2, default=str), encoding="utf-8")
         replace_dir(tmp, run_dir, producer="vhmine mine")
     except OSError as err:  # a full disk, say: one line, as export says it
@@ -122,10 +152,14 @@ def job_folder(run_dir: Path) -> Path:
 def _kept(run_dir: Path, opts) -> tuple[str, str]:
     """What a run that could not be written leaves, and what to do (write_failed's kept and then)."""
     if opts.engine == "ray":
-        return (f"no run was written; the finished tiles are kept in {shown_path(job_folder(run_dir))}",
-                "free some space and run the same command: it resumes from them")
-    return ("no run was written (an earlier run there is as it was)",
-            "free some space, or choose another --out, and run the same command again")
+        return (
+            f"no run was written; the finished tiles are kept in {shown_path(job_folder(run_dir))}",
+            "free some space and run the same command: it resumes from them",
+        )
+    return (
+        "no run was written (an earlier run there is as it was)",
+        "free some space, or choose another --out, and run the same command again",
+    )
 
 
 def background_sample(n: int, sims, *, seed: int = 0, size: int = 20_000, across: int | None = None):
@@ -150,7 +184,6 @@ def background_sample(n: int, sims, *, seed: int = 0, size: int = 20_000, across
     return sims(i, j)
 
 
-
 def cross_sims(take_x, take_y, i, j, step: int = 4096):
     """recheck.pair_sims of row i of one collection and row j of another (the miner's float64 bits), rows
     fetched a batch at a time by take_x(rows) / take_y(rows) (sorted unique row numbers -> float32 rows)."""
@@ -160,17 +193,21 @@ def cross_sims(take_x, take_y, i, j, step: int = 4096):
 
     out = np.empty(len(i))
     for s in range(0, len(i), step):
-        a, b = i[s:s + step], j[s:s + step]
+        a, b = i[s : s + step], j[s : s + step]
         ua, ub = np.unique(a), np.unique(b)
-        out[s:s + step] = pair_sims(np.concatenate([take_x(ua), take_y(ub)]), np.searchsorted(ua, a),
-                                    len(ua) + np.searchsorted(ub, b))
+        out[s : s + step] = pair_sims(
+            np.concatenate([take_x(ua), take_y(ub)]), np.searchsorted(ua, a), len(ua) + np.searchsorted(ub, b)
+        )
     return out
 
 
 def against_record(b) -> dict:
     """run.json's `against`: the second index of an --against run."""
-    return {"index": b.name, "index_folder": str(b.folder.resolve()),
-            "index_manifest_sha256": manifest_sha256(b.folder)}
+    return {
+        "index": b.name,
+        "index_folder": str(b.folder.resolve()),
+        "index_manifest_sha256": manifest_sha256(b.folder),
+    }
 
 
 BACKGROUND_PAIRS = 20_000  # the scatter plot's background: every pair up to this many, else a sample of this size
@@ -200,9 +237,13 @@ def rank_pairs(id_a, id_b, gap, *, max_per_image: int | None = None, max_pairs: 
 
 def rerun_command(name: str, opts) -> str:
     """`vhmine mine` naming this run's index (and --indexes, --engine) for a rerun with other thresholds."""
-    return ("vhmine mine --index " + name + (f" --against {opts.against}" if opts.against else "")
-            + (f" --indexes {shown_path(opts.indexes)}" if opts.indexes else "")
-            + (f" --engine {opts.engine}" if opts.engine != "local" else ""))
+    return (
+        "vhmine mine --index "
+        + name
+        + (f" --against {opts.against}" if opts.against else "")
+        + (f" --indexes {shown_path(opts.indexes)}" if opts.indexes else "")
+        + (f" --engine {opts.engine}" if opts.engine != "local" else "")
+    )
 
 
 def usable_index(idx):

@@ -16,13 +16,12 @@ from pathlib import Path
 
 import numpy as np
 
-
-
 ROWS, ALIKE = "rows.parquet", "alike.parquet"
 
 
-def write_state(folder, ids: np.ndarray, digests: np.ndarray, id_a: np.ndarray, id_b: np.ndarray, clip_sim,
-                dino_sim) -> None:
+def write_state(
+    folder, ids: np.ndarray, digests: np.ndarray, id_a: np.ndarray, id_b: np.ndarray, clip_sim, dino_sim
+) -> None:
     """rows.parquet (the rows mined, in row order) and alike.parquet (every CLIP-alike pair by image ids,
     a < b) into a run's temporary folder, from arrays."""
     write_rows(folder, ids, digests)
@@ -34,8 +33,15 @@ def write_rows(folder, ids: np.ndarray, digests: np.ndarray) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    pq.write_table(pa.table({"image_id": pa.array(np.asarray(ids, dtype=object), pa.string()),
-                             "digest": pa.array(np.asarray(digests, np.uint64))}), Path(folder) / ROWS)
+    pq.write_table(
+        pa.table(
+            {
+                "image_id": pa.array(np.asarray(ids, dtype=object), pa.string()),
+                "digest": pa.array(np.asarray(digests, np.uint64)),
+            }
+        ),
+        Path(folder) / ROWS,
+    )
 
 
 class AlikeWriter:
@@ -46,18 +52,31 @@ class AlikeWriter:
         import pyarrow.parquet as pq
 
         self.pa = pa
-        self.schema = pa.schema([("image_id_a", pa.string()), ("image_id_b", pa.string()),
-                                 ("clip_sim", pa.float64()), ("dino_sim", pa.float64())])
+        self.schema = pa.schema(
+            [
+                ("image_id_a", pa.string()),
+                ("image_id_b", pa.string()),
+                ("clip_sim", pa.float64()),
+                ("dino_sim", pa.float64()),
+            ]
+        )
         self.writer = pq.ParquetWriter(Path(folder) / ALIKE, self.schema)
 
     def add(self, id_a, id_b, clip_sim, dino_sim) -> None:
         pa = self.pa
-        self.writer.write_table(pa.table([pa.array(np.asarray(id_a, dtype=object), pa.string()),
-                                          pa.array(np.asarray(id_b, dtype=object), pa.string()),
-                                          pa.array(np.asarray(clip_sim, np.float64)),
-                                          pa.array(np.asarray(dino_sim, np.float64))], schema=self.schema))
+        self.writer.write_table(
+            pa.table(
+                [
+                    pa.array(np.asarray(id_a, dtype=object), pa.string()),
+                    pa.array(np.asarray(id_b, dtype=object), pa.string()),
+                    pa.array(np.asarray(clip_sim, np.float64)),
+                    pa.array(np.asarray(dino_sim, np.float64)),
+                ],
+                schema=self.schema,
+            )
+        )
 
-    def __enter__(self) -> "AlikeWriter":
+    def __enter__(self) -> AlikeWriter:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -77,6 +96,9 @@ def read_alike(folder):
     import pyarrow.parquet as pq
 
     t = pq.read_table(Path(folder) / ALIKE)
-    return (t.column("image_id_a").to_numpy(zero_copy_only=False).astype(object),
-            t.column("image_id_b").to_numpy(zero_copy_only=False).astype(object),
-            t.column("clip_sim").to_numpy(), t.column("dino_sim").to_numpy())
+    return (
+        t.column("image_id_a").to_numpy(zero_copy_only=False).astype(object),
+        t.column("image_id_b").to_numpy(zero_copy_only=False).astype(object),
+        t.column("clip_sim").to_numpy(),
+        t.column("dino_sim").to_numpy(),
+    )

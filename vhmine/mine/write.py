@@ -58,17 +58,30 @@ def csv_frame(frame):
 def side(images, rows, location) -> dict:
     """The image columns of `rows` of a DataFrame of images.parquet's columns; location(path) -> absolute."""
     rows = np.asarray(rows, dtype=np.int64)
-    return {"image_id": images["image_id"].to_numpy()[rows], "sha256": images["sha256"].to_numpy()[rows],
-            "path": np.asarray([location(p) for p in images["path"].to_numpy()[rows]], dtype=object),
-            "coco_id": images["coco_id"].array[rows], "categories": [list(images["categories"].iat[k]) for k in rows]}
+    return {
+        "image_id": images["image_id"].to_numpy()[rows],
+        "sha256": images["sha256"].to_numpy()[rows],
+        "path": np.asarray([location(p) for p in images["path"].to_numpy()[rows]], dtype=object),
+        "coco_id": images["coco_id"].array[rows],
+        "categories": [list(images["categories"].iat[k]) for k in rows],
+    }
 
 
 class PairWriter:
     """pairs.parquet (a file, or a folder of shards) and pairs.csv from ranked row chunks (tilejob's
     ranked dtype: a, b, clip, dino, gap), in order. `head` keeps the first rows for the gallery."""
 
-    def __init__(self, folder: Path, images_parquet: Path, location, *, shard_rows: int | None = None,
-                 head_rows: int = 100, side_b: tuple | None = None, columns: dict | None = None):
+    def __init__(
+        self,
+        folder: Path,
+        images_parquet: Path,
+        location,
+        *,
+        shard_rows: int | None = None,
+        head_rows: int = 100,
+        side_b: tuple | None = None,
+        columns: dict | None = None,
+    ):
         """side_b: (images.parquet, location) of the index side b comes from, when not the same (--against);
         columns: constant columns added after the others (--against: index_a, index_b)."""
         self.folder, self.images, self.location = Path(folder), Path(images_parquet), location
@@ -95,21 +108,28 @@ class PairWriter:
         return self.written
 
     def _flush(self, *, final: bool) -> None:
-        rows = np.concatenate(self.pending) if self.pending else np.empty(0, [("a", "<i8"), ("b", "<i8"),
-                                                                               ("clip", "<f8"), ("dino", "<f8"),
-                                                                               ("gap", "<f8")])
+        rows = (
+            np.concatenate(self.pending)
+            if self.pending
+            else np.empty(0, [("a", "<i8"), ("b", "<i8"), ("clip", "<f8"), ("dino", "<f8"), ("gap", "<f8")])
+        )
         self.pending, self.pending_rows = [], 0
         if self.side_b is None:
             need = np.unique(np.concatenate([rows["a"], rows["b"]]))
             meta = image_rows(self.images, need, IMAGE_COLUMNS)
-            sides = (side(meta, np.searchsorted(need, rows["a"]), self.location),
-                     side(meta, np.searchsorted(need, rows["b"]), self.location))
+            sides = (
+                side(meta, np.searchsorted(need, rows["a"]), self.location),
+                side(meta, np.searchsorted(need, rows["b"]), self.location),
+            )
         else:  # each side from its own index
-            sides = tuple(side(image_rows(images, need, IMAGE_COLUMNS), np.searchsorted(need, rows[key]), location)
-                          for key, images, location in (("a", self.images, self.location), ("b", *self.side_b))
-                          for need in (np.unique(rows[key]),))
-        frame = pairs_frame(self.written + 1, *sides, np.asarray(rows["clip"]), np.asarray(rows["dino"]),
-                            np.asarray(rows["gap"]))
+            sides = tuple(
+                side(image_rows(images, need, IMAGE_COLUMNS), np.searchsorted(need, rows[key]), location)
+                for key, images, location in (("a", self.images, self.location), ("b", *self.side_b))
+                for need in (np.unique(rows[key]),)
+            )
+        frame = pairs_frame(
+            self.written + 1, *sides, np.asarray(rows["clip"]), np.asarray(rows["dino"]), np.asarray(rows["gap"])
+        )
         for col, value in self.columns.items():
             frame[col] = value
         if self.head is None:
@@ -121,6 +141,8 @@ class PairWriter:
             shard_dir = single
             shard_dir.mkdir(exist_ok=True)
             frame.to_parquet(shard_dir / f"part-{self.shards:05d}.parquet", index=False)
-        csv_frame(frame).to_csv(self.folder / "pairs.csv", index=False, mode="a" if self.shards else "w", header=not self.shards)
+        csv_frame(frame).to_csv(
+            self.folder / "pairs.csv", index=False, mode="a" if self.shards else "w", header=not self.shards
+        )
         self.shards += 1
         self.written += len(frame)

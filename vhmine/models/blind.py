@@ -3,9 +3,9 @@
 Reads the store's ready instances (vhmine.curate.ready_instances) and asks `--model` through vhmine.llm
 (cache, retries, cost cap) with the versioned prompt `blind` (vhmine/prompts/blind.v1.txt), no image
 attached. Yes/no answers are read by a vhmine.rules.answers rule; open answers are scored as eval scores them:
-`match` (vhmine.rules.harness.match_oeq, as eval scores), or the LLM judge of vhmine.rules.judge when `judge` is given. Writes one
-`blind_answers` row per (instance, model, endpoint, prompt) with the answer, whether it was right and
-the scorer (vhmine.curate.blind), then the flags:
+`match` (vhmine.rules.harness.match_oeq, as eval scores), or the LLM judge of vhmine.rules.judge when `judge` is given.
+Writes one `blind_answers` row per (instance, model, endpoint, prompt) with the answer, whether it was right and
+the scorer (vhmine.curate.work.blind), then the flags:
 
 A question is flagged when it was answered right without the image on EVERY image it is asked of: on
 both images of its pair where the pair has the same question on both (and so, for yes/no, usually
@@ -23,15 +23,15 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
 
-from vhmine.rules import answers as A
-from vhmine.rules import judge as J
-from vhmine.rules import modes as M
 from vhmine import prompts as P
 from vhmine.llm import LLM, ChatRequest, LLMOptions
 from vhmine.models.probe import rule_verdict
+from vhmine.rules import answers as A
+from vhmine.rules import judge as J
+from vhmine.rules import modes as M
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +42,9 @@ OK_STATUSES = ("answered", "cached", "rescored")
 @dataclass(frozen=True)
 class BlindOptions:
     llm: LLMOptions  # the text-only model and how to reach it (the judge uses the same endpoint)
-    judge: Optional[str] = None  # OEQ scored by this judge model; None: by match (a reference appears in the answer)
+    judge: str | None = None  # OEQ scored by this judge model; None: by match (a reference appears in the answer)
     rule: str = A.DEFAULT_RULE  # the yes/no rule
-    modes: Optional[Sequence[str]] = None  # None: all eight
+    modes: Sequence[str] | None = None  # None: all eight
     kinds: Sequence[str] = M.KINDS
 
 
@@ -53,8 +53,9 @@ class BlindItem:
     instance_id: str
     mode: str
     kind: str
-    status: str  # "answered", "cached" (stored by an earlier run), "rescored" (stored, scored again), or why there is no answer
-    correct: Optional[bool] = None
+    # "answered", "cached" (stored by an earlier run), "rescored" (stored, scored again), or why there is no answer
+    status: str
+    correct: bool | None = None
     flagged: bool = False
     reason: str = ""
 
@@ -83,11 +84,17 @@ class BlindResult:
         return bool(self.failed)
 
     def summary(self) -> str:
-        lines = [f"blind {self.model} ({self.prompt}; OEQ by {self.scorer}): {len(self.items)} questions asked without "
-                 f"their image, ${self.spent:.4f} spent, {self.sent} requests sent; {self.flags} question group(s) "
-                 "flagged (right on every image they are asked of)"
-                 + (f"; {self.rescored} stored answer(s) scored again against their current reference" if self.rescored else ""),
-                 f"{'mode':<12} {'asked':>5} {'right':>5} {'acc.':>6} {'flagged':>7} {'failed':>6}"]
+        lines = [
+            f"blind {self.model} ({self.prompt}; OEQ by {self.scorer}): {len(self.items)} questions asked without "
+            f"their image, ${self.spent:.4f} spent, {self.sent} requests sent; {self.flags} question group(s) "
+            "flagged (right on every image they are asked of)"
+            + (
+                f"; {self.rescored} stored answer(s) scored again against their current reference"
+                if self.rescored
+                else ""
+            ),
+            f"{'mode':<12} {'asked':>5} {'right':>5} {'acc.':>6} {'flagged':>7} {'failed':>6}",
+        ]
         per: dict[str, Counter] = {}
         for i in self.items:
             c = per.setdefault(i.mode, Counter())
@@ -104,15 +111,19 @@ class BlindResult:
         for f in self.failed[:20]:
             lines.append(f"  not answered: {f.mode} {f.kind} {f.instance_id}: {f.status}: {f.reason}")
         if self.partial:
-            lines.append(f"partial run: {len(self.failed)} question(s) without an answer never make a flag; "
-                         "rerun the same command to ask only those")
-        lines.append(f"next: look at the flags on the app's Blind flags page (vhmine curate{self.db_option}) and "
-                     "overrule those a question needs its image for; then `vhmine export --drop-blind` leaves the "
-                     "rest out")
+            lines.append(
+                f"partial run: {len(self.failed)} question(s) without an answer never make a flag; "
+                "rerun the same command to ask only those"
+            )
+        lines.append(
+            f"next: look at the flags on the app's Blind flags page (vhmine curate{self.db_option}) and "
+            "overrule those a question needs its image for; then `vhmine export --drop-blind` leaves the "
+            "rest out"
+        )
         return "\n".join(lines)
 
 
-def blind_prompt(version: Optional[int] = None) -> P.Prompt:
+def blind_prompt(version: int | None = None) -> P.Prompt:
     return P.load(PROMPT, version)
 
 
@@ -177,23 +188,33 @@ def blind(store, opts: BlindOptions) -> BlindResult:
                 if not out.ok:  # no verdict: no answer stored (or the stored one stays unscored), so no flag
                     if st is not None and st.reference != C.blind_reference(r) and st.correct is not None:
                         C.rescore_blind_answer(store, st.id, correct=None, scorer=st.scorer, reference=st.reference)
-                    items[r.id] = BlindItem(r.id, r.mode, r.kind, out.status,
-                                            reason=f"the judge {opts.judge} gave no verdict: {out.reason}")
+                    items[r.id] = BlindItem(
+                        r.id, r.mode, r.kind, out.status, reason=f"the judge {opts.judge} gave no verdict: {out.reason}"
+                    )
                     continue
                 if st is None:
                     verdicts[r.id] = (verdict == "correct", oeq_scorer)  # unclear: not right
                 else:
-                    C.rescore_blind_answer(store, st.id, correct=verdict == "correct", scorer=oeq_scorer,
-                                           reference=C.blind_reference(r))
+                    C.rescore_blind_answer(
+                        store, st.id, correct=verdict == "correct", scorer=oeq_scorer, reference=C.blind_reference(r)
+                    )
                     items[r.id].status = "rescored"
             llm.raise_if_stopped(f"blind's judge {opts.judge}")
         for r, text in answered:
             if r.id not in verdicts:
                 continue
             right, scorer = verdicts[r.id]
-            C.record_blind_answer(store, r.id, model=model, endpoint=endpoint, prompt=prompt.id, answer=text,
-                                  correct=right, scorer=scorer,
-                                  group=C.blind_group_key(r.mode, r.kind, r.pair_id, r.question, r.id))
+            C.record_blind_answer(
+                store,
+                r.id,
+                model=model,
+                endpoint=endpoint,
+                prompt=prompt.id,
+                answer=text,
+                correct=right,
+                scorer=scorer,
+                group=C.blind_group_key(r.mode, r.kind, r.pair_id, r.question, r.id),
+            )
             items[r.id] = BlindItem(r.id, r.mode, r.kind, "answered", right)
         flags = C.refresh_blind_flags(store, model, endpoint, prompt.id)
         stored = _stored(store, model, endpoint, prompt.id)
@@ -208,7 +229,7 @@ def blind(store, opts: BlindOptions) -> BlindResult:
     return result
 
 
-def _stored(store, model: str, endpoint: Optional[str], prompt: str) -> dict[str, tuple[Optional[bool], Optional[str]]]:
+def _stored(store, model: str, endpoint: str | None, prompt: str) -> dict[str, tuple[bool | None, str | None]]:
     """instance id -> (right, flag id) of the stored answers of this model, endpoint and prompt."""
     from sqlalchemy import select
 
@@ -216,6 +237,9 @@ def _stored(store, model: str, endpoint: Optional[str], prompt: str) -> dict[str
 
     where = BlindAnswer.endpoint == endpoint  # None: IS NULL
     with store.session(write=False) as s:
-        rows = s.execute(select(BlindAnswer.instance_id, BlindAnswer.correct, BlindAnswer.flag_id)
-                         .where(BlindAnswer.model == model, BlindAnswer.prompt == prompt, where)).all()
+        rows = s.execute(
+            select(BlindAnswer.instance_id, BlindAnswer.correct, BlindAnswer.flag_id).where(
+                BlindAnswer.model == model, BlindAnswer.prompt == prompt, where
+            )
+        ).all()
     return {iid: (None if c is None else bool(c), f) for iid, c, f in rows}

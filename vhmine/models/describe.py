@@ -16,16 +16,16 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
 
-from vhmine.rules import modes as M
 from vhmine import prompts as P
 from vhmine.errors import InputError
 from vhmine.files import atomic_write_text
 from vhmine.llm import LLM, ChatRequest, LLMOptions
 from vhmine.models.probe import Hallucination, hallucinations
+from vhmine.rules import modes as M
 
 log = logging.getLogger(__name__)
 
@@ -33,17 +33,17 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class DescribeOptions:
     llm: LLMOptions
-    modes: Optional[Sequence[str]] = None  # None: all eight
+    modes: Sequence[str] | None = None  # None: all eight
     examples: int = 10  # successes explained and merged per mode (VHTest: about 10)
     min_real: int = 3  # fewer real successes than this: fill up with hypothetical ones
-    victim: Optional[str] = None  # only successes of this probed model; None: any model's
-    out: Optional[Path] = None  # also write the merged descriptions as editable text files
+    victim: str | None = None  # only successes of this probed model; None: any model's
+    out: Path | None = None  # also write the merged descriptions as editable text files
 
 
 @dataclass
 class ModeDescription:
     mode: str
-    description_id: Optional[str] = None
+    description_id: str | None = None
     real: int = 0
     hypothetical: int = 0
     failures: list[str] = field(default_factory=list)
@@ -57,18 +57,24 @@ class DescribeResult:
     spent: float = 0.0
     sent: int = 0
     cached: int = 0
-    files: Optional[Path] = None
+    files: Path | None = None
 
     @property
     def partial(self) -> bool:
         return any(m.failures or m.description_id is None for m in self.modes)
 
     def summary(self) -> str:
-        lines = [f"describe with {self.model}: ${self.spent:.4f} spent, {self.sent} requests sent, "
-                 f"{self.cached} answers from the cache"]
+        lines = [
+            f"describe with {self.model}: ${self.spent:.4f} spent, {self.sent} requests sent, "
+            f"{self.cached} answers from the cache"
+        ]
         for m in self.modes:
             made = f"description {m.description_id}" if m.description_id else "NO description"
-            kind = f"{m.real} real + {m.hypothetical} hypothetical examples" if m.hypothetical else f"{m.real} real examples"
+            kind = (
+                f"{m.real} real + {m.hypothetical} hypothetical examples"
+                if m.hypothetical
+                else f"{m.real} real examples"
+            )
             lines.append(f"  {m.mode:<12} {made} from {kind}")
             lines += [f"    failed: {f}" for f in m.failures]
         if self.files:
@@ -78,8 +84,9 @@ class DescribeResult:
         return "\n".join(lines)
 
 
-def _add_description(store, did: str, mode: str, kind: str, text: str, model: str, hypothetical: bool,
-                     sources: list[str]) -> None:
+def _add_description(
+    store, did: str, mode: str, kind: str, text: str, model: str, hypothetical: bool, sources: list[str]
+) -> None:
     from vhmine.curate.stages.descriptions import add_description
 
     add_description(store, did, mode, kind, text, model, hypothetical, sources)
@@ -96,20 +103,43 @@ def describe(store, opts: DescribeOptions) -> DescribeResult:
     with LLM(opts.llm) as llm:
         llm.check_prices([model])
         # examples of every mode in one concurrent batch: (mode, hallucination or None, request)
-        jobs: list[tuple[M.Mode, Optional[Hallucination], ChatRequest]] = []
+        jobs: list[tuple[M.Mode, Hallucination | None, ChatRequest]] = []
         per_mode: dict[str, ModeDescription] = {}
         for mode in modes:
-            real = hallucinations(store, mode.name, opts.victim)[:opts.examples]
+            real = hallucinations(store, mode.name, opts.victim)[: opts.examples]
             md = per_mode[mode.name] = ModeDescription(mode.name, real=len(real))
             for h in real:
-                jobs.append((mode, h, ChatRequest(p_ex.render(
-                    mode=mode.name, definition=mode.definition, question=h.question,
-                    references=" / ".join(h.references), answer=h.answer, error=h.error), images=[Path(h.image_path)])))
+                jobs.append(
+                    (
+                        mode,
+                        h,
+                        ChatRequest(
+                            p_ex.render(
+                                mode=mode.name,
+                                definition=mode.definition,
+                                question=h.question,
+                                references=" / ".join(h.references),
+                                answer=h.answer,
+                                error=h.error,
+                            ),
+                            images=[Path(h.image_path)],
+                        ),
+                    )
+                )
             if len(real) < opts.min_real:
                 md.hypothetical = opts.examples - len(real)
                 for k in range(md.hypothetical):
-                    jobs.append((mode, None, ChatRequest(p_hyp.render(
-                        mode=mode.name, definition=mode.definition, look_for=mode.look_for, number=k + 1))))
+                    jobs.append(
+                        (
+                            mode,
+                            None,
+                            ChatRequest(
+                                p_hyp.render(
+                                    mode=mode.name, definition=mode.definition, look_for=mode.look_for, number=k + 1
+                                )
+                            ),
+                        )
+                    )
         examples: dict[str, list[tuple[str, str, bool]]] = {m.name: [] for m in modes}  # (id, text, hypothetical)
         for out in llm.chat_iter([j[2] for j in jobs], desc=f"describe {model}"):
             mode, h, _ = jobs[out.index]
@@ -132,8 +162,15 @@ def describe(store, opts: DescribeOptions) -> DescribeResult:
                 per_mode[mode.name].failures.append("no example description to merge")
                 continue
             analyses = "\n\n".join(f"Analysis {i + 1}:\n{text.strip()}" for i, (_, text, _) in enumerate(ex))
-            merges.append((mode, ex, ChatRequest(p_merge.render(mode=mode.name, definition=mode.definition,
-                                                                count=len(ex), analyses=analyses))))
+            merges.append(
+                (
+                    mode,
+                    ex,
+                    ChatRequest(
+                        p_merge.render(mode=mode.name, definition=mode.definition, count=len(ex), analyses=analyses)
+                    ),
+                )
+            )
         for out in llm.chat_iter([m[2] for m in merges], desc="merge"):
             mode, ex, _ = merges[out.index]
             md = per_mode[mode.name]
@@ -141,8 +178,16 @@ def describe(store, opts: DescribeOptions) -> DescribeResult:
                 md.failures.append(f"merge: {out.status}: {out.reason}")
                 continue
             md.description_id, md.text = out.answer.key[:16], out.answer.text
-            _add_description(store, md.description_id, mode.name, "merged", md.text, model,
-                             any(hyp for _, _, hyp in ex), [d for d, _, _ in ex] + [f"prompt:{p_merge.id}"])
+            _add_description(
+                store,
+                md.description_id,
+                mode.name,
+                "merged",
+                md.text,
+                model,
+                any(hyp for _, _, hyp in ex),
+                [d for d, _, _ in ex] + [f"prompt:{p_merge.id}"],
+            )
         llm.raise_if_stopped(f"describe {model}")
         result.modes = [per_mode[m.name] for m in modes]
         result.spent, result.sent, result.cached = llm.spent, llm.stats.sent, llm.stats.cached
@@ -170,12 +215,18 @@ def write_description_files(folder: Path, descs: Sequence[ModeDescription]) -> P
             edited = hashlib.sha256(now.encode()).hexdigest() != (old.get(d.mode) or {}).get("sha256")
             if edited and now != text:
                 atomic_write_text(folder / f"{d.mode}.new.txt", text)
-                log.warning("%s was edited since vhmine wrote it: kept as it is; the new description is in %s",
-                            path, folder / f"{d.mode}.new.txt")
+                log.warning(
+                    "%s was edited since vhmine wrote it: kept as it is; the new description is in %s",
+                    path,
+                    folder / f"{d.mode}.new.txt",
+                )
                 continue
         atomic_write_text(path, text)
-        manifest[d.mode] = {"description_id": d.description_id, "file": f"{d.mode}.txt",
-                            "sha256": hashlib.sha256(text.encode()).hexdigest()}
+        manifest[d.mode] = {
+            "description_id": d.description_id,
+            "file": f"{d.mode}.txt",
+            "sha256": hashlib.sha256(text.encode()).hexdigest(),
+        }
     atomic_write_text(folder / "descriptions.json", json.dumps({**old, **manifest}, indent=2, sort_keys=True) + "\n")
     return folder
 
@@ -184,8 +235,10 @@ def read_manifest(folder: Path) -> dict:
     try:
         return json.loads((Path(folder) / "descriptions.json").read_text())
     except (OSError, ValueError) as err:
-        raise InputError(f"cannot read {Path(folder) / 'descriptions.json'}: {err}; write the folder with "
-                         "`vhmine describe --out FOLDER`") from None
+        raise InputError(
+            f"cannot read {Path(folder) / 'descriptions.json'}: {err}; write the folder with "
+            "`vhmine describe --out FOLDER`"
+        ) from None
 
 
 def latest_descriptions(store, modes: Sequence[str]) -> dict[str, tuple[str, str]]:

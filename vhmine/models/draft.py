@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
 
-from vhmine.rules import modes as M
 from vhmine import prompts as P
 from vhmine.errors import FormError
 from vhmine.llm import LLM, ChatRequest, LLMOptions
+from vhmine.rules import modes as M
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +32,8 @@ PROMPT = "draft"
 @dataclass(frozen=True)
 class DraftOptions:
     llm: LLMOptions  # the vision model and how to reach it
-    modes: Optional[Sequence[str]] = None  # None: all eight
-    limit: Optional[int] = None  # at most this many tasks (smoke tests on a paid API)
+    modes: Sequence[str] | None = None  # None: all eight
+    limit: int | None = None  # at most this many tasks (smoke tests on a paid API)
 
 
 @dataclass
@@ -61,17 +61,23 @@ class DraftResult:
         return bool(self.failed)
 
     def summary(self) -> str:
-        lines = [f"draft {self.model} ({self.prompt}): {len(self.items)} pair tasks, ${self.spent:.4f} spent, "
-                 f"{self.sent} requests sent",
-                 f"{'mode':<12} {'tasks':>5} {'queued':>6} {'by rule':>7} {'skipped':>7} {'failed':>6}"]
+        lines = [
+            f"draft {self.model} ({self.prompt}): {len(self.items)} pair tasks, ${self.spent:.4f} spent, "
+            f"{self.sent} requests sent",
+            f"{'mode':<12} {'tasks':>5} {'queued':>6} {'by rule':>7} {'skipped':>7} {'failed':>6}",
+        ]
         per: dict[str, Counter] = {}
         for i in self.items:
-            per.setdefault(i.mode, Counter())[i.status if i.status in ("queued", "rule_rejected", "skipped") else "failed"] += 1
+            per.setdefault(i.mode, Counter())[
+                i.status if i.status in ("queued", "rule_rejected", "skipped") else "failed"
+            ] += 1
         for mode in M.mode_names():
             if mode in per:
                 c = per[mode]
-                lines.append(f"{mode:<12} {sum(c.values()):>5} {c['queued']:>6} {c['rule_rejected']:>7} "
-                             f"{c['skipped']:>7} {c['failed']:>6}")
+                lines.append(
+                    f"{mode:<12} {sum(c.values()):>5} {c['queued']:>6} {c['rule_rejected']:>7} "
+                    f"{c['skipped']:>7} {c['failed']:>6}"
+                )
         for i in [i for i in self.items if i.status == "rule_rejected"][:20]:
             lines.append(f"  rejected by rule: {i.task_id}: {i.reason}")
         for i in [i for i in self.items if i.status == "queued" and i.reason][:20]:
@@ -79,13 +85,17 @@ class DraftResult:
         for f in self.failed[:20]:
             lines.append(f"  not drafted: {f.task_id}: {f.status}: {f.reason}")
         if self.partial:
-            lines.append(f"partial run: {len(self.failed)} task(s) without a draft; rerun the same command to ask only those")
-        lines.append("workers accept, edit or reject the queued drafts on the app's Verify page; "
-                     "`vhmine draft --stats` shows what that saves")
+            lines.append(
+                f"partial run: {len(self.failed)} task(s) without a draft; rerun the same command to ask only those"
+            )
+        lines.append(
+            "workers accept, edit or reject the queued drafts on the app's Verify page; "
+            "`vhmine draft --stats` shows what that saves"
+        )
         return "\n".join(lines)
 
 
-def draft_prompt(version: Optional[int] = None) -> P.Prompt:
+def draft_prompt(version: int | None = None) -> P.Prompt:
     return P.load(PROMPT, version)
 
 
@@ -102,8 +112,12 @@ def _open_pair_tasks(store, modes: list[str]) -> list[tuple[str, str, str, str]]
     from vhmine.store import Pair, Task
 
     with store.session(write=False) as s:
-        rows = s.execute(select(Task.id, Task.mode, Pair.image_a, Pair.image_b).join(Pair, Pair.id == Task.pair_id)
-                         .where(Task.status == "open", Task.mode.in_(modes)).order_by(Task.priority, Task.id)).all()
+        rows = s.execute(
+            select(Task.id, Task.mode, Pair.image_a, Pair.image_b)
+            .join(Pair, Pair.id == Task.pair_id)
+            .where(Task.status == "open", Task.mode.in_(modes))
+            .order_by(Task.priority, Task.id)
+        ).all()
     return [tuple(r) for r in rows]
 
 
@@ -116,7 +130,7 @@ def draft(store, opts: DraftOptions) -> DraftResult:
     modes = M.selected_modes(opts.modes)
     tasks = _open_pair_tasks(store, modes)
     if opts.limit is not None:
-        tasks = tasks[:opts.limit]
+        tasks = tasks[: opts.limit]
     prompt = draft_prompt()
     model = opts.llm.model
     result = DraftResult(model, prompt.id)
@@ -131,8 +145,10 @@ def draft(store, opts: DraftOptions) -> DraftResult:
             else:
                 todo.append(t)
         # both images of the pair, A first, as the prompt says
-        reqs = [ChatRequest(render(prompt, mode), images=[C.image_file(store, a), C.image_file(store, b)])
-                for _, mode, a, b in todo]
+        reqs = [
+            ChatRequest(render(prompt, mode), images=[C.image_file(store, a), C.image_file(store, b)])
+            for _, mode, a, b in todo
+        ]
         for out in llm.chat_iter(reqs, desc=f"draft {model}"):
             tid, mode, a, b = todo[out.index]
             if not out.ok:
@@ -143,11 +159,21 @@ def draft(store, opts: DraftOptions) -> DraftResult:
                 content, reason = parse_draft(text, mode, [a, b]), None
             except FormError as err:
                 content, reason = None, str(err)
-            C.record_draft(store, tid, model=model, endpoint=llm.endpoint, prompt=prompt.id, raw=text,
-                           content=content, reason=reason)
+            C.record_draft(
+                store,
+                tid,
+                model=model,
+                endpoint=llm.endpoint,
+                prompt=prompt.id,
+                raw=text,
+                content=content,
+                reason=reason,
+            )
             if content is not None and content.unchecked:  # queued all the same: the verifier checks these
-                reason = (f"{len(content.unchecked)} yes/no question(s) the rules cannot check against the answers "
-                          f"(first: {content.unchecked[0]!r}): the verifier checks them on the images")
+                reason = (
+                    f"{len(content.unchecked)} yes/no question(s) the rules cannot check against the answers "
+                    f"(first: {content.unchecked[0]!r}): the verifier checks them on the images"
+                )
             items[tid] = DraftItem(tid, mode, "queued" if content is not None else "rule_rejected", reason or "")
         llm.raise_if_stopped(f"draft {model}")  # no key, a rejected one, endpoint down: one line, not one per item
         result.spent, result.sent = llm.spent, llm.stats.sent

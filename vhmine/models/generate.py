@@ -21,15 +21,15 @@ import io
 import logging
 import os
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
 
-from vhmine.rules import modes as M
-from vhmine.files import atomic_write
 from vhmine import prompts as P
 from vhmine.errors import InputError
+from vhmine.files import atomic_write
 from vhmine.llm import LLM, ChatRequest, ImageRequest, LLMOptions
+from vhmine.rules import modes as M
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +55,10 @@ class Backend:
 def parse_backend(spec: str) -> Backend:
     kind, sep, model = (spec or "").partition(":")
     if not sep or kind not in BACKENDS or not model.strip():
-        raise InputError(f"unknown backend {spec!r}: use openai:<image model> (e.g. openai:dall-e-3, openai:gpt-image-1) "
-                         "or diffusers:<hub id or local folder> (e.g. diffusers:stabilityai/sdxl-turbo)")
+        raise InputError(
+            f"unknown backend {spec!r}: use openai:<image model> (e.g. openai:dall-e-3, openai:gpt-image-1) "
+            "or diffusers:<hub id or local folder> (e.g. diffusers:stabilityai/sdxl-turbo)"
+        )
     if kind == "diffusers" and os.path.isdir(os.path.expanduser(model)):
         model = str(Path(model).expanduser().resolve())  # a folder is recorded by its absolute path
     return Backend(kind, model.strip())
@@ -67,17 +69,17 @@ class GenerateOptions:
     backend: str
     llm: LLMOptions  # the endpoint; `llm.model` rewrites descriptions into image prompts
     per_mode: int = 10
-    modes: Optional[Sequence[str]] = None
-    descriptions: Optional[Path] = None  # folder of edited <mode>.txt; None: the store's newest
-    out: Optional[Path] = None  # image folder; None: data/generated
+    modes: Sequence[str] | None = None
+    descriptions: Path | None = None  # folder of edited <mode>.txt; None: the store's newest
+    out: Path | None = None  # image folder; None: data/generated
     size: str = "1024x1024"  # openai backends
-    device: Optional[str] = None  # diffusers: None -> cuda when present
-    dtype: Optional[str] = None  # diffusers: float32, float16, bfloat16; None -> float16 on cuda
+    device: str | None = None  # diffusers: None -> cuda when present
+    dtype: str | None = None  # diffusers: float32, float16, bfloat16; None -> float16 on cuda
     steps: int = 30
     guidance: float = 7.5
     seed: int = 0
-    width: Optional[int] = None  # diffusers; None: the pipeline's default
-    height: Optional[int] = None
+    width: int | None = None  # diffusers; None: the pipeline's default
+    height: int | None = None
 
 
 @dataclass
@@ -85,8 +87,8 @@ class Made:
     mode: str
     index: int
     status: str  # "generated", "existing", or an error status
-    task_id: Optional[str] = None
-    image_id: Optional[str] = None
+    task_id: str | None = None
+    image_id: str | None = None
     prompt: str = ""
     reason: str = ""
 
@@ -96,7 +98,7 @@ class GenerateResult:
     backend: str
     items: list[Made] = field(default_factory=list)
     spent: float = 0.0
-    out: Optional[Path] = None
+    out: Path | None = None
 
     @property
     def failed(self) -> list[Made]:
@@ -107,7 +109,10 @@ class GenerateResult:
         return bool(self.failed)
 
     def summary(self) -> str:
-        lines = [f"generate with {self.backend}: {len(self.items)} images asked, ${self.spent:.4f} spent; images in {self.out}"]
+        lines = [
+            f"generate with {self.backend}: {len(self.items)} images asked, ${self.spent:.4f} spent; images in"
+            f" {self.out}"
+        ]
         for mode in M.mode_names():
             its = [m for m in self.items if m.mode == mode]
             if its:
@@ -117,11 +122,13 @@ class GenerateResult:
         for m in self.failed[:20]:
             lines.append(f"  failed: {m.mode} #{m.index}: {m.status}: {m.reason}")
         if self.partial:
-            lines.append(f"partial run: {len(self.failed)} image(s) not made; rerun the same command to retry only those")
+            lines.append(
+                f"partial run: {len(self.failed)} image(s) not made; rerun the same command to retry only those"
+            )
         return "\n".join(lines)
 
 
-def _descriptions(store, opts: GenerateOptions, modes: list[str]) -> dict[str, tuple[Optional[str], str, bool]]:
+def _descriptions(store, opts: GenerateOptions, modes: list[str]) -> dict[str, tuple[str | None, str, bool]]:
     """mode -> (description id, text, edited?) for every mode that has one."""
     from vhmine.models.describe import latest_descriptions, read_manifest
 
@@ -141,8 +148,12 @@ def _descriptions(store, opts: GenerateOptions, modes: list[str]) -> dict[str, t
             raise InputError(f"{f} is empty: write the description, or delete the file to skip mode {m}")
         did = (manifest.get(m) or {}).get("description_id")
         if did and did not in originals:  # a folder from another store: keep the text, not a dangling id
-            log.warning("description %s of %s is not in the store %s: recorded without a description id",
-                        did, f, store.display_url)
+            log.warning(
+                "description %s of %s is not in the store %s: recorded without a description id",
+                did,
+                f,
+                store.display_url,
+            )
             did = None
         original = originals.get(did) if did else None
         out[m] = (did, text, original is None or original.strip() != text)
@@ -175,7 +186,7 @@ def _save_png(png: bytes, folder: Path) -> Path:
 RENDER_KEYS = ("steps", "guidance", "width", "height")  # diffusers settings that change the picture
 
 
-def _render_key(mode: str, prompt: str, seed: Optional[int], params: dict) -> tuple:
+def _render_key(mode: str, prompt: str, seed: int | None, params: dict) -> tuple:
     return (mode, prompt, seed) + tuple((params or {}).get(k) for k in RENDER_KEYS)
 
 
@@ -183,7 +194,9 @@ def _recorded(store, backend: Backend) -> set[tuple]:
     """`_render_key`s of the images this backend and model already made."""
     from vhmine.curate.stages.generations import recorded_renders
 
-    return {_render_key(m, p, seed, params) for m, p, seed, params in recorded_renders(store, backend.kind, backend.model)}
+    return {
+        _render_key(m, p, seed, params) for m, p, seed, params in recorded_renders(store, backend.kind, backend.model)
+    }
 
 
 class _Diffusers:
@@ -201,13 +214,17 @@ class _Diffusers:
         if dtype_name not in ("float32", "float16", "bfloat16"):
             raise InputError(f"--dtype {dtype_name!r} is not one of float32, float16, bfloat16")
         try:
-            with warnings.catch_warnings():  # newer diffusers rename torch_dtype to dtype; older ones know only torch_dtype
+            with (
+                warnings.catch_warnings()
+            ):  # newer diffusers rename torch_dtype to dtype; older ones know only torch_dtype
                 warnings.filterwarnings("ignore", message=".*torch_dtype.*", category=FutureWarning)
                 self.pipe = DiffusionPipeline.from_pretrained(source, torch_dtype=getattr(torch, dtype_name))
         except Exception as err:
-            raise InputError(f"cannot load diffusers pipeline {source!r} ({type(err).__name__}: {str(err)[:300]}): give a "
-                             "folder saved with save_pretrained, or a hub id that is downloaded (HF_HUB_OFFLINE blocks "
-                             "downloads)") from None
+            raise InputError(
+                f"cannot load diffusers pipeline {source!r} ({type(err).__name__}: {str(err)[:300]}): give a "
+                "folder saved with save_pretrained, or a hub id that is downloaded (HF_HUB_OFFLINE blocks "
+                "downloads)"
+            ) from None
         self.pipe.to(self.device)
         self.pipe.set_progress_bar_config(disable=True)
         self.dtype = dtype_name
@@ -215,14 +232,22 @@ class _Diffusers:
 
     def params(self) -> dict:
         o = self.opts
-        return {"device": self.device, "dtype": self.dtype, "steps": o.steps, "guidance": o.guidance,
-                "width": o.width, "height": o.height, "pipeline": type(self.pipe).__name__}
+        return {
+            "device": self.device,
+            "dtype": self.dtype,
+            "steps": o.steps,
+            "guidance": o.guidance,
+            "width": o.width,
+            "height": o.height,
+            "pipeline": type(self.pipe).__name__,
+        }
 
     def render(self, prompt: str, seed: int) -> bytes:
         gen = self.torch.Generator(device="cpu").manual_seed(seed)  # CPU generator: same image on any device
         kw = {k: v for k, v in (("width", self.opts.width), ("height", self.opts.height)) if v}
-        img = self.pipe(prompt, num_inference_steps=self.opts.steps, guidance_scale=self.opts.guidance,
-                        generator=gen, **kw).images[0]
+        img = self.pipe(
+            prompt, num_inference_steps=self.opts.steps, guidance_scale=self.opts.guidance, generator=gen, **kw
+        ).images[0]
         buf = io.BytesIO()
         img.save(buf, format="PNG")
         return buf.getvalue()
@@ -241,8 +266,10 @@ def generate(store, opts: GenerateOptions) -> GenerateResult:
     descs = _descriptions(store, opts, modes)
     missing = [m for m in modes if m not in descs]
     if len(missing) == len(modes):
-        raise InputError(f"no description for {', '.join(missing)}: run `vhmine describe` first"
-                         + (f", or put <mode>.txt files in {opts.descriptions}" if opts.descriptions else ""))
+        raise InputError(
+            f"no description for {', '.join(missing)}: run `vhmine describe` first"
+            + (f", or put <mode>.txt files in {opts.descriptions}" if opts.descriptions else "")
+        )
     if missing:
         log.warning("no description for %s: skipped (run `vhmine describe --mode MODE`)", ", ".join(missing))
     out_dir = Path(opts.out or DEFAULT_OUT)
@@ -250,14 +277,19 @@ def generate(store, opts: GenerateOptions) -> GenerateResult:
     p_img = P.load("image_prompt")
     jobs = [(m, k) for m in modes if m in descs for k in range(opts.per_mode)]
     with LLM(opts.llm) as llm:
-        llm.check_prices(([opts.llm.model] if backend.needs_rewrite else [])
-                         + ([backend.model] if backend.kind == "openai" else []))
+        llm.check_prices(
+            ([opts.llm.model] if backend.needs_rewrite else []) + ([backend.model] if backend.kind == "openai" else [])
+        )
         # 1. the image prompts (LLM-rewritten, cached) for every (mode, k)
         prompts: dict[tuple[str, int], str] = {}
         if backend.needs_rewrite:
-            reqs = [ChatRequest(p_img.render(mode=m, definition=M.get_mode(m).definition, description=descs[m][1],
-                                             variant=k + 1), params={"temperature": 1.0})
-                    for m, k in jobs]
+            reqs = [
+                ChatRequest(
+                    p_img.render(mode=m, definition=M.get_mode(m).definition, description=descs[m][1], variant=k + 1),
+                    params={"temperature": 1.0},
+                )
+                for m, k in jobs
+            ]
             for o in llm.chat_iter(reqs, desc="image prompts"):
                 m, k = jobs[o.index]
                 if o.ok:
@@ -268,7 +300,7 @@ def generate(store, opts: GenerateOptions) -> GenerateResult:
         else:
             prompts = {(m, k): descs[m][1] for m, k in jobs}
 
-        def record(m: str, k: int, png: bytes, prompt: str, seed: Optional[int], params: dict) -> Made:
+        def record(m: str, k: int, png: bytes, prompt: str, seed: int | None, params: dict) -> Made:
             path = _save_png(png, out_dir)
             did, text, edited = descs[m]
             params = dict(params, description_edited=edited)
@@ -276,8 +308,17 @@ def generate(store, opts: GenerateOptions) -> GenerateResult:
                 params["description_text"] = text
             if backend.needs_rewrite:
                 params.update(rewrite_model=opts.llm.model, rewrite_prompt=p_img.id, variant=k + 1)
-            tid = C.add_generation(store, path, m, prompt, backend=backend.kind, model=backend.model, seed=seed,
-                                   description_id=did, params=params)
+            tid = C.add_generation(
+                store,
+                path,
+                m,
+                prompt,
+                backend=backend.kind,
+                model=backend.model,
+                seed=seed,
+                description_id=did,
+                params=params,
+            )
             return Made(m, k, "generated", tid, path.stem[:16], prompt)
 
         todo = [j for j in jobs if j in prompts]
@@ -289,8 +330,14 @@ def generate(store, opts: GenerateOptions) -> GenerateResult:
                 if not o.ok:
                     result.items.append(Made(m, k, o.status, prompt=prompts[(m, k)], reason=o.reason))
                     continue
-                made = record(m, k, o.answer.png, prompts[(m, k)], None,
-                              {"size": opts.size, "revised_prompt": o.answer.revised_prompt})
+                made = record(
+                    m,
+                    k,
+                    o.answer.png,
+                    prompts[(m, k)],
+                    None,
+                    {"size": opts.size, "revised_prompt": o.answer.revised_prompt},
+                )
                 made.status = "existing" if o.answer.cached else "generated"
                 result.items.append(made)
             llm.raise_if_stopped(f"generate with {backend.model}")  # no key, a rejected one: one line
@@ -306,12 +353,14 @@ def generate(store, opts: GenerateOptions) -> GenerateResult:
                     try:
                         png = pipe.render(prompts[(m, k)], seed)
                     except Exception as err:  # one bad prompt (e.g. NaNs at fp16) does not stop the run
-                        result.items.append(Made(m, k, "error", prompt=prompts[(m, k)],
-                                                 reason=f"{type(err).__name__}: {str(err)[:200]}"))
+                        result.items.append(
+                            Made(
+                                m, k, "error", prompt=prompts[(m, k)], reason=f"{type(err).__name__}: {str(err)[:200]}"
+                            )
+                        )
                         continue
                     result.items.append(record(m, k, png, prompts[(m, k)], seed, pipe.params()))
         result.spent = llm.spent
     order = {m: i for i, m in enumerate(M.mode_names())}
     result.items.sort(key=lambda x: (order[x.mode], x.index))
     return result
-

@@ -18,16 +18,16 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
 
-from vhmine.rules import answers as A
-from vhmine.rules import judge as J
-from vhmine.rules import modes as M
 from vhmine import prompts as P
 from vhmine.errors import InputError
 from vhmine.llm import LLM, ChatRequest, LLMOptions
+from vhmine.rules import answers as A
+from vhmine.rules import judge as J
+from vhmine.rules import modes as M
 
 log = logging.getLogger(__name__)
 
@@ -35,11 +35,11 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class ProbeOptions:
     llm: LLMOptions  # the victim model and how to reach it (the judge uses the same endpoint)
-    judge: Optional[str] = None  # model that judges OEQ answers; None: workers label them in the app
+    judge: str | None = None  # model that judges OEQ answers; None: workers label them in the app
     rule: str = A.DEFAULT_RULE  # the yes/no rule for YNQ answers
-    modes: Optional[Sequence[str]] = None  # None: all eight
+    modes: Sequence[str] | None = None  # None: all eight
     kinds: Sequence[str] = M.KINDS
-    limit: Optional[int] = None  # at most this many instances (smoke tests on a paid API)
+    limit: int | None = None  # at most this many instances (smoke tests on a paid API)
 
 
 @dataclass
@@ -48,14 +48,14 @@ class ItemResult:
     mode: str
     kind: str
     status: str  # "answered", "cached" (answered in an earlier run), or an LLMError status
-    verdict: Optional[str] = None  # "correct", "hallucinated", or None (not judged)
+    verdict: str | None = None  # "correct", "hallucinated", or None (not judged)
     reason: str = ""
 
 
 @dataclass
 class ProbeResult:
     model: str
-    judge: Optional[str]
+    judge: str | None
     items: list[ItemResult] = field(default_factory=list)
     spent: float = 0.0
     sent: int = 0
@@ -83,26 +83,35 @@ class ProbeResult:
         return out
 
     def summary(self) -> str:
-        lines = [f"probe {self.model}" + (f" (OEQ judged by {self.judge})" if self.judge else " (OEQ left for workers)")
-                 + f": {len(self.items)} instances, ${self.spent:.4f} spent, {self.sent} requests sent, "
-                 f"{self.cached} answers from the cache",
-                 f"{'mode':<12} {'inst':>5} {'answered':>8} {'halluc.':>7} {'correct':>7} {'unjudged':>8} {'failed':>6}"]
+        lines = [
+            f"probe {self.model}"
+            + (f" (OEQ judged by {self.judge})" if self.judge else " (OEQ left for workers)")
+            + f": {len(self.items)} instances, ${self.spent:.4f} spent, {self.sent} requests sent, "
+            f"{self.cached} answers from the cache",
+            f"{'mode':<12} {'inst':>5} {'answered':>8} {'halluc.':>7} {'correct':>7} {'unjudged':>8} {'failed':>6}",
+        ]
         tot = Counter()
         for mode in M.mode_names():
             c = self.per_mode().get(mode)
             if c is None:
                 continue
             tot.update(c)
-            lines.append(f"{mode:<12} {c['instances']:>5} {c['answered']:>8} {c['hallucinated']:>7} {c['correct']:>7} "
-                         f"{c['unjudged']:>8} {c['failed']:>6}")
-        lines.append(f"{'all':<12} {tot['instances']:>5} {tot['answered']:>8} {tot['hallucinated']:>7} {tot['correct']:>7} "
-                     f"{tot['unjudged']:>8} {tot['failed']:>6}")
+            lines.append(
+                f"{mode:<12} {c['instances']:>5} {c['answered']:>8} {c['hallucinated']:>7} {c['correct']:>7} "
+                f"{c['unjudged']:>8} {c['failed']:>6}"
+            )
+        lines.append(
+            f"{'all':<12} {tot['instances']:>5} {tot['answered']:>8} {tot['hallucinated']:>7} {tot['correct']:>7} "
+            f"{tot['unjudged']:>8} {tot['failed']:>6}"
+        )
         for f in self.failed[:20]:
             lines.append(f"  not answered: {f.mode} {f.kind} {f.instance_id}: {f.status}: {f.reason}")
         if len(self.failed) > 20:
             lines.append(f"  ... and {len(self.failed) - 20} more (all in the request cache's failures table)")
         if self.partial:  # the last line names the next step: the same command
-            lines.append(f"partial run: {len(self.failed)} instance(s) not answered; rerun the same command to ask only those")
+            lines.append(
+                f"partial run: {len(self.failed)} instance(s) not answered; rerun the same command to ask only those"
+            )
         else:
             lines.append(self._next(tot))
         return "\n".join(lines)
@@ -110,25 +119,31 @@ class ProbeResult:
     def _next(self, tot: Counter) -> str:
         db = self.db_option
         if tot["unjudged"]:
-            return (f"next: label the {tot['unjudged']} unjudged answer(s) on the app's Label answers page "
-                    f"(vhmine curate{db}), or probe again with --judge MODEL; then vhmine describe --model MODEL{db}")
+            return (
+                f"next: label the {tot['unjudged']} unjudged answer(s) on the app's Label answers page "
+                f"(vhmine curate{db}), or probe again with --judge MODEL; then vhmine describe --model MODEL{db}"
+            )
         if tot["hallucinated"]:
-            return (f"next: vhmine describe --model MODEL{db}   (what makes {self.model} hallucinate, per mode, from "
-                    f"its {tot['hallucinated']} hallucination(s); then vhmine generate)")
-        return (f"next: {self.model} answered every instance right: vhmine probe --model OTHER{db}, or curate and "
-                "mine harder pairs")
+            return (
+                f"next: vhmine describe --model MODEL{db}   (what makes {self.model} hallucinate, per mode, from "
+                f"its {tot['hallucinated']} hallucination(s); then vhmine generate)"
+            )
+        return (
+            f"next: {self.model} answered every instance right: vhmine probe --model OTHER{db}, or curate and "
+            "mine harder pairs"
+        )
 
 
 def probe_prompt(kind: str) -> P.Prompt:
     return P.load("probe_ynq" if kind == M.YNQ else "probe_oeq")
 
 
-def rule_verdict(answer: str, truth: Optional[bool], rule: str) -> Optional[str]:
+def rule_verdict(answer: str, truth: bool | None, rule: str) -> str | None:
     """A YNQ verdict by rule; None when the answer is neither yes nor no under the rule."""
     return A.yes_no_verdict(answer, truth, rule)
 
 
-def judge_verdict(text: str) -> Optional[str]:
+def judge_verdict(text: str) -> str | None:
     """A judge's answer as a response verdict: correct -> correct, incorrect -> hallucinated, else None."""
     return J.RESPONSE_VERDICT.get(J.parse_verdict(text))
 
@@ -142,7 +157,7 @@ def probe(store, opts: ProbeOptions) -> ProbeResult:
     modes = M.selected_modes(opts.modes)
     recs = [r for r in C.ready_instances(store) if r.mode in modes and r.kind in opts.kinds]
     if opts.limit is not None:
-        recs = recs[:opts.limit]
+        recs = recs[: opts.limit]
     model = opts.llm.model
     result = ProbeResult(model, opts.judge, db_option=store.db_option)
     judge_prompt = J.judge_prompt()
@@ -155,12 +170,13 @@ def probe(store, opts: ProbeOptions) -> ProbeResult:
         todo, to_judge = [], []  # to_judge: (instance id, response id, answer)
         items: dict[str, ItemResult] = {}
 
-        def reuse(r, rid: str, verdict: Optional[str], answer: str) -> None:
+        def reuse(r, rid: str, verdict: str | None, answer: str) -> None:
             if r.kind == M.YNQ and rule_verdict(answer, r.truth, opts.rule) != verdict:  # the truth changed since
                 verdict = rule_verdict(answer, r.truth, opts.rule)
                 CR.set_automatic_verdict(store, rid, verdict, f"rule:{opts.rule}")
                 counts.update(C.response_verdicts(store, [rid]))
-            # the verdict shown is the one that counts (workers' labels first); the judge fills in a missing automatic one
+            # the verdict shown is the one that counts (workers' labels first); the judge fills in a missing automatic
+            # one
             items[r.id] = ItemResult(r.id, r.mode, r.kind, "cached", counts[rid].verdict)
             if r.kind == M.OEQ and verdict is None and opts.judge:
                 to_judge.append((r.id, rid, answer))
@@ -186,8 +202,9 @@ def probe(store, opts: ProbeOptions) -> ProbeResult:
                 continue
             if r.kind == M.YNQ:
                 verdict = rule_verdict(text, r.truth, opts.rule)
-                rid = C.add_response(store, r.id, model, prompt, text, verdict, judge=f"rule:{opts.rule}",
-                                     endpoint=llm.endpoint)
+                rid = C.add_response(
+                    store, r.id, model, prompt, text, verdict, judge=f"rule:{opts.rule}", endpoint=llm.endpoint
+                )
                 reason = "" if verdict else f"the answer is neither yes nor no under rule {opts.rule}: left for workers"
                 items[r.id] = ItemResult(r.id, r.mode, r.kind, "answered", verdict, reason)
             else:
@@ -217,6 +234,7 @@ def probe(store, opts: ProbeOptions) -> ProbeResult:
 
 # --- successes, for describe ---------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Hallucination:
     """One successful VH instance: the model's wrong answer and what was wrong with it."""
@@ -233,13 +251,13 @@ class Hallucination:
     image_path: str
 
 
-def _error_text(kind: str, truth: Optional[bool], refs: Sequence[str], answer: str) -> str:
+def _error_text(kind: str, truth: bool | None, refs: Sequence[str], answer: str) -> str:
     if kind == M.YNQ and truth is not None:
         return f"the model answered {'no' if truth else 'yes'}, but the correct answer is {'yes' if truth else 'no'}"
     return f"the model answered {answer.strip()[:200]!r}, but the correct answer is {' / '.join(refs)}"
 
 
-def hallucinations(store, mode: str, model: Optional[str] = None) -> list[Hallucination]:
+def hallucinations(store, mode: str, model: str | None = None) -> list[Hallucination]:
     """Responses whose verdict that counts is "hallucinated", by instance id (curate.response_verdicts: the
     workers' majority where they labelled the response, overriding the rule or judge; a tie: no verdict).
 
@@ -259,8 +277,18 @@ def hallucinations(store, mode: str, model: Optional[str] = None) -> list[Halluc
         rec = C.get_instance(store, r.instance_id)
         # "answered yes/no" only when the rule read it so; a worker may call an unreadable answer hallucinated
         truth = r.truth if r.verdict == "hallucinated" else None
-        out[r.instance_id] = Hallucination(r.instance_id, r.response_id, mode, r.kind, r.question, r.answers, r.answer,
-                                           r.model, _error_text(r.kind, truth, r.answers, r.answer), rec.image_path)
+        out[r.instance_id] = Hallucination(
+            r.instance_id,
+            r.response_id,
+            mode,
+            r.kind,
+            r.question,
+            r.answers,
+            r.answer,
+            r.model,
+            _error_text(r.kind, truth, r.answers, r.answer),
+            rec.image_path,
+        )
     return list(out.values())
 
 

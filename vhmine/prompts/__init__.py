@@ -12,7 +12,6 @@ import re
 import string
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 from vhmine.errors import InputError
 
@@ -46,7 +45,7 @@ def versions(name: str) -> list[int]:
     return sorted(int(m["version"]) for p in FOLDER.iterdir() if (m := _FILE.match(p.name)) and m["name"] == name)
 
 
-def load(name: str, version: Optional[int] = None) -> Prompt:
+def load(name: str, version: int | None = None) -> Prompt:
     """The prompt `name` at `version` (default: the newest)."""
     have = versions(name)
     if not have:

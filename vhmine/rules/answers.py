@@ -27,27 +27,27 @@ so a reference answer the curation accepts is read the same way by eval's defaul
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
 
 from vhmine.errors import InputError
 
 DEFAULT_RULE = "vhtest"
 
 
-def _vhtest(answer: str) -> Optional[bool]:
+def _vhtest(answer: str) -> bool | None:
     # the one copy of VHTest's classify_response: the one the harness exports embed
     from vhmine.rules.harness import read_yes_no
 
     return read_yes_no(answer)
 
 
-def _firstword(answer: str) -> Optional[bool]:
+def _firstword(answer: str) -> bool | None:
     first = re.split(r"[\s,.;:!?]+", (answer or "").strip().lower(), maxsplit=1)[0]
     return {"yes": True, "no": False}.get(first)
 
 
-def _pope(answer: str) -> Optional[bool]:
+def _pope(answer: str) -> bool | None:
     text = answer or ""
     if "." in text:
         text = text.split(".")[0]
@@ -55,11 +55,11 @@ def _pope(answer: str) -> Optional[bool]:
     return not ("No" in words or "not" in words or "no" in words)
 
 
-def _strict(answer: str) -> Optional[bool]:
+def _strict(answer: str) -> bool | None:
     return {"yes": True, "no": False}.get((answer or "").strip().strip(".!").strip().lower())
 
 
-def _vlmevalkit(answer: str) -> Optional[bool]:
+def _vlmevalkit(answer: str) -> bool | None:
     from vhmine.rules.harness import read_yes_no_vlmevalkit
 
     return read_yes_no_vlmevalkit(answer)
@@ -68,17 +68,22 @@ def _vlmevalkit(answer: str) -> Optional[bool]:
 @dataclass(frozen=True)
 class YesNoRule:
     name: str
-    parse: Callable[[str], Optional[bool]]
+    parse: Callable[[str], bool | None]
     doc: str
 
 
-_RULES = {r.name: r for r in (
-    YesNoRule("vhtest", _vhtest, "starts with the letters yes or no (VHTest's classify_response)"),
-    YesNoRule("firstword", _firstword, "the first word is yes or no"),
-    YesNoRule("pope", _pope, "no/No/not in the first sentence means no, else yes (POPE)"),
-    YesNoRule("strict", _strict, "exactly yes or no"),
-    YesNoRule("vlmevalkit", _vlmevalkit, 'the word yes without the word no, or the reverse (VLMEvalKit\'s YOrN_Extraction)'),
-)}
+_RULES = {
+    r.name: r
+    for r in (
+        YesNoRule("vhtest", _vhtest, "starts with the letters yes or no (VHTest's classify_response)"),
+        YesNoRule("firstword", _firstword, "the first word is yes or no"),
+        YesNoRule("pope", _pope, "no/No/not in the first sentence means no, else yes (POPE)"),
+        YesNoRule("strict", _strict, "exactly yes or no"),
+        YesNoRule(
+            "vlmevalkit", _vlmevalkit, "the word yes without the word no, or the reverse (VLMEvalKit's YOrN_Extraction)"
+        ),
+    )
+}
 
 
 def rule_names() -> tuple[str, ...]:
@@ -91,12 +96,12 @@ def get_rule(name: str) -> YesNoRule:
     return _RULES[name]
 
 
-def parse_yes_no(answer: str, rule: str = DEFAULT_RULE) -> Optional[bool]:
+def parse_yes_no(answer: str, rule: str = DEFAULT_RULE) -> bool | None:
     """True for yes, False for no, None when `rule` cannot read the answer as either."""
     return get_rule(rule).parse(answer)
 
 
-def yes_no_verdict(answer: str, truth: Optional[bool], rule: str = DEFAULT_RULE) -> Optional[str]:
+def yes_no_verdict(answer: str, truth: bool | None, rule: str = DEFAULT_RULE) -> str | None:
     """A yes/no answer against its truth: "correct" or "hallucinated"; None when `rule` cannot read it (or there is
     no truth). probe's verdicts, blind answers and what curate re-scores when a truth changes all read it so."""
     said = parse_yes_no(answer, rule)

@@ -12,9 +12,13 @@ import re
 
 YNQ_SUFFIX = " ONLY answer yes or no."  # what vhmine eval (and VHTest's YNQ script) appends to a yes/no question
 
-NUMBER_WORDS = {w: i for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-    "sixteen seventeen eighteen nineteen twenty".split())}
+NUMBER_WORDS = {
+    w: i
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+        "sixteen seventeen eighteen nineteen twenty".split()
+    )
+}
 ARTICLES = re.compile(r"^(the|a|an)\s+")
 
 
@@ -31,14 +35,56 @@ def read_yes_no(answer):
 # VLMEvalKit's own yes/no reading (open-compass/VLMEvalKit: vlmeval/smp/misc.py process_punctuation,
 # vlmeval/dataset/utils/yorn.py YOrN_Extraction, applied by image_yorn.py ImageYORNDataset.evaluate to
 # str() of each cell its load() read): `vhmine eval --rule vlmevalkit`, and the export's YNQ_RULE "vlmevalkit".
-VLMEVALKIT_PUNCT = [";", r"/", "[", "]", '"', "{", "}", "(", ")", "=", "+", "\\", "_", "-", ">", "<", "@", "`",
-                    ",", "?", "!"]
+VLMEVALKIT_PUNCT = [
+    ";",
+    r"/",
+    "[",
+    "]",
+    '"',
+    "{",
+    "}",
+    "(",
+    ")",
+    "=",
+    "+",
+    "\\",
+    "_",
+    "-",
+    ">",
+    "<",
+    "@",
+    "`",
+    ",",
+    "?",
+    "!",
+]
 _COMMA_STRIP = re.compile(r"(\d)(,)(\d)")
 _PERIOD_STRIP = re.compile(r"(?<!\d)\.(?!\d)")
 # the cells pandas reads as NaN by default (read_csv / read_excel, pandas >= 2), as VLMEvalKit's load() does:
 # its evaluate then reads str(NaN) == "nan"
-PANDAS_NA = frozenset(["", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
-                       "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"])
+PANDAS_NA = frozenset(
+    [
+        "",
+        "#N/A",
+        "#N/A N/A",
+        "#NA",
+        "-1.#IND",
+        "-1.#QNAN",
+        "-NaN",
+        "-nan",
+        "1.#IND",
+        "1.#QNAN",
+        "<NA>",
+        "N/A",
+        "NA",
+        "NULL",
+        "NaN",
+        "None",
+        "n/a",
+        "nan",
+        "null",
+    ]
+)
 
 
 def process_punctuation(in_text):

@@ -12,7 +12,7 @@ verdict with `parse_verdict`.
 
 from __future__ import annotations
 
-from typing import Iterator, Optional, Sequence
+from collections.abc import Iterator, Sequence
 
 from vhmine import prompts as P
 from vhmine.llm import ChatRequest
@@ -23,31 +23,37 @@ RESPONSE_VERDICT = {"correct": "correct", "incorrect": "hallucinated"}  # a stor
 JUDGED_RIGHT = {"correct": True, "incorrect": False}  # eval's verdict on an open answer; unclear: none
 
 
-def judge_prompt(version: Optional[int] = None) -> P.Prompt:
+def judge_prompt(version: int | None = None) -> P.Prompt:
     return P.load(PROMPT, version)
 
 
-def judge_name(model: str, prompt: Optional[P.Prompt] = None) -> str:
+def judge_name(model: str, prompt: P.Prompt | None = None) -> str:
     """`llm:<model> judge_oeq@vN#sha8`: the judge column of a verdict."""
     return f"llm:{model} {(prompt or judge_prompt()).id}"
 
 
-def judge_request(model: str, question: str, references: Sequence[str], answer: str,
-                  prompt: Optional[P.Prompt] = None) -> ChatRequest:
+def judge_request(
+    model: str, question: str, references: Sequence[str], answer: str, prompt: P.Prompt | None = None
+) -> ChatRequest:
     """The text-only request that asks `model` to grade `answer` against `references`."""
     text = (prompt or judge_prompt()).render(question=question, references=" | ".join(references), answer=answer)
     return ChatRequest(text, model=model, params={"max_tokens": 8})
 
 
-def parse_verdict(text: str) -> Optional[str]:
+def parse_verdict(text: str) -> str | None:
     """The judge's first word if it is correct, incorrect or unclear (markdown and punctuation aside), else None."""
     words = (text or "").strip().lower().replace("*", "").split()
     first = words[0].strip(".,:;!\"'") if words else ""
     return first if first in VERDICTS else None
 
 
-def judge_iter(llm, model: str, cases: Sequence[tuple[str, Sequence[str], str]], prompt: Optional[P.Prompt] = None,
-               desc: Optional[str] = None) -> Iterator[tuple[int, object, Optional[str]]]:
+def judge_iter(
+    llm,
+    model: str,
+    cases: Sequence[tuple[str, Sequence[str], str]],
+    prompt: P.Prompt | None = None,
+    desc: str | None = None,
+) -> Iterator[tuple[int, object, str | None]]:
     """Ask `model` through `llm` (a vhmine.llm.LLM) to grade each (question, references, answer) case.
 
     Yields (case index, the request's Outcome, verdict) as answers arrive; verdict is correct, incorrect,

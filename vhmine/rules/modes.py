@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import re
 import string
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import combinations
-from typing import Mapping, Optional, Sequence
 
-from vhmine.rules.answers import parse_yes_no
 from vhmine.errors import FormError, InputError
+from vhmine.rules.answers import parse_yes_no
 
 OEQ, YNQ = "OEQ", "YNQ"
 KINDS = (OEQ, YNQ)
@@ -33,9 +33,9 @@ class Template:
     id: str  # stable: "<mode>.<name>", stored with every instance
     kind: str  # OEQ or YNQ
     text: str
-    ynq: Optional[str] = None  # OEQ only: id of the YNQ template its answer turns into
-    derive: Optional[str] = None  # OEQ only: "value" or "pick" (see module docstring)
-    answer_slot: Optional[str] = None  # derive="value": the YNQ slot the answer fills
+    ynq: str | None = None  # OEQ only: id of the YNQ template its answer turns into
+    derive: str | None = None  # OEQ only: "value" or "pick" (see module docstring)
+    answer_slot: str | None = None  # derive="value": the YNQ slot the answer fills
     choices: tuple[str, ...] = ()  # derive="pick": the two slots the answer chooses between
 
     @property
@@ -80,94 +80,182 @@ def _t(mode: str, name: str, kind: str, text: str, **kw) -> Template:
 def _registry() -> dict[str, Mode]:
     modes = [
         Mode(
-            "existence", "object",
+            "existence",
+            "object",
             "Whether an object is present in the picture.",
             "An object the other image of the pair has and this one lacks (or the reverse), or an object "
             "that is easy to imagine but absent.",
             (
                 # {where} is a place in the picture ("on the table", "in the centre of the picture"): the
                 # question reads as English whatever place is given
-                _t("existence", "what_is", OEQ, "What is {where}?",
-                   ynq="existence.is_there_at", derive="value", answer_slot="object"),
+                _t(
+                    "existence",
+                    "what_is",
+                    OEQ,
+                    "What is {where}?",
+                    ynq="existence.is_there_at",
+                    derive="value",
+                    answer_slot="object",
+                ),
                 _t("existence", "is_there_at", YNQ, "Is there a {object} {where}?"),
                 _t("existence", "is_there", YNQ, "Is there a {object} in the picture?"),
             ),
         ),
         Mode(
-            "shape", "object",
+            "shape",
+            "object",
             "The shape of one object.",
             "An object whose shape differs between the two images, or is unusual for its kind.",
             (
-                _t("shape", "what_shape", OEQ, "What is the shape of the {object}?",
-                   ynq="shape.is_shape", derive="value", answer_slot="shape"),
+                _t(
+                    "shape",
+                    "what_shape",
+                    OEQ,
+                    "What is the shape of the {object}?",
+                    ynq="shape.is_shape",
+                    derive="value",
+                    answer_slot="shape",
+                ),
                 _t("shape", "is_shape", YNQ, "Is the {object} {shape}?"),
             ),
             alternatives=("round", "square", "rectangular", "triangular", "oval", "heart-shaped", "star-shaped"),
         ),
         Mode(
-            "color", "object",
+            "color",
+            "object",
             "The color of one object.",
             "An object whose color differs between the two images, or is unusual for its kind.",
             (
-                _t("color", "what_color", OEQ, "What color is the {object}?",
-                   ynq="color.is_color", derive="value", answer_slot="color"),
+                _t(
+                    "color",
+                    "what_color",
+                    OEQ,
+                    "What color is the {object}?",
+                    ynq="color.is_color",
+                    derive="value",
+                    answer_slot="color",
+                ),
                 _t("color", "is_color", YNQ, "Is the {object} {color}?"),
             ),
-            alternatives=("red", "blue", "green", "yellow", "black", "white", "brown", "orange", "pink", "purple", "gray"),
+            alternatives=(
+                "red",
+                "blue",
+                "green",
+                "yellow",
+                "black",
+                "white",
+                "brown",
+                "orange",
+                "pink",
+                "purple",
+                "gray",
+            ),
         ),
         Mode(
-            "orientation", "object",
+            "orientation",
+            "object",
             "Which way one object faces, seen from the camera.",
             "An object facing a different way in the two images; use the camera's point of view.",
             (
-                _t("orientation", "facing", OEQ, "From the camera's point of view, which way is the {object} facing?",
-                   ynq="orientation.is_facing", derive="value", answer_slot="direction"),
-                _t("orientation", "is_facing", YNQ, "From the camera's point of view, is the {object} facing {direction}?"),
+                _t(
+                    "orientation",
+                    "facing",
+                    OEQ,
+                    "From the camera's point of view, which way is the {object} facing?",
+                    ynq="orientation.is_facing",
+                    derive="value",
+                    answer_slot="direction",
+                ),
+                _t(
+                    "orientation",
+                    "is_facing",
+                    YNQ,
+                    "From the camera's point of view, is the {object} facing {direction}?",
+                ),
             ),
             alternatives=("left", "right", "towards the camera", "away from the camera", "up", "down"),
         ),
         Mode(
-            "ocr", "object",
+            "ocr",
+            "object",
             "The text written on an object.",
             "Legible text (signs, labels, screens) whose content a model could misread or invent.",
             (
-                _t("ocr", "what_text", OEQ, "What does the text on the {object} say?",
-                   ynq="ocr.does_say", derive="value", answer_slot="text"),
+                _t(
+                    "ocr",
+                    "what_text",
+                    OEQ,
+                    "What does the text on the {object} say?",
+                    ynq="ocr.does_say",
+                    derive="value",
+                    answer_slot="text",
+                ),
                 _t("ocr", "does_say", YNQ, 'Does the text on the {object} say "{text}"?'),
             ),
         ),
         Mode(
-            "size", "relation",
+            "size",
+            "relation",
             "Which of several objects is larger.",
             "Objects whose relative size differs between the images or contradicts what is usual.",
             (
-                _t("size", "which_larger", OEQ, "Which is larger in the picture, the {a} or the {b}?",
-                   ynq="size.is_larger", derive="pick", choices=("a", "b")),
+                _t(
+                    "size",
+                    "which_larger",
+                    OEQ,
+                    "Which is larger in the picture, the {a} or the {b}?",
+                    ynq="size.is_larger",
+                    derive="pick",
+                    choices=("a", "b"),
+                ),
                 _t("size", "is_larger", YNQ, "Is the {a} larger than the {b} in the picture?"),
-                _t("size", "largest", OEQ, "Which {object} is the largest?",
-                   ynq="size.is_largest", derive="value", answer_slot="which"),
+                _t(
+                    "size",
+                    "largest",
+                    OEQ,
+                    "Which {object} is the largest?",
+                    ynq="size.is_largest",
+                    derive="value",
+                    answer_slot="which",
+                ),
                 _t("size", "is_largest", YNQ, "Is the {which} the largest {object} in the picture?"),
             ),
         ),
         Mode(
-            "position", "relation",
+            "position",
+            "relation",
             "Where one object is relative to another.",
             "Two objects whose left/right, above/below or front/behind relation differs between the images.",
             (
-                _t("position", "where", OEQ, "Where is the {a} relative to the {b}?",
-                   ynq="position.is_at", derive="value", answer_slot="relation"),
+                _t(
+                    "position",
+                    "where",
+                    OEQ,
+                    "Where is the {a} relative to the {b}?",
+                    ynq="position.is_at",
+                    derive="value",
+                    answer_slot="relation",
+                ),
                 _t("position", "is_at", YNQ, "Is the {a} {relation} the {b}?"),
                 _t("position", "is_left_of", YNQ, "Is the {a} to the left of the {b}?"),
             ),
             alternatives=("to the left of", "to the right of", "above", "below", "in front of", "behind"),
         ),
         Mode(
-            "counting", "relation",
+            "counting",
+            "relation",
             "How many objects of a kind there are.",
             "A kind of object whose count differs between the images; count only clearly visible ones.",
             (
-                _t("counting", "how_many", OEQ, "How many {object} are there in the picture?",
-                   ynq="counting.exactly", derive="value", answer_slot="n"),
+                _t(
+                    "counting",
+                    "how_many",
+                    OEQ,
+                    "How many {object} are there in the picture?",
+                    ynq="counting.exactly",
+                    derive="value",
+                    answer_slot="n",
+                ),
                 _t("counting", "exactly", YNQ, "Are there exactly {n} {object} in the picture?"),
             ),
             numeric=True,
@@ -177,9 +265,19 @@ def _registry() -> dict[str, Mode]:
 
 
 # what a worker types into each slot, shown in the empty field (the app's placeholders)
-SLOT_HINTS = {"where": "on the table, in the centre of the picture", "object": "cup", "shape": "round", "color": "red",
-              "direction": "left", "text": "STOP", "a": "cup", "b": "plate", "which": "red cup", "relation": "to the left of",
-              "n": "3"}
+SLOT_HINTS = {
+    "where": "on the table, in the centre of the picture",
+    "object": "cup",
+    "shape": "round",
+    "color": "red",
+    "direction": "left",
+    "text": "STOP",
+    "a": "cup",
+    "b": "plate",
+    "which": "red cup",
+    "relation": "to the left of",
+    "n": "3",
+}
 
 
 def slot_hint(slot: str) -> str:
@@ -200,9 +298,9 @@ def get_mode(name: str) -> Mode:
     return reg[key]
 
 
-def selected_modes(modes: Optional[Sequence[str]]) -> list[str]:
+def selected_modes(modes: Sequence[str] | None) -> list[str]:
     """The canonical names of the modes asked for (`--mode`, any case); all eight, in order, when none are."""
-    return [get_mode(m).name for m in (modes or mode_names())]
+    return [get_mode(m).name for m in modes or mode_names()]
 
 
 def get_template(template_id: str) -> Template:
@@ -212,9 +310,13 @@ def get_template(template_id: str) -> Template:
 
 # --- answers -----------------------------------------------------------------------------------
 
-_NUMBER_WORDS = {w: i for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-    "sixteen seventeen eighteen nineteen twenty".split())}
+_NUMBER_WORDS = {
+    w: i
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+        "sixteen seventeen eighteen nineteen twenty".split()
+    )
+}
 _ARTICLES = re.compile(r"^(the|a|an)\s+")
 
 
@@ -226,7 +328,7 @@ def normalize_answer(text: str) -> str:
     return str(_NUMBER_WORDS[s]) if s in _NUMBER_WORDS else s
 
 
-def yes_no_of(answer: str) -> Optional[bool]:
+def yes_no_of(answer: str) -> bool | None:
     """A worker's yes/no answer as eval's default rule reads it (vhmine.rules.answers); None: it cannot be read."""
     return parse_yes_no(answer)
 
@@ -281,13 +383,14 @@ def _filled_pattern(template: Template, fixed: Mapping[str, str]) -> re.Pattern:
         else:
             out.append(re.escape(literal))
         if name:
-            out.append(f"(?P={name})" if name in seen else
-                       f"(?P<{name}>{re.escape(fixed[name]) if name in fixed else '.+?'})")
+            out.append(
+                f"(?P={name})" if name in seen else f"(?P<{name}>{re.escape(fixed[name]) if name in fixed else '.+?'})"
+            )
             seen.add(name)
     return re.compile("".join(out), re.IGNORECASE)
 
 
-def slots_of(template: Template, question: str, slots: Mapping[str, str]) -> Optional[dict]:
+def slots_of(template: Template, question: str, slots: Mapping[str, str]) -> dict | None:
     """The slot values a (possibly edited) question still holds; None when it no longer matches them.
 
     The question filled from the template with other values gives those values (the worker edited a
@@ -322,29 +425,45 @@ def check_question(question: str) -> str:
     return q
 
 
-def check_oeq_answers(mode: Mode, template: Optional[Template], slots: Mapping[str, str], answers: list[str], where: str) -> None:
-    """FormError when OEQ reference answers are missing or of the wrong form for the mode (template None: the worker's own question)."""
+def check_oeq_answers(
+    mode: Mode, template: Template | None, slots: Mapping[str, str], answers: list[str], where: str
+) -> None:
+    """FormError when OEQ reference answers are missing or of the wrong form for the mode (template None: the worker's
+    own question)."""
     if not answers:
-        raise FormError(f"answers:{where}", f"no reference answer for {where}: write at least one acceptable answer (one per line)")
+        raise FormError(
+            f"answers:{where}", f"no reference answer for {where}: write at least one acceptable answer (one per line)"
+        )
     if mode.numeric:
         bad = [a for a in answers if not normalize_answer(a).isdigit()]
         if bad:
-            raise FormError(f"answers:{where}", f"reference answer {bad[0]!r} for {where} is not a whole number: {mode.name} answers are counts, e.g. 3")
+            raise FormError(
+                f"answers:{where}",
+                f"reference answer {bad[0]!r} for {where} is not a whole number: {mode.name} answers are counts,"
+                " e.g. 3",
+            )
     if template is not None and template.derive == "pick":
         opts = [str(slots.get(c, "")) for c in template.choices]
         norm = {normalize_answer(o) for o in opts}
         if len(norm) < len(opts):  # "the dog or the dog": no answer can tell them apart
-            raise FormError(f"slot:{template.choices[-1]}",
-                            f"the choices of template {template.id} are the same ({', '.join(opts)}): name two different objects")
+            raise FormError(
+                f"slot:{template.choices[-1]}",
+                f"the choices of template {template.id} are the same ({', '.join(opts)}): name two different objects",
+            )
         bad = [a for a in answers if normalize_answer(a) not in norm]
         if bad:
-            raise FormError(f"answers:{where}", f"reference answer {bad[0]!r} for {where} must be one of: {', '.join(opts)}")
+            raise FormError(
+                f"answers:{where}", f"reference answer {bad[0]!r} for {where} must be one of: {', '.join(opts)}"
+            )
         if len({normalize_answer(a) for a in answers}) > 1:  # both accepted: the drafted yes/no would contradict one
-            raise FormError(f"answers:{where}", f"reference answers for {where} name both {' and '.join(opts)}: "
-                            "keep the one that is right, or discard the item if neither is")
+            raise FormError(
+                f"answers:{where}",
+                f"reference answers for {where} name both {' and '.join(opts)}: "
+                "keep the one that is right, or discard the item if neither is",
+            )
 
 
-def check_ynq(truth: Optional[bool], answers: list[str], where: str) -> None:
+def check_ynq(truth: bool | None, answers: list[str], where: str) -> None:
     """FormError when a YNQ lacks its truth or a reference answer says the opposite."""
     if truth is None:
         raise FormError(f"truth:{where}", f"the yes/no question for {where} has no truth: choose yes or no")
@@ -360,13 +479,14 @@ def check_ynq(truth: Optional[bool], answers: list[str], where: str) -> None:
 
 # --- YNQ drafts ----------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class YnqDraft:
     template_id: str
     slots: dict = field(hash=False)
     question: str
     truth: bool
-    value: Optional[str]  # the answer value the question tests (derive="value"), for later checks
+    value: str | None  # the answer value the question tests (derive="value"), for later checks
 
 
 def _bare(value: str) -> str:
@@ -375,8 +495,9 @@ def _bare(value: str) -> str:
     return re.sub(r"^(?i:the|a|an)\s+", "", v)
 
 
-def draft_ynq(mode: Mode, template: Template, slots: Mapping[str, str], answers: Sequence[str],
-              other_answers: Sequence[str] = ()) -> list[YnqDraft]:
+def draft_ynq(
+    mode: Mode, template: Template, slots: Mapping[str, str], answers: Sequence[str], other_answers: Sequence[str] = ()
+) -> list[YnqDraft]:
     """Yes (and, where a wrong value can be found, no) questions drafted from an OEQ answer.
 
     `other_answers` are the other image's answers to the same question: the natural wrong value
@@ -393,8 +514,7 @@ def draft_ynq(mode: Mode, template: Template, slots: Mapping[str, str], answers:
         other = b if picked == a else a
         yes = dict(base, **{a: slots[picked], b: slots[other]})
         no = dict(base, **{a: slots[other], b: slots[picked]})
-        return [YnqDraft(ynq.id, yes, fill(ynq, yes), True, None),
-                YnqDraft(ynq.id, no, fill(ynq, no), False, None)]
+        return [YnqDraft(ynq.id, yes, fill(ynq, yes), True, None), YnqDraft(ynq.id, no, fill(ynq, no), False, None)]
     slot = template.answer_slot
     known = {normalize_answer(x) for x in answers}
     true = _bare(true)
@@ -414,7 +534,7 @@ def draft_ynq(mode: Mode, template: Template, slots: Mapping[str, str], answers:
     return drafts
 
 
-def check_draft(truth: Optional[bool], value: Optional[str], oeq_answers: Sequence[str], where: str) -> None:
+def check_draft(truth: bool | None, value: str | None, oeq_answers: Sequence[str], where: str) -> None:
     """FormError when a drafted YNQ's truth contradicts the OEQ answers it was made from."""
     check_ynq(truth, [], where)
     if value is None:

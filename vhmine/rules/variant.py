@@ -13,21 +13,31 @@ from __future__ import annotations
 
 import re
 import string
-from typing import Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
 
-from vhmine.rules import modes as M
 from vhmine.errors import FormError
+from vhmine.rules import modes as M
 
 ARTICLES = ("a", "an", "the")
 # words that change what a question asserts: with one the template does not have, the check cannot decide
-HEDGES = frozenset("not no never none nothing nobody neither nor without except besides instead rather other "
-                   "than more less fewer most least only almost nearly about approximately around roughly "
-                   "also either or any some".split())
+HEDGES = frozenset(
+    "not no never none nothing nobody neither nor without except besides instead rather other "
+    "than more less fewer most least only almost nearly about approximately around roughly "
+    "also either or any some".split()
+)
 # what a choice template's question says of its first-named object (the rest of the text aside)
 LARGER = {"size.which_larger": (("larger", "bigger", "greater"), ("smaller", "tinier", "littler"))}
 # a relation between {a} and {b} read with the objects the other way round (position.where)
-INVERSE = {"to the left of": "to the right of", "left of": "right of", "left": "right", "above": "below",
-           "over": "under", "in front of": "behind", "on top of": "under", "on": "under"}
+INVERSE = {
+    "to the left of": "to the right of",
+    "left of": "right of",
+    "left": "right",
+    "above": "below",
+    "over": "under",
+    "in front of": "behind",
+    "on top of": "under",
+    "on": "under",
+}
 INVERSE.update({v: k for k, v in list(INVERSE.items())})
 
 
@@ -42,7 +52,7 @@ def _bare(words: Sequence[str]) -> tuple[str, ...]:
 
 def _spans(words: Sequence[str], phrase: Sequence[str]) -> list[tuple[int, int]]:
     n = len(phrase)
-    return [(i, i + n) for i in range(len(words) - n + 1) if n and tuple(words[i:i + n]) == tuple(phrase)]
+    return [(i, i + n) for i in range(len(words) - n + 1) if n and tuple(words[i : i + n]) == tuple(phrase)]
 
 
 def _literal_words(tpl: M.Template) -> set[str]:
@@ -61,7 +71,7 @@ def _relation(a: tuple[str, ...], b: tuple[str, ...]) -> str:
     return "other"
 
 
-def _pick(tpl: M.Template, slots: Mapping[str, str], words: list[str], here: Sequence[str]) -> Optional[tuple[bool, str]]:
+def _pick(tpl: M.Template, slots: Mapping[str, str], words: list[str], here: Sequence[str]) -> tuple[bool, str] | None:
     """size.which_larger: the object the question calls larger, and whether it is this image's answer."""
     if tpl.id not in LARGER:
         return None
@@ -81,8 +91,16 @@ def _pick(tpl: M.Template, slots: Mapping[str, str], words: list[str], here: Seq
     return objs[larger] == answer.pop(), slots[larger]
 
 
-def _value(mode: M.Mode, tpl: M.Template, ynq: M.Template, slots: Mapping[str, str], question: str,
-           words: list[str], here: Sequence[str], other: Sequence[str]) -> Optional[tuple[str, ...]]:
+def _value(
+    mode: M.Mode,
+    tpl: M.Template,
+    ynq: M.Template,
+    slots: Mapping[str, str],
+    question: str,
+    words: list[str],
+    here: Sequence[str],
+    other: Sequence[str],
+) -> tuple[str, ...] | None:
     """The one value the question names in the answer's slot (its words), else None."""
     slot = tpl.answer_slot
     masked = list(words)
@@ -107,8 +125,14 @@ def _value(mode: M.Mode, tpl: M.Template, ynq: M.Template, slots: Mapping[str, s
     return found.pop() if len(found) == 1 else None  # none, or two ("red or blue")
 
 
-def _read(mode: M.Mode, tpl: M.Template, slots: Optional[Mapping[str, str]], question: str,
-          here: Sequence[str], other: Sequence[str]) -> Optional[tuple[bool, str]]:
+def _read(
+    mode: M.Mode,
+    tpl: M.Template,
+    slots: Mapping[str, str] | None,
+    question: str,
+    here: Sequence[str],
+    other: Sequence[str],
+) -> tuple[bool, str] | None:
     slots = dict(slots or {})
     ynq = mode.template(tpl.ynq) if tpl.ynq else None
     if ynq is None or tpl.derive not in ("value", "pick") or not here:
@@ -136,16 +160,30 @@ def _read(mode: M.Mode, tpl: M.Template, slots: Optional[Mapping[str, str]], que
     return None if "part" in rel else (False, " ".join(value))
 
 
-def implied_truth(mode: M.Mode, tpl: M.Template, slots: Optional[Mapping[str, str]], question: str,
-                  here: Sequence[str], other: Sequence[str] = ()) -> Optional[bool]:
+def implied_truth(
+    mode: M.Mode,
+    tpl: M.Template,
+    slots: Mapping[str, str] | None,
+    question: str,
+    here: Sequence[str],
+    other: Sequence[str] = (),
+) -> bool | None:
     """The truth this image's open answers (`here`; `other`: the other image's) give the yes/no `question`
     drafted from the open template `tpl` (filled with `slots`); None when the check cannot decide."""
     got = _read(mode, tpl, slots, question, here, other)
     return None if got is None else got[0]
 
 
-def check_variant(mode: M.Mode, tpl: M.Template, slots: Optional[Mapping[str, str]], question: str,
-                  truth: Optional[bool], here: Sequence[str], other: Sequence[str], where: str) -> bool:
+def check_variant(
+    mode: M.Mode,
+    tpl: M.Template,
+    slots: Mapping[str, str] | None,
+    question: str,
+    truth: bool | None,
+    here: Sequence[str],
+    other: Sequence[str],
+    where: str,
+) -> bool:
     """FormError when the variant's truth contradicts what the open answers imply; False when the check cannot
     decide (a worker checks it), True when it agrees."""
     M.check_ynq(truth, [], where)
@@ -154,13 +192,17 @@ def check_variant(mode: M.Mode, tpl: M.Template, slots: Optional[Mapping[str, st
         return False
     implied, value = got
     if implied != truth:
-        raise FormError(f"truth:{where}",
-                        f"yes/no truth {'yes' if truth else 'no'} for {where} contradicts the open-ended answer "
-                        f"({', '.join(here)}): {value!r} is {'one' if implied else 'not one'} of them")
+        raise FormError(
+            f"truth:{where}",
+            f"yes/no truth {'yes' if truth else 'no'} for {where} contradicts the open-ended answer "
+            f"({', '.join(here)}): {value!r} is {'one' if implied else 'not one'} of them",
+        )
     return True
 
 
 def undecided_message(question: str, where: str) -> str:
-    return (f"the check cannot tell whether the yes/no question {question!r} ({where}) agrees with the open answers "
-            "(a negation, a comparison, no value it can find, or a value only part of an answer): look at the "
-            "image(s) and mark it checked, or word it as the template does")
+    return (
+        f"the check cannot tell whether the yes/no question {question!r} ({where}) agrees with the open answers "
+        "(a negation, a comparison, no value it can find, or a value only part of an answer): look at the "
+        "image(s) and mark it checked, or word it as the template does"
+    )

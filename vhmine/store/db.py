@@ -24,12 +24,18 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any
 
 from vhmine.errors import (
-    StoreConnectionError, StoreCorruptError, StoreError, StoreExtraMissingError, StoreMissingError, StoreVersionError,
+    StoreConnectionError,
+    StoreCorruptError,
+    StoreError,
+    StoreExtraMissingError,
+    StoreMissingError,
+    StoreVersionError,
 )
 
 try:
@@ -45,12 +51,39 @@ from sqlalchemy.orm import Session
 from vhmine.config import DEFAULT_DB, resolve_url  # noqa: F401  (importable from here as before)
 from vhmine.files import display_url, without_secrets  # the one masking of printed URLs
 from vhmine.store.revisions import (  # noqa: F401  (importable from here as before)
-    MIGRATIONS, _alembic_config, _current_revision, _known_revisions, _revisions, schema_head,
+    MIGRATIONS,
+    _alembic_config,
+    _current_revision,
+    _known_revisions,
+    _revisions,
+    schema_head,
 )
 from vhmine.store.tables import (  # noqa: F401  (the table classes, importable from here as before)
-    DRAFT_STATUSES, ERRATUM_STATUSES, IMAGE_SOURCES, INSTANCE_STATUSES, TASK_STATUSES, VERDICTS, Action, Base,
-    BlindAnswer, Description, Draft, Erratum, Generation, Image, Instance, NearDuplicate, Pair, Response,
-    ResponseLabel, Review, Run, Secret, Task, Worker, utcnow,
+    DRAFT_STATUSES,
+    ERRATUM_STATUSES,
+    IMAGE_SOURCES,
+    INSTANCE_STATUSES,
+    TASK_STATUSES,
+    VERDICTS,
+    Action,
+    Base,
+    BlindAnswer,
+    Description,
+    Draft,
+    Erratum,
+    Generation,
+    Image,
+    Instance,
+    NearDuplicate,
+    Pair,
+    Response,
+    ResponseLabel,
+    Review,
+    Run,
+    Secret,
+    Task,
+    Worker,
+    utcnow,
 )
 
 log = logging.getLogger(__name__)
@@ -90,12 +123,15 @@ def is_corrupt(err: BaseException) -> bool:
 
 
 def _corrupt(file) -> StoreCorruptError:
-    return StoreCorruptError(f"the store {file} is not a SQLite database vhmine can read (damaged, or another kind of "
-                             f"file): check --db / VHMINE_DB, or restore it from a copy (vhmine keeps {Path(file).name}"
-                             ".bak-<revision> beside it when it migrates)")
+    return StoreCorruptError(
+        f"the store {file} is not a SQLite database vhmine can read (damaged, or another kind of "
+        f"file): check --db / VHMINE_DB, or restore it from a copy (vhmine keeps {Path(file).name}"
+        ".bak-<revision> beside it when it migrates)"
+    )
 
 
 # --- opening a store -----------------------------------------------------------------------------
+
 
 def _sqlite_hooks(engine: Engine, read_only: bool = False) -> None:
     @event.listens_for(engine, "connect")
@@ -112,8 +148,9 @@ def _sqlite_hooks(engine: Engine, read_only: bool = False) -> None:
     def _begin(conn):  # noqa: ANN001
         # Writers take the lock up front, so two writers queue on busy_timeout instead of
         # failing when a read lock cannot be upgraded; readers use a plain BEGIN.
-        conn.exec_driver_sql("BEGIN" if read_only or conn.get_execution_options().get("vhmine_read")
-                             else "BEGIN IMMEDIATE")
+        conn.exec_driver_sql(
+            "BEGIN" if read_only or conn.get_execution_options().get("vhmine_read") else "BEGIN IMMEDIATE"
+        )
 
 
 def _read_only_uri(file: Path) -> str:
@@ -136,8 +173,9 @@ def make_engine(url: str, read_only: bool = False) -> Engine:
             import sqlite3
 
             uri = _read_only_uri(file)
-            engine = create_engine(url, creator=lambda: sqlite3.connect(uri, uri=True, timeout=30,
-                                                                        check_same_thread=False))
+            engine = create_engine(
+                url, creator=lambda: sqlite3.connect(uri, uri=True, timeout=30, check_same_thread=False)
+            )
         else:
             if u.database and u.database != ":memory:":
                 Path(u.database).parent.mkdir(parents=True, exist_ok=True)
@@ -161,7 +199,7 @@ class Store:
 
     @property
     def db_option(self) -> str:
-        """" --db STORE" for a command line that names this store, "" when it is the default one (--db left
+        """ " --db STORE" for a command line that names this store, "" when it is the default one (--db left
         out, or VHMINE_DB). A server URL is shown with its password hidden: type the password in yourself."""
         if self.url == resolve_url(None):
             return ""
@@ -195,8 +233,9 @@ class Store:
             except DBAPIError as err:
                 if is_disconnect(err):
                     raise StoreConnectionError(
-                        f"the connection to the store {self.display_url} broke while saving ({_reason(err, self.url)}): the "
-                        "change may or may not have been saved; look (reload) before doing it again") from None
+                        f"the connection to the store {self.display_url} broke while saving ({_reason(err, self.url)}):"
+                        " the change may or may not have been saved; look (reload) before doing it again"
+                    ) from None
                 raise
 
     def _begin(self, engine: Engine) -> Session:
@@ -219,15 +258,16 @@ class Store:
                     raise
                 if time.monotonic() + wait > deadline:
                     raise StoreConnectionError(
-                        f"the store {self.display_url} cannot be reached ({_reason(err, self.url)}) after {RECONNECT_S:g} s: "
-                        "nothing was read or saved; try again once the database server is back") from None
+                        f"the store {self.display_url} cannot be reached ({_reason(err, self.url)}) after"
+                        f" {RECONNECT_S:g} s: nothing was read or saved; try again once the database server is back"
+                    ) from None
                 if not said:
                     log.warning("store %s unreachable (%s): waiting for it", self.display_url, _reason(err, self.url))
                     said = True
             time.sleep(wait)
             wait = min(2 * wait, 2.0)
 
-    def revision(self) -> Optional[str]:
+    def revision(self) -> str | None:
         with self.engine.connect() as conn:
             rev = _current_revision(conn)
             conn.rollback()
@@ -236,14 +276,14 @@ class Store:
     def close(self) -> None:
         self.engine.dispose()
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
 
-def _backup_sqlite(engine: Engine, rev: str) -> Optional[Path]:
+def _backup_sqlite(engine: Engine, rev: str) -> Path | None:
     db = engine.url.database
     if not db or db == ":memory:" or not Path(db).exists():
         return None
@@ -266,7 +306,7 @@ def _backup_sqlite(engine: Engine, rev: str) -> Optional[Path]:
 CREATORS = ("seed", "generate", "manipulate", "workers add")  # the commands that put the first things into a store
 
 
-def _missing(url: str) -> Optional[str]:
+def _missing(url: str) -> str | None:
     """A SQLite file that does not exist: its path (opening it would create it); else None."""
     u = make_url(url)
     if u.get_backend_name() == "sqlite" and u.database and u.database != ":memory:" and not Path(u.database).exists():
@@ -275,18 +315,26 @@ def _missing(url: str) -> Optional[str]:
 
 
 def _no_store(where: str) -> StoreError:
-    return StoreError(f"no store at {where}: check --db / VHMINE_DB (only "
-                      + ", ".join(f"`vhmine {c}`" for c in CREATORS) + " make a new one)")
+    return StoreError(
+        f"no store at {where}: check --db / VHMINE_DB (only "
+        + ", ".join(f"`vhmine {c}`" for c in CREATORS)
+        + " make a new one)"
+    )
 
 
-def _sqlite_file(url: str) -> Optional[Path]:
+def _sqlite_file(url: str) -> Path | None:
     u = make_url(url)
-    if u.get_backend_name() == "sqlite" and u.database and u.database != ":memory:" and not u.database.startswith("file:"):
+    if (
+        u.get_backend_name() == "sqlite"
+        and u.database
+        and u.database != ":memory:"
+        and not u.database.startswith("file:")
+    ):
         return Path(u.database)
     return None
 
 
-def _unwritable_folder(file: Path) -> Optional[Path]:
+def _unwritable_folder(file: Path) -> Path | None:
     """The folder that keeps SQLite from writing `file` (or its -wal and -shm files beside it), if one does."""
     folder = file.parent
     while not folder.exists() and folder != folder.parent:
@@ -301,17 +349,26 @@ def _cannot_open(url: str, err: Exception) -> StoreError:
     if file is not None:  # a file, not a server: say what about the file or its folder is wrong
         folder = _unwritable_folder(file)
         if folder is not None:
-            what = f"the file {file} is read-only" if file.exists() and os.access(folder, os.W_OK) else \
-                f"the folder {folder} is not writable"
-            return StoreError(f"cannot open store {file}: {what}, and SQLite writes the store and its -wal and "
-                              f"-shm files beside it; make it writable (chmod u+w), or pass --db with a file in a "
-                              "folder you can write to")
+            what = (
+                f"the file {file} is read-only"
+                if file.exists() and os.access(folder, os.W_OK)
+                else f"the folder {folder} is not writable"
+            )
+            return StoreError(
+                f"cannot open store {file}: {what}, and SQLite writes the store and its -wal and "
+                "-shm files beside it; make it writable (chmod u+w), or pass --db with a file in a "
+                "folder you can write to"
+            )
         if is_corrupt(err):
             return _corrupt(file)
-        return StoreError(f"cannot open store {file}: {_words(err, url)}; check --db / VHMINE_DB "
-                          "(a SQLite file vhmine wrote, or a new file)")
-    return StoreError(f"cannot open store {display_url(url)}: {_words(err, url)}; "
-                      "check --db / VHMINE_DB and that the database server is running")
+        return StoreError(
+            f"cannot open store {file}: {_words(err, url)}; check --db / VHMINE_DB "
+            "(a SQLite file vhmine wrote, or a new file)"
+        )
+    return StoreError(
+        f"cannot open store {display_url(url)}: {_words(err, url)}; "
+        "check --db / VHMINE_DB and that the database server is running"
+    )
 
 
 def _words(err: Exception, url: str) -> str:
@@ -320,8 +377,9 @@ def _words(err: Exception, url: str) -> str:
     return without_secrets(" ".join(str(getattr(err, "orig", None) or err).split())[:200], url)
 
 
-def open_store(db: str | os.PathLike | None = None, *, target: str = "head", create: bool = True,
-               migrate: bool = True) -> Store:
+def open_store(
+    db: str | os.PathLike | None = None, *, target: str = "head", create: bool = True, migrate: bool = True
+) -> Store:
     """Open (creating or upgrading as needed) the store at `db`; see `resolve_url`.
 
     `target` is the schema revision to migrate to; anything but "head" is for tests that build an
@@ -367,8 +425,10 @@ def open_store(db: str | os.PathLike | None = None, *, target: str = "head", cre
         )
     if current is None and not tables and not migrate:  # an empty file or database: nothing to read yet
         engine.dispose()
-        raise StoreMissingError(f"the store {file or display_url(url)} is empty: `vhmine seed --pairs "
-                                "runs/<run>/pairs.parquet` creates its tables")
+        raise StoreMissingError(
+            f"the store {file or display_url(url)} is empty: `vhmine seed --pairs "
+            "runs/<run>/pairs.parquet` creates its tables"
+        )
     if current is None and not tables and not create:
         engine.dispose()
         raise _no_store(make_url(url).database if engine.dialect.name == "sqlite" else display_url(url))
@@ -380,9 +440,11 @@ def open_store(db: str | os.PathLike | None = None, *, target: str = "head", cre
         )
     if current != head and not migrate:
         engine.dispose()
-        raise StoreVersionError(f"store {display_url(url)} has schema revision {current or '(none)'}, this vhmine's is "
-                                f"{head}: the next command that writes to it (seed, curate, ...) migrates it, keeping "
-                                "a copy of a SQLite file")
+        raise StoreVersionError(
+            f"store {display_url(url)} has schema revision {current or '(none)'}, this vhmine's is "
+            f"{head}: the next command that writes to it (seed, curate, ...) migrates it, keeping "
+            "a copy of a SQLite file"
+        )
     if current != head:
         if current is not None and engine.dialect.name == "sqlite":
             backup = _backup_sqlite(engine, current)

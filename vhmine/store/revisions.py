@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Optional
 
 from sqlalchemy import inspect, text
 
@@ -23,8 +22,9 @@ def _alembic_config():
     try:
         from alembic.config import Config
     except ModuleNotFoundError as err:
-        raise StoreExtraMissingError(f"the curation store needs {err.name} to create or migrate a store: "
-                         "pip install 'vhmine[app]'") from None
+        raise StoreExtraMissingError(
+            f"the curation store needs {err.name} to create or migrate a store: pip install 'vhmine[app]'"
+        ) from None
 
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
@@ -34,7 +34,7 @@ def _alembic_config():
 _REVISION = re.compile(r"^(down_)?revision\s*=\s*(?:None|[\"']([^\"']+)[\"'])", re.M)
 
 
-def _revisions() -> dict[str, Optional[str]]:
+def _revisions() -> dict[str, str | None]:
     """revision -> the one before it, read from the migration files' `revision =` and `down_revision =`
     lines (what Alembic reads too, without importing Alembic: `vhmine status` stays quick and works without it)."""
     out = {}
@@ -50,8 +50,10 @@ def schema_head() -> str:
     revs = _revisions()
     heads = set(revs) - set(revs.values())
     if len(heads) != 1:
-        raise StoreError(f"the store's migrations have {len(heads)} heads ({', '.join(sorted(heads))}); "
-                         "this vhmine is broken: reinstall it")
+        raise StoreError(
+            f"the store's migrations have {len(heads)} heads ({', '.join(sorted(heads))}); "
+            "this vhmine is broken: reinstall it"
+        )
     return heads.pop()
 
 
@@ -59,7 +61,7 @@ def _known_revisions() -> set[str]:
     return set(_revisions())
 
 
-def _current_revision(conn) -> Optional[str]:  # noqa: ANN001
+def _current_revision(conn) -> str | None:  # noqa: ANN001
     """The store's schema revision, from Alembic's own table (None: no vhmine schema)."""
     if not inspect(conn).has_table("alembic_version"):
         return None

@@ -12,7 +12,6 @@ nothing depends on row order.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Optional
 
 from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -39,9 +38,9 @@ class Image(Base):
     sha256: Mapped[str] = mapped_column(String(64), unique=True)
     path: Mapped[str] = mapped_column(Text)
     source: Mapped[str] = mapped_column(String(16))
-    categories: Mapped[Optional[list]] = mapped_column(JSON)
-    width: Mapped[Optional[int]] = mapped_column(Integer)
-    height: Mapped[Optional[int]] = mapped_column(Integer)
+    categories: Mapped[list | None] = mapped_column(JSON)
+    width: Mapped[int | None] = mapped_column(Integer)
+    height: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[dt.datetime]
 
 
@@ -49,7 +48,7 @@ class Run(Base):
     __tablename__ = "runs"
     name: Mapped[str] = mapped_column(String(200), primary_key=True)
     pairs_path: Mapped[str] = mapped_column(Text)
-    meta: Mapped[Optional[dict]] = mapped_column(JSON)
+    meta: Mapped[dict | None] = mapped_column(JSON)
     seeded_at: Mapped[dt.datetime]
 
 
@@ -58,11 +57,11 @@ class Pair(Base):
     id: Mapped[str] = mapped_column(String(40), primary_key=True)  # "<smaller id>-<larger id>"
     image_a: Mapped[str] = mapped_column(ForeignKey("images.id"))
     image_b: Mapped[str] = mapped_column(ForeignKey("images.id"))
-    rank: Mapped[Optional[int]] = mapped_column(Integer)
-    clip_sim: Mapped[Optional[float]] = mapped_column(Float)
-    dino_sim: Mapped[Optional[float]] = mapped_column(Float)
-    gap: Mapped[Optional[float]] = mapped_column(Float)
-    run: Mapped[Optional[str]] = mapped_column(ForeignKey("runs.name"))
+    rank: Mapped[int | None] = mapped_column(Integer)
+    clip_sim: Mapped[float | None] = mapped_column(Float)
+    dino_sim: Mapped[float | None] = mapped_column(Float)
+    gap: Mapped[float | None] = mapped_column(Float)
+    run: Mapped[str | None] = mapped_column(ForeignKey("runs.name"))
     created_at: Mapped[dt.datetime]
 
 
@@ -77,7 +76,7 @@ class Worker(Base):
     # session holds the value it signed in with and stops working once they differ
     token_generation: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     # schema revision 0009: the mode the worker last chose in the app (None: the first mode)
-    mode: Mapped[Optional[str]] = mapped_column(String(16))
+    mode: Mapped[str | None] = mapped_column(String(16))
 
 
 class Task(Base):
@@ -87,16 +86,16 @@ class Task(Base):
     __table_args__ = (Index("ix_tasks_queue", "mode", "status", "priority"),)
     id: Mapped[str] = mapped_column(String(80), primary_key=True)  # "<mode>:<pair id or image id>"
     mode: Mapped[str] = mapped_column(String(16))
-    pair_id: Mapped[Optional[str]] = mapped_column(ForeignKey("pairs.id"))
-    image_id: Mapped[Optional[str]] = mapped_column(ForeignKey("images.id"))
+    pair_id: Mapped[str | None] = mapped_column(ForeignKey("pairs.id"))
+    image_id: Mapped[str | None] = mapped_column(ForeignKey("images.id"))
     priority: Mapped[float] = mapped_column(Float)  # lower is handed out first (the pair's rank)
     status: Mapped[str] = mapped_column(String(16))
-    discard_reason: Mapped[Optional[str]] = mapped_column(Text)
-    lease_worker: Mapped[Optional[str]] = mapped_column(ForeignKey("workers.name"))
-    lease_until: Mapped[Optional[dt.datetime]]
+    discard_reason: Mapped[str | None] = mapped_column(Text)
+    lease_worker: Mapped[str | None] = mapped_column(ForeignKey("workers.name"))
+    lease_until: Mapped[dt.datetime | None]
     version: Mapped[int] = mapped_column(Integer)  # bumped by every change: compare-and-set
-    done_by: Mapped[Optional[str]] = mapped_column(ForeignKey("workers.name"))
-    done_at: Mapped[Optional[dt.datetime]]
+    done_by: Mapped[str | None] = mapped_column(ForeignKey("workers.name"))
+    done_at: Mapped[dt.datetime | None]
     created_at: Mapped[dt.datetime]
 
 
@@ -108,10 +107,10 @@ class Action(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     worker: Mapped[str] = mapped_column(ForeignKey("workers.name"))
     kind: Mapped[str] = mapped_column(String(16))  # annotate, discard, skip, confirm, review, label
-    task_id: Mapped[Optional[str]] = mapped_column(ForeignKey("tasks.id"))
-    payload: Mapped[Optional[dict]] = mapped_column(JSON)
+    task_id: Mapped[str | None] = mapped_column(ForeignKey("tasks.id"))
+    payload: Mapped[dict | None] = mapped_column(JSON)
     created_at: Mapped[dt.datetime]
-    undone_at: Mapped[Optional[dt.datetime]]
+    undone_at: Mapped[dt.datetime | None]
 
 
 class Instance(Base):
@@ -119,29 +118,31 @@ class Instance(Base):
     __table_args__ = (Index("ix_instances_mode", "mode", "kind", "status"),)
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     task_id: Mapped[str] = mapped_column(ForeignKey("tasks.id"))
-    action_id: Mapped[Optional[int]] = mapped_column(ForeignKey("actions.id"))
+    action_id: Mapped[int | None] = mapped_column(ForeignKey("actions.id"))
     mode: Mapped[str] = mapped_column(String(16))
     kind: Mapped[str] = mapped_column(String(3))  # OEQ or YNQ
     image_id: Mapped[str] = mapped_column(ForeignKey("images.id"))  # the image the question is about
-    pair_id: Mapped[Optional[str]] = mapped_column(ForeignKey("pairs.id"))
+    pair_id: Mapped[str | None] = mapped_column(ForeignKey("pairs.id"))
     template_id: Mapped[str] = mapped_column(String(64))
     slots: Mapped[dict] = mapped_column(JSON)
     question: Mapped[str] = mapped_column(Text)
     answers: Mapped[list] = mapped_column(JSON)  # acceptable reference answers, best first
-    truth: Mapped[Optional[bool]] = mapped_column(Boolean)  # YNQ only
-    derived_from: Mapped[Optional[str]] = mapped_column(ForeignKey("instances.id"))
-    draft_value: Mapped[Optional[str]] = mapped_column(Text)  # the OEQ answer value a drafted YNQ tests
+    truth: Mapped[bool | None] = mapped_column(Boolean)  # YNQ only
+    derived_from: Mapped[str | None] = mapped_column(ForeignKey("instances.id"))
+    draft_value: Mapped[str | None] = mapped_column(Text)  # the OEQ answer value a drafted YNQ tests
     status: Mapped[str] = mapped_column(String(16))
-    discard_reason: Mapped[Optional[str]] = mapped_column(Text)
+    discard_reason: Mapped[str | None] = mapped_column(Text)
     created_by: Mapped[str] = mapped_column(ForeignKey("workers.name"))
     created_at: Mapped[dt.datetime]
-    updated_by: Mapped[Optional[str]] = mapped_column(ForeignKey("workers.name"))
-    updated_at: Mapped[Optional[dt.datetime]]
+    updated_by: Mapped[str | None] = mapped_column(ForeignKey("workers.name"))
+    updated_at: Mapped[dt.datetime | None]
     # revision 0011 (curate.derived): a drafted YNQ that derivation set aside, from this status (it comes back to it)
-    retired_from: Mapped[Optional[str]] = mapped_column(String(16))
+    retired_from: Mapped[str | None] = mapped_column(String(16))
     # None is SQL NULL (not JSON null): "IS NULL" finds the rows without a fact, the queue's rows are "IS NOT NULL"
-    truth_fact: Mapped[Optional[dict]] = mapped_column(JSON(none_as_null=True))  # a person's truth: {"truth", "by", "source"}
-    contradiction: Mapped[Optional[dict]] = mapped_column(JSON(none_as_null=True))  # the person-queue
+    truth_fact: Mapped[dict | None] = mapped_column(
+        JSON(none_as_null=True)
+    )  # a person's truth: {"truth", "by", "source"}
+    contradiction: Mapped[dict | None] = mapped_column(JSON(none_as_null=True))  # the person-queue
 
 
 class Review(Base):
@@ -152,11 +153,12 @@ class Review(Base):
     worker: Mapped[str] = mapped_column(ForeignKey("workers.name"), primary_key=True)
     answer: Mapped[str] = mapped_column(Text)
     label: Mapped[str] = mapped_column(Text)
-    action_id: Mapped[Optional[int]] = mapped_column(ForeignKey("actions.id"))
+    action_id: Mapped[int | None] = mapped_column(ForeignKey("actions.id"))
     created_at: Mapped[dt.datetime]
 
 
 # --- schema revision 0002: room for the probe, describe and generate stages ---------------------
+
 
 class Response(Base):
     """A model's answer to an instance, with the judge's verdict when one was run."""
@@ -167,12 +169,12 @@ class Response(Base):
     model: Mapped[str] = mapped_column(String(200))
     prompt: Mapped[str] = mapped_column(Text)
     answer: Mapped[str] = mapped_column(Text)
-    verdict: Mapped[Optional[str]] = mapped_column(String(16))
-    judge: Mapped[Optional[str]] = mapped_column(String(200))
+    verdict: Mapped[str | None] = mapped_column(String(16))
+    judge: Mapped[str | None] = mapped_column(String(200))
     created_at: Mapped[dt.datetime]
     # revision 0004: the endpoint that answered, without credentials (llm.safe_endpoint);
     # None for responses stored before it was recorded
-    endpoint: Mapped[Optional[str]] = mapped_column(String(500))
+    endpoint: Mapped[str | None] = mapped_column(String(500))
 
 
 class ResponseLabel(Base):
@@ -182,7 +184,7 @@ class ResponseLabel(Base):
     response_id: Mapped[str] = mapped_column(ForeignKey("responses.id"), primary_key=True)
     worker: Mapped[str] = mapped_column(ForeignKey("workers.name"), primary_key=True)
     verdict: Mapped[str] = mapped_column(String(16))
-    action_id: Mapped[Optional[int]] = mapped_column(ForeignKey("actions.id"))
+    action_id: Mapped[int | None] = mapped_column(ForeignKey("actions.id"))
     created_at: Mapped[dt.datetime]
 
 
@@ -192,9 +194,9 @@ class Description(Base):
     mode: Mapped[str] = mapped_column(String(16), index=True)
     kind: Mapped[str] = mapped_column(String(16))  # "example" (from one success) or "merged"
     text: Mapped[str] = mapped_column(Text)
-    model: Mapped[Optional[str]] = mapped_column(String(200))
+    model: Mapped[str | None] = mapped_column(String(200))
     hypothetical: Mapped[bool] = mapped_column(Boolean)
-    sources: Mapped[Optional[list]] = mapped_column(JSON)  # instance or description ids it came from
+    sources: Mapped[list | None] = mapped_column(JSON)  # instance or description ids it came from
     created_at: Mapped[dt.datetime]
 
 
@@ -204,15 +206,16 @@ class Generation(Base):
     image_id: Mapped[str] = mapped_column(ForeignKey("images.id"), unique=True)
     mode: Mapped[str] = mapped_column(String(16))
     prompt: Mapped[str] = mapped_column(Text)
-    description_id: Mapped[Optional[str]] = mapped_column(ForeignKey("descriptions.id"))
+    description_id: Mapped[str | None] = mapped_column(ForeignKey("descriptions.id"))
     backend: Mapped[str] = mapped_column(String(64))
     model: Mapped[str] = mapped_column(String(200))
-    seed: Mapped[Optional[int]] = mapped_column(Integer)
-    params: Mapped[Optional[dict]] = mapped_column(JSON)
+    seed: Mapped[int | None] = mapped_column(Integer)
+    params: Mapped[dict | None] = mapped_column(JSON)
     created_at: Mapped[dt.datetime]
 
 
 # --- schema revision 0003: the store's own secrets ---------------------------------------------
+
 
 class Secret(Base):
     """A random key made once per store; "pseudonyms" keys the worker pseudonyms of exports (never exported)."""
@@ -223,7 +226,8 @@ class Secret(Base):
     created_at: Mapped[dt.datetime]
 
 
-# --- schema revision 0006: blind solvers (vhmine blind, vhmine/curate/blind.py) ----------------
+# --- schema revision 0006: blind solvers (vhmine blind, vhmine/curate/work/blind.py) ----------------
+
 
 class BlindAnswer(Base):
     """A text-only model's answer to an instance asked WITHOUT its image, and whether it was right.
@@ -241,18 +245,18 @@ class BlindAnswer(Base):
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     instance_id: Mapped[str] = mapped_column(ForeignKey("instances.id"), index=True)
     model: Mapped[str] = mapped_column(String(200))
-    endpoint: Mapped[Optional[str]] = mapped_column(String(500))  # llm.safe_endpoint: no credentials
+    endpoint: Mapped[str | None] = mapped_column(String(500))  # llm.safe_endpoint: no credentials
     prompt: Mapped[str] = mapped_column(String(200))  # the prompt's id, blind@vN#sha8
     answer: Mapped[str] = mapped_column(Text)
-    correct: Mapped[Optional[bool]] = mapped_column(Boolean)  # None: to be scored again (revision 0009)
+    correct: Mapped[bool | None] = mapped_column(Boolean)  # None: to be scored again (revision 0009)
     scorer: Mapped[str] = mapped_column(String(300))  # rule:<rule>, match, or llm:<judge> judge_oeq@vN#sha8
     group_key: Mapped[str] = mapped_column(String(120))
-    flag_id: Mapped[Optional[str]] = mapped_column(String(32), index=True)
-    overruled_by: Mapped[Optional[str]] = mapped_column(ForeignKey("workers.name"))
-    overruled_at: Mapped[Optional[dt.datetime]]
-    overrule_reason: Mapped[Optional[str]] = mapped_column(Text)
+    flag_id: Mapped[str | None] = mapped_column(String(32), index=True)
+    overruled_by: Mapped[str | None] = mapped_column(ForeignKey("workers.name"))
+    overruled_at: Mapped[dt.datetime | None]
+    overrule_reason: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[dt.datetime]
-    reference: Mapped[Optional[dict]] = mapped_column(JSON)  # revision 0009: {"answers", "truth"} it was scored against
+    reference: Mapped[dict | None] = mapped_column(JSON)  # revision 0009: {"answers", "truth"} it was scored against
 
 
 # --- schema revision 0007: drafts that workers verify (vhmine draft), errata of released items ----
@@ -274,19 +278,19 @@ class Draft(Base):
     task_id: Mapped[str] = mapped_column(ForeignKey("tasks.id"), index=True)
     mode: Mapped[str] = mapped_column(String(16))
     model: Mapped[str] = mapped_column(String(200))
-    endpoint: Mapped[Optional[str]] = mapped_column(String(500))
+    endpoint: Mapped[str | None] = mapped_column(String(500))
     prompt: Mapped[str] = mapped_column(String(200))
     raw: Mapped[str] = mapped_column(Text)  # the model's answer as sent back
-    template_id: Mapped[Optional[str]] = mapped_column(String(64))
-    slots: Mapped[Optional[dict]] = mapped_column(JSON)
-    question: Mapped[Optional[str]] = mapped_column(Text)
-    answers: Mapped[Optional[dict]] = mapped_column(JSON)
-    yes_no: Mapped[Optional[list]] = mapped_column(JSON)
+    template_id: Mapped[str | None] = mapped_column(String(64))
+    slots: Mapped[dict | None] = mapped_column(JSON)
+    question: Mapped[str | None] = mapped_column(Text)
+    answers: Mapped[dict | None] = mapped_column(JSON)
+    yes_no: Mapped[list | None] = mapped_column(JSON)
     status: Mapped[str] = mapped_column(String(16))
-    reason: Mapped[Optional[str]] = mapped_column(Text)
-    decided_by: Mapped[Optional[str]] = mapped_column(ForeignKey("workers.name"))
-    decided_at: Mapped[Optional[dt.datetime]]
-    action_id: Mapped[Optional[int]] = mapped_column(ForeignKey("actions.id"))
+    reason: Mapped[str | None] = mapped_column(Text)
+    decided_by: Mapped[str | None] = mapped_column(ForeignKey("workers.name"))
+    decided_at: Mapped[dt.datetime | None]
+    action_id: Mapped[int | None] = mapped_column(ForeignKey("actions.id"))
     created_at: Mapped[dt.datetime]
 
 
@@ -301,17 +305,18 @@ class Erratum(Base):
     instance_id: Mapped[str] = mapped_column(ForeignKey("instances.id"), index=True)
     flagged_by: Mapped[str] = mapped_column(ForeignKey("workers.name"))
     reason: Mapped[str] = mapped_column(Text)
-    proposed: Mapped[Optional[str]] = mapped_column(Text)  # the answer the flagger thinks is right, if given
+    proposed: Mapped[str | None] = mapped_column(Text)  # the answer the flagger thinks is right, if given
     status: Mapped[str] = mapped_column(String(16))
-    decided_by: Mapped[Optional[str]] = mapped_column(ForeignKey("workers.name"))
-    decided_at: Mapped[Optional[dt.datetime]]
-    decision_reason: Mapped[Optional[str]] = mapped_column(Text)
-    changes: Mapped[Optional[dict]] = mapped_column(JSON)
-    action_id: Mapped[Optional[int]] = mapped_column(ForeignKey("actions.id"))
+    decided_by: Mapped[str | None] = mapped_column(ForeignKey("workers.name"))
+    decided_at: Mapped[dt.datetime | None]
+    decision_reason: Mapped[str | None] = mapped_column(Text)
+    changes: Mapped[dict | None] = mapped_column(JSON)
+    action_id: Mapped[int | None] = mapped_column(ForeignKey("actions.id"))
     created_at: Mapped[dt.datetime]
 
 
-# --- schema revision 0008: near duplicates found by export (vhmine.export.neardup, vhmine/curate/neardups.py) ----
+# --- schema revision 0008: near duplicates found by export (vhmine.export.neardup, vhmine/curate/work/neardups.py) ----
+
 
 class NearDuplicate(Base):
     """A pair of images an export's near-duplicate check found (`scope`: within / reference / generated).
@@ -324,18 +329,18 @@ class NearDuplicate(Base):
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     scope: Mapped[str] = mapped_column(String(16))  # within, reference or generated
     a_image: Mapped[str] = mapped_column(String(64))
-    a_sha256: Mapped[Optional[str]] = mapped_column(String(64))
-    b_index: Mapped[Optional[str]] = mapped_column(String(200))
+    a_sha256: Mapped[str | None] = mapped_column(String(64))
+    b_index: Mapped[str | None] = mapped_column(String(200))
     b_image: Mapped[str] = mapped_column(String(200))
-    b_sha256: Mapped[Optional[str]] = mapped_column(String(64))
-    b_path: Mapped[Optional[str]] = mapped_column(Text)  # the index image's file on this machine, for the app
+    b_sha256: Mapped[str | None] = mapped_column(String(64))
+    b_path: Mapped[str | None] = mapped_column(Text)  # the index image's file on this machine, for the app
     clip: Mapped[float] = mapped_column(Float)
     dino: Mapped[float] = mapped_column(Float)
     exact: Mapped[bool] = mapped_column(Boolean)
     encoders: Mapped[dict] = mapped_column(JSON)  # {"clip": {"spec", "model", "dim"}, "dino": {...}}
     thresholds: Mapped[dict] = mapped_column(JSON)
-    overruled_by: Mapped[Optional[str]] = mapped_column(ForeignKey("workers.name"))
-    overruled_at: Mapped[Optional[dt.datetime]]
-    overrule_reason: Mapped[Optional[str]] = mapped_column(Text)
+    overruled_by: Mapped[str | None] = mapped_column(ForeignKey("workers.name"))
+    overruled_at: Mapped[dt.datetime | None]
+    overrule_reason: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[dt.datetime]
     seen_at: Mapped[dt.datetime]

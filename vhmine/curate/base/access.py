@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sqlalchemy.orm import Session  # noqa: E402
+
 from vhmine.errors import AuthError
 from vhmine.store import Worker  # first: it says which extra to install when SQLAlchemy is missing
-
-from sqlalchemy.orm import Session  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,10 @@ def checked_worker(s: Session, who: str | WorkerInfo, *, admin: bool = False) ->
     if w is None or not w.active:
         raise AuthError(f"worker {name!r} is unknown or inactive: sign in again")
     if isinstance(who, WorkerInfo) and who.generation != w.token_generation:
-        raise AuthError(f"the sign-in of {name!r} is no longer valid (the token was replaced or the worker "
-                        "deactivated): nothing saved; sign in again with the current token")
+        raise AuthError(
+            f"the sign-in of {name!r} is no longer valid (the token was replaced or the worker "
+            "deactivated): nothing saved; sign in again with the current token"
+        )
     if admin and not w.is_admin:
         raise AuthError(f"worker {name!r} is not an admin: ask an admin (`vhmine workers add NAME --admin`)")
     return w

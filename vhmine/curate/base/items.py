@@ -9,12 +9,15 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
-    Generation, Image, Pair, Task,
-)
-
 from sqlalchemy import select  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
+
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+    Generation,
+    Image,
+    Pair,
+    Task,
+)
 
 
 @dataclass(frozen=True)
@@ -52,5 +55,10 @@ def task_item(s: Session, t: Task) -> Item:
         scores = {"rank": p.rank, "clip_sim": p.clip_sim, "dino_sim": p.dino_sim, "gap": p.gap}
         return Item(t.id, t.mode, views, t.lease_until, pair_id=p.id, scores=scores)
     gen = s.scalar(select(Generation).where(Generation.image_id == t.image_id))
-    return Item(t.id, t.mode, (image_view(s.get(Image, t.image_id), "image"),), t.lease_until,
-                prompt=gen.prompt if gen else None)
+    return Item(
+        t.id,
+        t.mode,
+        (image_view(s.get(Image, t.image_id), "image"),),
+        t.lease_until,
+        prompt=gen.prompt if gen else None,
+    )

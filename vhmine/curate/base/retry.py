@@ -11,10 +11,10 @@ import functools
 import random
 import time
 
+from sqlalchemy.exc import DBAPIError  # noqa: E402
+
 from vhmine.errors import LeaseError, StoreConnectionError
 from vhmine.store.db import is_disconnect  # first: it says which extra to install when SQLAlchemy is missing
-
-from sqlalchemy.exc import DBAPIError  # noqa: E402
 
 TRIES = 4  # attempts of a transition that PostgreSQL aborted to break a deadlock, or whose connection broke
 _ABORTED = {"40P01": "a deadlock", "40001": "a serialization conflict"}  # PostgreSQL SQLSTATEs worth a retry
@@ -27,6 +27,7 @@ def retried(fn):
     waits for the server (Store.session). A connection that broke during the commit itself is not retried
     (StoreConnectionError: it may have been saved), so nothing is applied twice. After TRIES attempts, an
     error that says so, never the driver's exception."""
+
     @functools.wraps(fn)
     def run(*args, **kwargs):
         for attempt in range(TRIES):
@@ -41,11 +42,15 @@ def retried(fn):
                 if why is None:
                     raise
             if attempt + 1 < TRIES:
-                time.sleep(random.uniform(0, 0.02 * 2 ** attempt))  # let the other side finish first
+                time.sleep(random.uniform(0, 0.02 * 2**attempt))  # let the other side finish first
         what = fn.__name__.replace("_", " ")
         if why == "a lost connection":
-            raise StoreConnectionError(f"{what}: the connection to the store broke {TRIES} times before saving: "
-                                       "nothing saved; try again")
-        raise LeaseError(f"the store is busy: {what} was aborted {TRIES} times by the database to resolve {why} "
-                         "with other workers: nothing saved; try again")
+            raise StoreConnectionError(
+                f"{what}: the connection to the store broke {TRIES} times before saving: nothing saved; try again"
+            )
+        raise LeaseError(
+            f"the store is busy: {what} was aborted {TRIES} times by the database to resolve {why} "
+            "with other workers: nothing saved; try again"
+        )
+
     return run

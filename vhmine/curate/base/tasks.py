@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import datetime as dt
 
-from vhmine.errors import InputError, LeaseError
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
-    Action, Response, Review, Task, utcnow,
-)
-
 from sqlalchemy import func, select, update  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
+
+from vhmine.errors import InputError, LeaseError
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+    Action,
+    Response,
+    Review,
+    Task,
+    utcnow,
+)
 
 
 def log_action(s: Session, worker: str, kind: str, task_id: str | None, payload: dict) -> Action:
@@ -31,11 +35,15 @@ def check_lease(s: Session, task_id: str, worker: str, now: dt.datetime) -> Task
     if t is None:
         raise InputError(f"no task {task_id!r} in the store")
     if t.status != "open":
-        raise LeaseError(f"item {task_id} was already {'annotated' if t.status == 'done' else t.status} by "
-                         f"{t.done_by} at {t.done_at:%Y-%m-%d %H:%M} UTC: nothing saved; take the next item")
+        raise LeaseError(
+            f"item {task_id} was already {'annotated' if t.status == 'done' else t.status} by "
+            f"{t.done_by} at {t.done_at:%Y-%m-%d %H:%M} UTC: nothing saved; take the next item"
+        )
     if t.lease_worker not in (None, worker) and t.lease_until > now:
-        raise LeaseError(f"item {task_id} is leased to {t.lease_worker} until {t.lease_until:%H:%M:%S} UTC: "
-                         "nothing saved; take the next item")
+        raise LeaseError(
+            f"item {task_id} is leased to {t.lease_worker} until {t.lease_until:%H:%M:%S} UTC: "
+            "nothing saved; take the next item"
+        )
     return t
 
 
@@ -44,17 +52,28 @@ def compare_and_set(s: Session, t: Task, *, expect_status: str | None = None, **
     `expect_status` when given), bumping the version; False when someone else won and nothing was
     written. On PostgreSQL a concurrent UPDATE waits for ours, then no longer matches."""
     cond = [Task.id == t.id, Task.version == t.version] + ([Task.status == expect_status] if expect_status else [])
-    res = s.execute(update(Task).where(*cond).values(**values, version=t.version + 1)
-                    .execution_options(synchronize_session=False))
+    res = s.execute(
+        update(Task).where(*cond).values(**values, version=t.version + 1).execution_options(synchronize_session=False)
+    )
     return res.rowcount == 1
 
 
 def close_task(s: Session, t: Task, worker: str, now: dt.datetime, status: str, reason: str | None = None) -> None:
-    if not compare_and_set(s, t, expect_status="open", status=status, discard_reason=reason, done_by=worker,
-                           done_at=now, lease_worker=None, lease_until=None):
+    if not compare_and_set(
+        s,
+        t,
+        expect_status="open",
+        status=status,
+        discard_reason=reason,
+        done_by=worker,
+        done_at=now,
+        lease_worker=None,
+        lease_until=None,
+    ):
         # someone saved or took it between our read and our write
-        raise LeaseError(f"item {t.id} was changed by another worker while you worked on it: nothing saved; "
-                         "take the next item")
+        raise LeaseError(
+            f"item {t.id} was changed by another worker while you worked on it: nothing saved; take the next item"
+        )
 
 
 def built_on(s: Session, ids: list[str]) -> str:

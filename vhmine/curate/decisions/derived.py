@@ -28,21 +28,29 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import Optional
-
-from vhmine.rules import modes as M
-from vhmine.errors import InputError, LeaseError
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
-    Action, BlindAnswer, Instance, Response, ResponseLabel, Review,
-)
 
 from sqlalchemy import select  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
 from vhmine.curate.decisions.redraft import _redraft, _show, _template
+from vhmine.errors import InputError, LeaseError
+from vhmine.rules import modes as M
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+    Action,
+    BlindAnswer,
+    Instance,
+    Response,
+    ResponseLabel,
+    Review,
+)
 
-TABLES = {"instances": Instance, "responses": Response, "response_labels": ResponseLabel,
-          "blind_answers": BlindAnswer, "reviews": Review}
+TABLES = {
+    "instances": Instance,
+    "responses": Response,
+    "response_labels": ResponseLabel,
+    "blind_answers": BlindAnswer,
+    "reviews": Review,
+}
 HUMAN = ("instances", "response_labels")  # workers' work: undo refuses where it changed since
 DERIVED = {"instances", "groups"}  # entries naming instances (the changelog shows them beside the items)
 
@@ -93,21 +101,38 @@ def describe(changes: dict) -> str:
     """An erratum's changes in words: "answers blue → red", "truth yes → no", "removed"."""
     if "status" in changes:
         return "removed"
-    return "; ".join(f"{f} {_show(a)} → {_show(b)}" for f, (a, b) in changes.items() if f != "answers" or "truth" not in changes)
+    return "; ".join(
+        f"{f} {_show(a)} → {_show(b)}" for f, (a, b) in changes.items() if f != "answers" or "truth" not in changes
+    )
 
 
 # --- pair groups ------------------------------------------------------------------------------------
 
-def _groups(s: Session, inst: Instance) -> dict[str, Optional[str]]:
+
+def _groups(s: Session, inst: Instance) -> dict[str, str | None]:
     """instance id -> its pair group (as an export of every ready instance of the pair and mode builds them)."""
     from vhmine.bench import BenchItem, Benchmark, assign_groups, question_key
 
     if not inst.pair_id:
         return {}
-    rows = s.scalars(select(Instance).where(Instance.pair_id == inst.pair_id, Instance.mode == inst.mode,
-                                            Instance.status == "ready")).all()
-    items = [BenchItem(r.id, r.mode, r.kind, r.question, tuple(r.answers), r.truth, None, r.image_id,
-                       f"{r.pair_id}:{r.kind}:{question_key(r.question)}", {"pair_id": r.pair_id}) for r in rows]
+    rows = s.scalars(
+        select(Instance).where(Instance.pair_id == inst.pair_id, Instance.mode == inst.mode, Instance.status == "ready")
+    ).all()
+    items = [
+        BenchItem(
+            r.id,
+            r.mode,
+            r.kind,
+            r.question,
+            tuple(r.answers),
+            r.truth,
+            None,
+            r.image_id,
+            f"{r.pair_id}:{r.kind}:{question_key(r.question)}",
+            {"pair_id": r.pair_id},
+        )
+        for r in rows
+    ]
     return {it.id: it.group_id for it in assign_groups(Benchmark("pair", items))}
 
 
@@ -122,6 +147,7 @@ def rederive(s: Session, inst: Instance, *, cause: str, by: str, now: dt.datetim
 
 # --- what scored the old reference, scored again -------------------------------------------------------------
 
+
 def _rescore(s: Session, inst: Instance, log: _Log, cause: str, what: str) -> None:
     from vhmine.curate.work.blind import reference_of, score_stored
     from vhmine.curate.work.review import UNANSWERABLE, review_label
@@ -135,24 +161,46 @@ def _rescore(s: Session, inst: Instance, log: _Log, cause: str, what: str) -> No
         except InputError:
             rule = None
         if rule:
-            log.track("responses", r, f"{cause}: verdict read again by {judge} against the new truth ({what})", "verdict")
+            log.track(
+                "responses", r, f"{cause}: verdict read again by {judge} against the new truth ({what})", "verdict"
+            )
             r.verdict = yes_no_verdict(r.answer, inst.truth, rule)
         elif r.verdict is not None or judge:
-            log.track("responses", r, f"{cause}: the judge saw the old reference ({what}); cleared for "
-                                      "`vhmine probe --judge` to judge it again", "verdict", "judge")
+            log.track(
+                "responses",
+                r,
+                f"{cause}: the judge saw the old reference ({what}); cleared for "
+                "`vhmine probe --judge` to judge it again",
+                "verdict",
+                "judge",
+            )
             r.verdict, r.judge = None, None
         for lab in s.scalars(select(ResponseLabel).where(ResponseLabel.response_id == r.id)).all():
-            log.extra.append({"table": "response_labels", "id": [lab.response_id, lab.worker],
-                              "why": f"{cause}: the label judged the old reference ({what}); set aside to label again",
-                              "deleted": {"verdict": lab.verdict, "action_id": lab.action_id,
-                                          "created_at": lab.created_at.isoformat()}})
+            log.extra.append(
+                {
+                    "table": "response_labels",
+                    "id": [lab.response_id, lab.worker],
+                    "why": f"{cause}: the label judged the old reference ({what}); set aside to label again",
+                    "deleted": {
+                        "verdict": lab.verdict,
+                        "action_id": lab.action_id,
+                        "created_at": lab.created_at.isoformat(),
+                    },
+                }
+            )
             s.delete(lab)
     ref = reference_of(inst)
     for b in s.scalars(select(BlindAnswer).where(BlindAnswer.instance_id == inst.id).order_by(BlindAnswer.id)):
         right = score_stored(inst.kind, b.answer, ref, b.scorer)
-        log.track("blind_answers", b, f"{cause}: scored again against the new reference ({what})" if right is not None
-                  else f"{cause}: the judge saw the old reference ({what}); unscored until `vhmine blind` judges it again",
-                  "correct", "reference")
+        log.track(
+            "blind_answers",
+            b,
+            f"{cause}: scored again against the new reference ({what})"
+            if right is not None
+            else f"{cause}: the judge saw the old reference ({what}); unscored until `vhmine blind` judges it again",
+            "correct",
+            "reference",
+        )
         b.correct, b.reference = right, ref if right is not None else b.reference
     if inst.kind == M.OEQ:
         for rv in s.scalars(select(Review).where(Review.instance_id == inst.id)):
@@ -164,12 +212,19 @@ def _rescore(s: Session, inst: Instance, log: _Log, cause: str, what: str) -> No
 def _solvers(s: Session, ids: set[str]) -> list[tuple]:
     if not ids:
         return []
-    return sorted(set(s.execute(select(BlindAnswer.model, BlindAnswer.endpoint, BlindAnswer.prompt)
-                                .where(BlindAnswer.instance_id.in_(sorted(ids)))).all()),
-                  key=lambda t: (t[0], t[1] or "", t[2]))
+    return sorted(
+        set(
+            s.execute(
+                select(BlindAnswer.model, BlindAnswer.endpoint, BlindAnswer.prompt).where(
+                    BlindAnswer.instance_id.in_(sorted(ids))
+                )
+            ).all()
+        ),
+        key=lambda t: (t[0], t[1] or "", t[2]),
+    )
 
 
-def _refresh(s: Session, solvers: list[tuple], log: Optional[_Log], why: str) -> None:
+def _refresh(s: Session, solvers: list[tuple], log: _Log | None, why: str) -> None:
     from vhmine.curate.work.blind import refresh_flags, solver_rows
 
     s.flush()
@@ -182,8 +237,17 @@ def _refresh(s: Session, solvers: list[tuple], log: Optional[_Log], why: str) ->
 
 # --- the mechanism ------------------------------------------------------------------------------------------
 
-def apply(s: Session, inst: Instance, changes: dict, *, cause: str, by: str, now: dt.datetime,
-          discard_reason: Optional[str] = None) -> list[dict]:
+
+def apply(
+    s: Session,
+    inst: Instance,
+    changes: dict,
+    *,
+    cause: str,
+    by: str,
+    now: dt.datetime,
+    discard_reason: str | None = None,
+) -> list[dict]:
     """Put `changes` ({field: [old, new]}: answers, truth, status) on the ready instance `inst` and carry them
     through to everything derived from it (see the module docstring); returns the derived entries."""
     before = _groups(s, inst)
@@ -208,9 +272,15 @@ def apply(s: Session, inst: Instance, changes: dict, *, cause: str, by: str, now
     for iid in sorted(set(before) | set(after)):
         if before.get(iid) != after.get(iid):
             old, new = before.get(iid), after.get(iid)
-            log.extra.append({"table": "groups", "id": iid, "changes": {"group_id": [old, new]},
-                              "why": f"{cause}: pair group {old or '(none)'} → {new or '(none)'}, rebuilt from the "
-                                     f"fixed answers ({what})"})
+            log.extra.append(
+                {
+                    "table": "groups",
+                    "id": iid,
+                    "changes": {"group_id": [old, new]},
+                    "why": f"{cause}: pair group {old or '(none)'} → {new or '(none)'}, rebuilt from the "
+                    f"fixed answers ({what})",
+                }
+            )
     return log.entries()
 
 
@@ -220,10 +290,19 @@ def _labels_since(s: Session, iids: list[str], cause: str) -> list[dict]:
     out = []
     for r in s.scalars(select(Response).where(Response.instance_id.in_(iids)).order_by(Response.id)) if iids else []:
         for lab in s.scalars(select(ResponseLabel).where(ResponseLabel.response_id == r.id)).all():
-            out.append({"table": "response_labels", "id": [lab.response_id, lab.worker],
-                        "why": f"{cause} undone: the label judged the reference the undo took away; set aside to "
-                               "label again", "deleted": {"verdict": lab.verdict, "action_id": lab.action_id,
-                                                          "created_at": lab.created_at.isoformat()}})
+            out.append(
+                {
+                    "table": "response_labels",
+                    "id": [lab.response_id, lab.worker],
+                    "why": f"{cause} undone: the label judged the reference the undo took away; set aside to "
+                    "label again",
+                    "deleted": {
+                        "verdict": lab.verdict,
+                        "action_id": lab.action_id,
+                        "created_at": lab.created_at.isoformat(),
+                    },
+                }
+            )
             s.delete(lab)
     s.flush()
     return out
@@ -259,8 +338,9 @@ def _scores_since(s: Session, iids: list[str], entries: list[dict]) -> set[tuple
     return solvers
 
 
-def reverse(s: Session, entries: list[dict], cause: str, by: str, now: dt.datetime, also: tuple[str, ...] = ()
-            ) -> list[dict]:
+def reverse(
+    s: Session, entries: list[dict], cause: str, by: str, now: dt.datetime, also: tuple[str, ...] = ()
+) -> list[dict]:
     """Take `apply`'s entries back (undo of the erratum). LeaseError, and nothing changed, where a worker built on
     them since: a yes/no question changed again, a new draft confirmed. Scores (responses' verdicts, blind answers,
     reviews) go back to what they were against the old reference; what workers decided since against the reference
@@ -278,12 +358,15 @@ def reverse(s: Session, entries: list[dict], cause: str, by: str, now: dt.dateti
         elif table in HUMAN:
             for field, (_, new) in e["changes"].items():
                 if _plain(getattr(obj, field)) != new:
-                    raise LeaseError(f"cannot undo: {table[:-1].replace('_', ' ')} {e['id']} was changed again since "
-                                     f"{cause} ({field})")
+                    raise LeaseError(
+                        f"cannot undo: {table[:-1].replace('_', ' ')} {e['id']} was changed again since "
+                        f"{cause} ({field})"
+                    )
         if table == "blind_answers":
             solvers.add((obj.model, obj.endpoint, obj.prompt))
-    changed = list(also) + [e["id"] for e in entries if e["table"] == "instances"
-                            and {"truth", "answers"} & set(e.get("changes") or {})]
+    changed = list(also) + [
+        e["id"] for e in entries if e["table"] == "instances" and {"truth", "answers"} & set(e.get("changes") or {})
+    ]
     changed = list(dict.fromkeys(changed))
     aside = _labels_since(s, changed, cause)
     for e in reversed(entries):
@@ -300,8 +383,15 @@ def reverse(s: Session, entries: list[dict], cause: str, by: str, now: dt.dateti
             done = s.get(Action, d["action_id"]) if d.get("action_id") else None
             if done is not None and done.undone_at is not None:
                 continue  # the worker took that label back meanwhile: it stays taken back
-            s.add(ResponseLabel(response_id=e["id"][0], worker=e["id"][1], verdict=d["verdict"], action_id=d["action_id"],
-                                created_at=dt.datetime.fromisoformat(d["created_at"])))
+            s.add(
+                ResponseLabel(
+                    response_id=e["id"][0],
+                    worker=e["id"][1],
+                    verdict=d["verdict"],
+                    action_id=d["action_id"],
+                    created_at=dt.datetime.fromisoformat(d["created_at"]),
+                )
+            )
         else:
             for field, (old, _) in e["changes"].items():
                 setattr(obj, field, old)

@@ -12,21 +12,23 @@ with the open answers it was checked against): re-drafting never overwrites it (
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, Optional
-
-from vhmine.rules import modes as M
-from vhmine.errors import FormError, LeaseError
-from vhmine.rules.variant import check_variant, undecided_message
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
-    Instance, Pair, Store, utcnow,
-)
 
 from sqlalchemy import select  # noqa: E402
 
 from vhmine.curate.base.access import checked_worker
 from vhmine.curate.base.retry import retried
 from vhmine.curate.base.tasks import log_action
+from vhmine.errors import FormError, LeaseError
+from vhmine.rules import modes as M
+from vhmine.rules.variant import check_variant, undecided_message
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+    Instance,
+    Pair,
+    Store,
+    utcnow,
+)
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,7 @@ class DraftView:
     note: str = ""  # why the draft is (back) here: an erratum changed the answers it was drafted from
 
 
-def pending_drafts(store: Store, worker: str, mode: Optional[str] = None) -> list[DraftView]:
+def pending_drafts(store: Store, worker: str, mode: str | None = None) -> list[DraftView]:
     """The worker's drafted YNQs still waiting for confirmation: oldest item first, image A before B, yes first."""
     with store.session(write=False) as s:
         worker = checked_worker(s, worker).name  # a signed-in WorkerInfo must still be current
@@ -52,12 +54,23 @@ def pending_drafts(store: Store, worker: str, mode: Optional[str] = None) -> lis
         out = []
         for d in s.scalars(q):
             src = s.get(Instance, d.derived_from)
-            if src is None or src.status != "ready":  # its open question was undone or removed since: nothing to confirm
+            if (
+                src is None or src.status != "ready"
+            ):  # its open question was undone or removed since: nothing to confirm
                 continue
             pair = s.get(Pair, d.pair_id) if d.pair_id else None
             role = "image" if pair is None else ("A" if pair.image_a == d.image_id else "B")
-            view = DraftView(d.id, d.task_id, d.image_id, role, d.question, bool(d.truth), src.question, tuple(src.answers),
-                             d.discard_reason or "")
+            view = DraftView(
+                d.id,
+                d.task_id,
+                d.image_id,
+                role,
+                d.question,
+                bool(d.truth),
+                src.question,
+                tuple(src.answers),
+                d.discard_reason or "",
+            )
             out.append(((d.created_at, d.task_id, role, not d.truth, d.id), view))
         return [v for _, v in sorted(out, key=lambda x: x[0])]
 
@@ -80,18 +93,32 @@ def _agrees(s, d: Instance, src: Instance, question: str, truth: bool, where: st
     other image's as the wrong values), however it is worded; False when the check cannot decide."""
     if src.template_id.endswith(".own"):
         return False
-    other = s.scalars(select(Instance).where(Instance.action_id == src.action_id, Instance.kind == M.OEQ,
-                                             Instance.id != src.id, Instance.status == "ready")).all()
-    return check_variant(M.get_mode(d.mode), M.get_template(src.template_id), src.slots, question, truth,
-                         src.answers, [a for o in other for a in o.answers], where)
+    other = s.scalars(
+        select(Instance).where(
+            Instance.action_id == src.action_id,
+            Instance.kind == M.OEQ,
+            Instance.id != src.id,
+            Instance.status == "ready",
+        )
+    ).all()
+    return check_variant(
+        M.get_mode(d.mode),
+        M.get_template(src.template_id),
+        src.slots,
+        question,
+        truth,
+        src.answers,
+        [a for o in other for a in o.answers],
+        where,
+    )
 
 
 @dataclass
 class DraftDecision:
     instance_id: str
     keep: bool
-    question: Optional[str] = None  # reworded question; None keeps the draft's
-    truth: Optional[bool] = None  # None keeps the draft's
+    question: str | None = None  # reworded question; None keeps the draft's
+    truth: bool | None = None  # None keeps the draft's
     checked: bool = False  # the worker checked the truth on the image: needed where the rules cannot read the question
 
 
@@ -104,12 +131,24 @@ def confirm_drafts(store: Store, worker: str, decisions: Iterable[DraftDecision]
         now = utcnow()
         before, kept = [], []
         for dec in decisions:
-            d = s.get(Instance, dec.instance_id, with_for_update=True)  # an erratum re-drafting it waits, or is waited for
+            d = s.get(
+                Instance, dec.instance_id, with_for_update=True
+            )  # an erratum re-drafting it waits, or is waited for
             if d is None or d.status != "draft" or d.created_by != worker:
                 raise LeaseError(f"{dec.instance_id} is not a draft of yours waiting for confirmation: reload the page")
-            before.append({"id": d.id, "question": d.question, "truth": d.truth, "answers": d.answers,
-                           "template_id": d.template_id, "slots": d.slots, "draft_value": d.draft_value,
-                           "discard_reason": d.discard_reason, "truth_fact": d.truth_fact})
+            before.append(
+                {
+                    "id": d.id,
+                    "question": d.question,
+                    "truth": d.truth,
+                    "answers": d.answers,
+                    "template_id": d.template_id,
+                    "slots": d.slots,
+                    "draft_value": d.draft_value,
+                    "discard_reason": d.discard_reason,
+                    "truth_fact": d.truth_fact,
+                }
+            )
             if dec.keep:
                 truth = d.truth if dec.truth is None else dec.truth
                 where = f"the yes/no question {d.id}"

@@ -7,34 +7,37 @@ the next export's changelog (`vhmine export --since`) can say who changed what a
 the instance in place, so it keeps the id exports give it: a new reference answer (OEQ) or truth (YNQ),
 or the instance discarded; and carries the fix through to everything derived from it (curate.decisions.derived: the
 yes/no questions drafted from it, model verdicts, workers' labels, blind answers and flags, reviews, pair
-groups), the entries of which `derived` lists. Deciding needs an admin (`by`, checked in the store on every call); a flag is
-decided once (compare-and-set on its status) and the instance is locked while it changes. Undo (curate.decisions.undo)
-withdraws a flag still open, or takes a decision back while the instance still holds what it set, with
-everything the decision derived (curate.decisions.derived.reverse).
+groups), the entries of which `derived` lists. Deciding needs an admin (`by`, checked in the store on every call); a
+flag is decided once (compare-and-set on its status) and the instance is locked while it changes. Undo
+(curate.decisions.undo) withdraws a flag still open, or takes a decision back while the instance still holds what it
+set, with everything the decision derived (curate.decisions.derived.reverse).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
-
-from vhmine.rules import modes as M
-from vhmine.errors import FormError, InputError, LeaseError
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
-    Action, Erratum, Instance, Store, utcnow,
-)
 
 from sqlalchemy import select, update  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from vhmine.curate.decisions import derived as D
-from vhmine.curate.decisions.derived import _plain
 from vhmine.curate.base.access import WorkerInfo, checked_worker
 from vhmine.curate.base.ids import new_id
 from vhmine.curate.base.retry import retried
 from vhmine.curate.base.tasks import log_action
 from vhmine.curate.base.text import collapse_whitespace
+from vhmine.curate.decisions import derived as D
+from vhmine.curate.decisions.derived import _plain
+from vhmine.errors import FormError, InputError, LeaseError
+from vhmine.rules import modes as M
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+    Action,
+    Erratum,
+    Instance,
+    Store,
+    utcnow,
+)
 
 
 @dataclass(frozen=True)
@@ -45,22 +48,23 @@ class ErratumView:
     kind: str
     question: str
     answers: tuple[str, ...]
-    truth: Optional[bool]
+    truth: bool | None
     image_id: str
     instance_status: str
     flagged_by: str
     reason: str
-    proposed: Optional[str]
+    proposed: str | None
     status: str
-    decided_by: Optional[str]
-    decision_reason: Optional[str]
-    changes: Optional[dict]
+    decided_by: str | None
+    decision_reason: str | None
+    changes: dict | None
     created_at: dt.datetime
 
 
 @retried
-def flag_instance(store: Store, worker: str | WorkerInfo, instance_id: str, reason: str,
-                  proposed: Optional[str] = None) -> str:
+def flag_instance(
+    store: Store, worker: str | WorkerInfo, instance_id: str, reason: str, proposed: str | None = None
+) -> str:
     """Flag a ready instance (its id as exports write it) as wrong; returns the flag's id."""
     instance_id, reason = collapse_whitespace(instance_id), collapse_whitespace(reason)
     if not reason:
@@ -69,10 +73,19 @@ def flag_instance(store: Store, worker: str | WorkerInfo, instance_id: str, reas
         name = checked_worker(s, worker).name
         inst = s.get(Instance, instance_id)
         if inst is None or inst.status != "ready":
-            raise InputError(f"no ready instance {instance_id!r} to flag: copy the id from the export "
-                             "(instances.jsonl, field id) or pick the item from the list")
-        e = Erratum(id=new_id(), instance_id=inst.id, flagged_by=name, reason=reason,
-                    proposed=collapse_whitespace(proposed) or None, status="open", created_at=utcnow())
+            raise InputError(
+                f"no ready instance {instance_id!r} to flag: copy the id from the export "
+                "(instances.jsonl, field id) or pick the item from the list"
+            )
+        e = Erratum(
+            id=new_id(),
+            instance_id=inst.id,
+            flagged_by=name,
+            reason=reason,
+            proposed=collapse_whitespace(proposed) or None,
+            status="open",
+            created_at=utcnow(),
+        )
         s.add(e)
         s.flush()
         log_action(s, name, "errata_flag", inst.task_id, {"instance_id": inst.id, "reason": reason, "flag_id": e.id})
@@ -80,13 +93,30 @@ def flag_instance(store: Store, worker: str | WorkerInfo, instance_id: str, reas
 
 
 def _view(e: Erratum, inst: Instance) -> ErratumView:
-    return ErratumView(e.id, inst.id, inst.mode, inst.kind, inst.question, tuple(inst.answers), inst.truth,
-                       inst.image_id, inst.status, e.flagged_by, e.reason, e.proposed, e.status, e.decided_by,
-                       e.decision_reason, e.changes, e.created_at)
+    return ErratumView(
+        e.id,
+        inst.id,
+        inst.mode,
+        inst.kind,
+        inst.question,
+        tuple(inst.answers),
+        inst.truth,
+        inst.image_id,
+        inst.status,
+        e.flagged_by,
+        e.reason,
+        e.proposed,
+        e.status,
+        e.decided_by,
+        e.decision_reason,
+        e.changes,
+        e.created_at,
+    )
 
 
-def errata_list(store: Store, worker: str | WorkerInfo, *, status: Optional[str] = "open",
-                mode: Optional[str] = None) -> list[ErratumView]:
+def errata_list(
+    store: Store, worker: str | WorkerInfo, *, status: str | None = "open", mode: str | None = None
+) -> list[ErratumView]:
     """Flags, oldest first: every flag for an admin, a worker's own flags otherwise; `status` None: all."""
     with store.session(write=False) as s:
         w = checked_worker(s, worker)
@@ -100,22 +130,25 @@ def errata_list(store: Store, worker: str | WorkerInfo, *, status: Optional[str]
         return [_view(e, i) for e, i in s.execute(q.order_by(Erratum.created_at, Erratum.id))]
 
 
-def _decide(s: Session, flag_id: str, admin: str, now: dt.datetime, status: str, reason: str,
-            changes: dict) -> Erratum:
+def _decide(s: Session, flag_id: str, admin: str, now: dt.datetime, status: str, reason: str, changes: dict) -> Erratum:
     e = s.get(Erratum, flag_id)
     if e is None:
         raise InputError(f"no flag {flag_id!r} in the store")
-    res = s.execute(update(Erratum).where(Erratum.id == flag_id, Erratum.status == "open")
-                    .values(status=status, decided_by=admin, decided_at=now, decision_reason=reason, changes=changes)
-                    .execution_options(synchronize_session=False))
+    res = s.execute(
+        update(Erratum)
+        .where(Erratum.id == flag_id, Erratum.status == "open")
+        .values(status=status, decided_by=admin, decided_at=now, decision_reason=reason, changes=changes)
+        .execution_options(synchronize_session=False)
+    )
     if res.rowcount != 1:  # another admin (or tab) decided it between our read and our write
         s.refresh(e)
         raise LeaseError(f"flag {flag_id} was already {e.status} by {e.decided_by or e.flagged_by}: nothing saved")
     return e
 
 
-def _fix(mode: M.Mode, inst: Instance, answers: Optional[Sequence[str] | str], truth: Optional[bool]) -> dict:
-    """The changes {field: [old, new]} that put the admin's answer on the instance (checked as the annotate form checks)."""
+def _fix(mode: M.Mode, inst: Instance, answers: Sequence[str] | str | None, truth: bool | None) -> dict:
+    """The changes {field: [old, new]} that put the admin's answer on the instance (checked as the annotate form
+    checks)."""
     where = f"instance {inst.id}"
     if inst.kind == M.YNQ:
         if truth is None:
@@ -136,8 +169,8 @@ def _fix(mode: M.Mode, inst: Instance, answers: Optional[Sequence[str] | str], t
 def _truth_fact(s: Session, inst: Instance, changes: dict, by: str) -> dict:
     """A new truth for a drafted YNQ is a fact re-drafting never overwrites (curate.decisions.derived): it is recorded
     with the open answers it was decided against, and any contradiction it settles leaves the queue. Returns the
-    payload's "fact" {"fact": [old, new], "contradiction": [old, None]} (a removal: its "contradiction" only), which undo puts
-    back; {} when nothing changes."""
+    payload's "fact" {"fact": [old, new], "contradiction": [old, None]} (a removal: its "contradiction" only), which
+    undo puts back; {} when nothing changes."""
     if "status" in changes and inst.contradiction:  # removed: nothing left for the queue to decide
         old, inst.contradiction = inst.contradiction, None
         return {"contradiction": [old, None]}
@@ -151,8 +184,16 @@ def _truth_fact(s: Session, inst: Instance, changes: dict, by: str) -> dict:
 
 
 @retried
-def accept_erratum(store: Store, by: str | WorkerInfo, flag_id: str, *, answers: Optional[Sequence[str] | str] = None,
-                   truth: Optional[bool] = None, remove: bool = False, reason: str = "") -> dict:
+def accept_erratum(
+    store: Store,
+    by: str | WorkerInfo,
+    flag_id: str,
+    *,
+    answers: Sequence[str] | str | None = None,
+    truth: bool | None = None,
+    remove: bool = False,
+    reason: str = "",
+) -> dict:
     """An admin agrees the item is wrong: fix its answer (OEQ `answers`, YNQ `truth`) or `remove` it (discarded).
     Returns the changes {field: [old, new]}; the `errata_accept` action carries them with the reason (the
     admin's, else the flag's), and what the fix changed beyond the instance (curate.decisions.derived) under
@@ -171,18 +212,42 @@ def accept_erratum(store: Store, by: str | WorkerInfo, flag_id: str, *, answers:
         else:
             changes = _fix(M.get_mode(inst.mode), inst, answers, truth)
             if not changes:
-                raise FormError("answers", "that is the answer the item already has: give the right one, or remove the item")
+                raise FormError(
+                    "answers", "that is the answer the item already has: give the right one, or remove the item"
+                )
         why = collapse_whitespace(reason) or e.reason
         _decide(s, flag_id, admin, now, "accepted", why, changes)
         fact = _truth_fact(s, inst, changes, f"erratum {flag_id}")
-        derived = D.apply(s, inst, changes, cause=f"erratum {flag_id}", by=admin, now=now,
-                          discard_reason=f"erratum {flag_id}: {why}" if remove else None)
-        act = log_action(s, admin, "errata_accept", inst.task_id, {"instance_id": inst.id, "reason": why,
-                                                                   "changes": changes, "flag_id": flag_id,
-                                                                   "flagged_by": e.flagged_by, "derived": derived,
-                                                                   **fact})
-        s.execute(update(Erratum).where(Erratum.id == flag_id).values(action_id=act.id)
-                  .execution_options(synchronize_session=False))
+        derived = D.apply(
+            s,
+            inst,
+            changes,
+            cause=f"erratum {flag_id}",
+            by=admin,
+            now=now,
+            discard_reason=f"erratum {flag_id}: {why}" if remove else None,
+        )
+        act = log_action(
+            s,
+            admin,
+            "errata_accept",
+            inst.task_id,
+            {
+                "instance_id": inst.id,
+                "reason": why,
+                "changes": changes,
+                "flag_id": flag_id,
+                "flagged_by": e.flagged_by,
+                "derived": derived,
+                **fact,
+            },
+        )
+        s.execute(
+            update(Erratum)
+            .where(Erratum.id == flag_id)
+            .values(action_id=act.id)
+            .execution_options(synchronize_session=False)
+        )
         return changes
 
 
@@ -197,10 +262,19 @@ def reject_erratum(store: Store, by: str | WorkerInfo, flag_id: str, reason: str
         now = utcnow()
         e = _decide(s, flag_id, admin, now, "rejected", why, {})
         inst = s.get(Instance, e.instance_id)
-        act = log_action(s, admin, "errata_reject", inst.task_id, {"instance_id": inst.id, "reason": why, "changes": {},
-                                                                   "flag_id": flag_id, "flagged_by": e.flagged_by})
-        s.execute(update(Erratum).where(Erratum.id == flag_id).values(action_id=act.id)
-                  .execution_options(synchronize_session=False))
+        act = log_action(
+            s,
+            admin,
+            "errata_reject",
+            inst.task_id,
+            {"instance_id": inst.id, "reason": why, "changes": {}, "flag_id": flag_id, "flagged_by": e.flagged_by},
+        )
+        s.execute(
+            update(Erratum)
+            .where(Erratum.id == flag_id)
+            .values(action_id=act.id)
+            .execution_options(synchronize_session=False)
+        )
 
 
 def undo_errata(s: Session, act: Action, worker: str, now: dt.datetime) -> str:
@@ -213,7 +287,7 @@ def undo_errata(s: Session, act: Action, worker: str, now: dt.datetime) -> str:
         e.status = "withdrawn"
         return f"flag of instance {e.instance_id}"
     inst = s.get(Instance, e.instance_id, with_for_update=True)
-    for field, (old, new) in (p.get("changes") or {}).items():
+    for field, (_old, new) in (p.get("changes") or {}).items():
         if getattr(inst, field) != new:
             raise LeaseError(f"cannot undo: instance {inst.id} was changed again since ({field})")
     if "fact" in p and _plain(inst.truth_fact) != p["fact"][1]:
@@ -230,7 +304,14 @@ def undo_errata(s: Session, act: Action, worker: str, now: dt.datetime) -> str:
     # what the decision derived, back too; a LeaseError there (a worker built on it) rolls all of this back
     ref = (inst.id,) if {"truth", "answers"} & set(p.get("changes") or {}) else ()
     aside = D.reverse(s, p.get("derived") or [], f"erratum {e.id}", worker, now, also=ref)
-    e.status, e.decided_by, e.decided_at, e.decision_reason, e.changes, e.action_id = "open", None, None, None, None, None
+    e.status, e.decided_by, e.decided_at, e.decision_reason, e.changes, e.action_id = (
+        "open",
+        None,
+        None,
+        None,
+        None,
+        None,
+    )
     return f"{act.kind.removeprefix('errata_')} of flag {e.id} (instance {e.instance_id})" + _aside(act, aside)
 
 
@@ -239,5 +320,7 @@ def _aside(act: Action, aside: list[dict]) -> str:
     if not aside:
         return ""
     act.payload = dict(act.payload, undo_set_aside=aside)
-    return (f"; {len(aside)} label(s) given since against the truth it took back set aside, to label again: "
-            + ", ".join(f"{e['id'][0]} by {e['id'][1]}" for e in aside))
+    return (
+        f"; {len(aside)} label(s) given since against the truth it took back set aside, to label again: "
+        + ", ".join(f"{e['id'][0]} by {e['id'][1]}" for e in aside)
+    )

@@ -14,22 +14,23 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import Optional
-
-from vhmine.errors import FormError, LeaseError
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
-    Action, Instance, Store, utcnow,
-)
 
 from sqlalchemy import select  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from vhmine.curate.decisions import derived as D
-from vhmine.curate.decisions.derived import _plain
 from vhmine.curate.base.access import WorkerInfo, checked_worker
 from vhmine.curate.base.retry import retried
 from vhmine.curate.base.tasks import log_action
 from vhmine.curate.base.text import collapse_whitespace
+from vhmine.curate.decisions import derived as D
+from vhmine.curate.decisions.derived import _plain
+from vhmine.errors import FormError, LeaseError
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+    Action,
+    Instance,
+    Store,
+    utcnow,
+)
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class Contradiction:
     decided_by: str  # who decided it ("erratum <flag>", "worker <name>")
     decided_against: tuple[str, ...]  # the open answers then
     source_answers: tuple[str, ...]  # the open answers now
-    derived: Optional[bool]  # the truth they imply; None: the rules cannot read the question (own wording)
+    derived: bool | None  # the truth they imply; None: the rules cannot read the question (own wording)
     since: str  # the change that raised it
 
 
@@ -51,14 +52,26 @@ def contradictions(store: Store, by: str | WorkerInfo | None = None) -> list[Con
     with store.session(write=False) as s:
         if by is not None:
             checked_worker(s, by, admin=True)
-        rows = s.scalars(select(Instance).where(Instance.contradiction.is_not(None)).order_by(Instance.created_at,
-                                                                                              Instance.id)).all()
+        rows = s.scalars(
+            select(Instance).where(Instance.contradiction.is_not(None)).order_by(Instance.created_at, Instance.id)
+        ).all()
         out = []
         for i in rows:
             c = i.contradiction
-            out.append(Contradiction(i.id, i.mode, i.image_id, i.question, bool(i.truth), str(c.get("by")),
-                                     tuple(c.get("decided_against") or ()), tuple(c.get("source") or ()),
-                                     c.get("derived"), str(c.get("since"))))
+            out.append(
+                Contradiction(
+                    i.id,
+                    i.mode,
+                    i.image_id,
+                    i.question,
+                    bool(i.truth),
+                    str(c.get("by")),
+                    tuple(c.get("decided_against") or ()),
+                    tuple(c.get("source") or ()),
+                    c.get("derived"),
+                    str(c.get("since")),
+                )
+            )
         return out
 
 
@@ -73,22 +86,40 @@ def resolve_contradiction(store: Store, by: str | WorkerInfo, instance_id: str, 
         now = utcnow()
         inst = s.get(Instance, instance_id, with_for_update=True)
         if inst is None or not inst.contradiction:
-            raise LeaseError(f"instance {instance_id} is not waiting for a decision (decided meanwhile?): reload the page")
+            raise LeaseError(
+                f"instance {instance_id} is not waiting for a decision (decided meanwhile?): reload the page"
+            )
         src = s.get(Instance, inst.derived_from)
-        why = collapse_whitespace(reason) or (f"{'kept' if truth == inst.truth else 'took'} truth "
-                                              f"{'yes' if truth else 'no'} against the open answers "
-                                              f"{' / '.join(src.answers)}")
+        why = collapse_whitespace(reason) or (
+            f"{'kept' if truth == inst.truth else 'took'} truth "
+            f"{'yes' if truth else 'no'} against the open answers "
+            f"{' / '.join(src.answers)}"
+        )
         old = inst.truth_fact, inst.contradiction
-        changes = {} if bool(inst.truth) == truth else {"truth": [inst.truth, truth], "answers": [inst.answers,
-                                                                                                  ["Yes" if truth else "No"]]}
+        changes = (
+            {}
+            if bool(inst.truth) == truth
+            else {"truth": [inst.truth, truth], "answers": [inst.answers, ["Yes" if truth else "No"]]}
+        )
         inst.truth_fact = {"truth": truth, "by": f"admin {admin}", "source": list(src.answers)}
         if old[1].get("derived") is not None and old[1]["derived"] != truth:  # kept against it: not asked again
             inst.truth_fact["seen"] = old[1]["derived"]
         inst.contradiction = None
         derived = D.apply(s, inst, changes, cause=f"decision on {instance_id}", by=admin, now=now) if changes else []
-        log_action(s, admin, "resolve", inst.task_id, {"instance_id": inst.id, "reason": why, "changes": changes,
-                                                       "fact": [old[0], inst.truth_fact],
-                                                       "contradiction": [old[1], None], "derived": derived})
+        log_action(
+            s,
+            admin,
+            "resolve",
+            inst.task_id,
+            {
+                "instance_id": inst.id,
+                "reason": why,
+                "changes": changes,
+                "fact": [old[0], inst.truth_fact],
+                "contradiction": [old[1], None],
+                "derived": derived,
+            },
+        )
         return changes
 
 
@@ -103,6 +134,7 @@ def undo_resolve(s: Session, act: Action, worker: str, now: dt.datetime) -> str:
         setattr(inst, field, old)
     inst.truth_fact, inst.contradiction = p["fact"][0], p["contradiction"][0]
     inst.updated_by, inst.updated_at = worker, now
-    D.reverse(s, p.get("derived") or [], f"decision on {inst.id}", worker, now,
-              also=(inst.id,) if p.get("changes") else ())
+    D.reverse(
+        s, p.get("derived") or [], f"decision on {inst.id}", worker, now, also=(inst.id,) if p.get("changes") else ()
+    )
     return f"decision on the queued question {inst.id}"

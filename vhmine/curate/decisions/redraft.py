@@ -15,16 +15,14 @@ first (PostgreSQL).
 from __future__ import annotations
 
 import datetime as dt
-from typing import Optional
-
-from vhmine.rules import modes as M
-from vhmine.errors import FormError, InputError
-from vhmine.store import Instance  # first: it says which extra to install when SQLAlchemy is missing
 
 from sqlalchemy import select  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
 from vhmine.curate.base.ids import derived_id
+from vhmine.errors import FormError, InputError
+from vhmine.rules import modes as M
+from vhmine.store import Instance  # first: it says which extra to install when SQLAlchemy is missing
 
 
 def _show(values) -> str:
@@ -35,8 +33,7 @@ def _show(values) -> str:
     return str(values)
 
 
-
-def _template(o: Instance) -> Optional[M.Template]:
+def _template(o: Instance) -> M.Template | None:
     """The OEQ template to draft from; None for the worker's own question (or one that has no YNQ form)."""
     if not o.slots:
         return None
@@ -51,15 +48,18 @@ def _same(d: Instance, n: M.YnqDraft) -> bool:
     """A stored YNQ is this new draft: the same question, or the same tested value (a reworded one)."""
     if " ".join(d.question.lower().split()).rstrip("?. ") == " ".join(n.question.lower().split()).rstrip("?. "):
         return True
-    return d.draft_value is not None and n.value is not None and \
-        M.normalize_answer(d.draft_value) == M.normalize_answer(n.value)
+    return (
+        d.draft_value is not None
+        and n.value is not None
+        and M.normalize_answer(d.draft_value) == M.normalize_answer(n.value)
+    )
 
 
 def _answers_key(answers) -> list[str]:
     return sorted({M.normalize_answer(a) for a in answers or ()})
 
 
-def contradicts(fact: dict, derived: Optional[bool], answers) -> bool:
+def contradicts(fact: dict, derived: bool | None, answers) -> bool:
     """Whether the open answers `answers` (implying the truth `derived`; None: the rules cannot read the question)
     contradict a person's truth `fact`: only where the answers changed since the person decided and now say
     otherwise, and not where an admin already kept the truth against that very implication (`seen`, set by
@@ -78,7 +78,7 @@ def _own(d: Instance) -> bool:
     return d.template_id.endswith(".own")
 
 
-def _implied(d: Instance, o: Instance) -> Optional[bool]:
+def _implied(d: Instance, o: Instance) -> bool | None:
     """The truth the open question's answers imply for the drafted YNQ `d`; None where the rules cannot read it."""
     if _own(d) or d.draft_value is None:
         return None
@@ -90,24 +90,43 @@ def _set_aside_by_person(d: Instance) -> bool:
     return d.status == "discarded" and d.retired_from is None
 
 
-def _queue(d: Instance, fact: dict, derived: Optional[bool], o: Instance, log, cause: str, what: str) -> None:
+def _queue(d: Instance, fact: dict, derived: bool | None, o: Instance, log, cause: str, what: str) -> None:
     """Put `d` in the person-queue where the open answers now contradict its truth `fact`, or take it out where they
     no longer do; its ready state stands either way (a person decides: curate.decisions.person_queue)."""
     if contradicts(fact, derived, o.answers):
-        new = {"fact": fact["truth"], "by": fact.get("by"), "derived": derived, "decided_against": fact.get("source"),
-               "source": list(o.answers)}
+        new = {
+            "fact": fact["truth"],
+            "by": fact.get("by"),
+            "derived": derived,
+            "decided_against": fact.get("source"),
+            "source": list(o.answers),
+        }
         if d.contradiction is None or {k: d.contradiction.get(k) for k in new} != new:
-            log.track("instances", d, f"{cause}: the fixed answers ({what}) may contradict the truth "
-                                      f"{_show(fact['truth'])} that {fact.get('by')} decided: waiting for an admin",
-                      "contradiction")
+            log.track(
+                "instances",
+                d,
+                f"{cause}: the fixed answers ({what}) may contradict the truth "
+                f"{_show(fact['truth'])} that {fact.get('by')} decided: waiting for an admin",
+                "contradiction",
+            )
             d.contradiction = dict(new, since=cause)
     elif d.contradiction is not None:
-        log.track("instances", d, f"{cause}: the fixed answers ({what}) agree with the decided truth again", "contradiction")
+        log.track(
+            "instances", d, f"{cause}: the fixed answers ({what}) agree with the decided truth again", "contradiction"
+        )
         d.contradiction = None
 
 
-def _redraft(s: Session, inst: Instance, log, cause: str, what: str, by: str, now: dt.datetime,
-             old_answers: Optional[list] = None) -> tuple[set[str], set[str]]:
+def _redraft(
+    s: Session,
+    inst: Instance,
+    log,
+    cause: str,
+    what: str,
+    by: str,
+    now: dt.datetime,
+    old_answers: list | None = None,
+) -> tuple[set[str], set[str]]:
     """Derive the YNQs of `inst` and of the pair's other OEQs on its question again, from their answers and the
     facts people decided (see the module docstring); returns (ids whose truth changed while ready, ids that left
     or rejoined the ready set)."""
@@ -116,12 +135,30 @@ def _redraft(s: Session, inst: Instance, log, cause: str, what: str, by: str, no
     key = question_key(inst.question)
     # locked (PostgreSQL), in id order, and read as committed: a worker confirming a draft, an admin fixing the
     # pair's other question or a yes/no question's truth meanwhile waits, or is waited for, never overwritten
-    others = [o for o in s.scalars(select(Instance).where(
-        Instance.task_id == inst.task_id, Instance.kind == M.OEQ, Instance.mode == inst.mode,
-        Instance.status == "ready", Instance.id != inst.id).order_by(Instance.id).with_for_update()
-        .execution_options(populate_existing=True)) if question_key(o.question) == key]
-    s.scalars(select(Instance).where(Instance.derived_from.in_([inst.id] + [o.id for o in others])).order_by(Instance.id)
-              .with_for_update().execution_options(populate_existing=True)).all()
+    others = [
+        o
+        for o in s.scalars(
+            select(Instance)
+            .where(
+                Instance.task_id == inst.task_id,
+                Instance.kind == M.OEQ,
+                Instance.mode == inst.mode,
+                Instance.status == "ready",
+                Instance.id != inst.id,
+            )
+            .order_by(Instance.id)
+            .with_for_update()
+            .execution_options(populate_existing=True)
+        )
+        if question_key(o.question) == key
+    ]
+    s.scalars(
+        select(Instance)
+        .where(Instance.derived_from.in_([inst.id] + [o.id for o in others]))
+        .order_by(Instance.id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    ).all()
     asked = ([inst] if inst.status == "ready" else []) + others
     flipped, moved = set(), set()
 
@@ -160,7 +197,9 @@ def _redraft(s: Session, inst: Instance, log, cause: str, what: str, by: str, no
         wrong = [a for x in asked if x.id != o.id for a in x.answers]
         fresh = M.draft_ynq(M.get_mode(o.mode), tpl, o.slots, o.answers, wrong)
         by_id = {d.id: d for d in rows}
-        match = {k: by_id[derived_id(o.id, n.question)] for k, n in enumerate(fresh) if derived_id(o.id, n.question) in by_id}
+        match = {
+            k: by_id[derived_id(o.id, n.question)] for k, n in enumerate(fresh) if derived_id(o.id, n.question) in by_id
+        }
         used: set[str] = {d.id for d in match.values()}
         for k, n in enumerate(fresh):
             d = match.get(k)
@@ -168,15 +207,40 @@ def _redraft(s: Session, inst: Instance, log, cause: str, what: str, by: str, no
                 d = next((r for r in rows if r.id not in used and _same(r, n)), None)
             if d is None:
                 why = f"{cause}: drafted from the fixed answers ({what}); waiting for its author to confirm"
-                d = Instance(id=derived_id(o.id, n.question), task_id=o.task_id, action_id=None, mode=o.mode, kind=M.YNQ,
-                             image_id=o.image_id, pair_id=o.pair_id, template_id=n.template_id, slots=dict(n.slots),
-                             question=n.question, answers=["Yes" if n.truth else "No"], truth=n.truth,
-                             derived_from=o.id, draft_value=n.value, status="draft", discard_reason=why,
-                             created_by=o.created_by, created_at=now)
+                d = Instance(
+                    id=derived_id(o.id, n.question),
+                    task_id=o.task_id,
+                    action_id=None,
+                    mode=o.mode,
+                    kind=M.YNQ,
+                    image_id=o.image_id,
+                    pair_id=o.pair_id,
+                    template_id=n.template_id,
+                    slots=dict(n.slots),
+                    question=n.question,
+                    answers=["Yes" if n.truth else "No"],
+                    truth=n.truth,
+                    derived_from=o.id,
+                    draft_value=n.value,
+                    status="draft",
+                    discard_reason=why,
+                    created_by=o.created_by,
+                    created_at=now,
+                )
                 s.add(d)
-                log.extra.append({"table": "instances", "id": d.id, "why": why,
-                                  "created": {"question": n.question, "truth": n.truth, "image_id": o.image_id,
-                                              "derived_from": o.id}})
+                log.extra.append(
+                    {
+                        "table": "instances",
+                        "id": d.id,
+                        "why": why,
+                        "created": {
+                            "question": n.question,
+                            "truth": n.truth,
+                            "image_id": o.image_id,
+                            "derived_from": o.id,
+                        },
+                    }
+                )
                 used.add(d.id)
                 continue
             used.add(d.id)
@@ -187,8 +251,14 @@ def _redraft(s: Session, inst: Instance, log, cause: str, what: str, by: str, no
             if d.truth_fact is not None:
                 _queue(d, d.truth_fact, None if _own(d) else n.truth, o, log, cause, what)
             elif bool(d.truth) != n.truth:
-                log.track("instances", d, f"{cause}: drafted again from the fixed answers ({what}): truth "
-                                          f"{_show(bool(d.truth))} → {_show(n.truth)}", "truth", "answers")
+                log.track(
+                    "instances",
+                    d,
+                    f"{cause}: drafted again from the fixed answers ({what}): truth "
+                    f"{_show(bool(d.truth))} → {_show(n.truth)}",
+                    "truth",
+                    "answers",
+                )
                 d.truth, d.answers, d.updated_by, d.updated_at = n.truth, ["Yes" if n.truth else "No"], by, now
                 if d.status == "ready":
                     flipped.add(d.id)
@@ -200,6 +270,10 @@ def _redraft(s: Session, inst: Instance, log, cause: str, what: str, by: str, no
                 continue
             if o is not inst and d.draft_value is None:
                 continue  # a reworded variant about an image whose answer did not change: still true
-            leave(d, f"{cause}: no longer among the yes/no questions drafted from the fixed answers ({what})"
-                  if o is inst else f"{cause}: its 'no' value came from {source}, whose answers changed ({what})")
+            leave(
+                d,
+                f"{cause}: no longer among the yes/no questions drafted from the fixed answers ({what})"
+                if o is inst
+                else f"{cause}: its 'no' value came from {source}, whose answers changed ({what})",
+            )
     return flipped, moved

@@ -14,11 +14,6 @@ from __future__ import annotations
 
 import datetime as dt
 
-from vhmine.errors import InputError, LeaseError, StoreError
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
-    Action, Instance, ResponseLabel, Review, Store, Task, utcnow,
-)
-
 from sqlalchemy import select, update  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
@@ -27,14 +22,30 @@ from vhmine.curate.base.retry import retried
 from vhmine.curate.base.tasks import built_on, compare_and_set
 from vhmine.curate.decisions.derived import rederive
 from vhmine.curate.work.lease import LEASE_S
+from vhmine.errors import InputError, LeaseError, StoreError
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+    Action,
+    Instance,
+    ResponseLabel,
+    Review,
+    Store,
+    Task,
+    utcnow,
+)
 
 
 def _claim(s: Session, act: Action, now: dt.datetime) -> None:
-    res = s.execute(update(Action).where(Action.id == act.id, Action.undone_at.is_(None)).values(undone_at=now)
-                    .execution_options(synchronize_session=False))
+    res = s.execute(
+        update(Action)
+        .where(Action.id == act.id, Action.undone_at.is_(None))
+        .values(undone_at=now)
+        .execution_options(synchronize_session=False)
+    )
     if res.rowcount != 1:  # another undo (a second tab, a double click) took it between our read and our write
-        raise LeaseError("cannot undo: your last action was undone elsewhere meanwhile (another tab?): nothing changed; "
-                         "reload the page")
+        raise LeaseError(
+            "cannot undo: your last action was undone elsewhere meanwhile (another tab?): nothing changed; "
+            "reload the page"
+        )
 
 
 @retried
@@ -44,8 +55,12 @@ def undo_last(store: Store, worker: str | WorkerInfo, *, lease_s: float = LEASE_
     with store.session() as s:
         worker = checked_worker(s, worker).name
         now = utcnow()
-        act = s.scalar(select(Action).where(Action.worker == worker, Action.undone_at.is_(None))
-                       .order_by(Action.id.desc()).limit(1))
+        act = s.scalar(
+            select(Action)
+            .where(Action.worker == worker, Action.undone_at.is_(None))
+            .order_by(Action.id.desc())
+            .limit(1)
+        )
         if act is None:
             raise InputError(f"nothing to undo for {worker}")
         _claim(s, act, now)
@@ -59,12 +74,15 @@ def undo_last(store: Store, worker: str | WorkerInfo, *, lease_s: float = LEASE_
                 ids = p.get("instances", [])
                 insts = s.scalars(select(Instance).where(Instance.id.in_(ids)).with_for_update()).all()
                 if built_on(s, ids):
-                    raise LeaseError(f"cannot undo: item {t.id}'s questions were already reviewed or answered by a model")
+                    raise LeaseError(
+                        f"cannot undo: item {t.id}'s questions were already reviewed or answered by a model"
+                    )
                 for inst in insts:
                     inst.status, inst.discard_reason = "discarded", f"undone by {worker}"
                     inst.updated_by, inst.updated_at = worker, now
-            if not compare_and_set(s, t, expect_status=t.status, status="open", discard_reason=None, done_by=None,
-                                   done_at=None, **lease):
+            if not compare_and_set(
+                s, t, expect_status=t.status, status="open", discard_reason=None, done_by=None, done_at=None, **lease
+            ):
                 raise LeaseError(f"cannot undo: item {t.id} was changed by someone else meanwhile: nothing changed")
             what = f"{'annotation' if act.kind == 'annotate' else 'discard'} of item {t.id}"
         elif act.kind == "skip":
@@ -81,7 +99,11 @@ def undo_last(store: Store, worker: str | WorkerInfo, *, lease_s: float = LEASE_
                 d = s.get(Instance, old["id"], with_for_update=True)
                 if used := built_on(s, [d.id]):
                     raise LeaseError(f"cannot undo: the yes/no question {d.id} was already {used}")
-                if d.status == "discarded" and not d.retired_from and not (d.discard_reason or "").startswith("draft rejected by"):
+                if (
+                    d.status == "discarded"
+                    and not d.retired_from
+                    and not (d.discard_reason or "").startswith("draft rejected by")
+                ):
                     raise LeaseError(f"cannot undo: the yes/no question {d.id} was removed since ({d.discard_reason})")
                 d.question, d.truth, d.answers = old["question"], old["truth"], old["answers"]
                 d.template_id, d.slots = old.get("template_id", d.template_id), old.get("slots", d.slots)

@@ -10,12 +10,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
-
-from vhmine.rules import modes as M
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
-    Instance, Response, ResponseLabel, Review, Store,
-)
 
 from sqlalchemy import select  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
@@ -23,13 +17,21 @@ from sqlalchemy.orm import Session  # noqa: E402
 from vhmine.curate.base.access import WorkerInfo, check_admin
 from vhmine.curate.people.kappa import cohen_kappa, fleiss_kappa
 from vhmine.curate.work.review import author_label
+from vhmine.rules import modes as M
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+    Instance,
+    Response,
+    ResponseLabel,
+    Review,
+    Store,
+)
 
 
 @dataclass(frozen=True)
 class ModeAgreement:
     mode: str
-    statistic: Optional[str]  # "cohen", "fleiss", or None when fewer than two workers rated an item
-    kappa: Optional[float]  # None when undefined (no items, or every rating in one category)
+    statistic: str | None  # "cohen", "fleiss", or None when fewer than two workers rated an item
+    kappa: float | None  # None when undefined (no items, or every rating in one category)
     items: int  # items with at least two ratings
     raters: int
     disagreements: int
@@ -47,28 +49,34 @@ def _ratings(s: Session, what: str) -> dict[str, dict[str, dict[str, tuple[str, 
     """mode -> item id -> worker -> (label, shown answer), for items with two or more ratings."""
     out: dict[str, dict[str, dict[str, tuple[str, str]]]] = {}
     if what == "instances":
-        rows = s.execute(select(Instance, Review).join(Review, Review.instance_id == Instance.id)
-                         .where(Instance.status == "ready")).all()
+        rows = s.execute(
+            select(Instance, Review).join(Review, Review.instance_id == Instance.id).where(Instance.status == "ready")
+        ).all()
         for inst, r in rows:
             d = out.setdefault(inst.mode, {}).setdefault(inst.id, {})
-            d[inst.created_by] = (author_label(inst), "yes" if inst.kind == M.YNQ and inst.truth else
-                                  "no" if inst.kind == M.YNQ else inst.answers[0])
+            d[inst.created_by] = (
+                author_label(inst),
+                "yes" if inst.kind == M.YNQ and inst.truth else "no" if inst.kind == M.YNQ else inst.answers[0],
+            )
             d[r.worker] = (r.label, r.answer)
     else:
-        rows = s.execute(select(Instance.mode, ResponseLabel)
-                         .join(Response, Response.id == ResponseLabel.response_id)
-                         .join(Instance, Instance.id == Response.instance_id)).all()
+        rows = s.execute(
+            select(Instance.mode, ResponseLabel)
+            .join(Response, Response.id == ResponseLabel.response_id)
+            .join(Instance, Instance.id == Response.instance_id)
+        ).all()
         for mode, lab in rows:
             out.setdefault(mode, {}).setdefault(lab.response_id, {})[lab.worker] = (lab.verdict, lab.verdict)
     return {m: {i: r for i, r in items.items() if len(r) >= 2} for m, items in out.items()}
 
 
-def _defined(k: float) -> Optional[float]:
+def _defined(k: float) -> float | None:
     return None if math.isnan(k) else k
 
 
-def agreement(store: Store, what: str = "instances", *, by: str | WorkerInfo | None = None,
-              instance_ids: Optional[set] = None) -> list[ModeAgreement]:
+def agreement(
+    store: Store, what: str = "instances", *, by: str | WorkerInfo | None = None, instance_ids: set | None = None
+) -> list[ModeAgreement]:
     """Per mode: Cohen's kappa when exactly two workers rated, Fleiss' kappa when more.
 
     `what="instances"`: the author's reference answer against blind reviews; `what="responses"`:
@@ -98,8 +106,9 @@ def agreement(store: Store, what: str = "instances", *, by: str | WorkerInfo | N
     return out
 
 
-def disagreements(store: Store, mode: Optional[str] = None, what: str = "instances", *,
-                  by: str | WorkerInfo | None = None) -> list[Disagreement]:
+def disagreements(
+    store: Store, mode: str | None = None, what: str = "instances", *, by: str | WorkerInfo | None = None
+) -> list[Disagreement]:
     """Items on which the workers' normalized answers differ, by mode then id; `by` as for `agreement`."""
     with store.session(write=False) as s:
         check_admin(s, by)
@@ -108,12 +117,19 @@ def disagreements(store: Store, mode: Optional[str] = None, what: str = "instanc
         for items in data.values():
             ids = list(items)
             if what == "instances":
-                questions.update(dict(s.execute(select(Instance.id, Instance.question)
-                                                 .where(Instance.id.in_(ids))).all()))
+                questions.update(
+                    dict(s.execute(select(Instance.id, Instance.question).where(Instance.id.in_(ids))).all())
+                )
             else:
-                questions.update(dict(s.execute(select(Response.id, Instance.question)
-                                                 .join(Instance, Instance.id == Response.instance_id)
-                                                 .where(Response.id.in_(ids))).all()))
+                questions.update(
+                    dict(
+                        s.execute(
+                            select(Response.id, Instance.question)
+                            .join(Instance, Instance.id == Response.instance_id)
+                            .where(Response.id.in_(ids))
+                        ).all()
+                    )
+                )
     out = []
     for m in M.mode_names():
         if mode and m != M.get_mode(mode).name:

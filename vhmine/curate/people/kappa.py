@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 
 def cohen_kappa(a: Sequence[Hashable], b: Sequence[Hashable]) -> float:
     """Cohen's kappa of two raters' labels on the same items (a[i] and b[i] rate item i)."""
     if len(a) != len(b):
-        raise ValueError(f"cohen_kappa: the raters labelled {len(a)} and {len(b)} items; they must label the same items")
+        raise ValueError(
+            f"cohen_kappa: the raters labelled {len(a)} and {len(b)} items; they must label the same items"
+        )
     n = len(a)
     if n == 0:
         return math.nan
@@ -43,6 +45,8 @@ def fleiss_kappa(items: Sequence[Sequence[Hashable]]) -> float:
     for r in rows:
         total.update(r)
     n_all = sum(total.values())
-    p_bar = sum(sum(c * (c - 1) for c in r.values()) / (sum(r.values()) * (sum(r.values()) - 1)) for r in rows) / len(rows)
+    p_bar = sum(sum(c * (c - 1) for c in r.values()) / (sum(r.values()) * (sum(r.values()) - 1)) for r in rows) / len(
+        rows
+    )
     pe = sum((c / n_all) ** 2 for c in total.values())
     return math.nan if pe == 1 else (p_bar - pe) / (1 - pe)

@@ -13,17 +13,17 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Optional
-
-from vhmine.rules import modes as M
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
-    Action, Draft, Store,
-)
 
 from sqlalchemy import func, select  # noqa: E402
 
 from vhmine.curate.base.access import WorkerInfo, check_admin
 from vhmine.curate.work.lease import LEASE_S
+from vhmine.rules import modes as M
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+    Action,
+    Draft,
+    Store,
+)
 
 IDLE_S = LEASE_S  # a gap longer than a lease is a break, not work on the next item
 
@@ -32,26 +32,26 @@ IDLE_S = LEASE_S  # a gap longer than a lease is a break, not work on the next i
 class ModeSavings:
     mode: str  # a mode name, or "all"
     scratch_items: int
-    s_per_scratch: Optional[float]  # mean seconds per item written from scratch (timed items only)
+    s_per_scratch: float | None  # mean seconds per item written from scratch (timed items only)
     drafted: int  # drafts the model made (rule-rejected included)
     rule_rejected: int
     decided: int  # drafts a worker accepted, edited or rejected
     accepted: int
     edited: int
     rejected: int
-    s_per_decision: Optional[float]
-    s_per_kept: Optional[float]  # all verify time over accepted + edited
+    s_per_decision: float | None
+    s_per_kept: float | None  # all verify time over accepted + edited
 
     @property
-    def accept_rate(self) -> Optional[float]:
+    def accept_rate(self) -> float | None:
         return self.accepted / self.decided if self.decided else None
 
     @property
-    def edit_rate(self) -> Optional[float]:
+    def edit_rate(self) -> float | None:
         return self.edited / self.decided if self.decided else None
 
     @property
-    def saving(self) -> Optional[float]:
+    def saving(self) -> float | None:
         """1 - s_per_kept / s_per_scratch: the share of a worker's time per item that drafts save."""
         if not self.s_per_kept or not self.s_per_scratch:
             return None
@@ -60,15 +60,24 @@ class ModeSavings:
     def row(self) -> dict:
         def r(x, n=1):
             return None if x is None else round(x, n)
-        return {"mode": self.mode, "scratch items": self.scratch_items, "s/scratch item": r(self.s_per_scratch),
-                "drafts": self.drafted, "rule-rejected": self.rule_rejected, "verified": self.decided,
-                "accept rate": r(self.accept_rate, 3), "edit rate": r(self.edit_rate, 3),
-                "reject rate": r(self.rejected / self.decided if self.decided else None, 3),
-                "s/verify decision": r(self.s_per_decision), "s/kept draft": r(self.s_per_kept),
-                "saving": r(self.saving, 3)}
+
+        return {
+            "mode": self.mode,
+            "scratch items": self.scratch_items,
+            "s/scratch item": r(self.s_per_scratch),
+            "drafts": self.drafted,
+            "rule-rejected": self.rule_rejected,
+            "verified": self.decided,
+            "accept rate": r(self.accept_rate, 3),
+            "edit rate": r(self.edit_rate, 3),
+            "reject rate": r(self.rejected / self.decided if self.decided else None, 3),
+            "s/verify decision": r(self.s_per_decision),
+            "s/kept draft": r(self.s_per_kept),
+            "saving": r(self.saving, 3),
+        }
 
 
-def _timed_items(actions: list[Action]) -> list[tuple[str, str, Optional[float]]]:
+def _timed_items(actions: list[Action]) -> list[tuple[str, str, float | None]]:
     """(mode, what, seconds or None) per item: what is "scratch" or a verify decision."""
     by_worker: dict[str, list[Action]] = defaultdict(list)
     for a in actions:
@@ -76,7 +85,7 @@ def _timed_items(actions: list[Action]) -> list[tuple[str, str, Optional[float]]
     out = []
     for acts in by_worker.values():
         acts.sort(key=lambda a: (a.created_at, a.id))
-        gaps: list[Optional[float]] = [None]
+        gaps: list[float | None] = [None]
         for prev, cur in zip(acts, acts[1:]):
             g = (cur.created_at - prev.created_at).total_seconds()
             gaps.append(g if 0 <= g <= IDLE_S else None)
@@ -90,12 +99,17 @@ def _timed_items(actions: list[Action]) -> list[tuple[str, str, Optional[float]]
                     secs = None if gaps[k + 1] is None else secs + gaps[k + 1]
                 out.append((a.task_id.split(":", 1)[0], "scratch", secs))
             elif a.kind == "verify":
-                out.append(((a.payload or {}).get("mode") or a.task_id.split(":", 1)[0],
-                            (a.payload or {}).get("decision", "accept"), gaps[k]))
+                out.append(
+                    (
+                        (a.payload or {}).get("mode") or a.task_id.split(":", 1)[0],
+                        (a.payload or {}).get("decision", "accept"),
+                        gaps[k],
+                    )
+                )
     return out
 
 
-def _mean(xs: list[float]) -> Optional[float]:
+def _mean(xs: list[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
@@ -105,8 +119,10 @@ def draft_savings(store: Store, *, by: str | WorkerInfo | None = None) -> list[M
     with store.session(write=False) as s:
         check_admin(s, by)
         actions = list(s.scalars(select(Action).where(Action.kind.in_(("annotate", "confirm", "verify")))))
-        drafts = {(m, st): n for m, st, n in s.execute(select(Draft.mode, Draft.status, func.count())
-                                                          .group_by(Draft.mode, Draft.status))}
+        drafts = {
+            (m, st): n
+            for m, st, n in s.execute(select(Draft.mode, Draft.status, func.count()).group_by(Draft.mode, Draft.status))
+        }
     items = _timed_items(actions)
     out = []
     for m in list(M.mode_names()) + ["all"]:
@@ -119,27 +135,46 @@ def draft_savings(store: Store, *, by: str | WorkerInfo | None = None) -> list[M
         n = {d: sum(1 for it in ver if it[1] == d) for d in ("accept", "edit", "reject")}
         timed = [t for _, _, t in ver if t is not None]
         kept_timed = sum(1 for it in ver if it[2] is not None and it[1] != "reject")
-        out.append(ModeSavings(m, len(scratch), _mean([t for _, _, t in scratch if t is not None]),
-                               sum(nd.values()), nd.get("rule_rejected", 0), len(ver), n["accept"], n["edit"],
-                               n["reject"], _mean(timed), sum(timed) / kept_timed if kept_timed else None))
+        out.append(
+            ModeSavings(
+                m,
+                len(scratch),
+                _mean([t for _, _, t in scratch if t is not None]),
+                sum(nd.values()),
+                nd.get("rule_rejected", 0),
+                len(ver),
+                n["accept"],
+                n["edit"],
+                n["reject"],
+                _mean(timed),
+                sum(timed) / kept_timed if kept_timed else None,
+            )
+        )
     return out
 
 
 def savings_table(rows: list[ModeSavings]) -> str:
     """The rows as the text `vhmine draft --stats` prints."""
-    head = (f"{'mode':<12} {'scratch':>7} {'s/item':>7} {'drafts':>6} {'by rule':>7} {'verified':>8} {'accept':>6} "
-            f"{'edit':>6} {'reject':>6} {'s/kept':>7} {'saving':>7}")
+    head = (
+        f"{'mode':<12} {'scratch':>7} {'s/item':>7} {'drafts':>6} {'by rule':>7} {'verified':>8} {'accept':>6} "
+        f"{'edit':>6} {'reject':>6} {'s/kept':>7} {'saving':>7}"
+    )
 
     def pct(x):
         return "     -" if x is None else f"{100 * x:5.1f}%"
 
     def sec(x):
         return "      -" if x is None else f"{x:7.1f}"
+
     lines = [head]
     for r in rows:
-        lines.append(f"{r.mode:<12} {r.scratch_items:>7} {sec(r.s_per_scratch)} {r.drafted:>6} {r.rule_rejected:>7} "
-                     f"{r.decided:>8} {pct(r.accept_rate)} {pct(r.edit_rate)} "
-                     f"{pct(r.rejected / r.decided if r.decided else None)} {sec(r.s_per_kept)} {pct(r.saving)}")
-    lines.append(f"seconds are gaps between a worker's actions (a gap over {IDLE_S:.0f} s is a break); s/kept counts "
-                 "rejected drafts' time too; saving = 1 - s/kept / s/item")
+        lines.append(
+            f"{r.mode:<12} {r.scratch_items:>7} {sec(r.s_per_scratch)} {r.drafted:>6} {r.rule_rejected:>7} "
+            f"{r.decided:>8} {pct(r.accept_rate)} {pct(r.edit_rate)} "
+            f"{pct(r.rejected / r.decided if r.decided else None)} {sec(r.s_per_kept)} {pct(r.saving)}"
+        )
+    lines.append(
+        f"seconds are gaps between a worker's actions (a gap over {IDLE_S:.0f} s is a break); s/kept counts "
+        "rejected drafts' time too; saving = 1 - s/kept / s/item"
+    )
     return "\n".join(lines)

@@ -13,17 +13,17 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-from typing import Optional
-
-from vhmine.errors import AuthError, InputError
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
-    Store, Worker, utcnow,
-)
 
 from sqlalchemy import select  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
 from vhmine.curate.base.access import WorkerInfo, check_admin, checked_worker
+from vhmine.errors import AuthError, InputError
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+    Store,
+    Worker,
+    utcnow,
+)
 
 # Starts and ends with a letter or digit, so a name in a sentence is one token ("by ann." is ann).
 _NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,62}[A-Za-z0-9])?$")
@@ -41,32 +41,42 @@ def _info(w: Worker) -> WorkerInfo:
     return WorkerInfo(w.name, w.is_admin, w.active, w.token_generation)
 
 
-def add_worker(store: Store, name: str, *, admin: bool = False, by: Optional[WorkerInfo | str] = None) -> str:
+def add_worker(store: Store, name: str, *, admin: bool = False, by: WorkerInfo | str | None = None) -> str:
     """Register a worker and return their sign-in token; only its hash is kept, so show it once.
 
     `by` (here and in the other admin functions below): the signed-in worker asking, who must be an
     admin; None only for the store's operator (the CLI), who holds the database itself.
     """
     if not _NAME.match(name or ""):
-        raise InputError(f"worker name {name!r} is not allowed: use 1-64 letters, digits, '.', '_' or '-', "
-                         "starting and ending with a letter or digit")
+        raise InputError(
+            f"worker name {name!r} is not allowed: use 1-64 letters, digits, '.', '_' or '-', "
+            "starting and ending with a letter or digit"
+        )
     token = _new_token()
     with store.session() as s:
         check_admin(s, by)
         if s.get(Worker, name) is not None:
             raise InputError(f"worker {name!r} already exists in {store.display_url}: choose another name")
-        s.add(Worker(name=name, token_hash=hash_token(token), is_admin=admin, active=True, created_at=utcnow(),
-                     token_generation=0))
+        s.add(
+            Worker(
+                name=name,
+                token_hash=hash_token(token),
+                is_admin=admin,
+                active=True,
+                created_at=utcnow(),
+                token_generation=0,
+            )
+        )
     return token
 
 
-def list_workers(store: Store, *, by: Optional[WorkerInfo | str] = None) -> list[WorkerInfo]:
+def list_workers(store: Store, *, by: WorkerInfo | str | None = None) -> list[WorkerInfo]:
     with store.session(write=False) as s:
         check_admin(s, by)
         return [_info(w) for w in s.scalars(select(Worker).order_by(Worker.name))]
 
 
-def chosen_mode(store: Store, worker: str | WorkerInfo) -> Optional[str]:
+def chosen_mode(store: Store, worker: str | WorkerInfo) -> str | None:
     """The mode `worker` last chose in the app (kept across sign-ins and browsers), or None."""
     from vhmine.rules import modes as M
 
@@ -93,7 +103,7 @@ def _named(s: Session, store: Store, name: str) -> Worker:
     return w
 
 
-def rotate_token(store: Store, name: str, *, by: Optional[WorkerInfo | str] = None) -> str:
+def rotate_token(store: Store, name: str, *, by: WorkerInfo | str | None = None) -> str:
     """Give a worker a new token and return it (shown once); the old token and every session signed
     in with it stop working at once."""
     token = _new_token()
@@ -104,7 +114,7 @@ def rotate_token(store: Store, name: str, *, by: Optional[WorkerInfo | str] = No
     return token
 
 
-def deactivate_worker(store: Store, name: str, *, by: Optional[WorkerInfo | str] = None) -> None:
+def deactivate_worker(store: Store, name: str, *, by: WorkerInfo | str | None = None) -> None:
     """Stop a worker: their token no longer signs in and their signed-in sessions end at their next action.
     Nothing they saved is touched; their leases lapse as usual."""
     with store.session() as s:
@@ -113,7 +123,7 @@ def deactivate_worker(store: Store, name: str, *, by: Optional[WorkerInfo | str]
         w.active, w.token_generation = False, w.token_generation + 1
 
 
-def activate_worker(store: Store, name: str, *, by: Optional[WorkerInfo | str] = None) -> None:
+def activate_worker(store: Store, name: str, *, by: WorkerInfo | str | None = None) -> None:
     """Let a deactivated worker sign in again with their token (sessions from before stay ended)."""
     with store.session() as s:
         check_admin(s, by)

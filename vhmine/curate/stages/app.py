@@ -2,8 +2,9 @@
 (vhmine/apps/curate.py) with Streamlit, VHMINE_DB set.
 
 Opens (and migrates) the store first, so that a bad URL or a newer schema fails in the terminal rather
-than in the browser, and a port already in use is named with --port; then runs Streamlit in a subprocess until it is interrupted, and
-stops that subprocess whenever vhmine itself is stopped (Ctrl-C, SIGTERM, SIGHUP). Writes nothing itself.
+than in the browser, and a port already in use is named with --port; then runs Streamlit in a subprocess until it is
+interrupted, and stops that subprocess whenever vhmine itself is stopped (Ctrl-C, SIGTERM, SIGHUP). Writes nothing
+itself.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Optional
 
 from vhmine.errors import InputError, StoreError
 from vhmine.store import display_url, open_store, resolve_url
@@ -28,19 +28,39 @@ def default_app_path() -> Path:
 
 
 def streamlit_command(app_path: Path, host: str, port: int) -> list[str]:
-    return [sys.executable, "-m", "streamlit", "run", str(app_path), "--server.address", host,
-            "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
-            "--server.fileWatcherType", "none", "--server.runOnSave", "false", "--client.toolbarMode", "minimal"]
+    return [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(app_path),
+        "--server.address",
+        host,
+        "--server.port",
+        str(port),
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+        "--server.fileWatcherType",
+        "none",
+        "--server.runOnSave",
+        "false",
+        "--client.toolbarMode",
+        "minimal",
+    ]
 
 
-def run_app(db: Optional[str] = None, host: str = "127.0.0.1", port: int = 8501, app_path: Optional[Path] = None) -> int:
+def run_app(db: str | None = None, host: str = "127.0.0.1", port: int = 8501, app_path: Path | None = None) -> int:
     """Open (and migrate) the store, then serve the Streamlit app on it until interrupted."""
     if importlib.util.find_spec("streamlit") is None:
         raise StoreError("the curation app needs streamlit: pip install 'vhmine[app]'")
     app_path = Path(app_path) if app_path else default_app_path()
     if not app_path.is_file():
-        raise InputError(f"the curation app {app_path} is missing: pass --app PATH to a Streamlit script, "
-                         "or reinstall vhmine (the app ships inside the package as vhmine/apps/curate.py)")
+        raise InputError(
+            f"the curation app {app_path} is missing: pass --app PATH to a Streamlit script, "
+            "or reinstall vhmine (the app ships inside the package as vhmine/apps/curate.py)"
+        )
     url = resolve_url(db)
     open_store(url, create=False).close()  # errors (no such store, newer schema, bad URL) show here, not in the browser
     check_port(host, port)
@@ -66,8 +86,11 @@ def check_port(host: str, port: int) -> None:
     if _bindable(host, port):
         return
     free = next((p for p in range(port + 1, min(port + 50, 65536)) if _bindable(host, p)), None)
-    raise InputError(f"port {port} on {host} is in use (another `vhmine curate`, or another server): pass --port N"
-                     + (f", e.g. --port {free}" if free else "") + ", or stop what holds it")
+    raise InputError(
+        f"port {port} on {host} is in use (another `vhmine curate`, or another server): pass --port N"
+        + (f", e.g. --port {free}" if free else "")
+        + ", or stop what holds it"
+    )
 
 
 def serve(command: list[str], env: dict) -> int:

@@ -7,21 +7,34 @@ prompt ids). A description's id is its answer's cache key, so writing one twice 
 
 from __future__ import annotations
 
-from typing import Sequence
-
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
-    Description, Store, utcnow,
-)
+from collections.abc import Sequence
 
 from sqlalchemy import select  # noqa: E402
 
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+    Description,
+    Store,
+    utcnow,
+)
 
-def add_description(store: Store, did: str, mode: str, kind: str, text: str, model: str, hypothetical: bool,
-                    sources: list[str]) -> None:
+
+def add_description(
+    store: Store, did: str, mode: str, kind: str, text: str, model: str, hypothetical: bool, sources: list[str]
+) -> None:
     with store.session() as s:
         if s.get(Description, did) is None:
-            s.add(Description(id=did, mode=mode, kind=kind, text=text, model=model, hypothetical=hypothetical,
-                              sources=sources, created_at=utcnow()))
+            s.add(
+                Description(
+                    id=did,
+                    mode=mode,
+                    kind=kind,
+                    text=text,
+                    model=model,
+                    hypothetical=hypothetical,
+                    sources=sources,
+                    created_at=utcnow(),
+                )
+            )
 
 
 def description_texts(store: Store, ids: Sequence[str]) -> dict[str, str]:
@@ -36,8 +49,15 @@ def latest_descriptions(store: Store, modes: Sequence[str]) -> dict[str, tuple[s
     """mode -> (description id, text) of its newest merged description (ties broken by id)."""
     out: dict[str, tuple[str, str]] = {}
     with store.session(write=False) as s:
-        rows = s.execute(select(Description).where(Description.kind == "merged", Description.mode.in_(list(modes)))
-                         .order_by(Description.created_at, Description.id)).scalars().all()
+        rows = (
+            s.execute(
+                select(Description)
+                .where(Description.kind == "merged", Description.mode.in_(list(modes)))
+                .order_by(Description.created_at, Description.id)
+            )
+            .scalars()
+            .all()
+        )
         for d in rows:
             out[d.mode] = (d.id, d.text)
     return out

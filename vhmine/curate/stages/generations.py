@@ -6,15 +6,22 @@ nothing (curate.work.queue.add_generation records a new image and queues it).
 
 from __future__ import annotations
 
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
-    Generation, Store,
-)
-
 from sqlalchemy import select  # noqa: E402
+
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+    Generation,
+    Store,
+)
 
 
 def recorded_renders(store: Store, backend: str, model: str) -> list[tuple[str, str, object, dict]]:
     """(mode, prompt, seed, params) of every image `backend` ("openai", "diffusers") and `model` made."""
     with store.session(write=False) as s:
-        return [tuple(r) for r in s.execute(select(Generation.mode, Generation.prompt, Generation.seed, Generation.params)
-                                            .where(Generation.backend == backend, Generation.model == model)).all()]
+        return [
+            tuple(r)
+            for r in s.execute(
+                select(Generation.mode, Generation.prompt, Generation.seed, Generation.params).where(
+                    Generation.backend == backend, Generation.model == model
+                )
+            ).all()
+        ]

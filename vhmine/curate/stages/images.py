@@ -60,10 +60,14 @@ def _located(store: Store, image_id: str, sha: str, recorded: str) -> Path | str
     if found is not None:
         return found
     if image_sha256(recorded) is not None:
-        raise StoreError(f"image {image_id} at {recorded} no longer matches its recorded sha256: the file was changed; "
-                         "restore it (no index lists another file with its content)")
-    raise StoreError(f"image {image_id} is recorded at {recorded}, which is missing, and no index lists another file with "
-                     "its content: restore the file, or run `vhmine embed` again on the folder it moved to")
+        raise StoreError(
+            f"image {image_id} at {recorded} no longer matches its recorded sha256: the file was changed; "
+            "restore it (no index lists another file with its content)"
+        )
+    raise StoreError(
+        f"image {image_id} is recorded at {recorded}, which is missing, and no index lists another file with "
+        "its content: restore the file, or run `vhmine embed` again on the folder it moved to"
+    )
 
 
 def image_file(store: Store, image_id: str) -> Path | str:
@@ -89,5 +93,7 @@ def image_bytes(store: Store, image_id: str) -> bytes:
     except OSError as err:  # gone between the check and the read
         raise StoreError(f"image {image_id} at {p} cannot be read now ({err.strerror or err}): restore it") from None
     if hashlib.sha256(data).hexdigest() != sha:  # changed between the check and the read
-        raise StoreError(f"image {image_id} at {p} no longer matches its recorded sha256: the file was changed; restore it")
+        raise StoreError(
+            f"image {image_id} at {p} no longer matches its recorded sha256: the file was changed; restore it"
+        )
     return data

@@ -9,23 +9,29 @@ probe, describe (through probe.hallucinations) and eval ran themselves before.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
-
-from vhmine.rules import modes as M
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
-    Instance, Response, Store,
-)
 
 from sqlalchemy import select  # noqa: E402
 
+from vhmine.rules import modes as M
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+    Instance,
+    Response,
+    Store,
+)
 
-def stored_responses(store: Store, model: str, endpoint: Optional[str]) -> dict[tuple[str, str], tuple[str, Optional[str], str]]:
+
+def stored_responses(
+    store: Store, model: str, endpoint: str | None
+) -> dict[tuple[str, str], tuple[str, str | None, str]]:
     """(instance id, prompt) -> (response id, automatic verdict, answer) of `model`'s responses from `endpoint`;
     endpoint None: those stored before vhmine recorded the endpoint (whose origin is unknown). Later ids win."""
     where = Response.endpoint == endpoint  # None: IS NULL
     with store.session(write=False) as s:
-        rows = s.execute(select(Response.instance_id, Response.prompt, Response.id, Response.verdict, Response.answer)
-                         .where(Response.model == model, where).order_by(Response.id)).all()
+        rows = s.execute(
+            select(Response.instance_id, Response.prompt, Response.id, Response.verdict, Response.answer)
+            .where(Response.model == model, where)
+            .order_by(Response.id)
+        ).all()
     return {(iid, prompt): (rid, verdict, answer) for iid, prompt, rid, verdict, answer in rows}
 
 
@@ -35,7 +41,7 @@ def claim_endpoint(store: Store, response_id: str, endpoint: str) -> None:
         s.get(Response, response_id).endpoint = endpoint
 
 
-def set_automatic_verdict(store: Store, response_id: str, verdict: Optional[str], judge: str) -> None:
+def set_automatic_verdict(store: Store, response_id: str, verdict: str | None, judge: str) -> None:
     """The rule's or judge's verdict on a response, and who gave it (workers' labels still override it)."""
     with store.session() as s:
         r = s.get(Response, response_id)
@@ -49,24 +55,29 @@ class ModeResponse:
     response_id: str
     model: str
     answer: str
-    verdict: Optional[str]  # the automatic verdict (rule or judge), not the one that counts
+    verdict: str | None  # the automatic verdict (rule or judge), not the one that counts
     instance_id: str
     kind: str
     question: str
     answers: tuple[str, ...]
-    truth: Optional[bool]
+    truth: bool | None
 
 
-def mode_responses(store: Store, mode: str, model: Optional[str] = None) -> list[ModeResponse]:
+def mode_responses(store: Store, mode: str, model: str | None = None) -> list[ModeResponse]:
     """Responses to the ready instances of `mode` (of `model` only, if given), by instance id then response id."""
     with store.session(write=False) as s:
-        q = (select(Response, Instance).join(Instance, Instance.id == Response.instance_id)
-             .where(Instance.mode == M.get_mode(mode).name, Instance.status == "ready"))
+        q = (
+            select(Response, Instance)
+            .join(Instance, Instance.id == Response.instance_id)
+            .where(Instance.mode == M.get_mode(mode).name, Instance.status == "ready")
+        )
         if model:
             q = q.where(Response.model == model)
         rows = s.execute(q).all()
-    out = [ModeResponse(r.id, r.model, r.answer, r.verdict, i.id, i.kind, i.question, tuple(i.answers), i.truth)
-           for r, i in rows]
+    out = [
+        ModeResponse(r.id, r.model, r.answer, r.verdict, i.id, i.kind, i.question, tuple(i.answers), i.truth)
+        for r, i in rows
+    ]
     return sorted(out, key=lambda x: (x.instance_id, x.response_id))
 
 
@@ -74,6 +85,10 @@ def responses_saying(store: Store, model: str, answers: dict[str, str]) -> list[
     """(response id, instance id) of `model`'s responses whose text is `answers[instance id]` (spaces aside):
     a verdict judges one answer text, so a response in other words does not speak for this answer."""
     with store.session(write=False) as s:
-        return [(rid, iid) for rid, iid, text in s.execute(
-            select(Response.id, Response.instance_id, Response.answer).where(Response.model == model))
-            if iid in answers and (text or "").strip() == (answers[iid] or "").strip()]
+        return [
+            (rid, iid)
+            for rid, iid, text in s.execute(
+                select(Response.id, Response.instance_id, Response.answer).where(Response.model == model)
+            )
+            if iid in answers and (text or "").strip() == (answers[iid] or "").strip()
+        ]

@@ -9,13 +9,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
-    BlindAnswer, Draft, Erratum, Instance, NearDuplicate, Run, Store, Worker,
-)
-
 from sqlalchemy import func, select  # noqa: E402
 
 from vhmine.curate.work.queue import progress
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+    BlindAnswer,
+    Draft,
+    Erratum,
+    Instance,
+    NearDuplicate,
+    Run,
+    Store,
+    Worker,
+)
 
 
 @dataclass(frozen=True)
@@ -50,21 +56,48 @@ def store_overview(store: Store) -> StoreOverview:
     """The store's counts (see the module docstring)."""
     prog = progress(store)
     with store.session(write=False) as s:
-        waiting = dict(s.execute(select(Draft.mode, func.count()).where(Draft.status == "pending").group_by(Draft.mode)).all())
-        confirm = dict(s.execute(select(Instance.mode, func.count()).where(Instance.status == "draft")
-                                 .group_by(Instance.mode)).all())
+        waiting = dict(
+            s.execute(select(Draft.mode, func.count()).where(Draft.status == "pending").group_by(Draft.mode)).all()
+        )
+        confirm = dict(
+            s.execute(
+                select(Instance.mode, func.count()).where(Instance.status == "draft").group_by(Instance.mode)
+            ).all()
+        )
         errata = s.scalar(select(func.count()).select_from(Erratum).where(Erratum.status == "open")) or 0
-        blind = s.scalar(select(func.count(func.distinct(BlindAnswer.flag_id)))
-                         .where(BlindAnswer.flag_id.is_not(None), BlindAnswer.overruled_by.is_(None))) or 0
+        blind = (
+            s.scalar(
+                select(func.count(func.distinct(BlindAnswer.flag_id))).where(
+                    BlindAnswer.flag_id.is_not(None), BlindAnswer.overruled_by.is_(None)
+                )
+            )
+            or 0
+        )
         queued = s.scalar(select(func.count()).select_from(Instance).where(Instance.contradiction.is_not(None))) or 0
-        dups = s.scalar(select(func.count()).select_from(NearDuplicate).where(NearDuplicate.overruled_by.is_(None))) or 0
-        workers = s.execute(select(Worker.active, Worker.is_admin, func.count()).group_by(Worker.active, Worker.is_admin)).all()
-        runs = [{"name": name, "pairs": path} for name, path in
-                s.execute(select(Run.name, Run.pairs_path).order_by(Run.seeded_at)).all()]
-    modes = [ModeCounts(p.mode, p.remaining, p.done, p.discarded, p.ready_instances, waiting.get(p.mode, 0),
-                        confirm.get(p.mode, 0)) for p in prog]
-    return StoreOverview(modes, errata, blind, dups,
-                         workers_active=sum(n for active, _, n in workers if active),
-                         workers_admin=sum(n for active, admin, n in workers if active and admin),
-                         workers_inactive=sum(n for active, _, n in workers if not active), runs=runs,
-                         contradictions_open=queued)
+        dups = (
+            s.scalar(select(func.count()).select_from(NearDuplicate).where(NearDuplicate.overruled_by.is_(None))) or 0
+        )
+        workers = s.execute(
+            select(Worker.active, Worker.is_admin, func.count()).group_by(Worker.active, Worker.is_admin)
+        ).all()
+        runs = [
+            {"name": name, "pairs": path}
+            for name, path in s.execute(select(Run.name, Run.pairs_path).order_by(Run.seeded_at)).all()
+        ]
+    modes = [
+        ModeCounts(
+            p.mode, p.remaining, p.done, p.discarded, p.ready_instances, waiting.get(p.mode, 0), confirm.get(p.mode, 0)
+        )
+        for p in prog
+    ]
+    return StoreOverview(
+        modes,
+        errata,
+        blind,
+        dups,
+        workers_active=sum(n for active, _, n in workers if active),
+        workers_admin=sum(n for active, admin, n in workers if active and admin),
+        workers_inactive=sum(n for active, _, n in workers if not active),
+        runs=runs,
+        contradictions_open=queued,
+    )

@@ -10,17 +10,23 @@ image whose recorded file moved or changed gets the path where its content is no
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
+
+from sqlalchemy import select  # noqa: E402
 
 from vhmine.errors import InputError
 from vhmine.index import locate_image
 from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
-    Image, Pair, Run, Store, Task, utcnow,
+    Image,
+    Pair,
+    Run,
+    Store,
+    Task,
+    utcnow,
 )
-
-from sqlalchemy import select  # noqa: E402
 
 
 @dataclass
@@ -61,9 +67,15 @@ def known_pairs(store: Store, run: str, run_id: str | None = None) -> tuple[set[
     return known, since is not None
 
 
-def add_mined_pairs(store: Store, run: str, pairs_path: Path, meta: Optional[dict],
-                    pairs: Sequence[tuple[int, str, Any]], plan: dict[str, list[int]],
-                    files: dict[tuple[str, str], str]) -> SeedCounts:
+def add_mined_pairs(
+    store: Store,
+    run: str,
+    pairs_path: Path,
+    meta: dict | None,
+    pairs: Sequence[tuple[int, str, Any]],
+    plan: dict[str, list[int]],
+    files: dict[tuple[str, str], str],
+) -> SeedCounts:
     """`pairs[i]` = (rank, pair id, the pairs table's row); `plan[mode]` = the indices into `pairs` queued for it;
     `files[(sha256, path in the table)]` = the file that holds that content now (vhmine.seed found it)."""
     used = sorted({i for idx in plan.values() for i in idx})
@@ -88,20 +100,39 @@ def add_mined_pairs(store: Store, run: str, pairs_path: Path, meta: Optional[dic
                 path = files[(r[f"sha256_{side}"], r[f"path_{side}"])]
                 if img is None:
                     cats = r.get(f"categories_{side}")
-                    s.add(Image(id=iid, sha256=r[f"sha256_{side}"], path=path,
-                                source="mined", categories=[str(c) for c in (cats if cats is not None else [])],
-                                created_at=now))
+                    s.add(
+                        Image(
+                            id=iid,
+                            sha256=r[f"sha256_{side}"],
+                            path=path,
+                            source="mined",
+                            categories=[str(c) for c in (cats if cats is not None else [])],
+                            created_at=now,
+                        )
+                    )
                     counts.images_added += 1
                 elif img.sha256 != r[f"sha256_{side}"]:
-                    raise InputError(f"image {iid} is already in the store with sha256 {img.sha256}, but {pairs_path} "
-                                     f"(rank {rank}) gives {r[f'sha256_{side}']}: the two runs disagree; re-run `vhmine mine`")
+                    raise InputError(
+                        f"image {iid} is already in the store with sha256 {img.sha256}, but {pairs_path} "
+                        f"(rank {rank}) gives {r[f'sha256_{side}']}: the two runs disagree; re-run `vhmine mine`"
+                    )
                 elif img.path != path and locate_image(img.sha256, Path(img.path), lambda: []) is None:
                     img.path = path  # the recorded file moved or changed: record where the content is now
             s.flush()
             if s.get(Pair, pid) is None:
-                s.add(Pair(id=pid, image_a=r["image_id_a"], image_b=r["image_id_b"], rank=rank,
-                           clip_sim=float(r["clip_sim"]), dino_sim=float(r["dino_sim"]), gap=float(r["gap"]),
-                           run=run, created_at=now))
+                s.add(
+                    Pair(
+                        id=pid,
+                        image_a=r["image_id_a"],
+                        image_b=r["image_id_b"],
+                        rank=rank,
+                        clip_sim=float(r["clip_sim"]),
+                        dino_sim=float(r["dino_sim"]),
+                        gap=float(r["gap"]),
+                        run=run,
+                        created_at=now,
+                    )
+                )
                 counts.pairs_added += 1
         s.flush()
         existing = set(s.scalars(select(Task.id).where(Task.pair_id.in_([pairs[i][1] for i in used]))))

@@ -9,18 +9,17 @@ worker's own (template `<mode>.own`, no slots, no drafts).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
-
-from vhmine.rules import modes as M
-from vhmine.errors import FormError
-from vhmine.store import Instance, Store, utcnow
 
 from vhmine.curate.base.access import checked_worker
 from vhmine.curate.base.ids import derived_id, new_id
 from vhmine.curate.base.items import Item, task_item
 from vhmine.curate.base.retry import retried
 from vhmine.curate.base.tasks import check_lease, close_task, log_action
+from vhmine.errors import FormError
+from vhmine.rules import modes as M
+from vhmine.store import Instance, Store, utcnow
 
 
 @dataclass
@@ -29,10 +28,10 @@ class Annotation:
 
     template_id: str
     slots: dict[str, str] = field(default_factory=dict)
-    question: Optional[str] = None  # the filled template, possibly reworded; None: the filled template
+    question: str | None = None  # the filled template, possibly reworded; None: the filled template
     answers: dict[str, Sequence[str] | str] = field(default_factory=dict)  # image id -> reference answers
-    truths: dict[str, Optional[bool]] = field(default_factory=dict)  # image id -> yes/no truth (YNQ)
-    targets: Optional[list[str]] = None  # image ids asked about; None: every image of the item
+    truths: dict[str, bool | None] = field(default_factory=dict)  # image id -> yes/no truth (YNQ)
+    targets: list[str] | None = None  # image ids asked about; None: every image of the item
 
 
 @dataclass(frozen=True)
@@ -79,25 +78,61 @@ def save_annotation(store: Store, worker: str, task_id: str, ann: Annotation) ->
         mode, tpl, question, slots, targets, answers = _validate(item, ann)
         tpl_id = tpl.id if slots is not None else M.own_template_id(mode)
         close_task(s, t, worker, now, "done")
-        act = log_action(s, worker, "annotate", task_id, {"template_id": tpl_id, "slots": slots or {},
-                                                          "question": question, "targets": targets, "answers": answers,
-                                                          "truths": {k: ann.truths.get(k) for k in targets}})
+        act = log_action(
+            s,
+            worker,
+            "annotate",
+            task_id,
+            {
+                "template_id": tpl_id,
+                "slots": slots or {},
+                "question": question,
+                "targets": targets,
+                "answers": answers,
+                "truths": {k: ann.truths.get(k) for k in targets},
+            },
+        )
         ready, drafts = [], []
         for img in targets:
-            common = dict(task_id=task_id, action_id=act.id, mode=mode.name, image_id=img, pair_id=item.pair_id,
-                          created_by=worker, created_at=now)
-            inst = Instance(id=new_id(), kind=tpl.kind, template_id=tpl_id, slots=slots or {}, question=question,
-                            answers=answers[img], truth=ann.truths.get(img) if tpl.kind == M.YNQ else None,
-                            status="ready", **common)
+            common = dict(
+                task_id=task_id,
+                action_id=act.id,
+                mode=mode.name,
+                image_id=img,
+                pair_id=item.pair_id,
+                created_by=worker,
+                created_at=now,
+            )
+            inst = Instance(
+                id=new_id(),
+                kind=tpl.kind,
+                template_id=tpl_id,
+                slots=slots or {},
+                question=question,
+                answers=answers[img],
+                truth=ann.truths.get(img) if tpl.kind == M.YNQ else None,
+                status="ready",
+                **common,
+            )
             s.add(inst)
             ready.append(inst.id)
             if tpl.kind != M.OEQ or slots is None:  # the worker's own question: no values to draft from
                 continue
             others = [a for o in targets if o != img for a in answers[o]]
             for d in M.draft_ynq(mode, tpl, slots, answers[img], others):
-                di = Instance(id=derived_id(inst.id, d.question), kind=M.YNQ, template_id=d.template_id, slots=d.slots, question=d.question,
-                              answers=["Yes" if d.truth else "No"], truth=d.truth, derived_from=inst.id,
-                              draft_value=d.value, status="draft", **common)
+                di = Instance(
+                    id=derived_id(inst.id, d.question),
+                    kind=M.YNQ,
+                    template_id=d.template_id,
+                    slots=d.slots,
+                    question=d.question,
+                    answers=["Yes" if d.truth else "No"],
+                    truth=d.truth,
+                    derived_from=inst.id,
+                    draft_value=d.value,
+                    status="draft",
+                    **common,
+                )
                 s.add(di)
                 drafts.append(di.id)
         act.payload = dict(act.payload, instances=ready + drafts)

@@ -16,23 +16,25 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, Optional
-
-from vhmine.rules import modes as M
-from vhmine.errors import FormError, InputError
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
-    BlindAnswer, Instance, Store, utcnow,
-)
 
 from sqlalchemy import select  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
 from vhmine.curate.base.access import WorkerInfo, checked_worker
 from vhmine.curate.base.ids import new_id
+from vhmine.errors import FormError, InputError
+from vhmine.rules import modes as M
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+    BlindAnswer,
+    Instance,
+    Store,
+    utcnow,
+)
 
 
-def group_key(mode: str, kind: str, pair_id: Optional[str], question: str, instance_id: str) -> str:
+def group_key(mode: str, kind: str, pair_id: str | None, question: str, instance_id: str) -> str:
     """The instances that ask one question: of a pair, the same question (bench.question_key) on its
     images; a question without a pair is its own group."""
     from vhmine.bench import question_key
@@ -40,12 +42,16 @@ def group_key(mode: str, kind: str, pair_id: Optional[str], question: str, insta
     return f"{mode}:{pair_id}:{kind}:{question_key(question)}" if pair_id else f"{mode}:{instance_id}"
 
 
-def blind_answered(store: Store, model: str, endpoint: Optional[str], prompt: str) -> set[str]:
+def blind_answered(store: Store, model: str, endpoint: str | None, prompt: str) -> set[str]:
     """Instance ids that already have an answer from this model, endpoint and prompt."""
     with store.session(write=False) as s:
-        return set(s.scalars(select(BlindAnswer.instance_id).where(
-            BlindAnswer.model == model, BlindAnswer.prompt == prompt,
-            BlindAnswer.endpoint == endpoint)))  # endpoint None: IS NULL
+        return set(
+            s.scalars(
+                select(BlindAnswer.instance_id).where(
+                    BlindAnswer.model == model, BlindAnswer.prompt == prompt, BlindAnswer.endpoint == endpoint
+                )
+            )
+        )  # endpoint None: IS NULL
 
 
 def reference_of(inst) -> dict:
@@ -53,7 +59,7 @@ def reference_of(inst) -> dict:
     return {"answers": list(inst.answers), "truth": inst.truth}
 
 
-def score_stored(kind: str, answer: str, reference: dict, scorer: str) -> Optional[bool]:
+def score_stored(kind: str, answer: str, reference: dict, scorer: str) -> bool | None:
     """Whether a stored blind answer is right against `reference` (reference_of) under its scorer: `rule:<rule>`
     (yes/no), `match` (open answers, eval's match_oeq); None for a judge's scorer (`llm:...`): only the judge
     can say, so the answer waits for `vhmine blind --judge` to judge it again."""
@@ -68,16 +74,38 @@ def score_stored(kind: str, answer: str, reference: dict, scorer: str) -> Option
     return None
 
 
-def record_blind_answer(store: Store, instance_id: str, *, model: str, endpoint: Optional[str], prompt: str,
-                        answer: str, correct: bool, scorer: str, group: str) -> str:
+def record_blind_answer(
+    store: Store,
+    instance_id: str,
+    *,
+    model: str,
+    endpoint: str | None,
+    prompt: str,
+    answer: str,
+    correct: bool,
+    scorer: str,
+    group: str,
+) -> str:
     with store.session() as s:
         inst = s.get(Instance, instance_id)
         if inst is None:
             raise InputError(f"no instance {instance_id!r} in {store.display_url}")
         rid = new_id()
-        s.add(BlindAnswer(id=rid, instance_id=instance_id, model=model, endpoint=endpoint, prompt=prompt, answer=answer,
-                          correct=bool(correct), scorer=scorer, group_key=group, created_at=utcnow(),
-                          reference=reference_of(inst)))
+        s.add(
+            BlindAnswer(
+                id=rid,
+                instance_id=instance_id,
+                model=model,
+                endpoint=endpoint,
+                prompt=prompt,
+                answer=answer,
+                correct=bool(correct),
+                scorer=scorer,
+                group_key=group,
+                created_at=utcnow(),
+                reference=reference_of(inst),
+            )
+        )
     return rid
 
 
@@ -86,28 +114,34 @@ class StoredAnswer:
     id: str
     instance_id: str
     answer: str
-    correct: Optional[bool]
+    correct: bool | None
     scorer: str
-    reference: Optional[dict]
+    reference: dict | None
 
 
-def stored_answers(store: Store, model: str, endpoint: Optional[str], prompt: str) -> dict[str, StoredAnswer]:
+def stored_answers(store: Store, model: str, endpoint: str | None, prompt: str) -> dict[str, StoredAnswer]:
     """instance id -> the stored answer of this model, endpoint and prompt (the latest, should there be two)."""
     with store.session(write=False) as s:
-        rows = s.scalars(select(BlindAnswer).where(BlindAnswer.model == model, BlindAnswer.prompt == prompt,
-                                                   BlindAnswer.endpoint == endpoint)  # None: IS NULL
-                         .order_by(BlindAnswer.created_at, BlindAnswer.id)).all()
-        return {r.instance_id: StoredAnswer(r.id, r.instance_id, r.answer, r.correct, r.scorer, r.reference) for r in rows}
+        rows = s.scalars(
+            select(BlindAnswer)
+            .where(
+                BlindAnswer.model == model, BlindAnswer.prompt == prompt, BlindAnswer.endpoint == endpoint
+            )  # None: IS NULL
+            .order_by(BlindAnswer.created_at, BlindAnswer.id)
+        ).all()
+        return {
+            r.instance_id: StoredAnswer(r.id, r.instance_id, r.answer, r.correct, r.scorer, r.reference) for r in rows
+        }
 
 
-def rescore_blind_answer(store: Store, answer_id: str, *, correct: Optional[bool], scorer: str, reference: dict) -> None:
+def rescore_blind_answer(store: Store, answer_id: str, *, correct: bool | None, scorer: str, reference: dict) -> None:
     """A stored answer scored again (vhmine blind's rerun): right or not against `reference`, by `scorer`."""
     with store.session() as s:
         r = s.get(BlindAnswer, answer_id)
         r.correct, r.scorer, r.reference = correct, scorer, reference
 
 
-def refresh_blind_flags(store: Store, model: str, endpoint: Optional[str], prompt: str) -> dict[str, str]:
+def refresh_blind_flags(store: Store, model: str, endpoint: str | None, prompt: str) -> dict[str, str]:
     """Set the flags of this model's answers: group_key -> flag id for every group right on all its
     ready instances. A flag already there keeps its id and any overrule; a group no longer right
     everywhere (a new instance joined it and was answered wrong) loses its flag."""
@@ -115,21 +149,26 @@ def refresh_blind_flags(store: Store, model: str, endpoint: Optional[str], promp
         return refresh_flags(s, model, endpoint, prompt)
 
 
-def solver_rows(s: Session, model: str, endpoint: Optional[str], prompt: str) -> list[BlindAnswer]:
-    return s.scalars(select(BlindAnswer).where(
-        BlindAnswer.model == model, BlindAnswer.prompt == prompt,
-        BlindAnswer.endpoint == endpoint)).all()  # endpoint None: IS NULL
+def solver_rows(s: Session, model: str, endpoint: str | None, prompt: str) -> list[BlindAnswer]:
+    return s.scalars(
+        select(BlindAnswer).where(
+            BlindAnswer.model == model, BlindAnswer.prompt == prompt, BlindAnswer.endpoint == endpoint
+        )
+    ).all()  # endpoint None: IS NULL
 
 
-def refresh_flags(s: Session, model: str, endpoint: Optional[str], prompt: str) -> dict[str, str]:
+def refresh_flags(s: Session, model: str, endpoint: str | None, prompt: str) -> dict[str, str]:
     """refresh_blind_flags inside a transaction the caller holds (curate.decisions.derived refreshes with an
     erratum)."""
     rows = solver_rows(s, model, endpoint, prompt)
     by_group: dict[str, list[BlindAnswer]] = defaultdict(list)
     for r in rows:
         by_group[r.group_key].append(r)
-    ready = s.execute(select(Instance.id, Instance.mode, Instance.kind, Instance.pair_id, Instance.question)
-                      .where(Instance.status == "ready")).all()
+    ready = s.execute(
+        select(Instance.id, Instance.mode, Instance.kind, Instance.pair_id, Instance.question).where(
+            Instance.status == "ready"
+        )
+    ).all()
     members: dict[str, set[str]] = defaultdict(set)
     for iid, mode, kind, pair_id, question in ready:
         members[group_key(mode, kind, pair_id, question, iid)].add(iid)
@@ -137,8 +176,11 @@ def refresh_flags(s: Session, model: str, endpoint: Optional[str], prompt: str) 
     for key, group in by_group.items():
         # an answer waiting to be scored again (correct None) is no answer yet
         answered = {r.instance_id for r in group if r.instance_id in members[key] and r.correct is not None}
-        right = bool(members[key]) and answered == members[key] and all(
-            r.correct for r in group if r.instance_id in members[key] and r.correct is not None)
+        right = (
+            bool(members[key])
+            and answered == members[key]
+            and all(r.correct for r in group if r.instance_id in members[key] and r.correct is not None)
+        )
         if not right:
             for r in group:
                 r.flag_id = None
@@ -168,26 +210,30 @@ class BlindFlag:
     question: str
     model: str
     prompt: str
-    endpoint: Optional[str]
+    endpoint: str | None
     scorer: str
     items: tuple[FlaggedItem, ...]
     created_at: dt.datetime
-    overruled_by: Optional[str] = None
-    overruled_at: Optional[dt.datetime] = None
-    overrule_reason: Optional[str] = None
+    overruled_by: str | None = None
+    overruled_at: dt.datetime | None = None
+    overrule_reason: str | None = None
 
     @property
     def overruled(self) -> bool:
         return self.overruled_by is not None
 
 
-def flag_list(store: Store, worker: str | WorkerInfo, *, mode: Optional[str] = None,
-              include_overruled: bool = True) -> list[BlindFlag]:
+def flag_list(
+    store: Store, worker: str | WorkerInfo, *, mode: str | None = None, include_overruled: bool = True
+) -> list[BlindFlag]:
     """Every blind flag (of `mode`), newest model run last, for a worker to look through."""
     with store.session(write=False) as s:
         checked_worker(s, worker)
-        q = (select(BlindAnswer, Instance).join(Instance, Instance.id == BlindAnswer.instance_id)
-             .where(BlindAnswer.flag_id.is_not(None), Instance.status == "ready"))
+        q = (
+            select(BlindAnswer, Instance)
+            .join(Instance, Instance.id == BlindAnswer.instance_id)
+            .where(BlindAnswer.flag_id.is_not(None), Instance.status == "ready")
+        )
         if mode:
             q = q.where(Instance.mode == M.get_mode(mode).name)
         rows = s.execute(q.order_by(BlindAnswer.created_at, BlindAnswer.flag_id, Instance.id)).all()
@@ -200,8 +246,23 @@ def flag_list(store: Store, worker: str | WorkerInfo, *, mode: Optional[str] = N
         if r0.overruled_by and not include_overruled:
             continue
         items = tuple(FlaggedItem(inst.id, inst.image_id, tuple(inst.answers), r.answer) for r, inst in rs)
-        out.append(BlindFlag(fid, i0.mode, i0.kind, i0.question, r0.model, r0.prompt, r0.endpoint, r0.scorer, items,
-                             r0.created_at, r0.overruled_by, r0.overruled_at, r0.overrule_reason))
+        out.append(
+            BlindFlag(
+                fid,
+                i0.mode,
+                i0.kind,
+                i0.question,
+                r0.model,
+                r0.prompt,
+                r0.endpoint,
+                r0.scorer,
+                items,
+                r0.created_at,
+                r0.overruled_by,
+                r0.overruled_at,
+                r0.overrule_reason,
+            )
+        )
     return out
 
 
@@ -217,8 +278,11 @@ def overrule_blind_flag(store: Store, worker: str | WorkerInfo, flag_id: str, re
     who overruled it, when and why, and export keeps its instances."""
     reason = (reason or "").strip()
     if not reason:
-        raise FormError("reason", "say why the question needs its image (e.g. 'the model guessed the usual answer; "
-                                  "this picture is the exception')")
+        raise FormError(
+            "reason",
+            "say why the question needs its image (e.g. 'the model guessed the usual answer; "
+            "this picture is the exception')",
+        )
     with store.session() as s:
         name = checked_worker(s, worker).name
         now = utcnow()
@@ -237,8 +301,13 @@ def reinstate_blind_flag(store: Store, worker: str | WorkerInfo, flag_id: str) -
 def blind_dropped(store: Store) -> set[str]:
     """Instance ids flagged by any blind model and not overruled: what `export --drop-blind` leaves out."""
     with store.session(write=False) as s:
-        return set(s.scalars(select(BlindAnswer.instance_id).where(
-            BlindAnswer.flag_id.is_not(None), BlindAnswer.overruled_by.is_(None))))
+        return set(
+            s.scalars(
+                select(BlindAnswer.instance_id).where(
+                    BlindAnswer.flag_id.is_not(None), BlindAnswer.overruled_by.is_(None)
+                )
+            )
+        )
 
 
 def blind_summary(store: Store, items: Iterable, *, dropped: Iterable = (), with_endpoint: bool = False) -> list[dict]:
@@ -253,7 +322,7 @@ def blind_summary(store: Store, items: Iterable, *, dropped: Iterable = (), with
     rows: list = []
     with store.session(write=False) as s:
         for k in range(0, len(ids), 500):  # in chunks: SQLite caps the parameters of one statement
-            rows += s.scalars(select(BlindAnswer).where(BlindAnswer.instance_id.in_(ids[k:k + 500]))).all()
+            rows += s.scalars(select(BlindAnswer).where(BlindAnswer.instance_id.in_(ids[k : k + 500]))).all()
     per_question: dict[tuple, list] = defaultdict(list)  # (solver key, instance id) -> its rows, oldest first
     runs: dict[tuple, dict] = {}
     for r in sorted(rows, key=lambda r: (r.model, r.prompt, r.endpoint or "", r.created_at, r.id)):
@@ -265,10 +334,13 @@ def blind_summary(store: Store, items: Iterable, *, dropped: Iterable = (), with
         per_question[(key, r.instance_id)].append(r)
 
     def counts(run: dict, mode: str) -> dict:
-        return run["per_mode"].setdefault(mode, {"asked": 0, "right": 0, "flagged_kept": 0, "overruled": 0,
-                                                 "left_out": 0, "unscored": 0})
+        return run["per_mode"].setdefault(
+            mode, {"asked": 0, "right": 0, "flagged_kept": 0, "overruled": 0, "left_out": 0, "unscored": 0}
+        )
 
-    for (key, iid), rs in sorted(per_question.items(), key=lambda x: (x[0][0][0], x[0][0][1], x[0][0][2] or "", x[0][1])):
+    for (key, iid), rs in sorted(
+        per_question.items(), key=lambda x: (x[0][0][0], x[0][0][1], x[0][0][2] or "", x[0][1])
+    ):
         run = runs[key]
         scored = sorted((r for r in rs if r.correct is not None), key=lambda r: (r.created_at, r.id))
         flagged = [r for r in rs if r.flag_id]

@@ -8,14 +8,12 @@ queue, verify and undo, which all use it.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Optional
-
-from vhmine.store import Action, Draft, Task  # first: it says which extra to install when SQLAlchemy is missing
 
 from sqlalchemy import or_, select  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
 from vhmine.curate.base.tasks import compare_and_set
+from vhmine.store import Action, Draft, Task  # first: it says which extra to install when SQLAlchemy is missing
 
 LEASE_S = 15 * 60
 
@@ -29,29 +27,41 @@ def _take(s: Session, t: Task, worker: str, now: dt.datetime, lease_s: float) ->
     return compare_and_set(s, t, lease_worker=worker, lease_until=now + dt.timedelta(seconds=lease_s))
 
 
-def lease_next(s: Session, worker: str, mode: str, which, now: dt.datetime, lease_s: float,
-               *, skipped_last: bool = True) -> Optional[Task]:
+def lease_next(
+    s: Session, worker: str, mode: str, which, now: dt.datetime, lease_s: float, *, skipped_last: bool = True
+) -> Task | None:
     """Lease to `worker` the next open task of `mode` that `which` (a condition on Task) admits: their own
     running lease first, then the first free task nobody else is changing (skipped ones last); None if none.
     The one way every queue hands out work, so that none of them can wait on another worker's row."""
     # our running lease: wait if someone is changing it (we hold no lock yet, so no deadlock can form)
-    mine = s.scalar(select(Task).where(Task.mode == mode, Task.status == "open", Task.lease_worker == worker,
-                                       Task.lease_until > now, which).order_by(Task.priority, Task.id).limit(1)
-                    .with_for_update(key_share=True).execution_options(populate_existing=True))
+    mine = s.scalar(
+        select(Task)
+        .where(Task.mode == mode, Task.status == "open", Task.lease_worker == worker, Task.lease_until > now, which)
+        .order_by(Task.priority, Task.id)
+        .limit(1)
+        .with_for_update(key_share=True)
+        .execution_options(populate_existing=True)
+    )
     if mine is not None and _take(s, mine, worker, now, lease_s):
         return s.get(Task, mine.id, populate_existing=True)
     base = select(Task).where(Task.mode == mode, Task.status == "open", _free(now), which)
     queries = [base]
     if skipped_last:
-        skipped = select(Action.task_id).where(Action.worker == worker, Action.kind == "skip",
-                                               Action.undone_at.is_(None), Action.task_id.is_not(None))
+        skipped = select(Action.task_id).where(
+            Action.worker == worker, Action.kind == "skip", Action.undone_at.is_(None), Action.task_id.is_not(None)
+        )
         queries = [base.where(Task.id.not_in(skipped)), base.where(Task.id.in_(skipped))]
     tried: list[str] = []  # a task we locked but could not take stays locked by us: never pick it again
     for q in queries:
         while len(tried) < 8:
             # the first free task nobody else is changing, locked (and read at its latest version) by us
-            t = s.scalar(q.where(Task.id.not_in(tried)).order_by(Task.priority, Task.id).limit(1)
-                         .with_for_update(skip_locked=True, key_share=True).execution_options(populate_existing=True))
+            t = s.scalar(
+                q.where(Task.id.not_in(tried))
+                .order_by(Task.priority, Task.id)
+                .limit(1)
+                .with_for_update(skip_locked=True, key_share=True)
+                .execution_options(populate_existing=True)
+            )
             if t is None:
                 break
             if _take(s, t, worker, now, lease_s):

@@ -13,19 +13,21 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 from dataclasses import dataclass
-from typing import Optional
-
-from vhmine.errors import FormError, InputError
-from vhmine.store import NearDuplicate, Store, utcnow  # first: it says which extra to install when SQLAlchemy is missing
 
 from sqlalchemy import select  # noqa: E402
 
 from vhmine.curate.base.access import WorkerInfo, checked_worker
+from vhmine.errors import FormError, InputError
+from vhmine.store import (
+    NearDuplicate,
+    Store,
+    utcnow,
+)  # first: it says which extra to install when SQLAlchemy is missing
 
 SCOPES = ("within", "reference", "generated")
 
 
-def near_duplicate_id(scope: str, a_image: str, b_index: Optional[str], b_image: str) -> str:
+def near_duplicate_id(scope: str, a_image: str, b_index: str | None, b_image: str) -> str:
     """The stable id of a pair: the same scope and images give the same id in every export."""
     key = f"{scope}\0{a_image}\0{b_index or ''}\0{b_image}"
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
@@ -38,10 +40,12 @@ class Overrule:
     reason: str
 
 
-def record_near_duplicates(store: Store, found: list[dict], *, encoders: dict, thresholds: dict) -> dict[str, Optional[Overrule]]:
+def record_near_duplicates(
+    store: Store, found: list[dict], *, encoders: dict, thresholds: dict
+) -> dict[str, Overrule | None]:
     """Store the pairs of one check. `found`: {"scope", "a_image", "a_sha256", "b_index", "b_image", "b_sha256",
     "b_path", "clip", "dino", "exact"}. Returns pair id -> its overrule (None when it counts)."""
-    out: dict[str, Optional[Overrule]] = {}
+    out: dict[str, Overrule | None] = {}
     now = utcnow()
     with store.session() as s:
         for f in found:
@@ -50,13 +54,21 @@ def record_near_duplicates(store: Store, found: list[dict], *, encoders: dict, t
             pid = near_duplicate_id(f["scope"], f["a_image"], f.get("b_index"), f["b_image"])
             row = s.get(NearDuplicate, pid)
             if row is None:
-                row = NearDuplicate(id=pid, scope=f["scope"], a_image=f["a_image"], b_index=f.get("b_index"),
-                                    b_image=f["b_image"], created_at=now)
+                row = NearDuplicate(
+                    id=pid,
+                    scope=f["scope"],
+                    a_image=f["a_image"],
+                    b_index=f.get("b_index"),
+                    b_image=f["b_image"],
+                    created_at=now,
+                )
                 s.add(row)
             row.a_sha256, row.b_sha256, row.b_path = f.get("a_sha256"), f.get("b_sha256"), f.get("b_path")
             row.clip, row.dino, row.exact = float(f["clip"]), float(f["dino"]), bool(f["exact"])
             row.encoders, row.thresholds, row.seen_at = encoders, thresholds, now
-            out[pid] = Overrule(row.overruled_by, row.overruled_at, row.overrule_reason or "") if row.overruled_by else None
+            out[pid] = (
+                Overrule(row.overruled_by, row.overruled_at, row.overrule_reason or "") if row.overruled_by else None
+            )
     return out
 
 
@@ -67,25 +79,27 @@ class NearDuplicateView:
     id: str
     scope: str
     a_image: str
-    b_index: Optional[str]
+    b_index: str | None
     b_image: str
-    b_path: Optional[str]
+    b_path: str | None
     clip: float
     dino: float
     exact: bool
     encoders: dict
     thresholds: dict
     seen_at: dt.datetime
-    overruled_by: Optional[str] = None
-    overruled_at: Optional[dt.datetime] = None
-    overrule_reason: Optional[str] = None
+    overruled_by: str | None = None
+    overruled_at: dt.datetime | None = None
+    overrule_reason: str | None = None
 
     @property
     def overruled(self) -> bool:
         return self.overruled_by is not None
 
 
-def near_duplicate_list(store: Store, worker: str | WorkerInfo, *, include_overruled: bool = True) -> list[NearDuplicateView]:
+def near_duplicate_list(
+    store: Store, worker: str | WorkerInfo, *, include_overruled: bool = True
+) -> list[NearDuplicateView]:
     """Every recorded pair, most similar first, for a worker to look through."""
     with store.session(write=False) as s:
         checked_worker(s, worker)
@@ -93,16 +107,34 @@ def near_duplicate_list(store: Store, worker: str | WorkerInfo, *, include_overr
         if not include_overruled:
             q = q.where(NearDuplicate.overruled_by.is_(None))
         rows = s.scalars(q.order_by(NearDuplicate.clip.desc(), NearDuplicate.dino.desc(), NearDuplicate.id)).all()
-        return [NearDuplicateView(r.id, r.scope, r.a_image, r.b_index, r.b_image, r.b_path, r.clip, r.dino, r.exact,
-                                  dict(r.encoders or {}), dict(r.thresholds or {}), r.seen_at, r.overruled_by,
-                                  r.overruled_at, r.overrule_reason) for r in rows]
+        return [
+            NearDuplicateView(
+                r.id,
+                r.scope,
+                r.a_image,
+                r.b_index,
+                r.b_image,
+                r.b_path,
+                r.clip,
+                r.dino,
+                r.exact,
+                dict(r.encoders or {}),
+                dict(r.thresholds or {}),
+                r.seen_at,
+                r.overruled_by,
+                r.overruled_at,
+                r.overrule_reason,
+            )
+            for r in rows
+        ]
 
 
 def _row(s, dup_id: str) -> NearDuplicate:
     row = s.get(NearDuplicate, dup_id)
     if row is None:
-        raise InputError(f"no near duplicate {dup_id!r} in the store (see the app's list, or the manifest's "
-                         "near_duplicates ids)")
+        raise InputError(
+            f"no near duplicate {dup_id!r} in the store (see the app's list, or the manifest's near_duplicates ids)"
+        )
     return row
 
 
@@ -111,8 +143,10 @@ def overrule_near_duplicate(store: Store, worker: str | WorkerInfo, dup_id: str,
     when and why, and the next export lists it as overruled."""
     reason = (reason or "").strip()
     if not reason:
-        raise FormError("reason", "say why the pair is not a problem (e.g. 'different scenes from one camera; "
-                                  "the questions differ')")
+        raise FormError(
+            "reason",
+            "say why the pair is not a problem (e.g. 'different scenes from one camera; the questions differ')",
+        )
     with store.session() as s:
         name = checked_worker(s, worker).name
         row = _row(s, dup_id)

@@ -12,16 +12,9 @@ queued by vhmine.seed. `progress` counts tasks and ready instances.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional
-
-from vhmine.rules import modes as M
-from vhmine.errors import FormError, InputError, LeaseError
-from vhmine.images import sha256_file
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
-    Generation, Image, Instance, Store, Task, utcnow,
-)
 
 from sqlalchemy import func, select  # noqa: E402
 
@@ -31,11 +24,24 @@ from vhmine.curate.base.items import Item, task_item
 from vhmine.curate.base.retry import retried
 from vhmine.curate.base.tasks import check_lease, close_task, compare_and_set, log_action
 from vhmine.curate.base.text import collapse_whitespace
+
 # LEASE_S: vhmine.curate re-exports it from here
 from vhmine.curate.work.lease import LEASE_S, lease_next, pending_draft_tasks  # noqa: F401
+from vhmine.errors import FormError, InputError, LeaseError
+from vhmine.images import sha256_file
+from vhmine.rules import modes as M
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+    Generation,
+    Image,
+    Instance,
+    Store,
+    Task,
+    utcnow,
+)
+
 
 @retried
-def next_item(store: Store, worker: str | WorkerInfo, mode: str, *, lease_s: float = LEASE_S) -> Optional[Item]:
+def next_item(store: Store, worker: str | WorkerInfo, mode: str, *, lease_s: float = LEASE_S) -> Item | None:
     """Lease the next open task of `mode` to `worker` (their current lease first; skipped ones last; a task with
     a model draft waiting for a worker is left to the verify queue, curate.work.verify)."""
     mode = M.get_mode(mode).name
@@ -68,7 +74,9 @@ def skip(store: Store, worker: str | WorkerInfo, task_id: str) -> None:
         t = check_lease(s, task_id, worker, utcnow())
         # someone saved or took it between our read and our write
         if not compare_and_set(s, t, lease_worker=None, lease_until=None):
-            raise LeaseError(f"item {task_id} was changed by another worker meanwhile: nothing skipped; take the next item")
+            raise LeaseError(
+                f"item {task_id} was changed by another worker meanwhile: nothing skipped; take the next item"
+            )
         log_action(s, worker, "skip", task_id, {})
 
 
@@ -86,9 +94,14 @@ def progress(store: Store) -> list[Progress]:
     """Per mode, in the modes' order: tasks done, discarded and remaining, and ready instances."""
     with store.session(write=False) as s:
         counts: dict[tuple[str, str], int] = {
-            (m, st): n for m, st, n in s.execute(select(Task.mode, Task.status, func.count()).group_by(Task.mode, Task.status))
+            (m, st): n
+            for m, st, n in s.execute(select(Task.mode, Task.status, func.count()).group_by(Task.mode, Task.status))
         }
-        ready = dict(s.execute(select(Instance.mode, func.count()).where(Instance.status == "ready").group_by(Instance.mode)).all())
+        ready = dict(
+            s.execute(
+                select(Instance.mode, func.count()).where(Instance.status == "ready").group_by(Instance.mode)
+            ).all()
+        )
     out = []
     for m in M.mode_names():
         d, x, o = counts.get((m, "done"), 0), counts.get((m, "discarded"), 0), counts.get((m, "open"), 0)
@@ -96,9 +109,19 @@ def progress(store: Store) -> list[Progress]:
     return out
 
 
-def add_generation(store: Store, path: str | Path, mode: str, prompt: str, *, backend: str, model: str,
-                   seed: Optional[int] = None, description_id: Optional[str] = None,
-                   params: Optional[Mapping] = None, priority: float = 0.0) -> str:
+def add_generation(
+    store: Store,
+    path: str | Path,
+    mode: str,
+    prompt: str,
+    *,
+    backend: str,
+    model: str,
+    seed: int | None = None,
+    description_id: str | None = None,
+    params: Mapping | None = None,
+    priority: float = 0.0,
+) -> str:
     """Record a generated image with its provenance and queue it in `mode`; returns the task id."""
     mode = M.get_mode(mode).name
     p = Path(path).resolve()
@@ -112,8 +135,20 @@ def add_generation(store: Store, path: str | Path, mode: str, prompt: str, *, ba
             img = Image(id=sha[:16], sha256=sha, path=str(p), source="generated", categories=[], created_at=now)
             s.add(img)
         if s.scalar(select(Generation).where(Generation.image_id == img.id)) is None:
-            s.add(Generation(id=new_id(), image_id=img.id, mode=mode, prompt=prompt, description_id=description_id,
-                             backend=backend, model=model, seed=seed, params=dict(params or {}), created_at=now))
+            s.add(
+                Generation(
+                    id=new_id(),
+                    image_id=img.id,
+                    mode=mode,
+                    prompt=prompt,
+                    description_id=description_id,
+                    backend=backend,
+                    model=model,
+                    seed=seed,
+                    params=dict(params or {}),
+                    created_at=now,
+                )
+            )
         tid = f"{mode}:{img.id}"
         if s.get(Task, tid) is None:
             s.add(Task(id=tid, mode=mode, image_id=img.id, priority=priority, status="open", version=0, created_at=now))

@@ -12,14 +12,8 @@ scorer all read verdicts through it.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Optional, Sequence
-
-from vhmine.rules import modes as M
-from vhmine.errors import FormError, InputError, LeaseError
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
-    VERDICTS, Instance, Response, ResponseLabel, Store, utcnow,
-)
 
 from sqlalchemy import func, select  # noqa: E402
 
@@ -27,10 +21,28 @@ from vhmine.curate.base.access import WorkerInfo, checked_worker
 from vhmine.curate.base.ids import new_id
 from vhmine.curate.base.retry import retried
 from vhmine.curate.base.tasks import log_action
+from vhmine.errors import FormError, InputError, LeaseError
+from vhmine.rules import modes as M
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+    VERDICTS,
+    Instance,
+    Response,
+    ResponseLabel,
+    Store,
+    utcnow,
+)
 
 
-def add_response(store: Store, instance_id: str, model: str, prompt: str, answer: str,
-                 verdict: Optional[str] = None, judge: Optional[str] = None, endpoint: Optional[str] = None) -> str:
+def add_response(
+    store: Store,
+    instance_id: str,
+    model: str,
+    prompt: str,
+    answer: str,
+    verdict: str | None = None,
+    judge: str | None = None,
+    endpoint: str | None = None,
+) -> str:
     """A new response row; `endpoint` is where the answer came from, without credentials (llm.safe_endpoint)."""
     if verdict is not None and verdict not in VERDICTS:
         raise InputError(f"verdict {verdict!r} is not one of {', '.join(VERDICTS)}")
@@ -38,8 +50,19 @@ def add_response(store: Store, instance_id: str, model: str, prompt: str, answer
         if s.get(Instance, instance_id) is None:
             raise InputError(f"no instance {instance_id!r} in {store.display_url}")
         rid = new_id()
-        s.add(Response(id=rid, instance_id=instance_id, model=model, prompt=prompt, answer=answer, verdict=verdict,
-                       judge=judge, endpoint=endpoint, created_at=utcnow()))
+        s.add(
+            Response(
+                id=rid,
+                instance_id=instance_id,
+                model=model,
+                prompt=prompt,
+                answer=answer,
+                verdict=verdict,
+                judge=judge,
+                endpoint=endpoint,
+                created_at=utcnow(),
+            )
+        )
     return rid
 
 
@@ -47,7 +70,7 @@ def add_response(store: Store, instance_id: str, model: str, prompt: str, answer
 class ResponseVerdict:
     """The verdict that counts for one response, and who gave it."""
 
-    verdict: Optional[str]  # "correct", "hallucinated", or None: not judged, or the workers tied
+    verdict: str | None  # "correct", "hallucinated", or None: not judged, or the workers tied
     source: str  # "workers", "workers tied", or the automatic judge ("rule:vhtest", "llm:<model> ..."); "none"
     labels: int = 0  # how many workers labelled the response
 
@@ -56,7 +79,7 @@ class ResponseVerdict:
         return self.labels > 0
 
 
-def majority_verdict(labels: Sequence[str]) -> Optional[str]:
+def majority_verdict(labels: Sequence[str]) -> str | None:
     """The verdict most workers gave; no labels, or a tie for the most, gives no verdict (None)."""
     top = Counter(labels).most_common(2)
     if not top or (len(top) == 2 and top[0][1] == top[1][1]):
@@ -64,7 +87,7 @@ def majority_verdict(labels: Sequence[str]) -> Optional[str]:
     return top[0][0]
 
 
-def decide_verdict(automatic: Optional[str], judge: Optional[str], labels: Sequence[str]) -> ResponseVerdict:
+def decide_verdict(automatic: str | None, judge: str | None, labels: Sequence[str]) -> ResponseVerdict:
     """Workers' labels, where there are any, override the automatic verdict; tied labels leave no verdict."""
     if labels:
         v = majority_verdict(labels)
@@ -72,13 +95,13 @@ def decide_verdict(automatic: Optional[str], judge: Optional[str], labels: Seque
     return ResponseVerdict(automatic, judge or "none")
 
 
-def response_verdicts(store: Store, response_ids: Optional[Iterable[str]] = None) -> dict[str, ResponseVerdict]:
+def response_verdicts(store: Store, response_ids: Iterable[str] | None = None) -> dict[str, ResponseVerdict]:
     """response id -> the verdict that counts (decide_verdict), for the given responses or all of them."""
     ids = None if response_ids is None else sorted(set(response_ids))
     rows: list = []
     labels: dict[str, list[str]] = {}
     with store.session(write=False) as s:
-        for chunk in ([None] if ids is None else [ids[i:i + 500] for i in range(0, len(ids), 500)]):
+        for chunk in [None] if ids is None else [ids[i : i + 500] for i in range(0, len(ids), 500)]:
             q = select(Response.id, Response.verdict, Response.judge)
             lq = select(ResponseLabel.response_id, ResponseLabel.verdict)
             if chunk is not None:  # in chunks: SQLite caps the parameters of one statement
@@ -96,28 +119,32 @@ class ResponseItem:
     kind: str
     question: str
     answers: tuple[str, ...]
-    truth: Optional[bool]
+    truth: bool | None
     image_id: str
     model_answer: str  # the model's name is not shown: labels should not depend on it
 
 
-def next_response(store: Store, worker: str | WorkerInfo, mode: Optional[str] = None) -> Optional[ResponseItem]:
+def next_response(store: Store, worker: str | WorkerInfo, mode: str | None = None) -> ResponseItem | None:
     """A model response the worker has not labelled, fewest labels first."""
     with store.session(write=False) as s:
         worker = checked_worker(s, worker).name
         mine = select(ResponseLabel.response_id).where(ResponseLabel.worker == worker)
         n = select(ResponseLabel.response_id, func.count().label("n")).group_by(ResponseLabel.response_id).subquery()
-        q = (select(Response, Instance).join(Instance, Instance.id == Response.instance_id)
-             .outerjoin(n, n.c.response_id == Response.id)
-             .where(Response.id.not_in(mine), Instance.status == "ready"))
+        q = (
+            select(Response, Instance)
+            .join(Instance, Instance.id == Response.instance_id)
+            .outerjoin(n, n.c.response_id == Response.id)
+            .where(Response.id.not_in(mine), Instance.status == "ready")
+        )
         if mode:
             q = q.where(Instance.mode == M.get_mode(mode).name)
         row = s.execute(q.order_by(func.coalesce(n.c.n, 0), Response.id).limit(1)).first()
         if row is None:
             return None
         r, inst = row
-        return ResponseItem(r.id, inst.mode, inst.kind, inst.question, tuple(inst.answers), inst.truth,
-                            inst.image_id, r.answer)
+        return ResponseItem(
+            r.id, inst.mode, inst.kind, inst.question, tuple(inst.answers), inst.truth, inst.image_id, r.answer
+        )
 
 
 @retried
@@ -132,4 +159,8 @@ def label_response(store: Store, worker: str | WorkerInfo, response_id: str, ver
         if s.get(ResponseLabel, (response_id, worker)) is not None:
             raise LeaseError(f"you already labelled response {response_id}: undo it first to change it")
         act = log_action(s, worker, "label", None, {"response_id": response_id, "verdict": verdict})
-        s.add(ResponseLabel(response_id=response_id, worker=worker, verdict=verdict, action_id=act.id, created_at=utcnow()))
+        s.add(
+            ResponseLabel(
+                response_id=response_id, worker=worker, verdict=verdict, action_id=act.id, created_at=utcnow()
+            )
+        )

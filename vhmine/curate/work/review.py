@@ -9,13 +9,6 @@ curate.people.agreement.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
-
-from vhmine.rules import modes as M
-from vhmine.errors import AuthError, FormError, InputError, LeaseError
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
-    Instance, Review, Store, utcnow,
-)
 
 from sqlalchemy import func, select  # noqa: E402
 from sqlalchemy.exc import IntegrityError  # noqa: E402
@@ -24,6 +17,14 @@ from vhmine.curate.base.access import WorkerInfo, checked_worker
 from vhmine.curate.base.retry import retried
 from vhmine.curate.base.tasks import log_action
 from vhmine.curate.base.text import collapse_whitespace
+from vhmine.errors import AuthError, FormError, InputError, LeaseError
+from vhmine.rules import modes as M
+from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+    Instance,
+    Review,
+    Store,
+    utcnow,
+)
 
 UNANSWERABLE = "unanswerable"
 
@@ -37,7 +38,7 @@ class ReviewItem:
     image_id: str  # blind: no reference answer, no author
 
 
-def next_review(store: Store, worker: str | WorkerInfo, mode: str) -> Optional[ReviewItem]:
+def next_review(store: Store, worker: str | WorkerInfo, mode: str) -> ReviewItem | None:
     """A ready instance of `mode` that someone else wrote and `worker` has not answered, fewest reviews first."""
     mode = M.get_mode(mode).name
     with store.session(write=False) as s:
@@ -45,10 +46,16 @@ def next_review(store: Store, worker: str | WorkerInfo, mode: str) -> Optional[R
         mine = select(Review.instance_id).where(Review.worker == worker)
         n = select(Review.instance_id, func.count().label("n")).group_by(Review.instance_id).subquery()
         inst = s.scalar(
-            select(Instance).outerjoin(n, n.c.instance_id == Instance.id)
-            .where(Instance.mode == mode, Instance.status == "ready", Instance.created_by != worker,
-                   Instance.id.not_in(mine))
-            .order_by(func.coalesce(n.c.n, 0), Instance.task_id, Instance.id).limit(1)
+            select(Instance)
+            .outerjoin(n, n.c.instance_id == Instance.id)
+            .where(
+                Instance.mode == mode,
+                Instance.status == "ready",
+                Instance.created_by != worker,
+                Instance.id.not_in(mine),
+            )
+            .order_by(func.coalesce(n.c.n, 0), Instance.task_id, Instance.id)
+            .limit(1)
         )
         if inst is None:
             return None
@@ -61,9 +68,19 @@ def reviews_left(store: Store, worker: str | WorkerInfo, mode: str) -> int:
     with store.session(write=False) as s:
         worker = checked_worker(s, worker).name
         mine = select(Review.instance_id).where(Review.worker == worker)
-        return s.scalar(select(func.count()).select_from(Instance).where(
-            Instance.mode == mode, Instance.status == "ready", Instance.created_by != worker,
-            Instance.id.not_in(mine))) or 0
+        return (
+            s.scalar(
+                select(func.count())
+                .select_from(Instance)
+                .where(
+                    Instance.mode == mode,
+                    Instance.status == "ready",
+                    Instance.created_by != worker,
+                    Instance.id.not_in(mine),
+                )
+            )
+            or 0
+        )
 
 
 def author_label(inst: Instance) -> str:
@@ -87,7 +104,7 @@ def save_review(store: Store, worker: str | WorkerInfo, instance_id: str, answer
     """Save a blind answer. YNQ: yes, no or "can't tell"; OEQ: free text or "can't tell"."""
     answer = collapse_whitespace(answer)
     if not answer:
-        raise FormError("answer", "the answer is empty: answer the question, or choose \"can't tell\"")
+        raise FormError("answer", 'the answer is empty: answer the question, or choose "can\'t tell"')
     with store.session() as s:
         worker = checked_worker(s, worker).name
         inst = s.get(Instance, instance_id, with_for_update=True)  # an undo discarding it waits, or we see it discarded
@@ -101,8 +118,16 @@ def save_review(store: Store, worker: str | WorkerInfo, instance_id: str, answer
             raise LeaseError(f"you already reviewed instance {instance_id}: undo it first to change it")
         label = UNANSWERABLE if answer.lower() == "can't tell" else review_label(inst, answer)
         act = log_action(s, worker, "review", inst.task_id, {"instance_id": instance_id, "answer": answer})
-        s.add(Review(instance_id=instance_id, worker=worker, answer=answer, label=label, action_id=act.id,
-                     created_at=utcnow()))
+        s.add(
+            Review(
+                instance_id=instance_id,
+                worker=worker,
+                answer=answer,
+                label=label,
+                action_id=act.id,
+                created_at=utcnow(),
+            )
+        )
         try:
             s.flush()
         except IntegrityError:

@@ -19,6 +19,7 @@ from vhmine.bench import Benchmark
 from vhmine.errors import EvalError
 from vhmine.eval.predictions.ids import check_ids
 
+
 @dataclass
 class Predictions:
     answers: dict[str, str]  # item id -> answer text

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Optional
 
-from vhmine.bench import OEQ, YNQ, Benchmark, BenchItem
+from vhmine.bench import OEQ, YNQ, BenchItem, Benchmark
 from vhmine.errors import FormatError
 
 
@@ -43,17 +42,21 @@ def check_ids(preds: dict[str, str], bench: Benchmark, path: Path) -> dict[str, 
         if iid not in ids:
             unknown.append(k)
         elif iid in out:
-            raise FormatError(f"{path}: item {iid!r} is answered twice, as {spelt[iid]!r} and as {k!r}: give each "
-                              "item's answer once")
+            raise FormatError(
+                f"{path}: item {iid!r} is answered twice, as {spelt[iid]!r} and as {k!r}: give each item's answer once"
+            )
         out[iid], spelt[iid] = v, k
     if unknown:
-        raise FormatError(f"{path}: {len(unknown)} id(s) are not in the benchmark {bench.source or bench.name} "
-                          f"(first: {unknown[0]!r}): is it the right benchmark?")
+        raise FormatError(
+            f"{path}: {len(unknown)} id(s) are not in the benchmark {bench.source or bench.name} "
+            f"(first: {unknown[0]!r}): is it the right benchmark?"
+        )
     return out
 
 
-def kind_in_name(name: str, bench: Benchmark) -> Optional[str]:
-    """YNQ or OEQ when `name` holds one as a word (`vh_YNQ`, `vhmine_ynq`), else the benchmark's only kind, else None."""
+def kind_in_name(name: str, bench: Benchmark) -> str | None:
+    """YNQ or OEQ when `name` holds one as a word (`vh_YNQ`, `vhmine_ynq`), else the benchmark's only kind, else
+    None."""
     found = {k for k in (OEQ, YNQ) if re.search(rf"(?:^|[^a-z0-9]){k.lower()}(?:$|[^a-z0-9])", name.lower())}
     if len(found) == 1:
         return found.pop()
@@ -70,9 +73,11 @@ def _norm(text: str) -> str:
     return " ".join(str(text or "").split()).lower()
 
 
-def check_question(item: BenchItem, shown: Optional[str], where: str) -> None:
+def check_question(item: BenchItem, shown: str | None, where: str) -> None:
     """FormatError when the text the harness showed the model (`shown`) does not hold `item`'s question."""
     if shown and _norm(item.question) not in _norm(shown):
-        raise FormatError(f"{where}: the row's question {str(shown)[:80]!r} is not item {item.id}'s "
-                          f"({item.question[:80]!r}): the file answers another benchmark (or another export of it); "
-                          "pass the benchmark the harness ran")
+        raise FormatError(
+            f"{where}: the row's question {str(shown)[:80]!r} is not item {item.id}'s "
+            f"({item.question[:80]!r}): the file answers another benchmark (or another export of it); "
+            "pass the benchmark the harness ran"
+        )

@@ -9,8 +9,8 @@ writes nothing. FormatError names the file, row and field of anything unreadable
 from __future__ import annotations
 
 import csv
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from vhmine.bench import Benchmark
 from vhmine.errors import FormatError
@@ -46,7 +46,13 @@ def read(path: Path, bench: Benchmark) -> tuple[dict[str, str], dict[str, str]]:
                 raise
             except ValueError as err:
                 raise FormatError(f"{path}: not JSON ({err})") from None
-            if isinstance(data, list) and data and isinstance(data[0], dict) and "model_prediction" in data[0] and "category" in data[0]:
+            if (
+                isinstance(data, list)
+                and data
+                and isinstance(data[0], dict)
+                and "model_prediction" in data[0]
+                and "category" in data[0]
+            ):
                 from vhmine.formats.hallusionbench import read_predictions
 
                 return read_predictions(path), {}

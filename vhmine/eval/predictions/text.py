@@ -42,6 +42,8 @@ def loads(text: str, where: str):
 
 
 def not_utf8(path: Path, err: UnicodeDecodeError) -> FormatError:
-    bad = err.object[err.start:err.start + 1].hex() if isinstance(err.object, (bytes, bytearray)) else "?"
-    return FormatError(f"{path}: not UTF-8 text (byte 0x{bad} cannot be decoded): save it as UTF-8, e.g. "
-                       f"`iconv -f latin1 -t utf-8 {path.name} > utf8-{path.name}`, and pass that file")
+    bad = err.object[err.start : err.start + 1].hex() if isinstance(err.object, (bytes, bytearray)) else "?"
+    return FormatError(
+        f"{path}: not UTF-8 text (byte 0x{bad} cannot be decoded): save it as UTF-8, e.g. "
+        f"`iconv -f latin1 -t utf-8 {path.name} > utf8-{path.name}`, and pass that file"
+    )

@@ -43,8 +43,9 @@ def _table(path: Path) -> list[dict]:
     suffix = path.suffix.lower()
     try:
         if suffix in (".csv", ".tsv"):  # every cell as written: a model that answered "None" said None, not NaN
-            df = pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",", dtype=str, keep_default_na=False,
-                             encoding=ENCODING)
+            df = pd.read_csv(
+                path, sep="\t" if suffix == ".tsv" else ",", dtype=str, keep_default_na=False, encoding=ENCODING
+            )
         elif suffix == ".json":
             data = loads(path.read_text(encoding=ENCODING), str(path))
             if not (isinstance(data, list) and all(isinstance(r, dict) for r in data)):
@@ -53,8 +54,9 @@ def _table(path: Path) -> list[dict]:
         else:  # as written here too: pandas' default NA spellings ("None", "N/A", "nan") are answers a model gave
             df = pd.read_excel(path, dtype=object, keep_default_na=False)
     except ImportError as err:
-        raise FormatError(f"{path}: reading VLMEvalKit's .xlsx result files needs openpyxl ({err}): "
-                          "pip install openpyxl") from None
+        raise FormatError(
+            f"{path}: reading VLMEvalKit's .xlsx result files needs openpyxl ({err}): pip install openpyxl"
+        ) from None
     except ValueError as err:
         raise FormatError(f"{path}: not a VLMEvalKit result file VLMEvalKit could have written ({err})") from None
     return df.to_dict("records")
@@ -65,9 +67,11 @@ def read(path: Path, bench: Benchmark) -> tuple[dict[str, str], dict[str, str]]:
     cols = set(rows[0]) if rows else set()
     missing = [c for c in NEEDED if c not in cols]
     if missing:
-        raise FormatError(f"{path}: read as VLMEvalKit's result file (<model>_<dataset>.xlsx), but it has no column "
-                          f"{missing[0]!r} (it has: {', '.join(sorted(map(str, cols))) or 'no rows'}): pass the file "
-                          "VLMEvalKit's run.py wrote, with index and prediction")
+        raise FormatError(
+            f"{path}: read as VLMEvalKit's result file (<model>_<dataset>.xlsx), but it has no column "
+            f"{missing[0]!r} (it has: {', '.join(sorted(map(str, cols))) or 'no rows'}): pass the file "
+            "VLMEvalKit's run.py wrote, with index and prediction"
+        )
     ids = bench.by_id()
     imported = {}  # an imported VLMEvalKit benchmark: (its TSV's stem, index) -> item id
     for it in bench:
@@ -89,13 +93,17 @@ def read(path: Path, bench: Benchmark) -> tuple[dict[str, str], dict[str, str]]:
             if by_position is None:
                 kind = kind_in_name(path.stem, bench)
                 if kind is None:
-                    raise FormatError(f"{where}: no vhmine_id column, and the file name {path.name!r} does not say which "
-                                      "kind's TSV (_YNQ or _OEQ) the index counts: keep VLMEvalKit's name "
-                                      "<model>_<dataset>.xlsx, or the vhmine_id column")
+                    raise FormatError(
+                        f"{where}: no vhmine_id column, and the file name {path.name!r} does not say which "
+                        "kind's TSV (_YNQ or _OEQ) the index counts: keep VLMEvalKit's name "
+                        "<model>_<dataset>.xlsx, or the vhmine_id column"
+                    )
                 by_position = items_of_kind(bench, kind)
             if not index.isdigit() or int(index) >= len(by_position):
-                raise FormatError(f"{where}, field index: {index!r} is not a row of the benchmark's {len(by_position)} "
-                                  f"{by_position[0].kind if by_position else ''} items: is it the right benchmark?")
+                raise FormatError(
+                    f"{where}, field index: {index!r} is not a row of the benchmark's {len(by_position)} "
+                    f"{by_position[0].kind if by_position else ''} items: is it the right benchmark?"
+                )
             item = by_position[int(index)]
             check_question(item, _cell(row.get("question")), where)
             iid = item.id

@@ -25,11 +25,27 @@ from __future__ import annotations
 from vhmine.mine.join.digests import row_digests
 from vhmine.mine.join.recheck import pair_sims
 from vhmine.mine.join.simsearch import (
-    PairSet, assert_same_pairs, brute_force_across, brute_force_pairs, find_new_pairs, find_pairs, find_pairs_across,
-    merge, no_pairs,
+    PairSet,
+    assert_same_pairs,
+    brute_force_across,
+    brute_force_pairs,
+    find_new_pairs,
+    find_pairs,
+    find_pairs_across,
+    merge,
+    no_pairs,
 )
 
 __all__ = [
-    "PairSet", "assert_same_pairs", "brute_force_across", "brute_force_pairs", "find_new_pairs", "find_pairs",
-    "find_pairs_across", "merge", "no_pairs", "pair_sims", "row_digests",
+    "PairSet",
+    "assert_same_pairs",
+    "brute_force_across",
+    "brute_force_pairs",
+    "find_new_pairs",
+    "find_pairs",
+    "find_pairs_across",
+    "merge",
+    "no_pairs",
+    "pair_sims",
+    "row_digests",
 ]

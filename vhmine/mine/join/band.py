@@ -44,7 +44,7 @@ class Band:
             return q
         rows = np.ascontiguousarray(q).view(np.dtype((np.void, q.shape[1] * q.itemsize)))[:, 0]  # one item a row:
         out = np.zeros_like(q)  # a gather of whole rows is 2-3x faster than q[order]'s of bytes
-        out[:self.n] = rows[self.order].view(q.dtype).reshape(self.n, q.shape[1])
+        out[: self.n] = rows[self.order].view(q.dtype).reshape(self.n, q.shape[1])
         return out
 
     def tiles(self, block: int) -> list[tuple[int, int]]:
@@ -82,8 +82,10 @@ def new_first(new_rows, n: int) -> Band:
     a = np.unique(a.astype(np.int64))
     if len(a) and (a[0] < 0 or a[-1] >= n):
         bad = int(a[0] if a[0] < 0 else a[-1])
-        raise InputError(f"new_rows holds row {bad}, outside the {n:,} rows [0, {n}); "
-                         "give the row numbers of the new rows among all of them")
+        raise InputError(
+            f"new_rows holds row {bad}, outside the {n:,} rows [0, {n}); "
+            "give the row numbers of the new rows among all of them"
+        )
     old = np.ones(n, bool)
     old[a] = False
     return Band(n, len(a), 0, np.concatenate([a, np.flatnonzero(old)]))
@@ -91,8 +93,10 @@ def new_first(new_rows, n: int) -> Band:
 
 def check_same_dims(name: str, a: np.ndarray, b: np.ndarray) -> None:
     if a.shape[1:] != b.shape[1:]:
-        raise InputError(f"{name} vectors of the two collections differ in dimension: {a.shape} against {b.shape}; "
-                         "mine across collections embedded by the same encoders")
+        raise InputError(
+            f"{name} vectors of the two collections differ in dimension: {a.shape} against {b.shape}; "
+            "mine across collections embedded by the same encoders"
+        )
 
 
 def unit_pairs(blocks, block: int, row_end: int, unit_rows: int) -> list[tuple[int, int, int, int]]:
@@ -126,7 +130,7 @@ def mine_blocks(miner, q, band: Band, block: int, max_candidates: int, clip_min:
     found, total, m = [], 0, miner()
     with torch.inference_mode():
         for b, (r, c) in enumerate(blocks):
-            i, j, p = _search(m, band, q[r:min(r + block, end)], q[c:c + block], r, c)
+            i, j, p = _search(m, band, q[r : min(r + block, end)], q[c : c + block], r, c)
             total += len(i)
             if total > max_candidates:
                 raise too_many_candidates(total, clip_min, b + 1, len(blocks), max_candidates)
@@ -156,8 +160,8 @@ def mine_in_threads(miner, q, band: Band, block: int, pool, max_candidates: int,
         if not hasattr(local, "miner"):
             local.miner = miner(span=_UNIT_ROWS)
         with torch.inference_mode():
-            x = q[r + s:min(r + s + _UNIT_ROWS, r + block, end)]
-            i, j, p = _search(local.miner, band, x, q[c:c + block], r + s, c)
+            x = q[r + s : min(r + s + _UNIT_ROWS, r + block, end)]
+            i, j, p = _search(local.miner, band, x, q[c : c + block], r + s, c)
         with lock:
             seen[0] += len(i)
             over = seen[0] > max_candidates  # then no re-check: the job stops

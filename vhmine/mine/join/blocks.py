@@ -22,13 +22,34 @@ import numpy as np
 
 from vhmine.mine.join.products import BlockMiner
 from vhmine.mine.join.quantise import (
-    ALIGN, ChunkStats, choose_turn, chunk_rows, error_bound, largest, qmax_for, quantise_chunk, sample_rows,
-    scale_for, spread, thresholds, turned,
+    ALIGN,
+    ChunkStats,
+    choose_turn,
+    chunk_rows,
+    error_bound,
+    largest,
+    qmax_for,
+    quantise_chunk,
+    sample_rows,
+    scale_for,
+    spread,
+    thresholds,
+    turned,
 )
 from vhmine.mine.join.recheck import pair_sims
 
-__all__ = ["BlockStats", "Quantiser", "choose_turn", "cross_candidates", "exact_pairs", "quantise_block", "sample_rows",
-           "scan_block", "threshold", "tile_candidates"]
+__all__ = [
+    "BlockStats",
+    "Quantiser",
+    "choose_turn",
+    "cross_candidates",
+    "exact_pairs",
+    "quantise_block",
+    "sample_rows",
+    "scan_block",
+    "threshold",
+    "tile_candidates",
+]
 
 BlockStats = ChunkStats  # a block's stats: those of its chunks, combined
 
@@ -63,11 +84,16 @@ class Quantiser:
         return cls(dim, scale_for(amax, qmax), qmax, tuple(dims))
 
     def as_dict(self) -> dict:
-        return {"dim": self.dim, "scale": self.scale, "qmax": self.qmax, "dims": list(self.dims),
-                "rotated": self.rotated}
+        return {
+            "dim": self.dim,
+            "scale": self.scale,
+            "qmax": self.qmax,
+            "dims": list(self.dims),
+            "rotated": self.rotated,
+        }
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Quantiser | None":
+    def from_dict(cls, d: dict) -> Quantiser | None:
         """The recorded quantiser, or None when it was recorded by an older vhmine (then scan again: a
         finished tile's pairs are exact whichever quantiser found them)."""
         if "dims" not in d:
@@ -78,7 +104,7 @@ class Quantiser:
 def scan_block(x: np.ndarray, dims: tuple[int, ...] = ()) -> float:
     """The streaming pass over one chunk of rows: their largest component, turned by `dims`."""
     turn, step = (spread(x.shape[1], tuple(dims)) if dims else None), chunk_rows(x.shape[1])
-    return max((largest(turned(x[s:s + step], turn)) for s in range(0, len(x), step)), default=0.0)
+    return max((largest(turned(x[s : s + step], turn)) for s in range(0, len(x), step)), default=0.0)
 
 
 def quantise_block(x: np.ndarray, qz: Quantiser) -> tuple[np.ndarray, ChunkStats]:
@@ -89,8 +115,8 @@ def quantise_block(x: np.ndarray, qz: Quantiser) -> tuple[np.ndarray, ChunkStats
     q = np.zeros((-(-max(n, 1) // ALIGN) * ALIGN, -(-d // 8) * 8), np.int8)
     stats = ChunkStats()
     for s in range(0, n, step):
-        xc = x[s:s + step]
-        stats = stats | quantise_chunk(xc, turned(xc, turn), qz.scale, qz.qmax, q[s:s + step])
+        xc = x[s : s + step]
+        stats = stats | quantise_chunk(xc, turned(xc, turn), qz.scale, qz.qmax, q[s : s + step])
     return q, stats
 
 
@@ -112,8 +138,19 @@ def tile_kernel(device, width: int, levels: int, kernel: str | None = None):
     return choose(device, width, kernel=kernel, min_levels=levels)
 
 
-def tile_candidates(qa, qb, r: int, c: int, thresh: int, n: int, *, device, block: int, levels: int | None = None,
-                    kernel: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+def tile_candidates(
+    qa,
+    qb,
+    r: int,
+    c: int,
+    thresh: int,
+    n: int,
+    *,
+    device,
+    block: int,
+    levels: int | None = None,
+    kernel: str | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """Rows (i, j), i < j < n, of the tile (row block at r, column block at c >= r) whose integer product
     reaches thresh; qa and qb are quantise_block's rows (qb is qa on the diagonal), of `levels` levels
     (Quantiser.qmax) [default: the largest |q| in them]. kernel: see tile_kernel."""
@@ -125,8 +162,18 @@ def tile_candidates(qa, qb, r: int, c: int, thresh: int, n: int, *, device, bloc
     key = (str(device), block, qa.shape[1], choice.name)
     if key not in _MINERS:
         _MINERS.clear()  # one buffer per worker
-        _MINERS[key] = BlockMiner(None, None, 0.0, 0.0, thresh, n, device=torch.device(device), block=block,
-                                  width=qa.shape[1], kernel=choice.kernel)
+        _MINERS[key] = BlockMiner(
+            None,
+            None,
+            0.0,
+            0.0,
+            thresh,
+            n,
+            device=torch.device(device),
+            block=block,
+            width=qa.shape[1],
+            kernel=choice.kernel,
+        )
     miner = _MINERS[key]
     miner.thresh, miner.n = thresh, n
     x = torch.from_numpy(qa).to(device)
@@ -135,8 +182,9 @@ def tile_candidates(qa, qb, r: int, c: int, thresh: int, n: int, *, device, bloc
         return miner.candidates(x, y, r, c)
 
 
-def cross_candidates(qa, qb, na: int, nb: int, thresh: int, *, device, block: int, levels: int | None = None,
-                     kernel: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+def cross_candidates(
+    qa, qb, na: int, nb: int, thresh: int, *, device, block: int, levels: int | None = None, kernel: str | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Every (p, q), p < na rows of qa and q < nb rows of qb, whose integer product reaches thresh: a
     tile of the rectangle (or band) whose two blocks are any rows, not a triangle's (no i < j cut); p, q
     are positions in the blocks. Arguments as tile_candidates'."""
@@ -153,6 +201,7 @@ def exact_pairs(clip_rows, dino_rows, i, j, clip_min: float, dino_max: float, cl
     re-check: recheck.pair_sims over the rows fetched by clip_rows(rows) / dino_rows(rows) (sorted
     unique row numbers -> their float32 rows), so the sims are the same bits. clip_rows_b, dino_rows_b:
     j are rows of another index, fetched by these (a rectangle's pairs)."""
+
     def sims(fetch, fetch_b, i, j):
         if fetch_b is None:
             uniq = np.unique(np.concatenate([i, j]))

@@ -46,7 +46,7 @@ def rate(kernel: Kernel, device, d: int, budget: float = _BUDGET) -> float:
         x, y = kernel.left(a[:m]), kernel.right(b[:n])
         _sync(torch, device)
         w0, t0 = time.perf_counter(), time.thread_time()
-        kernel.mm(x, y, out[:m * n].view(m, n))
+        kernel.mm(x, y, out[: m * n].view(m, n))
         _sync(torch, device)
         wall, own = time.perf_counter() - w0, time.thread_time() - t0
         # On a CPU this thread's own CPU time, which a busy machine's other processes (and the spinning
@@ -99,9 +99,16 @@ def machine(device) -> dict:
     except OSError:
         pass
     wanted = {"avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_tile", "amx_int8", "amx_bf16"}
-    m = {"schema": _SCHEMA, "device": dev.type, "cpu": model, "cores": os.cpu_count(),
-         "flags": sorted(flags & wanted), "torch": torch.__version__, "numpy": np.__version__,
-         "isa": torch.backends.cpu.get_cpu_capability()}
+    m = {
+        "schema": _SCHEMA,
+        "device": dev.type,
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "flags": sorted(flags & wanted),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "isa": torch.backends.cpu.get_cpu_capability(),
+    }
     if dev.type == "cuda":
         m["gpu"] = torch.cuda.get_device_name(dev)
     return m
@@ -141,8 +148,11 @@ class Choice:
 
     def record(self) -> dict:
         """What run.json keeps: the kernel, how it was chosen, the rates (no machine path or name)."""
-        return {"name": self.name, "chosen": self.source,
-                "gmac_per_s": {k: (round(v, 2) if v is not None else None) for k, v in self.rates.items()}}
+        return {
+            "name": self.name,
+            "chosen": self.source,
+            "gmac_per_s": {k: (round(v, 2) if v is not None else None) for k, v in self.rates.items()},
+        }
 
     def line(self) -> str:
         shown = ", ".join(f"{k} {v:.1f}" for k, v in self.rates.items() if v is not None)
@@ -173,8 +183,16 @@ def _fastest(cands: dict, rates: dict, d: int, min_levels: int) -> str | None:
 _CHOSEN: dict = {}  # (device, width, kernel, min_levels, cache) -> Choice: one calibration a process
 
 
-def choose(device, d: int, *, kernel: str | None = None, min_levels: int = 0, cache: Path | None = None,
-           candidates: dict | None = None, identity: dict | None = None) -> Choice:
+def choose(
+    device,
+    d: int,
+    *,
+    kernel: str | None = None,
+    min_levels: int = 0,
+    cache: Path | None = None,
+    candidates: dict | None = None,
+    identity: dict | None = None,
+) -> Choice:
     """The products kernel for rows of width d on this device: `kernel` when named (InputError where it
     is not offered or not exact here), else the fastest exact candidate whose levels are at least
     min_levels (rows quantised elsewhere to that many levels), by the rates cached for this machine
@@ -189,11 +207,12 @@ def choose(device, d: int, *, kernel: str | None = None, min_levels: int = 0, ca
         except Unavailable as why:
             raise InputError(f"--kernel {kernel}: not offered on this machine ({why}); use --kernel auto") from None
         if not exact(k, dev, d):
-            raise InputError(f"--kernel {kernel}: its products are not exact on this machine; "
-                             "use --kernel auto")
+            raise InputError(f"--kernel {kernel}: its products are not exact on this machine; use --kernel auto")
         if k.levels(d) < min_levels:
-            raise InputError(f"--kernel {kernel}: keeps {k.levels(d)} quantisation levels exact, the rows "
-                             f"have {min_levels}; use --kernel auto")
+            raise InputError(
+                f"--kernel {kernel}: keeps {k.levels(d)} quantisation levels exact, the rows "
+                f"have {min_levels}; use --kernel auto"
+            )
         return Choice(k, {}, "forced")
     key = (str(dev), d, min_levels, str(cache), json.dumps(identity, sort_keys=True))
     if candidates is None and key in _CHOSEN and exact(_CHOSEN[key].kernel, dev, d):  # (cheap; torch may be patched)
@@ -214,8 +233,11 @@ def choose(device, d: int, *, kernel: str | None = None, min_levels: int = 0, ca
     best = _fastest(cands, rates, d, min_levels)
     # (cheap checks: the library may have changed, or a kernel was found wrong once, say while a test
     # patched it, and is exact again: either measures again)
-    if source == "cached" and (best is None or not exact(cands[best], dev, d)
-                               or any(rates.get(n) is None and exact(k, dev, d) for n, k in cands.items())):
+    if source == "cached" and (
+        best is None
+        or not exact(cands[best], dev, d)
+        or any(rates.get(n) is None and exact(k, dev, d) for n, k in cands.items())
+    ):
         rates, source = calibrate(cands, dev, d), "measured"
         best = _fastest(cands, rates, d, min_levels)
     if best is None:

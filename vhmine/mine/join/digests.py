@@ -28,8 +28,8 @@ def _words(x: np.ndarray) -> np.ndarray:
 
 def row_digests(clip: np.ndarray, dino: np.ndarray, workers=None) -> np.ndarray:
     """A uint64 digest of each row's float32 bits, CLIP's and DINOv2's: the sum, mod 2^64, of the
-    rows' words (two float32 bits a word) times fixed odd random multipliers. Equal rows give equal digests on any machine
-    (integer arithmetic); a row that differs in one word always gets another digest, in several words
+    rows' words (two float32 bits a word) times fixed odd random multipliers. Equal rows give equal digests on any
+    machine (integer arithmetic); a row that differs in one word always gets another digest, in several words
     with a chance of about 2^-64 of the same. Linear, so it runs at memory speed (a cryptographic hash
     of every row would cost more than mining the new rows of a grown index). workers: see
     quantise.in_threads."""
@@ -41,9 +41,9 @@ def row_digests(clip: np.ndarray, dino: np.ndarray, workers=None) -> np.ndarray:
     def chunk(s: int) -> None:
         acc = np.zeros(min(_DIGEST_ROWS, len(clip) - s), np.uint64)
         for part, x in enumerate((clip, dino)):
-            w = _words(x[s:s + _DIGEST_ROWS])  # (numpy's integer arithmetic wraps mod 2^64)
+            w = _words(x[s : s + _DIGEST_ROWS])  # (numpy's integer arithmetic wraps mod 2^64)
             acc += np.multiply(w, _multipliers(w.shape[1], part + 0x766D)).sum(axis=1)
-        out[s:s + _DIGEST_ROWS] = acc
+        out[s : s + _DIGEST_ROWS] = acc
 
     in_threads(chunk, range(0, len(clip), _DIGEST_ROWS), workers)
     return out

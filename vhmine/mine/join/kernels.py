@@ -26,9 +26,9 @@ whose library breaks the reasoning above is never used.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -94,22 +94,29 @@ def build(name: str, device) -> Kernel:
         op = getattr(torch.ops.quantized, "linear_with_input_q_dq_qweight_dq_output_fp32", None)
         if op is None:
             raise Unavailable("this torch has no fbgemm linear with float32 output")
-        return Kernel(name, "cpu", CAPS[name], "float32", _as_float, _fbgemm_pack,
-                      lambda a, b, out: op(a, 1.0, FBGEMM_CAP, b))
+        return Kernel(
+            name, "cpu", CAPS[name], "float32", _as_float, _fbgemm_pack, lambda a, b, out: op(a, 1.0, FBGEMM_CAP, b)
+        )
     if name == "blas-f32":
         if not cpu:
             raise Unavailable("numpy's BLAS runs on the CPU")
         return Kernel(name, "cpu", 127, "float32", _as_float_array, _as_float_array, _numpy_mm)
     if name == "torch-f32":
-        return Kernel(name, dev.type, 127, "float32", _as_float, _as_float,
-                      lambda a, b, out: torch.mm(a, b.T, out=out))
+        return Kernel(name, dev.type, 127, "float32", _as_float, _as_float, lambda a, b, out: torch.mm(a, b.T, out=out))
     if name == "bf16":
         if cpu and not (hasattr(torch.cpu, "_is_amx_tile_supported") and torch.cpu._is_amx_tile_supported()):
             raise Unavailable("bfloat16 products are slow on a CPU without AMX")
         if not (cpu or cuda):
             raise Unavailable(f"no bfloat16 kernel for {dev.type}")
-        return Kernel(name, dev.type, 127, "float32", _as_bf16, _as_bf16,
-                      lambda a, b, out: torch.mm(a, b.T, out_dtype=torch.float32))
+        return Kernel(
+            name,
+            dev.type,
+            127,
+            "float32",
+            _as_bf16,
+            _as_bf16,
+            lambda a, b, out: torch.mm(a, b.T, out_dtype=torch.float32),
+        )
     raise InputError(f"--kernel {name}: not a products kernel; use one of {', '.join(('auto',) + KERNELS)}")
 
 
@@ -139,10 +146,12 @@ def _torch():
     return torch
 
 
-_BLAS_SYMBOLS = (("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
-                 ("scipy_openblas_get_num_threads", "scipy_openblas_set_num_threads"),
-                 ("openblas_get_num_threads64_", "openblas_set_num_threads64_"),
-                 ("openblas_get_num_threads", "openblas_set_num_threads"))
+_BLAS_SYMBOLS = (
+    ("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
+    ("scipy_openblas_get_num_threads", "scipy_openblas_set_num_threads"),
+    ("openblas_get_num_threads64_", "openblas_set_num_threads64_"),
+    ("openblas_get_num_threads", "openblas_set_num_threads"),
+)
 
 
 @functools.lru_cache(maxsize=1)
@@ -162,8 +171,11 @@ def _openblas() -> tuple:
             lib = ctypes.CDLL(path)
         except OSError:
             continue
-        found += [(getattr(lib, get), getattr(lib, put)) for get, put in _BLAS_SYMBOLS
-                  if hasattr(lib, get) and hasattr(lib, put)][:1]
+        found += [
+            (getattr(lib, get), getattr(lib, put))
+            for get, put in _BLAS_SYMBOLS
+            if hasattr(lib, get) and hasattr(lib, put)
+        ][:1]
     return tuple(found)
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from vhmine.mine.join.calibrate import choose
 from vhmine.mine.join.kernels import Kernel, _same
-from vhmine.mine.join.quantise import ALIGN, qmax_for
+from vhmine.mine.join.quantise import qmax_for
 from vhmine.mine.join.recheck import _screened_recheck
 
 _SEG = 64  # columns per segment in the two-level candidate search; divides ALIGN
@@ -50,8 +50,26 @@ class BlockMiner:
     float32 vectors and thresh a float one (the benchmark's baseline).
     """
 
-    def __init__(self, clip, dino, clip_min, dino_max, thresh, n, *, device, block, width, products="int8",
-                 sure=None, norms=(None, None), span=None, chunk=None, cols=None, kernel: Kernel | None = None):
+    def __init__(
+        self,
+        clip,
+        dino,
+        clip_min,
+        dino_max,
+        thresh,
+        n,
+        *,
+        device,
+        block,
+        width,
+        products="int8",
+        sure=None,
+        norms=(None, None),
+        span=None,
+        chunk=None,
+        cols=None,
+        kernel: Kernel | None = None,
+    ):
         import torch
 
         self.torch, self.device, self.thresh, self.n = torch, device, thresh, n
@@ -91,21 +109,22 @@ class BlockMiner:
             # piece all left of it is not computed.
             if c + c0 + self.cols <= r:
                 continue
-            yk, ny = k.right(y[c0:c0 + self.cols]), min(self.cols, len(y) - c0)
+            yk, ny = k.right(y[c0 : c0 + self.cols]), min(self.cols, len(y) - c0)
             for s in range(0, len(x), self.chunk):
-                parts.append(self._piece(xk[s:s + self.chunk], yk, ny, r + s, c + c0))
-        parts = [a for a in parts if len(a[0])] or [(np.empty(0, np.int64), np.empty(0, np.int64),
-                                                     np.empty(0, self.dtype))]
+                parts.append(self._piece(xk[s : s + self.chunk], yk, ny, r + s, c + c0))
+        parts = [a for a in parts if len(a[0])] or [
+            (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, self.dtype))
+        ]
         return parts[0] if len(parts) == 1 else tuple(np.concatenate(a) for a in zip(*parts))
 
     def _piece(self, x, y, ny: int, r: int, c: int):
         """The candidates among the products of rows r.. (x) and the ny rows c.. (y), one piece."""
         torch, thresh, nx = self.torch, self.thresh, len(x)
-        prod = self.kernel.mm(x, y, self.buf[:nx * ny].view(nx, ny))
+        prod = self.kernel.mm(x, y, self.buf[: nx * ny].view(nx, ny))
         # Two levels: segment maxima read the products once on the device, and only segments holding a
         # candidate come back to be compared element-wise (a compare + nonzero over all of them costs
         # twice the int8 matmul on CPU). The small index work is numpy's: no thread-pool stalls.
-        maxima = torch.amax(prod.view(nx, -1, _SEG), 2, out=self.maxima[:nx * ny // _SEG].view(nx, -1))
+        maxima = torch.amax(prod.view(nx, -1, _SEG), 2, out=self.maxima[: nx * ny // _SEG].view(nx, -1))
         g = np.flatnonzero(maxima.cpu().numpy() >= thresh)
         if not len(g):
             return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, self.dtype)

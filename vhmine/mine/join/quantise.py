@@ -122,8 +122,7 @@ def spread(d: int, dims: tuple[int, ...], seed: int = 0) -> Spread:
     p64, q64 = pt.T.astype(np.float64), qt.T.astype(np.float64)
     pp = p64.T @ p64
     # M^T M - I for M = I - p q^T (einsum: d x d products by BLAS would use its thread pool)
-    e = (np.einsum("ia,ab,jb->ij", q64, pp, q64) - np.einsum("ia,ja->ij", q64, p64)
-         - np.einsum("ia,ja->ij", p64, q64))
+    e = np.einsum("ia,ab,jb->ij", q64, pp, q64) - np.einsum("ia,ja->ij", q64, p64) - np.einsum("ia,ja->ij", p64, q64)
     orth = float(np.linalg.norm(e)) + 1e-12
     # With c = x q: the float32 c errs by at most gamma_d |x| ||q||_F (each entry a dot product of
     # length d), which p^T carries over at most ||p||_2-fold (||p||_2^2 = the largest eigenvalue of
@@ -145,7 +144,7 @@ def _dominant_dims(x: np.ndarray, force: bool) -> tuple[int, ...]:
     top = np.abs(x).max(axis=0)
     order = np.argsort(-top, kind="stable")
     k = min(int((top > 2 * np.median(top)).sum()), _SPREAD)
-    return tuple(int(a) for a in order[:max(k, int(force))])
+    return tuple(int(a) for a in order[: max(k, int(force))])
 
 
 class _Dense:
@@ -180,7 +179,7 @@ class ChunkStats:
     r2: float = 0.0
     xn2: float = 0.0
 
-    def __or__(self, other: "ChunkStats") -> "ChunkStats":
+    def __or__(self, other: ChunkStats) -> ChunkStats:
         return ChunkStats(max(self.h2, other.h2), max(self.r2, other.r2), max(self.xn2, other.xn2))
 
 
@@ -234,7 +233,7 @@ def quantise_chunk(x: np.ndarray, z: np.ndarray, scale: float, qmax: int, out: n
     t = np.multiply(z, np.float32(1 / scale))
     np.rint(t, out=t)
     np.clip(t, -qmax, qmax, out=t)  # (a no-op when scale came from these very z; the residual covers it anyway)
-    out[:len(z), :d] = t
+    out[: len(z), :d] = t
     h2 = float(np.einsum("ij,ij->i", t, t).max()) if len(t) else 0.0
     np.multiply(t, np.float32(scale), out=t)
     np.subtract(z, t, out=t)
@@ -265,8 +264,10 @@ def thresholds(clip_min: float, err: float, norm2: float, scale: float, d: int, 
     slack = 1e-9 + 2 * _gamma(d, _U64) * norm2
     limit = d * qmax * qmax + 1  # |q_x.q_y| never exceeds this; clamping also keeps +-inf thresholds finite
     s2 = scale**2
-    return (math.floor(min(max((clip_min - err - slack) / s2, -limit), limit)),
-            math.ceil(min(max((clip_min + err + slack) / s2, -limit), limit)))
+    return (
+        math.floor(min(max((clip_min - err - slack) / s2, -limit), limit)),
+        math.ceil(min(max((clip_min + err + slack) / s2, -limit), limit)),
+    )
 
 
 def _quantise(x: np.ndarray, qmax: int, rows: int, m=None) -> tuple[np.ndarray, float, float]:
@@ -303,21 +304,22 @@ def _quantised(x: np.ndarray, qmax: int, rows: int, m=None, workers=1) -> _Quant
     coef = np.empty((n, len(turn.dims)), np.float32) if isinstance(turn, Spread) else None
 
     def rows_z(s: int, first: bool = False) -> np.ndarray:  # z for the rows of the chunk from s
-        xc = x[s:s + step]
+        xc = x[s : s + step]
         if coef is None:
             return turned(xc, turn)
         zc = np.empty_like(xc)
         if first:
-            coef[s:s + len(xc)] = turn.coefficients(xc)
-        turn.apply(xc, coef[s:s + len(xc)], zc)
+            coef[s : s + len(xc)] = turn.coefficients(xc)
+        turn.apply(xc, coef[s : s + len(xc)], zc)
         return zc
 
     # a first pass: the scale follows the largest (turned) component
     amax = max(in_threads(lambda s: largest(rows_z(s, first=True)), range(0, n, step), workers), default=0.0)
     scale = scale_for(amax, qmax)
     q = np.zeros((rows, -(-d // 8) * 8), np.int8)
-    parts = in_threads(lambda s: quantise_chunk(x[s:s + step], rows_z(s), scale, qmax, q[s:s + step]),
-                        range(0, n, step), workers)
+    parts = in_threads(
+        lambda s: quantise_chunk(x[s : s + step], rows_z(s), scale, qmax, q[s : s + step]), range(0, n, step), workers
+    )
     stats = functools.reduce(ChunkStats.__or__, parts, ChunkStats())
     err, norm2 = error_bound(stats, scale, d, turn)
     return _Quantised(q, scale, err, norm2)
@@ -343,8 +345,9 @@ def sample_rows(n: int) -> np.ndarray:
     return np.linspace(0, n - 1, min(n, SAMPLE_ROWS)).astype(np.int64)
 
 
-def fast_pass(clip: np.ndarray, clip_min: float, rotate: bool | None = None, *, workers=1,
-              qmax: int | None = None) -> FastPass:
+def fast_pass(
+    clip: np.ndarray, clip_min: float, rotate: bool | None = None, *, workers=1, qmax: int | None = None
+) -> FastPass:
     """Quantise the (checked) CLIP rows once. rotate: first turn them by an orthogonal map that
     spreads the few dimensions far larger than the rest (`spread`) [default: when that shrinks the
     quantisation step 1.5x or more on an even sample of rows, as with real CLIP embeddings]. workers:

@@ -42,12 +42,12 @@ def pair_sims(x: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
     k = min(_CHUNK, len(i))
     a, b, a64 = np.empty((k, x.shape[1]), x.dtype), np.empty((k, x.shape[1]), x.dtype), np.empty((k, x.shape[1]))
     for s in range(0, len(i), _CHUNK):  # into the same buffers each time: they stay in cache
-        m = len(i[s:s + _CHUNK])
-        np.take(x, i[s:s + _CHUNK], axis=0, out=a[:m], mode="clip")  # (mode "raise" buffers out: slower)
-        np.take(x, j[s:s + _CHUNK], axis=0, out=b[:m], mode="clip")
+        m = len(i[s : s + _CHUNK])
+        np.take(x, i[s : s + _CHUNK], axis=0, out=a[:m], mode="clip")  # (mode "raise" buffers out: slower)
+        np.take(x, j[s : s + _CHUNK], axis=0, out=b[:m], mode="clip")
         np.copyto(a64[:m], a[:m])
         np.multiply(a64[:m], b[:m], out=a64[:m])
-        np.add.reduce(a64[:m], axis=1, out=out[s:s + m])
+        np.add.reduce(a64[:m], axis=1, out=out[s : s + m])
     return out
 
 
@@ -69,8 +69,13 @@ def _screen_bound(x: np.ndarray, i: np.ndarray, j: np.ndarray, norm2: float | No
     d = x.shape[1]
     if norm2 is None:
         rows = np.unique(np.concatenate((i, j)))
-        norm2 = max((float(np.einsum("ij,ij->i", x[rows[s:s + _CHUNK]], x[rows[s:s + _CHUNK]]).max())
-                     for s in range(0, len(rows), _CHUNK)), default=0.0) / (1 - _gamma(d, _U32))
+        norm2 = max(
+            (
+                float(np.einsum("ij,ij->i", x[rows[s : s + _CHUNK]], x[rows[s : s + _CHUNK]]).max())
+                for s in range(0, len(rows), _CHUNK)
+            ),
+            default=0.0,
+        ) / (1 - _gamma(d, _U32))
     return 2 * (_gamma(d, _U32) + _gamma(d, _U64)) * norm2
 
 
@@ -86,22 +91,22 @@ def _screen(x, i, j, keep_at_least: float, keep_at_most: float, norm2: float | N
     k, d = min(_CHUNK, len(i)), x.shape[1]
     xi, xj, e, v = np.empty((k, d), x.dtype), np.empty((k, d), x.dtype), np.empty((k, d)), np.empty(k, np.float32)
     for s in range(0, len(i), _CHUNK):
-        m = len(i[s:s + _CHUNK])
-        np.take(x, i[s:s + _CHUNK], axis=0, out=xi[:m], mode="clip")  # (mode "raise" buffers out: slower)
-        np.take(x, j[s:s + _CHUNK], axis=0, out=xj[:m], mode="clip")
+        m = len(i[s : s + _CHUNK])
+        np.take(x, i[s : s + _CHUNK], axis=0, out=xi[:m], mode="clip")  # (mode "raise" buffers out: slower)
+        np.take(x, j[s : s + _CHUNK], axis=0, out=xj[:m], mode="clip")
         np.einsum("ij,ij->i", xi[:m], xj[:m], out=v[:m])
         ok = (v[:m] >= lo + b) & (v[:m] <= hi - b)
         near = (v[:m] >= lo - b) & (v[:m] <= hi + b)  # holds ok
         need = np.flatnonzero(near if values else near & ~ok)
         if len(need):  # exactly as pair_sims: float64 copy of row i, times row j, pairwise sum
-            en = e[:len(need)]
+            en = e[: len(need)]
             en[...] = xi[need]
             np.multiply(en, xj[need], out=en)
             exact = np.add.reduce(en, axis=1)
             ok[need] = (exact >= lo) & (exact <= hi)
             if values:
                 sims[s + need] = exact
-        keep[s:s + m] = ok
+        keep[s : s + m] = ok
     return keep, sims
 
 

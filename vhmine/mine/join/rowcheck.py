@@ -32,8 +32,10 @@ def check_limits(clip_min, dino_max) -> tuple[float, float]:
         except (TypeError, ValueError):
             raise InputError(f"{name} must be a number (a cosine similarity threshold), got {v!r}") from None
         if math.isnan(f):
-            raise InputError(f"{name} is NaN: give a number (a cosine similarity threshold such as 0.9; "
-                             "+-inf keeps every pair on that side)")
+            raise InputError(
+                f"{name} is NaN: give a number (a cosine similarity threshold such as 0.9; "
+                "+-inf keeps every pair on that side)"
+            )
         out.append(f)
     return out[0], out[1]
 
@@ -54,9 +56,10 @@ def check_norms(name: str, x: np.ndarray, n2: np.ndarray, first_row: int | None 
         norm = float(np.sqrt(np.sum(np.square(x[r].astype(np.float64)))))
         among = "in all" if first_row is None else f"of rows {first_row:,} to {first_row + len(x) - 1:,}"
         raise InputError(
-            f"{name} row {(first_row or 0) + r} has norm {norm:.3g} ({len(out)} row(s) {among}): the exact miner needs every "
-            f"row's norm to be 0 or within {NORM_MIN:.2g} to {NORM_MAX:.2g}, where its float32 arithmetic neither "
-            "underflows nor overflows; L2-normalise the rows (as `vhmine embed` does) or scale them into that range"
+            f"{name} row {(first_row or 0) + r} has norm {norm:.3g} ({len(out)} row(s) {among}): the exact miner needs"
+            f" every row's norm to be 0 or within {NORM_MIN:.2g} to {NORM_MAX:.2g}, where its float32 arithmetic"
+            " neither underflows nor overflows; L2-normalise the rows (as `vhmine embed` does) or scale them into that"
+            " range"
         )
 
 

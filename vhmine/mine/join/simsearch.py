@@ -35,12 +35,23 @@ from vhmine.errors import InputError
 from vhmine.mine.join import calibrate, kernels
 from vhmine.mine.join.band import Band, check_same_dims, mine_blocks, mine_in_threads, new_first
 from vhmine.mine.join.products import BlockMiner
-from vhmine.mine.join.quantise import ALIGN, in_threads, fast_pass
+from vhmine.mine.join.quantise import ALIGN, fast_pass, in_threads
 from vhmine.mine.join.recheck import _U32, _gamma, _recheck, pair_sims
 from vhmine.mine.join.rowcheck import check_limits, check_norms
 
-__all__ = ["PairSet", "assert_same_pairs", "brute_force_across", "brute_force_pairs", "fast_pass", "find_new_pairs",
-           "find_pairs", "find_pairs_across", "merge", "no_pairs", "pair_sims"]
+__all__ = [
+    "PairSet",
+    "assert_same_pairs",
+    "brute_force_across",
+    "brute_force_pairs",
+    "fast_pass",
+    "find_new_pairs",
+    "find_pairs",
+    "find_pairs_across",
+    "merge",
+    "no_pairs",
+    "pair_sims",
+]
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +89,9 @@ def check_rows(clip: np.ndarray, dino: np.ndarray, *, screened: bool = True) -> 
     return _checked(clip, dino, screened=screened)[:2]
 
 
-def _checked(clip: np.ndarray, dino: np.ndarray, workers=1, *, screened: bool = True
-             ) -> tuple[np.ndarray, np.ndarray, float, float]:
+def _checked(
+    clip: np.ndarray, dino: np.ndarray, workers=1, *, screened: bool = True
+) -> tuple[np.ndarray, np.ndarray, float, float]:
     """check_rows, plus a bound on the largest squared row norm of each (workers: see in_threads). screened:
     rows are refused whose norms float32 screening cannot handle (rowcheck; float64 alone handles any)."""
     clip, dino = np.ascontiguousarray(clip), np.ascontiguousarray(dino)
@@ -89,8 +101,12 @@ def _checked(clip: np.ndarray, dino: np.ndarray, workers=1, *, screened: bool = 
             raise InputError(f"{name} vectors must be a 2-D float32 array, got {x.dtype} with shape {x.shape}")
         # one read of the rows: a NaN or infinite value makes its row's sum of squares NaN or infinite;
         # the rows flagged so (also finite rows whose squares overflow) are then looked at value by value
-        n2 = np.concatenate([np.empty(0, np.float32)] + in_threads(
-            lambda s, x=x: np.einsum("ij,ij->i", x[s:s + 8192], x[s:s + 8192]), range(0, len(x), 8192), workers))
+        n2 = np.concatenate(
+            [np.empty(0, np.float32)]
+            + in_threads(
+                lambda s, x=x: np.einsum("ij,ij->i", x[s : s + 8192], x[s : s + 8192]), range(0, len(x), 8192), workers
+            )
+        )
         bad = np.flatnonzero(~np.isfinite(n2))
         if len(bad):
             bad = bad[~np.isfinite(x[bad]).all(axis=1)]
@@ -116,12 +132,18 @@ def brute_force_pairs(clip: np.ndarray, dino: np.ndarray, clip_min: float, dino_
     clip, dino = check_rows(clip, dino, screened=False)
     i, j = np.triu_indices(len(clip), k=1)
     step = 1 << 18
-    parts = [_recheck(clip, dino, i[s:s + step], j[s:s + step], clip_min, dino_max) for s in range(0, len(i), step)]
+    parts = [_recheck(clip, dino, i[s : s + step], j[s : s + step], clip_min, dino_max) for s in range(0, len(i), step)]
     return _pairset(*(np.concatenate(p) for p in zip(*parts))) if parts else PairSet(*_EMPTY)
 
 
-def brute_force_across(clip_a: np.ndarray, dino_a: np.ndarray, clip_b: np.ndarray, dino_b: np.ndarray,
-                       clip_min: float, dino_max: float = math.inf) -> PairSet:
+def brute_force_across(
+    clip_a: np.ndarray,
+    dino_a: np.ndarray,
+    clip_b: np.ndarray,
+    dino_b: np.ndarray,
+    clip_min: float,
+    dino_max: float = math.inf,
+) -> PairSet:
     """The reference across two collections: every pair (row i of A, row j of B) through pair_sims, in
     float64. O(nA nB d) in numpy; small inputs only."""
     (ca, da), (cb, db) = check_rows(clip_a, dino_a, screened=False), check_rows(clip_b, dino_b, screened=False)
@@ -130,7 +152,7 @@ def brute_force_across(clip_a: np.ndarray, dino_a: np.ndarray, clip_b: np.ndarra
     clip, dino = np.concatenate([ca, cb]), np.concatenate([da, db])
     i, j = (a.ravel() for a in np.meshgrid(np.arange(len(ca)), np.arange(len(ca), len(clip)), indexing="ij"))
     step = 1 << 18
-    parts = [_recheck(clip, dino, i[s:s + step], j[s:s + step], clip_min, dino_max) for s in range(0, len(i), step)]
+    parts = [_recheck(clip, dino, i[s : s + step], j[s : s + step], clip_min, dino_max) for s in range(0, len(i), step)]
     pairs = merge(parts)
     return PairSet(pairs.i, pairs.j - len(ca), pairs.clip_sim, pairs.dino_sim)
 
@@ -180,6 +202,7 @@ def find_pairs(
     products kernel (vhmine.mine.join.kernels.KERNELS) [default or "auto": the fastest exact one measured on
     this machine, calibrate.choose].
     """
+
     def layout(pool):
         rows = _checked(clip, dino, pool)
         n = len(rows[0])
@@ -188,21 +211,41 @@ def find_pairs(
     def back(i, j, _):  # (the band's order can swap a pair's rows)
         return np.minimum(i, j), np.maximum(i, j)
 
-    return _mine(layout, back, clip_min, dino_max, device=device, block_size=block_size,
-                 max_candidates=max_candidates, progress=progress, rotate=rotate, stats=stats, workers=workers,
-                 desc=desc, kernel=kernel)
+    return _mine(
+        layout,
+        back,
+        clip_min,
+        dino_max,
+        device=device,
+        block_size=block_size,
+        max_candidates=max_candidates,
+        progress=progress,
+        rotate=rotate,
+        stats=stats,
+        workers=workers,
+        desc=desc,
+        kernel=kernel,
+    )
 
 
-def find_new_pairs(clip: np.ndarray, dino: np.ndarray, new_rows, clip_min: float, dino_max: float = math.inf,
-                   **options) -> PairSet:
+def find_new_pairs(
+    clip: np.ndarray, dino: np.ndarray, new_rows, clip_min: float, dino_max: float = math.inf, **options
+) -> PairSet:
     """The band: every pair i < j with one or both rows among `new_rows` (row numbers, any order, repeats
     allowed) and clip_sim >= clip_min and dino_sim <= dino_max, exactly: find_pairs(new_rows=new_rows), which
     computes only the blocks that touch the new rows. options: find_pairs' keywords."""
     return find_pairs(clip, dino, clip_min, dino_max, new_rows=new_rows, **options)
 
 
-def find_pairs_across(clip_a: np.ndarray, dino_a: np.ndarray, clip_b: np.ndarray, dino_b: np.ndarray,
-                      clip_min: float, dino_max: float = math.inf, **options) -> PairSet:
+def find_pairs_across(
+    clip_a: np.ndarray,
+    dino_a: np.ndarray,
+    clip_b: np.ndarray,
+    dino_b: np.ndarray,
+    clip_min: float,
+    dino_max: float = math.inf,
+    **options,
+) -> PairSet:
     """Every pair (i, j) of row i of collection A and row j of B with clip_sim >= clip_min and dino_sim <=
     dino_max (both inclusive), exactly (pair_sims' values), sorted by (i, j): i is not below j here.
     The rows are laid out A, then B (a copy: band.Band's rectangle), quantised together, and only the
@@ -230,8 +273,22 @@ def find_pairs_across(clip_a: np.ndarray, dino_a: np.ndarray, clip_b: np.ndarray
     return _mine(layout, back, clip_min, dino_max, **options)
 
 
-def _mine(layout, back, clip_min, dino_max, *, device=None, block_size=None, max_candidates=50_000_000,
-          progress=False, rotate=None, stats=None, workers=None, desc="mining pairs", kernel=None) -> PairSet:
+def _mine(
+    layout,
+    back,
+    clip_min,
+    dino_max,
+    *,
+    device=None,
+    block_size=None,
+    max_candidates=50_000_000,
+    progress=False,
+    rotate=None,
+    stats=None,
+    workers=None,
+    desc="mining pairs",
+    kernel=None,
+) -> PairSet:
     """find_pairs' and find_pairs_across' search. layout(pool) -> ((clip, dino, clip_n2, dino_n2), band,
     how): the checked rows, the band.Band of their pairs searched (its order: which rows are searched
     first); back(i, j, how): the found pairs' row numbers (as the band gives them) as the caller numbers them."""
@@ -246,8 +303,9 @@ def _mine(layout, back, clip_min, dino_max, *, device=None, block_size=None, max
     if threads > 1:  # one pool for all of it, its threads' torch single-threaded (band.mine_in_threads)
         from concurrent.futures import ThreadPoolExecutor
 
-        pool = ThreadPoolExecutor(threads, thread_name_prefix="vhmine-mine", initializer=torch.set_num_threads,
-                                  initargs=(1,))
+        pool = ThreadPoolExecutor(
+            threads, thread_name_prefix="vhmine-mine", initializer=torch.set_num_threads, initargs=(1,)
+        )
     try:
         (clip, dino, clip_n2, dino_n2), band, how = layout(pool)
         clip_min, dino_max = float(clip_min), float(dino_max)
@@ -266,8 +324,21 @@ def _mine(layout, back, clip_min, dino_max, *, device=None, block_size=None, max
         blocks = band.tiles(block)
 
         def miner(**kw):
-            return BlockMiner(clip, dino, clip_min, dino_max, fp.thresh, n, device=device, block=block,
-                              width=fp.q.shape[1], sure=fp.sure, norms=(clip_n2, dino_n2), kernel=choice.kernel, **kw)
+            return BlockMiner(
+                clip,
+                dino,
+                clip_min,
+                dino_max,
+                fp.thresh,
+                n,
+                device=device,
+                block=block,
+                width=fp.q.shape[1],
+                sure=fp.sure,
+                norms=(clip_n2, dino_n2),
+                kernel=choice.kernel,
+                **kw,
+            )
 
         # numpy's BLAS in one thread while find_pairs' own threads call it
         one_blas = kernels.blas_threads(1) if choice.name == "blas-f32" and pool is not None else nullcontext()
@@ -284,8 +355,15 @@ def _mine(layout, back, clip_min, dino_max, *, device=None, block_size=None, max
     pairs = _pairset(*back(i, j, how), c, d)
     log.debug("fast pass: margin %.4f, %d candidates, %d pairs", fp.margin, total, len(pairs))
     if stats is not None:
-        stats.update(margin=fp.margin, candidates=total, rotated=fp.rotated, blocks=len(blocks),
-                     pairs_examined=band.pairs(), kernel=choice.record(), kernel_line=choice.line())
+        stats.update(
+            margin=fp.margin,
+            candidates=total,
+            rotated=fp.rotated,
+            blocks=len(blocks),
+            pairs_examined=band.pairs(),
+            kernel=choice.record(),
+            kernel_line=choice.line(),
+        )
     return pairs
 
 
@@ -301,9 +379,11 @@ def assert_same_pairs(got: PairSet, want: PairSet, *, atol: float = 1e-9, across
             raise AssertionError(f"{name} holds a pair with i >= j")
     missing, extra = np.setdiff1d(kw, kg), np.setdiff1d(kg, kw)
     if len(missing) or len(extra):
+
         def show(keys, ps, k):
             rows = np.flatnonzero(np.isin(k, keys[:5]))
             return ", ".join(f"({ps.i[r]}, {ps.j[r]}) clip={ps.clip_sim[r]!r} dino={ps.dino_sim[r]!r}" for r in rows)
+
         raise AssertionError(
             f"{len(missing)} pairs missing, {len(extra)} extra ({len(got)} got, {len(want)} wanted)"
             + (f"; first missing: {show(missing, want, kw)}" if len(missing) else "")

@@ -47,9 +47,9 @@ import numpy as np
 from vhmine.errors import InputError, VhmineError
 from vhmine.mine.join.products import block_bytes
 from vhmine.mine.join.quantise import ALIGN
-from vhmine.mine.ray.scan import MAX_RETRIES, PROBE_TIMEOUT, _cancel, probe_nodes, scan, slots  # noqa: F401
 from vhmine.mine.join.rowcheck import check_limits
 from vhmine.mine.join.simsearch import PairSet, check_rows, merge, no_pairs
+from vhmine.mine.ray.scan import MAX_RETRIES, PROBE_TIMEOUT, _cancel, probe_nodes, scan, slots  # noqa: F401
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +62,9 @@ def tile_bytes(side: int, clip_dim: int, dino_dim: int) -> int:
     from vhmine.mine.ray.tiletask import _CACHE_BLOCKS
 
     width = -(-clip_dim // 8) * 8
-    return (block_bytes(side, width) + _CACHE_BLOCKS * side * width + 8 * side * clip_dim
-            + 8 * side * (clip_dim + dino_dim))
+    return (
+        block_bytes(side, width) + _CACHE_BLOCKS * side * width + 8 * side * clip_dim + 8 * side * (clip_dim + dino_dim)
+    )
 
 
 def tile_rows(tile_memory: int, clip_dim: int, dino_dim: int) -> int:
@@ -148,11 +149,32 @@ def _tile_failed(ray, err, max_retries: int, resume: str) -> VhmineError:
     )
 
 
-def run_job(ray, rows, job, *, side: int, clip_min: float, dino_max: float, ranked: bool, top: int | None = None,
-            device: str = "cpu", max_candidates: int = 50_000_000, max_retries: int = MAX_RETRIES,
-            rotate: bool | None = None, only=None, progress: bool = False, crash_marker: str | None = None,
-            local=None, resumable: bool = True, kernel: str | None = None, shape=None, rows_b=None, local_b=None,
-            keep_alike: bool = False, digests: bool = False) -> dict:
+def run_job(
+    ray,
+    rows,
+    job,
+    *,
+    side: int,
+    clip_min: float,
+    dino_max: float,
+    ranked: bool,
+    top: int | None = None,
+    device: str = "cpu",
+    max_candidates: int = 50_000_000,
+    max_retries: int = MAX_RETRIES,
+    rotate: bool | None = None,
+    only=None,
+    progress: bool = False,
+    crash_marker: str | None = None,
+    local=None,
+    resumable: bool = True,
+    kernel: str | None = None,
+    shape=None,
+    rows_b=None,
+    local_b=None,
+    keep_alike: bool = False,
+    digests: bool = False,
+) -> dict:
     """Mine every tile of `shape` not yet done in `job` (a tilejob.TileJob; `only`: just these tile numbers)
     and record each; returns what happened (tiles, quantiser, counts, workers' peak memory, rate, each
     worker's products kernel). shape: a tileshapes shape of `side` [default: Triangle(rows.n, side)]; a
@@ -176,17 +198,28 @@ def run_job(ray, rows, job, *, side: int, clip_min: float, dino_max: float, rank
     nodes = probe_nodes(ray, rows)
     if rows_b is not None:
         probe_nodes(ray, rows_b)
-    qz = scan(ray, rows, job, side, rotate, progress, local, device, kernel, rows_b=rows_b, local_b=local_b,
-              digests=digests)
+    qz = scan(
+        ray, rows, job, side, rotate, progress, local, device, kernel, rows_b=rows_b, local_b=local_b, digests=digests
+    )
     host = tile_bytes(side, rows.clip.dim, rows.dino.dim)
     if device == "cuda":  # the product and its masks live in the GPU's memory
         host -= math.ceil(4.25 * side * side)
     task = ray.remote(tiletask.mine_tile).options(
-        max_retries=max_retries, num_cpus=1, num_gpus=1 if device == "cuda" else 0, memory=host)
+        max_retries=max_retries, num_cpus=1, num_gpus=1 if device == "cuda" else 0, memory=host
+    )
     width = max(rows.id_width, rows_b.id_width if rows_b is not None else 0)
-    kw = dict(device=device, max_candidates=max_candidates, ranked=ranked, top=top, rows_b=rows_b,
-              sample=max(16, SCATTER_POINTS // max(1, len(shape))), dtype=ranked_dtype(width) if ranked else None,
-              crash_marker=crash_marker, kernel=kernel, keep_alike=keep_alike)
+    kw = dict(
+        device=device,
+        max_candidates=max_candidates,
+        ranked=ranked,
+        top=top,
+        rows_b=rows_b,
+        sample=max(16, SCATTER_POINTS // max(1, len(shape))),
+        dtype=ranked_dtype(width) if ranked else None,
+        crash_marker=crash_marker,
+        kernel=kernel,
+        keep_alike=keep_alike,
+    )
     todo = [k for k in wanted if k not in job.done]
     limit = 2 * slots(ray, device) + 2
     inflight: dict = {}
@@ -196,8 +229,9 @@ def run_job(ray, rows, job, *, side: int, clip_min: float, dino_max: float, rank
             return ""
         return f". Run the same command again to resume: {len(job.done)} of {len(shape)} tiles are done"
 
-    with tqdm(total=len(wanted), initial=len(before), desc="mining tiles (ray)", unit="tile",
-              disable=not progress) as bar:
+    with tqdm(
+        total=len(wanted), initial=len(before), desc="mining tiles (ray)", unit="tile", disable=not progress
+    ) as bar:
         at = 0
         while at < len(todo) or inflight:
             while at < len(todo) and len(inflight) < limit:
@@ -216,11 +250,13 @@ def run_job(ray, rows, job, *, side: int, clip_min: float, dino_max: float, rank
                 raise InputError(
                     f"tile {k} ({shape.tile(k).where()}) alone has {info['too_many']:,} pairs with CLIP cosine near or "
                     f"above {clip_min:g}, more than the limit of {max_candidates:,} candidates; raise --clip above "
-                    f"{clip_min:g} so that fewer pairs qualify")
+                    f"{clip_min:g} so that fewer pairs qualify"
+                )
             job.record(k, out, info)
             bar.update(1)
-            bar.set_postfix_str(f"{info['examined'] / max(info['seconds'], 1e-9):.3g} pairs/s on {info['node']}",
-                                refresh=False)
+            bar.set_postfix_str(
+                f"{info['examined'] / max(info['seconds'], 1e-9):.3g} pairs/s on {info['node']}", refresh=False
+            )
     return _summary(job, shape, wanted, before, qz, nodes, t0)
 
 
@@ -251,15 +287,27 @@ def _summary(job, shape, wanted, before: set, qz, nodes: list, t0: float) -> dic
     rated = steady or [e for e in mined if full(e)] or mined
     busy = sum(e["seconds"] for e in rated)
     return {
-        "tiles": len(shape), "tiles_wanted": len(wanted), "tiles_done_before": len(before), "tile": shape.side,
-        "blocks": shape.blocks, "shape": shape.record(), "quantiser": qz.as_dict(), "nodes": nodes,
-        "candidates": sum(e["candidates"] for e in entries), "clip_alike": sum(e["clip_alike"] for e in entries),
-        "in_box": sum(e["in_box"] for e in entries), "margin": max((e["margin"] for e in entries), default=0.0),
-        "workers_peak_rss": workers, "seconds": time.time() - t0, "kernels": chosen,
+        "tiles": len(shape),
+        "tiles_wanted": len(wanted),
+        "tiles_done_before": len(before),
+        "tile": shape.side,
+        "blocks": shape.blocks,
+        "shape": shape.record(),
+        "quantiser": qz.as_dict(),
+        "nodes": nodes,
+        "candidates": sum(e["candidates"] for e in entries),
+        "clip_alike": sum(e["clip_alike"] for e in entries),
+        "in_box": sum(e["in_box"] for e in entries),
+        "margin": max((e["margin"] for e in entries), default=0.0),
+        "workers_peak_rss": workers,
+        "seconds": time.time() - t0,
+        "kernels": chosen,
         "pairs_per_second_per_worker": (sum(e["examined"] for e in rated) / busy) if busy else None,
         "rate_tiles": [e["tile"] for e in rated],
-        "tiles_timing": [{k: e[k] for k in ("tile", "r", "c", "examined", "seconds", "candidates", "node", "pid")}
-                         for e in mined[:64]],
+        "tiles_timing": [
+            {k: e[k] for k in ("tile", "r", "c", "examined", "seconds", "candidates", "node", "pid")}
+            for e in mined[:64]
+        ],
     }
 
 
@@ -271,8 +319,25 @@ def _options(device: str, clip_min, dino_max) -> tuple[str, float, float]:
     return device, float(clip_min), float(dino_max)
 
 
-def _in_memory(sides: list, make_shape, clip_min: float, dino_max: float, *, address, tile_memory, tile, device,
-               max_candidates, max_retries, rotate, progress, stats, tmpdir, kernel, crash_marker) -> PairSet:
+def _in_memory(
+    sides: list,
+    make_shape,
+    clip_min: float,
+    dino_max: float,
+    *,
+    address,
+    tile_memory,
+    tile,
+    device,
+    max_candidates,
+    max_retries,
+    rotate,
+    progress,
+    stats,
+    tmpdir,
+    kernel,
+    crash_marker,
+) -> PairSet:
     """A plain job over in-memory (clip, dino) arrays of one side, or two (a rectangle): they are written
     once to a temporary folder (`tmpdir`, which every node must read) and the tasks read them there."""
     from vhmine.index.rows import IndexRows, open_vectors
@@ -290,15 +355,36 @@ def _in_memory(sides: list, make_shape, clip_min: float, dino_max: float, *, add
         for s, (clip, dino) in enumerate(sides):
             for name, x in (("clip", clip), ("dino", dino)):
                 np.save(Path(tmp) / f"{name}{s}.npy", x)
-            views.append(IndexRows(open_vectors(Path(tmp) / f"clip{s}.npy"), open_vectors(Path(tmp) / f"dino{s}.npy"),
-                                   None, version=uuid.uuid4().hex))
+            views.append(
+                IndexRows(
+                    open_vectors(Path(tmp) / f"clip{s}.npy"),
+                    open_vectors(Path(tmp) / f"dino{s}.npy"),
+                    None,
+                    version=uuid.uuid4().hex,
+                )
+            )
         job = TileJob(Path(tmp) / "job", {"in_memory": True}).open()
         started = connect(ray, address)
         try:
-            info = run_job(ray, views[0], job, side=side, clip_min=clip_min, dino_max=dino_max, ranked=False,
-                           device=device, max_candidates=max_candidates, max_retries=max_retries, rotate=rotate,
-                           progress=progress, crash_marker=crash_marker, resumable=False, kernel=kernel,
-                           shape=shape, rows_b=views[1] if len(views) > 1 else None)
+            info = run_job(
+                ray,
+                views[0],
+                job,
+                side=side,
+                clip_min=clip_min,
+                dino_max=dino_max,
+                ranked=False,
+                device=device,
+                max_candidates=max_candidates,
+                max_retries=max_retries,
+                rotate=rotate,
+                progress=progress,
+                crash_marker=crash_marker,
+                resumable=False,
+                kernel=kernel,
+                shape=shape,
+                rows_b=views[1] if len(views) > 1 else None,
+            )
             parts = [job.rows(k)[:] for k in sorted(job.done)]
         finally:
             job.close()
@@ -307,8 +393,15 @@ def _in_memory(sides: list, make_shape, clip_min: float, dino_max: float, *, add
     pairs = merge([(p["i"], p["j"], p["clip"], p["dino"]) for p in parts if len(p)])
     log.debug("ray: %d tiles of %d rows, %d candidates, %d pairs", info["tiles"], side, info["candidates"], len(pairs))
     if stats is not None:
-        stats.update(margin=info["margin"], candidates=info["candidates"], rotated=info["quantiser"]["rotated"],
-                     blocks=info["tiles"], tile=side, quantiser=info["quantiser"], kernels=info["kernels"])
+        stats.update(
+            margin=info["margin"],
+            candidates=info["candidates"],
+            rotated=info["quantiser"]["rotated"],
+            blocks=info["tiles"],
+            tile=side,
+            quantiser=info["quantiser"],
+            kernels=info["kernels"],
+        )
     return pairs
 
 
@@ -349,18 +442,47 @@ def find_pairs_ray(
     if len(clip) < 2:
         return no_pairs()
     shape = (lambda side: Triangle(len(clip), side)) if new_rows is None else (lambda side: Band(len(clip), side, new))
-    return _in_memory([(clip, dino)], shape, clip_min, dino_max, address=address, tile_memory=tile_memory, tile=tile,
-                      device=device, max_candidates=max_candidates, max_retries=max_retries, rotate=rotate,
-                      progress=progress, stats=stats, tmpdir=tmpdir, kernel=kernel, crash_marker=_crash_marker)
+    return _in_memory(
+        [(clip, dino)],
+        shape,
+        clip_min,
+        dino_max,
+        address=address,
+        tile_memory=tile_memory,
+        tile=tile,
+        device=device,
+        max_candidates=max_candidates,
+        max_retries=max_retries,
+        rotate=rotate,
+        progress=progress,
+        stats=stats,
+        tmpdir=tmpdir,
+        kernel=kernel,
+        crash_marker=_crash_marker,
+    )
 
 
-def find_pairs_across_ray(clip_a: np.ndarray, dino_a: np.ndarray, clip_b: np.ndarray, dino_b: np.ndarray,
-                          clip_min: float, dino_max: float = math.inf, *, address: str | None = None,
-                          tile_memory: int = DEFAULT_TILE_MEMORY, tile: int | None = None, device: str = "cpu",
-                          max_candidates: int = 50_000_000, max_retries: int = MAX_RETRIES,
-                          rotate: bool | None = None, progress: bool = False, stats: dict | None = None,
-                          tmpdir: str | None = None, kernel: str | None = None,
-                          _crash_marker: str | None = None) -> PairSet:
+def find_pairs_across_ray(
+    clip_a: np.ndarray,
+    dino_a: np.ndarray,
+    clip_b: np.ndarray,
+    dino_b: np.ndarray,
+    clip_min: float,
+    dino_max: float = math.inf,
+    *,
+    address: str | None = None,
+    tile_memory: int = DEFAULT_TILE_MEMORY,
+    tile: int | None = None,
+    device: str = "cpu",
+    max_candidates: int = 50_000_000,
+    max_retries: int = MAX_RETRIES,
+    rotate: bool | None = None,
+    progress: bool = False,
+    stats: dict | None = None,
+    tmpdir: str | None = None,
+    kernel: str | None = None,
+    _crash_marker: str | None = None,
+) -> PairSet:
     """Every pair (row i of A, row j of B) with CLIP cosine >= clip_min and DINOv2 <= dino_max, exactly,
     as Ray tile tasks over a tileshapes.Rectangle: a PairSet whose i are rows of A and j rows of B, sorted
     by (i, j) (so i < j does not hold). One Quantiser for both sides. Options as find_pairs_ray's."""
@@ -371,9 +493,25 @@ def find_pairs_across_ray(clip_a: np.ndarray, dino_a: np.ndarray, clip_b: np.nda
     clip_b, dino_b = check_rows(clip_b, dino_b)
     for name, a, b in (("clip", clip_a, clip_b), ("dino", dino_a, dino_b)):
         if a.shape[1] != b.shape[1]:
-            raise InputError(f"{name} vectors of A have {a.shape[1]} dims, of B {b.shape[1]}: mine across indexes "
-                             "made with the same encoders")
-    return _in_memory([(clip_a, dino_a), (clip_b, dino_b)], lambda side: Rectangle(len(clip_a), len(clip_b), side),
-                      clip_min, dino_max, address=address, tile_memory=tile_memory, tile=tile, device=device,
-                      max_candidates=max_candidates, max_retries=max_retries, rotate=rotate, progress=progress,
-                      stats=stats, tmpdir=tmpdir, kernel=kernel, crash_marker=_crash_marker)
+            raise InputError(
+                f"{name} vectors of A have {a.shape[1]} dims, of B {b.shape[1]}: mine across indexes "
+                "made with the same encoders"
+            )
+    return _in_memory(
+        [(clip_a, dino_a), (clip_b, dino_b)],
+        lambda side: Rectangle(len(clip_a), len(clip_b), side),
+        clip_min,
+        dino_max,
+        address=address,
+        tile_memory=tile_memory,
+        tile=tile,
+        device=device,
+        max_candidates=max_candidates,
+        max_retries=max_retries,
+        rotate=rotate,
+        progress=progress,
+        stats=stats,
+        tmpdir=tmpdir,
+        kernel=kernel,
+        crash_marker=_crash_marker,
+    )

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import bisect
 import shutil
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -33,7 +33,7 @@ def _merge_sorted(inputs: list, chunk: int = CHUNK) -> Iterator[np.ndarray]:
     pos = [0] * len(inputs)
     live = [k for k, a in enumerate(inputs) if len(a)]
     while live:
-        windows = {k: inputs[k][pos[k]:pos[k] + chunk] for k in live}
+        windows = {k: inputs[k][pos[k] : pos[k] + chunk] for k in live}
         # rows up to the smallest last key of a window with more rows behind it are final
         open_ends = [rank_key(windows[k][-1]) for k in live if pos[k] + chunk < len(inputs[k])]
         bound = min(open_ends) if open_ends else None
@@ -59,7 +59,7 @@ def ranked(job, tiles: Iterable[int], scratch: Path, chunk: int = CHUNK, fan_in:
             folder.mkdir(parents=True, exist_ok=True)
             merged = []
             for g in range(0, len(inputs), fan_in):
-                group = inputs[g:g + fan_in]
+                group = inputs[g : g + fan_in]
                 path = folder / f"{g // fan_in:06d}.npy"
                 write_npy(path, group[0].dtype, sum(map(len, group)), _merge_sorted(group, chunk))
                 merged.append(NpyRows(path))

@@ -40,27 +40,49 @@ def probe_nodes(ray, rows, timeout: float = PROBE_TIMEOUT) -> list[str]:
 
     nodes = [nd for nd in ray.nodes() if nd.get("Alive")]
     task = ray.remote(num_cpus=0, max_retries=0)(tiletask.probe)
-    refs = {task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(nd["NodeID"], soft=False)).remote(rows):
-            nd.get("NodeManagerAddress", nd["NodeID"]) for nd in nodes}
+    refs = {
+        task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(nd["NodeID"], soft=False)).remote(rows): nd.get(
+            "NodeManagerAddress", nd["NodeID"]
+        )
+        for nd in nodes
+    }
     ready, late = ray.wait(list(refs), num_returns=len(refs), timeout=timeout)
-    hint = ("; mount the index at the same path on every node, or pass --index-url with a URL every node can read "
-            "(s3://..., gs://..., file:///shared/...)")
+    hint = (
+        "; mount the index at the same path on every node, or pass --index-url with a URL every node can read "
+        "(s3://..., gs://..., file:///shared/...)"
+    )
     for ref in ready:
         try:
             ray.get(ref)
         except ray.exceptions.RayError as err:
             cause = getattr(err, "cause", None) or err
-            raise InputError(f"node {refs[ref]} cannot read the index: {type(cause).__name__}: "
-                             f"{str(cause).strip()[:300]}{hint}") from None
+            raise InputError(
+                f"node {refs[ref]} cannot read the index: {type(cause).__name__}: {str(cause).strip()[:300]}{hint}"
+            ) from None
     if late:
         _cancel(ray, late)
-        raise InputError(f"node {refs[late[0]]} did not read the index within {timeout:g} s (is vhmine installed "
-                         f"there, and does the node have a free worker?){hint}")
+        raise InputError(
+            f"node {refs[late[0]]} did not read the index within {timeout:g} s (is vhmine installed "
+            f"there, and does the node have a free worker?){hint}"
+        )
     return sorted(refs.values())
 
 
-def scan(ray, rows, job, side: int, rotate: bool | None, progress: bool, local=None, device: str = "cpu",
-         kernel: str | None = None, *, rows_b=None, local_b=None, digests: bool = False):
+def scan(
+    ray,
+    rows,
+    job,
+    side: int,
+    rotate: bool | None,
+    progress: bool,
+    local=None,
+    device: str = "cpu",
+    kernel: str | None = None,
+    *,
+    rows_b=None,
+    local_b=None,
+    digests: bool = False,
+):
     """The Quantiser of every row of rows (and of rows_b, a rectangle's second index: one for all tiles),
     from one task per chunk of `side` rows, with the fewest levels that the nodes' products kernels keep
     exact (each task's node chooses its own). The turn is chosen by the driver on a sample of each side,
@@ -69,8 +91,8 @@ def scan(ray, rows, job, side: int, rotate: bool | None, progress: bool, local=N
     recorded Quantiser is kept (then only chunks whose digests are missing are scanned)."""
     from tqdm import tqdm
 
-    from vhmine.mine.ray import tiletask
     from vhmine.mine.join.blocks import Quantiser, choose_turn, sample_rows
+    from vhmine.mine.ray import tiletask
 
     sides = [("a", rows)] + ([("b", rows_b)] if rows_b is not None else [])
     done = Quantiser.from_dict(job.job["quantiser"]) if "quantiser" in job.job else None
@@ -86,12 +108,13 @@ def scan(ray, rows, job, side: int, rotate: bool | None, progress: bool, local=N
     if done is not None or "turn" in job.job:  # (chunks scanned again for their digests: the recorded turn)
         dims = done.dims if done is not None else tuple(job.job["turn"])
     else:
-        views = [(local or rows), (local_b or rows_b)][:len(sides)]
+        views = [(local or rows), (local_b or rows_b)][: len(sides)]
         dims = choose_turn(np.concatenate([v.clip.take(sample_rows(v.n)) for v in views]), rotate)
         job.save(turn=list(dims))
     dim = rows.clip.dim
-    task = ray.remote(tiletask.scan_chunk).options(num_cpus=1, max_retries=MAX_RETRIES,
-                                                   memory=16 * side * (dim + rows.dino.dim))
+    task = ray.remote(tiletask.scan_chunk).options(
+        num_cpus=1, max_retries=MAX_RETRIES, memory=16 * side * (dim + rows.dino.dim)
+    )
     inflight, at = {}, 0
     with tqdm(total=len(chunks), desc="scanning rows (ray)", unit="chunk", disable=not progress) as bar:
         while at < len(chunks) or inflight:

@@ -51,8 +51,19 @@ def ranked_dtype(id_width: int) -> np.dtype:
     """A ranked job's pairs: oriented rows a, b (image id a < id b) with their ids, the sims and the gap,
     and the unoriented rows lo < hi (the last tie-break, as rank_pairs' stable sort of (i, j)-sorted pairs)."""
     ids = f"S{id_width}"
-    return np.dtype([("a", "<i8"), ("b", "<i8"), ("id_a", ids), ("id_b", ids), ("clip", "<f8"), ("dino", "<f8"),
-                     ("gap", "<f8"), ("lo", "<i8"), ("hi", "<i8")])
+    return np.dtype(
+        [
+            ("a", "<i8"),
+            ("b", "<i8"),
+            ("id_a", ids),
+            ("id_b", ids),
+            ("clip", "<f8"),
+            ("dino", "<f8"),
+            ("gap", "<f8"),
+            ("lo", "<i8"),
+            ("hi", "<i8"),
+        ]
+    )
 
 
 def rank_order(rows: np.ndarray) -> np.ndarray:
@@ -96,7 +107,7 @@ class TileJob:
         self.job: dict = {}
         self._lock = None
 
-    def open(self) -> "TileJob":
+    def open(self) -> TileJob:
         import fcntl
 
         with self._writing():
@@ -106,7 +117,9 @@ class TileJob:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             f.close()
-            raise InputError(f"another `vhmine mine` is running this job ({self.folder}); wait for it to finish") from None
+            raise InputError(
+                f"another `vhmine mine` is running this job ({self.folder}); wait for it to finish"
+            ) from None
         self._lock = f
         try:
             with self._writing():
@@ -125,8 +138,11 @@ class TileJob:
         if job is not None and job.get("identity") != self.identity:
             old = job.get("identity") or {}
             diff = sorted(k for k in set(old) | set(self.identity) if old.get(k) != self.identity.get(k))
-            log.warning("the job folder %s was made for another command (%s differ): starting the job over",
-                        self.folder, ", ".join(diff))
+            log.warning(
+                "the job folder %s was made for another command (%s differ): starting the job over",
+                self.folder,
+                ", ".join(diff),
+            )
             job = None
         if job is None:
             for sub in (TILES, DIGESTS):
@@ -141,8 +157,10 @@ class TileJob:
         chunks = self._ledger(SCAN, lambda e: (str(e["side"]), int(e["start"])))
         good = self._verified({k: e for k, e in chunks.items() if "file" in e}, "row chunk %s", "scanning it again")
         # a chunk whose digests were lost keeps its scan (the quantiser's inputs); its digests are scanned again
-        self.chunks = {k: good.get(k) or {f: v for f, v in e.items() if f not in ("file", "bytes", "sha256")}
-                       for k, e in chunks.items()}
+        self.chunks = {
+            k: good.get(k) or {f: v for f, v in e.items() if f not in ("file", "bytes", "sha256")}
+            for k, e in chunks.items()
+        }
 
     def _ledger(self, name: str, key) -> dict:
         entries: dict = {}
@@ -190,8 +208,12 @@ class TileJob:
         try:
             yield
         except OSError as err:
-            raise write_failed(self.folder, err, f"the {len(self.done)} tile(s) recorded before it are kept",
-                               "free some space and run the same command: it resumes from them") from None
+            raise write_failed(
+                self.folder,
+                err,
+                f"the {len(self.done)} tile(s) recorded before it are kept",
+                "free some space and run the same command: it resumes from them",
+            ) from None
 
     def save(self, **fields) -> None:
         self.job.update(fields)
@@ -208,13 +230,18 @@ class TileJob:
         path = self.tile_file(k)
         with self._writing():
             atomic_write(path, lambda tmp: _save_npy(tmp, rows))
-            entry = {"tile": k, "file": path.relative_to(self.folder).as_posix(), "bytes": path.stat().st_size,
-                     "sha256": sha256_file(path), **info}
+            entry = {
+                "tile": k,
+                "file": path.relative_to(self.folder).as_posix(),
+                "bytes": path.stat().st_size,
+                "sha256": sha256_file(path),
+                **info,
+            }
             self._append(LEDGER, entry)
         self.done[k] = entry
         return entry
 
-    def rows(self, k: int) -> "NpyRows":
+    def rows(self, k: int) -> NpyRows:
         return NpyRows(self.tile_file(k))
 
     def _append(self, name: str, entry: dict) -> None:
@@ -234,8 +261,9 @@ class TileJob:
                 path = self.folder / DIGESTS / f"{side}-{start:09d}.npy"
                 path.parent.mkdir(exist_ok=True)
                 atomic_write(path, lambda tmp: _save_npy(tmp, np.asarray(digests, np.uint64)))
-                entry.update(file=path.relative_to(self.folder).as_posix(), bytes=path.stat().st_size,
-                             sha256=sha256_file(path))
+                entry.update(
+                    file=path.relative_to(self.folder).as_posix(), bytes=path.stat().st_size, sha256=sha256_file(path)
+                )
             self._append(SCAN, entry)
         self.chunks[(side, int(start))] = entry
         return entry
@@ -244,8 +272,9 @@ class TileJob:
         """The recorded row digests of one side ("a": the index, "b": a rectangle's second index) in row
         order, as one uint64 array; ValueError unless the chunks with digests cover rows [0, n) (n: up
         to the last recorded chunk's end)."""
-        parts = sorted((e["start"], e["stop"], e["file"]) for (s, _), e in self.chunks.items()
-                       if s == side and "file" in e)
+        parts = sorted(
+            (e["start"], e["stop"], e["file"]) for (s, _), e in self.chunks.items() if s == side and "file" in e
+        )
         n = parts[-1][1] if n is None and parts else (n or 0)
         at, out = 0, np.empty(n, np.uint64)
         for start, stop, file in parts:
@@ -284,14 +313,15 @@ class NpyRows:
 
     def at(self, rows: np.ndarray) -> np.ndarray:
         """Rows by number (one read each)."""
-        return np.concatenate([self[int(r):int(r) + 1] for r in rows]) if len(rows) else np.empty(0, self.dtype)
+        return np.concatenate([self[int(r) : int(r) + 1] for r in rows]) if len(rows) else np.empty(0, self.dtype)
 
 
 def write_npy(path: Path, dtype: np.dtype, n: int, chunks) -> None:
     """A 1-D .npy file of n rows from chunks written one after another (no array of n rows in memory)."""
     with open(path, "wb") as f:
-        np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
-                                                 "fortran_order": False, "shape": (n,)})
+        np.lib.format.write_array_header_1_0(
+            f, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": (n,)}
+        )
         at = 0
         for part in chunks:
             f.write(np.ascontiguousarray(part).tobytes())
@@ -316,4 +346,3 @@ def opened(folder: Path, identity: dict):
         yield job
     finally:
         job.close()
-

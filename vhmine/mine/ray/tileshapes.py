@@ -101,12 +101,16 @@ class Band:
         a, b = divmod(int(k), self.blocks)
         c = b * self.side
         lo, hi = np.searchsorted(self.new_rows, [c, c + self.side])
-        return Tile("band", a * self.side, c, self.new_rows[a * self.side:(a + 1) * self.side],
-                    self.new_rows[lo:hi])
+        return Tile("band", a * self.side, c, self.new_rows[a * self.side : (a + 1) * self.side], self.new_rows[lo:hi])
 
     def record(self) -> dict:
-        return {"kind": "band", "rows": self.n, "side": self.side, "new_rows": len(self.new_rows),
-                "new_rows_sha256": hashlib.sha256(self.new_rows.astype("<i8").tobytes()).hexdigest()}
+        return {
+            "kind": "band",
+            "rows": self.n,
+            "side": self.side,
+            "new_rows": len(self.new_rows),
+            "new_rows_sha256": hashlib.sha256(self.new_rows.astype("<i8").tobytes()).hexdigest(),
+        }
 
 
 class Rectangle:

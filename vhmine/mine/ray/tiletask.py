@@ -1,8 +1,7 @@
 """What one Ray task of `vhmine mine --engine ray` does, in the worker: read its rows from the index by
 row range or by row number (vhmine.index.rows.IndexRows: positioned reads on a shared filesystem, or byte ranges
-of an fsspec URL),
-compute (mine.blocks), and return its result to the driver. Writes no files; the driver records results
-(mine.tilejob). Nothing here holds more than two row blocks, so a task's memory does not grow with N.
+of an fsspec URL), compute (mine.blocks), and return its result to the driver. Writes no files; the driver records
+results (mine.tilejob). Nothing here holds more than two row blocks, so a task's memory does not grow with N.
 
 - scan_chunk: the streaming pass over one chunk of rows (their largest turned component, the levels
   this node's products kernel keeps exact: mine.kernels, and when asked their row digests: mine.state;
@@ -24,8 +23,16 @@ from collections import OrderedDict
 import numpy as np
 
 from vhmine.mine.join.blocks import (
-    BlockStats, Quantiser, choose_turn, exact_pairs, quantise_block, sample_rows, scan_block, threshold,
-    tile_candidates, tile_kernel,
+    BlockStats,
+    Quantiser,
+    choose_turn,
+    exact_pairs,
+    quantise_block,
+    sample_rows,
+    scan_block,
+    threshold,
+    tile_candidates,
+    tile_kernel,
 )
 from vhmine.mine.join.quantise import qmax_for
 
@@ -56,8 +63,15 @@ def _where() -> dict:
     return {"node": node, "pid": os.getpid()}
 
 
-def scan_chunk(rows, start: int, stop: int, dims: tuple[int, ...] = (), kernel: str | None = None,
-               device: str = "cpu", digests: bool = False):
+def scan_chunk(
+    rows,
+    start: int,
+    stop: int,
+    dims: tuple[int, ...] = (),
+    kernel: str | None = None,
+    device: str = "cpu",
+    digests: bool = False,
+):
     """The chunk's largest turned component, and the quantisation levels that this node's products kernel
     keeps exact (`kernel` when named, else the one measured fastest here; on a GPU every kernel keeps
     qmax_for's); with digests, also its rows' mine.join.row_digests (CLIP and DINOv2 rows). InputError
@@ -92,8 +106,10 @@ def _cached(key, read):
 
 def _block(rows, qz: Quantiser, start: int, side: int) -> tuple[np.ndarray, BlockStats]:
     """Rows [start, start + side) quantised (a worker keeps the last few: tiles of one row share them)."""
-    return _cached((rows.clip.location, rows.version, qz, start, side),
-                   lambda: quantise_block(rows.clip.read(start, start + side), qz))
+    return _cached(
+        (rows.clip.location, rows.version, qz, start, side),
+        lambda: quantise_block(rows.clip.read(start, start + side), qz),
+    )
 
 
 def take_within(vf, numbers: np.ndarray, span: int) -> np.ndarray:
@@ -163,13 +179,39 @@ def _candidates(rows, rows_b, qz: Quantiser, tile, side: int, clip_min: float, d
         i, j, seen = (tile.x_rows[p] if tile.kind == "band" else tile.r + p), tile.c + q, na * nb
         if tile.kind == "band":  # each pair once over all tiles
             i, j = tile.band_pairs(i, j)
-    return i, j, {"kind": tile.kind, "r": tile.r, "c": tile.c, "examined": seen, "margin": margin,
-                  "kernel": tile_kernel(device, qa.shape[1], qz.qmax, kernel).record()}
+    return (
+        i,
+        j,
+        {
+            "kind": tile.kind,
+            "r": tile.r,
+            "c": tile.c,
+            "examined": seen,
+            "margin": margin,
+            "kernel": tile_kernel(device, qa.shape[1], qz.qmax, kernel).record(),
+        },
+    )
 
 
-def mine_tile(rows, qz: Quantiser, tile, side: int, clip_min: float, dino_max: float, *, rows_b=None,
-              device: str = "cpu", max_candidates: int, ranked: bool, top: int | None = None, sample: int = 0,
-              dtype=None, crash_marker: str | None = None, kernel: str | None = None, keep_alike: bool = False):
+def mine_tile(
+    rows,
+    qz: Quantiser,
+    tile,
+    side: int,
+    clip_min: float,
+    dino_max: float,
+    *,
+    rows_b=None,
+    device: str = "cpu",
+    max_candidates: int,
+    ranked: bool,
+    top: int | None = None,
+    sample: int = 0,
+    dtype=None,
+    crash_marker: str | None = None,
+    kernel: str | None = None,
+    keep_alike: bool = False,
+):
     """(result rows, info) of a tile (a tileshapes.Tile; rows_b: a Rectangle's second index); result None
     and info["too_many"] when it has more than max_candidates candidates (the driver stops the job).
     Ranked: every pair with CLIP >= clip_min is found, those with DINOv2 <= dino_max are kept in rank order
@@ -233,8 +275,9 @@ def probe(rows) -> dict:
     return _where()
 
 
-def sample_tile(rows, r: int, c: int, side: int, clip_min: float, device: str = "cpu",
-                kernel: str | None = None) -> dict:
+def sample_tile(
+    rows, r: int, c: int, side: int, clip_min: float, device: str = "cpu", kernel: str | None = None
+) -> dict:
     """One tile timed end to end (reads, quantisation, products, re-check), quantised with parameters
     from its own two blocks (a plan needs a rate, not the run's pairs), with the products kernel this
     node chooses (its calibration, once per node, is not timed: the tiles of a run do not pay it either)."""
@@ -254,6 +297,14 @@ def sample_tile(rows, r: int, c: int, side: int, clip_min: float, device: str = 
     thresh, _ = threshold(qz, sa | sb, clip_min)
     i, j = tile_candidates(qa, qb, r, c, thresh, rows.n, device=device, block=side, levels=qz.qmax, kernel=kernel)
     exact_pairs(rows.clip.take, rows.dino.take, i, j, clip_min, np.inf)
-    return {"seconds": time.perf_counter() - t0, "scan_seconds": t_scan, "scan_rows": len(xa) + (len(xb) if c != r else 0),
-            "examined": examined(r, c, side, rows.n), "candidates": int(len(i)), "peak_rss": peak_rss(),
-            "kernel": choice.record(), "kernel_line": choice.line(), **_where()}
+    return {
+        "seconds": time.perf_counter() - t0,
+        "scan_seconds": t_scan,
+        "scan_rows": len(xa) + (len(xb) if c != r else 0),
+        "examined": examined(r, c, side, rows.n),
+        "candidates": int(len(i)),
+        "peak_rss": peak_rss(),
+        "kernel": choice.record(),
+        "kernel_line": choice.line(),
+        **_where(),
+    }

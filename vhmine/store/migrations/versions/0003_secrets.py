@@ -24,8 +24,16 @@ def upgrade() -> None:
         sa.Column("created_at", sa.DateTime(), nullable=False),
     )
     # made here, once per store, so every export of this store gives a worker the same pseudonym
-    op.bulk_insert(table, [{"name": "pseudonyms", "value": secrets.token_hex(32),
-                            "created_at": dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)}])
+    op.bulk_insert(
+        table,
+        [
+            {
+                "name": "pseudonyms",
+                "value": secrets.token_hex(32),
+                "created_at": dt.datetime.now(dt.timezone.utc).replace(tzinfo=None),
+            }
+        ],
+    )
 
 
 def downgrade() -> None:

@@ -25,15 +25,30 @@ def upgrade() -> None:
         batch.add_column(sa.Column("truth_fact", sa.JSON()))
         batch.add_column(sa.Column("contradiction", sa.JSON()))
     # a ready yes/no question in a worker's own words already holds the worker's truth: recorded as the fact it is
-    t = sa.table("instances", sa.column("id"), sa.column("derived_from"), sa.column("template_id"), sa.column("status"),
-                 sa.column("truth", sa.Boolean), sa.column("answers", sa.JSON), sa.column("created_by"),
-                 sa.column("updated_by"), sa.column("truth_fact", sa.JSON))
+    t = sa.table(
+        "instances",
+        sa.column("id"),
+        sa.column("derived_from"),
+        sa.column("template_id"),
+        sa.column("status"),
+        sa.column("truth", sa.Boolean),
+        sa.column("answers", sa.JSON),
+        sa.column("created_by"),
+        sa.column("updated_by"),
+        sa.column("truth_fact", sa.JSON),
+    )
     conn = op.get_bind()
     src = {i: a for i, a in conn.execute(sa.select(t.c.id, t.c.answers).where(t.c.derived_from.is_(None)))}
-    for row in conn.execute(sa.select(t.c.id, t.c.derived_from, t.c.truth, t.c.created_by, t.c.updated_by).where(
-            t.c.derived_from.is_not(None), t.c.template_id.like("%.own"), t.c.status == "ready")).all():
-        fact = {"truth": bool(row.truth), "by": f"worker {row.updated_by or row.created_by}",
-                "source": list(src.get(row.derived_from) or [])}
+    for row in conn.execute(
+        sa.select(t.c.id, t.c.derived_from, t.c.truth, t.c.created_by, t.c.updated_by).where(
+            t.c.derived_from.is_not(None), t.c.template_id.like("%.own"), t.c.status == "ready"
+        )
+    ).all():
+        fact = {
+            "truth": bool(row.truth),
+            "by": f"worker {row.updated_by or row.created_by}",
+            "source": list(src.get(row.derived_from) or []),
+        }
         conn.execute(sa.update(t).where(t.c.id == row.id).values(truth_fact=fact))
 
 
