@@ -117,3 +117,52 @@ def test_comparisons_pair_two_models_on_the_units_both_were_scored_on():
     assert got["pair_accuracy"]["p_value"] is None and got["pair_accuracy"]["n"] == 9  # b's pair p9 is incomplete
     assert "unreadable" not in got
     assert np.isclose(got["precision"]["diff"], 8 / 9 - 5 / 10)  # A said yes on 9, 8 right; B on 10, 5 right
+
+
+def _entry(rows, items, modes, hb=False):
+    entry = {"metrics": MT.by_mode(rows, modes, items)}
+    if hb:
+        entry["hallusionbench"] = MT.hallusionbench(rows, items)
+    return entry
+
+
+def test_a_report_entry_gets_intervals_beside_every_summary_and_comparisons_per_scope():
+    modes = ["color", "shape"]
+    items = [BenchItem(f"i{k}", modes[k % 2], "YNQ", "q", (), k % 4 < 2, None, f"img{k}", f"p{k // 4}")
+             for k in range(24)]
+    def rows(right):
+        return [MT.Scored(it.id, it.mode, "YNQ", right(k), it.truth if right(k) else not it.truth, it.truth,
+                          it.pair_id, it.image_id) for k, it in enumerate(items)]
+    a, b = rows(lambda k: k % 3 != 0), rows(lambda k: k % 5 != 0)
+    ea, eb = _entry(a, items, modes), _entry(b, items, modes)
+    scopes = {"A": U.attach_intervals(ea, a, modes, items, resamples=500),
+              "B": U.attach_intervals(eb, b, modes, items, resamples=500)}
+    o = ea["metrics"]["overall"]
+    assert o["intervals"]["accuracy"] == I.wilson(o["correct"], o["n"]).record()
+    assert ea["metrics"]["modes"]["color"]["intervals"]["accuracy"] == I.wilson(
+        ea["metrics"]["modes"]["color"]["correct"], 12).record()
+    assert ea["metrics"]["kinds"]["YNQ"]["intervals"]["accuracy"]["ci_method"] == "wilson"
+    assert o["intervals"]["pair_accuracy"]["n"] == o["pairs"] == 6
+    got = U.report_comparisons(scopes, modes, resamples=500)
+    assert [c["mode"] for c in got if c["figure"] == "accuracy"] == [None, "color", "shape"]
+    assert all((c["a"], c["b"]) == ("A", "B") for c in got)
+    acc = next(c for c in got if c["figure"] == "accuracy" and c["mode"] is None)
+    xa, xb = [r.correct for r in a], [r.correct for r in b]
+    assert acc["p_value"] == I.mcnemar_exact(sum(x and not y for x, y in zip(xa, xb, strict=True)),
+                                             sum(y and not x for x, y in zip(xa, xb, strict=True)))
+    assert U.report_comparisons({"A": scopes["A"]}, modes) == []  # one model: nothing to compare
+
+
+def test_hallusionbench_figures_get_their_intervals_too():
+    items, rows = [], []
+    for k in range(12):
+        meta = {"category": "VD", "subcategory": "s", "set_id": k // 4, "figure_id": k // 2 % 2, "question_id": k % 2}
+        items.append(BenchItem(f"h{k}", "VD/s", "YNQ", "q", (), k % 2 == 0, meta=meta))
+        rows.append(MT.Scored(f"h{k}", "VD/s", "YNQ", k % 3 != 0, (k % 2 == 0) == (k % 3 != 0), k % 2 == 0, None,
+                              None, meta))
+    entry = _entry(rows, items, ["VD/s"], hb=True)
+    U.attach_intervals(entry, rows, ["VD/s"], items, hallusionbench=True, resamples=500)
+    got = entry["hallusionbench"]["intervals"]
+    assert got["aAcc"] == I.wilson(8, 12).record()
+    assert got["qAcc"]["ci_method"] == "bootstrap-percentile over question pairs" and got["qAcc"]["n"] == 6
+    assert got["fp_ratio"]["n"] == 4 and got["yes_pct_diff"]["ci_method"] == "bootstrap-percentile over items"

@@ -204,3 +204,42 @@ def comparisons(per_model: dict[str, dict[str, Units]], mode: str | None = None,
                           item_level=key in ITEM_LEVEL, resamples=resamples, seed=seed)
             out.append({**c.record(), "mode": mode})
     return out
+
+
+def attach_intervals(entry: dict, rows: Sequence, modes: Sequence[str], expected: Sequence | None,
+                     hallusionbench: bool = False, resamples: int = I.RESAMPLES, seed: int = I.SEED) -> dict:
+    """Add `intervals` (figure key -> {"n", "ci95", "ci_method"}) beside the figures of every summary in one model's
+    report.json entry: `metrics.overall`, each of `metrics.modes`, each of `metrics.kinds` and `hallusionbench`
+    (the entry vhmine.eval.job builds from metrics.by_mode and metrics.hallusionbench over `rows`). Returns the
+    units by scope (None: the whole benchmark; else a mode), for `report_comparisons`."""
+    def of(mode):
+        return None if expected is None else [it for it in expected if it.mode == mode]
+
+    met = entry["metrics"]
+    scopes: dict = {None: figure_units(rows, expected)}
+    for mode in modes:
+        if mode in met["modes"]:
+            scopes[mode] = figure_units([r for r in rows if r.mode == mode], of(mode))
+    if hallusionbench:
+        scopes[None].update(hallusionbench_units(rows, expected))
+    for scope, units in scopes.items():
+        summary = met["overall"] if scope is None else met["modes"][scope]
+        summary["intervals"] = figure_intervals(units, n_items=summary["n"], resamples=resamples, seed=seed)
+    for acc in met.get("kinds", {}).values():
+        acc["intervals"] = {"accuracy": I.wilson(acc["correct"], acc["n"]).record()}
+    if hallusionbench and entry.get("hallusionbench") is not None:
+        hb = met["overall"]["intervals"]
+        entry["hallusionbench"]["intervals"] = {k: hb[k] for k in ("aAcc", "qAcc", "fAcc", "yes_pct_diff", "fp_ratio")}
+    return scopes
+
+
+def report_comparisons(scopes_by_model: dict[str, dict], modes: Sequence[str], resamples: int = I.RESAMPLES,
+                       seed: int = I.SEED) -> list[dict]:
+    """report.json's `comparisons`: every two models, on the whole benchmark and then each mode (in `modes` order),
+    every figure both have (`scopes_by_model`: model -> what attach_intervals returned)."""
+    out = []
+    for scope in [None, *modes]:
+        per = {m: s[scope] for m, s in scopes_by_model.items() if scope in s}
+        if len(per) > 1:
+            out += comparisons(per, scope, resamples, seed)
+    return out
