@@ -1,4 +1,4 @@
-"""Intervals on eval's figures, paired comparisons of two models, and the instances a benchmark needs.
+"""Intervals on eval's figures and paired comparisons of two models.
 
 Reads and writes nothing: pure functions over counts and per-unit values (numpy, imported where it is used; no
 scipy). What report.json gives every figure (`n`, `ci95`, `ci_method`) and its `comparisons` come from here:
@@ -17,16 +17,9 @@ scipy). What report.json gives every figure (`n`, `ci95`, `ci_method`) and its `
   units, the units drawn jointly (scipy's `paired=True`).
 - `mcnemar_exact(b, c)`: the exact McNemar p-value, the two-sided binomial test of b successes in b + c trials
   at 1/2 on the discordant items (b: A right and B wrong; c: the reverse): min(1, 2 P(X <= min(b, c))).
-- `instances_needed(...)`, `power_at(...)`: how many items per mode a paired comparison of two models needs,
-  by Connor's formula for McNemar's test (R. J. Connor, "Sample size for testing differences in proportions
-  for the paired-sample design", Biometrics 43(1):207-211, 1987, p. 209):
-  n = (z_{1-alpha/2} sqrt(psi) + z_{power} sqrt(psi - delta^2))^2 / delta^2, where delta is the difference in
-  accuracy to detect and psi the share of discordant items (one model right, the other wrong). psi is the
-  design's unknown: `discordant_share` derives it from the two accuracies and the correlation of the models'
-  answers; at 60% +- 2.5 points and a correlation of 0.5 (lmms-eval's power_analysis default) it is 0.24, near
-  the default here, 0.25. 60% and 5 points then need 783 items per mode; uncorrelated models (psi 0.48) 1,509.
-  The formula gives the asymptotic McNemar test its power (a simulation: 80.3% at 783); the exact test vhmine
-  reports is a little conservative (78%).
+- `compare(...)`: one figure of two models: the difference, its paired interval, McNemar's p for an item rate.
+
+How many items a benchmark needs to tell two models apart is vhmine.rules.sample_size (status and export read it).
 """
 
 from __future__ import annotations
@@ -43,7 +36,6 @@ WILSON = "wilson"
 BOOTSTRAP = "bootstrap-percentile"
 PAIRED = "paired-bootstrap-percentile"
 MCNEMAR = "mcnemar-exact"
-CONNOR = "connor-1987"
 MAX_CELLS = 1 << 21  # resample indices held at once (16 MB of int64): larger draws go in batches of rows
 
 Statistic = Callable[..., object]  # statistic(*arrays, axis=-1): one value per resample along the last axis
@@ -233,57 +225,6 @@ def compare(a: str, b: str, figure: str, a_values, b_values, statistic: Statisti
         p = mcnemar_exact(int(((xs == 1) & (ys == 0)).sum()), int(((xs == 0) & (ys == 1)).sum()))
         method = f"{PAIRED}; {MCNEMAR}"
     return Comparison(a, b, figure, iv.estimate, iv.lo, iv.hi, iv.n, p, method)
-
-
-# --- how many instances are enough (Connor 1987) -------------------------------------------------------
-
-def discordant_share(accuracy_a: float, accuracy_b: float, correlation: float) -> float:
-    """psi, the expected share of items exactly one of two models gets right, from their accuracies and the
-    correlation of their right/wrong answers: p_a q_b + p_b q_a - 2 rho sqrt(p_a q_a p_b q_b)."""
-    pa, pb = accuracy_a, accuracy_b
-    return pa * (1 - pb) + pb * (1 - pa) - 2 * correlation * math.sqrt(pa * (1 - pa) * pb * (1 - pb))
-
-
-def _design(accuracy: float, difference: float, discordant: float | None) -> float:
-    """psi for two models at accuracy +- difference/2, checked to be a possible table of paired answers."""
-    d = abs(difference)
-    if not 0 < d < 1:
-        raise ValueError(f"the difference to detect must be between 0 and 1 (a share), not {difference}")
-    pa, pb = accuracy + d / 2, accuracy - d / 2
-    if not (0 <= pb and pa <= 1):
-        raise ValueError(f"accuracy {accuracy} +- {d / 2} leaves [0, 1]: give an accuracy further from 0 and 1")
-    psi = discordant_share(pa, pb, 0.0) if discordant is None else discordant
-    p10, p01 = (psi + d) / 2, (psi - d) / 2  # A right and B wrong; the reverse
-    if p01 < 0 or p10 > min(pa, 1 - pb) or p01 > min(pb, 1 - pa):
-        lo, hi = d, min(2 * min(pa, 1 - pb) - d, 2 * min(pb, 1 - pa) + d)
-        raise ValueError(f"a discordant share of {psi} is impossible for models at {pa:.3f} and {pb:.3f}: "
-                         f"it lies between {lo:.3f} and {hi:.3f}")
-    return psi
-
-
-def instances_needed(accuracy: float = 0.6, difference: float = 0.05, power: float = 0.8, alpha: float = 0.05,
-                     discordant: float | None = 0.25) -> int:
-    """Items per mode for a two-sided McNemar test at `alpha` to tell two models apart with `power` when their
-    accuracies differ by `difference` around `accuracy`, with a share `discordant` of items one model gets right
-    and the other wrong (None: models whose answers are independent). Connor (1987); see the module docstring."""
-    psi = _design(accuracy, difference, discordant)
-    d = abs(difference)
-    za, zb = _z(1 - alpha / 2), _z(power)
-    return math.ceil((za * math.sqrt(psi) + zb * math.sqrt(psi - d * d)) ** 2 / (d * d))
-
-
-def power_at(n: int, accuracy: float = 0.6, difference: float = 0.05, alpha: float = 0.05,
-             discordant: float | None = 0.25) -> float:
-    """The power of that test with `n` items (Connor's formula read the other way; the far tail is left out)."""
-    psi = _design(accuracy, difference, discordant)
-    d = abs(difference)
-    za = _z(1 - alpha / 2)
-    return NormalDist().cdf((d * math.sqrt(n) - za * math.sqrt(psi)) / math.sqrt(psi - d * d))
-
-
-def short_modes(counts: dict[str, int], needed: int) -> dict[str, int]:
-    """The modes with fewer than `needed` items (mode -> its items), in the given order: what status and export name."""
-    return {m: k for m, k in counts.items() if k < needed}
 
 
 def item_values(correct: Sequence[bool]) -> list[int]:
