@@ -5,7 +5,8 @@ Returns item id -> answer text, and the items whose answer the harness itself re
 Layouts (`detect`): vhmine's own (`own`: JSON lines / JSON / CSV / TSV with `id` and `answer`, or a
 HallusionBench result file), VLMEvalKit's result file (`vlmevalkit`: `<model>_<dataset>.xlsx`, or
 .csv / .tsv / .json, with `index` and `prediction`) and lmms-eval's `--log_samples` file
-(`lmms_eval`: `<date>_samples_<task>.jsonl`, one line per doc with `doc_id` and `filtered_resps`).
+(`lmms_eval`: `<date>_samples_<task>.jsonl`, one line per doc with `doc_id` and `filtered_resps`) and MMVP's
+answers file (`mmvp`: `answer.jsonl`, `question_id`, `prompt`, `answer`, `response`).
 The harness readers match rows to items by the ids vhmine's exports wrote (ids.py).
 """
 
@@ -23,7 +24,7 @@ from vhmine.eval.predictions.ids import check_ids
 @dataclass
 class Predictions:
     answers: dict[str, str]  # item id -> answer text
-    harness: str  # which layout the file had: "vhmine", "vlmevalkit" or "lmms-eval"
+    harness: str  # which layout the file had: "vhmine", "vlmevalkit", "lmms-eval" or "mmvp"
     failures: dict[str, str] = field(default_factory=dict)  # item id -> "<status>: <why>": the harness got no answer
 
 
@@ -61,6 +62,8 @@ def detect(path: Path) -> str:
         return "lmms-eval"
     if "index" in first and "prediction" in first and "id" not in first:
         return "vlmevalkit"  # VLMEvalKit with PRED_FORMAT=json: the same records as its sheet
+    if all(k in first for k in ("question_id", "prompt", "answer", "response")):
+        return "mmvp"  # MMVP's answer.jsonl: its `answer` is the CORRECT answer, the model's is `response`
     return "vhmine"
 
 
@@ -75,6 +78,8 @@ def read_predictions(path: Path, bench: Benchmark) -> Predictions:
             from vhmine.eval.predictions.vlmevalkit import read
         elif harness == "lmms-eval":
             from vhmine.eval.predictions.lmms_eval import read
+        elif harness == "mmvp":
+            from vhmine.eval.predictions.mmvp import read
         else:
             from vhmine.eval.predictions.own import read
         answers, failures = read(path, bench)
