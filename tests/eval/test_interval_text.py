@@ -14,10 +14,28 @@ def test_a_figure_with_its_interval_in_its_unit():
 
 
 COMPARISONS = [
-    {"a": "m1", "b": "m2", "figure": "accuracy", "mode": None, "diff": 0.05, "ci95": [-0.03, 0.13], "p_value": 0.31,
-     "n": 150, "method": "paired-bootstrap-percentile; mcnemar-exact"},
-    {"a": "m1", "b": "m2", "figure": "pair_accuracy", "mode": "counting", "diff": 0.2, "ci95": [0.05, 0.35],
-     "p_value": None, "n": 40, "method": "paired-bootstrap-percentile"},
+    {
+        "a": "m1",
+        "b": "m2",
+        "figure": "accuracy",
+        "mode": None,
+        "diff": 0.05,
+        "ci95": [-0.03, 0.13],
+        "p_value": 0.31,
+        "n": 150,
+        "method": "paired-bootstrap-percentile; mcnemar-exact",
+    },
+    {
+        "a": "m1",
+        "b": "m2",
+        "figure": "pair_accuracy",
+        "mode": "counting",
+        "diff": 0.2,
+        "ci95": [0.05, 0.35],
+        "p_value": None,
+        "n": 40,
+        "method": "paired-bootstrap-percentile",
+    },
 ]
 
 
@@ -31,8 +49,10 @@ def test_report_md_marks_differences_it_cannot_tell_apart():
 
 def test_compare_prints_a_minus_b_whichever_way_the_report_holds_them():
     ab = T.compare_lines(COMPARISONS, "m1", "m2")
-    assert ab == ["  accuracy +5.0 [-3.0, +13.0] over 150, McNemar p 0.310: not distinguishable",
-                  "  counting: pair accuracy +20.0 [+5.0, +35.0] over 40: told apart"]
+    assert ab == [
+        "  accuracy +5.0 [-3.0, +13.0] over 150, McNemar p 0.310: not distinguishable",
+        "  counting: pair accuracy +20.0 [+5.0, +35.0] over 40: told apart",
+    ]
     ba = T.compare_lines(COMPARISONS, "m2", "m1")
     assert ba[0] == "  accuracy -5.0 [-13.0, +3.0] over 150, McNemar p 0.310: not distinguishable"
     assert T.compare_lines(COMPARISONS, "m1", "m3") == []

@@ -15,6 +15,7 @@ Z = 1.959963984540054  # the normal quantile at 0.975
 
 # --- Wilson ----------------------------------------------------------------------------------------------
 
+
 def test_wilson_at_zero_and_all_right_has_closed_form_bounds():
     # at 0 right the interval is [0, z^2 / (n + z^2)]; at n right [n / (n + z^2), 1]
     iv = I.wilson(0, 10)
@@ -71,6 +72,7 @@ def test_wilson_narrows_as_items_grow_at_the_same_rate(case, k):
 
 # --- McNemar --------------------------------------------------------------------------------------------
 
+
 def test_mcnemar_exact_hand_computed():
     assert I.mcnemar_exact(0, 5) == 2 / 32  # 2 * P(X <= 0), X ~ Bin(5, 1/2)
     assert I.mcnemar_exact(1, 9) == 22 / 1024  # 2 * (1 + 10) / 2^10
@@ -109,9 +111,17 @@ def test_compare_gives_mcnemar_for_item_accuracy_only():
 
 # --- the bootstrap, against scipy.stats.bootstrap on the same resamples ---------------------------------------
 
+
 def _scipy(data, statistic, seed, paired=False):
-    return st.bootstrap(data, statistic, n_resamples=10_000, method="percentile", rng=np.random.default_rng(seed),
-                        vectorized=True, paired=paired).confidence_interval
+    return st.bootstrap(
+        data,
+        statistic,
+        n_resamples=10_000,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+        vectorized=True,
+        paired=paired,
+    ).confidence_interval
 
 
 def test_bootstrap_is_scipys_percentile_interval_with_the_same_seed():

@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from openai_server import chat_text, openai_server  # noqa: F401  (fixture)
+from openai_server import chat_text
 from PIL import Image
 
 from vhmine.bench import BenchItem, Benchmark
@@ -20,8 +20,9 @@ from vhmine.formats import mmvp as F
 from vhmine.rules import mmvp as R
 
 # what MMVP's grader sends (gpt_grader.py, written out: CI has no copy of MMVP)
-SYSTEM = ("You are a helpful and precise assistant for checking the quality of the answer. Please answer in only yes "
-          "or no.")
+SYSTEM = (
+    "You are a helpful and precise assistant for checking the quality of the answer. Please answer in only yes or no."
+)
 # the judge's replies the fake model's answers ask for: MMVP counts only the first three right
 REPLIES = ["Yes", "yes", "YES", "Yes.", "Yes\n", " yes", "No", "Yes, it does.", "no"]
 
@@ -36,8 +37,20 @@ def exported(tmp_path):
         for side, truth in (("a", p % 2 == 0), ("b", p % 2 == 1)):
             path = tmp_path / f"{p}{side}.jpg"
             Image.fromarray(rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)).save(path)
-            items.append(BenchItem(f"i{p}{side}", "position", "YNQ", q, ("Yes" if truth else "No",), truth, str(path),
-                                   f"img{p}{side}", f"pair{p}", {}))
+            items.append(
+                BenchItem(
+                    f"i{p}{side}",
+                    "position",
+                    "YNQ",
+                    q,
+                    ("Yes" if truth else "No",),
+                    truth,
+                    str(path),
+                    f"img{p}{side}",
+                    f"pair{p}",
+                    {},
+                )
+            )
     out = tmp_path / "mmvp"
     out.mkdir()
     F.write(Benchmark("mugs", items), out)
@@ -51,9 +64,19 @@ def _answers_file(folder, path, response):
     df = pd.read_csv(folder / "Questions.csv")
     with open(path, "w") as f:
         for index, row in df.iterrows():
-            f.write(json.dumps({"question_id": index + 1, "prompt": row["Question"] + " " + row["Options"],
-                                "answer": row["Correct Answer"], "response": response(index + 1),
-                                "answer_id": f"id{index}", "model_id": "fake-vlm"}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "question_id": index + 1,
+                        "prompt": row["Question"] + " " + row["Options"],
+                        "answer": row["Correct Answer"],
+                        "response": response(index + 1),
+                        "answer_id": f"id{index}",
+                        "model_id": "fake-vlm",
+                    }
+                )
+                + "\n"
+            )
     return path
 
 
@@ -74,10 +97,19 @@ def _mmvp_reference(lines, srv):
     right = []
     for raw in lines:
         data = json.loads(raw)
-        question = (f"Given the following question {data['prompt']}, the correct answer is {data['answer']}. Does the "
-                    f"following answer correctly answers the question, answer:{data['response']}?")
-        reply = client.chat.completions.create(model="gpt-4-0314", temperature=0.2, messages=[
-            {"role": "system", "content": SYSTEM}, {"role": "user", "content": question}]).choices[0].message.content
+        question = (
+            f"Given the following question {data['prompt']}, the correct answer is {data['answer']}. Does the "
+            f"following answer correctly answers the question, answer:{data['response']}?"
+        )
+        reply = (
+            client.chat.completions.create(
+                model="gpt-4-0314",
+                temperature=0.2,
+                messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}],
+            )
+            .choices[0]
+            .message.content
+        )
         right.append(reply.lower() == "yes")
     pairs = list(zip(right[0::2], right[1::2], strict=False))  # an odd last line: in none
     return sum(a and b for a, b in pairs) / len(pairs)
@@ -113,8 +145,13 @@ def test_export_answer_and_score_as_mmvps_grader_does(exported, tmp_path, openai
     assert [r.correct for r in rows] == [REPLIES[t] in ("Yes", "yes", "YES") for t in tags]
     # the judge was asked exactly what MMVP's grader asks: its system message, prompt and temperature
     sent = [(c["messages"], c["temperature"], c["model"]) for c in srv.chats()]
-    flat = lambda msgs: [(m["role"], m["content"] if isinstance(m["content"], str) else  # noqa: E731
-                          "".join(p["text"] for p in m["content"])) for m in msgs]
+
+    def flat(msgs):  # a message's text, sent as a string (MMVP) or as one text part (vhmine)
+        return [
+            (m["role"], m["content"] if isinstance(m["content"], str) else "".join(p["text"] for p in m["content"]))
+            for m in msgs
+        ]
+
     assert sorted((flat(m), t, mo) for m, t, mo in sent) == sorted((flat(m), t, mo) for m, t, mo in sent_by_reference)
     assert all(t == 0.2 and flat(m)[0] == ("system", SYSTEM) for m, t, _ in sent)
 
@@ -141,14 +178,19 @@ def test_lines_out_of_order_are_found(exported, tmp_path):
     assert P.order_breaks(lines, bench) == [(1, 2), (3, 4)]
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda r: {**r, "answer": "(b)" if r["answer"] == "(a)" else "(a)"},
-     r"line 1, field answer: '\(b\)' is not row 1's correct answer '\(a\)'"),
-    (lambda r: {**r, "prompt": "Is the sky blue? (a) Yes (b) No"}, "is not item i0a's"),
-    (lambda r: {**r, "question_id": 13}, "13 is not a row of the benchmark's 12"),
-    (lambda r: {**r, "question_id": "one"}, "'one' is not a row number"),
-    (lambda r: {k: v for k, v in r.items() if k != "response"}, "not a line of MMVP's answers file"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            lambda r: {**r, "answer": "(b)" if r["answer"] == "(a)" else "(a)"},
+            r"line 1, field answer: '\(b\)' is not row 1's correct answer '\(a\)'",
+        ),
+        (lambda r: {**r, "prompt": "Is the sky blue? (a) Yes (b) No"}, "is not item i0a's"),
+        (lambda r: {**r, "question_id": 13}, "13 is not a row of the benchmark's 12"),
+        (lambda r: {**r, "question_id": "one"}, "'one' is not a row number"),
+        (lambda r: {k: v for k, v in r.items() if k != "response"}, "not a line of MMVP's answers file"),
+    ],
+)
 def test_a_file_of_another_benchmark_is_refused_by_line_and_field(exported, tmp_path, edit, message):
     folder, bench = exported
     path = _answers_file(folder, tmp_path / "a.jsonl", lambda k: "x")
@@ -182,5 +224,6 @@ def test_a_failed_grade_is_no_grade(exported, tmp_path, openai_server):
     assert [(k, right, said) for k, _, right, said in got][1:4] == [(1, True, "yes"), (2, None, None), (3, True, "yes")]
     assert got[2][1].status == "refused"
     assert E.verdict("Yes.", R.read_grade("Yes.")) == {
-        "by": "rule:mmvp", "reason": "the judge replied 'Yes.', which MMVP's grader reads as 'Could not determine yes "
-                                     "or no.' (not right)"}
+        "by": "rule:mmvp",
+        "reason": "the judge replied 'Yes.', which MMVP's grader reads as 'Could not determine yes or no.' (not right)",
+    }

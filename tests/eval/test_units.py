@@ -29,9 +29,16 @@ def _same(a, b):
 
 
 # a benchmark of items on 3 images, in pairs and pair groups; a model's rows score some of them
-ITEM = hs.tuples(hs.sampled_from(["YNQ", "OEQ"]), hs.booleans(), hs.integers(0, 2),
-                 hs.sampled_from([None, "p1", "p2"]), hs.sampled_from([None, "g1", "g2"]),
-                 hs.sampled_from([True, False, None]), hs.booleans(), hs.booleans())
+ITEM = hs.tuples(
+    hs.sampled_from(["YNQ", "OEQ"]),
+    hs.booleans(),
+    hs.integers(0, 2),
+    hs.sampled_from([None, "p1", "p2"]),
+    hs.sampled_from([None, "g1", "g2"]),
+    hs.sampled_from([True, False, None]),
+    hs.booleans(),
+    hs.booleans(),
+)
 
 
 @given(hs.lists(ITEM, min_size=1, max_size=14))
@@ -47,16 +54,25 @@ def test_every_figure_is_its_units_statistic(spec):
     for exp in (expected, None):
         summary = MT.summary(rows, exp)
         units = U.figure_units(rows, exp)
-        figures = {**{k: v for k, v in summary.items() if k in MT.FIGURES and k != "unreadable"},
-                   **{k: v for k, v in (summary.get("pair_groups") or {}).items() if k in ("q_acc", "i_acc", "g_acc")}}
+        figures = {
+            **{k: v for k, v in summary.items() if k in MT.FIGURES and k != "unreadable"},
+            **{k: v for k, v in (summary.get("pair_groups") or {}).items() if k in ("q_acc", "i_acc", "g_acc")},
+        }
         assert set(units) == set(figures)
         for key, value in figures.items():
             assert _same(_value(units[key]), value), (key, _value(units[key]), value)
         assert units["accuracy"].n == summary["n"] and units["pair_accuracy"].n == summary["pairs"]
 
 
-HB = hs.tuples(hs.sampled_from(["VD", "VS"]), hs.integers(0, 1), hs.integers(0, 2), hs.integers(0, 1), hs.booleans(),
-               hs.sampled_from([True, False, None]), hs.booleans())
+HB = hs.tuples(
+    hs.sampled_from(["VD", "VS"]),
+    hs.integers(0, 1),
+    hs.integers(0, 2),
+    hs.integers(0, 1),
+    hs.booleans(),
+    hs.sampled_from([True, False, None]),
+    hs.booleans(),
+)
 
 
 @given(hs.lists(HB, min_size=1, max_size=14))
@@ -128,19 +144,37 @@ def _entry(rows, items, modes, hb=False):
 
 def test_a_report_entry_gets_intervals_beside_every_summary_and_comparisons_per_scope():
     modes = ["color", "shape"]
-    items = [BenchItem(f"i{k}", modes[k % 2], "YNQ", "q", (), k % 4 < 2, None, f"img{k}", f"p{k // 4}")
-             for k in range(24)]
+    items = [
+        BenchItem(f"i{k}", modes[k % 2], "YNQ", "q", (), k % 4 < 2, None, f"img{k}", f"p{k // 4}") for k in range(24)
+    ]
+
     def rows(right):
-        return [MT.Scored(it.id, it.mode, "YNQ", right(k), it.truth if right(k) else not it.truth, it.truth,
-                          it.pair_id, it.image_id) for k, it in enumerate(items)]
+        return [
+            MT.Scored(
+                it.id,
+                it.mode,
+                "YNQ",
+                right(k),
+                it.truth if right(k) else not it.truth,
+                it.truth,
+                it.pair_id,
+                it.image_id,
+            )
+            for k, it in enumerate(items)
+        ]
+
     a, b = rows(lambda k: k % 3 != 0), rows(lambda k: k % 5 != 0)
     ea, eb = _entry(a, items, modes), _entry(b, items, modes)
-    scopes = {"A": U.attach_intervals(ea, a, modes, items, resamples=500),
-              "B": U.attach_intervals(eb, b, modes, items, resamples=500)}
+    scopes = {
+        "A": U.attach_intervals(ea, a, modes, items, resamples=500),
+        "B": U.attach_intervals(eb, b, modes, items, resamples=500),
+    }
     o = ea["metrics"]["overall"]
     assert o["intervals"]["accuracy"] == I.wilson(o["correct"], o["n"]).record()
-    assert ea["metrics"]["modes"]["color"]["intervals"]["accuracy"] == I.wilson(
-        ea["metrics"]["modes"]["color"]["correct"], 12).record()
+    assert (
+        ea["metrics"]["modes"]["color"]["intervals"]["accuracy"]
+        == I.wilson(ea["metrics"]["modes"]["color"]["correct"], 12).record()
+    )
     assert ea["metrics"]["kinds"]["YNQ"]["intervals"]["accuracy"]["ci_method"] == "wilson"
     assert o["intervals"]["pair_accuracy"]["n"] == o["pairs"] == 6
     got = U.report_comparisons(scopes, modes, resamples=500)
@@ -148,8 +182,9 @@ def test_a_report_entry_gets_intervals_beside_every_summary_and_comparisons_per_
     assert all((c["a"], c["b"]) == ("A", "B") for c in got)
     acc = next(c for c in got if c["figure"] == "accuracy" and c["mode"] is None)
     xa, xb = [r.correct for r in a], [r.correct for r in b]
-    assert acc["p_value"] == I.mcnemar_exact(sum(x and not y for x, y in zip(xa, xb, strict=True)),
-                                             sum(y and not x for x, y in zip(xa, xb, strict=True)))
+    assert acc["p_value"] == I.mcnemar_exact(
+        sum(x and not y for x, y in zip(xa, xb, strict=True)), sum(y and not x for x, y in zip(xa, xb, strict=True))
+    )
     assert U.report_comparisons({"A": scopes["A"]}, modes) == []  # one model: nothing to compare
 
 
@@ -158,8 +193,9 @@ def test_hallusionbench_figures_get_their_intervals_too():
     for k in range(12):
         meta = {"category": "VD", "subcategory": "s", "set_id": k // 4, "figure_id": k // 2 % 2, "question_id": k % 2}
         items.append(BenchItem(f"h{k}", "VD/s", "YNQ", "q", (), k % 2 == 0, meta=meta))
-        rows.append(MT.Scored(f"h{k}", "VD/s", "YNQ", k % 3 != 0, (k % 2 == 0) == (k % 3 != 0), k % 2 == 0, None,
-                              None, meta))
+        rows.append(
+            MT.Scored(f"h{k}", "VD/s", "YNQ", k % 3 != 0, (k % 2 == 0) == (k % 3 != 0), k % 2 == 0, None, None, meta)
+        )
     entry = _entry(rows, items, ["VD/s"], hb=True)
     U.attach_intervals(entry, rows, ["VD/s"], items, hallusionbench=True, resamples=500)
     got = entry["hallusionbench"]["intervals"]

@@ -28,8 +28,9 @@ def lmms_results(tmp_path_factory):
     items, answers = [], {}
     for k in range(60):
         mode, truth = ("ocr" if k < 10 else "counting"), k % 2 == 0
-        items.append(BenchItem(f"y{k}", mode, "YNQ", f"Is there {k} of it?", ("Yes" if truth else "No",), truth,
-                               str(img), "im"))
+        items.append(
+            BenchItem(f"y{k}", mode, "YNQ", f"Is there {k} of it?", ("Yes" if truth else "No",), truth, str(img), "im")
+        )
         right = k < 36
         answers[f"y{k}"] = ("Yes" if truth else "No") if right else ("No" if truth else "Yes")
     write_benchmark(Benchmark("stderr", items), root / "vh", "lmms-eval")

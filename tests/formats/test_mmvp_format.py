@@ -31,10 +31,32 @@ def pairs_bench(tmp_path):
         fmt, ext = ("JPEG", "jpg") if p == 0 else ("PNG", "png")
         a, b = _image(d / f"p{p}a.{ext}", 2 * p, fmt), _image(d / f"p{p}b.{ext}", 2 * p + 1, fmt)
         q = f"Is the dog facing left in picture {p}?"
-        items += [BenchItem(f"y{p}a", "orientation", "YNQ", q, ("Yes",), True, a, f"img{p}a", f"pair{p}:YNQ:q",
-                            {"pair_id": f"pair{p}", "slots": {"n": p}}),
-                  BenchItem(f"y{p}b", "orientation", "YNQ", q, ("No",), False, b, f"img{p}b", f"pair{p}:YNQ:q",
-                            {"pair_id": f"pair{p}"})]
+        items += [
+            BenchItem(
+                f"y{p}a",
+                "orientation",
+                "YNQ",
+                q,
+                ("Yes",),
+                True,
+                a,
+                f"img{p}a",
+                f"pair{p}:YNQ:q",
+                {"pair_id": f"pair{p}", "slots": {"n": p}},
+            ),
+            BenchItem(
+                f"y{p}b",
+                "orientation",
+                "YNQ",
+                q,
+                ("No",),
+                False,
+                b,
+                f"img{p}b",
+                f"pair{p}:YNQ:q",
+                {"pair_id": f"pair{p}"},
+            ),
+        ]
     lone = BenchItem("lone", "color", "YNQ", "Is the car red?", ("Yes",), True, items[0].image, "img0a", None, {})
     oeq = BenchItem("open", "counting", "OEQ", "How many dogs?", ("2",), None, items[0].image, "img0a", None, {})
     return Benchmark("tiny", items + [lone]), oeq
@@ -108,11 +130,13 @@ def _mmvp_folder(root, rows, images=True):
     return root
 
 
-MMVP_ROWS = ["Index,Question,Options,Correct Answer",
-             "1,Are the butterfly's wings closer to being open or closed?,(a) Open (b) Closed,(a)",
-             "2,Are the butterfly's wings closer to being open or closed?,(a) Open (b) Closed,(b)",
-             '3,"Is the dog facing left, or right?",(a) Left (b) Right,(b)',
-             '4,"Is the dog facing left, or right?",(a) Left (b) Right,(a)']
+MMVP_ROWS = [
+    "Index,Question,Options,Correct Answer",
+    "1,Are the butterfly's wings closer to being open or closed?,(a) Open (b) Closed,(a)",
+    "2,Are the butterfly's wings closer to being open or closed?,(a) Open (b) Closed,(b)",
+    '3,"Is the dog facing left, or right?",(a) Left (b) Right,(b)',
+    '4,"Is the dog facing left, or right?",(a) Left (b) Right,(a)',
+]
 
 
 def test_mmvps_own_rows_read_as_mmvp_shows_them(tmp_path):
@@ -121,8 +145,13 @@ def test_mmvps_own_rows_read_as_mmvp_shows_them(tmp_path):
     first = bench.items[0]
     assert first.question == "Are the butterfly's wings closer to being open or closed? (a) Open (b) Closed"
     assert (first.kind, first.mode, first.answers, first.truth) == ("OEQ", "MMVP", ("Open",), None)
-    assert first.meta == {"source": "mmvp", "index": 1, "question": "Are the butterfly's wings closer to being open or "
-                          "closed?", "options": "(a) Open (b) Closed", "correct_answer": "(a)"}
+    assert first.meta == {
+        "source": "mmvp",
+        "index": 1,
+        "question": "Are the butterfly's wings closer to being open or closed?",
+        "options": "(a) Open (b) Closed",
+        "correct_answer": "(a)",
+    }
     assert [it.answers for it in bench.items[1:]] == [("Closed",), ("Right",), ("Left",)]
     assert [it.pair_id for it in bench] == ["mmvp:pair1", "mmvp:pair1", "mmvp:pair2", "mmvp:pair2"]
     assert bench.image_path(bench.items[2]) == tmp_path / "MMVP" / "MMVP Images" / "3.jpg"
@@ -136,14 +165,17 @@ def test_a_spreadsheets_bom_is_read(tmp_path):
     assert len(mmvp.read(root)) == 4
 
 
-@pytest.mark.parametrize("rows, message", [
-    (MMVP_ROWS[:4], r"3 rows, and rows 2k-1 and 2k are pairs"),
-    ([MMVP_ROWS[0], MMVP_ROWS[2], MMVP_ROWS[1]], r"row 2, field Index: '2' is not the row's number 1"),
-    (["Index,Question,Answer", "1,Q,(a)", "2,Q,(b)"], r"no column 'Options'"),
-    ([MMVP_ROWS[0], "1,Open?,,(a)", "2,Open?,(a) Yes (b) No,(b)"], r"row 2, field Options: empty"),
-    ([MMVP_ROWS[0] + ",vhmine", MMVP_ROWS[1] + ",{not json", MMVP_ROWS[2] + ","], r"row 2, field vhmine: not JSON"),
-    ([MMVP_ROWS[0] + ",vhmine", MMVP_ROWS[1] + ',"{""id"": 1}"', MMVP_ROWS[2] + ","], r"not a vhmine item"),
-])
+@pytest.mark.parametrize(
+    "rows, message",
+    [
+        (MMVP_ROWS[:4], r"3 rows, and rows 2k-1 and 2k are pairs"),
+        ([MMVP_ROWS[0], MMVP_ROWS[2], MMVP_ROWS[1]], r"row 2, field Index: '2' is not the row's number 1"),
+        (["Index,Question,Answer", "1,Q,(a)", "2,Q,(b)"], r"no column 'Options'"),
+        ([MMVP_ROWS[0], "1,Open?,,(a)", "2,Open?,(a) Yes (b) No,(b)"], r"row 2, field Options: empty"),
+        ([MMVP_ROWS[0] + ",vhmine", MMVP_ROWS[1] + ",{not json", MMVP_ROWS[2] + ","], r"row 2, field vhmine: not JSON"),
+        ([MMVP_ROWS[0] + ",vhmine", MMVP_ROWS[1] + ',"{""id"": 1}"', MMVP_ROWS[2] + ","], r"not a vhmine item"),
+    ],
+)
 def test_a_malformed_folder_is_refused_with_its_row_and_field(tmp_path, rows, message):
     with pytest.raises(FormatError, match=message):
         mmvp.read(_mmvp_folder(tmp_path / "m", rows))
@@ -162,6 +194,8 @@ def test_a_missing_file_and_an_images_folder_that_leads_out_are_refused(tmp_path
 
 def test_options_parse():
     assert mmvp.options_of("(a) Open (b) Closed") == {"(a)": "Open", "(b)": "Closed"}
-    assert mmvp.options_of("(A) a red car (B) a blue (or teal) car") == {"(a)": "a red car",
-                                                                        "(b)": "a blue (or teal) car"}
+    assert mmvp.options_of("(A) a red car (B) a blue (or teal) car") == {
+        "(a)": "a red car",
+        "(b)": "a blue (or teal) car",
+    }
     assert mmvp.options_of("no options") == {}

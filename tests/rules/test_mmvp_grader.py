@@ -10,14 +10,17 @@ from vhmine.bench import BenchItem
 from vhmine.rules import mmvp as R
 
 # MMVP's texts as its script has them (the anchor, written out here: CI has no copy of MMVP)
-MMVP_SYSTEM = ("You are a helpful and precise assistant for checking the quality of the answer. Please answer in "
-               "only yes or no.")
+MMVP_SYSTEM = (
+    "You are a helpful and precise assistant for checking the quality of the answer. Please answer in only yes or no."
+)
 
 
 def test_the_grading_prompt_and_request_are_mmvps():
     prompt = R.grading_prompt("Is the door open? (a) Open (b) Closed", "(a)", "(b) Closed")
-    assert prompt == ("Given the following question Is the door open? (a) Open (b) Closed, the correct answer is (a). "
-                      "Does the following answer correctly answers the question, answer:(b) Closed?")
+    assert prompt == (
+        "Given the following question Is the door open? (a) Open (b) Closed, the correct answer is (a). "
+        "Does the following answer correctly answers the question, answer:(b) Closed?"
+    )
     assert R.grading_prompt("Q", "(b)", None).endswith("answer:None?")  # a JSON null, formatted as MMVP's f-string does
     req = R.grading_request("gpt-4-0314", "Q", "(a)", "A")
     assert (req.system, req.model, req.params, req.images) == (MMVP_SYSTEM, "gpt-4-0314", {"temperature": 0.2}, ())
@@ -25,14 +28,25 @@ def test_the_grading_prompt_and_request_are_mmvps():
     assert R.MODEL == "gpt-4-0314" and R.grader_id().startswith("mmvp_gpt_grader#") and len(R.grader_id()) == 24
 
 
-@pytest.mark.parametrize("reply, read, right", [
-    ("yes", "yes", True), ("Yes", "yes", True), ("YES", "yes", True), ("yEs", "yes", True),
-    ("no", "no", False), ("No", "no", False),
-    ("Yes.", R.UNDETERMINED, False), (" yes", R.UNDETERMINED, False), ("yes ", R.UNDETERMINED, False),
-    ("Yes, it does.", R.UNDETERMINED, False), ("", R.UNDETERMINED, False), ("Yes\n\n", R.UNDETERMINED, False),
-    # `$` also matches before a final newline, so the regex takes "Yes\n"; lower-cased it is "yes\n", not "yes"
-    ("Yes\n", "yes\n", False),
-])
+@pytest.mark.parametrize(
+    "reply, read, right",
+    [
+        ("yes", "yes", True),
+        ("Yes", "yes", True),
+        ("YES", "yes", True),
+        ("yEs", "yes", True),
+        ("no", "no", False),
+        ("No", "no", False),
+        ("Yes.", R.UNDETERMINED, False),
+        (" yes", R.UNDETERMINED, False),
+        ("yes ", R.UNDETERMINED, False),
+        ("Yes, it does.", R.UNDETERMINED, False),
+        ("", R.UNDETERMINED, False),
+        ("Yes\n\n", R.UNDETERMINED, False),
+        # `$` also matches before a final newline, so the regex takes "Yes\n"; lower-cased it is "yes\n", not "yes"
+        ("Yes\n", "yes\n", False),
+    ],
+)
 def test_the_reply_is_read_as_mmvps_regex_reads_it(reply, read, right):
     assert R.read_grade(reply) == read
     assert R.graded_right(reply) is right
@@ -57,8 +71,14 @@ def test_pair_accuracy_counts_pairs_of_consecutive_answers(grades):
 
 
 def test_grading_fields_of_mmvp_rows_and_vhmine_items():
-    row = BenchItem("mmvp:1", "MMVP", "OEQ", "Is the door open or closed? (a) Open (b) Closed", ("Open",),
-                    meta={"source": "mmvp", "correct_answer": "(a)"})
+    row = BenchItem(
+        "mmvp:1",
+        "MMVP",
+        "OEQ",
+        "Is the door open or closed? (a) Open (b) Closed",
+        ("Open",),
+        meta={"source": "mmvp", "correct_answer": "(a)"},
+    )
     assert R.grading_fields(row) == ("Is the door open or closed? (a) Open (b) Closed", "(a)")
     yes = BenchItem("y1", "color", "YNQ", "Is the car red?", ("Yes",), True)
     no = BenchItem("y2", "color", "YNQ", "Is the car red?", ("No",), False)

@@ -77,5 +77,12 @@ def test_more_items_for_smaller_differences_and_more_power(accuracy, difference,
 
 
 def test_settings_record_the_design_and_what_it_needs():
-    assert S.settings() == {"accuracy": 0.6, "difference": 0.05, "power": 0.8, "alpha": 0.05, "discordant": 0.25,
-                            "method": "connor-1987", "needed": 783}
+    assert S.settings() == {
+        "accuracy": 0.6,
+        "difference": 0.05,
+        "power": 0.8,
+        "alpha": 0.05,
+        "discordant": 0.25,
+        "method": "connor-1987",
+        "needed": 783,
+    }

@@ -51,8 +51,10 @@ def _row(c: dict) -> str:
     key = c["figure"]
     ci = c.get("ci95") or [None, None]
     verdict = "" if distinguishable(c) else NOT_DISTINGUISHABLE
-    return (f"| {c['a']} | {c['b']} | {c.get('mode') or 'overall'} | {label(key)} | {_num(key, c['diff'], True)} | "
-            f"[{_num(key, ci[0], True)}, {_num(key, ci[1], True)}] | {_p(c.get('p_value'))} | {c['n']} | {verdict} |")
+    return (
+        f"| {c['a']} | {c['b']} | {c.get('mode') or 'overall'} | {label(key)} | {_num(key, c['diff'], True)} | "
+        f"[{_num(key, ci[0], True)}, {_num(key, ci[1], True)}] | {_p(c.get('p_value'))} | {c['n']} | {verdict} |"
+    )
 
 
 def comparison_lines(comparisons: list[dict]) -> list[str]:
@@ -60,12 +62,17 @@ def comparison_lines(comparisons: list[dict]) -> list[str]:
     figure's units), McNemar's exact p for accuracy; [] with fewer than two models."""
     if not comparisons:
         return []
-    return ["", "## Paired comparisons (A - B)", "",
-            "The difference on the units both models were scored on, its 95% interval (a paired bootstrap over those "
-            "units) and, for accuracy, the exact McNemar p-value. A difference whose interval holds 0 is "
-            f"{NOT_DISTINGUISHABLE}: this benchmark does not tell the two models apart on that figure.", "",
-            "| A | B | mode | figure | A - B | 95% interval | p (McNemar) | units | |",
-            "|---|---|---|---|---|---|---|---|---|"] + [_row(c) for c in comparisons]
+    return [
+        "",
+        "## Paired comparisons (A - B)",
+        "",
+        "The difference on the units both models were scored on, its 95% interval (a paired bootstrap over those "
+        "units) and, for accuracy, the exact McNemar p-value. A difference whose interval holds 0 is "
+        f"{NOT_DISTINGUISHABLE}: this benchmark does not tell the two models apart on that figure.",
+        "",
+        "| A | B | mode | figure | A - B | 95% interval | p (McNemar) | units | |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ] + [_row(c) for c in comparisons]
 
 
 def compare_lines(comparisons: list[dict], a: str, b: str) -> list[str]:
@@ -75,16 +82,23 @@ def compare_lines(comparisons: list[dict], a: str, b: str) -> list[str]:
     for c in comparisons:
         if (c["a"], c["b"]) == (b, a):
             lo, hi = c["ci95"] or (None, None)
-            c = {**c, "a": a, "b": b, "diff": None if c["diff"] is None else -c["diff"],
-                 "ci95": None if lo is None else [-hi, -lo]}
+            c = {
+                **c,
+                "a": a,
+                "b": b,
+                "diff": None if c["diff"] is None else -c["diff"],
+                "ci95": None if lo is None else [-hi, -lo],
+            }
         elif (c["a"], c["b"]) != (a, b):
             continue
         key, ci = c["figure"], c.get("ci95") or [None, None]
         where = f"{c.get('mode')}: " if c.get("mode") else ""
         told = "told apart" if distinguishable(c) else NOT_DISTINGUISHABLE
         p = f", McNemar p {_p(c['p_value'])}" if c.get("p_value") is not None else ""
-        out.append(f"  {where}{label(key)} {_num(key, c['diff'], True)} [{_num(key, ci[0], True)}, "
-                   f"{_num(key, ci[1], True)}] over {c['n']}{p}: {told}")
+        out.append(
+            f"  {where}{label(key)} {_num(key, c['diff'], True)} [{_num(key, ci[0], True)}, "
+            f"{_num(key, ci[1], True)}] over {c['n']}{p}: {told}"
+        )
     return out
 
 
@@ -95,7 +109,9 @@ def ci_bar(value: float | None, record: dict | None, width: int = 90) -> str:
         return ""
     x = lambda v: round(max(0.0, min(1.0, v)) * width, 1)  # noqa: E731
     title = escape(f"95% interval {100 * ci[0]:.1f} to {100 * ci[1]:.1f} ({record.get('ci_method', '')})")
-    return (f'<svg class="ci" width="{width}" height="8" role="img" aria-label="{title}"><title>{title}</title>'
-            f'<rect x="0" y="3" width="{width}" height="2" fill="#d0d7de"/>'
-            f'<rect x="{x(ci[0])}" y="1" width="{max(1.0, x(ci[1]) - x(ci[0]))}" height="6" fill="#97bbf5"/>'
-            f'<rect x="{x(value) - 0.5}" y="0" width="1.5" height="8" fill="#1f3d7a"/></svg>')
+    return (
+        f'<svg class="ci" width="{width}" height="8" role="img" aria-label="{title}"><title>{title}</title>'
+        f'<rect x="0" y="3" width="{width}" height="2" fill="#d0d7de"/>'
+        f'<rect x="{x(ci[0])}" y="1" width="{max(1.0, x(ci[1]) - x(ci[0]))}" height="6" fill="#97bbf5"/>'
+        f'<rect x="{x(value) - 0.5}" y="0" width="1.5" height="8" fill="#1f3d7a"/></svg>'
+    )

@@ -78,15 +78,25 @@ class Comparison:
         return self.lo is not None and (self.lo > 0 or self.hi < 0)
 
     def record(self) -> dict:
-        return {"a": self.a, "b": self.b, "figure": self.figure, "diff": self.diff, "n": self.n,
-                "ci95": None if self.lo is None else [self.lo, self.hi], "p_value": self.p_value,
-                "method": self.method, "distinguishable": self.distinguishable}
+        return {
+            "a": self.a,
+            "b": self.b,
+            "figure": self.figure,
+            "diff": self.diff,
+            "n": self.n,
+            "ci95": None if self.lo is None else [self.lo, self.hi],
+            "p_value": self.p_value,
+            "method": self.method,
+            "distinguishable": self.distinguishable,
+        }
 
 
 def settings(resamples: int = RESAMPLES, seed: int = SEED, level: float = LEVEL) -> dict:
     """What report.json records once, so that every bootstrap interval can be drawn again."""
-    return {"level": level, "bootstrap": {"resamples": resamples, "seed": seed, "generator": "numpy PCG64",
-                                          "percentiles": "linear"}}
+    return {
+        "level": level,
+        "bootstrap": {"resamples": resamples, "seed": seed, "generator": "numpy PCG64", "percentiles": "linear"},
+    }
 
 
 def _z(p: float) -> float:
@@ -148,7 +158,7 @@ def _draws(arrays: list, statistic: Statistic, resamples: int, seed: int):
     for start in range(0, resamples, rows):
         m = min(rows, resamples - start)
         idx = rng.integers(0, n, (m, n))
-        out[start:start + m] = statistic(*(a[idx] for a in arrays), axis=-1)
+        out[start : start + m] = statistic(*(a[idx] for a in arrays), axis=-1)
     return out
 
 
@@ -168,8 +178,9 @@ def _value(x) -> float | None:
     return None if math.isnan(v) else v
 
 
-def bootstrap(data, statistic: Statistic = mean, resamples: int = RESAMPLES, seed: int = SEED,
-              level: float = LEVEL) -> Interval:
+def bootstrap(
+    data, statistic: Statistic = mean, resamples: int = RESAMPLES, seed: int = SEED, level: float = LEVEL
+) -> Interval:
     """The percentile bootstrap interval of `statistic` over units. `data`: one value per unit (a pair's 1 when
     every question of it is right, else 0), or a sequence of such arrays that `statistic` takes together (the
     numerator and denominator of a `ratio`) as a tuple, all drawn with the same units."""
@@ -181,8 +192,9 @@ def bootstrap(data, statistic: Statistic = mean, resamples: int = RESAMPLES, see
     return Interval(_value(statistic(*arrays, axis=-1)), lo, hi, n, BOOTSTRAP, level, undefined)
 
 
-def paired_bootstrap(a, b, statistic: Statistic = mean, resamples: int = RESAMPLES, seed: int = SEED,
-                     level: float = LEVEL) -> Interval:
+def paired_bootstrap(
+    a, b, statistic: Statistic = mean, resamples: int = RESAMPLES, seed: int = SEED, level: float = LEVEL
+) -> Interval:
     """The percentile bootstrap interval of statistic(a) - statistic(b), two models' values on the same units
     (unit i of `a` is unit i of `b`), the units drawn jointly."""
     xs, ys = _arrays(a), _arrays(b)
@@ -212,8 +224,18 @@ def mcnemar_exact(b: int, c: int) -> float:
     return min(1.0, (2 * tail) / (1 << n))
 
 
-def compare(a: str, b: str, figure: str, a_values, b_values, statistic: Statistic = mean, item_level: bool = False,
-            resamples: int = RESAMPLES, seed: int = SEED, level: float = LEVEL) -> Comparison:
+def compare(
+    a: str,
+    b: str,
+    figure: str,
+    a_values,
+    b_values,
+    statistic: Statistic = mean,
+    item_level: bool = False,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+    level: float = LEVEL,
+) -> Comparison:
     """Model `a` against model `b` on `figure`: the paired bootstrap interval of the difference over the units both
     were scored on (values in the same unit order) and, for an item-level rate (`item_level`: values are 0/1
     right per item), the exact McNemar p-value of its discordant items."""

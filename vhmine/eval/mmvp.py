@@ -43,8 +43,9 @@ def cases(bench: Benchmark, answers: dict[str, str], lines: Sequence | None = No
     return out
 
 
-def grade(llm, model: str, todo: Sequence[Case], desc: str | None = None) -> Iterator[tuple[int, object, bool | None,
-                                                                                               str | None]]:
+def grade(
+    llm, model: str, todo: Sequence[Case], desc: str | None = None
+) -> Iterator[tuple[int, object, bool | None, str | None]]:
     """Ask `model` through `llm` (a vhmine.llm.LLM) to grade each case with MMVP's prompt. Yields (case index, the
     request's Outcome, right, MMVP's reading of the reply) as answers arrive; right and reading are None when the
     request failed."""
@@ -61,15 +62,21 @@ def grade(llm, model: str, todo: Sequence[Case], desc: str | None = None) -> Ite
 
 def verdict(reply: str, said: str) -> dict:
     """The detail record's `verdict` of one graded answer: who decided (rule:mmvp and the judge) and why."""
-    return {"by": "rule:mmvp", "reason": f"the judge replied {reply[:60]!r}, which MMVP's grader reads as {said!r}"
-                                         + ("" if said == "yes" else " (not right)")}
+    return {
+        "by": "rule:mmvp",
+        "reason": f"the judge replied {reply[:60]!r}, which MMVP's grader reads as {said!r}"
+        + ("" if said == "yes" else " (not right)"),
+    }
 
 
 def scored_rows(bench: Benchmark, right: dict[str, bool]) -> list[Scored]:
     """The graded items as metrics rows (benchmark order): `said` stays None, as MMVP reads no yes or no from the
     model's answer, so eval leaves the yes/no measures out under this rule."""
-    return [Scored(it.id, it.mode, it.kind, right[it.id], None, it.truth, it.pair_id, it.image_id, it.meta, it.group_id)
-            for it in bench if it.id in right]
+    return [
+        Scored(it.id, it.mode, it.kind, right[it.id], None, it.truth, it.pair_id, it.image_id, it.meta, it.group_id)
+        for it in bench
+        if it.id in right
+    ]
 
 
 def line_pairs(todo: Sequence[Case], right: dict[str, bool]) -> tuple[int, int]:

@@ -82,12 +82,13 @@ def _items(rows, f, rate=True, statistic="mean", n=None) -> Units:
 def _ynq(y: Sequence) -> dict[str, Units]:
     said_yes = lambda r: r.said is True and r.truth is not None  # noqa: E731  (metrics' tp + fp)
     tp = lambda r: r.said is True and bool(r.truth)  # noqa: E731
-    out = {"precision": _items(y, lambda r: (tp(r), said_yes(r)), statistic="ratio",
-                               n=sum(said_yes(r) for r in y)),
-           "recall": _items(y, lambda r: (tp(r), bool(r.truth)), statistic="ratio", n=sum(bool(r.truth) for r in y)),
-           "f1": _items(y, lambda r: (2 * tp(r), said_yes(r) + bool(r.truth)), rate=False, statistic="ratio"),
-           "yes_ratio": _items(y, lambda r: (said_yes(r),)),
-           "truth_yes_ratio": _items(y, lambda r: (bool(r.truth),))}
+    out = {
+        "precision": _items(y, lambda r: (tp(r), said_yes(r)), statistic="ratio", n=sum(said_yes(r) for r in y)),
+        "recall": _items(y, lambda r: (tp(r), bool(r.truth)), statistic="ratio", n=sum(bool(r.truth) for r in y)),
+        "f1": _items(y, lambda r: (2 * tp(r), said_yes(r) + bool(r.truth)), rate=False, statistic="ratio"),
+        "yes_ratio": _items(y, lambda r: (said_yes(r),)),
+        "truth_yes_ratio": _items(y, lambda r: (bool(r.truth),)),
+    }
     return out
 
 
@@ -137,6 +138,7 @@ def figure_units(rows: Sequence, expected: Sequence | None = None) -> dict[str, 
 
 def hallusionbench_units(rows: Sequence, expected: Sequence | None = None) -> dict[str, Units]:
     """Units of metrics.hallusionbench's figures (rows with HallusionBench's meta)."""
+
     def key(meta, names):
         return "_".join(str(meta[n]) for n in names)
 
@@ -154,12 +156,19 @@ def hallusionbench_units(rows: Sequence, expected: Sequence | None = None) -> di
     if expected is not None:
         pair_sizes = _sizes(key(it.meta, MT.HB_PAIR) for it in expected)
         fig_sizes = _sizes(key(it.meta, MT.HB_FIGURE) for it in expected if not no_figure(it.meta))
-    return {"aAcc": _items(rows, lambda r: (right[r.id],)),
-            "qAcc": _all_right(_complete(pairs, pair_sizes), "question pairs"),
-            "fAcc": _all_right(_complete(figs, fig_sizes), "figures"),
-            "yes_pct_diff": _items(rows, lambda r: (r.said is True, bool(r.truth)), rate=False, statistic="difference"),
-            "fp_ratio": _items(rows, lambda r: (r.said is True and not right[r.id], not right[r.id]), rate=False,
-                               statistic="ratio", n=sum(not v for v in right.values()))}
+    return {
+        "aAcc": _items(rows, lambda r: (right[r.id],)),
+        "qAcc": _all_right(_complete(pairs, pair_sizes), "question pairs"),
+        "fAcc": _all_right(_complete(figs, fig_sizes), "figures"),
+        "yes_pct_diff": _items(rows, lambda r: (r.said is True, bool(r.truth)), rate=False, statistic="difference"),
+        "fp_ratio": _items(
+            rows,
+            lambda r: (r.said is True and not right[r.id], not right[r.id]),
+            rate=False,
+            statistic="ratio",
+            n=sum(not v for v in right.values()),
+        ),
+    }
 
 
 def arrays_of(units: Units, ids: Sequence) -> tuple:
@@ -180,8 +189,13 @@ def interval(units: Units, resamples: int = I.RESAMPLES, seed: int = I.SEED) -> 
     return I.Interval(iv.estimate, iv.lo, iv.hi, units.n, f"{I.BOOTSTRAP} over {units.over}", iv.level, iv.undefined)
 
 
-def figure_intervals(units: dict[str, Units], counts: Sequence[str] = ("unreadable",), n_items: int = 0,
-                     resamples: int = I.RESAMPLES, seed: int = I.SEED) -> dict[str, dict]:
+def figure_intervals(
+    units: dict[str, Units],
+    counts: Sequence[str] = ("unreadable",),
+    n_items: int = 0,
+    resamples: int = I.RESAMPLES,
+    seed: int = I.SEED,
+) -> dict[str, dict]:
     """report.json's `intervals` of one summary: figure key -> {"n", "ci95", "ci_method"} (`counts`: figures that
     are counts, given no interval; `n_items` their n)."""
     out = {k: interval(u, resamples, seed).record() for k, u in units.items()}
@@ -189,8 +203,9 @@ def figure_intervals(units: dict[str, Units], counts: Sequence[str] = ("unreadab
     return out
 
 
-def comparisons(per_model: dict[str, dict[str, Units]], mode: str | None = None, resamples: int = I.RESAMPLES,
-                seed: int = I.SEED) -> list[dict]:
+def comparisons(
+    per_model: dict[str, dict[str, Units]], mode: str | None = None, resamples: int = I.RESAMPLES, seed: int = I.SEED
+) -> list[dict]:
     """Every two models (in the given order) on every figure both have, over the units both were scored on:
     report.json's `comparisons` records, each with its `mode` (None: the whole benchmark)."""
     out = []
@@ -200,18 +215,35 @@ def comparisons(per_model: dict[str, dict[str, Units]], mode: str | None = None,
             if ua is None or ub is None:
                 continue
             ids = [u for u in ua.values if u in ub.values]  # a's order: the benchmark's
-            c = I.compare(a, b, key, arrays_of(ua, ids), arrays_of(ub, ids), STATISTICS[ua.statistic],
-                          item_level=key in ITEM_LEVEL, resamples=resamples, seed=seed)
+            c = I.compare(
+                a,
+                b,
+                key,
+                arrays_of(ua, ids),
+                arrays_of(ub, ids),
+                STATISTICS[ua.statistic],
+                item_level=key in ITEM_LEVEL,
+                resamples=resamples,
+                seed=seed,
+            )
             out.append({**c.record(), "mode": mode})
     return out
 
 
-def attach_intervals(entry: dict, rows: Sequence, modes: Sequence[str], expected: Sequence | None,
-                     hallusionbench: bool = False, resamples: int = I.RESAMPLES, seed: int = I.SEED) -> dict:
+def attach_intervals(
+    entry: dict,
+    rows: Sequence,
+    modes: Sequence[str],
+    expected: Sequence | None,
+    hallusionbench: bool = False,
+    resamples: int = I.RESAMPLES,
+    seed: int = I.SEED,
+) -> dict:
     """Add `intervals` (figure key -> {"n", "ci95", "ci_method"}) beside the figures of every summary in one model's
     report.json entry: `metrics.overall`, each of `metrics.modes`, each of `metrics.kinds` and `hallusionbench`
     (the entry vhmine.eval.job builds from metrics.by_mode and metrics.hallusionbench over `rows`). Returns the
     units by scope (None: the whole benchmark; else a mode), for `report_comparisons`."""
+
     def of(mode):
         return None if expected is None else [it for it in expected if it.mode == mode]
 
@@ -233,8 +265,9 @@ def attach_intervals(entry: dict, rows: Sequence, modes: Sequence[str], expected
     return scopes
 
 
-def report_comparisons(scopes_by_model: dict[str, dict], modes: Sequence[str], resamples: int = I.RESAMPLES,
-                       seed: int = I.SEED) -> list[dict]:
+def report_comparisons(
+    scopes_by_model: dict[str, dict], modes: Sequence[str], resamples: int = I.RESAMPLES, seed: int = I.SEED
+) -> list[dict]:
     """report.json's `comparisons`: every two models, on the whole benchmark and then each mode (in `modes` order),
     every figure both have (`scopes_by_model`: model -> what attach_intervals returned)."""
     out = []

@@ -65,7 +65,9 @@ def process_results(doc, results):
               "truth": doc["truth"], "correct": correct}
     # accuracy's records carry a 0/1 `score`: lmms-eval prints its standard error (Stderr_CLT, sd / sqrt(n)) for
     # it; the other metrics are no mean of a per-item score, and a score on their records would give them accuracy's
-    return {name: {**record, "score": float(correct)} if name == "accuracy" else record for name in METRICS[doc["kind"]]}
+    return {
+        name: {**record, "score": float(correct)} if name == "accuracy" else record for name in METRICS[doc["kind"]]
+    }
 
 
 def _ratio(a, b):

@@ -64,13 +64,17 @@ def _jpeg(data: bytes) -> bytes:
 def write(bench: Benchmark, folder: Path) -> None:
     bad = [it for it in bench if it.kind != YNQ or it.truth is None]
     if bad:
-        raise FormatError(f"item {bad[0].id} is not a yes/no question with a truth: the mmvp format holds two-option "
-                          "questions, which vhmine writes from yes/no ones (--kind ynq)")
+        raise FormatError(
+            f"item {bad[0].id} is not a yes/no question with a truth: the mmvp format holds two-option "
+            "questions, which vhmine writes from yes/no ones (--kind ynq)"
+        )
     pairs, left = paired_items(bench)
     if left:
-        raise FormatError(f"{len(left)} item(s) are not one of a pair of two images asked the same question (first: "
-                          f"{left[0].id}): MMVP's layout pairs rows 2k-1 and 2k, so it holds pairs only (vhmine export "
-                          "--format mmvp leaves the others out and says how many)")
+        raise FormatError(
+            f"{len(left)} item(s) are not one of a pair of two images asked the same question (first: "
+            f"{left[0].id}): MMVP's layout pairs rows 2k-1 and 2k, so it holds pairs only (vhmine export "
+            "--format mmvp leaves the others out and says how many)"
+        )
     no_image = [it for p in pairs for it in p if it.image is None and it.image_data is None]
     if no_image:
         raise FormatError(f"item {no_image[0].id} has no image: every MMVP row has its picture")
@@ -80,9 +84,15 @@ def write(bench: Benchmark, folder: Path) -> None:
     out.writeheader()
     for k, it in enumerate((it for p in pairs for it in p), start=1):
         (folder / IMAGES / f"{k}.jpg").write_bytes(_jpeg(bench.image_bytes(it)))
-        out.writerow({"Index": k, "Question": it.question, "Options": YES_NO_OPTIONS,
-                      "Correct Answer": LETTERS[0] if it.truth else LETTERS[1],
-                      EXTRA: json.dumps(item_extras(it), ensure_ascii=False)})
+        out.writerow(
+            {
+                "Index": k,
+                "Question": it.question,
+                "Options": YES_NO_OPTIONS,
+                "Correct Answer": LETTERS[0] if it.truth else LETTERS[1],
+                EXTRA: json.dumps(item_extras(it), ensure_ascii=False),
+            }
+        )
     (folder / FILE).write_text(buf.getvalue(), encoding="utf-8")
 
 
@@ -97,8 +107,10 @@ def _rows(path: Path) -> list[dict]:
             rd = csv.DictReader(f)
             missing = [c for c in COLUMNS if c not in (rd.fieldnames or [])]
             if missing:
-                raise FormatError(f"{path}: no column {missing[0]!r} (MMVP's Questions.csv has "
-                                  f"{', '.join(COLUMNS)}; this one has {', '.join(rd.fieldnames or []) or 'none'})")
+                raise FormatError(
+                    f"{path}: no column {missing[0]!r} (MMVP's Questions.csv has "
+                    f"{', '.join(COLUMNS)}; this one has {', '.join(rd.fieldnames or []) or 'none'})"
+                )
             return list(rd)
     except UnicodeDecodeError as err:
         raise FormatError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start}): save it as UTF-8") from None
@@ -109,13 +121,25 @@ def _rows(path: Path) -> list[dict]:
 def _native(row: dict, n: int, image: str, where: str) -> BenchItem:
     for col in COLUMNS[1:]:
         if not (row.get(col) or "").strip():
-            raise FormatError(f"{where}, field {col}: empty (MMVP's evaluate_mllm.py shows Question + \" \" + Options "
-                              "and its grader is given the Correct Answer: every row needs all three)")
+            raise FormatError(
+                f'{where}, field {col}: empty (MMVP\'s evaluate_mllm.py shows Question + " " + Options '
+                "and its grader is given the Correct Answer: every row needs all three)"
+            )
     question, options, correct = row["Question"], row["Options"], row["Correct Answer"]
     text = options_of(options).get(correct.strip().lower())
     meta = {"source": "mmvp", "index": n, "question": question, "options": options, "correct_answer": correct}
-    return BenchItem(f"mmvp:{n}", MODE, OEQ, f"{question} {options}", (text or correct,), None, image, f"mmvp:{n}",
-                     f"mmvp:pair{(n + 1) // 2}", meta)
+    return BenchItem(
+        f"mmvp:{n}",
+        MODE,
+        OEQ,
+        f"{question} {options}",
+        (text or correct,),
+        None,
+        image,
+        f"mmvp:{n}",
+        f"mmvp:pair{(n + 1) // 2}",
+        meta,
+    )
 
 
 def read(path: Path) -> Benchmark:
@@ -130,8 +154,10 @@ def read(path: Path) -> Benchmark:
     for n, row in enumerate(rows, start=1):
         where = f"{file}, row {n + 1}"  # the header is row 1, as a spreadsheet numbers them
         if (row.get("Index") or "").strip() != str(n):
-            raise FormatError(f"{where}, field Index: {row.get('Index')!r} is not the row's number {n}: MMVP's scripts "
-                              f"open {IMAGES}/<row number>.jpg, so Index must count 1, 2, 3, ...")
+            raise FormatError(
+                f"{where}, field Index: {row.get('Index')!r} is not the row's number {n}: MMVP's scripts "
+                f"open {IMAGES}/<row number>.jpg, so Index must count 1, 2, 3, ..."
+            )
         image = confined_image(f"{IMAGES}/{n}.jpg", folder, where, "Index")
         extra = row.get(EXTRA)
         if extra:

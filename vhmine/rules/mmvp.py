@@ -21,8 +21,9 @@ from vhmine.llm import ChatRequest
 
 MODEL = "gpt-4-0314"  # MMVP's judge; OpenAI has retired it: name another with --judge
 TEMPERATURE = 0.2
-SYSTEM = ("You are a helpful and precise assistant for checking the quality of the answer. "
-          "Please answer in only yes or no.")
+SYSTEM = (
+    "You are a helpful and precise assistant for checking the quality of the answer. Please answer in only yes or no."
+)
 UNDETERMINED = "Could not determine yes or no."
 YES_NO_OPTIONS = "(a) Yes (b) No"  # a vhmine yes/no question as an MMVP two-option question
 LETTERS = ("(a)", "(b)")
@@ -32,8 +33,10 @@ _YES_NO = re.compile(r"^(yes|no)$", re.IGNORECASE)
 def grading_prompt(question: object, correct_answer: object, response: object) -> str:
     """MMVP's user message to the judge; values are formatted as its f-string formats the answers file's JSON
     values (a null response reads `answer:None`)."""
-    return (f"Given the following question {question}, the correct answer is {correct_answer}. "
-            f"Does the following answer correctly answers the question, answer:{response}?")
+    return (
+        f"Given the following question {question}, the correct answer is {correct_answer}. "
+        f"Does the following answer correctly answers the question, answer:{response}?"
+    )
 
 
 def grader_id() -> str:
@@ -45,8 +48,12 @@ def grader_id() -> str:
 def grading_request(model: str, question: object, correct_answer: object, response: object) -> ChatRequest:
     """The judge's request: MMVP's system message and grading prompt, temperature 0.2 (no other parameter of
     MMVP's; vhmine's client adds its max_tokens, which no reply that reads "yes" reaches)."""
-    return ChatRequest(grading_prompt(question, correct_answer, response), system=SYSTEM, model=model,
-                       params={"temperature": TEMPERATURE})
+    return ChatRequest(
+        grading_prompt(question, correct_answer, response),
+        system=SYSTEM,
+        model=model,
+        params={"temperature": TEMPERATURE},
+    )
 
 
 def read_grade(reply: str) -> str:

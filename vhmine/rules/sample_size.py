@@ -47,13 +47,20 @@ def _design(accuracy: float, difference: float, discordant: float | None) -> flo
     p10, p01 = (psi + d) / 2, (psi - d) / 2  # A right and B wrong; the reverse
     if p01 < 0 or p10 > min(pa, 1 - pb) or p01 > min(pb, 1 - pa):
         lo, hi = d, min(2 * min(pa, 1 - pb) - d, 2 * min(pb, 1 - pa) + d)
-        raise InputError(f"a discordant share of {psi} is impossible for models at {pa:.3f} and {pb:.3f}: "
-                         f"it lies between {lo:.3f} and {hi:.3f}")
+        raise InputError(
+            f"a discordant share of {psi} is impossible for models at {pa:.3f} and {pb:.3f}: "
+            f"it lies between {lo:.3f} and {hi:.3f}"
+        )
     return psi
 
 
-def instances_needed(accuracy: float = ACCURACY, difference: float = DIFFERENCE, power: float = POWER,
-                     alpha: float = ALPHA, discordant: float | None = DISCORDANT) -> int:
+def instances_needed(
+    accuracy: float = ACCURACY,
+    difference: float = DIFFERENCE,
+    power: float = POWER,
+    alpha: float = ALPHA,
+    discordant: float | None = DISCORDANT,
+) -> int:
     """Items per mode for a two-sided McNemar test at `alpha` to tell two models apart with `power` when their
     accuracies differ by `difference` around `accuracy`, with a share `discordant` of items one model gets right
     and the other wrong (None: models whose answers are independent)."""
@@ -63,8 +70,13 @@ def instances_needed(accuracy: float = ACCURACY, difference: float = DIFFERENCE,
     return math.ceil((za * math.sqrt(psi) + zb * math.sqrt(psi - d * d)) ** 2 / (d * d))
 
 
-def power_at(n: int, accuracy: float = ACCURACY, difference: float = DIFFERENCE, alpha: float = ALPHA,
-             discordant: float | None = DISCORDANT) -> float:
+def power_at(
+    n: int,
+    accuracy: float = ACCURACY,
+    difference: float = DIFFERENCE,
+    alpha: float = ALPHA,
+    discordant: float | None = DISCORDANT,
+) -> float:
     """The power of that test with `n` items (Connor's formula read the other way; the far tail is left out)."""
     psi = _design(accuracy, difference, discordant)
     d = abs(difference)
@@ -77,8 +89,20 @@ def short_modes(counts: dict[str, int], needed: int) -> dict[str, int]:
     return {m: k for m, k in counts.items() if k < needed}
 
 
-def settings(accuracy: float = ACCURACY, difference: float = DIFFERENCE, power: float = POWER, alpha: float = ALPHA,
-             discordant: float | None = DISCORDANT) -> dict:
+def settings(
+    accuracy: float = ACCURACY,
+    difference: float = DIFFERENCE,
+    power: float = POWER,
+    alpha: float = ALPHA,
+    discordant: float | None = DISCORDANT,
+) -> dict:
     """The design as a manifest or status records it, with the items it needs."""
-    return {"accuracy": accuracy, "difference": difference, "power": power, "alpha": alpha, "discordant": discordant,
-            "method": METHOD, "needed": instances_needed(accuracy, difference, power, alpha, discordant)}
+    return {
+        "accuracy": accuracy,
+        "difference": difference,
+        "power": power,
+        "alpha": alpha,
+        "discordant": discordant,
+        "method": METHOD,
+        "needed": instances_needed(accuracy, difference, power, alpha, discordant),
+    }

@@ -40,12 +40,14 @@ def is_mmvp(record: dict) -> bool:
 
 def _position(value, where: str, size: int) -> int:
     if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and value.isdigit())):
-        raise FormatError(f"{where}, field question_id: {value!r} is not a row number (MMVP writes the row's position "
-                          "+ 1)")
+        raise FormatError(
+            f"{where}, field question_id: {value!r} is not a row number (MMVP writes the row's position + 1)"
+        )
     k = int(value)
     if not 1 <= k <= size:
-        raise FormatError(f"{where}, field question_id: {k} is not a row of the benchmark's {size}: is it the right "
-                          "benchmark?")
+        raise FormatError(
+            f"{where}, field question_id: {k} is not a row of the benchmark's {size}: is it the right benchmark?"
+        )
     return k
 
 
@@ -65,12 +67,14 @@ def read_lines(path: Path, bench: Benchmark) -> list[AnswerLine]:
             except FormatError:
                 raise
             except ValueError as err:
-                raise FormatError(f"{where}: not JSON ({err.args[0]}): MMVP's answers file has one JSON object "
-                                  "per line") from None
+                raise FormatError(
+                    f"{where}: not JSON ({err.args[0]}): MMVP's answers file has one JSON object per line"
+                ) from None
             if not isinstance(rec, dict) or not is_mmvp(rec):
                 have = ", ".join(rec) if isinstance(rec, dict) else type(rec).__name__
-                raise FormatError(f"{where}: not a line of MMVP's answers file (expected {', '.join(FIELDS)}; "
-                                  f"it has {have})")
+                raise FormatError(
+                    f"{where}: not a line of MMVP's answers file (expected {', '.join(FIELDS)}; it has {have})"
+                )
             k = _position(rec["question_id"], where, len(bench))
             if k in seen:
                 raise FormatError(f"{where}, field question_id: row {k} is answered twice (first on line {seen[k]})")
@@ -79,9 +83,11 @@ def read_lines(path: Path, bench: Benchmark) -> list[AnswerLine]:
             check_question(item, str(rec["prompt"]), where)
             correct = grading_fields(item)[1]
             if str(rec["answer"]) != correct:
-                raise FormatError(f"{where}, field answer: {rec['answer']!r} is not row {k}'s correct answer "
-                                  f"{correct!r}: the file was made from another version of Questions.csv; pass the "
-                                  "benchmark the model was run on")
+                raise FormatError(
+                    f"{where}, field answer: {rec['answer']!r} is not row {k}'s correct answer "
+                    f"{correct!r}: the file was made from another version of Questions.csv; pass the "
+                    "benchmark the model was run on"
+                )
             out.append(AnswerLine(n, item.id, rec["prompt"], rec["answer"], rec["response"]))
     return out
 
