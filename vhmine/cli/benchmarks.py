@@ -36,14 +36,15 @@ from vhmine.errors import InputError, VhmineError
 def export(
     out: Path = typer.Option(..., "--out", help="The benchmark folder to write (must not exist unless --replace)."),
     fmt: str = typer.Option(
-        "vhtest", "--format", help="vhtest, vlmevalkit, lmms-eval, hf, pope, llava or hallusionbench."
+        "vhtest", "--format", help="vhtest, vlmevalkit, lmms-eval, hf, pope, llava, hallusionbench or mmvp."
     ),
     kind: str | None = typer.Option(
         None,
         "--kind",
         help=(
-            "oeq, ynq or both [default: every kind the format holds: both, or ynq for pope and hallusionbench, which"
-            " hold yes/no questions only, and say how many open ones were left out]."
+            "oeq, ynq or both [default: every kind the format holds: both, or ynq for pope, hallusionbench and mmvp,"
+            " which hold yes/no questions only, and say how many open ones were left out; mmvp holds question pairs"
+            " only and says how many others it left out]."
         ),
     ),
     per_mode: int | None = typer.Option(

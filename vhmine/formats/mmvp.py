@@ -6,10 +6,11 @@ evaluate_mllm.py opens the row's position + 1, so `Index` must count 1, 2, 3, ..
 questions shown as MMVP shows them (`Question` + " " + `Options`), the correct option's text as the reference
 answer and the row's cells in `meta` (the mmvp rule grades against `Correct Answer`, vhmine.rules.mmvp); ids
 `mmvp:<Index>`, pairs `mmvp:pair<k>`. `write` takes yes/no questions in pairs (the two items of a `pair_id`, on two
-images: `paired_items` finds them and what is left over) as two-option questions `(a) Yes (b) No` answered `(a)`
-or `(b)`, a pair in rows 2k-1 and 2k; images as JPEG (another format converted: quality 95, no chroma
-subsampling); and a `vhmine` column (the item's other fields as JSON) for a lossless round trip, which MMVP's
-scripts ignore (they read columns by name). Image paths stay inside the folder (formats.confined_image).
+images: `paired_items` finds them and what is left over, `pairs_only` leaves the rest out, as the export does) as
+two-option questions `(a) Yes (b) No` answered `(a)` or `(b)`, a pair in rows 2k-1 and 2k; images as JPEG (another
+format converted: quality 95, no chroma subsampling); and a `vhmine` column (the item's other fields as JSON) for a
+lossless round trip, which MMVP's scripts ignore (they read columns by name). Image paths stay inside the folder
+(formats.confined_image).
 """
 
 from __future__ import annotations
@@ -20,13 +21,13 @@ import json
 import re
 from pathlib import Path
 
-from vhmine.bench import OEQ, YNQ, BenchItem, Benchmark
+from vhmine.bench import OEQ, YNQ, BenchItem, Benchmark, with_items
 from vhmine.errors import FormatError
 from vhmine.formats import confined_image, image_ext, item_extras, item_from_extras
 from vhmine.rules.mmvp import LETTERS, YES_NO_OPTIONS
 
 FILE = "Questions.csv"
-IMAGES = "MMVP Images"
+IMAGE_FOLDER = "MMVP Images"
 COLUMNS = ("Index", "Question", "Options", "Correct Answer")
 EXTRA = "vhmine"
 MODE = "MMVP"
@@ -48,6 +49,14 @@ def paired_items(bench: Benchmark) -> tuple[list[tuple[BenchItem, BenchItem]], l
     first = {it.id: k for k, it in enumerate(bench)}
     pairs.sort(key=lambda p: first[p[0].id])
     return pairs, [it for it in bench if it.id not in inside]
+
+
+def pairs_only(bench: Benchmark) -> tuple[Benchmark, int]:
+    """`bench` with the items in no pair left out (benchmark order kept), and how many were: what the mmvp export
+    writes, as MMVP's layout holds pairs only."""
+    pairs, left = paired_items(bench)
+    inside = {it.id for p in pairs for it in p}
+    return with_items(bench, [it for it in bench if it.id in inside]), len(left)
 
 
 def _jpeg(data: bytes) -> bytes:
@@ -78,12 +87,12 @@ def write(bench: Benchmark, folder: Path) -> None:
     no_image = [it for p in pairs for it in p if it.image is None and it.image_data is None]
     if no_image:
         raise FormatError(f"item {no_image[0].id} has no image: every MMVP row has its picture")
-    (folder / IMAGES).mkdir(parents=True, exist_ok=True)
+    (folder / IMAGE_FOLDER).mkdir(parents=True, exist_ok=True)
     buf = io.StringIO()
     out = csv.DictWriter(buf, fieldnames=[*COLUMNS, EXTRA], lineterminator="\n")
     out.writeheader()
     for k, it in enumerate((it for p in pairs for it in p), start=1):
-        (folder / IMAGES / f"{k}.jpg").write_bytes(_jpeg(bench.image_bytes(it)))
+        (folder / IMAGE_FOLDER / f"{k}.jpg").write_bytes(_jpeg(bench.image_bytes(it)))
         out.writerow(
             {
                 "Index": k,
@@ -146,7 +155,7 @@ def read(path: Path) -> Benchmark:
     path = Path(path)
     folder, file = (path, path / FILE) if path.is_dir() else (path.parent, path)
     if not file.is_file():
-        raise FormatError(f"{file} does not exist: not an MMVP folder ({FILE} and {IMAGES}/)")
+        raise FormatError(f"{file} does not exist: not an MMVP folder ({FILE} and {IMAGE_FOLDER}/)")
     rows = _rows(file)
     if len(rows) % 2:
         raise FormatError(f"{file}: {len(rows)} rows, and rows 2k-1 and 2k are pairs: the last row has no partner")
@@ -156,9 +165,9 @@ def read(path: Path) -> Benchmark:
         if (row.get("Index") or "").strip() != str(n):
             raise FormatError(
                 f"{where}, field Index: {row.get('Index')!r} is not the row's number {n}: MMVP's scripts "
-                f"open {IMAGES}/<row number>.jpg, so Index must count 1, 2, 3, ..."
+                f"open {IMAGE_FOLDER}/<row number>.jpg, so Index must count 1, 2, 3, ..."
             )
-        image = confined_image(f"{IMAGES}/{n}.jpg", folder, where, "Index")
+        image = confined_image(f"{IMAGE_FOLDER}/{n}.jpg", folder, where, "Index")
         extra = row.get(EXTRA)
         if extra:
             try:
