@@ -1,4 +1,5 @@
-"""`vhmine export --format mmvp`: pairs only (the rest left out and said), MMVP's layout read back."""
+"""`vhmine export --format mmvp`: pairs only (the rest left out and said), MMVP's layout read back, and the
+sample-size note and manifest record every export carries (vhmine.rules.sample_size)."""
 
 import csv
 import json
@@ -10,6 +11,7 @@ from vhmine import curate as C
 from vhmine import formats as F
 from vhmine.errors import ExportError
 from vhmine.export.job import ExportOptions, export_benchmark
+from vhmine.rules.sample_size import instances_needed
 
 
 def _annotate(store, mode, template, slots, answers_ab, keep_no=True):
@@ -65,6 +67,22 @@ def test_an_mmvp_export_with_no_pair_at_all_is_refused_and_leaves_nothing(store,
     assert not (tmp_path / "m").exists() and not list(tmp_path.glob(".m.tmp-*"))
 
 
+def test_every_export_names_the_modes_short_of_the_items_that_tell_two_models_apart(store, tmp_path):
+    needed = instances_needed()
+    res = export_benchmark(
+        store, ExportOptions(out=tmp_path / "vh", format="vhtest", near_dups=None, allow_unbalanced=True)
+    )
+    counts = {m: c["OEQ"] + c["YNQ"] for m, c in res.counts.items()}
+    assert counts == {"counting": 12, "color": 4}
+    line = next(n for n in res.notes if "tell two models" in n)
+    assert line.startswith(f"note: 2 of 2 mode(s) have fewer than the {needed} instances per mode")
+    assert line.endswith(": color 4, counting 12")  # in the modes' order
+    man = json.loads((tmp_path / "vh" / "manifest.json").read_text())
+    assert man["sample_size"]["needed"] == needed == 783
+    assert man["sample_size"]["short_modes"] == counts
+    assert (man["sample_size"]["accuracy"], man["sample_size"]["difference"]) == (0.6, 0.05)
+
+
 def test_the_cli_exports_mmvp(store, tmp_path):
     from typer.testing import CliRunner
 
@@ -76,4 +94,5 @@ def test_the_cli_exports_mmvp(store, tmp_path):
     assert r.exit_code == 0, r.output
     assert "left out 2 instance(s) that are not one of a pair" in r.output
     assert "counting: OEQ 0, YNQ 8 (yes 4 / no 4)" in r.output
+    assert "have fewer than the 783 instances per mode" in r.output
     assert len(F.load(out)) == 8

@@ -86,3 +86,13 @@ def test_settings_record_the_design_and_what_it_needs():
         "method": "connor-1987",
         "needed": 783,
     }
+
+
+def test_the_shortfall_names_the_modes_under_the_need_in_their_order_and_nothing_when_none_is():
+    counts = {"color": 150, "counting": 783, "ocr": 782}
+    assert S.shortfall(counts)["short_modes"] == {"color": 150, "ocr": 782}  # 783 is enough, 782 is not
+    line = S.shortfall_line(counts, "ready instances")
+    assert line.startswith("2 of 3 mode(s) have fewer than the 783 ready instances per mode that tell two models 5 ")
+    assert "(power 0.8, alpha 0.05, 25% of items answered right by one model only" in line
+    assert line.endswith(": color 150, ocr 782")
+    assert S.shortfall_line({"counting": 800}) is None

@@ -60,6 +60,7 @@ from vhmine.export.neardup import DupOptions, home_indexes, not_run
 from vhmine.export.privacy import collection_roots, private_removed, pseudonym_key, public_store
 from vhmine.files import check_owned, replace_dir
 from vhmine.images import image_sha256, sha256_file
+from vhmine.rules.sample_size import shortfall, shortfall_line
 
 log = logging.getLogger(__name__)
 
@@ -466,6 +467,8 @@ def _export(store, opts: ExportOptions) -> ExportResult:
         },
         "balance": {m: {"yes": y, "no": n} for m, (y, n) in balance(bench).items()},
         "pair_groups": groups,
+        # how far each mode is from the items that tell two models apart (vhmine.rules.sample_size)
+        "sample_size": shortfall({m: c[OEQ] + c[YNQ] for m, c in counts(bench).items()}),
         **version_info,
     }
     blind = blind_summary(store, bench, dropped=left_out, with_endpoint=opts.with_provenance)
@@ -508,6 +511,9 @@ def _export(store, opts: ExportOptions) -> ExportResult:
             f"left out {unpaired} instance(s) that are not one of a pair (one question asked of both images of a "
             "mined pair): MMVP's layout holds pairs only, in rows 2k-1 and 2k"
         )
+    short = shortfall_line({m: c[OEQ] + c[YNQ] for m, c in res.counts.items()}, "instances")
+    if short:
+        res.notes.append(f"note: {short}")
     res.notes.append(
         f"version {version_info['version']}, content hash {version_info['content_hash'][:12]}; "
         f"{sum(sum(k.values()) for k in groups.values())} pair group(s)"

@@ -1,8 +1,9 @@
 """How many items per mode tell two models apart: the paired design's sample size (McNemar's test, Connor 1987).
 
 Reads and writes nothing (standard library only). `vhmine status` and `vhmine export` name the modes that fall short
-(`short_modes`); docs/eval.md explains the arithmetic. Two models answer the same n items of a mode; what tells
-them apart is the discordant items, those exactly one of them gets right. With delta the difference in accuracy to
+(`short_modes`; their line `shortfall_line`, the manifest's record `shortfall`); docs/eval.md explains the
+arithmetic. Two models answer the same n items of a mode; what tells them apart is the discordant items, those
+exactly one of them gets right. With delta the difference in accuracy to
 detect and psi the share of discordant items, a two-sided McNemar test at level alpha has the power asked for when
 
     n = (z_{1-alpha/2} sqrt(psi) + z_{power} sqrt(psi - delta^2))^2 / delta^2
@@ -106,3 +107,25 @@ def settings(
         "method": METHOD,
         "needed": instances_needed(accuracy, difference, power, alpha, discordant),
     }
+
+
+def shortfall(counts: dict[str, int]) -> dict:
+    """The default design (`settings`) with the modes of `counts` (mode -> items) that fall short of it: what an
+    export's manifest and `vhmine status --json` record."""
+    design = settings()
+    return {**design, "short_modes": short_modes(counts, design["needed"])}
+
+
+def shortfall_line(counts: dict[str, int], what: str = "items") -> str | None:
+    """The line `vhmine status` and `vhmine export` print for the modes of `counts` under the default design's need;
+    None when no mode is."""
+    needed = instances_needed()
+    short = short_modes(counts, needed)
+    if not short:
+        return None
+    return (
+        f"{len(short)} of {len(counts)} mode(s) have fewer than the {needed} {what} per mode that tell two models "
+        f"{100 * DIFFERENCE:g} points apart at {100 * ACCURACY:g}% accuracy (power {POWER:g}, alpha {ALPHA:g}, "
+        f"{100 * DISCORDANT:g}% of items answered right by one model only; docs/eval.md): "
+        + ", ".join(f"{m} {k}" for m, k in short.items())
+    )
