@@ -44,6 +44,7 @@ from pathlib import Path
 from vhmine import formats as F
 from vhmine.bench import OEQ, Benchmark
 from vhmine.errors import EvalError
+from vhmine.eval import intervals
 from vhmine.eval import metrics as MT
 from vhmine.eval.ask import (  # noqa: F401  (eval's public names, importable from here)
     YNQ_SUFFIX,
@@ -75,6 +76,7 @@ from vhmine.eval.score import (  # noqa: F401  (eval's public names, importable 
     match_oeq,
     score,
 )
+from vhmine.eval.units import attach_intervals, report_comparisons
 from vhmine.files import atomic_write, atomic_write_text, check_owned
 
 log = logging.getLogger(__name__)
@@ -279,10 +281,12 @@ def evaluate(opts: EvalOptions) -> EvalResult:
         "ynq_prompt_suffix": YNQ_SUFFIX,
         "oeq": {"scorer": opts.oeq, **(_judge_record(opts.judge) if opts.oeq == "judge" else {})},
         "modes": bench.modes(),
+        "intervals": intervals.settings(),  # how every figure's `intervals` and the `comparisons` were drawn
         "models": {},
     }
     modes = bench.modes()  # the same for every model; bench.items: what a complete pair, image or group holds
     judge = report["oeq"].get("judge")
+    units: dict[str, dict] = {}  # model -> the units of each figure, per scope: what the comparisons resample
     for run in runs:
         verdicts: dict[str, bool | None] = {}
         agreement = None
@@ -310,11 +314,13 @@ def evaluate(opts: EvalOptions) -> EvalResult:
             entry["judge_agreement"] = agreement
         if is_hb:
             entry["hallusionbench"] = MT.hallusionbench(rows, bench.items)
+        units[run.model] = attach_intervals(entry, rows, modes, bench.items, hallusionbench=is_hb)
         report["models"][run.model] = entry
         answer_rows[run.model] = details
     from vhmine.eval import html_report
     from vhmine.eval.across import across_models
 
+    report["comparisons"] = report_comparisons(units, modes)  # every two models, every figure both have
     report["across_models"] = across_models(answer_rows, modes)
     check_owned(out, "vhmine eval", whole=False)  # again: the folder may have changed while models answered
     # report.json first: it marks the folder as eval's, so a run stopped after it can still write here

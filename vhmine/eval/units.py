@@ -14,7 +14,8 @@ that the statistic on all units IS the figure (tests/eval/test_units.py holds ev
   the `ratio` of its right questions (images) to its complete ones, so a bootstrap draws whole groups.
 
 `figure_intervals` turns them into report.json's records (`n`, `ci95`, `ci_method`); `comparisons` pairs every
-two models on the units both were scored on (vhmine.eval.intervals.compare; McNemar's p for accuracy and aAcc).
+two models on the units both were scored on, on every figure but the truth yes ratio (the benchmark's own)
+(vhmine.eval.intervals.compare; McNemar's p for accuracy and aAcc).
 The unreadable count has no interval (`ci_method` "count").
 """
 
@@ -29,6 +30,7 @@ from vhmine.eval import metrics as MT
 
 COUNT = "count"
 ITEM_LEVEL = ("accuracy", "aAcc")  # item accuracy: their comparisons also get McNemar's exact p
+HB_FIGURES = ("aAcc", "qAcc", "fAcc", "yes_pct_diff", "fp_ratio")  # metrics.hallusionbench's, in its own record
 
 
 @dataclass(frozen=True)
@@ -211,6 +213,8 @@ def comparisons(
     out = []
     for a, b in combinations(per_model, 2):
         for key in MT.FIGURES:
+            if key == "truth_yes_ratio":  # the benchmark's, not the model's: two models differ only in what was scored
+                continue
             ua, ub = per_model[a].get(key), per_model[b].get(key)
             if ua is None or ub is None:
                 continue
@@ -252,17 +256,28 @@ def attach_intervals(
     for mode in modes:
         if mode in met["modes"]:
             scopes[mode] = figure_units([r for r in rows if r.mode == mode], of(mode))
-    if hallusionbench:
+    hb = hallusionbench and entry.get("hallusionbench") is not None
+    if hb:
         scopes[None].update(hallusionbench_units(rows, expected))
     for scope, units in scopes.items():
         summary = met["overall"] if scope is None else met["modes"][scope]
-        summary["intervals"] = figure_intervals(units, n_items=summary["n"], resamples=resamples, seed=seed)
+        # only the figures the summary holds (no yes/no figures where eval reads no yes/no, as under --rule mmvp)
+        shown = summary_figures(summary) | (set(HB_FIGURES) if scope is None and hb else set())
+        scopes[scope] = units = {k: u for k, u in units.items() if k in shown}
+        counts = [k for k in ("unreadable",) if k in summary]
+        records = figure_intervals(units, counts, summary["n"], resamples, seed)
+        summary["intervals"] = {k: v for k, v in records.items() if k not in HB_FIGURES}
+        if scope is None and hb:
+            entry["hallusionbench"]["intervals"] = {k: records[k] for k in HB_FIGURES}
     for acc in met.get("kinds", {}).values():
         acc["intervals"] = {"accuracy": I.wilson(acc["correct"], acc["n"]).record()}
-    if hallusionbench and entry.get("hallusionbench") is not None:
-        hb = met["overall"]["intervals"]
-        entry["hallusionbench"]["intervals"] = {k: hb[k] for k in ("aAcc", "qAcc", "fAcc", "yes_pct_diff", "fp_ratio")}
     return scopes
+
+
+def summary_figures(summary: dict) -> set[str]:
+    """The figure keys (metrics.FIGURES) a metrics.summary holds, its pair groups' Q-/I-/G-Acc included."""
+    groups = {k for k in (summary.get("pair_groups") or {}) if k in ("q_acc", "i_acc", "g_acc")}
+    return {k for k in summary if k in MT.FIGURES} | groups
 
 
 def report_comparisons(
