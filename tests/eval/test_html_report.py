@@ -59,7 +59,7 @@ def evaluated(tmp_path):
 
 
 def _row_ids(page: str) -> list[str]:
-    body = page.split("<tbody>", 1)[1].split("</tbody>", 1)[0]
+    body = page.split('<table id="items">', 1)[1].split("<tbody>", 1)[1].split("</tbody>", 1)[0]
     return re.findall(r'<div class="id">([^<]*)</div>', body)
 
 

@@ -3,8 +3,10 @@
 Reads the report dict of vhmine.eval.job.evaluate (with its `across_models` section, vhmine.eval.across), each
 model's detail records (vhmine.eval.score) and the benchmark's images; writes `report.html` into the eval folder,
 and `report-images/` beside it only when the images do not fit (below). It shows per-mode accuracy per model as
-its every figure of report.json under its vhmine.eval.metrics.FIGURES name and unit (what each counts beside), an
-inline SVG chart with its legend, the transfer table, the items that fool every model per mode with each model's
+its every figure of report.json under its vhmine.eval.metrics.FIGURES name and unit (what each counts beside), each
+share with its 95% interval as a bar under it (the interval in words on hover), an inline SVG chart with its legend
+and a whisker per bar, the transfer table, the paired comparisons of every two models (greyed where not
+distinguishable, filterable by mode), the items that fool every model per mode with each model's
 answer, and a table of every item
 (thumbnail, mode, question, truth or reference answers, each model's answer with its verdict: rule, match, judge
 or labels, and why), failures first, with filters in plain JavaScript (vhmine.eval.html_assets).
@@ -196,14 +198,23 @@ def svg_chart(report: dict) -> str:
             s = met["overall"] if name == "overall" else met["modes"].get(name, {})
             acc = s.get("accuracy")
             bh = 0 if acc is None else h * acc
+            ci = ((s.get("intervals") or {}).get("accuracy") or {}).get("ci95")
+            around = f", 95% interval {_pct(ci[0])} to {_pct(ci[1])}" if ci else ""
             out.append(
                 f'<rect x="{x0 + k * bw:.1f}" y="{top + h - bh:.1f}" width="{bw - 2}" height="{bh:.1f}" '
                 f'fill="{COLORS[k % len(COLORS)]}"><title>{_e(m)}, {_e(name)}: {_pct(acc)}% of {s.get("n", 0)} '
-                "item(s)</title></rect>"
+                f"item(s){around}</title></rect>"
             )
-            if acc is not None and len(models) <= 5:
+            if ci:  # the interval as a whisker with caps
+                cx, y0, y1 = x0 + k * bw + (bw - 2) / 2, top + h - h * ci[1], top + h - h * ci[0]
                 out.append(
-                    f'<text x="{x0 + k * bw + (bw - 2) / 2:.1f}" y="{top + h - bh - 3:.1f}" text-anchor="middle" '
+                    f'<path class="whisker" d="M{cx:.1f} {y0:.1f}V{y1:.1f}M{cx - 3:.1f} {y0:.1f}h6M{cx - 3:.1f} '
+                    f'{y1:.1f}h6" stroke="#1f2328" stroke-width="1" fill="none"/>'
+                )
+            if acc is not None and len(models) <= 5:
+                above = top + h - h * (ci[1] if ci else acc) - 3  # above the whisker
+                out.append(
+                    f'<text x="{x0 + k * bw + (bw - 2) / 2:.1f}" y="{above:.1f}" text-anchor="middle" '
                     f'style="font-size:9px">{100 * acc:.0f}</text>'
                 )
         cx = x0 + len(models) * bw / 2
@@ -232,9 +243,11 @@ def _figure_head(key: str) -> str:
 
 def _summary_table(report: dict) -> str:
     """Every figure report.json has for each model (report.figure_values), under its metrics.FIGURES name and unit."""
+    from vhmine.eval.interval_text import ci_title
     from vhmine.eval.report import figure_text, figure_values
 
     values = {m: figure_values(e) for m, e in report["models"].items()}
+    records = {m: interval_records(e) for m, e in report["models"].items()}
     keys = [k for k in dict.fromkeys(k for v in values.values() for k in v)]
     rows = [
         '<table class="small figures"><tr><th>model</th>'
@@ -244,7 +257,8 @@ def _summary_table(report: dict) -> str:
     for m, e in report["models"].items():
         o = e["metrics"]["overall"]
         cells = "".join(
-            f'<td class="num" data-model="{_e(m)}" data-figure="{_e(k)}">{_e(figure_text(k, values[m].get(k)))}</td>'
+            f'<td class="num" title="{_e(ci_title(k, records[m].get(k)))}" data-model="{_e(m)}" data-figure="{_e(k)}">'
+            f"{_e(figure_text(k, values[m].get(k)))}{_bar(k, values[m].get(k), records[m].get(k))}</td>"
             for k in keys
         )
         rows.append(
@@ -252,6 +266,22 @@ def _summary_table(report: dict) -> str:
             f'<td class="source">{_e(e.get("source"))}</td></tr>'
         )
     return "".join(rows) + "</table>" + _figures_legend(keys)
+
+
+def interval_records(entry: dict) -> dict:
+    """Every figure's interval record (`n`, `ci95`, `ci_method`) of one model's report.json entry, by figure key."""
+    return {
+        **(entry["metrics"]["overall"].get("intervals") or {}),
+        **((entry.get("hallusionbench") or {}).get("intervals") or {}),
+    }
+
+
+def _bar(key: str, value, record: dict | None) -> str:
+    """The interval as a bar under a share's figure (shares in [0, 1] only: not a count or a signed share)."""
+    from vhmine.eval.interval_text import ci_bar
+    from vhmine.eval.metrics import unit
+
+    return ci_bar(value, record, width=70) if unit(key) in ("%", "share") else ""
 
 
 def _figures_legend(keys) -> str:
@@ -272,6 +302,7 @@ def _figures_legend(keys) -> str:
 
 def _by_table(report: dict, part: str, names) -> str:
     """Accuracy (%) per mode or per kind (`part`: report.json's "modes" or "kinds") and model."""
+    from vhmine.eval.interval_text import ci_title
     from vhmine.eval.metrics import label
 
     names = [n for n in names if any(n in e["metrics"].get(part, {}) for e in report["models"].values())]
@@ -281,12 +312,21 @@ def _by_table(report: dict, part: str, names) -> str:
     rows = [f'<table class="small"><tr><th>{_e(label("accuracy"))} (%) per {part[:-1]}</th>{head}</tr>']
     for m, e in report["models"].items():
         per = e["metrics"].get(part, {})
-        rows.append(
-            f"<tr><td>{_e(m)}</td>"
-            + "".join(f'<td class="num">{_pct(per.get(n, {}).get("accuracy"))}</td>' for n in names)
-            + "</tr>"
-        )
+        cells = []
+        for n in names:
+            acc, rec = per.get(n, {}).get("accuracy"), (per.get(n, {}).get("intervals") or {}).get("accuracy")
+            cells.append(
+                f'<td class="num" title="{_e(ci_title("accuracy", rec))}">{_pct(acc)}{_bar("accuracy", acc, rec)}</td>'
+            )
+        rows.append(f"<tr><td>{_e(m)}</td>" + "".join(cells) + "</tr>")
     return "".join(rows) + "</table>"
+
+
+def _comparisons(report: dict) -> str:
+    from vhmine.eval.interval_text import comparisons_html
+
+    table = comparisons_html(report.get("comparisons") or [])
+    return f"<h2>Paired comparisons</h2>{table}" if table else ""
 
 
 def _transfer_table(across: dict) -> str:
@@ -432,6 +472,7 @@ def render(
         f"<section><h2>Figures</h2>{_summary_table(report)}<h2>Accuracy per mode</h2>{svg_chart(report)}"
         f"{_by_table(report, 'modes', report['modes'])}{_by_table(report, 'kinds', ('OEQ', 'YNQ'))}</section>"
         f"<section><h2>Across models</h2>{_transfer_table(across)}"
+        f"{_comparisons(report)}"
         f"<h2>Items that fool every model</h2>{_fool_all(across, bench, pic_of, details)}</section>"
         f'<section><h2>Items, failures first</h2>{filters}<table id="items"><thead><tr><th>image</th><th>mode</th>'
         f"<th>question</th><th>truth / reference</th>{heads}<th>failed by</th></tr></thead>"

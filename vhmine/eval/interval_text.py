@@ -3,8 +3,8 @@
 Reads the records report.json holds (a figure's `{"n", "ci95", "ci_method"}`, vhmine.eval.units; `comparisons`);
 writes nothing. `with_ci` is a figure with its interval in the figure's unit (vhmine.eval.metrics.UNITS);
 `comparison_lines` report.md's section of paired comparisons, a difference whose interval holds 0 marked "not
-distinguishable"; `compare_lines` the console's lines for `vhmine eval --compare A B`; `ci_bar` report.html's
-inline SVG of a share and its interval.
+distinguishable"; `compare_lines` the console's lines for `vhmine eval --compare A B`; for report.html, `ci_bar` the
+inline SVG of a share and its interval, `ci_title` its words, `comparisons_html` the table of comparisons.
 """
 
 from __future__ import annotations
@@ -112,6 +112,47 @@ def ci_bar(value: float | None, record: dict | None, width: int = 90) -> str:
     return (
         f'<svg class="ci" width="{width}" height="8" role="img" aria-label="{title}"><title>{title}</title>'
         f'<rect x="0" y="3" width="{width}" height="2" fill="#d0d7de"/>'
-        f'<rect x="{x(ci[0])}" y="1" width="{max(1.0, x(ci[1]) - x(ci[0]))}" height="6" fill="#97bbf5"/>'
-        f'<rect x="{x(value) - 0.5}" y="0" width="1.5" height="8" fill="#1f3d7a"/></svg>'
+        f'<rect x="{x(ci[0])}" y="1" width="{max(1.0, round(x(ci[1]) - x(ci[0]), 1))}" height="6" fill="#97bbf5"/>'
+        f'<rect x="{round(x(value) - 0.5, 1)}" y="0" width="1.5" height="8" fill="#1f3d7a"/></svg>'
+    )
+
+
+def ci_title(key: str, record: dict | None) -> str:
+    """A figure's interval in words, for a report.html cell's tooltip: `95% interval 53.4 to 68.7 over 150 (wilson)`;
+    "" without one."""
+    ci = (record or {}).get("ci95")
+    if not ci:
+        return ""
+    return f"95% interval {_num(key, ci[0])} to {_num(key, ci[1])} over {record.get('n')} ({record.get('ci_method')})"
+
+
+def comparisons_html(comparisons: list[dict]) -> str:
+    """report.html's table of paired comparisons (every figure, overall and per mode), filterable by mode; a row
+    whose interval holds 0 is greyed and says "not distinguishable". "" with fewer than two models."""
+    if not comparisons:
+        return ""
+    modes = list(dict.fromkeys(c.get("mode") or "overall" for c in comparisons))
+    rows = []
+    for c in comparisons:
+        key, ci = c["figure"], c.get("ci95") or [None, None]
+        told = distinguishable(c)
+        mode = c.get("mode") or "overall"
+        grey = "" if told else ' class="nd"'
+        rows.append(
+            f'<tr data-mode="{escape(mode)}"{grey}><td>{escape(c["a"])}</td>'
+            f"<td>{escape(c['b'])}</td><td>{escape(mode)}</td><td>{escape(label(key))}</td>"
+            f'<td class="num">{_num(key, c["diff"], True)}</td><td class="num">[{_num(key, ci[0], True)}, '
+            f'{_num(key, ci[1], True)}]</td><td class="num">{_p(c.get("p_value"))}</td><td class="num">{c["n"]}</td>'
+            f"<td>{'told apart' if told else NOT_DISTINGUISHABLE}</td></tr>"
+        )
+    options = "".join(f'<option value="{escape(m)}">{escape(m)}</option>' for m in modes)
+    return (
+        '<p class="note">A - B on the units both models were scored on, its 95% interval (a paired bootstrap over '
+        "those units) and, for accuracy, the exact McNemar p-value. Greyed: the interval holds 0, so this benchmark "
+        f"does not tell the two apart on that figure ({NOT_DISTINGUISHABLE}).</p>"
+        f'<div class="cfilters"><label>mode <select id="c-mode"><option value="">all</option>{options}</select>'
+        '</label> <label><input type="checkbox" id="c-told"> told apart only</label></div>'
+        '<table class="small" id="comparisons"><thead><tr><th>A</th><th>B</th><th>mode</th><th>figure</th>'
+        "<th>A - B</th><th>95% interval</th><th>p (McNemar)</th><th>units</th><th></th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
     )
