@@ -19,6 +19,8 @@ NOT_DISTINGUISHABLE = "not distinguishable"
 def _num(key: str, x: float | None, signed: bool = False) -> str:
     if x is None:
         return "-"
+    if abs(x) < 5e-7:  # a difference of nothing (or -0.0, a turned-round 0) reads +0.0, never -0.0
+        x = 0.0
     u = unit(key)
     if u == "%":
         return f"{100 * x:+.1f}" if signed else f"{100 * x:.1f}"

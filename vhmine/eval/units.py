@@ -219,6 +219,8 @@ def comparisons(
             if ua is None or ub is None:
                 continue
             ids = [u for u in ua.values if u in ub.values]  # a's order: the benchmark's
+            if not ids:  # no unit both were scored on (no complete pair in this mode): nothing to compare
+                continue
             c = I.compare(
                 a,
                 b,
