@@ -249,8 +249,19 @@ def eval_(
     cache: Path | None = CacheOpt,
     max_tokens: int = MaxTokensOpt,
     db: str | None = DbOpt,
+    compare: tuple[str, str] | None = typer.Option(
+        None,
+        "--compare",
+        metavar="A B",
+        help=(
+            "Print model A minus model B on every figure (overall and per mode) with its 95% interval (a paired"
+            " bootstrap), McNemar's exact p for accuracy, and whether the benchmark tells them apart (report.json's"
+            " comparisons hold every two models)."
+        ),
+    ),
 ) -> None:
-    """Score models on a benchmark: accuracy per mode, pair and image accuracy, yes/no bias (exit 3: partial)."""
+    """Score models on a benchmark: accuracy per mode, pair and image accuracy, yes/no bias, every figure with its 95%
+    interval (exit 3: partial)."""
     try:
         from vhmine import api
 
@@ -264,6 +275,8 @@ def eval_(
                     f"--predictions {p!r} has no {'model name' if not n.strip() else 'file'}: pass NAME=FILE"
                 )
             preds.append((n, Path(f)))
+        if compare:  # before any model is asked
+            _check_compare(compare, [n for n, _ in preds] + list(model or []))
         # the same model-access settings as probe / describe / generate (vhmine.llm.LLMOptions fields)
         # (the template's model is a placeholder: eval replaces it, and base_url, per model and judge)
         llm = _llm_options(
@@ -287,4 +300,23 @@ def eval_(
         )
     except VhmineError as err:
         _fail(err)
-    _finish(result)  # items whose request failed are not scored: exit 3, as probe
+    after = ""
+    if compare:
+        from vhmine.eval.interval_text import compare_lines
+
+        a, b = compare
+        lines = compare_lines(result.report.get("comparisons") or [], a, b)
+        after = "\n".join([f"{a} - {b} (95% intervals, a paired bootstrap; McNemar's exact p for accuracy):", *lines])
+    _finish(result, after)  # items whose request failed are not scored: exit 3, as probe
+
+
+def _check_compare(compare: tuple[str, str], names: list[str]) -> None:
+    """--compare A B names two different models of this eval (--predictions NAME=..., --model NAME)."""
+    for x in compare:
+        if x not in names:
+            raise InputError(
+                f"--compare {x}: no model of that name in this eval ({', '.join(names) or 'none'}): name two of the"
+                " models given with --predictions NAME=FILE or --model"
+            )
+    if compare[0] == compare[1]:
+        raise InputError(f"--compare {compare[0]} {compare[1]}: name two different models")
