@@ -191,7 +191,12 @@ def export(
 )
 def eval_(
     bench: Path = typer.Option(
-        ..., "--bench", help="A benchmark folder from `vhmine export`, or HallusionBench's JSON, or POPE's JSON lines."
+        ...,
+        "--bench",
+        help=(
+            "A benchmark folder from `vhmine export`, or HallusionBench's JSON, POPE's JSON lines or MMVP's folder"
+            " (Questions.csv and MMVP Images/)."
+        ),
     ),
     model: list[str] | None = typer.Option(
         None, "--model", help="Ask this model (repeatable; OpenAI-compatible endpoint)."
@@ -201,13 +206,17 @@ def eval_(
         "--predictions",
         help=(
             "NAME=FILE: score answers already made: vhmine's own (id and answer per item), VLMEvalKit's"
-            " <model>_<dataset>.xlsx or lmms-eval's --log_samples JSONL (repeatable; one NAME over several files merges"
-            " them)."
+            " <model>_<dataset>.xlsx, lmms-eval's --log_samples JSONL or MMVP's answers file (answer.jsonl)"
+            " (repeatable; one NAME over several files merges them)."
         ),
     ),
     out: Path = typer.Option(Path("eval"), "--out", help="Folder for report.md, report.json, answers and the chart."),
     base_url: str | None = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint [env OPENAI_BASE_URL]."),
-    judge: str | None = typer.Option(None, "--judge", help="Judge model for open-ended answers (implies --oeq judge)."),
+    judge: str | None = typer.Option(
+        None,
+        "--judge",
+        help="Judge model for open-ended answers (implies --oeq judge); with --rule mmvp, MMVP's grader.",
+    ),
     oeq: str | None = typer.Option(
         None,
         "--oeq",
@@ -222,7 +231,8 @@ def eval_(
         "--rule",
         help=(
             "Yes/no rule: vhtest (VHTest's classify_response), firstword, pope, strict or vlmevalkit (VLMEvalKit's"
-            " YOrN_Extraction, to check a plain VLMEvalKit run's figures)."
+            " YOrN_Extraction, to check a plain VLMEvalKit run's figures); or mmvp: MMVP's gpt_grader.py, a judge"
+            " (--judge) grades every answer and a pair counts when both are right."
         ),
     ),
     fmt: str | None = typer.Option(None, "--format", help="The benchmark's format [default: detected]."),

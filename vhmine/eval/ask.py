@@ -1,8 +1,9 @@
-"""eval's requests: the models asked through vhmine.llm, and the judge of open answers.
+"""eval's requests: the models asked through vhmine.llm, and the judge (of open answers, or of all under MMVP's rule).
 
 Reads a Benchmark and the run's EvalOptions; writes nothing but what vhmine.llm caches. `prompt_of` is what a model
 is shown (a yes/no question ends with VHTest's " ONLY answer yes or no."); `run_model` asks a model every item;
-`judge_oeq` asks the judge about open answers (the prompt and parser of `vhmine probe`, vhmine.rules.judge).
+`judge_oeq` asks the judge about open answers (the prompt and parser of `vhmine probe`, vhmine.rules.judge);
+`judge_mmvp` asks it about every answer with MMVP's grader (`--rule mmvp`, vhmine.eval.mmvp).
 `budget_for` gives one cost budget for every model and judge of a run; `stop_if_fatal` stops the run where the client
 cannot go on; `interrupted_message` says what a Ctrl-C leaves in the request cache.
 """
@@ -13,13 +14,20 @@ from dataclasses import replace
 
 from vhmine.bench import OEQ, YNQ, BenchItem, Benchmark
 from vhmine.errors import EvalError, Interrupted
-from vhmine.eval.options import EvalOptions
+from vhmine.eval.options import MMVP, EvalOptions
 from vhmine.eval.score import ModelAnswers
 
 YNQ_SUFFIX = " ONLY answer yes or no."  # what VHTest's YNQ script appends to every question
 
 
-def prompt_of(item: BenchItem) -> str:
+def prompt_of(item: BenchItem, rule: str = "vhtest") -> str:
+    """What the model is shown with the image: the question, and a yes/no question VHTest's suffix; under `--rule mmvp`
+    what MMVP's evaluate_mllm.py shows (Question + " " + Options; a yes/no question as `(a) Yes (b) No`), which is
+    the question its grader is told was asked."""
+    if rule == MMVP:
+        from vhmine.rules.mmvp import grading_fields
+
+        return grading_fields(item)[0]
     return item.question + (YNQ_SUFFIX if item.kind == YNQ else "")
 
 
@@ -46,7 +54,7 @@ def budget_for(opts: EvalOptions):
     budget = Budget(llm_setting(opts, "max_cost"))
     if budget.cap is not None:
         table = load_prices(llm_setting(opts, "prices"))
-        asked = list(opts.models) + ([opts.judge] if opts.judge and opts.oeq == "judge" else [])
+        asked = list(opts.models) + ([opts.judge] if opts.judge and opts.oeq in ("judge", MMVP) else [])
         missing = sorted({m for m in asked if price_of(m, table) is None})
         if missing:
             raise EvalError(
@@ -70,7 +78,7 @@ def run_model(bench: Benchmark, model: str, opts: EvalOptions, budget=None) -> M
     reqs = []
     for it in bench:
         imgs = [] if it.image is None and it.image_data is None else [bench.image_bytes(it)]
-        reqs.append(ChatRequest(prompt_of(it), images=imgs))
+        reqs.append(ChatRequest(prompt_of(it, opts.rule), images=imgs))
     out = ModelAnswers(model, {}, f"endpoint:{opts.base_url or 'OPENAI_BASE_URL'}")
     with LLM(llm_options(opts, model), budget) as llm:
         out.source = f"endpoint:{llm.endpoint}"
@@ -132,3 +140,30 @@ def judge_oeq(bench: Benchmark, ans: ModelAnswers, opts: EvalOptions, budget=Non
                 continue
             out[iid] = JUDGED_RIGHT.get(said)  # unclear: no verdict
     return out
+
+
+def judge_mmvp(bench: Benchmark, ans: ModelAnswers, opts: EvalOptions, budget=None) -> tuple[list, dict]:
+    """`--rule mmvp`: MMVP's grader asked of the judge about every answer (vhmine.eval.mmvp: for an MMVP answers
+    file its own lines, in file order). Returns (the cases graded, item id -> (right, the judge's reply, MMVP's
+    reading of it)); a grade that failed moves its item to `ans.failures`, never scored."""
+    from vhmine.eval import mmvp as MM
+    from vhmine.llm import LLM
+
+    todo = [c for c in MM.cases(bench, ans.answers, ans.lines) if c.item_id not in ans.failures]
+    grades: dict[str, tuple] = {}
+    with LLM(llm_options(opts, opts.judge), budget) as llm:
+        llm.check_prices([opts.judge])
+        try:
+            graded = sorted(MM.grade(llm, opts.judge, todo, f"mmvp grader {ans.model}"), key=lambda g: g[0])
+        except KeyboardInterrupt:
+            raise Interrupted(
+                interrupted_message(llm, len(todo), f"grading {ans.model}'s answers with {opts.judge} (MMVP's rule)")
+            ) from None
+        stop_if_fatal(llm, [o for _, o, _, _ in graded], f"the judge {opts.judge}")
+        for k, o, right, said in graded:
+            iid = todo[k].item_id
+            if not o.ok:
+                ans.failures[iid] = f"{o.status}: the judge {opts.judge} gave no grade: {o.reason}"
+                continue
+            grades[iid] = (right, o.answer.text, said)
+    return todo, grades

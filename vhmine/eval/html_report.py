@@ -267,6 +267,8 @@ def render(
     how = f"yes/no rule <b>{_e(report['rule'])}</b>; open answers by <b>{_e(o['scorer'])}</b>" + (
         f" (judge {_e(o.get('judge'))}, prompt {_e(o.get('judge_prompt'))})" if o.get("judge") else ""
     )
+    if report["rule"] == "mmvp":
+        how = f"rule <b>mmvp</b> (MMVP's gpt_grader.py): the judge {_e(o.get('judge'))} grades every answer"
     heads = "".join(f'<th class="mh m{k}">{_e(m)}</th>' for k, m in enumerate(models))
     filters = (
         f'<div id="filters"><label>mode <select id="f-mode"><option value="">all</option>{_options(report["modes"])}'

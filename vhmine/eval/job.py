@@ -46,16 +46,18 @@ from vhmine.bench import OEQ, Benchmark
 from vhmine.errors import EvalError
 from vhmine.eval import intervals
 from vhmine.eval import metrics as MT
+from vhmine.eval import mmvp as MM
 from vhmine.eval.ask import (  # noqa: F401  (eval's public names, importable from here)
     YNQ_SUFFIX,
     budget_for,
     interrupted_message,
+    judge_mmvp,
     judge_oeq,
     llm_options,
     prompt_of,
     run_model,
 )
-from vhmine.eval.options import OEQ_SCORERS, EvalOptions
+from vhmine.eval.options import MMVP, OEQ_SCORERS, EvalOptions
 from vhmine.eval.predictions import load_predictions, read_predictions  # noqa: F401
 from vhmine.eval.report import (
     HB_KEYS,
@@ -67,6 +69,7 @@ from vhmine.eval.report import (
     keyed_line,
     kinds_line,
     markdown,
+    mmvp_line,
     pair_groups_line,
 )
 from vhmine.eval.score import (  # noqa: F401  (eval's public names, importable from here)
@@ -82,10 +85,31 @@ from vhmine.files import atomic_write, atomic_write_text, check_owned
 log = logging.getLogger(__name__)
 
 
-def _judge_record(model: str | None) -> dict:
+def _judge_record(model: str | None, scorer: str = "judge") -> dict:
+    if scorer == MMVP:  # MMVP's grader: its system message and prompt, named by their hash
+        from vhmine.rules.mmvp import grader_id
+
+        return {"judge": f"llm:{model or '?'} {grader_id()}", "grader": grader_id()}
     from vhmine.rules.judge import judge_name, judge_prompt
 
     return {"judge": judge_name(model or "?"), "judge_prompt": judge_prompt().id}
+
+
+def _mmvp_options(opts: EvalOptions) -> EvalOptions:
+    """`--rule mmvp`'s options checked: a judge grades every answer as MMVP's gpt_grader.py does (its own judge,
+    gpt-4-0314, is retired), so there is no other OEQ scorer and no yes/no rule."""
+    if not opts.judge:
+        raise EvalError(
+            "--rule mmvp grades every answer with a judge, as MMVP's gpt_grader.py does: pass --judge MODEL (MMVP "
+            "used gpt-4-0314, which OpenAI has retired; any OpenAI-compatible model with --base-url)"
+        )
+    if opts.oeq not in (None, MMVP):
+        raise EvalError(f"--rule mmvp grades open and yes/no answers alike with MMVP's grader: drop --oeq {opts.oeq}")
+    if opts.judge_agreement:
+        raise EvalError(
+            "--judge-agreement compares probe's judge with workers' labels: it does not go with --rule mmvp"
+        )
+    return replace(opts, oeq=MMVP)
 
 
 def store_labels(
@@ -153,6 +177,8 @@ class EvalResult:
                 lines.append("    " + pair_groups_line(o["pair_groups"]))
             if m.get("hallusionbench"):
                 lines.append("    " + keyed_line("HallusionBench", figures, HB_KEYS))
+            if "mmvp" in m:
+                lines.append("    " + mmvp_line(m["mmvp"]))
             if "judge_agreement" in m:
                 a = m["judge_agreement"]
                 lines.append(
@@ -218,7 +244,7 @@ def _read_runs(bench: Benchmark, predictions: Sequence[tuple[str, Path]]) -> lis
             given[name] = str(path)
             # the file's name, not its folder: a report is shared, a home directory is not
             runs[name] = ModelAnswers(
-                name, got.answers, f"predictions:{Path(path).name}", dict(got.failures), got.harness
+                name, got.answers, f"predictions:{Path(path).name}", dict(got.failures), got.harness, got.lines
             )
             continue
         twice = sorted(set(got.answers).union(got.failures) & (set(run.answers) | set(run.failures)))
@@ -227,8 +253,15 @@ def _read_runs(bench: Benchmark, predictions: Sequence[tuple[str, Path]]) -> lis
                 f"{name}: item {twice[0]!r} is answered in {path} and in {given[name]}: give each item's "
                 "answer once per model (or name the runs apart)"
             )
+        if (run.lines is None) != (got.lines is None):
+            raise EvalError(
+                f"{name}: {path} and {given[name]} are an MMVP answers file and a file of another layout: MMVP's"
+                " grader pairs the lines of its own file, so give it under a NAME of its own"
+            )
         run.answers.update(got.answers)
         run.failures.update(got.failures)
+        if got.lines is not None:  # MMVP's files: one after the other, as their lines run
+            run.lines = run.lines + got.lines
         run.source += f", {Path(path).name}"
         given[name] += f", {path}"
         if run.harness != got.harness:
@@ -239,11 +272,14 @@ def _read_runs(bench: Benchmark, predictions: Sequence[tuple[str, Path]]) -> lis
 def evaluate(opts: EvalOptions) -> EvalResult:
     from vhmine.rules.answers import get_rule
 
-    get_rule(opts.rule)  # an unknown rule fails before any model is asked
+    if opts.rule == MMVP:  # MMVP's grader scores every answer, open or yes/no: it is the OEQ scorer too
+        opts = _mmvp_options(opts)
+    else:
+        get_rule(opts.rule)  # an unknown rule fails before any model is asked
     check_owned(Path(opts.out), "vhmine eval", whole=False)  # and a folder eval may not write into
     if opts.oeq is None:  # `--judge M` alone means: judge the open answers with M
         opts = replace(opts, oeq="judge" if opts.judge else "match")
-    if opts.oeq not in OEQ_SCORERS:
+    if opts.oeq not in (*OEQ_SCORERS, MMVP):
         raise EvalError(f"--oeq {opts.oeq!r} is not one of {', '.join(OEQ_SCORERS)}")
     unnamed = [str(f) for n, f in opts.predictions if not str(n).strip()]
     if unnamed:
@@ -271,15 +307,16 @@ def evaluate(opts: EvalOptions) -> EvalResult:
         )
     files = answers_files(names)
     has_oeq = any(it.kind == OEQ for it in bench)
-    is_hb = bool(bench.items) and all(it.meta.get("source") == "hallusionbench" for it in bench)
+    mmvp = opts.rule == MMVP
+    is_hb = not mmvp and bool(bench.items) and all(it.meta.get("source") == "hallusionbench" for it in bench)
     out = Path(opts.out)
     answer_rows: dict[str, list] = {}
     report = {
         "producer": "vhmine eval",
         "benchmark": {"name": bench.name, "source": bench.source, "items": len(bench)},
         "rule": opts.rule,
-        "ynq_prompt_suffix": YNQ_SUFFIX,
-        "oeq": {"scorer": opts.oeq, **(_judge_record(opts.judge) if opts.oeq == "judge" else {})},
+        "ynq_prompt_suffix": None if mmvp else YNQ_SUFFIX,  # mmvp: MMVP's prompt, Question + " " + Options
+        "oeq": {"scorer": opts.oeq, **(_judge_record(opts.judge, opts.oeq) if opts.oeq in ("judge", MMVP) else {})},
         "modes": bench.modes(),
         "intervals": intervals.settings(),  # how every figure's `intervals` and the `comparisons` were drawn
         "models": {},
@@ -290,13 +327,18 @@ def evaluate(opts: EvalOptions) -> EvalResult:
     for run in runs:
         verdicts: dict[str, bool | None] = {}
         agreement = None
-        if has_oeq and opts.oeq == "judge":
+        if mmvp:  # MMVP's grader: the order of an answers file checked before the judge is asked
+            breaks = MM.check_run(bench, run, opts.partial)
+            todo, grades = judge_mmvp(bench, run, opts, budget)
+            rows, details = MM.scored(bench, run, grades)
+        elif has_oeq and opts.oeq == "judge":
             verdicts = judge_oeq(bench, run, opts, budget)
             if opts.judge_agreement:  # judges disagree (HallusionBench #12): how far this one agrees with people
                 agreement = judge_agreement(verdicts, store_labels(opts.db, run.model, run.answers, workers_only=True))
         elif has_oeq and opts.oeq == "labels":
             verdicts = store_labels(opts.db, run.model, run.answers)
-        rows, details = score(bench, run, opts.rule, verdicts, opts.oeq, opts.partial, judge=judge)
+        if not mmvp:
+            rows, details = score(bench, run, opts.rule, verdicts, opts.oeq, opts.partial, judge=judge)
         failed = [{"id": d["id"], "why": d["failure"]} for d in details if d["read_as"] == "failed"]
         entry = {
             "source": run.source,
@@ -308,8 +350,11 @@ def evaluate(opts: EvalOptions) -> EvalResult:
             "failed_items": failed,
             # open answers with no verdict (judge unclear, labels tied or missing): scored wrong, counted here
             "oeq_unjudged": sum(d["read_as"] == "unjudged" for d in details),
-            "metrics": MT.by_mode(rows, modes, bench.items),
+            "metrics": MT.by_mode(rows, modes, bench.items, yes_no=not mmvp),  # mmvp reads no yes or no
         }
+        if mmvp:  # MMVP's figure: pairs with both right, over the benchmark's complete pairs (and the file's lines)
+            pairs = MT.group_accuracy(rows, "pair_id", MT.sizes_of(bench.items, "pair_id"))
+            entry["mmvp"] = MM.record(todo, grades, pairs, breaks)
         if agreement is not None:
             entry["judge_agreement"] = agreement
         if is_hb:

@@ -8,7 +8,9 @@ vhmine.llm.LLM (any OpenAI-compatible endpoint) and yields each grade: right whe
 parse; a request that failed has none (its item is listed, never scored). `scored_rows` gives the
 vhmine.eval.metrics rows, whose pair accuracy over the benchmark's pairs (`pair_id`) is MMVP's figure;
 `line_pairs` is MMVP's own count over the file's consecutive lines, the same number whenever those lines are the
-benchmark's pairs in order (predictions.mmvp.order_breaks finds where they are not).
+benchmark's pairs in order (predictions.mmvp.order_breaks finds where they are not). For eval's run: `check_run`
+refuses what MMVP's grader would count otherwise before the judge is asked, `scored` gives the rows and detail
+records, `record` report.json's `mmvp` of a model.
 """
 
 from __future__ import annotations
@@ -26,13 +28,14 @@ class Case:
     question: object  # what the model was shown (MMVP: Question + " " + Options)
     correct: object  # the correct answer as MMVP states it: "(a)"
     response: object  # the model's answer
+    line: int | None = None  # its line in MMVP's answers file; None: an answer from elsewhere
 
 
 def cases(bench: Benchmark, answers: dict[str, str], lines: Sequence | None = None) -> list[Case]:
     """One Case per answered item, in benchmark order; `lines` (predictions.mmvp.read_lines): in the file's order,
     with its raw values."""
     if lines is not None:
-        return [Case(a.item_id, a.prompt, a.answer, a.response) for a in lines]
+        return [Case(a.item_id, a.prompt, a.answer, a.response, a.line) for a in lines]
     from vhmine.rules.mmvp import grading_fields
 
     out = []
@@ -85,3 +88,76 @@ def line_pairs(todo: Sequence[Case], right: dict[str, bool]) -> tuple[int, int]:
     from vhmine.rules.mmvp import pair_accuracy
 
     return pair_accuracy([right.get(c.item_id, False) for c in todo])
+
+
+def check_run(bench: Benchmark, ans, partial: bool) -> list[tuple[int, int]]:
+    """Before the judge is asked: EvalError for items with no answer (unless `partial`, as eval.score), and for an
+    MMVP answers file whose consecutive lines are not the benchmark's pairs (MMVP's grader would count other pairs
+    than vhmine) unless `partial`, where both counts are reported. Returns those breaks ((line, line) pairs)."""
+    from vhmine.errors import EvalError
+    from vhmine.eval.predictions.mmvp import order_breaks
+
+    missing = [it.id for it in bench if it.id not in ans.answers and it.id not in ans.failures]
+    if missing and not partial:
+        raise EvalError(
+            f"{len(missing)} of {len(bench)} items have no answer from {ans.model} in {ans.source} "
+            f"(first: {missing[0]}): pass --partial to score only the answered ones"
+        )
+    breaks = order_breaks(ans.lines, bench) if ans.lines is not None else []
+    if breaks and not partial:
+        (x, y), n = breaks[0], len(breaks)
+        raise EvalError(
+            f"{ans.model}: lines {x} and {y} of {ans.source.removeprefix('predictions:')} are not one of the "
+            f"benchmark's pairs ({n} such line pair(s)): MMVP's gpt_grader.py pairs consecutive lines, so it would "
+            "count other pairs than the benchmark's. Put the file in Questions.csv's row order (sort its lines by "
+            "question_id, as evaluate_mllm.py writes them), or pass --partial to score the benchmark's pairs and "
+            "report MMVP's count over the lines beside"
+        )
+    return breaks
+
+
+def scored(bench: Benchmark, ans, grades: dict[str, tuple]) -> tuple[list[Scored], list[dict]]:
+    """The metrics rows and the detail records (eval's answers-<model>.jsonl) of the graded items, benchmark order;
+    an item whose answer or grade failed is listed, never scored. `grades`: item id -> (right, reply, reading)."""
+    details = []
+    for it in bench:
+        base = {"id": it.id, "mode": it.mode, "kind": it.kind, "question": it.question, "reference": it.reference()}
+        if it.id in ans.failures:
+            why = ans.failures[it.id]
+            details.append(
+                {
+                    **base,
+                    "answer": ans.answers.get(it.id),
+                    "read_as": "failed",
+                    "correct": None,
+                    "failure": why,
+                    "verdict": {"by": "none", "reason": f"not scored: {why}"},
+                }
+            )
+        elif it.id in grades:
+            right, reply, said = grades[it.id]
+            details.append(
+                {
+                    **base,
+                    "answer": ans.answers[it.id],
+                    "read_as": "right" if right else "wrong",
+                    "correct": right,
+                    "verdict": verdict(reply, said),
+                }
+            )
+    return scored_rows(bench, {i: g[0] for i, g in grades.items()}), details
+
+
+def record(todo: Sequence[Case], grades: dict[str, tuple], pair_summary: dict, breaks: list) -> dict:
+    """report.json's `mmvp` of one model: its pair accuracy over the benchmark's pairs (what MMVP reports, from
+    metrics), and for an MMVP answers file MMVP's own count over the file's consecutive lines and where those are
+    not the benchmark's pairs."""
+    out = {
+        "pairs_right": pair_summary["correct"],
+        "pairs": pair_summary["groups"],
+        "pair_accuracy": pair_summary["accuracy"],
+    }
+    if todo and any(c.line is not None for c in todo):
+        right, pairs = line_pairs(todo, {i: g[0] for i, g in grades.items()})
+        out.update({"line_pairs": [right, pairs], "order_breaks": [list(b) for b in breaks]})
+    return out

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 OEQ_SCORERS = ("match", "judge", "labels")
+MMVP = "mmvp"  # --rule mmvp: MMVP's gpt_grader.py grades every answer through a judge (vhmine.rules.mmvp)
 
 
 @dataclass(frozen=True)
@@ -21,9 +22,9 @@ class EvalOptions:
     predictions: Sequence[tuple[str, Path]] = ()  # (model name, file) pairs
     fmt: str | None = None  # the benchmark's format [default: detected]
     images: Path | None = None  # where a foreign benchmark's images are
-    rule: str = "vhtest"  # the yes/no rule
-    oeq: str | None = None  # match, judge or labels; None: judge when `judge` is given, else match
-    judge: str | None = None  # judge model (oeq="judge")
+    rule: str = "vhtest"  # the yes/no rule (vhmine.rules.answers), or MMVP: MMVP's grader for every answer
+    oeq: str | None = None  # match, judge or labels; None: judge when `judge` is given, else match (mmvp: MMVP's)
+    judge: str | None = None  # judge model (oeq="judge", rule=MMVP)
     base_url: str | None = None
     db: str | None = None  # the store, for oeq="labels"
     partial: bool = False  # score only the items that have an answer

@@ -153,8 +153,7 @@ def markdown(report: dict) -> str:
     lines = [
         f"# {report['benchmark']['name']}: {len(models)} model(s)",
         "",
-        f"yes/no rule: `{report['rule']}`; OEQ scorer: `{report['oeq']['scorer']}`"
-        + (f" (judge {report['oeq']['judge']})" if report["oeq"].get("judge") else ""),
+        _rule_line(report),
         "",
         "## Accuracy (%) per mode",
         "",
@@ -222,6 +221,9 @@ def markdown(report: dict) -> str:
                         f"\n{name}: {h['incomplete_question_pairs']} question pair(s) and {h['incomplete_figures']} "
                         f"figure(s) with an unscored question left out of {label('qAcc')} and {label('fAcc')}\n"
                     )
+    if any("mmvp" in m for m in models.values()):
+        lines += ["", "## MMVP's pair accuracy", ""]
+        lines += [f"- {name}: {mmvp_line(m['mmvp'])}" for name, m in models.items() if "mmvp" in m]
     if any("judge_agreement" in m for m in models.values()):
         lines += [
             "",
@@ -287,6 +289,31 @@ def markdown(report: dict) -> str:
         if key in shown
     ]
     return "\n".join(lines) + "\n"
+
+
+def _rule_line(report: dict) -> str:
+    oeq = report["oeq"]
+    if report["rule"] == "mmvp":
+        return (
+            f"rule: `mmvp`, MMVP's gpt_grader.py: the judge ({oeq.get('judge')}) grades every answer with MMVP's"
+            " prompt, only a reply that is exactly yes counts, and a pair counts when both its answers do"
+        )
+    judged = f" (judge {oeq['judge']})" if oeq.get("judge") else ""
+    return f"yes/no rule: `{report['rule']}`; OEQ scorer: `{oeq['scorer']}`{judged}"
+
+
+def mmvp_line(rec: dict) -> str:
+    """A model's figure under MMVP's rule as MMVP prints it (a fraction), and MMVP's own count over the lines of an
+    answers file where that differs."""
+    acc = "-" if rec["pair_accuracy"] is None else f"{rec['pair_accuracy']:.4g}"
+    line = f"MMVP: {rec['pairs_right']} of {rec['pairs']} pair(s) right, accuracy {acc}"
+    if "line_pairs" in rec and rec["line_pairs"] != [rec["pairs_right"], rec["pairs"]]:
+        right, pairs = rec["line_pairs"]
+        line += (
+            f"; over the answers file's consecutive lines, as gpt_grader.py pairs them: {right} of {pairs} "
+            f"({len(rec['order_breaks'])} line pair(s) not a pair of the benchmark)"
+        )
+    return line
 
 
 def _resampling(report: dict) -> str:

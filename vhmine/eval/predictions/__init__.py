@@ -26,6 +26,7 @@ class Predictions:
     answers: dict[str, str]  # item id -> answer text
     harness: str  # which layout the file had: "vhmine", "vlmevalkit", "lmms-eval" or "mmvp"
     failures: dict[str, str] = field(default_factory=dict)  # item id -> "<status>: <why>": the harness got no answer
+    lines: list | None = None  # MMVP's answers file: its lines in file order (mmvp.AnswerLine), which its grader pairs
 
 
 def _head_row(path: Path) -> tuple[bytes, dict]:
@@ -74,12 +75,15 @@ def read_predictions(path: Path, bench: Benchmark) -> Predictions:
         raise EvalError(f"predictions file {path} does not exist")
     try:
         harness = detect(path)
+        if harness == "mmvp":  # the lines themselves too: MMVP's grader formats their values and pairs them in order
+            from vhmine.eval.predictions.mmvp import answers_of, read_lines
+
+            lines = read_lines(path, bench)
+            return Predictions(answers_of(lines), harness, {}, lines)
         if harness == "vlmevalkit":
             from vhmine.eval.predictions.vlmevalkit import read
         elif harness == "lmms-eval":
             from vhmine.eval.predictions.lmms_eval import read
-        elif harness == "mmvp":
-            from vhmine.eval.predictions.mmvp import read
         else:
             from vhmine.eval.predictions.own import read
         answers, failures = read(path, bench)

@@ -7,8 +7,8 @@ checked: the item's question must be in the line's `prompt` and its correct answ
 (vhmine.rules.mmvp.grading_fields), so a file of another benchmark, or of another version of it, is never scored
 by position. `read_lines` keeps the lines in file order with their raw values: MMVP's grader formats those into
 its prompt and pairs consecutive lines. `read` gives item id -> response for the predictions registry (a null
-response is ""). `order_breaks` finds consecutive lines that are not one of the benchmark's pairs, where MMVP's
-grader (pairs of lines) and vhmine (pairs of items) would count different pairs.
+response is "", `answers_of`). `order_breaks` finds consecutive lines that are not one of the benchmark's pairs,
+where MMVP's grader (pairs of lines) and vhmine (pairs of items) would count different pairs.
 """
 
 from __future__ import annotations
@@ -92,9 +92,14 @@ def read_lines(path: Path, bench: Benchmark) -> list[AnswerLine]:
     return out
 
 
+def answers_of(lines: list[AnswerLine]) -> dict[str, str]:
+    """item id -> the model's response (a null response is "")."""
+    return {a.item_id: "" if a.response is None else str(a.response) for a in lines}
+
+
 def read(path: Path, bench: Benchmark) -> tuple[dict[str, str], dict[str, str]]:
     """(item id -> response, no failures): MMVP's file records answers only."""
-    return {a.item_id: "" if a.response is None else str(a.response) for a in read_lines(path, bench)}, {}
+    return answers_of(read_lines(path, bench)), {}
 
 
 def order_breaks(lines: list[AnswerLine], bench: Benchmark) -> list[tuple[int, int]]:
