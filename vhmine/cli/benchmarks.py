@@ -310,14 +310,7 @@ def eval_(
         )
     except VhmineError as err:
         _fail(err)
-    after = ""
-    if compare:
-        from vhmine.eval.interval_text import compare_lines
-
-        a, b = compare
-        lines = compare_lines(result.report.get("comparisons") or [], a, b)
-        after = "\n".join([f"{a} - {b} (95% intervals, a paired bootstrap; McNemar's exact p for accuracy):", *lines])
-    _finish(result, after)  # items whose request failed are not scored: exit 3, as probe
+    _finish(result, result.compared(*compare) if compare else "")  # a failed request: exit 3, as probe
 
 
 def _check_compare(compare: tuple[str, str], names: list[str]) -> None:

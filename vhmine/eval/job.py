@@ -152,6 +152,13 @@ class EvalResult:
         """Some requests got no answer: those items are not scored (the CLI exits with status 3)."""
         return any(m.get("failed") for m in self.report["models"].values())
 
+    def compared(self, a: str, b: str) -> str:
+        """`vhmine eval --compare A B`'s lines: A - B on every figure, overall and per mode, with its interval."""
+        from vhmine.eval.interval_text import compare_lines
+
+        lines = compare_lines(self.report.get("comparisons") or [], a, b)
+        return "\n".join([f"{a} - {b} (95% intervals, a paired bootstrap; McNemar's exact p for accuracy):", *lines])
+
     def summary(self) -> str:
         lines = []
         for name, m in self.report["models"].items():
