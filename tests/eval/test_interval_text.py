@@ -63,3 +63,15 @@ def test_the_html_bar_places_the_interval_and_escapes_its_title():
     assert '<rect x="25.0" y="1" width="50.0" height="6"' in svg and '<rect x="49.5" y="0"' in svg
     assert "wilson &lt;x&gt;" in svg and "<x>" not in svg
     assert T.ci_bar(0.5, {"ci95": None}) == "" and T.ci_bar(None, {"ci95": [0, 1]}) == ""
+
+
+def test_a_difference_of_nothing_reads_plus_zero_either_way_round():
+    c = {"a": "m1", "b": "m2", "figure": "accuracy", "mode": None, "diff": 0.0, "ci95": [-0.1, 0.0], "p_value": 1.0}
+    c.update({"n": 10, "method": "paired-bootstrap-percentile; mcnemar-exact"})
+    assert T.compare_lines([c], "m2", "m1") == [
+        "  accuracy +0.0 [+0.0, +10.0] over 10, McNemar p 1.000: not distinguishable"
+    ]
+    assert (
+        T.comparison_lines([c])[-1]
+        == "| m1 | m2 | overall | accuracy | +0.0 | [-10.0, +0.0] | 1.000 | 10 | not distinguishable |"
+    )
