@@ -1,29 +1,30 @@
 """Stage 9, eval: score models on a benchmark, from their answers or by asking them.
 
-Reads a benchmark (a folder written by `vhmine export`, or a foreign file: HallusionBench's JSON,
-POPE's JSON lines; vhmine.formats) and, per model, either a predictions file (vhmine.eval.predictions:
-vhmine's own with `id` and `answer`, a HallusionBench result file, VLMEvalKit's `<model>_<dataset>.xlsx`
-or lmms-eval's `--log_samples` JSONL) or the model itself through vhmine.llm (OpenAI-compatible;
-answers cached; vhmine.eval.ask, its options vhmine.eval.options). This module runs the stage; score reads and
-scores the answers, report
-writes the tables and chart, and the store is read through vhmine.curate only. Writes `--out DIR`: `report.md` (tables,
-several models side by side), `report.json` (every number,
-the yes/no rule, the OEQ scorer and the judge's model and prompt, and `across_models`: each item's number of
-models that failed it, the transfer table, the items that fool every model, vhmine.eval.across),
-`answers-<model>.jsonl` (each answer, how it was read, right or wrong and why; one file per model, named in
-report.json's `answers_file`, and those of models an earlier run here scored but this one does not are removed),
-`accuracy_by_mode.png` and `report.html` (vhmine.eval.html_report: every item with its image and each model's answer,
-failures first, filters; one file that opens offline). Answers from `--predictions` and from `--model` give the
-same report.
-`--out` must be a new or empty folder, or one `vhmine eval` wrote (its report.json, written first, says so:
-files.check_owned), so a report never lands in a photo folder.
+Reads a benchmark (a folder written by `vhmine export`, or a foreign one: HallusionBench's JSON, POPE's JSON
+lines, MMVP's folder; vhmine.formats) and, per model, either a predictions file (vhmine.eval.predictions:
+vhmine's own with `id` and `answer`, a HallusionBench result file, VLMEvalKit's `<model>_<dataset>.xlsx`,
+lmms-eval's `--log_samples` JSONL or MMVP's answer.jsonl) or the model itself through vhmine.llm
+(OpenAI-compatible; answers cached; vhmine.eval.ask asks, with the options of vhmine.eval.options). This module
+runs the stage; score reads and scores the answers, report writes the tables and chart, and the store is read
+through vhmine.curate only. Writes `--out DIR`: `report.md` (tables, several models side by side),
+`report.json` (every number, the yes/no rule, the OEQ scorer and the judge's model and prompt; every figure's
+95% interval beside it, `intervals`, and `comparisons`: every two models' paired differences, vhmine.eval.units;
+and `across_models`: each item's number of models that failed it, the transfer table, the items that fool every
+model, vhmine.eval.across), `answers-<model>.jsonl` (each answer, how it was read, right or wrong and why; one
+file per model, named in report.json's `answers_file`, and those of models an earlier run here scored but this
+one does not are removed), `accuracy_by_mode.png` and `report.html` (vhmine.eval.html_report: every item with
+its image and each model's answer, failures first, filters; one file that opens offline). Answers from
+`--predictions` and from `--model` give the same report. `--out` must be a new or empty folder, or one `vhmine
+eval` wrote (its report.json, written first, says so: files.check_owned), so a report never lands in a photo
+folder.
 
 YNQ answers are read by a named rule (vhmine.rules.answers: vhtest, pope, strict); answers no rule can
 read are counted and reported, never taken as "no". OEQ answers are scored by `match` (a reference
 answer appears in the answer, words normalized), by an LLM judge (`judge`), or by the verdicts on the
 model's responses in the curation store (`labels`: the workers' majority where they labelled the
 response, else probe's rule or judge; curate.response_verdicts). With a judge, `judge_agreement`
-adds Cohen's kappa between the judge's verdicts and the workers' majority on the same answers.
+adds Cohen's kappa between the judge's verdicts and the workers' majority on the same answers. `--rule mmvp`
+instead grades every answer as MMVP's gpt_grader.py does (vhmine.eval.mmvp, vhmine.rules.mmvp).
 
 A request that got no answer (from the model, or from the judge) is never scored: the item is listed
 as failed with its reason, left out of every figure, and the result is partial. A missing or rejected
