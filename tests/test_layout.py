@@ -4,6 +4,7 @@ names imported across packages, the index's files named in vhmine.index alone, t
 a join that knows no runs, the shared vocabulary at the top, the thin app entry, and ruff's checks."""
 
 import ast
+import os
 import subprocess
 import sys
 from collections import defaultdict
@@ -395,3 +396,18 @@ def test_every_ruff_exception_says_why():
         while lines[at - 1].strip().startswith('"'):  # entries that share one reason stand under it together
             at -= 1
         assert lines[at - 1].strip().startswith("#"), f"{name}: no comment above it in pyproject.toml saying why"
+
+
+def test_a_missing_app_extra_is_named_whichever_curation_module_is_imported(tmp_path):
+    # sorted imports put `from sqlalchemy import ...` above `from vhmine.store import ...` in a module: the curate
+    # package imports vhmine.store first of all, so a missing extra is still said in vhmine.store's words
+    from test_status import _NO_APP_EXTRA
+
+    (tmp_path / "sitecustomize.py").write_text(_NO_APP_EXTRA)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
+    for mod in ("vhmine.curate", "vhmine.curate.decisions.derived", "vhmine.curate.work.queue", "vhmine.store"):
+        run = subprocess.run([sys.executable, "-c", f"import {mod}"], capture_output=True, text=True, env=env)
+        assert run.returncode == 1 and "the curation store needs sqlalchemy: pip install 'vhmine[app]'" in run.stderr, (
+            mod,
+            run.stderr[-400:],
+        )

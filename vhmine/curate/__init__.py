@@ -41,6 +41,8 @@ C.next_item(...)`); each imports only the ones before it in this list:
 
 from __future__ import annotations
 
+# first, before any curation module imports SQLAlchemy: a missing app extra gets vhmine.store's message
+import vhmine.store  # noqa: F401  # isort: skip
 from vhmine.curate.base.items import ImageView, Item
 from vhmine.curate.decisions.drafts import DraftDecision, DraftView, confirm_drafts, pending_drafts
 from vhmine.curate.decisions.errata import ErratumView, accept_erratum, errata_list, flag_instance, reject_erratum
@@ -48,7 +50,7 @@ from vhmine.curate.decisions.person_queue import Contradiction, contradictions, 
 from vhmine.curate.decisions.undo import undo_last
 from vhmine.curate.people.agreement import Disagreement, ModeAgreement, agreement, disagreements
 from vhmine.curate.people.savings import ModeSavings, draft_savings, savings_table
-from vhmine.curate.people.workers import (  # first: imports vhmine.store
+from vhmine.curate.people.workers import (
     WorkerInfo,
     activate_worker,
     add_worker,

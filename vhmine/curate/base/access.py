@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy.orm import Session  # noqa: E402
+from sqlalchemy.orm import Session
 
 from vhmine.errors import AuthError
-from vhmine.store import Worker  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine.store import Worker
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import func, select, update  # noqa: E402
-from sqlalchemy.orm import Session  # noqa: E402
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
 
 from vhmine.errors import InputError, LeaseError
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine.store import (
     Action,
     Response,
     Review,

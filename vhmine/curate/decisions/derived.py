@@ -29,13 +29,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-from sqlalchemy import select  # noqa: E402
-from sqlalchemy.orm import Session  # noqa: E402
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from vhmine.curate.decisions.redraft import _redraft, _show, _template
 from vhmine.errors import InputError, LeaseError
 from vhmine.rules import modes as M
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine.store import (
     Action,
     BlindAnswer,
     Instance,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sqlalchemy import select  # noqa: E402
+from sqlalchemy import select
 
 from vhmine.curate.base.access import checked_worker
 from vhmine.curate.base.retry import retried
@@ -23,7 +23,7 @@ from vhmine.curate.base.tasks import log_action
 from vhmine.errors import FormError, LeaseError
 from vhmine.rules import modes as M
 from vhmine.rules.variant import check_variant, undecided_message
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine.store import (
     Instance,
     Pair,
     Store,

@@ -15,8 +15,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from sqlalchemy import select  # noqa: E402
-from sqlalchemy.orm import Session  # noqa: E402
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from vhmine.curate.base.access import WorkerInfo, checked_worker
 from vhmine.curate.base.retry import retried
@@ -25,7 +25,7 @@ from vhmine.curate.base.text import collapse_whitespace
 from vhmine.curate.decisions import derived as D
 from vhmine.curate.decisions.derived import _plain
 from vhmine.errors import FormError, LeaseError
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine.store import (
     Action,
     Instance,
     Store,

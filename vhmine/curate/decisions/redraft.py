@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import select  # noqa: E402
-from sqlalchemy.orm import Session  # noqa: E402
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from vhmine.curate.base.ids import derived_id
 from vhmine.errors import FormError, InputError
 from vhmine.rules import modes as M
-from vhmine.store import Instance  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine.store import Instance
 
 
 def _show(values) -> str:

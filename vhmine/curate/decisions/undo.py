@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import select, update  # noqa: E402
-from sqlalchemy.orm import Session  # noqa: E402
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
 
 from vhmine.curate.base.access import WorkerInfo, checked_worker
 from vhmine.curate.base.retry import retried
@@ -23,7 +23,7 @@ from vhmine.curate.base.tasks import built_on, compare_and_set
 from vhmine.curate.decisions.derived import rederive
 from vhmine.curate.work.lease import LEASE_S
 from vhmine.errors import InputError, LeaseError, StoreError
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine.store import (
     Action,
     Instance,
     ResponseLabel,

@@ -11,14 +11,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from sqlalchemy import select  # noqa: E402
-from sqlalchemy.orm import Session  # noqa: E402
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from vhmine.curate.base.access import WorkerInfo, check_admin
 from vhmine.curate.people.kappa import cohen_kappa, fleiss_kappa
 from vhmine.curate.work.review import author_label
 from vhmine.rules import modes as M
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine.store import (
     Instance,
     Response,
     ResponseLabel,

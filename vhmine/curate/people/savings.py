@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from sqlalchemy import func, select  # noqa: E402
+from sqlalchemy import func, select
 
 from vhmine.curate.base.access import WorkerInfo, check_admin
 from vhmine.curate.work.lease import LEASE_S
 from vhmine.rules import modes as M
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine.store import (
     Action,
     Draft,
     Store,

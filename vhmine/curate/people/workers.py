@@ -14,12 +14,12 @@ import hashlib
 import re
 import secrets
 
-from sqlalchemy import select  # noqa: E402
-from sqlalchemy.orm import Session  # noqa: E402
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from vhmine.curate.base.access import WorkerInfo, check_admin, checked_worker
 from vhmine.errors import AuthError, InputError
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine.store import (
     Store,
     Worker,
     utcnow,

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import select  # noqa: E402
+from sqlalchemy import select
 
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine.store import (
     Description,
     Store,
     utcnow,

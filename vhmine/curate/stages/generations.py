@@ -6,9 +6,9 @@ nothing (curate.work.queue.add_generation records a new image and queues it).
 
 from __future__ import annotations
 
-from sqlalchemy import select  # noqa: E402
+from sqlalchemy import select
 
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine.store import (
     Generation,
     Store,
 )

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sqlalchemy import func, select  # noqa: E402
+from sqlalchemy import func, select
 
 from vhmine.curate.work.queue import progress
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine.store import (
     BlindAnswer,
     Draft,
     Erratum,

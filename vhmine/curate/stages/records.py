@@ -11,11 +11,11 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from sqlalchemy import select  # noqa: E402
+from sqlalchemy import select
 
 from vhmine.errors import InputError
 from vhmine.rules import modes as M
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine.store import (
     Generation,
     Image,
     Instance,

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select  # noqa: E402
+from sqlalchemy import select
 
 from vhmine.errors import InputError
 from vhmine.index import locate_image
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine.store import (
     Image,
     Pair,
     Run,

@@ -19,14 +19,14 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sqlalchemy import select  # noqa: E402
-from sqlalchemy.orm import Session  # noqa: E402
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from vhmine.curate.base.access import WorkerInfo, checked_worker
 from vhmine.curate.base.ids import new_id
 from vhmine.errors import FormError, InputError
 from vhmine.rules import modes as M
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine.store import (
     BlindAnswer,
     Instance,
     Store,

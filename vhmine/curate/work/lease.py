@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import or_, select  # noqa: E402
-from sqlalchemy.orm import Session  # noqa: E402
+from sqlalchemy import or_, select
+from sqlalchemy.orm import Session
 
 from vhmine.curate.base.tasks import compare_and_set
-from vhmine.store import Action, Draft, Task  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine.store import Action, Draft, Task
 
 LEASE_S = 15 * 60
 

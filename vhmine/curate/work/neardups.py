@@ -14,7 +14,7 @@ import datetime as dt
 import hashlib
 from dataclasses import dataclass
 
-from sqlalchemy import select  # noqa: E402
+from sqlalchemy import select
 
 from vhmine.curate.base.access import WorkerInfo, checked_worker
 from vhmine.errors import FormError, InputError
@@ -22,7 +22,7 @@ from vhmine.store import (
     NearDuplicate,
     Store,
     utcnow,
-)  # first: it says which extra to install when SQLAlchemy is missing
+)
 
 SCOPES = ("within", "reference", "generated")
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import func, select  # noqa: E402
+from sqlalchemy import func, select
 
 from vhmine.curate.base.access import WorkerInfo, checked_worker
 from vhmine.curate.base.ids import new_id
@@ -30,7 +30,7 @@ from vhmine.curate.work.lease import LEASE_S, lease_next, pending_draft_tasks  #
 from vhmine.errors import FormError, InputError, LeaseError
 from vhmine.images import sha256_file
 from vhmine.rules import modes as M
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine.store import (
     Generation,
     Image,
     Instance,

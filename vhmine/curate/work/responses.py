@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import func, select  # noqa: E402
+from sqlalchemy import func, select
 
 from vhmine.curate.base.access import WorkerInfo, checked_worker
 from vhmine.curate.base.ids import new_id
@@ -23,7 +23,7 @@ from vhmine.curate.base.retry import retried
 from vhmine.curate.base.tasks import log_action
 from vhmine.errors import FormError, InputError, LeaseError
 from vhmine.rules import modes as M
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine.store import (
     VERDICTS,
     Instance,
     Response,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import func, select  # noqa: E402
-from sqlalchemy.exc import IntegrityError  # noqa: E402
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
 
 from vhmine.curate.base.access import WorkerInfo, checked_worker
 from vhmine.curate.base.retry import retried
@@ -19,7 +19,7 @@ from vhmine.curate.base.tasks import log_action
 from vhmine.curate.base.text import collapse_whitespace
 from vhmine.errors import AuthError, FormError, InputError, LeaseError
 from vhmine.rules import modes as M
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine.store import (
     Instance,
     Review,
     Store,

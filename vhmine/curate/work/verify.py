@@ -17,8 +17,8 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import select, update  # noqa: E402
-from sqlalchemy.orm import Session  # noqa: E402
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
 
 from vhmine.curate.base.access import WorkerInfo, checked_worker
 from vhmine.curate.base.ids import derived_id, new_id
@@ -31,7 +31,7 @@ from vhmine.errors import FormError, InputError, LeaseError
 from vhmine.rules import modes as M
 from vhmine.rules.draft_check import DraftContent, check_content
 from vhmine.rules.variant import undecided_message
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine.store import (
     Action,
     Draft,
     Instance,
