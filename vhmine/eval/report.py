@@ -282,7 +282,7 @@ def markdown(report: dict) -> str:
         shown |= set(o) | set(o.get("pair_groups") or {}) | set(m.get("hallusionbench") or {})
         for part in (o, m.get("hallusionbench") or {}):
             for key, rec in (part.get("intervals") or {}).items():
-                methods.setdefault(key, "none (a count)" if rec.get("ci95") is None else rec["ci_method"])
+                methods.setdefault(key, "none (a count)" if rec.get("ci_method") == "count" else rec["ci_method"])
     lines += [
         f"| {name} | `{key}` | {unit(key)} | {what} | {methods.get(key, '-')} |"
         for key, (name, what) in FIGURES.items()
