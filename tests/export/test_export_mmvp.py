@@ -83,7 +83,11 @@ def test_every_export_names_the_modes_short_of_the_items_that_tell_two_models_ap
     assert (man["sample_size"]["accuracy"], man["sample_size"]["difference"]) == (0.6, 0.05)
 
 
-def test_the_cli_exports_mmvp(store, tmp_path):
+def test_the_cli_exports_mmvp_and_scores_it_back_by_mmvps_rule(store, tmp_path, openai_server):
+    """The round trip a user makes: `vhmine export --format mmvp`, MMVP's evaluate_mllm.py writes the answers file (its
+    lines restated here), `vhmine eval --rule mmvp` grades it through a judge as gpt_grader.py does."""
+    import pandas as pd
+    from openai_server import chat_text
     from typer.testing import CliRunner
 
     from vhmine.cli import app
@@ -95,4 +99,18 @@ def test_the_cli_exports_mmvp(store, tmp_path):
     assert "left out 2 instance(s) that are not one of a pair" in r.output
     assert "counting: OEQ 0, YNQ 8 (yes 4 / no 4)" in r.output
     assert "have fewer than the 783 instances per mode" in r.output
-    assert len(F.load(out)) == 8
+    df = pd.read_csv(out / "Questions.csv")  # as evaluate_mllm.py reads it; the model answers "(a)" throughout
+    lines = [
+        {"question_id": k + 1, "prompt": row["Question"] + " " + row["Options"], "answer": row["Correct Answer"],
+         "response": "(a)", "answer_id": str(k), "model_id": "m"}
+        for k, row in df.iterrows()
+    ]  # fmt: skip
+    (tmp_path / "answer.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    openai_server.responder = lambda body: "Yes" if "the correct answer is (a)." in chat_text(body) else "No"
+    args = ["--bench", str(out), "--out", str(tmp_path / "ev"), "--predictions", f"m={tmp_path / 'answer.jsonl'}"]
+    r = CliRunner().invoke(app, ["eval", *args, "--rule", "mmvp", "--judge", "j", "--cache", str(tmp_path / "c.db")])
+    assert r.exit_code == 0, r.output
+    m = json.loads((tmp_path / "ev" / "report.json").read_text())["models"]["m"]
+    # "(a)" is right on the yes half: each pair has one yes and one no question, so no pair is right
+    assert (m["metrics"]["overall"]["correct"], m["mmvp"]["pairs_right"], m["mmvp"]["pairs"]) == (4, 0, 4)
+    assert m["mmvp"]["line_pairs"] == [0, 4] and len(openai_server.chats()) == 8
