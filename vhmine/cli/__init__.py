@@ -10,7 +10,11 @@ the Typer app and the shared options; the commands are in collection (embed, min
 from __future__ import annotations
 
 # importing the command modules registers their commands on `app`, in the order `vhmine --help` lists them
-from vhmine.cli import benchmarks, collection, curation, models, status  # noqa: F401,I001
+# (the pipeline's, not the alphabet's: isort off)
+# isort: off
+from vhmine.cli import collection, curation, models, benchmarks, status  # noqa: F401
+
+# isort: on
 from vhmine.cli.options import app
 
 __all__ = ["app", "main"]
