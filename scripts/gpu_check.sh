@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU figures of issues 9 and 18, checked on one CUDA machine in one run (under 8 minutes on one H200).
+# The GPU figures of issues 9, 18 and 35, checked on one CUDA machine in one run (under 10 minutes on one H200).
 #
 #   bash scripts/gpu_check.sh               # needs a CUDA device; run from the repository root
 #   bash scripts/gpu_check.sh --cpu-dry-run # no GPU: runs the same parts on the CPU at toy sizes
@@ -15,7 +15,10 @@
 #             products alone with the kernel find_pairs chose, median of 3), ending `vs floor (KERNEL): R x`.
 #   2. embed: vhmine embed (embed_collection, as the CLI calls it) end to end on synthetic 640x480 JPEGs with
 #             ViT-L/14 + DINOv2-L/14 shapes at 224 px, random weights built locally (vhmine/embed/tiny.py,
-#             scripts/bench_embed.py's "large" preset). Target: >= 1,000 images/s.
+#             scripts/bench_embed.py's "large" preset), in the precision `--precision auto` chooses there.
+#             Target: >= 1,000 images/s. Then each precision (fp32, bf16, fp16) on GPU_CHECK_PREC_N photo
+#             variants (scripts/photo_variants.py): the forward passes' images/s, `vhmine embed --precision P`'s,
+#             and the agreement with fp32 (scripts/bench_embed.py's lines), and what auto chose (no target).
 #   3. tests: pytest -m gpu tests/test_gpu.py (CUDA equals CPU for mining, embedding and `vhmine mine`).
 #   4. faiss-gpu: where the installed faiss has GPUs (faiss.get_num_gpus() > 0: faiss-gpu-cu12 in place of
 #             faiss-cpu, docs/scaling.md), vhmine.embed.search's GPU search (export --against) finds the same
@@ -34,7 +37,8 @@
 #   on a machine with internet:  pip download -d wheels --only-binary=:all: open_clip_torch ftfy wcwidth regex faiss-cpu
 #   on the GPU machine:          pip install --no-index --find-links wheels/ open_clip_torch ftfy wcwidth regex faiss-cpu
 # Sizes can be changed: GPU_CHECK_N (mining rows, 118287), GPU_CHECK_EMBED_N (images, 10000),
-# GPU_CHECK_BATCH (256), GPU_CHECK_WORKERS (decode workers, default vhmine's choice).
+# GPU_CHECK_PREC_N (images per precision, 1024), GPU_CHECK_BATCH (256), GPU_CHECK_WORKERS (decode workers,
+# default vhmine's choice).
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
@@ -83,7 +87,7 @@ cuda=$($PY -c 'import torch; print(torch.cuda.get_device_name(0) if torch.cuda.i
 if [ -z "$cuda" ] && [ $DRY = 0 ]; then
   echo "no CUDA device: torch.cuda.is_available() is False (torch $($PY -c 'import torch; print(torch.__version__)'))"
   echo "SKIP 1 mine: no CUDA device (target < 1 s at N=118,287, pairs identical to the float64 brute force)"
-  echo "SKIP 2 embed: no CUDA device (target >= 1,000 images/s, ViT-L/14 + DINOv2-L/14 at 224 px)"
+  echo "SKIP 2 embed: no CUDA device (target >= 1,000 images/s, ViT-L/14 + DINOv2-L/14 at 224 px; images/s per precision not measured)"
   echo "SKIP 4 faiss-gpu: no CUDA device (faiss.get_num_gpus() == $($PY -c 'import faiss; print(faiss.get_num_gpus())' 2>/dev/null || echo '?'); target: the same neighbours as the CPU search)"
   echo "SKIP 5 ray: no CUDA device (target: a Ray mine with --device cuda at N=1,000,000 whose tiles equal the float64 brute force)"
   status=2
@@ -168,12 +172,13 @@ sys.exit(0 if ok else 1)
 EOF
 
   # --- 2. embedding --------------------------------------------------------------------------------
-  GPU_CHECK_DEVICE=$DEV GPU_CHECK_DRY=$DRY part 2 embed 210 <<'EOF'
+  GPU_CHECK_DEVICE=$DEV GPU_CHECK_DRY=$DRY part 2 embed 420 <<'EOF'
 import os, sys, tempfile, time
 from multiprocessing import Pool
 from pathlib import Path
 sys.path.insert(0, "scripts")
-from bench_embed import PRESETS, make_jpegs
+from bench_embed import PRESETS, auto_line, make_jpegs, precision_rows, report
+from photo_variants import make_variants
 from vhmine.embed import tiny
 from vhmine.embed.job import EmbedOptions, embed_collection
 
@@ -208,8 +213,18 @@ with tempfile.TemporaryDirectory() as tmp:
         secs = res.timings["encode"] + res.timings["finalize"]
         runs.append(secs)
         print(f"  run {k + 1}: {n:,} images in {secs:.2f} s ({n / secs:,.0f} images/s) + model load "
-              f"{res.timings['load']:.1f} s")
+              f"{res.timings['load']:.1f} s; {res.precision.get('name')} ({res.precision.get('chosen')})")
     rate = n / min(runs)
+    # each precision on photo variants: images/s of the forward passes and of vhmine embed, agreement with fp32
+    m = int(os.environ.get("GPU_CHECK_PREC_N", 32 if dry else 1024))
+    t = time.perf_counter()
+    variants = make_variants(tmp / "variants", m, photos=tmp / "photos")
+    print(f"  made {m:,} photo variants in {time.perf_counter() - t:.1f} s")
+    rows = precision_rows((clip, dino), variants, ["fp32", "bf16"] if dry else ["fp32", "bf16", "fp16"],
+                          device=dev, batch_size=batch, repeat=1 if dry else 2, workers=workers, tmp=tmp / "prec",
+                          box_share=0.002)
+    for line in report(rows) + [auto_line((clip, dino), dev)]:
+        print(f"  {line}")
     verdict = "DRY" if dry else ("PASS" if rate >= TARGET else "FAIL")
     print(f"{verdict} 2 embed: {rate:,.0f} images/s end to end on {dev} ({arch} + DINOv2 {hidden}d, 224 px, "
           f"batch {batch}, {n:,} images; target >= {TARGET:,} images/s)", flush=True)

@@ -24,6 +24,11 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 # the miner's kernel rates are cached per machine; the tests (and the processes they start) keep theirs in a
 # folder of their own, never in the user's ~/.cache
 os.environ.setdefault("VHMINE_KERNEL_CACHE", os.path.join(tempfile.mkdtemp(prefix="vhmine-kernels-"), "kernels.json"))
+# so is the measured embedding precision (vhmine.embed.precision); and the tests embed in fp32 unless they name
+# a precision: tiny random encoders crowd unrelated photos within 1e-3 of each other's cosine, about what bf16's
+# rounding moves one, so a measured choice would make their thresholds a matter of the machine's speed
+os.environ.setdefault("VHMINE_PRECISION_CACHE", os.path.join(tempfile.mkdtemp(prefix="vhmine-precision-"), "p.json"))
+os.environ.setdefault("VHMINE_PRECISION", "fp32")
 
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402

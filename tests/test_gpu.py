@@ -1,4 +1,5 @@
-"""The CUDA paths against the CPU ones: find_pairs, `vhmine embed` and `vhmine mine --engine local`.
+"""The CUDA paths against the CPU ones: find_pairs, `vhmine embed` (and its measured precision) and `vhmine mine
+--engine local`.
 
 Tests marked `gpu` run only where torch sees a CUDA device and are skipped elsewhere with the reason
 "no CUDA device" (CI has no GPU: they must skip there, never fail). scripts/gpu_check.sh runs them as
@@ -14,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+
+from vhmine.embed import precision as P
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,11 +59,14 @@ def test_find_pairs_on_cuda_equals_cpu_and_brute_force(block_size):
 @pytest.mark.gpu
 @pytest.mark.skipif(not _cuda(), reason="no CUDA device")
 def test_embed_on_cuda_matches_cpu_within_half_precision(tmp_path, photos_dir, tiny_models):
+    import torch
+
     from vhmine.embed.job import EmbedOptions, embed_collection
     from vhmine.index import open_index
 
     clip, dino = tiny_models
-    for dev in ("cpu", "cuda"):
+    half = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    for dev, precision in (("cpu", "fp32"), ("cuda", half)):
         embed_collection(
             EmbedOptions(
                 images=photos_dir,
@@ -72,17 +78,42 @@ def test_embed_on_cuda_matches_cpu_within_half_precision(tmp_path, photos_dir, t
                 workers=0,
                 batch_size=4,
                 progress=False,
+                precision=precision,
             )
         )
     cpu, on_gpu = open_index(tmp_path / "idx", "cpu"), open_index(tmp_path / "idx", "cuda")
     pd.testing.assert_series_equal(cpu.images["sha256"], on_gpu.images["sha256"])  # same rows, same order
-    assert "bfloat16" in str(on_gpu.manifest) or "float16" in str(on_gpu.manifest)  # the dtype as run is recorded
+    assert on_gpu.manifest["precision"] == {"name": half, "chosen": "forced"}  # the precision as run is recorded
+    assert {on_gpu.manifest["encoders"][k]["dtype"] for k in ("clip", "dino")} == {
+        {"bf16": "bfloat16", "fp16": "float16"}[half]
+    }
     for kind in ("clip", "dino"):
         a, b = getattr(cpu, kind), getattr(on_gpu, kind)
         assert a.shape == b.shape and b.dtype == np.float32
         np.testing.assert_allclose(np.linalg.norm(b, axis=1), 1.0, atol=1e-5)
         cos = (a.astype(np.float64) * b).sum(axis=1)
         assert cos.min() >= 0.98, f"{kind}: CUDA (half precision) and CPU rows differ, min cosine {cos.min():.4f}"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="no CUDA device")
+def test_auto_precision_on_cuda_measures_and_takes_half_precision_for_real_shapes(tmp_path):
+    """ViT-B/32 + DINOv2-S shapes on a GPU: auto measures fp32 and bf16 (fp16 without bf16) in wall time and
+    takes the half precision, whose tensor cores run it several times faster; the models are cast to it."""
+    import torch
+
+    from vhmine.embed import tiny
+    from vhmine.embed.encoders import load_clip, load_dino
+
+    clip = tiny.build_clip(tmp_path / "clip", like="ViT-B-32")
+    dino = tiny.build_dino(tmp_path / "dino", hidden_size=384, layers=12, heads=6, image_size=224)
+    dev = torch.device("cuda")
+    encoders = (load_clip(clip, dev), load_dino(dino, dev))
+    choice = P.choose(encoders, dev, "auto", cache=tmp_path / "precision.json")
+    half = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    assert choice.source == "measured" and set(choice.rates) == {"fp32", half}, choice
+    assert choice.name == half and choice.rates[half] >= P.MIN_GAIN * choice.rates["fp32"], choice
+    assert {p.dtype for e in encoders for p in e.model.parameters()} == {P.torch_dtype(half)}
 
 
 @pytest.mark.gpu

@@ -246,6 +246,28 @@ def test_exif_rotated_jpeg():
     assert np.abs(arr[56, 16] - [0, 0, 255]).max() < 10
 
 
+@pytest.mark.parametrize("at_least", [64, 100, 256, 511, 512, 2000])
+def test_a_jpeg_decoded_for_a_thumbnail_is_smaller_but_never_below_the_size_asked(astronaut, at_least):
+    """at_least: libjpeg's scaled decoding (1/2, 1/4, 1/8) where the longer side stays >= at_least; the
+    picture is the full one's, reduced (a thumbnail made from it is within a few levels of one from the full)."""
+    data = encode(astronaut, "JPEG", quality=92)  # 512 x 512
+    full, small = decode_rgb(data), decode_rgb(data, at_least=at_least)
+    assert full.size == (512, 512)
+    want = 512 // max(s for s in (1, 2, 4, 8) if 512 // s >= at_least) if at_least < 512 else 512
+    assert small.size == (want, want) and max(small.size) >= min(at_least, 512)
+    a, b = full.copy(), small.copy()
+    a.thumbnail((64, 64))
+    b.thumbnail((64, 64))
+    assert a.size == b.size and np.abs(pixels(a) - pixels(b)).mean() < 4
+    # a PNG has no scaled decoding: it comes whole; an EXIF-turned JPEG comes upright at the size asked
+    assert decode_rgb(encode(astronaut, "PNG"), at_least=64).size == (512, 512)
+    wide = astronaut.resize((512, 256))
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    turned = decode_rgb(encode(wide, "JPEG", quality=92, exif=exif.tobytes()), at_least=100)
+    assert turned.size == (64, 128)  # a quarter (the longer side 128 >= 100), then turned upright
+
+
 def test_animated_images_give_first_frame():
     red, blue = Image.new("RGB", (8, 8), (255, 0, 0)), Image.new("RGB", (8, 8), (0, 0, 255))
     for fmt in ("GIF", "PNG", "WEBP"):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import io
+import math
 import os
 import re
 import threading
@@ -173,12 +174,14 @@ def image_sha256(location) -> str | None:
         return None
 
 
-def decode_rgb(data: bytes, *, max_pixels: int = 89_478_485) -> Image.Image:
+def decode_rgb(data: bytes, *, max_pixels: int = 89_478_485, at_least: int | None = None) -> Image.Image:
     """Decode image bytes into a fully loaded 8-bit RGB image, upright per its EXIF orientation.
 
     Raises BadImage for empty, unidentifiable, too large (checked from the header, before any
     pixel is decoded), truncated or otherwise undecodable data. Transparent pixels are laid on
     white; 16-bit and float images are scaled, not clipped; animated images give their first frame.
+    at_least: the longer side wanted (a thumbnail's): a JPEG is then decoded at 1/2, 1/4 or 1/8 scale
+    where that still leaves a picture this large (libjpeg's scaled decoding: a few times faster).
     """
     from PIL import ImageOps
 
@@ -190,6 +193,9 @@ def decode_rgb(data: bytes, *, max_pixels: int = 89_478_485) -> Image.Image:
     im = _open(data)
     try:
         _check_pixels(im.size, max_pixels)
+        if at_least and max(im.size) > at_least:
+            scale = at_least / max(im.size)  # draft keeps both sides at least this large: the longer one >= at_least
+            im.draft(None, (math.ceil(im.width * scale), math.ceil(im.height * scale)))
         _load(im)
         try:
             ImageOps.exif_transpose(im, in_place=True)

@@ -88,6 +88,21 @@ def test_ray_engine_writes_the_local_index(cluster, folder, tiny_models, local_i
     assert len(list((tmp_path / "c" / "work" / "shards").glob("part-*.parquet"))) == 5
 
 
+def test_auto_precision_is_measured_by_one_actor_and_run_by_every_one(cluster, folder, tiny_models, tmp_path):
+    """--precision auto on Ray: the first actor measures (or reads the node's cache), the others run its choice,
+    so every shard is in one precision: the index equals the local engine's in that precision, named."""
+    res = embed_collection(_opts(folder, tmp_path / "ray", tiny_models, engine="ray", ray_actors=2, precision="auto"))
+    idx = open_index(tmp_path / "ray", "c")
+    chosen = idx.manifest["precision"]
+    assert chosen["name"] in ("fp32", "bf16") and chosen["chosen"] in ("measured", "cached"), chosen
+    assert set(chosen["images_per_s"]) == {"fp32", "bf16"} and res.precision == chosen
+    embed_collection(_opts(folder, tmp_path / "local", tiny_models, precision=chosen["name"]))
+    _assert_same(idx, open_index(tmp_path / "local", "c"))
+    assert {idx.manifest["encoders"][k]["dtype"] for k in ("clip", "dino")} == {
+        {"fp32": "float32", "bf16": "bfloat16"}[chosen["name"]]
+    }
+
+
 def test_a_worker_killed_mid_shard_is_retried(cluster, folder, tiny_models, local_index, tmp_path):
     cluster.write_text("2")  # the worker that embeds shard 2 exits after its first batch, once
     embed_collection(_opts(folder, tmp_path, tiny_models, engine="ray", ray_actors=1))

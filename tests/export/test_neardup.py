@@ -140,6 +140,10 @@ def test_near_duplicates_within_against_reference_and_generated(tmp_path, tiny_m
     enc = nd["decided_by"]["encoders"]
     assert enc["clip"]["spec"].startswith("local-dir:") and enc["dino"]["dim"] == 32
     assert nd["decided_by"]["encoders_from_index"] == "ref"
+    # the three mined photos' vectors come from the indexes (home holds them, with ref's encoders and precision);
+    # only the generated image is embedded, in that precision
+    assert nd["decided_by"]["vectors"] == {"from_indexes": 3, "embedded": 1}
+    assert nd["decided_by"]["precision"] == "fp32"
     assert nd["decided_by"]["thresholds"] == {
         "clip": 0.999,
         "dino": 0.999,
@@ -419,5 +423,56 @@ def test_the_check_shows_a_bar_and_ctrl_c_leaves_no_export(tmp_path, tiny_models
     assert not (tmp_path / "benchmarks" / "b").exists() and not list((tmp_path / "benchmarks").glob(".b.tmp-*"))
     r = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    assert re.search(r"near duplicates: embedding: 100%\|.*\| 4/4", r.stderr), r.stderr
+    # (the bar counts the images embedded: the generated one; the three mined ones' vectors are the index's)
+    assert re.search(r"near duplicates: embedding: 100%\|.*\| 1/1", r.stderr), r.stderr
     assert re.search(r"^near duplicates: \d+ pair\(s\) within the export", r.stdout, re.M), r.stdout
+
+
+def test_the_check_takes_the_index_vectors_and_needs_no_encoder_files(tmp_path, photos_dir, tiny_models):
+    """An export of mined images only: every vector comes from the index they were mined from, equal to what
+    embedding the exported files gives; with the encoders' files gone the check still runs, to the same result."""
+    import shutil
+
+    import numpy as np
+    from helpers import copy_photos, embed_options, ready_store_from_run
+
+    from vhmine.embed.job import embed_collection
+    from vhmine.export.dupvectors import embed_images
+    from vhmine.export.job import ExportOptions, export_benchmark
+    from vhmine.export.neardup import DupOptions
+    from vhmine.index import open_index
+    from vhmine.mine.job import MineOptions, mine_index
+
+    models = tmp_path / "models"  # a copy of the tiny encoders, deleted below
+    shutil.copytree(Path(tiny_models[0].partition(":")[2]).parent, models)
+    specs = (f"local-dir:{models / 'clip'}", str(models / "dino"))
+    photos = copy_photos(tmp_path / "photos", photos_dir, ("astronaut", "cat", "coffee", "camera"))
+    embed_collection(embed_options(photos, tmp_path / "idx", specs, name="p"))
+    mine_index(
+        MineOptions(index="p", indexes=tmp_path / "idx", clip=-1.0, dino=1.0, out=tmp_path / "r", progress=False)
+    )
+    store = ready_store_from_run(tmp_path / "store.db", tmp_path / "r")
+    dup = DupOptions(clip_min=0.999, dino_min=0.999, device="cpu", progress=False, required=True)
+
+    def export(out):
+        export_benchmark(store, ExportOptions(out=out, format="vhtest", kind="oeq", near_dups=dup))
+        return json.loads((out / "manifest.json").read_text())["near_duplicates"]
+
+    first = export(tmp_path / "b1")
+    assert first["ran"] and first["images_checked"] >= 2
+    assert first["decided_by"]["vectors"] == {"from_indexes": first["images_checked"], "embedded": 0}
+    # the index's rows are the exported files' embeddings (the same bytes, the same encoders and precision)
+    idx = open_index(tmp_path / "idx", "p")
+    files = sorted((tmp_path / "b1").rglob("*.png"))
+    assert len(files) == first["images_checked"]
+    rows = [int(np.flatnonzero(idx.images["sha256"] == sha_of(f))[0]) for f in files]
+    clip, dino = embed_images([str(f) for f in files], *specs, device="cpu")
+    assert np.allclose(clip, idx.clip[rows], atol=1e-6) and np.allclose(dino, idx.dino[rows], atol=1e-6)
+    shutil.rmtree(models)
+    again = export(tmp_path / "b2")
+    assert again["ran"] and again["within_export"] == first["within_export"]
+    store.close()
+
+
+def sha_of(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

@@ -373,5 +373,35 @@ def test_the_gallery_shows_a_bar_while_it_draws_its_thumbnails(clustered, capfd)
     res = mine_index(MineOptions(index="syn", indexes=tmp / "idx", clip=0.5, dino=1.0, out=tmp / "bar", progress=True))
     err = capfd.readouterr().err
     assert "mining pairs" in err
-    n = min(res.written, 100)
-    assert n > 0 and f"gallery:   0%|          | 0/{n} " in err
+    shown = pd.read_parquet(tmp / "bar" / "pairs.parquet").head(100)
+    n = len(set(shown["path_a"]) | set(shown["path_b"]))  # one thumbnail an image, however many pairs it is in
+    assert res.written > 0 and f"gallery:   0%|          | 0/{n} " in err
+
+
+def test_a_small_run_is_the_fast_pass_bit_for_bit_and_loads_no_torch(clustered, monkeypatch):
+    """An index of at most SMALL_PAIRS pairs is joined in numpy float64: the same pairs, similarities and state
+    as find_pairs gives, and the run's process never imports torch."""
+    import subprocess
+    import sys
+
+    from vhmine.mine import local_run
+
+    tmp, *_ = clustered
+    small = mine_index(MineOptions(index="syn", indexes=tmp / "idx", clip=0.5, dino=0.3, out=tmp / "s", progress=False))
+    monkeypatch.setattr(local_run, "SMALL_PAIRS", 0)  # every run through find_pairs, the int8 fast pass
+    fast = mine_index(MineOptions(index="syn", indexes=tmp / "idx", clip=0.5, dino=0.3, out=tmp / "f", progress=False))
+    assert small.written > 5 and "every one of the 435 pairs in float64" in small.kernel
+    assert "products kernel: " in fast.kernel
+    for f in ("pairs.parquet", "rows.parquet", "alike.parquet"):
+        pd.testing.assert_frame_equal(pd.read_parquet(tmp / "s" / f), pd.read_parquet(tmp / "f" / f))
+    assert json.loads((tmp / "s" / "run.json").read_text())["products_kernel"]["name"] == "float64"
+    code = (
+        "import sys\nfrom vhmine.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n"
+        "    assert not e.code, e.code\nprint('torch imported:', 'torch' in sys.modules)"
+    )
+    args = ["mine", "--index", "syn", "--indexes", "idx", "--clip", "0.5", "--dino", "0.3", "--out", "p"]
+    r = subprocess.run([sys.executable, "-c", code, *args], cwd=tmp, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "torch imported: False" in r.stdout, r.stdout + r.stderr
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(tmp / "p" / "pairs.parquet"), pd.read_parquet(tmp / "s" / "pairs.parquet")
+    )

@@ -3,8 +3,9 @@
 Each is given by name or local path (never fetched in tests) and loads into an `Encoder`:
 the model on a device, the preprocessing it was trained with (as a picklable transform the
 loader workers run), and a `describe()` record that the index manifest keeps, so what is
-recorded is what actually ran. Embeddings are L2-normalised float32: CLIP's `encode_image`
-output, DINOv2's CLS token.
+recorded is what actually ran. The weights are cast to one precision (fp32, bf16, fp16: named, or
+measured by embed.precision); embeddings are L2-normalised float32 whatever it is: CLIP's
+`encode_image` output, DINOv2's CLS token.
 
 Spec syntax
 - CLIP: `NAME:TAG` (open_clip built-in with a pretrained tag, e.g. `ViT-L-14:openai`),
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from vhmine.config import resolve_device
+from vhmine.embed.precision import Choice, choose, torch_dtype
 from vhmine.errors import EncoderError
 
 log = logging.getLogger(__name__)
@@ -95,18 +97,6 @@ def hub_offline() -> bool:
     return True
 
 
-# --- devices --------------------------------------------------------------------------------------
-
-
-def half_dtype(device):
-    """Half precision on GPU (bf16 where supported), full precision on CPU."""
-    import torch
-
-    if device.type != "cuda":
-        return torch.float32
-    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-
-
 # --- the loaded encoder ---------------------------------------------------------------------------
 
 
@@ -158,7 +148,8 @@ def parse_clip_spec(spec: str) -> tuple[str, str | None]:
     return name, (tag if sep else None)
 
 
-def load_clip(spec: str, device=None) -> Encoder:
+def load_clip(spec: str, device=None, precision: str = "fp32") -> Encoder:
+    """CLIP's image tower from `spec` on `device`, its weights cast to `precision` (fp32, bf16, fp16)."""
     name, pretrained = parse_clip_spec(spec)
     info: dict[str, Any] = {"library": "open_clip"}
     if name.startswith("local-dir:"):
@@ -214,7 +205,7 @@ def load_clip(spec: str, device=None) -> Encoder:
     for attr in ("transformer", "token_embedding", "text"):
         if isinstance(getattr(model, attr, None), __import__("torch").nn.Module):
             setattr(model, attr, None)
-    dtype = half_dtype(dev)
+    dtype = torch_dtype(precision)
     model = model.to(dev, dtype=dtype).eval()
     info["model"] = name
     info["preprocess"] = dict(getattr(model.visual, "preprocess_cfg", {}) or {})
@@ -272,7 +263,8 @@ class HFImagePreprocess:
         return f"HFImagePreprocess(shortest_edge={self.shortest}, crop={self.crop}, resample={self.resample})"
 
 
-def load_dino(spec: str, device=None) -> Encoder:
+def load_dino(spec: str, device=None, precision: str = "fp32") -> Encoder:
+    """DINOv2 from `spec` (a hub id or a save_pretrained folder) on `device`, its weights cast to `precision`."""
     local = Path(spec).expanduser()
     is_local = local.exists()
     if is_local and not (local / "config.json").is_file():
@@ -302,7 +294,7 @@ def load_dino(spec: str, device=None) -> Encoder:
     if getattr(config, "model_type", "") not in ("dinov2", "dinov2_with_registers"):
         log.warning("--dino-model %s is a %r model, not DINOv2; using its CLS token anyway", spec, config.model_type)
     dev = resolve_device(device) if not hasattr(device, "type") else device
-    dtype = half_dtype(dev)
+    dtype = torch_dtype(precision)
     model = model.to(dev, dtype=dtype).eval()
     pp_cfg = processor.to_dict()
     pp_cfg = {k: v for k, v in pp_cfg.items() if not k.startswith("_")}
@@ -336,10 +328,12 @@ def load_dino(spec: str, device=None) -> Encoder:
 
 @dataclass
 class EncoderPair:
-    """CLIP and DINOv2 loaded once, side by side: what one embed worker (process or Ray actor) holds."""
+    """CLIP and DINOv2 loaded once, side by side, in one precision: what one embed worker (process or Ray
+    actor) holds."""
 
     clip: Encoder
     dino: Encoder
+    precision: Choice
 
     @property
     def dims(self) -> tuple[int, int]:
@@ -357,6 +351,12 @@ class EncoderPair:
         return out
 
 
-def load_pair(clip_spec: str, dino_spec: str, device=None) -> EncoderPair:
+def load_pair(
+    clip_spec: str, dino_spec: str, device=None, precision: str = "auto", *, kept: bool = False
+) -> EncoderPair:
+    """Both encoders on `device` in `precision` (fp32, bf16, fp16, or auto: measured, embed.precision);
+    kept: the precision is an index's own (recorded so)."""
     dev = resolve_device(device) if not hasattr(device, "type") else device
-    return EncoderPair(load_clip(clip_spec, dev), load_dino(dino_spec, dev))
+    clip, dino = load_clip(clip_spec, dev), load_dino(dino_spec, dev)  # fp32, as stored: then cast once
+    choice = choose((clip, dino), dev, precision, source="index" if kept else "forced")
+    return EncoderPair(clip, dino, choice)

@@ -5,7 +5,7 @@ The roles, one module each, resumable by shard:
   not, or WebDataset tar shards) and the dataset DataLoader workers run: each record read once,
   hashed, decoded (images.py) and preprocessed for both encoders; an unusable image becomes a row
   with its reason, never an exception.
-- encoders (encoders.py): a batch in, two vector arrays out (half precision on GPU).
+- encoders (encoders.py): a batch in, two vector arrays out, in one precision (precision.py: named, or measured).
 - shard writer (work.py): a shard's vectors (`.npy`) and rows (`.parquet`, written last: the
   commit mark), by temp-file-and-rename; the work folder's plan and job record.
 - runner (run.py): whole shards through reader, encoders and writer.
@@ -17,8 +17,10 @@ shards on the chosen engine, and finalizes: the current row of every file still 
 into images.parquet, clip.faiss, dino.faiss, skipped.csv and, last, manifest.json, which lists the
 files that left as "removed". Exact duplicates (same sha256) are embedded once per shard and indexed
 once; later copies are listed under the first. Vectors follow content: whichever copy of an image is
-left, the image keeps its vectors and its id. A job whose encoders never loaded leaves no index
-folder behind; a stopped job resumes. Reads the source; writes only under indexes/<name>/.
+left, the image keeps its vectors and its id. An index has one precision (job.json and manifest.json record
+it and how it was chosen): a later run keeps it, and one that names another is refused (work.check_job).
+A job whose encoders never loaded leaves no index folder behind; a stopped job resumes. Reads the source;
+writes only under indexes/<name>/.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vhmine.config import DEFAULT_CLIP_MODEL, DEFAULT_DINO_MODEL, indexes_root, mine_command
+from vhmine.embed.precision import kept, precision_line, requested
 from vhmine.embed.read import open_source, read_coco_annotations
 from vhmine.embed.work import (
     INDEXED,
@@ -79,6 +82,7 @@ class EmbedOptions:
     max_pixels: int = 89_478_485
     limit: int | None = None  # embed only the first N files (sorted by path)
     progress: bool = True
+    precision: str | None = None  # fp32, bf16, fp16 or auto [default: VHMINE_PRECISION, else auto]; embed.precision
     engine: str = "local"  # "local": this process; "ray": a Ray cluster (ray_engine.py)
     ray_address: str | None = None  # None: RAY_ADDRESS, a running local cluster, else start one
     ray_actors: int | None = None  # None: one per GPU of the cluster, else one per CPU
@@ -95,12 +99,15 @@ class EmbedResult:
     seconds: float
     skipped_reasons: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)  # seconds per phase: load (models), encode, finalize
+    precision: dict = field(default_factory=dict)  # the index's precision record (manifest.json's `precision`)
 
     def summary(self) -> str:
         head = f"index {self.name!r} at {self.folder}: {self.images} images in the index"
         if self.skipped:
             head += f"; {self.skipped} skipped (see {SKIPPED})"
         lines = [f"{head} ({self.embedded_now} files read in this run, {self.seconds:.1f} s)"]
+        if self.precision.get("name"):
+            lines.append("  " + precision_line(self.precision))
         if self.duplicates:
             lines.append(f"  {self.duplicates} exact duplicates recorded once (see {MANIFEST})")
         if self.skipped:
@@ -153,6 +160,7 @@ def embed_collection(opts: EmbedOptions) -> EmbedResult:
     t0 = time.time()
     if opts.engine not in ("local", "ray"):
         raise InputError(f"--engine {opts.engine}: use local or ray")
+    requested(opts.precision)  # a word that is no precision is said before anything is read
     source = open_source(opts.images)
     name = opts.name or source.location.rstrip("/").rsplit("/", 1)[-1].removesuffix(".tar")
     if not name or "/" in name or name.startswith("."):
@@ -261,9 +269,13 @@ def _run_shards(
         for s, group in todo.groupby("shard", sort=True)
     ]
     loaded = {}
+    # a grown (or resumed) index keeps the precision it was embedded in; a new one takes what was asked
+    precision = kept(job) or requested(opts.precision)
 
     def record_encoders(described: dict) -> None:
         described = json.loads(json.dumps(described))  # as job.json holds it: tuples are lists there
+        job.setdefault("precision", described["precision"])  # as first chosen: later runs keep it
+        described = described["encoders"]
         if job.get("encoders") and job["encoders"] != described:
             differ = sorted(
                 f"{enc}.{k}"
@@ -282,7 +294,7 @@ def _run_shards(
     if opts.engine == "ray":
         from vhmine.embed.ray_engine import run_ray
 
-        run_ray(opts, job, work, source, shards, record_encoders)
+        run_ray(opts, job, work, source, shards, record_encoders, precision)
     else:
         from vhmine.embed.run import ShardEmbedder, run_local
 
@@ -302,8 +314,11 @@ def _run_shards(
             batch_size=opts.batch_size,
             workers=opts.workers,
             max_pixels=job.get("max_pixels", opts.max_pixels),
+            precision=precision,
+            kept=bool(kept(job)),
         )
         record_encoders(embedder.describe())
+        log.info("%s", embedder.encoders.precision.line())
         run_local(embedder, source, shards, opts.progress)
     t_loaded = loaded.get("at", t0)
     return len(todo), {"load": t_loaded - t0, "encode": time.time() - t_loaded}
@@ -328,6 +343,7 @@ def _result_from_manifest(folder: Path, name: str, seconds: float) -> EmbedResul
         0,
         seconds,
         _count_reasons(row["reason"] for row in manifest.get("skipped", [])),
+        precision=manifest.get("precision") or {},
     )
 
 
@@ -422,6 +438,7 @@ def _finalize(
                 "coco_annotations": coco_path,
             },
             "encoders": job["encoders"],
+            "precision": job.get("precision") or {"name": kept(job), "chosen": "index"},
             "counts": {
                 "files": int(len(present)),
                 "images": int(len(images)),
@@ -433,4 +450,6 @@ def _finalize(
             "removed": removed,  # files embedded earlier that are gone, or whose content changed
         },
     )
-    return EmbedResult(name, folder, len(images), len(skipped), len(dups), 0, 0.0, _count_reasons(skipped["reason"]))
+    result = EmbedResult(name, folder, len(images), len(skipped), len(dups), 0, 0.0, _count_reasons(skipped["reason"]))
+    result.precision = job.get("precision") or {}
+    return result

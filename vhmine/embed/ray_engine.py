@@ -77,13 +77,18 @@ def _actor_plan(requested: int | None, resources: dict) -> tuple[int, dict]:
     return requested or have, {"num_cpus": 1}
 
 
-def run_ray(opts, job: dict, work, source, shards: list[tuple[int, list[dict]]], on_described) -> dict:
-    """Embed the pending shards on the cluster; `on_described(encoders record)` is called once the first
-    actor has loaded its encoders (before any shard is written). Returns counts as run_local does."""
+def run_ray(
+    opts, job: dict, work, source, shards: list[tuple[int, list[dict]]], on_described, precision: str = "auto"
+) -> dict:
+    """Embed the pending shards on the cluster; `on_described(record)` is called once the actors have
+    loaded their encoders (before any shard is written). `precision`: the encoders' (embed.precision), the
+    job's own when it has one; auto is measured by the first actor, and the others run what it chose, so
+    every shard has the same precision. Returns counts as run_local does."""
     import ray
     from ray.exceptions import RayActorError, RayTaskError
     from tqdm import tqdm
 
+    from vhmine.embed.precision import kept
     from vhmine.embed.run import ShardEmbedder
 
     started_here = connect(opts.ray_address)
@@ -91,8 +96,9 @@ def run_ray(opts, job: dict, work, source, shards: list[tuple[int, list[dict]]],
         n_actors, resources = _actor_plan(opts.ray_actors, ray.cluster_resources())
         n_actors = min(n_actors, len(shards)) or 1
         actor_cls = ray.remote(ShardEmbedder).options(max_restarts=RESTARTS, max_task_retries=RESTARTS, **resources)
-        actors = [
-            actor_cls.remote(
+
+        def start(precision: str, kept_here: bool):
+            return actor_cls.remote(
                 job["clip_model"],
                 job["dino_model"],
                 str(work),
@@ -100,13 +106,20 @@ def run_ray(opts, job: dict, work, source, shards: list[tuple[int, list[dict]]],
                 batch_size=opts.batch_size,
                 workers=opts.workers,
                 max_pixels=job.get("max_pixels", opts.max_pixels),
+                precision=precision,
+                kept=kept_here,
             )
-            for _ in range(n_actors)
-        ]
+
+        is_kept = bool(kept(job))
+        actors = [start(precision, is_kept)]
+        if precision == "auto":  # the first actor measures; the rest run its choice (embed_shards checks it)
+            first = _first(ray, [actors[0].describe.remote()], RayActorError, RayTaskError)
+            precision, is_kept = first["precision"]["name"], True
+        actors += [start(precision, is_kept) for _ in range(n_actors - 1)]
         log.info("embedding %d shards on %d Ray actors (%s each)", len(shards), n_actors, resources)
         try:
             on_described(_first(ray, [a.describe.remote() for a in actors], RayActorError, RayTaskError))
-            return _hand_out(ray, actors, source, shards, opts.progress, tqdm, RayActorError, RayTaskError)
+            return _hand_out(ray, actors, source, shards, opts.progress, precision, tqdm, RayActorError, RayTaskError)
         finally:
             for a in actors:
                 ray.kill(a)
@@ -124,12 +137,12 @@ def _first(ray, refs, *errors) -> dict:
             f"a Ray actor could not start: {_cause(err)}. Every node needs the model files at "
             "the same path (or hub access) and the job folder mounted"
         ) from None
-    if any(d != described[0] for d in described[1:]):
+    if any(d["encoders"] != described[0]["encoders"] for d in described[1:]):
         log.warning("Ray actors loaded the encoders differently (device or dtype differ between nodes?)")
     return described[0]
 
 
-def _hand_out(ray, actors, source, shards, show_progress, tqdm, *errors) -> dict:
+def _hand_out(ray, actors, source, shards, show_progress, precision, tqdm, *errors) -> dict:
     """Each actor gets one shard at a time; the next goes to whichever actor finishes first."""
     counts = {"files": 0, "ok": 0, "skipped": 0}
     todo = list(shards)
@@ -139,7 +152,7 @@ def _hand_out(ray, actors, source, shards, show_progress, tqdm, *errors) -> dict
 
     def submit(actor) -> None:
         shard, recs = todo.pop(0)
-        running[actor.embed_shards.remote(source_ref, [(shard, recs)])] = (actor, shard)
+        running[actor.embed_shards.remote(source_ref, [(shard, recs)], None, precision)] = (actor, shard)
 
     try:
         for actor in actors:

@@ -30,7 +30,8 @@ def auto_workers(device) -> int:
 
 
 class ShardEmbedder:
-    """Both encoders, loaded once on `device`; `embed_shards` writes one set of shard files per shard."""
+    """Both encoders, loaded once on `device` in `precision` (a name, or auto: measured here; kept: the
+    index's own); `embed_shards` writes one set of shard files per shard."""
 
     def __init__(
         self,
@@ -42,6 +43,8 @@ class ShardEmbedder:
         batch_size: int = 64,
         workers: int | None = None,
         max_pixels: int = 89_478_485,
+        precision: str = "auto",
+        kept: bool = False,
     ):
         from vhmine.embed.encoders import load_pair
         from vhmine.errors import InputError
@@ -52,7 +55,7 @@ class ShardEmbedder:
                 f"{self.work}: the job folder is not visible on this machine; put --indexes on a "
                 "filesystem every node mounts, at the same path"
             )
-        self.encoders = load_pair(clip_model, dino_model, device)
+        self.encoders = load_pair(clip_model, dino_model, device, precision, kept=kept)
         device = self.encoders.clip.device
         self.batch_size = batch_size
         self.workers = workers if workers is not None else auto_workers(device)
@@ -60,14 +63,26 @@ class ShardEmbedder:
         self.pin_memory = device.type == "cuda"
 
     def describe(self) -> dict:
-        return self.encoders.describe()
+        """The encoders as they run (manifest.json's `encoders`) and the precision's record (its `precision`)."""
+        return {"encoders": self.encoders.describe(), "precision": self.encoders.precision.record()}
 
-    def embed_shards(self, source, shards: list[tuple[int, list[dict]]], progress=None) -> dict[str, int]:
+    def embed_shards(
+        self, source, shards: list[tuple[int, list[dict]]], progress=None, precision: str | None = None
+    ) -> dict[str, int]:
         """Embed and write each (shard, records); returns counts of the rows written: files, ok, skipped.
 
         One DataLoader serves all the given shards, so its workers start once; its batches are cut
-        at shard boundaries, so a shard is encoded in the same batches whoever runs it."""
+        at shard boundaries, so a shard is encoded in the same batches whoever runs it. precision: the
+        job's; an embedder running another (a Ray actor restarted where `auto` measured otherwise) refuses."""
         import torch
+
+        if precision is not None and precision != self.encoders.precision.name:
+            from vhmine.errors import EncoderMismatchError
+
+            raise EncoderMismatchError(
+                f"this worker runs the encoders in {self.encoders.precision.name}, the job in {precision}; "
+                "run the same command again (the job's precision is recorded: every worker then runs it)"
+            )
 
         from vhmine.embed.read import ShardReader, collate
         from vhmine.embed.work import write_shard

@@ -1,7 +1,7 @@
 """The embed job's work folder, `indexes/<name>/work/`: job record, plan, shards, and what the files on
 disk say about them (see embed.py for the job itself).
 
-    work/job.json       encoders, collection root and options of the job
+    work/job.json       encoders, their precision (how it was chosen), collection root and options of the job
     work/plan.parquet   path -> shard, append-only: a new file, or a file whose content changed since it
                         was read, gets a row in a new shard; a path's LAST row is its current one
     work/shards/part-NNNNN.{clip,dino}.npy and .parquet   one shard's vectors and rows (path, status,
@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from vhmine import __version__
+from vhmine.embed.precision import kept, requested
 from vhmine.errors import EncoderMismatchError
 from vhmine.files import atomic_write, atomic_write_text
 from vhmine.index import image_id_for, is_finished
@@ -56,14 +57,16 @@ def started(work: Path) -> bool:
 
 
 def check_job(work: Path, opts, root: Path) -> dict:
-    """Load or create job.json; refuse encoders other than those the index was started with.
+    """Load or create job.json; refuse encoders, or a precision, other than those the index was started with.
 
     A job that never finished a shard (its encoders did not load, or it was stopped while loading)
     holds nothing to keep: a rerun with other encoders starts it again from scratch."""
     job_path = work / JOB
     wanted = {"clip_model": opts.clip_model, "dino_model": opts.dino_model}
     job = json.loads(job_path.read_text(encoding="utf-8")) if job_path.is_file() else None
-    if job is not None and any(job.get(k) != v for k, v in wanted.items()) and not started(work):
+    asked = requested(getattr(opts, "precision", None))
+    other_precision = job is not None and asked != "auto" and kept(job) not in (None, asked)
+    if job is not None and (any(job.get(k) != v for k, v in wanted.items()) or other_precision) and not started(work):
         log.info("the earlier embed job of %r never finished a shard: starting it again", work.parent.name)
         (work / PLAN).unlink(missing_ok=True)
         job = None
@@ -75,6 +78,13 @@ def check_job(work: Path, opts, root: Path) -> dict:
                     f"vectors from different encoders cannot share an index. Use another --name, "
                     f"pass {flag} {job[key]}, or delete {work.parent} to rebuild"
                 )
+        if other_precision:  # one precision an index: its pairs' similarities all carry the same rounding
+            raise EncoderMismatchError(
+                f"index {work.parent.name!r} was embedded in {kept(job)}, not {asked}: one index holds one "
+                f"precision (mixed, whether a pair passes a threshold would depend on when its images were "
+                f"embedded). Pass --precision {kept(job)} or auto (keeps it), use another --name, or delete "
+                f"{work.parent} to rebuild in {asked}"
+            )
         if job.get("root") != str(root):
             log.warning(
                 "collection root changed from %s to %s; paths are relative, so the index still applies",

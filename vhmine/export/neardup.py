@@ -7,11 +7,14 @@ returns the manifest's `near_duplicates` section and the page `near_duplicates.h
 vhmine.export.job puts in the benchmark folder.
 
 Encoders: those recorded in the `--against` index's manifest, else those of the index the images were
-mined from; every exported image is embedded with them (vhmine.embed.encoders) so its vectors compare with
-the index's. A near duplicate is a pair whose CLIP cosine AND DINOv2 cosine both reach their thresholds
-(`--dup-clip`, `--dup-dino`, both inclusive). Three checks, each listed with its similarities:
+mined from. An exported image that such an index holds (the same bytes, in an index with the same encoders
+and precision) takes its vectors from it; only the others (generated images, say) are embedded, in that
+precision, so their vectors compare with the index's, and the encoders load only then (export.dupvectors).
+A near duplicate is a pair whose CLIP cosine AND DINOv2 cosine both reach their thresholds (`--dup-clip`,
+`--dup-dino`, both inclusive). Three checks, each listed with its similarities:
 
-- within the export: every pair of exported images, exactly (vhmine.mine.join.simsearch.find_pairs);
+- within the export: every pair of exported images, exactly (vhmine.mine.join: a float64 brute force for up to
+  SMALL_WITHIN images, find_pairs past that);
 - against the reference (`--against INDEX`, e.g. COCO train2017): every exported image's neighbours in
   the index (faiss range search on CLIP, on GPUs where faiss has them, then DINOv2), an image with the same
   bytes marked `exact`;
@@ -36,7 +39,8 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vhmine.errors import EncoderError, ExportError, InputError
+from vhmine.errors import EncoderError, InputError
+from vhmine.export.dupvectors import encoder_specs, exported_vectors
 from vhmine.index import open_named_index
 
 log = logging.getLogger(__name__)
@@ -93,16 +97,6 @@ def home_indexes(store, load: bool = True) -> tuple[list, list[str]]:
     return out, notes
 
 
-def _specs(idx) -> tuple[str, str]:
-    enc = idx.manifest.get("encoders") or {}
-    try:
-        return enc["clip"]["spec"], enc["dino"]["spec"]
-    except (KeyError, TypeError):
-        raise InputError(
-            f"index {idx.name!r}: its manifest names no encoders (clip and dino spec); rebuild it with `vhmine embed`"
-        ) from None
-
-
 def _encoder_record(idx, public: bool) -> dict:
     from vhmine.export.privacy import public_spec
 
@@ -118,60 +112,20 @@ def _encoder_record(idx, public: bool) -> dict:
     }
 
 
-class _Locations:
-    """The embed reader's source for images the store records: plain files or tar members (images.read_image_bytes)."""
-
-    def extras(self, rec: dict) -> dict:
-        return {}
-
-    def stat(self, rec: dict) -> tuple[int, int]:
-        return -1, -1
-
-    def read(self, rec: dict) -> bytes:
-        from vhmine.images import read_image_bytes
-
-        return read_image_bytes(rec["path"])
-
-
-def embed_images(
-    paths: list[str], clip_spec: str, dino_spec: str, *, device=None, batch_size: int = 32, progress: bool = False
-):
-    """(clip, dino): L2-normalised float32 rows of `paths`, as `vhmine embed` computes them. `progress`: a bar,
-    drawn from the start, since loading large encoders alone takes seconds."""
-    import numpy as np
-    from tqdm import tqdm
-
-    from vhmine.embed.encoders import load_clip, load_dino, resolve_device
-    from vhmine.embed.read import ShardReader, collate
-
-    with tqdm(total=len(paths), desc="near duplicates: loading encoders", unit="img", disable=not progress) as bar:
-        dev = resolve_device(device)
-        clip_enc, dino_enc = load_clip(clip_spec, dev), load_dino(dino_spec, dev)
-        bar.set_description("near duplicates: embedding")
-        reader = ShardReader(
-            _Locations(), [{"path": p} for p in paths], clip_enc.preprocess, dino_enc.preprocess, 89_478_485
-        )
-        clips, dinos = [], []
-        for start in range(0, len(paths), batch_size):
-            batch = collate([reader[k] for k in range(start, min(start + batch_size, len(paths)))])
-            bad = [it for it in batch["items"] if it["status"] != "ok"]
-            if bad:
-                raise ExportError(
-                    f"image {bad[0]['path']} cannot be embedded for the near-duplicate check "
-                    f"({bad[0]['reason']}): restore it, or discard its instances in the app"
-                )
-            clips.append(clip_enc.encode(batch["clip"]).numpy())
-            dinos.append(dino_enc.encode(batch["dino"]).numpy())
-            bar.update(len(batch["items"]))
-    return np.concatenate(clips).astype(np.float32), np.concatenate(dinos).astype(np.float32)
+# An export with at most this many images is checked within itself in numpy float64 (brute_force_pairs, the
+# join's own definition), without the torch import find_pairs needs: that import takes longer than the check.
+SMALL_WITHIN = 512
 
 
 def _within(clip, dino, o: DupOptions) -> list[tuple[int, int, float, float]]:
-    from vhmine.mine.join import find_pairs
+    from vhmine.mine.join import brute_force_pairs, find_pairs
 
     if len(clip) < 2:
         return []
-    found = find_pairs(clip, dino, o.clip_min, device=o.device, progress=o.progress, desc="near duplicates: within")
+    if len(clip) <= SMALL_WITHIN:
+        found = brute_force_pairs(clip, dino, o.clip_min)
+    else:
+        found = find_pairs(clip, dino, o.clip_min, device=o.device, progress=o.progress, desc="near duplicates: within")
     return [
         (int(i), int(j), float(c), float(d))
         for i, j, c, d in zip(found.i, found.j, found.clip_sim, found.dino_sim)
@@ -206,6 +160,7 @@ def _against(clip, dino, idx, o: DupOptions, rows: list[int]) -> list[tuple[int,
 
 def check_near_duplicates(store, bench, o: DupOptions, *, public: bool = True) -> DupReport:
     """The `near_duplicates` manifest section and page for the images of `bench` (see the module docstring)."""
+    from vhmine.embed.precision import kept
     from vhmine.export.privacy import collection_roots, public_path
     from vhmine.images import image_sha256, sha256_file
     from vhmine.index import manifest_sha256
@@ -233,12 +188,12 @@ def check_near_duplicates(store, bench, o: DupOptions, *, public: bool = True) -
             "run whose index is still there"
         )
     try:
-        clip_spec, dino_spec = _specs(basis)
+        clip_spec, dino_spec = encoder_specs(basis)
     except InputError as err:
         if o.required:
             raise
         return not_run(str(err))
-    same = [h for h in homes if _specs(h) == (clip_spec, dino_spec)]
+    same = [h for h in homes if encoder_specs(h) == (clip_spec, dino_spec)]
     notes += [
         f"index {h.name!r} has other encoders than {basis.name!r}: generated images not checked against it"
         for h in homes
@@ -270,8 +225,10 @@ def check_near_duplicates(store, bench, o: DupOptions, *, public: bool = True) -
     if not files:
         return not_run("no images exported")
     try:
-        clip, dino = embed_images(
-            files, clip_spec, dino_spec, device=o.device, batch_size=o.batch_size, progress=o.progress
+        shas = [images[i]["sha256"] for i in ids]
+        indexes = [x for x in (ref, *homes) if x is not None]
+        clip, dino, reused = exported_vectors(
+            files, shas, basis, indexes, device=o.device, batch_size=o.batch_size, progress=o.progress
         )
     except EncoderError as err:  # the index is there, its encoders' files are not
         if o.required:
@@ -315,6 +272,8 @@ def check_near_duplicates(store, bench, o: DupOptions, *, public: bool = True) -
     decided_by = {
         "encoders": _encoder_record(basis, public),
         "encoders_from_index": basis.name,
+        "precision": kept(basis.manifest),
+        "vectors": {"from_indexes": reused, "embedded": len(ids) - reused},
         "thresholds": {
             "clip": o.clip_min,
             "dino": o.dino_min,

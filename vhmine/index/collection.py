@@ -30,7 +30,6 @@ from vhmine.index.layout import (
     VECTOR_FILES,
     index_folder,
     list_indexes,
-    read_faiss_vectors,
 )
 
 if TYPE_CHECKING:  # annotations only: rows imports numpy
@@ -150,13 +149,17 @@ def open_index(root: Path, name: str, *, load_vectors: bool = True, load_images:
                     f"index {name!r}: {fname} holds {vf.rows} x {vf.dim} vectors, expected {n} x {want_dim}"
                 )
     else:
+        from vhmine.index.rows import open_vectors
+
         vecs = {}
         for kind, fname in VECTOR_FILES.items():
+            # the flat file's rows read straight into numpy (index.rows): no faiss import for a small run
             try:
-                vecs[kind] = read_faiss_vectors(folder / fname)
+                vf = open_vectors(folder / fname)
+                vecs[kind] = vf.read(0, vf.rows)
             except IndexCorruptError:
                 raise
-            except Exception as err:  # faiss raises RuntimeError on a bad file
+            except (OSError, ValueError) as err:
                 raise IndexCorruptError(
                     f"index {name!r}: {folder / fname} is unreadable ({err}); rerun `vhmine embed`"
                 ) from err

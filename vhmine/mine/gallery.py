@@ -1,8 +1,9 @@
 """Pictures of a mining run: the CLIP-vs-DINOv2 scatter plot and a self-contained HTML gallery.
 
-Written by mine.py into the run folder. The gallery embeds small JPEG thumbnails, so it can be
-mailed or opened anywhere; every text in it is HTML-escaped. Images are read where the index says they
-are (a file, or a WebDataset tar member: images.read_image_bytes). A `vhmine mine --against` run's pairs
+Written by mine.py into the run folder. The gallery embeds small JPEG thumbnails (each image decoded once,
+in a few threads, a JPEG at a fraction of its size), so it can be mailed or opened anywhere; every text in it
+is HTML-escaped. Images are read where the index says they are (a file, or a WebDataset tar member:
+images.read_image_bytes). A `vhmine mine --against` run's pairs
 carry index_a / index_b: then each caption names its image's index and the column heads name the sides.
 """
 
@@ -44,14 +45,16 @@ def write_scatter(
     """Scatter of candidate pairs (and a random background sample), with the threshold box drawn; `written`:
     the pairs of the box that the run wrote; `pairs`: every pair of the collection (the background is all of
     them when it holds that many). Returns the legend's labels."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
+
+    # a Figure on an Agg canvas, not pyplot: no global state, and pyplot's import is a good part of a small run
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
 
-    fig, ax = plt.subplots(figsize=(7, 6), dpi=110)
+    fig = Figure(figsize=(7, 6), dpi=110)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
     bg_c, bg_d = background
     ax.scatter(bg_c, bg_d, s=2, c="#bbbbbb", alpha=0.5, label=background_label(len(bg_c), pairs), rasterized=True)
     clip_sim, dino_sim = np.asarray(clip_sim), np.asarray(dino_sim)
@@ -84,7 +87,6 @@ def write_scatter(
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path)
-    plt.close(fig)
     return labels
 
 
@@ -93,7 +95,7 @@ def thumbnail_data_url(path: str, size: int = 256) -> str | None:
     from vhmine.images import BadImage, decode_rgb, read_image_bytes
 
     try:
-        img = decode_rgb(read_image_bytes(path))
+        img = decode_rgb(read_image_bytes(path), at_least=size)  # a JPEG decoded at a fraction of its size
     except (OSError, BadImage):
         return None
     img.thumbnail((size, size))
@@ -127,8 +129,22 @@ _PAGE = (
 )
 
 
-def _cell(path: str, image_id: str, categories, index: str | None = None) -> str:
-    url = thumbnail_data_url(path)
+def thumbnails(paths, *, progress: bool = False) -> dict[str, str | None]:
+    """thumbnail_data_url of each distinct path, decoded in a few threads (PIL lets go of the GIL while it
+    decodes, resizes and encodes); an image in several pairs is decoded once."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tqdm import tqdm
+
+    todo = list(dict.fromkeys(paths))
+    with ThreadPoolExecutor(max(1, min(8, os.cpu_count() or 1))) as pool:
+        urls = pool.map(thumbnail_data_url, todo)
+        bar = tqdm(urls, total=len(todo), desc="gallery", unit="img", leave=False, disable=not progress or not todo)
+        return dict(zip(todo, bar, strict=True))
+
+
+def _cell(url: str | None, path: str, image_id: str, categories, index: str | None = None) -> str:
     img = f'<img src="{url}" alt="{html.escape(image_id)}">' if url else "<em>(image unreadable)</em>"
     cats = ", ".join(categories) if len(categories) else ""
     where = "" if index is None else f"index {html.escape(str(index))}<br>"  # an --against run: which side it is from
@@ -142,21 +158,13 @@ def write_gallery(
     path: Path, pairs, *, title: str, subtitle: str = "", total: int | None = None, progress: bool = False
 ) -> None:
     """HTML table of pairs (rows of a pairs DataFrame) side by side with their scores; `total`: pairs in the run;
-    `progress`: a bar over the pairs (each thumbnail decodes a full image: seconds for 100 large photos)."""
-    from tqdm import tqdm
-
+    `progress`: a bar over the images (each thumbnail decodes an image: a second or more for 100 large photos)."""
     across = "index_a" in pairs.columns and "index_b" in pairs.columns  # a `vhmine mine --against` run
+    urls = thumbnails([p for ab in zip(pairs["path_a"], pairs["path_b"], strict=True) for p in ab], progress=progress)
     rows = []
-    for r in tqdm(
-        pairs.itertuples(index=False),
-        total=len(pairs),
-        desc="gallery",
-        unit="pair",
-        leave=False,
-        disable=not progress or not len(pairs),
-    ):
-        cell_a = _cell(r.path_a, r.image_id_a, r.categories_a, r.index_a if across else None)
-        cell_b = _cell(r.path_b, r.image_id_b, r.categories_b, r.index_b if across else None)
+    for r in pairs.itertuples(index=False):
+        cell_a = _cell(urls[r.path_a], r.path_a, r.image_id_a, r.categories_a, r.index_a if across else None)
+        cell_b = _cell(urls[r.path_b], r.path_b, r.image_id_b, r.categories_b, r.index_b if across else None)
         rows.append(
             f"<tr><td class=num>{int(r.rank)}</td>{cell_a}{cell_b}<td class=num>{r.clip_sim:.4f}</td>"
             f"<td class=num>{r.dino_sim:.4f}</td><td class=num>{r.gap:.4f}</td></tr>"

@@ -1,6 +1,7 @@
 """The local engine's run: the exact join (mine.join) in this process, over an index loaded whole, into the
 run folder (runfolder.finish_run): the triangle of one index, only the new rows' band of a grown index when
-an earlier run of the same command can be reused (mine.grow), or the rectangle of two (`--against`).
+an earlier run of the same command can be reused (mine.grow), or the rectangle of two (`--against`). A small
+index (SMALL_PAIRS) is joined by multiplying every pair in numpy float64, without loading torch (small_join).
 
 Reads the opened index(es) and, for a grown index, the earlier run's rows.parquet and alike.parquet; writes
 the run folder: pairs.parquet / pairs.csv (mine.write), rows.parquet and alike.parquet (mine.state; not for
@@ -18,6 +19,10 @@ from pathlib import Path
 from vhmine.mine.runfolder import BACKGROUND_PAIRS, MineResult, background_sample, finish_run, rank_pairs, rerun_command
 
 log = logging.getLogger("vhmine.mine.job")
+
+# A run with at most this many pairs (512 rows) multiplies every one of them in numpy float64 (small_join):
+# 0.1-0.5 s here, where importing torch for the fast pass takes 2-5 s.
+SMALL_PAIRS = 1 << 17
 
 
 def mine_local(idx, name: str, opts, run_dir: Path, default_dir: Path, warnings: list[str], t0: float) -> MineResult:
@@ -45,7 +50,9 @@ def mine_local(idx, name: str, opts, run_dir: Path, default_dir: Path, warnings:
         incremental = g.record(earlier, products)
         reuse = said(earlier, g, products, n)
     else:
-        found = find_pairs(idx.clip, idx.dino, opts.clip, math.inf, **find)
+        found = small_join(idx.clip, idx.dino, opts, st)
+        if found is None:
+            found = find_pairs(idx.clip, idx.dino, opts.clip, math.inf, **find)
         incremental, reuse = None, ""
     in_box = found.dino_sim <= opts.dino
     i, j = found.i[in_box], found.j[in_box]
@@ -105,6 +112,35 @@ def mine_local(idx, name: str, opts, run_dir: Path, default_dir: Path, warnings:
         kernel=st.get("kernel_line", ""),
         reuse=reuse,
     )
+
+
+def small_join(clip, dino, opts, stats: dict):
+    """Every CLIP-alike pair of a small index (at most SMALL_PAIRS pairs, on the CPU, no --kernel named), all
+    of them multiplied in numpy float64 (mine.join.brute_force_pairs, the join's own definition: the pairs and
+    their similarities are find_pairs', bit for bit) without loading torch, whose import alone takes longer
+    than such a join; None for any other run. Refuses what find_pairs refuses (check_rows, check_limits)."""
+    from vhmine.mine.join import brute_force_pairs
+    from vhmine.mine.join.rowcheck import check_limits
+    from vhmine.mine.join.simsearch import check_rows
+
+    n = len(clip)
+    pairs = n * (n - 1) // 2
+    if pairs > SMALL_PAIRS or opts.kernel not in (None, "auto") or str(opts.device or "cpu") != "cpu":
+        return None
+    clip_min, _ = check_limits(opts.clip, math.inf)
+    clip, dino = check_rows(clip, dino)
+    line = f"products: every one of the {pairs:,} pairs in float64 (a run of at most {SMALL_PAIRS:,} pairs; no torch)"
+    stats.update(
+        pairs_examined=pairs,
+        kernel={"name": "float64", "chosen": f"small run: at most {SMALL_PAIRS} pairs"},
+        kernel_line=line,
+    )
+    from tqdm import tqdm
+
+    with tqdm(total=1, desc="mining pairs", unit="block", disable=not opts.progress) as bar:
+        found = brute_force_pairs(clip, dino, clip_min)
+        bar.update(1)
+    return found
 
 
 def _earlier(run_dir: Path, default_dir: Path, idx, opts, ids, digests):
