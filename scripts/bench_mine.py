@@ -45,13 +45,14 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from vhmine.config import resolve_device
 from vhmine.mine.join import calibrate, kernels
 from vhmine.mine.join.products import BlockMiner, tiles
 from vhmine.mine.join.quantise import choose_turn, fast_pass, sample_rows
+from vhmine.mine.join.search import block_rows
 from vhmine.mine.join.simsearch import (
     PairSet,
     assert_same_pairs,
-    block_rows,
     find_pairs,
     find_pairs_across,
     merge,
@@ -103,8 +104,6 @@ def float32_pairs(
     the same float64 re-check, through the same BlockMiner as find_pairs."""
     import torch
 
-    from vhmine.embed.encoders import resolve_device
-
     dev = resolve_device(device)
     n, d = clip.shape
     block = min(-(-(block or (16384 if dev.type == "cuda" else 8192)) // 64) * 64, -(-n // 64) * 64)
@@ -134,15 +133,13 @@ def float32_pairs(
 
 
 def kernel_floor(clip, clip_min: float, rotated: bool, device: str | None, block_size: int | None, kernel: str | None):
-    """(the kernel's name, a function that times the floor): find_pairs' blocks (block size, upper
+    """(the kernel, a function that times the floor): find_pairs' blocks (block size, upper
     triangle, device) as the products of the kernel find_pairs chooses (or `kernel`) on the rows
     fast_pass quantised for it (as the miner did, quantised here untimed), into one reused buffer, and
     nothing else, in the library's own threads. The function returns seconds. (On a CPU the miner
     computes the same blocks in pieces, and skips the pieces of a diagonal block that hold only pairs
     below the diagonal: at N = 50,000 and 8192-row blocks it computes 90% of the floor's products.)"""
     import torch
-
-    from vhmine.embed.encoders import resolve_device
 
     dev = resolve_device(device)
     k = calibrate.choose(dev, -(-clip.shape[1] // 8) * 8, kernel=kernel).kernel
@@ -164,13 +161,11 @@ def kernel_floor(clip, clip_min: float, rotated: bool, device: str | None, block
             torch.cuda.synchronize(dev)
         return time.perf_counter() - t0
 
-    return k.name, run
+    return k, run
 
 
 def kernel_rates(device: str | None, width: int) -> str:
     """The candidates' rates, measured now (not from the cache) as find_pairs' calibration does."""
-    from vhmine.embed.encoders import resolve_device
-
     dev = resolve_device(device)
     rates = calibrate.calibrate(kernels.available(dev), dev, width)
     return ", ".join(f"{k} {v:.1f}" if v is not None else f"{k} not exact" for k, v in rates.items())
@@ -237,14 +232,46 @@ def peak_rss(result: dict):
         result["growth"] = max(0, top - start) * 1024
 
 
-def timed(label: str, fn):
+def timed(label: str, fn, cpu: list | None = None):
+    """fn's result and wall seconds; cpu, when given, gets its CPU seconds (every thread of this process)."""
     mem: dict = {}
     with peak_rss(mem):
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         out = fn()
-        secs = time.perf_counter() - t0
-    print(f"{label}: {secs:.2f} s, {len(out):,} pairs, peak RSS growth {mem['growth'] / 2**20:.0f} MiB", flush=True)
+        secs, used = time.perf_counter() - t0, time.process_time() - c0
+    grew = mem["growth"] / 2**20
+    print(f"{label}: {secs:.2f} s ({used:.2f} CPU-s), {len(out):,} pairs, peak RSS growth {grew:.0f} MiB", flush=True)
+    if cpu is not None:
+        cpu.append(used)
     return out, secs
+
+
+def machine_line() -> str:
+    """The CPU's model, cores and the instruction sets the products kernels care about, and the load."""
+    from vhmine.mine.join.calibrate import machine
+
+    m = machine("cpu")
+    return f"CPU: {m['cpu']}, {m['cores']} cores, flags {' '.join(m['flags']) or '-'}; load average " + (
+        " ".join(f"{x:.2f}" for x in os.getloadavg())
+    )
+
+
+def unique_floor_line(kernel, device, n: int, d: int, rates: list, cpu: list, walls: list) -> tuple[str, float]:
+    """`vs unique-pair floor (KERNEL, CPU time): R x`: the miner's median CPU seconds over the unique pairs'
+    products (n (n - 1) / 2 x d MACs) at the kernel's best rate measured in this run (on a CPU its best in
+    one thread, calibrate.best_rate, before and after each run of the miner; on a GPU wall time)."""
+    rate = max(rates)
+    macs = n * (n - 1) / 2 * d
+    floor = macs / rate / 1e9
+    gpu = str(device).startswith("cuda")
+    used = statistics.median(walls if gpu else cpu)
+    clock = "GPU wall time" if gpu else "CPU time"
+    return (
+        f"vs unique-pair floor ({kernel.name}, {clock}): {used / floor:.2f} x (vhmine {used:.2f} "
+        f"{'s' if gpu else 'CPU-s'}, median of {len(cpu)}; {macs / 1e9:,.0f} GMAC at {rate:.0f} GMAC/s, the kernel's "
+        f"best {'on the device' if gpu else 'in one thread'} of {len(rates)} measures: {floor:.2f} s; load average "
+        f"{os.getloadavg()[0]:.2f})"
+    ), used / floor
 
 
 def run(name: str, clip, dino, args) -> dict:
@@ -260,9 +287,10 @@ def run(name: str, clip, dino, args) -> dict:
         flush=True,
     )
     turned = bool(choose_turn(clip[sample_rows(len(clip))]))  # find_pairs' choice, without quantising twice
-    kname, floor = kernel_floor(clip, args.clip, turned, args.device, args.block_size, args.kernel)
+    kern, floor = kernel_floor(clip, args.clip, turned, args.device, args.block_size, args.kernel)
+    kname, dev = kern.name, resolve_device(args.device)
     floor()  # warm: the miner below runs on a warm kernel too (its first block is no warmer than this)
-    floors, mines = [floor()], []
+    floors, mines, cpus, rates = [floor()], [], [], [calibrate.best_rate(kern, dev, clip.shape[1])]
     for _ in range(args.repeat):  # the floor right before and after each run of the miner
         mine, t = timed(
             "vhmine find_pairs",
@@ -276,9 +304,12 @@ def run(name: str, clip, dino, args) -> dict:
                 stats=st,
                 kernel=args.kernel,
             ),
+            cpus,
         )
         mines.append(t)
         floors.append(floor())
+        rates.append(calibrate.best_rate(kern, dev, clip.shape[1]))
+    unique_line, unique_ratio = unique_floor_line(kern, dev, len(clip), clip.shape[1], rates, cpus, mines)
     t_mine, t_floor = statistics.median(mines), statistics.median(floors)
     print(f"  {st['kernel_line']}")
     print(
@@ -291,9 +322,10 @@ def run(name: str, clip, dino, args) -> dict:
         f"  fast pass: {st['candidates']:,} candidates, margin {st['margin']:.4f}, rotated: {st['rotated']} "
         f"(margin {'without' if st['rotated'] else 'with'} rotation: {other.margin:.4f})"
     )
-    out = {"data": name, "vhmine_s": t_mine, "floor_s": t_floor, "floor_kernel": kname, **st}
+    out = {"data": name, "vhmine_s": t_mine, "floor_s": t_floor, "floor_kernel": kname, "unique": unique_ratio, **st}
     if args.no_baselines:
         print(f"ratio (vhmine {t_mine:.2f} s, floor {t_floor:.2f} s), vs floor: {t_mine / t_floor:.2f} x", flush=True)
+        print(unique_line, flush=True)
         return out
     fst: dict = {}
     f32, t_f32 = timed(
@@ -315,6 +347,7 @@ def run(name: str, clip, dino, args) -> dict:
         f"pairs identical: {same}, vs floor ({kname}): {t_mine / t_floor:.2f} x",
         flush=True,
     )
+    print(unique_line, flush=True)
     return {**out, "float32_s": t_f32, "faiss_s": t_base, "identical": same}
 
 
@@ -481,6 +514,7 @@ def main() -> None:
     import faiss  # noqa: F401  (imported before the clocks start: import time is not search time)
     import torch  # noqa: F401
 
+    print(machine_line(), flush=True)
     makers = {"random": make_vectors, "clip": make_clip_like}
     for name in (["random", "clip"] if args.data == "both" else [args.data]) * (not args.only_growth):
         run(name, *makers[name](args.n, args.dim, args.dino_dim, args.seed), args)

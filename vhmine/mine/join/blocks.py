@@ -123,8 +123,15 @@ def quantise_block(x: np.ndarray, qz: Quantiser) -> tuple[np.ndarray, ChunkStats
 def threshold(qz: Quantiser, stats: ChunkStats, clip_min: float) -> tuple[int, float]:
     """(integer threshold, error bound) for pairs of rows the stats cover: every pair with float64 sim
     >= clip_min reaches the threshold (fast_pass's bound and rounding allowance)."""
+    thresh, _, err = thresholds_of(qz, stats, clip_min)
+    return thresh, err
+
+
+def thresholds_of(qz: Quantiser, stats: ChunkStats, clip_min: float) -> tuple[int, int, float]:
+    """(thresh, sure, error bound) for pairs of rows the stats cover (quantise.thresholds)."""
     err, norm2 = error_bound(stats, qz.scale, qz.dim, qz.turn)
-    return thresholds(clip_min, err, norm2, qz.scale, qz.dim, qz.qmax)[0], err
+    thresh, sure = thresholds(clip_min, err, norm2, qz.scale, qz.dim, qz.qmax)
+    return thresh, sure, err
 
 
 _MINERS: dict = {}  # (device, block, width, kernel) -> BlockMiner: its product buffer is reused from tile to tile
