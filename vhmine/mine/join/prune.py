@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vhmine.mine.join.band import Part, gather
+from vhmine.mine.join.band import Part, gather, up
 from vhmine.mine.join.quantise import sample_rows
 
 GROUP = 256  # rows a group's centre and radius bound (pieces are skipped when all their groups' bounds allow)
@@ -174,15 +174,18 @@ class Skip:
         return out
 
 
-def sample_share(q: np.ndarray, n: int, centres: np.ndarray, thresh: int, piece: int = 1024, m: int = 4096) -> float:
+def sample_share(
+    q: np.ndarray, n: int, centres: np.ndarray, thresh: int, piece: int = 1024, m: int = 4096, stands_for=None
+) -> float:
     """The share of products a pruned triangle of n rows would skip, as measured on an even sample of
     them: the sample's rows put in the order (by nearest centre), cut into groups and pieces of as many
     rows as stand for GROUP and `piece` of the n, each group bounded as `bounds` does (in float64), and
     the pieces whose every group pair falls below thresh counted. An optimistic measure (a sample's group
-    is tighter than the full one): a share near 0 says pruning cannot pay."""
+    is tighter than the full one): a share near 0 says pruning cannot pay. stands_for: the rows the sample's
+    order stands for [default: n] (a Ray block's, ordered on its own)."""
     s = q[sample_rows(n)[:: max(1, min(n, 4096) // m)]].astype(np.float32)
     s = s[np.argsort(np.argmax(s @ centres.T, axis=1), kind="stable")]
-    g, per = max(1, round(GROUP * len(s) / n)), max(1, round(piece / GROUP))
+    g, per = max(1, round(GROUP * len(s) / (stands_for or n))), max(1, round(piece / GROUP))
     starts = np.arange(0, len(s), g)
     size = np.diff(np.append(starts, len(s)))[:, None]
     cen = np.add.reduceat(s, starts, axis=0) / size
@@ -222,6 +225,52 @@ class Chosen:
         if self.chosen:
             return f"pruning: on ({self.why}); {100 * (self.skipped() or 0):.1f}% of the products skipped"
         return f"pruning: off ({self.why})"
+
+
+@dataclass(frozen=True, eq=False)
+class SortedBlock:
+    """A block's quantised rows in the order (each row by its nearest centre), its padding after: q; order[p]
+    is the block's own row at position p; its Groups."""
+
+    q: np.ndarray
+    order: np.ndarray
+    groups: Groups
+
+
+def sort_block(q: np.ndarray, n: int, centres8: np.ndarray, kernel, device) -> SortedBlock:
+    """The first n rows of block q (quantise_block's) put in the order of centres8 (int_centres)."""
+    label = assign(q[:n], centres8, kernel, device)
+    order = np.argsort(label, kind="stable")
+    out = np.zeros_like(q)
+    out[: up(n)] = gather(q, order)
+    return SortedBlock(out, order, group_stats(out, n))
+
+
+def tile_skip(a: SortedBlock, b: SortedBlock, thresh: int, kernel, device, row0: int, col0: int) -> Skip:
+    """The Skip of a tile whose rows are block a's (searched from row0) and columns block b's (from col0)."""
+    import torch
+
+    ab = bounds(a.groups, b.groups, torch.from_numpy(a.q).to(device), kernel, device)
+    ba = ab.T if b is a else bounds(b.groups, a.groups, torch.from_numpy(b.q).to(device), kernel, device).T
+    return Skip(np.minimum(ab, ba) < thresh, GROUP, row0, col0)
+
+
+def tile_centres(sample_q: np.ndarray, side: int, thresh: int, prune: bool | None, rate: float = 400.0):
+    """The Ray engine's choice, on the driver: (int8 centres each tile's blocks are ordered by, or None;
+    the record: chosen, sample_share, why). Each block of `side` rows is ordered by side / GROUP centres
+    found on the sample (quantised rows), measured as `choose` does for a triangle of `side` rows (rate:
+    a products kernel's GMAC/s, nominal: the nodes measure their own)."""
+    n, w = side, sample_q.shape[1]
+    k = min(MAX_CENTRES, max(1, -(-n // GROUP)))
+    if prune is False or not len(sample_q):
+        return None, {"chosen": False, "sample_share": None, "why": "not asked"}
+    centres = kmeans(sample_q, k, iters=3)
+    share = sample_share(sample_q, len(sample_q), centres, thresh, m=len(sample_q), stands_for=n)
+    gain = share * n * n / 2 * w / (rate * 1e9)
+    cost = 2 * n * k * w / (rate * 1e9) + _COST_PER_VALUE * n * w
+    if prune is None and (share < MIN_SHARE or not gain > 2 * cost):
+        return None, {"chosen": False, "sample_share": round(share, 6), "why": f"a sample says {100 * share:.1f}%"}
+    return int_centres(centres), {"chosen": True, "sample_share": round(share, 6), "why": "asked" if prune else ""}
 
 
 MIN_SHARE = 0.05  # below this share of skippable products, as a sample measures it, no pruning
