@@ -107,8 +107,9 @@ def _raised_sqrt(v: np.ndarray, terms: int) -> np.ndarray:
     return np.sqrt(v / (1 - (terms + 4) * _U64)) * (1 + 4 * _U64)
 
 
-def group_stats(q: np.ndarray, n: int, size: int = GROUP) -> Groups:
-    """The Groups of the first n rows of q (integer rows, zero rows after n)."""
+def group_stats(q: np.ndarray, n: int, size: int | None = None) -> Groups:
+    """The Groups of the first n rows of q (integer rows, zero rows after n), of `size` rows [default: GROUP]."""
+    size = size or GROUP
     w, ng = q.shape[1], -(-n // size)
     centre, radius = np.zeros((ng, w)), np.zeros(ng)
     length = np.zeros(n)
@@ -175,30 +176,36 @@ class Skip:
 
 
 def sample_share(
-    q: np.ndarray, n: int, centres: np.ndarray, thresh: int, piece: int = 1024, m: int = 4096, stands_for=None
+    sample: np.ndarray, n: int, centres: np.ndarray, thresh: int, piece: int = 1024, side: int | None = None
 ) -> float:
-    """The share of products a pruned triangle of n rows would skip, as measured on an even sample of
-    them: the sample's rows put in the order (by nearest centre), cut into groups and pieces of as many
-    rows as stand for GROUP and `piece` of the n, each group bounded as `bounds` does (in float64), and
-    the pieces whose every group pair falls below thresh counted. An optimistic measure (a sample's group
-    is tighter than the full one): a share near 0 says pruning cannot pay. stands_for: the rows the sample's
-    order stands for [default: n] (a Ray block's, ordered on its own)."""
-    s = q[sample_rows(n)[:: max(1, min(n, 4096) // m)]].astype(np.float32)
-    s = s[np.argsort(np.argmax(s @ centres.T, axis=1), kind="stable")]
-    g, per = max(1, round(GROUP * len(s) / (stands_for or n))), max(1, round(piece / GROUP))
-    starts = np.arange(0, len(s), g)
-    size = np.diff(np.append(starts, len(s)))[:, None]
-    cen = np.add.reduceat(s, starts, axis=0) / size
-    own = np.repeat(np.arange(len(starts)), size[:, 0])
+    """The share of products a pruned search of n rows would skip, as measured on an even sample of them
+    (quantised rows, in row order): the sample's rows put in the order (by nearest centre), cut into
+    groups and pieces of as many rows as stand for GROUP and `piece` of the n, each group bounded as
+    `bounds` does (in float64), and the products of the pieces whose every group pair falls below thresh
+    counted. side: the rows are ordered within blocks of `side` rows (a Ray tile's), not all together:
+    then each block's share of the sample is ordered and grouped on its own. An optimistic measure (a
+    sample's group is tighter than the full one): a share near 0 says pruning cannot pay."""
+    m = len(sample)
+    block = (np.arange(m) * (n / m) // side).astype(np.int64) if side else np.zeros(m, np.int64)
+    s = sample.astype(np.float32)
+    s = s[np.lexsort((np.argmax(s @ centres.T, axis=1), block))]
+    g, per = max(1, round(GROUP * m / n)), max(1, round(piece / GROUP))
+    # groups of g rows, pieces of `per` groups, neither across a block's edge
+    first = np.flatnonzero(np.r_[True, block[1:] != block[:-1]])
+    starts = np.unique(np.concatenate([np.arange(f, e, g) for f, e in zip(first, np.r_[first[1:], len(s)])]))
+    size = np.diff(np.append(starts, len(s)))
+    cen = np.add.reduceat(s, starts, axis=0) / size[:, None]
+    own = np.repeat(np.arange(len(starts)), size)
     rad = np.sqrt(np.maximum.reduceat(((s - cen[own]) ** 2).sum(axis=1), starts))
     b = np.maximum.reduceat(s @ cen.T + np.linalg.norm(s, axis=1)[:, None] * rad[None, :], starts, axis=0)
     low = np.minimum(b, b.T) < thresh
-    pieces = -(-len(starts) // per)
-    pad = np.ones((pieces * per, pieces * per), bool)
-    pad[: len(starts), : len(starts)] = low
-    skipped = pad.reshape(pieces, per, pieces, per).all(axis=(1, 3))
-    area = np.triu(np.ones((pieces, pieces))) - 0.5 * np.eye(pieces)  # (a diagonal piece: half its products)
-    return float((area * skipped).sum() / area.sum())
+    gblock = block[starts]
+    gfirst = np.flatnonzero(np.r_[True, gblock[1:] != gblock[:-1]])
+    pstart = np.unique(np.concatenate([np.arange(f, e, per) for f, e in zip(gfirst, np.r_[gfirst[1:], len(starts)])]))
+    skipped = np.logical_and.reduceat(np.logical_and.reduceat(low, pstart, axis=0), pstart, axis=1)
+    rows = np.add.reduceat(size, pstart).astype(np.float64)
+    area = np.triu(np.outer(rows, rows), 1) + np.diag(rows * (rows - 1) / 2)
+    return float((area * skipped).sum() / max(area.sum(), 1.0))
 
 
 @dataclass(frozen=True, eq=False)
@@ -252,20 +259,21 @@ def tile_skip(a: SortedBlock, b: SortedBlock, thresh: int, kernel, device, row0:
 
     ab = bounds(a.groups, b.groups, torch.from_numpy(a.q).to(device), kernel, device)
     ba = ab.T if b is a else bounds(b.groups, a.groups, torch.from_numpy(b.q).to(device), kernel, device).T
-    return Skip(np.minimum(ab, ba) < thresh, GROUP, row0, col0)
+    return Skip(np.minimum(ab, ba) < thresh, a.groups.size, row0, col0)
 
 
-def tile_centres(sample_q: np.ndarray, side: int, thresh: int, prune: bool | None, rate: float = 400.0):
+def tile_centres(sample_q: np.ndarray, rows: int, side: int, thresh: int, prune: bool | None, rate: float = 400.0):
     """The Ray engine's choice, on the driver: (int8 centres each tile's blocks are ordered by, or None;
     the record: chosen, sample_share, why). Each block of `side` rows is ordered by side / GROUP centres
-    found on the sample (quantised rows), measured as `choose` does for a triangle of `side` rows (rate:
-    a products kernel's GMAC/s, nominal: the nodes measure their own)."""
+    found on sample_q (quantised rows: an even sample of `rows` rows, in row order), measured as `choose`
+    does, each block of the sample ordered on its own (rate: a products kernel's GMAC/s, nominal: the nodes
+    measure their own)."""
     n, w = side, sample_q.shape[1]
     k = min(MAX_CENTRES, max(1, -(-n // GROUP)))
     if prune is False or not len(sample_q):
         return None, {"chosen": False, "sample_share": None, "why": "not asked"}
     centres = kmeans(sample_q, k, iters=3)
-    share = sample_share(sample_q, len(sample_q), centres, thresh, m=len(sample_q), stands_for=n)
+    share = sample_share(sample_q, rows, centres, thresh, side=side)
     gain = share * n * n / 2 * w / (rate * 1e9)
     cost = 2 * n * k * w / (rate * 1e9) + _COST_PER_VALUE * n * w
     if prune is None and (share < MIN_SHARE or not gain > 2 * cost):
@@ -294,7 +302,7 @@ def choose(parts, qd, clip, shape, prune, choice, block, device) -> Chosen:
     share = None
     if prune is None:  # a first look: a few milliseconds
         first = q[sample_rows(n)[:: max(1, min(n, 4096) // 1024)]]
-        share = sample_share(q, n, kmeans(first, min(k, 32), iters=3), thresh, m=1024)
+        share = sample_share(first, n, kmeans(first, min(k, 32), iters=3), thresh)
         gain = share * n * n / 2 * w / rate
         cost = 2 * n * k * w / rate + _COST_PER_VALUE * n * w  # the assignment's and bounds' products; the rest
         if share < MIN_SHARE or not gain > 2 * cost:
@@ -308,6 +316,6 @@ def choose(parts, qd, clip, shape, prune, choice, block, device) -> Chosen:
     groups = group_stats(sorted_q, n)
     x = torch.from_numpy(sorted_q).to(device)
     b = bounds(groups, groups, x, choice.kernel, device)
-    skip = Skip(np.minimum(b, b.T) < thresh, GROUP)
+    skip = Skip(np.minimum(b, b.T) < thresh, groups.size)
     why = "asked" if prune else f"a sample said {100 * share:.1f}% of the products could be skipped"
     return Chosen([Part(x, x, n, n, True, order, order, skip=skip)], share, True, why, skip)

@@ -149,8 +149,8 @@ def prune_centres(rows, rows_b, local, local_b, qz, side: int, clip_min: float, 
     from vhmine.mine.join.prune import tile_centres
 
     if prune is False:
-        return tile_centres(np.zeros((0, 8), np.int8), side, 0, False)
+        return tile_centres(np.zeros((0, 8), np.int8), 0, side, 0, False)
     views = [local or rows] + ([local_b or rows_b] if rows_b is not None else [])
-    x = np.concatenate([v.clip.take(sample_rows(v.n)) for v in views])
+    x = np.concatenate([v.clip.take(sample_rows(v.n)) for v in views])  # (in row order: A's, then B's)
     q, stats = quantise_block(x, qz)
-    return tile_centres(q[: len(x)], side, threshold(qz, stats, clip_min)[0], prune)
+    return tile_centres(q[: len(x)], sum(v.n for v in views), side, threshold(qz, stats, clip_min)[0], prune)
