@@ -11,26 +11,28 @@ re-check: products.BlockMiner with products="float32"). Data sets (--data):
   L2-normalised. The int8 quantisation step follows the largest component, so its margin is widest
   here unless the rows are rotated first (quantise.fast_pass decides).
 
-First the products kernels' rates (mine.join.kernels: each candidate measured here in one thread, as
-find_pairs chooses among them). Also timed: the floor, the blocked products alone with the fastest
-kernel (the one find_pairs uses; --kernel: that one) over the same upper-triangle blocks, same device
-and block size, on the same already-quantised rows, into one reused buffer; no candidate extraction,
-no re-check), right before and right after each run of vhmine's miner (the median of those is the
-floor: the load of a shared machine drifts). vhmine's time over it is the miner's whole overhead:
-quantisation, candidate search, re-check; and a slow kernel cannot hide behind it, being no floor.
+First the machine (the CPU's model, cores and flags, the load) and the products kernels' rates (mine.join.kernels:
+each candidate measured here in one thread, as find_pairs chooses among them). Also timed: the floor, the
+blocked products alone with the fastest kernel (the one find_pairs uses; --kernel: that one) over the same
+upper-triangle blocks, same device and block size, on the same already-quantised rows, into one reused
+buffer, in the library's own threads; no candidate extraction, no re-check), right before and after each
+run of vhmine's miner (the median of those is the floor: the load of a shared machine drifts). And the
+unique-pair floor in CPU time: n (n - 1) / 2 x d MACs at the kernel's best sustained rate in one thread
+(calibrate.best_rate, measured before and after each run; on a GPU in wall time), against the miner's median
+CPU time (every thread of the process): `vs unique-pair floor (KERNEL, CPU time): R x`, the miner's whole
+overhead (quantisation, candidate search, re-check, its threads) over the products it cannot avoid.
 
-Prints, per data set, each method's time, pairs and peak RSS growth, vhmine's candidate count and
-margin, the ratios, and whether all pair sets are identical. Reads and writes no files (but the
-kernel calibration's cache, mine.join.kernels).
+Prints, per data set, each method's time (and the miner's CPU time), pairs and peak RSS growth, vhmine's
+candidate count and margin, the ratios, and whether all pair sets are identical. Reads and writes no files
+(but the kernel calibration's cache, mine.join.kernels).
 
-With --incremental N, also the time to mine 1% new rows of N CLIP-shaped rows (find_pairs(new_rows=...) and
-the merge with the other rows' pairs, mined before the clock) against a full mine of all N; with --against N,
-N x N rows across two collections (find_pairs_across) against the same 2N rows as one triangle. Each line
-says whether the pairs are identical (bit for bit) and the products' ratio; the script exits 1 where they
-are not.
+--incremental N, --against N and --pruning add the lines of scripts/bench_mine_lines.py (growth by 1% new
+rows in wall and CPU time, two collections across, and the pruning's shares at --clip 0.9 and 0.95); each says
+whether its pairs are identical (bit for bit), and the script exits 1 where they are not.
 
     python scripts/bench_mine.py --n 50000
     python scripts/bench_mine.py --only-growth --incremental 200000 --against 100000
+    python scripts/bench_mine.py --only-growth --pruning --n 50000
 """
 
 from __future__ import annotations
@@ -54,7 +56,6 @@ from vhmine.mine.join.simsearch import (
     PairSet,
     assert_same_pairs,
     find_pairs,
-    find_pairs_across,
     merge,
     pair_sims,
 )
@@ -351,118 +352,6 @@ def run(name: str, clip, dino, args) -> dict:
     return {**out, "float32_s": t_f32, "faiss_s": t_base, "identical": same}
 
 
-def _same(got: PairSet, want: PairSet, across: bool = False) -> bool:
-    """Whether got and want are the same pairs with bit-equal similarities, in the same (sorted) order."""
-    try:
-        assert_same_pairs(got, want, atol=0.0, across=across)
-    except AssertionError as err:
-        print(f"  pairs differ: {err}")
-        return False
-    return all(np.array_equal(getattr(got, f), getattr(want, f)) for f in ("i", "j", "clip_sim", "dino_sim"))
-
-
-def _verdict(same: bool) -> str:
-    return "pairs identical" if same else "pairs DIFFER"
-
-
-def incremental(n: int, args, full_mine) -> bool:
-    """The incremental line: 1% of n CLIP-shaped rows (random rows) are new; the other rows' full mine,
-    renumbered into the grown set, is done before the clock; timed: find_pairs(new_rows=...) plus the merge
-    with those pairs, against a full mine of all n (full_mine(clip, dino): it, its seconds, its stats)."""
-    clip, dino = make_clip_like(n, args.dim, args.dino_dim, args.seed)
-    new = np.sort(np.random.default_rng(args.seed + 2).choice(n, max(1, n // 100), replace=False))
-    old = np.setdiff1d(np.arange(n), new)
-    kw = dict(device=args.device, block_size=args.block_size, kernel=args.kernel)
-    earlier = find_pairs(clip[old], dino[old], args.clip, args.dino, **kw)
-    earlier = PairSet(old[earlier.i], old[earlier.j], earlier.clip_sim, earlier.dino_sim)
-    st: dict = {}
-    t0 = time.perf_counter()
-    band = find_pairs(clip, dino, args.clip, args.dino, new_rows=new, stats=st, **kw)
-    grown = merge([(p.i, p.j, p.clip_sim, p.dino_sim) for p in (earlier, band)])
-    t_inc = time.perf_counter() - t0
-    full, t_full, fst = full_mine(clip, dino)
-    same = _same(grown, full)
-    print(
-        f"incremental: +1% rows at N={n}: {t_inc:.2f} s against a full mine {t_full:.2f} s (ratio "
-        f"{t_inc / t_full:.4f}), {_verdict(same)}",
-        flush=True,
-    )
-    print(
-        f"  products ratio {st['pairs_examined'] / fst['pairs_examined']:.4f} ({st['pairs_examined']:,} of "
-        f"{fst['pairs_examined']:,} row pairs, {st['blocks']} of {fst['blocks']} blocks); {len(new):,} new rows, "
-        f"{len(band):,} new pairs of {len(full):,}; load average {os.getloadavg()[0]:.2f}",
-        flush=True,
-    )
-    return same
-
-
-def against(n: int, args, full_mine) -> bool:
-    """The against line: n x n CLIP-shaped rows (the first n of 2n, then the rest) by find_pairs_across,
-    against the same 2n rows mined as one triangle (full_mine), whose pairs with one row on each side
-    must be the same."""
-    clip, dino = make_clip_like(2 * n, args.dim, args.dino_dim, args.seed)
-    st: dict = {}
-    t0 = time.perf_counter()
-    rect = find_pairs_across(
-        clip[:n],
-        dino[:n],
-        clip[n:],
-        dino[n:],
-        args.clip,
-        args.dino,
-        device=args.device,
-        block_size=args.block_size,
-        kernel=args.kernel,
-        stats=st,
-    )
-    t_rect = time.perf_counter() - t0
-    full, t_full, fst = full_mine(clip, dino)
-    keep = (full.i < n) & (full.j >= n)
-    same = _same(rect, PairSet(full.i[keep], full.j[keep] - n, full.clip_sim[keep], full.dino_sim[keep]), across=True)
-    print(
-        f"against: {n:,} x {n:,} in {t_rect:.2f} s against the same {2 * n:,} rows as one triangle in "
-        f"{t_full:.2f} s (products ratio {st['pairs_examined'] / fst['pairs_examined']:.4f}, time ratio "
-        f"{t_rect / t_full:.4f}), {_verdict(same)}",
-        flush=True,
-    )
-    print(
-        f"  {st['blocks']} of {fst['blocks']} blocks, {len(rect):,} pairs across of {len(full):,}; load average "
-        f"{os.getloadavg()[0]:.2f}",
-        flush=True,
-    )
-    return same
-
-
-def growth_lines(args) -> bool:
-    """--incremental and --against; a full mine of the same rows is timed once for both when they share it."""
-    cache: dict = {}
-
-    def full_mine(clip, dino):
-        if len(clip) not in cache:
-            st: dict = {}
-            t0 = time.perf_counter()
-            out = find_pairs(
-                clip,
-                dino,
-                args.clip,
-                args.dino,
-                device=args.device,
-                block_size=args.block_size,
-                kernel=args.kernel,
-                stats=st,
-            )
-            cache[len(clip)] = out, time.perf_counter() - t0, st
-        return cache[len(clip)]
-
-    same = True
-    if args.incremental:
-        print(f"\n== growth: CLIP-shaped rows, seed={args.seed} --clip {args.clip} --dino {args.dino}", flush=True)
-        same &= incremental(args.incremental, args, full_mine)
-    if args.against:
-        same &= against(args.against, args, full_mine)
-    return same
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=50_000)
@@ -509,16 +398,27 @@ def main() -> None:
         help="also time N x N rows across two collections against the same 2N rows as one triangle [default: off]",
     )
     ap.add_argument("--only-growth", action="store_true", help="run only the --incremental and --against lines")
+    ap.add_argument(
+        "--pruning",
+        action="store_true",
+        help="also the pruning lines: --clip 0.9 and 0.95 on CLIP-shaped rows and on families, N=--n [default: off]",
+    )
+    ap.add_argument("--pruning-ray", action="store_true", help="with --pruning: the Ray engine's too (a local cluster)")
     args = ap.parse_args()
 
     import faiss  # noqa: F401  (imported before the clocks start: import time is not search time)
     import torch  # noqa: F401
 
     print(machine_line(), flush=True)
+    from bench_mine_lines import growth_lines, pruning_lines
+
     makers = {"random": make_vectors, "clip": make_clip_like}
     for name in (["random", "clip"] if args.data == "both" else [args.data]) * (not args.only_growth):
         run(name, *makers[name](args.n, args.dim, args.dino_dim, args.seed), args)
-    if not growth_lines(args):
+    same = growth_lines(args, make_clip_like)
+    if args.pruning:
+        same &= pruning_lines(args, make_clip_like, ray=args.pruning_ray)
+    if not same:
         sys.exit(1)
 
 

@@ -301,8 +301,11 @@ def choose(parts, qd, clip, shape, prune, choice, block, device) -> Chosen:
     rate = (choice.rates.get(choice.name) or 100.0) * 1e9  # MAC/s in one thread
     share = None
     if prune is None:  # a first look: a few milliseconds
+        from vhmine.mine.join import products
+
         first = q[sample_rows(n)[:: max(1, min(n, 4096) // 1024)]]
-        share = sample_share(first, n, kmeans(first, min(k, 32), iters=3), thresh)
+        piece = min(products._COLS, block)  # (a CPU's pieces; a GPU computes a block at a time)
+        share = sample_share(first, n, kmeans(first, min(k, 32), iters=3), thresh, piece=piece)
         gain = share * n * n / 2 * w / rate
         cost = 2 * n * k * w / rate + _COST_PER_VALUE * n * w  # the assignment's and bounds' products; the rest
         if share < MIN_SHARE or not gain > 2 * cost:
