@@ -136,7 +136,9 @@ def _search(m, part: Part, r: int, c: int, rows: int, block: int):
     return i, j, (prod if keep is None else prod[keep])
 
 
-RECHECK_BATCH = 1 << 15  # candidates re-checked at a time: fewer, larger calls than one per block
+RECHECK_BATCH = 1 << 20  # candidates held before they are re-checked: the re-checks' scattered reads of float
+# rows, between blocks, would push the products' rows out of the caches (1M candidates: 20 MB held)
+_SPLIT = 1 << 15  # a batch's candidates per re-check task, at least
 
 
 class _Batches:
@@ -182,6 +184,13 @@ def mine_blocks(miner, parts: list[Part], block: int, max_candidates: int, clip_
         if batch is not None:
             found.append(m.recheck(*batch))
     return found, batches.total
+
+
+def _split(batch, threads: int) -> list:
+    """A batch of candidates in a part per thread (each of _SPLIT at least)."""
+    k = max(1, min(threads, len(batch[0]) // _SPLIT))
+    cuts = np.linspace(0, len(batch[0]), k + 1).astype(np.int64)
+    return [tuple(a[s:e] for a in batch) for s, e in zip(cuts[:-1], cuts[1:], strict=True)]
 
 
 _UNIT_ROWS = 2048  # rows of a block that one thread takes through products and candidate search at a time
@@ -240,7 +249,8 @@ def mine_in_threads(miner, parts: list[Part], block: int, pool, threads: int, ma
                     continue
                 batch = batches.add(f.result(), done + 1)
                 if batch is not None:
-                    running[pool.submit(recheck, batch)] = None
+                    for part in _split(batch, threads):
+                        running[pool.submit(recheck, part)] = None
                 left[b] -= 1
                 if not left[b]:
                     done += 1
@@ -249,7 +259,8 @@ def mine_in_threads(miner, parts: list[Part], block: int, pool, threads: int, ma
             if not running:
                 batch = batches.take()
                 if batch is not None:
-                    running[pool.submit(recheck, batch)] = None
+                    for part in _split(batch, threads):
+                        running[pool.submit(recheck, part)] = None
     finally:
         for f in running:
             f.cancel()
