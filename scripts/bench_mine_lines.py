@@ -128,12 +128,12 @@ def growth_lines(args, make) -> bool:
 
 def families(n: int, dim: int, dino_dim: int, seed: int, topics: int = 16):
     """Rows in families of about 4 near copies (CLIP cosine about 0.99), the families in a few topics
-    (cosine about 0.9 within a topic, 0 across), rows in random order: where pruning can pay."""
+    (cosine about 0.86 within a topic, 0 across), rows in random order: where pruning can pay."""
     rng = np.random.default_rng(seed)
     fam = rng.integers(0, max(1, n // 4), n)
     clip = (
         rng.standard_normal((topics, dim))[fam % topics]
-        + 0.3 * rng.standard_normal((max(1, n // 4), dim))[fam]
+        + 0.4 * rng.standard_normal((max(1, n // 4), dim))[fam]
         + 0.05 * rng.standard_normal((n, dim))
     ).astype(np.float32)
     clip /= np.linalg.norm(clip, axis=1, keepdims=True)

@@ -274,22 +274,23 @@ def tile_centres(sample_q: np.ndarray, rows: int, side: int, thresh: int, prune:
         return None, {"chosen": False, "sample_share": None, "why": "not asked"}
     centres = kmeans(sample_q, k, iters=3)
     share = sample_share(sample_q, rows, centres, thresh, side=side)
-    gain = share * n * n / 2 * w / (rate * 1e9)
+    gain = share * n * n * w / (rate * 1e9)  # (a tile off the diagonal: side x side products)
     cost = 2 * n * k * w / (rate * 1e9) + _COST_PER_VALUE * n * w
-    if prune is None and (share < MIN_SHARE or not gain > 2 * cost):
+    if prune is None and (share < MIN_SHARE or not gain > PAYS * cost):
         return None, {"chosen": False, "sample_share": round(share, 6), "why": f"a sample says {100 * share:.1f}%"}
     return int_centres(centres), {"chosen": True, "sample_share": round(share, 6), "why": "asked" if prune else ""}
 
 
 MIN_SHARE = 0.05  # below this share of skippable products, as a sample measures it, no pruning
+PAYS = 1.5  # pruned only when the products it would skip cost this many times what ordering the rows does
 _COST_PER_VALUE = 5e-9  # seconds per quantised value (n x width) to order the rows, gather them and group them
 
 
 def choose(parts, qd, clip, shape, prune, choice, block, device) -> Chosen:
     """The parts to search, pruned or not: prune False never; True always (a full mine's triangle only);
     None when measured to pay: sample_share on 1,024 rows (a few milliseconds) must find at least MIN_SHARE of
-    the products skippable, and a share whose products, at the kernel's measured rate, cost more than twice
-    what ordering and bounding the rows does."""
+    the products skippable, and a share whose products, at the kernel's measured rate, cost more than PAYS
+    times what ordering and bounding the rows does."""
     import torch
 
     if prune is False:
@@ -308,7 +309,7 @@ def choose(parts, qd, clip, shape, prune, choice, block, device) -> Chosen:
         share = sample_share(first, n, kmeans(first, min(k, 32), iters=3), thresh, piece=piece)
         gain = share * n * n / 2 * w / rate
         cost = 2 * n * k * w / rate + _COST_PER_VALUE * n * w  # the assignment's and bounds' products; the rest
-        if share < MIN_SHARE or not gain > 2 * cost:
+        if share < MIN_SHARE or not gain > PAYS * cost:
             few = "" if share < MIN_SHARE else ", too few to pay for the order here"
             why = f"a sample says {100 * share:.1f}% of the products could be skipped{few}"
             return Chosen(parts, share, False, why)
