@@ -1,7 +1,9 @@
-"""One block of the upper triangle on one device: the integer (or float32) products of two row blocks,
-the pairs whose product reaches the fast pass's threshold (candidates), and their exact re-check
-(BlockMiner). find_pairs runs every block through it in one process, vhmine.mine.join.blocks one tile per
-Ray task. Reads the tensors it is given; writes nothing.
+"""One block on one device: the integer (or float32) products of two row blocks (of the upper triangle, or
+of a rectangle: BlockMiner.search's upper), the pairs whose product reaches the fast pass's threshold
+(candidates), and their exact re-check (BlockMiner). On a CPU the products come in cache-sized pieces, none
+below the diagonal, those that reach it in strips; a piece that vhmine.mine.join.prune rules out is never
+computed. find_pairs runs every block through it in one process (vhmine.mine.join.band), vhmine.mine.join.blocks
+one tile per Ray task. Reads the tensors it is given; writes nothing.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from vhmine.mine.join.kernels import Kernel, _same
 from vhmine.mine.join.quantise import qmax_for
 from vhmine.mine.join.recheck import _screened_recheck
 
-_SEG, _SHIFT = 64, 6  # columns per segment in the two-level candidate search (2**_SHIFT); divides ALIGN
+_SEG = 64  # columns per segment in the two-level candidate search; divides ALIGN
 _ROWS, _COLS = 1024, 1024  # a CPU's products come in pieces of this many rows by columns (4 MiB of int32:
-# measured at N = 50,000 on a 2-core EPYC, 2-4% faster than 2048 x 1024, and a diagonal block skips more)
+# at N = 50,000 on a 2-core EPYC, 2048 x 1024 pieces cost more: their products leave the cache before their search)
 
 
 def _float_rows(torch) -> Kernel:

@@ -7,7 +7,8 @@ float64 inner product of two stored float32 rows as `pair_sims` computes it, and
 `brute_force_pairs` exactly as a set, pairs at either threshold included. find_pairs(new_rows=...)
 mines only the pairs that touch an index's new rows (an earlier mine of the other rows plus these is a
 full mine, bit for bit), and find_pairs_across the pairs of one collection's rows with another's
-(`brute_force_across` its reference); vhmine.mine.join.band lays their rows out and runs just their blocks.
+(`brute_force_across` its reference); vhmine.mine.join.search builds each shape's parts (band.Part) and
+runs just their blocks.
 `assert_same_pairs` is the order-insensitive comparator that the tests and scripts/bench_mine.py use.
 
 How: CLIP rows are quantised to small integers once (quantise.fast_pass; first turned by an orthogonal map,
@@ -18,8 +19,9 @@ on a GPU) select candidates with a margin that provably covers the
 quantisation and turning error, without ever holding an N x N matrix. Only candidates are re-checked:
 (recheck) float32 products with a proven error bound decide the pairs clear of a threshold, float64 ones
 (pair_sims) the rest and every pair returned. On a CPU, find_pairs' threads each take chunks of rows
-of a block through products, search and re-check, in cache-sized pieces. vhmine.mine.ray.engine runs the
-same BlockMiner, one Ray task per tile.
+of a block through products and search, in cache-sized pieces, and batches of candidates through the
+re-check; pieces that provably hold no candidate can be left out (prune, chosen by measurement).
+vhmine.mine.ray.engine runs the same BlockMiner, one Ray task per tile.
 """
 
 from __future__ import annotations
