@@ -11,26 +11,28 @@ re-check: products.BlockMiner with products="float32"). Data sets (--data):
   L2-normalised. The int8 quantisation step follows the largest component, so its margin is widest
   here unless the rows are rotated first (quantise.fast_pass decides).
 
-First the products kernels' rates (mine.join.kernels: each candidate measured here in one thread, as
-find_pairs chooses among them). Also timed: the floor, the blocked products alone with the fastest
-kernel (the one find_pairs uses; --kernel: that one) over the same upper-triangle blocks, same device
-and block size, on the same already-quantised rows, into one reused buffer; no candidate extraction,
-no re-check), right before and right after each run of vhmine's miner (the median of those is the
-floor: the load of a shared machine drifts). vhmine's time over it is the miner's whole overhead:
-quantisation, candidate search, re-check; and a slow kernel cannot hide behind it, being no floor.
+First the machine (the CPU's model, cores and flags, the load) and the products kernels' rates (mine.join.kernels:
+each candidate measured here in one thread, as find_pairs chooses among them). Also timed: the floor, the
+blocked products alone with the fastest kernel (the one find_pairs uses; --kernel: that one) over the same
+upper-triangle blocks, same device and block size, on the same already-quantised rows, into one reused
+buffer, in the library's own threads; no candidate extraction, no re-check), right before and after each
+run of vhmine's miner (the median of those is the floor: the load of a shared machine drifts). And the
+unique-pair floor in CPU time: n (n - 1) / 2 x d MACs at the kernel's best sustained rate in one thread
+(calibrate.best_rate, measured before and after each run; on a GPU in wall time), against the miner's median
+CPU time (every thread of the process): `vs unique-pair floor (KERNEL, CPU time): R x`, the miner's whole
+overhead (quantisation, candidate search, re-check, its threads) over the products it cannot avoid.
 
-Prints, per data set, each method's time, pairs and peak RSS growth, vhmine's candidate count and
-margin, the ratios, and whether all pair sets are identical. Reads and writes no files (but the
-kernel calibration's cache, mine.join.kernels).
+Prints, per data set, each method's time (and the miner's CPU time), pairs and peak RSS growth, vhmine's
+candidate count and margin, the ratios, and whether all pair sets are identical. Reads and writes no files
+(but the kernel calibration's cache, mine.join.kernels).
 
-With --incremental N, also the time to mine 1% new rows of N CLIP-shaped rows (find_pairs(new_rows=...) and
-the merge with the other rows' pairs, mined before the clock) against a full mine of all N; with --against N,
-N x N rows across two collections (find_pairs_across) against the same 2N rows as one triangle. Each line
-says whether the pairs are identical (bit for bit) and the products' ratio; the script exits 1 where they
-are not.
+--incremental N, --against N and --pruning add the lines of scripts/bench_mine_lines.py (growth by 1% new
+rows in wall and CPU time, two collections across, and the pruning's shares at --clip 0.9 and 0.95); each says
+whether its pairs are identical (bit for bit), and the script exits 1 where they are not.
 
     python scripts/bench_mine.py --n 50000
     python scripts/bench_mine.py --only-growth --incremental 200000 --against 100000
+    python scripts/bench_mine.py --only-growth --pruning --n 50000
 """
 
 from __future__ import annotations
@@ -45,15 +47,15 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from vhmine.config import resolve_device
 from vhmine.mine.join import calibrate, kernels
 from vhmine.mine.join.products import BlockMiner, tiles
 from vhmine.mine.join.quantise import choose_turn, fast_pass, sample_rows
+from vhmine.mine.join.search import block_rows
 from vhmine.mine.join.simsearch import (
     PairSet,
     assert_same_pairs,
-    block_rows,
     find_pairs,
-    find_pairs_across,
     merge,
     pair_sims,
 )
@@ -103,8 +105,6 @@ def float32_pairs(
     the same float64 re-check, through the same BlockMiner as find_pairs."""
     import torch
 
-    from vhmine.embed.encoders import resolve_device
-
     dev = resolve_device(device)
     n, d = clip.shape
     block = min(-(-(block or (16384 if dev.type == "cuda" else 8192)) // 64) * 64, -(-n // 64) * 64)
@@ -134,15 +134,13 @@ def float32_pairs(
 
 
 def kernel_floor(clip, clip_min: float, rotated: bool, device: str | None, block_size: int | None, kernel: str | None):
-    """(the kernel's name, a function that times the floor): find_pairs' blocks (block size, upper
+    """(the kernel, a function that times the floor): find_pairs' blocks (block size, upper
     triangle, device) as the products of the kernel find_pairs chooses (or `kernel`) on the rows
     fast_pass quantised for it (as the miner did, quantised here untimed), into one reused buffer, and
     nothing else, in the library's own threads. The function returns seconds. (On a CPU the miner
     computes the same blocks in pieces, and skips the pieces of a diagonal block that hold only pairs
     below the diagonal: at N = 50,000 and 8192-row blocks it computes 90% of the floor's products.)"""
     import torch
-
-    from vhmine.embed.encoders import resolve_device
 
     dev = resolve_device(device)
     k = calibrate.choose(dev, -(-clip.shape[1] // 8) * 8, kernel=kernel).kernel
@@ -164,13 +162,11 @@ def kernel_floor(clip, clip_min: float, rotated: bool, device: str | None, block
             torch.cuda.synchronize(dev)
         return time.perf_counter() - t0
 
-    return k.name, run
+    return k, run
 
 
 def kernel_rates(device: str | None, width: int) -> str:
     """The candidates' rates, measured now (not from the cache) as find_pairs' calibration does."""
-    from vhmine.embed.encoders import resolve_device
-
     dev = resolve_device(device)
     rates = calibrate.calibrate(kernels.available(dev), dev, width)
     return ", ".join(f"{k} {v:.1f}" if v is not None else f"{k} not exact" for k, v in rates.items())
@@ -237,14 +233,46 @@ def peak_rss(result: dict):
         result["growth"] = max(0, top - start) * 1024
 
 
-def timed(label: str, fn):
+def timed(label: str, fn, cpu: list | None = None):
+    """fn's result and wall seconds; cpu, when given, gets its CPU seconds (every thread of this process)."""
     mem: dict = {}
     with peak_rss(mem):
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         out = fn()
-        secs = time.perf_counter() - t0
-    print(f"{label}: {secs:.2f} s, {len(out):,} pairs, peak RSS growth {mem['growth'] / 2**20:.0f} MiB", flush=True)
+        secs, used = time.perf_counter() - t0, time.process_time() - c0
+    grew = mem["growth"] / 2**20
+    print(f"{label}: {secs:.2f} s ({used:.2f} CPU-s), {len(out):,} pairs, peak RSS growth {grew:.0f} MiB", flush=True)
+    if cpu is not None:
+        cpu.append(used)
     return out, secs
+
+
+def machine_line() -> str:
+    """The CPU's model, cores and the instruction sets the products kernels care about, and the load."""
+    from vhmine.mine.join.calibrate import machine
+
+    m = machine("cpu")
+    return f"CPU: {m['cpu']}, {m['cores']} cores, flags {' '.join(m['flags']) or '-'}; load average " + (
+        " ".join(f"{x:.2f}" for x in os.getloadavg())
+    )
+
+
+def unique_floor_line(kernel, device, n: int, d: int, rates: list, cpu: list, walls: list) -> tuple[str, float]:
+    """`vs unique-pair floor (KERNEL, CPU time): R x`: the miner's median CPU seconds over the unique pairs'
+    products (n (n - 1) / 2 x d MACs) at the kernel's best rate measured in this run (on a CPU its best in
+    one thread, calibrate.best_rate, before and after each run of the miner; on a GPU wall time)."""
+    rate = max(rates)
+    macs = n * (n - 1) / 2 * d
+    floor = macs / rate / 1e9
+    gpu = str(device).startswith("cuda")
+    used = statistics.median(walls if gpu else cpu)
+    clock = "GPU wall time" if gpu else "CPU time"
+    return (
+        f"vs unique-pair floor ({kernel.name}, {clock}): {used / floor:.2f} x (vhmine {used:.2f} "
+        f"{'s' if gpu else 'CPU-s'}, median of {len(cpu)}; {macs / 1e9:,.0f} GMAC at {rate:.0f} GMAC/s, the kernel's "
+        f"best {'on the device' if gpu else 'in one thread'} of {len(rates)} measures: {floor:.2f} s; load average "
+        f"{os.getloadavg()[0]:.2f})"
+    ), used / floor
 
 
 def run(name: str, clip, dino, args) -> dict:
@@ -260,9 +288,10 @@ def run(name: str, clip, dino, args) -> dict:
         flush=True,
     )
     turned = bool(choose_turn(clip[sample_rows(len(clip))]))  # find_pairs' choice, without quantising twice
-    kname, floor = kernel_floor(clip, args.clip, turned, args.device, args.block_size, args.kernel)
+    kern, floor = kernel_floor(clip, args.clip, turned, args.device, args.block_size, args.kernel)
+    kname, dev = kern.name, resolve_device(args.device)
     floor()  # warm: the miner below runs on a warm kernel too (its first block is no warmer than this)
-    floors, mines = [floor()], []
+    floors, mines, cpus, rates = [floor()], [], [], [calibrate.best_rate(kern, dev, clip.shape[1])]
     for _ in range(args.repeat):  # the floor right before and after each run of the miner
         mine, t = timed(
             "vhmine find_pairs",
@@ -276,9 +305,12 @@ def run(name: str, clip, dino, args) -> dict:
                 stats=st,
                 kernel=args.kernel,
             ),
+            cpus,
         )
         mines.append(t)
         floors.append(floor())
+        rates.append(calibrate.best_rate(kern, dev, clip.shape[1]))
+    unique_line, unique_ratio = unique_floor_line(kern, dev, len(clip), clip.shape[1], rates, cpus, mines)
     t_mine, t_floor = statistics.median(mines), statistics.median(floors)
     print(f"  {st['kernel_line']}")
     print(
@@ -291,9 +323,10 @@ def run(name: str, clip, dino, args) -> dict:
         f"  fast pass: {st['candidates']:,} candidates, margin {st['margin']:.4f}, rotated: {st['rotated']} "
         f"(margin {'without' if st['rotated'] else 'with'} rotation: {other.margin:.4f})"
     )
-    out = {"data": name, "vhmine_s": t_mine, "floor_s": t_floor, "floor_kernel": kname, **st}
+    out = {"data": name, "vhmine_s": t_mine, "floor_s": t_floor, "floor_kernel": kname, "unique": unique_ratio, **st}
     if args.no_baselines:
         print(f"ratio (vhmine {t_mine:.2f} s, floor {t_floor:.2f} s), vs floor: {t_mine / t_floor:.2f} x", flush=True)
+        print(unique_line, flush=True)
         return out
     fst: dict = {}
     f32, t_f32 = timed(
@@ -315,119 +348,8 @@ def run(name: str, clip, dino, args) -> dict:
         f"pairs identical: {same}, vs floor ({kname}): {t_mine / t_floor:.2f} x",
         flush=True,
     )
+    print(unique_line, flush=True)
     return {**out, "float32_s": t_f32, "faiss_s": t_base, "identical": same}
-
-
-def _same(got: PairSet, want: PairSet, across: bool = False) -> bool:
-    """Whether got and want are the same pairs with bit-equal similarities, in the same (sorted) order."""
-    try:
-        assert_same_pairs(got, want, atol=0.0, across=across)
-    except AssertionError as err:
-        print(f"  pairs differ: {err}")
-        return False
-    return all(np.array_equal(getattr(got, f), getattr(want, f)) for f in ("i", "j", "clip_sim", "dino_sim"))
-
-
-def _verdict(same: bool) -> str:
-    return "pairs identical" if same else "pairs DIFFER"
-
-
-def incremental(n: int, args, full_mine) -> bool:
-    """The incremental line: 1% of n CLIP-shaped rows (random rows) are new; the other rows' full mine,
-    renumbered into the grown set, is done before the clock; timed: find_pairs(new_rows=...) plus the merge
-    with those pairs, against a full mine of all n (full_mine(clip, dino): it, its seconds, its stats)."""
-    clip, dino = make_clip_like(n, args.dim, args.dino_dim, args.seed)
-    new = np.sort(np.random.default_rng(args.seed + 2).choice(n, max(1, n // 100), replace=False))
-    old = np.setdiff1d(np.arange(n), new)
-    kw = dict(device=args.device, block_size=args.block_size, kernel=args.kernel)
-    earlier = find_pairs(clip[old], dino[old], args.clip, args.dino, **kw)
-    earlier = PairSet(old[earlier.i], old[earlier.j], earlier.clip_sim, earlier.dino_sim)
-    st: dict = {}
-    t0 = time.perf_counter()
-    band = find_pairs(clip, dino, args.clip, args.dino, new_rows=new, stats=st, **kw)
-    grown = merge([(p.i, p.j, p.clip_sim, p.dino_sim) for p in (earlier, band)])
-    t_inc = time.perf_counter() - t0
-    full, t_full, fst = full_mine(clip, dino)
-    same = _same(grown, full)
-    print(
-        f"incremental: +1% rows at N={n}: {t_inc:.2f} s against a full mine {t_full:.2f} s (ratio "
-        f"{t_inc / t_full:.4f}), {_verdict(same)}",
-        flush=True,
-    )
-    print(
-        f"  products ratio {st['pairs_examined'] / fst['pairs_examined']:.4f} ({st['pairs_examined']:,} of "
-        f"{fst['pairs_examined']:,} row pairs, {st['blocks']} of {fst['blocks']} blocks); {len(new):,} new rows, "
-        f"{len(band):,} new pairs of {len(full):,}; load average {os.getloadavg()[0]:.2f}",
-        flush=True,
-    )
-    return same
-
-
-def against(n: int, args, full_mine) -> bool:
-    """The against line: n x n CLIP-shaped rows (the first n of 2n, then the rest) by find_pairs_across,
-    against the same 2n rows mined as one triangle (full_mine), whose pairs with one row on each side
-    must be the same."""
-    clip, dino = make_clip_like(2 * n, args.dim, args.dino_dim, args.seed)
-    st: dict = {}
-    t0 = time.perf_counter()
-    rect = find_pairs_across(
-        clip[:n],
-        dino[:n],
-        clip[n:],
-        dino[n:],
-        args.clip,
-        args.dino,
-        device=args.device,
-        block_size=args.block_size,
-        kernel=args.kernel,
-        stats=st,
-    )
-    t_rect = time.perf_counter() - t0
-    full, t_full, fst = full_mine(clip, dino)
-    keep = (full.i < n) & (full.j >= n)
-    same = _same(rect, PairSet(full.i[keep], full.j[keep] - n, full.clip_sim[keep], full.dino_sim[keep]), across=True)
-    print(
-        f"against: {n:,} x {n:,} in {t_rect:.2f} s against the same {2 * n:,} rows as one triangle in "
-        f"{t_full:.2f} s (products ratio {st['pairs_examined'] / fst['pairs_examined']:.4f}, time ratio "
-        f"{t_rect / t_full:.4f}), {_verdict(same)}",
-        flush=True,
-    )
-    print(
-        f"  {st['blocks']} of {fst['blocks']} blocks, {len(rect):,} pairs across of {len(full):,}; load average "
-        f"{os.getloadavg()[0]:.2f}",
-        flush=True,
-    )
-    return same
-
-
-def growth_lines(args) -> bool:
-    """--incremental and --against; a full mine of the same rows is timed once for both when they share it."""
-    cache: dict = {}
-
-    def full_mine(clip, dino):
-        if len(clip) not in cache:
-            st: dict = {}
-            t0 = time.perf_counter()
-            out = find_pairs(
-                clip,
-                dino,
-                args.clip,
-                args.dino,
-                device=args.device,
-                block_size=args.block_size,
-                kernel=args.kernel,
-                stats=st,
-            )
-            cache[len(clip)] = out, time.perf_counter() - t0, st
-        return cache[len(clip)]
-
-    same = True
-    if args.incremental:
-        print(f"\n== growth: CLIP-shaped rows, seed={args.seed} --clip {args.clip} --dino {args.dino}", flush=True)
-        same &= incremental(args.incremental, args, full_mine)
-    if args.against:
-        same &= against(args.against, args, full_mine)
-    return same
 
 
 def main() -> None:
@@ -476,15 +398,27 @@ def main() -> None:
         help="also time N x N rows across two collections against the same 2N rows as one triangle [default: off]",
     )
     ap.add_argument("--only-growth", action="store_true", help="run only the --incremental and --against lines")
+    ap.add_argument(
+        "--pruning",
+        action="store_true",
+        help="also the pruning lines: --clip 0.9 and 0.95 on CLIP-shaped rows and on families, N=--n [default: off]",
+    )
+    ap.add_argument("--pruning-ray", action="store_true", help="with --pruning: the Ray engine's too (a local cluster)")
     args = ap.parse_args()
 
     import faiss  # noqa: F401  (imported before the clocks start: import time is not search time)
     import torch  # noqa: F401
 
+    print(machine_line(), flush=True)
+    from bench_mine_lines import growth_lines, pruning_lines
+
     makers = {"random": make_vectors, "clip": make_clip_like}
     for name in (["random", "clip"] if args.data == "both" else [args.data]) * (not args.only_growth):
         run(name, *makers[name](args.n, args.dim, args.dino_dim, args.seed), args)
-    if not growth_lines(args):
+    same = growth_lines(args, make_clip_like)
+    if args.pruning:
+        same &= pruning_lines(args, make_clip_like, ray=args.pruning_ray)
+    if not same:
         sys.exit(1)
 
 

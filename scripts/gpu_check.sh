@@ -12,7 +12,8 @@
 #             simsearch.pair_sims: the brute force's own definition), and that reference is itself checked
 #             against simsearch.brute_force_pairs on the CPU over a subsample. Target: < 1 s per data set.
 #             Also prints the miner's time over its floor on CUDA (bench_mine.kernel_floor: the same blocks'
-#             products alone with the kernel find_pairs chose, median of 3), ending `vs floor (KERNEL): R x`.
+#             products alone with the kernel find_pairs chose, median of 3), `vs floor (KERNEL): R x`, and over
+#             the unique pairs' products at the kernel's best rate there (calibrate.best_rate, GPU wall time).
 #   2. embed: vhmine embed (embed_collection, as the CLI calls it) end to end on synthetic 640x480 JPEGs with
 #             ViT-L/14 + DINOv2-L/14 shapes at 224 px, random weights built locally (vhmine/embed/tiny.py,
 #             scripts/bench_embed.py's "large" preset), in the precision `--precision auto` chooses there.
@@ -104,6 +105,7 @@ import numpy as np
 import torch
 sys.path.insert(0, "scripts")
 from bench_mine import kernel_floor, make_clip_like, make_vectors
+from vhmine.mine.join import calibrate
 from vhmine.mine.join.simsearch import PairSet, assert_same_pairs, brute_force_pairs, find_pairs, pair_sims
 
 dev, dry = os.environ["GPU_CHECK_DEVICE"], os.environ["GPU_CHECK_DRY"] == "1"
@@ -138,9 +140,13 @@ for name, make in (("random", make_vectors), ("clip-shaped", make_clip_like)):
     st = {}
     got = find_pairs(clip, dino, CLIP, DINO, device=dev, stats=st)
     sync(); secs = time.perf_counter() - t
-    kname, floor = kernel_floor(clip, CLIP, st["rotated"], dev, None, None)  # the same blocks' products alone
+    kern, floor = kernel_floor(clip, CLIP, st["rotated"], dev, None, None)  # the same blocks' products alone
+    kname = kern.name
     floor()  # warm
     t_floor = sorted(floor() for _ in range(3))[1]
+    # the unique pairs' products (n (n - 1) / 2 x d MACs) at the kernel's best rate on the device
+    rate = calibrate.best_rate(kern, torch.device(dev), clip.shape[1])
+    t_unique = n * (n - 1) / 2 * clip.shape[1] / rate / 1e9
     sync(); t = time.perf_counter()
     ref, alike = float64_reference(clip, dino)
     sync(); t_ref = time.perf_counter() - t
@@ -167,7 +173,9 @@ for name, make in (("random", make_vectors), ("clip-shaped", make_clip_like)):
     ok &= verdict != "FAIL" and same and sub_ok
     print(f"{verdict} 1 mine ({name}): {secs:.3f} s at N={n:,} on {dev} (target < {TARGET:g} s), "
           f"pairs identical to the float64 brute force: {same and sub_ok}; floor {t_floor:.3f} s, "
-          f"vs floor ({kname}): {secs / t_floor:.2f} x; {st['kernel_line']}", flush=True)
+          f"vs floor ({kname}): {secs / t_floor:.2f} x; vs unique-pair floor ({kname}, "
+          f"{'GPU wall' if dev == 'cuda' else 'wall'} time): {secs / t_unique:.2f} x ({rate:.0f} GMAC/s); "
+          f"{st['kernel_line']}", flush=True)
 sys.exit(0 if ok else 1)
 EOF
 

@@ -199,13 +199,14 @@ def test_check_script_dry_run_runs_the_faiss_and_ray_parts_on_the_cpu():
     )
     out = res.stdout + res.stderr
     assert "the same neighbours as the CPU: True" in out and "DRY 4 faiss-gpu:" in out, out
-    for name in ("random", "clip-shaped"):  # part 1: pairs exact, and the miner timed against its floor
+    for name in ("random", "clip-shaped"):  # part 1: pairs exact, and the miner timed against its floors
         m = re.search(
             rf"DRY 1 mine \({name}\): .*identical to the float64 brute force: (\w+); floor "
-            rf"([0-9.]+) s, vs floor \([a-z0-9-]+\): ([0-9.]+) x; products kernel: ",
+            rf"([0-9.]+) s, vs floor \([a-z0-9-]+\): ([0-9.]+) x; vs unique-pair floor \([a-z0-9-]+, wall time\): "
+            rf"([0-9.]+) x \(([0-9]+) GMAC/s\); products kernel: ",
             out,
         )
-        assert m and m[1] == "True" and float(m[2]) > 0 and float(m[3]) > 0, out
+        assert m and m[1] == "True" and all(float(m[k]) > 0 for k in (2, 3, 4, 5)), out
     assert "DRY 5 ray: N=30,000 on cpu, 3 of 21 tiles" in out, out
     assert "identical to the float64 brute force of those tiles: True" in out, out
     assert "FAIL" not in out, out

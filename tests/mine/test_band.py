@@ -12,6 +12,7 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from vhmine.errors import InputError
+from vhmine.mine.join.quantise import fast_pass
 from vhmine.mine.join.simsearch import (
     PairSet,
     assert_same_pairs,
@@ -48,7 +49,11 @@ def grown_mine_equals_full_mine(clip, dino, clip_min, dino_max, new_rows, **kw):
     event(f"rows {n // 100 * 100}+, band pairs found: {bool(len(band))}")
     want = brute_force_pairs(clip, dino, clip_min, dino_max)
     assert_same_pairs(band, touching(want, new_rows), atol=0.0)
-    earlier = renumbered(find_pairs(clip[old], dino[old], clip_min, dino_max, **kw), old)
+    kept: dict = {}
+    earlier = renumbered(find_pairs(clip[old], dino[old], clip_min, dino_max, stats=kept, **kw), old)
+    if kept.get("quantised") is not None:  # the band again, quantising only the new rows (the others' kept)
+        again = find_pairs(clip, dino, clip_min, dino_max, new_rows=new_rows, quantised=kept["quantised"], **kw)
+        assert_same_pairs(again, band, atol=0.0)
     grown = merge([(p.i, p.j, p.clip_sim, p.dino_sim) for p in (earlier, band)])
     full = find_pairs(clip, dino, clip_min, dino_max, **kw)
     assert_same_pairs(grown, full, atol=0.0)
@@ -151,16 +156,16 @@ def _set(n, d=24, e=16, seed=0):
 def test_new_rows_compute_only_the_band_of_their_row_group(monkeypatch, workers):
     """n = 1000, 64-row blocks, 10 new rows: the 16 blocks of the first row group's band, 10 x 9 / 2 +
     10 x 990 row pairs; a full mine: 16 x 17 / 2 blocks, 1000 x 999 / 2 pairs; and each block searched once."""
-    import vhmine.mine.join.simsearch as simsearch
+    import vhmine.mine.join.search as search
 
     searched = []
 
-    class Counting(simsearch.BlockMiner):
-        def search(self, x, y, r, c):
+    class Counting(search.BlockMiner):
+        def search(self, x, y, r, c, **kw):
             searched.append((r, c, len(x)))
-            return super().search(x, y, r, c)
+            return super().search(x, y, r, c, **kw)
 
-    monkeypatch.setattr(simsearch, "BlockMiner", Counting)
+    monkeypatch.setattr(search, "BlockMiner", Counting)
     clip, dino = _set(1000)
     new = np.random.default_rng(1).choice(1000, 10, replace=False)
     st_band, st_full = {}, {}
@@ -196,6 +201,51 @@ def test_across_drops_the_pairs_within_one_side_at_a_threshold_everything_meets(
         got = find_pairs_across(clip[:na], dino[:na], clip[na:], dino[na:], -math.inf, device="cpu", block_size=64)
         assert len(got) == na * (150 - na)
         assert np.array_equal(got.i, np.repeat(np.arange(na), 150 - na))
+
+
+def test_a_band_from_kept_rows_quantises_only_the_new_ones(monkeypatch):
+    """The earlier join's quantisation of the old rows, reused: only the new rows are quantised (with its
+    quantiser), no row is laid out again, and the pairs are the band's, bit for bit."""
+    import vhmine.mine.join.search as search
+
+    clip, dino = _set(3000, d=48)
+    new = np.sort(np.random.default_rng(3).choice(3000, 40, replace=False))
+    old = np.setdiff1d(np.arange(3000), new)
+    kept, st_ = {}, {}
+    find_pairs(clip[old], dino[old], 0.7, 0.5, stats=kept)
+    quantised = []
+    monkeypatch.setattr(search, "fast_pass", lambda x, *a, **k: quantised.append(len(x)) or fast_pass(x, *a, **k))
+    got = find_pairs(clip, dino, 0.7, 0.5, new_rows=new, quantised=kept["quantised"], stats=st_)
+    assert quantised == [] and st_["quantised"] is None
+    assert st_["pairs_examined"] == 40 * 39 // 2 + 40 * 2960
+    assert_same_pairs(got, touching(brute_force_pairs(clip, dino, 0.7, 0.5), new), atol=0.0)
+    find_pairs(clip, dino, 0.7, 0.5, new_rows=new)  # without: every row quantised again
+    assert quantised == [3000]
+
+
+def test_kept_rows_of_other_rows_or_too_many_levels_are_refused_or_quantised_again():
+    clip, dino = _set(800, d=32)
+    new = np.arange(0, 800, 20)
+    old = np.setdiff1d(np.arange(800), new)
+    kept = {}
+    find_pairs(clip[old], dino[old], 0.7, stats=kept)
+    with pytest.raises(InputError, match="quantised holds 760 rows of width 32, not the 780 rows"):
+        find_pairs(clip, dino, 0.7, new_rows=new[:20], quantised=kept["quantised"])
+    other, _ = _set(800, d=32, seed=9)
+    with pytest.raises(InputError, match="quantised does not match these rows"):
+        find_pairs(other, dino, 0.7, new_rows=new, quantised=kept["quantised"])
+    with pytest.raises(TypeError, match="takes new_rows too"):
+        find_pairs(clip, dino, 0.7, quantised=kept["quantised"])
+    from vhmine.mine.join.kernels import Unavailable, build
+
+    try:
+        build("fbgemm", "cpu")
+    except Unavailable:
+        return
+    st_ = {}  # fbgemm keeps 90 levels exact, the kept rows have 127: every row is quantised again, exactly
+    got = find_pairs(clip, dino, 0.7, new_rows=new, quantised=kept["quantised"], kernel="fbgemm", stats=st_)
+    assert st_["quantised"] is not None and st_["quantised"].qmax <= 90
+    assert_same_pairs(got, touching(brute_force_pairs(clip, dino, 0.7), new), atol=0.0)
 
 
 def test_empty_new_rows_or_an_empty_side_mine_nothing():

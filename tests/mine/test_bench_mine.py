@@ -55,8 +55,20 @@ def test_bench_mine_checks_the_pairs_and_prints_the_floor_ratio():
     assert len(floors) == 2, out  # the floor before and after each run
     # the floor's kernel is the one the miner used
     assert re.findall(r"  products kernel: ([a-z0-9-]+) \(", out) == floors, out
-    pairs = re.findall(r"vhmine find_pairs: [0-9.]+ s, ([0-9,]+) pairs", out)
-    assert len(pairs) == 4 and int(pairs[0].replace(",", "")) > 0, out
+    pairs = re.findall(r"vhmine find_pairs: [0-9.]+ s \(([0-9.]+) CPU-s\), ([0-9,]+) pairs", out)
+    assert len(pairs) == 4 and int(pairs[0][1].replace(",", "")) > 0, out
+    # the miner's median CPU time over the unique pairs' products at the kernel's best rate in one thread
+    unique = re.findall(
+        r"^vs unique-pair floor \(([a-z0-9-]+), CPU time\): ([0-9.]+) x \(vhmine ([0-9.]+) CPU-s, median of 2; "
+        r"([0-9,]+) GMAC at ([0-9]+) GMAC/s, the kernel's best in one thread of 3 measures: ([0-9.]+) s; load",
+        out,
+        re.M,
+    )
+    assert [u[0] for u in unique] == floors, out
+    for k, (_, ratio, used, _, rate, _) in enumerate(unique):  # used: the median of that data set's two runs
+        runs = [float(c) for c, _ in pairs[2 * k : 2 * k + 2]]
+        assert float(ratio) > 0 and float(rate) > 0 and abs(float(used) - sum(runs) / 2) <= 0.011, out
+    assert re.search(r"^CPU: .*, \d+ cores, flags .*; load average [0-9.]+ [0-9.]+ [0-9.]+$", out, re.M), out
 
 
 def ratio_of(a: str, b: str, r: str) -> bool:
@@ -85,6 +97,9 @@ def test_bench_mine_growth_lines_say_the_pairs_are_identical_and_give_their_rati
             "256",
             "--clip",
             "0.9",
+            "--pruning",
+            "--n",
+            "3000",
         ],
         capture_output=True,
         text=True,
@@ -95,12 +110,14 @@ def test_bench_mine_growth_lines_say_the_pairs_are_identical_and_give_their_rati
     assert res.returncode == 0, out
     assert "ratio vs faiss" not in out  # --only-growth: the data sets' runs are left out
     inc = re.findall(
-        r"^incremental: \+1% rows at N=3000: ([0-9.]+) s against a full mine ([0-9.]+) s \(ratio "
-        r"([0-9.]+)\), pairs identical$",
+        r"^incremental: \+1% rows at N=3000: ([0-9.]+) s \(([0-9.]+) CPU-s\) against a full mine ([0-9.]+) s "
+        r"\(([0-9.]+) CPU-s\) \(ratio ([0-9.]+), CPU time ([0-9.]+)\), pairs identical$",
         out,
         re.M,
     )
-    assert len(inc) == 1 and ratio_of(*inc[0]), out
+    assert len(inc) == 1, out
+    wall, cpu, full_wall, full_cpu, ratio, cpu_ratio = inc[0]
+    assert ratio_of(wall, full_wall, ratio) and ratio_of(cpu, full_cpu, cpu_ratio), out
     products = re.findall(r"^  products ratio ([0-9.]+) \(([0-9,]+) of ([0-9,]+) row pairs", out, re.M)
     # 30 new rows of 3000: 30 x 29 / 2 + 30 x 2970 of 3000 x 2999 / 2
     assert products == [("0.0199", "89,535", "4,498,500")], out
@@ -113,5 +130,15 @@ def test_bench_mine_growth_lines_say_the_pairs_are_identical_and_give_their_rati
     assert len(ac) == 1 and ac[0][2] == "0.5002" and ratio_of(ac[0][0], ac[0][1], ac[0][3]), (
         out
     )  # 1500^2 / (3000 x 2999 / 2)
+    prunes = re.findall(
+        r"^pruning at --clip (0.9|0.95) \((CLIP-shaped|families)\): pruning: (on|off) \((.*)\), [0-9.]+ CPU-s; forced "
+        r"on: ([0-9.]+)% of the products skipped \(an oracle: ([0-9.]+)%\), [0-9.]+ CPU-s against [0-9.]+ off "
+        r"\([0-9.]+ x\), pairs identical; load average",
+        out,
+        re.M,
+    )
+    assert [p[:2] for p in prunes] == [(c, d) for d in ("CLIP-shaped", "families") for c in ("0.9", "0.95")], out
+    assert all(float(p[4]) == 0 for p in prunes[:2]) and all(float(p[4]) > 10 for p in prunes[2:]), out
+    assert all(p[3].startswith("a sample says ") for p in prunes), out
     pairs = re.findall(r"([0-9,]+) pairs across of ([0-9,]+)", out)
     assert len(pairs) == 1 and 0 < int(pairs[0][0].replace(",", "")) < int(pairs[0][1].replace(",", "")), out

@@ -22,7 +22,8 @@ from vhmine.mine.join.simsearch import assert_same_pairs, brute_force_pairs, fin
 
 ray = pytest.importorskip("ray", reason="the Ray engine needs the ray extra: pip install -e '.[ray]'")
 
-from vhmine.mine.ray.engine import find_pairs_ray, tile_bytes, tile_rows  # noqa: E402
+from vhmine.mine.ray.arrays import find_pairs_ray  # noqa: E402
+from vhmine.mine.ray.engine import tile_bytes, tile_rows  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
 

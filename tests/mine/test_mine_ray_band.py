@@ -16,7 +16,8 @@ from test_mine_ray import cluster, clustered, pytestmark, ray  # noqa: F401  (it
 from vhmine.errors import VhmineError
 from vhmine.mine.join import row_digests
 from vhmine.mine.join.simsearch import PairSet, assert_same_pairs, brute_force_pairs
-from vhmine.mine.ray.engine import find_pairs_across_ray, find_pairs_ray, run_job
+from vhmine.mine.ray.arrays import find_pairs_across_ray, find_pairs_ray
+from vhmine.mine.ray.engine import run_job
 from vhmine.mine.ray.tilejob import SCAN, Band, Rectangle, TileJob, Triangle
 
 

@@ -12,7 +12,15 @@ import typer
 
 from vhmine.cli.options import IndexesOpt, PlainUsage, _fail, app, data_app, interruptible
 from vhmine.config import DEFAULT_CLIP_MIN, DEFAULT_CLIP_MODEL, DEFAULT_DINO_MAX, DEFAULT_DINO_MODEL
-from vhmine.errors import VhmineError
+from vhmine.errors import InputError, VhmineError
+
+
+def _auto_on_off(flag: str, value: str) -> bool | None:
+    """auto -> None (measured), on -> True, off -> False; InputError for anything else."""
+    try:
+        return {"auto": None, "on": True, "off": False}[value]
+    except KeyError:
+        raise InputError(f"{flag} {value}: use auto, on or off") from None
 
 
 @app.command(cls=PlainUsage)
@@ -157,6 +165,14 @@ def mine(
             " its own), int-mm, fbgemm, blas-f32, torch-f32 or bf16."
         ),
     ),
+    prune: str = typer.Option(
+        "auto",
+        "--prune",
+        help=(
+            "Skip products that provably hold no pair at --clip (rows ordered by similarity, bounds per group of rows):"
+            " auto (when a sample of the rows says it pays), on, off."
+        ),
+    ),
     against: str | None = typer.Option(
         None,
         "--against",
@@ -194,6 +210,7 @@ def mine(
             index_url=index_url,
             plan=plan,
             kernel=None if kernel == "auto" else kernel,
+            prune=_auto_on_off("--prune", prune),
             against=against,
             full=full,
         )

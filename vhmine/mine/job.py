@@ -56,6 +56,7 @@ class MineOptions:
         None  # the products kernel (mine.join.kernels.KERNELS) [default: the fastest measured here / per node]
     )
     full: bool = False  # mine every pair even when an earlier run of the same command could be reused (mine.grow)
+    prune: bool | None = None  # skip products that provably hold no pair (mine.join.prune) [None: when it pays]
     against: str | None = None  # a second index (name under --indexes, or folder): pairs with one image from each
 
 

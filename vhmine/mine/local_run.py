@@ -43,7 +43,7 @@ def mine_local(idx, name: str, opts, run_dir: Path, default_dir: Path, warnings:
     # One search at the CLIP threshold gives every CLIP-alike pair with its DINOv2 sim: the pairs in
     # the box, and the rest of the candidates for the scatter plot.
     st: dict = {}
-    find = dict(device=opts.device, progress=opts.progress, kernel=opts.kernel, stats=st)
+    find = dict(device=opts.device, progress=opts.progress, kernel=opts.kernel, stats=st, prune=opts.prune)
     if earlier is not None:
         found = grown_pairs(earlier, g, idx.clip, idx.dino, ids, opts.clip, **find)
         products = int(st.get("pairs_examined", 0))
@@ -93,6 +93,7 @@ def mine_local(idx, name: str, opts, run_dir: Path, default_dir: Path, warnings:
         )
     extra = {
         "products_kernel": st.get("kernel"),
+        "pruning": st.get("prune"),
         **({"nearby": relax.record()} if relax else {}),
         **({"incremental": incremental} if incremental else {}),
     }
@@ -227,6 +228,7 @@ def mine_across(a, b, opts, run_dir: Path, warnings: list[str], t0: float) -> Mi
     extra = {
         "against": against_record(b),
         "products_kernel": st.get("kernel"),
+        "pruning": st.get("prune"),
         **({"nearby": relax.record()} if relax else {}),
     }
     written = finish_run(

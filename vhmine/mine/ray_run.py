@@ -130,6 +130,7 @@ def mine_ray(
             local_b=rows_b,
             keep_alike=True,
             digests=against is None,
+            prune=opts.prune,
         )
     except BaseException as err:
         # scanned chunks are kept for a rerun after a stop, not after a refusal (a row, say): it would refuse again
@@ -203,6 +204,7 @@ def mine_ray(
                 "nodes": len(info["nodes"]),
                 "tiles_done_before": info["tiles_done_before"],
                 "kernels": info["kernels"],
+                "pruning": info["prune"],
             }
         }
         if against is not None:

@@ -15,9 +15,11 @@ Beside them: `PairSet` (what they return), `pair_sims` (the float64 similarity e
 `merge`, the references `brute_force_pairs` / `brute_force_across` with `assert_same_pairs`, and
 `row_digests` (a digest of each row, to tell kept rows from changed ones). Inside: quantise (the int8 fast
 pass and its proven error bound), kernels and calibrate (the products kernels and the measured choice),
-products (one block's products and candidates), band (which blocks a shape needs), blocks (blocks quantised
-with one streaming pass's parameters: the Ray engine's tiles), recheck (the exact re-check), rowcheck (what is
-refused before starting), simsearch (the entries), digests.
+products (one block's products and candidates), search (the checks, the quantisation, a shape's parts and
+the threads behind each entry), band (the parts: rows against rows, and the drivers that run their blocks),
+prune (exact pruning of products before they are computed), blocks (blocks quantised with one streaming
+pass's parameters: the Ray engine's tiles), recheck (the exact re-check), rowcheck (what is refused before
+starting), simsearch (the entries), digests.
 """
 
 from __future__ import annotations

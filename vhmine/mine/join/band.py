@@ -1,14 +1,19 @@
-"""Which blocks an exact search covers, and running them: the upper triangle of all rows (a full mine), the
-band of the pairs that touch the first K rows (an index that grew: its new rows put first), or the
-rectangle of one collection's rows against another's (A's rows, then B's, as simsearch stacks them); and the
-order that puts an index's new rows first (new_first, Band.layout). Reads the arrays and quantised rows it
-is given; writes nothing. simsearch.find_pairs and simsearch.find_pairs_across run their blocks through it.
+"""Which products an exact search computes, and running them: the parts of a shape (Part: quantised rows
+searched against quantised rows, a triangle or a rectangle), and the two drivers that take every part's blocks
+through a BlockMiner (mine_blocks: one block at a time; mine_in_threads: chunks of rows in a pool of threads,
+with the re-checks batched). Reads the arrays and quantised rows it is given; writes nothing.
+vhmine.mine.join.search builds the parts of each shape:
 
-A search over rows laid out so is a Band: the pairs (i, j), i < j, with i < rows and j >= cols_from.
-Its blocks are those of the triangle whose rows start below `rows` and whose columns reach `cols_from`,
-so a band over K new rows of N computes about K x N products, not N^2 / 2; candidates outside it (rows
-of the last 64-row group past `rows`, columns of the group before `cols_from`) are dropped before their
-re-check.
+- the upper triangle of all rows (a full mine): one triangle part, in the caller's row order (or, pruned,
+  in vhmine.mine.join.prune's order);
+- the band of the pairs that touch K new rows of N (a grown index): the new rows, gathered, against every
+  row where it is (a rectangle whose pairs of two new rows come once: `dedupe`), about K x N products and no
+  copy of the other rows; or, with the other rows' quantisation kept from an earlier join, the new rows
+  against those rows and the triangle of the new rows;
+- the rectangle of one collection's rows against another's.
+
+A candidate's rows come out in the caller's numbers (Part.xmap, Part.ymap), so the re-check reads the caller's
+float rows: no copy of them.
 """
 
 from __future__ import annotations
@@ -21,61 +26,70 @@ from vhmine.errors import InputError
 from vhmine.mine.join.quantise import ALIGN
 
 
-def _up(n: int) -> int:
+def up(n: int) -> int:
+    """n rounded up to a multiple of ALIGN."""
     return -(-n // ALIGN) * ALIGN
 
 
 @dataclass(frozen=True, eq=False)
-class Band:
-    """The pairs (i, j), i < j < n, with i < rows and j >= cols_from (0: a triangle or band; rows: a
-    rectangle, rows A and the rest B), of rows searched in the order `order` (order[k]: the caller's
-    number of the k-th row searched; None: the caller's own order). The candidates come out in the
-    caller's numbers (i > j where the order swaps them), so the re-check reads the caller's rows: no
-    copy of the float rows, only of the quantised ones (layout)."""
+class Part:
+    """Rows x searched against rows y (quantised, each zero-padded to a multiple of 64 rows; nx, ny real):
+    a triangle (x is y, pairs p < q only) or a rectangle (every pair). xmap, ymap: the caller's number of
+    each position (an array; an int: the position plus it; None: the position). dedupe: a mask over the
+    caller's rows; a pair (i, j) with dedupe[j] and i >= j is dropped (a band's pairs of two new rows, which
+    its rectangle holds twice, and a row with itself). skip(row, rows, col, cols): pieces that provably hold
+    no candidate (vhmine.mine.join.prune), or None."""
 
-    n: int
-    rows: int
-    cols_from: int = 0
-    order: np.ndarray | None = None
-
-    def layout(self, q: np.ndarray) -> np.ndarray:
-        """The quantised rows q (the caller's order, zero rows after n) in the order searched."""
-        if self.order is None:
-            return q
-        rows = np.ascontiguousarray(q).view(np.dtype((np.void, q.shape[1] * q.itemsize)))[:, 0]  # one item a row:
-        out = np.zeros_like(q)  # a gather of whole rows is 2-3x faster than q[order]'s of bytes
-        out[: self.n] = rows[self.order].view(q.dtype).reshape(self.n, q.shape[1])
-        return out
+    x: object
+    y: object
+    nx: int
+    ny: int
+    triangle: bool
+    xmap: np.ndarray | int | None = None
+    ymap: np.ndarray | int | None = None
+    dedupe: np.ndarray | None = None
+    skip: object = None
 
     def tiles(self, block: int) -> list[tuple[int, int]]:
-        """First rows of the (row block, column block) pairs that hold the band's pairs (block: a multiple
-        of 64): row blocks up to the 64-row group holding row `rows` - 1, column blocks from the one at
-        or right of the row block (the triangle's) or from the 64-row group holding cols_from."""
-        col0 = self.cols_from // ALIGN * ALIGN
-        return [(r, c) for r in range(0, _up(self.rows), block) for c in range(max(r, col0), _up(self.n), block)]
-
-    def row_end(self) -> int:
-        """Rows past this are not the band's in any row block: the end of the last 64-row group of `rows`."""
-        return _up(self.rows)
+        """First positions (r, c) of its blocks (block: a multiple of 64): a triangle's c >= r."""
+        rows, cols = range(0, up(self.nx), block), range(0, up(self.ny), block)
+        return [(r, c) for r in rows for c in cols if not self.triangle or c >= r]
 
     def pairs(self) -> int:
-        """The number of distinct row pairs the band covers (a triangle or band: cols_from 0; a rectangle:
-        cols_from = rows)."""
-        k, n = self.rows, self.n
-        if self.cols_from >= k:
-            return k * (n - self.cols_from)
-        return k * (k - 1) // 2 + k * (n - k)
+        """The row pairs it covers (a dedupe'd rectangle: each distinct pair once)."""
+        if self.triangle:
+            return self.nx * (self.nx - 1) // 2
+        if self.dedupe is not None:  # new rows (x, all of them new) against every row
+            return self.nx * (self.nx - 1) // 2 + self.nx * (self.ny - self.nx)
+        return self.nx * self.ny
 
-    def keep(self, i: np.ndarray, j: np.ndarray) -> np.ndarray | None:
-        """Which candidates (i < j in the order searched, from BlockMiner.search) are the band's; None: all."""
-        if self.rows >= self.n and self.cols_from == 0:
-            return None
-        return (i < self.rows) & (j >= self.cols_from)
+    def caller(self, p: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """Candidates at positions (p of x, q of y) in the caller's numbers, and which to keep (None: all):
+        a dedupe'd rectangle keeps each pair once."""
+        i, j = _numbers(p, self.xmap), _numbers(q, self.ymap)
+        if self.dedupe is None:
+            return i, j, None
+        keep = (~self.dedupe[j] | (i < j)) & (i != j)
+        return i[keep], j[keep], keep
 
 
-def new_first(new_rows, n: int) -> Band:
-    """The band of the pairs that touch new_rows among n rows: the K distinct new rows searched first
-    (ascending), then the others; InputError when new_rows is not a 1-D array of integers in [0, n)."""
+def gather(q: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """q's rows `rows` (in that order), zero-padded to a multiple of 64 rows: whole rows at a time (a
+    gather of rows as single items is 2-3x faster than numpy's of their bytes)."""
+    out = np.zeros((up(len(rows)), q.shape[1]), q.dtype)
+    whole = np.ascontiguousarray(q).view(np.dtype((np.void, q.shape[1] * q.itemsize)))[:, 0]
+    out[: len(rows)] = whole[rows].view(q.dtype).reshape(len(rows), q.shape[1])
+    return out
+
+
+def _numbers(p: np.ndarray, m) -> np.ndarray:
+    if m is None:
+        return p
+    return p + m if isinstance(m, int) else m[p]
+
+
+def new_rows_of(new_rows, n: int) -> np.ndarray:
+    """new_rows as the sorted distinct row numbers; InputError when not a 1-D array of integers in [0, n)."""
     a = np.asarray(new_rows)
     if a.ndim != 1 or not (a.size == 0 or np.issubdtype(a.dtype, np.integer)):
         raise InputError(f"new_rows must be a 1-D array of row numbers, got {a.dtype} with shape {a.shape}")
@@ -86,9 +100,7 @@ def new_first(new_rows, n: int) -> Band:
             f"new_rows holds row {bad}, outside the {n:,} rows [0, {n}); "
             "give the row numbers of the new rows among all of them"
         )
-    old = np.ones(n, bool)
-    old[a] = False
-    return Band(n, len(a), 0, np.concatenate([a, np.flatnonzero(old)]))
+    return a
 
 
 def check_same_dims(name: str, a: np.ndarray, b: np.ndarray) -> None:
@@ -99,11 +111,6 @@ def check_same_dims(name: str, a: np.ndarray, b: np.ndarray) -> None:
         )
 
 
-def unit_pairs(blocks, block: int, row_end: int, unit_rows: int) -> list[tuple[int, int, int, int]]:
-    """(block number, r, c, s): the chunks of unit_rows rows (from r + s) of each block's rows below row_end."""
-    return [(b, r, c, s) for b, (r, c) in enumerate(blocks) for s in range(0, min(block, row_end - r), unit_rows)]
-
-
 def too_many_candidates(total: int, clip_min: float, done: int, blocks: int, limit: int) -> InputError:
     return InputError(
         f"{total:,} pairs already have CLIP cosine near or above {clip_min:g} after {done} of "
@@ -112,81 +119,149 @@ def too_many_candidates(total: int, clip_min: float, done: int, blocks: int, lim
     )
 
 
-def _search(m, band: Band, x, y, r: int, c: int):
-    """BlockMiner m's candidates of x (rows r..) against y (rows c..) that are the band's, with products."""
-    i, j, p = m.search(x, y, r, c)
-    keep = band.keep(i, j)
-    if keep is not None and not keep.all():
-        i, j, p = i[keep], j[keep], p[keep]
-    return (i, j, p) if band.order is None else (band.order[i], band.order[j], p)
+def _search(m, part: Part, r: int, c: int, rows: int, block: int):
+    """BlockMiner m's candidates of part's x rows r.. (`rows` of them) against its y rows c.. (a block), in the
+    caller's numbers, with their products."""
+    p, q, prod = m.search(
+        part.x[r : r + rows],
+        part.y[c : c + block],
+        r,
+        c,
+        skip=part.skip,
+        upper=part.triangle,
+        rows_end=part.nx,
+        cols_end=part.ny,
+    )
+    i, j, keep = part.caller(p, q)
+    return i, j, (prod if keep is None else prod[keep])
 
 
-def mine_blocks(miner, q, band: Band, block: int, max_candidates: int, clip_min: float, bar):
-    """(found, total): the band's blocks of the quantised rows q, one at a time through one BlockMiner
-    (miner(): a GPU, or a CPU in torch's own threads); found: re-checked parts, total: candidates."""
+RECHECK_BATCH = 1 << 20  # candidates held before they are re-checked: the re-checks' scattered reads of float
+# rows, between blocks, would push the products' rows out of the caches (1M candidates: 20 MB held)
+_SPLIT = 1 << 15  # a batch's candidates per re-check task, at least
+
+
+class _Batches:
+    """Candidates (i, j, products) held until a batch is full, to be re-checked together; counted against
+    max_candidates."""
+
+    def __init__(self, max_candidates: int, clip_min: float, blocks: int):
+        self.limit, self.clip_min, self.blocks = max_candidates, clip_min, blocks
+        self.held, self.count, self.total = [], 0, 0
+
+    def add(self, cands, done: int):
+        """The batch to re-check now (or None), after adding these candidates; raises past the limit."""
+        self.total += len(cands[0])
+        if self.total > self.limit:
+            raise too_many_candidates(self.total, self.clip_min, done, self.blocks, self.limit)
+        if len(cands[0]):
+            self.held.append(cands)
+            self.count += len(cands[0])
+        return self.take() if self.count >= RECHECK_BATCH else None
+
+    def take(self):
+        if not self.held:
+            return None
+        held, self.held, self.count = self.held, [], 0
+        return held[0] if len(held) == 1 else tuple(np.concatenate(a) for a in zip(*held))
+
+
+def mine_blocks(miner, parts: list[Part], block: int, max_candidates: int, clip_min: float, bar):
+    """(found, total): every part's blocks, one at a time through one BlockMiner (miner(): a GPU, or a CPU in
+    torch's own threads); found: re-checked parts of the result, total: candidates."""
     import torch
 
-    blocks, end = band.tiles(block), band.row_end()
-    found, total, m = [], 0, miner()
+    blocks = [(part, r, c) for part in parts for r, c in part.tiles(block)]
+    found, m = [], miner()
+    batches = _Batches(max_candidates, clip_min, len(blocks))
     with torch.inference_mode():
-        for b, (r, c) in enumerate(blocks):
-            i, j, p = _search(m, band, q[r : min(r + block, end)], q[c : c + block], r, c)
-            total += len(i)
-            if total > max_candidates:
-                raise too_many_candidates(total, clip_min, b + 1, len(blocks), max_candidates)
-            if len(i):
-                found.append(m.recheck(i, j, p))
+        for b, (part, r, c) in enumerate(blocks):
+            batch = batches.add(_search(m, part, r, c, min(block, up(part.nx) - r), block), b + 1)
+            if batch is not None:
+                found.append(m.recheck(*batch))
             bar.update()
-    return found, total
+        batch = batches.take()
+        if batch is not None:
+            found.append(m.recheck(*batch))
+    return found, batches.total
 
 
-_UNIT_ROWS = 2048  # rows of a block that one thread takes through products, search and re-check at a time
+def _split(batch, threads: int) -> list:
+    """A batch of candidates in a part per thread (each of _SPLIT at least)."""
+    k = max(1, min(threads, len(batch[0]) // _SPLIT))
+    cuts = np.linspace(0, len(batch[0]), k + 1).astype(np.int64)
+    return [tuple(a[s:e] for a in batch) for s, e in zip(cuts[:-1], cuts[1:], strict=True)]
 
 
-def mine_in_threads(miner, q, band: Band, block: int, pool, max_candidates: int, clip_min: float, bar):
+_UNIT_ROWS = 2048  # rows of a block that one thread takes through products and candidate search at a time
+
+
+def mine_in_threads(miner, parts: list[Part], block: int, pool, threads: int, max_candidates: int, clip_min, bar):
     """mine_blocks' result on a CPU, as chunks of rows that the pool's threads (torch single-threaded in
-    each) take in turn, each through its own BlockMiner: each thread's products, search and (numpy)
-    re-check run on one core, so no core waits for another (a thread pool's barriers stall when a busy
-    machine takes a core away), and the numpy work of one chunk runs beside the products of another."""
+    each) take in turn, each through its own BlockMiner, and batches of candidates re-checked in the same
+    threads: each thread's products, search and (numpy) re-check run on one core, so no core waits for
+    another (a thread pool's barriers stall when a busy machine takes a core away), and the numpy work of a
+    re-check runs beside the products of a chunk."""
     import threading
-    from concurrent.futures import as_completed
+    from concurrent.futures import FIRST_COMPLETED, wait
 
     import torch
 
-    local, lock, seen = threading.local(), threading.Lock(), [0]
-    blocks, end = band.tiles(block), band.row_end()
+    local = threading.local()
+    blocks = [(part, r, c) for part in parts for r, c in part.tiles(block)]
 
-    def unit(r, c, s):
+    def own():
         if not hasattr(local, "miner"):
             local.miner = miner(span=_UNIT_ROWS)
-        with torch.inference_mode():
-            x = q[r + s : min(r + s + _UNIT_ROWS, r + block, end)]
-            i, j, p = _search(local.miner, band, x, q[c : c + block], r + s, c)
-        with lock:
-            seen[0] += len(i)
-            over = seen[0] > max_candidates  # then no re-check: the job stops
-        return len(i), (local.miner.recheck(i, j, p) if len(i) and not over else None)
+        return local.miner
 
-    units = unit_pairs(blocks, block, end, _UNIT_ROWS)
+    def unit(part, r, c, s):
+        with torch.inference_mode():
+            return _search(own(), part, r + s, c, min(_UNIT_ROWS, block - s, up(part.nx) - r - s), block)
+
+    def recheck(batch):
+        return own().recheck(*batch)
+
+    units = [(b, part, r, c, s) for b, (part, r, c) in enumerate(blocks) for s in range(0, block, _UNIT_ROWS)]
+    units = [u for u in units if u[2] + u[4] < up(u[1].nx)]
     left = [0] * len(blocks)
-    for b, *_ in units:
-        left[b] += 1
-    found, total, done = [], 0, 0
-    futures = {pool.submit(unit, r, c, s): b for b, r, c, s in units}
+    for u in units:
+        left[u[0]] += 1
+    found, done, todo = [], 0, iter(units)
+    batches = _Batches(max_candidates, clip_min, len(blocks))
+    running: dict = {}
+
+    def submit_units(k: int):  # a few units ahead of the threads, not all: a stop stops soon
+        for u in todo:
+            running[pool.submit(unit, *u[1:])] = u[0]
+            if k <= 1:
+                return
+            k -= 1
+
+    submit_units(4 * threads)
     try:
-        for f in as_completed(futures):
-            count, part = f.result()
-            total += count
-            if total > max_candidates:
-                raise too_many_candidates(total, clip_min, done + 1, len(blocks), max_candidates)
-            if part is not None:
-                found.append(part)
-            b = futures[f]
-            left[b] -= 1
-            if not left[b]:
-                done += 1
-                bar.update()
+        while running:
+            finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
+            for f in finished:
+                b = running.pop(f)
+                if b is None:  # a re-check
+                    found.append(f.result())
+                    continue
+                batch = batches.add(f.result(), done + 1)
+                if batch is not None:
+                    for part in _split(batch, threads):
+                        running[pool.submit(recheck, part)] = None
+                left[b] -= 1
+                if not left[b]:
+                    done += 1
+                    bar.update()
+                submit_units(1)
+            if not running:
+                batch = batches.take()
+                if batch is not None:
+                    for part in _split(batch, threads):
+                        running[pool.submit(recheck, part)] = None
     finally:
-        for f in futures:
+        for f in running:
             f.cancel()
-    return found, total
+    return found, batches.total

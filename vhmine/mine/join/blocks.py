@@ -123,8 +123,15 @@ def quantise_block(x: np.ndarray, qz: Quantiser) -> tuple[np.ndarray, ChunkStats
 def threshold(qz: Quantiser, stats: ChunkStats, clip_min: float) -> tuple[int, float]:
     """(integer threshold, error bound) for pairs of rows the stats cover: every pair with float64 sim
     >= clip_min reaches the threshold (fast_pass's bound and rounding allowance)."""
+    thresh, _, err = thresholds_of(qz, stats, clip_min)
+    return thresh, err
+
+
+def thresholds_of(qz: Quantiser, stats: ChunkStats, clip_min: float) -> tuple[int, int, float]:
+    """(thresh, sure, error bound) for pairs of rows the stats cover (quantise.thresholds)."""
     err, norm2 = error_bound(stats, qz.scale, qz.dim, qz.turn)
-    return thresholds(clip_min, err, norm2, qz.scale, qz.dim, qz.qmax)[0], err
+    thresh, sure = thresholds(clip_min, err, norm2, qz.scale, qz.dim, qz.qmax)
+    return thresh, sure, err
 
 
 _MINERS: dict = {}  # (device, block, width, kernel) -> BlockMiner: its product buffer is reused from tile to tile
@@ -150,10 +157,14 @@ def tile_candidates(
     block: int,
     levels: int | None = None,
     kernel: str | None = None,
+    ordered=None,
+    account: dict | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Rows (i, j), i < j < n, of the tile (row block at r, column block at c >= r) whose integer product
     reaches thresh; qa and qb are quantise_block's rows (qb is qa on the diagonal), of `levels` levels
-    (Quantiser.qmax) [default: the largest |q| in them]. kernel: see tile_kernel."""
+    (Quantiser.qmax) [default: the largest |q| in them]. kernel: see tile_kernel. ordered: the two blocks
+    as prune.sort_block put them (pruned: the pieces prune.tile_skip rules out are not multiplied); account,
+    when given, gets the products the pruning was asked about and those it skipped."""
     import torch
 
     if levels is None:
@@ -176,21 +187,47 @@ def tile_candidates(
         )
     miner = _MINERS[key]
     miner.thresh, miner.n = thresh, n
+    skip = None
+    if ordered is not None:
+        from vhmine.mine.join.prune import tile_skip
+
+        (sa, sb), same = ordered, qb is qa
+        qa, qb = sa.q, (sa.q if same else sb.q)
+        skip = tile_skip(sa, sb, thresh, choice.kernel, device, r, c)
     x = torch.from_numpy(qa).to(device)
     y = x if qb is qa else torch.from_numpy(qb).to(device)
     with torch.inference_mode():
-        return miner.candidates(x, y, r, c)
+        if ordered is None:
+            return miner.candidates(x, y, r, c)
+        # positions in the ordered blocks: p < q covers each pair of a diagonal tile once, its rows either way
+        i, j, _ = miner.search(x, y, r, c, skip=skip, rows_end=r + len(sa.order), cols_end=c + len(sb.order))
+    if account is not None:
+        account.update(asked=skip.asked, skipped=skip.skipped)
+    i, j = r + sa.order[i - r], c + sb.order[j - c]
+    return np.minimum(i, j), np.maximum(i, j)
 
 
 def cross_candidates(
-    qa, qb, na: int, nb: int, thresh: int, *, device, block: int, levels: int | None = None, kernel: str | None = None
+    qa,
+    qb,
+    na: int,
+    nb: int,
+    thresh: int,
+    *,
+    device,
+    block: int,
+    levels: int | None = None,
+    kernel: str | None = None,
+    ordered=None,
+    account: dict | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Every (p, q), p < na rows of qa and q < nb rows of qb, whose integer product reaches thresh: a
     tile of the rectangle (or band) whose two blocks are any rows, not a triangle's (no i < j cut); p, q
     are positions in the blocks. Arguments as tile_candidates'."""
     # tile_candidates keeps i < j < n of rows r + p and c + q: with r = -len(qa) every p comes before
     # every q, so only the padding of qb (q >= nb) is cut; the padding of qa is cut here
-    i, j = tile_candidates(qa, qb, -len(qa), 0, thresh, nb, device=device, block=block, levels=levels, kernel=kernel)
+    kw = dict(device=device, block=block, levels=levels, kernel=kernel, ordered=ordered, account=account)
+    i, j = tile_candidates(qa, qb, -len(qa), 0, thresh, nb, **kw)
     p = i + len(qa)
     keep = p < na
     return p[keep], j[keep]

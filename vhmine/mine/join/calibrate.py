@@ -67,6 +67,46 @@ def rate(kernel: Kernel, device, d: int, budget: float = _BUDGET) -> float:
     return m * n * d / t / 1e9
 
 
+def best_rate(kernel: Kernel, device, d: int, seconds: float = 0.6, window: float = 0.05) -> float:
+    """The kernel's best sustained rate in GMAC/s: on a CPU in one thread (this thread's CPU time), on a GPU
+    in wall time. Products of random rows at its levels (1024 x d by 1024 rows, a CPU's piece, and 2048 by
+    2048; on a GPU 8192 and 16384 a side) back to back for `window` seconds at a time, for about `seconds`;
+    the best window's rate. What scripts/bench_mine.py divides the unique pairs' products (n (n - 1) / 2 x d
+    MACs) by for the miner's floor in CPU time."""
+    import torch
+
+    cpu = torch.device(device).type == "cpu"
+    threads = torch.get_num_threads()
+    if cpu:
+        torch.set_num_threads(1)
+    try:
+        lv, rng, best = kernel.levels(d), np.random.default_rng(2), 0.0
+        ops = []
+        for side in (1024, 2048) if cpu else (8192, 16384):
+            a = torch.from_numpy(rng.integers(-lv, lv + 1, (side, d)).astype(np.int8)).to(device)
+            b = torch.from_numpy(rng.integers(-lv, lv + 1, (side, d)).astype(np.int8)).to(device)
+            out = torch.empty(side, side, dtype=getattr(torch, kernel.out), device=device)
+            ops.append((side, kernel.left(a), kernel.right(b), out))
+        for _, x, y, out in ops:  # warm
+            kernel.mm(x, y, out)
+        t_end = time.perf_counter() + seconds
+        while time.perf_counter() < t_end:
+            for side, x, y, out in ops:
+                macs, spent = 0, 0.0
+                _sync(torch, device)
+                w0, t0 = time.perf_counter(), time.thread_time()
+                while spent < window:
+                    kernel.mm(x, y, out)
+                    macs += side * side * d
+                    if not cpu:
+                        _sync(torch, device)
+                    spent = (time.thread_time() - t0) if cpu else (time.perf_counter() - w0)
+                best = max(best, macs / spent / 1e9)
+        return best
+    finally:
+        torch.set_num_threads(threads)
+
+
 def _sync(torch, device) -> None:
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)

@@ -1,7 +1,9 @@
-"""One block of the upper triangle on one device: the integer (or float32) products of two row blocks,
-the pairs whose product reaches the fast pass's threshold (candidates), and their exact re-check
-(BlockMiner). find_pairs runs every block through it in one process, vhmine.mine.join.blocks one tile per
-Ray task. Reads the tensors it is given; writes nothing.
+"""One block on one device: the integer (or float32) products of two row blocks (of the upper triangle, or
+of a rectangle: BlockMiner.search's upper), the pairs whose product reaches the fast pass's threshold
+(candidates), and their exact re-check (BlockMiner). On a CPU the products come in cache-sized pieces, none
+below the diagonal, those that reach it in strips; a piece that vhmine.mine.join.prune rules out is never
+computed. find_pairs runs every block through it in one process (vhmine.mine.join.band), vhmine.mine.join.blocks
+one tile per Ray task. Reads the tensors it is given; writes nothing.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from vhmine.mine.join.recheck import _screened_recheck
 
 _SEG = 64  # columns per segment in the two-level candidate search; divides ALIGN
 _ROWS, _COLS = 1024, 1024  # a CPU's products come in pieces of this many rows by columns (4 MiB of int32:
-# measured at N = 50,000 on a 2-core EPYC, 2-4% faster than 2048 x 1024, and a diagonal block skips more)
+# at N = 50,000 on a 2-core EPYC, 2048 x 1024 pieces cost more: their products leave the cache before their search)
 
 
 def _float_rows(torch) -> Kernel:
@@ -36,6 +38,12 @@ def block_bytes(block: int, width: int) -> int:
     which holds a _ROWS x _COLS piece of it at a time, an upper bound), the segment maxima and their
     mask, and a copy of both row blocks."""
     return math.ceil(4.25 * block * block) + 2 * block * width
+
+
+_DIAG = 256  # rows of a strip where a CPU's piece reaches the diagonal (only its columns right of it computed)
+
+
+_NONE = {t: (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, t)) for t in (np.int32, np.float32)}
 
 
 class BlockMiner:
@@ -94,50 +102,99 @@ class BlockMiner:
         self.buf = torch.empty(self.chunk * self.cols, dtype=dtype, device=device)  # reused: no page faults
         self.maxima = torch.empty(self.chunk * self.cols // _SEG, dtype=dtype, device=device)
         self.dtype = np.int32 if dtype == torch.int32 else np.float32
+        # the views of a whole piece, made once (a piece's own would cost more Python than its search)
+        self.out = self.buf.view(self.chunk, self.cols)
+        self.segs = self.out.view(self.chunk, -1, _SEG)
+        self.maxima_out = self.maxima.view(self.chunk, -1)
+        if self.cpu:
+            self.out_np, self.maxima_np = self.buf.numpy(), self.maxima.numpy()
 
     def candidates(self, x, y, r: int, c: int) -> tuple[np.ndarray, np.ndarray]:
         """Pairs (i, j), i < j < n, of rows r + row of x and c + row of y whose product reaches thresh."""
         i, j, _ = self.search(x, y, r, c)
         return i, j
 
-    def search(self, x, y, r: int, c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """candidates, and their products."""
+    def search(
+        self, x, y, r: int, c: int, *, skip=None, upper: bool = True, rows_end: int | None = None, cols_end=None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """candidates, and their products: rows i = r + (row of x) and j = c + (row of y) with i < j (upper;
+        else any), i < rows_end [default: any] and j < cols_end [default: n]. skip(row, rows, col, cols),
+        when given: True for a piece (those rows by those columns, numbered as i and j) that provably holds
+        no product at or above thresh (vhmine.mine.join.prune); it is not computed."""
         parts, k = [], self.kernel
+        ends = (upper, math.inf if rows_end is None else rows_end, self.n if cols_end is None else cols_end)
         xk = k.left(x)  # the kernel's operands, converted (or packed) once for all the pieces they are in
         for c0 in range(0, len(y), self.cols):
-            # Columns left of row r (rows from within a diagonal block) hold only pairs with j < i: a
-            # piece all left of it is not computed.
-            if c + c0 + self.cols <= r:
+            col, ny = c + c0, min(self.cols, len(y) - c0)
+            if (upper and col + ny <= r) or col >= ends[2]:  # columns all left of the first row (j < i), or padding
                 continue
-            yk, ny = k.right(y[c0 : c0 + self.cols]), min(self.cols, len(y) - c0)
+            y0 = y[c0 : c0 + ny]
+            yk = k.right(y0)
             for s in range(0, len(x), self.chunk):
-                parts.append(self._piece(xk[s : s + self.chunk], yk, ny, r + s, c + c0))
-        parts = [a for a in parts if len(a[0])] or [
-            (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, self.dtype))
-        ]
-        return parts[0] if len(parts) == 1 else tuple(np.concatenate(a) for a in zip(*parts))
+                row, nx = r + s, min(self.chunk, len(x) - s)
+                if (upper and col + ny <= row) or row >= ends[1] or (skip is not None and skip(row, nx, col, ny)):
+                    continue  # below the diagonal, padding, or pruned
+                if upper and row + nx > col and self.cpu and nx > _DIAG:  # it reaches the diagonal: its rows
+                    for t in range(0, nx, _DIAG):  # in strips whose columns start at their first row's group
+                        cut = max(0, (row + t - col) // _SEG * _SEG)
+                        if cut < ny:
+                            piece = xk[s + t : s + min(t + _DIAG, nx)]
+                            yt = yk if not cut else k.right(y0[cut:])
+                            self._piece(piece, yt, ny - cut, row + t, col + cut, parts)
+                else:
+                    self._piece(xk[s : s + nx], yk, ny, row, col, parts)
+        return self._numbered(parts, ends)
 
-    def _piece(self, x, y, ny: int, r: int, c: int):
-        """The candidates among the products of rows r.. (x) and the ny rows c.. (y), one piece."""
+    def _numbered(self, parts: list, ends) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The pieces' candidates (segment, offset, product, piece's r, c, columns) as rows (i, j) and products,
+        in one pass for all the pieces of a search (per piece, the index work would cost more Python than
+        its numpy); ends: search's (upper, rows_end, cols_end)."""
+        if not parts:
+            return _NONE[self.dtype]
+        seg, off, vals, r, c, ny = zip(*parts)
+        count = [len(a) for a in seg]
+        if len(parts) == 1:
+            flat, ny, r, c = seg[0] * _SEG + off[0], ny[0], r[0], c[0]
+            vals = vals[0]
+        else:
+            flat = np.concatenate(seg) * _SEG + np.concatenate(off)
+            ny, r, c = (np.repeat(np.asarray(a, np.int64), count) for a in (ny, r, c))
+            vals = np.concatenate(vals)
+        i, j = np.divmod(flat, ny)
+        i += r
+        j += c
+        upper, rows_end, cols_end = ends
+        keep = j < cols_end
+        if rows_end < math.inf:
+            keep &= i < rows_end
+        if upper:
+            keep &= i < j
+        return (i, j, vals) if keep.all() else (i[keep], j[keep], vals[keep])
+
+    def _piece(self, x, y, ny: int, r: int, c: int, parts: list) -> None:
+        """The candidates among the products of rows r.. (x) and the ny rows c.. (y), one piece: appended to
+        parts as (segment, offset in it, product, r, c, ny) for _numbered."""
         torch, thresh, nx = self.torch, self.thresh, len(x)
-        prod = self.kernel.mm(x, y, self.buf[: nx * ny].view(nx, ny))
+        full = nx == self.chunk and ny == self.cols
+        out = self.out if full else self.buf[: nx * ny].view(nx, ny)
+        prod = self.kernel.mm(x, y, out)
         # Two levels: segment maxima read the products once on the device, and only segments holding a
         # candidate come back to be compared element-wise (a compare + nonzero over all of them costs
         # twice the int8 matmul on CPU). The small index work is numpy's: no thread-pool stalls.
-        maxima = torch.amax(prod.view(nx, -1, _SEG), 2, out=self.maxima[: nx * ny // _SEG].view(nx, -1))
-        g = np.flatnonzero(maxima.cpu().numpy() >= thresh)
+        if full and prod is out:
+            torch.amax(self.segs, 2, out=self.maxima_out)
+            g = np.flatnonzero(self.maxima_np >= thresh)
+        else:
+            m = torch.amax(prod.view(nx, -1, _SEG), 2, out=self.maxima[: nx * ny // _SEG].view(nx, -1))
+            g = np.flatnonzero(m.cpu().numpy() >= thresh)
         if not len(g):
-            return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, self.dtype)
+            return
         if self.cpu:  # numpy's gather, on the same memory: no thread pool to wait for
-            hits = prod.numpy().reshape(-1, _SEG)[g]
+            hits = (self.out_np if full and prod is out else prod.numpy()).reshape(-1, _SEG)[g]
         else:
             hits = prod.view(-1, _SEG)[torch.from_numpy(g).to(self.device)].cpu().numpy()
-        row, seg = np.divmod(g, ny // _SEG)
-        h = np.flatnonzero(hits >= thresh)
-        h, off = h // _SEG, h % _SEG
-        i, j = row[h] + r, seg[h] * _SEG + off + c
-        keep = (i < j) & (j < self.n)  # upper triangle only on the diagonal block; padding rows out
-        return i[keep], j[keep], hits[h[keep], off[keep]]
+        a, off = np.nonzero(hits >= thresh)
+        parts.append((g[a], off, hits[a, off], r, c, ny))
 
     def recheck(self, i, j, products=None):
         """The candidates (i, j) that pass, exactly: (i, j, clip_sim, dino_sim). products: their

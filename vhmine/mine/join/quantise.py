@@ -168,6 +168,7 @@ class _Quantised:
     scale: float
     err: float
     norm2: float  # a bound on every row's squared norm
+    stats: ChunkStats | None = None
 
 
 @dataclass(frozen=True)
@@ -194,7 +195,8 @@ def scale_for(amax: float, qmax: int) -> float:
 
 
 def chunk_rows(d: int) -> int:
-    """Rows per chunk of the quantisation: 512 KiB of float32, which stays in cache."""
+    """Rows per chunk of the quantisation: 2**19 float32 values (2 MiB, in the L2 or L3 cache; smaller chunks
+    cost more in calls than they save in cache misses)."""
     return max(16, 2**19 // max(d, 1))
 
 
@@ -322,7 +324,7 @@ def _quantised(x: np.ndarray, qmax: int, rows: int, m=None, workers=1) -> _Quant
     )
     stats = functools.reduce(ChunkStats.__or__, parts, ChunkStats())
     err, norm2 = error_bound(stats, scale, d, turn)
-    return _Quantised(q, scale, err, norm2)
+    return _Quantised(q, scale, err, norm2, stats)
 
 
 @dataclass(frozen=True, eq=False)
@@ -338,6 +340,9 @@ class FastPass:
     n: int
     scale: float = 1.0
     sure: int | None = None
+    qmax: int = 127
+    dims: tuple[int, ...] = ()  # the dimensions the turn spreads (spread): what quantised these rows, with
+    stats: ChunkStats | None = None  # scale and qmax; and what its error bound needs (a later join reuses it)
 
 
 def sample_rows(n: int) -> np.ndarray:
@@ -359,4 +364,4 @@ def fast_pass(
     turn = spread(d, dims) if dims else None
     qz = _quantised(clip, qmax, -(-n // ALIGN) * ALIGN, turn, workers)
     thresh, sure = thresholds(clip_min, qz.err, qz.norm2, qz.scale, d, qmax)
-    return FastPass(qz.q, thresh, qz.err, turn is not None, n, qz.scale, sure)
+    return FastPass(qz.q, thresh, qz.err, turn is not None, n, qz.scale, sure, qmax, tuple(dims), qz.stats)

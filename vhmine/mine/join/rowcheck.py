@@ -8,7 +8,7 @@ gave an extra and a missing pair against float64 brute force, rows of norm 1e19 
 norm is 0 or lies in [NORM_MIN, NORM_MAX] = [2**-50, 2**50] keeps every product, square and sum of
 squares 2**26 away from both limits, so every pair is exact; a row outside is refused, by number, in one
 line. L2-normalised rows (what `vhmine embed` writes) have norm 1. simsearch.find_pairs and
-mine.ray.engine.find_pairs_ray check every row; a Ray job on an index checks its CLIP rows in the streaming
+mine.ray.arrays.find_pairs_ray check every row; a Ray job on an index checks its CLIP rows in the streaming
 pass (tiletask.scan_chunk: its DINOv2 rows are only ever re-checked in float64, exact at any scale).
 """
 

@@ -7,7 +7,8 @@ float64 inner product of two stored float32 rows as `pair_sims` computes it, and
 `brute_force_pairs` exactly as a set, pairs at either threshold included. find_pairs(new_rows=...)
 mines only the pairs that touch an index's new rows (an earlier mine of the other rows plus these is a
 full mine, bit for bit), and find_pairs_across the pairs of one collection's rows with another's
-(`brute_force_across` its reference); vhmine.mine.join.band lays their rows out and runs just their blocks.
+(`brute_force_across` its reference); vhmine.mine.join.search builds each shape's parts (band.Part) and
+runs just their blocks.
 `assert_same_pairs` is the order-insensitive comparator that the tests and scripts/bench_mine.py use.
 
 How: CLIP rows are quantised to small integers once (quantise.fast_pass; first turned by an orthogonal map,
@@ -18,26 +19,26 @@ on a GPU) select candidates with a margin that provably covers the
 quantisation and turning error, without ever holding an N x N matrix. Only candidates are re-checked:
 (recheck) float32 products with a proven error bound decide the pairs clear of a threshold, float64 ones
 (pair_sims) the rest and every pair returned. On a CPU, find_pairs' threads each take chunks of rows
-of a block through products, search and re-check, in cache-sized pieces. vhmine.mine.ray.engine runs the
-same BlockMiner, one Ray task per tile.
+of a block through products and search, in cache-sized pieces, and batches of candidates through the
+re-check; pieces that provably hold no candidate can be left out (prune, chosen by measurement).
+vhmine.mine.ray.engine runs the same BlockMiner, one Ray task per tile.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
 
 from vhmine.errors import InputError
-from vhmine.mine.join import calibrate, kernels
-from vhmine.mine.join.band import Band, check_same_dims, mine_blocks, mine_in_threads, new_first
-from vhmine.mine.join.products import BlockMiner
-from vhmine.mine.join.quantise import ALIGN, fast_pass, in_threads
+from vhmine.mine.join import search
+from vhmine.mine.join.band import check_same_dims, new_rows_of
+from vhmine.mine.join.quantise import fast_pass, in_threads
 from vhmine.mine.join.recheck import _U32, _gamma, _recheck, pair_sims
-from vhmine.mine.join.rowcheck import check_limits, check_norms
+from vhmine.mine.join.rowcheck import check_norms
+from vhmine.mine.join.search import Shape
 
 __all__ = [
     "PairSet",
@@ -54,8 +55,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-_DEFAULT_BLOCK = {"cpu": 8192, "cuda": 16384}
 
 
 @dataclass(frozen=True, eq=False)  # arrays have no truth value: compare with assert_same_pairs
@@ -90,15 +89,27 @@ def check_rows(clip: np.ndarray, dino: np.ndarray, *, screened: bool = True) -> 
 
 
 def _checked(
-    clip: np.ndarray, dino: np.ndarray, workers=1, *, screened: bool = True
-) -> tuple[np.ndarray, np.ndarray, float, float]:
+    clip: np.ndarray, dino: np.ndarray, workers=1, *, screened: bool = True, only=None
+) -> tuple[np.ndarray, np.ndarray, float | None, float | None]:
     """check_rows, plus a bound on the largest squared row norm of each (workers: see in_threads). screened:
-    rows are refused whose norms float32 screening cannot handle (rowcheck; float64 alone handles any)."""
+    rows are refused whose norms float32 screening cannot handle (rowcheck; float64 alone handles any).
+    only: row numbers (band.new_rows_of's) whose values alone are checked, the others having been checked
+    by the earlier join that quantised them; then no bounds (None: the re-check measures its rows')."""
     clip, dino = np.ascontiguousarray(clip), np.ascontiguousarray(dino)
     norms = []
     for name, x in (("clip", clip), ("dino", dino)):
         if x.ndim != 2 or x.dtype != np.float32:
             raise InputError(f"{name} vectors must be a 2-D float32 array, got {x.dtype} with shape {x.shape}")
+    if only is not None:
+        if len(clip) != len(dino):
+            raise InputError(f"clip has {len(clip)} rows but dino has {len(dino)}; the two indexes must be row-aligned")
+        rows = new_rows_of(only, len(clip))
+        try:
+            _checked(clip[rows], dino[rows], workers, screened=screened)
+        except InputError as err:  # (its row numbers among the new rows: the caller's instead)
+            raise InputError(_renumbered(str(err), rows)) from None
+        return clip, dino, None, None
+    for name, x in (("clip", clip), ("dino", dino)):
         # one read of the rows: a NaN or infinite value makes its row's sum of squares NaN or infinite;
         # the rows flagged so (also finite rows whose squares overflow) are then looked at value by value
         n2 = np.concatenate(
@@ -125,6 +136,13 @@ def _checked(
             "(re-run `vhmine embed`)"
         )
     return clip, dino, norms[0], norms[1]
+
+
+def _renumbered(message: str, rows: np.ndarray) -> str:
+    """An InputError's text about a subset's row k, about rows[k] instead."""
+    import re
+
+    return re.sub(r"^(clip|dino) row (\d+)", lambda m: f"{m[1]} row {rows[int(m[2])]}", message)
 
 
 def brute_force_pairs(clip: np.ndarray, dino: np.ndarray, clip_min: float, dino_max: float = math.inf) -> PairSet:
@@ -162,12 +180,6 @@ def merge(found: list) -> PairSet:
     return _pairset(*(np.concatenate(p) for p in zip(*found))) if found else PairSet(*_EMPTY)
 
 
-def block_rows(block_size: int | None, device_type: str) -> int:
-    if block_size is not None and block_size < 1:
-        raise InputError(f"block size must be at least 1, got {block_size}")
-    return -(-(block_size or _DEFAULT_BLOCK.get(device_type, 4096)) // ALIGN) * ALIGN
-
-
 def find_pairs(
     clip: np.ndarray,
     dino: np.ndarray,
@@ -175,11 +187,13 @@ def find_pairs(
     dino_max: float = math.inf,
     *,
     new_rows=None,
+    quantised=None,
     device: str | None = None,
     block_size: int | None = None,
     max_candidates: int = 50_000_000,
     progress: bool = False,
     rotate: bool | None = None,
+    prune: bool | None = None,
     stats: dict | None = None,
     workers: int | None = None,
     desc: str = "mining pairs",
@@ -188,32 +202,37 @@ def find_pairs(
     """Every pair i < j with clip_sim >= clip_min and dino_sim <= dino_max (both inclusive), exactly.
 
     new_rows: row numbers (any order, repeats allowed) of the rows new since an earlier mine: then only
-    the pairs with one or both rows among them, and only the blocks that touch them are computed (the
-    quantised new rows are searched first: band.new_first), about K x N products for K new rows of N.
-    device: "cpu", "cuda", "cuda:1", ... [default: cuda when available]. block_size: rows per block
-    side, rounded up to a multiple of 64 [default: 8192 on CPU, 16384 on CUDA]. rotate: see fast_pass.
-    workers: threads [default: torch.get_num_threads()]: for the checks and the quantisation, and on a
-    CPU for the blocks, cut into chunks of rows that each thread takes through products, candidate
-    search and re-check, torch single-threaded meanwhile (1: one block at a time in torch's threads,
-    as on a GPU). Raises InputError when more than max_candidates pairs pass
-    the fast CLIP pass. stats, when given, receives the margin, the candidate count and whether the
-    rows were rotated, the blocks computed and the row pairs they cover (pairs_examined), and the
-    products kernel (its name, the candidates' rates). desc: the progress bar's label. kernel: the
-    products kernel (vhmine.mine.join.kernels.KERNELS) [default or "auto": the fastest exact one measured on
-    this machine, calibrate.choose].
+    the pairs with one or both rows among them, and only the blocks that touch them are computed: the new
+    rows (quantised, gathered) against every row where it is, about K x N products for K new rows of N.
+    quantised: with new_rows, the earlier mine's quantisation of the other rows (its stats["quantised"]:
+    the rows not in new_rows, in order, as they are now), so only the new rows are quantised (with the same
+    quantiser; the bound covers all of them) [default: every row is quantised again]. device: "cpu",
+    "cuda", "cuda:1", ... [default: cuda when available]. block_size: rows per block side, rounded up to
+    a multiple of 64 [default: 8192 on CPU, 16384 on CUDA]. rotate: see fast_pass. prune: skip the pieces
+    of products that provably hold no candidate (vhmine.mine.join.prune) [default: when its measure on a
+    sample of the rows says it pays; True: always (a full mine only); False: never]. workers: threads
+    [default: torch.get_num_threads()]: for the checks and the quantisation, and on a CPU for the blocks, cut
+    into chunks of rows that each thread takes through products and candidate search, and batches of
+    candidates that each re-checks, torch single-threaded meanwhile (1: one block at a time in torch's
+    threads, as on a GPU). Raises InputError when more than max_candidates pairs pass the fast CLIP
+    pass. stats, when given, receives the margin, the candidate count and whether the rows were rotated,
+    the blocks computed and the row pairs they cover (pairs_examined), the products kernel (its name, the
+    candidates' rates), the pruning (prune: what was measured and chosen, prune_line) and `quantised`
+    (the FastPass of every row in this order, for a later find_pairs(new_rows=..., quantised=...); None
+    for a band from kept rows). desc: the progress bar's label. kernel: the products kernel
+    (vhmine.mine.join.kernels.KERNELS) [default or "auto": the fastest exact one measured on this machine,
+    calibrate.choose].
     """
+    if quantised is not None and new_rows is None:
+        raise TypeError("find_pairs(quantised=...) takes new_rows too: the kept rows are the others")
 
-    def layout(pool):
-        rows = _checked(clip, dino, pool)
+    def prepare(pool):
+        rows = _checked(clip, dino, pool, only=None if quantised is None else new_rows)
         n = len(rows[0])
-        return rows, (Band(n, n) if new_rows is None else new_first(new_rows, n)), None
+        return rows, (Shape("triangle") if new_rows is None else Shape("band", new_rows_of(new_rows, n)))
 
-    def back(i, j, _):  # (the band's order can swap a pair's rows)
-        return np.minimum(i, j), np.maximum(i, j)
-
-    return _mine(
-        layout,
-        back,
+    found, _ = search.mine(
+        prepare,
         clip_min,
         dino_max,
         device=device,
@@ -225,7 +244,11 @@ def find_pairs(
         workers=workers,
         desc=desc,
         kernel=kernel,
+        quantised=quantised,
+        prune=prune,
     )
+    i, j, c, d = (np.concatenate(p) for p in zip(*found)) if found else _EMPTY
+    return _pairset(np.minimum(i, j), np.maximum(i, j), c, d)  # (a band's rows may come either way round)
 
 
 def find_new_pairs(
@@ -248,12 +271,13 @@ def find_pairs_across(
 ) -> PairSet:
     """Every pair (i, j) of row i of collection A and row j of B with clip_sim >= clip_min and dino_sim <=
     dino_max (both inclusive), exactly (pair_sims' values), sorted by (i, j): i is not below j here.
-    The rows are laid out A, then B (a copy: band.Band's rectangle), quantised together, and only the
-    blocks of A's rows against B's are computed. options: find_pairs' keywords but new_rows."""
-    if "new_rows" in options:
-        raise TypeError("find_pairs_across() takes no new_rows")
+    The rows are laid out A, then B (a copy), quantised together, and only the blocks of A's rows against
+    B's are computed. options: find_pairs' keywords but new_rows and quantised."""
+    for name in ("new_rows", "quantised"):
+        if name in options:
+            raise TypeError(f"find_pairs_across() takes no {name}")
 
-    def layout(pool):
+    def prepare(pool):
         sides = []
         for side, (c, d) in (("A", (clip_a, dino_a)), ("B", (clip_b, dino_b))):
             try:
@@ -263,108 +287,12 @@ def find_pairs_across(
         (ca, da, ca2, da2), (cb, db, cb2, db2) = sides
         check_same_dims("clip", ca, cb)
         check_same_dims("dino", da, db)
-        na = len(ca)
-        band = Band(na + len(cb), na, na) if len(cb) else Band(na, 0, 0)
-        return (np.concatenate([ca, cb]), np.concatenate([da, db]), max(ca2, cb2), max(da2, db2)), band, na
+        rows = (np.concatenate([ca, cb]), np.concatenate([da, db]), max(ca2, cb2), max(da2, db2))
+        return rows, Shape("across", na=len(ca))
 
-    def back(i, j, na):
-        return i, j - na
-
-    return _mine(layout, back, clip_min, dino_max, **options)
-
-
-def _mine(
-    layout,
-    back,
-    clip_min,
-    dino_max,
-    *,
-    device=None,
-    block_size=None,
-    max_candidates=50_000_000,
-    progress=False,
-    rotate=None,
-    stats=None,
-    workers=None,
-    desc="mining pairs",
-    kernel=None,
-) -> PairSet:
-    """find_pairs' and find_pairs_across' search. layout(pool) -> ((clip, dino, clip_n2, dino_n2), band,
-    how): the checked rows, the band.Band of their pairs searched (its order: which rows are searched
-    first); back(i, j, how): the found pairs' row numbers (as the band gives them) as the caller numbers them."""
-    import torch
-    from tqdm import tqdm
-
-    from vhmine.config import resolve_device
-
-    clip_min, dino_max = check_limits(clip_min, dino_max)  # NaN is named, not met as a bare ValueError later
-    threads, torch_threads = max(1, workers or torch.get_num_threads()), torch.get_num_threads()
-    pool = None
-    if threads > 1:  # one pool for all of it, its threads' torch single-threaded (band.mine_in_threads)
-        from concurrent.futures import ThreadPoolExecutor
-
-        pool = ThreadPoolExecutor(
-            threads, thread_name_prefix="vhmine-mine", initializer=torch.set_num_threads, initargs=(1,)
-        )
-    try:
-        (clip, dino, clip_n2, dino_n2), band, how = layout(pool)
-        clip_min, dino_max = float(clip_min), float(dino_max)
-        n = len(clip)
-        if n < 2 or not band.pairs():
-            if stats is not None:
-                stats.update(candidates=0, blocks=0, pairs_examined=0)
-            return PairSet(*_EMPTY)
-        block_rows(block_size, "cpu")  # a bad size is named before the device is looked at
-        device = resolve_device(device or None)  # a bad name or absent CUDA says so, instead of torch's traceback
-        choice = calibrate.choose(device, -(-clip.shape[1] // 8) * 8, kernel=kernel)
-        log.info("%s", choice.line())
-        fp = fast_pass(clip, clip_min, rotate, workers=pool, qmax=choice.kernel.levels(clip.shape[1]))
-        block = min(block_rows(block_size, device.type), len(fp.q))
-        q = torch.from_numpy(band.layout(fp.q)).to(device)
-        blocks = band.tiles(block)
-
-        def miner(**kw):
-            return BlockMiner(
-                clip,
-                dino,
-                clip_min,
-                dino_max,
-                fp.thresh,
-                n,
-                device=device,
-                block=block,
-                width=fp.q.shape[1],
-                sure=fp.sure,
-                norms=(clip_n2, dino_n2),
-                kernel=choice.kernel,
-                **kw,
-            )
-
-        # numpy's BLAS in one thread while find_pairs' own threads call it
-        one_blas = kernels.blas_threads(1) if choice.name == "blas-f32" and pool is not None else nullcontext()
-        with tqdm(total=len(blocks), desc=desc, unit="block", disable=not progress) as bar, one_blas:
-            if device.type == "cpu" and pool is not None:
-                found, total = mine_in_threads(miner, q, band, block, pool, max_candidates, clip_min, bar)
-            else:
-                found, total = mine_blocks(miner, q, band, block, max_candidates, clip_min, bar)
-    finally:
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
-        torch.set_num_threads(torch_threads)  # (the pool's threads set theirs, and torch's own count, to 1)
+    found, shape = search.mine(prepare, clip_min, dino_max, **options)
     i, j, c, d = (np.concatenate(p) for p in zip(*found)) if found else _EMPTY
-    pairs = _pairset(*back(i, j, how), c, d)
-    log.debug("fast pass: margin %.4f, %d candidates, %d pairs", fp.margin, total, len(pairs))
-    if stats is not None:
-        stats.update(
-            margin=fp.margin,
-            candidates=total,
-            rotated=fp.rotated,
-            blocks=len(blocks),
-            pairs_examined=band.pairs(),
-            kernel=choice.record(),
-            kernel_line=choice.line(),
-        )
-    return pairs
+    return _pairset(i, j - shape.na, c, d)
 
 
 def assert_same_pairs(got: PairSet, want: PairSet, *, atol: float = 1e-9, across: bool = False) -> None:

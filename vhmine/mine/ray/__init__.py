@@ -5,9 +5,10 @@ tiles' ranked pairs.
 
 Reads the index by row range (positioned reads on a shared filesystem or byte ranges of an fsspec URL);
 writes the job folder `runs/.<run>.job/` (tilejob: every finished tile as a file, so a stopped job
-resumes). Modules: engine (the driver: tile size from a memory bound, scheduling, retries; `find_pairs_ray`
-over arrays for tests and benchmarks), scan (the probe of every node and the streaming scan that fixes the
-quantiser and records row digests), tileshapes (the tiles of a triangle, of the band of pairs touching new
-rows, of a rectangle across two indexes), tiletask (what one task does), tilejob (the job folder) and merge
-(the tiles' sorted lists merged in rank order, capped).
+resumes). Modules: engine (the driver: tile size from a memory bound, scheduling, retries), arrays
+(`find_pairs_ray` over arrays for tests and benchmarks), scan (the probe of every node, the streaming scan
+that fixes the quantiser and records row digests, and the pruning's choice on a sample), tileshapes (the
+tiles of a triangle, of the band of pairs touching new rows, of a rectangle across two indexes), tiletask
+(what one task does), tilejob (the job folder) and merge (the tiles' sorted lists merged in rank order,
+capped).
 """

@@ -6,8 +6,8 @@ their rows from the index by row range, a band's new rows by row number (vhmine.
 shared filesystem, or byte ranges of an fsspec URL given as --index-url). Writes the job folder
 (mine.tilejob) through TileJob.record and TileJob.record_chunk.
 
-In memory (tests, benchmarks): find_pairs_ray (every pair, or with new_rows those touching new rows) and
-find_pairs_across_ray (the pairs across two sets of rows).
+In memory (tests, benchmarks): mine.ray.arrays.find_pairs_ray (every pair, or with new_rows those touching new
+rows) and find_pairs_across_ray (the pairs across two sets of rows), through run_job.
 
 The job, on the driver (`run_job`), for a shape of tiles (mine.tileshapes: the upper triangle of one
 index, the band of its pairs that touch new rows, or the rectangle of two indexes' pairs):
@@ -37,19 +37,20 @@ from __future__ import annotations
 import logging
 import math
 import os
-import tempfile
 import time
-import uuid
-from pathlib import Path
-
-import numpy as np
 
 from vhmine.errors import InputError, VhmineError
 from vhmine.mine.join.products import block_bytes
 from vhmine.mine.join.quantise import ALIGN
-from vhmine.mine.join.rowcheck import check_limits
-from vhmine.mine.join.simsearch import PairSet, check_rows, merge, no_pairs
-from vhmine.mine.ray.scan import MAX_RETRIES, PROBE_TIMEOUT, _cancel, probe_nodes, scan, slots  # noqa: F401
+from vhmine.mine.ray.scan import (  # noqa: F401
+    MAX_RETRIES,
+    PROBE_TIMEOUT,
+    _cancel,
+    probe_nodes,
+    prune_centres,
+    scan,
+    slots,
+)
 
 log = logging.getLogger(__name__)
 
@@ -174,6 +175,7 @@ def run_job(
     local_b=None,
     keep_alike: bool = False,
     digests: bool = False,
+    prune: bool | None = None,
 ) -> dict:
     """Mine every tile of `shape` not yet done in `job` (a tilejob.TileJob; `only`: just these tile numbers)
     and record each; returns what happened (tiles, quantiser, counts, workers' peak memory, rate, each
@@ -181,7 +183,9 @@ def run_job(
     Rectangle's second index is rows_b (its rows as the driver reads them: local_b). kernel: --kernel, passed
     to every tile (else each node chooses its own). local: the driver's own view of the same index, when
     the workers read it elsewhere (--index-url). keep_alike: ranked tiles keep every CLIP-alike pair (see
-    tiletask.mine_tile). digests: the scan records every row's digest in the job (TileJob.digests)."""
+    tiletask.mine_tile). digests: the scan records every row's digest in the job (TileJob.digests). prune: order
+    each tile's blocks and skip the pieces that provably hold no candidate (mine.join.prune) [default: when a
+    sample of the rows, measured on the driver, says it pays; True: always; False: never]."""
     from tqdm import tqdm
 
     from vhmine.mine.ray import tiletask
@@ -201,7 +205,10 @@ def run_job(
     qz = scan(
         ray, rows, job, side, rotate, progress, local, device, kernel, rows_b=rows_b, local_b=local_b, digests=digests
     )
+    centres, pruning = prune_centres(rows, rows_b, local, local_b, qz, side, clip_min, prune)
     host = tile_bytes(side, rows.clip.dim, rows.dino.dim)
+    if centres is not None:  # the ordered copies of the cached blocks
+        host += tiletask._CACHE_BLOCKS * side * (-(-rows.clip.dim // 8) * 8)
     if device == "cuda":  # the product and its masks live in the GPU's memory
         host -= math.ceil(4.25 * side * side)
     task = ray.remote(tiletask.mine_tile).options(
@@ -219,6 +226,7 @@ def run_job(
         crash_marker=crash_marker,
         kernel=kernel,
         keep_alike=keep_alike,
+        prune=centres,
     )
     todo = [k for k in wanted if k not in job.done]
     limit = 2 * slots(ray, device) + 2
@@ -257,7 +265,16 @@ def run_job(
             bar.set_postfix_str(
                 f"{info['examined'] / max(info['seconds'], 1e-9):.3g} pairs/s on {info['node']}", refresh=False
             )
-    return _summary(job, shape, wanted, before, qz, nodes, t0)
+    return {**_summary(job, shape, wanted, before, qz, nodes, t0), "prune": _pruned(job, wanted, before, pruning)}
+
+
+def _pruned(job, wanted, before: set, pruning: dict) -> dict:
+    """The pruning's record: the choice, and the share of the products it skipped in the tiles mined now."""
+    asked = skipped = 0
+    for k in set(wanted) - before:
+        a, s = job.done[k].get("pruned") or (0, 0)
+        asked, skipped = asked + a, skipped + s
+    return {**pruning, "skipped": round(skipped / asked, 6) if asked else None}
 
 
 def _summary(job, shape, wanted, before: set, qz, nodes: list, t0: float) -> dict:
@@ -309,209 +326,3 @@ def _summary(job, shape, wanted, before: set, qz, nodes: list, t0: float) -> dic
             for e in mined[:64]
         ],
     }
-
-
-def _options(device: str, clip_min, dino_max) -> tuple[str, float, float]:
-    if device != "cpu" and not device.startswith("cuda"):
-        raise InputError(f"--device {device}: Ray tiles run on cpu or cuda (one GPU each)")
-    clip_min, dino_max = check_limits(clip_min, dino_max)
-    device = "cuda" if device.startswith("cuda") else "cpu"  # a task sees only the GPU Ray gave it
-    return device, float(clip_min), float(dino_max)
-
-
-def _in_memory(
-    sides: list,
-    make_shape,
-    clip_min: float,
-    dino_max: float,
-    *,
-    address,
-    tile_memory,
-    tile,
-    device,
-    max_candidates,
-    max_retries,
-    rotate,
-    progress,
-    stats,
-    tmpdir,
-    kernel,
-    crash_marker,
-) -> PairSet:
-    """A plain job over in-memory (clip, dino) arrays of one side, or two (a rectangle): they are written
-    once to a temporary folder (`tmpdir`, which every node must read) and the tasks read them there."""
-    from vhmine.index.rows import IndexRows, open_vectors
-    from vhmine.mine.ray.tilejob import TileJob
-
-    ray = import_ray()
-    n = max(len(c) for c, _ in sides)
-    side = tile or tile_rows(int(tile_memory), sides[0][0].shape[1], sides[0][1].shape[1])
-    side = min(-(-side // ALIGN) * ALIGN, -(-n // ALIGN) * ALIGN)
-    shape = make_shape(side)
-    if not len(shape):
-        return no_pairs()
-    with tempfile.TemporaryDirectory(prefix="vhmine-ray-", dir=tmpdir) as tmp:
-        views = []
-        for s, (clip, dino) in enumerate(sides):
-            for name, x in (("clip", clip), ("dino", dino)):
-                np.save(Path(tmp) / f"{name}{s}.npy", x)
-            views.append(
-                IndexRows(
-                    open_vectors(Path(tmp) / f"clip{s}.npy"),
-                    open_vectors(Path(tmp) / f"dino{s}.npy"),
-                    None,
-                    version=uuid.uuid4().hex,
-                )
-            )
-        job = TileJob(Path(tmp) / "job", {"in_memory": True}).open()
-        started = connect(ray, address)
-        try:
-            info = run_job(
-                ray,
-                views[0],
-                job,
-                side=side,
-                clip_min=clip_min,
-                dino_max=dino_max,
-                ranked=False,
-                device=device,
-                max_candidates=max_candidates,
-                max_retries=max_retries,
-                rotate=rotate,
-                progress=progress,
-                crash_marker=crash_marker,
-                resumable=False,
-                kernel=kernel,
-                shape=shape,
-                rows_b=views[1] if len(views) > 1 else None,
-            )
-            parts = [job.rows(k)[:] for k in sorted(job.done)]
-        finally:
-            job.close()
-            if started:
-                ray.shutdown()
-    pairs = merge([(p["i"], p["j"], p["clip"], p["dino"]) for p in parts if len(p)])
-    log.debug("ray: %d tiles of %d rows, %d candidates, %d pairs", info["tiles"], side, info["candidates"], len(pairs))
-    if stats is not None:
-        stats.update(
-            margin=info["margin"],
-            candidates=info["candidates"],
-            rotated=info["quantiser"]["rotated"],
-            blocks=info["tiles"],
-            tile=side,
-            quantiser=info["quantiser"],
-            kernels=info["kernels"],
-        )
-    return pairs
-
-
-def find_pairs_ray(
-    clip: np.ndarray,
-    dino: np.ndarray,
-    clip_min: float,
-    dino_max: float = math.inf,
-    *,
-    new_rows=None,
-    address: str | None = None,
-    tile_memory: int = DEFAULT_TILE_MEMORY,
-    tile: int | None = None,
-    device: str = "cpu",
-    max_candidates: int = 50_000_000,
-    max_retries: int = MAX_RETRIES,
-    rotate: bool | None = None,
-    progress: bool = False,
-    stats: dict | None = None,
-    tmpdir: str | None = None,
-    kernel: str | None = None,
-    _crash_marker: str | None = None,
-) -> PairSet:
-    """find_pairs' result for in-memory arrays, as Ray tile tasks. The arrays are written once to a
-    temporary folder (`tmpdir`, which every node must read: the default suits a local cluster) and the
-    tasks read their blocks from there. new_rows: only the pairs i < j that touch one of these rows
-    (a tileshapes.Band) [default: every pair]. tile: rows per tile side [default: from tile_memory].
-    kernel: the products kernel of every tile [default: each node's fastest, measured there]."""
-    from vhmine.mine.ray.tileshapes import Band, Triangle, new_rows_array
-
-    device, clip_min, dino_max = _options(device, clip_min, dino_max)
-    clip, dino = check_rows(clip, dino)  # (rows whose norms the fast pass cannot bound are refused: rowcheck)
-    if new_rows is not None:
-        try:
-            new = new_rows_array(new_rows, len(clip))
-        except ValueError as err:
-            raise InputError(str(err)) from None
-    if len(clip) < 2:
-        return no_pairs()
-    shape = (lambda side: Triangle(len(clip), side)) if new_rows is None else (lambda side: Band(len(clip), side, new))
-    return _in_memory(
-        [(clip, dino)],
-        shape,
-        clip_min,
-        dino_max,
-        address=address,
-        tile_memory=tile_memory,
-        tile=tile,
-        device=device,
-        max_candidates=max_candidates,
-        max_retries=max_retries,
-        rotate=rotate,
-        progress=progress,
-        stats=stats,
-        tmpdir=tmpdir,
-        kernel=kernel,
-        crash_marker=_crash_marker,
-    )
-
-
-def find_pairs_across_ray(
-    clip_a: np.ndarray,
-    dino_a: np.ndarray,
-    clip_b: np.ndarray,
-    dino_b: np.ndarray,
-    clip_min: float,
-    dino_max: float = math.inf,
-    *,
-    address: str | None = None,
-    tile_memory: int = DEFAULT_TILE_MEMORY,
-    tile: int | None = None,
-    device: str = "cpu",
-    max_candidates: int = 50_000_000,
-    max_retries: int = MAX_RETRIES,
-    rotate: bool | None = None,
-    progress: bool = False,
-    stats: dict | None = None,
-    tmpdir: str | None = None,
-    kernel: str | None = None,
-    _crash_marker: str | None = None,
-) -> PairSet:
-    """Every pair (row i of A, row j of B) with CLIP cosine >= clip_min and DINOv2 <= dino_max, exactly,
-    as Ray tile tasks over a tileshapes.Rectangle: a PairSet whose i are rows of A and j rows of B, sorted
-    by (i, j) (so i < j does not hold). One Quantiser for both sides. Options as find_pairs_ray's."""
-    from vhmine.mine.ray.tileshapes import Rectangle
-
-    device, clip_min, dino_max = _options(device, clip_min, dino_max)
-    clip_a, dino_a = check_rows(clip_a, dino_a)
-    clip_b, dino_b = check_rows(clip_b, dino_b)
-    for name, a, b in (("clip", clip_a, clip_b), ("dino", dino_a, dino_b)):
-        if a.shape[1] != b.shape[1]:
-            raise InputError(
-                f"{name} vectors of A have {a.shape[1]} dims, of B {b.shape[1]}: mine across indexes "
-                "made with the same encoders"
-            )
-    return _in_memory(
-        [(clip_a, dino_a), (clip_b, dino_b)],
-        lambda side: Rectangle(len(clip_a), len(clip_b), side),
-        clip_min,
-        dino_max,
-        address=address,
-        tile_memory=tile_memory,
-        tile=tile,
-        device=device,
-        max_candidates=max_candidates,
-        max_retries=max_retries,
-        rotate=rotate,
-        progress=progress,
-        stats=stats,
-        tmpdir=tmpdir,
-        kernel=kernel,
-        crash_marker=_crash_marker,
-    )

@@ -1,6 +1,7 @@
-"""The first two steps of a `vhmine mine --engine ray` job, on the driver: every node reads the index
+"""The first steps of a `vhmine mine --engine ray` job, on the driver: every node reads the index
 (`probe_nodes`), then one streaming pass over every row (`scan`) fixes the quantisation of every tile and,
-when asked, gives each row's digest (mine.join.row_digests).
+when asked, gives each row's digest (mine.join.row_digests); a sample of the rows decides the pruning
+(`prune_centres`: mine.join.prune's centres every tile's blocks are ordered by, or none).
 
 Reads the index's headers and a sample of 4,096 rows of each side (the turn is chosen on them); the tasks
 (tiletask.probe, tiletask.scan_chunk) read the rest. Writes through the job (mine.tilejob): each scanned
@@ -139,3 +140,17 @@ def scan(
     qz = Quantiser.from_scan(dim, max(e["amax"] for e in entries), dims, min(e["levels"] for e in entries))
     job.save(quantiser=qz.as_dict())
     return qz
+
+
+def prune_centres(rows, rows_b, local, local_b, qz, side: int, clip_min: float, prune):
+    """The driver's pruning choice (mine.join.prune.tile_centres) on a sample of each side's rows, quantised
+    as the tiles will be: (int8 centres or None, its record)."""
+    from vhmine.mine.join.blocks import quantise_block, sample_rows, threshold
+    from vhmine.mine.join.prune import tile_centres
+
+    if prune is False:
+        return tile_centres(np.zeros((0, 8), np.int8), 0, side, 0, False)
+    views = [local or rows] + ([local_b or rows_b] if rows_b is not None else [])
+    x = np.concatenate([v.clip.take(sample_rows(v.n)) for v in views])  # (in row order: A's, then B's)
+    q, stats = quantise_block(x, qz)
+    return tile_centres(q[: len(x)], sum(v.n for v in views), side, threshold(qz, stats, clip_min)[0], prune)

@@ -43,7 +43,7 @@ JOB, LEDGER, TILES, LOCK = "job.json", "tiles.jsonl", "tiles", "lock"
 SCAN, DIGESTS = "scan.jsonl", "digests"
 FORMAT = 1
 
-# an in-memory job's pairs (mine.ray.engine.find_pairs_ray): rows i < j and their sims, sorted by (i, j)
+# an in-memory job's pairs (mine.ray.arrays.find_pairs_ray): rows i < j and their sims, sorted by (i, j)
 PLAIN = np.dtype([("i", "<i8"), ("j", "<i8"), ("clip", "<f8"), ("dino", "<f8")])
 
 

@@ -39,6 +39,7 @@ from vhmine.mine.join.quantise import qmax_for
 CRASH_MARKER_ENV = "VHMINE_MINE_CRASH_MARKER"  # fault tests: the first tile task to start dies (os._exit)
 _CACHE_BLOCKS = 3  # quantised blocks kept per worker: tiles of one row share their row block
 _BLOCKS: OrderedDict = OrderedDict()
+_ORDERED: OrderedDict = OrderedDict()  # (pruned jobs) the same blocks, ordered: prune.sort_block
 
 
 def peak_rss() -> int:
@@ -94,22 +95,21 @@ def scan_chunk(
     return scan_block(x, dims), levels, row_digests(x, rows.dino.read(start, stop))
 
 
-def _cached(key, read):
-    if key in _BLOCKS:
-        _BLOCKS.move_to_end(key)
-        return _BLOCKS[key]
-    while len(_BLOCKS) >= _CACHE_BLOCKS:
-        _BLOCKS.popitem(last=False)
-    _BLOCKS[key] = read()
-    return _BLOCKS[key]
+def _cached(key, read, cache: OrderedDict = _BLOCKS):
+    if key in cache:
+        cache.move_to_end(key)
+        return cache[key]
+    while len(cache) >= _CACHE_BLOCKS:
+        cache.popitem(last=False)
+    cache[key] = read()
+    return cache[key]
 
 
-def _block(rows, qz: Quantiser, start: int, side: int) -> tuple[np.ndarray, BlockStats]:
-    """Rows [start, start + side) quantised (a worker keeps the last few: tiles of one row share them)."""
-    return _cached(
-        (rows.clip.location, rows.version, qz, start, side),
-        lambda: quantise_block(rows.clip.read(start, start + side), qz),
-    )
+def _block(rows, qz: Quantiser, start: int, side: int) -> tuple[np.ndarray, BlockStats, tuple]:
+    """Rows [start, start + side) quantised (a worker keeps the last few: tiles of one row share them), and
+    their cache key."""
+    key = (rows.clip.location, rows.version, qz, start, side)
+    return (*_cached(key, lambda: quantise_block(rows.clip.read(start, start + side), qz)), key)
 
 
 def take_within(vf, numbers: np.ndarray, span: int) -> np.ndarray:
@@ -124,12 +124,13 @@ def take_within(vf, numbers: np.ndarray, span: int) -> np.ndarray:
     return out
 
 
-def _block_of(rows, qz: Quantiser, numbers: np.ndarray, side: int) -> tuple[np.ndarray, BlockStats]:
-    """The given rows (a band's chunk of new rows) quantised, cached by what they are: the row numbers' digest."""
+def _block_of(rows, qz: Quantiser, numbers: np.ndarray, side: int) -> tuple[np.ndarray, BlockStats, tuple]:
+    """The given rows (a band's chunk of new rows) quantised, cached by what they are: the row numbers'
+    digest; and the cache key."""
     import hashlib
 
     key = (rows.clip.location, rows.version, qz, "rows", hashlib.sha256(numbers.astype("<i8").tobytes()).digest())
-    return _cached(key, lambda: quantise_block(take_within(rows.clip, numbers, side), qz))
+    return (*_cached(key, lambda: quantise_block(take_within(rows.clip, numbers, side), qz)), key)
 
 
 def _ids_of(rows, numbers: np.ndarray) -> np.ndarray:
@@ -155,26 +156,45 @@ def examined(r: int, c: int, side: int, n: int) -> int:
     return a * (a - 1) // 2 if r == c else a * b
 
 
-def _candidates(rows, rows_b, qz: Quantiser, tile, side: int, clip_min: float, device, kernel):
+def _ordered(key, q: np.ndarray, n: int, prune, device, kernel, qz: Quantiser):
+    """Block q (n real rows) ordered by the pruning's centres (prune.sort_block), cached beside the block."""
+    import hashlib
+
+    from vhmine.mine.join.prune import sort_block
+
+    k = (key, hashlib.sha256(prune.tobytes()).digest())
+    choice = tile_kernel(device, q.shape[1], qz.qmax, kernel)
+    return _cached(k, lambda: sort_block(q, n, prune, choice.kernel, device), _ORDERED)
+
+
+def _candidates(rows, rows_b, qz: Quantiser, tile, side: int, clip_min: float, device, kernel, prune=None):
     """(i, j, info) of one tile's candidates: rows i < j (a Triangle's), i < j touching a new row once (a
-    Band's: (min, max) of a chunk's row and a block's), or i of A and j of B (a Rectangle's)."""
+    Band's: (min, max) of a chunk's row and a block's), or i of A and j of B (a Rectangle's). prune: the
+    centres the blocks are ordered by (prune.tile_centres), or None: no pruning."""
     from vhmine.mine.join.blocks import cross_candidates
 
     n = rows.n
     if tile.kind == "band":
-        qa, sa = _block_of(rows, qz, tile.x_rows, side)
+        qa, sa, ka = _block_of(rows, qz, tile.x_rows, side)
+        na = len(tile.x_rows)
     else:
-        qa, sa = _block(rows, qz, tile.r, side)
+        qa, sa, ka = _block(rows, qz, tile.r, side)
+        na = min(side, n - tile.r)
     other = rows_b if tile.kind == "rectangle" else rows
-    qb, sb = (qa, sa) if tile.kind == "triangle" and tile.r == tile.c else _block(other, qz, tile.c, side)
+    same = tile.kind == "triangle" and tile.r == tile.c
+    qb, sb, kb = (qa, sa, ka) if same else _block(other, qz, tile.c, side)
+    nb = min(side, other.n - tile.c)
     thresh, margin = threshold(qz, sa | sb, clip_min)
-    kw = dict(device=device, block=side, levels=qz.qmax, kernel=kernel)
+    ordered = None
+    if prune is not None:
+        oa = _ordered(ka, qa, na, prune, device, kernel, qz)
+        ordered = (oa, oa if same else _ordered(kb, qb, nb, prune, device, kernel, qz))
+    account: dict = {}
+    kw = dict(device=device, block=side, levels=qz.qmax, kernel=kernel, ordered=ordered, account=account)
     if tile.kind == "triangle":
         i, j = tile_candidates(qa, qb, tile.r, tile.c, thresh, n, **kw)
         seen = examined(tile.r, tile.c, side, n)
     else:
-        na = len(tile.x_rows) if tile.kind == "band" else min(side, n - tile.r)
-        nb = min(side, other.n - tile.c)
         p, q = cross_candidates(qa, qb, na, nb, thresh, **kw)
         i, j, seen = (tile.x_rows[p] if tile.kind == "band" else tile.r + p), tile.c + q, na * nb
         if tile.kind == "band":  # each pair once over all tiles
@@ -189,6 +209,7 @@ def _candidates(rows, rows_b, qz: Quantiser, tile, side: int, clip_min: float, d
             "examined": seen,
             "margin": margin,
             "kernel": tile_kernel(device, qa.shape[1], qz.qmax, kernel).record(),
+            "pruned": [account.get("asked", 0), account.get("skipped", 0)],
         },
     )
 
@@ -211,6 +232,7 @@ def mine_tile(
     crash_marker: str | None = None,
     kernel: str | None = None,
     keep_alike: bool = False,
+    prune=None,
 ):
     """(result rows, info) of a tile (a tileshapes.Tile; rows_b: a Rectangle's second index); result None
     and info["too_many"] when it has more than max_candidates candidates (the driver stops the job).
@@ -218,14 +240,15 @@ def mine_tile(
     (the first `top` when given: info["kept"] of them), followed by at most `sample` of the others for the
     scatter plot, or with keep_alike by every other one (info["sample"] of them). Oriented by image id
     (a < b), except a Rectangle's: a is the row of A, b of B. Plain: the pairs inside both thresholds, as
-    rows i < j (a Rectangle's: i of A, j of B), sorted."""
+    rows i < j (a Rectangle's: i of A, j of B), sorted. prune: the int8 centres the tile's blocks are ordered
+    by to skip products (prune.tile_centres), or None."""
     import torch  # noqa: F401  (before the clock: a worker's first import is no part of the tile's time)
 
     from vhmine.mine.ray.tilejob import PLAIN, box_first, orient_by_id
 
     _crash_once(crash_marker)
     t0 = time.perf_counter()
-    i, j, info = _candidates(rows, rows_b, qz, tile, side, clip_min, device, kernel)
+    i, j, info = _candidates(rows, rows_b, qz, tile, side, clip_min, device, kernel, prune)
     info.update(candidates=int(len(i)), **_where())
     if len(i) > max_candidates:
         return None, {**info, "too_many": int(len(i))}

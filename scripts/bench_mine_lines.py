@@ -1,0 +1,220 @@
+"""The lines scripts/bench_mine.py prints past its data sets' runs (imported by it; not run on its own):
+
+- --incremental N: 1% new rows of N CLIP-shaped rows mined against a full mine of all N, in wall and CPU time;
+  the other rows' mine is done before the clock, and its quantisation kept (find_pairs(quantised=...)), so
+  the band quantises and lays out only the new rows;
+- --against N: N x N rows across two collections against the same 2N rows as one triangle;
+- --pruning: vhmine.mine.join.prune at --clip 0.9 and 0.95 on CLIP-shaped rows and on rows in families of
+  near copies (made here): what the measure on a sample chose, the share of products skipped when forced on,
+  its CPU time against the unpruned search, and the share an oracle that knew every piece's largest product
+  would skip (what no bound can beat); with --pruning-ray, the same through the Ray engine (a local cluster).
+
+Each line says `pairs identical` only when the pair sets and their float64 similarities are equal bit for bit
+(else `pairs DIFFER`, and bench_mine.py exits 1). Writes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from vhmine.mine.join.simsearch import PairSet, assert_same_pairs, find_pairs, find_pairs_across, merge
+
+
+def _same(got: PairSet, want: PairSet, across: bool = False) -> bool:
+    """Whether got and want are the same pairs with bit-equal similarities, in the same (sorted) order."""
+    try:
+        assert_same_pairs(got, want, atol=0.0, across=across)
+    except AssertionError as err:
+        print(f"  pairs differ: {err}")
+        return False
+    return all(np.array_equal(getattr(got, f), getattr(want, f)) for f in ("i", "j", "clip_sim", "dino_sim"))
+
+
+def _verdict(same: bool) -> str:
+    return "pairs identical" if same else "pairs DIFFER"
+
+
+def clocked(fn, *args, **kw):
+    """(fn(*args, **kw), wall seconds, CPU seconds of every thread of this process)."""
+    c0, t0 = time.process_time(), time.perf_counter()
+    out = fn(*args, **kw)
+    return out, time.perf_counter() - t0, time.process_time() - c0
+
+
+def incremental(n: int, args, full_mine, make) -> bool:
+    """The incremental line: 1% of n CLIP-shaped rows (random rows) are new; the other rows' full mine,
+    renumbered into the grown set, is done before the clock, its quantisation kept; timed:
+    find_pairs(new_rows=..., quantised=...) plus the merge with those pairs, against a full mine of all n
+    (full_mine(clip, dino): it, its wall and CPU seconds, its stats)."""
+    clip, dino = make(n, args.dim, args.dino_dim, args.seed)
+    new = np.sort(np.random.default_rng(args.seed + 2).choice(n, max(1, n // 100), replace=False))
+    old = np.setdiff1d(np.arange(n), new)
+    kw = dict(device=args.device, block_size=args.block_size, kernel=args.kernel)
+    kept: dict = {}
+    earlier = find_pairs(clip[old], dino[old], args.clip, args.dino, stats=kept, **kw)
+    earlier = PairSet(old[earlier.i], old[earlier.j], earlier.clip_sim, earlier.dino_sim)
+    st: dict = {}
+
+    def grow():
+        band = find_pairs(clip, dino, args.clip, args.dino, new_rows=new, quantised=kept["quantised"], stats=st, **kw)
+        return band, merge([(p.i, p.j, p.clip_sim, p.dino_sim) for p in (earlier, band)])
+
+    (band, grown), t_inc, c_inc = clocked(grow)  # (grow's names are bound once: no loop)
+    full, t_full, c_full, fst = full_mine(clip, dino)
+    same = _same(grown, full)
+    print(
+        f"incremental: +1% rows at N={n}: {t_inc:.2f} s ({c_inc:.2f} CPU-s) against a full mine {t_full:.2f} s "
+        f"({c_full:.2f} CPU-s) (ratio {t_inc / t_full:.4f}, CPU time {c_inc / c_full:.4f}), {_verdict(same)}",
+        flush=True,
+    )
+    print(
+        f"  products ratio {st['pairs_examined'] / fst['pairs_examined']:.4f} ({st['pairs_examined']:,} of "
+        f"{fst['pairs_examined']:,} row pairs, {st['blocks']} of {fst['blocks']} blocks); {len(new):,} new rows, "
+        f"{len(band):,} new pairs of {len(full):,}; load average {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
+    return same
+
+
+def against(n: int, args, full_mine, make) -> bool:
+    """The against line: n x n CLIP-shaped rows (the first n of 2n, then the rest) by find_pairs_across,
+    against the same 2n rows mined as one triangle (full_mine), whose pairs with one row on each side
+    must be the same."""
+    clip, dino = make(2 * n, args.dim, args.dino_dim, args.seed)
+    st: dict = {}
+    kw = dict(device=args.device, block_size=args.block_size, kernel=args.kernel, stats=st)
+    rect, t_rect, _ = clocked(find_pairs_across, clip[:n], dino[:n], clip[n:], dino[n:], args.clip, args.dino, **kw)
+    full, t_full, _, fst = full_mine(clip, dino)
+    keep = (full.i < n) & (full.j >= n)
+    same = _same(rect, PairSet(full.i[keep], full.j[keep] - n, full.clip_sim[keep], full.dino_sim[keep]), across=True)
+    print(
+        f"against: {n:,} x {n:,} in {t_rect:.2f} s against the same {2 * n:,} rows as one triangle in "
+        f"{t_full:.2f} s (products ratio {st['pairs_examined'] / fst['pairs_examined']:.4f}, time ratio "
+        f"{t_rect / t_full:.4f}), {_verdict(same)}",
+        flush=True,
+    )
+    print(
+        f"  {st['blocks']} of {fst['blocks']} blocks, {len(rect):,} pairs across of {len(full):,}; load average "
+        f"{os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
+    return same
+
+
+def growth_lines(args, make) -> bool:
+    """--incremental and --against (make: bench_mine.make_clip_like); a full mine of the same rows is timed
+    once for both when they share it."""
+    cache: dict = {}
+
+    def full_mine(clip, dino):
+        if len(clip) not in cache:
+            st: dict = {}
+            kw = dict(device=args.device, block_size=args.block_size, kernel=args.kernel, stats=st)
+            out, wall, cpu = clocked(find_pairs, clip, dino, args.clip, args.dino, **kw)
+            cache[len(clip)] = out, wall, cpu, st
+        return cache[len(clip)]
+
+    same = True
+    if args.incremental:
+        print(f"\n== growth: CLIP-shaped rows, seed={args.seed} --clip {args.clip} --dino {args.dino}", flush=True)
+        same &= incremental(args.incremental, args, full_mine, make)
+    if args.against:
+        same &= against(args.against, args, full_mine, make)
+    return same
+
+
+def families(n: int, dim: int, dino_dim: int, seed: int, topics: int = 16):
+    """Rows in families of about 4 near copies (CLIP cosine about 0.99), the families in a few topics
+    (cosine about 0.86 within a topic, 0 across), rows in random order: where pruning can pay."""
+    rng = np.random.default_rng(seed)
+    fam = rng.integers(0, max(1, n // 4), n)
+    clip = (
+        rng.standard_normal((topics, dim))[fam % topics]
+        + 0.4 * rng.standard_normal((max(1, n // 4), dim))[fam]
+        + 0.05 * rng.standard_normal((n, dim))
+    ).astype(np.float32)
+    clip /= np.linalg.norm(clip, axis=1, keepdims=True)
+    dino = rng.standard_normal((n, dino_dim), dtype=np.float32)
+    return clip, dino / np.linalg.norm(dino, axis=1, keepdims=True)
+
+
+def oracle_share(clip, clip_min: float, kernel, piece: int = 1024) -> float:
+    """The share of products an oracle would skip: pieces (piece x piece of the upper triangle, as the miner
+    cuts its blocks on a CPU, rows in prune's order) whose largest integer product is below the threshold.
+    No bound skips more."""
+    import torch
+
+    from vhmine.mine.join import prune
+    from vhmine.mine.join.band import gather
+    from vhmine.mine.join.quantise import fast_pass, sample_rows
+
+    n = len(clip)
+    fp = fast_pass(clip, clip_min)
+    k = kernel.kernel
+    centres = prune.kmeans(fp.q[sample_rows(n)], -(-n // prune.GROUP), iters=3)
+    q = torch.from_numpy(gather(fp.q, np.argsort(prune.assign(fp.q[:n], prune.int_centres(centres), k, "cpu"))))
+    buf = torch.empty(piece * piece, dtype=getattr(torch, k.out))
+    skipped = total = 0.0
+    for r in range(0, n, piece):
+        for c in range(r, n, piece):
+            x, y = q[r : r + piece], q[c : c + piece]  # (zero rows past n, as the miner's blocks)
+            prod = k.mm(k.left(x), k.right(y), buf[: len(x) * len(y)].view(len(x), len(y)))
+            nx, ny = min(piece, n - r), min(piece, n - c)
+            top = prod[:nx, :ny].max().item()
+            area = nx * ny / (2 if r == c else 1)
+            total += area
+            skipped += area if top < fp.thresh else 0.0
+    return skipped / total
+
+
+def pruning_lines(args, make, ray: bool = False) -> bool:
+    """--pruning: at --clip 0.9 and 0.95, on CLIP-shaped rows (make) and on families: the choice measured
+    on a sample, and forced on against off (CPU time, the share skipped, pairs identical), with the oracle's
+    share (and with ray, find_pairs_ray forced on and off)."""
+    from vhmine.mine.join import calibrate
+
+    same = True
+    choice = calibrate.choose("cpu", -(-args.dim // 8) * 8)
+    print(f"\n== pruning: N={args.n:,}, {args.dim}-d rows, --dino {args.dino}", flush=True)
+    for name, maker in (("CLIP-shaped", make), ("families", families)):
+        clip, dino = maker(args.n, args.dim, args.dino_dim, args.seed)
+        for clip_min in (0.9, 0.95):
+            st, on_st = {}, {}
+            kw = dict(device="cpu", block_size=args.block_size, kernel=args.kernel)
+            auto, _, c_auto = clocked(find_pairs, clip, dino, clip_min, args.dino, stats=st, **kw)
+            on, _, c_on = clocked(find_pairs, clip, dino, clip_min, args.dino, prune=True, stats=on_st, **kw)
+            off, _, c_off = clocked(find_pairs, clip, dino, clip_min, args.dino, prune=False, **kw)
+            ok = _same(on, off) and _same(auto, off)
+            same &= ok
+            print(
+                f"pruning at --clip {clip_min} ({name}): {st['prune_line']}, {c_auto:.2f} CPU-s; forced on: "
+                f"{100 * on_st['prune']['skipped']:.1f}% of the products skipped (an oracle: "
+                f"{100 * oracle_share(clip, clip_min, choice, min(1024, args.block_size or 8192)):.1f}%), "
+                f"{c_on:.2f} CPU-s against {c_off:.2f} off "
+                f"({c_on / c_off:.2f} x), {_verdict(ok)}; load average {os.getloadavg()[0]:.2f}",
+                flush=True,
+            )
+            if ray:
+                same &= ray_line(clip, dino, clip_min, args, off, name)
+    return same
+
+
+def ray_line(clip, dino, clip_min: float, args, want: PairSet, name: str) -> bool:
+    """find_pairs_ray at clip_min, its choice measured and forced on, against the local pairs (want)."""
+    from vhmine.mine.ray.arrays import find_pairs_ray
+
+    lines, ok = [], True
+    for prune in (None, True):
+        st: dict = {}
+        got, wall, _ = clocked(find_pairs_ray, clip, dino, clip_min, args.dino, prune=prune, stats=st)
+        ok &= _same(got, want)
+        rec = st["prune"]
+        lines.append(
+            f"{'chosen' if prune is None else 'forced'}: {'on' if rec['chosen'] else 'off'} (sample share "
+            f"{rec['sample_share']}), skipped {rec['skipped']}, {wall:.1f} s over {st['blocks']} tiles"
+        )
+    print(f"  ray at --clip {clip_min} ({name}): {'; '.join(lines)}, {_verdict(ok)}", flush=True)
+    return ok
