@@ -146,15 +146,16 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve(db: Path, log_path: Path, env: dict):
-    """(url, pid of the Streamlit process) of `vhmine curate` on the store `db` until the block ends."""
+def serve(db: Path, log_path: Path, env: dict, tree: Path | None = None):
+    """(url, pid of the Streamlit process) of `vhmine curate` of the checkout `tree` (run from it: `python -m` puts
+    the working folder first on the path) on the store `db` until the block ends."""
     import psutil
 
     port = free_port()
     log = open(log_path, "w")
     proc = subprocess.Popen([sys.executable, "-m", "vhmine.cli", "curate", "--db", f"sqlite:///{db}", "--host",
                              "127.0.0.1", "--port", str(port)], stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True, env=dict(os.environ, **env))
+                            start_new_session=True, env=dict(os.environ, **env), cwd=tree)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -276,7 +277,7 @@ def main() -> int:
                     shutil.copy(db, run_db)
                     token = app_session.add_bench_worker(run_db)
                     server_env = dict(env, PYTHONPATH=str(path))
-                    with (serve(run_db, tmp / f"server{n}.log", server_env) as (url, pid),
+                    with (serve(run_db, tmp / f"server{n}.log", server_env, path) as (url, pid),
                           profiled(pid, args.profile, tasks, n, label)):
                         got, secs = app_session.session(url, token, pid, CHROMIUM, args.items, args.settle_ms, run_db)
                     samples[label] += got
