@@ -11,7 +11,7 @@ not the question's function words.
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 FUNCTION_WORDS = frozenset(
     "not no never none nothing nobody neither nor without except besides instead rather other than more less fewer "
