@@ -15,7 +15,7 @@ import streamlit as st
 
 from vhmine import curate as C
 from vhmine.rules import modes as M
-from vhmine.apps.page_helpers import ACTIONS, act, esc, image, show_flash, table
+from vhmine.apps.page_helpers import ACTIONS, act, esc, image, run_action, show_flash, table
 from vhmine.errors import VhmineError
 
 
@@ -43,12 +43,23 @@ def _flag_form(store, me: C.WorkerInfo, mode: str) -> None:
             right.text(rec.question)
             right.caption("Reference answer")
             right.text(_answer_text(rec.kind, rec.answers, rec.truth))
-    reason = st.text_input("What is wrong", key="er_reason", placeholder="image B shows three cats, not two")
-    proposed = st.text_input("Right answer (optional)", key="er_proposed")
+    st.text_input("What is wrong", key="er_reason", placeholder="image B shows three cats, not two")
+    st.text_input("Right answer (optional)", key="er_proposed")
     show_flash(ACTIONS)
-    if st.button("Flag as wrong", type="primary", key="er_flag"):
-        act(lambda: C.flag_instance(store, me, iid or "", reason, proposed), "success",
-            f"Flagged {iid}: an admin will accept or reject the flag.")
+    st.button("Flag as wrong", type="primary", key="er_flag", on_click=_flag, args=(store, me, mode))
+
+
+def _flag(store, me: C.WorkerInfo, mode: str) -> None:
+    """Flag as wrong's on_click: the flag saved, the form is emptied for the next one (it kept its text)."""
+    ss = st.session_state
+    iid = (ss.get("er_id") or "").strip() or ss.get(f"er_pick:{mode}")
+    reason, proposed = ss.get("er_reason") or "", ss.get("er_proposed") or ""
+    got = run_action(lambda: C.flag_instance(store, me, iid or "", reason, proposed), "success",
+                     f"Flagged {iid}: an admin will accept or reject the flag.")
+    if got is not None:
+        for key in ("er_id", "er_reason", "er_proposed"):
+            ss[key] = ""
+        ss[f"er_pick:{mode}"] = None
 
 
 def _item_box(store, image_id: str, caption: str, question: str):
@@ -88,7 +99,8 @@ def _decide(store, me: C.WorkerInfo, e: C.ErratumView) -> None:
 
 def _queued(store, me: C.WorkerInfo, c: C.Contradiction) -> None:
     """One question of the person-queue: both sides, and the admin's choice of the truth that stands."""
-    right = _item_box(store, c.image_id, f"{c.mode} YNQ {c.instance_id}, since {c.since}", c.question)
+    right = _item_box(store, c.image_id, f"{c.mode} yes/no question, waiting since {c.since} (item {c.instance_id}):",
+                      c.question)
     right.caption(esc(f"Decided by {c.decided_by}: {'yes' if c.truth else 'no'}, against the open answers "
                       f"{' / '.join(c.decided_against) or '(none)'}"))
     right.caption(esc(f"The open answers now: {' / '.join(c.source_answers)}, which "
@@ -99,7 +111,7 @@ def _queued(store, me: C.WorkerInfo, c: C.Contradiction) -> None:
     note = right.text_input("Note (optional)", key=f"cq_note:{c.instance_id}")
     if right.button("Decide", type="primary", key=f"cq_ok:{c.instance_id}"):
         act(lambda: C.resolve_contradiction(store, me, c.instance_id, truth, note), "success",
-            f"Decided {c.instance_id}: truth {'yes' if truth else 'no'}.", f"cq:{c.instance_id}")
+            f"Decided “{c.question}”: truth {'yes' if truth else 'no'}.", f"cq:{c.instance_id}")
 
 
 def errata_page(store, me: C.WorkerInfo, mode: str) -> None:
