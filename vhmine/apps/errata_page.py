@@ -1,6 +1,7 @@
 """The app's "Errata" page: any worker flags an item of a released export as wrong; admins decide the flags.
 
-A worker types the instance id an export wrote (or picks a ready item of the mode), says what is wrong and,
+A worker types the instance id an export wrote (or finds a ready item of the mode by its words: a few are listed at
+once, however many the store holds), says what is wrong and,
 optionally, the right answer; they see their own flags and what became of them. An admin sees every open
 flag with the item, and accepts it (a new answer, a new yes/no truth, or removing the item) or rejects it
 with a reason; and decides the person-queue (curate.person_queue): yes/no questions whose open answers changed
@@ -23,13 +24,27 @@ def _answer_text(kind: str, answers, truth) -> str:
     return ("yes" if truth else "no") if kind == M.YNQ else "; ".join(answers)
 
 
+PICK = 30  # ready items the picker lists at once
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _ready_labels(_store, mode: str, mark: tuple) -> dict[str, str]:
+    """The ready items of `mode` as the picker names them, read again only when the store changed (curate.log_mark)."""
+    return {r.id: f"{r.id}: {r.question} ({_answer_text(r.kind, r.answers, r.truth)})"
+            for r in C.ready_instances(_store, mode, locate=False)}  # only the text: no image is hashed
+
+
 def _flag_form(store, me: C.WorkerInfo, mode: str) -> None:
     st.subheader("Flag an item as wrong")
     typed = st.text_input("Instance id", key="er_id", help="The id field of the released export's instance.")
-    labels = {r.id: f"{r.id}: {r.question} ({_answer_text(r.kind, r.answers, r.truth)})"
-              for r in C.ready_instances(store, mode, locate=False)}  # only the text: no image is hashed
-    picked = st.selectbox(f"Or pick a ready {mode} item", [None, *labels], key=f"er_pick:{mode}",
-                          format_func=lambda i: "-" if i is None else labels[i])
+    labels = _ready_labels(store, mode, C.log_mark(store))
+    words = (st.text_input(f"Or find a ready {mode} item by words of its question or answer",
+                           key=f"er_find:{mode}") or "").lower().split()
+    hits = [i for i, text in labels.items() if all(w in text.lower() for w in words)]
+    shown = list(dict.fromkeys([*([st.session_state[f"er_pick:{mode}"]] if st.session_state.get(f"er_pick:{mode}")
+                                  in labels else []), *hits[:PICK]]))  # a few, not all of a large store's
+    picked = st.selectbox(f"and pick it ({min(len(hits), PICK)} of {len(hits)} matching shown)", [None, *shown],
+                          key=f"er_pick:{mode}", format_func=lambda i: "-" if i is None else labels[i])
     iid = (typed or "").strip() or picked
     if iid:
         try:
@@ -57,7 +72,7 @@ def _flag(store, me: C.WorkerInfo, mode: str) -> None:
     got = run_action(lambda: C.flag_instance(store, me, iid or "", reason, proposed), "success",
                      f"Flagged {iid}: an admin will accept or reject the flag.")
     if got is not None:
-        for key in ("er_id", "er_reason", "er_proposed"):
+        for key in ("er_id", "er_reason", "er_proposed", f"er_find:{mode}"):
             ss[key] = ""
         ss[f"er_pick:{mode}"] = None
 
