@@ -22,7 +22,7 @@ workers (sign-in, tokens, (de)activation), queue (leases, discard, skip, progres
 annotate (saving questions and answers), drafts (drafted yes/no questions), undo, review (blind
 review and agreement), responses (model responses and their labels), records (ready instances for
 export), verify (model drafts of pair tasks: accept, edit, reject), errata (flags on released items and
-admins' decisions), person_queue (the person-queue: drafted questions whose answers now contradict a person's truth), neardups (near duplicates export found, and their overrules), savings (time per verified against per scratch item), worker_time (worker seconds per ready instance and hours
+admins' decisions), person_queue (the person-queue: drafted questions whose answers now contradict a person's truth), neardups (near duplicates export found, and their overrules), savings (time per verified against per scratch item), workload (worker seconds per ready instance and hours
 left to a target, per mode), leased (items of a mode other workers hold, and until when), overview (the store's counts for `vhmine status`), images (serving recorded image bytes), app (launching Streamlit); _shared holds the ids,
 action log, worker lookup and lease checks they all use.
 """
@@ -64,7 +64,7 @@ from vhmine.curate.errata import ErratumView, accept_erratum, errata_list, flag_
 from vhmine.curate.person_queue import Contradiction, contradictions, resolve_contradiction
 from vhmine.curate.savings import ModeSavings, draft_savings, savings_table
 from vhmine.curate.overview import ModeCounts, StoreOverview, store_overview
-from vhmine.curate.worker_time import ModeTime, log_mark, worker_time
+from vhmine.curate.workload import ModeTime, log_mark, worker_time
 from vhmine.curate.leased import Held, held_by_others
 from vhmine.curate.app import default_app_path, run_app, streamlit_command
 from vhmine.store import resolve_url  # vhmine/apps/curate.py reads it as C.resolve_url
