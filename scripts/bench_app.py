@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
+import json
 import os
 import shutil
 import signal
@@ -249,6 +251,7 @@ def main() -> int:
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "vhmine-bench-app")
     ap.add_argument("--baseline", type=Path, help="another checkout of vhmine (e.g. main's worktree): its app is "
                                                   "driven too, each pass right before this tree's, and compared")
+    ap.add_argument("--samples", type=Path, help="write every timed action here (JSON lines), for a closer look")
     ap.add_argument("--profile", type=Path, help="record the server with py-spy into this folder (collapsed stacks)")
     ap.add_argument("--env", nargs="*", default=[], metavar="NAME=VALUE",
                     help="extra environment of the server, e.g. STREAMLIT_RUNNER_POST_SCRIPT_GC=false")
@@ -281,6 +284,11 @@ def main() -> int:
                           profiled(pid, args.profile, tasks, n, label)):
                         got, secs = app_session.session(url, token, pid, CHROMIUM, args.items, args.settle_ms, run_db)
                     samples[label] += got
+                    if args.samples:
+                        with open(args.samples, "a") as out:
+                            for k, smp in enumerate(got):
+                                out.write(json.dumps({"tasks": tasks, "tree": label, "pass": n + 1, "step": k,
+                                                      **dataclasses.asdict(smp)}) + "\n")
                     per_instance[label].append(secs)
                     print(f"  pass {n + 1}, {label}: {len(got)} actions, {secs:.2f} s per ready instance; load "
                           f"{os.getloadavg()[0]:.2f}", flush=True)

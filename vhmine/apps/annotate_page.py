@@ -14,12 +14,13 @@ from __future__ import annotations
 import streamlit as st
 
 from vhmine import curate as C
-from vhmine.apps.page_helpers import ACTIONS, esc, image, image_row, land, run_action, show_flash
+from vhmine.apps.page_helpers import ACTIONS, esc, image_row, land, run_action, show_flash, whole_page
 from vhmine.errors import VhmineError
 from vhmine.rules import modes as M
 
 # a shortcut with Ctrl or Alt works while the cursor is in a field (Streamlit takes the field's text first)
 SHORTCUTS = {"save": "Ctrl+Enter", "skip": "Alt+K", "discard": "Alt+D", "confirm": "Ctrl+Enter"}
+DRAFT_HEIGHT = 130  # px: a draft's image beside it, small enough for two drafts on a laptop screen
 FIRST_FIELD = "[data-testid=stMain] [data-testid=stTextInput] input"  # the first slot of the item's template
 CONFIRM = "[data-testid=stMain] [data-testid=stBaseButton-primary]"
 
@@ -99,6 +100,7 @@ def _template(mode: M.Mode, key: str) -> M.Template:
 @st.fragment
 def _fields(mode_name: str, item: C.Item) -> None:
     """The item's template, slots, question and answers: committing a field reruns only these."""
+    whole_page()
     mode, key = M.get_mode(mode_name), item.task_id
     tpl_id = st.selectbox("Template", [t.id for t in mode.templates], key=f"tpl:{key}",
                           format_func=lambda t: f"[{mode.template(t).kind}] {mode.template(t).text}")
@@ -157,8 +159,8 @@ def drafts_form(store, worker: C.WorkerInfo, mode: str) -> bool:
     for d in drafts:
         with st.container(border=True):
             left, right = st.columns([1, 4])
-            with left:
-                image(store, d.image_id, f"image {d.role}" if d.role != "image" else "image")
+            with left:  # the thumbnail the item showed (encoded once, inline): no image to fetch per draft
+                image_row(store, [(d.image_id, f"image {d.role}" if d.role != "image" else "image")], DRAFT_HEIGHT)
             right.caption(esc(f"From: {d.oeq_question} Your answer(s): {'; '.join(d.oeq_answers)}"))
             if d.note:  # an accepted erratum changed the answers it comes from: why it is here
                 right.warning(esc(d.note))

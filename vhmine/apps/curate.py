@@ -23,7 +23,9 @@ from vhmine.apps.admin_page import admin_page
 from vhmine.apps.annotate_page import FIRST_FIELD, annotate_page
 from vhmine.apps.blind_page import blind_page
 from vhmine.apps.errata_page import errata_page
-from vhmine.apps.page_helpers import esc, fit_screen, land, run_action, show_flash, show_landing, show_leftover_flash
+from vhmine.apps.page_helpers import (
+    esc, fit_screen, land, page_ran, run_action, show_flash, show_landing, show_leftover_flash,
+)
 from vhmine.apps.review_pages import label_page, review_page
 from vhmine.apps.verify_page import verify_page
 from vhmine.errors import VhmineError
@@ -123,6 +125,7 @@ def main() -> None:
         sign_in_page(store)
         return
     me = st.session_state["worker"]  # a C.WorkerInfo: every call below re-checks it in the store
+    page_ran()
     fit_screen()
     page, mode = sidebar(store, me)
     top = st.container()  # a message whose button's place is gone this run (its item done) shows here

@@ -182,6 +182,7 @@ def run_action(fn, ok_kind: str, ok_msg, place: str = ACTIONS, target: str | Non
     """A button's on_click: run the library call `fn` before the page runs, so that the run the click starts shows
     its outcome (one run per action, where `act`'s st.rerun made two); its message (or error) shows at `place`, and
     the page lands on `target` (land) when it succeeded. Returns what `fn` returned (None after an error)."""
+    st.session_state["acted"] = st.session_state.get("acted", 0) + 1  # the whole page must show it (whole_page)
     try:
         got = fn()
     except VhmineError as err:
@@ -191,6 +192,19 @@ def run_action(fn, ok_kind: str, ok_msg, place: str = ACTIONS, target: str | Non
     if target:
         land(target)
     return got
+
+
+def page_ran() -> None:
+    """The whole page runs (called at its top): it shows every action so far."""
+    st.session_state["shown_acted"] = st.session_state.get("acted", 0)
+
+
+def whole_page() -> None:
+    """At the top of a fragment: where an action acted in a run of the fragment alone (a shortcut pressed while
+    typing in one of its fields sends the field and the click together, and Streamlit runs the fragment only),
+    run the whole page, which shows its outcome."""
+    if st.session_state.get("acted", 0) != st.session_state.get("shown_acted", 0):
+        st.rerun(scope="app")
 
 
 def act(fn, ok_kind: str, ok_msg, place: str = ACTIONS, note=None) -> None:
