@@ -22,7 +22,8 @@ C.next_item(...)`); each imports only the ones before it in this list:
 - `base/`: what every curation module needs: `retry` (transitions retried), `ids`, `text`, `access`
   (`WorkerInfo`, worker and admin checks), `tasks` (lease checks, the compare-and-set on a task's version,
   the action log), `items` (the queue `Item`);
-- `work/`: the work itself: `lease` (how every queue hands out its next task), `queue` (discard, skip,
+- `work/`: the work itself: `lease` (how every queue hands out its next task), `leased` (the items of a mode
+  other workers hold, and until when), `queue` (discard, skip,
   progress, generated images entering the queue), `annotate` (saving questions and answers), `verify`
   (model drafts of pair tasks: accept, edit, reject), `review` (blind review), `responses` (model responses
   and their labels), `blind` (blind-solver flags), `neardups` (near duplicates export found, and their
@@ -32,7 +33,8 @@ C.next_item(...)`); each imports only the ones before it in this list:
   carries through to), `person_queue` (drafted questions whose answers now contradict a person's truth),
   `undo`;
 - `people/`: `workers` (sign-in, tokens, (de)activation), `agreement` (between workers, with `kappa`),
-  `savings` (time per verified against per scratch item);
+  `savings` (time per verified against per scratch item), `workload` (worker seconds per ready instance and
+  the hours left to a target, per mode);
 - `stages/`: what the other stages and commands read and write through curate: `records` (ready instances
   for export), `images` (serving recorded image bytes), `model_responses`, `descriptions`, `generations`,
   `seeding` (mined pairs entering the store), `overview` (the store's counts for `vhmine status`), `app`
@@ -63,8 +65,9 @@ from vhmine.curate.people.workers import (
     rotate_token,
     sign_in,
 )
+from vhmine.curate.people.workload import ModeTime, log_mark, worker_time
 from vhmine.curate.stages.app import default_app_path, run_app, streamlit_command
-from vhmine.curate.stages.images import image_bytes, image_file
+from vhmine.curate.stages.images import image_bytes, image_file, image_stamp
 from vhmine.curate.stages.overview import ModeCounts, StoreOverview, store_overview
 from vhmine.curate.stages.records import InstanceRecord, get_instance, ready_instances
 from vhmine.curate.work.annotate import Annotation, Saved, save_annotation
@@ -85,6 +88,7 @@ from vhmine.curate.work.blind import (
 from vhmine.curate.work.blind import group_key as blind_group_key
 from vhmine.curate.work.blind import reference_of as blind_reference
 from vhmine.curate.work.blind import stored_answers as blind_stored_answers
+from vhmine.curate.work.leased import Held, held_by_others
 from vhmine.curate.work.neardups import (
     NearDuplicateView,
     near_duplicate_id,
@@ -132,6 +136,7 @@ __all__ = [
     "sign_in",
     "image_bytes",
     "image_file",
+    "image_stamp",
     "ImageView",
     "Item",
     "Progress",
@@ -209,6 +214,11 @@ __all__ = [
     "ModeCounts",
     "StoreOverview",
     "store_overview",
+    "ModeTime",
+    "log_mark",
+    "worker_time",
+    "Held",
+    "held_by_others",
     "default_app_path",
     "run_app",
     "streamlit_command",

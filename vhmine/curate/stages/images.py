@@ -70,6 +70,19 @@ def _located(store: Store, image_id: str, sha: str, recorded: str) -> Path | str
     )
 
 
+def image_stamp(store: Store, image_id: str) -> tuple:
+    """What changes when the recorded image's file does (its path, size and modification time), read without
+    hashing: a cache of what image_bytes served (the app's thumbnails) is good while the stamp stays the same."""
+    import os
+
+    sha, recorded = _recorded(store, image_id)
+    try:
+        st = os.stat(recorded)
+    except (OSError, TypeError, ValueError):  # gone, a tar member or a URL: no stamp (the caller checks it again)
+        return (sha, recorded, None)
+    return (sha, recorded, st.st_size, st.st_mtime_ns, st.st_ino)
+
+
 def image_file(store: Store, image_id: str) -> Path | str:
     """Where a recorded image id's content is: a file or a tar member (a Path), or an fsspec URL (a str).
     Nothing but a recorded id reaches the file system."""

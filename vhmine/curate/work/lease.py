@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import or_, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from vhmine.curate.base.tasks import compare_and_set
@@ -31,7 +31,8 @@ def lease_next(
     s: Session, worker: str, mode: str, which, now: dt.datetime, lease_s: float, *, skipped_last: bool = True
 ) -> Task | None:
     """Lease to `worker` the next open task of `mode` that `which` (a condition on Task) admits: their own
-    running lease first, then the first free task nobody else is changing (skipped ones last); None if none.
+    running lease first, then the first free task nobody else is changing (skipped ones last, the one skipped
+    longest ago first); None if none.
     The one way every queue hands out work, so that none of them can wait on another worker's row."""
     # our running lease: wait if someone is changing it (we hold no lock yet, so no deadlock can form)
     mine = s.scalar(
@@ -45,19 +46,24 @@ def lease_next(
     if mine is not None and _take(s, mine, worker, now, lease_s):
         return s.get(Task, mine.id, populate_existing=True)
     base = select(Task).where(Task.mode == mode, Task.status == "open", _free(now), which)
-    queries = [base]
+    queries = [(base, (Task.priority, Task.id))]
     if skipped_last:
-        skipped = select(Action.task_id).where(
-            Action.worker == worker, Action.kind == "skip", Action.undone_at.is_(None), Action.task_id.is_not(None)
-        )
-        queries = [base.where(Task.id.not_in(skipped)), base.where(Task.id.in_(skipped))]
+        mine_skips = (Action.worker == worker, Action.kind == "skip", Action.undone_at.is_(None))
+        skipped = select(Action.task_id).where(*mine_skips, Action.task_id.is_not(None))
+        # skipped ones by when this worker last skipped them, oldest first: Skip cycles through all of them (by
+        # priority, the one just skipped came back at once once every item was skipped)
+        last_skip = select(func.max(Action.id)).where(*mine_skips, Action.task_id == Task.id).scalar_subquery()
+        queries = [
+            (base.where(Task.id.not_in(skipped)), (Task.priority, Task.id)),
+            (base.where(Task.id.in_(skipped)), (last_skip, Task.priority, Task.id)),
+        ]
     tried: list[str] = []  # a task we locked but could not take stays locked by us: never pick it again
-    for q in queries:
+    for q, order in queries:
         while len(tried) < 8:
             # the first free task nobody else is changing, locked (and read at its latest version) by us
             t = s.scalar(
                 q.where(Task.id.not_in(tried))
-                .order_by(Task.priority, Task.id)
+                .order_by(*order)
                 .limit(1)
                 .with_for_update(skip_locked=True, key_share=True)
                 .execution_options(populate_existing=True)

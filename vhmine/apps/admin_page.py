@@ -1,0 +1,188 @@
+"""The app's "Admin" page: where the project stands, per mode, in sections an admin picks.
+
+Reads through vhmine.curate only: progress, worker_time (worker seconds per ready instance and the hours left to the
+export's target), agreement and disagreements (blind reviews, model-answer labels), list_workers, draft_savings.
+The library checks the admin right on every call it is asked (list_workers, first, guards the page); the figures read
+from the whole action log are kept per `log_mark` (they change only when the log or the instances do), and only the
+section picked is read and drawn, so the page stays quick on a large store; disagreements come a page at a time.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from vhmine import curate as C
+from vhmine.apps.page_helpers import esc, table
+from vhmine.apps.verify_page import savings_section
+from vhmine.errors import VhmineError
+
+SECTIONS = ("Progress and worker time", "Agreement", "Workers", "Drafts: time saved")
+PAGE = 20  # disagreements per page
+VHTEST_PER_MODE = 150  # VHTest: 1,200 instances over 8 modes
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _log_figures(_store, what: str, mark: tuple, target: int = 0):
+    """A figure read from the whole action log, kept while `mark` (curate.log_mark) stays the same. The page checked
+    the admin right before asking (the operator's call, by=None, reads what the admin may)."""
+    if what == "worker time":
+        return C.worker_time(_store, target)
+    if what == "agreement":
+        return C.agreement(_store), C.agreement(_store, "responses"), C.disagreements(_store)
+    raise ValueError(what)
+
+
+def _agreement_rows(rows):
+    return [
+        {
+            "mode": a.mode,
+            "statistic": a.statistic,
+            "kappa": None if a.kappa is None else round(a.kappa, 3),
+            "items": a.items,
+            "raters": a.raters,
+            "disagreements": a.disagreements,
+        }
+        for a in rows
+    ]
+
+
+def _progress_chart(progress) -> None:
+    """Per mode, one bar of its tasks (done, discarded and left, stacked) and one of its ready questions."""
+    import pandas as pd
+
+    data = pd.DataFrame(
+        [{"mode": p.mode, "done": p.done, "discarded": p.discarded, "left": p.remaining} for p in progress]
+    )
+    tasks, ready = st.columns([3, 2])
+    with tasks:  # horizontal: x names the bars (modes), y_label the length axis
+        st.bar_chart(
+            data,
+            x="mode",
+            y=["done", "discarded", "left"],
+            horizontal=True,
+            stack=True,
+            sort=False,
+            color=["#2e7d32", "#9e9e9e", "#90caf9"],
+            x_label="",
+            y_label="tasks",
+            height=40 * len(data) + 80,
+        )
+    with ready:
+        st.bar_chart(
+            pd.DataFrame([{"mode": p.mode, "ready": p.ready_instances} for p in progress]),
+            x="mode",
+            y="ready",
+            horizontal=True,
+            sort=False,
+            color="#2e7d32",
+            x_label="",
+            y_label="questions ready to export",
+            height=40 * len(data) + 80,
+        )
+
+
+def _agreement_chart(rows, what: str) -> None:
+    """Kappa per mode as bars (modes without a figure yet are left out and said so)."""
+    import pandas as pd
+
+    have = [a for a in rows if a.kappa is not None]
+    if not have:
+        st.caption(f"No {what} agreement yet: it needs items that two or more workers answered.")
+        return
+    st.bar_chart(
+        pd.DataFrame([{"mode": a.mode, "kappa": round(a.kappa, 3)} for a in have]),
+        x="mode",
+        y="kappa",
+        horizontal=True,
+        sort=False,
+        x_label="",
+        y_label="kappa (1: full agreement, 0: chance)",
+        height=220,
+    )
+    missing = [a.mode for a in rows if a.kappa is None]
+    if missing:
+        st.caption("No figure yet for " + ", ".join(missing) + ".")
+
+
+def admin_page(store, me: C.WorkerInfo) -> None:
+    try:  # the library checks the right again on every call: the page is not the guard
+        workers = C.list_workers(store, by=me)
+        mark = C.log_mark(store)
+    except VhmineError as err:
+        st.error(esc(err))
+        return
+    section = st.radio("Show", SECTIONS, horizontal=True, key="admin_section", label_visibility="collapsed")
+    if section == SECTIONS[0]:
+        _progress_section(store, mark)
+    elif section == SECTIONS[1]:
+        _agreement_section(store, mark)
+    elif section == SECTIONS[2]:
+        st.header("Workers")
+        table(
+            [
+                {"name": w.name, "admin": "yes" if w.is_admin else "no", "active": "yes" if w.active else "no"}
+                for w in workers
+            ]
+        )
+    else:
+        savings_section(store, me)
+
+
+def _progress_section(store, mark: tuple) -> None:
+    progress = C.progress(store)
+    st.header("Progress")
+    _progress_chart(progress)
+    table(
+        [
+            {
+                "mode": p.mode,
+                "done": p.done,
+                "ready questions": p.ready_instances,
+                "discarded": p.discarded,
+                "left": p.remaining,
+            }
+            for p in progress
+        ]
+    )
+    st.subheader("Worker time")
+    target = st.number_input(
+        "Target: ready questions per mode (the export's --per-mode)",
+        min_value=1,
+        value=VHTEST_PER_MODE,
+        step=10,
+        key="admin_target",
+    )
+    st.caption(
+        "Worker seconds are gaps between a worker's actions in the mode (a gap longer than a lease is a "
+        "break); per ready question: all of a mode's worker time over its ready questions; hours left: the "
+        "questions still missing to the target at that rate."
+    )
+    table([m.row() for m in _log_figures(store, "worker time", mark, int(target))])
+
+
+def _agreement_section(store, mark: tuple) -> None:
+    rows, label_rows, dis = _log_figures(store, "agreement", mark)
+    st.header("Agreement")
+    st.caption("Authors' reference answers against blind reviews: Cohen's kappa for two workers, Fleiss' for more.")
+    _agreement_chart(rows, "review")
+    table(_agreement_rows(rows))
+    st.subheader(f"Disagreements ({len(dis)})")
+    if dis:
+        pages = (len(dis) + PAGE - 1) // PAGE
+        page = st.number_input(f"Page (of {pages})", min_value=1, max_value=pages, value=1, key="admin_dis_page")
+        table(
+            [
+                {
+                    "mode": d.mode,
+                    "instance": d.item_id,
+                    "question": d.question,
+                    "answers": "; ".join(f"{w}: {a}" for w, a in d.ratings.items()),
+                }
+                for d in dis[(page - 1) * PAGE : page * PAGE]
+            ]
+        )
+    else:
+        st.write("None.")
+    st.subheader("Model-answer labels")
+    _agreement_chart(label_rows, "label")
+    table(_agreement_rows(label_rows))
