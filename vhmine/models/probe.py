@@ -11,9 +11,10 @@ counts says so: the workers' majority where they labelled the response, else the
 (curate.response_verdicts). Failures are recorded per item in the request cache with their reason;
 the run goes on and the result says it was partial. An instance whose image is missing or changed since it was
 curated (no file with its recorded sha256 is left) is never sent: it is listed as left out, with the reason, and the
-run goes on (as the app, `vhmine draft` and `vhmine export` refuse such an image). A rerun reads a stored yes/no answer again by this run's
-rule against the instance's current truth (a truth fixed since, by an erratum, changes its verdict); a stored
-open answer whose judge's verdict was cleared (curate.derived) is judged again when a judge is given.
+run goes on (as the app, `vhmine draft` and `vhmine export` refuse such an image). A rerun reads a stored yes/no
+answer again by this run's rule against the instance's current truth (a truth fixed since, by an erratum, changes
+its verdict); a stored open answer whose judge's verdict was cleared (curate.derived) is judged again when a judge
+is given.
 """
 
 from __future__ import annotations
