@@ -1,6 +1,7 @@
 """A worker's hour in the browser (issue 32): a whole item done by keyboard alone, every action landing on the new
 item (its images and first field in view at 1280 x 800, the keyboard on that field), shortcuts shown on their
-buttons, an empty queue that names the items other workers hold, and texts that match their controls. `vhmine
+buttons, an empty queue that names the items other workers hold, items of a missing image held out of the queue
+with the reason (and brought back by an admin), and texts that match their controls. `vhmine
 curate` on 127.0.0.1, driven by Playwright through Debian's chromium (as tests/apps/test_app_browser.py)."""
 
 from __future__ import annotations
@@ -257,3 +258,62 @@ def test_the_errata_form_is_empty_after_a_flag(keyboard_server, tmp_path):
     with open_store(db) as store:
         [flag] = C.errata_list(store, "bob")
         assert (flag.instance_id, flag.reason, flag.proposed) == (target.id, "there are four cats", "4")
+
+
+def test_held_items_leave_the_queue_and_an_admin_brings_them_back(keyboard_server, tmp_path):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"chromium not found at {CHROMIUM}: install Debian's chromium (scripts/ci_services.sh)")
+    from vhmine import curate as C
+    from vhmine.store import Image, Pair, Task, open_store
+
+    url, db, tokens = keyboard_server
+    with open_store(db) as store:
+        C.choose_mode(store, "bob", "counting")
+        with store.session(write=False) as s:
+            first = s.query(Task).filter_by(mode="counting").order_by(Task.priority, Task.id).first()
+            pair = s.get(Pair, first.pair_id)
+            gone_id, gone = pair.image_a, s.get(Image, pair.image_a).path
+    kept = open(gone, "rb").read()
+    os.unlink(gone)
+    expect = sync_api.expect
+    with sync_api.sync_playwright() as p:
+        ctx, page = _browser(p, tmp_path)
+        try:
+            page.goto(url, timeout=60_000)
+            page.get_by_label("Token", exact=True).fill(tokens["bob"])
+            page.keyboard.press("Enter")
+            expect(page.get_by_text("Annotate: counting")).to_be_visible()
+            _landed_on_item(page)  # the next good item, its images shown, no error beside them
+            shown = page.get_by_text(re.compile(r"^item \S+; yours until")).inner_text().split(";")[0][5:]
+            with open_store(db) as store:
+                held = C.held_tasks(store, "counting")
+            assert held and shown not in {h.task_id for h in held} and shown != first.id
+            assert {h.reason for h in held} == {f"image missing: {gone_id}"}
+            warning = page.get_by_text(re.compile(r"^\d+ item\(s\) held"))
+            assert warning.inner_text().startswith(
+                f"{len(held)} item(s) held: an image missing or changed (image missing: {len(held)})"
+            )
+            assert _in_view(page, warning)
+            assert not page.get_by_text(re.compile("no longer matches|is recorded at .* which is missing")).count()
+            # the admin: which items, why, and Check again once the file is back
+            page.get_by_test_id("stSidebar").get_by_role("button", name=re.compile("^Sign out")).click()
+            page.get_by_label("Token", exact=True).fill(tokens["alice"])
+            page.keyboard.press("Enter")
+            page.get_by_test_id("stSidebar").get_by_text("Admin", exact=True).click()
+            _settled(page)
+            with open_store(db) as store:  # alice's own Annotate page held her mode's item of that image too
+                held = C.held_tasks(store)
+            expect(page.get_by_text(f"Held: {len(held)} item(s) whose image is missing or changed")).to_be_visible()
+            body = page.get_by_test_id("stMain").inner_text()
+            assert all(h.task_id in body for h in held) and f"image missing: {gone_id}" in body
+            with open(gone, "wb") as f:
+                f.write(kept)
+            page.get_by_role("button", name=re.compile("^Check again")).click()
+            expect(page.get_by_text(f"{len(held)} item(s) back in their queues; 0 still held.")).to_be_visible()
+            _settled(page)
+            assert not page.get_by_text(re.compile(r"^Held: ")).count()
+        finally:
+            ctx.close()
+    with open_store(db) as store:
+        assert C.held_tasks(store) == [] and first.id not in {h.task_id for h in C.held_tasks(store)}

@@ -1,10 +1,11 @@
 """The app's "Admin" page: where the project stands, per mode, in sections an admin picks.
 
-Reads through vhmine.curate only: progress, worker_time (worker seconds per ready instance and the hours left to the
-export's target), agreement and disagreements (blind reviews, model-answer labels), list_workers, draft_savings.
-The library checks the admin right on every call it is asked (list_workers, first, guards the page); the figures read
-from the whole action log are kept per `log_mark` (they change only when the log or the instances do), and only the
-section picked is read and drawn, so the page stays quick on a large store; disagreements come a page at a time.
+Reads through vhmine.curate only: progress, held_tasks (with recheck_held, an admin's "Check again"), worker_time
+(worker seconds per ready instance and the hours left to the export's target), agreement and disagreements (blind
+reviews, model-answer labels), list_workers, draft_savings. The library checks the admin right on every call it is
+asked (list_workers, first, guards the page); the figures read from the whole action log are kept per `log_mark`
+(they change only when the log or the instances do), and only the section picked is read and drawn, so the page
+stays quick on a large store; disagreements come a page at a time.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import streamlit as st
 
 from vhmine import curate as C
-from vhmine.apps.page_helpers import esc, table
+from vhmine.apps.page_helpers import esc, run_action, show_flash, table
 from vhmine.apps.verify_page import savings_section
 from vhmine.errors import VhmineError
 
@@ -51,18 +52,21 @@ def _progress_chart(progress) -> None:
     import pandas as pd
 
     data = pd.DataFrame(
-        [{"mode": p.mode, "done": p.done, "discarded": p.discarded, "left": p.remaining} for p in progress]
+        [
+            {"mode": p.mode, "done": p.done, "discarded": p.discarded, "left": p.remaining, "held": p.held}
+            for p in progress
+        ]
     )
     tasks, ready = st.columns([3, 2])
     with tasks:  # horizontal: x names the bars (modes), y_label the length axis
         st.bar_chart(
             data,
             x="mode",
-            y=["done", "discarded", "left"],
+            y=["done", "discarded", "left", "held"],
             horizontal=True,
             stack=True,
             sort=False,
-            color=["#2e7d32", "#9e9e9e", "#90caf9"],
+            color=["#2e7d32", "#9e9e9e", "#90caf9", "#ef6c00"],
             x_label="",
             y_label="tasks",
             height=40 * len(data) + 80,
@@ -113,7 +117,7 @@ def admin_page(store, me: C.WorkerInfo) -> None:
         return
     section = st.radio("Show", SECTIONS, horizontal=True, key="admin_section", label_visibility="collapsed")
     if section == SECTIONS[0]:
-        _progress_section(store, mark)
+        _progress_section(store, mark, me)
     elif section == SECTIONS[1]:
         _agreement_section(store, mark)
     elif section == SECTIONS[2]:
@@ -128,7 +132,42 @@ def admin_page(store, me: C.WorkerInfo) -> None:
         savings_section(store, me)
 
 
-def _progress_section(store, mark: tuple) -> None:
+def _held_section(store, me: C.WorkerInfo) -> None:
+    """The tasks out of the queues while an image is missing or changed, with why, and a button to check again."""
+    held = C.held_tasks(store)
+    st.subheader(f"Held: {len(held)} item(s) whose image is missing or changed")
+    st.caption(
+        "They left the queues by themselves when a worker's lease found the image gone or changed, and come back by "
+        "themselves when it is restored (its recorded file, or a copy `vhmine embed` indexed). Check again looks at "
+        "every one now."
+    )
+    table(
+        [
+            {
+                "item": h.task_id,
+                "mode": h.mode,
+                "why": h.reason,
+                "since": f"{h.since:%Y-%m-%d %H:%M} UTC" if h.since else "",
+            }
+            for h in held[:PAGE]
+        ]
+    )
+    if len(held) > PAGE:
+        st.caption(f"... and {len(held) - PAGE} more.")
+    st.button(
+        "Check again",
+        key="admin_recheck",
+        on_click=run_action,
+        args=(
+            lambda: C.recheck_held(store, me),
+            "info",
+            lambda n: f"{n[0]} item(s) back in their queues; {n[1]} still held.",
+            "held",
+        ),
+    )
+
+
+def _progress_section(store, mark: tuple, me: C.WorkerInfo) -> None:
     progress = C.progress(store)
     st.header("Progress")
     _progress_chart(progress)
@@ -140,10 +179,14 @@ def _progress_section(store, mark: tuple) -> None:
                 "ready questions": p.ready_instances,
                 "discarded": p.discarded,
                 "left": p.remaining,
+                "held": p.held,
             }
             for p in progress
         ]
     )
+    show_flash("held")  # what Check again said, also once nothing is held any more
+    if any(p.held for p in progress):
+        _held_section(store, me)
     st.subheader("Worker time")
     target = st.number_input(
         "Target: ready questions per mode (the export's --per-mode)",

@@ -1,12 +1,13 @@
 """The app's "Annotate" page: the next item of the worker's queue, its question and answers, and the yes/no
 questions drafted from them to confirm.
 
-Reads and writes only through vhmine.curate (progress, pending_drafts, confirm_drafts, next_item, held_by_others,
-save_annotation, skip, discard). Every action is one page run: its button's on_click calls the library before the
-page runs (page_helpers.run_action), reading the fields from the session state, so the run the click starts already
-shows the next item; the fields are a fragment (st.fragment), so committing one reruns only them, not the images
-and the sidebar. After every action the page lands on the next item (its top in view, the keyboard on its first
-field, or on Confirm); every decision has a keyboard shortcut, shown on its button (SHORTCUTS).
+Reads and writes only through vhmine.curate (progress, held_kinds, pending_drafts, confirm_drafts, next_item,
+leased_to_others, save_annotation, skip, discard). Every action is one page run: its button's on_click calls the
+library before the page runs (page_helpers.run_action), reading the fields from the session state, so the run the
+click starts already shows the next item; the fields are a fragment (st.fragment), so committing one reruns only
+them, not the images and the sidebar. After every action the page lands on the next item (its top in view, the
+keyboard on its first field, or on Confirm); every decision has a keyboard shortcut, shown on its button
+(SHORTCUTS).
 """
 
 from __future__ import annotations
@@ -28,17 +29,17 @@ CONFIRM = "[data-testid=stMain] [data-testid=stBaseButton-primary]"
 def annotate_page(store, worker: C.WorkerInfo, mode_name: str) -> None:
     mode = M.get_mode(mode_name)
     st.header(f"Annotate: {mode.name}")
-    p = next(p for p in C.progress(store) if p.mode == mode.name)
-    st.caption(
-        esc(f"{mode.definition} Look for: {mode.look_for} ({p.done} done, {p.remaining} left, {p.discarded} discarded)")
-    )
+    head = st.empty()  # the counts, filled once the lease below has held what it found unavailable
     if drafts_form(store, worker, mode.name):
+        _counts(head, store, mode)
         return
     try:
         item = C.next_item(store, worker, mode.name)
     except VhmineError as err:
         st.error(esc(err))
         return
+    finally:
+        _counts(head, store, mode)
     if item is None:
         show_flash(ACTIONS)
         _nothing_left(store, worker, mode.name)
@@ -46,9 +47,29 @@ def annotate_page(store, worker: C.WorkerInfo, mode_name: str) -> None:
     _item(store, worker, mode, item)
 
 
+def _counts(box, store, mode: M.Mode) -> None:
+    """The mode's counts under its definition; the items held while an image is missing or changed, and why."""
+    p = next(p for p in C.progress(store) if p.mode == mode.name)
+    with box.container():
+        st.caption(
+            esc(
+                f"{mode.definition} Look for: {mode.look_for} ({p.done} done, {p.remaining} left, "
+                f"{p.discarded} discarded)"
+            )
+        )
+        if p.held:
+            why = ", ".join(f"{kind}: {n}" for kind, n in sorted(C.held_kinds(store, mode.name).items()))
+            st.warning(
+                esc(
+                    f"{p.held} item(s) held: an image missing or changed ({why}). They come back here by themselves "
+                    "when the image is restored; an admin sees which on the Admin page."
+                )
+            )
+
+
 def _nothing_left(store, worker: C.WorkerInfo, mode: str) -> None:
     """The queue is empty for this worker: say so, and which items others hold and when they come back."""
-    held = C.held_by_others(store, worker, mode)
+    held = C.leased_to_others(store, worker, mode)
     if not held:
         st.info(f"Nothing left to annotate in {mode}.")
         return

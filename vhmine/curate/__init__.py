@@ -21,9 +21,11 @@ One module per concern, in five subpackages, all re-exported here (`from vhmine 
 C.next_item(...)`); each imports only the ones before it in this list:
 - `base/`: what every curation module needs: `retry` (transitions retried), `ids`, `text`, `access`
   (`WorkerInfo`, worker and admin checks), `tasks` (lease checks, the compare-and-set on a task's version,
-  the action log), `items` (the queue `Item`);
-- `work/`: the work itself: `lease` (how every queue hands out its next task), `leased` (the items of a mode
-  other workers hold, and until when), `queue` (discard, skip,
+  the action log), `items` (the queue `Item`), `located` (whether a recorded image is still there, hashed again
+  only when its file's stamp changed);
+- `work/`: the work itself: `lease` (how every queue hands out its next task), `holds` (tasks held out of the
+  queues while an image is missing or changed, and back with it), `leased` (the items of a mode other workers
+  hold, and until when), `queue` (discard, skip,
   progress, generated images entering the queue), `annotate` (saving questions and answers), `verify`
   (model drafts of pair tasks: accept, edit, reject), `review` (blind review), `responses` (model responses
   and their labels), `blind` (blind-solver flags), `neardups` (near duplicates export found, and their
@@ -88,7 +90,8 @@ from vhmine.curate.work.blind import (
 from vhmine.curate.work.blind import group_key as blind_group_key
 from vhmine.curate.work.blind import reference_of as blind_reference
 from vhmine.curate.work.blind import stored_answers as blind_stored_answers
-from vhmine.curate.work.leased import Held, held_by_others
+from vhmine.curate.work.holds import HeldTask, held_kinds, held_tasks, recheck_held
+from vhmine.curate.work.leased import Leased, leased_to_others
 from vhmine.curate.work.neardups import (
     NearDuplicateView,
     near_duplicate_id,
@@ -217,8 +220,12 @@ __all__ = [
     "ModeTime",
     "log_mark",
     "worker_time",
-    "Held",
-    "held_by_others",
+    "Leased",
+    "leased_to_others",
+    "HeldTask",
+    "held_kinds",
+    "held_tasks",
+    "recheck_held",
     "default_app_path",
     "run_app",
     "streamlit_command",

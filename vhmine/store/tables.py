@@ -18,7 +18,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # the values of the status and source columns
 IMAGE_SOURCES = ("mined", "generated", "imported")
-TASK_STATUSES = ("open", "done", "discarded")
+TASK_STATUSES = ("open", "done", "discarded", "held")  # held: revision 0012
 INSTANCE_STATUSES = ("draft", "ready", "discarded")
 VERDICTS = ("correct", "hallucinated")
 
@@ -97,6 +97,8 @@ class Task(Base):
     done_by: Mapped[str | None] = mapped_column(ForeignKey("workers.name"))
     done_at: Mapped[dt.datetime | None]
     created_at: Mapped[dt.datetime]
+    # revision 0012: why the system holds the task (status "held": an image missing or changed; curate.work.holds)
+    held_reason: Mapped[str | None] = mapped_column(Text)
 
 
 class Action(Base):
@@ -106,7 +108,7 @@ class Action(Base):
     __table_args__ = (Index("ix_actions_worker", "worker", "id"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     worker: Mapped[str] = mapped_column(ForeignKey("workers.name"))
-    kind: Mapped[str] = mapped_column(String(16))  # annotate, discard, skip, confirm, review, label
+    kind: Mapped[str] = mapped_column(String(16))  # annotate, discard, skip, confirm, review, label, hold, ...
     task_id: Mapped[str | None] = mapped_column(ForeignKey("tasks.id"))
     payload: Mapped[dict | None] = mapped_column(JSON)
     created_at: Mapped[dt.datetime]

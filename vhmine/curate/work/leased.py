@@ -19,13 +19,13 @@ from vhmine.store import Store, Task, utcnow  # first: it says which extra to in
 
 
 @dataclass(frozen=True)
-class Held:
+class Leased:
     task_id: str
     worker: str
     until: dt.datetime  # when the lease runs out: the item comes back to the queue if not done by then
 
 
-def held_by_others(store: Store, worker: str | WorkerInfo, mode: str) -> list[Held]:
+def leased_to_others(store: Store, worker: str | WorkerInfo, mode: str) -> list[Leased]:
     """The open tasks of `mode` (of the annotate queue) that other workers hold, the soonest back first."""
     mode = M.get_mode(mode).name
     with store.session(write=False) as s:
@@ -42,4 +42,4 @@ def held_by_others(store: Store, worker: str | WorkerInfo, mode: str) -> list[He
             )
             .order_by(Task.lease_until, Task.id)
         ).all()
-    return [Held(*r) for r in rows]
+    return [Leased(*r) for r in rows]
