@@ -1,11 +1,11 @@
 """A model's answer that does not answer ("I cannot tell from this image.") gets a label of its own (issue 32): the
-"Label answers" page offered only correct or hallucinated for it. The fix lies in the store's verdicts and
-vhmine/curate (label_response, response_verdicts) and eval, which the house move (issue 31) is regrouping: its plan
-is in the issue's notes (i32-port.md); this test says what the page must offer, and fails until then (strict
-xfail: it turns red the day it passes, to be unmarked)."""
+"Label answers" page offered only correct or hallucinated for it. Now a third decision, "No answer" (Alt+3), stores
+the verdict "no answer" (curate.label_response), which probe counts apart and eval scores wrong
+(tests/models/test_probe.py, tests/eval/test_eval.py)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -18,7 +18,6 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 APP = str(Path(__file__).resolve().parents[2] / "vhmine" / "apps" / "curate.py")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 32: a verdict for answers that do not answer (plan: i32-port.md)")
 def test_an_answer_that_does_not_answer_has_its_own_label(tmp_path, monkeypatch):
     from vhmine import curate as C
 
@@ -34,5 +33,12 @@ def test_an_answer_that_does_not_answer_has_its_own_label(tmp_path, monkeypatch)
     at.sidebar.radio(key="page").set_value("Label answers").run()
     at.sidebar.selectbox(key="mode").select("counting").run()
     labels = [b.label for b in at.main.button]
-    assert {"Correct", "Hallucinated"} <= set(labels) and len(labels) >= 3, labels  # a third: no answer given
+    assert labels == ["Correct", "Hallucinated", "No answer"], labels  # a third: the answer does not answer
+    assert at.main.button[2].proto.shortcut.lower() == "alt+3"
+    at.main.button[2].click().run()
+    assert not at.exception, at.exception
+    said = re.sub(r"\\(.)", r"\1", at.success[0].value)  # the app escapes Markdown
+    assert said == "Verdict saved for the previous answer (no answer: How many cats are there in the picture?)."
+    [(rid, verdict)] = [(k, v.verdict) for k, v in C.response_verdicts(store).items()]
+    assert verdict == "no answer" and C.next_response(store, "bob") is None
     store.close()

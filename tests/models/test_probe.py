@@ -100,6 +100,26 @@ def test_without_a_judge_oeq_waits_for_workers_then_a_judge_fills_in(openai_serv
     store.close()
 
 
+def test_an_answer_labelled_no_answer_is_counted_apart_and_is_no_hallucination(openai_server, tmp_path):
+    # issue 32: "I cannot tell from this image." had only correct / hallucinated to be labelled with
+    srv = openai_server
+    store = make_ready_store(tmp_path)
+    probe(store, ProbeOptions(_opts(srv, tmp_path), modes=["counting"]))
+    oeq = [r for r in _responses(store) if r.verdict is None]
+    C.add_worker(store, "bob")
+    C.label_response(store, "bob", oeq[0].id, "no answer")
+    assert C.response_verdicts(store, [oeq[0].id])[oeq[0].id].verdict == "no answer"
+    res = probe(store, ProbeOptions(_opts(srv, tmp_path), modes=["counting"]))  # from the cache: the verdicts now
+    want = Counter(instances=6, answered=6, hallucinated=2, correct=2, unjudged=1)
+    want["no answer"] = 1
+    assert res.per_mode()["counting"] == want
+    assert len(hallucinations(store, "counting")) == 2  # not an example of a hallucination to describe
+    lines = res.summary().splitlines()
+    assert lines[1].split()[5:8] == ["no", "ans.", "unjudged"]
+    assert next(x for x in lines if x.startswith("counting")).split() == ["counting", "6", "6", "2", "2", "1", "1", "0"]
+    store.close()
+
+
 def _cli(tmp_path, srv, *args, extra_env=None):
     env = dict(os.environ, OPENAI_API_KEY=API_KEY, OPENAI_BASE_URL=srv.base_url, HF_HUB_OFFLINE="1")
     env.update(extra_env or {})

@@ -2,7 +2,7 @@
 
 Reads and writes only through vhmine.curate (reviews_left, next_review, save_review, next_response, label_response);
 text a worker or a model wrote is shown with st.text. Each decision is one button with a keyboard shortcut shown on
-it (Yes, No, Can't tell; Correct, Hallucinated; Save answer for an open question), run before the page reruns
+it (Yes, No, Can't tell; Correct, Hallucinated, No answer; Save answer for an open question), run before the page reruns
 (page_helpers.run_action): one run per decision, and the page lands on the next item's first control.
 """
 
@@ -21,6 +21,7 @@ SHORTCUTS = {
     "save": "Ctrl+Enter",
     "correct": "Alt+1",
     "hallucinated": "Alt+2",
+    "no answer": "Alt+3",
 }
 FIRST_BUTTON = "[data-testid=stMain] [data-testid=stHorizontalBlock] button"
 ANSWER_FIELD = "[data-testid=stMain] [data-testid=stTextInput] input"
@@ -99,7 +100,9 @@ def _label_form(store, worker: C.WorkerInfo, item) -> None:
     st.caption("The model's answer")
     st.text(item.model_answer)
     show_flash(ACTIONS)
-    for col, verdict in zip(st.columns(2), ("correct", "hallucinated"), strict=True):
+    # "no answer": the model's answer does not answer ("I cannot tell from this image."): neither of the others
+    verdicts = ("correct", "hallucinated", "no answer")
+    for col, verdict in zip(st.columns(len(verdicts)), verdicts, strict=True):
         col.button(
             verdict.capitalize(),
             key=f"lv:{verdict}:{item.response_id}",

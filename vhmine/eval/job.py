@@ -4,8 +4,9 @@ Reads a benchmark (a folder written by `vhmine export`, or a foreign file: Hallu
 POPE's JSON lines; vhmine.formats) and, per model, either a predictions file (vhmine.eval.predictions:
 vhmine's own with `id` and `answer`, a HallusionBench result file, VLMEvalKit's `<model>_<dataset>.xlsx`
 or lmms-eval's `--log_samples` JSONL) or the model itself through vhmine.llm (OpenAI-compatible;
-answers cached). This module runs the stage; score reads and scores the answers, report
-writes the tables and chart, and the store is read through vhmine.curate only. Writes `--out DIR`: `report.md` (tables,
+answers cached). This module runs the stage; ask asks the models and the judge, score reads and scores the
+answers, labels reads the store's verdicts, report writes the tables and chart, and the store is read through
+vhmine.curate only. Writes `--out DIR`: `report.md` (tables,
 several models side by side), `report.json` (every number,
 the yes/no rule, the OEQ scorer and the judge's model and prompt, and `across_models`: each item's number of
 models that failed it, the transfer table, the items that fool every model, vhmine.eval.across),
@@ -21,7 +22,8 @@ YNQ answers are read by a named rule (vhmine.rules.answers: vhtest, pope, strict
 read are counted and reported, never taken as "no". OEQ answers are scored by `match` (a reference
 answer appears in the answer, words normalized), by an LLM judge (`judge`), or by the verdicts on the
 model's responses in the curation store (`labels`: the workers' majority where they labelled the
-response, else probe's rule or judge; curate.response_verdicts). With a judge, `judge_agreement`
+response, else probe's rule or judge; curate.response_verdicts; an answer labelled "no answer" is scored wrong
+and counted apart). With a judge, `judge_agreement`
 adds Cohen's kappa between the judge's verdicts and the workers' majority on the same answers.
 
 A request that got no answer (from the model, or from the judge) is never scored: the item is listed
@@ -42,9 +44,18 @@ from pathlib import Path
 from typing import Any
 
 from vhmine import formats as F
-from vhmine.bench import OEQ, YNQ, BenchItem, Benchmark
-from vhmine.errors import EvalError, Interrupted
+from vhmine.bench import OEQ, Benchmark
+from vhmine.errors import EvalError
 from vhmine.eval import metrics as MT
+from vhmine.eval.ask import (  # noqa: F401  (YNQ_SUFFIX, prompt_of and run_model: importable from here as before)
+    YNQ_SUFFIX,
+    budget_of,
+    judge_oeq,
+    judge_record,
+    prompt_of,
+    run_model,
+)
+from vhmine.eval.labels import RIGHT, store_labels, store_verdicts
 from vhmine.eval.predictions import load_predictions, read_predictions  # noqa: F401
 from vhmine.eval.report import (
     HB_KEYS,
@@ -69,7 +80,6 @@ from vhmine.files import atomic_write, atomic_write_text, check_owned
 
 log = logging.getLogger(__name__)
 
-YNQ_SUFFIX = " ONLY answer yes or no."  # what VHTest's YNQ script appends to every question
 OEQ_SCORERS = ("match", "judge", "labels")
 
 
@@ -93,157 +103,6 @@ class EvalOptions:
     llm: Any = field(default_factory=dict)
 
 
-# --- asking models (vhmine.llm) --------------------------------------------------------------------
-
-
-def prompt_of(item: BenchItem) -> str:
-    return item.question + (YNQ_SUFFIX if item.kind == YNQ else "")
-
-
-def _llm_options(opts: EvalOptions, model: str):
-    from vhmine.llm import LLMOptions
-
-    if isinstance(opts.llm, LLMOptions):
-        return replace(opts.llm, model=model, base_url=opts.base_url)
-    return LLMOptions(model=model, base_url=opts.base_url, **opts.llm)
-
-
-def _llm_setting(opts: EvalOptions, name: str):
-    """One LLMOptions field of `opts.llm` (dict or template); None where a dict lacks it."""
-    return opts.llm.get(name) if isinstance(opts.llm, dict) else getattr(opts.llm, name)
-
-
-def _budget(opts: EvalOptions):
-    """One cost budget for every model and judge of an eval run, so `--max-cost` caps the run, not each client.
-
-    With a cap, every model to be asked must have a price: checked here, before any is asked.
-    """
-    from vhmine.llm import Budget, load_prices, price_of
-
-    budget = Budget(_llm_setting(opts, "max_cost"))
-    if budget.cap is not None:
-        table = load_prices(_llm_setting(opts, "prices"))
-        asked = list(opts.models) + ([opts.judge] if opts.judge and opts.oeq == "judge" else [])
-        missing = sorted({m for m in asked if price_of(m, table) is None})
-        if missing:
-            raise EvalError(
-                f"--max-cost needs a price for {', '.join(missing)}, which the built-in table lacks: "
-                'pass --prices FILE with {"' + missing[0] + '": {"input": USD per 1M tokens, "output": ...}}'
-            )
-    return budget
-
-
-def _stop_if_fatal(llm, outcomes, asking: str) -> None:
-    """EvalError when the run cannot go on: the client stopped (no or rejected key, endpoint down, no such
-    model; a cost cap is a clean stop, not this), or every request failed as unavailable (unreachable)."""
-    stop = llm.fatal_stop(outcomes)
-    if stop is not None:
-        raise EvalError(f"eval stopped while asking {asking}, nothing scored: {stop}")
-
-
-def run_model(bench: Benchmark, model: str, opts: EvalOptions, budget=None) -> ModelAnswers:
-    from vhmine.llm import LLM, ChatRequest
-
-    reqs = []
-    for it in bench:
-        imgs = [] if it.image is None and it.image_data is None else [bench.image_bytes(it)]
-        reqs.append(ChatRequest(prompt_of(it), images=imgs))
-    out = ModelAnswers(model, {}, f"endpoint:{opts.base_url or 'OPENAI_BASE_URL'}")
-    with LLM(_llm_options(opts, model), budget) as llm:
-        out.source = f"endpoint:{llm.endpoint}"
-        llm.check_prices([model])
-        try:
-            outcomes = llm.chat_many(reqs, desc=f"eval {model}")
-        except KeyboardInterrupt:
-            raise Interrupted(interrupted_message(llm, len(reqs), f"asking {model}")) from None
-        _stop_if_fatal(llm, outcomes, model)
-        for o in outcomes:
-            iid = bench.items[o.index].id
-            if o.ok:
-                out.answers[iid] = o.answer.text
-            else:
-                out.failures[iid] = f"{o.status}: {o.reason}"
-    return out
-
-
-def interrupted_message(llm, total: int, doing: str) -> str:
-    """What a Ctrl-C leaves while asking a model: the answers in the request cache, which a rerun reads back."""
-    from vhmine.files import shown_path
-
-    kept = llm.stats.answered + llm.stats.cached
-    return (
-        f"interrupted while {doing}: {kept} of {total} answers kept in the request cache "
-        f"({shown_path(llm.cache.path)}); run the same command to resume (kept answers are not asked again)"
-    )
-
-
-def judge_oeq(bench: Benchmark, ans: ModelAnswers, opts: EvalOptions, budget=None) -> dict[str, bool | None]:
-    """OEQ verdicts from the LLM judge: the same prompt and parser as `vhmine probe` (judge.py).
-
-    "unclear" is a verdict (none: scored wrong, counted as unjudged); a judge request that failed is
-    not: its item moves to `ans.failures` and is left out of the score.
-    """
-    from vhmine.llm import LLM
-    from vhmine.rules.judge import JUDGED_RIGHT, judge_iter, judge_prompt
-
-    if not opts.judge:
-        raise EvalError("--oeq judge needs a judge model: pass --judge MODEL")
-    items = [it for it in bench if it.kind == OEQ and it.id in ans.answers and it.id not in ans.failures]
-    out: dict[str, bool | None] = {}
-    with LLM(_llm_options(opts, opts.judge), budget) as llm:
-        llm.check_prices([opts.judge])
-        cases = [(it.question, it.answers, ans.answers[it.id]) for it in items]
-        try:
-            outcomes = sorted(
-                judge_iter(llm, opts.judge, cases, judge_prompt(), f"judge {ans.model}"), key=lambda x: x[0]
-            )
-        except KeyboardInterrupt:
-            raise Interrupted(
-                interrupted_message(llm, len(cases), f"judging {ans.model}'s answers with {opts.judge}")
-            ) from None
-        _stop_if_fatal(llm, [o for _, o, _ in outcomes], f"the judge {opts.judge}")
-        for k, o, said in outcomes:
-            iid = items[k].id
-            if not o.ok:
-                ans.failures[iid] = f"{o.status}: the judge {opts.judge} gave no verdict: {o.reason}"
-                continue
-            out[iid] = JUDGED_RIGHT.get(said)  # unclear: no verdict
-    return out
-
-
-def _judge_record(model: str | None) -> dict:
-    from vhmine.rules.judge import judge_name, judge_prompt
-
-    return {"judge": judge_name(model or "?"), "judge_prompt": judge_prompt().id}
-
-
-def store_labels(
-    db: str | None, model: str, answers: dict[str, str], workers_only: bool = False
-) -> dict[str, bool | None]:
-    """instance id -> the store's verdict on `model`'s response that says the same as `answers[id]`.
-
-    The verdict that counts (curate.response_verdicts): the workers' majority where they labelled the
-    response, else probe's rule or judge; tied workers: None. `workers_only`: the workers' majority alone
-    (responses no worker labelled are left out). A verdict judges one answer text, so a response with
-    other words (another prompt, another endpoint) does not score this answer; two matching responses
-    with different verdicts give None.
-    """
-    from vhmine.curate import response_verdicts
-    from vhmine.curate.stages.model_responses import responses_saying
-    from vhmine.store import open_store
-
-    with open_store(db, create=False) as store:
-        rows = responses_saying(store, model, answers)
-        counts = response_verdicts(store, [rid for rid, _ in rows])
-    found: dict[str, set] = {}
-    for rid, iid in rows:
-        if not workers_only or counts[rid].by_workers:
-            found.setdefault(iid, set()).add(counts[rid].verdict)
-    return {
-        iid: {"correct": True, "hallucinated": False}.get(v.pop()) if len(v) == 1 else None for iid, v in found.items()
-    }
-
-
 # --- the report (tables and chart: report) ----------------------------------------------------
 
 
@@ -265,6 +124,7 @@ class EvalResult:
                 f"  {name}: {figures_line(o)}"
                 + (f", {o['unreadable']} unreadable" if o.get("unreadable") else "")
                 + (f", {m['oeq_unjudged']} open answers unjudged" if m.get("oeq_unjudged") else "")
+                + (f", {m['oeq_no_answer']} open answers that do not answer" if m.get("oeq_no_answer") else "")
                 + (
                     f"; {m['failed']} failed, not scored ("
                     + ", ".join(f"{st} {k}" for st, k in m["failed_by_status"].items())
@@ -381,7 +241,7 @@ def evaluate(opts: EvalOptions) -> EvalResult:
         raise EvalError("nothing to score: pass --model M (ask a model) or --predictions NAME=FILE")
     if opts.judge_agreement and (opts.oeq != "judge" or not opts.judge):
         raise EvalError("--judge-agreement compares a judge's verdicts with workers' labels: pass --judge MODEL")
-    budget = _budget(opts)  # a missing price fails before anything is read or asked
+    budget = budget_of(opts)  # a missing price fails before anything is read or asked
     fmt = F.get_format(opts.fmt).name if opts.fmt else F.detect(opts.bench)
     # a foreign benchmark's images may live elsewhere (--images); image paths never leave that folder or the benchmark's
     if opts.images and fmt not in F.TAKES_IMAGES:
@@ -408,7 +268,7 @@ def evaluate(opts: EvalOptions) -> EvalResult:
         "benchmark": {"name": bench.name, "source": bench.source, "items": len(bench)},
         "rule": opts.rule,
         "ynq_prompt_suffix": YNQ_SUFFIX,
-        "oeq": {"scorer": opts.oeq, **(_judge_record(opts.judge) if opts.oeq == "judge" else {})},
+        "oeq": {"scorer": opts.oeq, **(judge_record(opts.judge) if opts.oeq == "judge" else {})},
         "modes": bench.modes(),
         "models": {},
     }
@@ -416,14 +276,17 @@ def evaluate(opts: EvalOptions) -> EvalResult:
     judge = report["oeq"].get("judge")
     for run in runs:
         verdicts: dict[str, bool | None] = {}
+        no_answer: set[str] = set()  # open answers the store's verdict says do not answer (scored wrong)
         agreement = None
         if has_oeq and opts.oeq == "judge":
             verdicts = judge_oeq(bench, run, opts, budget)
             if opts.judge_agreement:  # judges disagree (HallusionBench #12): how far this one agrees with people
                 agreement = judge_agreement(verdicts, store_labels(opts.db, run.model, run.answers, workers_only=True))
         elif has_oeq and opts.oeq == "labels":
-            verdicts = store_labels(opts.db, run.model, run.answers)
-        rows, details = score(bench, run, opts.rule, verdicts, opts.oeq, opts.partial, judge=judge)
+            said = store_verdicts(opts.db, run.model, run.answers)
+            verdicts = {iid: RIGHT.get(v) for iid, v in said.items()}
+            no_answer = {iid for iid, v in said.items() if v == "no answer"}
+        rows, details = score(bench, run, opts.rule, verdicts, opts.oeq, opts.partial, judge=judge, no_answer=no_answer)
         failed = [{"id": d["id"], "why": d["failure"]} for d in details if d["read_as"] == "failed"]
         entry = {
             "source": run.source,
@@ -435,6 +298,8 @@ def evaluate(opts: EvalOptions) -> EvalResult:
             "failed_items": failed,
             # open answers with no verdict (judge unclear, labels tied or missing): scored wrong, counted here
             "oeq_unjudged": sum(d["read_as"] == "unjudged" for d in details),
+            # open answers the store says do not answer ("I cannot tell from this image."): scored wrong, counted here
+            "oeq_no_answer": sum(d["read_as"] == "no answer" for d in details),
             "metrics": MT.by_mode(rows, modes, bench.items),
         }
         if agreement is not None:

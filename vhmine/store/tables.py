@@ -20,7 +20,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 IMAGE_SOURCES = ("mined", "generated", "imported")
 TASK_STATUSES = ("open", "done", "discarded", "held")  # held: revision 0012
 INSTANCE_STATUSES = ("draft", "ready", "discarded")
-VERDICTS = ("correct", "hallucinated")
+# "no answer": the model did not answer ("I cannot tell from this image."): not correct, but no hallucination either
+VERDICTS = ("correct", "hallucinated", "no answer")
 
 
 def utcnow() -> dt.datetime:
@@ -171,7 +172,7 @@ class Response(Base):
     model: Mapped[str] = mapped_column(String(200))
     prompt: Mapped[str] = mapped_column(Text)
     answer: Mapped[str] = mapped_column(Text)
-    verdict: Mapped[str | None] = mapped_column(String(16))
+    verdict: Mapped[str | None] = mapped_column(String(16))  # VERDICTS; None: not judged
     judge: Mapped[str | None] = mapped_column(String(200))
     created_at: Mapped[dt.datetime]
     # revision 0004: the endpoint that answered, without credentials (llm.safe_endpoint);
@@ -180,7 +181,7 @@ class Response(Base):
 
 
 class ResponseLabel(Base):
-    """A worker's verdict on a model response: correct or hallucinated."""
+    """A worker's verdict on a model response: correct, hallucinated, or no answer (the model did not answer)."""
 
     __tablename__ = "response_labels"
     response_id: Mapped[str] = mapped_column(ForeignKey("responses.id"), primary_key=True)

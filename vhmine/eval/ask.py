@@ -1,0 +1,142 @@
+"""eval asking models: each benchmark item as a request to a model, and open answers to the LLM judge.
+
+Reads the benchmark's items and images (vhmine.bench); asks through vhmine.llm (OpenAI-compatible; answers cached
+in its request cache); writes nothing itself. One cost budget spans every model and judge of a run (`budget`).
+vhmine.eval.job runs the stage with these; a stop that leaves nothing to score (no key, endpoint down, no such
+model) is an EvalError, a Ctrl-C an Interrupted that says what the cache kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from vhmine.bench import OEQ, YNQ, BenchItem, Benchmark
+from vhmine.errors import EvalError, Interrupted
+from vhmine.eval.score import ModelAnswers
+
+if TYPE_CHECKING:  # annotations only: job imports this module
+    from vhmine.eval.job import EvalOptions
+
+YNQ_SUFFIX = " ONLY answer yes or no."  # what VHTest's YNQ script appends to every question
+
+
+def prompt_of(item: BenchItem) -> str:
+    return item.question + (YNQ_SUFFIX if item.kind == YNQ else "")
+
+
+def _llm_options(opts: EvalOptions, model: str):
+    from vhmine.llm import LLMOptions
+
+    if isinstance(opts.llm, LLMOptions):
+        return replace(opts.llm, model=model, base_url=opts.base_url)
+    return LLMOptions(model=model, base_url=opts.base_url, **opts.llm)
+
+
+def _llm_setting(opts: EvalOptions, name: str):
+    """One LLMOptions field of `opts.llm` (dict or template); None where a dict lacks it."""
+    return opts.llm.get(name) if isinstance(opts.llm, dict) else getattr(opts.llm, name)
+
+
+def budget_of(opts: EvalOptions):
+    """One cost budget for every model and judge of an eval run, so `--max-cost` caps the run, not each client.
+
+    With a cap, every model to be asked must have a price: checked here, before any is asked.
+    """
+    from vhmine.llm import Budget, load_prices, price_of
+
+    budget = Budget(_llm_setting(opts, "max_cost"))
+    if budget.cap is not None:
+        table = load_prices(_llm_setting(opts, "prices"))
+        asked = list(opts.models) + ([opts.judge] if opts.judge and opts.oeq == "judge" else [])
+        missing = sorted({m for m in asked if price_of(m, table) is None})
+        if missing:
+            raise EvalError(
+                f"--max-cost needs a price for {', '.join(missing)}, which the built-in table lacks: "
+                'pass --prices FILE with {"' + missing[0] + '": {"input": USD per 1M tokens, "output": ...}}'
+            )
+    return budget
+
+
+def _stop_if_fatal(llm, outcomes, asking: str) -> None:
+    """EvalError when the run cannot go on: the client stopped (no or rejected key, endpoint down, no such
+    model; a cost cap is a clean stop, not this), or every request failed as unavailable (unreachable)."""
+    stop = llm.fatal_stop(outcomes)
+    if stop is not None:
+        raise EvalError(f"eval stopped while asking {asking}, nothing scored: {stop}")
+
+
+def run_model(bench: Benchmark, model: str, opts: EvalOptions, budget=None) -> ModelAnswers:
+    from vhmine.llm import LLM, ChatRequest
+
+    reqs = []
+    for it in bench:
+        imgs = [] if it.image is None and it.image_data is None else [bench.image_bytes(it)]
+        reqs.append(ChatRequest(prompt_of(it), images=imgs))
+    out = ModelAnswers(model, {}, f"endpoint:{opts.base_url or 'OPENAI_BASE_URL'}")
+    with LLM(_llm_options(opts, model), budget) as llm:
+        out.source = f"endpoint:{llm.endpoint}"
+        llm.check_prices([model])
+        try:
+            outcomes = llm.chat_many(reqs, desc=f"eval {model}")
+        except KeyboardInterrupt:
+            raise Interrupted(interrupted_message(llm, len(reqs), f"asking {model}")) from None
+        _stop_if_fatal(llm, outcomes, model)
+        for o in outcomes:
+            iid = bench.items[o.index].id
+            if o.ok:
+                out.answers[iid] = o.answer.text
+            else:
+                out.failures[iid] = f"{o.status}: {o.reason}"
+    return out
+
+
+def interrupted_message(llm, total: int, doing: str) -> str:
+    """What a Ctrl-C leaves while asking a model: the answers in the request cache, which a rerun reads back."""
+    from vhmine.files import shown_path
+
+    kept = llm.stats.answered + llm.stats.cached
+    return (
+        f"interrupted while {doing}: {kept} of {total} answers kept in the request cache "
+        f"({shown_path(llm.cache.path)}); run the same command to resume (kept answers are not asked again)"
+    )
+
+
+def judge_oeq(bench: Benchmark, ans: ModelAnswers, opts: EvalOptions, budget=None) -> dict[str, bool | None]:
+    """OEQ verdicts from the LLM judge: the same prompt and parser as `vhmine probe` (judge.py).
+
+    "unclear" is a verdict (none: scored wrong, counted as unjudged); a judge request that failed is
+    not: its item moves to `ans.failures` and is left out of the score.
+    """
+    from vhmine.llm import LLM
+    from vhmine.rules.judge import JUDGED_RIGHT, judge_iter, judge_prompt
+
+    if not opts.judge:
+        raise EvalError("--oeq judge needs a judge model: pass --judge MODEL")
+    items = [it for it in bench if it.kind == OEQ and it.id in ans.answers and it.id not in ans.failures]
+    out: dict[str, bool | None] = {}
+    with LLM(_llm_options(opts, opts.judge), budget) as llm:
+        llm.check_prices([opts.judge])
+        cases = [(it.question, it.answers, ans.answers[it.id]) for it in items]
+        try:
+            outcomes = sorted(
+                judge_iter(llm, opts.judge, cases, judge_prompt(), f"judge {ans.model}"), key=lambda x: x[0]
+            )
+        except KeyboardInterrupt:
+            raise Interrupted(
+                interrupted_message(llm, len(cases), f"judging {ans.model}'s answers with {opts.judge}")
+            ) from None
+        _stop_if_fatal(llm, [o for _, o, _ in outcomes], f"the judge {opts.judge}")
+        for k, o, said in outcomes:
+            iid = items[k].id
+            if not o.ok:
+                ans.failures[iid] = f"{o.status}: the judge {opts.judge} gave no verdict: {o.reason}"
+                continue
+            out[iid] = JUDGED_RIGHT.get(said)  # unclear: no verdict
+    return out
+
+
+def judge_record(model: str | None) -> dict:
+    from vhmine.rules.judge import judge_name, judge_prompt
+
+    return {"judge": judge_name(model or "?"), "judge_prompt": judge_prompt().id}
