@@ -1,7 +1,9 @@
 """Worker time per mode, from the action log: seconds per ready instance and the hours left to a target.
 
-Reads the action log, ready instances per mode and tasks; writes nothing. A worker's time on an action is the gap
-since their previous action when it is at most `IDLE_S` (a longer gap is a break), as curate.savings measures it.
+Reads the action log (its gaps summed per mode in SQL, curate.people.gaps: no action is loaded), ready instances
+per mode and tasks; writes nothing. A worker's time on an action is the gap since their previous action when it is
+at most `IDLE_S` (a longer gap is a break), as curate.savings measures it; the system's holds and releases of tasks
+(curate.work.holds) are no worker's actions.
 Every action that names a task counts for that task's mode (annotate, confirm, skip, discard, verify, review,
 errata); a confirm of drafted yes/no questions names none and counts for the mode of the worker's action before it;
 a label of a model's answer counts for no mode. Seconds per ready instance are a mode's worker seconds over its
@@ -11,18 +13,18 @@ is what changes whenever the log or the instances do: a cache of these figures i
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 
-from sqlalchemy import func, select  # noqa: E402
+from sqlalchemy import case, func, select
 
 from vhmine.curate.base.access import WorkerInfo, check_admin
-from vhmine.curate.people.savings import IDLE_S
+from vhmine.curate.people.gaps import timed_actions
 from vhmine.rules import modes as M
-from vhmine.store import (  # first: it says which extra to install when SQLAlchemy is missing
+from vhmine.store import (
     Action,
     Instance,
     Store,
+    Task,
 )
 
 
@@ -66,39 +68,38 @@ def log_mark(store: Store) -> tuple:
     return last, undone, str(changed), ready
 
 
-def _mode_of(a: Action, before: str | None) -> str | None:
-    if a.task_id:
-        return a.task_id.split(":", 1)[0]
-    return before if a.kind == "confirm" else None
+def _mode_seconds(s) -> dict[str, tuple[float, int]]:
+    """mode -> (worker seconds, actions), summed in SQL: each action that names a task counts for its task's mode; a
+    confirm names none and counts for the mode of the last action before it that named one (the worker's own)."""
+    a = timed_actions(s)  # every action but the system's holds and releases
+    w = dict(partition_by=a.c.worker, order_by=(a.c.created_at, a.c.id))
+    # islands: the running count of task-naming actions; each island's first row names the task the rest carry
+    isl = select(a, func.count(a.c.task_id).over(**w).label("island")).subquery()
+    carried = func.first_value(isl.c.task_id).over(
+        partition_by=(isl.c.worker, isl.c.island), order_by=(isl.c.created_at, isl.c.id)
+    )
+    rows = select(isl.c.kind, isl.c.task_id, isl.c.gap, carried.label("carried")).subquery()
+    task = case((rows.c.task_id.is_not(None), rows.c.task_id), (rows.c.kind == "confirm", rows.c.carried), else_=None)
+    got = s.execute(
+        select(Task.mode, func.sum(rows.c.gap), func.count()).join(Task, Task.id == task).group_by(Task.mode)
+    ).all()
+    return {m: (float(secs or 0), n) for m, secs, n in got}
 
 
 def worker_time(store: Store, target: int = 150, *, by: str | WorkerInfo | None = None) -> list[ModeTime]:
     """Per mode (in the modes' order) and "all": worker seconds, seconds per ready instance and hours left to `target`
-    ready instances per mode (VHTest: 1,200 over 8 modes). `by`: an admin, or None (the CLI)."""
+    ready instances per mode (VHTest: 1,200 over 8 modes). `by`: an admin, or None (the CLI). Summed in the database
+    (curate.people.gaps): no action is loaded."""
     with store.session(write=False) as s:
         check_admin(s, by)
-        rows = s.execute(
-            select(Action.worker, Action.kind, Action.task_id, Action.created_at, Action.id).order_by(
-                Action.worker, Action.created_at, Action.id
-            )
-        ).all()
+        per_mode = _mode_seconds(s)
         ready = dict(
             s.execute(
                 select(Instance.mode, func.count()).where(Instance.status == "ready").group_by(Instance.mode)
             ).all()
         )
-    secs: dict[str, float] = defaultdict(float)
-    count: dict[str, int] = defaultdict(int)
-    prev, prev_mode = None, None
-    for a in rows:
-        same = prev is not None and prev.worker == a.worker
-        mode = _mode_of(a, prev_mode if same else None)
-        gap = (a.created_at - prev.created_at).total_seconds() if same else None
-        if mode in M.mode_names():
-            count[mode] += 1
-            if gap is not None and 0 <= gap <= IDLE_S:
-                secs[mode] += gap
-        prev, prev_mode = a, mode if mode is not None else (prev_mode if same else None)
+    secs = {m: per_mode.get(m, (0.0, 0))[0] for m in M.mode_names()}
+    count = {m: per_mode.get(m, (0.0, 0))[1] for m in M.mode_names()}
     out = [_mode_time(m, secs[m], count[m], ready.get(m, 0), target) for m in M.mode_names()]
     left = [m.hours_left for m in out]
     total = _mode_time("all", sum(secs.values()), sum(count.values()), sum(ready.values()), target * len(out))
