@@ -155,16 +155,14 @@ def library_floor(db: Path, copy: Path, items: int) -> dict[str, list[float]]:
             kept = [C.DraftDecision(d.instance_id, True) for d in C.pending_drafts(store, me, mode)]
             nxt = timed("confirm", lambda m=mode, ds=kept: (C.confirm_drafts(store, me, ds), page_run(m))[1])
             timed("skip", lambda m=mode, it=nxt: (C.skip(store, me, it.task_id), page_run(m)))
-        for _ in range(2):
+        for _ in range(2):  # the admin page's first section: progress, held items, worker time
             timed(
                 "admin overview",
                 lambda: (
-                    C.agreement(store, by=me),
-                    C.disagreements(store, by=me),
-                    C.agreement(store, "responses", by=me),
                     C.list_workers(store, by=me),
+                    C.log_mark(store),
                     C.progress(store),
-                    C.draft_savings(store, by=me),
+                    C.worker_time(store, 150, by=me),
                 ),
             )
     return out

@@ -9,14 +9,11 @@ model) is an EvalError, a Ctrl-C an Interrupted that says what the cache kept.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from vhmine.bench import OEQ, YNQ, BenchItem, Benchmark
 from vhmine.errors import EvalError, Interrupted
+from vhmine.eval.options import EvalOptions
 from vhmine.eval.score import ModelAnswers
-
-if TYPE_CHECKING:  # annotations only: job imports this module
-    from vhmine.eval.job import EvalOptions
 
 YNQ_SUFFIX = " ONLY answer yes or no."  # what VHTest's YNQ script appends to every question
 

@@ -39,9 +39,8 @@ import logging
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from vhmine import formats as F
 from vhmine.bench import OEQ, Benchmark
@@ -56,6 +55,7 @@ from vhmine.eval.ask import (  # noqa: F401  (YNQ_SUFFIX, prompt_of and run_mode
     run_model,
 )
 from vhmine.eval.labels import RIGHT, store_labels, store_verdicts
+from vhmine.eval.options import OEQ_SCORERS, EvalOptions  # noqa: F401  (importable from here)
 from vhmine.eval.predictions import load_predictions, read_predictions  # noqa: F401
 from vhmine.eval.report import (
     HB_KEYS,
@@ -79,31 +79,6 @@ from vhmine.eval.score import (  # noqa: F401  (eval's public names, importable 
 from vhmine.files import atomic_write, atomic_write_text, check_owned
 
 log = logging.getLogger(__name__)
-
-OEQ_SCORERS = ("match", "judge", "labels")
-
-
-@dataclass(frozen=True)
-class EvalOptions:
-    bench: Path
-    out: Path
-    models: Sequence[str] = ()  # run these through vhmine.llm
-    predictions: Sequence[tuple[str, Path]] = ()  # (model name, file) pairs
-    fmt: str | None = None  # the benchmark's format [default: detected]
-    images: Path | None = None  # where a foreign benchmark's images are
-    rule: str = "vhtest"  # the yes/no rule
-    oeq: str | None = None  # match, judge or labels; None: judge when `judge` is given, else match
-    judge: str | None = None  # judge model (oeq="judge")
-    base_url: str | None = None
-    db: str | None = None  # the store, for oeq="labels"
-    partial: bool = False  # score only the items that have an answer
-    judge_agreement: bool = False  # Cohen's kappa of the judge's verdicts against workers' labels in the store (db)
-    # further vhmine.llm.LLMOptions fields (cache, max_cost, ...): a dict of them, or an LLMOptions template whose
-    # model and base_url each model / judge replaces
-    llm: Any = field(default_factory=dict)
-
-
-# --- the report (tables and chart: report) ----------------------------------------------------
 
 
 @dataclass
