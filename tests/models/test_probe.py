@@ -79,7 +79,7 @@ def test_probe_judges_by_rule_and_llm_and_a_rerun_asks_nothing(openai_server, tm
     again = probe(store, ProbeOptions(_opts(srv, tmp_path), judge="judge-llm"))
     assert len(srv.requests) == n and {i.status for i in again.items} == {"cached"}
     assert again.per_mode()["color"]["hallucinated"] == 4 and len(_responses(store)) == 12
-    assert "counting         6        6       4       2        0      0" in again.summary()
+    assert "counting         6        6       4       2       0        0      0" in again.summary()
     store.close()
 
 
@@ -168,8 +168,8 @@ def test_cli_records_a_refusal_goes_on_exits_3_and_writes_no_key(openai_server, 
     cmd, env = _cli(tmp_path, srv, "--judge", "judge-llm")
     r = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert r.returncode == 3, r.stderr
-    assert "counting         6        4       3       1        0      2" in r.stdout
-    assert "color            6        6       4       2        0      0" in r.stdout
+    assert "counting         6        4       3       1       0        0      2" in r.stdout
+    assert "color            6        6       4       2       0        0      0" in r.stdout
     assert r.stdout.count(": refused: victim-vlm at http://127.0.0.1:") == 2
     assert "partial run: 2 instance(s) not answered; rerun the same command to ask only those" in r.stdout
     # the key: sent on every request, written nowhere
@@ -185,7 +185,7 @@ def test_cli_records_a_refusal_goes_on_exits_3_and_writes_no_key(openai_server, 
     srv.refuse = lambda body: False
     r3 = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert r3.returncode == 0, r3.stdout + r3.stderr
-    assert "counting         6        6       4       2        0      0" in r3.stdout
+    assert "counting         6        6       4       2       0        0      0" in r3.stdout
 
 
 def test_a_killed_probe_resumes_where_it_stopped(openai_server, tmp_path):
