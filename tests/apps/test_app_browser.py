@@ -579,7 +579,10 @@ def test_every_page_fits_a_laptop_screen(laptop_server, tmp_path):
             goto("Review")
             expect(page.get_by_text("Review: color")).to_be_visible()
             expect(page.get_by_text("6 item(s) left to review in color.", exact=False)).to_be_visible()
-            yes_no = page.get_by_role("button", name=re.compile(r"^Yes\b")).count() > 0
+            # the form drawn (a yes/no question's buttons or an open one's field) before asking which it is
+            yes_button = page.get_by_role("button", name=re.compile(r"^Yes\b"))
+            expect(yes_button.or_(page.get_by_label("Your answer", exact=True)).first).to_be_visible()
+            yes_no = yes_button.count() > 0
             first_control = (
                 page.get_by_role("button", name=re.compile(r"^Yes\b"))
                 if yes_no
@@ -632,8 +635,9 @@ def test_every_page_fits_a_laptop_screen(laptop_server, tmp_path):
 
             # Admin, a section at a time: charts, tables that fit the page, "-" for empty cells
             goto("Admin")
-            expect(page.get_by_role("heading", name="Progress", exact=True)).to_be_visible()
-            expect(page.get_by_test_id("stVegaLiteChart")).to_have_count(2)  # tasks and ready questions per mode
+            expect(page.get_by_role("heading", name="Progress", exact=True)).to_be_visible(timeout=60_000)
+            # tasks and ready questions per mode
+            expect(page.get_by_test_id("stVegaLiteChart")).to_have_count(2, timeout=60_000)
             charts, cells, n_tables = 0, [], 0
             for section in ("Progress and worker time", "Agreement", "Workers", "Drafts: time saved"):
                 page.get_by_test_id("stMain").get_by_text(section, exact=True).first.click()
