@@ -635,7 +635,8 @@ def test_every_page_fits_a_laptop_screen(laptop_server, tmp_path):
 
             # Admin, a section at a time: charts, tables that fit the page, "-" for empty cells
             goto("Admin")
-            expect(page.get_by_role("heading", name="Progress", exact=True)).to_be_visible(timeout=60_000)
+            progress = page.get_by_test_id("stMain").get_by_role("heading", name="Progress", exact=True)
+            expect(progress).to_be_visible(timeout=60_000)  # the page's own (the sidebar has one too)
             # tasks and ready questions per mode
             expect(page.get_by_test_id("stVegaLiteChart")).to_have_count(2, timeout=60_000)
             charts, cells, n_tables = 0, [], 0

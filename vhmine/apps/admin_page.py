@@ -47,61 +47,68 @@ def _agreement_rows(rows):
     ]
 
 
-def _progress_chart(progress) -> None:
-    """Per mode, one bar of its tasks (done, discarded and left, stacked) and one of its ready questions."""
-    import pandas as pd
-
-    data = pd.DataFrame(
-        [
-            {"mode": p.mode, "done": p.done, "discarded": p.discarded, "left": p.remaining, "held": p.held}
-            for p in progress
-        ]
+def _bars(rows: list[dict], parts: dict[str, str], axis: str, height: int, *, counts: bool = True) -> None:
+    """Horizontal bars, one per row's "mode" in the rows' order, of the `parts` (field -> colour; stacked when
+    there are several, in that order), with `axis` under them (whole numbers for `counts`). A Vega-Lite spec of
+    its own (st.vega_lite_chart): st.bar_chart builds its chart with altair, whose import alone cost the admin
+    page's first view half a second."""
+    values = [{"mode": r["mode"], "part": f, "k": k, "n": r[f]} for r in rows for k, f in enumerate(parts)]
+    several = len(parts) > 1
+    color = (
+        {"field": "part", "type": "nominal", "title": None, "sort": list(parts)}
+        | {"scale": {"domain": list(parts), "range": list(parts.values())}, "legend": {"orient": "bottom"}}
+        if several
+        else {"value": next(iter(parts.values()))}
     )
+    spec = {
+        "data": {"values": values},
+        "mark": {"type": "bar", "tooltip": True},
+        "encoding": {
+            "y": {"field": "mode", "type": "nominal", "sort": [r["mode"] for r in rows], "title": None},
+            "x": {"field": "n", "type": "quantitative", "title": axis, "stack": "zero" if several else None}
+            | ({"axis": {"tickMinStep": 1, "format": "d"}} if counts else {}),
+            "color": color,
+            "order": {"field": "k", "type": "ordinal"},
+        },
+    }
+    st.vega_lite_chart(spec=spec, width="stretch", height=height)
+
+
+PARTS = {"done": "#2e7d32", "discarded": "#9e9e9e", "left": "#90caf9", "held": "#ef6c00"}  # a mode's tasks
+
+
+def _progress_chart(progress) -> None:
+    """Per mode, one bar of its tasks (done, discarded, left and held, stacked) and one of its ready questions."""
+    rows = [
+        {
+            "mode": p.mode,
+            "done": p.done,
+            "discarded": p.discarded,
+            "left": p.remaining,
+            "held": p.held,
+            "ready": p.ready_instances,
+        }
+        for p in progress
+    ]
     tasks, ready = st.columns([3, 2])
-    with tasks:  # horizontal: x names the bars (modes), y_label the length axis
-        st.bar_chart(
-            data,
-            x="mode",
-            y=["done", "discarded", "left", "held"],
-            horizontal=True,
-            stack=True,
-            sort=False,
-            color=["#2e7d32", "#9e9e9e", "#90caf9", "#ef6c00"],
-            x_label="",
-            y_label="tasks",
-            height=40 * len(data) + 80,
-        )
+    with tasks:
+        _bars(rows, PARTS, "tasks", 40 * len(rows) + 80)
     with ready:
-        st.bar_chart(
-            pd.DataFrame([{"mode": p.mode, "ready": p.ready_instances} for p in progress]),
-            x="mode",
-            y="ready",
-            horizontal=True,
-            sort=False,
-            color="#2e7d32",
-            x_label="",
-            y_label="questions ready to export",
-            height=40 * len(data) + 80,
-        )
+        _bars(rows, {"ready": "#2e7d32"}, "questions ready to export", 40 * len(rows) + 80)
 
 
 def _agreement_chart(rows, what: str) -> None:
     """Kappa per mode as bars (modes without a figure yet are left out and said so)."""
-    import pandas as pd
-
     have = [a for a in rows if a.kappa is not None]
     if not have:
         st.caption(f"No {what} agreement yet: it needs items that two or more workers answered.")
         return
-    st.bar_chart(
-        pd.DataFrame([{"mode": a.mode, "kappa": round(a.kappa, 3)} for a in have]),
-        x="mode",
-        y="kappa",
-        horizontal=True,
-        sort=False,
-        x_label="",
-        y_label="kappa (1: full agreement, 0: chance)",
-        height=220,
+    _bars(
+        [{"mode": a.mode, "kappa": round(a.kappa, 3)} for a in have],
+        {"kappa": "#1976d2"},
+        "kappa (1: full agreement, 0: chance)",
+        220,
+        counts=False,
     )
     missing = [a.mode for a in rows if a.kappa is None]
     if missing:
