@@ -796,3 +796,11 @@ def readable_bytes(path: Path) -> bytes:
                 base64.b64decode(v) if k == "image" and len(v) > 64 else v.encode() for k, v in row.items()
             ]  # <= 64: a row index
     return b"\n".join(parts)
+
+
+def without_intervals(text: str) -> str:
+    """report.md or the console summary with each figure's 95% interval (` [53.4, 68.7]`) taken out: the figures as
+    they read before intervals were printed, for tests about the figures themselves."""
+    import re
+
+    return re.sub(r" \[[-+0-9.]+, [-+0-9.]+\]", "", text)

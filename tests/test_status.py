@@ -119,6 +119,11 @@ def test_the_next_step_follows_the_project_from_an_empty_folder_to_an_eval(tmp_p
     st = collect()
     counting = next(m for m in st.store["modes"] if m["mode"] == "counting")
     assert (counting["open"], counting["done"], counting["ready"]) == (1, 1, ready)
+    # every mode is short of the 783 ready instances that tell two models 5 points apart (rules.sample_size)
+    assert st.store["sample_size"]["needed"] == 783 and st.store["sample_size"]["short_modes"]["counting"] == ready
+    short = next(line for line in st.text().splitlines() if "ready instances per mode" in line)
+    assert short.startswith(f"  {len(st.store['modes'])} of {len(st.store['modes'])} mode(s) have fewer than the 783")
+    assert f"counting {ready}" in short
     assert st.next_step.startswith(
         f"vhmine export --format vhtest --out benchmarks/vh-v1   ({ready} question(s) ready)"
     )

@@ -8,7 +8,9 @@ opened read-only). Writes nothing. Needs no extra: without SQLAlchemy (the base 
 store's counts and says what they need. The store's URL is shown through vhmine.files.display_url.
 An index whose manifest.json changed since its newest run mined it (an embed that grew it) is said after
 that run's line, with the `vhmine mine` command that reruns it (vhmine.outgrown).
-`collect` gathers a Status; `Status.text()` is what the command prints, `Status.record()` its --json.
+Below the store's table of modes it names the modes with fewer ready instances than tell two models apart
+(vhmine.rules.sample_size). `collect` gathers a Status; `Status.text()` is what the command prints, `Status.record()`
+its --json.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from vhmine.outgrown import outgrown, outgrown_line, same_folder
+from vhmine.rules.sample_size import shortfall, shortfall_line
 
 WALK_DEPTH = 3  # how far below the working folder exports, evals and runs are looked for
 WALK_DIRS = 3000  # folders looked into at most: a huge tree is not walked whole
@@ -239,7 +242,9 @@ def _store_state(db: str | None) -> dict | None:
 
         with open_store(db, migrate=False) as store:
             ov = store_overview(store)
-            return {"url": where, "db_option": store.db_option, **asdict(ov), "tasks": ov.tasks}
+            found = {"url": where, "db_option": store.db_option, **asdict(ov), "tasks": ov.tasks}
+        # ready instances per mode against the items that tell two models apart (--json; the text names the short)
+        return {**found, "sample_size": shortfall({m["mode"]: m["ready"] for m in found["modes"]})}
     except StoreMissingError as err:  # an empty file says so; a server database without tables too
         return {"url": where, "problem": str(err)}
     except StoreCorruptError as err:
@@ -468,6 +473,9 @@ def _lines(st: Status) -> list[str]:
         )
         if s.get("held_kinds"):
             out.append(f"  held: {_held_line(s)}")
+        short = shortfall_line({m["mode"]: m["ready"] for m in s["modes"]}, "ready instances")
+        if short:
+            out.append(f"  {short}")
         out.append(
             f"  flags open: {s['errata_open']} errata, {s['blind_flags_open']} blind, "
             f"{s['near_duplicates_open']} near duplicates; person-queue: {s.get('contradictions_open', 0)} "

@@ -27,6 +27,7 @@ KINDS = {
     "hallusionbench": "ynq",
     "vlmevalkit": "both",
     "vhtest": "both",
+    "mmvp": "ynq",
 }
 WITH_IMAGES = ("hf", "lmms-eval", "pope", "llava", "hallusionbench")  # Croissant reads their items and images
 
@@ -136,12 +137,33 @@ def test_vhtest_croissant_describes_its_images_and_lists_its_sheets(exports):
     assert "xlsx" in doc["description"]
 
 
+def test_mmvp_croissant_reads_the_rows_and_the_images_apart_and_says_why(exports):
+    tmp, _ = exports
+    folder = tmp / "mmvp"
+    _validate(folder / "croissant.json")
+    sets = _records(folder)
+    bench = F.load(folder)
+    rows = sorted(sets["questions"], key=lambda r: r["index"])
+    assert [r["index"] for r in rows] == list(range(1, len(bench) + 1)) and len(bench) % 2 == 0
+    for r, it in zip(rows, bench, strict=True):  # row k is the k-th item, its question and correct option
+        assert _text(r["question"]) == it.question
+        assert (_text(r["options"]), _text(r["correct_answer"])) == ("(a) Yes (b) No", "(a)" if it.truth else "(b)")
+        assert json.loads(_text(r["vhmine_item"]))["id"] == it.id
+    images = {_text(r["path"]): r for r in sets["images"]}
+    assert sorted(images) == sorted(f"MMVP Images/{k}.jpg" for k in range(1, len(bench) + 1))
+    for k, it in enumerate(bench, start=1):  # row k's picture is MMVP Images/<k>.jpg, as MMVP's scripts open it
+        assert np.array_equal(_pixels(images[f"MMVP Images/{k}.jpg"]["content"]), _pixels(bench.image_bytes(it)))
+    doc = json.loads((folder / "croissant.json").read_text())
+    assert "cannot build from the Index" in doc["description"]
+
+
 @pytest.mark.parametrize("fmt", list(KINDS))
 def test_every_file_is_in_the_distribution_with_its_sha256(exports, fmt):
     tmp, _ = exports
     folder = tmp / fmt
     doc = json.loads((folder / "croissant.json").read_text())
-    objs = {d["@id"]: d for d in doc["distribution"] if d["@type"] == "cr:FileObject"}
+    objs = {d["contentUrl"]: d for d in doc["distribution"] if d["@type"] == "cr:FileObject"}
+    assert all(" " not in d["@id"] for d in objs.values())  # mlcroissant refuses an @id with a space (MMVP Images/)
     files = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()} - {
         "croissant.json",
         "manifest.json",

@@ -8,7 +8,7 @@ from helpers import make_ready_store, readable_bytes
 
 from vhmine.export.job import ExportOptions, export_benchmark
 
-FORMATS = ("vhtest", "vlmevalkit", "hf", "pope", "llava", "hallusionbench", "lmms-eval")
+FORMATS = ("vhtest", "vlmevalkit", "hf", "pope", "llava", "hallusionbench", "lmms-eval", "mmvp")
 
 
 _readable = readable_bytes
@@ -17,7 +17,7 @@ _readable = readable_bytes
 def _export_all(store, root: Path, **kw) -> dict[str, bytes]:
     out = {}
     for fmt in FORMATS:
-        kind = "ynq" if fmt in ("pope", "hallusionbench") else "both"
+        kind = "ynq" if fmt in ("pope", "hallusionbench", "mmvp") else "both"
         export_benchmark(store, ExportOptions(out=root / fmt, format=fmt, kind=kind, **kw))
         for p in sorted((root / fmt).rglob("*")):
             if p.is_file():

@@ -1,6 +1,7 @@
 """vhmine.formats: every format round-trips without loss; VHTest sheets read as VHTest reads them;
 the real HallusionBench and POPE files import; malformed files name the file, row and field."""
 
+import io
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -112,9 +113,14 @@ def _plain(items):
     return sorted((replace(it, image=None, image_data=None) for it in items), key=lambda it: it.id)
 
 
-@pytest.mark.parametrize("fmt", ["vhtest", "vlmevalkit", "hf", "pope", "llava", "hallusionbench", "lmms-eval"])
+@pytest.mark.parametrize("fmt", ["vhtest", "vlmevalkit", "hf", "pope", "llava", "hallusionbench", "lmms-eval", "mmvp"])
 def test_round_trip_loses_nothing(bench, tmp_path, fmt):
     src = bench.select(kind="YNQ") if fmt in ("pope", "hallusionbench") else bench
+    if fmt == "mmvp":  # MMVP's layout holds yes/no questions in pairs only
+        from vhmine.formats.mmvp import pairs_only
+
+        src, left = pairs_only(bench.select(kind="YNQ"))
+        assert (len(src), left) == (2, 2)
     F.write(fmt, src, tmp_path)
     back = F.read(fmt, tmp_path)
     assert F.detect(tmp_path) == fmt
@@ -127,6 +133,10 @@ def test_round_trip_loses_nothing(bench, tmp_path, fmt):
             assert np.array_equal(
                 np.asarray(Image.open(it.image)), np.asarray(Image.open(back.image_path(back.by_id()[it.id])))
             )
+        elif fmt == "mmvp" and not data.startswith(b"\xff\xd8\xff"):  # MMVP's images are JPEG: converted
+            assert got[it.id][:3] == b"\xff\xd8\xff"
+            pixels = [np.asarray(Image.open(io.BytesIO(b)).convert("RGB"), dtype=float) for b in (got[it.id], data)]
+            assert np.abs(pixels[0] - pixels[1]).mean() < 8  # quality 95, no chroma subsampling
         else:
             assert got[it.id] == data
 
@@ -294,7 +304,8 @@ def test_malformed_vhtest_sheet(bench, tmp_path):
 def test_unknown_format_lists_the_valid_ones():
     with pytest.raises(
         InputError,
-        match=r"^unknown format 'csv': choose one of vhtest, vlmevalkit, hf, pope, llava, hallusionbench, lmms-eval$",
+        match=r"^unknown format 'csv': choose one of vhtest, vlmevalkit, hf, pope, llava, hallusionbench, lmms-eval, "
+        r"mmvp$",
     ):
         F.get_format("csv")
 

@@ -52,7 +52,7 @@ def _own_eval(folder, answers, out, partial=False):
     return entry, read
 
 
-def _run_lmms_eval(folder, out, predict_only=False):
+def _run_lmms_eval(folder, out, predict_only=False, answers=None):
     """`lmms-eval --tasks vhmine --include_path FOLDER --log_samples --output_path OUT [--predict_only]` with a canned
     model: evaluator.evaluate with the task setup simple_evaluate makes, then the EvaluationTracker calls of
     lmms_eval/__main__.py cli_evaluate_single. (simple_evaluate itself is not called: 0.7.3's imports
@@ -62,7 +62,7 @@ def _run_lmms_eval(folder, out, predict_only=False):
     from lmms_eval.tasks import TaskManager, get_task_dict
     from lmms_eval.utils import get_datetime_str
 
-    lm = canned_lmms(CANNED)
+    lm = canned_lmms(CANNED if answers is None else answers)  # item id -> the canned model's answer
     task_dict = get_task_dict(["vhmine"], TaskManager(include_path=str(folder)))
     for task in (t for group in task_dict.values() for t in group.values()):  # simple_evaluate's _adjust_config
         lm.task_dict[task.config.task] = task.dataset

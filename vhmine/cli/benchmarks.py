@@ -36,14 +36,15 @@ from vhmine.errors import InputError, VhmineError
 def export(
     out: Path = typer.Option(..., "--out", help="The benchmark folder to write (must not exist unless --replace)."),
     fmt: str = typer.Option(
-        "vhtest", "--format", help="vhtest, vlmevalkit, lmms-eval, hf, pope, llava or hallusionbench."
+        "vhtest", "--format", help="vhtest, vlmevalkit, lmms-eval, hf, pope, llava, hallusionbench or mmvp."
     ),
     kind: str | None = typer.Option(
         None,
         "--kind",
         help=(
-            "oeq, ynq or both [default: every kind the format holds: both, or ynq for pope and hallusionbench, which"
-            " hold yes/no questions only, and say how many open ones were left out]."
+            "oeq, ynq or both [default: every kind the format holds: both, or ynq for pope, hallusionbench and mmvp,"
+            " which hold yes/no questions only, and say how many open ones were left out; mmvp holds question pairs"
+            " only and says how many others it left out]."
         ),
     ),
     per_mode: int | None = typer.Option(
@@ -190,7 +191,12 @@ def export(
 )
 def eval_(
     bench: Path = typer.Option(
-        ..., "--bench", help="A benchmark folder from `vhmine export`, or HallusionBench's JSON, or POPE's JSON lines."
+        ...,
+        "--bench",
+        help=(
+            "A benchmark folder from `vhmine export`, or HallusionBench's JSON, POPE's JSON lines or MMVP's folder"
+            " (Questions.csv and MMVP Images/)."
+        ),
     ),
     model: list[str] | None = typer.Option(
         None, "--model", help="Ask this model (repeatable; OpenAI-compatible endpoint)."
@@ -200,13 +206,17 @@ def eval_(
         "--predictions",
         help=(
             "NAME=FILE: score answers already made: vhmine's own (id and answer per item), VLMEvalKit's"
-            " <model>_<dataset>.xlsx or lmms-eval's --log_samples JSONL (repeatable; one NAME over several files merges"
-            " them)."
+            " <model>_<dataset>.xlsx, lmms-eval's --log_samples JSONL or MMVP's answers file (answer.jsonl)"
+            " (repeatable; one NAME over several files merges them)."
         ),
     ),
     out: Path = typer.Option(Path("eval"), "--out", help="Folder for report.md, report.json, answers and the chart."),
     base_url: str | None = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint [env OPENAI_BASE_URL]."),
-    judge: str | None = typer.Option(None, "--judge", help="Judge model for open-ended answers (implies --oeq judge)."),
+    judge: str | None = typer.Option(
+        None,
+        "--judge",
+        help="Judge model for open-ended answers (implies --oeq judge); with --rule mmvp, MMVP's grader.",
+    ),
     oeq: str | None = typer.Option(
         None,
         "--oeq",
@@ -221,7 +231,8 @@ def eval_(
         "--rule",
         help=(
             "Yes/no rule: vhtest (VHTest's classify_response), firstword, pope, strict or vlmevalkit (VLMEvalKit's"
-            " YOrN_Extraction, to check a plain VLMEvalKit run's figures)."
+            " YOrN_Extraction, to check a plain VLMEvalKit run's figures); or mmvp: MMVP's gpt_grader.py, a judge"
+            " (--judge) grades every answer and a pair counts when both are right."
         ),
     ),
     fmt: str | None = typer.Option(None, "--format", help="The benchmark's format [default: detected]."),
@@ -248,8 +259,19 @@ def eval_(
     cache: Path | None = CacheOpt,
     max_tokens: int = MaxTokensOpt,
     db: str | None = DbOpt,
+    compare: tuple[str, str] | None = typer.Option(
+        None,
+        "--compare",
+        metavar="A B",
+        help=(
+            "Print model A minus model B on every figure (overall and per mode) with its 95% interval (a paired"
+            " bootstrap), McNemar's exact p for accuracy, and whether the benchmark tells them apart (report.json's"
+            " comparisons hold every two models)."
+        ),
+    ),
 ) -> None:
-    """Score models on a benchmark: accuracy per mode, pair and image accuracy, yes/no bias (exit 3: partial)."""
+    """Score models on a benchmark: accuracy per mode, pair and image accuracy, yes/no bias, every figure with its 95%
+    interval (exit 3: partial)."""
     try:
         from vhmine import api
 
@@ -263,6 +285,8 @@ def eval_(
                     f"--predictions {p!r} has no {'model name' if not n.strip() else 'file'}: pass NAME=FILE"
                 )
             preds.append((n, Path(f)))
+        if compare:  # before any model is asked
+            _check_compare(compare, [n for n, _ in preds] + list(model or []))
         # the same model-access settings as probe / describe / generate (vhmine.llm.LLMOptions fields)
         # (the template's model is a placeholder: eval replaces it, and base_url, per model and judge)
         llm = _llm_options(
@@ -286,4 +310,16 @@ def eval_(
         )
     except VhmineError as err:
         _fail(err)
-    _finish(result)  # items whose request failed are not scored: exit 3, as probe
+    _finish(result, result.compared(*compare) if compare else "")  # a failed request: exit 3, as probe
+
+
+def _check_compare(compare: tuple[str, str], names: list[str]) -> None:
+    """--compare A B names two different models of this eval (--predictions NAME=..., --model NAME)."""
+    for x in compare:
+        if x not in names:
+            raise InputError(
+                f"--compare {x}: no model of that name in this eval ({', '.join(names) or 'none'}): name two of the"
+                " models given with --predictions NAME=FILE or --model"
+            )
+    if compare[0] == compare[1]:
+        raise InputError(f"--compare {compare[0]} {compare[1]}: name two different models")

@@ -135,7 +135,8 @@ def _llm_options(
     )
 
 
-def _finish(result) -> None:
-    typer.echo(result.summary())
+def _finish(result, after: str = "") -> None:
+    """The run's summary (and `after`, more lines for the console), then exit 3 where the run was partial."""
+    typer.echo(result.summary() + (f"\n{after}" if after else ""))
     if result.partial:
         raise typer.Exit(PARTIAL_EXIT)

@@ -2,8 +2,9 @@
 
 The script is plain JavaScript with no network access of any kind (the page's Content-Security-Policy forbids
 it too): it sets each image from the page's own JSON map, filters the rows (mode, kind, model, wrong only,
-wrong for every model, pair group) and shows a thumbnail's full-size image, beside the other image of its pair
-group, in an overlay. It reads untrusted text only through `textContent` and data attributes, never as HTML.
+wrong for every model, pair group) and the paired comparisons (mode, told apart only), and shows a thumbnail's
+full-size image, beside the other image of its pair group, in an overlay. It reads untrusted text only through
+`textContent` and data attributes, never as HTML.
 """
 
 STYLE = """
@@ -48,6 +49,9 @@ details.legend { margin: 6px 0 12px; } details.legend summary { cursor: pointer;
 #lightbox figure { margin: 0; color: #fff; text-align: center; max-width: 48vw; }
 #lightbox img { max-width: 100%; max-height: 85vh; background: #fff; }
 svg text { font: 12px system-ui, sans-serif; fill: #1f2328; }
+svg.ci { display: block; margin: 2px 0 0 auto; }
+#comparisons tr.nd td { color: var(--mute); } #comparisons tr[hidden] { display: none; }
+.cfilters { margin: 6px 0; display: flex; gap: 12px; }
 """
 
 SCRIPT = r"""
@@ -122,6 +126,16 @@ SCRIPT = r"""
     }
   });
   document.addEventListener("keydown", function (ev) { if (ev.key === "Escape") { closeBox(); } });
+  function applyComparisons() {
+    var mode = $("c-mode").value, told = $("c-told").checked;
+    document.querySelectorAll("#comparisons tbody tr").forEach(function (r) {
+      r.hidden = !((!mode || r.dataset.mode === mode) && (!told || !r.classList.contains("nd")));
+    });
+  }
+  if ($("c-mode")) {
+    $("c-mode").addEventListener("change", applyComparisons);
+    $("c-told").addEventListener("change", applyComparisons);
+  }
   apply();
 })();
 """

@@ -3,11 +3,14 @@
 Reads the report dict of vhmine.eval.job.evaluate (with its `across_models` section, vhmine.eval.across), each
 model's detail records (vhmine.eval.score) and the benchmark's images; writes `report.html` into the eval folder,
 and `report-images/` beside it only when the images do not fit (below). It shows per-mode accuracy per model as
-its every figure of report.json under its vhmine.eval.metrics.FIGURES name and unit (what each counts beside), an
-inline SVG chart with its legend, the transfer table, the items that fool every model per mode with each model's
+its every figure of report.json under its vhmine.eval.metrics.FIGURES name and unit (what each counts beside), each
+share with its 95% interval as a bar under it (the interval in words on hover), an inline SVG chart with its legend
+and a whisker per bar, the transfer table, the paired comparisons of every two models (greyed where not
+distinguishable, filterable by mode), the items that fool every model per mode with each model's
 answer, and a table of every item
 (thumbnail, mode, question, truth or reference answers, each model's answer with its verdict: rule, match, judge
-or labels, and why), failures first, with filters in plain JavaScript (vhmine.eval.html_assets).
+or labels, and why), failures first, with filters in plain JavaScript (vhmine.eval.html_assets). The figures,
+the chart and the tables are vhmine.eval.html_figures'.
 
 Images: each distinct picture once, as a downscaled JPEG thumbnail (THUMB_PX) and its full-size file. When the
 page with both inlined stays under `max_bytes` (about 30 MB) everything is inlined; else the thumbnails are
@@ -25,7 +28,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import html
 import io
 import json
 import os
@@ -34,24 +36,24 @@ from pathlib import Path
 
 from vhmine.bench import Benchmark
 from vhmine.eval.html_assets import SCRIPT, STYLE
+from vhmine.eval.html_figures import (  # noqa: F401  (COLORS: the chart's, as report.html's)
+    COLORS,
+    _e,
+    by_table,
+    comparisons_section,
+    summary_table,
+    svg_chart,
+    transfer_table,
+)
 
 FILE = "report.html"
 IMAGES_DIR = "report-images"
 MAX_BYTES = 30_000_000
 THUMB_PX = 160
-COLORS = ("#4269d0", "#efb118", "#ff725c", "#6cc5b0", "#3ca951", "#ff8ab7", "#a463f2", "#97bbf5", "#9c6b4e", "#9498a0")
 CSP = (
     "default-src 'none'; img-src data: file:; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
     "connect-src 'none'; form-action 'none'; base-uri 'none'"
 )
-
-
-def _e(x) -> str:
-    return html.escape("" if x is None else str(x), quote=True)
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}"
 
 
 def _mime(data: bytes) -> str:
@@ -169,148 +171,6 @@ def _ext(data: bytes) -> str:
 # --- the page's parts ---------------------------------------------------------------------------------
 
 
-def svg_chart(report: dict) -> str:
-    """Per-mode (and overall) accuracy per model: grouped bars, one colour per model, 0-100 %, its legend beside the
-    bars inside the chart (a legend below a wide chart lies off screen)."""
-    models = list(report["models"])
-    groups = list(report["modes"]) + ["overall"]
-    bw, gap, left, top, h = 18, 22, 44, 14, 200
-    gw = max(1, len(models)) * bw + gap
-    plot_w = left + len(groups) * gw + 10
-    legend_w = 24 + 7 * max([len(m) for m in models] + [8])
-    width = plot_w + legend_w
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{max(top + h + 90, 24 + 18 * len(models))}" '
-        'role="img" aria-label="accuracy per mode and model">'
-    ]
-    for v in (0, 25, 50, 75, 100):
-        y = top + h - h * v / 100
-        out.append(
-            f'<line x1="{left}" x2="{plot_w - 10}" y1="{y:.1f}" y2="{y:.1f}" stroke="#d0d7de"/>'
-            f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{v}%</text>'
-        )
-    for g, name in enumerate(groups):
-        x0 = left + g * gw + gap / 2
-        for k, m in enumerate(models):
-            met = report["models"][m]["metrics"]
-            s = met["overall"] if name == "overall" else met["modes"].get(name, {})
-            acc = s.get("accuracy")
-            bh = 0 if acc is None else h * acc
-            out.append(
-                f'<rect x="{x0 + k * bw:.1f}" y="{top + h - bh:.1f}" width="{bw - 2}" height="{bh:.1f}" '
-                f'fill="{COLORS[k % len(COLORS)]}"><title>{_e(m)}, {_e(name)}: {_pct(acc)}% of {s.get("n", 0)} '
-                "item(s)</title></rect>"
-            )
-            if acc is not None and len(models) <= 5:
-                out.append(
-                    f'<text x="{x0 + k * bw + (bw - 2) / 2:.1f}" y="{top + h - bh - 3:.1f}" text-anchor="middle" '
-                    f'style="font-size:9px">{100 * acc:.0f}</text>'
-                )
-        cx = x0 + len(models) * bw / 2
-        out.append(
-            f'<text x="{cx:.1f}" y="{top + h + 14}" text-anchor="end" transform="rotate(-35 {cx:.1f} '
-            f'{top + h + 14})">{_e(name)}</text>'
-        )
-    out.append(f'<g class="legend" transform="translate({plot_w + 6},{top})">')
-    for k, m in enumerate(models):
-        out.append(
-            f'<rect x="0" y="{18 * k}" width="12" height="12" fill="{COLORS[k % len(COLORS)]}"/>'
-            f'<text x="18" y="{18 * k + 11}">{_e(m)}</text>'
-        )
-    out.append("</g></svg>")
-    return "".join(out)
-
-
-def _figure_head(key: str) -> str:
-    from vhmine.eval.metrics import FIGURES, label, unit
-
-    return (
-        f'<th class="fig" data-figure="{_e(key)}" title="{_e(FIGURES[key][1])}">{_e(label(key))}'
-        f'<div class="unit">{_e(unit(key))}</div></th>'
-    )
-
-
-def _summary_table(report: dict) -> str:
-    """Every figure report.json has for each model (report.figure_values), under its metrics.FIGURES name and unit."""
-    from vhmine.eval.report import figure_text, figure_values
-
-    values = {m: figure_values(e) for m, e in report["models"].items()}
-    keys = [k for k in dict.fromkeys(k for v in values.values() for k in v)]
-    rows = [
-        '<table class="small figures"><tr><th>model</th>'
-        + "".join(_figure_head(k) for k in keys)
-        + "<th>items scored</th><th>no answer (not scored)</th><th>source</th></tr>"
-    ]
-    for m, e in report["models"].items():
-        o = e["metrics"]["overall"]
-        cells = "".join(
-            f'<td class="num" data-model="{_e(m)}" data-figure="{_e(k)}">{_e(figure_text(k, values[m].get(k)))}</td>'
-            for k in keys
-        )
-        rows.append(
-            f'<tr><td>{_e(m)}</td>{cells}<td class="num">{o.get("n", 0)}</td><td class="num">{e.get("failed", 0)}</td>'
-            f'<td class="source">{_e(e.get("source"))}</td></tr>'
-        )
-    return "".join(rows) + "</table>" + _figures_legend(keys)
-
-
-def _figures_legend(keys) -> str:
-    from vhmine.eval.metrics import FIGURES, unit
-
-    rows = "".join(
-        f"<tr><td>{_e(FIGURES[k][0])}</td><td><code>{_e(k)}</code></td><td>{_e(unit(k))}</td>"
-        f"<td>{_e(FIGURES[k][1])}</td></tr>"
-        for k in keys
-    )
-    return (
-        '<details class="legend"><summary>what each figure counts</summary><table class="small"><tr><th>name</th>'
-        "<th>report.json key</th><th>unit</th><th>counts</th></tr>" + rows + '</table><p class="note">Pairs, images, '
-        'groups, question pairs and figures count only when every item of theirs was scored; "-": there was none '
-        "to count.</p></details>"
-    )
-
-
-def _by_table(report: dict, part: str, names) -> str:
-    """Accuracy (%) per mode or per kind (`part`: report.json's "modes" or "kinds") and model."""
-    from vhmine.eval.metrics import label
-
-    names = [n for n in names if any(n in e["metrics"].get(part, {}) for e in report["models"].values())]
-    if len(names) < 2:
-        return ""
-    head = "".join(f"<th>{_e(n)}</th>" for n in names)
-    rows = [f'<table class="small"><tr><th>{_e(label("accuracy"))} (%) per {part[:-1]}</th>{head}</tr>']
-    for m, e in report["models"].items():
-        per = e["metrics"].get(part, {})
-        rows.append(
-            f"<tr><td>{_e(m)}</td>"
-            + "".join(f'<td class="num">{_pct(per.get(n, {}).get("accuracy"))}</td>' for n in names)
-            + "</tr>"
-        )
-    return "".join(rows) + "</table>"
-
-
-def _transfer_table(across: dict) -> str:
-    models = across["models"]
-    if len(models) < 2:
-        return '<p class="note">One model: nothing to compare.</p>'
-    head = "".join(f"<th>{_e(b)}</th>" for b in models)
-    rows = [f'<table class="small"><tr><th>A \\ B</th>{head}</tr>']
-    for a in models:
-        cells = []
-        for b in models:
-            t = across["transfer"][a].get(b)
-            cells.append(
-                '<td class="num">-</td>'
-                if t is None or t["share"] is None
-                else f'<td class="num" title="{t["both"]} of {t["of"]}">{_pct(t["share"])}%</td>'
-            )
-        rows.append(f"<tr><th>{_e(a)}</th>{''.join(cells)}</tr>")
-    return (
-        '<p class="note">Of the items model A (row) got wrong that model B (column) answered, the share B got wrong '
-        "too: near 100% means failures transfer.</p>" + "".join(rows) + "</table>"
-    )
-
-
 def _fool_all(across: dict, bench: Benchmark, pic_of: dict, details: dict[str, list[dict]]) -> str:
     """Per mode, the items every model got wrong: image, question, the truth, and what each model answered."""
     by_id = bench.by_id()
@@ -407,6 +267,8 @@ def render(
     how = f"yes/no rule <b>{_e(report['rule'])}</b>; open answers by <b>{_e(o['scorer'])}</b>" + (
         f" (judge {_e(o.get('judge'))}, prompt {_e(o.get('judge_prompt'))})" if o.get("judge") else ""
     )
+    if report["rule"] == "mmvp":
+        how = f"rule <b>mmvp</b> (MMVP's gpt_grader.py): the judge {_e(o.get('judge'))} grades every answer"
     heads = "".join(f'<th class="mh m{k}">{_e(m)}</th>' for k, m in enumerate(models))
     filters = (
         f'<div id="filters"><label>mode <select id="f-mode"><option value="">all</option>{_options(report["modes"])}'
@@ -429,9 +291,10 @@ def render(
         f'<div class="meta">{len(bench)} item(s) in {len(report["modes"])} mode(s), {len(models)} model(s);'
         f" {how}.</div>"
         f'<div class="note">{_e(image_note)}</div></header><main>'
-        f"<section><h2>Figures</h2>{_summary_table(report)}<h2>Accuracy per mode</h2>{svg_chart(report)}"
-        f"{_by_table(report, 'modes', report['modes'])}{_by_table(report, 'kinds', ('OEQ', 'YNQ'))}</section>"
-        f"<section><h2>Across models</h2>{_transfer_table(across)}"
+        f"<section><h2>Figures</h2>{summary_table(report)}<h2>Accuracy per mode</h2>{svg_chart(report)}"
+        f"{by_table(report, 'modes', report['modes'])}{by_table(report, 'kinds', ('OEQ', 'YNQ'))}</section>"
+        f"<section><h2>Across models</h2>{transfer_table(across)}"
+        f"{comparisons_section(report)}"
         f"<h2>Items that fool every model</h2>{_fool_all(across, bench, pic_of, details)}</section>"
         f'<section><h2>Items, failures first</h2>{filters}<table id="items"><thead><tr><th>image</th><th>mode</th>'
         f"<th>question</th><th>truth / reference</th>{heads}<th>failed by</th></tr></thead>"

@@ -1,30 +1,31 @@
 """Stage 9, eval: score models on a benchmark, from their answers or by asking them.
 
-Reads a benchmark (a folder written by `vhmine export`, or a foreign file: HallusionBench's JSON,
-POPE's JSON lines; vhmine.formats) and, per model, either a predictions file (vhmine.eval.predictions:
-vhmine's own with `id` and `answer`, a HallusionBench result file, VLMEvalKit's `<model>_<dataset>.xlsx`
-or lmms-eval's `--log_samples` JSONL) or the model itself through vhmine.llm (OpenAI-compatible;
-answers cached). This module runs the stage; ask asks the models and the judge, score reads and scores the
-answers, labels reads the store's verdicts, report writes the tables and chart, and the store is read through
-vhmine.curate only. Writes `--out DIR`: `report.md` (tables,
-several models side by side), `report.json` (every number,
-the yes/no rule, the OEQ scorer and the judge's model and prompt, and `across_models`: each item's number of
-models that failed it, the transfer table, the items that fool every model, vhmine.eval.across),
-`answers-<model>.jsonl` (each answer, how it was read, right or wrong and why; one file per model, named in
-report.json's `answers_file`, and those of models an earlier run here scored but this one does not are removed),
-`accuracy_by_mode.png` and `report.html` (vhmine.eval.html_report: every item with its image and each model's answer,
-failures first, filters; one file that opens offline). Answers from `--predictions` and from `--model` give the
-same report.
-`--out` must be a new or empty folder, or one `vhmine eval` wrote (its report.json, written first, says so:
-files.check_owned), so a report never lands in a photo folder.
+Reads a benchmark (a folder written by `vhmine export`, or a foreign one: HallusionBench's JSON, POPE's JSON
+lines, MMVP's folder; vhmine.formats) and, per model, either a predictions file (vhmine.eval.predictions:
+vhmine's own with `id` and `answer`, a HallusionBench result file, VLMEvalKit's `<model>_<dataset>.xlsx`,
+lmms-eval's `--log_samples` JSONL or MMVP's answer.jsonl) or the model itself through vhmine.llm
+(OpenAI-compatible; answers cached; vhmine.eval.ask asks, with the options of vhmine.eval.options). This module
+runs the stage; score reads and scores the answers, report writes the tables and chart, and the store is read
+through vhmine.curate only. Writes `--out DIR`: `report.md` (tables, several models side by side),
+`report.json` (every number, the yes/no rule, the OEQ scorer and the judge's model and prompt; every figure's
+95% interval beside it, `intervals`, and `comparisons`: every two models' paired differences, vhmine.eval.units;
+and `across_models`: each item's number of models that failed it, the transfer table, the items that fool every
+model, vhmine.eval.across), `answers-<model>.jsonl` (each answer, how it was read, right or wrong and why; one
+file per model, named in report.json's `answers_file`, and those of models an earlier run here scored but this
+one does not are removed), `accuracy_by_mode.png` and `report.html` (vhmine.eval.html_report: every item with
+its image and each model's answer, failures first, filters; one file that opens offline). Answers from
+`--predictions` and from `--model` give the same report. `--out` must be a new or empty folder, or one `vhmine
+eval` wrote (its report.json, written first, says so: files.check_owned), so a report never lands in a photo
+folder.
 
 YNQ answers are read by a named rule (vhmine.rules.answers: vhtest, pope, strict); answers no rule can
 read are counted and reported, never taken as "no". OEQ answers are scored by `match` (a reference
 answer appears in the answer, words normalized), by an LLM judge (`judge`), or by the verdicts on the
 model's responses in the curation store (`labels`: the workers' majority where they labelled the
-response, else probe's rule or judge; curate.response_verdicts; an answer labelled "no answer" is scored wrong
-and counted apart). With a judge, `judge_agreement`
-adds Cohen's kappa between the judge's verdicts and the workers' majority on the same answers.
+response, else probe's rule or judge; curate.response_verdicts, read by vhmine.eval.labels; an answer labelled
+"no answer" is scored wrong and counted apart). With a judge, `judge_agreement`
+adds Cohen's kappa between the judge's verdicts and the workers' majority on the same answers. `--rule mmvp`
+instead grades every answer as MMVP's gpt_grader.py does (vhmine.eval.mmvp, vhmine.rules.mmvp).
 
 A request that got no answer (from the model, or from the judge) is never scored: the item is listed
 as failed with its reason, left out of every figure, and the result is partial. A missing or rejected
@@ -45,17 +46,21 @@ from pathlib import Path
 from vhmine import formats as F
 from vhmine.bench import OEQ, Benchmark
 from vhmine.errors import EvalError
+from vhmine.eval import intervals
 from vhmine.eval import metrics as MT
-from vhmine.eval.ask import (  # noqa: F401  (YNQ_SUFFIX, prompt_of and run_model: importable from here as before)
+from vhmine.eval import mmvp as MM
+from vhmine.eval.ask import (  # noqa: F401  (eval's public names, importable from here)
     YNQ_SUFFIX,
-    budget_of,
+    budget_for,
+    interrupted_message,
+    judge_mmvp,
     judge_oeq,
-    judge_record,
+    llm_options,
     prompt_of,
     run_model,
 )
 from vhmine.eval.labels import RIGHT, store_labels, store_verdicts
-from vhmine.eval.options import OEQ_SCORERS, EvalOptions  # noqa: F401  (importable from here)
+from vhmine.eval.options import MMVP, OEQ_SCORERS, EvalOptions
 from vhmine.eval.predictions import load_predictions, read_predictions  # noqa: F401
 from vhmine.eval.report import (
     HB_KEYS,
@@ -67,6 +72,7 @@ from vhmine.eval.report import (
     keyed_line,
     kinds_line,
     markdown,
+    mmvp_line,
     pair_groups_line,
 )
 from vhmine.eval.score import (  # noqa: F401  (eval's public names, importable from here)
@@ -76,9 +82,40 @@ from vhmine.eval.score import (  # noqa: F401  (eval's public names, importable 
     match_oeq,
     score,
 )
+from vhmine.eval.units import attach_intervals, report_comparisons
 from vhmine.files import atomic_write, atomic_write_text, check_owned
 
 log = logging.getLogger(__name__)
+
+
+def _judge_record(model: str | None, scorer: str = "judge") -> dict:
+    if scorer == MMVP:  # MMVP's grader: its system message and prompt, named by their hash
+        from vhmine.rules.mmvp import grader_id
+
+        return {"judge": f"llm:{model or '?'} {grader_id()}", "grader": grader_id()}
+    from vhmine.rules.judge import judge_name, judge_prompt
+
+    return {"judge": judge_name(model or "?"), "judge_prompt": judge_prompt().id}
+
+
+def _mmvp_options(opts: EvalOptions) -> EvalOptions:
+    """`--rule mmvp`'s options checked: a judge grades every answer as MMVP's gpt_grader.py does (its own judge,
+    gpt-4-0314, is retired), so there is no other OEQ scorer and no yes/no rule."""
+    if not opts.judge:
+        raise EvalError(
+            "--rule mmvp grades every answer with a judge, as MMVP's gpt_grader.py does: pass --judge MODEL (MMVP "
+            "used gpt-4-0314, which OpenAI has retired; any OpenAI-compatible model with --base-url)"
+        )
+    if opts.oeq not in (None, MMVP):
+        raise EvalError(f"--rule mmvp grades open and yes/no answers alike with MMVP's grader: drop --oeq {opts.oeq}")
+    if opts.judge_agreement:
+        raise EvalError(
+            "--judge-agreement compares probe's judge with workers' labels: it does not go with --rule mmvp"
+        )
+    return replace(opts, oeq=MMVP)
+
+
+# --- the report (tables and chart: report) ----------------------------------------------------
 
 
 @dataclass
@@ -90,6 +127,13 @@ class EvalResult:
     def partial(self) -> bool:
         """Some requests got no answer: those items are not scored (the CLI exits with status 3)."""
         return any(m.get("failed") for m in self.report["models"].values())
+
+    def compared(self, a: str, b: str) -> str:
+        """`vhmine eval --compare A B`'s lines: A - B on every figure, overall and per mode, with its interval."""
+        from vhmine.eval.interval_text import compare_lines
+
+        lines = compare_lines(self.report.get("comparisons") or [], a, b)
+        return "\n".join([f"{a} - {b} (95% intervals, a paired bootstrap; McNemar's exact p for accuracy):", *lines])
 
     def summary(self) -> str:
         lines = []
@@ -117,6 +161,8 @@ class EvalResult:
                 lines.append("    " + pair_groups_line(o["pair_groups"]))
             if m.get("hallusionbench"):
                 lines.append("    " + keyed_line("HallusionBench", figures, HB_KEYS))
+            if "mmvp" in m:
+                lines.append("    " + mmvp_line(m["mmvp"]))
             if "judge_agreement" in m:
                 a = m["judge_agreement"]
                 lines.append(
@@ -182,7 +228,7 @@ def _read_runs(bench: Benchmark, predictions: Sequence[tuple[str, Path]]) -> lis
             given[name] = str(path)
             # the file's name, not its folder: a report is shared, a home directory is not
             runs[name] = ModelAnswers(
-                name, got.answers, f"predictions:{Path(path).name}", dict(got.failures), got.harness
+                name, got.answers, f"predictions:{Path(path).name}", dict(got.failures), got.harness, got.lines
             )
             continue
         twice = sorted(set(got.answers).union(got.failures) & (set(run.answers) | set(run.failures)))
@@ -191,8 +237,15 @@ def _read_runs(bench: Benchmark, predictions: Sequence[tuple[str, Path]]) -> lis
                 f"{name}: item {twice[0]!r} is answered in {path} and in {given[name]}: give each item's "
                 "answer once per model (or name the runs apart)"
             )
+        if (run.lines is None) != (got.lines is None):
+            raise EvalError(
+                f"{name}: {path} and {given[name]} are an MMVP answers file and a file of another layout: MMVP's"
+                " grader pairs the lines of its own file, so give it under a NAME of its own"
+            )
         run.answers.update(got.answers)
         run.failures.update(got.failures)
+        if got.lines is not None:  # MMVP's files: one after the other, as their lines run
+            run.lines = run.lines + got.lines
         run.source += f", {Path(path).name}"
         given[name] += f", {path}"
         if run.harness != got.harness:
@@ -203,11 +256,14 @@ def _read_runs(bench: Benchmark, predictions: Sequence[tuple[str, Path]]) -> lis
 def evaluate(opts: EvalOptions) -> EvalResult:
     from vhmine.rules.answers import get_rule
 
-    get_rule(opts.rule)  # an unknown rule fails before any model is asked
+    if opts.rule == MMVP:  # MMVP's grader scores every answer, open or yes/no: it is the OEQ scorer too
+        opts = _mmvp_options(opts)
+    else:
+        get_rule(opts.rule)  # an unknown rule fails before any model is asked
     check_owned(Path(opts.out), "vhmine eval", whole=False)  # and a folder eval may not write into
     if opts.oeq is None:  # `--judge M` alone means: judge the open answers with M
         opts = replace(opts, oeq="judge" if opts.judge else "match")
-    if opts.oeq not in OEQ_SCORERS:
+    if opts.oeq not in (*OEQ_SCORERS, MMVP):
         raise EvalError(f"--oeq {opts.oeq!r} is not one of {', '.join(OEQ_SCORERS)}")
     unnamed = [str(f) for n, f in opts.predictions if not str(n).strip()]
     if unnamed:
@@ -216,7 +272,7 @@ def evaluate(opts: EvalOptions) -> EvalResult:
         raise EvalError("nothing to score: pass --model M (ask a model) or --predictions NAME=FILE")
     if opts.judge_agreement and (opts.oeq != "judge" or not opts.judge):
         raise EvalError("--judge-agreement compares a judge's verdicts with workers' labels: pass --judge MODEL")
-    budget = budget_of(opts)  # a missing price fails before anything is read or asked
+    budget = budget_for(opts)  # a missing price fails before anything is read or asked
     fmt = F.get_format(opts.fmt).name if opts.fmt else F.detect(opts.bench)
     # a foreign benchmark's images may live elsewhere (--images); image paths never leave that folder or the benchmark's
     if opts.images and fmt not in F.TAKES_IMAGES:
@@ -235,25 +291,32 @@ def evaluate(opts: EvalOptions) -> EvalResult:
         )
     files = answers_files(names)
     has_oeq = any(it.kind == OEQ for it in bench)
-    is_hb = bool(bench.items) and all(it.meta.get("source") == "hallusionbench" for it in bench)
+    mmvp = opts.rule == MMVP
+    is_hb = not mmvp and bool(bench.items) and all(it.meta.get("source") == "hallusionbench" for it in bench)
     out = Path(opts.out)
     answer_rows: dict[str, list] = {}
     report = {
         "producer": "vhmine eval",
         "benchmark": {"name": bench.name, "source": bench.source, "items": len(bench)},
         "rule": opts.rule,
-        "ynq_prompt_suffix": YNQ_SUFFIX,
-        "oeq": {"scorer": opts.oeq, **(judge_record(opts.judge) if opts.oeq == "judge" else {})},
+        "ynq_prompt_suffix": None if mmvp else YNQ_SUFFIX,  # mmvp: MMVP's prompt, Question + " " + Options
+        "oeq": {"scorer": opts.oeq, **(_judge_record(opts.judge, opts.oeq) if opts.oeq in ("judge", MMVP) else {})},
         "modes": bench.modes(),
+        "intervals": intervals.settings(),  # how every figure's `intervals` and the `comparisons` were drawn
         "models": {},
     }
     modes = bench.modes()  # the same for every model; bench.items: what a complete pair, image or group holds
     judge = report["oeq"].get("judge")
+    units: dict[str, dict] = {}  # model -> the units of each figure, per scope: what the comparisons resample
     for run in runs:
         verdicts: dict[str, bool | None] = {}
         no_answer: set[str] = set()  # open answers the store's verdict says do not answer (scored wrong)
         agreement = None
-        if has_oeq and opts.oeq == "judge":
+        if mmvp:  # MMVP's grader: the order of an answers file checked before the judge is asked
+            breaks = MM.check_run(bench, run, opts.partial)
+            todo, grades = judge_mmvp(bench, run, opts, budget)
+            rows, details = MM.scored(bench, run, grades)
+        elif has_oeq and opts.oeq == "judge":
             verdicts = judge_oeq(bench, run, opts, budget)
             if opts.judge_agreement:  # judges disagree (HallusionBench #12): how far this one agrees with people
                 agreement = judge_agreement(verdicts, store_labels(opts.db, run.model, run.answers, workers_only=True))
@@ -261,7 +324,10 @@ def evaluate(opts: EvalOptions) -> EvalResult:
             said = store_verdicts(opts.db, run.model, run.answers)
             verdicts = {iid: RIGHT.get(v) for iid, v in said.items()}
             no_answer = {iid for iid, v in said.items() if v == "no answer"}
-        rows, details = score(bench, run, opts.rule, verdicts, opts.oeq, opts.partial, judge=judge, no_answer=no_answer)
+        if not mmvp:
+            rows, details = score(
+                bench, run, opts.rule, verdicts, opts.oeq, opts.partial, judge=judge, no_answer=no_answer
+            )
         failed = [{"id": d["id"], "why": d["failure"]} for d in details if d["read_as"] == "failed"]
         entry = {
             "source": run.source,
@@ -275,17 +341,22 @@ def evaluate(opts: EvalOptions) -> EvalResult:
             "oeq_unjudged": sum(d["read_as"] == "unjudged" for d in details),
             # open answers the store says do not answer ("I cannot tell from this image."): scored wrong, counted here
             "oeq_no_answer": sum(d["read_as"] == "no answer" for d in details),
-            "metrics": MT.by_mode(rows, modes, bench.items),
+            "metrics": MT.by_mode(rows, modes, bench.items, yes_no=not mmvp),  # mmvp reads no yes or no
         }
+        if mmvp:  # MMVP's figure: pairs with both right, over the benchmark's complete pairs (and the file's lines)
+            pairs = MT.group_accuracy(rows, "pair_id", MT.sizes_of(bench.items, "pair_id"))
+            entry["mmvp"] = MM.record(todo, grades, pairs, breaks)
         if agreement is not None:
             entry["judge_agreement"] = agreement
         if is_hb:
             entry["hallusionbench"] = MT.hallusionbench(rows, bench.items)
+        units[run.model] = attach_intervals(entry, rows, modes, bench.items, hallusionbench=is_hb)
         report["models"][run.model] = entry
         answer_rows[run.model] = details
     from vhmine.eval import html_report
     from vhmine.eval.across import across_models
 
+    report["comparisons"] = report_comparisons(units, modes)  # every two models, every figure both have
     report["across_models"] = across_models(answer_rows, modes)
     check_owned(out, "vhmine eval", whole=False)  # again: the folder may have changed while models answered
     # report.json first: it marks the folder as eval's, so a run stopped after it can still write here

@@ -211,13 +211,14 @@ def pair_groups(rows: Sequence[Scored], sizes: dict | None = None, expected: Seq
     }
 
 
-def summary(rows: Sequence[Scored], expected: Sequence | None = None) -> dict:
+def summary(rows: Sequence[Scored], expected: Sequence | None = None, yes_no: bool = True) -> dict:
     """accuracy (and YNQ measures when there are YNQ rows), pair and image accuracy, and the pair groups'
     measures (`pair_groups`) when any row is in a group. `expected`: the benchmark's items these rows
     score (BenchItems: id, pair_id, image_id, group_id), so that a pair, image or group with an unscored
-    item is left out and counted rather than scored on what is left; None: the rows are everything."""
+    item is left out and counted rather than scored on what is left; None: the rows are everything.
+    `yes_no` False: no YNQ measures (a rule that reads no yes or no from the answers: eval's --rule mmvp)."""
     out = accuracy(rows)
-    y = [r for r in rows if r.kind == "YNQ"]
+    y = [r for r in rows if r.kind == "YNQ"] if yes_no else []
     if y:
         out.update(ynq(y))
     size = (lambda key: None) if expected is None else (lambda key: sizes_of(expected, key))  # noqa: E731
@@ -237,18 +238,20 @@ def summary(rows: Sequence[Scored], expected: Sequence | None = None) -> dict:
     return out
 
 
-def by_mode(rows: Sequence[Scored], modes: Sequence[str] | None = None, expected: Sequence | None = None) -> dict:
+def by_mode(
+    rows: Sequence[Scored], modes: Sequence[str] | None = None, expected: Sequence | None = None, yes_no: bool = True
+) -> dict:
     """{"overall": summary, "modes": {mode: summary}, "kinds": {OEQ/YNQ: accuracy}} with modes in the given (or
-    first-seen) order; `expected`
-    as for `summary` (each mode's own items for its figures: an image asked in two modes is two images there)."""
+    first-seen) order; `expected` and `yes_no` as for `summary` (each mode's own items for its figures: an image asked
+    in two modes is two images there)."""
     order = list(modes) if modes else list(dict.fromkeys(r.mode for r in rows))
 
     def of(m):
         return None if expected is None else [it for it in expected if it.mode == m]
 
-    per = {m: summary([r for r in rows if r.mode == m], of(m)) for m in order if any(r.mode == m for r in rows)}
+    per = {m: summary([r for r in rows if r.mode == m], of(m), yes_no) for m in order if any(r.mode == m for r in rows)}
     kinds = {k: accuracy([r for r in rows if r.kind == k]) for k in ("OEQ", "YNQ") if any(r.kind == k for r in rows)}
-    return {"overall": summary(rows, expected), "modes": per, "kinds": kinds}
+    return {"overall": summary(rows, expected, yes_no), "modes": per, "kinds": kinds}
 
 
 # --- HallusionBench ------------------------------------------------------------------------------

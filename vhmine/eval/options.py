@@ -1,6 +1,6 @@
-"""What a `vhmine eval` run is asked to do: EvalOptions (vhmine.eval.job.evaluate takes them; vhmine.api builds them).
+"""eval's options: what one `vhmine eval` run is asked to do (the CLI's flags, the Python API's keywords).
 
-Reads and writes nothing.
+Reads and writes nothing. vhmine.eval.job runs them; vhmine.eval.ask asks models and judges with them.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 OEQ_SCORERS = ("match", "judge", "labels")
+MMVP = "mmvp"  # --rule mmvp: MMVP's gpt_grader.py grades every answer through a judge (vhmine.rules.mmvp)
 
 
 @dataclass(frozen=True)
@@ -21,9 +22,9 @@ class EvalOptions:
     predictions: Sequence[tuple[str, Path]] = ()  # (model name, file) pairs
     fmt: str | None = None  # the benchmark's format [default: detected]
     images: Path | None = None  # where a foreign benchmark's images are
-    rule: str = "vhtest"  # the yes/no rule
-    oeq: str | None = None  # match, judge or labels; None: judge when `judge` is given, else match
-    judge: str | None = None  # judge model (oeq="judge")
+    rule: str = "vhtest"  # the yes/no rule (vhmine.rules.answers), or MMVP: MMVP's grader for every answer
+    oeq: str | None = None  # match, judge or labels; None: judge when `judge` is given, else match (mmvp: MMVP's)
+    judge: str | None = None  # judge model (oeq="judge", rule=MMVP)
     base_url: str | None = None
     db: str | None = None  # the store, for oeq="labels"
     partial: bool = False  # score only the items that have an answer
@@ -31,6 +32,3 @@ class EvalOptions:
     # further vhmine.llm.LLMOptions fields (cache, max_cost, ...): a dict of them, or an LLMOptions template whose
     # model and base_url each model / judge replaces
     llm: Any = field(default_factory=dict)
-
-
-# --- the report (tables and chart: report) ----------------------------------------------------

@@ -4,7 +4,10 @@ Reads the report dict that vhmine.eval.job.evaluate builds (also written as repo
 files' contents (`markdown`) and the chart (`bar_chart`, matplotlib). Where the benchmark has pair
 groups, `markdown` adds their question, image and group accuracy per mode (NaturalBench's Q-Acc, I-Acc,
 G-Acc, vhmine.eval.metrics.pair_groups) beside the per-item accuracy VHTest reports. Items whose request failed are
-not in any figure; `markdown` lists how many per model and why. Every figure is printed under its one label
+not in any figure; `markdown` lists how many per model and why. Every figure is printed with its 95% interval,
+`61.3 [53.4, 68.7]` (report.json's `intervals`, vhmine.eval.units), and with two models or more the paired
+comparisons follow (report.json's `comparisons`: every figure overall, accuracy per mode; vhmine.eval.interval_text).
+The chart's bars carry their intervals as error bars. Every figure is printed under its one label
 (vhmine.eval.metrics.FIGURES), here, in the console summary (`model_lines`) and as report.json's key.
 """
 
@@ -12,11 +15,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from vhmine.eval.interval_text import comparison_lines, with_ci
 from vhmine.eval.metrics import FIGURES, label, unit
 
 
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}"
+
+
+def _ci(s: dict, key: str, value=None) -> str:
+    """A summary's figure with its 95% interval as report.md prints it, `61.3 [53.4, 68.7]` (interval_text.with_ci);
+    `value`: where the figure is not the summary's own key (its pair groups' Q-/I-/G-Acc)."""
+    return with_ci(key, s.get(key) if value is None else value, (s.get("intervals") or {}).get(key))
 
 
 def _kappa(x: float | None) -> str:
@@ -67,22 +77,27 @@ def left_out_line(o: dict) -> str:
     )
 
 
-def _over(key: str, value, n: int, what: str) -> str:
-    """`<name> <value>% over <n> <what>(s)`, or that there was none complete to count (never "-% over 0")."""
+def _over(key: str, value, n: int, what: str, record: dict | None = None) -> str:
+    """`<name> <value>% [<lo>, <hi>] over <n> <what>(s)` (the 95% interval where `record` has one), or that there was
+    none complete to count (never "-% over 0")."""
     if not n:
         return f"no complete {what}s for {label(key)}"
-    return f"{label(key)} {_pct(value)}% over {n} {what}(s)"
+    ci = (record or {}).get("ci95")
+    bounds = f" [{_pct(ci[0])}, {_pct(ci[1])}]" if ci else ""
+    return f"{label(key)} {_pct(value)}%{bounds} over {n} {what}(s)"
 
 
 def figures_line(o: dict) -> str:
-    """A model's overall accuracy, pair accuracy and image accuracy, for the command's summary."""
+    """A model's overall accuracy, pair accuracy and image accuracy with their 95% intervals, for the command's
+    summary."""
     left = left_out_line(o)
+    ci = o.get("intervals") or {}
     return (
-        _over("accuracy", o["accuracy"], o["n"], "item")
+        _over("accuracy", o["accuracy"], o["n"], "item", ci.get("accuracy"))
         + "; "
-        + _over("pair_accuracy", o["pair_accuracy"], o["pairs"], "pair")
+        + _over("pair_accuracy", o["pair_accuracy"], o["pairs"], "pair", ci.get("pair_accuracy"))
         + "; "
-        + _over("image_accuracy", o["image_accuracy"], o["images"], "image")
+        + _over("image_accuracy", o["image_accuracy"], o["images"], "image", ci.get("image_accuracy"))
         + (f" ({left})" if left else "")
     )
 
@@ -126,8 +141,8 @@ def _groups_table(models: dict, modes: list) -> list[str]:
             if g:
                 left = f" ({g['incomplete']} incomplete left out)" if g.get("incomplete") else ""
                 lines.append(
-                    f"| {name} | {md} | {_pct(s.get('accuracy'))} | {g['groups']}{left} | {_pct(g['q_acc'])} | "
-                    f"{_pct(g['i_acc'])} | {_pct(g['g_acc'])} |"
+                    f"| {name} | {md} | {_ci(s, 'accuracy')} | {g['groups']}{left} | {_ci(s, 'q_acc', g['q_acc'])} | "
+                    f"{_ci(s, 'i_acc', g['i_acc'])} | {_ci(s, 'g_acc', g['g_acc'])} |"
                 )
     return lines
 
@@ -138,10 +153,11 @@ def markdown(report: dict) -> str:
     lines = [
         f"# {report['benchmark']['name']}: {len(models)} model(s)",
         "",
-        f"yes/no rule: `{report['rule']}`; OEQ scorer: `{report['oeq']['scorer']}`"
-        + (f" (judge {report['oeq']['judge']})" if report["oeq"].get("judge") else ""),
+        _rule_line(report),
         "",
         "## Accuracy (%) per mode",
+        "",
+        "Each figure with its 95% interval: `61.3 [53.4, 68.7]` (the Figures section below says how each is drawn).",
         "",
         "| model | " + " | ".join(modes) + f" | overall | {label('pair_accuracy')} | {label('image_accuracy')} |",
         "|---|" + "---|" * (len(modes) + 3),
@@ -150,11 +166,11 @@ def markdown(report: dict) -> str:
     kinds = [k for k in ("OEQ", "YNQ") if any(k in m["metrics"].get("kinds", {}) for m in models.values())]
     for name, m in models.items():
         o = m["metrics"]["overall"]
-        per = [_pct(m["metrics"]["modes"].get(md, {}).get("accuracy")) for md in modes]
+        per = [_ci(m["metrics"]["modes"].get(md, {}), "accuracy") for md in modes]
         lines.append(
             f"| {name} | "
             + " | ".join(per)
-            + f" | {_pct(o['accuracy'])} | {_pct(o['pair_accuracy'])} | {_pct(o['image_accuracy'])} |"
+            + f" | {_ci(o, 'accuracy')} | {_ci(o, 'pair_accuracy')} | {_ci(o, 'image_accuracy')} |"
         )
         if left_out_line(o):
             left.append(f"- {name}: {left_out_line(o)}")
@@ -169,7 +185,7 @@ def markdown(report: dict) -> str:
             "|---|" + "---|" * len(kinds),
         ]
         lines += [
-            f"| {name} | " + " | ".join(_pct(m["metrics"]["kinds"].get(k, {}).get("accuracy")) for k in kinds) + " |"
+            f"| {name} | " + " | ".join(_ci(m["metrics"]["kinds"].get(k, {}), "accuracy") for k in kinds) + " |"
             for name, m in models.items()
         ]
     if any("pair_groups" in m["metrics"]["overall"] for m in models.values()):
@@ -186,10 +202,7 @@ def markdown(report: dict) -> str:
         for name, m in models.items():
             o = m["metrics"]["overall"]
             if "tp" in o:
-                lines.append(
-                    f"| {name} | {_pct(o['precision'])} | {_pct(o['recall'])} | {_pct(o['f1'])} |"
-                    f" {_pct(o['yes_ratio'])} | {_pct(o['truth_yes_ratio'])} | {o['unreadable']} |"
-                )
+                lines.append(f"| {name} | " + " | ".join(_ci(o, k) for k in keys[:-1]) + f" | {o['unreadable']} |")
     if any("hallusionbench" in m for m in models.values()):
         keys = HB_KEYS
         lines += [
@@ -202,16 +215,15 @@ def markdown(report: dict) -> str:
         for name, m in models.items():
             h = m.get("hallusionbench")
             if h:
-                lines.append(
-                    f"| {name} | {_pct(h['aAcc'])} | {_pct(h['qAcc'])} | {_pct(h['fAcc'])} |"
-                    f" {figure_text('yes_pct_diff', h['yes_pct_diff'])} | {figure_text('fp_ratio', h['fp_ratio'])} |"
-                    f" {h['unclear']} |"
-                )
+                lines.append(f"| {name} | " + " | ".join(_ci(h, k) for k in keys) + f" | {h['unclear']} |")
                 if h.get("incomplete_question_pairs") or h.get("incomplete_figures"):
                     lines.append(
                         f"\n{name}: {h['incomplete_question_pairs']} question pair(s) and {h['incomplete_figures']} "
                         f"figure(s) with an unscored question left out of {label('qAcc')} and {label('fAcc')}\n"
                     )
+    if any("mmvp" in m for m in models.values()):
+        lines += ["", "## MMVP's pair accuracy", ""]
+        lines += [f"- {name}: {mmvp_line(m['mmvp'])}" for name, m in models.items() if "mmvp" in m]
     if any("judge_agreement" in m for m in models.values()):
         lines += [
             "",
@@ -250,25 +262,84 @@ def markdown(report: dict) -> str:
         from vhmine.eval.across import markdown_lines
 
         lines += markdown_lines(report["across_models"])
+    lines += _comparisons(report.get("comparisons") or [])
     lines += [
         "",
         "## Figures",
         "",
         (
             "Each figure's name here and in the console, its key in report.json (and in the lmms-eval export's"
-            " metrics), its unit and what it counts. Pairs, images, groups, question pairs and figures count only when"
-            ' every item of theirs was scored; "-": there was none to count.'
+            " metrics), its unit, what it counts and how its 95% interval is drawn. Pairs, images, groups, question"
+            ' pairs and figures count only when every item of theirs was scored; "-": there was none to count.'
         ),
         "",
-        "| name | report.json key | unit | counts |",
-        "|---|---|---|---|",
+        (
+            "Intervals: Wilson's score interval for a share of items (accuracy, precision, recall, the yes ratios,"
+            f" aAcc); for the others a percentile bootstrap over the units the figure counts (pairs, images, pair"
+            f" groups, question pairs, figures; items for F1 and HallusionBench's ratios), {_resampling(report)}."
+            " report.json gives every figure's `n`, `ci95` and `ci_method` (docs/eval.md)."
+        ),
+        "",
+        "| name | report.json key | unit | counts | 95% interval |",
+        "|---|---|---|---|---|",
     ]
-    shown = set()
+    shown, methods = set(), {}
     for m in models.values():
         o = m["metrics"]["overall"]
         shown |= set(o) | set(o.get("pair_groups") or {}) | set(m.get("hallusionbench") or {})
-    lines += [f"| {name} | `{key}` | {unit(key)} | {what} |" for key, (name, what) in FIGURES.items() if key in shown]
+        for part in (o, m.get("hallusionbench") or {}):
+            for key, rec in (part.get("intervals") or {}).items():
+                methods.setdefault(key, "none (a count)" if rec.get("ci_method") == "count" else rec["ci_method"])
+    lines += [
+        f"| {name} | `{key}` | {unit(key)} | {what} | {methods.get(key, '-')} |"
+        for key, (name, what) in FIGURES.items()
+        if key in shown
+    ]
     return "\n".join(lines) + "\n"
+
+
+def _rule_line(report: dict) -> str:
+    oeq = report["oeq"]
+    if report["rule"] == "mmvp":
+        return (
+            f"rule: `mmvp`, MMVP's gpt_grader.py: the judge ({oeq.get('judge')}) grades every answer with MMVP's"
+            " prompt, only a reply that is exactly yes counts, and a pair counts when both its answers do"
+        )
+    judged = f" (judge {oeq['judge']})" if oeq.get("judge") else ""
+    return f"yes/no rule: `{report['rule']}`; OEQ scorer: `{oeq['scorer']}`{judged}"
+
+
+def mmvp_line(rec: dict) -> str:
+    """A model's figure under MMVP's rule as MMVP prints it (a fraction), and MMVP's own count over the lines of an
+    answers file where that differs."""
+    acc = "-" if rec["pair_accuracy"] is None else f"{rec['pair_accuracy']:.4g}"
+    line = f"MMVP: {rec['pairs_right']} of {rec['pairs']} pair(s) right, accuracy {acc}"
+    if "line_pairs" in rec and rec["line_pairs"] != [rec["pairs_right"], rec["pairs"]]:
+        right, pairs = rec["line_pairs"]
+        line += (
+            f"; over the answers file's consecutive lines, as gpt_grader.py pairs them: {right} of {pairs} "
+            f"({len(rec['order_breaks'])} line pair(s) not a pair of the benchmark)"
+        )
+    return line
+
+
+def _resampling(report: dict) -> str:
+    boot = (report.get("intervals") or {}).get("bootstrap") or {}
+    return f"{boot.get('resamples', '?'):,} resamples, seed {boot.get('seed', '?')}"
+
+
+def _comparisons(comparisons: list[dict]) -> list[str]:
+    """report.md's paired comparisons: every figure on the whole benchmark, and accuracy per mode (report.json holds
+    every figure of every mode)."""
+    shown = [c for c in comparisons if c.get("mode") is None or c["figure"] == "accuracy"]
+    lines = comparison_lines(shown)
+    if lines and len(shown) < len(comparisons):
+        lines += [
+            "",
+            f"Per mode only accuracy is shown here: every figure of every mode is in report.json's"
+            f" `comparisons` ({len(comparisons)} in all).",
+        ]
+    return lines
 
 
 def bar_chart(report: dict, path: Path) -> None:
@@ -284,12 +355,17 @@ def bar_chart(report: dict, path: Path) -> None:
     for k, name in enumerate(models):
         per = report["models"][name]["metrics"]["modes"]
         vals = [100 * (per.get(m, {}).get("accuracy") or 0) for m in modes]
-        ax.bar([i + k * width - 0.4 + width / 2 for i in range(len(modes))], vals, width, label=name)
+        # each bar's 95% interval as an error bar (none where the mode was not scored)
+        cis = [((per.get(m, {}).get("intervals") or {}).get("accuracy") or {}).get("ci95") for m in modes]
+        below = [v - 100 * ci[0] if ci else 0 for v, ci in zip(vals, cis, strict=True)]
+        above = [100 * ci[1] - v if ci else 0 for v, ci in zip(vals, cis, strict=True)]
+        x = [i + k * width - 0.4 + width / 2 for i in range(len(modes))]
+        ax.bar(x, vals, width, label=name, yerr=[below, above], capsize=2, error_kw={"elinewidth": 0.8})
     ax.set_xticks(range(len(modes)))
     ax.set_xticklabels(modes, rotation=30, ha="right")
     ax.set_ylabel("accuracy (%)")
     ax.set_ylim(0, 100)
-    ax.set_title(f"{report['benchmark']['name']}: accuracy per mode")
+    ax.set_title(f"{report['benchmark']['name']}: accuracy per mode (95% intervals)")
     ax.legend(fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=120, format="png")  # the path may be a temporary name (atomic_write)

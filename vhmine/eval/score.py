@@ -33,6 +33,7 @@ class ModelAnswers:
     source: str  # "predictions:<file>" or "endpoint:<url>"
     failures: dict[str, str] = field(default_factory=dict)  # item id -> "<status>: <why no answer>"; never scored
     harness: str | None = None  # who wrote the predictions file (vhmine, vlmevalkit, lmms-eval); None: asked here
+    lines: list | None = None  # MMVP's answers file's lines, in file order (predictions.mmvp.AnswerLine); else None
 
 
 def _oeq_verdict(oeq: str, text: str, references: Sequence[str], v: bool | None, judge: str | None) -> dict:

@@ -73,6 +73,7 @@ ENCODINGS = {
     ".jsonl": "application/jsonlines",
     ".json": "application/json",
     ".tsv": "text/tab-separated-values",
+    ".csv": "text/csv",
     ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
     ".png": "image/png",
     ".jpg": "image/jpeg",
@@ -90,6 +91,12 @@ def encoder_spec(encoders: dict | None, kind: str) -> str:
     return str((e.get("spec") if isinstance(e, dict) else e) or "unrecorded")
 
 
+def file_id(rel: str) -> str:
+    """A file's `@id`: its path, whitespace as `_` (mlcroissant takes no `@id` with a space, even URL-escaped; MMVP's
+    images live in `MMVP Images/`); `contentUrl` keeps the path as it is."""
+    return "_".join(rel.split(" "))
+
+
 def file_objects(folder: Path) -> list[dict]:
     from vhmine.images import sha256_file
 
@@ -101,7 +108,7 @@ def file_objects(folder: Path) -> list[dict]:
         out.append(
             {
                 "@type": "cr:FileObject",
-                "@id": rel,
+                "@id": file_id(rel),
                 "name": rel,
                 "contentUrl": rel,
                 "contentSize": f"{p.stat().st_size} B",
@@ -305,6 +312,9 @@ def rai_fields(bench: Benchmark, fmt: str, sheet: dict | None, pub: Publication,
                 (
                     "VHTest's layout: images converted to PNG."
                     if fmt == "vhtest"
+                    else "MMVP's layout: images as JPEG (JPEG kept byte for byte, others converted at quality 95 with"
+                    " no chroma subsampling)."
+                    if fmt == "mmvp"
                     else "Images exported byte for byte as the store holds them (sha256 checked at export)."
                 ),
                 (

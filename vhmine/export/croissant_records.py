@@ -13,7 +13,9 @@ cannot describe. What works with mlcroissant 1.1.1 (each checked by tests/export
   FileSet with every field that depends on it, and a JSON file's jsonPath fields cannot be read that way;
 - VLMEvalKit's TSV: text fields only. Its `image` is base64, or the index of the row holding the same image,
   and Croissant has no base64 transform: the image stays text;
-- VHTest's .xlsx sheets: Croissant has no spreadsheet reader; the images are described, the sheets listed.
+- VHTest's .xlsx sheets: Croissant has no spreadsheet reader; the images are described, the sheets listed;
+- MMVP's Questions.csv: its columns as they are, and the images apart (row k's image is `MMVP Images/<k>.jpg`, a
+  path no Croissant 1.0 transform builds from the row).
 """
 
 from __future__ import annotations
@@ -329,6 +331,30 @@ def _vhtest(folder: Path, bench: Benchmark) -> tuple[list, list, str]:
     )
 
 
+def _mmvp(folder: Path, bench: Benchmark) -> tuple[list, list, str]:
+    from vhmine.formats.mmvp import EXTRA, FILE, IMAGE_FOLDER
+
+    fs, images = _image_files(folder, IMAGE_FOLDER)
+    col = lambda n: _from_file(FILE, {"column": n})  # noqa: E731
+    rs = "questions"
+    fields = [
+        _field(rs, "index", "sc:Integer", f"MMVP's Index: row k's image is {IMAGE_FOLDER}/<k>.jpg.", col("Index")),
+        _field(rs, "question", "sc:Text", ITEM_FIELDS["question"][1], col("Question")),
+        _field(rs, "options", "sc:Text", "The two options as MMVP writes them: (a) Yes (b) No.", col("Options")),
+        _field(rs, "correct_answer", "sc:Text", "The correct option's letter, (a) or (b).", col("Correct Answer")),
+        _field(rs, "vhmine_item", "sc:Text", "The item's other fields, as JSON text.", col(EXTRA)),
+    ]
+    desc = f"MMVP's rows of {FILE}: rows 2k-1 and 2k are a pair (one question asked of both images of a mined pair)."
+    return (
+        [fs] if fs else [],
+        ([images] if images else []) + [_record_set(rs, desc, fields, key="index")],
+        (
+            f"Row k's image is {IMAGE_FOLDER}/<k>.jpg, a path Croissant 1.0 cannot build from the Index: the rows "
+            "and the images are described apart."
+        ),
+    )
+
+
 def _lmms_eval(folder: Path, bench: Benchmark) -> tuple[list, list, str]:
     from vhmine.formats.lmms_eval import DATA
 
@@ -349,6 +375,7 @@ LAYOUTS = {
     "hallusionbench": _hallusionbench,
     "vlmevalkit": _vlmevalkit,
     "vhtest": _vhtest,
+    "mmvp": _mmvp,
 }
 
 

@@ -62,6 +62,7 @@ from vhmine.export.neardup import DupOptions, home_indexes, not_run
 from vhmine.export.privacy import collection_roots, private_removed, pseudonym_key, public_store
 from vhmine.files import check_owned, replace_dir
 from vhmine.images import image_sha256, sha256_file
+from vhmine.rules.sample_size import shortfall, shortfall_line
 
 log = logging.getLogger(__name__)
 
@@ -441,7 +442,22 @@ def _export(store, opts: ExportOptions) -> ExportResult:
     left_out = [r for r in recs if r.id in flagged]  # answerable without the image (vhmine blind)
     recs = [r for r in recs if r.id not in flagged]
     bench = from_records(recs, opts.name or Path(opts.out).name)
-    bench = assign_groups(sample(bench, opts.per_mode, opts.seed, opts.allow_unbalanced))  # groups of what is exported
+    unpaired = 0
+    if spec.name == "mmvp":  # MMVP's layout holds pairs only (rows 2k-1 and 2k): the rest is left out, and said
+        from vhmine.formats.mmvp import pairs_only
+
+        bench, unpaired = pairs_only(bench)
+        if unpaired and not len(bench):
+            raise ExportError(
+                f"none of the {unpaired} instance(s) to export is one of a pair (one question asked of both images "
+                "of a mined pair): MMVP's layout holds pairs only; write the question "
+                "for both images of a pair in the app"
+            )
+    bench = sample(bench, opts.per_mode, opts.seed, opts.allow_unbalanced)
+    if spec.name == "mmvp" and opts.per_mode is not None:  # a per-mode cut may part a pair: then the balance again
+        bench, split = pairs_only(bench)
+        bench, unpaired = sample(bench, None, allow_unbalanced=opts.allow_unbalanced), unpaired + split
+    bench = assign_groups(bench)  # groups of what is exported
     _check_images(bench)
     key = pseudonym_key(store)
     version_info, log_files, log_note = _versioning(store, opts, bench, left_out + no_image, key)
@@ -471,6 +487,8 @@ def _export(store, opts: ExportOptions) -> ExportResult:
         },
         "balance": {m: {"yes": y, "no": n} for m, (y, n) in balance(bench).items()},
         "pair_groups": groups,
+        # how far each mode is from the items that tell two models apart (vhmine.rules.sample_size)
+        "sample_size": shortfall({m: c[OEQ] + c[YNQ] for m, c in counts(bench).items()}),
         **version_info,
     }
     blind = blind_summary(store, bench, dropped=left_out, with_endpoint=opts.with_provenance)
@@ -512,6 +530,14 @@ def _export(store, opts: ExportOptions) -> ExportResult:
             f"left out {other_kinds} open question(s): the {spec.name} format holds yes/no questions only "
             f"(--format {' / '.join(n for n in F.format_names() if OEQ in F.get_format(n).kinds)} holds them)"
         )
+    if unpaired:
+        res.notes.append(
+            f"left out {unpaired} instance(s) that are not one of a pair (one question asked of both images of a "
+            "mined pair): MMVP's layout holds pairs only, in rows 2k-1 and 2k"
+        )
+    short = shortfall_line({m: c[OEQ] + c[YNQ] for m, c in res.counts.items()}, "instances")
+    if short:
+        res.notes.append(f"note: {short}")
     res.notes.append(
         f"version {version_info['version']}, content hash {version_info['content_hash'][:12]}; "
         f"{sum(sum(k.values()) for k in groups.values())} pair group(s)"

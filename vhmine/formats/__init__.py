@@ -64,6 +64,12 @@ _FORMATS = (
         "data/<kind>.parquet, vhmine_ynq.yaml, vhmine_oeq.yaml, vhmine.yaml (group) and utils.py: an lmms-eval"
         " --include_path folder",
     ),
+    FormatSpec(
+        "mmvp",
+        "mmvp",
+        ("YNQ",),
+        "Questions.csv (Index, Question, Options, Correct Answer; rows 2k-1 and 2k a pair) and MMVP Images/<Index>.jpg",
+    ),
 )
 
 
@@ -115,6 +121,8 @@ def detect(path: Path) -> str:
             except (ValueError, KeyError, TypeError):
                 raise FormatError(f"{man}: no 'format' field: is this a vhmine export? give --format") from None
             return get_format(fmt).name
+        if (path / "Questions.csv").is_file() and (path / "MMVP Images").is_dir():
+            return "mmvp"
         if (path / "OEQ_Benchmark").is_dir() or (path / "YNQ_Benchmark").is_dir():
             return "vhtest"
         if list(path.glob("*.tsv")):
@@ -132,6 +140,8 @@ def detect(path: Path) -> str:
         raise FormatError(f"{path}: no manifest.json and no known layout: give --format ({', '.join(format_names())})")
     if not path.is_file():
         raise InputError(f"benchmark {path} does not exist")
+    if path.name == "Questions.csv":
+        return "mmvp"
     if path.suffix == ".jsonl":
         return "pope"
     if path.suffix == ".tsv":

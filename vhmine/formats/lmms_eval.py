@@ -8,7 +8,8 @@ the group `vhmine.yaml` (size-weighted accuracy over both tasks, i.e. the overal
 `utils.py`: doc_to_visual, doc_to_text (the question plus the suffix `vhmine eval` adds to a yes/no
 question), process_results and the aggregations: accuracy per task and per mode (`<mode>_acc`), and for yes/no
 precision, recall, F1, the yes ratio of the model's answers (lmms-eval's POPE task counts the truths
-instead) and the unreadable count, as vhmine.eval.metrics defines them. utils.py embeds harness_rules (the
+instead) and the unreadable count, as vhmine.eval.metrics defines them; accuracy's records carry a 0/1 `score`,
+so lmms-eval prints accuracy's standard error (its Stderr_CLT column). utils.py embeds harness_rules (the
 default yes/no rule and the `match` scorer of vhmine eval) so it needs no vhmine.
 """
 
@@ -62,7 +63,11 @@ def process_results(doc, results):
         correct = bool(match_oeq(answer, doc["answers"]))
     record = {"id": doc["id"], "mode": doc["mode"], "kind": doc["kind"], "answer": answer, "said": said,
               "truth": doc["truth"], "correct": correct}
-    return {name: record for name in METRICS[doc["kind"]]}
+    # accuracy's records carry a 0/1 `score`: lmms-eval prints its standard error (Stderr_CLT, sd / sqrt(n)) for
+    # it; the other metrics are no mean of a per-item score, and a score on their records would give them accuracy's
+    return {
+        name: {**record, "score": float(correct)} if name == "accuracy" else record for name in METRICS[doc["kind"]]
+    }
 
 
 def _ratio(a, b):

@@ -5,7 +5,8 @@ Returns item id -> answer text, and the items whose answer the harness itself re
 Layouts (`detect`): vhmine's own (`own`: JSON lines / JSON / CSV / TSV with `id` and `answer`, or a
 HallusionBench result file), VLMEvalKit's result file (`vlmevalkit`: `<model>_<dataset>.xlsx`, or
 .csv / .tsv / .json, with `index` and `prediction`) and lmms-eval's `--log_samples` file
-(`lmms_eval`: `<date>_samples_<task>.jsonl`, one line per doc with `doc_id` and `filtered_resps`).
+(`lmms_eval`: `<date>_samples_<task>.jsonl`, one line per doc with `doc_id` and `filtered_resps`) and MMVP's
+answers file (`mmvp`: `answer.jsonl`, `question_id`, `prompt`, `answer`, `response`).
 The harness readers match rows to items by the ids vhmine's exports wrote (ids.py).
 """
 
@@ -23,8 +24,9 @@ from vhmine.eval.predictions.ids import check_ids
 @dataclass
 class Predictions:
     answers: dict[str, str]  # item id -> answer text
-    harness: str  # which layout the file had: "vhmine", "vlmevalkit" or "lmms-eval"
+    harness: str  # which layout the file had: "vhmine", "vlmevalkit", "lmms-eval" or "mmvp"
     failures: dict[str, str] = field(default_factory=dict)  # item id -> "<status>: <why>": the harness got no answer
+    lines: list | None = None  # MMVP's answers file: its lines in file order (mmvp.AnswerLine), which its grader pairs
 
 
 def _head_row(path: Path) -> tuple[bytes, dict]:
@@ -61,6 +63,8 @@ def detect(path: Path) -> str:
         return "lmms-eval"
     if "index" in first and "prediction" in first and "id" not in first:
         return "vlmevalkit"  # VLMEvalKit with PRED_FORMAT=json: the same records as its sheet
+    if all(k in first for k in ("question_id", "prompt", "answer", "response")):
+        return "mmvp"  # MMVP's answer.jsonl: its `answer` is the CORRECT answer, the model's is `response`
     return "vhmine"
 
 
@@ -71,6 +75,11 @@ def read_predictions(path: Path, bench: Benchmark) -> Predictions:
         raise EvalError(f"predictions file {path} does not exist")
     try:
         harness = detect(path)
+        if harness == "mmvp":  # the lines themselves too: MMVP's grader formats their values and pairs them in order
+            from vhmine.eval.predictions.mmvp import answers_of, read_lines
+
+            lines = read_lines(path, bench)
+            return Predictions(answers_of(lines), harness, {}, lines)
         if harness == "vlmevalkit":
             from vhmine.eval.predictions.vlmevalkit import read
         elif harness == "lmms-eval":
