@@ -553,3 +553,23 @@ def test_an_index_grown_since_its_run_is_said_with_the_command_that_reruns_it(tm
         ("custom", 5, 3, "vhmine mine --index photos --clip -1 --dino 1 --max-pairs 3 --out runs/custom")
     ]
     assert "    index 'photos' has 2 fewer images than when run custom mined it: `vhmine" in st.text()
+
+
+def test_status_says_how_many_tasks_are_held_and_why(tmp_path):
+    # issue 32: tasks of a missing or changed image leave the queues (curate.work.holds); status says so
+    from vhmine import curate as C
+    from vhmine.seed import seed_pairs
+    from vhmine.status import collect
+    from vhmine.store import open_store
+
+    photos = write_photos(tmp_path / "photos", ("astronaut", "coffee", "rocket"))
+    with open_store(tmp_path / "s.db") as store:
+        seed_pairs(store, write_pairs(tmp_path / "runs" / "t", photos), per_mode=3, modes=["color"])
+        C.add_worker(store, "alice")
+        photos[0].unlink()
+        assert C.next_item(store, "alice", "color") is not None  # the astronaut's two pairs are held
+    st = collect(tmp_path, db=str(tmp_path / "s.db"))
+    assert next(m for m in st.store["modes"] if m["mode"] == "color")["held"] == 2 and st.store["tasks"] == 3
+    text = st.text()
+    assert "  held: 2 task(s) out of the queues while an image is missing or changed (image missing: 2)" in text
+    assert any(a.startswith("2 task(s) out of the queues") and "restore the image files" in a for a in st.also)

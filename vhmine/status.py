@@ -352,6 +352,11 @@ def _next(st: Status) -> tuple[str, list[str]]:
         ),
     ]
     also += [f"{n} {what}" for n, what in flags if n]
+    if s.get("held_kinds"):
+        also.append(
+            f"{_held_line(s)}: restore the image files (or run `vhmine embed` again where they moved); the tasks "
+            "come back to the queues by themselves"
+        )
 
     finished = [i for i in st.indexes if i.finished]
     if not finished:
@@ -402,6 +407,13 @@ def _next(st: Status) -> tuple[str, list[str]]:
     if left:
         return _unless_grown(st, f"vhmine curate{db}   ({left} task(s) left to annotate)", also)
     return _unless_grown(st, "every stage has run; mine more pairs or generate images to grow the benchmark", also)
+
+
+def _held_line(s: dict) -> str:
+    """How many of the store's tasks are held, and why (curate.work.holds)."""
+    n = sum(m.get("held", 0) for m in s.get("modes") or [])
+    why = ", ".join(f"{kind}: {k}" for kind, k in sorted(s["held_kinds"].items()))
+    return f"{n} task(s) out of the queues while an image is missing or changed ({why})"
 
 
 def _unless_grown(st: Status, step: str, also: list[str]) -> tuple[str, list[str]]:
@@ -459,6 +471,8 @@ def _lines(st: Status) -> list[str]:
             "  (drafts: model drafts to verify in the app; to confirm: drafted yes/no questions their author "
             "has not confirmed)"
         )
+        if s.get("held_kinds"):
+            out.append(f"  held: {_held_line(s)}")
         short = shortfall_line({m["mode"]: m["ready"] for m in s["modes"]}, "ready instances")
         if short:
             out.append(f"  {short}")

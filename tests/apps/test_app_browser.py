@@ -20,6 +20,7 @@ from helpers import free_port, write_pairs, write_photos
 
 CHROMIUM = os.environ.get("VHMINE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+SAVE = re.compile(r"^Save( |$)")  # the button's name: its label, then its keyboard shortcut
 ARGS = [
     "--headless",
     "--no-sandbox",
@@ -117,7 +118,7 @@ def test_sign_in_and_annotate_in_chromium(app_server, tmp_path):
                 area = page.get_by_label(f"Reference answer(s) for image {role}, one per line", exact=True)
                 area.fill(answer)
                 area.press("Tab")
-            page.get_by_role("button", name="Save", exact=True).click()
+            page.get_by_role("button", name=SAVE).click()
             expect(page.get_by_text("Saved 2 question(s); confirm 4 drafted yes/no question(s).")).to_be_visible(
                 timeout=60_000
             )
@@ -174,7 +175,7 @@ def test_rotated_token_signs_the_browser_out_at_its_next_click(app_server, tmp_p
             idle.wait_for(timeout=60_000)
             with open_store(db) as store:  # the admin rotates alice's token while her browser is signed in
                 new = C.rotate_token(store, "alice")
-            page.get_by_role("button", name="Save", exact=True).click()
+            page.get_by_role("button", name=SAVE).click()
             expect(page.get_by_text("You were signed out: the sign-in of 'alice' is no longer valid")).to_be_visible(
                 timeout=60_000
             )
@@ -311,9 +312,7 @@ def test_layout_at_1400x1000(layout_server, tmp_path):
                     )  # not the message
                     assert _inside(shown.bounding_box(), viewport), text  # no scrolling needed
                 assert page.evaluate("window.scrollY") == 0
-                page.get_by_text("hallucinated", exact=True).click()
-                idle.wait_for()
-                page.get_by_role("button", name="Save verdict").click()
+                page.get_by_role("button", name=re.compile(r"^Hallucinated")).click()  # the decision, saved
                 expect(page.get_by_text("Verdict saved for the previous answer (hallucinated: ")).to_be_visible()
             assert natural_widths == {32, 1280}
             expect(page.get_by_text("No model answers to label in existence.")).to_be_visible()
@@ -544,11 +543,11 @@ def test_every_page_fits_a_laptop_screen(laptop_server, tmp_path):
             slot = page.get_by_label("{where}", exact=True)
             assert _in_view(slot.bounding_box())
             assert slot.get_attribute("placeholder") == "e.g. on the table, in the centre of the picture"
-            page.get_by_role("button", name="Save", exact=True).click()  # the {where} slot still empty
+            page.get_by_role("button", name=SAVE).click()  # the {where} slot still empty
             err = page.get_by_text("slot {where} of template existence.what_is is empty: fill it in")
             expect(err).to_be_visible()
             shot("annotate_save_error")
-            e, save = err.bounding_box(), page.get_by_role("button", name="Save", exact=True).bounding_box()
+            e, save = err.bounding_box(), page.get_by_role("button", name=SAVE).bounding_box()
             assert _in_view(e), e  # on screen as it is after the click (at y 800 of 800 before)
             assert abs(save["y"] - (e["y"] + e["height"])) < 80, (e, save)  # just above the button row
             slot.fill("in the centre of the picture")
@@ -559,7 +558,7 @@ def test_every_page_fits_a_laptop_screen(laptop_server, tmp_path):
                 area.fill(answer)
                 area.press("Tab")
             idle.wait_for()
-            page.get_by_role("button", name="Save", exact=True).click()
+            page.get_by_role("button", name=SAVE).click()
             msg = page.get_by_text("Saved 2 question(s); confirm 4 drafted yes/no question(s).")
             expect(msg).to_be_visible()
             idle.wait_for()
@@ -580,22 +579,31 @@ def test_every_page_fits_a_laptop_screen(laptop_server, tmp_path):
             goto("Review")
             expect(page.get_by_text("Review: color")).to_be_visible()
             expect(page.get_by_text("6 item(s) left to review in color.", exact=False)).to_be_visible()
-            assert _in_view(page.get_by_text("Your answer", exact=True).first.bounding_box())
+            # the form drawn (a yes/no question's buttons or an open one's field) before asking which it is
+            yes_button = page.get_by_role("button", name=re.compile(r"^Yes\b"))
+            expect(yes_button.or_(page.get_by_label("Your answer", exact=True)).first).to_be_visible()
+            yes_no = yes_button.count() > 0
+            first_control = (
+                page.get_by_role("button", name=re.compile(r"^Yes\b"))
+                if yes_no
+                else page.get_by_label("Your answer", exact=True)
+            )
+            assert _in_view(first_control.first.bounding_box())
             shot("review")
             main = page.get_by_test_id("stMain")
             question = main.get_by_test_id("stText").first.inner_text()
             item_id = main.get_by_text(re.compile(r"^item [0-9a-f]+$"))  # the caption under the question
             first = item_id.inner_text()
-            if page.get_by_text("can't tell", exact=True).count():  # a yes/no question
+            if yes_no:  # a yes/no question: the answer is one button
                 answer = "yes"
-                page.get_by_text("yes", exact=True).click()
+                page.get_by_role("button", name=re.compile(r"^Yes\b")).click()
             else:
                 answer = "red"
                 box = page.get_by_label("Your answer", exact=True)
                 box.fill(answer)
                 box.press("Tab")
-            idle.wait_for()
-            page.get_by_role("button", name="Save answer").click()
+                idle.wait_for()
+                page.get_by_role("button", name=re.compile(r"^Save answer")).click()
             said = page.get_by_text(f"Answer “{answer}” saved for the previous item ", exact=False)
             expect(said).to_be_visible()
             shot("review_saved")
@@ -625,27 +633,40 @@ def test_every_page_fits_a_laptop_screen(laptop_server, tmp_path):
                 goto(name)
                 shot(name.lower().replace(" ", "_"))
 
-            # Admin: charts, tables that fit the page, "-" for empty cells
+            # Admin, a section at a time: charts, tables that fit the page, "-" for empty cells
             goto("Admin")
-            expect(page.get_by_role("heading", name="Agreement", exact=True)).to_be_visible()
-            expect(page.get_by_test_id("stVegaLiteChart")).to_have_count(3)  # tasks and ready per mode; kappa per mode
-            shot("admin")  # the first screen; then the whole page (its main area scrolls: a tall window shows all)
-            page.set_viewport_size({"width": 1280, "height": 2600})
-            idle.wait_for()
-            page.screenshot(path=str(shots / "admin_whole.png"))
-            shutil.copy(shots / "admin_whole.png", ARTIFACTS / "laptop_admin_whole.png")
-            page.set_viewport_size(LAPTOP)
-            main = page.get_by_test_id("stMain")
-            tables = main.get_by_test_id("stTable")
-            assert tables.count() >= 4
-            for k in range(tables.count()):
-                t = tables.nth(k)
-                assert t.evaluate(
-                    "t => [t, ...t.querySelectorAll('*')].every(e => e.scrollWidth <= e.clientWidth + 1)"
-                ), k
-                box, frame = t.bounding_box(), main.bounding_box()  # stMain scrolls: compare left and right edges
-                assert box["x"] >= frame["x"] and box["x"] + box["width"] <= frame["x"] + frame["width"] + 0.5, (k, box)
-            cells = main.locator("[data-testid=stTable] td").all_inner_texts()
+            progress = page.get_by_test_id("stMain").get_by_role("heading", name="Progress", exact=True)
+            expect(progress).to_be_visible(timeout=60_000)  # the page's own (the sidebar has one too)
+            # tasks and ready questions per mode
+            expect(page.get_by_test_id("stVegaLiteChart")).to_have_count(2, timeout=60_000)
+            charts, cells, n_tables = 0, [], 0
+            for section in ("Progress and worker time", "Agreement", "Workers", "Drafts: time saved"):
+                page.get_by_test_id("stMain").get_by_text(section, exact=True).first.click()
+                idle.wait_for()
+                name = section.split(":")[0].split(" and ")[0].lower().replace(" ", "_")
+                shot(f"admin_{name}")  # the first screen; then the whole section (the main area scrolls)
+                page.set_viewport_size({"width": 1280, "height": 2600})
+                idle.wait_for()
+                page.screenshot(path=str(shots / f"admin_{name}_whole.png"))
+                shutil.copy(shots / f"admin_{name}_whole.png", ARTIFACTS / f"laptop_admin_{name}_whole.png")
+                page.set_viewport_size(LAPTOP)
+                idle.wait_for()
+                main = page.get_by_test_id("stMain")
+                charts += page.get_by_test_id("stVegaLiteChart").count()
+                tables = main.get_by_test_id("stTable")
+                n_tables += tables.count()
+                for k in range(tables.count()):
+                    t = tables.nth(k)
+                    assert t.evaluate(
+                        "t => [t, ...t.querySelectorAll('*')].every(e => e.scrollWidth <= e.clientWidth + 1)"
+                    ), k
+                    box, frame = t.bounding_box(), main.bounding_box()  # stMain scrolls: compare left and right edges
+                    assert box["x"] >= frame["x"] and box["x"] + box["width"] <= frame["x"] + frame["width"] + 0.5, (
+                        k,
+                        box,
+                    )
+                cells += main.locator("[data-testid=stTable] td").all_inner_texts()
+            assert charts == 3 and n_tables >= 5  # tasks and ready per mode; kappa per mode
             assert "None" not in cells and "-" in cells
 
             # the mode chosen (counting) is alice's again at her next sign-in, in a new session (a new tab: its own
@@ -676,5 +697,5 @@ def test_every_page_fits_a_laptop_screen(laptop_server, tmp_path):
         "verify.png",
         "errata.png",
         "blind_flags.png",
-        "admin.png",
+        "admin_progress.png",
     }

@@ -86,13 +86,15 @@ def test_app_admin_page_needs_the_right_in_the_store(env):
     item = C.next_item(store, "alice", "counting")
     C.save_annotation(store, "alice", item.task_id, counting_annotation(item))
     at = _signed_in(tokens["carol"], page="Admin")
-    assert [h.value for h in at.header] == ["Progress", "Agreement"]
+    assert [h.value for h in at.header] == ["Progress"]  # the first of the sections an admin picks
+    at.radio(key="admin_section").set_value("Workers").run()
+    assert [h.value for h in at.header] == ["Workers"]
     assert [d.value["name"].tolist() for d in at.main.table if "name" in d.value] == [["alice", "bob", "carol", "dave"]]
     with store.session() as s:  # carol is no longer an admin: the page she has open gets no data
         s.get(Worker, "carol").is_admin = False
     at.run()
     assert not at.exception, at.exception
-    assert "Agreement" not in [h.value for h in at.header] and not [d for d in at.main.table if "name" in d.value]
+    assert "Workers" not in [h.value for h in at.header] and not [d for d in at.main.table if "name" in d.value]
     assert _by_label(at.sidebar.radio, "Page").options == [
         "Annotate",
         "Review",

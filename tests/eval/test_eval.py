@@ -259,6 +259,52 @@ def test_oeq_scored_by_worker_labels_from_the_store(tmp_path):
     assert "2 open answers unjudged" in res.summary()
 
 
+def test_an_answer_labelled_no_answer_is_scored_wrong_and_counted_apart(tmp_path):
+    """issue 32: "I cannot tell from this image." labelled "no answer" is a miss (VHTest counts a refusal as one),
+    read as "no answer", counted apart in the report; a tie between "no answer" and "correct" is no verdict."""
+    from helpers import make_ready_store
+
+    from vhmine import curate as C
+    from vhmine.export.job import ExportOptions, export_benchmark
+
+    store = make_ready_store(tmp_path)
+    export_benchmark(store, ExportOptions(out=tmp_path / "b", format="hf"))
+    bench = F.load(tmp_path / "b")
+    oeq = sorted(it.id for it in bench if it.kind == "OEQ")
+    C.add_worker(store, "bob")
+    for iid, (va, vb) in {oeq[0]: ("no answer", "no answer"), oeq[1]: ("no answer", "correct")}.items():
+        rid = C.add_response(store, iid, "m", "the prompt", "I cannot tell from this image.")
+        C.label_response(store, "alice", rid, va)
+        C.label_response(store, "bob", rid, vb)
+    store.close()
+    preds = tmp_path / "m.jsonl"
+    preds.write_text(
+        "".join(
+            json.dumps({"id": it.id, "answer": "Yes" if it.kind == "YNQ" else "I cannot tell from this image."}) + "\n"
+            for it in bench
+        )
+    )
+    res = evaluate(
+        EvalOptions(
+            bench=tmp_path / "b",
+            out=tmp_path / "ev",
+            predictions=[("m", preds)],
+            oeq="labels",
+            db=str(tmp_path / "store.db"),
+        )
+    )
+    rows = {r["id"]: r for r in map(json.loads, (tmp_path / "ev" / "answers-m.jsonl").read_text().splitlines())}
+    assert [(rows[i]["read_as"], rows[i]["correct"]) for i in oeq[:2]] == [("no answer", False), ("unjudged", False)]
+    assert rows[oeq[0]]["verdict"]["reason"] == "the store's verdict on this answer: no answer (scored wrong)"
+    m = res.report["models"]["m"]
+    assert (m["oeq_no_answer"], m["oeq_unjudged"]) == (1, 3)
+    assert (
+        "Open answers that do not answer, by the store's labels (scored wrong): m: 1"
+        in (tmp_path / "ev" / "report.md").read_text()
+    )
+    assert "1 open answers that do not answer" in res.summary()
+
+
 def test_max_cost_caps_the_whole_run_not_each_model(bench_dir, tmp_path, openai_server):
     """--max-cost is one budget for every model (and judge) of an eval run; a model without a price is refused."""
     srv = openai_server

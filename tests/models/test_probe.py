@@ -79,7 +79,7 @@ def test_probe_judges_by_rule_and_llm_and_a_rerun_asks_nothing(openai_server, tm
     again = probe(store, ProbeOptions(_opts(srv, tmp_path), judge="judge-llm"))
     assert len(srv.requests) == n and {i.status for i in again.items} == {"cached"}
     assert again.per_mode()["color"]["hallucinated"] == 4 and len(_responses(store)) == 12
-    assert "counting         6        6       4       2        0      0" in again.summary()
+    assert "counting         6        6       4       2       0        0      0" in again.summary()
     store.close()
 
 
@@ -97,6 +97,26 @@ def test_without_a_judge_oeq_waits_for_workers_then_a_judge_fills_in(openai_serv
     probe(store, ProbeOptions(_opts(srv, tmp_path), modes=["counting"], judge="judge-llm"))
     assert [b["model"] for b in srv.chats()[n:]] == ["judge-llm", "judge-llm"]  # the victim is not asked again
     assert len(hallucinations(store, "counting")) == 4
+    store.close()
+
+
+def test_an_answer_labelled_no_answer_is_counted_apart_and_is_no_hallucination(openai_server, tmp_path):
+    # issue 32: "I cannot tell from this image." had only correct / hallucinated to be labelled with
+    srv = openai_server
+    store = make_ready_store(tmp_path)
+    probe(store, ProbeOptions(_opts(srv, tmp_path), modes=["counting"]))
+    oeq = [r for r in _responses(store) if r.verdict is None]
+    C.add_worker(store, "bob")
+    C.label_response(store, "bob", oeq[0].id, "no answer")
+    assert C.response_verdicts(store, [oeq[0].id])[oeq[0].id].verdict == "no answer"
+    res = probe(store, ProbeOptions(_opts(srv, tmp_path), modes=["counting"]))  # from the cache: the verdicts now
+    want = Counter(instances=6, answered=6, hallucinated=2, correct=2, unjudged=1)
+    want["no answer"] = 1
+    assert res.per_mode()["counting"] == want
+    assert len(hallucinations(store, "counting")) == 2  # not an example of a hallucination to describe
+    lines = res.summary().splitlines()
+    assert lines[1].split()[5:8] == ["no", "ans.", "unjudged"]
+    assert next(x for x in lines if x.startswith("counting")).split() == ["counting", "6", "6", "2", "2", "1", "1", "0"]
     store.close()
 
 
@@ -148,8 +168,8 @@ def test_cli_records_a_refusal_goes_on_exits_3_and_writes_no_key(openai_server, 
     cmd, env = _cli(tmp_path, srv, "--judge", "judge-llm")
     r = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert r.returncode == 3, r.stderr
-    assert "counting         6        4       3       1        0      2" in r.stdout
-    assert "color            6        6       4       2        0      0" in r.stdout
+    assert "counting         6        4       3       1       0        0      2" in r.stdout
+    assert "color            6        6       4       2       0        0      0" in r.stdout
     assert r.stdout.count(": refused: victim-vlm at http://127.0.0.1:") == 2
     assert "partial run: 2 instance(s) not answered; rerun the same command to ask only those" in r.stdout
     # the key: sent on every request, written nowhere
@@ -165,7 +185,7 @@ def test_cli_records_a_refusal_goes_on_exits_3_and_writes_no_key(openai_server, 
     srv.refuse = lambda body: False
     r3 = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert r3.returncode == 0, r3.stdout + r3.stderr
-    assert "counting         6        6       4       2        0      0" in r3.stdout
+    assert "counting         6        6       4       2       0        0      0" in r3.stdout
 
 
 def test_a_killed_probe_resumes_where_it_stopped(openai_server, tmp_path):

@@ -1,6 +1,7 @@
 """The app's "Errata" page: any worker flags an item of a released export as wrong; admins decide the flags.
 
-A worker types the instance id an export wrote (or picks a ready item of the mode), says what is wrong and,
+A worker types the instance id an export wrote (or finds a ready item of the mode by its words: a few are listed at
+once, however many the store holds), says what is wrong and,
 optionally, the right answer; they see their own flags and what became of them. An admin sees every open
 flag with the item, and accepts it (a new answer, a new yes/no truth, or removing the item) or rejects it
 with a reason; and decides the person-queue (curate.person_queue): yes/no questions whose open answers changed
@@ -14,7 +15,7 @@ from __future__ import annotations
 import streamlit as st
 
 from vhmine import curate as C
-from vhmine.apps.page_helpers import ACTIONS, act, esc, image, show_flash, table
+from vhmine.apps.page_helpers import ACTIONS, act, esc, image, run_action, show_flash, table
 from vhmine.errors import VhmineError
 from vhmine.rules import modes as M
 
@@ -23,16 +24,39 @@ def _answer_text(kind: str, answers, truth) -> str:
     return ("yes" if truth else "no") if kind == M.YNQ else "; ".join(answers)
 
 
+PICK = 30  # ready items the picker lists at once
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _ready_labels(_store, mode: str, mark: tuple) -> dict[str, str]:
+    """The ready items of `mode` as the picker names them, read again only when the store changed (curate.log_mark)."""
+    return {
+        r.id: f"{r.id}: {r.question} ({_answer_text(r.kind, r.answers, r.truth)})"
+        for r in C.ready_instances(_store, mode, locate=False)
+    }  # only the text: no image is hashed
+
+
 def _flag_form(store, me: C.WorkerInfo, mode: str) -> None:
     st.subheader("Flag an item as wrong")
     typed = st.text_input("Instance id", key="er_id", help="The id field of the released export's instance.")
-    labels = {
-        r.id: f"{r.id}: {r.question} ({_answer_text(r.kind, r.answers, r.truth)})"
-        for r in C.ready_instances(store, mode, locate=False)
-    }  # only the text: no image is hashed
+    labels = _ready_labels(store, mode, C.log_mark(store))
+    words = (
+        (st.text_input(f"Or find a ready {mode} item by words of its question or answer", key=f"er_find:{mode}") or "")
+        .lower()
+        .split()
+    )
+    hits = [i for i, text in labels.items() if all(w in text.lower() for w in words)]
+    shown = list(
+        dict.fromkeys(
+            [
+                *([st.session_state[f"er_pick:{mode}"]] if st.session_state.get(f"er_pick:{mode}") in labels else []),
+                *hits[:PICK],
+            ]
+        )
+    )  # a few, not all of a large store's
     picked = st.selectbox(
-        f"Or pick a ready {mode} item",
-        [None, *labels],
+        f"and pick it ({min(len(hits), PICK)} of {len(hits)} matching shown)",
+        [None, *shown],
         key=f"er_pick:{mode}",
         format_func=lambda i: "-" if i is None else labels[i],
     )
@@ -49,15 +73,26 @@ def _flag_form(store, me: C.WorkerInfo, mode: str) -> None:
             right.text(rec.question)
             right.caption("Reference answer")
             right.text(_answer_text(rec.kind, rec.answers, rec.truth))
-    reason = st.text_input("What is wrong", key="er_reason", placeholder="image B shows three cats, not two")
-    proposed = st.text_input("Right answer (optional)", key="er_proposed")
+    st.text_input("What is wrong", key="er_reason", placeholder="image B shows three cats, not two")
+    st.text_input("Right answer (optional)", key="er_proposed")
     show_flash(ACTIONS)
-    if st.button("Flag as wrong", type="primary", key="er_flag"):
-        act(
-            lambda: C.flag_instance(store, me, iid or "", reason, proposed),
-            "success",
-            f"Flagged {iid}: an admin will accept or reject the flag.",
-        )
+    st.button("Flag as wrong", type="primary", key="er_flag", on_click=_flag, args=(store, me, mode))
+
+
+def _flag(store, me: C.WorkerInfo, mode: str) -> None:
+    """Flag as wrong's on_click: the flag saved, the form is emptied for the next one (it kept its text)."""
+    ss = st.session_state
+    iid = (ss.get("er_id") or "").strip() or ss.get(f"er_pick:{mode}")
+    reason, proposed = ss.get("er_reason") or "", ss.get("er_proposed") or ""
+    got = run_action(
+        lambda: C.flag_instance(store, me, iid or "", reason, proposed),
+        "success",
+        f"Flagged {iid}: an admin will accept or reject the flag.",
+    )
+    if got is not None:
+        for key in ("er_id", "er_reason", "er_proposed", f"er_find:{mode}"):
+            ss[key] = ""
+        ss[f"er_pick:{mode}"] = None
 
 
 def _item_box(store, image_id: str, caption: str, question: str):
@@ -105,7 +140,9 @@ def _decide(store, me: C.WorkerInfo, e: C.ErratumView) -> None:
 
 def _queued(store, me: C.WorkerInfo, c: C.Contradiction) -> None:
     """One question of the person-queue: both sides, and the admin's choice of the truth that stands."""
-    right = _item_box(store, c.image_id, f"{c.mode} YNQ {c.instance_id}, since {c.since}", c.question)
+    right = _item_box(
+        store, c.image_id, f"{c.mode} yes/no question, waiting since {c.since} (item {c.instance_id}):", c.question
+    )
     right.caption(
         esc(
             f"Decided by {c.decided_by}: {'yes' if c.truth else 'no'}, against the open answers "
@@ -137,7 +174,7 @@ def _queued(store, me: C.WorkerInfo, c: C.Contradiction) -> None:
         act(
             lambda: C.resolve_contradiction(store, me, c.instance_id, truth, note),
             "success",
-            f"Decided {c.instance_id}: truth {'yes' if truth else 'no'}.",
+            f"Decided “{c.question}”: truth {'yes' if truth else 'no'}.",
             f"cq:{c.instance_id}",
         )
 

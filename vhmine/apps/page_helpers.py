@@ -12,8 +12,10 @@ from __future__ import annotations
 import base64
 import html
 import io
+import json
 import re
 import string
+import time
 
 import streamlit as st
 
@@ -78,12 +80,34 @@ def show_leftover_flash(box) -> None:
         getattr(box, kind)(esc(msg))
 
 
+def _stamp(store, image_id: str) -> tuple:
+    """The recorded file's stamp (curate.image_stamp); an image with none (a tar member, a URL) is checked again
+    each minute."""
+    stamp = C.image_stamp(store, image_id)
+    return stamp if stamp[2] is not None else stamp + (int(time.time() // 60),)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)  # whole files (photos of megabytes): a few
+def _cached_bytes(_store, image_id: str, stamp: tuple) -> bytes:
+    return C.image_bytes(_store, image_id)  # checked against its sha256: an error is never cached
+
+
+def image_data(store, image_id: str) -> bytes:
+    """The image's bytes, read and hashed once while its file stays as it is (not again on every rerun)."""
+    return _cached_bytes(store, image_id, _stamp(store, image_id))
+
+
+@st.cache_data(max_entries=512, show_spinner=False)
+def _thumbnail(_store, image_id: str, height: int, stamp: tuple) -> tuple[str, float]:
+    return _scaled_png(C.image_bytes(_store, image_id), height)
+
+
 def image(store, image_id: str, caption: str) -> None:
     try:
         # "content": its own pixel width, shrunk to fit the column but never stretched (a 32 px image drawn
         # 940 px wide shows nothing a worker can judge); the caption apart, as st.image's own caption widens
         # a small image to the caption's width
-        st.image(C.image_bytes(store, image_id), width="content")
+        st.image(image_data(store, image_id), width="content")
         st.caption(esc(caption))
     except VhmineError as err:
         st.error(esc(err))
@@ -111,8 +135,8 @@ def image_row(store, views, height: int = ROW_HEIGHT) -> None:
     (heights staying equal) when the page is narrower. `views`: (image id, caption) pairs."""
     cells = []
     for image_id, caption in views:
-        try:
-            url, ratio = _scaled_png(C.image_bytes(store, image_id), height)
+        try:  # encoded once per image (and file state): a rerun of the page only looks its file up
+            url, ratio = _thumbnail(store, image_id, height, _stamp(store, image_id))
         except VhmineError as err:
             st.error(esc(err))
             continue
@@ -137,6 +161,63 @@ def image_row(store, views, height: int = ROW_HEIGHT) -> None:
         + "".join(c for _, c in cells)
         + "</div>"
     )
+
+
+def land(target: str) -> None:
+    """After an action: the page's next run shows its top and puts the keyboard on `target` (a CSS selector, e.g.
+    the next item's first field), so that a worker goes on without scrolling or reaching for the mouse."""
+    st.session_state["land"] = target
+
+
+def show_landing() -> None:
+    """Scroll to the top of the page and focus what `land` asked for (drawn last, once per action)."""
+    target = st.session_state.pop("land", None)
+    if target is None:
+        return
+    n = st.session_state["land_n"] = st.session_state.get("land_n", 0) + 1  # new text: the script runs again
+    st.html(
+        f"""<script>/* {n} */ (() => {{
+  let tries = 0;
+  const go = () => {{
+    const el = document.querySelector({json.dumps(target)});
+    if (!el && tries++ < 40) {{ setTimeout(go, 25); return; }}
+    const top = document.querySelector('[data-testid=stMain] h2') || document.querySelector('[data-testid=stMain]');
+    if (top) top.scrollIntoView({{block: 'start'}});
+    if (el) el.focus({{preventScroll: true}});
+  }};
+  go();
+}})();</script>""",
+        unsafe_allow_javascript=True,
+    )
+
+
+def run_action(fn, ok_kind: str, ok_msg, place: str = ACTIONS, target: str | None = None):
+    """A button's on_click: run the library call `fn` before the page runs, so that the run the click starts shows
+    its outcome (one run per action, where `act`'s st.rerun made two); its message (or error) shows at `place`, and
+    the page lands on `target` (land) when it succeeded. Returns what `fn` returned (None after an error)."""
+    st.session_state["acted"] = st.session_state.get("acted", 0) + 1  # the whole page must show it (whole_page)
+    try:
+        got = fn()
+    except VhmineError as err:
+        flash("error", str(err), place)
+        return None
+    flash(ok_kind, ok_msg(got) if callable(ok_msg) else ok_msg, place)
+    if target:
+        land(target)
+    return got
+
+
+def page_ran() -> None:
+    """The whole page runs (called at its top): it shows every action so far."""
+    st.session_state["shown_acted"] = st.session_state.get("acted", 0)
+
+
+def whole_page() -> None:
+    """At the top of a fragment: where an action acted in a run of the fragment alone (a shortcut pressed while
+    typing in one of its fields sends the field and the click together, and Streamlit runs the fragment only),
+    run the whole page, which shows its outcome."""
+    if st.session_state.get("acted", 0) != st.session_state.get("shown_acted", 0):
+        st.rerun(scope="app")
 
 
 def act(fn, ok_kind: str, ok_msg, place: str = ACTIONS, note=None) -> None:

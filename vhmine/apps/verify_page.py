@@ -2,7 +2,8 @@
 
 A worker sees a pair a vision model drafted (`vhmine draft`): both images, the question, an answer per
 image and the yes/no variants with their truth on each image, and the model and prompt that made them;
-they accept it as drafted, save their edit, or reject it with a reason. Reads and writes only through
+they accept it as drafted, save their edit, or reject it with a reason (each a button with a keyboard shortcut, acting
+before the page runs: one run per decision). Reads and writes only through
 vhmine.curate (next_verify_item, accept_draft, edit_draft, reject_draft, draft_savings); text the model
 or a worker wrote is shown with st.text or in escaped Markdown.
 """
@@ -12,8 +13,11 @@ from __future__ import annotations
 import streamlit as st
 
 from vhmine import curate as C
-from vhmine.apps.page_helpers import ACTIONS, act, esc, image_row, show_flash, table
+from vhmine.apps.page_helpers import ACTIONS, esc, image_row, run_action, show_flash, table
 from vhmine.errors import VhmineError
+
+SHORTCUTS = {"accept": "Ctrl+Enter", "edit": "Alt+E", "reject": "Alt+J"}  # Alt+R: Streamlit keeps R for itself
+NEXT = "[data-testid=stMain] [data-testid=stTextInput] input"  # the next draft's question
 
 
 def verify_page(store, me: C.WorkerInfo, mode: str) -> None:
@@ -37,69 +41,104 @@ def verify_page(store, me: C.WorkerInfo, mode: str) -> None:
             f"yours until {item.lease_until:%H:%M} UTC"
         )
     )
-    question = st.text_input("Question", value=item.question, key=f"vq:{key}")
-    answers = {}
-    for col, (img, ans) in zip(st.columns(len(item.answers)), item.answers.items()):
-        answers[img] = col.text_area(
+    st.text_input("Question", value=item.question, key=f"vq:{key}")
+    for col, (img, ans) in zip(st.columns(len(item.answers)), item.answers.items(), strict=True):
+        col.text_area(
             f"Answer(s) for image {roles[img]}, one per line", value="\n".join(ans), key=f"va:{key}:{roles[img]}"
         )
     st.subheader("Yes/no variants")
-    yes_no, checked = [], []
-    for k, (q, truths) in enumerate(item.yes_no):
+    for k, (q, truths) in enumerate(item.yes_no):  # their values are read when a button acts (_decide)
         with st.container(border=True):
-            keep = st.checkbox("Keep", value=True, key=f"vk:{key}:{k}")
+            st.checkbox("Keep", value=True, key=f"vk:{key}:{k}")
             if q in item.unchecked:
                 st.warning("The rules cannot check this question against the answers: check its truths on the images.")
-            yq = st.text_input(f"Yes/no question {k + 1}", value=q, key=f"vyq:{key}:{k}")
-            cols = st.columns(len(truths))
-            got = {}
-            for col, (img, t) in zip(cols, truths.items()):
-                got[img] = (
-                    col.radio(
-                        f"Image {roles[img]}",
-                        ["yes", "no"],
-                        index=0 if t else 1,
-                        horizontal=True,
-                        key=f"vyt:{key}:{k}:{roles[img]}",
-                    )
-                    == "yes"
+            st.text_input(f"Yes/no question {k + 1}", value=q, key=f"vyq:{key}:{k}")
+            for col, (img, t) in zip(st.columns(len(truths)), truths.items(), strict=True):
+                col.radio(
+                    f"Image {roles[img]}",
+                    ["yes", "no"],
+                    index=0 if t else 1,
+                    horizontal=True,
+                    key=f"vyt:{key}:{k}:{roles[img]}",
                 )
-            if st.checkbox(
+            st.checkbox(
                 "I checked these truths on the images (needed where the rules cannot check them)",
                 value=False,
                 key=f"vc:{key}:{k}",
-            ):
-                checked.append(yq)
-            if keep:
-                yes_no.append((yq, got))
-    note = show_flash(ACTIONS)  # what the last action said, and the error of the next, above the buttons
+            )
+    show_flash(ACTIONS)  # what the last action said, and the error of the next, above the buttons
     c1, c2, c3 = st.columns(3)
-    if c1.button("Accept as drafted", type="primary", key=f"vacc:{key}"):
-        act(
+    c1.button(
+        "Accept as drafted",
+        type="primary",
+        key=f"vacc:{key}",
+        shortcut=SHORTCUTS["accept"],
+        on_click=_decide,
+        args=(store, me, item, "accept"),
+    )
+    c2.button(
+        "Save my edit", key=f"vedit:{key}", shortcut=SHORTCUTS["edit"], on_click=_decide, args=(store, me, item, "edit")
+    )
+    c3.text_input("Reject reason", key=f"vreason:{key}", placeholder="answer for image B is wrong")
+    c3.button(
+        "Reject", key=f"vrej:{key}", shortcut=SHORTCUTS["reject"], on_click=_decide, args=(store, me, item, "reject")
+    )
+
+
+def _decide(store, me: C.WorkerInfo, item, decision: str) -> None:
+    """A decision's on_click, before the page runs (one run): the fields as they hold now."""
+    ss, key = st.session_state, item.draft_id
+    roles = {v.id: v.role for v in item.images}
+    yes_no, checked = [], []
+    for k, (q, truths) in enumerate(item.yes_no):
+        yq = ss.get(f"vyq:{key}:{k}", q)
+        if ss.get(f"vc:{key}:{k}", False):
+            checked.append(yq)
+        if ss.get(f"vk:{key}:{k}", True):
+            yes_no.append(
+                (
+                    yq,
+                    {
+                        img: ss.get(f"vyt:{key}:{k}:{roles[img]}", "yes" if t else "no") == "yes"
+                        for img, t in truths.items()
+                    },
+                )
+            )
+    if decision == "accept":
+        run_action(
             lambda: C.accept_draft(store, me, item.draft_id, checked=checked),
             "success",
             lambda v: f"Accepted the draft: {len(v.instance_ids)} question(s) ready.",
-            note=note,
+            ACTIONS,
+            NEXT,
         )
-    if c2.button("Save my edit", key=f"vedit:{key}"):
-        act(
+    elif decision == "edit":
+        answers = {img: ss.get(f"va:{key}:{roles[img]}", "\n".join(ans)) for img, ans in item.answers.items()}
+        run_action(
             lambda: C.edit_draft(
-                store, me, item.draft_id, question=question, answers=answers, yes_no=yes_no, checked=checked
+                store,
+                me,
+                item.draft_id,
+                question=ss.get(f"vq:{key}", item.question),
+                answers=answers,
+                yes_no=yes_no,
+                checked=checked,
             ),
             "success",
             lambda v: (
                 f"Saved ({'no change: accepted' if v.decision == 'accept' else 'edited'}): "
                 f"{len(v.instance_ids)} question(s) ready."
             ),
-            note=note,
+            ACTIONS,
+            NEXT,
         )
-    reason = c3.text_input("Reject reason", key=f"vreason:{key}", placeholder="answer for image B is wrong")
-    if c3.button("Reject", key=f"vrej:{key}"):
-        act(
-            lambda: C.reject_draft(store, me, item.draft_id, reason),
+    else:
+        run_action(
+            lambda: C.reject_draft(store, me, item.draft_id, ss.get(f"vreason:{key}") or ""),
             "info",
             f"Rejected the draft of {item.task_id}; the pair goes back to the annotate queue.",
-            note=note,
+            ACTIONS,
+            NEXT,
         )
 
 

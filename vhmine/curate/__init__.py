@@ -21,8 +21,11 @@ One module per concern, in five subpackages, all re-exported here (`from vhmine 
 C.next_item(...)`); each imports only the ones before it in this list:
 - `base/`: what every curation module needs: `retry` (transitions retried), `ids`, `text`, `access`
   (`WorkerInfo`, worker and admin checks), `tasks` (lease checks, the compare-and-set on a task's version,
-  the action log), `items` (the queue `Item`);
-- `work/`: the work itself: `lease` (how every queue hands out its next task), `queue` (discard, skip,
+  the action log), `items` (the queue `Item`), `located` (whether a recorded image is still there, hashed again
+  only when its file's stamp changed);
+- `work/`: the work itself: `lease` (how every queue hands out its next task), `holds` (tasks held out of the
+  queues while an image is missing or changed, and back with it), `leased` (the items of a mode other workers
+  hold, and until when), `queue` (discard, skip,
   progress, generated images entering the queue), `annotate` (saving questions and answers), `verify`
   (model drafts of pair tasks: accept, edit, reject), `review` (blind review), `responses` (model responses
   and their labels), `blind` (blind-solver flags), `neardups` (near duplicates export found, and their
@@ -32,7 +35,8 @@ C.next_item(...)`); each imports only the ones before it in this list:
   carries through to), `person_queue` (drafted questions whose answers now contradict a person's truth),
   `undo`;
 - `people/`: `workers` (sign-in, tokens, (de)activation), `agreement` (between workers, with `kappa`),
-  `savings` (time per verified against per scratch item);
+  `savings` (time per verified against per scratch item), `workload` (worker seconds per ready instance and
+  the hours left to a target, per mode);
 - `stages/`: what the other stages and commands read and write through curate: `records` (ready instances
   for export), `images` (serving recorded image bytes), `model_responses`, `descriptions`, `generations`,
   `seeding` (mined pairs entering the store), `overview` (the store's counts for `vhmine status`), `app`
@@ -63,8 +67,9 @@ from vhmine.curate.people.workers import (
     rotate_token,
     sign_in,
 )
+from vhmine.curate.people.workload import ModeTime, log_mark, worker_time
 from vhmine.curate.stages.app import default_app_path, run_app, streamlit_command
-from vhmine.curate.stages.images import image_bytes, image_file
+from vhmine.curate.stages.images import image_bytes, image_file, image_stamp
 from vhmine.curate.stages.overview import ModeCounts, StoreOverview, store_overview
 from vhmine.curate.stages.records import InstanceRecord, get_instance, ready_instances
 from vhmine.curate.work.annotate import Annotation, Saved, save_annotation
@@ -85,6 +90,8 @@ from vhmine.curate.work.blind import (
 from vhmine.curate.work.blind import group_key as blind_group_key
 from vhmine.curate.work.blind import reference_of as blind_reference
 from vhmine.curate.work.blind import stored_answers as blind_stored_answers
+from vhmine.curate.work.holds import HeldTask, held_kinds, held_tasks, recheck_held
+from vhmine.curate.work.leased import Leased, leased_to_others
 from vhmine.curate.work.neardups import (
     NearDuplicateView,
     near_duplicate_id,
@@ -132,6 +139,7 @@ __all__ = [
     "sign_in",
     "image_bytes",
     "image_file",
+    "image_stamp",
     "ImageView",
     "Item",
     "Progress",
@@ -209,6 +217,15 @@ __all__ = [
     "ModeCounts",
     "StoreOverview",
     "store_overview",
+    "ModeTime",
+    "log_mark",
+    "worker_time",
+    "Leased",
+    "leased_to_others",
+    "HeldTask",
+    "held_kinds",
+    "held_tasks",
+    "recheck_held",
     "default_app_path",
     "run_app",
     "streamlit_command",

@@ -22,7 +22,8 @@ YNQ answers are read by a named rule (vhmine.rules.answers: vhtest, pope, strict
 read are counted and reported, never taken as "no". OEQ answers are scored by `match` (a reference
 answer appears in the answer, words normalized), by an LLM judge (`judge`), or by the verdicts on the
 model's responses in the curation store (`labels`: the workers' majority where they labelled the
-response, else probe's rule or judge; curate.response_verdicts). With a judge, `judge_agreement`
+response, else probe's rule or judge; curate.response_verdicts, read by vhmine.eval.labels; an answer labelled
+"no answer" is scored wrong and counted apart). With a judge, `judge_agreement`
 adds Cohen's kappa between the judge's verdicts and the workers' majority on the same answers. `--rule mmvp`
 instead grades every answer as MMVP's gpt_grader.py does (vhmine.eval.mmvp, vhmine.rules.mmvp).
 
@@ -58,6 +59,7 @@ from vhmine.eval.ask import (  # noqa: F401  (eval's public names, importable fr
     prompt_of,
     run_model,
 )
+from vhmine.eval.labels import RIGHT, store_labels, store_verdicts
 from vhmine.eval.options import MMVP, OEQ_SCORERS, EvalOptions
 from vhmine.eval.predictions import load_predictions, read_predictions  # noqa: F401
 from vhmine.eval.report import (
@@ -113,33 +115,6 @@ def _mmvp_options(opts: EvalOptions) -> EvalOptions:
     return replace(opts, oeq=MMVP)
 
 
-def store_labels(
-    db: str | None, model: str, answers: dict[str, str], workers_only: bool = False
-) -> dict[str, bool | None]:
-    """instance id -> the store's verdict on `model`'s response that says the same as `answers[id]`.
-
-    The verdict that counts (curate.response_verdicts): the workers' majority where they labelled the
-    response, else probe's rule or judge; tied workers: None. `workers_only`: the workers' majority alone
-    (responses no worker labelled are left out). A verdict judges one answer text, so a response with
-    other words (another prompt, another endpoint) does not score this answer; two matching responses
-    with different verdicts give None.
-    """
-    from vhmine.curate import response_verdicts
-    from vhmine.curate.stages.model_responses import responses_saying
-    from vhmine.store import open_store
-
-    with open_store(db, create=False) as store:
-        rows = responses_saying(store, model, answers)
-        counts = response_verdicts(store, [rid for rid, _ in rows])
-    found: dict[str, set] = {}
-    for rid, iid in rows:
-        if not workers_only or counts[rid].by_workers:
-            found.setdefault(iid, set()).add(counts[rid].verdict)
-    return {
-        iid: {"correct": True, "hallucinated": False}.get(v.pop()) if len(v) == 1 else None for iid, v in found.items()
-    }
-
-
 # --- the report (tables and chart: report) ----------------------------------------------------
 
 
@@ -168,6 +143,7 @@ class EvalResult:
                 f"  {name}: {figures_line(o)}"
                 + (f", {o['unreadable']} unreadable" if o.get("unreadable") else "")
                 + (f", {m['oeq_unjudged']} open answers unjudged" if m.get("oeq_unjudged") else "")
+                + (f", {m['oeq_no_answer']} open answers that do not answer" if m.get("oeq_no_answer") else "")
                 + (
                     f"; {m['failed']} failed, not scored ("
                     + ", ".join(f"{st} {k}" for st, k in m["failed_by_status"].items())
@@ -334,6 +310,7 @@ def evaluate(opts: EvalOptions) -> EvalResult:
     units: dict[str, dict] = {}  # model -> the units of each figure, per scope: what the comparisons resample
     for run in runs:
         verdicts: dict[str, bool | None] = {}
+        no_answer: set[str] = set()  # open answers the store's verdict says do not answer (scored wrong)
         agreement = None
         if mmvp:  # MMVP's grader: the order of an answers file checked before the judge is asked
             breaks = MM.check_run(bench, run, opts.partial)
@@ -344,9 +321,13 @@ def evaluate(opts: EvalOptions) -> EvalResult:
             if opts.judge_agreement:  # judges disagree (HallusionBench #12): how far this one agrees with people
                 agreement = judge_agreement(verdicts, store_labels(opts.db, run.model, run.answers, workers_only=True))
         elif has_oeq and opts.oeq == "labels":
-            verdicts = store_labels(opts.db, run.model, run.answers)
+            said = store_verdicts(opts.db, run.model, run.answers)
+            verdicts = {iid: RIGHT.get(v) for iid, v in said.items()}
+            no_answer = {iid for iid, v in said.items() if v == "no answer"}
         if not mmvp:
-            rows, details = score(bench, run, opts.rule, verdicts, opts.oeq, opts.partial, judge=judge)
+            rows, details = score(
+                bench, run, opts.rule, verdicts, opts.oeq, opts.partial, judge=judge, no_answer=no_answer
+            )
         failed = [{"id": d["id"], "why": d["failure"]} for d in details if d["read_as"] == "failed"]
         entry = {
             "source": run.source,
@@ -358,6 +339,8 @@ def evaluate(opts: EvalOptions) -> EvalResult:
             "failed_items": failed,
             # open answers with no verdict (judge unclear, labels tied or missing): scored wrong, counted here
             "oeq_unjudged": sum(d["read_as"] == "unjudged" for d in details),
+            # open answers the store says do not answer ("I cannot tell from this image."): scored wrong, counted here
+            "oeq_no_answer": sum(d["read_as"] == "no answer" for d in details),
             "metrics": MT.by_mode(rows, modes, bench.items, yes_no=not mmvp),  # mmvp reads no yes or no
         }
         if mmvp:  # MMVP's figure: pairs with both right, over the benchmark's complete pairs (and the file's lines)

@@ -245,6 +245,13 @@ def markdown(report: dict) -> str:
             "",
             "Open answers with no verdict (scored wrong): " + ", ".join(f"{n}: {k}" for n, k in unjudged.items()),
         ]
+    refused = {n: m["oeq_no_answer"] for n, m in models.items() if m.get("oeq_no_answer")}
+    if refused:
+        lines += [
+            "",
+            "Open answers that do not answer, by the store's labels (scored wrong): "
+            + ", ".join(f"{n}: {k}" for n, k in refused.items()),
+        ]
     fails = {n: m for n, m in models.items() if m.get("failed")}
     if fails:
         lines += ["", "## Requests that got no answer (not scored)", ""]

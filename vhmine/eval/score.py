@@ -61,8 +61,10 @@ def score(
     oeq: str,
     partial: bool = False,
     judge: str | None = None,
+    no_answer: set[str] | frozenset[str] = frozenset(),
 ) -> tuple[list[MT.Scored], list[dict]]:
-    """Scored rows for the metrics, and one detail record per item (`judge`: the judge's name, for verdicts)."""
+    """Scored rows for the metrics, and one detail record per item (`judge`: the judge's name, for verdicts;
+    `no_answer`: the open answers whose store verdict is "no answer", scored wrong and read as "no answer")."""
     from vhmine.rules.answers import get_rule
 
     parse = get_rule(rule).parse
@@ -108,6 +110,9 @@ def score(
             correct = bool(v)
             how = {True: "right", False: "wrong", None: "unjudged"}[v]
             verdict = _oeq_verdict(oeq, text, it.answers, v, judge)
+            if oeq == "labels" and it.id in no_answer:  # a refusal: a miss, as VHTest counts it, but no hallucination
+                how = "no answer"
+                verdict = {"by": "labels", "reason": "the store's verdict on this answer: no answer (scored wrong)"}
         rows.append(
             MT.Scored(it.id, it.mode, it.kind, correct, said, it.truth, it.pair_id, it.image_id, it.meta, it.group_id)
         )

@@ -5,7 +5,9 @@ folder, `--out DIR`, in the chosen format (vhmine.formats) plus `manifest.json`:
 kind (yes/no too), the sha256 of every file, and where each instance came from. The folder is built
 under a temporary name beside DIR and renamed into place, so a failed export leaves no half folder.
 
-YNQ must be 50/50 yes/no within each mode: `--per-mode N` samples N per mode (N/2 of each for YNQ);
+An instance whose image is missing, or changed since it was curated (its file no longer hashes to the recorded
+sha256, and no index lists a copy), is left out: the summary and the manifest's `left_out_images` say how many
+and why. YNQ must be 50/50 yes/no within each mode: `--per-mode N` samples N per mode (N/2 of each for YNQ);
 where the store cannot give a balance the export stops and says by how much (`--allow-unbalanced`
 goes on). Sampling follows a hash of (seed, pair or instance id): not row order, and the two
 questions of a pair sort next to each other (a per-mode cut, or the yes/no halves of YNQ, can still
@@ -204,6 +206,21 @@ def counts(bench: Benchmark) -> dict:
         c[it.kind] += 1
         if it.kind == YNQ:
             c["yes" if it.truth else "no"] += 1
+    return out
+
+
+def unavailable_images(recs) -> dict[str, str]:
+    """instance id -> "missing" or "changed" for each record whose image no file holds as it was curated (each
+    image hashed once): such instances are left out of the export, and the summary says how many and why."""
+    state: dict[tuple[str, str], str | None] = {}
+    out = {}
+    for r in recs:
+        key = (r.image_sha256, r.image_path)
+        if key not in state:
+            found = image_sha256(r.image_path)  # a file, or a WebDataset tar member
+            state[key] = "missing" if found is None else ("changed" if found != r.image_sha256 else None)
+        if state[key]:
+            out[r.id] = state[key]
     return out
 
 
@@ -418,6 +435,9 @@ def _export(store, opts: ExportOptions) -> ExportResult:
     ready = [r for r in ready_instances(store) if wanted is None or r.mode in wanted]
     recs = [r for r in ready if r.kind in kinds]
     other_kinds = sum(1 for r in ready if r.kind not in kinds) if implied else 0  # said in the summary
+    unavailable = unavailable_images(recs)  # missing or changed since curated: left out, said below, not a stop
+    no_image = [r for r in recs if r.id in unavailable]
+    recs = [r for r in recs if r.id not in unavailable]
     flagged = blind_dropped(store) if opts.drop_blind else set()
     left_out = [r for r in recs if r.id in flagged]  # answerable without the image (vhmine blind)
     recs = [r for r in recs if r.id not in flagged]
@@ -440,7 +460,7 @@ def _export(store, opts: ExportOptions) -> ExportResult:
     bench = assign_groups(bench)  # groups of what is exported
     _check_images(bench)
     key = pseudonym_key(store)
-    version_info, log_files, log_note = _versioning(store, opts, bench, left_out, key)
+    version_info, log_files, log_note = _versioning(store, opts, bench, left_out + no_image, key)
     if opts.near_dups is not None:
         from vhmine.export.neardup import check_near_duplicates
 
@@ -475,6 +495,10 @@ def _export(store, opts: ExportOptions) -> ExportResult:
     if blind or opts.drop_blind:  # blind accuracy per mode whenever blind answers exist
         info["blind"] = {"drop_blind": opts.drop_blind, "left_out": len(left_out), "solvers": blind}
     info["near_duplicates"] = dups.manifest
+    if unavailable:
+        info["left_out_images"] = {
+            why: sum(1 for w in unavailable.values() if w == why) for why in ("changed", "missing")
+        }
     from vhmine.export.datasheet import gather
 
     sheet = gather(
@@ -523,6 +547,12 @@ def _export(store, opts: ExportOptions) -> ExportResult:
     if opts.drop_blind:
         res.notes.append(
             f"left out {len(left_out)} instance(s) a blind solver answered right without the image (--drop-blind)"
+        )
+    if unavailable:
+        n = {why: sum(1 for w in unavailable.values() if w == why) for why in ("missing", "changed")}
+        res.notes.append(
+            f"left out {len(unavailable)} instance(s) whose image is missing ({n['missing']}) or changed "
+            f"since it was curated ({n['changed']}): restore the files and export again to include them"
         )
     res.notes.append(dups.note)
     if opts.allow_unbalanced and unbalanced_message(balance(bench)):

@@ -9,7 +9,9 @@ holding a yes/no question the rules cannot read against its answers is listed "t
 verifier must mark that question checked); a malformed one, one with the same answer on both images, or
 one whose yes/no question contradicts its answers however it is worded, is stored as rejected by rule
 with the reason and never queued. A task that already has a draft of this model, endpoint and prompt is not
-asked again; a request that failed stores nothing (rerun to ask again).
+asked again; a request that failed stores nothing (rerun to ask again). A task whose image is missing or changed
+since it was seeded (no file holds its recorded sha256) is not asked: it is listed with the reason ("image
+refused"), as the app refuses such an image, and the run goes on.
 """
 
 from __future__ import annotations
@@ -20,13 +22,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from vhmine import prompts as P
-from vhmine.errors import FormError
+from vhmine.errors import FormError, VhmineError
 from vhmine.llm import LLM, ChatRequest, LLMOptions
 from vhmine.rules import modes as M
 
 log = logging.getLogger(__name__)
 
 PROMPT = "draft"
+REFUSED = "image refused"  # a task whose image is missing or changed: listed, not asked, the run goes on
+DONE = ("queued", "rule_rejected", "skipped", REFUSED)
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,7 @@ class DraftResult:
 
     @property
     def failed(self) -> list[DraftItem]:
-        return [i for i in self.items if i.status not in ("queued", "rule_rejected", "skipped")]
+        return [i for i in self.items if i.status not in DONE]
 
     @property
     def partial(self) -> bool:
@@ -64,24 +68,24 @@ class DraftResult:
         lines = [
             f"draft {self.model} ({self.prompt}): {len(self.items)} pair tasks, ${self.spent:.4f} spent, "
             f"{self.sent} requests sent",
-            f"{'mode':<12} {'tasks':>5} {'queued':>6} {'by rule':>7} {'skipped':>7} {'failed':>6}",
+            f"{'mode':<12} {'tasks':>5} {'queued':>6} {'by rule':>7} {'skipped':>7} {'image':>6} {'failed':>6}",
         ]
         per: dict[str, Counter] = {}
         for i in self.items:
-            per.setdefault(i.mode, Counter())[
-                i.status if i.status in ("queued", "rule_rejected", "skipped") else "failed"
-            ] += 1
+            per.setdefault(i.mode, Counter())[i.status if i.status in DONE else "failed"] += 1
         for mode in M.mode_names():
             if mode in per:
                 c = per[mode]
                 lines.append(
                     f"{mode:<12} {sum(c.values()):>5} {c['queued']:>6} {c['rule_rejected']:>7} "
-                    f"{c['skipped']:>7} {c['failed']:>6}"
+                    f"{c['skipped']:>7} {c[REFUSED]:>6} {c['failed']:>6}"
                 )
         for i in [i for i in self.items if i.status == "rule_rejected"][:20]:
             lines.append(f"  rejected by rule: {i.task_id}: {i.reason}")
         for i in [i for i in self.items if i.status == "queued" and i.reason][:20]:
             lines.append(f"  to check: {i.task_id}: {i.reason}")
+        for i in [i for i in self.items if i.status == REFUSED][:20]:
+            lines.append(f"  image refused: {i.task_id}: {i.reason}")
         for f in self.failed[:20]:
             lines.append(f"  not drafted: {f.task_id}: {f.status}: {f.reason}")
         if self.partial:
@@ -121,6 +125,19 @@ def _open_pair_tasks(store, modes: list[str]) -> list[tuple[str, str, str, str]]
     return [tuple(r) for r in rows]
 
 
+def _located(store, files: dict, image_id: str):
+    """Where the image's recorded content is now (checked by its sha256), or the error saying why it is not; each
+    image once."""
+    from vhmine import curate as C
+
+    if image_id not in files:
+        try:
+            files[image_id] = C.image_file(store, image_id)
+        except VhmineError as err:
+            files[image_id] = err
+    return files[image_id]
+
+
 def draft(store, opts: DraftOptions) -> DraftResult:
     """Ask the model once per open pair task not yet drafted by it (model, endpoint, prompt); store every draft."""
     from vhmine import curate as C
@@ -138,17 +155,19 @@ def draft(store, opts: DraftOptions) -> DraftResult:
     with LLM(opts.llm) as llm:
         llm.check_prices([model])
         done = drafted_tasks(store, model, llm.endpoint, prompt.id)
-        todo = []
+        todo, files = [], {}
         for t in tasks:
             if t[0] in done:
                 items[t[0]] = DraftItem(t[0], t[1], "skipped")
+                continue
+            why = [_located(store, files, img) for img in t[2:]]
+            bad = next((w for w in why if isinstance(w, VhmineError)), None)
+            if bad is not None:  # missing or changed since it was seeded: never sent as that image; the run goes on
+                items[t[0]] = DraftItem(t[0], t[1], REFUSED, str(bad))
             else:
                 todo.append(t)
         # both images of the pair, A first, as the prompt says
-        reqs = [
-            ChatRequest(render(prompt, mode), images=[C.image_file(store, a), C.image_file(store, b)])
-            for _, mode, a, b in todo
-        ]
+        reqs = [ChatRequest(render(prompt, mode), images=[files[a], files[b]]) for _, mode, a, b in todo]
         for out in llm.chat_iter(reqs, desc=f"draft {model}"):
             tid, mode, a, b = todo[out.index]
             if not out.ok:

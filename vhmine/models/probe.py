@@ -1,17 +1,20 @@
 """Stage 4, probe: a victim MLLM answers the ready instances; each answer is judged.
 
-Reads ready instances (OEQ and YNQ) and their image files from the curation store; asks the model
-through vhmine.llm (cached, so a rerun or a resumed run asks only what is missing); writes one
-`responses` row per (instance, model, endpoint, prompt) with its verdict: YNQ by a yes/no rule
-(vhmine.rules.answers), OEQ by an LLM judge (`judge` model; its model and prompt recorded in the row's
-`judge` column) or left without a verdict for workers to label in the app. The endpoint (base URL
-without credentials) is part of what makes a response "already answered": two servers that serve one
-model name are two models. An instance is "hallucinated" (a success for VHTest) when the verdict that
+Reads ready instances (OEQ and YNQ) and their image files from the curation store; asks the model through vhmine.llm
+(cached, so a rerun or a resumed run asks only what is missing); writes one `responses` row per (instance, model,
+endpoint, prompt) with its verdict: YNQ by a yes/no rule (vhmine.rules.answers), OEQ by an LLM judge (`judge` model;
+its model and prompt recorded in the row's `judge` column) or left without a verdict for workers to label in the
+app. The endpoint (base URL without credentials) is part of what makes a response "already answered": two servers
+that serve one model name are two models. An instance is "hallucinated" (a success for VHTest) when the verdict that
 counts says so: the workers' majority where they labelled the response, else the rule's or judge's
-(curate.response_verdicts). Failures are recorded per item in the request cache with their reason;
-the run goes on and the result says it was partial. A rerun reads a stored yes/no answer again by this run's
-rule against the instance's current truth (a truth fixed since, by an erratum, changes its verdict); a stored
-open answer whose judge's verdict was cleared (curate.derived) is judged again when a judge is given.
+(curate.response_verdicts); an answer workers labelled "no answer" (it does not answer: "I cannot tell from this
+image.") is counted apart, neither correct nor a hallucination to describe. Failures are recorded per item in the
+request cache with their reason; the run goes on and the result says it was partial. An instance whose image is
+missing or changed since it was curated (no file with its recorded sha256 is left) is never sent: it is listed as
+left out, with the reason, and the run goes on (as the app, `vhmine draft` and `vhmine export` refuse such an
+image). A rerun reads a stored yes/no answer again by this run's rule against the instance's current truth (a truth
+fixed since, by an erratum, changes its verdict); a stored open answer whose judge's verdict was cleared
+(curate.derived) is judged again when a judge is given.
 """
 
 from __future__ import annotations
@@ -23,13 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vhmine import prompts as P
-from vhmine.errors import InputError
+from vhmine.errors import InputError, VhmineError
 from vhmine.llm import LLM, ChatRequest, LLMOptions
 from vhmine.rules import answers as A
 from vhmine.rules import judge as J
 from vhmine.rules import modes as M
 
 log = logging.getLogger(__name__)
+
+REFUSED = "image refused"  # an item's status when its image is missing or changed: left out, the run goes on
 
 
 @dataclass(frozen=True)
@@ -48,7 +53,7 @@ class ItemResult:
     mode: str
     kind: str
     status: str  # "answered", "cached" (answered in an earlier run), or an LLMError status
-    verdict: str | None = None  # "correct", "hallucinated", or None (not judged)
+    verdict: str | None = None  # "correct", "hallucinated", "no answer" (a worker's label), or None (not judged)
     reason: str = ""
 
 
@@ -64,7 +69,12 @@ class ProbeResult:
 
     @property
     def failed(self) -> list[ItemResult]:
-        return [i for i in self.items if i.status not in ("answered", "cached")]
+        return [i for i in self.items if i.status not in ("answered", "cached", REFUSED)]
+
+    @property
+    def refused(self) -> list[ItemResult]:
+        """Instances whose image is missing or changed since it was curated: never sent as that image."""
+        return [i for i in self.items if i.status == REFUSED]
 
     @property
     def partial(self) -> bool:
@@ -78,6 +88,8 @@ class ProbeResult:
             if i.status in ("answered", "cached"):
                 c["answered"] += 1
                 c[i.verdict or "unjudged"] += 1
+            elif i.status == REFUSED:
+                c["left out"] += 1
             else:
                 c["failed"] += 1
         return out
@@ -88,7 +100,8 @@ class ProbeResult:
             + (f" (OEQ judged by {self.judge})" if self.judge else " (OEQ left for workers)")
             + f": {len(self.items)} instances, ${self.spent:.4f} spent, {self.sent} requests sent, "
             f"{self.cached} answers from the cache",
-            f"{'mode':<12} {'inst':>5} {'answered':>8} {'halluc.':>7} {'correct':>7} {'unjudged':>8} {'failed':>6}",
+            f"{'mode':<12} {'inst':>5} {'answered':>8} {'halluc.':>7} {'correct':>7} {'no ans.':>7} {'unjudged':>8} "
+            f"{'failed':>6}",
         ]
         tot = Counter()
         for mode in M.mode_names():
@@ -98,12 +111,16 @@ class ProbeResult:
             tot.update(c)
             lines.append(
                 f"{mode:<12} {c['instances']:>5} {c['answered']:>8} {c['hallucinated']:>7} {c['correct']:>7} "
-                f"{c['unjudged']:>8} {c['failed']:>6}"
+                f"{c['no answer']:>7} {c['unjudged']:>8} {c['failed']:>6}"
             )
         lines.append(
             f"{'all':<12} {tot['instances']:>5} {tot['answered']:>8} {tot['hallucinated']:>7} {tot['correct']:>7} "
-            f"{tot['unjudged']:>8} {tot['failed']:>6}"
+            f"{tot['no answer']:>7} {tot['unjudged']:>8} {tot['failed']:>6}"
         )
+        for f in self.refused[:20]:
+            lines.append(f"  left out: {f.mode} {f.kind} {f.instance_id}: {f.reason}")
+        if len(self.refused) > 20:
+            lines.append(f"  ... and {len(self.refused) - 20} more whose image is missing or changed")
         for f in self.failed[:20]:
             lines.append(f"  not answered: {f.mode} {f.kind} {f.instance_id}: {f.status}: {f.reason}")
         if len(self.failed) > 20:
@@ -181,14 +198,23 @@ def probe(store, opts: ProbeOptions) -> ProbeResult:
             if r.kind == M.OEQ and verdict is None and opts.judge:
                 to_judge.append((r.id, rid, answer))
 
+        files: dict[str, object] = {}  # image id -> where its recorded content is now, or why it cannot be sent
         for r in recs:
             prompt = probe_prompt(r.kind).render(question=r.question)
             prev = have.get((r.id, prompt))
             if prev is not None:
                 reuse(r, *prev)
                 continue
+            if r.image_id not in files:  # hashed again here: only what still hashes to its sha256 is sent
+                try:
+                    files[r.image_id] = C.image_file(store, r.image_id)
+                except VhmineError as err:
+                    files[r.image_id] = err
+            if isinstance(files[r.image_id], VhmineError):  # the app, draft and export refuse it too
+                items[r.id] = ItemResult(r.id, r.mode, r.kind, REFUSED, reason=str(files[r.image_id]))
+                continue
             todo.append((r, prompt))
-        reqs = [ChatRequest(prompt, images=[Path(r.image_path)]) for r, prompt in todo]
+        reqs = [ChatRequest(prompt, images=[Path(str(files[r.image_id]))]) for r, prompt in todo]
         for out in llm.chat_iter(reqs, desc=f"probe {model}"):
             r, prompt = todo[out.index]
             if not out.ok:

@@ -9,8 +9,8 @@ differ (the pair is a difference CLIP misses: a question with one answer for bot
 apart no better than a guess); each yes/no variant is yes on one image and no on the other, and does not
 contradict what the open answers imply, however it is worded (vhmine.rules.variant); a variant the check
 cannot read is listed in `unchecked`, for the verifying worker to check (curate.verify). `parse_draft` reads a model's
-JSON into the same form, raising
-FormError with the reason when it is malformed.
+JSON into the same form, raising FormError with the reason when it is malformed or its question does not fit its
+template (a worker's edit may be their own wording; a model's draft may not).
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def check_content(
 
 def _derived(mode: M.Mode, tpl: M.Template, slots: dict | None, answers: dict, images: Sequence[str]):
     """Yes/no variants drafted from each image's answer (the other image's answer as the wrong value), merged by
-    question: a question kept only where it has a truth on both images."""
+    question: a question kept only where it has a truth on both images, and not the same one."""
     if slots is None:
         return []
     merged: dict[str, dict] = {}
@@ -133,7 +133,8 @@ def _derived(mode: M.Mode, tpl: M.Template, slots: dict | None, answers: dict, i
         others = [x for o in images if o != img for x in answers[o]]
         for d in M.draft_ynq(mode, tpl, slots, answers[img], others):
             merged.setdefault(d.question, {})[img] = d.truth
-    return [(q, t) for q, t in merged.items() if len(t) == len(images)]
+    # a question with one truth on both images tells them apart no better than a guess: not a pair's variant
+    return [(q, t) for q, t in merged.items() if len(t) == len(images) and len(set(t.values())) > 1]
 
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
@@ -168,7 +169,7 @@ def parse_draft(text: str, mode_name: str, images: Sequence[str]) -> DraftConten
         for y in yes_no
     ]
     q = data.get("question")
-    return check_content(
+    content = check_content(
         mode_name,
         images,
         str(data["template"]),
@@ -177,3 +178,11 @@ def parse_draft(text: str, mode_name: str, images: Sequence[str]) -> DraftConten
         {a: [str(data["answer_a"])], b: [str(data["answer_b"])]},
         yn or None,
     )  # none given: drafted from the answers
+    if content.template_id != content.base_template:  # a worker may word a question their own way; a model may not
+        raise FormError(
+            "question",
+            f"the question {content.question!r} does not fit template {content.base_template} "
+            f"({M.get_template(content.base_template).text}) with the slots given: a draft "
+            "asks its template's question",
+        )
+    return content

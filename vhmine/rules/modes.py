@@ -23,6 +23,7 @@ from itertools import combinations
 
 from vhmine.errors import FormError, InputError
 from vhmine.rules.answers import parse_yes_no
+from vhmine.rules.wording import added_function_words, content_words, words
 
 OEQ, YNQ = "OEQ", "YNQ"
 KINDS = (OEQ, YNQ)
@@ -349,16 +350,32 @@ def clean_answers(answers: Sequence[str] | str | None) -> list[str]:
 _ARTICLE_A = re.compile(r"(^|\s)a $")
 
 
+_IS_THERE_A = re.compile(r"(^|\s)is there a $", re.IGNORECASE)
+_NOT_PLURAL = ("ss", "us", "is", "ous", "ics")  # glass, bus, iris, ..., physics: an "s" that makes no plural
+_SINGULAR_S = frozenset("lens gas canvas atlas series species news chess bias".split())
+
+
+def _plural(value: str) -> bool:
+    """Whether a slot value reads as a plural ("dark vessels", "cups"): its last word ends in an "s" that makes one."""
+    last = (words(value) or [""])[-1]
+    return len(last) > 3 and last.endswith("s") and not last.endswith(_NOT_PLURAL) and last not in _SINGULAR_S
+
+
 def _article(literal: str, value: str) -> str:
-    """The literal before a slot with its "a" made "an" before a value that starts with a vowel ("an apple")."""
+    """The literal before a slot with its "a" made "an" before a value that starts with a vowel ("an apple"), and
+    "is there a" made "are there" before a plural ("Are there dark vessels on the table?")."""
+    m = _IS_THERE_A.search(literal)
+    if m and _plural(value):
+        start = m.start() + len(m.group(1))
+        return literal[:start] + ("Are" if literal[start] == "I" else "are") + " there "
     if value[:1].lower() in "aeiou" and _ARTICLE_A.search(literal):
         return literal[:-2] + "an "
     return literal
 
 
 def fill(template: Template, slots: Mapping[str, str]) -> str:
-    """The template's text with every slot filled ("a" before a vowel made "an"); FormError naming the first
-    empty slot."""
+    """The template's text with every slot filled ("a" before a vowel made "an", "is there a" before a plural made
+    "are there"); FormError naming the first empty slot."""
     for name in template.slots:
         if not str(slots.get(name) or "").strip():
             raise FormError(f"slot:{name}", f"slot {{{name}}} of template {template.id} is empty: fill it in")
@@ -378,7 +395,11 @@ def _filled_pattern(template: Template, fixed: Mapping[str, str]) -> re.Pattern:
     """The template's text as a pattern: `fixed` slots must hold their value, the others any words."""
     out, seen = [], set()
     for literal, name, _, _ in string.Formatter().parse(template.text):
-        if name and _ARTICLE_A.search(literal):  # fill may have made it "an"
+        there = _IS_THERE_A.search(literal) if name else None
+        if there:  # fill may have made it "an", or "are there" before a plural
+            start = there.start() + len(there.group(1))
+            out.append(re.escape(literal[:start]) + "(?:is there an?|are there) ")
+        elif name and _ARTICLE_A.search(literal):  # fill may have made it "an"
             out.append(re.escape(literal[:-2]) + "an? ")
         else:
             out.append(re.escape(literal))
@@ -395,9 +416,14 @@ def slots_of(template: Template, question: str, slots: Mapping[str, str]) -> dic
 
     The question filled from the template with other values gives those values (the worker edited a
     value in the text: "What color is the truck?" -> object "truck"); a rewording that still names
-    every slot value keeps `slots`; anything else is the worker's own question, with no slot values.
+    every slot value and the words that say what the template asks keeps `slots`; anything else is the
+    worker's own question, with no slot values, and so is a question with a function word (a negation, a
+    comparison, a quantifier: vhmine.rules.wording) that neither the template nor the values have.
     """
     given = {k: " ".join(str(slots.get(k) or "").split()) for k in template.slots}
+    literal = "".join(lit for lit, _, _, _ in string.Formatter().parse(template.text))
+    if added_function_words(question, [literal, *given.values()]):  # "any colour other than": no slot holds it
+        return None
     for n_free in range(len(given) + 1):  # keep as many of the given values as the text allows
         for free in combinations(given, n_free):
             fixed = {k: v for k, v in given.items() if k not in free}
@@ -405,7 +431,8 @@ def slots_of(template: Template, question: str, slots: Mapping[str, str]) -> dic
             if m and all(m.group(k).strip() for k in given):
                 return {k: m.group(k).strip() for k in given}
     text = f" {' '.join(_words(question))} "
-    if all(_words(v) and f" {' '.join(_words(v))} " in text for v in given.values()):
+    asks = content_words(literal) <= set(words(question))  # "What color is the cup?" is no shape question
+    if asks and all(_words(v) and f" {' '.join(_words(v))} " in text for v in given.values()):
         return given
     return None
 
@@ -495,6 +522,21 @@ def _bare(value: str) -> str:
     return re.sub(r"^(?i:the|a|an)\s+", "", v)
 
 
+def _value_words(value: str) -> tuple[str, ...]:
+    return tuple(normalize_answer(w) for w in words(value) if w not in ("a", "an", "the"))
+
+
+def _overlaps(value: str, answers: Sequence[str]) -> bool:
+    """Whether `value` is one of `answers`, a part of one, or holds one (word for word)."""
+    v = _value_words(value)
+    for a in answers:
+        w = _value_words(a)
+        short, long_ = sorted((v, w), key=len)
+        if any(long_[i : i + len(short)] == short for i in range(len(long_) - len(short) + 1)):
+            return True
+    return False
+
+
 def draft_ynq(
     mode: Mode, template: Template, slots: Mapping[str, str], answers: Sequence[str], other_answers: Sequence[str] = ()
 ) -> list[YnqDraft]:
@@ -517,16 +559,23 @@ def draft_ynq(
         return [YnqDraft(ynq.id, yes, fill(ynq, yes), True, None), YnqDraft(ynq.id, no, fill(ynq, no), False, None)]
     slot = template.answer_slot
     known = {normalize_answer(x) for x in answers}
+    named = {normalize_answer(v) for k, v in slots.items() if k != slot}
+    if normalize_answer(true) in named:
+        return []  # "Which mug is the largest?" answered "mug": a question naming it twice asks nothing
     true = _bare(true)
     drafts = [YnqDraft(ynq.id, dict(base, **{slot: true}), fill(ynq, dict(base, **{slot: true})), True, true)]
-    wrong = next((x for x in other_answers if normalize_answer(x) not in known), None)
+    # a wrong value that is part of a true one ("blue" beside "light blue"), or holds one, makes a question whose
+    # truth the rules cannot read (vhmine.rules.variant): never drafted, so every draft passes its own check
+    wrong = next((x for x in other_answers if not _overlaps(x, answers) and normalize_answer(x) not in named), None)
     if wrong is None and mode.numeric:  # the next count that is not an accepted answer
         n = int(normalize_answer(true)) + 1
         while str(n) in known:
             n += 1
         wrong = str(n)
     if wrong is None:
-        wrong = next((x for x in mode.alternatives if normalize_answer(x) not in known), None)
+        wrong = next(
+            (x for x in mode.alternatives if not _overlaps(x, answers) and normalize_answer(x) not in named), None
+        )
     if wrong is not None:
         wrong = _bare(wrong)
         s = dict(base, **{slot: wrong})

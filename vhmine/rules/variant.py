@@ -12,19 +12,14 @@ decided: a variant it could not decide goes to a worker to check (rules.draft_ch
 from __future__ import annotations
 
 import re
-import string
 from collections.abc import Mapping, Sequence
 
 from vhmine.errors import FormError
 from vhmine.rules import modes as M
+from vhmine.rules.wording import FUNCTION_WORDS, added_function_words
 
 ARTICLES = ("a", "an", "the")
-# words that change what a question asserts: with one the template does not have, the check cannot decide
-HEDGES = frozenset(
-    "not no never none nothing nobody neither nor without except besides instead rather other "
-    "than more less fewer most least only almost nearly about approximately around roughly "
-    "also either or any some".split()
-)
+HEDGES = FUNCTION_WORDS  # words that change what a question asserts (vhmine.rules.wording, shared with modes.slots_of)
 # what a choice template's question says of its first-named object (the rest of the text aside)
 LARGER = {"size.which_larger": (("larger", "bigger", "greater"), ("smaller", "tinier", "littler"))}
 # a relation between {a} and {b} read with the objects the other way round (position.where)
@@ -55,12 +50,10 @@ def _spans(words: Sequence[str], phrase: Sequence[str]) -> list[tuple[int, int]]
     return [(i, i + n) for i in range(len(words) - n + 1) if n and tuple(words[i : i + n]) == tuple(phrase)]
 
 
-def _literal_words(tpl: M.Template) -> set[str]:
-    return {w for lit, _, _, _ in string.Formatter().parse(tpl.text) for w in _words(lit)}
-
-
-def _hedged(words: Sequence[str], text: str, allowed: set[str]) -> bool:
-    return any(w in HEDGES and w not in allowed for w in words) or "n't" in text.lower() or "n’t" in text
+def _hedged(question: str, allowed: Sequence[str]) -> bool:
+    """A function word the `allowed` texts (the template, the slot values, the answers) do not have: a value that holds
+    one ("NO PARKING", "cup without a handle") is the value, not a negation of the question."""
+    return bool(added_function_words(question, allowed))
 
 
 def _relation(a: tuple[str, ...], b: tuple[str, ...]) -> str:
@@ -114,7 +107,13 @@ def _value(
     cands = {_bare(_words(c)) for c in list(here) + list(other) + list(mode.alternatives)} - {()}
     if mode.numeric:
         cands |= {(w,) for w in masked if w.isdigit()}
-    hits = sorted(((sp, c) for c in cands for sp in _spans(masked, c)), key=lambda x: (x[0][0], x[0][0] - x[0][1]))
+    # a value inside another slot's value is no value ("red" in "red car"); one that holds it is ("big mug" with the
+    # object "mug": "Is the big mug the largest mug?")
+    masks = [sp for name, value in slots.items() if name != slot for sp in _spans(words, _bare(_words(value)))]
+    hits = sorted(
+        ((sp, c) for c in cands for sp in _spans(words, c) if not any(m[0] <= sp[0] and sp[1] <= m[1] for m in masks)),
+        key=lambda x: (x[0][0], x[0][0] - x[0][1]),
+    )
     found, end = set(), -1
     for (i, j), c in hits:  # the longest value at each place ("to the left of" over "left")
         if i >= end:
@@ -138,7 +137,7 @@ def _read(
     if ynq is None or tpl.derive not in ("value", "pick") or not here:
         return None
     words = list(_bare(_words(question)))
-    if _hedged(words, question, _literal_words(ynq)):
+    if _hedged(question, [ynq.text, *slots.values(), *here, *other]):
         return None
     if tpl.derive == "pick":
         return _pick(tpl, slots, words, here)

@@ -18,9 +18,10 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # the values of the status and source columns
 IMAGE_SOURCES = ("mined", "generated", "imported")
-TASK_STATUSES = ("open", "done", "discarded")
+TASK_STATUSES = ("open", "done", "discarded", "held")  # held: revision 0012
 INSTANCE_STATUSES = ("draft", "ready", "discarded")
-VERDICTS = ("correct", "hallucinated")
+# "no answer": the model did not answer ("I cannot tell from this image."): not correct, but no hallucination either
+VERDICTS = ("correct", "hallucinated", "no answer")
 
 
 def utcnow() -> dt.datetime:
@@ -97,6 +98,8 @@ class Task(Base):
     done_by: Mapped[str | None] = mapped_column(ForeignKey("workers.name"))
     done_at: Mapped[dt.datetime | None]
     created_at: Mapped[dt.datetime]
+    # revision 0012: why the system holds the task (status "held": an image missing or changed; curate.work.holds)
+    held_reason: Mapped[str | None] = mapped_column(Text)
 
 
 class Action(Base):
@@ -106,7 +109,7 @@ class Action(Base):
     __table_args__ = (Index("ix_actions_worker", "worker", "id"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     worker: Mapped[str] = mapped_column(ForeignKey("workers.name"))
-    kind: Mapped[str] = mapped_column(String(16))  # annotate, discard, skip, confirm, review, label
+    kind: Mapped[str] = mapped_column(String(16))  # annotate, discard, skip, confirm, review, label, hold, ...
     task_id: Mapped[str | None] = mapped_column(ForeignKey("tasks.id"))
     payload: Mapped[dict | None] = mapped_column(JSON)
     created_at: Mapped[dt.datetime]
@@ -169,7 +172,7 @@ class Response(Base):
     model: Mapped[str] = mapped_column(String(200))
     prompt: Mapped[str] = mapped_column(Text)
     answer: Mapped[str] = mapped_column(Text)
-    verdict: Mapped[str | None] = mapped_column(String(16))
+    verdict: Mapped[str | None] = mapped_column(String(16))  # VERDICTS; None: not judged
     judge: Mapped[str | None] = mapped_column(String(200))
     created_at: Mapped[dt.datetime]
     # revision 0004: the endpoint that answered, without credentials (llm.safe_endpoint);
@@ -178,7 +181,7 @@ class Response(Base):
 
 
 class ResponseLabel(Base):
-    """A worker's verdict on a model response: correct or hallucinated."""
+    """A worker's verdict on a model response: correct, hallucinated, or no answer (the model did not answer)."""
 
     __tablename__ = "response_labels"
     response_id: Mapped[str] = mapped_column(ForeignKey("responses.id"), primary_key=True)

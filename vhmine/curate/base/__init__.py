@@ -6,5 +6,6 @@ Reads workers and tasks (with the pair, images and generation a task shows) from
 `retry` (every transition retried when PostgreSQL aborts it or the connection breaks before the commit), `ids`
 (new ids, the id of a drafted yes/no question), `text` (a worker's free text as the store keeps it), `access`
 (`WorkerInfo`, and who may act: active workers, admins), `tasks` (lease checks, the compare-and-set, closing a
-task, the action log, what already built on an instance) and `items` (the queue `Item` a task is shown as).
+task, the action log, what already built on an instance), `items` (the queue `Item` a task is shown as) and
+`located` (whether a recorded image's bytes are still there, from a stamp of its file kept per process).
 """

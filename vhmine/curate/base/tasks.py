@@ -34,6 +34,8 @@ def check_lease(s: Session, task_id: str, worker: str, now: dt.datetime) -> Task
     t = s.get(Task, task_id)
     if t is None:
         raise InputError(f"no task {task_id!r} in the store")
+    if t.status == "held":  # the system's, not a worker's: no one did it
+        raise LeaseError(f"item {task_id} is held ({t.held_reason}): nothing saved; take the next item")
     if t.status != "open":
         raise LeaseError(
             f"item {task_id} was already {'annotated' if t.status == 'done' else t.status} by "

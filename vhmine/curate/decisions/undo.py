@@ -2,7 +2,8 @@
 
 Reopens an annotated or discarded task for the worker (its instances become discarded, "undone by
 <worker>", never deleted), takes a skipped task back, restores confirmed drafts, or deletes a review
-or a response label; then the action stays marked undone. Refuses when someone else built on it since.
+or a response label; then the action stays marked undone. Refuses when someone else built on it since. A task's
+hold or release (curate.work.holds) is the system's, not the worker's: undo passes it over.
 
 Concurrency, as every other transition: the action is claimed first (set `undone_at` only where it is
 still unset), so of two undos racing for one action exactly one applies; the task changes only through
@@ -21,6 +22,7 @@ from vhmine.curate.base.access import WorkerInfo, checked_worker
 from vhmine.curate.base.retry import retried
 from vhmine.curate.base.tasks import built_on, compare_and_set
 from vhmine.curate.decisions.derived import rederive
+from vhmine.curate.work.holds import HOLD_KINDS
 from vhmine.curate.work.lease import LEASE_S
 from vhmine.errors import InputError, LeaseError, StoreError
 from vhmine.store import (
@@ -57,7 +59,7 @@ def undo_last(store: Store, worker: str | WorkerInfo, *, lease_s: float = LEASE_
         now = utcnow()
         act = s.scalar(
             select(Action)
-            .where(Action.worker == worker, Action.undone_at.is_(None))
+            .where(Action.worker == worker, Action.undone_at.is_(None), Action.kind.not_in(HOLD_KINDS))
             .order_by(Action.id.desc())
             .limit(1)
         )
@@ -143,6 +145,8 @@ def undo_last(store: Store, worker: str | WorkerInfo, *, lease_s: float = LEASE_
 
 
 def _held(t: Task, now: dt.datetime) -> str:
+    if t.status == "held":
+        return f"held ({t.held_reason})"
     if t.status != "open":
         return f"{'annotated' if t.status == 'done' else t.status} by {t.done_by}"
     return f"leased to {t.lease_worker}" if t.lease_worker and t.lease_until > now else "open"

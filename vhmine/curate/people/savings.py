@@ -1,31 +1,28 @@
 """What verifying model drafts saves over writing items from scratch, per mode, from the action log.
 
-Reads the action log and the `drafts` table; writes nothing. A worker's time on an action is the gap
-since their previous action, when that gap is at most `IDLE_S` (a longer gap is a break: that action
-counts as an item but not towards the time). An item written from scratch is an `annotate` action plus
-the `confirm` of its drafted yes/no questions when that is the worker's next action; a verified item
-is a `verify` action whose decision is accept or edit. Rejected drafts cost time too: `s_per_kept` is
-all verify time (rejections included) over the drafts kept, the figure to set against `s_per_scratch`.
-Undone actions are left out as items; their times still bound the gaps around them.
+Reads the action log (its gaps summed per mode in SQL: curate.people.gaps) and the `drafts` table; writes nothing. A
+worker's time on an action is the gap since their previous action, when that gap is at most `IDLE_S` (a longer gap
+is a break: that action counts as an item but not towards the time). An item written from scratch is an `annotate`
+action plus the `confirm` of its drafted yes/no questions when that is the worker's next action; a verified item is
+a `verify` action whose decision is accept or edit. Rejected drafts cost time too: `s_per_kept` is all verify time
+(rejections included) over the drafts kept, the figure to set against `s_per_scratch`. Undone actions are left out
+as items; their times still bound the gaps around them.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, case, func, select
 
 from vhmine.curate.base.access import WorkerInfo, check_admin
-from vhmine.curate.work.lease import LEASE_S
+from vhmine.curate.people.gaps import IDLE_S, timed_actions
 from vhmine.rules import modes as M
 from vhmine.store import (
-    Action,
     Draft,
     Store,
+    Task,
 )
-
-IDLE_S = LEASE_S  # a gap longer than a lease is a break, not work on the next item
 
 
 @dataclass(frozen=True)
@@ -77,77 +74,78 @@ class ModeSavings:
         }
 
 
-def _timed_items(actions: list[Action]) -> list[tuple[str, str, float | None]]:
-    """(mode, what, seconds or None) per item: what is "scratch" or a verify decision."""
-    by_worker: dict[str, list[Action]] = defaultdict(list)
-    for a in actions:
-        by_worker[a.worker].append(a)
-    out = []
-    for acts in by_worker.values():
-        acts.sort(key=lambda a: (a.created_at, a.id))
-        gaps: list[float | None] = [None]
-        for prev, cur in zip(acts, acts[1:]):
-            g = (cur.created_at - prev.created_at).total_seconds()
-            gaps.append(g if 0 <= g <= IDLE_S else None)
-        for k, a in enumerate(acts):
-            if a.undone_at is not None:
-                continue
-            if a.kind == "annotate":
-                secs = gaps[k]
-                nxt = acts[k + 1] if k + 1 < len(acts) else None
-                if secs is not None and nxt is not None and nxt.kind == "confirm" and nxt.undone_at is None:
-                    secs = None if gaps[k + 1] is None else secs + gaps[k + 1]
-                out.append((a.task_id.split(":", 1)[0], "scratch", secs))
-            elif a.kind == "verify":
-                out.append(
-                    (
-                        (a.payload or {}).get("mode") or a.task_id.split(":", 1)[0],
-                        (a.payload or {}).get("decision", "accept"),
-                        gaps[k],
-                    )
-                )
-    return out
-
-
-def _mean(xs: list[float]) -> float | None:
-    return sum(xs) / len(xs) if xs else None
+def _item_times(s) -> dict[tuple[str, str], tuple[int, int, float]]:
+    """(mode, what) -> (items, timed items, their seconds), summed in SQL: what is "scratch" (an annotate, with the
+    confirm of its drafts when that is the worker's next action) or a verify decision (accept, edit, reject)."""
+    a = timed_actions(s, ("annotate", "confirm", "verify"))
+    w = dict(partition_by=a.c.worker, order_by=(a.c.created_at, a.c.id))
+    nxt = select(
+        a.c.kind,
+        a.c.task_id,
+        a.c.undone_at,
+        a.c.decision,
+        a.c.gap,
+        func.lead(a.c.kind).over(**w).label("next_kind"),
+        func.lead(a.c.undone_at).over(**w).label("next_undone"),
+        func.lead(a.c.gap).over(**w).label("next_gap"),
+    ).subquery()
+    with_confirm = and_(nxt.c.next_kind == "confirm", nxt.c.next_undone.is_(None))
+    secs = case(
+        (nxt.c.kind != "annotate", nxt.c.gap),
+        (with_confirm, nxt.c.gap + nxt.c.next_gap),  # NULL when either is a break
+        else_=nxt.c.gap,
+    )
+    what = case((nxt.c.kind == "annotate", "scratch"), else_=func.coalesce(nxt.c.decision, "accept"))
+    rows = s.execute(
+        select(Task.mode, what.label("what"), func.count(), func.count(secs), func.sum(secs))
+        .join(Task, Task.id == nxt.c.task_id)
+        .where(nxt.c.kind.in_(("annotate", "verify")), nxt.c.undone_at.is_(None))
+        .group_by(Task.mode, what)
+    ).all()
+    return {(m, w_): (n, timed, float(total or 0)) for m, w_, n, timed, total in rows}
 
 
 def draft_savings(store: Store, *, by: str | WorkerInfo | None = None) -> list[ModeSavings]:
     """Per mode (in the modes' order, those with any item or draft) and "all": time per verified item against
-    time per item written from scratch, and acceptance, edit and rejection rates. `by`: an admin, or None (CLI)."""
+    time per item written from scratch, and acceptance, edit and rejection rates. `by`: an admin, or None (CLI).
+    The log's gaps are summed in the database (curate.people.gaps): no action is loaded."""
     with store.session(write=False) as s:
         check_admin(s, by)
-        actions = list(s.scalars(select(Action).where(Action.kind.in_(("annotate", "confirm", "verify")))))
+        items = _item_times(s)
         drafts = {
             (m, st): n
             for m, st, n in s.execute(select(Draft.mode, Draft.status, func.count()).group_by(Draft.mode, Draft.status))
         }
-    items = _timed_items(actions)
     out = []
     for m in list(M.mode_names()) + ["all"]:
-        mine = [it for it in items if m == "all" or it[0] == m]
-        nd = {st: n for (dm, st), n in drafts.items() if m == "all" or dm == m}
+        mine: dict[str, tuple[int, int, float]] = {}
+        for (im, what), v in items.items():
+            if m in ("all", im):
+                mine[what] = tuple(x + y for x, y in zip(mine.get(what, (0, 0, 0.0)), v, strict=True))
+        nd = {st: n for (dm, st), n in drafts.items() if m in ("all", dm)}
         if not mine and not nd:
             continue
-        scratch = [it for it in mine if it[1] == "scratch"]
-        ver = [it for it in mine if it[1] != "scratch"]
-        n = {d: sum(1 for it in ver if it[1] == d) for d in ("accept", "edit", "reject")}
-        timed = [t for _, _, t in ver if t is not None]
-        kept_timed = sum(1 for it in ver if it[2] is not None and it[1] != "reject")
+
+        def total(whats, k, mine=mine):
+            return sum(mine.get(w_, (0, 0, 0.0))[k] for w_ in whats)
+
+        verdicts = ("accept", "edit", "reject")
+        timed, secs = total(verdicts, 1), total(verdicts, 2)
+        kept_timed = total(("accept", "edit"), 1)
+        scratch_timed = total(("scratch",), 1)
         out.append(
             ModeSavings(
                 m,
-                len(scratch),
-                _mean([t for _, _, t in scratch if t is not None]),
+                total(("scratch",), 0),
+                total(("scratch",), 2) / scratch_timed if scratch_timed else None,
                 sum(nd.values()),
                 nd.get("rule_rejected", 0),
-                len(ver),
-                n["accept"],
-                n["edit"],
-                n["reject"],
-                _mean(timed),
-                sum(timed) / kept_timed if kept_timed else None,
+                total(verdicts, 0),
+                total(("accept",), 0),
+                total(("edit",), 0),
+                total(("reject",), 0),
+                secs / timed if timed else None,
+                secs / kept_timed if kept_timed else None,
             )
         )
     return out

@@ -14,10 +14,11 @@ import hashlib
 import re
 from pathlib import Path
 
+from vhmine.curate.base.located import file_stamp, index_folders_in
 from vhmine.errors import InputError, StoreError
 from vhmine.images import image_sha256, read_image_bytes
 from vhmine.index import locate_image
-from vhmine.store import Image, Run, Store
+from vhmine.store import Image, Store
 
 _IMAGE_ID = re.compile(r"^[0-9a-f]{16}$")
 
@@ -25,17 +26,8 @@ _IMAGE_ID = re.compile(r"^[0-9a-f]{16}$")
 def index_folders(store: Store) -> list[Path]:
     """Indexes that may list the store's images: those its mined runs came from, then ./indexes (or
     VHMINE_INDEXES)."""
-    from sqlalchemy import select
-
-    from vhmine.config import indexes_root, run_index_folders
-    from vhmine.index import list_indexes
-
     with store.session(write=False) as s:
-        metas = s.scalars(select(Run.meta)).all()
-    folders = [f for m in metas for f in run_index_folders(m)]
-    root = indexes_root()
-    folders += [root / name for name in list_indexes(root)]
-    return list(dict.fromkeys(folders))
+        return index_folders_in(s)
 
 
 def current_path(store: Store, sha256: str, recorded: str) -> Path | str | None:
@@ -68,6 +60,14 @@ def _located(store: Store, image_id: str, sha: str, recorded: str) -> Path | str
         f"image {image_id} is recorded at {recorded}, which is missing, and no index lists another file with "
         "its content: restore the file, or run `vhmine embed` again on the folder it moved to"
     )
+
+
+def image_stamp(store: Store, image_id: str) -> tuple:
+    """What changes when the recorded image's file does (its size, modification time and inode), read without
+    hashing: a cache of what image_bytes served (the app's thumbnails) is good while the stamp stays the same."""
+    sha, recorded = _recorded(store, image_id)
+    stamp = file_stamp(recorded)  # None: gone, a tar member or a URL (the caller checks it again)
+    return (sha, recorded, *(stamp or (None,)))
 
 
 def image_file(store: Store, image_id: str) -> Path | str:

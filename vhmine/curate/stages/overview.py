@@ -1,8 +1,9 @@
 """Where a store stands, in counts: what `vhmine status` shows of it (and the admin page could).
 
-Reads `tasks`, `instances` (also the person-queue: curate.decisions.person_queue), `drafts`, `errata`,
-`blind_answers`, `near_duplicates`, `workers` and `runs` with a handful of grouped counts (no row is loaded per task,
-so it stays fast on large stores); writes nothing. Per-mode task counts come from `curate.work.queue.progress`.
+Reads `tasks` (held ones with their reasons), `instances` (also the person-queue: curate.decisions.person_queue),
+`drafts`, `errata`, `blind_answers`, `near_duplicates`, `workers` and `runs` with a handful of grouped counts (no
+row is loaded per task, so it stays fast on large stores); writes nothing. Per-mode task counts come from
+`curate.work.queue.progress`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import func, select
 
+from vhmine.curate.work.holds import held_kinds
 from vhmine.curate.work.queue import progress
 from vhmine.store import (
     BlindAnswer,
@@ -33,6 +35,7 @@ class ModeCounts:
     ready: int  # instances ready to export
     drafts_waiting: int  # model drafts (vhmine draft) waiting on the Verify drafts page
     yes_no_to_confirm: int  # yes/no questions drafted from workers' answers, not yet confirmed
+    held: int = 0  # tasks out of the queue while an image is missing or changed (curate.work.holds)
 
 
 @dataclass(frozen=True)
@@ -46,10 +49,11 @@ class StoreOverview:
     workers_inactive: int
     runs: list[dict] = field(default_factory=list)  # seeded runs: name, pairs file
     contradictions_open: int = 0  # the person-queue: drafted questions whose answers now contradict a person's truth
+    held_kinds: dict[str, int] = field(default_factory=dict)  # held tasks per reason: "image missing", "image changed"
 
     @property
     def tasks(self) -> int:
-        return sum(m.open + m.done + m.discarded for m in self.modes)
+        return sum(m.open + m.done + m.discarded + m.held for m in self.modes)
 
 
 def store_overview(store: Store) -> StoreOverview:
@@ -86,7 +90,14 @@ def store_overview(store: Store) -> StoreOverview:
         ]
     modes = [
         ModeCounts(
-            p.mode, p.remaining, p.done, p.discarded, p.ready_instances, waiting.get(p.mode, 0), confirm.get(p.mode, 0)
+            p.mode,
+            p.remaining,
+            p.done,
+            p.discarded,
+            p.ready_instances,
+            waiting.get(p.mode, 0),
+            confirm.get(p.mode, 0),
+            p.held,
         )
         for p in prog
     ]
@@ -100,4 +111,5 @@ def store_overview(store: Store) -> StoreOverview:
         workers_inactive=sum(n for active, _, n in workers if not active),
         runs=runs,
         contradictions_open=queued,
+        held_kinds=held_kinds(store) if any(p.held for p in prog) else {},
     )

@@ -5,7 +5,8 @@ skipped tasks (from the action log) come back to them last. On PostgreSQL a cand
 with FOR NO KEY UPDATE SKIP LOCKED: a task another transaction is changing is passed over, never
 waited for, so workers taking items never queue behind each other nor deadlock (NO KEY: the lock an
 UPDATE takes, which still lets others log actions that refer to the task; SQLite ignores the clause:
-its writers take turns). Discard and skip close or release the task and log an action.
+its writers take turns). Discard and skip close or release the task and log an action. A task whose image is
+missing or changed is held out of the queue, with the reason, until the image is back (curate.work.holds).
 `add_generation` records a generated image (`images`, `generations`) and queues it; mined pairs are
 queued by vhmine.seed. `progress` counts tasks and ready instances.
 """
@@ -86,12 +87,13 @@ class Progress:
     total: int
     done: int
     discarded: int
-    remaining: int
+    remaining: int  # open: in the queue
     ready_instances: int
+    held: int = 0  # out of the queue while an image is missing or changed (curate.work.holds)
 
 
 def progress(store: Store) -> list[Progress]:
-    """Per mode, in the modes' order: tasks done, discarded and remaining, and ready instances."""
+    """Per mode, in the modes' order: tasks done, discarded, remaining and held, and ready instances."""
     with store.session(write=False) as s:
         counts: dict[tuple[str, str], int] = {
             (m, st): n
@@ -105,7 +107,8 @@ def progress(store: Store) -> list[Progress]:
     out = []
     for m in M.mode_names():
         d, x, o = counts.get((m, "done"), 0), counts.get((m, "discarded"), 0), counts.get((m, "open"), 0)
-        out.append(Progress(m, d + x + o, d, x, o, ready.get(m, 0)))
+        h = counts.get((m, "held"), 0)
+        out.append(Progress(m, d + x + o + h, d, x, o, ready.get(m, 0), h))
     return out
 
 

@@ -2,11 +2,13 @@
 
 `add_response` writes a model's answer to an instance (with the endpoint that gave it), with an
 optional automatic verdict; `next_response` reads one the worker has not labelled yet, without the
-model's name; `label_response` writes the worker's correct / hallucinated verdict and a `label` action.
+model's name; `label_response` writes the worker's verdict (correct, hallucinated, or "no answer" for an answer
+that does not answer: "I cannot tell from this image.") and a `label` action.
 `response_verdicts` reads the verdict that counts for each response, decided by `decide_verdict` alone:
 where workers labelled a response, their majority overrides the automatic verdict (rule or judge), and a
 tie between them gives no verdict. probe's hallucinations, describe's examples and eval's `labels`
-scorer all read verdicts through it.
+scorer all read verdicts through it: "no answer" is not correct (eval scores it wrong, as VHTest counts a refusal
+as a miss) and no hallucination either (probe counts it apart, describe never takes it for an example).
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ def add_response(
 class ResponseVerdict:
     """The verdict that counts for one response, and who gave it."""
 
-    verdict: str | None  # "correct", "hallucinated", or None: not judged, or the workers tied
+    verdict: str | None  # "correct", "hallucinated", "no answer", or None: not judged, or the workers tied
     source: str  # "workers", "workers tied", or the automatic judge ("rule:vhtest", "llm:<model> ..."); "none"
     labels: int = 0  # how many workers labelled the response
 
@@ -149,7 +151,7 @@ def next_response(store: Store, worker: str | WorkerInfo, mode: str | None = Non
 
 @retried
 def label_response(store: Store, worker: str | WorkerInfo, response_id: str, verdict: str) -> None:
-    """Mark a model response correct or hallucinated."""
+    """Mark a model response correct, hallucinated, or "no answer" (it does not answer the question)."""
     if verdict not in VERDICTS:
         raise FormError("verdict", f"choose one of: {', '.join(VERDICTS)}")
     with store.session() as s:
