@@ -156,8 +156,12 @@ def label_response(store: Store, worker: str | WorkerInfo, response_id: str, ver
         raise FormError("verdict", f"choose one of: {', '.join(VERDICTS)}")
     with store.session() as s:
         worker = checked_worker(s, worker).name
-        if s.get(Response, response_id) is None:
+        resp = s.get(Response, response_id)
+        if resp is None:
             raise InputError(f"no response {response_id!r} in the store")
+        # an erratum changing the instance's truth locks it too: it commits before this label (which then judges the
+        # new truth) or sees it (and sets it aside), never neither
+        s.get(Instance, resp.instance_id, with_for_update=True)
         if s.get(ResponseLabel, (response_id, worker)) is not None:
             raise LeaseError(f"you already labelled response {response_id}: undo it first to change it")
         act = log_action(s, worker, "label", None, {"response_id": response_id, "verdict": verdict})
