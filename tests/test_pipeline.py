@@ -241,8 +241,8 @@ def _probe(w: Workdir, srv, recs):
     )
     # per mode: 4 of 8 YNQ wrong (the "no" ones), 2 of 4 OEQ wrong (image B's)
     for mode in MODES:
-        assert re.search(rf"^{mode}\s+12\s+12\s+6\s+6\s+0\s+0$", r.stdout, re.M), r.stdout
-    assert re.search(r"^all\s+24\s+24\s+12\s+12\s+0\s+0$", r.stdout, re.M)
+        assert re.search(rf"^{mode}\s+12\s+12\s+6\s+6\s+0\s+0\s+0$", r.stdout, re.M), r.stdout
+    assert re.search(r"^all\s+24\s+24\s+12\s+12\s+0\s+0\s+0$", r.stdout, re.M)
     victim = [b for b in srv.chats() if b["model"] == "fake-vlm"]
     assert all(len(chat_images(b)) == 1 for b in victim)
     by_id = {x.id: x for x in recs}

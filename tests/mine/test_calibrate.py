@@ -10,6 +10,7 @@ from helpers import make_index, unit_rows
 from typer.testing import CliRunner
 
 from vhmine.cli import app
+from vhmine.mine import local_run
 from vhmine.mine.join import calibrate
 from vhmine.mine.join.calibrate import choose
 from vhmine.mine.join.kernels import KERNELS, Kernel
@@ -118,11 +119,20 @@ def test_cli_mine_forces_a_kernel_and_run_json_names_it(tmp_path, monkeypatch):
     make_index(tmp_path / "idx", "syn", clip, unit_rows(rng.normal(size=(30, 12))), root=tmp_path / "imgs")
     base = ["mine", "--index", "syn", "--indexes", str(tmp_path / "idx"), "--clip", "0.8", "--dino", "0.2"]
     runs = {}
+    # a run of at most SMALL_PAIRS pairs multiplies them all in float64 without torch: the calibrated
+    # choice is seen on a larger run, here by lowering the bound
+    r = CliRunner().invoke(app, base + ["--out", str(tmp_path / "small")])
+    assert r.exit_code == 0, r.output
+    assert "products: every one of the 435 pairs in float64" in r.output
+    small = json.loads((tmp_path / "small" / "run.json").read_text())
+    assert small["products_kernel"]["name"] == "float64"
+    monkeypatch.setattr(local_run, "SMALL_PAIRS", 0)
     for name in ("torch-f32", "auto"):
         r = CliRunner().invoke(app, base + ["--kernel", name, "--out", str(tmp_path / name)])
         assert r.exit_code == 0, r.output
         runs[name] = json.loads((tmp_path / name / "run.json").read_text())
         assert f"products kernel: {runs[name]['products_kernel']['name']} (" in r.output
+    assert runs["auto"]["counts"] == small["counts"]
     assert runs["torch-f32"]["products_kernel"] == {"name": "torch-f32", "chosen": "forced", "gmac_per_s": {}}
     auto = runs["auto"]["products_kernel"]
     assert auto["chosen"] in ("measured", "cached") and auto["name"] in KERNELS
