@@ -144,3 +144,39 @@ def test_every_text_benchmark_reader_takes_a_byte_order_mark(bench_dir, tmp_path
         assert [(it.id, it.question, it.truth, it.answers) for it in after] == [
             (it.id, it.question, it.truth, it.answers) for it in before
         ], fmt
+
+
+def test_the_summary_says_the_judge_called_an_answer_unclear_and_it_was_scored_wrong(
+    bench_dir, tmp_path, openai_server
+):
+    """The judge said "unclear": the answer is scored wrong, and the summary says so in those words (it said
+    "1 open answers unjudged", as if no judge had looked at it); one answer, then two."""
+    from openai_server import chat_text
+
+    from vhmine.eval.job import EvalOptions, evaluate
+
+    unclear = {"one": True}
+
+    def judge(body):
+        text = chat_text(body)
+        if "correct, incorrect or unclear" in text:  # the judge: o1's reference is 3
+            return "unclear" if "correct: 3\n" in text or not unclear["one"] else "correct"
+        return "3"
+
+    openai_server.responder = judge
+    p = _preds(tmp_path / "p.jsonl")
+    for n, words in ((1, "1 open answer the judge called unclear"), (2, "2 open answers the judge called unclear")):
+        unclear["one"] = n == 1
+        res = evaluate(
+            EvalOptions(
+                bench=bench_dir,
+                out=tmp_path / f"ev{n}",
+                predictions=[("m", p)],
+                judge="j",
+                base_url=openai_server.base_url,
+                llm={"cache": tmp_path / f"c{n}.db", "progress": False},
+            )
+        )
+        assert res.report["models"]["m"]["oeq_unjudged"] == n
+        assert f", {words}, scored wrong" in res.summary(), res.summary()
+        assert "unjudged" not in res.summary()

@@ -142,7 +142,7 @@ class EvalResult:
             lines.append(
                 f"  {name}: {figures_line(o)}"
                 + (f", {o['unreadable']} unreadable" if o.get("unreadable") else "")
-                + (f", {m['oeq_unjudged']} open answers unjudged" if m.get("oeq_unjudged") else "")
+                + (f", {_unjudged(m['oeq_unjudged'], self.report['oeq']['scorer'])}" if m.get("oeq_unjudged") else "")
                 + (f", {m['oeq_no_answer']} open answers that do not answer" if m.get("oeq_no_answer") else "")
                 + (
                     f"; {m['failed']} failed, not scored ("
@@ -187,6 +187,14 @@ class EvalResult:
             f" the failures in {where}/report.html)"
         )
         return "\n".join(lines)
+
+
+def _unjudged(n: int, scorer: str) -> str:
+    """The summary's words for open answers with no verdict (scored wrong): what the judge or the store said."""
+    answers = "open answer" if n == 1 else "open answers"
+    if scorer == "labels":
+        return f"{n} {answers} with no workers' verdict (tied or not labelled), scored wrong"
+    return f"{n} {answers} the judge called unclear, scored wrong"
 
 
 def _safe(name: str) -> str:
