@@ -180,3 +180,19 @@ def test_the_summary_says_the_judge_called_an_answer_unclear_and_it_was_scored_w
         assert res.report["models"]["m"]["oeq_unjudged"] == n
         assert f", {words}, scored wrong" in res.summary(), res.summary()
         assert "unjudged" not in res.summary()
+
+
+def test_a_folder_without_a_manifest_is_named_by_every_files_checksum(bench_dir, tmp_path):
+    """A foreign folder (no manifest.json): a sha256 over its files' names and bytes, the same for a copy
+    elsewhere, another when one byte changes."""
+    import shutil
+
+    from vhmine import formats as F
+
+    (bench_dir / "manifest.json").unlink()
+    copy = shutil.copytree(bench_dir, tmp_path / "else" / "where" / "bench")
+    one, two = (F.identity(b, F.load(b, "vlmevalkit"), "vlmevalkit") for b in (bench_dir, copy))
+    assert one == two and one["sha256_of"] == "every file" and one["name"] == "bench"
+    tsv = next(copy.glob("*_YNQ.tsv"))
+    tsv.write_bytes(tsv.read_bytes() + b"\n")
+    assert F.identity(copy, F.load(copy, "vlmevalkit"), "vlmevalkit")["sha256"] != one["sha256"]
