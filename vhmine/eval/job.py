@@ -7,8 +7,9 @@ lmms-eval's `--log_samples` JSONL or MMVP's answer.jsonl) or the model itself th
 (OpenAI-compatible; answers cached; vhmine.eval.ask asks, with the options of vhmine.eval.options). This module
 runs the stage; score reads and scores the answers, report writes the tables and chart, and the store is read
 through vhmine.curate only. Writes `--out DIR`: `report.md` (tables, several models side by side),
-`report.json` (every number, the yes/no rule, the OEQ scorer and the judge's model and prompt; every figure's
-95% interval beside it, `intervals`, and `comparisons`: every two models' paired differences, vhmine.eval.units;
+`report.json` (every number, the benchmark's name and sha256 (formats.identity, no path), the yes/no rule, the OEQ
+scorer and the judge's model and prompt; every figure's 95% interval beside it, `intervals`, and `comparisons`:
+every two models' paired differences, vhmine.eval.units;
 and `across_models`: each item's number of models that failed it, the transfer table, the items that fool every
 model, vhmine.eval.across), `answers-<model>.jsonl` (each answer, how it was read, right or wrong and why; one
 file per model, named in report.json's `answers_file`, and those of models an earlier run here scored but this
