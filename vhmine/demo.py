@@ -3,7 +3,7 @@
 With network: COCO val2017 (first --limit images) through the default encoders. Offline (found out
 in seconds, not after hub time-outs): the photos that scikit-image ships, through tiny encoders
 with random weights built locally and loaded by the same code as real ones. Pairs from untrained
-encoders mean nothing; the offline demo says so and only shows that every stage runs.
+encoders mean nothing; the offline demo says so and only shows that its two stages, embed and mine (STAGES), run.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 from vhmine.config import DEFAULT_CLIP_MODEL, DEFAULT_DINO_MODEL
 
 COCO_HOST = "images.cocodataset.org"
+STAGES = ("embed", "mine")  # what the demo runs: the stages after mine need people, models or extras
 DEMO_TOP = 5  # the offline demo's box is the smallest around this many pairs
 
 # scikit-image's bundled photos (no download needed); stereo_motorcycle gives a near-duplicate pair.
@@ -136,7 +137,7 @@ def run_demo(*, limit: int = 500, offline: bool = False, workdir: Path = Path(".
         ("offline: --offline given" if offline else f"offline: {HUB_HOST} / {COCO_HOST} unreachable")
         + f"; using scikit-image's {len(SAMPLE_PHOTOS) + 2} sample photos and tiny encoders with RANDOM weights "
         "built locally.",
-        "Pairs from untrained encoders mean nothing: this run only shows that every stage works. "
+        f"Pairs from untrained encoders mean nothing: this run only shows that {' and '.join(STAGES)} work. "
         "With network, `vhmine demo` uses COCO val2017 and ViT-L-14 / DINOv2-large.",
     ]
     photos = workdir / "data" / "demo-photos"

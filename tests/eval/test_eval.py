@@ -256,7 +256,7 @@ def test_oeq_scored_by_worker_labels_from_the_store(tmp_path):
     assert [read_as[i] for i in oeq] == ["right", "wrong", "unjudged", "unjudged"]
     assert res.report["oeq"]["scorer"] == "labels" and res.report["models"]["m"]["oeq_unjudged"] == 2
     assert "Open answers with no verdict (scored wrong): m: 2" in (tmp_path / "ev" / "report.md").read_text()
-    assert "2 open answers unjudged" in res.summary()
+    assert "2 open answers with no workers' verdict (tied or not labelled), scored wrong" in res.summary()
 
 
 def test_an_answer_labelled_no_answer_is_scored_wrong_and_counted_apart(tmp_path):

@@ -347,3 +347,31 @@ def test_the_charts_legend_is_inside_the_chart_beside_the_bars(evaluated):
     x_legend = float(re.search(r"translate\(([\d.]+),", legend).group(1))
     bars = [float(x) + 16 for x in re.findall(r'<rect x="([\d.]+)" y="[\d.]+" width="16"', svg)]
     assert bars and max(bars) < x_legend < max(bars) + 60  # right of the last bar, not below the chart
+
+
+def test_the_figures_table_fits_a_1280_px_window_in_chromium(tmp_path):
+    """Its column per figure made it 1,371 px wide in a 1280 px window, the source column cut off (issue 33): now a
+    row per figure and a column per model, long names and sources wrapped; four models with long names and long
+    predictions file names fit, every cell inside the window, and the page scrolls no sideways."""
+    sync_api = _browser()
+    bench = _bench(tmp_path)
+    answers = {"o1": "3", "o2": "4", "y1": "Yes", "y2": "No", "y3": "yes", "y4": "maybe"}
+    names = ["llava-v1.6-vicuna-13b-hf", "gpt-4o-2024-08-06", "Qwen/Qwen2.5-VL-72B-Instruct", "InternVL2_5-78B-MPO"]
+    preds = []
+    for k, name in enumerate(names):
+        p = tmp_path / f"{k}_{'_'.join(['predictions'] * 6)}_{name.replace('/', '_')}.jsonl"
+        p.write_text("".join(json.dumps({"id": i, "answer": a}) + "\n" for i, a in answers.items()))
+        preds.append((name, p))
+    evaluate(EvalOptions(bench=bench, out=tmp_path / "ev", predictions=preds))
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto((tmp_path / "ev" / "report.html").resolve().as_uri())
+        table, cells, page_width = page.evaluate(
+            """() => { const t = document.querySelector('table.figures');
+                return [t.getBoundingClientRect().right, [...t.querySelectorAll('td, th')].map(
+                    c => Math.ceil(c.getBoundingClientRect().right)), document.documentElement.scrollWidth]; }"""
+        )
+        browser.close()
+    assert table <= 1280 - 24 and max(cells) <= 1280 - 24, (table, max(cells))  # inside the page's padding
+    assert page_width <= 1280, page_width

@@ -228,3 +228,28 @@ def test_describe_explains_only_what_the_workers_call_hallucinated(tmp_path, ope
         [example] = s.scalars(select(Description).where(Description.kind == "example")).all()
     assert example.sources[1] == wrong[1]  # the one the workers did not overturn
     store.close()
+
+
+def test_describe_out_that_cannot_be_written_is_said_in_one_line_before_any_model_is_asked(openai_server, tmp_path):
+    """`--out` in a folder this user cannot write: one line naming it (as mine, embed, export and seed say it),
+    not an OSError traceback after the model was paid for (issue 33)."""
+    from helpers import unwritable_folders
+    from typer.testing import CliRunner
+
+    from vhmine.cli import app
+
+    srv = openai_server
+    srv.responder = _answer
+    make_ready_store(tmp_path).close()
+    for folder in unwritable_folders(tmp_path):
+        r = CliRunner().invoke(
+            app,
+            ["describe", "--model", "describer", "--mode", "shape", "--examples", "1", "--out", str(folder / "d")]
+            + ["--db", str(tmp_path / "store.db"), "--cache", str(tmp_path / "c.db")],
+        )
+        assert r.exit_code == 2, (folder, r.output, r.exception)
+        (line,) = r.output.strip().splitlines()
+        assert line.startswith(f"error: --out: cannot write in {folder / 'd'} (") and line.endswith(
+            "or fix its permissions"
+        )
+    assert srv.chats() == []  # nothing was asked, nothing paid for

@@ -42,6 +42,11 @@ a.group, button.linkish { color: #0969da; background: none; border: 0; padding: 
 .fool { display: flex; flex-wrap: wrap; gap: 8px; } .fool figure { margin: 0; width: 160px; font-size: 12px; }
 .fool .ans { max-height: 4.5em; }
 th.fig { text-align: right; } th.fig .unit { color: var(--mute); font-weight: 400; font-size: 11px; }
+/* Figures: a row per figure, a column per model; names and sources wrap, so the table fits the window */
+table.figures { max-width: 100%; } table.figures th { position: static; overflow-wrap: anywhere; }
+table.figures tr > th:first-child { text-align: left; } table.figures tr:first-child th + th { text-align: right; }
+table.figures th.fig .unit { display: inline; margin-left: 4px; }
+table.figures td.source { max-width: 320px; overflow-wrap: anywhere; font-size: 12px; }
 details.legend { margin: 6px 0 12px; } details.legend summary { cursor: pointer; color: #0969da; }
 .fool img.thumb { width: 120px; height: 90px; }
 #lightbox { position: fixed; inset: 0; background: rgba(0,0,0,.85); display: flex; gap: 16px; align-items: center;

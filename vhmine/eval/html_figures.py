@@ -93,26 +93,32 @@ def figure_head(key: str) -> str:
 
 
 def summary_table(report: dict) -> str:
-    """Every figure report.json has for each model (report.figure_values), under its metrics.FIGURES name and unit."""
+    """Every figure report.json has for each model (report.figure_values), under its metrics.FIGURES name and unit:
+    a row per figure and a column per model, so that twenty figures fit a window as two models or ten do (a column
+    per figure made the table 1,600 px wide, its source column cut off); long names and sources wrap."""
     values = {m: figure_values(e) for m, e in report["models"].items()}
     records = {m: interval_records(e) for m, e in report["models"].items()}
     keys = [k for k in dict.fromkeys(k for v in values.values() for k in v)]
-    rows = [
-        '<table class="small figures"><tr><th>model</th>'
-        + "".join(figure_head(k) for k in keys)
-        + "<th>items scored</th><th>no answer (not scored)</th><th>source</th></tr>"
-    ]
-    for m, e in report["models"].items():
-        o = e["metrics"]["overall"]
-        cells = "".join(
-            f'<td class="num" title="{_e(ci_title(k, records[m].get(k)))}" data-model="{_e(m)}" data-figure="{_e(k)}">'
-            f"{_e(figure_text(k, values[m].get(k)))}{_bar(k, values[m].get(k), records[m].get(k))}</td>"
-            for k in keys
-        )
+    models = report["models"]
+    rows = ['<table class="small figures"><tr><th>figure</th>' + "".join(f"<th>{_e(m)}</th>" for m in models) + "</tr>"]
+    for k in keys:
         rows.append(
-            f'<tr><td>{_e(m)}</td>{cells}<td class="num">{o.get("n", 0)}</td><td class="num">{e.get("failed", 0)}</td>'
-            f'<td class="source">{_e(e.get("source"))}</td></tr>'
+            "<tr>"
+            + figure_head(k)
+            + "".join(
+                f'<td class="num" title="{_e(ci_title(k, records[m].get(k)))}" data-model="{_e(m)}" '
+                f'data-figure="{_e(k)}">{_e(figure_text(k, values[m].get(k)))}'
+                f"{_bar(k, values[m].get(k), records[m].get(k))}</td>"
+                for m in models
+            )
+            + "</tr>"
         )
+    for head, cell in (
+        ("items scored", lambda e: f'<td class="num">{e["metrics"]["overall"].get("n", 0)}</td>'),
+        ("no answer (not scored)", lambda e: f'<td class="num">{e.get("failed", 0)}</td>'),
+        ("source", lambda e: f'<td class="source">{_e(e.get("source"))}</td>'),
+    ):
+        rows.append(f"<tr><th>{head}</th>" + "".join(cell(e) for e in models.values()) + "</tr>")
     return "".join(rows) + "</table>" + figures_legend(keys)
 
 

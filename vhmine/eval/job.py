@@ -7,8 +7,9 @@ lmms-eval's `--log_samples` JSONL or MMVP's answer.jsonl) or the model itself th
 (OpenAI-compatible; answers cached; vhmine.eval.ask asks, with the options of vhmine.eval.options). This module
 runs the stage; score reads and scores the answers, report writes the tables and chart, and the store is read
 through vhmine.curate only. Writes `--out DIR`: `report.md` (tables, several models side by side),
-`report.json` (every number, the yes/no rule, the OEQ scorer and the judge's model and prompt; every figure's
-95% interval beside it, `intervals`, and `comparisons`: every two models' paired differences, vhmine.eval.units;
+`report.json` (every number, the benchmark's name and sha256 (formats.identity, no path), the yes/no rule, the OEQ
+scorer and the judge's model and prompt; every figure's 95% interval beside it, `intervals`, and `comparisons`:
+every two models' paired differences, vhmine.eval.units;
 and `across_models`: each item's number of models that failed it, the transfer table, the items that fool every
 model, vhmine.eval.across), `answers-<model>.jsonl` (each answer, how it was read, right or wrong and why; one
 file per model, named in report.json's `answers_file`, and those of models an earlier run here scored but this
@@ -83,7 +84,7 @@ from vhmine.eval.score import (  # noqa: F401  (eval's public names, importable 
     score,
 )
 from vhmine.eval.units import attach_intervals, report_comparisons
-from vhmine.files import atomic_write, atomic_write_text, check_owned
+from vhmine.files import atomic_write, atomic_write_text, check_owned, check_writable, write_failed
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +143,7 @@ class EvalResult:
             lines.append(
                 f"  {name}: {figures_line(o)}"
                 + (f", {o['unreadable']} unreadable" if o.get("unreadable") else "")
-                + (f", {m['oeq_unjudged']} open answers unjudged" if m.get("oeq_unjudged") else "")
+                + (f", {_unjudged(m['oeq_unjudged'], self.report['oeq']['scorer'])}" if m.get("oeq_unjudged") else "")
                 + (f", {m['oeq_no_answer']} open answers that do not answer" if m.get("oeq_no_answer") else "")
                 + (
                     f"; {m['failed']} failed, not scored ("
@@ -187,6 +188,14 @@ class EvalResult:
             f" the failures in {where}/report.html)"
         )
         return "\n".join(lines)
+
+
+def _unjudged(n: int, scorer: str) -> str:
+    """The summary's words for open answers with no verdict (scored wrong): what the judge or the store said."""
+    answers = "open answer" if n == 1 else "open answers"
+    if scorer == "labels":
+        return f"{n} {answers} with no workers' verdict (tied or not labelled), scored wrong"
+    return f"{n} {answers} the judge called unclear, scored wrong"
 
 
 def _safe(name: str) -> str:
@@ -261,6 +270,7 @@ def evaluate(opts: EvalOptions) -> EvalResult:
     else:
         get_rule(opts.rule)  # an unknown rule fails before any model is asked
     check_owned(Path(opts.out), "vhmine eval", whole=False)  # and a folder eval may not write into
+    check_writable(Path(opts.out), flag="--out")  # one line, before any model is asked
     if opts.oeq is None:  # `--judge M` alone means: judge the open answers with M
         opts = replace(opts, oeq="judge" if opts.judge else "match")
     if opts.oeq not in (*OEQ_SCORERS, MMVP):
@@ -297,7 +307,8 @@ def evaluate(opts: EvalOptions) -> EvalResult:
     answer_rows: dict[str, list] = {}
     report = {
         "producer": "vhmine eval",
-        "benchmark": {"name": bench.name, "source": bench.source, "items": len(bench)},
+        # its name and checksum, never the path as typed: a report is shared and the same from any folder
+        "benchmark": F.identity(opts.bench, bench, fmt),
         "rule": opts.rule,
         "ynq_prompt_suffix": None if mmvp else YNQ_SUFFIX,  # mmvp: MMVP's prompt, Question + " " + Options
         "oeq": {"scorer": opts.oeq, **(_judge_record(opts.judge, opts.oeq) if opts.oeq in ("judge", MMVP) else {})},
@@ -353,12 +364,27 @@ def evaluate(opts: EvalOptions) -> EvalResult:
         units[run.model] = attach_intervals(entry, rows, modes, bench.items, hallusionbench=is_hb)
         report["models"][run.model] = entry
         answer_rows[run.model] = details
-    from vhmine.eval import html_report
     from vhmine.eval.across import across_models
 
     report["comparisons"] = report_comparisons(units, modes)  # every two models, every figure both have
     report["across_models"] = across_models(answer_rows, modes)
     check_owned(out, "vhmine eval", whole=False)  # again: the folder may have changed while models answered
+    try:
+        _write(out, report, answer_rows, files, bench)
+    except OSError as err:  # a full disk, a folder made read-only meanwhile: one line, as the other stages say it
+        raise write_failed(
+            out,
+            err,
+            "the report there is incomplete",
+            "free some space or choose another --out, and run the same command again (answers from --model are"
+            " cached, not asked again)",
+        ) from None
+    return EvalResult(out, report)
+
+
+def _write(out: Path, report: dict, answer_rows: dict, files: dict, bench: Benchmark) -> None:
+    from vhmine.eval import html_report
+
     # report.json first: it marks the folder as eval's, so a run stopped after it can still write here
     atomic_write_text(out / "report.json", json.dumps(report, indent=1, ensure_ascii=False))
     for model, details in answer_rows.items():
@@ -369,4 +395,3 @@ def evaluate(opts: EvalOptions) -> EvalResult:
     atomic_write_text(out / "report.md", markdown(report))
     atomic_write(out / "accuracy_by_mode.png", lambda tmp: bar_chart(report, tmp))
     html_report.write(report, bench, answer_rows, out)
-    return EvalResult(out, report)

@@ -119,7 +119,7 @@ def read_earlier(since: Path) -> Earlier:
     if not man.is_file():
         raise ExportError(f"--since {since}: no manifest.json there: give the folder of an earlier `vhmine export`")
     try:
-        manifest = json.loads(man.read_text(encoding="utf-8"))
+        manifest = json.loads(man.read_text(encoding="utf-8-sig"))
         bench = F.load(since, manifest["format"])
     except (ValueError, KeyError, TypeError, FormatError) as err:
         raise ExportError(

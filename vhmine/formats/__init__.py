@@ -17,6 +17,9 @@ from types import ModuleType
 
 from vhmine.errors import FormatError, InputError
 
+ENCODING = "utf-8-sig"  # how every reader opens a benchmark's text: UTF-8, with or without a Windows editor's BOM
+BOM = b"\xef\xbb\xbf"
+
 
 @dataclass(frozen=True)
 class FormatSpec:
@@ -117,7 +120,7 @@ def detect(path: Path) -> str:
         man = path / "manifest.json"
         if man.is_file():
             try:
-                fmt = json.loads(man.read_text())["format"]
+                fmt = json.loads(man.read_text(encoding=ENCODING))["format"]
             except (ValueError, KeyError, TypeError):
                 raise FormatError(f"{man}: no 'format' field: is this a vhmine export? give --format") from None
             return get_format(fmt).name
@@ -147,7 +150,7 @@ def detect(path: Path) -> str:
     if path.suffix == ".tsv":
         return "vlmevalkit"
     with open(path, "rb") as f:
-        head = f.read(4096).lstrip()
+        head = f.read(4096).removeprefix(BOM).lstrip()  # a BOM (Windows editors) is no content
     if head.startswith(b"["):
         return "hallusionbench"
     if head.startswith(b"{"):
@@ -158,6 +161,33 @@ def detect(path: Path) -> str:
 def load(path: Path, fmt: str | None = None, **options):
     """Read a benchmark, detecting its format when `fmt` is None."""
     return read(fmt or detect(path), path, **options)
+
+
+def identity(path: Path, bench, fmt: str) -> dict:
+    """What names a benchmark in a report, the same from any folder and with no path of this machine: its name
+    (a vhmine export's manifest's, else the reader's), format, items and a sha256 of its manifest.json (a vhmine
+    export), of its file (a benchmark given as a file), or else of every file in its folder (names and bytes)."""
+    import hashlib
+
+    from vhmine.images import sha256_file
+
+    path = Path(path)
+    man = path / "manifest.json" if path.is_dir() else None
+    name = bench.name
+    if man is not None and man.is_file():
+        try:
+            name = str(json.loads(man.read_text(encoding=ENCODING)).get("name") or name)
+        except (ValueError, AttributeError, OSError):
+            pass
+        of, digest = "manifest.json", sha256_file(man)
+    elif not path.is_dir():
+        of, digest = path.name, sha256_file(path)
+    else:
+        h = hashlib.sha256()
+        for f in sorted(p for p in path.rglob("*") if p.is_file()):
+            h.update(f"{f.relative_to(path).as_posix()}\0{sha256_file(f)}\n".encode())
+        of, digest = "every file", h.hexdigest()
+    return {"name": name, "format": fmt, "items": len(bench), "sha256": digest, "sha256_of": of}
 
 
 # --- helpers the format modules share --------------------------------------------------------------

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from vhmine.bench import OEQ, YNQ, BenchItem, Benchmark
 from vhmine.errors import FormatError
-from vhmine.formats import confined_image, copy_images, item_extras, item_from_extras
+from vhmine.formats import ENCODING, confined_image, copy_images, item_extras, item_from_extras
 
 SHORT = "Answer the question using a single word or phrase."
 FILES = ("train.json", "test.json")
@@ -120,7 +120,7 @@ def read(path: Path, images: Path | None = None) -> Benchmark:
         if not f.is_file():
             raise FormatError(f"{f} does not exist: not a vhmine LLaVA export")
         try:
-            recs = json.loads(f.read_text(encoding="utf-8"))
+            recs = json.loads(f.read_text(encoding=ENCODING))
         except ValueError as err:
             raise FormatError(f"{f}: not JSON ({err})") from None
         for n, rec in enumerate(recs):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from vhmine.bench import YNQ, BenchItem, Benchmark
 from vhmine.errors import FormatError
-from vhmine.formats import confined_image, copy_images, item_extras, item_from_extras
+from vhmine.formats import ENCODING, confined_image, copy_images, item_extras, item_from_extras
 
 FILE = "questions.jsonl"
 
@@ -53,7 +53,7 @@ def read(path: Path, images: Path | None = None) -> Benchmark:
     for f in files:
         if not f.is_file():
             raise FormatError(f"{f} does not exist: not a POPE benchmark")
-        with open(f, encoding="utf-8") as fh:
+        with open(f, encoding=ENCODING) as fh:
             for n, line in enumerate(fh, start=1):
                 if not line.strip():
                     continue

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from vhmine.bench import OEQ, YNQ, BenchItem, Benchmark, question_key
 from vhmine.errors import FormatError
-from vhmine.formats import item_extras, item_from_extras
+from vhmine.formats import ENCODING, item_extras, item_from_extras
 
 COLUMNS = ("index", "image", "question", "answer", "category")
 
@@ -118,7 +118,7 @@ def read(path: Path) -> Benchmark:
     csv.field_size_limit(sys.maxsize)  # base64 images are far longer than csv's default limit
     items: list[BenchItem] = []
     for tsv in files:
-        with open(tsv, newline="", encoding="utf-8") as f:
+        with open(tsv, newline="", encoding=ENCODING) as f:
             rd = csv.DictReader(f, delimiter="\t")
             missing = [c for c in ("index", "question", "answer") if c not in (rd.fieldnames or [])]
             if missing:

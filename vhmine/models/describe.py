@@ -22,7 +22,7 @@ from pathlib import Path
 
 from vhmine import prompts as P
 from vhmine.errors import InputError
-from vhmine.files import atomic_write_text
+from vhmine.files import atomic_write_text, check_writable, write_failed
 from vhmine.llm import LLM, ChatRequest, LLMOptions
 from vhmine.models.probe import Hallucination, hallucinations
 from vhmine.rules import modes as M
@@ -97,6 +97,8 @@ def describe(store, opts: DescribeOptions) -> DescribeResult:
     if opts.examples < 1 or opts.min_real < 0:
         raise InputError("--examples must be at least 1 and --min-real at least 0")
     modes = [M.get_mode(m) for m in (opts.modes or M.mode_names())]
+    if opts.out is not None:
+        check_writable(Path(opts.out), flag="--out")  # one line, before any model is asked
     p_ex, p_hyp, p_merge = P.load("describe_example"), P.load("describe_hypothetical"), P.load("describe_merge")
     model = opts.llm.model
     result = DescribeResult(model)
@@ -192,7 +194,15 @@ def describe(store, opts: DescribeOptions) -> DescribeResult:
         result.modes = [per_mode[m.name] for m in modes]
         result.spent, result.sent, result.cached = llm.spent, llm.stats.sent, llm.stats.cached
     if opts.out is not None:
-        result.files = write_description_files(opts.out, [m for m in result.modes if m.description_id])
+        try:
+            result.files = write_description_files(opts.out, [m for m in result.modes if m.description_id])
+        except OSError as err:  # a full disk, a folder made read-only meanwhile: one line, as the other stages say
+            raise write_failed(
+                Path(opts.out),
+                err,
+                "the descriptions are in the store",
+                "free some space or choose another --out, and run the same command again (answers are cached)",
+            ) from None
     return result
 
 
