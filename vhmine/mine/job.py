@@ -130,7 +130,7 @@ def _mine(opts: MineOptions):
             from vhmine.mine.across import open_pair
 
             check_owned(run_dir, "vhmine mine")
-            a, b = open_pair(root, name, opts, load=False)
+            a, b = open_pair(root, name, opts, load=False, least=2)  # (a 1 x N rectangle: the local engine)
             return mine_ray(a, opts, run_dir, warnings, t0, against=b)
         idx = usable_index(open_index(root, name, load_vectors=False, load_images=False))
         if opts.plan:

@@ -38,6 +38,7 @@ class MineResult:
     relax: list[str] = field(default_factory=list)  # with 0 pairs: counts at nearby thresholds (mine.relax)
     kernel: str = ""  # the products kernel and the candidates' rates (calibrate.Choice.line), or the Ray nodes' kernels
     reuse: str = ""  # a run that reused an earlier one: what it mined (mine.grow.said)
+    shared: int = 0  # --against: images in both indexes (each pair of two of them counted once, none with itself)
 
     def summary(self) -> str:
         lines = []  # (the warnings were logged before the search)
@@ -50,6 +51,11 @@ class MineResult:
             lines.append(self.kernel)
         if self.reuse:
             lines.append(self.reuse)
+        if self.shared:
+            lines.append(
+                f"{self.shared:,} image(s) are in both indexes: no pair of an image with itself, and each pair "
+                "of two of them counted once (side a from this index)"
+            )
         lines.append(
             f"{self.written} pairs written to {self.run_dir / 'pairs.parquet'} "
             f"({self.images} images; {self.clip_alike} pairs with CLIP >= threshold, "
@@ -246,12 +252,18 @@ def rerun_command(name: str, opts) -> str:
     )
 
 
-def usable_index(idx):
-    """The index, unless it has fewer than 2 usable images (then InputError naming skipped.csv)."""
+def usable_index(idx, least: int = 2):
+    """The index, unless it has fewer than `least` usable images (2 for a triangle; 1 for either side of an
+    --against rectangle): then InputError, naming skipped.csv only when it lists images."""
     n = idx.manifest.get("counts", {}).get("images", 0) if idx.images is None else len(idx.images)
-    if n < 2:
+    if n < least:
+        skipped = len(idx.manifest.get("skipped") or [])
+        why = (
+            f"see {idx.skipped_file} for the {skipped} image(s) that could not be read"
+            if skipped
+            else "embed a folder with more images into it, or mine it against another index with --against"
+        )
         raise InputError(
-            f"index {idx.name!r} has {n} usable image{'s' if n != 1 else ''}: mining needs at least 2 "
-            f"(see {idx.skipped_file} for images that could not be read)"
+            f"index {idx.name!r} has {n} usable image{'s' if n != 1 else ''}: mining needs at least {least} ({why})"
         )
     return idx
