@@ -89,11 +89,20 @@ def test_caps_per_image_and_total():
     assert list(rank_pairs(ids_a, ids_b, gap, max_pairs=2)) == [0, 1]
     # ties are broken by image ids, not by input order
     assert list(rank_pairs(ids_a[::-1], ids_b[::-1], gap[::-1])) == [4, 3, 2, 1, 0]
+    cuts = {}
+    assert list(rank_pairs(ids_a, ids_b, gap, max_per_image=1, max_pairs=5, cuts=cuts)) == [0, 4]
+    assert cuts == {"--max-per-image 1": 3}
+    cuts = {}
+    assert list(rank_pairs(ids_a, ids_b, gap, max_per_image=2, max_pairs=2, cuts=cuts)) == [0, 1]
+    assert cuts == {"--max-pairs 2": 3}  # (it stopped at 2; the per-image cap had left out none before)
+    cuts = {}
+    rank_pairs(ids_a, ids_b, gap, cuts=cuts)
+    assert cuts == {}
 
 
 def test_caps_through_mine(clustered):
     tmp, *_ = clustered
-    mine_index(
+    res = mine_index(
         MineOptions(
             index="syn", indexes=tmp / "idx", clip=0.5, dino=1.0, max_per_image=1, out=tmp / "r", progress=False
         )
@@ -101,10 +110,16 @@ def test_caps_through_mine(clustered):
     pairs = pd.read_parquet(tmp / "r" / "pairs.parquet")
     both = pd.concat([pairs["image_id_a"], pairs["image_id_b"]])
     assert len(pairs) > 3 and both.is_unique
-    mine_index(
+    in_box = json.loads((tmp / "r" / "run.json").read_text())["counts"]["in_box"]
+    assert (
+        f"{in_box - len(pairs):,} of the {in_box:,} pairs in the box were cut: --max-per-image 1 left out"
+        in res.summary()
+    )
+    res = mine_index(
         MineOptions(index="syn", indexes=tmp / "idx", clip=0.5, dino=1.0, max_pairs=3, out=tmp / "r", progress=False)
     )
     assert len(pd.read_parquet(tmp / "r" / "pairs.parquet")) == 3
+    assert "were cut: --max-pairs 3 left out" in res.summary() and "--max-per-image" not in res.summary()
 
 
 def test_threshold_errors_and_warning():
@@ -139,8 +154,9 @@ def test_no_index_and_too_few_images(tmp_path):
     with pytest.raises(IndexMissingError, match="no index under .*vhmine embed FOLDER"):
         mine_index(MineOptions(indexes=tmp_path / "none"))
     make_index(tmp_path / "idx", "one", unit_rows([[1, 0]]), unit_rows([[0, 1]]), root=tmp_path / "imgs")
-    with pytest.raises(InputError, match="index 'one' has 1 usable image: mining needs at least 2"):
+    with pytest.raises(InputError, match="index 'one' has 1 usable image: mining needs at least 2") as err:
         mine_index(MineOptions(indexes=tmp_path / "idx"))
+    assert "skipped.csv" not in str(err.value) and "--against" in str(err.value)  # it lists no image
 
 
 def test_nothing_in_the_box_still_writes_a_run(clustered):

@@ -61,8 +61,8 @@ def mine_local(idx, name: str, opts, run_dir: Path, default_dir: Path, warnings:
     swap = ids[i] > ids[j]
     a = np.where(swap, j, i)
     b = np.where(swap, i, j)
-    gap = clip_sim - dino_sim
-    order = rank_pairs(ids[a], ids[b], gap, max_per_image=opts.max_per_image, max_pairs=opts.max_pairs)
+    gap, cuts = clip_sim - dino_sim, {}
+    order = rank_pairs(ids[a], ids[b], gap, max_per_image=opts.max_per_image, max_pairs=opts.max_pairs, cuts=cuts)
     a, b, clip_sim, dino_sim, gap = a[order], b[order], clip_sim[order], dino_sim[order], gap[order]
     pairs = pairs_frame(1, side(images, a, idx.location), side(images, b, idx.location), clip_sim, dino_sim, gap)
 
@@ -112,6 +112,7 @@ def mine_local(idx, name: str, opts, run_dir: Path, default_dir: Path, warnings:
         relax=relax.lines if relax else [],
         kernel=st.get("kernel_line", ""),
         reuse=reuse,
+        cuts=cuts,
     )
 
 
@@ -190,8 +191,8 @@ def mine_across(a, b, opts, run_dir: Path, warnings: list[str], t0: float) -> Mi
     in_box = found.dino_sim <= opts.dino
     i, j = found.i[in_box], found.j[in_box]
     clip_sim, dino_sim = found.clip_sim[in_box], found.dino_sim[in_box]
-    gap = clip_sim - dino_sim
-    order = rank_pairs(ids_a[i], ids_b[j], gap, max_per_image=opts.max_per_image, max_pairs=opts.max_pairs)
+    gap, cuts = clip_sim - dino_sim, {}
+    order = rank_pairs(ids_a[i], ids_b[j], gap, max_per_image=opts.max_per_image, max_pairs=opts.max_pairs, cuts=cuts)
     i, j, clip_sim, dino_sim, gap = i[order], j[order], clip_sim[order], dino_sim[order], gap[order]
     pairs = pairs_frame(1, side(a.images, i, a.location), side(b.images, j, b.location), clip_sim, dino_sim, gap)
     pairs["index_a"], pairs["index_b"] = a.name, b.name
@@ -265,4 +266,5 @@ def mine_across(a, b, opts, run_dir: Path, warnings: list[str], t0: float) -> Mi
         relax=relax.lines if relax else [],
         kernel=st.get("kernel_line", ""),
         shared=shared,
+        cuts=cuts,
     )

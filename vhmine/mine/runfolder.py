@@ -38,6 +38,7 @@ class MineResult:
     relax: list[str] = field(default_factory=list)  # with 0 pairs: counts at nearby thresholds (mine.relax)
     kernel: str = ""  # the products kernel and the candidates' rates (calibrate.Choice.line), or the Ray nodes' kernels
     reuse: str = ""  # a run that reused an earlier one: what it mined (mine.grow.said)
+    cuts: dict = field(default_factory=dict)  # how many in-box pairs each cap left out (rank_pairs' cuts)
     shared: int = 0  # --against: images in both indexes (each pair of two of them counted once, none with itself)
 
     def summary(self) -> str:
@@ -61,6 +62,11 @@ class MineResult:
             f"({self.images} images; {self.clip_alike} pairs with CLIP >= threshold, "
             f"{self.in_box} of them with DINOv2 <= threshold; {self.seconds:.1f} s)"
         )
+        if self.cuts:
+            lines.append(
+                f"{self.in_box - self.written:,} of the {self.in_box:,} pairs in the box were cut: "
+                + ", ".join(f"{cap} left out {n:,}" for cap, n in self.cuts.items())
+            )
         lines.append(f"look at them: {self.run_dir / 'gallery.html'} and {self.run_dir / 'scatter.png'}")
         if self.written:
             lines.append(f"next: vhmine seed --pairs {shown_path(self.run_dir / 'pairs.parquet')}")
@@ -219,11 +225,17 @@ def against_record(b) -> dict:
 BACKGROUND_PAIRS = 20_000  # the scatter plot's background: every pair up to this many, else a sample of this size
 
 
-def rank_pairs(id_a, id_b, gap, *, max_per_image: int | None = None, max_pairs: int | None = None):
-    """Order of the kept pairs: gap descending, ties by image ids (never row order), then the caps."""
+def rank_pairs(
+    id_a, id_b, gap, *, max_per_image: int | None = None, max_pairs: int | None = None, cuts: dict | None = None
+):
+    """Order of the kept pairs: gap descending, ties by image ids (never row order), then the caps. cuts: when
+    given, gets how many pairs each cap left out ({"--max-per-image 3": n, "--max-pairs 100": m}, only caps
+    that left some out; the pairs past --max-pairs are its, though --max-per-image might have cut some of them
+    too)."""
     import numpy as np
 
     order = np.lexsort((id_b, id_a, -gap))
+    total, per_image = len(order), 0
     if max_per_image:
         used: dict[str, int] = {}
         keep = []
@@ -235,9 +247,16 @@ def rank_pairs(id_a, id_b, gap, *, max_per_image: int | None = None, max_pairs: 
                 keep.append(k)
                 if max_pairs and len(keep) >= max_pairs:
                     break
+            else:
+                per_image += 1
         order = np.asarray(keep, dtype=np.int64)
     if max_pairs:
         order = order[:max_pairs]
+    if cuts is not None:
+        if per_image:
+            cuts[f"--max-per-image {max_per_image}"] = per_image
+        if total - per_image > len(order):
+            cuts[f"--max-pairs {max_pairs}"] = total - per_image - len(order)
     return order
 
 
