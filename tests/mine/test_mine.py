@@ -421,3 +421,14 @@ def test_a_small_run_is_the_fast_pass_bit_for_bit_and_loads_no_torch(clustered, 
     pd.testing.assert_frame_equal(
         pd.read_parquet(tmp / "p" / "pairs.parquet"), pd.read_parquet(tmp / "s" / "pairs.parquet")
     )
+
+
+def test_the_products_kernel_is_said_once(clustered):
+    """`vhmine mine` as a user runs it said "products kernel: ..." twice (the join's INFO line, then the
+    summary): once."""
+    tmp, *_ = clustered
+    r = run_vhmine(
+        "mine", "--indexes", "idx", "--clip", "0.8", "--dino", "0.5", "--kernel", "torch-f32", "--out", "r", cwd=tmp
+    )
+    assert r.returncode == 0, r.stderr
+    assert (r.stdout + r.stderr).count("products kernel: torch-f32 (forced by --kernel)") == 1, r.stdout + r.stderr
