@@ -432,3 +432,41 @@ def test_the_products_kernel_is_said_once(clustered):
     )
     assert r.returncode == 0, r.stderr
     assert (r.stdout + r.stderr).count("products kernel: torch-f32 (forced by --kernel)") == 1, r.stdout + r.stderr
+
+
+def test_a_second_mine_into_the_same_folder_says_another_mine_is_writing_it(clustered):
+    """Two `vhmine mine ... --out runs/same` at once (real processes; the first held still by SIGSTOP while
+    it holds the folder): the second says another mine is writing that folder, not that a write failed for
+    want of space; the first then finishes its run."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    tmp, *_ = clustered
+    words = ["mine", "--indexes", "idx", "--clip", "0.8", "--dino", "0.5", "--out", "runs/same"]
+    env = dict(os.environ, COLUMNS="200", HF_HUB_OFFLINE="1")
+    first = subprocess.Popen(
+        [sys.executable, "-m", "vhmine.cli", *words], cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    lock = tmp / "runs" / ".same.lock"
+    try:
+        deadline = time.time() + 120
+        while not (lock.is_file() and lock.read_text().strip() == str(first.pid)) and first.poll() is None:
+            assert time.time() < deadline, "the first mine never took the run folder's lock"
+            time.sleep(0.02)
+        assert first.poll() is None, first.communicate()
+        os.kill(first.pid, signal.SIGSTOP)
+        second = run_vhmine(*words, cwd=tmp)
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
+    out, err = first.communicate(timeout=300)
+    said = second.stdout + second.stderr
+    assert second.returncode == 2, said
+    assert f"another `vhmine mine` (process {first.pid}) is writing runs/same; nothing was written" in said, said
+    assert "free some space" not in said and "Traceback" not in said
+    assert first.returncode == 0, err
+    assert (tmp / "runs" / "same" / "run.json").is_file() and sorted(p.name for p in (tmp / "runs").iterdir()) == [
+        "same"
+    ]  # no lock file, no temporary folder left
