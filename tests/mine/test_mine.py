@@ -470,3 +470,40 @@ def test_a_second_mine_into_the_same_folder_says_another_mine_is_writing_it(clus
     assert (tmp / "runs" / "same" / "run.json").is_file() and sorted(p.name for p in (tmp / "runs").iterdir()) == [
         "same"
     ]  # no lock file, no temporary folder left
+
+
+def test_mining_an_index_being_embedded_says_to_wait_for_the_embed(clustered):
+    """While `vhmine embed` holds an index's job lock (a real process holding it with embed's own code),
+    mining that index says an embed is running and to wait, not to run the same embed again (which embed
+    refuses while it runs); once it is gone, the half-written index says to finish it."""
+    import subprocess
+    import sys
+
+    tmp, *_ = clustered
+    folder = tmp / "idx" / "syn"
+    (folder / "manifest.json").rename(tmp / "manifest.json")  # half-written: the embed has not finished
+    hold = (
+        "import sys; from pathlib import Path; from vhmine.embed.job import _job_lock\n"
+        "with _job_lock(Path(sys.argv[1]) / 'work', 'syn'):\n"
+        "    print('held', flush=True); sys.stdin.read()\n"
+    )
+    embed = subprocess.Popen(
+        [sys.executable, "-c", hold, str(folder)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert embed.stdout.readline().strip() == "held"
+        for words in (["--index", "syn"], []):  # named, and the only (unfinished) index
+            r = run_vhmine("mine", "--indexes", "idx", *words, "--out", "r", cwd=tmp)
+            said = r.stdout + r.stderr
+            assert r.returncode != 0 and "Traceback" not in said, said
+            assert f"index 'syn' is being embedded now (`vhmine embed`, process {embed.pid} is running): wait" in said
+            assert "again to finish it" not in said and "rerun the same" not in said, said
+        (tmp / "manifest.json").rename(folder / "manifest.json")  # its manifest is there, its files being rewritten
+        (folder / "images.parquet").write_bytes(b"PAR1 being written")
+        r = run_vhmine("mine", "--indexes", "idx", "--index", "syn", "--out", "r", cwd=tmp)
+        assert "is being embedded now" in r.stdout + r.stderr and "rebuild" not in r.stdout + r.stderr
+    finally:
+        embed.communicate("", timeout=60)
+    r = run_vhmine("mine", "--indexes", "idx", "--index", "syn", "--out", "r", cwd=tmp)
+    assert "being embedded" not in r.stderr and "rerun `vhmine embed` to rebuild it" in r.stderr, r.stderr
+    assert not (tmp / "r").exists()
