@@ -77,9 +77,9 @@ def test_the_cache_is_per_machine_and_measures_again_when_it_changes(tmp_path):
     assert json.loads(path.read_text())["entries"]
 
 
-@pytest.mark.parametrize("bad", ["4.0", [4.0], {"gmacs": 4.0}, True, float("nan"), -1.0])
+@pytest.mark.parametrize("bad", ["4.0", [4.0], {"gmacs": 4.0}, float("nan")])
 def test_a_cached_rate_that_is_not_a_number_is_measured_again(tmp_path, bad):
-    """A kernels.json whose rate is a string, a list, a dict (or true, NaN, negative): edited by hand or by
+    """A kernels.json whose rate is a string, a list, a dict (or NaN): edited by hand or by
     another program. It used to end every mine in a TypeError in _fastest; it is measured again, as an
     unreadable file is, and rewritten."""
     calls: list = []

@@ -11,7 +11,7 @@ from helpers import interrupt_when, make_index, run_vhmine, unit_rows
 from typer.testing import CliRunner
 
 from vhmine.cli import app
-from vhmine.errors import IndexMissingError, InputError
+from vhmine.errors import IndexCorruptError, IndexMissingError, InputError
 from vhmine.mine.job import MineOptions, check_thresholds, mine_index
 from vhmine.mine.runfolder import rank_pairs
 
@@ -423,15 +423,15 @@ def test_a_small_run_is_the_fast_pass_bit_for_bit_and_loads_no_torch(clustered, 
     )
 
 
-def test_the_products_kernel_is_said_once(clustered):
-    """`vhmine mine` as a user runs it said "products kernel: ..." twice (the join's INFO line, then the
-    summary): once."""
+def test_the_products_kernel_is_said_once(clustered, caplog):
+    """`vhmine mine` said "products kernel: ..." twice (the join's INFO line, then the summary): once."""
     tmp, *_ = clustered
-    r = run_vhmine(
-        "mine", "--indexes", "idx", "--clip", "0.8", "--dino", "0.5", "--kernel", "torch-f32", "--out", "r", cwd=tmp
-    )
-    assert r.returncode == 0, r.stderr
-    assert (r.stdout + r.stderr).count("products kernel: torch-f32 (forced by --kernel)") == 1, r.stdout + r.stderr
+    with caplog.at_level("INFO", logger="vhmine"):
+        res = mine_index(
+            MineOptions(indexes=tmp / "idx", clip=0.8, dino=0.5, kernel="torch-f32", out=tmp / "r", progress=False)
+        )
+    said = "\n".join(r.getMessage() for r in caplog.records if r.levelname != "DEBUG") + "\n" + res.summary()
+    assert said.count("products kernel: torch-f32 (forced by --kernel)") == 1, said
 
 
 def test_a_second_mine_into_the_same_folder_says_another_mine_is_writing_it(clustered):
@@ -492,18 +492,18 @@ def test_mining_an_index_being_embedded_says_to_wait_for_the_embed(clustered):
     )
     try:
         assert embed.stdout.readline().strip() == "held"
-        for words in (["--index", "syn"], []):  # named, and the only (unfinished) index
-            r = run_vhmine("mine", "--indexes", "idx", *words, "--out", "r", cwd=tmp)
-            said = r.stdout + r.stderr
-            assert r.returncode != 0 and "Traceback" not in said, said
+        for index in ("syn", None):  # named, and the only (unfinished) index
+            with pytest.raises((IndexCorruptError, IndexMissingError)) as err:
+                mine_index(MineOptions(indexes=tmp / "idx", index=index, out=tmp / "r", progress=False))
+            said = str(err.value)
             assert f"index 'syn' is being embedded now (`vhmine embed`, process {embed.pid} is running): wait" in said
             assert "again to finish it" not in said and "rerun the same" not in said, said
         (tmp / "manifest.json").rename(folder / "manifest.json")  # its manifest is there, its files being rewritten
         (folder / "images.parquet").write_bytes(b"PAR1 being written")
-        r = run_vhmine("mine", "--indexes", "idx", "--index", "syn", "--out", "r", cwd=tmp)
-        assert "is being embedded now" in r.stdout + r.stderr and "rebuild" not in r.stdout + r.stderr
+        with pytest.raises(IndexCorruptError, match="is being embedded now"):
+            mine_index(MineOptions(indexes=tmp / "idx", index="syn", out=tmp / "r", progress=False))
     finally:
         embed.communicate("", timeout=60)
-    r = run_vhmine("mine", "--indexes", "idx", "--index", "syn", "--out", "r", cwd=tmp)
-    assert "being embedded" not in r.stderr and "rerun `vhmine embed` to rebuild it" in r.stderr, r.stderr
+    with pytest.raises(IndexCorruptError, match="rerun `vhmine embed` to rebuild it"):
+        mine_index(MineOptions(indexes=tmp / "idx", index="syn", out=tmp / "r", progress=False))
     assert not (tmp / "r").exists()
