@@ -476,3 +476,21 @@ def test_the_check_takes_the_index_vectors_and_needs_no_encoder_files(tmp_path, 
 
 def sha_of(path):
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def test_the_within_search_says_its_products_kernel_once(monkeypatch, caplog):
+    """An export past SMALL_WITHIN images searches itself with find_pairs: the products kernel is said once
+    (the join says it only at DEBUG; the check says it at INFO), as mine says it once."""
+    import numpy as np
+
+    from vhmine.export import neardup
+
+    monkeypatch.setattr(neardup, "SMALL_WITHIN", 0)
+    rng = np.random.default_rng(0)
+    clip = rng.standard_normal((40, 16)).astype(np.float32)
+    clip /= np.linalg.norm(clip, axis=1, keepdims=True)
+    dino = clip[:, :8] / np.linalg.norm(clip[:, :8], axis=1, keepdims=True)
+    with caplog.at_level("INFO", logger="vhmine"):
+        neardup._within(clip, dino, neardup.DupOptions(clip_min=0.5, dino_min=0.0, device="cpu", progress=False))
+    said = [r.getMessage() for r in caplog.records if r.levelname == "INFO" and "products kernel: " in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("near duplicates: products kernel: "), said

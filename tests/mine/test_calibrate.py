@@ -6,6 +6,7 @@ import json
 import time
 
 import numpy as np
+import pytest
 from helpers import make_index, unit_rows
 from typer.testing import CliRunner
 
@@ -74,6 +75,25 @@ def test_the_cache_is_per_machine_and_measures_again_when_it_changes(tmp_path):
     path.write_text("{not json")
     assert choose("cpu", 64, candidates=fakes, cache=path, identity=MACHINE).source == "measured"
     assert json.loads(path.read_text())["entries"]
+
+
+@pytest.mark.parametrize("bad", ["4.0", [4.0], {"gmacs": 4.0}, float("nan")])
+def test_a_cached_rate_that_is_not_a_number_is_measured_again(tmp_path, bad):
+    """A kernels.json whose rate is a string, a list, a dict (or NaN): edited by hand or by
+    another program. It used to end every mine in a TypeError in _fastest; it is measured again, as an
+    unreadable file is, and rewritten."""
+    calls: list = []
+    fakes = {"a": _fake("a", 1.0, calls), "b": _fake("b", 4.0, calls)}
+    path = tmp_path / "kernels.json"
+    choose("cpu", 64, candidates=fakes, cache=path, identity=MACHINE)
+    data = json.loads(path.read_text())
+    (entry,) = data["entries"].values()
+    entry["rates"]["a"] = bad
+    path.write_text(json.dumps(data))
+    c = choose("cpu", 64, candidates=fakes, cache=path, identity=MACHINE)
+    assert c.source == "measured" and c.name == "b" and isinstance(c.rates["a"], float)
+    (entry,) = json.loads(path.read_text())["entries"].values()
+    assert all(isinstance(v, float) for v in entry["rates"].values())
 
 
 def test_a_kernel_cached_as_not_exact_is_measured_again_once_it_is_exact(tmp_path):

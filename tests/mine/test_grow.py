@@ -195,6 +195,60 @@ def test_an_earlier_run_that_cannot_be_reused_gives_a_full_mine_and_says_why(tmp
         assert len(said) == 1 and why in said[0], said
 
 
+def _old_digests(clip, dino):
+    """The digests vhmine wrote before BLAKE2b (a linear sum of two float32 words a 64-bit word times odd
+    multipliers): what rows.parquet of a run written by an older vhmine holds."""
+    acc = np.zeros(len(clip), np.uint64)
+    for part, x in enumerate((np.ascontiguousarray(clip, np.float32), np.ascontiguousarray(dino, np.float32))):
+        w = x.view(np.uint64) if x.shape[1] % 2 == 0 else x.view(np.uint32).astype(np.uint64)
+        rng = np.random.default_rng(part + 0x766D)
+        m = rng.integers(0, 2**63, size=w.shape[1], dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+        acc += np.multiply(w, m).sum(axis=1)
+    return acc
+
+
+def test_a_run_with_an_older_vhmines_digests_is_mined_in_full_not_reused(tmp_path, caplog):
+    """A run written with the old linear digests, then CLIP dims 1 and 3 of one row negated (the old digest
+    of that row is unchanged): the rerun must not reuse the run, and says why."""
+    import hashlib
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    build(tmp_path, START)
+    mine(tmp_path)
+    clip, dino = vectors(START)
+    ids = np.array([f"{k:016x}"[::-1] for k in START], dtype=object)
+    rows = tmp_path / "run" / "rows.parquet"
+    pq.write_table(pa.table({"image_id": pa.array(ids, pa.string()), "digest": _old_digests(clip, dino)}), rows)
+    meta = run_json(tmp_path)
+    meta["files"]["rows.parquet"] = {
+        "bytes": rows.stat().st_size,
+        "sha256": hashlib.sha256(rows.read_bytes()).hexdigest(),
+    }
+    (tmp_path / "run" / "run.json").write_text(json.dumps(meta))
+    clip[3, [1, 3]] *= -1
+    assert _old_digests(clip, dino)[3] == _old_digests(*vectors(START))[3]  # what the old digests missed
+    make_index(
+        tmp_path / "indexes",
+        "col",
+        clip,
+        dino,
+        root=tmp_path / "images",
+        keys=START,
+        created="2026-11-01T00:00:00+0000",
+    )
+    with caplog.at_level("WARNING", logger="vhmine"):
+        res = mine(tmp_path)
+    said = [r.getMessage() for r in caplog.records if "mining in full" in r.getMessage()]
+    assert len(said) == 1 and "keeps row digests of an older kind" in said[0], said
+    assert "incremental" not in run_json(tmp_path) and not res.reuse
+    mine(tmp_path, out="full", full=True)
+    assert (tmp_path / "run" / "pairs.csv").read_bytes() == (tmp_path / "full" / "pairs.csv").read_bytes()
+    # and the run written now keeps the new digests: the next rerun reuses it
+    assert mine(tmp_path).reuse
+
+
 def test_nothing_changed_mines_no_products_and_writes_the_same_pairs(tmp_path):
     build(tmp_path, START)
     mine(tmp_path)

@@ -11,7 +11,7 @@ from helpers import interrupt_when, make_index, run_vhmine, unit_rows
 from typer.testing import CliRunner
 
 from vhmine.cli import app
-from vhmine.errors import IndexMissingError, InputError
+from vhmine.errors import IndexCorruptError, IndexMissingError, InputError
 from vhmine.mine.job import MineOptions, check_thresholds, mine_index
 from vhmine.mine.runfolder import rank_pairs
 
@@ -89,11 +89,20 @@ def test_caps_per_image_and_total():
     assert list(rank_pairs(ids_a, ids_b, gap, max_pairs=2)) == [0, 1]
     # ties are broken by image ids, not by input order
     assert list(rank_pairs(ids_a[::-1], ids_b[::-1], gap[::-1])) == [4, 3, 2, 1, 0]
+    cuts = {}
+    assert list(rank_pairs(ids_a, ids_b, gap, max_per_image=1, max_pairs=5, cuts=cuts)) == [0, 4]
+    assert cuts == {"--max-per-image 1": 3}
+    cuts = {}
+    assert list(rank_pairs(ids_a, ids_b, gap, max_per_image=2, max_pairs=2, cuts=cuts)) == [0, 1]
+    assert cuts == {"--max-pairs 2": 3}  # (it stopped at 2; the per-image cap had left out none before)
+    cuts = {}
+    rank_pairs(ids_a, ids_b, gap, cuts=cuts)
+    assert cuts == {}
 
 
 def test_caps_through_mine(clustered):
     tmp, *_ = clustered
-    mine_index(
+    res = mine_index(
         MineOptions(
             index="syn", indexes=tmp / "idx", clip=0.5, dino=1.0, max_per_image=1, out=tmp / "r", progress=False
         )
@@ -101,10 +110,16 @@ def test_caps_through_mine(clustered):
     pairs = pd.read_parquet(tmp / "r" / "pairs.parquet")
     both = pd.concat([pairs["image_id_a"], pairs["image_id_b"]])
     assert len(pairs) > 3 and both.is_unique
-    mine_index(
+    in_box = json.loads((tmp / "r" / "run.json").read_text())["counts"]["in_box"]
+    assert (
+        f"{in_box - len(pairs):,} of the {in_box:,} pairs in the box were cut: --max-per-image 1 left out"
+        in res.summary()
+    )
+    res = mine_index(
         MineOptions(index="syn", indexes=tmp / "idx", clip=0.5, dino=1.0, max_pairs=3, out=tmp / "r", progress=False)
     )
     assert len(pd.read_parquet(tmp / "r" / "pairs.parquet")) == 3
+    assert "were cut: --max-pairs 3 left out" in res.summary() and "--max-per-image" not in res.summary()
 
 
 def test_threshold_errors_and_warning():
@@ -139,8 +154,9 @@ def test_no_index_and_too_few_images(tmp_path):
     with pytest.raises(IndexMissingError, match="no index under .*vhmine embed FOLDER"):
         mine_index(MineOptions(indexes=tmp_path / "none"))
     make_index(tmp_path / "idx", "one", unit_rows([[1, 0]]), unit_rows([[0, 1]]), root=tmp_path / "imgs")
-    with pytest.raises(InputError, match="index 'one' has 1 usable image: mining needs at least 2"):
+    with pytest.raises(InputError, match="index 'one' has 1 usable image: mining needs at least 2") as err:
         mine_index(MineOptions(indexes=tmp_path / "idx"))
+    assert "skipped.csv" not in str(err.value) and "--against" in str(err.value)  # it lists no image
 
 
 def test_nothing_in_the_box_still_writes_a_run(clustered):
@@ -405,3 +421,89 @@ def test_a_small_run_is_the_fast_pass_bit_for_bit_and_loads_no_torch(clustered, 
     pd.testing.assert_frame_equal(
         pd.read_parquet(tmp / "p" / "pairs.parquet"), pd.read_parquet(tmp / "s" / "pairs.parquet")
     )
+
+
+def test_the_products_kernel_is_said_once(clustered, caplog):
+    """`vhmine mine` said "products kernel: ..." twice (the join's INFO line, then the summary): once."""
+    tmp, *_ = clustered
+    with caplog.at_level("INFO", logger="vhmine"):
+        res = mine_index(
+            MineOptions(indexes=tmp / "idx", clip=0.8, dino=0.5, kernel="torch-f32", out=tmp / "r", progress=False)
+        )
+    said = "\n".join(r.getMessage() for r in caplog.records if r.levelname != "DEBUG") + "\n" + res.summary()
+    assert said.count("products kernel: torch-f32 (forced by --kernel)") == 1, said
+
+
+def test_a_second_mine_into_the_same_folder_says_another_mine_is_writing_it(clustered):
+    """Two `vhmine mine ... --out runs/same` at once (real processes; the first held still by SIGSTOP while
+    it holds the folder): the second says another mine is writing that folder, not that a write failed for
+    want of space; the first then finishes its run."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    tmp, *_ = clustered
+    words = ["mine", "--indexes", "idx", "--clip", "0.8", "--dino", "0.5", "--out", "runs/same"]
+    env = dict(os.environ, COLUMNS="200", HF_HUB_OFFLINE="1")
+    first = subprocess.Popen(
+        [sys.executable, "-m", "vhmine.cli", *words], cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    lock = tmp / "runs" / ".same.lock"
+    try:
+        deadline = time.time() + 120
+        while not (lock.is_file() and lock.read_text().strip() == str(first.pid)) and first.poll() is None:
+            assert time.time() < deadline, "the first mine never took the run folder's lock"
+            time.sleep(0.02)
+        assert first.poll() is None, first.communicate()
+        os.kill(first.pid, signal.SIGSTOP)
+        second = run_vhmine(*words, cwd=tmp)
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
+    out, err = first.communicate(timeout=300)
+    said = second.stdout + second.stderr
+    assert second.returncode == 2, said
+    assert f"another `vhmine mine` (process {first.pid}) is writing runs/same; nothing was written" in said, said
+    assert "free some space" not in said and "Traceback" not in said
+    assert first.returncode == 0, err
+    assert (tmp / "runs" / "same" / "run.json").is_file() and sorted(p.name for p in (tmp / "runs").iterdir()) == [
+        "same"
+    ]  # no lock file, no temporary folder left
+
+
+def test_mining_an_index_being_embedded_says_to_wait_for_the_embed(clustered):
+    """While `vhmine embed` holds an index's job lock (a real process holding it with embed's own code),
+    mining that index says an embed is running and to wait, not to run the same embed again (which embed
+    refuses while it runs); once it is gone, the half-written index says to finish it."""
+    import subprocess
+    import sys
+
+    tmp, *_ = clustered
+    folder = tmp / "idx" / "syn"
+    (folder / "manifest.json").rename(tmp / "manifest.json")  # half-written: the embed has not finished
+    hold = (
+        "import sys; from pathlib import Path; from vhmine.embed.job import _job_lock\n"
+        "with _job_lock(Path(sys.argv[1]) / 'work', 'syn'):\n"
+        "    print('held', flush=True); sys.stdin.read()\n"
+    )
+    embed = subprocess.Popen(
+        [sys.executable, "-c", hold, str(folder)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert embed.stdout.readline().strip() == "held"
+        for index in ("syn", None):  # named, and the only (unfinished) index
+            with pytest.raises((IndexCorruptError, IndexMissingError)) as err:
+                mine_index(MineOptions(indexes=tmp / "idx", index=index, out=tmp / "r", progress=False))
+            said = str(err.value)
+            assert f"index 'syn' is being embedded now (`vhmine embed`, process {embed.pid} is running): wait" in said
+            assert "again to finish it" not in said and "rerun the same" not in said, said
+        (tmp / "manifest.json").rename(folder / "manifest.json")  # its manifest is there, its files being rewritten
+        (folder / "images.parquet").write_bytes(b"PAR1 being written")
+        with pytest.raises(IndexCorruptError, match="is being embedded now"):
+            mine_index(MineOptions(indexes=tmp / "idx", index="syn", out=tmp / "r", progress=False))
+    finally:
+        embed.communicate("", timeout=60)
+    with pytest.raises(IndexCorruptError, match="rerun `vhmine embed` to rebuild it"):
+        mine_index(MineOptions(indexes=tmp / "idx", index="syn", out=tmp / "r", progress=False))
+    assert not (tmp / "r").exists()

@@ -128,3 +128,47 @@ def test_against_default_run_folder_names_both_indexes(tmp_path, monkeypatch):
         "mine", against="ref", indexes=tmp_path / "indexes", clip=CLIP, dino=DINO, progress=False, gallery_size=0
     )
     assert res.run_dir.resolve() == tmp_path / "runs" / "mine-x-ref-clip0.8-dino0.5"
+
+
+SHARED = [0, 1, 5, 6, 10, 11, 15, 20, 21, 25]  # 10 images in both indexes: a group's images are alike
+
+
+def unordered_brute(a_keys, b_keys, clip_min, dino_max):
+    """{(lower id, higher id): (clip, dino)} of every in-box pair of two different images, one from A and one
+    from B, each unordered pair once (the brute force over the rectangle, then as a set)."""
+    out = {}
+    for x, y, c, d in rectangle_brute(a_keys, b_keys, clip_min, dino_max):
+        if x != y:
+            out.setdefault((min(x, y), max(x, y)), (c, d))
+    return out
+
+
+def test_against_with_images_in_both_indexes_pairs_no_image_with_itself_and_each_pair_once(tmp_path):
+    a_keys, b_keys = A_KEYS + [k for k in SHARED if k not in A_KEYS], B_KEYS + [k for k in SHARED if k not in B_KEYS]
+    build(tmp_path, "mine", a_keys)
+    build(tmp_path, "ref", b_keys)
+    res = mine_across(tmp_path, dino=1.0)  # (a pair of an image with itself is in this box: DINOv2 1.0)
+    df = pd.read_parquet(tmp_path / "run" / "pairs.parquet")
+    assert not (df.image_id_a == df.image_id_b).any()
+    key = [tuple(sorted(p)) for p in zip(df.image_id_a, df.image_id_b)]
+    assert len(set(key)) == len(key)
+    want = unordered_brute(a_keys, b_keys, CLIP, 1.0)
+    assert dict(zip(key, zip(df.clip_sim, df.dino_sim))) == want and res.written == len(want)
+    both = set(ids(SHARED))
+    twice = [(x, y) for x, y in zip(df.image_id_a, df.image_id_b) if x in both and y in both]
+    assert twice and all(x < y for x, y in twice)  # a pair of two shared images: side a has the lower id
+    assert set(df.image_id_a) <= set(ids(a_keys)) and set(df.image_id_b) <= set(ids(b_keys))
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["counts"]["shared_images"] == 10
+    assert "10 image(s) are in both indexes" in res.summary()
+
+
+@pytest.mark.parametrize("side", ["a", "b"])
+def test_against_an_index_of_one_image_is_a_1_x_n_rectangle(tmp_path, side):
+    one, many = [3], [k for k in range(40) if k != 3]
+    build(tmp_path, "mine", one if side == "a" else many)
+    build(tmp_path, "ref", many if side == "a" else one)
+    res = mine_across(tmp_path)
+    want = rectangle_brute(*((one, many) if side == "a" else (many, one)))
+    df = pd.read_parquet(tmp_path / "run" / "pairs.parquet")
+    assert want and res.written == len(want)
+    assert sorted(zip(df.image_id_a, df.image_id_b, df.clip_sim, df.dino_sim)) == want

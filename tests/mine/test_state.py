@@ -1,7 +1,8 @@
 """mine.state: the row digests a run keeps, by which a later run proves that a row it reuses is the same."""
 
 import numpy as np
-from hypothesis import given
+import pytest
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from vhmine.mine.join import row_digests
@@ -34,3 +35,49 @@ def test_property_a_change_of_one_value_changes_its_row_digest_only(row, side, c
     x.view(np.uint32)[row, col] ^= np.uint32(bits)  # any other bits of one float32 (NaNs too)
     after = row_digests(clip, dino)
     assert np.flatnonzero(after != before).tolist() == [row]
+
+
+def _flip(x: np.ndarray, row: int, cols) -> None:
+    for c in cols:
+        x.view(np.uint32)[row, c] ^= np.uint32(1 << 31)  # the sign bit
+
+
+def test_sign_flips_of_clip_dims_1_and_3_of_one_row_change_its_digest():
+    # the shrunk counterexample of the issue: the old linear digest summed two float32 words a 64-bit word
+    # times an odd multiplier, so two sign flips (bit 63 of two words) cancelled mod 2^64
+    clip, dino = _rows(3, d=(768, 768))
+    before = row_digests(clip, dino)
+    _flip(clip, 5, [1, 3])
+    assert np.flatnonzero(row_digests(clip, dino) != before).tolist() == [5]
+
+
+@pytest.mark.parametrize("cols", [[1], [1, 3]])
+def test_sign_flips_of_dinov2_dim_1_of_one_row_change_its_digest(cols):
+    clip, dino = _rows(4, d=(768, 1024))
+    before = row_digests(clip, dino)
+    _flip(dino, 7, cols)
+    assert np.flatnonzero(row_digests(clip, dino) != before).tolist() == [7]
+
+
+_CHANGE = st.tuples(
+    st.sets(st.integers(0, 3)),  # columns whose sign flips: what a linear sum of words cancels
+    st.lists(st.tuples(st.integers(0, 3), st.integers(1, 2**32 - 1)), max_size=2),  # any other bits
+)
+
+
+@given(row=st.integers(0, 9), clip_change=_CHANGE, dino_change=_CHANGE)
+def test_property_a_change_of_any_bits_of_a_row_changes_its_digest_only(row, clip_change, dino_change):
+    clip, dino = _rows(5, n=10, d=(4, 4))
+    before = row_digests(clip, dino)
+    masks = []
+    for signs, others in (clip_change, dino_change):
+        mask = np.zeros(4, np.uint32)
+        for c in signs:
+            mask[c] ^= np.uint32(1 << 31)
+        for c, bits in others:
+            mask[c] ^= np.uint32(bits)
+        masks.append(mask)
+    assume(masks[0].any() or masks[1].any())  # a non-empty set of bits changed
+    clip.view(np.uint32)[row] ^= masks[0]
+    dino.view(np.uint32)[row] ^= masks[1]
+    assert np.flatnonzero(row_digests(clip, dino) != before).tolist() == [row]

@@ -125,7 +125,12 @@ def _within(clip, dino, o: DupOptions) -> list[tuple[int, int, float, float]]:
     if len(clip) <= SMALL_WITHIN:
         found = brute_force_pairs(clip, dino, o.clip_min)
     else:
-        found = find_pairs(clip, dino, o.clip_min, device=o.device, progress=o.progress, desc="near duplicates: within")
+        st: dict = {}
+        found = find_pairs(
+            clip, dino, o.clip_min, device=o.device, progress=o.progress, desc="near duplicates: within", stats=st
+        )
+        if st.get("kernel_line"):
+            log.info("near duplicates: %s", st["kernel_line"])  # (once: the join itself says it only at DEBUG)
     return [
         (int(i), int(j), float(c), float(d))
         for i, j, c, d in zip(found.i, found.j, found.clip_sim, found.dino_sim)

@@ -28,6 +28,8 @@ from vhmine.index.layout import (
     MANIFEST,
     SKIPPED,
     VECTOR_FILES,
+    embed_running,
+    embedding_line,
     index_folder,
     list_indexes,
 )
@@ -76,11 +78,22 @@ class CollectionIndex:
 
 
 def open_index(root: Path, name: str, *, load_vectors: bool = True, load_images: bool = True) -> CollectionIndex:
-    """Open and validate a finished index; every failure says what is wrong and what to run.
+    """Open and validate a finished index; every failure says what is wrong and what to run (while a
+    `vhmine embed` writes the index: to wait for it, not to run it again).
 
     load_vectors=False: the vector files' headers are checked (rows and dims, index.rows) but their rows
     are not read; load_images=False: neither is images.parquet's table (only its row count), so `images`
     is None. `vhmine mine --engine ray` opens an index of any size this way."""
+    try:
+        return _open_index(root, name, load_vectors=load_vectors, load_images=load_images)
+    except IndexCorruptError:
+        who = embed_running(index_folder(root, name))
+        if who is None:
+            raise
+        raise IndexCorruptError(embedding_line(name, who)) from None
+
+
+def _open_index(root: Path, name: str, *, load_vectors: bool, load_images: bool) -> CollectionIndex:
     import pandas as pd
 
     folder = index_folder(root, name)

@@ -118,6 +118,36 @@ def is_finished(folder: Path) -> bool:
     return (Path(folder) / MANIFEST).is_file()
 
 
+def embed_running(folder: Path) -> str | None:
+    """Who is embedding into the index at `folder` now: "process N" (or "" when it wrote no id), or None
+    when no `vhmine embed` holds its job lock (work/lock, an flock: vhmine.embed.job). Probes the lock for a
+    moment, shared, and creates nothing."""
+    import fcntl
+
+    try:
+        f = open(Path(folder) / "work" / "lock")
+    except OSError:
+        return None
+    with f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = f.read().strip()
+            return f"process {holder}" if holder.isdigit() else ""
+        except OSError:
+            return None
+        fcntl.flock(f, fcntl.LOCK_UN)
+    return None
+
+
+def embedding_line(name: str, who: str) -> str:
+    """What a command that reads an index says while `vhmine embed` writes it."""
+    return (
+        f"index {name!r} is being embedded now (`vhmine embed`{f', {who}' if who else ''} is running): wait for it "
+        "to finish, then run this command again"
+    )
+
+
 def list_indexes(root: Path) -> list[str]:
     """Names of the collections under `root` (finished or not)."""
     if not root.is_dir():
@@ -138,6 +168,9 @@ def default_index_name(root: Path, name: str | None) -> str:
     if len(names) == 1:
         return names[0]
     if not names and unfinished:
+        running = [(n, w) for n in unfinished if (w := embed_running(root / n)) is not None]
+        if len(running) == 1 and len(unfinished) == 1:
+            raise IndexMissingError(f"no finished index under {root}/: {embedding_line(*running[0])}")
         raise IndexMissingError(
             f"no finished index under {root}/: {', '.join(unfinished)} did not finish embedding; rerun the same "
             "`vhmine embed` command to finish it (or pass --index NAME)"

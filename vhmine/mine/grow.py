@@ -5,7 +5,8 @@ a full mine's products.
 Reads the earlier run's run.json, rows.parquet and alike.parquet (mine.state). It is reused only when it
 provably can be: a finished run of the same index (its manifest's `created`) with the same encoders,
 --clip, --dino, --max-pairs and --max-per-image, whose files are as run.json's checksums say, and every
-row it shares with the index now has the same vectors (mine.join.row_digests). Then its CLIP-alike pairs
+row it shares with the index now has the same vectors (mine.join.row_digests, of the kind used now: a run
+whose rows.parquet keeps an older kind is not reused). Then its CLIP-alike pairs
 between rows still there are the pairs a full mine finds between those rows, with the same float64 sims
 (recheck.pair_sims is a function of the two rows' bits alone), and the rest are the new rows' pairs: the
 union is a full mine's PairSet, exactly. Anything else is a full mine, and `reusable` says why in one line.
@@ -106,6 +107,13 @@ def reusable(folder: Path, idx, opts) -> tuple[Earlier | None, str]:
     differ = [f"{k} {had[k]} there, {asked[k]} now" for k in asked if had[k] != asked[k]]
     if differ:
         return None, f"the run in {where} was mined with other options ({'; '.join(differ)}): mining in full"
+    from vhmine.mine.join.digests import DIGEST
+
+    if state.digest_kind(folder) != DIGEST:
+        return None, (
+            f"the run in {where} keeps row digests of an older kind (an older vhmine wrote it; they can miss "
+            "changed vectors): mining in full; the run written now keeps digests of the kind used now"
+        )
     ids, digests = state.read_rows(folder)
     return Earlier(folder, run, ids, digests), ""
 

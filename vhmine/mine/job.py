@@ -13,8 +13,9 @@ inclusive, on either engine. Writes, all at once by renaming a finished temporar
                                (and, for Ray, the job: tiles, tile side, quantisation, workers)
     scatter.png, gallery.html  the candidate pairs against the threshold box; the top pairs
 
-A Ray job also keeps `runs/.<run>.job/` (mine.ray.tilejob) until the run folder is written: rerun the same
-command after a stop and it resumes.
+While it runs, a mine holds `runs/.<run>.lock` (mine.runlock): a second mine into the same folder says that
+one is writing it. A Ray job also keeps `runs/.<run>.job/` (mine.ray.tilejob) until the run folder is
+written: rerun the same command after a stop and it resumes.
 """
 
 from __future__ import annotations
@@ -123,6 +124,15 @@ def _mine(opts: MineOptions):
         )  # its files go beside it first: said in one line, before the search
     if opts.against and opts.plan:
         raise InputError("--plan sizes a triangle job; it does not size an --against one yet: leave out --plan")
+    if opts.plan:
+        return _run(opts, root, name, run_dir, default_dir, warnings, t0)
+    from vhmine.mine.runlock import run_lock
+
+    with run_lock(run_dir):  # one mine a run folder at a time (a second says so, in one line)
+        return _run(opts, root, name, run_dir, default_dir, warnings, t0)
+
+
+def _run(opts: MineOptions, root: Path, name: str, run_dir: Path, default_dir: Path, warnings: list[str], t0: float):
     if opts.engine == "ray":  # the driver never loads the vectors or the image table
         from vhmine.mine.ray_run import mine_ray, plan_ray
 
@@ -130,7 +140,7 @@ def _mine(opts: MineOptions):
             from vhmine.mine.across import open_pair
 
             check_owned(run_dir, "vhmine mine")
-            a, b = open_pair(root, name, opts, load=False)
+            a, b = open_pair(root, name, opts, load=False, least=2)  # (a 1 x N rectangle: the local engine)
             return mine_ray(a, opts, run_dir, warnings, t0, against=b)
         idx = usable_index(open_index(root, name, load_vectors=False, load_images=False))
         if opts.plan:

@@ -61,8 +61,8 @@ def mine_local(idx, name: str, opts, run_dir: Path, default_dir: Path, warnings:
     swap = ids[i] > ids[j]
     a = np.where(swap, j, i)
     b = np.where(swap, i, j)
-    gap = clip_sim - dino_sim
-    order = rank_pairs(ids[a], ids[b], gap, max_per_image=opts.max_per_image, max_pairs=opts.max_pairs)
+    gap, cuts = clip_sim - dino_sim, {}
+    order = rank_pairs(ids[a], ids[b], gap, max_per_image=opts.max_per_image, max_pairs=opts.max_pairs, cuts=cuts)
     a, b, clip_sim, dino_sim, gap = a[order], b[order], clip_sim[order], dino_sim[order], gap[order]
     pairs = pairs_frame(1, side(images, a, idx.location), side(images, b, idx.location), clip_sim, dino_sim, gap)
 
@@ -112,6 +112,7 @@ def mine_local(idx, name: str, opts, run_dir: Path, default_dir: Path, warnings:
         relax=relax.lines if relax else [],
         kernel=st.get("kernel_line", ""),
         reuse=reuse,
+        cuts=cuts,
     )
 
 
@@ -163,7 +164,8 @@ def _earlier(run_dir: Path, default_dir: Path, idx, opts, ids, digests):
 
 def mine_across(a, b, opts, run_dir: Path, warnings: list[str], t0: float) -> MineResult:
     """The run folder of A x B (two indexes loaded whole, mine.across.open_pair)."""
-    from vhmine.mine.join import find_pairs_across
+    from vhmine.mine.join import PairSet, find_pairs_across
+    from vhmine.mine.join.shared import keep_across, shared_ids
     from vhmine.mine.runfolder import against_record, cross_sims
     from vhmine.mine.write import pairs_frame, side, write_table
 
@@ -181,12 +183,16 @@ def mine_across(a, b, opts, run_dir: Path, warnings: list[str], t0: float) -> Mi
         kernel=opts.kernel,
         stats=st,
     )
+    ids_a, ids_b = a.images["image_id"].to_numpy().astype(object), b.images["image_id"].to_numpy().astype(object)
+    shared = len(shared_ids(ids_a, ids_b))
+    if shared:  # no pair of an image with itself, each unordered pair once (mine.join.shared)
+        kept = keep_across(ids_a[found.i], ids_b[found.j], prefer=found.dino_sim <= opts.dino)
+        found = PairSet(found.i[kept], found.j[kept], found.clip_sim[kept], found.dino_sim[kept])
     in_box = found.dino_sim <= opts.dino
     i, j = found.i[in_box], found.j[in_box]
     clip_sim, dino_sim = found.clip_sim[in_box], found.dino_sim[in_box]
-    ids_a, ids_b = a.images["image_id"].to_numpy(), b.images["image_id"].to_numpy()
-    gap = clip_sim - dino_sim
-    order = rank_pairs(ids_a[i], ids_b[j], gap, max_per_image=opts.max_per_image, max_pairs=opts.max_pairs)
+    gap, cuts = clip_sim - dino_sim, {}
+    order = rank_pairs(ids_a[i], ids_b[j], gap, max_per_image=opts.max_per_image, max_pairs=opts.max_pairs, cuts=cuts)
     i, j, clip_sim, dino_sim, gap = i[order], j[order], clip_sim[order], dino_sim[order], gap[order]
     pairs = pairs_frame(1, side(a.images, i, a.location), side(b.images, j, b.location), clip_sim, dino_sim, gap)
     pairs["index_a"], pairs["index_b"] = a.name, b.name
@@ -199,18 +205,22 @@ def mine_across(a, b, opts, run_dir: Path, warnings: list[str], t0: float) -> Mi
         "images": na + nb,
         "images_a": na,
         "images_b": nb,
+        "shared_images": shared,
         "clip_alike": int(len(found)),
         "in_box": int(in_box.sum()),
     }
-    background = background_sample(
-        na,
-        lambda x, y: (
+
+    def sims(x, y):
+        if shared:  # the rectangle's pairs as the run counts them
+            kept = keep_across(ids_a[x], ids_b[y])
+            x, y = x[kept], y[kept]
+        return (
             cross_sims(a.clip.__getitem__, b.clip.__getitem__, x, y),
             cross_sims(a.dino.__getitem__, b.dino.__getitem__, x, y),
-        ),
-        size=BACKGROUND_PAIRS,
-        across=nb,
-    )
+        )
+
+    background = background_sample(na, sims, size=BACKGROUND_PAIRS, across=nb)
+    pairs_there = na * nb - shared - shared * (shared - 1) // 2  # of two different images, each once
     relax = None
     if not len(order):
         from vhmine.mine.relax import nearby
@@ -223,7 +233,7 @@ def mine_across(a, b, opts, run_dir: Path, warnings: list[str], t0: float) -> Mi
             opts.dino,
             all_pairs=na * nb <= BACKGROUND_PAIRS,
             base_command=rerun_command(a.name, opts),
-            pairs=na * nb,
+            pairs=pairs_there,
         )
     extra = {
         "against": against_record(b),
@@ -241,7 +251,7 @@ def mine_across(a, b, opts, run_dir: Path, warnings: list[str], t0: float) -> Mi
         background,
         warnings,
         extra=extra,
-        pairs=na * nb,
+        pairs=pairs_there,
         title=f"{a.name} x {b.name}",
     )
     return MineResult(
@@ -255,4 +265,6 @@ def mine_across(a, b, opts, run_dir: Path, warnings: list[str], t0: float) -> Mi
         warnings,
         relax=relax.lines if relax else [],
         kernel=st.get("kernel_line", ""),
+        shared=shared,
+        cuts=cuts,
     )

@@ -38,6 +38,8 @@ class MineResult:
     relax: list[str] = field(default_factory=list)  # with 0 pairs: counts at nearby thresholds (mine.relax)
     kernel: str = ""  # the products kernel and the candidates' rates (calibrate.Choice.line), or the Ray nodes' kernels
     reuse: str = ""  # a run that reused an earlier one: what it mined (mine.grow.said)
+    cuts: dict = field(default_factory=dict)  # how many in-box pairs each cap left out (rank_pairs' cuts)
+    shared: int = 0  # --against: images in both indexes (each pair of two of them counted once, none with itself)
 
     def summary(self) -> str:
         lines = []  # (the warnings were logged before the search)
@@ -50,11 +52,21 @@ class MineResult:
             lines.append(self.kernel)
         if self.reuse:
             lines.append(self.reuse)
+        if self.shared:
+            lines.append(
+                f"{self.shared:,} image(s) are in both indexes: no pair of an image with itself, and each pair "
+                "of two of them counted once (side a from this index)"
+            )
         lines.append(
             f"{self.written} pairs written to {self.run_dir / 'pairs.parquet'} "
             f"({self.images} images; {self.clip_alike} pairs with CLIP >= threshold, "
             f"{self.in_box} of them with DINOv2 <= threshold; {self.seconds:.1f} s)"
         )
+        if self.cuts:
+            lines.append(
+                f"{self.in_box - self.written:,} of the {self.in_box:,} pairs in the box were cut: "
+                + ", ".join(f"{cap} left out {n:,}" for cap, n in self.cuts.items())
+            )
         lines.append(f"look at them: {self.run_dir / 'gallery.html'} and {self.run_dir / 'scatter.png'}")
         if self.written:
             lines.append(f"next: vhmine seed --pairs {shown_path(self.run_dir / 'pairs.parquet')}")
@@ -213,11 +225,17 @@ def against_record(b) -> dict:
 BACKGROUND_PAIRS = 20_000  # the scatter plot's background: every pair up to this many, else a sample of this size
 
 
-def rank_pairs(id_a, id_b, gap, *, max_per_image: int | None = None, max_pairs: int | None = None):
-    """Order of the kept pairs: gap descending, ties by image ids (never row order), then the caps."""
+def rank_pairs(
+    id_a, id_b, gap, *, max_per_image: int | None = None, max_pairs: int | None = None, cuts: dict | None = None
+):
+    """Order of the kept pairs: gap descending, ties by image ids (never row order), then the caps. cuts: when
+    given, gets how many pairs each cap left out ({"--max-per-image 3": n, "--max-pairs 100": m}, only caps
+    that left some out; the pairs past --max-pairs are its, though --max-per-image might have cut some of them
+    too)."""
     import numpy as np
 
     order = np.lexsort((id_b, id_a, -gap))
+    total, per_image = len(order), 0
     if max_per_image:
         used: dict[str, int] = {}
         keep = []
@@ -229,9 +247,16 @@ def rank_pairs(id_a, id_b, gap, *, max_per_image: int | None = None, max_pairs: 
                 keep.append(k)
                 if max_pairs and len(keep) >= max_pairs:
                     break
+            else:
+                per_image += 1
         order = np.asarray(keep, dtype=np.int64)
     if max_pairs:
         order = order[:max_pairs]
+    if cuts is not None:
+        if per_image:
+            cuts[f"--max-per-image {max_per_image}"] = per_image
+        if total - per_image > len(order):
+            cuts[f"--max-pairs {max_pairs}"] = total - per_image - len(order)
     return order
 
 
@@ -246,12 +271,18 @@ def rerun_command(name: str, opts) -> str:
     )
 
 
-def usable_index(idx):
-    """The index, unless it has fewer than 2 usable images (then InputError naming skipped.csv)."""
+def usable_index(idx, least: int = 2):
+    """The index, unless it has fewer than `least` usable images (2 for a triangle; 1 for either side of an
+    --against rectangle): then InputError, naming skipped.csv only when it lists images."""
     n = idx.manifest.get("counts", {}).get("images", 0) if idx.images is None else len(idx.images)
-    if n < 2:
+    if n < least:
+        skipped = len(idx.manifest.get("skipped") or [])
+        why = (
+            f"see {idx.skipped_file} for the {skipped} image(s) that could not be read"
+            if skipped
+            else "embed a folder with more images into it, or mine it against another index with --against"
+        )
         raise InputError(
-            f"index {idx.name!r} has {n} usable image{'s' if n != 1 else ''}: mining needs at least 2 "
-            f"(see {idx.skipped_file} for images that could not be read)"
+            f"index {idx.name!r} has {n} usable image{'s' if n != 1 else ''}: mining needs at least {least} ({why})"
         )
     return idx

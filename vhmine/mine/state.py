@@ -2,7 +2,9 @@
 the rows it mined, each by image id with a digest of its vectors, and every CLIP-alike pair it found.
 
     runs/<run>/rows.parquet    image_id, digest (uint64): one line per row of the index mined,
-                               in its row order (mine.join.row_digests)
+                               in its row order (mine.join.row_digests); the schema's metadata
+                               `vhmine.digest` names the digests' kind (digests.DIGEST; none: an
+                               older vhmine's, which mine.grow does not trust)
     runs/<run>/alike.parquet   image_id_a, image_id_b, clip_sim, dino_sim: every pair with CLIP cosine >=
                                the run's --clip (in the box or not), oriented by image id (a < b)
 
@@ -17,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 ROWS, ALIKE = "rows.parquet", "alike.parquet"
+DIGEST_KEY = "vhmine.digest"  # rows.parquet's metadata: the kind of its digests
 
 
 def write_state(
@@ -30,18 +33,19 @@ def write_state(
 
 
 def write_rows(folder, ids: np.ndarray, digests: np.ndarray) -> None:
+    """rows.parquet: digests are mine.join.row_digests' (their kind is recorded with them)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    pq.write_table(
-        pa.table(
-            {
-                "image_id": pa.array(np.asarray(ids, dtype=object), pa.string()),
-                "digest": pa.array(np.asarray(digests, np.uint64)),
-            }
-        ),
-        Path(folder) / ROWS,
+    from vhmine.mine.join.digests import DIGEST
+
+    table = pa.table(
+        {
+            "image_id": pa.array(np.asarray(ids, dtype=object), pa.string()),
+            "digest": pa.array(np.asarray(digests, np.uint64)),
+        }
     )
+    pq.write_table(table.replace_schema_metadata({DIGEST_KEY: DIGEST}), Path(folder) / ROWS)
 
 
 class AlikeWriter:
@@ -81,6 +85,15 @@ class AlikeWriter:
 
     def __exit__(self, *exc) -> None:
         self.writer.close()
+
+
+def digest_kind(folder) -> str | None:
+    """The kind of rows.parquet's digests (mine.join.digests.DIGEST), or None: an older vhmine's."""
+    import pyarrow.parquet as pq
+
+    meta = pq.read_schema(Path(folder) / ROWS).metadata or {}
+    kind = meta.get(DIGEST_KEY.encode())
+    return kind.decode("utf-8", "replace") if kind is not None else None
 
 
 def read_rows(folder):

@@ -215,6 +215,18 @@ def calibrate(candidates: dict, device, d: int) -> dict:
         torch.set_num_threads(threads)
 
 
+def _valid_rates(rates, cands: dict) -> bool:
+    """Whether a cache entry's rates are what calibrate writes: a rate (a finite number above 0) or None for
+    each candidate. Anything else (a string, a list, a dict, NaN: a file edited by hand or by another
+    program) is measured again, as an unreadable file is."""
+    import math
+
+    def rate_ok(v) -> bool:
+        return v is None or (type(v) in (int, float) and math.isfinite(v) and v > 0)
+
+    return isinstance(rates, dict) and set(rates) == set(cands) and all(rate_ok(v) for v in rates.values())
+
+
 def _fastest(cands: dict, rates: dict, d: int, min_levels: int) -> str | None:
     usable = [n for n in cands if rates.get(n) is not None and cands[n].levels(d) >= min_levels]
     return max(usable, key=lambda n: rates[n]) if usable else None
@@ -264,7 +276,7 @@ def choose(
     data = _read_cache(path)
     entry = data["entries"].get(digest)
     rates = entry.get("rates") if isinstance(entry, dict) else None
-    if isinstance(rates, dict) and set(rates) == set(cands):
+    if _valid_rates(rates, cands):
         source = "cached"
     else:
         rates, source = calibrate(cands, dev, d), "measured"

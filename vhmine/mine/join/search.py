@@ -188,7 +188,7 @@ def mine(
             block_rows(block_size, "cpu")  # a bad size is named before the device is looked at
             device = resolve_device(device or None)  # a bad name or absent CUDA says so, not torch's traceback
             choice = calibrate.choose(device, -(-clip.shape[1] // 8) * 8, kernel=kernel)
-            log.info("%s", choice.line())
+            log.debug("%s", choice.line())  # (the caller says it once: stats' kernel_line, in mine's summary)
             qd = quantise_shape(clip, shape, clip_min, rotate, choice.kernel.levels(clip.shape[1]), pool, quantised)
             block = min(block_rows(block_size, device.type), up(n))
             parts = parts_of(shape, qd, n, device)
