@@ -160,13 +160,31 @@ def _image_file(pairs_path: Path, row, side: str, index_folders) -> str:
     return str(found.resolve()) if isinstance(found, Path) else found  # a URL stays as it is
 
 
-def seed_pairs(store, pairs_path: str | Path, per_mode: int = 100, modes: Sequence[str] | None = None) -> SeedResult:
-    """Load mined pairs into `store` (a vhmine.store.Store) and queue tasks for each mode."""
+def read_pairs(pairs_path: str | Path):
+    """The run's pairs table, read before any store is opened: InputError when it cannot be read, or holds no
+    pairs (nothing to seed, and no store to make for it)."""
+    from vhmine.files import shown_path
+
+    path = Path(pairs_path).resolve()
+    df = _read(path)
+    if df.empty:
+        raise InputError(
+            f"{shown_path(path)} holds 0 pairs: nothing to seed (no store was written or changed); mine run "
+            f"{path.parent.name} again with looser thresholds (`vhmine status` suggests some)"
+        )
+    return df
+
+
+def seed_pairs(
+    store, pairs_path: str | Path, per_mode: int = 100, modes: Sequence[str] | None = None, table=None
+) -> SeedResult:
+    """Load mined pairs into `store` (a vhmine.store.Store) and queue tasks for each mode; `table`: the pairs
+    table as read_pairs read it already (else it is read here)."""
     from vhmine.curate.stages.seeding import SeedRaced
 
     pairs_path = Path(pairs_path).resolve()
     mode_list = M.selected_modes(modes)
-    df = _read(pairs_path)
+    df = read_pairs(pairs_path) if table is None else table
     meta_file = pairs_path.parent / "run.json"
     try:
         meta = json.loads(meta_file.read_text()) if meta_file.is_file() else None
