@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -388,7 +389,7 @@ def _next(st: Status) -> tuple[str, list[str]]:
     with_pairs = [r for r in st.runs if r.pairs]
     if not with_pairs:
         r = st.runs[-1]
-        return f"vhmine mine --index {r.index} {_relax(r)}   (the last run, {r.name}, found 0 pairs)", also
+        return f"vhmine mine --index {shlex.quote(r.index)} {_relax(r)}   (the last run, {r.name}, found 0 pairs)", also
     if s.get("needs"):  # a store is there, but this install cannot read it: whether the runs were seeded is unknown
         return f"{s['needs']}   (the store's counts need it; then `vhmine status` again)", also
     if not any(r.seeded for r in with_pairs) or not s or s.get("problem"):
@@ -434,7 +435,7 @@ def _seed_next(st: Status, with_pairs: list[RunInfo], db: str) -> str:
     r = with_pairs[-1]
     folder = next((i.folder for i in st.indexes if i.finished and same_folder(i.folder, r.index_folder)), None)
     folder = folder or next((i.folder for i in st.indexes if i.finished and i.name == r.index), None)
-    mine = mine_command(Path(folder)) if folder else f"vhmine mine --index {r.index}"
+    mine = mine_command(Path(folder)) if folder else f"vhmine mine --index {shlex.quote(r.index)}"
     return f"{mine}   (run {r.name} was mined with {r.warned}, which mine warned about: not one to seed)"
 
 
