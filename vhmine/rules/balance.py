@@ -20,7 +20,7 @@ def balance_hint(bal: dict[str, tuple[int, int]], per_mode: int | None = None) -
         n = min(n, per_mode - per_mode % 2)
     if n >= 2:
         return f"pass --per-mode {n} to sample a balanced subset, or --allow-unbalanced"
-    return "pass --allow-unbalanced (a mode lacks 'yes' or 'no' questions, so no --per-mode balances it)"
+    return "as no --per-mode balances a mode without 'yes' or without 'no' questions, pass --allow-unbalanced"
 
 
 def balanced_option(bal: dict[str, tuple[int, int]]) -> str:
