@@ -362,3 +362,32 @@ def test_a_grown_index_mined_into_the_same_run_folder_seeds_only_its_new_pairs(t
         again = seed_pairs(store, pairs, per_mode=20, modes=MODES)
         assert sum(again.tasks_added.values()) == 0 and _tasks(store) == after and again.reseeded
         assert again.pairs_new == 9  # planned as at its first seeding
+
+
+@pytest.mark.parametrize("db", ["sqlite", "postgresql"])
+def test_a_seeding_overtaken_by_another_machines_is_planned_again(tmp_path, pool, db, request, monkeypatch):
+    """Another machine seeds a run sharing pairs between this seeding's plan and its write (here: while this one
+    checks its image files): this one is planned again against the store as it is now, so it says what its reseed
+    says and queues no pair twice."""
+    import vhmine.seed as S
+    from vhmine.store import open_store
+
+    url = tmp_path / "s.db" if db == "sqlite" else request.getfixturevalue("pg_url")
+    r1 = _run(tmp_path / "runs" / "r1", pool, range(6))
+    r2 = _run(tmp_path / "runs" / "r2", pool, range(3, 10))
+    real, others = S._image_file, []
+
+    def overtaken(*args, **kw):
+        if not others:
+            others.append("r1")
+            with open_store(url) as elsewhere:
+                S.seed_pairs(elsewhere, r1, per_mode=20, modes=MODES)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(S, "_image_file", overtaken)
+    with open_store(url) as store:
+        first = S.seed_pairs(store, r2, per_mode=20, modes=MODES)
+        assert others and (first.pairs_new, first.pairs_known, first.pairs_added) == (4, 3, 4)
+        again = S.seed_pairs(store, r2, per_mode=20, modes=MODES)
+        assert (again.pairs_new, again.pairs_known, sum(again.tasks_added.values())) == (4, 3, 0)
+        assert all(len(m) == len(MODES) for m in _tasks(store).values()) and len(_tasks(store)) == 10
