@@ -214,3 +214,23 @@ def test_seeding_hundreds_of_pairs_shows_a_bar(tmp_path, capfd):
         res = seed_pairs(store, pairs, per_mode=100)
     assert res.pairs_added == 210
     assert "seed: checking images:   0%|          | 0/210 " in capfd.readouterr().err
+
+
+def test_seeding_a_run_of_0_pairs_says_so_in_one_line_and_makes_no_store(tmp_path, photos, monkeypatch):
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from vhmine.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    pairs = write_pairs(tmp_path / "runs" / "empty", photos, n_pairs=2)
+    pd.read_parquet(pairs).iloc[:0].to_parquet(pairs)  # as `vhmine mine` writes a run that found none
+    for db in ([], ["--db", "sqlite:///other.db"]):
+        r = CliRunner().invoke(app, ["seed", "--pairs", str(pairs), *db])
+        assert r.exit_code == 2, r.output
+        assert r.output.strip().splitlines() == [
+            "error: runs/empty/pairs.parquet holds 0 pairs: nothing to seed (no store was written or changed); mine "
+            "run empty again with looser thresholds (`vhmine status` suggests some)"
+        ]
+        assert "next:" not in r.output
+    assert not list(tmp_path.rglob("*.db*"))  # neither the default store nor --db's

@@ -7,10 +7,13 @@ Runs are pairs tables as `vhmine mine` writes them (helpers.write_pairs) over re
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from helpers import write_pairs, write_photos
@@ -208,13 +211,21 @@ def test_an_against_run_seeds_and_finds_a_moved_file_through_the_against_index(t
         assert current_path(store, shas[0], str(photos[0])) == moved / photos[0].name
 
 
-def test_property_seeding_runs_that_share_pairs_queues_each_pair_once_in_the_modes_of_its_first_seeding(pool):
-    """Any sequence of seedings (runs cut from one pool, re-ranked; some seeded again): a pair's modes are fixed
-    by the seeding that first put it in the store, reseeding adds nothing, and with room for every pair
-    (per_mode >= the pool) the tasks are those of seeding the union of the runs once."""
-    from vhmine.seed import seed_pairs
-    from vhmine.store import open_store
+@contextmanager
+def _clock(offset_s: float):
+    """The seeding machine's clock `offset_s` seconds off (the time source vhmine's seeding reads)."""
+    from vhmine.curate.stages import seeding
 
+    real = seeding.utcnow
+    with mock.patch.object(seeding, "utcnow", lambda: real() + dt.timedelta(seconds=offset_s)):
+        yield
+
+
+def test_property_seeding_runs_that_share_pairs_queues_each_pair_once_in_the_modes_of_its_first_seeding(pool):
+    """Any sequence of seedings (runs cut from one pool, re-ranked; some seeded again), each on a machine whose
+    clock is right, an hour ahead or two hours behind: a pair's modes are fixed by the seeding that first put it
+    in the store, reseeding adds nothing and says what was new at the first seeding, and with room for every pair
+    (per_mode >= the pool) the tasks are those of seeding the union of the runs once."""
     runs = st.lists(
         st.permutations(range(len(pool))).flatmap(lambda p: st.integers(1, len(p)).map(lambda n: p[:n])),
         min_size=1,
@@ -222,32 +233,94 @@ def test_property_seeding_runs_that_share_pairs_queues_each_pair_once_in_the_mod
     )
 
     @settings(max_examples=25)
-    @given(runs=runs, per_mode=st.sampled_from([1, 3, 28]), reseed=st.lists(st.integers(0, 3), max_size=2))
-    def check(runs, per_mode, reseed):
-        with tempfile.TemporaryDirectory() as tmp:
-            tmp = Path(tmp)
-            modes_of: dict[str, set[str]] = {}
-            with open_store(tmp / "s.db") as store:
-                order = list(range(len(runs))) + [k for k in reseed if k < len(runs)]
-                for step, k in enumerate(order):
-                    path = _run(tmp / "runs" / f"r{k}", pool, runs[k])
-                    known = set(modes_of)
-                    res = seed_pairs(store, path, per_mode=per_mode, modes=MODES)
-                    now = _tasks(store)
-                    assert {p: now[p] for p in modes_of} == modes_of  # nobody's modes changed
-                    if step >= len(runs):  # a run seeded again
-                        assert sum(res.tasks_added.values()) == res.pairs_added == 0
-                    else:
-                        assert res.pairs_new == len({_pid(pool, i) for i in runs[k]} - known)
-                    modes_of = now
-                if per_mode == 28:
-                    union = sorted({i for r in runs for i in r})
-                    assert modes_of == {_pid(pool, i): set(MODES) for i in union}
-                    with open_store(tmp / "once.db") as once:
-                        seed_pairs(once, _run(tmp / "runs" / "union", pool, union), per_mode=per_mode, modes=MODES)
-                        assert _tasks(once) == modes_of
+    @given(
+        runs=runs,
+        per_mode=st.sampled_from([1, 3, 28]),
+        reseed=st.lists(st.integers(0, 3), max_size=2),
+        skews=st.lists(st.sampled_from([0, 3600, -7200]), min_size=6, max_size=6),
+    )
+    def check(runs, per_mode, reseed, skews):
+        _check_seedings(pool, runs, per_mode, reseed, skews)
 
     check()
+
+
+def _check_seedings(pool, runs, per_mode, reseed, skews=(0,) * 6):
+    from vhmine.seed import seed_pairs
+    from vhmine.store import open_store
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        modes_of: dict[str, set[str]] = {}
+        new_at_first: dict[int, int] = {}
+        with open_store(tmp / "s.db") as store:
+            order = list(range(len(runs))) + [k for k in reseed if k < len(runs)]
+            for step, k in enumerate(order):
+                path = _run(tmp / "runs" / f"r{k}", pool, runs[k])
+                known = set(modes_of)
+                with _clock(skews[step]):
+                    res = seed_pairs(store, path, per_mode=per_mode, modes=MODES)
+                now = _tasks(store)
+                assert {p: now[p] for p in modes_of} == modes_of  # nobody's modes changed
+                if step >= len(runs):  # a run seeded again
+                    assert sum(res.tasks_added.values()) == res.pairs_added == 0
+                    assert res.reseeded and res.pairs_new == new_at_first[k]
+                else:
+                    assert res.pairs_new == len({_pid(pool, i) for i in runs[k]} - known)
+                    new_at_first[k] = res.pairs_new
+                modes_of = now
+            if per_mode == 28:
+                union = sorted({i for r in runs for i in r})
+                assert modes_of == {_pid(pool, i): set(MODES) for i in union}
+                with open_store(tmp / "once.db") as once:
+                    seed_pairs(once, _run(tmp / "runs" / "union", pool, union), per_mode=per_mode, modes=MODES)
+                    assert _tasks(once) == modes_of
+
+
+@pytest.mark.parametrize(
+    "runs, per_mode, reseed, skews",
+    [
+        ([[0], [0, 1]], 1, [1], (3600, 0, 0, 0, 0, 0)),
+        ([[0], [25], list(range(28)), [0]], 1, [2], (0, 3600, 0, 0, 0, 0)),  # as hypothesis shrank it
+    ],
+)
+def test_a_reseed_on_a_slower_clock_than_an_earlier_seeding_plans_as_at_its_first_seeding(
+    pool, runs, per_mode, reseed, skews
+):
+    """The property's counterexamples (before seedings were ordered by the store): a run seeded on a clock an hour
+    ahead, then a run sharing its pair on a right clock, that run again: the reseed counted the pair as new (27
+    new where its first seeding said 26)."""
+    _check_seedings(pool, runs, per_mode, reseed, skews)
+
+
+@pytest.mark.parametrize("db", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("skew", ["clock", "stored"])
+def test_a_grown_run_reseeded_after_a_first_seeding_on_a_clock_an_hour_ahead_adds_nothing(
+    tmp_path, pool, db, skew, request
+):
+    """Issue 33's case: a run first seeded on a clock 1 h ahead ("clock": this vhmine on that machine; "stored": a
+    store an older vhmine wrote so), then the grown run seeded twice on a right clock, on SQLite and PostgreSQL:
+    the reseed says as many new and known pairs as the first seeding of the grown run, and queues nothing."""
+    from vhmine.seed import seed_pairs
+    from vhmine.store import Pair, Run, open_store
+
+    url = tmp_path / "s.db" if db == "sqlite" else request.getfixturevalue("pg_url")
+    r1 = _run(tmp_path / "runs" / "r1", pool, range(10))
+    r2 = _run(tmp_path / "runs" / "r2", pool, [12, 0, 14, 1, 2, 16, 3, 4, 18, 5, 6, 7, 8, 9])
+    with open_store(url) as store:
+        with _clock(3600 if skew == "clock" else 0):
+            seed_pairs(store, r1, per_mode=20, modes=MODES)
+        if skew == "stored":
+            with store.session() as s:
+                for row in [*s.query(Pair), *s.query(Run)]:
+                    at = "created_at" if isinstance(row, Pair) else "seeded_at"
+                    setattr(row, at, getattr(row, at) + dt.timedelta(hours=1))
+        before = _tasks(store)
+        first = seed_pairs(store, r2, per_mode=20, modes=MODES)
+        assert (first.pairs_new, first.pairs_known, sum(first.tasks_added.values())) == (4, 10, 12)
+        again = seed_pairs(store, r2, per_mode=20, modes=MODES)
+        assert (again.pairs_new, again.pairs_known, sum(again.tasks_added.values())) == (4, 10, 0)
+        assert again.reseeded and set(_tasks(store)) == set(before) | {_pid(pool, i) for i in (12, 14, 16, 18)}
 
 
 def test_a_grown_index_mined_into_the_same_run_folder_seeds_only_its_new_pairs(tmp_path, photos_dir, tiny_models):
@@ -289,3 +362,32 @@ def test_a_grown_index_mined_into_the_same_run_folder_seeds_only_its_new_pairs(t
         again = seed_pairs(store, pairs, per_mode=20, modes=MODES)
         assert sum(again.tasks_added.values()) == 0 and _tasks(store) == after and again.reseeded
         assert again.pairs_new == 9  # planned as at its first seeding
+
+
+@pytest.mark.parametrize("db", ["sqlite", "postgresql"])
+def test_a_seeding_overtaken_by_another_machines_is_planned_again(tmp_path, pool, db, request, monkeypatch):
+    """Another machine seeds a run sharing pairs between this seeding's plan and its write (here: while this one
+    checks its image files): this one is planned again against the store as it is now, so it says what its reseed
+    says and queues no pair twice."""
+    import vhmine.seed as S
+    from vhmine.store import open_store
+
+    url = tmp_path / "s.db" if db == "sqlite" else request.getfixturevalue("pg_url")
+    r1 = _run(tmp_path / "runs" / "r1", pool, range(6))
+    r2 = _run(tmp_path / "runs" / "r2", pool, range(3, 10))
+    real, others = S._image_file, []
+
+    def overtaken(*args, **kw):
+        if not others:
+            others.append("r1")
+            with open_store(url) as elsewhere:
+                S.seed_pairs(elsewhere, r1, per_mode=20, modes=MODES)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(S, "_image_file", overtaken)
+    with open_store(url) as store:
+        first = S.seed_pairs(store, r2, per_mode=20, modes=MODES)
+        assert others and (first.pairs_new, first.pairs_known, first.pairs_added) == (4, 3, 4)
+        again = S.seed_pairs(store, r2, per_mode=20, modes=MODES)
+        assert (again.pairs_new, again.pairs_known, sum(again.tasks_added.values())) == (4, 3, 0)
+        assert all(len(m) == len(MODES) for m in _tasks(store).values()) and len(_tasks(store)) == 10

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -100,9 +101,12 @@ def test_the_next_step_follows_the_project_from_an_empty_folder_to_an_eval(tmp_p
     )
     assert st.next_step.startswith(relax + f"   (the last run, {run}, found 0 pairs)"), (st.next_step, relax)
 
-    api.mine("photos", clip=-1.0, dino=1.0, progress=False)
-    assert collect().next_step == "vhmine seed --pairs runs/photos-clip-1-dino1/pairs.parquet"
-    api.seed("runs/photos-clip-1-dino1/pairs.parquet", per_mode=2, modes=["counting"])
+    api.mine("photos", clip=-1.0, dino=1.0, progress=False)  # every pair: thresholds mine warns about
+    assert collect().next_step == (
+        "vhmine mine --index photos   (run photos-clip-1-dino1 was mined with --dino 1.0 >= --clip -1.0, which mine"
+        " warned about: not one to seed)"
+    )
+    api.seed("runs/photos-clip-1-dino1/pairs.parquet", per_mode=2, modes=["counting"])  # seeded all the same
     st = collect()
     assert st.runs[-1].seeded and st.store["tasks"] == 2
     assert st.next_step.startswith("vhmine workers add NAME   (")
@@ -525,8 +529,8 @@ def test_an_index_grown_since_its_run_is_said_with_the_command_that_reruns_it(tm
     )
     lines = st.text().splitlines()
     assert lines[lines.index(line) - 1].startswith("  photos-clip-1-dino1: --clip -1 --dino 1, 6 pairs")
-    # seeding the run is more urgent: the rerun is said under also
-    assert st.next_step == "vhmine seed --pairs runs/photos-clip-1-dino1/pairs.parquet"
+    # mining at thresholds mine does not warn about is more urgent: the rerun is said under also
+    assert st.next_step.startswith("vhmine mine --index photos   (run photos-clip-1-dino1 was mined with --dino 1.0")
     assert st.also == [f"index 'photos' changed since its last run: {command}"]
     api.seed("runs/photos-clip-1-dino1/pairs.parquet", per_mode=2, modes=["counting"])
     with open_store(None) as store:
@@ -541,16 +545,17 @@ def test_an_index_grown_since_its_run_is_said_with_the_command_that_reruns_it(tm
 
     api.mine("photos", clip=-0.9176896278695683, dino=1.0, out="runs/exact", progress=False)
     _index(tmp_path, photos[:3])
-    cmd = collect().grown[0]["command"]  # thresholds as they read back, not as :g rounds them
+    cmd = collect().grown[-1]["command"]  # thresholds as they read back, not as :g rounds them
     assert cmd == "vhmine mine --index photos --clip -0.9176896278695683 --dino 1 --out runs/exact"
     _index(tmp_path, photos)
     api.mine("photos", clip=-1.0, dino=1.0, out="runs/custom", max_pairs=3, progress=False)
-    st = collect()  # the newest run mined the grown index: nothing to say
-    assert st.grown == [] and "changed since" not in st.text() and "more images" not in st.text()
-    _index(tmp_path, photos[:3])  # two images removed: the newest run is the one to rerun, at its own folder
+    st = collect()  # the newest run mined the grown index: only the seeded one's rerun is said
+    assert [g["run"] for g in st.grown] == ["photos-clip-1-dino1"] and "than when run custom" not in st.text()
+    _index(tmp_path, photos[:3])  # two images removed: the seeded run is the one to rerun, then the newest one
     st = collect()
     assert [(g["run"], g["images_then"], g["images_now"], g["command"]) for g in st.grown] == [
-        ("custom", 5, 3, "vhmine mine --index photos --clip -1 --dino 1 --max-pairs 3 --out runs/custom")
+        ("photos-clip-1-dino1", 4, 3, command),
+        ("custom", 5, 3, "vhmine mine --index photos --clip -1 --dino 1 --max-pairs 3 --out runs/custom"),
     ]
     assert "    index 'photos' has 2 fewer images than when run custom mined it: `vhmine" in st.text()
 
@@ -573,3 +578,87 @@ def test_status_says_how_many_tasks_are_held_and_why(tmp_path):
     text = st.text()
     assert "  held: 2 task(s) out of the queues while an image is missing or changed (image missing: 2)" in text
     assert any(a.startswith("2 task(s) out of the queues") and "restore the image files" in a for a in st.also)
+
+
+def _run_printed(step: str, cwd: Path):
+    """The command a hint prints (before its "   (" note), run as a user pastes it."""
+    import shlex
+
+    words = shlex.split(step.split("   (")[0])
+    assert words[0] == "vhmine", step
+    return run_vhmine(*words[1:], cwd=cwd)
+
+
+def test_every_command_status_and_export_suggest_works_as_printed(tmp_path, monkeypatch):
+    """Issue 33: status's next seed skips a run mine warned about (reversed thresholds) for the one it did not;
+    its next export, and export's own hints (unbalanced, an odd --per-mode), are run as printed and succeed."""
+    import shlex
+
+    from helpers import make_ready_store
+
+    from vhmine import api
+    from vhmine.index import open_index
+    from vhmine.mine.join.simsearch import brute_force_pairs
+    from vhmine.status import collect
+    from vhmine.store import Instance, open_store
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("VHMINE_DB", raising=False)
+    photos = write_photos(tmp_path / "photos", ("astronaut", "coffee", "rocket", "horse"))
+    _index(tmp_path, photos)
+    idx = open_index(Path("indexes"), "photos")
+    sims = brute_force_pairs(idx.clip, idx.dino, -1.0)
+    k = int(np.argmax(np.asarray(sims.clip_sim) - np.asarray(sims.dino_sim)))  # the pair CLIP finds most alike
+    clip, dino = float(sims.clip_sim[k]) - 1e-6, float(sims.clip_sim[k] + sims.dino_sim[k]) / 2
+    good = api.mine("photos", clip=clip, dino=dino, out="runs/good", progress=False)
+    assert good.written >= 1 and not good.warnings
+    api.mine("photos", clip=-1.0, dino=1.0, out="runs/reversed", progress=False)  # newer, more pairs, warned
+    st = collect()
+    assert st.next_step == "vhmine seed --pairs runs/good/pairs.parquet"
+    assert "(mine warned: --dino 1.0 >= --clip -1.0)" in st.text()
+    r = _run_printed(st.next_step, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert collect().runs[0].seeded
+
+    # a store whose ready yes/no questions are not 50/50: counting keeps 2 yes and 1 no, color 2 and 2
+    store = make_ready_store(tmp_path / "ready")
+    with store.session() as s:
+        s.query(Instance).filter_by(mode="counting", kind="YNQ", truth=False).first().status = "discarded"
+    store.close()
+    proj = tmp_path / "ready"  # a project of its own: the store's run is there, as `vhmine mine` records it
+    _index(proj, photos)
+    meta = json.loads((proj / "runs" / "t" / "run.json").read_text())
+    (proj / "runs" / "t" / "run.json").write_text(
+        json.dumps({**meta, "producer": "vhmine mine", "counts": {"written": 3}})
+    )
+    monkeypatch.chdir(proj)
+    db = ["--db", "store.db"]
+    st = collect(db="store.db")
+    assert st.next_step.startswith(
+        "vhmine export --format vhtest --out benchmarks/vh-v1 --per-mode 2 --db store.db   ("
+    )
+    r = _run_printed(st.next_step, proj)
+    assert r.returncode == 0, r.stderr
+    # export's own hints, run as printed (in this process: the CLI as a user runs it, without the start-up)
+    from typer.testing import CliRunner
+
+    from vhmine.cli import app
+
+    for extra in ([], ["--per-mode", "5"], ["--per-mode", "4"]):
+        cmd = ["export", "--format", "vhtest", "--out", "benchmarks/x", "--replace", "--no-near-dups", *db, *extra]
+        r = CliRunner().invoke(app, cmd)
+        said = " ".join(r.output.split())
+        assert r.exit_code != 0 and "pass --per-mode 2 to sample a balanced subset, or --allow-unbalanced" in said, said
+        fixed = [w for w in cmd if w not in extra] + ["--per-mode", "2"]
+        r = CliRunner().invoke(app, fixed)
+        assert r.exit_code == 0, (shlex.join(fixed), r.output)
+    # a mode with no 'no' question left: no --per-mode balances it, and status says --allow-unbalanced
+    store = open_store("store.db")
+    with store.session() as s:
+        s.query(Instance).filter_by(mode="counting", kind="YNQ", truth=False, status="ready").one().status = "discarded"
+    store.close()
+    shutil.rmtree(proj / "benchmarks")  # as before the first export
+    st = collect(db="store.db")
+    assert " --allow-unbalanced --db store.db   (" in st.next_step
+    r = _run_printed(st.next_step, proj)
+    assert r.returncode == 0, r.stderr

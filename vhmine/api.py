@@ -50,11 +50,12 @@ def mine(index: str | None = None, **options):
 
 def seed(pairs: PathLike, *, db: str | None = None, per_mode: int = 100, modes: Sequence[str] | None = None):
     """`vhmine seed --pairs PAIRS`: mined pairs into the store's per-mode queues (a SeedResult)."""
-    from vhmine.seed import seed_pairs
+    from vhmine.seed import read_pairs, seed_pairs
     from vhmine.store import open_store
 
+    table = read_pairs(pairs)  # a missing, unreadable or empty table makes no store
     with open_store(db, create=True) as store:  # seed may make the first store
-        return seed_pairs(store, pairs, per_mode=per_mode, modes=modes)
+        return seed_pairs(store, pairs, per_mode=per_mode, modes=modes, table=table)
 
 
 def export(out: PathLike, format: str = "vhtest", *, db: str | None = None, **options):

@@ -39,11 +39,15 @@ def runs_root(override: str | os.PathLike | None = None) -> Path:
 def mine_command(folder: str | os.PathLike) -> str:
     """The command that mines the index in `folder` (embed's next step; `vhmine status` names it too):
     --indexes only when the index is not in the default place."""
+    import shlex
+
     from vhmine.files import shown_path
 
     folder = Path(folder)
     default = folder.parent.resolve() == indexes_root().resolve()
-    return f"vhmine mine --index {folder.name}" + ("" if default else f" --indexes {shown_path(folder.parent)}")
+    return f"vhmine mine --index {shlex.quote(folder.name)}" + (
+        "" if default else f" --indexes {shown_path(folder.parent)}"
+    )
 
 
 def run_index_folders(meta) -> list[Path]:

@@ -1,8 +1,9 @@
 """Which mining runs their index outgrew, for `vhmine status`, and the `vhmine mine` command that reruns each.
 
 Reads nothing itself: it compares what vhmine.status read, each finished index's manifest.json sha256 and
-image count (status.IndexInfo) against its newest run's run.json index_manifest_sha256 and counts.images
-(status.RunInfo). A rerun of the same command mines only what changed (vhmine mine reuses the run).
+image count (status.IndexInfo) against the run.json index_manifest_sha256 and counts.images of its newest
+seeded run and its newest run (status.RunInfo). A rerun of the same command mines only what changed (vhmine
+mine reuses the run).
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ def same_folder(a: str, b: str) -> bool:
 
 
 def outgrown(indexes, runs) -> list[dict]:
-    """The finished indexes whose manifest.json differs from the one their newest run (runs by creation, an
-    --against run aside: it mines two indexes) mined, with the command that reruns that run."""
+    """The finished indexes whose manifest.json differs from the one a run of theirs mined (runs by creation, an
+    --against run aside: it mines two indexes), with the command that reruns that run: the newest seeded run (its
+    rerun's new pairs are what the store's queues lack), and the newest run mine did not warn about
+    (status.RunInfo.warned; the newest of all if it warned about each) when that is another one."""
     out = []
     for i in indexes:
         mined = [
@@ -29,19 +32,23 @@ def outgrown(indexes, runs) -> list[dict]:
             and r.index_manifest_sha256
             and (same_folder(r.index_folder, i.folder) if r.index_folder else r.index == i.name)
         ]
-        if not i.finished or not mined or mined[-1].index_manifest_sha256 == i.manifest_sha256:
+        if not i.finished or not mined:
             continue
-        r = mined[-1]
-        out.append(
-            {
-                "index": i.name,
-                "run": r.name,
-                "run_folder": r.folder,
-                "images_then": r.images,
-                "images_now": i.images,
-                "command": _rerun(i, r),
-            }
-        )
+        seeded = [r for r in mined if getattr(r, "seeded", False)]
+        newest = ([r for r in mined if not getattr(r, "warned", "")] or mined)[-1]
+        for r in seeded[-1:] + ([newest] if newest not in seeded[-1:] else []):
+            if r.index_manifest_sha256 == i.manifest_sha256:
+                continue
+            out.append(
+                {
+                    "index": i.name,
+                    "run": r.name,
+                    "run_folder": r.folder,
+                    "images_then": r.images,
+                    "images_now": i.images,
+                    "command": _rerun(i, r),
+                }
+            )
     return out
 
 

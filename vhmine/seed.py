@@ -43,6 +43,7 @@ REQUIRED = (
     "gap",
 )
 _SHA = re.compile(r"^[0-9a-f]{64}$")
+RACE_TRIES = 5  # plans of one seeding, while other machines' seedings of the store keep committing first
 
 
 @dataclass
@@ -159,13 +160,31 @@ def _image_file(pairs_path: Path, row, side: str, index_folders) -> str:
     return str(found.resolve()) if isinstance(found, Path) else found  # a URL stays as it is
 
 
-def seed_pairs(store, pairs_path: str | Path, per_mode: int = 100, modes: Sequence[str] | None = None) -> SeedResult:
-    """Load mined pairs into `store` (a vhmine.store.Store) and queue tasks for each mode."""
-    from vhmine.curate.stages.seeding import add_mined_pairs, known_pairs
+def read_pairs(pairs_path: str | Path):
+    """The run's pairs table, read before any store is opened: InputError when it cannot be read, or holds no
+    pairs (nothing to seed, and no store to make for it)."""
+    from vhmine.files import shown_path
+
+    path = Path(pairs_path).resolve()
+    df = _read(path)
+    if df.empty:
+        raise InputError(
+            f"{shown_path(path)} holds 0 pairs: nothing to seed (no store was written or changed); mine run "
+            f"{path.parent.name} again with looser thresholds (`vhmine status` suggests some)"
+        )
+    return df
+
+
+def seed_pairs(
+    store, pairs_path: str | Path, per_mode: int = 100, modes: Sequence[str] | None = None, table=None
+) -> SeedResult:
+    """Load mined pairs into `store` (a vhmine.store.Store) and queue tasks for each mode; `table`: the pairs
+    table as read_pairs read it already (else it is read here)."""
+    from vhmine.curate.stages.seeding import SeedRaced
 
     pairs_path = Path(pairs_path).resolve()
     mode_list = M.selected_modes(modes)
-    df = _read(pairs_path)
+    df = read_pairs(pairs_path) if table is None else table
     meta_file = pairs_path.parent / "run.json"
     try:
         meta = json.loads(meta_file.read_text()) if meta_file.is_file() else None
@@ -196,7 +215,21 @@ def seed_pairs(store, pairs_path: str | Path, per_mode: int = 100, modes: Sequen
         if pid not in seen:
             seen.add(pid)
             unique.append((rank, pid, r))
-    known, reseeded = known_pairs(store, run, meta.get("run_id") if isinstance(meta, dict) else None)
+    for _attempt in range(RACE_TRIES):  # another machine's seeding between planning and writing: plan again
+        try:
+            return _seed_once(store, run, pairs_path, meta, unique, len(df), per_mode, mode_list, index_folders)
+        except SeedRaced:
+            continue
+    raise InputError(
+        f"other seedings of the store kept coming while seeding run {run} ({RACE_TRIES} tries): run `vhmine seed` again"
+    )
+
+
+def _seed_once(store, run, pairs_path, meta, unique, n_read, per_mode, mode_list, index_folders) -> SeedResult:
+    """Plan the run's new pairs against the store as it is now, check their image files, write them."""
+    from vhmine.curate.stages.seeding import add_mined_pairs, known_pairs
+
+    known, reseeded, latest = known_pairs(store, run, meta.get("run_id") if isinstance(meta, dict) else None)
     fresh = [u for u in unique if u[1] not in known]  # still in rank order: the new pairs are planned as a run alone
     plan = assign(len(fresh), per_mode, mode_list)
     used = sorted({i for idx in plan.values() for i in idx})
@@ -210,12 +243,14 @@ def seed_pairs(store, pairs_path: str | Path, per_mode: int = 100, modes: Sequen
             key = (r[f"sha256_{side}"], r[f"path_{side}"])
             if key not in files:
                 files[key] = _image_file(pairs_path, r, side, index_folders)
-    counts = add_mined_pairs(store, run, pairs_path, meta, fresh, {m: plan[m] for m in mode_list}, files)
+    counts = add_mined_pairs(
+        store, run, pairs_path, meta, fresh, {m: plan[m] for m in mode_list}, files, not reseeded, latest
+    )
     from vhmine.curate import list_workers
 
     return SeedResult(
         run=run,
-        pairs_read=len(df),
+        pairs_read=n_read,
         pairs_new=len(fresh),
         pairs_known=len(unique) - len(fresh),
         reseeded=reseeded,

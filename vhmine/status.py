@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -60,6 +61,7 @@ class RunInfo:
     options: dict = field(default_factory=dict)  # max_pairs, max_per_image, engine
     against: str = ""  # a `vhmine mine --against` run: the other index's name
     written: float = 0.0  # run.json's mtime: orders runs created in the same second
+    warned: str = ""  # mine's warning about its thresholds (--dino >= --clip): its pairs are not to be seeded
 
 
 @dataclass
@@ -165,7 +167,17 @@ def _run(folder: Path, meta: dict) -> RunInfo:
         options=meta.get("options") if isinstance(meta.get("options"), dict) else {},
         against=str((meta.get("against") or {}).get("index", "")) if isinstance(meta.get("against"), dict) else "",
         written=(folder / "run.json").stat().st_mtime,
+        warned=_warned(meta),
     )
+
+
+def _warned(meta: dict) -> str:
+    """mine's warning about the run's thresholds (run.json's `warnings`; an older run's reversed thresholds)."""
+    said = [w for w in meta.get("warnings") or [] if isinstance(w, str)]
+    clip, dino = meta.get("clip_threshold"), meta.get("dino_threshold")
+    if not said and isinstance(clip, (int, float)) and isinstance(dino, (int, float)) and dino >= clip:
+        said = [f"--dino {dino:g} >= --clip {clip:g}"]
+    return said[0].split(":")[0] if said else ""
 
 
 def _export(folder: Path, man: dict) -> ExportInfo:
@@ -377,13 +389,11 @@ def _next(st: Status) -> tuple[str, list[str]]:
     with_pairs = [r for r in st.runs if r.pairs]
     if not with_pairs:
         r = st.runs[-1]
-        return f"vhmine mine --index {r.index} {_relax(r)}   (the last run, {r.name}, found 0 pairs)", also
+        return f"vhmine mine --index {shlex.quote(r.index)} {_relax(r)}   (the last run, {r.name}, found 0 pairs)", also
     if s.get("needs"):  # a store is there, but this install cannot read it: whether the runs were seeded is unknown
         return f"{s['needs']}   (the store's counts need it; then `vhmine status` again)", also
-    if not any(r.seeded for r in with_pairs):
-        return f"vhmine seed --pairs {shown_path(Path(with_pairs[-1].folder) / 'pairs.parquet')}{db}", also
-    if not s or s.get("problem"):
-        return f"vhmine seed --pairs {shown_path(Path(with_pairs[-1].folder) / 'pairs.parquet')}{db}", also
+    if not any(r.seeded for r in with_pairs) or not s or s.get("problem"):
+        return _seed_next(st, with_pairs, db), also
     if not s.get("workers_active"):
         return f"vhmine workers add NAME{db}   (prints the sign-in token)", also
     ready = sum(m["ready"] for m in modes)
@@ -392,21 +402,41 @@ def _next(st: Status) -> tuple[str, list[str]]:
         return _unless_grown(
             st, f"vhmine curate{db}   ({left} task(s) left to annotate; nothing ready to export yet)", also
         )
+    from vhmine.rules.balance import balanced_option
+
+    # an export with the option that balances yes/no, as the export would otherwise stop and ask for it
+    per = balanced_option({m: tuple(v) for m, v in (s.get("ready_yes_no") or {}).items()})
     if not st.exports:
-        return f"vhmine export --format vhtest --out benchmarks/vh-v1{db}   ({ready} question(s) ready)", also
+        return f"vhmine export --format vhtest --out benchmarks/vh-v1{per}{db}   ({ready} question(s) ready)", also
     last = st.exports[-1]
     where = shown_path(last.folder)
     if not any(same_folder(e.source, last.folder) for e in st.evals):
         return f"vhmine eval --bench {where} --model MODEL   (or --predictions NAME=FILE)", also
     if ready != last.items:
         return (
-            f"vhmine export --format {last.format} --out benchmarks/NEW --since {where}{db}   "
+            f"vhmine export --format {last.format} --out benchmarks/NEW --since {where}{per}{db}   "
             f"({ready} question(s) ready, {last.items} in {where}: a new version with a changelog)",
             also,
         )
     if left:
         return _unless_grown(st, f"vhmine curate{db}   ({left} task(s) left to annotate)", also)
     return _unless_grown(st, "every stage has run; mine more pairs or generate images to grow the benchmark", also)
+
+
+def _seed_next(st: Status, with_pairs: list[RunInfo], db: str) -> str:
+    """Seed the newest run with pairs whose thresholds mine did not warn about; when every such run was warned
+    about (reversed thresholds: its pairs are mostly near-duplicates), mine its index again at the defaults."""
+    from vhmine.config import mine_command
+    from vhmine.files import shown_path
+
+    good = [r for r in with_pairs if not r.warned]
+    if good:
+        return f"vhmine seed --pairs {shown_path(Path(good[-1].folder) / 'pairs.parquet')}{db}"
+    r = with_pairs[-1]
+    folder = next((i.folder for i in st.indexes if i.finished and same_folder(i.folder, r.index_folder)), None)
+    folder = folder or next((i.folder for i in st.indexes if i.finished and i.name == r.index), None)
+    mine = mine_command(Path(folder)) if folder else f"vhmine mine --index {shlex.quote(r.index)}"
+    return f"{mine}   (run {r.name} was mined with {r.warned}, which mine warned about: not one to seed)"
 
 
 def _held_line(s: dict) -> str:
@@ -446,6 +476,7 @@ def _lines(st: Status) -> list[str]:
             f"  {r.name}: --clip {r.clip:g} --dino {r.dino:g}, {r.pairs} pairs"
             + (f", {r.index} x {r.against}" if r.against else "")
             + (" (seeded)" if r.seeded else "")
+            + (f" (mine warned: {r.warned})" if r.warned else "")
             + f"  [{r.folder}]"
         )
         out += [f"    {outgrown_line(g)}" for g in st.grown if g["run_folder"] == r.folder]

@@ -573,3 +573,29 @@ def test_ctrl_c_says_how_many_shards_are_kept_and_the_same_command_resumes(tmp_p
     assert r.returncode == 0, r.stderr
     assert f"({48 - 4 * kept} files read in this run" in r.stdout  # only the shards not kept
     assert len(open_index(tmp_path / "idx", "r").images) == 48
+
+
+def test_a_grown_embed_says_what_was_new_changed_and_deleted_and_its_hint_quotes_paths_with_spaces(
+    tmp_path, photos_dir, tiny_models, monkeypatch
+):
+    """Issue 33: after growth the summary says how many files were new, changed and deleted, not only how many
+    were read; and its `next:` command, for an index named after a folder with a space and kept in one, runs as
+    printed."""
+    monkeypatch.chdir(tmp_path)
+    photos = copy_photos(tmp_path / "My Photos", photos_dir, names=("astronaut", "cat", "coffee", "rocket"))
+    clip, dino = tiny_models
+    cmd = ["embed", str(photos), "--indexes", "my indexes", "--clip-model", clip, "--dino-model", dino]
+    cmd += ["--workers", "0", "--shard-size", "2"]
+    r = CliRunner().invoke(app, cmd)
+    assert r.exit_code == 0, r.output
+    assert "(5 files read in this run," in r.output and " new, " not in r.output  # a first embed: all new
+    shutil.copy(photos_dir / "horse.png", photos / "horse.png")
+    PILImage.fromarray(np.full((40, 50, 3), 200, np.uint8)).save(photos / "coffee.png")  # same name, new picture
+    (photos / "rocket.png").unlink()
+    r = CliRunner().invoke(app, cmd)
+    assert r.exit_code == 0, r.output
+    assert "(2 files read in this run: 1 new, 1 changed; 1 deleted since the last embed, " in r.output, r.output
+    last = r.output.strip().splitlines()[-1]
+    assert last == "next: vhmine mine --index 'My Photos' --indexes 'my indexes'", r.output
+    r = CliRunner().invoke(app, shlex.split(last.removeprefix("next: vhmine ")))
+    assert r.exit_code == 0, r.output

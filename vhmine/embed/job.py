@@ -100,12 +100,17 @@ class EmbedResult:
     skipped_reasons: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)  # seconds per phase: load (models), encode, finalize
     precision: dict = field(default_factory=dict)  # the index's precision record (manifest.json's `precision`)
+    growth: dict = field(default_factory=dict)  # an index embedded before: files new, changed and deleted since
 
     def summary(self) -> str:
         head = f"index {self.name!r} at {self.folder}: {self.images} images in the index"
         if self.skipped:
             head += f"; {self.skipped} skipped (see {SKIPPED})"
-        lines = [f"{head} ({self.embedded_now} files read in this run, {self.seconds:.1f} s)"]
+        read = f"{self.embedded_now} files read in this run"
+        if self.growth:
+            g = self.growth
+            read += f": {g['new']} new, {g['changed']} changed; {g['deleted']} deleted since the last embed"
+        lines = [f"{head} ({read}, {self.seconds:.1f} s)"]
         if self.precision.get("name"):
             lines.append("  " + precision_line(self.precision))
         if self.duplicates:
@@ -215,7 +220,9 @@ def _embed_locked(
     done = [s for s in sorted(plan["shard"].unique().tolist()) if shard_paths(work, s)["rows"].is_file()]
     known = set(plan["path"])
     rows = load_done_shards(work, done)
-    add = [p for p in rel_paths if p not in known] + changed_paths(plan, rows, source, listing)
+    new, changed = [p for p in rel_paths if p not in known], changed_paths(plan, rows, source, listing)
+    add = new + changed
+    before = read_manifest(folder) if known and is_finished(folder) else None  # what the last embed indexed
     plan = update_plan(work, plan, add, opts.shard_size)
     all_shards = sorted(plan["shard"].unique().tolist())
     pending = [s for s in all_shards if not shard_paths(work, s)["rows"].is_file()]
@@ -244,7 +251,22 @@ def _embed_locked(
     timings["finalize"] = time.time() - t1
     result.embedded_now = embedded_now
     result.timings = timings
+    if before is not None:
+        result.growth = {"new": len(new), "changed": len(changed), "deleted": _deleted_since(before, folder)}
     return result
+
+
+def _deleted_since(before: dict, folder: Path) -> int:
+    """Files the index's manifest lists as deleted now that the earlier manifest did not."""
+    try:
+        now = read_manifest(folder)
+    except (OSError, ValueError):
+        return 0
+
+    def deleted(man: dict) -> set:
+        return {r.get("path") for r in man.get("removed") or [] if isinstance(r, dict) and r.get("reason") == "deleted"}
+
+    return len(deleted(now) - deleted(before))
 
 
 def _paths_in(idx) -> set[str]:

@@ -62,6 +62,7 @@ from vhmine.export.neardup import DupOptions, home_indexes, not_run
 from vhmine.export.privacy import collection_roots, private_removed, pseudonym_key, public_store
 from vhmine.files import check_owned, replace_dir
 from vhmine.images import image_sha256, sha256_file
+from vhmine.rules.balance import balance_hint
 from vhmine.rules.sample_size import shortfall, shortfall_line
 
 log = logging.getLogger(__name__)
@@ -156,7 +157,8 @@ def unbalanced_message(bal: dict[str, tuple[int, int]]) -> str | None:
     return (
         "yes/no questions are not 50/50 within each mode: "
         + "; ".join(parts)
-        + ". Write more in the app, pass --per-mode N to sample a balanced subset, or --allow-unbalanced"
+        + ". Write more in the app, or "
+        + balance_hint(bal)
     )
 
 
@@ -164,7 +166,7 @@ def sample(bench: Benchmark, per_mode: int | None, seed: int = 0, allow_unbalanc
     """Up to `per_mode` items per mode and kind (YNQ: half yes, half no), by hash order; then the balance check."""
     items = list(bench)
     if per_mode is not None:
-        picked = []
+        whole, picked = balance(bench), []
         for m in bench.modes():
             for kind in (OEQ, YNQ):
                 pool = sorted(
@@ -181,13 +183,14 @@ def sample(bench: Benchmark, per_mode: int | None, seed: int = 0, allow_unbalanc
                 no = [it for it in pool if not it.truth][:half]
                 if per_mode % 2 and not allow_unbalanced:
                     raise UnbalancedError(
-                        f"--per-mode {per_mode} is odd: a yes/no benchmark needs an even number per mode"
+                        f"--per-mode {per_mode} is odd: a yes/no benchmark needs an even number per mode; "
+                        + balance_hint(whole, per_mode)
                     )
                 if not allow_unbalanced and (len(yes) < half or len(no) < half):
                     raise UnbalancedError(
                         f"mode {m} has {sum(1 for it in pool if it.truth)} yes and"
                         f" {sum(1 for it in pool if not it.truth)} no questions: {half} of each are needed for"
-                        f" --per-mode {per_mode}. Lower --per-mode, write more in the app, or pass --allow-unbalanced"
+                        f" --per-mode {per_mode}. Write more in the app, or {balance_hint(whole, per_mode)}"
                     )
                 picked += yes + no
         keep = {it.id for it in picked}

@@ -50,6 +50,7 @@ class StoreOverview:
     runs: list[dict] = field(default_factory=list)  # seeded runs: name, pairs file
     contradictions_open: int = 0  # the person-queue: drafted questions whose answers now contradict a person's truth
     held_kinds: dict[str, int] = field(default_factory=dict)  # held tasks per reason: "image missing", "image changed"
+    ready_yes_no: dict[str, list[int]] = field(default_factory=dict)  # mode -> [yes, no] of its ready yes/no questions
 
     @property
     def tasks(self) -> int:
@@ -84,6 +85,13 @@ def store_overview(store: Store) -> StoreOverview:
         workers = s.execute(
             select(Worker.active, Worker.is_admin, func.count()).group_by(Worker.active, Worker.is_admin)
         ).all()
+        yes_no: dict[str, list[int]] = {}
+        for mode, truth, n in s.execute(
+            select(Instance.mode, Instance.truth, func.count())
+            .where(Instance.status == "ready", Instance.kind == "YNQ")
+            .group_by(Instance.mode, Instance.truth)
+        ).all():
+            yes_no.setdefault(mode, [0, 0])[0 if truth else 1] += n
         runs = [
             {"name": name, "pairs": path}
             for name, path in s.execute(select(Run.name, Run.pairs_path).order_by(Run.seeded_at)).all()
@@ -112,4 +120,5 @@ def store_overview(store: Store) -> StoreOverview:
         runs=runs,
         contradictions_open=queued,
         held_kinds=held_kinds(store) if any(p.held for p in prog) else {},
+        ready_yes_no=yes_no,
     )

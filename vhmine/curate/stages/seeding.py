@@ -5,6 +5,11 @@ pairs, and one open task per (mode, pair) the plan names; known_pairs says which
 run put in the store already (vhmine.seed queues only the others). Idempotent: what the store holds already
 is counted, not added again; an image whose sha256 differs from the store's stops the seeding; an
 image whose recorded file moved or changed gets the path where its content is now.
+
+Seedings are ordered by the store, not by the seeding machine's clock: one seeding at a time (SQLite's write
+lock; on PostgreSQL an advisory lock), and each one's time (the run's, and its pairs' created_at) is the
+database's clock, or just after the latest seeding the store holds if that is later (seeding_time). A machine
+whose clock is ahead, or two machines seeding one PostgreSQL store, cannot make a later seeding look earlier.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select, text
 
 from vhmine.errors import InputError
 from vhmine.index import locate_image
@@ -37,6 +42,7 @@ class SeedCounts:
     tasks_existing: int = 0
 
 
+SEEDING_LOCK = 7261637  # pg_advisory_xact_lock key: one seeding at a time (the migrations' is 7261636)
 SEEDINGS = "vhmine_seedings"  # Run.meta's record of each run_id seeded under the run's name: its first seeding's time
 
 
@@ -54,17 +60,45 @@ def first_seeding(run_row, run_id: str | None):
     return run_row.seeded_at if not seen and meta.get("run_id") == run_id else None
 
 
-def known_pairs(store: Store, run: str, run_id: str | None = None) -> tuple[set[str], bool]:
-    """(ids of the pairs the store held before this run was first seeded, whether it was seeded before).
-    Fixed by that first seeding, so seeding it again plans the same pairs: a pair it added itself, or that
-    a run seeded after it added, is not "known" to it; a new run (a new run_id, also in an old run's folder)
-    knows every pair in the store."""
+class SeedRaced(Exception):
+    """Another seeding committed between planning this one and writing it: plan again."""
+
+
+def _latest(s) -> dt.datetime | None:
+    """The latest seeding the store holds: its runs' (first) seeding times and its pairs' created_at."""
+    times = [s.scalar(select(func.max(Pair.created_at))), s.scalar(select(func.max(Run.seeded_at)))]
+    for (meta,) in s.execute(select(Run.meta)).all():
+        for at in ((meta or {}).get(SEEDINGS) or {}).values() if isinstance(meta, dict) else ():
+            times.append(dt.datetime.fromisoformat(at))
+    times = [t if isinstance(t, dt.datetime) else dt.datetime.fromisoformat(str(t)) for t in times if t is not None]
+    return max(times, default=None)
+
+
+def seeding_time(s) -> dt.datetime:
+    """This seeding's time, in a write session that holds the seeding lock: the database's clock (a server's
+    own; SQLite's is this machine's), or 1 microsecond after the store's latest seeding if that is not earlier,
+    so that seedings are ordered as the store committed them whatever any client's clock says."""
+    if s.get_bind().dialect.name == "postgresql":
+        s.execute(text(f"SELECT pg_advisory_xact_lock({SEEDING_LOCK})"))
+        clock = s.scalar(text("SELECT clock_timestamp() AT TIME ZONE 'UTC'"))
+    else:
+        clock = utcnow()
+    latest = _latest(s)
+    return clock if latest is None or clock > latest else latest + dt.timedelta(microseconds=1)
+
+
+def known_pairs(store: Store, run: str, run_id: str | None = None) -> tuple[set[str], bool, dt.datetime | None]:
+    """(ids of the pairs the store held before this run was first seeded, whether it was seeded before, the
+    store's latest seeding now: add_mined_pairs checks that none came since). Fixed by that first seeding, so
+    seeding it again plans the same pairs: a pair it added itself, or that a run seeded after it added, is not
+    "known" to it; a new run (a new run_id, also in an old run's folder) knows every pair in the store."""
     with store.session(write=False) as s:
         since = first_seeding(s.get(Run, run), run_id)
         # the store's pairs, not an IN over the run's: a large Ray run has millions, a store thousands
         rows = s.execute(select(Pair.id, Pair.created_at)).all()
+        latest = _latest(s)
     known = {pid for pid, at in rows if since is None or at < since}
-    return known, since is not None
+    return known, since is not None, latest
 
 
 def add_mined_pairs(
@@ -75,14 +109,20 @@ def add_mined_pairs(
     pairs: Sequence[tuple[int, str, Any]],
     plan: dict[str, list[int]],
     files: dict[tuple[str, str], str],
+    first: bool = False,
+    planned_at: dt.datetime | None = None,
 ) -> SeedCounts:
     """`pairs[i]` = (rank, pair id, the pairs table's row); `plan[mode]` = the indices into `pairs` queued for it;
-    `files[(sha256, path in the table)]` = the file that holds that content now (vhmine.seed found it)."""
+    `files[(sha256, path in the table)]` = the file that holds that content now (vhmine.seed found it);
+    `first`: planned as the run's first seeding, when the store's latest seeding was `planned_at` (known_pairs).
+    SeedRaced when another seeding came since: its pairs would be known to this run on a reseed, so plan again."""
     used = sorted({i for idx in plan.values() for i in idx})
     counts = SeedCounts(tasks_added={m: 0 for m in plan})
-    now = utcnow()
     with store.session() as s:
+        now = seeding_time(s)
         row, run_id = s.get(Run, run), (meta or {}).get("run_id") if isinstance(meta, dict) else None
+        if first and (first_seeding(row, run_id) is not None or _latest(s) != planned_at):
+            raise SeedRaced(run)
         if row is None:
             row = Run(name=run, pairs_path=str(pairs_path), meta=meta, seeded_at=now)
             s.add(row)
