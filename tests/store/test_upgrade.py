@@ -193,3 +193,26 @@ def test_the_upgrade_on_postgresql_decides_as_on_sqlite(built, rev, tmp_path, pg
             compare(pg, new, steps)
         finally:
             upgraded.close(), new.close()
+
+
+@pytest.mark.parametrize("rev", ERRATA)
+def test_undoing_an_old_erratum_after_the_upgrade_takes_its_fact_back(built, rev):
+    # found at 0007 (long profile): carol's undo of her pre-upgrade erratum put the truth back but left the fact
+    # the upgrade recorded for it, where a store made at head takes the fact back with the truth
+    old, new = _pair(built, rev)
+    try:
+        compare(old, new, [("undo", "", 0, "carol")])
+    finally:
+        old.close(), new.close()
+
+
+@pytest.mark.parametrize("rev", REDERIVED)
+def test_undoing_an_old_re_derivation_after_the_upgrade_takes_retired_from_back(built, rev):
+    # alice takes back her confirmation, carol her erratum red -> green: "Is the cup red?" is ready again on both
+    # images, with no retired_from left on it (the erratum's record carries the one the upgrade recorded)
+    old, new = _pair(built, rev)
+    try:
+        compare(old, new, [("undo", "", 0, "alice"), ("undo", "", 0, "carol")])
+        assert [(q.status, q.retired_from) for q in _ynq(old, "color", 1, "Is the cup red?")] == [("ready", None)]
+    finally:
+        old.close(), new.close()

@@ -15,8 +15,10 @@ and the yes/no questions re-derivation set aside, so that the decisions there we
   was drafted to test, from the confirm action's record of the draft (curate.decisions.drafts keeps it so since),
   so that re-derivation finds it by that value and does not draft it again, as it finds a newer one by its id.
 
-Errata actions written before 0011 are read (theirs lack the "fact" key and `retired_from` changes); what people
-discarded stays theirs; ids and everything else stay as they are. The downgrade keeps the backfilled values
+Errata actions written before 0011 are read (theirs lack the "fact" key and `retired_from` changes), and each one
+whose decision is backfilled gets in its payload what the code records since ("fact" and "contradiction"; the
+derived entry's "retired_from"), so that undoing it takes the backfilled values back as it would at head. What
+people discarded stays theirs; ids and everything else stay as they are. The downgrade keeps what it recorded
 (valid at 0012).
 
 Revision ID: 0013
@@ -24,6 +26,7 @@ Revises: 0012
 """
 
 import hashlib
+import json
 
 import sqlalchemy as sa
 from alembic import op
@@ -64,53 +67,64 @@ def _old_accepts(conn) -> list[tuple[int, dict, bool]]:
     return out
 
 
-def _truths(accepts, inst) -> dict[str, dict]:
-    """id -> the fact to record, for each yes/no question whose last truth change was an erratum on it."""
-    last: dict[str, tuple[int, object]] = {}  # id -> (position, the erratum's payload, or None: derivation's change)
+def _truths(accepts, inst) -> tuple[dict[str, dict], dict[int, dict]]:
+    """The facts to record: (id -> fact, for each yes/no question whose last truth change was an erratum on it;
+    action id -> the "fact" and "contradiction" its payload gets, as curate.decisions.errata writes them since, so
+    that undoing the erratum takes its fact back too)."""
+    events: dict[str, list[tuple[int, int, dict | None]]] = {}  # id -> [(position, action, payload; None: derived)]
     answers_from: dict[str, list[tuple[int, list]]] = {}  # open question -> [(position, answers before)]
-    for k, (_aid, p, undone) in enumerate(accepts):
+    for k, (aid, p, undone) in enumerate(accepts):
         if undone:
             continue
         ch = p.get("changes") or {}
         iid = p.get("instance_id")
         if "truth" in ch:
-            last[iid] = (k, p)
+            events.setdefault(iid, []).append((k, aid, p))
         if "answers" in ch:
             answers_from.setdefault(iid, []).append((k, ch["answers"][0]))
         for e in p.get("derived") or []:
             if e.get("table") == "instances" and "truth" in (e.get("changes") or {}):
-                last[e["id"]] = (k, None)
-    out = {}
-    for iid, (k, p) in last.items():
+                events.setdefault(e["id"], []).append((k, aid, None))
+    facts, payloads = {}, {}
+    for iid, evs in events.items():
         row = inst.get(iid)
-        if p is None or row is None or row.derived_from is None or row.truth_fact is not None:
+        if row is None or row.derived_from is None or row.truth_fact is not None or evs[-1][2] is None:
+            continue  # not drafted, a fact already, or derivation changed it last (the old code overwrote it)
+        if bool(row.truth) != bool(evs[-1][2]["changes"]["truth"][1]):
             continue
-        new = p["changes"]["truth"][1]
-        if bool(row.truth) != bool(new):
-            continue
-        src = inst.get(row.derived_from)
-        later = [a for j, a in answers_from.get(row.derived_from, []) if j > k]
-        source = later[0] if later else (src.answers if src is not None else None)
-        out[iid] = {"truth": bool(new), "by": f"erratum {p.get('flag_id')}", "source": list(source or [])}
-    return out
+        src, prev, edits = inst.get(row.derived_from), None, {}
+        for k, aid, p in evs:
+            if p is None:
+                continue
+            later = [a for j, a in answers_from.get(row.derived_from, []) if j > k]
+            source = later[0] if later else (src.answers if src is not None else None)
+            fact = {"truth": bool(p["changes"]["truth"][1]), "by": f"erratum {p.get('flag_id')}"}
+            fact["source"] = list(source or [])
+            edits[aid] = {"fact": [prev, fact], "contradiction": [None, None]}
+            prev = fact
+        facts[iid] = prev
+        payloads.update(edits)
+    return facts, payloads
 
 
-def _retired(accepts, inst) -> dict[str, str]:
-    """id -> the status derivation set the yes/no question aside from, where it still lies so set aside."""
-    last: dict[str, tuple[str, str]] = {}  # id -> (status it had, the reason derivation gave)
-    for _aid, p, undone in accepts:
+def _retired(accepts, inst) -> tuple[dict[str, str], dict[int, list[tuple[int, str]]]]:
+    """(id -> the status derivation set the yes/no question aside from, where it still lies so set aside; action id
+    -> [(its derived entry, status)] whose changes get "retired_from", as curate.decisions.derived records it since,
+    so that undoing the erratum takes it back too)."""
+    last: dict[str, tuple[str, str, int, int | None]] = {}  # id -> (status it had, reason, action, entry)
+    for aid, p, undone in accepts:
         flag = p.get("flag_id")
-        for e in p.get("derived") or []:
+        for n, e in enumerate(p.get("derived") or []):
             if e.get("table") != "instances":
                 continue
             ch = e.get("changes") or {}
             if undone and "created" in e:  # the undo discarded the draft it had made
-                last[e["id"]] = ("draft", f"erratum {flag} undone")
+                last[e["id"]] = ("draft", f"erratum {flag} undone", aid, None)
             elif not undone and ch.get("status", [None, None])[1] == "discarded":
                 reason = (ch.get("discard_reason") or [None, None])[1]
-                last[e["id"]] = (ch["status"][0], reason)
-    out = {}
-    for iid, (was, reason) in last.items():
+                last[e["id"]] = (ch["status"][0], reason, aid, n)
+    out, entries = {}, {}
+    for iid, (was, reason, aid, n) in last.items():
         row = inst.get(iid)
         if (
             row is not None
@@ -121,7 +135,9 @@ def _retired(accepts, inst) -> dict[str, str]:
             and was in ("ready", "draft")
         ):
             out[iid] = was
-    return out
+            if n is not None:
+                entries.setdefault(aid, []).append((n, was))
+    return out, entries
 
 
 def _derived_id(source_id: str, question: str) -> str:  # curate.base.ids.derived_id, as of this revision
@@ -155,10 +171,19 @@ def upgrade() -> None:
     for iid, value in sorted(_values(conn, inst).items()):
         conn.execute(sa.update(_I).where(_I.c.id == iid).values(draft_value=value))
     accepts = _old_accepts(conn)
-    for iid, fact in sorted(_truths(accepts, inst).items()):
+    facts, fact_edits = _truths(accepts, inst)
+    retired, retired_edits = _retired(accepts, inst)
+    for iid, fact in sorted(facts.items()):
         conn.execute(sa.update(_I).where(_I.c.id == iid).values(truth_fact=fact))
-    for iid, was in sorted(_retired(accepts, inst).items()):
+    for iid, was in sorted(retired.items()):
         conn.execute(sa.update(_I).where(_I.c.id == iid).values(retired_from=was))
+    payload = {aid: p for aid, p, _ in accepts}
+    for aid in sorted(set(fact_edits) | set(retired_edits)):
+        p = json.loads(json.dumps(payload[aid]))
+        p.update(fact_edits.get(aid, {}))
+        for n, was in retired_edits.get(aid, []):
+            p["derived"][n]["changes"]["retired_from"] = [None, was]
+        conn.execute(sa.update(_A).where(_A.c.id == aid).values(payload=p))
 
 
 def downgrade() -> None:
