@@ -2,7 +2,8 @@
 (tests/fixtures/stores, made by scripts/make_store_fixtures.py from history), upgraded to head, decides as a store
 created at head by the same story: right after the upgrade, and after any sequence of later people's actions
 (errata on open questions: alias, new answer, removal, rejection; truth flips and removals of yes/no questions;
-confirming, rewording in own words or rejecting drafts; undo; the person-queue's decisions), a property per
+confirming, rewording in own words or rejecting drafts; a model's answer and a worker's label on it; undo; the
+person-queue's decisions), a property per
 revision (upgrade_machine.UpgradeMachine). Bounded and derandomised for CI; VHMINE_HYPOTHESIS=long runs it longer.
 The counterexamples it found, shrunk, are kept below as named tests, with the issue's two reproductions.
 """

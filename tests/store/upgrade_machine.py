@@ -4,8 +4,9 @@
 Reads the gzipped fixtures tests/fixtures/stores/store-<rev>.db.gz (scripts/make_store_fixtures.py); writes stores
 in temporary folders. `decisions(store)` is what must match: every instance by its natural key (mode, kind, image,
 question) with its status, truth, answers, discard reason, `retired_from`, truth fact and person-queue entry (ids
-of rows, flags and actions, random in old eras, read as "<id>"), and every task's status. `UpgradeMachine` applies
-each action to both stores by natural key and checks that both did the same (or refused alike) and ended alike.
+of rows, flags and actions, random in old eras, read as "<id>"), every task's status, and the model answers with
+their verdicts and workers' labels. `UpgradeMachine` applies each action to both stores by natural key and checks
+that both did the same (or refused alike) and ended alike.
 """
 
 from __future__ import annotations
@@ -48,28 +49,45 @@ def _norm(v):
 
 def decisions(store) -> dict:
     """The decisions that matter, keyed by what both stores share (not their random ids)."""
-    from vhmine.store import Instance, Task
+    from vhmine.store import Instance, Response, ResponseLabel, Task
 
     with store.session(write=False) as s:
         inst = sorted(
             (
-                i.mode,
-                i.kind,
-                i.image_id,
-                i.question,
-                i.status,
-                i.truth,
-                tuple(i.answers),
-                i.template_id,
-                _norm(i.discard_reason),
-                i.retired_from,
-                json.dumps(_norm(i.truth_fact), sort_keys=True),
-                json.dumps(_norm(i.contradiction), sort_keys=True),
-            )
-            for i in s.query(Instance)
+                (
+                    i.mode,
+                    i.kind,
+                    i.image_id,
+                    i.question,
+                    i.status,
+                    i.truth,
+                    tuple(i.answers),
+                    i.template_id,
+                    _norm(i.discard_reason),
+                    i.retired_from,
+                    json.dumps(_norm(i.truth_fact), sort_keys=True),
+                    json.dumps(_norm(i.contradiction), sort_keys=True),
+                )
+                for i in s.query(Instance)
+            ),
+            key=repr,
         )
-        tasks = sorted((t.id, t.status, t.held_reason, _norm(t.discard_reason)) for t in s.query(Task))
-    return {"instances": inst, "tasks": tasks}
+        tasks = sorted(((t.id, t.status, t.held_reason, _norm(t.discard_reason)) for t in s.query(Task)), key=repr)
+        key = {i.id: (i.mode, i.image_id, i.question, i.status) for i in s.query(Instance)}
+        answers = sorted(
+            (
+                key[r.instance_id],
+                r.answer,
+                r.verdict or "",
+                r.judge or "",
+                lab.worker if lab else "",
+                lab.verdict if lab else "",
+            )
+            for r, lab in s.query(Response, ResponseLabel).outerjoin(
+                ResponseLabel, ResponseLabel.response_id == Response.id
+            )
+        )
+    return {"instances": inst, "tasks": tasks, "model answers and labels": answers}
 
 
 def unpack(rev: str, folder: Path, photos: Path) -> Path:
@@ -149,6 +167,10 @@ def act(store, action: tuple) -> str:
             target = ready[x % len(ready)] if ready else None
         if target is None:
             return "none"
+        if kind == "label":  # a model answers "Yes"; bob labels the answer
+            rid = C.add_response(store, target.id, "vlm", "Answer yes or no.", "Yes")
+            C.label_response(store, "bob", rid, "correct" if target.truth == (x % 2 == 0) else "hallucinated")
+            return "ok"
         flag = C.flag_instance(store, "bob", target.id, f"{kind} please")
         if kind == "reject":
             C.reject_erratum(store, "carol", flag, "it is right")
@@ -167,7 +189,7 @@ def act(store, action: tuple) -> str:
 
 ACTIONS = st.one_of(
     st.tuples(
-        st.sampled_from(["alias", "answer", "reject", "remove_oeq", "flip", "remove_ynq"]),
+        st.sampled_from(["alias", "answer", "reject", "remove_oeq", "flip", "remove_ynq", "label"]),
         st.sampled_from(["color", "counting"]),
         st.integers(0, 1),
         st.integers(0, 3),
@@ -189,8 +211,8 @@ def compare(old, new, history: list[tuple]) -> None:
 
 
 def _diff(a: dict, b: dict) -> str:
-    only_a = sorted(set(a["instances"]) - set(b["instances"])) + sorted(set(a["tasks"]) - set(b["tasks"]))
-    only_b = sorted(set(b["instances"]) - set(a["instances"])) + sorted(set(b["tasks"]) - set(a["tasks"]))
+    only_a = [x for k in a for x in sorted(set(a[k]) - set(b[k]))]
+    only_b = [x for k in b for x in sorted(set(b[k]) - set(a[k]))]
     return f"upgraded only {only_a}; made at head only {only_b}"
 
 
