@@ -34,7 +34,7 @@ def test_new_store_is_at_head_and_matches_the_table_classes(any_url):
     from vhmine.store import open_store, schema_head
 
     with open_store(any_url) as store:
-        assert store.revision() == schema_head() == "0012"
+        assert store.revision() == schema_head() == "0013"
         assert _schema_diff(store) == []
 
 
@@ -141,7 +141,7 @@ def test_store_from_schema_0001_opens_in_newer_vhmine_with_nothing_lost(tmp_path
     db = tmp_path / "old.db"
     old = _old_store_rows(f"sqlite:///{db}", photos)
     with open_store(db) as store:
-        assert store.revision() == "0012"
+        assert store.revision() == "0013"
         assert _schema_diff(store) == []
         [inst] = ready_instances(store)
         assert (inst.id, inst.question, inst.answers, inst.truth, inst.slots) == (
@@ -166,7 +166,7 @@ def test_store_from_schema_0001_migrates_on_postgresql(tmp_path, pg_url):
     photos = write_photos(tmp_path / "photos", ("coffee", "rocket"))
     _old_store_rows(pg_url, photos)
     with open_store(pg_url) as store:
-        assert store.revision() == "0012" and _schema_diff(store) == []
+        assert store.revision() == "0013" and _schema_diff(store) == []
         assert [r.id for r in ready_instances(store)] == ["inst0001"]
 
 
@@ -184,7 +184,7 @@ def test_store_from_newer_vhmine_is_refused(tmp_path):
         StoreVersionError,
         match=(
             r"^store sqlite:///.*new.db has schema revision 0042, which this vhmine does not know \(it knows up to"
-            r" 0012\): "
+            r" 0013\): "
             r"it was written by a newer vhmine; upgrade vhmine \(pip install -U vhmine\) or point --db at another"
             r" store$"
         ),
@@ -254,12 +254,14 @@ def test_migrations_ship_in_the_package_as_one_linear_chain():
         "0010_worker_mode.py",
         "0011_derived_facts.py",
         "0012_held_tasks.py",
+        "0013_old_decisions.py",
     } <= names  # importable package: wheels carry it
     revs = list(ScriptDirectory.from_config(_alembic_config()).walk_revisions())
     # what vhmine reads without importing Alembic (status) is what Alembic reads
     assert _revisions() == {r.revision: r.down_revision for r in revs}
     assert schema_head() == ScriptDirectory.from_config(_alembic_config()).get_current_head()
     assert [(r.revision, r.down_revision) for r in revs] == [
+        ("0013", "0012"),
         ("0012", "0011"),
         ("0011", "0010"),
         ("0010", "0009"),
@@ -525,7 +527,7 @@ def test_schema_0011_records_a_ready_own_worded_yes_no_question_as_its_workers_f
         assert "truth_fact" not in {r[1] for r in conn.execute(text("PRAGMA table_info(instances)"))}
     engine.dispose()
     with open_store(tmp_path / "store.db") as store, store.session(write=False) as s:
-        assert store.revision() == "0012"
+        assert store.revision() == "0013"
         assert s.get(Instance, iid).truth_fact == {"truth": True, "by": "worker alice", "source": answers}
         assert s.query(Instance).filter(Instance.truth_fact.is_not(None), Instance.id != iid).count() == 0
 
@@ -554,5 +556,5 @@ def test_schema_0012_holds_a_task_with_its_reason_and_its_downgrade_puts_it_back
         assert conn.execute(text("SELECT status FROM tasks WHERE id = :i"), {"i": tid}).scalar() == "open"
     engine.dispose()
     with open_store(tmp_path / "store.db") as store, store.session(write=False) as s:
-        assert store.revision() == "0012" and _schema_diff(store) == []
+        assert store.revision() == "0013" and _schema_diff(store) == []
         assert (s.get(Task, tid).status, s.get(Task, tid).held_reason) == ("open", None)

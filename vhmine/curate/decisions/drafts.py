@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 
 from vhmine.curate.base.access import checked_worker
+from vhmine.curate.base.ids import derived_id
 from vhmine.curate.base.retry import retried
 from vhmine.curate.base.tasks import log_action
 from vhmine.errors import FormError, LeaseError
@@ -79,7 +80,11 @@ def _match_edit(d: Instance, question: str, src: Instance) -> None:
     """A reworded draft keeps only the slot values its text still holds, and tests the value it now names."""
     slots = M.slots_of(M.get_template(d.template_id), question, d.slots)
     if slots is None:  # the worker's own question: no template values, no value to check the truth against
-        d.template_id, d.slots, d.draft_value = M.own_template_id(M.get_mode(d.mode)), {}, None
+        # but a draft made before ids were derived (schema 0011) keeps the value it was drafted to test: its id does
+        # not name the question it was drafted as, so re-derivation (curate.decisions.redraft._same) finds it by
+        # that value, as it finds a newer one by its id (the truth stays the worker's: an own question is never read)
+        kept = d.draft_value if d.id != derived_id(src.id, d.question) else None
+        d.template_id, d.slots, d.draft_value = M.own_template_id(M.get_mode(d.mode)), {}, kept
         return
     oeq = M.get_template(src.template_id)
     # the value the truth is checked against: the slot the OEQ answer filled, or for a choice the one

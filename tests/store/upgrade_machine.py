@@ -1,0 +1,242 @@
+"""What test_upgrade.py compares: an old store upgraded to head beside a store created at head by the same story
+(tests/store/old_story.py), and the same later people's actions on both.
+
+Reads the gzipped fixtures tests/fixtures/stores/store-<rev>.db.gz (scripts/make_store_fixtures.py); writes stores
+in temporary folders. `decisions(store)` is what must match: every instance by its natural key (mode, kind, image,
+question) with its status, truth, answers, discard reason, `retired_from`, truth fact and person-queue entry (ids
+of rows, flags and actions, random in old eras, read as "<id>"), every task's status, and the model answers with
+their verdicts and workers' labels. `UpgradeMachine` applies each action to both stores by natural key and checks
+that both did the same (or refused alike) and ended alike.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import shutil
+import sqlite3
+import tempfile
+from pathlib import Path
+
+from hypothesis import note
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "stores"
+REVISIONS = sorted(p.name[6:10] for p in FIXTURES.glob("store-*.db.gz"))
+PHOTOS = ("astronaut", "coffee", "rocket")
+ALIASES = {"red": "crimson", "blue": "navy", "green": "lime", "2": "3", "3": "4", "4": "5"}
+NEW = {"color": ["red", "blue", "green"], "counting": ["2", "3", "4"]}
+OWN = "Would you call what the picture shows here by that name, question {}?"  # no template reads it
+HEX = re.compile(r"\b[0-9a-f]{16}\b")
+
+
+def era(rev: str) -> dict:
+    """What the story could do with the code of revision `rev`: errata from 0007, re-derivation from 0009."""
+    return {"errata": rev >= "0007", "rederive": rev >= "0009"}
+
+
+def _norm(v):
+    if isinstance(v, str):
+        return HEX.sub("<id>", v)
+    if isinstance(v, list | tuple):
+        return [_norm(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _norm(x) for k, x in sorted(v.items())}
+    return v
+
+
+def decisions(store) -> dict:
+    """The decisions that matter, keyed by what both stores share (not their random ids)."""
+    from vhmine.store import Instance, Response, ResponseLabel, Task
+
+    with store.session(write=False) as s:
+        inst = sorted(
+            (
+                (
+                    i.mode,
+                    i.kind,
+                    i.image_id,
+                    i.question,
+                    i.status,
+                    i.truth,
+                    tuple(i.answers),
+                    i.template_id,
+                    _norm(i.discard_reason),
+                    i.retired_from,
+                    json.dumps(_norm(i.truth_fact), sort_keys=True),
+                    json.dumps(_norm(i.contradiction), sort_keys=True),
+                )
+                for i in s.query(Instance)
+            ),
+            key=repr,
+        )
+        tasks = sorted(((t.id, t.status, t.held_reason, _norm(t.discard_reason)) for t in s.query(Task)), key=repr)
+        key = {i.id: (i.mode, i.image_id, i.question, i.status) for i in s.query(Instance)}
+        answers = sorted(
+            (
+                key[r.instance_id],
+                r.answer,
+                r.verdict or "",
+                r.judge or "",
+                lab.worker if lab else "",
+                lab.verdict if lab else "",
+            )
+            for r, lab in s.query(Response, ResponseLabel).outerjoin(
+                ResponseLabel, ResponseLabel.response_id == Response.id
+            )
+        )
+    return {"instances": inst, "tasks": tasks, "model answers and labels": answers}
+
+
+def unpack(rev: str, folder: Path, photos: Path) -> Path:
+    """The fixture of `rev` as a SQLite file in `folder`, its images pointing at `photos` (the same bytes)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    db = folder / "store.db"
+    db.write_bytes(gzip.decompress((FIXTURES / f"store-{rev}.db.gz").read_bytes()))
+    with sqlite3.connect(db) as c:
+        for i, path in c.execute("SELECT id, path FROM images").fetchall():
+            c.execute("UPDATE images SET path = ? WHERE id = ?", (str(photos / Path(path).name), i))
+    return db
+
+
+def head_story(folder: Path, rev: str) -> Path:
+    """The fixture's story told by today's code into `folder` (as far as the era of `rev` could tell it)."""
+    from old_story import story
+
+    story(folder, **era(rev)).close()
+    return folder / "store.db"
+
+
+def copy_of(db: Path):
+    """A fresh copy of the store file `db`, opened (at head)."""
+    from vhmine.store import open_store
+
+    dest = Path(tempfile.mkdtemp(prefix="upgrade-", dir=db.parent.parent)) / "store.db"
+    shutil.copy(db, dest)
+    return open_store(dest)
+
+
+# --- actions by natural key, the same on both stores ------------------------------------------------------------
+
+
+def _instances(store, **where) -> list:
+    from vhmine.store import Instance
+
+    with store.session(write=False) as s:
+        return sorted(s.query(Instance).filter_by(**where), key=lambda i: (i.image_id, i.question, i.status))
+
+
+def _images(store, mode) -> list[str]:
+    return sorted({i.image_id for i in _instances(store, mode=mode, kind="OEQ")})
+
+
+def act(store, action: tuple) -> str:
+    """Do `action` on `store`; returns what happened in words ("ok", or the error's class: the refusal)."""
+    from vhmine import curate as C
+    from vhmine.errors import FormError, InputError, LeaseError
+
+    kind, mode, k, x = action
+    try:
+        if kind == "undo":
+            C.undo_last(store, x)
+            return "ok"
+        if kind == "confirm":
+            drafts = sorted(C.pending_drafts(store, "alice"), key=lambda d: (d.task_id, d.image_id, d.question))
+            if not drafts:
+                return "none"
+            d = drafts[k % len(drafts)]
+            keep, own = x
+            dec = C.DraftDecision(d.instance_id, keep, question=OWN.format(k) if own else None, checked=own)
+            C.confirm_drafts(store, "alice", [dec])
+            return "ok"
+        if kind == "resolve":
+            queue = sorted(C.contradictions(store, "carol"), key=lambda c: (c.image_id, c.question))
+            if not queue:
+                return "none"
+            C.resolve_contradiction(store, "carol", queue[k % len(queue)].instance_id, x, "decided")
+            return "ok"
+        image = _images(store, mode)[k % 2]
+        if kind in ("alias", "answer", "remove_oeq", "reject"):
+            [target] = [i for i in _instances(store, mode=mode, kind="OEQ", image_id=image) if i.status == "ready"] or [
+                None
+            ]
+        else:
+            ready = [i for i in _instances(store, mode=mode, kind="YNQ", image_id=image) if i.status == "ready"]
+            target = ready[x % len(ready)] if ready else None
+        if target is None:
+            return "none"
+        if kind == "label":  # a model answers "Yes"; bob labels the answer
+            rid = C.add_response(store, target.id, "vlm", "Answer yes or no.", "Yes")
+            C.label_response(store, "bob", rid, "correct" if target.truth == (x % 2 == 0) else "hallucinated")
+            return "ok"
+        flag = C.flag_instance(store, "bob", target.id, f"{kind} please")
+        if kind == "reject":
+            C.reject_erratum(store, "carol", flag, "it is right")
+        elif kind == "alias":
+            C.accept_erratum(store, "carol", flag, answers=list(target.answers) + [ALIASES[target.answers[0]]])
+        elif kind == "answer":
+            C.accept_erratum(store, "carol", flag, answers=[NEW[mode][x % 3]])
+        elif kind in ("remove_oeq", "remove_ynq"):
+            C.accept_erratum(store, "carol", flag, remove=True)
+        else:  # flip
+            C.accept_erratum(store, "carol", flag, truth=not target.truth)
+        return "ok"
+    except (FormError, InputError, LeaseError) as err:
+        return type(err).__name__
+
+
+ACTIONS = st.one_of(
+    st.tuples(
+        st.sampled_from(["alias", "answer", "reject", "remove_oeq", "flip", "remove_ynq", "label"]),
+        st.sampled_from(["color", "counting"]),
+        st.integers(0, 1),
+        st.integers(0, 3),
+    ),
+    st.tuples(st.just("confirm"), st.just(""), st.integers(0, 3), st.tuples(st.booleans(), st.booleans())),
+    st.tuples(st.just("undo"), st.just(""), st.just(0), st.sampled_from(["carol", "alice"])),
+    st.tuples(st.just("resolve"), st.just(""), st.integers(0, 3), st.booleans()),
+)
+
+
+def compare(old, new, history: list[tuple]) -> None:
+    """Do `history` on both stores; each step must do the same on both, and both must end alike."""
+    assert decisions(old) == decisions(new), "they differ right after the upgrade"
+    for step in history:
+        a, b = act(old, step), act(new, step)
+        assert a == b, f"{step}: upgraded store {a}, store made at head {b}"
+        da, db = decisions(old), decisions(new)
+        assert da == db, f"they differ after {step}: " + _diff(da, db)
+
+
+def _diff(a: dict, b: dict) -> str:
+    only_a = [x for k in a for x in sorted(set(a[k]) - set(b[k]))]
+    only_b = [x for k in b for x in sorted(set(b[k]) - set(a[k]))]
+    return f"upgraded only {only_a}; made at head only {only_b}"
+
+
+class UpgradeMachine(RuleBasedStateMachine):
+    """Subclasses set `files`: callable () -> (upgraded db, head db), the template files to copy per example."""
+
+    files = None
+
+    def __init__(self):
+        super().__init__()
+        old, new = type(self).files()
+        self.old, self.new = copy_of(old), copy_of(new)
+
+    def teardown(self):
+        self.old.close()
+        self.new.close()
+
+    @rule(step=ACTIONS)
+    def people_act(self, step):
+        note(f"step {step}")
+        a, b = act(self.old, step), act(self.new, step)
+        assert a == b, f"{step}: upgraded store {a}, store made at head {b}"
+
+    @invariant()
+    def same_decisions(self):
+        da, db = decisions(self.old), decisions(self.new)
+        assert da == db, _diff(da, db)
