@@ -72,16 +72,18 @@ class ExportInfo:
     version: str
     items: int
     created: str
+    manifest_sha256: str = ""  # what an eval of it records (formats.identity), from any folder
 
 
 @dataclass
 class EvalInfo:
     folder: str
     benchmark: str
-    source: str  # the benchmark's path as eval read it
+    source: str  # the benchmark's path as an older eval recorded it
     items: int
     models: dict  # model -> {"accuracy", "n", "failed"}
     written: float  # mtime of report.json
+    sha256: str = ""  # the sha256 of the benchmark's manifest.json (formats.identity), when it has one
 
 
 @dataclass
@@ -189,7 +191,17 @@ def _export(folder: Path, man: dict) -> ExportInfo:
         str(man.get("version", "")),
         sum(v for v in totals.values() if isinstance(v, int)),
         str(man.get("created_at", "")),
+        _sha256(folder / "manifest.json"),
     )
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return ""
 
 
 def _eval(folder: Path, rep: dict) -> EvalInfo:
@@ -205,6 +217,7 @@ def _eval(folder: Path, rep: dict) -> EvalInfo:
         int(b.get("items", 0)),
         models,
         (folder / "report.json").stat().st_mtime,
+        str(b.get("sha256", "")) if b.get("sha256_of") == "manifest.json" else "",
     )
 
 
@@ -410,7 +423,8 @@ def _next(st: Status) -> tuple[str, list[str]]:
         return f"vhmine export --format vhtest --out benchmarks/vh-v1{per}{db}   ({ready} question(s) ready)", also
     last = st.exports[-1]
     where = shown_path(last.folder)
-    if not any(same_folder(e.source, last.folder) for e in st.evals):
+    # an eval names its benchmark by the manifest's checksum (an older one by the path it was given)
+    if not any((e.sha256 and e.sha256 == last.manifest_sha256) or same_folder(e.source, last.folder) for e in st.evals):
         return f"vhmine eval --bench {where} --model MODEL   (or --predictions NAME=FILE)", also
     if ready != last.items:
         return (
