@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from vhmine.errors import LLMError
 from vhmine.llm.cache import legacy_request_key, request_key
 from vhmine.llm.records import ImageAnswer, ImageEditRequest, ImageRequest, Outcome
+from vhmine.llm.stops import checked_body
 
 
 class ImageCalls:
@@ -94,6 +95,7 @@ def _sha(data: bytes) -> str:
 
 def _checked(r):
     """The answer, if it holds one readable b64_json image; else ValueError (retried, then malformed)."""
+    r = checked_body(r)
     if not r.data or not getattr(r.data[0], "b64_json", None):
         raise ValueError("the answer holds no b64_json image")
     _check_image(r.data[0].b64_json)
