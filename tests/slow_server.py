@@ -4,8 +4,8 @@ A test puts one of these in `FakeOpenAI.faults` (one per request, as the other f
 that request's answer so (`deliver`, called by the handler where it would send the answer):
 
 - "silent": reads the request and sends nothing, until the client goes away;
-- "trickle:D": the headers at once, then the answer one byte at a time, spread over D seconds (D = 60: one
-  byte every few tenths of a second, never a read time-out, never an end);
+- "trickle:D": the headers at once, then the answer one byte at a time, spread over D seconds (D = 30: one
+  byte every tenth of a second or so, never a read time-out, never an end);
 - "slow-headers:D": the status line and headers one byte at a time over D seconds, then the answer;
 - "partial-hang": headers saying the whole length, half the JSON, then nothing until the client goes away;
 - "partial-close": headers saying the whole length, half the JSON, then the connection closed;

@@ -26,7 +26,7 @@ from vhmine.errors import LLMError
 LONG = os.environ.get("VHMINE_HYPOTHESIS") == "long"
 RETRY_WAIT_S, MAX_WAIT_S = 0.05, 0.1
 SLACK_S = 1.0  # the request's own work around its attempts (the cache, a new client), on a loaded machine
-FAILS = ["silent", "trickle:60", "slow-headers:60", "partial-hang", "partial-close", "html", "html-json"]
+FAILS = ["silent", "trickle:30", "slow-headers:15", "partial-hang", "partial-close", "html", "html-json"]
 FAILS += ["html-502", "500", "429", "malformed"]
 ANSWERS = ["ok", "trickle:0.05", "slow-headers:0.05"]  # the whole answer well within any --timeout here
 _n = itertools.count()
@@ -42,7 +42,7 @@ def bound_s(timeout_s: float, max_retries: int, retry_after: bool) -> float:
 
 def said(behaviour: str, timeout_s: float) -> str:
     """What the failure must say the last attempt got."""
-    if behaviour in ("silent", "trickle:60", "slow-headers:60", "partial-hang"):
+    if behaviour in ("silent", "trickle:30", "slow-headers:15", "partial-hang"):
         return f"no answer within {timeout_s:g} s"
     return {
         "partial-close": "the connection broke (peer closed connection without sending complete message body",
@@ -127,7 +127,7 @@ def test_property_every_request_ends_within_the_stated_bound(
 def test_shrunk_a_trickled_answer_ends_at_the_deadline(openai_server, tmp_path):
     """kind='chat', timeout_s=0.3, max_retries=0, ['trickle:4']: headers, then the answer a byte at a time kept the
     request going for the whole trickle (4.26 s), each read well within --timeout."""
-    check_request(openai_server, tmp_path, "chat", 0.3, 0, ["trickle:60"])
+    check_request(openai_server, tmp_path, "chat", 0.3, 0, ["trickle:30"])
 
 
 def test_shrunk_a_connection_cut_mid_answer_is_not_said_to_be_unreachable(openai_server, tmp_path):
@@ -149,7 +149,7 @@ def test_an_html_page_for_an_image_fails_in_words_not_a_traceback(openai_server,
 
 def test_headers_sent_a_byte_at_a_time_end_at_the_deadline(openai_server, tmp_path):
     """The status line and headers one byte at a time: each read well within --timeout, the request never ended."""
-    check_request(openai_server, tmp_path, "chat", 0.3, 1, ["slow-headers:60", "slow-headers:60"])
+    check_request(openai_server, tmp_path, "chat", 0.3, 1, ["slow-headers:15", "slow-headers:15"])
 
 
 def test_a_retry_after_never_waits_past_the_most_back_off(tmp_path):
