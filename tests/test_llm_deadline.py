@@ -130,6 +130,25 @@ def test_shrunk_a_trickled_answer_ends_at_the_deadline(openai_server, tmp_path):
     check_request(openai_server, tmp_path, "chat", 0.3, 0, ["trickle:30"])
 
 
+def test_an_abandoned_try_leaves_no_thread_or_connection_behind(openai_server, tmp_path):
+    """At the deadline the try's client is closed: its worker thread ends (at its next read: the next trickled
+    byte, or --timeout later for a silent server) and the server sees the connection go, so a long run of
+    abandoned tries does not pile up threads or sockets."""
+    import threading
+
+    check_request(openai_server, tmp_path, "chat", 0.3, 2, ["trickle:30", "silent", "partial-hang"])
+    end = time.monotonic() + 3.0
+    while time.monotonic() < end and (openai_server.inflight or _workers()):
+        time.sleep(0.05)
+    assert openai_server.inflight == 0 and _workers() == [], (openai_server.inflight, threading.enumerate())
+
+
+def _workers() -> list:
+    import threading
+
+    return [t for t in threading.enumerate() if t.name == "vhmine-request" and t.is_alive()]
+
+
 def test_shrunk_a_connection_cut_mid_answer_is_not_said_to_be_unreachable(openai_server, tmp_path):
     """kind='chat', timeout_s=0.3, max_retries=0, ['partial-close']: half the JSON, then the connection closed, was
     reported as "could not connect (peer closed connection ...)"."""
