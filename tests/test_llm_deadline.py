@@ -94,18 +94,22 @@ def check_request(srv, cache_dir, kind: str, timeout_s: float, max_retries: int,
         took = time.monotonic() - t
         failures = llm.cache.failures()
     tried = behaviours[: max_retries + 1]
-    first_ok = next((i for i, b in enumerate(tried) if b in ANSWERS), None)
     assert took <= bound_s(timeout_s, max_retries, "429" in tried) + SLACK_S, (took, behaviours)
     sent = [r for r in srv.requests if r["path"].endswith("/completions" if kind == "chat" else "/generations")]
-    if first_ok is not None:
-        assert not isinstance(got, LLMError), got
-        assert len(sent) == first_ok + 1 and failures == []
+    # the server hands out behaviours as tries arrive; a try after an abandoned one makes its client within its
+    # deadline, so on a loaded machine a try with 0.3 s may time out before it reaches the server
+    got_there = tried[: len(sent)]
+    assert 1 <= len(sent) <= len(tried), (len(sent), behaviours)
+    if not isinstance(got, LLMError):
+        assert got_there[-1] in ANSWERS and all(b in FAILS for b in got_there[:-1]), (got_there, behaviours)
+        assert failures == []
         return
-    assert isinstance(got, LLMError), got
+    assert not any(b in ANSWERS for b in got_there), (str(got), behaviours)  # an answer in time is never lost
     n = max_retries + 1
-    assert f" {n} times (last: {said(tried[-1], timeout_s)}" in str(got), (str(got), behaviours)
+    last = said(tried[-1], timeout_s) if len(sent) == n else f"no answer within {timeout_s:g} s"
+    assert f" {n} times (last: {last}" in str(got), (str(got), behaviours)
     assert "Error" not in str(got) and "Traceback" not in str(got)
-    assert len(sent) == n and [(f["status"], f["reason"]) for f in failures] == [(got.status, str(got))]
+    assert [(f["status"], f["reason"]) for f in failures] == [(got.status, str(got))]
 
 
 @settings(max_examples=400 if LONG else 28)
@@ -143,6 +147,34 @@ def test_an_abandoned_try_leaves_no_thread_or_connection_behind(openai_server, t
     assert openai_server.inflight == 0 and _workers() == [], (openai_server.inflight, threading.enumerate())
 
 
+def test_an_abandoned_try_cuts_no_other_request_in_flight(openai_server, tmp_path):
+    """Request A trickles forever, request B (sent 0.5 s later) trickles its answer over 1.2 s: A's try is abandoned
+    at 1.5 s while B is half read, and B still gets its answer, since each try has a client of its own."""
+    import threading
+
+    srv = openai_server
+    srv.faults = ["trickle:30", "trickle:1.2"]
+    got: dict = {}
+    opts = L.LLMOptions(
+        model="fake-vlm", base_url=srv.base_url, cache=tmp_path / "c.db", timeout_s=1.5, max_retries=0, progress=False
+    )
+    with L.LLM(opts) as llm:
+
+        def ask(name: str) -> None:
+            try:
+                got[name] = llm.chat(L.ChatRequest(f"request {name}")).text
+            except LLMError as err:
+                got[name] = err
+
+        a = threading.Thread(target=ask, args=("A",))
+        a.start()
+        time.sleep(0.5)
+        ask("B")
+        a.join(10)
+    assert isinstance(got["A"], LLMError) and "(last: no answer within 1.5 s)" in str(got["A"]), got
+    assert got["B"] == "An answer to: request B", got
+
+
 def _workers() -> list:
     import threading
 
@@ -159,6 +191,13 @@ def test_shrunk_an_html_page_is_a_body_that_is_not_json(openai_server, tmp_path)
     """kind='chat', timeout_s=0.6, max_retries=1, ['html', 'html']: a 200 with an HTML page was "an answer without
     a choices list", where docs/eval.md promises "a body that is not JSON ('<html>...')"."""
     check_request(openai_server, tmp_path, "chat", 0.6, 1, ["html", "html"])
+
+
+def test_shrunk_three_silent_tries_each_end_at_their_deadline(openai_server, tmp_path):
+    """kind='chat', timeout_s=0.3, max_retries=2, ['silent'] x 3, shrunk by the long profile on the new code: on a
+    loaded machine the third try (a new client, made within its deadline, after two abandoned) timed out before
+    it reached the server, which the property then wrongly required; the request still ended within its bound."""
+    check_request(openai_server, tmp_path, "chat", 0.3, 2, ["silent", "silent", "silent"])
 
 
 def test_an_html_page_for_an_image_fails_in_words_not_a_traceback(openai_server, tmp_path):

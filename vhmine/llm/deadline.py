@@ -99,12 +99,15 @@ class Clients:
             try:
                 return call(client)
             finally:
-                self.give(client)
+                with self._lock:  # given back only if not abandoned: a client given back may be another's now
+                    slot["finished"] = True
+                    if not slot.get("abandoned") and any(c is client for c in self._all):
+                        self._idle.append(client)
 
         def abandon() -> None:
             with self._lock:
                 slot["abandoned"] = True
-                client = slot.get("client")
+                client = None if slot.get("finished") else slot.get("client")
             if client is not None:
                 self._drop(client)
 
