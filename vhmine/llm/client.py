@@ -139,10 +139,10 @@ class LLM(ImageCalls):
                     "export OPENAI_API_KEY (any non-empty value for a local server that checks none)"
                 )
             )
-        # the library's time-out bounds each read; `deadline.within` bounds the whole attempt by the same figure
-        return openai.OpenAI(
-            api_key=key, base_url=self.base_url, timeout=self.opts.timeout_s, max_retries=0
-        )  # we retry ourselves, with jitter and a record
+        # the library's time-out bounds each read; `deadline.Clients.run` bounds each whole try by the same figure
+        client = openai.OpenAI(api_key=key, base_url=self.base_url, timeout=self.opts.timeout_s, max_retries=0)
+        client.chat.completions, client.images  # noqa: B018  (loaded here, once, not within a try's deadline)
+        return client  # we retry ourselves, with jitter and a record
 
     # one request, with retries
     def _cost(self, model: str, prompt_tokens: int = 0, completion_tokens: int = 0, images: int = 0) -> float:
@@ -165,8 +165,9 @@ class LLM(ImageCalls):
             pass
         return random.uniform(0.5, 1.0) * wait_s  # jitter: concurrent clients do not retry in lockstep
 
-    def _send(self, kind: str, model: str, key: str, call, estimate: float):
-        """Run `call(client)` with retries; returns (raw result, attempts, reserved cost). Raises LLMError."""
+    def _send(self, kind: str, model: str, key: str, call, estimate: float, parse=None):
+        """Run `call(client)` with retries, each try within --timeout, whole; `parse(raw)` reads what it got (CPU
+        work, after the try's deadline). Returns (result, attempts, reserved cost). Raises LLMError."""
         stopped = self.stopped
         if stopped is not None:
             raise type(stopped)(f"not sent: {stopped}")
@@ -190,7 +191,8 @@ class LLM(ImageCalls):
                 self.stats.add("sent")
                 tries += 1
                 try:
-                    result = self._clients.run(self.opts.timeout_s, call)  # the whole attempt: its deadline
+                    result = self._clients.run(self.opts.timeout_s, call)  # the whole exchange: its deadline
+                    result = result if parse is None else parse(result)
                     self._stops.answered()
                     return result, attempt + 1, reserved
                 except openai.AuthenticationError as err:
@@ -305,8 +307,11 @@ class LLM(ImageCalls):
         ]
         estimate = self._cost(model, len(req.prompt) // 3 + _IMAGE_TOKENS_GUESS * len(sent), params["max_tokens"])
 
-        def call(client):
-            r = checked_body(client.chat.completions.create(model=model, messages=messages, **params))
+        def call(client):  # the HTTP exchange, body read: within the try's deadline
+            return client.chat.completions.with_raw_response.create(model=model, messages=messages, **params)
+
+        def parse(raw):
+            r = checked_body(raw.parse())
             if not getattr(r, "choices", None):
                 raise Malformed(
                     "an answer with no choices (an empty choices list)"
@@ -316,7 +321,7 @@ class LLM(ImageCalls):
             return r
 
         try:
-            r, attempts, reserved = self._send("chat", model, key, call, estimate)
+            r, attempts, reserved = self._send("chat", model, key, call, estimate, parse)
         except LLMError as err:
             self.stats.add("failed")
             self.cache.fail(key, "chat", model, self.endpoint, err.status, str(err), None)
