@@ -7,7 +7,8 @@ and `GET /v1/models`. A test steers it through attributes of the server object:
 - `faults`: a list consumed one per request, front first: "429", "500", "hang" (sleep `hang_s` before
   answering, past the client's time-out), "malformed" (200 with a body that is not JSON), "no-choices" (200 with a
   chat answer whose `choices` list is empty), "bad-image" (an image answer whose `b64_json` is base64 of bytes
-  that are no image), "401";
+  that are no image), "401", and the slow and strange deliveries of tests/slow_server.py ("silent",
+  "trickle:D", "slow-headers:D", "partial-hang", "partial-close", "html", "html-json", "html-502");
   None or "ok" answers normally;
 - `responder(body) -> str`: the chat answer for a parsed request body (default: `default_answer`);
 - `delay_s`: sleep before every answer (to kill a client mid-run; past `timeout_s`: an endpoint that takes
@@ -17,7 +18,8 @@ and `GET /v1/models`. A test steers it through attributes of the server object:
   default: the text contains "REFUSE"); an image prompt containing "FORBIDDEN" gets a 400
   `content_policy_violation`.
 
-Every request is kept in `requests` (path, lower-cased headers, parsed body). The fixture `openai_server` is
+Every request is kept in `requests` (path, lower-cased headers, parsed body, `at`: time.monotonic() on arrival).
+The fixture `openai_server` is
 registered for every test by tests/conftest.py: a test names it as a parameter.
 """
 
@@ -34,6 +36,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+import slow_server
 
 API_KEY = "sk-test-vhmine-NEVER-ON-DISK-7f3a9c"
 
@@ -120,12 +123,15 @@ class FakeOpenAI(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: FakeOpenAI
     protocol_version = "HTTP/1.1"
+    slow: str | None = None  # this request's fault from tests/slow_server.py, if any
 
     def log_message(self, *args) -> None:  # keep pytest output clean
         pass
 
     def _send(self, status: int, payload, headers: dict | None = None) -> None:
         data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        if self.slow:  # this request's answer goes out slowly or strangely
+            return slow_server.deliver(self, self.slow, status, data)
         try:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -156,6 +162,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _post(self) -> None:
         srv = self.server
+        self.slow = None
         n = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(n)
         try:
@@ -168,7 +175,12 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(400, "body is not JSON", "bad_json")
         with srv.lock:
             srv.requests.append(
-                {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body}
+                {
+                    "path": self.path,
+                    "headers": {k.lower(): v for k, v in self.headers.items()},
+                    "body": body,
+                    "at": time.monotonic(),
+                }
             )
         presented = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
         if presented != srv.api_key:  # echoes the key it got, worse than OpenAI (which masks most of it)
@@ -176,6 +188,8 @@ class _Handler(BaseHTTPRequestHandler):
                 401, f"Incorrect API key provided: {presented}", "invalid_api_key", "authentication_error"
             )
         fault = srv.next_fault()
+        if slow_server.is_slow(fault):
+            self.slow, fault = fault, None
         if srv.delay_s:
             time.sleep(srv.delay_s)
         if fault == "429":

@@ -85,7 +85,15 @@ BaseUrlOpt = typer.Option(
     ),
 )
 ConcurrencyOpt = typer.Option(4, "--concurrency", min=1, help="Requests in flight at once.")
-TimeoutOpt = typer.Option(60.0, "--timeout", min=0.1, help="Seconds before one request is abandoned (and retried).")
+TimeoutOpt = typer.Option(
+    60.0,
+    "--timeout",
+    min=0.1,
+    help=(
+        "Seconds one try of a request may take, whole (slow headers, a trickled body), before it is abandoned and"
+        " retried; a request ends within (--max-retries + 1) x --timeout plus its back-off (docs/models.md)."
+    ),
+)
 RetriesOpt = typer.Option(
     4, "--max-retries", min=0, help="Retries per request on 429, 5xx, time-outs and unreadable answers."
 )

@@ -16,14 +16,17 @@ killed run resumes where it stopped.
 Images go as base64 data URLs, re-encoded and downscaled to stay under `max_image_bytes` (5 MB of
 base64 by default); what was sent (sha256, size, format, action) is recorded in each answer.
 Requests are retried on 429, 5xx, time-outs, dropped connections and unreadable answers, with
-exponential back-off and full jitter, `max_retries` times at most. `max_cost` (USD, from the
+exponential back-off and full jitter, `max_retries` times at most; each try is abandoned `timeout_s` after
+it starts, whatever the server sends (`deadline`), so a request ends within (max_retries + 1) * timeout_s
+plus its back-off. `max_cost` (USD, from the
 reported token usage and `PRICES`, overridable by a JSON file) is checked before each request with an
 estimate reserved for requests in flight, so spending stops at the cap, cleanly (give or take one
 request's difference from its estimate); under a cap a model with no price is never sent.
 
 The layer, one module per concern: `records` (options, requests, answers), `image_urls` (images as
 data URLs under the size limit), `prices` (the price table and the cost budget), `cache` (the SQLite
-request cache and request keys), `redact` (endpoint and error texts safe to record), `client`
+request cache and request keys), `redact` (endpoint and error texts safe to record), `deadline` (each try
+abandoned at its deadline, its connection closed), `stops` (when a client stops sending), `client`
 (the `LLM` class: retries, single-flight, `run_many`) and `images` (its `image` and `image_edit`
 calls). Everything is re-exported here.
 """

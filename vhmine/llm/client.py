@@ -27,12 +27,13 @@ from vhmine.errors import (
     LLMUnavailableError,
 )
 from vhmine.llm.cache import Cache, cache_path, legacy_request_key, request_key
+from vhmine.llm.deadline import Clients, RequestDeadline
 from vhmine.llm.image_urls import _read_image, encode_image
 from vhmine.llm.images import ImageCalls
 from vhmine.llm.prices import _IMAGE_TOKENS_GUESS, Budget, load_prices, price_of
 from vhmine.llm.records import Answer, ChatRequest, LLMOptions, Outcome, SentImage
 from vhmine.llm.redact import _code, _describe, _msg, safe_endpoint, unreadable
-from vhmine.llm.stops import Malformed, Stops
+from vhmine.llm.stops import Malformed, Stops, checked_body
 
 
 @dataclass
@@ -69,8 +70,7 @@ class LLM(ImageCalls):
         self.budget = budget if budget is not None else Budget(opts.max_cost)
         self.cache = Cache(cache_path(opts.cache))
         self.stats = Stats()
-        self._client = None
-        self._client_lock = threading.Lock()
+        self._clients = Clients(self._new_client)  # an attempt past its deadline closes its own client
         self._stops = Stops(self.endpoint, opts.timeout_s, opts.concurrency)
         self._inflight: dict[str, threading.Event] = {}
         self._inflight_lock = threading.Lock()
@@ -83,8 +83,7 @@ class LLM(ImageCalls):
         self.close()
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
+        self._clients.close()
         self.cache.close()
 
     @property
@@ -127,26 +126,23 @@ class LLM(ImageCalls):
         if missing:
             raise InputError(_no_price_message(missing))
 
-    def _openai(self):
-        with self._client_lock:
-            if self._client is None:
-                try:
-                    import openai
-                except ModuleNotFoundError:
-                    raise InputError("model access needs the openai package: pip install 'vhmine[models]'") from None
-                key = os.environ.get("OPENAI_API_KEY")
-                if not key:
-                    raise self._stops.stop(
-                        LLMAuthError(
-                            f"OPENAI_API_KEY is not set, so nothing can be sent to {self.endpoint}: "
-                            "export OPENAI_API_KEY (any non-empty value for a local server that "
-                            "checks none)"
-                        )
-                    )
-                self._client = openai.OpenAI(
-                    api_key=key, base_url=self.base_url, timeout=self.opts.timeout_s, max_retries=0
-                )  # we retry ourselves, with jitter and a record
-            return self._client
+    def _new_client(self):
+        try:
+            import openai
+        except ModuleNotFoundError:
+            raise InputError("model access needs the openai package: pip install 'vhmine[models]'") from None
+        key = os.environ.get("OPENAI_API_KEY")
+        if not key:
+            raise self._stops.stop(
+                LLMAuthError(
+                    f"OPENAI_API_KEY is not set, so nothing can be sent to {self.endpoint}: "
+                    "export OPENAI_API_KEY (any non-empty value for a local server that checks none)"
+                )
+            )
+        # the library's time-out bounds each read; `deadline.Clients.run` bounds each whole try by the same figure
+        client = openai.OpenAI(api_key=key, base_url=self.base_url, timeout=self.opts.timeout_s, max_retries=0)
+        client.chat.completions, client.images  # noqa: B018  (loaded here, once, not within a try's deadline)
+        return client  # we retry ourselves, with jitter and a record
 
     # one request, with retries
     def _cost(self, model: str, prompt_tokens: int = 0, completion_tokens: int = 0, images: int = 0) -> float:
@@ -156,20 +152,22 @@ class LLM(ImageCalls):
         )
 
     def _retry_wait(self, attempt: int, err: Exception) -> float:
+        """The back-off before retry `attempt` + 1: at most min(max_wait_s, retry_wait_s * 2**attempt), or at most
+        max_wait_s where the server sent Retry-After (docs/models.md states the bound this gives a request)."""
         wait_s = min(self.opts.max_wait_s, self.opts.retry_wait_s * (2**attempt))
         headers = getattr(getattr(err, "response", None), "headers", None)
         retry_after = headers.get("retry-after") if headers is not None else None
         try:
             if retry_after is not None:
-                return max(0.0, min(self.opts.max_wait_s, float(retry_after))) + random.uniform(
-                    0, 0.1 * self.opts.retry_wait_s
-                )
+                jitter = random.uniform(0, 0.1 * self.opts.retry_wait_s)
+                return min(self.opts.max_wait_s, max(0.0, float(retry_after)) + jitter)
         except ValueError:
             pass
         return random.uniform(0.5, 1.0) * wait_s  # jitter: concurrent clients do not retry in lockstep
 
-    def _send(self, kind: str, model: str, key: str, call, estimate: float):
-        """Run `call(client)` with retries; returns (raw result, attempts, reserved cost). Raises LLMError."""
+    def _send(self, kind: str, model: str, key: str, call, estimate: float, parse=None):
+        """Run `call(client)` with retries, each try within --timeout, whole; `parse(raw)` reads what it got (CPU
+        work, after the try's deadline). Returns (result, attempts, reserved cost). Raises LLMError."""
         stopped = self.stopped
         if stopped is not None:
             raise type(stopped)(f"not sent: {stopped}")
@@ -178,7 +176,7 @@ class LLM(ImageCalls):
             raise self._stops.stop(CostCapError(_no_price_message([model])))
         reserved = self.budget.reserve(estimate)
         try:
-            client = self._openai()  # before `import openai`, so a missing package gets its pip hint
+            self._clients.give(self._clients.take())  # before `import openai`: a missing package gets its pip hint
             import openai
 
             last: Exception | None = None
@@ -193,7 +191,8 @@ class LLM(ImageCalls):
                 self.stats.add("sent")
                 tries += 1
                 try:
-                    result = call(client)
+                    result = self._clients.run(self.opts.timeout_s, call)  # the whole exchange: its deadline
+                    result = result if parse is None else parse(result)
                     self._stops.answered()
                     return result, attempt + 1, reserved
                 except openai.AuthenticationError as err:
@@ -222,7 +221,7 @@ class LLM(ImageCalls):
                     )
                     self._stops.stop(e)
                     raise e from None
-                except openai.APITimeoutError as err:
+                except (openai.APITimeoutError, RequestDeadline) as err:
                     last = err
                     self._stops.timed_out()
                 except openai.APIConnectionError as err:
@@ -308,8 +307,11 @@ class LLM(ImageCalls):
         ]
         estimate = self._cost(model, len(req.prompt) // 3 + _IMAGE_TOKENS_GUESS * len(sent), params["max_tokens"])
 
-        def call(client):
-            r = client.chat.completions.create(model=model, messages=messages, **params)
+        def call(client):  # the HTTP exchange, body read: within the try's deadline
+            return client.chat.completions.with_raw_response.create(model=model, messages=messages, **params)
+
+        def parse(raw):
+            r = checked_body(raw.parse())
             if not getattr(r, "choices", None):
                 raise Malformed(
                     "an answer with no choices (an empty choices list)"
@@ -319,7 +321,7 @@ class LLM(ImageCalls):
             return r
 
         try:
-            r, attempts, reserved = self._send("chat", model, key, call, estimate)
+            r, attempts, reserved = self._send("chat", model, key, call, estimate, parse)
         except LLMError as err:
             self.stats.add("failed")
             self.cache.fail(key, "chat", model, self.endpoint, err.status, str(err), None)

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from vhmine.errors import LLMError
 from vhmine.llm.cache import legacy_request_key, request_key
 from vhmine.llm.records import ImageAnswer, ImageEditRequest, ImageRequest, Outcome
+from vhmine.llm.stops import checked_body
 
 
 class ImageCalls:
@@ -28,7 +29,7 @@ class ImageCalls:
         payload = {"prompt": req.prompt, "variant": req.variant, "params": params}
 
         def call(client, extra):
-            return _checked(client.images.generate(model=model, prompt=req.prompt, n=1, **params, **extra))
+            return client.images.with_raw_response.generate(model=model, prompt=req.prompt, n=1, **params, **extra)
 
         return self._image_request("image", model, payload, call, lambda: legacy_request_key("image", model, payload))
 
@@ -43,16 +44,14 @@ class ImageCalls:
         payload = {"prompt": req.prompt, "image": _sha(req.image), "mask": _sha(req.mask), "params": params}
 
         def call(client, extra):
-            return _checked(
-                client.images.edit(
-                    model=model,
-                    prompt=req.prompt,
-                    image=("image.png", req.image, "image/png"),
-                    mask=("mask.png", req.mask, "image/png"),
-                    n=1,
-                    **params,
-                    **extra,
-                )
+            return client.images.with_raw_response.edit(
+                model=model,
+                prompt=req.prompt,
+                image=("image.png", req.image, "image/png"),
+                mask=("mask.png", req.mask, "image/png"),
+                n=1,
+                **params,
+                **extra,
             )
 
         return self._image_request("image_edit", model, payload, call, None)  # no key of an older vhmine to look under
@@ -71,9 +70,11 @@ class ImageCalls:
             self._release(key)
 
     def _image_send(self, kind: str, model: str, key: str, payload: dict, call) -> ImageAnswer:
+        import PIL.Image  # noqa: F401  (the check of each answer needs it: imported here, not within a try's deadline)
+
         cost = self._cost(model, images=1)
         try:
-            r, _attempts, reserved = self._send(kind, model, key, call, cost)
+            r, _attempts, reserved = self._send(kind, model, key, call, cost, lambda raw: _checked(raw.parse()))
         except LLMError as err:
             self.stats.add("failed")
             self.cache.fail(key, kind, model, self.endpoint, err.status, str(err), None)
@@ -93,7 +94,8 @@ def _sha(data: bytes) -> str:
 
 
 def _checked(r):
-    """The answer, if it holds one readable b64_json image; else ValueError (retried, then malformed)."""
+    """The parsed answer, if it holds one readable b64_json image; else ValueError (retried, then malformed)."""
+    r = checked_body(r)
     if not r.data or not getattr(r.data[0], "b64_json", None):
         raise ValueError("the answer holds no b64_json image")
     _check_image(r.data[0].b64_json)

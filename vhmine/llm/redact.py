@@ -81,6 +81,9 @@ def scrub(text: str) -> str:
 
 
 def _msg(err: Exception) -> str:
+    body = getattr(err, "body", None)
+    if isinstance(body, str) and body.strip():  # an error status with a page, not an API error (a proxy's 502)
+        return not_json(body)
     return scrub(str(_error_body(err).get("message") or getattr(err, "message", None) or err))[:300]
 
 
@@ -96,11 +99,15 @@ def _describe(err: Exception | None, timeout_s: float | None = None) -> str:
     if status:
         return ("429 rate limited" if status == 429 else f"HTTP {status}") + f": {_msg(err)}"
     kind = type(err).__name__
-    if kind == "APITimeoutError":
+    if kind in ("APITimeoutError", "RequestDeadline"):  # a read, or the whole attempt (vhmine.llm.deadline)
         return f"no answer within {timeout_s:g} s" if timeout_s else "no answer in time"
     if kind == "APIConnectionError":
         cause = re.sub(r"^\[Errno -?\d+\]\s*", "", str(err.__cause__ or "").strip())  # "[Errno 111] Connection refused"
-        return "could not connect" + (f" ({scrub(cause)[:120]})" if cause else "")
+        # refused or unresolved: never connected; else the connection broke mid-answer (a body cut short)
+        never = "Connect" in type(err.__cause__).__name__ or not isinstance(err.__cause__, Exception)
+        return ("could not connect" if never else "the connection broke") + (
+            f" ({scrub(cause)[:120]})" if cause else ""
+        )
     return scrub(str(err))[:300] or "unknown"
 
 
@@ -109,13 +116,18 @@ def unreadable(err: Exception) -> str:
     import json
 
     if isinstance(err, json.JSONDecodeError):
-        body = err.doc.strip()
-        return f"a body that is not JSON ({_snippet(body)})" if body else "an empty body"
+        return not_json(err.doc)
     if type(err).__name__ == "APIResponseValidationError":
         return f"an answer not shaped as the API's ({_msg(err)[:120]})"
     if isinstance(err, (KeyError, TypeError)):
         return f"an answer missing a field ({scrub(str(err))[:120]})"
     return scrub(str(err))[:200]
+
+
+def not_json(body: str) -> str:
+    """What came back, for a body that is not JSON, in words (the words docs/eval.md quotes)."""
+    body = body.strip()
+    return f"a body that is not JSON ({_snippet(body)})" if body else "an empty body"
 
 
 def _snippet(body: str, n: int = 60) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 
 from vhmine.errors import LLMError, LLMMalformedError, LLMUnavailableError
-from vhmine.llm.redact import _describe
+from vhmine.llm.redact import _describe, not_json
 
 
 class Malformed(ValueError):
@@ -23,7 +23,16 @@ class Malformed(ValueError):
 
 
 def timed_out(err: Exception | None) -> bool:
-    return type(err).__name__ == "APITimeoutError"  # openai's class, without importing openai here
+    """A read that timed out (openai's class, named without importing openai here) or an attempt past its deadline."""
+    return type(err).__name__ in ("APITimeoutError", "RequestDeadline")
+
+
+def checked_body(r):
+    """`r`, a parsed answer, unless it is the text of a body that is not JSON: the openai client hands back the
+    text of a 200 whose Content-Type is not JSON (an HTML page), which is then Malformed, saying so."""
+    if isinstance(r, str):
+        raise Malformed(not_json(r))
+    return r
 
 
 class Stops:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vhmine import prompts as P
-from vhmine.errors import InputError, VhmineError
+from vhmine.errors import CostCapError, InputError, VhmineError
 from vhmine.llm import LLM, ChatRequest, LLMOptions
 from vhmine.rules import answers as A
 from vhmine.rules import judge as J
@@ -121,10 +121,17 @@ class ProbeResult:
             lines.append(f"  left out: {f.mode} {f.kind} {f.instance_id}: {f.reason}")
         if len(self.refused) > 20:
             lines.append(f"  ... and {len(self.refused) - 20} more whose image is missing or changed")
-        for f in self.failed[:20]:
+        capped = [f for f in self.failed if f.status == CostCapError.status]  # one reason: said once
+        failed = [f for f in self.failed if f.status != CostCapError.status]
+        for f in failed[:20]:
             lines.append(f"  not answered: {f.mode} {f.kind} {f.instance_id}: {f.status}: {f.reason}")
-        if len(self.failed) > 20:
-            lines.append(f"  ... and {len(self.failed) - 20} more (all in the request cache's failures table)")
+        if len(failed) > 20:
+            lines.append(f"  ... and {len(failed) - 20} more (all in the request cache's failures table)")
+        if capped:
+            reason = next((f.reason for f in capped if not f.reason.startswith("not sent: ")), capped[0].reason)
+            lines.append(
+                f"  not sent: {len(capped)} instance(s) past the cost cap: {reason.removeprefix('not sent: ')}"
+            )
         if self.partial:  # the last line names the next step: the same command
             lines.append(
                 f"partial run: {len(self.failed)} instance(s) not answered; rerun the same command to ask only those"
