@@ -145,7 +145,7 @@ def mine_ray(
     finally:
         if started:
             ray.shutdown()
-    digests = job.digests("a", rows.n) if against is None else None
+    digests = job.digests("a", rows.n) if earlier is not None else None  # (a full mine streams them into rows.parquet)
     g, reuse, extra_counts = None, "", {"clip_alike": 0, "in_box": 0}
     if earlier is not None:
         g = grow.growth(earlier, ids, digests)
@@ -169,7 +169,7 @@ def mine_ray(
             ):
                 writer.add(chunk)
             if against is None:
-                state.write_rows(tmp, ids if ids is not None else _all_ids(local), digests)
+                state.write_rows_streamed(tmp, _id_parts(local), job.digest_parts("a", rows.n))
                 with state.AlikeWriter(tmp) as w:
                     for k in merged:
                         for part in _tile_chunks(job, k):
@@ -253,6 +253,15 @@ OLD_PAIRS = -1  # the job's entry for the earlier run's pairs that a band job re
 def _all_ids(rows) -> np.ndarray:
     """Every row's image id (str objects), read from images.parquet in its row groups."""
     return _text(rows.ids(0, rows.n))
+
+
+def _id_parts(rows, batch: int = 65_536):
+    """Every row's image id in row order, a batch of images.parquet at a time (arrow strings)."""
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(rows.images, buffer_size=1 << 20, pre_buffer=False)  # streamed, not a row group at once
+    for b in pf.iter_batches(batch_size=batch, columns=["image_id"]):
+        yield b.column(0)
 
 
 def _text(ids: np.ndarray) -> np.ndarray:
