@@ -1,7 +1,8 @@
 """`vhmine mine --engine ray`: the run folder of a Ray job, and `--plan`, which sizes the job first.
 
 Reads the index by row range (vhmine.index.rows; the driver reads headers, a row sample, the rows of random
-pairs for the scatter's background and, batch by batch, images.parquet), never whole. Writes the job
+pairs for the scatter's background and, batch by batch, images.parquet), never whole (only a growth run's
+band holds every image id and digest, to find its new rows: mine.grow). Writes the job
 folder `runs/.<run>.job/` while the job runs (mine.ray.tilejob: a stopped job resumes from it), then the run
 folder through runfolder.finish_run, with pairs merged in rank order (mine.merge) and written in shards
 (mine.write); the job folder goes once the run folder is in place.
