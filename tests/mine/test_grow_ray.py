@@ -149,3 +149,32 @@ def test_a_run_of_some_tiles_only_is_never_reused(tmp_path, caplog):
     assert any("mined only 2 of its 10 tiles (--tiles): mining in full" in r.getMessage() for r in caplog.records)
     mine(tmp_path, out="full", engine="local", full=True)
     assert (tmp_path / "run" / "pairs.csv").read_bytes() == (tmp_path / "full" / "pairs.csv").read_bytes()
+
+
+def test_a_ray_runs_rows_parquet_is_streamed_row_group_by_row_group(tmp_path, monkeypatch):
+    """The driver writes rows.parquet a row group at a time (tiny groups forced here: several), reading
+    images.parquet by batch and the digests by scanned chunk, never every id at once: the same file, byte for
+    byte, as the local engine's from its whole arrays; with pyarrow's default groups, the file the code before
+    streaming wrote (test_state), and the same pairs."""
+    import pyarrow.parquet as pq
+
+    from vhmine.index import rows as index_rows
+    from vhmine.mine import state
+
+    build(tmp_path, START)
+    mine(tmp_path, out="before", engine="local")
+    monkeypatch.setattr(state, "ROW_GROUP", 64, raising=False)
+    spans = []
+    read_ids = index_rows.read_ids
+    monkeypatch.setattr(index_rows, "read_ids", lambda loc, a, b, *r: spans.append(b - a) or read_ids(loc, a, b, *r))
+    mine(tmp_path, out="ray")
+    mine(tmp_path, out="local", engine="local")
+    assert max(spans, default=0) < len(START)  # (the driver read all 208 ids at once)
+    meta = pq.ParquetFile(tmp_path / "ray" / "rows.parquet").metadata
+    assert [meta.row_group(g).num_rows for g in range(meta.num_row_groups)] == [64, 64, 64, 16]
+    for f in ("rows.parquet", "pairs.csv"):  # (alike.parquet: a group per tile on Ray, in another order)
+        assert (tmp_path / "ray" / f).read_bytes() == (tmp_path / "local" / f).read_bytes(), f
+    monkeypatch.undo()
+    mine(tmp_path, out="ray", full=True)
+    for f in ("rows.parquet", "pairs.csv"):
+        assert (tmp_path / "ray" / f).read_bytes() == (tmp_path / "before" / f).read_bytes(), f

@@ -81,3 +81,75 @@ def test_property_a_change_of_any_bits_of_a_row_changes_its_digest_only(row, cli
     clip.view(np.uint32)[row] ^= masks[0]
     dino.view(np.uint32)[row] ^= masks[1]
     assert np.flatnonzero(row_digests(clip, dino) != before).tolist() == [row]
+
+
+def _reference(path, ids, digests, group=None):
+    """rows.parquet as the code before streaming wrote it: the whole table at once, with its digests' kind."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from vhmine.mine.join.digests import DIGEST
+    from vhmine.mine.state import DIGEST_KEY
+
+    table = pa.table(
+        {
+            "image_id": pa.array(np.asarray(ids, dtype=object), pa.string()),
+            "digest": pa.array(digests.astype(np.uint64)),
+        }
+    )
+    pq.write_table(table.replace_schema_metadata({DIGEST_KEY: DIGEST}), path, row_group_size=group)
+    return path.read_bytes()
+
+
+def _cut(x, cuts):
+    edges = sorted({min(c, len(x)) for c in cuts})
+    return [x[a:b] for a, b in zip([0, *edges], [*edges, len(x)])]
+
+
+@given(
+    n=st.integers(0, 300),
+    group=st.integers(1, 70),
+    id_cuts=st.lists(st.integers(0, 300), max_size=8),
+    digest_cuts=st.lists(st.integers(0, 300), max_size=8),
+    arrow=st.booleans(),
+)
+def test_property_rows_parquet_streamed_is_the_whole_tables_bytes(
+    tmp_path_factory, n, group, id_cuts, digest_cuts, arrow
+):
+    """However the ids and digests arrive (cut anywhere, numpy or arrow), the streamed rows.parquet is the file
+    pq.write_table writes for the whole table, row group for row group (tiny groups: several of them)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from vhmine.mine.state import ROWS, write_rows_streamed
+
+    tmp = tmp_path_factory.mktemp("rows")
+    ids = np.array([f"{k:x}é" * (1 + k % 3) for k in range(n)], dtype=object)
+    digests = np.random.default_rng(n).integers(0, 2**63, n, dtype=np.uint64) * np.uint64(2)
+    parts = _cut(ids, id_cuts)
+    if arrow:
+        parts = [pa.array(p, pa.large_string()) for p in parts]
+    assert write_rows_streamed(tmp, parts, _cut(digests, digest_cuts), group=group) == n
+    assert (tmp / ROWS).read_bytes() == _reference(tmp / "ref.parquet", ids, digests, group)
+    meta = pq.ParquetFile(tmp / ROWS).metadata
+    assert [meta.row_group(g).num_rows for g in range(meta.num_row_groups)] == (
+        [min(group, n - s) for s in range(0, n, group)] or [0]
+    )
+
+
+def test_rows_parquet_is_the_same_file_as_before_streaming(tmp_path):
+    from vhmine.mine.state import ROWS, write_rows
+
+    ids = np.array([f"img{k:05d}" for k in range(2_000)], dtype=object)
+    digests = np.arange(2_000, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    write_rows(tmp_path, ids, digests)
+    assert (tmp_path / ROWS).read_bytes() == _reference(tmp_path / "ref.parquet", ids, digests)
+
+
+@pytest.mark.parametrize("digests", [3, 5])
+def test_rows_parquet_refuses_ids_and_digests_of_other_lengths(tmp_path, digests):
+    from vhmine.mine.state import write_rows_streamed
+
+    ids = np.array(["a", "b", "c", "d"], dtype=object)
+    with pytest.raises(ValueError, match="digests than"):
+        write_rows_streamed(tmp_path, [ids[:2], ids[2:]], [np.zeros(digests, np.uint64)], group=2)

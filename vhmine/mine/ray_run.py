@@ -1,7 +1,8 @@
 """`vhmine mine --engine ray`: the run folder of a Ray job, and `--plan`, which sizes the job first.
 
 Reads the index by row range (vhmine.index.rows; the driver reads headers, a row sample, the rows of random
-pairs for the scatter's background and, batch by batch, images.parquet), never whole. Writes the job
+pairs for the scatter's background and, batch by batch, images.parquet), never whole (only a growth run's
+band holds every image id and digest, to find its new rows: mine.grow). Writes the job
 folder `runs/.<run>.job/` while the job runs (mine.ray.tilejob: a stopped job resumes from it), then the run
 folder through runfolder.finish_run, with pairs merged in rank order (mine.merge) and written in shards
 (mine.write); the job folder goes once the run folder is in place.
@@ -145,7 +146,7 @@ def mine_ray(
     finally:
         if started:
             ray.shutdown()
-    digests = job.digests("a", rows.n) if against is None else None
+    digests = job.digests("a", rows.n) if earlier is not None else None  # (a full mine streams them into rows.parquet)
     g, reuse, extra_counts = None, "", {"clip_alike": 0, "in_box": 0}
     if earlier is not None:
         g = grow.growth(earlier, ids, digests)
@@ -169,7 +170,7 @@ def mine_ray(
             ):
                 writer.add(chunk)
             if against is None:
-                state.write_rows(tmp, ids if ids is not None else _all_ids(local), digests)
+                state.write_rows_streamed(tmp, _id_parts(local), job.digest_parts("a", rows.n))
                 with state.AlikeWriter(tmp) as w:
                     for k in merged:
                         for part in _tile_chunks(job, k):
@@ -253,6 +254,15 @@ OLD_PAIRS = -1  # the job's entry for the earlier run's pairs that a band job re
 def _all_ids(rows) -> np.ndarray:
     """Every row's image id (str objects), read from images.parquet in its row groups."""
     return _text(rows.ids(0, rows.n))
+
+
+def _id_parts(rows, batch: int = 65_536):
+    """Every row's image id in row order, a batch of images.parquet at a time (arrow strings)."""
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(rows.images, buffer_size=1 << 20, pre_buffer=False)  # streamed, not a row group at once
+    for b in pf.iter_batches(batch_size=batch, columns=["image_id"]):
+        yield b.column(0)
 
 
 def _text(ids: np.ndarray) -> np.ndarray:

@@ -8,8 +8,9 @@ the rows it mined, each by image id with a digest of its vectors, and every CLIP
     runs/<run>/alike.parquet   image_id_a, image_id_b, clip_sim, dino_sim: every pair with CLIP cosine >=
                                the run's --clip (in the box or not), oriented by image id (a < b)
 
-The digests are mine.join.row_digests'; the files are written by the engines' runs (mine.local_run,
-mine.ray_run) and read by mine.grow.
+The digests are mine.join.row_digests'; the files are written by the engines' runs (mine.local_run from
+its arrays, mine.ray_run from streams: write_rows_streamed holds one row group at a time, whatever N) and
+read by mine.grow.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 
 ROWS, ALIKE = "rows.parquet", "alike.parquet"
 DIGEST_KEY = "vhmine.digest"  # rows.parquet's metadata: the kind of its digests
+ROW_GROUP = 1 << 20  # rows.parquet's row groups: pq.write_table's default, so a streamed file is the same bytes
 
 
 def write_state(
@@ -33,19 +35,64 @@ def write_state(
 
 
 def write_rows(folder, ids: np.ndarray, digests: np.ndarray) -> None:
-    """rows.parquet: digests are mine.join.row_digests' (their kind is recorded with them)."""
+    """rows.parquet from whole arrays (the local engine holds its rows anyway); digests are
+    mine.join.row_digests' (their kind is recorded with them)."""
+    write_rows_streamed(folder, [ids], [digests])
+
+
+def write_rows_streamed(folder, id_parts, digest_parts, group: int | None = None) -> int:
+    """rows.parquet from two streams of the same rows in row order, each cut anywhere: image ids (str arrays,
+    numpy or arrow) and their digests (uint64). Holds one row group of `group` rows [default ROW_GROUP] at a
+    time, and writes the bytes pq.write_table writes for the whole table with row_group_size=group. Returns
+    the rows written; ValueError when the streams' lengths differ."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from vhmine.mine.join.digests import DIGEST
 
-    table = pa.table(
-        {
-            "image_id": pa.array(np.asarray(ids, dtype=object), pa.string()),
-            "digest": pa.array(np.asarray(digests, np.uint64)),
-        }
-    )
-    pq.write_table(table.replace_schema_metadata({DIGEST_KEY: DIGEST}), Path(folder) / ROWS)
+    group = int(group or ROW_GROUP)
+    schema = pa.schema([("image_id", pa.string()), ("digest", pa.uint64())], metadata={DIGEST_KEY: DIGEST})
+
+    def text(part):
+        if isinstance(part, (pa.Array, pa.ChunkedArray)):
+            return part.cast(pa.string())
+        return pa.array(np.asarray(part, dtype=object), pa.string())
+
+    ids = _regrouped((text(p) for p in id_parts), group, lambda xs: pa.concat_arrays(_chunks(xs)))
+    digests = _regrouped((np.asarray(d, np.uint64) for d in digest_parts), group, np.concatenate)
+    n = 0
+    with pq.ParquetWriter(Path(folder) / ROWS, schema) as w:
+        for a in ids:
+            d = next(digests, None)
+            if d is None or len(d) != len(a):
+                raise ValueError(f"rows.parquet: fewer digests than image ids (after row {n:,})")
+            w.write_table(pa.table([a, pa.array(d)], schema=schema), row_group_size=group)
+            n += len(a)
+        if next(digests, None) is not None:
+            raise ValueError(f"rows.parquet: more digests than the {n:,} image ids")
+        if not n:  # pq.write_table writes one empty row group for an empty table
+            w.write_table(schema.empty_table())
+    return n
+
+
+def _chunks(parts):
+    for p in parts:
+        yield from (p.chunks if hasattr(p, "chunks") else [p])
+
+
+def _regrouped(parts, size: int, concat):
+    """The rows of `parts` (sliceable, in order) again, as pieces of exactly `size` rows (the last shorter)."""
+    held, count = [], 0
+    for p in parts:
+        while len(p):
+            take = min(len(p), size - count)
+            held.append(p[:take])
+            count, p = count + take, p[take:]
+            if count == size:
+                yield concat(held)
+                held, count = [], 0
+    if count:
+        yield concat(held)
 
 
 class AlikeWriter:

@@ -197,15 +197,26 @@ def sample_share(
     cen = np.add.reduceat(s, starts, axis=0) / size[:, None]
     own = np.repeat(np.arange(len(starts)), size)
     rad = np.sqrt(np.maximum.reduceat(((s - cen[own]) ** 2).sum(axis=1), starts))
-    b = np.maximum.reduceat(s @ cen.T + np.linalg.norm(s, axis=1)[:, None] * rad[None, :], starts, axis=0)
-    low = np.minimum(b, b.T) < thresh
+    # each row's bound on each group: its product with the centre plus its norm times the radius, the sum
+    # formed in place a slice of rows at a time (no m x groups temporaries besides the product)
+    t, norm = s @ cen.T, np.linalg.norm(s, axis=1)
+    for i in range(0, len(t), 512):
+        t[i : i + 512] += norm[i : i + 512, None] * rad[None, :]
+    low = (np.maximum.reduceat(t, starts, axis=0) if len(starts) < len(t) else t) < thresh  # (groups of 1 row)
+    del t
+    low |= low.T.copy()  # min(b, b.T) < thresh
     gblock = block[starts]
     gfirst = np.flatnonzero(np.r_[True, gblock[1:] != gblock[:-1]])
     pstart = np.unique(np.concatenate([np.arange(f, e, per) for f, e in zip(gfirst, np.r_[gfirst[1:], len(starts)])]))
     skipped = np.logical_and.reduceat(np.logical_and.reduceat(low, pstart, axis=0), pstart, axis=1)
     rows = np.add.reduceat(size, pstart).astype(np.float64)
-    area = np.triu(np.outer(rows, rows), 1) + np.diag(rows * (rows - 1) / 2)
-    return float((area * skipped).sum() / max(area.sum(), 1.0))
+    area = np.outer(rows, rows)  # the pairs of two pieces (upper triangle) and of one piece (diagonal), in place
+    for i in range(len(area)):
+        area[i, : i + 1] = 0
+    np.fill_diagonal(area, rows * (rows - 1) / 2)
+    total = area.sum()
+    area *= skipped
+    return float(area.sum() / max(total, 1.0))
 
 
 @dataclass(frozen=True, eq=False)

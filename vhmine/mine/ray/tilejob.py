@@ -272,19 +272,24 @@ class TileJob:
         """The recorded row digests of one side ("a": the index, "b": a rectangle's second index) in row
         order, as one uint64 array; ValueError unless the chunks with digests cover rows [0, n) (n: up
         to the last recorded chunk's end)."""
+        parts = list(self.digest_parts(side, n))
+        return np.concatenate(parts) if parts else np.empty(0, np.uint64)
+
+    def digest_parts(self, side: str = "a", n: int | None = None):
+        """digests() a chunk at a time (one chunk's file read when asked for: the driver never holds them all);
+        the ValueError comes when the chunks run out before row n."""
         parts = sorted(
             (e["start"], e["stop"], e["file"]) for (s, _), e in self.chunks.items() if s == side and "file" in e
         )
         n = parts[-1][1] if n is None and parts else (n or 0)
-        at, out = 0, np.empty(n, np.uint64)
+        at = 0
         for start, stop, file in parts:
             if start != at or stop > n:
                 break
-            out[start:stop] = np.load(self.folder / file)
+            yield np.load(self.folder / file)
             at = stop
         if at != n:
             raise ValueError(f"{self.folder}: row digests of side {side} cover rows [0, {at}), not [0, {n})")
-        return out
 
 
 class NpyRows:
