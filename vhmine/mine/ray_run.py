@@ -68,7 +68,7 @@ def mine_ray(
     from vhmine.index import index_rows, manifest_sha256
     from vhmine.mine import grow, state
     from vhmine.mine.ray.engine import SCATTER_POINTS, connect, import_ray, run_job
-    from vhmine.mine.ray.merge import capped, ranked, scatter_points
+    from vhmine.mine.ray.merge import capped, ranked, scatter_points, shared_drops, without
     from vhmine.mine.ray.tilejob import TileJob
     from vhmine.mine.ray.tileshapes import Band, Rectangle, Triangle
     from vhmine.mine.runfolder import MineResult, against_record, background_sample, cross_sims, finish_run, job_folder
@@ -80,7 +80,9 @@ def mine_ray(
     rows, local = _rows(idx, opts)
     rows_b = index_rows(against.folder) if against is not None else None  # (--index-url names A's copy)
     side = _side(opts, rows, rows_b)
-    top = opts.max_pairs if not opts.max_per_image else None  # only then may a tile cut its own list
+    across = _Across(local, rows_b) if against is not None else None  # (images in both: mine.join.shared)
+    # only then may a tile cut its own list (not when pairs of images in both indexes are dropped after it)
+    top = opts.max_pairs if not opts.max_per_image and not (across and across.shared) else None
     earlier, why = None, ""
     folder = None if (opts.full or against is not None) else grow.earlier_run(run_dir, default_dir or run_dir)
     if folder is not None:
@@ -157,6 +159,9 @@ def mine_ray(
     try:
         wanted = [k for k in (range(len(shape)) if opts.tiles is None else sorted(set(opts.tiles))) if k in job.done]
         merged = wanted + ([OLD_PAIRS] if earlier is not None else [])
+        drop, less_alike, less_box = set(), 0, 0
+        if across and across.shared:  # no pair of an image with itself, each unordered pair once
+            drop, less_alike, less_box = shared_drops(job, wanted, across.shared_bytes, opts.dino)
 
         def write_pairs(tmp: Path):
             side_b = (against.images_file, against.location) if against is not None else None
@@ -165,7 +170,9 @@ def mine_ray(
                 tmp, idx.images_file, idx.location, head_rows=opts.gallery_size, side_b=side_b, columns=columns
             )
             for chunk in capped(
-                ranked(job, merged, jf / "merge"), max_per_image=opts.max_per_image, max_pairs=opts.max_pairs
+                without(ranked(job, merged, jf / "merge"), drop),
+                max_per_image=opts.max_per_image,
+                max_pairs=opts.max_pairs,
             ):
                 writer.add(chunk)
             if against is None:
@@ -179,9 +186,9 @@ def mine_ray(
         n_b = rows_b.n if against is not None else None
         counts = {
             "images": rows.n + (n_b or 0),
-            **({"images_a": rows.n, "images_b": n_b} if against is not None else {}),
-            "clip_alike": info["clip_alike"] + extra_counts["clip_alike"],
-            "in_box": info["in_box"] + extra_counts["in_box"],
+            **({"images_a": rows.n, "images_b": n_b, "shared_images": across.shared} if across else {}),
+            "clip_alike": info["clip_alike"] + extra_counts["clip_alike"] - less_alike,
+            "in_box": info["in_box"] + extra_counts["in_box"] - less_box,
         }
         if against is None:
             background = background_sample(rows.n, lambda i, j: (_sims(local.clip, i, j), _sims(local.dino, i, j)))
@@ -189,8 +196,8 @@ def mine_ray(
             background = background_sample(
                 rows.n,
                 lambda i, j: (
-                    cross_sims(local.clip.take, rows_b.clip.take, i, j),
-                    cross_sims(local.dino.take, rows_b.dino.take, i, j),
+                    cross_sims(local.clip.take, rows_b.clip.take, *across.kept(i, j)),
+                    cross_sims(local.dino.take, rows_b.dino.take, *across.kept(i, j)),
                 ),
                 across=n_b,
             )
@@ -224,7 +231,7 @@ def mine_ray(
             background,
             warnings,
             extra,
-            pairs=rows.n * n_b if against is not None else None,
+            pairs=across.pairs if across else None,
             title=f"{idx.name} x {against.name}" if against is not None else None,
         )
     except BaseException:
@@ -244,7 +251,30 @@ def mine_ray(
         job=info,
         kernel=f"products kernels the nodes chose: {kernels}" if kernels else "",
         reuse=reuse,
+        shared=across.shared if across else 0,
     )
+
+
+class _Across:
+    """A rectangle's image ids on each side (read from images.parquet) and those in both (mine.join.shared)."""
+
+    def __init__(self, rows_a, rows_b):
+        from vhmine.mine.join.shared import shared_ids
+
+        self.ids_a, self.ids_b = _all_ids(rows_a), _all_ids(rows_b)
+        both = shared_ids(self.ids_a, self.ids_b)
+        self.shared, self.shared_bytes = len(both), np.array([x.encode() for x in both], dtype=bytes)
+        n = self.shared  # the rectangle's pairs of two different images, each once
+        self.pairs = rows_a.n * rows_b.n - n - n * (n - 1) // 2
+
+    def kept(self, i, j):
+        """Rows i of A, j of B less the pairs keep_across drops (the background sample's pairs)."""
+        from vhmine.mine.join.shared import keep_across
+
+        if not self.shared:
+            return i, j
+        keep = keep_across(self.ids_a[i], self.ids_b[j])
+        return i[keep], j[keep]
 
 
 OLD_PAIRS = -1  # the job's entry for the earlier run's pairs that a band job reuses (a tile file like the others)
