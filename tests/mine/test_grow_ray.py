@@ -174,3 +174,20 @@ def test_a_run_of_some_tiles_only_is_never_reused(tmp_path, caplog):
     assert any("mined only 2 of its 10 tiles (--tiles): mining in full" in r.getMessage() for r in caplog.records)
     mine(tmp_path, out="full", engine="local", full=True)
     assert (tmp_path / "run" / "pairs.csv").read_bytes() == (tmp_path / "full" / "pairs.csv").read_bytes()
+
+
+@pytest.mark.parametrize("side", ["a", "b"])
+def test_against_on_ray_with_an_index_of_one_image_is_the_local_engines_1_x_n_rectangle(tmp_path, side):
+    from tests.mine.test_mine_across import build as build_named
+
+    one, many = [3], [k for k in range(40) if k != 3]
+    build_named(tmp_path, "mine", one if side == "a" else many)
+    build_named(tmp_path, "ref", many if side == "a" else one)
+    kw = dict(against="ref", indexes=tmp_path / "indexes", clip=CLIP, dino=DINO, progress=False, gallery_size=0)
+    api.mine("mine", out=tmp_path / "local", **kw)
+    res = api.mine("mine", out=tmp_path / "ray", engine="ray", tile_memory=tile_bytes(64, 16, 12), **kw)
+    assert (tmp_path / "ray" / "pairs.csv").read_bytes() == (tmp_path / "local" / "pairs.csv").read_bytes()
+    want = rectangle_brute(*((one, many) if side == "a" else (many, one)))
+    df = pd.read_parquet(tmp_path / "ray" / "pairs.parquet")
+    assert want and res.written == len(want)
+    assert sorted(zip(df.image_id_a, df.image_id_b, df.clip_sim, df.dino_sim)) == want
