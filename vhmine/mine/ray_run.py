@@ -68,7 +68,7 @@ def mine_ray(
     from vhmine.index import index_rows, manifest_sha256
     from vhmine.mine import grow, state
     from vhmine.mine.ray.engine import SCATTER_POINTS, connect, import_ray, run_job
-    from vhmine.mine.ray.merge import capped, ranked, scatter_points, shared_drops, without
+    from vhmine.mine.ray.merge import Across, capped, ranked, scatter_points, shared_drops, without
     from vhmine.mine.ray.tilejob import TileJob
     from vhmine.mine.ray.tileshapes import Band, Rectangle, Triangle
     from vhmine.mine.runfolder import MineResult, against_record, background_sample, cross_sims, finish_run, job_folder
@@ -80,7 +80,7 @@ def mine_ray(
     rows, local = _rows(idx, opts)
     rows_b = index_rows(against.folder) if against is not None else None  # (--index-url names A's copy)
     side = _side(opts, rows, rows_b)
-    across = _Across(local, rows_b) if against is not None else None  # (images in both: mine.join.shared)
+    across = Across(local, rows_b) if against is not None else None  # (images in both: mine.join.shared)
     # only then may a tile cut its own list (not when pairs of images in both indexes are dropped after it)
     top = opts.max_pairs if not opts.max_per_image and not (across and across.shared) else None
     earlier, why = None, ""
@@ -253,28 +253,6 @@ def mine_ray(
         reuse=reuse,
         shared=across.shared if across else 0,
     )
-
-
-class _Across:
-    """A rectangle's image ids on each side (read from images.parquet) and those in both (mine.join.shared)."""
-
-    def __init__(self, rows_a, rows_b):
-        from vhmine.mine.join.shared import shared_ids
-
-        self.ids_a, self.ids_b = _all_ids(rows_a), _all_ids(rows_b)
-        both = shared_ids(self.ids_a, self.ids_b)
-        self.shared, self.shared_bytes = len(both), np.array([x.encode() for x in both], dtype=bytes)
-        n = self.shared  # the rectangle's pairs of two different images, each once
-        self.pairs = rows_a.n * rows_b.n - n - n * (n - 1) // 2
-
-    def kept(self, i, j):
-        """Rows i of A, j of B less the pairs keep_across drops (the background sample's pairs)."""
-        from vhmine.mine.join.shared import keep_across
-
-        if not self.shared:
-            return i, j
-        keep = keep_across(self.ids_a[i], self.ids_b[j])
-        return i[keep], j[keep]
 
 
 OLD_PAIRS = -1  # the job's entry for the earlier run's pairs that a band job reuses (a tile file like the others)

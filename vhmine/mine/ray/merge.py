@@ -14,7 +14,7 @@ with one, a tile's later pairs may be needed once other tiles use up its images.
 A rectangle with images in both indexes (`--against`) drops, before the ranking and the caps, the pairs
 mine.join.shared.keep_across drops (shared_drops: read from every stored row of the tiles, which keep every
 CLIP-alike pair; then `without` in the merged stream), as mine.local_run.mine_across does; its tiles do not
-pre-cut then (a tile's top list may lose pairs to the rule).
+pre-cut then (a tile's top list may lose pairs to the rule). Across reads both indexes' image ids (index.rows).
 """
 
 from __future__ import annotations
@@ -118,6 +118,28 @@ def without(chunks: Iterable[np.ndarray], drop: set) -> Iterator[np.ndarray]:
             rows = rows[np.fromiter((p not in drop for p in pairs), bool, len(rows))]
         if len(rows):
             yield rows
+
+
+class Across:
+    """A rectangle's image ids on each side (read from images.parquet by index.rows) and those in both."""
+
+    def __init__(self, rows_a, rows_b):
+        from vhmine.mine.join.shared import shared_ids
+
+        self.ids_a, self.ids_b = (np.char.decode(r.ids(0, r.n), "utf-8").astype(object) for r in (rows_a, rows_b))
+        both = shared_ids(self.ids_a, self.ids_b)
+        self.shared, self.shared_bytes = len(both), np.array([x.encode() for x in both], dtype=bytes)
+        n = self.shared  # the rectangle's pairs of two different images, each once
+        self.pairs = rows_a.n * rows_b.n - n - n * (n - 1) // 2
+
+    def kept(self, i, j):
+        """Rows i of A, j of B less the pairs keep_across drops (the background sample's pairs)."""
+        from vhmine.mine.join.shared import keep_across
+
+        if not self.shared:
+            return i, j
+        keep = keep_across(self.ids_a[i], self.ids_b[j])
+        return i[keep], j[keep]
 
 
 def capped(chunks: Iterable[np.ndarray], *, max_per_image: int | None, max_pairs: int | None) -> Iterator[np.ndarray]:
