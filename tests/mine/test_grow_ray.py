@@ -9,7 +9,7 @@ import pytest
 
 from tests.helpers import make_index, unit_rows
 from tests.mine.test_grow import CLIP, DINO, brute, build, run_json, sorted_pairs, vectors
-from tests.mine.test_mine_across import A_KEYS, B_KEYS, rectangle_brute
+from tests.mine.test_mine_across import A_KEYS, B_KEYS, SHARED, rectangle_brute, unordered_brute
 
 ray = pytest.importorskip("ray", reason="the Ray engine needs the ray extra: pip install -e '.[ray]'")
 
@@ -108,6 +108,31 @@ def test_against_on_ray_is_the_local_engines_rectangle(tmp_path):
     assert np.all(df.path_b.str.startswith(str(tmp_path / "images-ref")))
 
 
+@pytest.mark.parametrize("caps", [{}, {"max_per_image": 2, "max_pairs": 30}, {"max_pairs": 25}])
+def test_against_on_ray_with_shared_images_is_the_local_engines_rectangle(tmp_path, caps):
+    """Images in both indexes: no pair of an image with itself, each unordered pair once, pairs.csv equal to
+    the local engine's (the rule applied before the ranking and the caps), the shared images said."""
+    from tests.mine.test_mine_across import build as build_named
+
+    a_keys, b_keys = A_KEYS + [k for k in SHARED if k not in A_KEYS], B_KEYS + [k for k in SHARED if k not in B_KEYS]
+    build_named(tmp_path, "mine", a_keys)
+    build_named(tmp_path, "ref", b_keys)
+    kw = dict(against="ref", indexes=tmp_path / "indexes", clip=CLIP, dino=1.0, progress=False, gallery_size=0)
+    local = api.mine("mine", out=tmp_path / "local", **kw, **caps)
+    res = api.mine("mine", out=tmp_path / "ray", engine="ray", tile_memory=tile_bytes(64, 16, 12), **kw, **caps)
+    assert (tmp_path / "ray" / "pairs.csv").read_bytes() == (tmp_path / "local" / "pairs.csv").read_bytes()
+    df = pd.read_parquet(tmp_path / "ray" / "pairs.parquet")
+    assert not (df.image_id_a == df.image_id_b).any()
+    key = [tuple(sorted(p)) for p in zip(df.image_id_a, df.image_id_b)]
+    assert len(set(key)) == len(key)
+    if not caps:
+        assert dict(zip(key, zip(df.clip_sim, df.dino_sim))) == unordered_brute(a_keys, b_keys, CLIP, 1.0)
+    meta, meta_local = (json.loads((tmp_path / d / "run.json").read_text()) for d in ("ray", "local"))
+    assert meta["counts"] == meta_local["counts"] and meta["counts"]["shared_images"] == 10
+    assert "10 image(s) are in both indexes" in res.summary()
+    assert (res.written, res.clip_alike, res.in_box) == (local.written, local.clip_alike, local.in_box)
+
+
 def test_a_stopped_band_job_resumes_from_its_finished_tiles(tmp_path, monkeypatch):
     from vhmine.errors import Interrupted
     from vhmine.mine.ray.tilejob import TileJob
@@ -178,3 +203,20 @@ def test_a_ray_runs_rows_parquet_is_streamed_row_group_by_row_group(tmp_path, mo
     mine(tmp_path, out="ray", full=True)
     for f in ("rows.parquet", "pairs.csv"):
         assert (tmp_path / "ray" / f).read_bytes() == (tmp_path / "before" / f).read_bytes(), f
+
+
+@pytest.mark.parametrize("side", ["a", "b"])
+def test_against_on_ray_with_an_index_of_one_image_is_the_local_engines_1_x_n_rectangle(tmp_path, side):
+    from tests.mine.test_mine_across import build as build_named
+
+    one, many = [3], [k for k in range(40) if k != 3]
+    build_named(tmp_path, "mine", one if side == "a" else many)
+    build_named(tmp_path, "ref", many if side == "a" else one)
+    kw = dict(against="ref", indexes=tmp_path / "indexes", clip=CLIP, dino=DINO, progress=False, gallery_size=0)
+    api.mine("mine", out=tmp_path / "local", **kw)
+    res = api.mine("mine", out=tmp_path / "ray", engine="ray", tile_memory=tile_bytes(64, 16, 12), **kw)
+    assert (tmp_path / "ray" / "pairs.csv").read_bytes() == (tmp_path / "local" / "pairs.csv").read_bytes()
+    want = rectangle_brute(*((one, many) if side == "a" else (many, one)))
+    df = pd.read_parquet(tmp_path / "ray" / "pairs.parquet")
+    assert want and res.written == len(want)
+    assert sorted(zip(df.image_id_a, df.image_id_b, df.clip_sim, df.dino_sim)) == want

@@ -140,7 +140,7 @@ def _run(opts: MineOptions, root: Path, name: str, run_dir: Path, default_dir: P
             from vhmine.mine.across import open_pair
 
             check_owned(run_dir, "vhmine mine")
-            a, b = open_pair(root, name, opts, load=False, least=2)  # (a 1 x N rectangle: the local engine)
+            a, b = open_pair(root, name, opts, load=False)
             return mine_ray(a, opts, run_dir, warnings, t0, against=b)
         idx = usable_index(open_index(root, name, load_vectors=False, load_images=False))
         if opts.plan:

@@ -69,7 +69,7 @@ def mine_ray(
     from vhmine.index import index_rows, manifest_sha256
     from vhmine.mine import grow, state
     from vhmine.mine.ray.engine import SCATTER_POINTS, connect, import_ray, run_job
-    from vhmine.mine.ray.merge import capped, ranked, scatter_points
+    from vhmine.mine.ray.merge import Across, capped, ranked, scatter_points, shared_drops, without
     from vhmine.mine.ray.tilejob import TileJob
     from vhmine.mine.ray.tileshapes import Band, Rectangle, Triangle
     from vhmine.mine.runfolder import MineResult, against_record, background_sample, cross_sims, finish_run, job_folder
@@ -81,7 +81,9 @@ def mine_ray(
     rows, local = _rows(idx, opts)
     rows_b = index_rows(against.folder) if against is not None else None  # (--index-url names A's copy)
     side = _side(opts, rows, rows_b)
-    top = opts.max_pairs if not opts.max_per_image else None  # only then may a tile cut its own list
+    across = Across(local, rows_b) if against is not None else None  # (images in both: mine.join.shared)
+    # only then may a tile cut its own list (not when pairs of images in both indexes are dropped after it)
+    top = opts.max_pairs if not opts.max_per_image and not (across and across.shared) else None
     earlier, why = None, ""
     folder = None if (opts.full or against is not None) else grow.earlier_run(run_dir, default_dir or run_dir)
     if folder is not None:
@@ -158,6 +160,9 @@ def mine_ray(
     try:
         wanted = [k for k in (range(len(shape)) if opts.tiles is None else sorted(set(opts.tiles))) if k in job.done]
         merged = wanted + ([OLD_PAIRS] if earlier is not None else [])
+        drop, less_alike, less_box = set(), 0, 0
+        if across and across.shared:  # no pair of an image with itself, each unordered pair once
+            drop, less_alike, less_box = shared_drops(job, wanted, across.shared_bytes, opts.dino)
 
         def write_pairs(tmp: Path):
             side_b = (against.images_file, against.location) if against is not None else None
@@ -166,7 +171,9 @@ def mine_ray(
                 tmp, idx.images_file, idx.location, head_rows=opts.gallery_size, side_b=side_b, columns=columns
             )
             for chunk in capped(
-                ranked(job, merged, jf / "merge"), max_per_image=opts.max_per_image, max_pairs=opts.max_pairs
+                without(ranked(job, merged, jf / "merge"), drop),
+                max_per_image=opts.max_per_image,
+                max_pairs=opts.max_pairs,
             ):
                 writer.add(chunk)
             if against is None:
@@ -180,9 +187,9 @@ def mine_ray(
         n_b = rows_b.n if against is not None else None
         counts = {
             "images": rows.n + (n_b or 0),
-            **({"images_a": rows.n, "images_b": n_b} if against is not None else {}),
-            "clip_alike": info["clip_alike"] + extra_counts["clip_alike"],
-            "in_box": info["in_box"] + extra_counts["in_box"],
+            **({"images_a": rows.n, "images_b": n_b, "shared_images": across.shared} if across else {}),
+            "clip_alike": info["clip_alike"] + extra_counts["clip_alike"] - less_alike,
+            "in_box": info["in_box"] + extra_counts["in_box"] - less_box,
         }
         if against is None:
             background = background_sample(rows.n, lambda i, j: (_sims(local.clip, i, j), _sims(local.dino, i, j)))
@@ -190,8 +197,8 @@ def mine_ray(
             background = background_sample(
                 rows.n,
                 lambda i, j: (
-                    cross_sims(local.clip.take, rows_b.clip.take, i, j),
-                    cross_sims(local.dino.take, rows_b.dino.take, i, j),
+                    cross_sims(local.clip.take, rows_b.clip.take, *across.kept(i, j)),
+                    cross_sims(local.dino.take, rows_b.dino.take, *across.kept(i, j)),
                 ),
                 across=n_b,
             )
@@ -225,7 +232,7 @@ def mine_ray(
             background,
             warnings,
             extra,
-            pairs=rows.n * n_b if against is not None else None,
+            pairs=across.pairs if across else None,
             title=f"{idx.name} x {against.name}" if against is not None else None,
         )
     except BaseException:
@@ -245,6 +252,7 @@ def mine_ray(
         job=info,
         kernel=f"products kernels the nodes chose: {kernels}" if kernels else "",
         reuse=reuse,
+        shared=across.shared if across else 0,
     )
 
 

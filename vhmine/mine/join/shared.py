@@ -2,7 +2,8 @@
 unordered pairs of two different images. An image in both A and B (the same image id: the same bytes) would
 otherwise give a pair with itself (x from A, x from B), and two such images x, y the same pair twice, as
 (x from A, y from B) and (y from A, x from B). Both engines keep a rectangle's pairs through `keep_across`
-(mine.local_run now; the Ray run can call it on its merged pairs the same way). Reads and writes nothing.
+(mine.local_run on its pairs; the Ray run through mine.ray.merge.shared_drops, on its tiles' pairs).
+Reads and writes nothing.
 """
 
 from __future__ import annotations

@@ -10,6 +10,11 @@ The merge is exact: keys are (-gap, id_a, id_b, lo, hi), a total order equal to 
 descending, ties by image ids, then row order), and the greedy per-image cap visits pairs in that order
 as rank_pairs does. Tiles can only pre-cut to their own top `max_pairs` when no per-image cap is given:
 with one, a tile's later pairs may be needed once other tiles use up its images.
+
+A rectangle with images in both indexes (`--against`) drops, before the ranking and the caps, the pairs
+mine.join.shared.keep_across drops (shared_drops: read from every stored row of the tiles, which keep every
+CLIP-alike pair; then `without` in the merged stream), as mine.local_run.mine_across does; its tiles do not
+pre-cut then (a tile's top list may lose pairs to the rule). Across reads both indexes' image ids (index.rows).
 """
 
 from __future__ import annotations
@@ -81,6 +86,60 @@ class _Prefix:
     def __getitem__(self, s: slice) -> np.ndarray:
         start, stop, _ = s.indices(self.n)
         return self.rows[start:stop]
+
+
+def shared_drops(job, tiles: Iterable[int], shared: np.ndarray, dino_max: float, step: int = 1 << 20):
+    """(the (id_a, id_b) of a rectangle's pairs that keep_across drops, how many of them are CLIP-alike, how
+    many in the box): of pairs of two images both in `shared` (bytes ids), found in every stored row of the
+    finished tiles (in the box or not: keep_across prefers the orientation in the box). Holds only those."""
+    from vhmine.mine.join.shared import keep_across
+
+    id_a, id_b, box = [], [], []
+    for k in sorted(tiles):
+        rows = job.rows(k)
+        for s in range(0, len(rows), step):
+            part = rows[s : s + step]
+            part = part[np.isin(part["id_a"], shared) & np.isin(part["id_b"], shared)]
+            id_a.append(part["id_a"].astype(object))
+            id_b.append(part["id_b"].astype(object))
+            box.append(part["dino"] <= dino_max)
+    if not id_a:
+        return set(), 0, 0
+    id_a, id_b, box = np.concatenate(id_a), np.concatenate(id_b), np.concatenate(box)
+    dropped = ~keep_across(id_a, id_b, prefer=box)
+    return set(zip(id_a[dropped].tolist(), id_b[dropped].tolist())), int(dropped.sum()), int((dropped & box).sum())
+
+
+def without(chunks: Iterable[np.ndarray], drop: set) -> Iterator[np.ndarray]:
+    """The chunks less their rows whose (id_a, id_b) is in `drop` (shared_drops), in the same order."""
+    for rows in chunks:
+        if drop:
+            pairs = zip(rows["id_a"].tolist(), rows["id_b"].tolist())
+            rows = rows[np.fromiter((p not in drop for p in pairs), bool, len(rows))]
+        if len(rows):
+            yield rows
+
+
+class Across:
+    """A rectangle's image ids on each side (read from images.parquet by index.rows) and those in both."""
+
+    def __init__(self, rows_a, rows_b):
+        from vhmine.mine.join.shared import shared_ids
+
+        self.ids_a, self.ids_b = (np.char.decode(r.ids(0, r.n), "utf-8").astype(object) for r in (rows_a, rows_b))
+        both = shared_ids(self.ids_a, self.ids_b)
+        self.shared, self.shared_bytes = len(both), np.array([x.encode() for x in both], dtype=bytes)
+        n = self.shared  # the rectangle's pairs of two different images, each once
+        self.pairs = rows_a.n * rows_b.n - n - n * (n - 1) // 2
+
+    def kept(self, i, j):
+        """Rows i of A, j of B less the pairs keep_across drops (the background sample's pairs)."""
+        from vhmine.mine.join.shared import keep_across
+
+        if not self.shared:
+            return i, j
+        keep = keep_across(self.ids_a[i], self.ids_b[j])
+        return i[keep], j[keep]
 
 
 def capped(chunks: Iterable[np.ndarray], *, max_per_image: int | None, max_pairs: int | None) -> Iterator[np.ndarray]:
