@@ -228,6 +228,31 @@ def check_owned(folder: Path, producer: str, *, flag: str = "--out", whole: bool
     )
 
 
+def flock_nowait(path: Path):
+    """An flock on `path` taken without waiting (the system releases it when its holder ends, however it ends):
+    (the open file, now holding it, ""), or (None, " (process N)" naming the holder as it wrote itself in the
+    file, or "") when another process holds it. The holder writes itself with `note_holder`."""
+    import fcntl
+
+    f = open(path, "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip()
+        f.close()
+        return None, f" (process {holder})" if holder.isdigit() else ""
+    return f, ""
+
+
+def note_holder(f) -> None:
+    """Write this process's id into a lock file it holds (flock_nowait), for the message a second one gets."""
+    f.seek(0)
+    f.truncate()
+    f.write(f"{os.getpid()}\n")
+    f.flush()
+
+
 def check_writable(folder: Path, *, flag: str) -> None:
     """InputError, naming the folder and the reason, when this user cannot write `folder` (no permission, a
     read-only file system, a file in the way). Creates nothing: the probe file goes into `folder`'s nearest

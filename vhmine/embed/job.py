@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -136,23 +135,16 @@ def _job_lock(work: Path, name: str):
     """One embed job per index at a time: a second one would interleave shards."""
     import fcntl
 
+    from vhmine.files import flock_nowait, note_holder
+
     work.mkdir(parents=True, exist_ok=True)
-    f = open(work / "lock", "a+")
-    try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        f.seek(0)
-        holder = f.read().strip()
-        f.close()
-        who = f" (process {holder})" if holder.isdigit() else ""
+    f, who = flock_nowait(work / "lock")
+    if f is None:
         raise InputError(
             f"another `vhmine embed`{who} is running on index {name!r} ({work.parent}); nothing was "
             "written: wait for it to finish, then run this command again"
-        ) from None
-    f.seek(0)
-    f.truncate()
-    f.write(f"{os.getpid()}\n")  # who holds it, for the message a second job gets
-    f.flush()
+        )
+    note_holder(f)
     try:
         yield
     finally:

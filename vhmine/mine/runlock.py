@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from vhmine.errors import InputError
-from vhmine.files import shown_path
+from vhmine.files import flock_nowait, note_holder, shown_path
 
 
 def lock_path(run_dir: Path) -> Path:
@@ -30,18 +30,12 @@ def run_lock(run_dir: Path):
     made = [p for p in (path.parent, *path.parent.parents) if not p.exists()]  # removed again when left empty
     path.parent.mkdir(parents=True, exist_ok=True)
     for _ in range(100):
-        f = open(path, "a+")
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            f.seek(0)
-            holder = f.read().strip()
-            f.close()
-            who = f" (process {holder})" if holder.isdigit() else ""
+        f, who = flock_nowait(path)
+        if f is None:
             raise InputError(
                 f"another `vhmine mine`{who} is writing {shown_path(run_dir)}; nothing was written: wait for it to "
                 "finish, or choose another --out"
-            ) from None
+            )
         try:  # the lock of a file its last holder removed meanwhile locks nothing: open the new one
             if os.stat(path).st_ino == os.fstat(f.fileno()).st_ino:
                 break
@@ -51,10 +45,7 @@ def run_lock(run_dir: Path):
     else:  # (a hundred holders in a row, each gone as this one looked)
         raise InputError(f"{shown_path(run_dir)}: its lock keeps changing; run the command again")
     try:
-        f.seek(0)
-        f.truncate()
-        f.write(f"{os.getpid()}\n")  # who holds it, for the message a second mine gets
-        f.flush()
+        note_holder(f)
         yield
     finally:
         with contextlib.suppress(OSError):
