@@ -120,8 +120,8 @@ def is_finished(folder: Path) -> bool:
 
 def embed_running(folder: Path) -> str | None:
     """Who is embedding into the index at `folder` now: "process N" (or "" when it wrote no id), or None
-    when no `vhmine embed` holds its job lock (work/lock, an flock: vhmine.embed.job). Probes the lock for a
-    moment, shared, and creates nothing."""
+    when no `vhmine embed` holds its job lock (work/lock, an flock: vhmine.embed.job) or this process's own
+    does (an embed reads the index it is writing). Probes the lock for a moment, shared, and creates nothing."""
     import fcntl
 
     try:
@@ -133,6 +133,8 @@ def embed_running(folder: Path) -> str | None:
             fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = f.read().strip()
+            if holder == str(os.getpid()):  # this process's own embed, reading the index it holds
+                return None
             return f"process {holder}" if holder.isdigit() else ""
         except OSError:
             return None
