@@ -20,7 +20,9 @@ run of vhmine's miner (the median of those is the floor: the load of a shared ma
 unique-pair floor in CPU time: n (n - 1) / 2 x d MACs at the kernel's best sustained rate in one thread
 (calibrate.best_rate, measured before and after each run; on a GPU in wall time), against the miner's median
 CPU time (every thread of the process): `vs unique-pair floor (KERNEL, CPU time): R x`, the miner's whole
-overhead (quantisation, candidate search, re-check, its threads) over the products it cannot avoid.
+overhead (quantisation, candidate search, re-check, its threads) over the products it cannot avoid. The line
+names the miner's threads (--workers; default one a core): two cores that share caches and memory each run
+the same work a few per cent slower than one alone, and --workers 1 shows the miner without that.
 
 Prints, per data set, each method's time (and the miner's CPU time), pairs and peak RSS growth, vhmine's
 candidate count and margin, the ratios, and whether all pair sets are identical. Reads and writes no files
@@ -233,8 +235,15 @@ def peak_rss(result: dict):
         result["growth"] = max(0, top - start) * 1024
 
 
+_SETTLE_S = 0.3
+
+
 def timed(label: str, fn, cpu: list | None = None):
     """fn's result and wall seconds; cpu, when given, gets its CPU seconds (every thread of this process)."""
+    # Idle pools first: numpy's BLAS threads and torch's OpenMP team spin for up to about 0.1 s after their last
+    # call (the floor's products, the quantisation above), and that CPU time would count against fn (0.04 to
+    # 0.1 CPU-s of a 2.6 CPU-s mine at N = 50,000, measured here)
+    time.sleep(_SETTLE_S)
     mem: dict = {}
     with peak_rss(mem):
         c0, t0 = time.process_time(), time.perf_counter()
@@ -257,20 +266,27 @@ def machine_line() -> str:
     )
 
 
-def unique_floor_line(kernel, device, n: int, d: int, rates: list, cpu: list, walls: list) -> tuple[str, float]:
+def unique_floor_line(
+    kernel, device, n: int, d: int, rates: list, cpu: list, walls: list, workers: int | None = None
+) -> tuple[str, float]:
     """`vs unique-pair floor (KERNEL, CPU time): R x`: the miner's median CPU seconds over the unique pairs'
     products (n (n - 1) / 2 x d MACs) at the kernel's best rate measured in this run (on a CPU its best in
-    one thread, calibrate.best_rate, before and after each run of the miner; on a GPU wall time)."""
+    one thread, calibrate.best_rate, before and after each run of the miner; on a GPU wall time). workers:
+    the miner's threads (find_pairs' workers; None: its default, torch's thread count)."""
+    import torch
+
     rate = max(rates)
     macs = n * (n - 1) / 2 * d
     floor = macs / rate / 1e9
     gpu = str(device).startswith("cuda")
     used = statistics.median(walls if gpu else cpu)
+    threads = workers or torch.get_num_threads()
     clock = "GPU wall time" if gpu else "CPU time"
+    spent = "s" if gpu else f"CPU-s in {threads} thread{'s' * (threads > 1)}"
     return (
-        f"vs unique-pair floor ({kernel.name}, {clock}): {used / floor:.2f} x (vhmine {used:.2f} "
-        f"{'s' if gpu else 'CPU-s'}, median of {len(cpu)}; {macs / 1e9:,.0f} GMAC at {rate:.0f} GMAC/s, the kernel's "
-        f"best {'on the device' if gpu else 'in one thread'} of {len(rates)} measures: {floor:.2f} s; load average "
+        f"vs unique-pair floor ({kernel.name}, {clock}): {used / floor:.2f} x (vhmine {used:.2f} {spent}, median of "
+        f"{len(cpu)}; {macs / 1e9:,.0f} GMAC at {rate:.0f} GMAC/s, the kernel's best "
+        f"{'on the device' if gpu else 'in one thread'} of {len(rates)} measures: {floor:.2f} s; load average "
         f"{os.getloadavg()[0]:.2f})"
     ), used / floor
 
@@ -304,13 +320,14 @@ def run(name: str, clip, dino, args) -> dict:
                 block_size=args.block_size,
                 stats=st,
                 kernel=args.kernel,
+                workers=args.workers,
             ),
             cpus,
         )
         mines.append(t)
         floors.append(floor())
         rates.append(calibrate.best_rate(kern, dev, clip.shape[1]))
-    unique_line, unique_ratio = unique_floor_line(kern, dev, len(clip), clip.shape[1], rates, cpus, mines)
+    unique_line, unique_ratio = unique_floor_line(kern, dev, len(clip), clip.shape[1], rates, cpus, mines, args.workers)
     t_mine, t_floor = statistics.median(mines), statistics.median(floors)
     print(f"  {st['kernel_line']}")
     print(
@@ -364,6 +381,12 @@ def main() -> None:
     ap.add_argument("--clip", type=float, default=0.9)
     ap.add_argument("--dino", type=float, default=0.55)
     ap.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="find_pairs' threads (1: the products and the checks in one thread) [default: torch's, one a core]",
+    )
+    ap.add_argument(
         "--repeat",
         type=int,
         default=1,
@@ -407,7 +430,10 @@ def main() -> None:
     args = ap.parse_args()
 
     import faiss  # noqa: F401  (imported before the clocks start: import time is not search time)
-    import torch  # noqa: F401
+    import torch
+
+    if args.workers:  # (find_pairs with 1 worker computes in torch's own threads: one, then)
+        torch.set_num_threads(args.workers)
 
     print(machine_line(), flush=True)
     from bench_mine_lines import growth_lines, pruning_lines

@@ -31,6 +31,8 @@ def test_bench_mine_checks_the_pairs_and_prints_the_floor_ratio():
             "1024",
             "--clip",
             "0.85",
+            "--workers",
+            "1",
         ],
         capture_output=True,
         text=True,
@@ -59,7 +61,8 @@ def test_bench_mine_checks_the_pairs_and_prints_the_floor_ratio():
     assert len(pairs) == 4 and int(pairs[0][1].replace(",", "")) > 0, out
     # the miner's median CPU time over the unique pairs' products at the kernel's best rate in one thread
     unique = re.findall(
-        r"^vs unique-pair floor \(([a-z0-9-]+), CPU time\): ([0-9.]+) x \(vhmine ([0-9.]+) CPU-s, median of 2; "
+        r"^vs unique-pair floor \(([a-z0-9-]+), CPU time\): ([0-9.]+) x \(vhmine ([0-9.]+) CPU-s in 1 thread, "
+        r"median of 2; "
         r"([0-9,]+) GMAC at ([0-9]+) GMAC/s, the kernel's best in one thread of 3 measures: ([0-9.]+) s; load",
         out,
         re.M,

@@ -171,10 +171,11 @@ def mine(
         pool = ThreadPoolExecutor(
             threads, thread_name_prefix="vhmine-mine", initializer=torch.set_num_threads, initargs=(1,)
         )
-    # numpy's BLAS in one thread while find_pairs' own threads run (its pool spins beside them: a busy
-    # 2-core machine runs it 100x slower, and its idle threads burn CPU time)
+    # numpy's BLAS in one thread throughout: beside find_pairs' own threads its pool spins (a busy 2-core machine
+    # runs it 100x slower), and after each of the small products here (the turn's, the pruning's sample) its
+    # idle threads spin for up to 0.1 s (0.1-0.2 CPU-s of a 2.5 CPU-s mine at N = 50,000)
     try:
-        with kernels.blas_threads(1) if pool is not None else nullcontext():
+        with kernels.blas_threads(1):
             (clip, dino, clip_n2, dino_n2), shape = prepare(pool)
             clip_min, dino_max, n = float(clip_min), float(dino_max), len(clip)
             if (
@@ -213,7 +214,12 @@ def mine(
                 )
 
             blocks = sum(len(p.tiles(block)) for p in parts)
-            with tqdm(total=blocks, desc=desc, unit="block", disable=not progress) as bar:
+            # (numpy's BLAS as the products kernel, one block at a time: in torch's threads, as the others)
+            blas = choice.kernel.name == "blas-f32" and pool is None and device.type == "cpu"
+            with (
+                tqdm(total=blocks, desc=desc, unit="block", disable=not progress) as bar,
+                kernels.blas_threads(torch_threads) if blas else nullcontext(),
+            ):
                 if device.type == "cpu" and pool is not None:
                     found, total = mine_in_threads(miner, parts, block, pool, threads, max_candidates, clip_min, bar)
                 else:
