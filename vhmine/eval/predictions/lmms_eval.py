@@ -16,7 +16,7 @@ from pathlib import Path
 from vhmine.bench import Benchmark
 from vhmine.errors import FormatError
 from vhmine.eval.predictions.ids import check_question, items_of_kind, kind_in_name
-from vhmine.eval.predictions.text import ENCODING, loads
+from vhmine.eval.predictions.text import json_lines
 
 
 def task_name(path: Path) -> str:
@@ -49,49 +49,37 @@ def read(path: Path, bench: Benchmark) -> tuple[dict[str, str], dict[str, str]]:
     answers: dict[str, str] = {}
     by_position = None
     ids = bench.by_id()
-    with open(path, encoding=ENCODING) as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}, line {n}"
-            try:
-                rec = loads(line, where)
-            except FormatError:
-                raise
-            except ValueError as err:
-                raise FormatError(
-                    f"{where}: not JSON ({err.args[0]}): an lmms-eval --log_samples file has one JSON object per line"
-                ) from None
-            if not isinstance(rec, dict) or "doc_id" not in rec or not ("filtered_resps" in rec or "resps" in rec):
-                raise FormatError(
-                    f"{where}: not an lmms-eval sample (expected doc_id and filtered_resps, as "
-                    "lmms-eval --log_samples writes)"
-                )
-            iid = _carried_id(rec)
-            if iid is None:
-                if by_position is None:
-                    kind = kind_in_name(task, bench)
-                    if kind is None:
-                        raise FormatError(
-                            f"{path}: the samples carry no item id and the task name {task!r} does not "
-                            "say its kind (ynq or oeq): run the task vhmine's lmms-eval export wrote"
-                        )
-                    by_position = items_of_kind(bench, kind)
-                doc_id = rec["doc_id"]
-                if not isinstance(doc_id, int) or not 0 <= doc_id < len(by_position):
+    for _, where, rec in json_lines(path, "an lmms-eval --log_samples file"):
+        if not isinstance(rec, dict) or "doc_id" not in rec or not ("filtered_resps" in rec or "resps" in rec):
+            raise FormatError(
+                f"{where}: not an lmms-eval sample (expected doc_id and filtered_resps, as "
+                "lmms-eval --log_samples writes)"
+            )
+        iid = _carried_id(rec)
+        if iid is None:
+            if by_position is None:
+                kind = kind_in_name(task, bench)
+                if kind is None:
                     raise FormatError(
-                        f"{where}, field doc_id: {doc_id!r} is not a doc of the benchmark's "
-                        f"{len(by_position)} items of task {task}: is it the right benchmark?"
+                        f"{path}: the samples carry no item id and the task name {task!r} does not "
+                        "say its kind (ynq or oeq): run the task vhmine's lmms-eval export wrote"
                     )
-                item = by_position[doc_id]
-                check_question(item, rec.get("input") if isinstance(rec.get("input"), str) else None, where)
-                iid = item.id
-            elif iid not in ids:
+                by_position = items_of_kind(bench, kind)
+            doc_id = rec["doc_id"]
+            if not isinstance(doc_id, int) or not 0 <= doc_id < len(by_position):
                 raise FormatError(
-                    f"{where}: item id {iid!r} is not in the benchmark {bench.source or bench.name}: "
-                    "is it the right benchmark?"
+                    f"{where}, field doc_id: {doc_id!r} is not a doc of the benchmark's "
+                    f"{len(by_position)} items of task {task}: is it the right benchmark?"
                 )
-            if iid in answers:
-                raise FormatError(f"{where}, field doc_id: item {iid!r} appears twice")
-            answers[iid] = _answer(rec.get("filtered_resps", rec.get("resps")))
+            item = by_position[doc_id]
+            check_question(item, rec.get("input") if isinstance(rec.get("input"), str) else None, where)
+            iid = item.id
+        elif iid not in ids:
+            raise FormatError(
+                f"{where}: item id {iid!r} is not in the benchmark {bench.source or bench.name}: "
+                "is it the right benchmark?"
+            )
+        if iid in answers:
+            raise FormatError(f"{where}, field doc_id: item {iid!r} appears twice")
+        answers[iid] = _answer(rec.get("filtered_resps", rec.get("resps")))
     return answers, {}

@@ -19,7 +19,7 @@ from pathlib import Path
 from vhmine.bench import Benchmark
 from vhmine.errors import FormatError
 from vhmine.eval.predictions.ids import check_question
-from vhmine.eval.predictions.text import ENCODING, loads
+from vhmine.eval.predictions.text import json_lines
 
 FIELDS = ("question_id", "prompt", "answer", "response")
 
@@ -57,38 +57,26 @@ def read_lines(path: Path, bench: Benchmark) -> list[AnswerLine]:
     path = Path(path)
     out: list[AnswerLine] = []
     seen: dict[int, int] = {}
-    with open(path, encoding=ENCODING) as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}, line {n}"
-            try:
-                rec = loads(line, where)
-            except FormatError:
-                raise
-            except ValueError as err:
-                raise FormatError(
-                    f"{where}: not JSON ({err.args[0]}): MMVP's answers file has one JSON object per line"
-                ) from None
-            if not isinstance(rec, dict) or not is_mmvp(rec):
-                have = ", ".join(rec) if isinstance(rec, dict) else type(rec).__name__
-                raise FormatError(
-                    f"{where}: not a line of MMVP's answers file (expected {', '.join(FIELDS)}; it has {have})"
-                )
-            k = _position(rec["question_id"], where, len(bench))
-            if k in seen:
-                raise FormatError(f"{where}, field question_id: row {k} is answered twice (first on line {seen[k]})")
-            seen[k] = n
-            item = bench.items[k - 1]
-            check_question(item, str(rec["prompt"]), where)
-            correct = grading_fields(item)[1]
-            if str(rec["answer"]) != correct:
-                raise FormatError(
-                    f"{where}, field answer: {rec['answer']!r} is not row {k}'s correct answer "
-                    f"{correct!r}: the file was made from another version of Questions.csv; pass the "
-                    "benchmark the model was run on"
-                )
-            out.append(AnswerLine(n, item.id, rec["prompt"], rec["answer"], rec["response"]))
+    for n, where, rec in json_lines(path, "MMVP's answers file"):
+        if not isinstance(rec, dict) or not is_mmvp(rec):
+            have = ", ".join(rec) if isinstance(rec, dict) else type(rec).__name__
+            raise FormatError(
+                f"{where}: not a line of MMVP's answers file (expected {', '.join(FIELDS)}; it has {have})"
+            )
+        k = _position(rec["question_id"], where, len(bench))
+        if k in seen:
+            raise FormatError(f"{where}, field question_id: row {k} is answered twice (first on line {seen[k]})")
+        seen[k] = n
+        item = bench.items[k - 1]
+        check_question(item, str(rec["prompt"]), where)
+        correct = grading_fields(item)[1]
+        if str(rec["answer"]) != correct:
+            raise FormatError(
+                f"{where}, field answer: {rec['answer']!r} is not row {k}'s correct answer "
+                f"{correct!r}: the file was made from another version of Questions.csv; pass the "
+                "benchmark the model was run on"
+            )
+        out.append(AnswerLine(n, item.id, rec["prompt"], rec["answer"], rec["response"]))
     return out
 
 
