@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 import logging
 import math
 import os
@@ -28,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vhmine.errors import InputError
+from vhmine.measured import cache_file, cpu, digest, read_entries, write_entries
 
 log = logging.getLogger(__name__)
 
@@ -117,36 +117,20 @@ def precision_line(record: dict) -> str:
 
 
 def cache_path() -> Path:
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "vhmine" / "precision.json"
+    return cache_file(CACHE_ENV, "precision.json")
 
 
 def machine(device) -> dict:
     """What the measured rates depend on: the CPU (model, cores, instruction sets), the GPU, torch."""
-    import platform
-
     import torch
 
-    model, flags = platform.processor(), set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "model name":
-                    model = value.strip()
-                elif key.strip() == "flags":
-                    flags = set(value.split())
-                    break
-    except OSError:
-        pass
+    model, flags = cpu(_FLAGS)
     m = {
         "schema": _SCHEMA,
         "device": device.type,
         "cpu": model,
         "cores": os.cpu_count(),
-        "flags": sorted(flags & set(_FLAGS)),
+        "flags": flags,
         "torch": torch.__version__,
         "isa": torch.backends.cpu.get_cpu_capability(),
     }
@@ -175,25 +159,6 @@ def _input(enc):
     img = Image.fromarray(rng.integers(0, 256, (480, 640, 3), dtype=np.uint8))
     x = enc.preprocess(img)[None]
     return x, list(x.shape[1:])
-
-
-def _read_cache(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return data if isinstance(data, dict) and isinstance(data.get("entries"), dict) else {"entries": {}}
-    except (OSError, ValueError):
-        return {"entries": {}}
-
-
-def _write_cache(path: Path, data: dict) -> None:
-    """Atomically (embed workers of one node may measure at once); a cache that cannot be written is skipped."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        pass
 
 
 def measure(encoders, device, names: list[str], budget: float = _BUDGET) -> tuple[dict, dict]:
@@ -260,10 +225,10 @@ def choose(encoders, device, wanted: str, *, source: str = "forced", cache: Path
     else:
         names = candidates(device)
         ident = {**machine(device), "encoders": shapes(encoders), "candidates": names}
-        digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:20]
+        entry_key = digest(ident)
         path = cache or cache_path()
-        data = _read_cache(path)
-        entry = data["entries"].get(digest)
+        data = read_entries(path)
+        entry = data["entries"].get(entry_key)
         rates = entry.get("rates") if isinstance(entry, dict) else None
         models = None
         if isinstance(rates, dict) and set(rates) == set(names):
@@ -272,8 +237,8 @@ def choose(encoders, device, wanted: str, *, source: str = "forced", cache: Path
             log.info("measuring the encoders' speed in %s (once per machine and encoders)", " and ".join(names))
             rates, models = measure(encoders, device, names)
             source = "measured"
-            data["entries"][digest] = {"machine": ident, "rates": rates, "measured": time.strftime("%Y-%m-%d")}
-            _write_cache(path, data)
+            data["entries"][entry_key] = {"machine": ident, "rates": rates, "measured": time.strftime("%Y-%m-%d")}
+            write_entries(path, data)
         choice = Choice(fastest(rates), source, {k: rates[k] for k in names})
     for enc in encoders:
         enc.model = models[choice.name][enc.kind] if models else enc.model.to(choice.dtype)

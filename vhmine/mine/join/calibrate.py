@@ -8,7 +8,6 @@ width of the rows; a change of any of them measures again.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -19,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from vhmine.errors import InputError
+from vhmine.measured import cache_file, cpu, digest, read_entries, write_entries
 from vhmine.mine.join.kernels import Kernel, Unavailable, available, blas_threads, build, exact
 
 CACHE_ENV = "VHMINE_KERNEL_CACHE"
@@ -113,38 +113,23 @@ def _sync(torch, device) -> None:
 
 
 def cache_path() -> Path:
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "vhmine" / "kernels.json"
+    return cache_file(CACHE_ENV, "kernels.json")
 
 
 def machine(device) -> dict:
     """What the measured rates depend on: the CPU (model, cores, instruction sets), the GPU, the libraries."""
-    import platform
-
     import torch
 
     dev = torch.device(device)
-    model, flags = platform.processor(), set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "model name" and not model.startswith(value.strip()):
-                    model = value.strip()
-                elif key.strip() == "flags":
-                    flags = set(value.split())
-                    break
-    except OSError:
-        pass
-    wanted = {"avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_tile", "amx_int8", "amx_bf16"}
+    model, flags = cpu(
+        ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_tile", "amx_int8", "amx_bf16")
+    )
     m = {
         "schema": _SCHEMA,
         "device": dev.type,
         "cpu": model,
         "cores": os.cpu_count(),
-        "flags": sorted(flags & wanted),
+        "flags": flags,
         "torch": torch.__version__,
         "numpy": np.__version__,
         "isa": torch.backends.cpu.get_cpu_capability(),
@@ -152,25 +137,6 @@ def machine(device) -> dict:
     if dev.type == "cuda":
         m["gpu"] = torch.cuda.get_device_name(dev)
     return m
-
-
-def _read_cache(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return data if isinstance(data, dict) and isinstance(data.get("entries"), dict) else {"entries": {}}
-    except (OSError, ValueError):
-        return {"entries": {}}
-
-
-def _write_cache(path: Path, data: dict) -> None:
-    """Atomically (workers of one node may calibrate at once); a cache that cannot be written is skipped."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        pass
 
 
 @dataclass(frozen=True)
@@ -271,17 +237,17 @@ def choose(
         return _CHOSEN[key]
     cands = available(dev) if candidates is None else candidates
     ident = {**(identity or machine(dev)), "width": d, "candidates": sorted(cands)}
-    digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:20]
+    entry_key = digest(ident)
     path = cache or cache_path()
-    data = _read_cache(path)
-    entry = data["entries"].get(digest)
+    data = read_entries(path)
+    entry = data["entries"].get(entry_key)
     rates = entry.get("rates") if isinstance(entry, dict) else None
     if _valid_rates(rates, cands):
         source = "cached"
     else:
         rates, source = calibrate(cands, dev, d), "measured"
-        data["entries"][digest] = {"machine": ident, "rates": rates, "measured": time.strftime("%Y-%m-%d")}
-        _write_cache(path, data)
+        data["entries"][entry_key] = {"machine": ident, "rates": rates, "measured": time.strftime("%Y-%m-%d")}
+        write_entries(path, data)
     best = _fastest(cands, rates, d, min_levels)
     # (cheap checks: the library may have changed, or a kernel was found wrong once, say while a test
     # patched it, and is exact again: either measures again)
