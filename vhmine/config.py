@@ -1,5 +1,6 @@
-"""Where artifacts live: the roots of indexes and runs and the store's URL; the shared defaults; the device
-torch work runs on (`resolve_device`). Reads environment variables only.
+"""Where artifacts live: the roots of indexes and runs and the store's URL, and the measurement caches' files
+(`cache_file`); the shared defaults; the device torch work runs on (`resolve_device`) and the CPU's model and
+instruction sets (`cpu`, what those caches are keyed by). Reads environment variables, and /proc/cpuinfo.
 
 Resolved at call time, never at import, so tests and users can move them with
 flags or environment variables (`--indexes` / VHMINE_INDEXES, VHMINE_RUNS, VHMINE_DB). Which index a
@@ -79,3 +80,32 @@ def resolve_device(device: str | None):
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise EncoderError(f"--device {device}: no CUDA device is available here; use --device cpu")
     return dev
+
+
+def cache_file(env: str, name: str) -> Path:
+    """A measurement cache (rates measured once per machine: vhmine.files.read_entries): $env, else
+    $XDG_CACHE_HOME/vhmine/NAME, else ~/.cache/vhmine/NAME."""
+    if os.environ.get(env):
+        return Path(os.environ[env])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "vhmine" / name
+
+
+def cpu(wanted) -> tuple[str, list[str]]:
+    """The CPU's model name and which of the `wanted` instruction-set flags it has (sorted), from /proc/cpuinfo
+    (elsewhere platform.processor() and none)."""
+    import platform
+
+    model, flags = platform.processor(), set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name":
+                    model = value.strip()
+                elif key.strip() == "flags":
+                    flags = set(value.split())
+                    break
+    except OSError:
+        pass
+    return model, sorted(flags & set(wanted))

@@ -7,12 +7,16 @@ its credentials masked, whatever message, log, record file or --json it goes int
 (fsync); `check_owned` refuses to replace or write into a folder that vhmine did not write (it reads
 the folder's listing and the producer's record file, e.g. run.json or manifest.json); `check_writable`
 says in one line that a stage cannot write where it was told to, before it starts, and `write_failed` when
-the system refuses a write on the way (a full disk: one line, no traceback). Writes only the
-files its callers name, through temporary files beside them (and check_writable's probe, removed at once).
+the system refuses a write on the way (a full disk: one line, no traceback). `read_entries` and
+`write_entries` keep a measurement cache ({"entries": {entry_key(identity): ...}}: rates measured once per
+machine, vhmine.config.cache_file), best effort: an unreadable one reads as empty, one that cannot be written is
+skipped. Writes only the files its callers name, through temporary files beside them (and check_writable's
+probe, removed at once).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -313,3 +317,29 @@ def write_failed(where: Path, err: OSError, kept: str, then: str, error=None):
         except (ValueError, TypeError, OSError):
             reason += f": {shown_path(err.filename)}"
     return error(f"writing {shown_path(where)} failed ({reason}): {kept}; {then}")
+
+
+def entry_key(identity: dict) -> str:
+    """A measurement cache's key for what its rates depend on (the machine, the shapes)."""
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def read_entries(path: Path) -> dict:
+    """A measurement cache's contents, {"entries": {...}} at least (a missing or unreadable file: none)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) and isinstance(data.get("entries"), dict) else {"entries": {}}
+    except (OSError, ValueError):
+        return {"entries": {}}
+
+
+def write_entries(path: Path, data: dict) -> None:
+    """A measurement cache, by rename (workers of one node may measure at once); skipped if it cannot be written."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass

@@ -26,8 +26,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vhmine.config import cache_file, cpu
 from vhmine.errors import InputError
-from vhmine.measured import cache_file, cpu, digest, read_entries, write_entries
+from vhmine.files import entry_key, read_entries, write_entries
 
 log = logging.getLogger(__name__)
 
@@ -225,10 +226,10 @@ def choose(encoders, device, wanted: str, *, source: str = "forced", cache: Path
     else:
         names = candidates(device)
         ident = {**machine(device), "encoders": shapes(encoders), "candidates": names}
-        entry_key = digest(ident)
+        key_of_entry = entry_key(ident)
         path = cache or cache_path()
         data = read_entries(path)
-        entry = data["entries"].get(entry_key)
+        entry = data["entries"].get(key_of_entry)
         rates = entry.get("rates") if isinstance(entry, dict) else None
         models = None
         if isinstance(rates, dict) and set(rates) == set(names):
@@ -237,7 +238,7 @@ def choose(encoders, device, wanted: str, *, source: str = "forced", cache: Path
             log.info("measuring the encoders' speed in %s (once per machine and encoders)", " and ".join(names))
             rates, models = measure(encoders, device, names)
             source = "measured"
-            data["entries"][entry_key] = {"machine": ident, "rates": rates, "measured": time.strftime("%Y-%m-%d")}
+            data["entries"][key_of_entry] = {"machine": ident, "rates": rates, "measured": time.strftime("%Y-%m-%d")}
             write_entries(path, data)
         choice = Choice(fastest(rates), source, {k: rates[k] for k in names})
     for enc in encoders:

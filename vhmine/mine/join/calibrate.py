@@ -17,8 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
+from vhmine.config import cache_file, cpu
 from vhmine.errors import InputError
-from vhmine.measured import cache_file, cpu, digest, read_entries, write_entries
+from vhmine.files import entry_key, read_entries, write_entries
 from vhmine.mine.join.kernels import Kernel, Unavailable, available, blas_threads, build, exact
 
 CACHE_ENV = "VHMINE_KERNEL_CACHE"
@@ -237,16 +238,16 @@ def choose(
         return _CHOSEN[key]
     cands = available(dev) if candidates is None else candidates
     ident = {**(identity or machine(dev)), "width": d, "candidates": sorted(cands)}
-    entry_key = digest(ident)
+    key_of_entry = entry_key(ident)
     path = cache or cache_path()
     data = read_entries(path)
-    entry = data["entries"].get(entry_key)
+    entry = data["entries"].get(key_of_entry)
     rates = entry.get("rates") if isinstance(entry, dict) else None
     if _valid_rates(rates, cands):
         source = "cached"
     else:
         rates, source = calibrate(cands, dev, d), "measured"
-        data["entries"][entry_key] = {"machine": ident, "rates": rates, "measured": time.strftime("%Y-%m-%d")}
+        data["entries"][key_of_entry] = {"machine": ident, "rates": rates, "measured": time.strftime("%Y-%m-%d")}
         write_entries(path, data)
     best = _fastest(cands, rates, d, min_levels)
     # (cheap checks: the library may have changed, or a kernel was found wrong once, say while a test
