@@ -3,5 +3,6 @@
 Reads the curation store (vhmine.curate) and the images it records; writes `--out DIR` in a format of
 vhmine.formats. Entry: `export_benchmark(store, ExportOptions(...))` in vhmine.export.job (the Python
 API's `vhmine.api.export`). changelog: versions, content hash, the `--since` changelog; neardup: the
-near-duplicate check; privacy: pseudonyms and public paths, used by all three.
+near-duplicate check; privacy: pseudonyms and public paths, used by all three; sampling: the per-mode sample, the
+yes/no balance check and the counts.
 """
