@@ -94,8 +94,9 @@ def source(kc: int) -> str:
 
 def build(kc: int, where: Path):
     """The compiled kernel (ctypes), or a string saying why there is none here."""
-    flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
-    if "avx512_vnni" not in flags.split():
+    from vhmine.config import cpu
+
+    if not cpu(("avx512_vnni",))[1]:
         return "this CPU has no AVX512-VNNI"
     cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
     if cc is None:
@@ -123,14 +124,6 @@ def aligned(a: np.ndarray) -> np.ndarray:
     return out
 
 
-def machine_line() -> str:
-    from vhmine.config import cpu
-
-    model, flags = cpu(("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8"))
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    return f"CPU: {model}, {os.cpu_count()} cores, flags {' '.join(flags) or '-'}; load average {load}"
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=1024, help="rows of each side (a multiple of 64)")
@@ -143,6 +136,8 @@ def main() -> int:
     import torch
 
     torch.set_num_threads(1)
+    from bench_mine import machine_line  # (the same first line as the miner's benchmark: CPU, flags, load)
+
     print(machine_line(), flush=True)
     with tempfile.TemporaryDirectory(prefix="vhmine-fused-") as tmp:
         kern = build(args.kc, Path(tmp))
