@@ -47,7 +47,7 @@ def rate(kernel: Kernel, device, d: int, budget: float = _BUDGET) -> float:
         x, y = kernel.left(a[:m]), kernel.right(b[:n])
         _sync(torch, device)
         w0, t0 = time.perf_counter(), time.thread_time()
-        kernel.mm(x, y, out[: m * n].view(m, n))
+        products(kernel, x, y, out[: m * n].view(m, n))
         _sync(torch, device)
         wall, own = time.perf_counter() - w0, time.thread_time() - t0
         # On a CPU this thread's own CPU time, which a busy machine's other processes (and the spinning
@@ -70,7 +70,8 @@ def rate(kernel: Kernel, device, d: int, budget: float = _BUDGET) -> float:
 
 def best_rate(kernel: Kernel, device, d: int, seconds: float = 0.6, window: float = 0.05) -> float:
     """The kernel's best sustained rate in GMAC/s: on a CPU in one thread (this thread's CPU time), on a GPU
-    in wall time. Products of random rows at its levels (1024 x d by 1024 rows, a CPU's piece, and 2048 by
+    in wall time, as the miner computes them (`products`: a fused kernel thresholds them, writing none). Products
+    of random rows at its levels (1024 x d by 1024 rows, a CPU's piece, and 2048 by
     2048; on a GPU 8192 and 16384 a side) back to back for `window` seconds at a time, for about `seconds`;
     the best window's rate. What scripts/bench_mine.py divides the unique pairs' products (n (n - 1) / 2 x d
     MACs) by for the miner's floor in CPU time."""
@@ -89,7 +90,7 @@ def best_rate(kernel: Kernel, device, d: int, seconds: float = 0.6, window: floa
             out = torch.empty(side, side, dtype=getattr(torch, kernel.out), device=device)
             ops.append((side, kernel.left(a), kernel.right(b), out))
         for _, x, y, out in ops:  # warm
-            kernel.mm(x, y, out)
+            products(kernel, x, y, out)
         t_end = time.perf_counter() + seconds
         while time.perf_counter() < t_end:
             for side, x, y, out in ops:
@@ -97,7 +98,7 @@ def best_rate(kernel: Kernel, device, d: int, seconds: float = 0.6, window: floa
                 _sync(torch, device)
                 w0, t0 = time.perf_counter(), time.thread_time()
                 while spent < window:
-                    kernel.mm(x, y, out)
+                    products(kernel, x, y, out)
                     macs += side * side * d
                     if not cpu:
                         _sync(torch, device)
@@ -106,6 +107,18 @@ def best_rate(kernel: Kernel, device, d: int, seconds: float = 0.6, window: floa
         return best
     finally:
         torch.set_num_threads(threads)
+
+
+_NO_PAIR = 2**31 - 1  # a threshold no product of int8 rows reaches (|product| < 2^24)
+
+
+def products(kernel: Kernel, x, y, out) -> None:
+    """The kernel's products of converted rows x and y as the miner uses them: a fused kernel's products and
+    threshold in one pass, no product written (its threshold one no product reaches), another's into out."""
+    if kernel.search is not None:
+        kernel.search(x, y, _NO_PAIR)
+    else:
+        kernel.mm(x, y, out)
 
 
 def _sync(torch, device) -> None:

@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from vhmine.mine.join import vnni
 from vhmine.mine.join.calibrate import choose
 from vhmine.mine.join.kernels import Kernel, _same
 from vhmine.mine.join.quantise import qmax_for
@@ -42,6 +43,36 @@ def block_bytes(block: int, width: int) -> int:
 
 
 _DIAG = 256  # rows of a strip where a CPU's piece reaches the diagonal (only its columns right of it computed)
+
+
+class Operands:
+    """A fused kernel's packed operands, kept while they are reused (a thread's chunk of rows against each
+    column piece of a block, the next chunk against the same pieces): at most `limit` bytes, the least
+    recently used dropped first; shared by the threads of one search (each piece packed once, not once a
+    chunk). Keyed by the rows' memory (a tensor's address, length and width), and holding the rows themselves
+    (no other rows can take that memory while their entry is held): one per search, whose rows stay as they are."""
+
+    def __init__(self, limit: int = 32 << 20):
+        import threading
+
+        self.limit, self.held, self.bytes, self.lock = limit, {}, 0, threading.Lock()
+
+    def get(self, convert, side: str, rows):
+        key = (side, rows.data_ptr(), len(rows), rows.shape[1])
+        with self.lock:
+            if key in self.held:
+                self.held[key] = self.held.pop(key)  # (a dict keeps order: now the most recent)
+                return self.held[key][0]
+        packed = convert(rows)  # (outside the lock: two threads may pack the same piece once each)
+        size = rows.shape[0] * rows.shape[1]
+        with self.lock:
+            if key not in self.held:
+                self.held[key], self.bytes = (packed, rows), self.bytes + size
+                while self.bytes > self.limit and len(self.held) > 1:
+                    old = next(iter(self.held))
+                    self.bytes -= old[2] * old[3]
+                    del self.held[old]
+        return packed
 
 
 _NONE = {t: (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, t)) for t in (np.int32, np.float32)}
@@ -78,6 +109,7 @@ class BlockMiner:
         chunk=None,
         cols=None,
         kernel: Kernel | None = None,
+        operands: Operands | None = None,
     ):
         import torch
 
@@ -109,6 +141,16 @@ class BlockMiner:
         self.maxima_out = self.maxima.view(self.chunk, -1)
         if self.cpu:
             self.out_np, self.maxima_np = self.buf.numpy(), self.maxima.numpy()
+        # a fused kernel's own buffers (its partial sums, the pairs it lists), this miner's: one per thread
+        self.fused = self.kernel.search if self.cpu else None
+        if self.fused is not None:
+            self.cbuf, self.hits = np.empty(64 * vnni.MB, np.int32), np.empty(2 * vnni.MAX_HITS, np.int32)
+        self.operands = operands  # (None: each search call keeps its own)
+
+    def _operand(self, ops: Operands | None, side: str, rows):
+        """The kernel's form of rows (left or right): a fused kernel's packing kept while it is reused."""
+        convert = getattr(self.kernel, side)
+        return convert(rows) if ops is None else ops.get(convert, side, rows)
 
     def candidates(self, x, y, r: int, c: int) -> tuple[np.ndarray, np.ndarray]:
         """Pairs (i, j), i < j < n, of rows r + row of x and c + row of y whose product reaches thresh."""
@@ -122,15 +164,16 @@ class BlockMiner:
         else any), i < rows_end [default: any] and j < cols_end [default: n]. skip(row, rows, col, cols),
         when given: True for a piece (those rows by those columns, numbered as i and j) that provably holds
         no product at or above thresh (vhmine.mine.join.prune); it is not computed."""
-        parts, k = [], self.kernel
+        parts = []
+        ops = None if self.fused is None else (self.operands or Operands())
         ends = (upper, math.inf if rows_end is None else rows_end, self.n if cols_end is None else cols_end)
-        xk = k.left(x)  # the kernel's operands, converted (or packed) once for all the pieces they are in
+        xk = self._operand(ops, "left", x)  # the kernel's operands, converted (or packed) once for all pieces
         for c0 in range(0, len(y), self.cols):
             col, ny = c + c0, min(self.cols, len(y) - c0)
             if (upper and col + ny <= r) or col >= ends[2]:  # columns all left of the first row (j < i), or padding
                 continue
             y0 = y[c0 : c0 + ny]
-            yk = k.right(y0)
+            yk = self._operand(ops, "right", y0)
             for s in range(0, len(x), self.chunk):
                 row, nx = r + s, min(self.chunk, len(x) - s)
                 if (upper and col + ny <= row) or row >= ends[1] or (skip is not None and skip(row, nx, col, ny)):
@@ -140,25 +183,25 @@ class BlockMiner:
                         cut = max(0, (row + t - col) // _SEG * _SEG)
                         if cut < ny:
                             piece = xk[s + t : s + min(t + _DIAG, nx)]
-                            yt = yk if not cut else k.right(y0[cut:])
+                            yt = yk if not cut else self._operand(ops, "right", y0[cut:])
                             self._piece(piece, yt, ny - cut, row + t, col + cut, parts)
                 else:
                     self._piece(xk[s : s + nx], yk, ny, row, col, parts)
         return self._numbered(parts, ends)
 
     def _numbered(self, parts: list, ends) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The pieces' candidates (segment, offset, product, piece's r, c, columns) as rows (i, j) and products,
-        in one pass for all the pieces of a search (per piece, the index work would cost more Python than
-        its numpy); ends: search's (upper, rows_end, cols_end)."""
+        """The pieces' candidates (flat index in the piece, product, piece's r, c, columns) as rows (i, j) and
+        products, in one pass for all the pieces of a search (per piece, the index work would cost more Python
+        than its numpy); ends: search's (upper, rows_end, cols_end)."""
         if not parts:
             return _NONE[self.dtype]
-        seg, off, vals, r, c, ny = zip(*parts)
-        count = [len(a) for a in seg]
+        flat, vals, r, c, ny = zip(*parts)
+        count = [len(a) for a in flat]
         if len(parts) == 1:
-            flat, ny, r, c = seg[0] * _SEG + off[0], ny[0], r[0], c[0]
+            flat, ny, r, c = flat[0].astype(np.int64), ny[0], r[0], c[0]
             vals = vals[0]
         else:
-            flat = np.concatenate(seg) * _SEG + np.concatenate(off)
+            flat = np.concatenate(flat, dtype=np.int64)
             ny, r, c = (np.repeat(np.asarray(a, np.int64), count) for a in (ny, r, c))
             vals = np.concatenate(vals)
         i, j = np.divmod(flat, ny)
@@ -174,8 +217,13 @@ class BlockMiner:
 
     def _piece(self, x, y, ny: int, r: int, c: int, parts: list) -> None:
         """The candidates among the products of rows r.. (x) and the ny rows c.. (y), one piece: appended to
-        parts as (segment, offset in it, product, r, c, ny) for _numbered."""
+        parts as (flat index in the piece, product, r, c, ny) for _numbered."""
         torch, thresh, nx = self.torch, self.thresh, len(x)
+        if self.fused is not None:  # products and threshold in one pass: nothing to search afterwards
+            flat, vals = self.fused(x, y, thresh, self.cbuf, self.hits)
+            if len(flat):
+                parts.append((flat, vals, r, c, ny))
+            return
         full = nx == self.chunk and ny == self.cols
         out = self.out if full else self.buf[: nx * ny].view(nx, ny)
         prod = self.kernel.mm(x, y, out)
@@ -196,7 +244,7 @@ class BlockMiner:
             hits = prod.view(-1, _SEG)[torch.from_numpy(g).to(self.device)].cpu().numpy()
         # (flat indices and shifts: np.nonzero's two index arrays cost 3x more at a piece's ~100 segments)
         flat = np.flatnonzero(hits >= thresh)
-        parts.append((g[flat >> _SEG_BITS], flat & (_SEG - 1), hits.ravel()[flat], r, c, ny))
+        parts.append(((g[flat >> _SEG_BITS] << _SEG_BITS) | (flat & (_SEG - 1)), hits.ravel()[flat], r, c, ny))
 
     def recheck(self, i, j, products=None):
         """The candidates (i, j) that pass, exactly: (i, j, clip_sim, dino_sim). products: their
