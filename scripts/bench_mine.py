@@ -45,6 +45,7 @@ import statistics
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import numpy as np
@@ -139,7 +140,8 @@ def kernel_floor(clip, clip_min: float, rotated: bool, device: str | None, block
     """(the kernel, a function that times the floor): find_pairs' blocks (block size, upper
     triangle, device) as the products of the kernel find_pairs chooses (or `kernel`) on the rows
     fast_pass quantised for it (as the miner did, quantised here untimed), into one reused buffer, and
-    nothing else, in the library's own threads. The function returns seconds. (On a CPU the miner
+    nothing else, in the library's own threads (a fused kernel's, thresholded and not written, as the miner
+    runs it, its blocks in a thread a core). The function returns seconds. (On a CPU the miner
     computes the same blocks in pieces, and skips the pieces of a diagonal block that hold only pairs
     below the diagonal: at N = 50,000 and 8192-row blocks it computes 90% of the floor's products.)"""
     import torch
@@ -152,14 +154,21 @@ def kernel_floor(clip, clip_min: float, rotated: bool, device: str | None, block
     buf = torch.empty(block * block, dtype=getattr(torch, k.out), device=dev)
     blocks = tiles(len(q), block)
 
+    def one(rc) -> None:
+        x, y = q[rc[0] : rc[0] + block], q[rc[1] : rc[1] + block]
+        calibrate.products(k, k.left(x), k.right(y), buf[: len(x) * len(y)].view(len(x), len(y)))
+
     def run() -> float:
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
         t0 = time.perf_counter()
         with torch.inference_mode():
-            for r, c in blocks:
-                x, y = q[r : r + block], q[c : c + block]
-                k.mm(k.left(x), k.right(y), buf[: len(x) * len(y)].view(len(x), len(y)))
+            if k.search is not None:  # a fused kernel runs in the calling thread: the blocks in a thread each core
+                with ThreadPoolExecutor(torch.get_num_threads()) as pool:
+                    list(pool.map(one, blocks))
+            else:
+                for rc in blocks:
+                    one(rc)
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
         return time.perf_counter() - t0
