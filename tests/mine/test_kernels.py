@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from vhmine.errors import InputError
-from vhmine.mine.join import kernels
+from vhmine.mine.join import calibrate, kernels
 from vhmine.mine.join.kernels import KERNELS, available, build, exact, levels_of, probe_rows
 from vhmine.mine.join.quantise import fast_pass, qmax_for
 from vhmine.mine.join.simsearch import assert_same_pairs, brute_force_pairs, find_pairs
@@ -116,6 +116,8 @@ def test_a_forced_kernel_that_is_not_exact_here_is_refused(monkeypatch):
         return out.copy_(res) if out is not None else res
 
     monkeypatch.setattr(torch, "_int_mm", wrong)
+    # (this process's memo of an earlier choice, another kernel, would be kept: it is still exact)
+    monkeypatch.setattr(calibrate, "_CHOSEN", {})
     clip = _sign_rows(100, 16, 0)
     with pytest.raises(
         InputError, match="--kernel int-mm: its products are not exact on this machine; use --kernel auto"

@@ -23,7 +23,7 @@ from vhmine.files import entry_key, read_entries, write_entries
 from vhmine.mine.join.kernels import Kernel, Unavailable, available, blas_threads, build, exact
 
 CACHE_ENV = "VHMINE_KERNEL_CACHE"
-_SCHEMA = 1  # raise when what is measured changes: old cache entries are then measured again
+_SCHEMA = 2  # raise when what is measured changes: old cache entries are then measured again
 _CAL_ROWS, _CAL_COLS = 256, 512  # the calibration block (with the width of the rows): 0.1 GMAC at d = 768
 _GPU_SCALE = 16  # a GPU's block is this much larger a side: at 256 x 512 it would time its kernel launches
 _BUDGET = 0.04  # seconds a candidate's timing may take, about
@@ -32,7 +32,8 @@ _BUDGET = 0.04  # seconds a candidate's timing may take, about
 def rate(kernel: Kernel, device, d: int, budget: float = _BUDGET) -> float:
     """GMAC/s of the kernel on a _CAL_ROWS x d x _CAL_COLS block (on a GPU _GPU_SCALE times larger a
     side; a slow kernel on a quarter of it, so one candidate never takes much over `budget`), operands
-    converted beforehand, as in a block."""
+    converted beforehand, as in a block, and what the miner's candidate search needs of it (`products`: a
+    fused kernel's threshold, another's segment maxima)."""
     import torch
 
     cpu = torch.device(device).type == "cpu"
@@ -42,12 +43,13 @@ def rate(kernel: Kernel, device, d: int, budget: float = _BUDGET) -> float:
     a = torch.from_numpy(rng.integers(-lv, lv + 1, (rows, d)).astype(np.int8)).to(device)
     b = torch.from_numpy(rng.integers(-lv, lv + 1, (cols, d)).astype(np.int8)).to(device)
     out = torch.empty(rows * cols, dtype=getattr(torch, kernel.out), device=device)
+    maxima = torch.empty(rows * cols // 64, dtype=out.dtype, device=device)
 
     def once(m: int, n: int) -> float:
         x, y = kernel.left(a[:m]), kernel.right(b[:n])
         _sync(torch, device)
         w0, t0 = time.perf_counter(), time.thread_time()
-        products(kernel, x, y, out[: m * n].view(m, n))
+        products(kernel, x, y, out[: m * n].view(m, n), maxima[: m * n // 64].view(m, -1))
         _sync(torch, device)
         wall, own = time.perf_counter() - w0, time.thread_time() - t0
         # On a CPU this thread's own CPU time, which a busy machine's other processes (and the spinning
@@ -112,13 +114,20 @@ def best_rate(kernel: Kernel, device, d: int, seconds: float = 0.6, window: floa
 _NO_PAIR = 2**31 - 1  # a threshold no product of int8 rows reaches (|product| < 2^24)
 
 
-def products(kernel: Kernel, x, y, out) -> None:
+def products(kernel: Kernel, x, y, out, maxima=None) -> None:
     """The kernel's products of converted rows x and y as the miner uses them: a fused kernel's products and
-    threshold in one pass, no product written (its threshold one no product reaches), another's into out."""
+    threshold in one pass, no product written (its threshold one no product reaches), another's into out, and
+    with maxima (a tensor of out's rows by its columns / 64) also their segment maxima, the first look of the
+    miner's candidate search (BlockMiner._piece) that a fused kernel does not need: so the calibration compares
+    kernels by what each costs the miner."""
     if kernel.search is not None:
         kernel.search(x, y, _NO_PAIR)
-    else:
-        kernel.mm(x, y, out)
+        return
+    prod = kernel.mm(x, y, out)
+    if maxima is not None:
+        import torch
+
+        torch.amax(prod.view(len(prod), -1, 64), 2, out=maxima)
 
 
 def _sync(torch, device) -> None:
