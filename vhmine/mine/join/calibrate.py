@@ -273,11 +273,10 @@ def choose(
         write_entries(path, data)
     best = _fastest(cands, rates, d, min_levels)
     # (cheap checks: the library may have changed, or a kernel was found wrong once, say while a test
-    # patched it, and is exact again: either measures again)
+    # patched it, and is exact again, or a rated one is wrong now: any of them measures again, so that no
+    # record rates a kernel that is not exact here)
     if source == "cached" and (
-        best is None
-        or not exact(cands[best], dev, d)
-        or any(rates.get(n) is None and exact(k, dev, d) for n, k in cands.items())
+        best is None or any((rates.get(n) is None) == exact(k, dev, d) for n, k in cands.items())
     ):
         rates, source = calibrate(cands, dev, d), "measured"
         best = _fastest(cands, rates, d, min_levels)
