@@ -56,7 +56,7 @@ class Kernel:
     left: Callable
     right: Callable
     mm: Callable
-    # search(left, right, thresh, cbuf, hits) -> (flat, products) of the products >= thresh, none written
+    # search(left, right, thresh) -> (flat, products) of the products >= thresh, none written
     # (flat: row * len(right) + column); a fused kernel's, where BlockMiner needs no candidate search of its own
     search: Callable | None = None
 

@@ -12,7 +12,6 @@ import math
 
 import numpy as np
 
-from vhmine.mine.join import vnni
 from vhmine.mine.join.calibrate import choose
 from vhmine.mine.join.kernels import Kernel, _same
 from vhmine.mine.join.quantise import qmax_for
@@ -67,11 +66,9 @@ class Operands:
         size = rows.shape[0] * rows.shape[1]
         with self.lock:
             if key not in self.held:
-                self.held[key], self.bytes = (packed, rows), self.bytes + size
+                self.held[key], self.bytes = (packed, rows, size), self.bytes + size
                 while self.bytes > self.limit and len(self.held) > 1:
-                    old = next(iter(self.held))
-                    self.bytes -= old[2] * old[3]
-                    del self.held[old]
+                    self.bytes -= self.held.pop(next(iter(self.held)))[2]
         return packed
 
 
@@ -141,10 +138,7 @@ class BlockMiner:
         self.maxima_out = self.maxima.view(self.chunk, -1)
         if self.cpu:
             self.out_np, self.maxima_np = self.buf.numpy(), self.maxima.numpy()
-        # a fused kernel's own buffers (its partial sums, the pairs it lists), this miner's: one per thread
         self.fused = self.kernel.search if self.cpu else None
-        if self.fused is not None:
-            self.cbuf, self.hits = np.empty(64 * vnni.MB, np.int32), np.empty(2 * vnni.MAX_HITS, np.int32)
         self.operands = operands  # (None: each search call keeps its own)
 
     def _operand(self, ops: Operands | None, side: str, rows):
@@ -220,7 +214,7 @@ class BlockMiner:
         parts as (flat index in the piece, product, r, c, ny) for _numbered."""
         torch, thresh, nx = self.torch, self.thresh, len(x)
         if self.fused is not None:  # products and threshold in one pass: nothing to search afterwards
-            flat, vals = self.fused(x, y, thresh, self.cbuf, self.hits)
+            flat, vals = self.fused(x, y, thresh)
             if len(flat):
                 parts.append((flat, vals, r, c, ny))
             return

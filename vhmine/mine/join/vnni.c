@@ -2,7 +2,9 @@
  * product compared with a threshold as it is made and the pairs at or above it listed; no product is written
  * unless `out` is given. AVX512-VNNI (VPDPBUSD: unsigned x signed bytes into int32): a's bytes are shifted by
  * +128 as they are packed (XOR 0x80), and the shift's share, 128 x (the sum of b's row), is taken off at the
- * end (comp). Every sum is an integer below 2^24 in magnitude: exact in int32.
+ * end (comp). Every product is an integer below 2^24 in magnitude, and every partial sum, the shift's share
+ * included, below (L + 128) L K for rows of levels L = quantise.qmax_for(K) (L^2 K < 2^24): under 2^31 for
+ * every width up to 2^23 (checked), so exact in int32.
  *
  * Both operands are packed (vnni_pack_left, vnni_pack); M a multiple of 4, N of 64, K of 4 (the miner's rows
  * are padded so). A tile of 4 rows by 64 columns is held in 16 registers; the width runs in blocks of KC bytes

@@ -140,17 +140,17 @@ def pack_left(t) -> Rows:
 _LOCAL = threading.local()
 
 
-def _own_buffers(m: int) -> tuple[np.ndarray, np.ndarray]:
-    """This thread's partial sums and pair list, kept from call to call (new ones would cost page faults)."""
+def _buffers() -> tuple[np.ndarray, np.ndarray]:
+    """This thread's partial sums (a block of MB rows) and pair list, kept from call to call (new ones would
+    cost page faults), one per thread as the miner's threads call the kernel at once."""
     if getattr(_LOCAL, "hits", None) is None:
         _LOCAL.cbuf, _LOCAL.hits = np.empty(64 * MB, np.int32), np.empty(2 * MAX_HITS, np.int32)
     return _LOCAL.cbuf, _LOCAL.hits
 
 
-def search(x: Rows, y: Panels, thresh: int, cbuf: np.ndarray | None = None, hits: np.ndarray | None = None, out=None):
+def search(x: Rows, y: Panels, thresh: int, out=None):
     """(flat, products): the pairs of rows of x and of y whose product is at least thresh, as row * len(y) +
-    column (int32, any order) and their products. cbuf (int32, >= 64 MB) and hits (int32, even length) are
-    reused buffers [default: this thread's own]; out (int32 M x len(y), C-contiguous), when given, gets every
+    column (int32, any order) and their products; out (int32 M x len(y), C-contiguous), when given, gets every
     product."""
     if x.k != y.k:
         raise ValueError(f"rows of width {x.k} against rows of width {y.k}")
@@ -158,10 +158,7 @@ def search(x: Rows, y: Panels, thresh: int, cbuf: np.ndarray | None = None, hits
     rows, m, n64 = len(x), 4 * len(a), len(y.data) // y.k
     if m * n64 >= 2**31:
         raise ValueError(f"{m} x {n64} products: more than int32 numbers")
-    if cbuf is None or hits is None:
-        cbuf, hits = _own_buffers(m) if cbuf is None else (cbuf, _own_buffers(m)[1])
-    if len(cbuf) < 64 * min(m, MB):
-        raise ValueError(f"cbuf holds {len(cbuf)} partial sums, the kernel writes {64 * min(m, MB)}")
+    cbuf, hits = _buffers()
     full = None if out is None else (out if out.shape == (m, n64) else np.empty((m, n64), np.int32))
     lib = library()
 
@@ -177,7 +174,7 @@ def search(x: Rows, y: Panels, thresh: int, cbuf: np.ndarray | None = None, hits
         count = run(hits)
     if full is not None and full is not out:
         out[...] = full[: out.shape[0], : out.shape[1]]
-    found = hits[: 2 * count].reshape(-1, 2).copy()  # (hits is the caller's buffer, reused)
+    found = hits[: 2 * count].reshape(-1, 2).copy()  # (hits is this thread's buffer, reused)
     flat, vals = found[:, 0], found[:, 1]
     if n64 != y.n or m != rows:  # padding: pairs of padded rows or columns, renumbered as len(y) wide
         r, c = np.divmod(flat, n64)
