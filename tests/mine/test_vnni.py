@@ -53,6 +53,31 @@ def test_search_lists_exactly_the_pairs_at_or_above_the_threshold_property(m, n,
     assert _listed(x, y, thresh, start) == _wanted(x[start:], y, thresh)
 
 
+@given(n=st.integers(1, 300), k=st.integers(1, 40), seed=st.integers(0, 2**16), panel=st.integers(0, 4))
+def test_packed_panels_cut_at_a_panels_edge_are_the_packing_of_those_rows(n, k, seed, panel):
+    # the diagonal's strips search the right rows from a panel's edge on, without packing them again
+    import torch
+
+    rng = np.random.default_rng(seed)
+    x, y = rng.integers(-127, 128, (9, k)).astype(np.int8), rng.integers(-127, 128, (n, k)).astype(np.int8)
+    start = min(64 * panel, (n - 1) // 64 * 64)
+    cut = vnni.pack(torch.from_numpy(y))[start:]
+    assert len(cut) == n - start
+    flat, vals = vnni.search(vnni.pack_left(torch.from_numpy(x)), cut, -(2**30))  # every product
+    got = np.zeros((9, n - start), np.int64)
+    got[np.divmod(flat, n - start)] = vals
+    assert np.array_equal(got, x.astype(np.int64) @ y[start:].astype(np.int64).T)
+
+
+def test_packed_panels_refuse_a_cut_inside_a_panel_or_short_of_the_end():
+    import torch
+
+    panels = vnni.pack(torch.zeros(200, 8, dtype=torch.int8))
+    for bad in (slice(32, None), slice(64, 128), slice(0, None, 2)):
+        with pytest.raises(ValueError, match="multiple of 64 to the end"):
+            panels[bad]
+
+
 def test_more_pairs_than_the_kernels_list_holds_are_all_listed():
     # identical rows: every one of 512 x 384 products equals the threshold, three times vnni.MAX_HITS
     x = np.full((512, 96), 3, np.int8)

@@ -177,7 +177,10 @@ class BlockMiner:
                         cut = max(0, (row + t - col) // _SEG * _SEG)
                         if cut < ny:
                             piece = xk[s + t : s + min(t + _DIAG, nx)]
-                            yt = yk if not cut else self._operand(ops, "right", y0[cut:])
+                            if not cut:
+                                yt = yk
+                            else:  # (a fused kernel's packed rows are cut at a panel's edge: no packing again)
+                                yt = yk[cut:] if self.fused is not None else self._operand(ops, "right", y0[cut:])
                             self._piece(piece, yt, ny - cut, row + t, col + cut, parts)
                 else:
                     self._piece(xk[s : s + nx], yk, ny, row, col, parts)

@@ -13,6 +13,8 @@ import math
 
 import numpy as np
 
+from vhmine.mine.join import native
+
 _CHUNK = 256  # pairs per batch in pair_sims and _screen: small enough to stay in a core's cache
 _U32, _U64 = 2.0**-24, 2.0**-53  # unit roundoff of float32 and float64
 
@@ -43,12 +45,29 @@ def pair_sims(x: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
     a, b, a64 = np.empty((k, x.shape[1]), x.dtype), np.empty((k, x.shape[1]), x.dtype), np.empty((k, x.shape[1]))
     for s in range(0, len(i), _CHUNK):  # into the same buffers each time: they stay in cache
         m = len(i[s : s + _CHUNK])
-        np.take(x, i[s : s + _CHUNK], axis=0, out=a[:m], mode="clip")  # (mode "raise" buffers out: slower)
-        np.take(x, j[s : s + _CHUNK], axis=0, out=b[:m], mode="clip")
-        np.copyto(a64[:m], a[:m])
-        np.multiply(a64[:m], b[:m], out=a64[:m])
-        np.add.reduce(a64[:m], axis=1, out=out[s : s + m])
+        # the exact element products: in C from the rows where they lie, or in numpy from copies
+        if not native.pair_products(x, i[s : s + _CHUNK], j[s : s + _CHUNK], a64[:m]):
+            np.take(x, i[s : s + _CHUNK], axis=0, out=a[:m], mode="clip")  # (mode "raise" buffers out: slower)
+            np.take(x, j[s : s + _CHUNK], axis=0, out=b[:m], mode="clip")
+            np.copyto(a64[:m], a[:m])
+            np.multiply(a64[:m], b[:m], out=a64[:m])
+        np.add.reduce(a64[:m], axis=1, out=out[s : s + m])  # (the one summation: the same bits either way)
     return out
+
+
+def _dots32(x: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """Float32 products of rows x[i] and x[j] (checked row numbers), in some summation order."""
+    v = native.pair_dots(x, i, j)
+    if v is not None:
+        return v
+    v, k = np.empty(len(i), np.float32), min(_CHUNK, len(i))
+    xi, xj = np.empty((k, x.shape[1]), x.dtype), np.empty((k, x.shape[1]), x.dtype)
+    for s in range(0, len(i), _CHUNK):
+        m = len(i[s : s + _CHUNK])
+        np.take(x, i[s : s + _CHUNK], axis=0, out=xi[:m], mode="clip")
+        np.take(x, j[s : s + _CHUNK], axis=0, out=xj[:m], mode="clip")
+        np.einsum("ij,ij->i", xi[:m], xj[:m], out=v[s : s + m])
+    return v
 
 
 def _recheck(clip, dino, i, j, clip_min, dino_max):
@@ -82,32 +101,21 @@ def _screen_bound(x: np.ndarray, i: np.ndarray, j: np.ndarray, norm2: float | No
 def _screen(x, i, j, keep_at_least: float, keep_at_most: float, norm2: float | None = None, values: bool = False):
     """Which pairs have keep_at_least <= pair_sims <= keep_at_most, exactly, and with values their
     pair_sims too (else None). Float32 products decide the pairs farther than their error bound
-    (_screen_bound) from both limits; pair_sims' float64 arithmetic, on the rows already gathered,
-    the others, and gives the values."""
+    (_screen_bound) from both limits; pair_sims' float64 arithmetic the others, and gives the values."""
     _check_rows(x, i, j)
     b = _screen_bound(x, i, j, norm2)
     lo, hi = keep_at_least, keep_at_most
-    keep, sims = np.empty(len(i), bool), (np.empty(len(i)) if values else None)
-    k, d = min(_CHUNK, len(i)), x.shape[1]
-    xi, xj, e, v = np.empty((k, d), x.dtype), np.empty((k, d), x.dtype), np.empty((k, d)), np.empty(k, np.float32)
-    for s in range(0, len(i), _CHUNK):
-        m = len(i[s : s + _CHUNK])
-        np.take(x, i[s : s + _CHUNK], axis=0, out=xi[:m], mode="clip")  # (mode "raise" buffers out: slower)
-        np.take(x, j[s : s + _CHUNK], axis=0, out=xj[:m], mode="clip")
-        np.einsum("ij,ij->i", xi[:m], xj[:m], out=v[:m])
-        ok = (v[:m] >= lo + b) & (v[:m] <= hi - b)
-        near = (v[:m] >= lo - b) & (v[:m] <= hi + b)  # holds ok
-        need = np.flatnonzero(near if values else near & ~ok)
-        if len(need):  # exactly as pair_sims: float64 copy of row i, times row j, pairwise sum
-            en = e[: len(need)]
-            en[...] = xi[need]
-            np.multiply(en, xj[need], out=en)
-            exact = np.add.reduce(en, axis=1)
-            ok[need] = (exact >= lo) & (exact <= hi)
-            if values:
-                sims[s + need] = exact
-        keep[s : s + m] = ok
-    return keep, sims
+    v = _dots32(x, i, j)
+    ok = (v >= lo + b) & (v <= hi - b)
+    near = (v >= lo - b) & (v <= hi + b)  # holds ok
+    need = np.flatnonzero(near if values else near & ~ok)
+    sims = np.empty(len(i)) if values else None
+    if len(need):
+        exact = pair_sims(x, i[need], j[need])
+        ok[need] = (exact >= lo) & (exact <= hi)
+        if values:
+            sims[need] = exact
+    return ok, sims
 
 
 def _screened_recheck(clip, dino, i, j, clip_min, dino_max, sure=None, norms=(None, None)):

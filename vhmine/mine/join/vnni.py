@@ -5,36 +5,25 @@ packed once a piece in C (oneDNN packs it at every call). AVX512-VNNI CPUs only;
 compiler, kernels.build says why in one line and the calibration chooses among the others.
 
 Reads vnni.c; writes the compiled library to the cache folder (VHMINE_VNNI_LIB [default: vnni-<digest>.so
-beside the kernel calibration's cache]), once per source and compiler flags, atomically (a rename).
+beside the kernel calibration's cache]), once per source and compiler flags, atomically (native.build).
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
-import os
-import shutil
-import subprocess
-import tempfile
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-from vhmine.config import cache_file, cpu
+from vhmine.config import cpu
+from vhmine.mine.join.native import NotBuilt, build
 
 LIB_ENV = "VHMINE_VNNI_LIB"
-CALIBRATION_ENV = "VHMINE_KERNEL_CACHE"  # (calibrate.CACHE_ENV: the library lies beside that cache)
 FLAGS = ("-O3", "-mavx512f", "-mavx512bw", "-mavx512vnni", "-shared", "-fPIC")  # (not -march=native: a cache
 MAX_HITS = 1 << 16  # folder shared by machines keeps one library that runs on every VNNI CPU)
 MB = 128  # vnni.c's rows of a block (its partial sums: 64 x MB int32)
-_SOURCE = Path(__file__).with_name("vnni.c")
-
-
-class NotBuilt(Exception):
-    """Why this machine has no fused kernel (one line)."""
 
 
 @functools.lru_cache(maxsize=1)
@@ -42,21 +31,7 @@ def library():
     """The compiled kernel (ctypes), built here once; raises NotBuilt with the reason where it cannot be."""
     if not cpu(("avx512_vnni",))[1]:
         raise NotBuilt("this CPU has no AVX512-VNNI")
-    src = _SOURCE.read_bytes()
-    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
-    digest = hashlib.blake2b(src + " ".join(FLAGS).encode(), digest_size=8).hexdigest()
-    lib = Path(os.environ.get(LIB_ENV) or cache_file(CALIBRATION_ENV, "kernels.json").with_name(f"vnni-{digest}.so"))
-    if not lib.exists():
-        if cc is None:
-            raise NotBuilt("no C compiler (cc or gcc) on PATH to build it")
-        lib.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=lib.parent, prefix=".vnni-") as tmp:
-            part = Path(tmp) / "vnni.so"
-            res = subprocess.run([cc, *FLAGS, "-o", str(part), str(_SOURCE)], capture_output=True, text=True)
-            if res.returncode:
-                raise NotBuilt(f"vnni.c did not compile: {(res.stderr.strip().splitlines() or ['?'])[-1][:200]}")
-            os.replace(part, lib)  # (another process building the same library meanwhile: either one is whole)
-    k = ctypes.CDLL(str(lib))
+    k = build("vnni", FLAGS, LIB_ENV)
     p, i, L = ctypes.c_void_p, ctypes.c_int, ctypes.c_long
     k.vnni_pack.argtypes = [p, i, i, i, p, p]
     k.vnni_pack.restype = None
@@ -104,6 +79,14 @@ class Panels:
 
     def __len__(self) -> int:
         return self.n
+
+    def __getitem__(self, rows: slice) -> Panels:
+        """Rows start.. to the end, start a multiple of 64 (a panel's edge): a view, nothing packed again (the
+        strips of BlockMiner.search where a piece reaches the diagonal)."""
+        start, stop, step = rows.indices(self.n)
+        if start % 64 or stop != self.n or step != 1:
+            raise ValueError(f"packed panels are sliced from a multiple of 64 to the end, not [{start}:{stop}]")
+        return Panels(self.data[start * self.k :], self.comp[start:], self.n - start, self.k)
 
 
 def _rows(t) -> np.ndarray:
