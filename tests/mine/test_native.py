@@ -109,3 +109,35 @@ def test_a_machine_that_cannot_build_it_rechecks_in_numpy(tmp_path, monkeypatch)
     monkeypatch.delenv("CC")
     assert native.pairdots() is not None and list(tmp_path.glob("pairdots-*.so"))  # built beside that cache
     native.pairdots.cache_clear()
+
+
+def test_a_cache_folder_that_cannot_be_written_is_said_in_one_line(tmp_path, monkeypatch):
+    from vhmine.mine.join import kernels, vnni
+
+    (tmp_path / "file").write_text("not a folder")
+    monkeypatch.setenv(native.CALIBRATION_ENV, str(tmp_path / "file" / "kernels.json"))  # its folder is a file
+    monkeypatch.delenv(vnni.LIB_ENV, raising=False)
+    native.pairdots.cache_clear()
+    vnni.library.cache_clear()
+    try:
+        with pytest.raises(native.NotBuilt, match=r"^pairdots\.c could not be built in file/: ") as why:
+            native.build("pairdots", native.PAIRDOTS_FLAGS)
+        assert "\n" not in str(why.value)
+        assert native.pairdots() is None  # the re-check then runs in numpy
+        x = _rows(7, 20, 12, 1.0)
+        i, j = _pairs(7, 20, 50)
+        assert np.allclose(recheck.pair_sims(x, i, j), np.einsum("ij,ij->i", x[i].astype(np.float64), x[j]))
+        if "vnni" in kernels.KERNELS and vnni.cpu(("avx512_vnni",))[1]:
+            with pytest.raises(kernels.Unavailable, match=r"^vnni\.c could not be built in file/: "):
+                kernels.build("vnni", "cpu")
+    finally:
+        native.pairdots.cache_clear()
+        vnni.library.cache_clear()
+
+
+def test_a_library_that_does_not_load_is_said_in_one_line(tmp_path, monkeypatch):
+    bad = tmp_path / "pairdots.so"
+    bad.write_bytes(b"not a shared object")
+    monkeypatch.setenv("VHMINE_TEST_PAIRDOTS", str(bad))
+    with pytest.raises(native.NotBuilt, match=r"^pairdots\.so did not load: "):
+        native.build("pairdots", native.PAIRDOTS_FLAGS, env="VHMINE_TEST_PAIRDOTS")

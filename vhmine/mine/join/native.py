@@ -42,14 +42,21 @@ def build(name: str, flags: tuple[str, ...], env: str | None = None) -> ctypes.C
     if not lib.exists():
         if cc is None:
             raise NotBuilt("no C compiler (cc or gcc) on PATH to build it")
-        lib.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=lib.parent, prefix=f".{name}-") as tmp:
-            part = Path(tmp) / f"{name}.so"
-            res = subprocess.run([cc, *flags, "-o", str(part), str(source)], capture_output=True, text=True)
-            if res.returncode:
-                raise NotBuilt(f"{name}.c did not compile: {(res.stderr.strip().splitlines() or ['?'])[-1][:200]}")
-            os.replace(part, lib)  # (another process building the same library meanwhile: either one is whole)
-    return ctypes.CDLL(str(lib))
+        try:
+            lib.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=lib.parent, prefix=f".{name}-") as tmp:
+                part = Path(tmp) / f"{name}.so"
+                res = subprocess.run([cc, *flags, "-o", str(part), str(source)], capture_output=True, text=True)
+                if res.returncode:
+                    last = (res.stderr.strip().splitlines() or ["?"])[-1][:200]
+                    raise NotBuilt(f"{name}.c did not compile: {last}")
+                os.replace(part, lib)  # (another process building the same library meanwhile: either one is whole)
+        except OSError as why:  # (a cache folder that cannot be written)
+            raise NotBuilt(f"{name}.c could not be built in {lib.parent.name}/: {why.strerror or why}") from None
+    try:
+        return ctypes.CDLL(str(lib))
+    except OSError as why:  # (a cache folder mounted noexec, a library of another machine's architecture)
+        raise NotBuilt(f"{lib.name} did not load: {str(why)[:200]}") from None
 
 
 # (portable: -O3 and OpenMP's simd reductions vectorise its loops without -march; on x86-64 gcc it also holds
@@ -62,7 +69,7 @@ def pairdots():
     """pairdots.c's library, or None where it cannot be built here."""
     try:
         k = build("pairdots", PAIRDOTS_FLAGS)
-    except (NotBuilt, OSError):
+    except NotBuilt:
         return None
     p, n = ctypes.c_void_p, ctypes.c_long
     for f in (k.pair_dots, k.pair_products):
