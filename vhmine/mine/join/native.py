@@ -77,33 +77,28 @@ def pairdots():
     return k
 
 
-def _operands(x: np.ndarray, i: np.ndarray, j: np.ndarray):
-    """x, i, j as the C code reads them (int64 row numbers), or None when x is not C-contiguous float32 rows
-    (recheck then works in numpy: a copy of x for each call would cost more than it saves). The caller has
-    checked the row numbers."""
-    if x.dtype != np.float32 or x.ndim != 2 or not x.flags.c_contiguous:
-        return None
-    return x, np.ascontiguousarray(i, np.int64), np.ascontiguousarray(j, np.int64)
+def reads_in_place(x: np.ndarray) -> bool:
+    """Whether pair_dots and pair_products take these rows here: the library is built and x is C-contiguous
+    float32 rows (else recheck works in numpy: a copy of x for each call would cost more than it saves)."""
+    return x.dtype == np.float32 and x.ndim == 2 and x.flags.c_contiguous and pairdots() is not None
 
 
 def pair_dots(x: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray | None:
     """Float32 products of rows x[i] and x[j] (i, j in range), each summed in some order (within
     recheck._screen_bound of pair_sims), or None where the library is not built."""
-    lib, ops = pairdots(), _operands(x, i, j)
-    if lib is None or ops is None:
+    if not reads_in_place(x):
         return None
-    x, i, j = ops
+    i, j = np.ascontiguousarray(i, np.int64), np.ascontiguousarray(j, np.int64)  # (row numbers checked by the caller)
     out = np.empty(len(i), np.float32)
-    lib.pair_dots(x.ctypes.data, x.shape[1], i.ctypes.data, j.ctypes.data, len(i), out.ctypes.data)
+    pairdots().pair_dots(x.ctypes.data, x.shape[1], i.ctypes.data, j.ctypes.data, len(i), out.ctypes.data)
     return out
 
 
 def pair_products(x: np.ndarray, i: np.ndarray, j: np.ndarray, out: np.ndarray) -> bool:
     """out[p] = float64(x[i[p]]) * x[j[p]], element by element (exact: a float32 product fits in float64), into
     out (float64, C-contiguous, len(i) x width); False (nothing written) where the library is not built."""
-    lib, ops = pairdots(), _operands(x, i, j)
-    if lib is None or ops is None:
+    if not reads_in_place(x):
         return False
-    x, i, j = ops
-    lib.pair_products(x.ctypes.data, x.shape[1], i.ctypes.data, j.ctypes.data, len(i), out.ctypes.data)
+    i, j = np.ascontiguousarray(i, np.int64), np.ascontiguousarray(j, np.int64)  # (row numbers checked by the caller)
+    pairdots().pair_products(x.ctypes.data, x.shape[1], i.ctypes.data, j.ctypes.data, len(i), out.ctypes.data)
     return True

@@ -41,32 +41,40 @@ def pair_sims(x: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
     """
     out = np.empty(len(i))
     _check_rows(x, i, j)
-    k = min(_CHUNK, len(i))
-    a, b, a64 = np.empty((k, x.shape[1]), x.dtype), np.empty((k, x.shape[1]), x.dtype), np.empty((k, x.shape[1]))
-    for s in range(0, len(i), _CHUNK):  # into the same buffers each time: they stay in cache
-        m = len(i[s : s + _CHUNK])
-        # the exact element products: in C from the rows where they lie, or in numpy from copies
-        if not native.pair_products(x, i[s : s + _CHUNK], j[s : s + _CHUNK], a64[:m]):
-            np.take(x, i[s : s + _CHUNK], axis=0, out=a[:m], mode="clip")  # (mode "raise" buffers out: slower)
-            np.take(x, j[s : s + _CHUNK], axis=0, out=b[:m], mode="clip")
-            np.copyto(a64[:m], a[:m])
-            np.multiply(a64[:m], b[:m], out=a64[:m])
-        np.add.reduce(a64[:m], axis=1, out=out[s : s + m])  # (the one summation: the same bits either way)
+    a64 = np.empty((min(_CHUNK, len(i)), x.shape[1]))  # (the same buffer each chunk: it stays in cache)
+    if native.reads_in_place(x):  # the exact element products in C, from the rows where they lie
+        for s in range(0, len(i), _CHUNK):
+            m = len(i[s : s + _CHUNK])
+            native.pair_products(x, i[s : s + _CHUNK], j[s : s + _CHUNK], a64[:m])
+            np.add.reduce(a64[:m], axis=1, out=out[s : s + m])  # (the one summation: the same bits either way)
+    else:
+        for s, xi, xj in _copied_rows(x, i, j):
+            m = len(xi)
+            np.copyto(a64[:m], xi)
+            np.multiply(a64[:m], xj, out=a64[:m])
+            np.add.reduce(a64[:m], axis=1, out=out[s : s + m])
     return out
+
+
+def _copied_rows(x: np.ndarray, i: np.ndarray, j: np.ndarray):
+    """(s, x[i], x[j]) for each chunk of _CHUNK pairs from s, the rows copied into two buffers reused chunk to
+    chunk (they stay in cache); row numbers checked beforehand."""
+    k = min(_CHUNK, len(i))
+    a, b = np.empty((k, x.shape[1]), x.dtype), np.empty((k, x.shape[1]), x.dtype)
+    for s in range(0, len(i), _CHUNK):
+        m = len(i[s : s + _CHUNK])
+        np.take(x, i[s : s + _CHUNK], axis=0, out=a[:m], mode="clip")  # (mode "raise" buffers out: slower)
+        np.take(x, j[s : s + _CHUNK], axis=0, out=b[:m], mode="clip")
+        yield s, a[:m], b[:m]
 
 
 def _dots32(x: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
     """Float32 products of rows x[i] and x[j] (checked row numbers), in some summation order."""
     v = native.pair_dots(x, i, j)
-    if v is not None:
-        return v
-    v, k = np.empty(len(i), np.float32), min(_CHUNK, len(i))
-    xi, xj = np.empty((k, x.shape[1]), x.dtype), np.empty((k, x.shape[1]), x.dtype)
-    for s in range(0, len(i), _CHUNK):
-        m = len(i[s : s + _CHUNK])
-        np.take(x, i[s : s + _CHUNK], axis=0, out=xi[:m], mode="clip")
-        np.take(x, j[s : s + _CHUNK], axis=0, out=xj[:m], mode="clip")
-        np.einsum("ij,ij->i", xi[:m], xj[:m], out=v[s : s + m])
+    if v is None:
+        v = np.empty(len(i), np.float32)
+        for s, xi, xj in _copied_rows(x, i, j):
+            np.einsum("ij,ij->i", xi, xj, out=v[s : s + len(xi)])
     return v
 
 
