@@ -323,7 +323,7 @@ def mined(tmp_path, photos_dir, tiny_models):
     """photos/ embedded into idx/p with tiny encoders, every pair mined into runs/r, and a store at
     data/vhmine.db (the default place) seeded from that run with ready instances."""
     from vhmine.embed.job import embed_collection
-    from vhmine.mine.job import MineOptions, mine_index
+    from vhmine.mine import MineOptions, mine_index
 
     photos = copy_photos(tmp_path / "photos", photos_dir)
     embed_collection(embed_options(photos, tmp_path / "idx", tiny_models, name="p"))

@@ -77,7 +77,7 @@ def test_export_replace_refuses_the_data_folder_that_holds_the_store(mined):
     assert len(C.ready_instances(store)) > 0  # the store is whole
     # the same guard sits in every folder swap: mine --out and the swap itself
     from vhmine.files import replace_dir
-    from vhmine.mine.job import MineOptions, mine_index
+    from vhmine.mine import MineOptions, mine_index
 
     with pytest.raises(InputError, match=r"not a run that `vhmine mine` wrote .*holds the curation store \(vhmine\.db"):
         mine_index(MineOptions(index="p", indexes=tmp / "idx", out=data, progress=False))

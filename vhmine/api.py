@@ -43,7 +43,7 @@ def mine(index: str | None = None, **options):
     nothing is mined), tiles, kernel (the products kernel, mine.kernels.KERNELS; None: measured), against (a second
     index: pairs with one image from each), full (mine every pair even when an earlier run could be reused), prune
     (skip the products that provably hold no pair, mine.join.prune: None when measured to pay, True, False)."""
-    from vhmine.mine.job import MineOptions, mine_index
+    from vhmine.mine import MineOptions, mine_index
 
     return mine_index(MineOptions(index=index, **options))
 

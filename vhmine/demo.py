@@ -103,7 +103,7 @@ def own_folder_lines(clip_spec: str, dino_spec: str, *, offline: bool) -> list[s
 def run_demo(*, limit: int = 500, offline: bool = False, workdir: Path = Path(".")) -> DemoResult:
     from vhmine.embed.encoders import HUB_HOST, host_reachable
     from vhmine.embed.job import EmbedOptions, embed_collection
-    from vhmine.mine.job import MineOptions, mine_index
+    from vhmine.mine import MineOptions, mine_index
 
     workdir = Path(workdir)
     indexes = workdir / "indexes"

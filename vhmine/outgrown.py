@@ -54,7 +54,7 @@ def outgrown(indexes, runs) -> list[dict]:
 
 def _rerun(index, run) -> str:
     """The `vhmine mine` command that mined `run`, to run again: thresholds, caps, engine, and --out when the run
-    is not in the folder mine names by default (mine.job.default_run_name)."""
+    is not in the folder mine names by default (mine.plan.default_run_name)."""
     from vhmine.config import mine_command, runs_root
     from vhmine.files import shown_path
 

@@ -441,7 +441,7 @@ def test_the_check_takes_the_index_vectors_and_needs_no_encoder_files(tmp_path, 
     from vhmine.export.job import ExportOptions, export_benchmark
     from vhmine.export.neardup import DupOptions
     from vhmine.index import open_index
-    from vhmine.mine.job import MineOptions, mine_index
+    from vhmine.mine import MineOptions, mine_index
 
     models = tmp_path / "models"  # a copy of the tiny encoders, deleted below
     shutil.copytree(Path(tiny_models[0].partition(":")[2]).parent, models)

@@ -360,7 +360,7 @@ def _record(store, found: dict[str, list[dict]], basis, decided_by: dict, public
 
 def _cell(e: dict) -> str:
     """One image: a thumbnail (gallery.thumbnail_data_url, so the page is self-contained) and what it is."""
-    from vhmine.mine.gallery import thumbnail_data_url
+    from vhmine.mine import thumbnail_data_url
 
     url = thumbnail_data_url(e["_file"]) if e.get("_file") else None
     img = f'<img src="{url}" alt="{html.escape(e["image_id"])}">' if url else "<em>(image unreadable)</em>"
@@ -377,7 +377,7 @@ def _overrule_text(o: dict | None) -> str:
 
 
 def _page(section: dict, *lists: list[dict]) -> str:
-    from vhmine.mine.gallery import PAGE_HEAD
+    from vhmine.mine import PAGE_HEAD
 
     enc = section["decided_by"]["encoders"]
     th = section["decided_by"]["thresholds"]

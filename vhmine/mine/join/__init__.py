@@ -13,7 +13,15 @@ One public entry per shape:
 
 Beside them: `PairSet` (what they return), `pair_sims` (the float64 similarity every result carries),
 `merge`, the references `brute_force_pairs` / `brute_force_across` with `assert_same_pairs`, and
-`row_digests` (a digest of each row, to tell kept rows from changed ones). Inside: quantise (the int8 fast
+`row_digests` (a digest of each row, to tell kept rows from changed ones), `small_pairs` (a small
+collection's triangle in float64, without torch), `keep_across` / `shared_ids` (a rectangle's pairs when the
+two collections share images), `levels_of` (a products kernel named, checked).
+
+The tile interface (what mine.ray's tasks run, one block or tile at a time, quantised with one streaming
+pass's parameters): `Quantiser`, `BlockStats`, `choose_turn`, `sample_rows`, `scan_block`, `threshold`,
+`quantise_block`, `tile_candidates`, `cross_candidates`, `tile_kernel`, `exact_pairs`, `block_bytes`,
+`qmax_for`, `ALIGN`; the checks a task makes of its rows (`check_rows`, `check_limits`, `check_norms`,
+`squared_norms`) and the pruning of a tile (`tile_centres`, `sort_block`). Inside: quantise (the int8 fast
 pass and its proven error bound), kernels and calibrate (the products kernels and the measured choice),
 products (one block's products and candidates), search (the checks, the quantisation, a shape's parts and
 the threads behind each entry), band (the parts: rows against rows, and the drivers that run their blocks),
@@ -24,30 +32,75 @@ starting), simsearch (the entries), digests.
 
 from __future__ import annotations
 
+from vhmine.mine.join.blocks import (
+    BlockStats,
+    Quantiser,
+    choose_turn,
+    cross_candidates,
+    exact_pairs,
+    quantise_block,
+    sample_rows,
+    scan_block,
+    threshold,
+    tile_candidates,
+    tile_kernel,
+)
 from vhmine.mine.join.digests import row_digests
+from vhmine.mine.join.kernels import levels_of
+from vhmine.mine.join.products import block_bytes
+from vhmine.mine.join.prune import sort_block, tile_centres
+from vhmine.mine.join.quantise import ALIGN, qmax_for
 from vhmine.mine.join.recheck import pair_sims
+from vhmine.mine.join.rowcheck import check_limits, check_norms, squared_norms
+from vhmine.mine.join.shared import keep_across, shared_ids
 from vhmine.mine.join.simsearch import (
     PairSet,
     assert_same_pairs,
     brute_force_across,
     brute_force_pairs,
+    check_rows,
     find_new_pairs,
     find_pairs,
     find_pairs_across,
     merge,
     no_pairs,
+    small_pairs,
 )
 
 __all__ = [
+    "ALIGN",
+    "BlockStats",
     "PairSet",
+    "Quantiser",
     "assert_same_pairs",
+    "block_bytes",
     "brute_force_across",
     "brute_force_pairs",
+    "check_limits",
+    "check_norms",
+    "check_rows",
+    "choose_turn",
+    "cross_candidates",
+    "exact_pairs",
     "find_new_pairs",
     "find_pairs",
     "find_pairs_across",
+    "keep_across",
+    "levels_of",
     "merge",
     "no_pairs",
     "pair_sims",
+    "qmax_for",
+    "quantise_block",
     "row_digests",
+    "sample_rows",
+    "scan_block",
+    "shared_ids",
+    "small_pairs",
+    "sort_block",
+    "squared_norms",
+    "threshold",
+    "tile_candidates",
+    "tile_centres",
+    "tile_kernel",
 ]

@@ -1,5 +1,6 @@
-"""What the exact miner refuses before it starts: a threshold that is not a number, and rows whose size
-float32 arithmetic cannot screen exactly. Reads the arrays it is given; writes nothing.
+"""What the exact miner refuses before it starts: a threshold that is not a number, rows that are not 2-D
+float32 or hold NaN or infinite values (check_rows), and rows whose size float32 arithmetic cannot screen
+exactly. Reads the arrays it is given; writes nothing.
 
 find_pairs (simsearch) screens candidates with float32 products whose proven error bound is relative to the
 largest squared row norm, and the fast pass (quantise) bounds its error the same way. Float32 underflows
@@ -19,6 +20,9 @@ import math
 import numpy as np
 
 from vhmine.errors import InputError
+from vhmine.mine.join.band import new_rows_of
+from vhmine.mine.join.quantise import in_threads
+from vhmine.mine.join.recheck import _U32, _gamma
 
 NORM_MIN, NORM_MAX = 2.0**-50, 2.0**50  # about 8.9e-16 and 1.1e15
 
@@ -66,3 +70,66 @@ def check_norms(name: str, x: np.ndarray, n2: np.ndarray, first_row: int | None 
 def squared_norms(x: np.ndarray) -> np.ndarray:
     """The float32 sums of squares of x's rows (as simsearch._checked computes them)."""
     return np.einsum("ij,ij->i", x, x)
+
+
+def check_rows(clip: np.ndarray, dino: np.ndarray, *, screened: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """The rows as contiguous float32 arrays, or InputError naming what is wrong: not 2-D float32, NaN or
+    infinite values, row counts that differ, and (screened) norms float32 screening cannot handle."""
+    return _checked(clip, dino, screened=screened)[:2]
+
+
+def _checked(
+    clip: np.ndarray, dino: np.ndarray, workers=1, *, screened: bool = True, only=None
+) -> tuple[np.ndarray, np.ndarray, float | None, float | None]:
+    """check_rows, plus a bound on the largest squared row norm of each (workers: see in_threads). screened:
+    rows are refused whose norms float32 screening cannot handle (rowcheck; float64 alone handles any).
+    only: row numbers (band.new_rows_of's) whose values alone are checked, the others having been checked
+    by the earlier join that quantised them; then no bounds (None: the re-check measures its rows')."""
+    clip, dino = np.ascontiguousarray(clip), np.ascontiguousarray(dino)
+    norms = []
+    for name, x in (("clip", clip), ("dino", dino)):
+        if x.ndim != 2 or x.dtype != np.float32:
+            raise InputError(f"{name} vectors must be a 2-D float32 array, got {x.dtype} with shape {x.shape}")
+    if only is not None:
+        if len(clip) != len(dino):
+            raise InputError(f"clip has {len(clip)} rows but dino has {len(dino)}; the two indexes must be row-aligned")
+        rows = new_rows_of(only, len(clip))
+        try:
+            _checked(clip[rows], dino[rows], workers, screened=screened)
+        except InputError as err:  # (its row numbers among the new rows: the caller's instead)
+            raise InputError(_renumbered(str(err), rows)) from None
+        return clip, dino, None, None
+    for name, x in (("clip", clip), ("dino", dino)):
+        # one read of the rows: a NaN or infinite value makes its row's sum of squares NaN or infinite;
+        # the rows flagged so (also finite rows whose squares overflow) are then looked at value by value
+        n2 = np.concatenate(
+            [np.empty(0, np.float32)]
+            + in_threads(
+                lambda s, x=x: np.einsum("ij,ij->i", x[s : s + 8192], x[s : s + 8192]), range(0, len(x), 8192), workers
+            )
+        )
+        bad = np.flatnonzero(~np.isfinite(n2))
+        if len(bad):
+            bad = bad[~np.isfinite(x[bad]).all(axis=1)]
+        if len(bad):
+            raise InputError(
+                f"{name} row {bad[0]} has NaN or infinite values ({len(bad)} rows in all); "
+                "re-run `vhmine embed` for those images"
+            )
+        if screened:
+            check_norms(name, x, n2)
+        # a float32 sum of squares is within gamma_d of the exact one (an overflow leaves inf: no bound)
+        norms.append(float(n2.max()) / (1 - _gamma(x.shape[1], _U32)) if len(n2) else 0.0)
+    if len(clip) != len(dino):
+        raise InputError(
+            f"clip has {len(clip)} rows but dino has {len(dino)}; the two indexes must be row-aligned "
+            "(re-run `vhmine embed`)"
+        )
+    return clip, dino, norms[0], norms[1]
+
+
+def _renumbered(message: str, rows: np.ndarray) -> str:
+    """An InputError's text about a subset's row k, about rows[k] instead."""
+    import re
+
+    return re.sub(r"^(clip|dino) row (\d+)", lambda m: f"{m[1]} row {rows[int(m[2])]}", message)

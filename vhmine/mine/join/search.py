@@ -19,7 +19,7 @@ from vhmine.errors import InputError
 from vhmine.mine.join import calibrate, kernels
 from vhmine.mine.join.band import Part, gather, mine_blocks, mine_in_threads, up
 from vhmine.mine.join.blocks import Quantiser, quantise_block, thresholds_of
-from vhmine.mine.join.products import BlockMiner, Operands
+from vhmine.mine.join.products import BlockMiner
 from vhmine.mine.join.quantise import ALIGN, FastPass, fast_pass
 from vhmine.mine.join.rowcheck import check_limits
 
@@ -195,7 +195,6 @@ def mine(
             parts = parts_of(shape, qd, n, device)
             chosen = pruning.choose(parts, qd, clip, shape, prune, choice, block, device)
             parts = chosen.parts
-            shared = Operands() if choice.kernel.search is not None else None  # (a fused kernel's packings)
 
             def miner(**kw):
                 return BlockMiner(
@@ -211,7 +210,6 @@ def mine(
                     sure=qd.sure,
                     norms=(clip_n2, dino_n2),
                     kernel=choice.kernel,
-                    operands=shared,
                     **kw,
                 )
 

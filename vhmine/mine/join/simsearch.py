@@ -35,9 +35,9 @@ import numpy as np
 from vhmine.errors import InputError
 from vhmine.mine.join import search
 from vhmine.mine.join.band import check_same_dims, new_rows_of
-from vhmine.mine.join.quantise import fast_pass, in_threads
-from vhmine.mine.join.recheck import _U32, _gamma, _recheck, pair_sims
-from vhmine.mine.join.rowcheck import check_norms
+from vhmine.mine.join.quantise import fast_pass
+from vhmine.mine.join.recheck import _recheck, pair_sims
+from vhmine.mine.join.rowcheck import _checked, check_limits, check_rows
 from vhmine.mine.join.search import Shape
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "assert_same_pairs",
     "brute_force_across",
     "brute_force_pairs",
+    "check_rows",
     "fast_pass",
     "find_new_pairs",
     "find_pairs",
@@ -52,6 +53,7 @@ __all__ = [
     "merge",
     "no_pairs",
     "pair_sims",
+    "small_pairs",
 ]
 
 log = logging.getLogger(__name__)
@@ -85,69 +87,6 @@ def no_pairs() -> PairSet:
     return PairSet(*_EMPTY)
 
 
-def check_rows(clip: np.ndarray, dino: np.ndarray, *, screened: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """The rows as contiguous float32 arrays, or InputError naming what is wrong: not 2-D float32, NaN or
-    infinite values, row counts that differ, and (screened) norms float32 screening cannot handle."""
-    return _checked(clip, dino, screened=screened)[:2]
-
-
-def _checked(
-    clip: np.ndarray, dino: np.ndarray, workers=1, *, screened: bool = True, only=None
-) -> tuple[np.ndarray, np.ndarray, float | None, float | None]:
-    """check_rows, plus a bound on the largest squared row norm of each (workers: see in_threads). screened:
-    rows are refused whose norms float32 screening cannot handle (rowcheck; float64 alone handles any).
-    only: row numbers (band.new_rows_of's) whose values alone are checked, the others having been checked
-    by the earlier join that quantised them; then no bounds (None: the re-check measures its rows')."""
-    clip, dino = np.ascontiguousarray(clip), np.ascontiguousarray(dino)
-    norms = []
-    for name, x in (("clip", clip), ("dino", dino)):
-        if x.ndim != 2 or x.dtype != np.float32:
-            raise InputError(f"{name} vectors must be a 2-D float32 array, got {x.dtype} with shape {x.shape}")
-    if only is not None:
-        if len(clip) != len(dino):
-            raise InputError(f"clip has {len(clip)} rows but dino has {len(dino)}; the two indexes must be row-aligned")
-        rows = new_rows_of(only, len(clip))
-        try:
-            _checked(clip[rows], dino[rows], workers, screened=screened)
-        except InputError as err:  # (its row numbers among the new rows: the caller's instead)
-            raise InputError(_renumbered(str(err), rows)) from None
-        return clip, dino, None, None
-    for name, x in (("clip", clip), ("dino", dino)):
-        # one read of the rows: a NaN or infinite value makes its row's sum of squares NaN or infinite;
-        # the rows flagged so (also finite rows whose squares overflow) are then looked at value by value
-        n2 = np.concatenate(
-            [np.empty(0, np.float32)]
-            + in_threads(
-                lambda s, x=x: np.einsum("ij,ij->i", x[s : s + 8192], x[s : s + 8192]), range(0, len(x), 8192), workers
-            )
-        )
-        bad = np.flatnonzero(~np.isfinite(n2))
-        if len(bad):
-            bad = bad[~np.isfinite(x[bad]).all(axis=1)]
-        if len(bad):
-            raise InputError(
-                f"{name} row {bad[0]} has NaN or infinite values ({len(bad)} rows in all); "
-                "re-run `vhmine embed` for those images"
-            )
-        if screened:
-            check_norms(name, x, n2)
-        # a float32 sum of squares is within gamma_d of the exact one (an overflow leaves inf: no bound)
-        norms.append(float(n2.max()) / (1 - _gamma(x.shape[1], _U32)) if len(n2) else 0.0)
-    if len(clip) != len(dino):
-        raise InputError(
-            f"clip has {len(clip)} rows but dino has {len(dino)}; the two indexes must be row-aligned "
-            "(re-run `vhmine embed`)"
-        )
-    return clip, dino, norms[0], norms[1]
-
-
-def _renumbered(message: str, rows: np.ndarray) -> str:
-    """An InputError's text about a subset's row k, about rows[k] instead."""
-    import re
-
-    return re.sub(r"^(clip|dino) row (\d+)", lambda m: f"{m[1]} row {rows[int(m[2])]}", message)
-
-
 def brute_force_pairs(clip: np.ndarray, dino: np.ndarray, clip_min: float, dino_max: float = math.inf) -> PairSet:
     """The reference: every pair i < j through pair_sims. O(N^2 d) in numpy; small N only."""
     clip, dino = check_rows(clip, dino, screened=False)
@@ -155,6 +94,21 @@ def brute_force_pairs(clip: np.ndarray, dino: np.ndarray, clip_min: float, dino_
     step = 1 << 18
     parts = [_recheck(clip, dino, i[s : s + step], j[s : s + step], clip_min, dino_max) for s in range(0, len(i), step)]
     return _pairset(*(np.concatenate(p) for p in zip(*parts))) if parts else PairSet(*_EMPTY)
+
+
+def small_pairs(clip: np.ndarray, dino: np.ndarray, clip_min: float, *, progress: bool = False) -> PairSet:
+    """Every pair i < j with clip_sim >= clip_min of a small collection, all of them multiplied in numpy
+    float64 (brute_force_pairs, the join's own definition: the pairs and their similarities are find_pairs',
+    bit for bit) without loading torch, whose import alone takes longer than such a join. Refuses what
+    find_pairs refuses (check_rows, check_limits). progress: a one-step bar, as find_pairs shows."""
+    from tqdm import tqdm
+
+    clip_min, _ = check_limits(clip_min, math.inf)
+    clip, dino = check_rows(clip, dino)
+    with tqdm(total=1, desc="mining pairs", unit="block", disable=not progress) as bar:
+        found = brute_force_pairs(clip, dino, clip_min)
+        bar.update(1)
+    return found
 
 
 def brute_force_across(

@@ -12,3 +12,50 @@ tiles of a triangle, of the band of pairs touching new rows, of a rectangle acro
 (what one task does), tilejob (the job folder) and merge (the tiles' sorted lists merged in rank order,
 capped).
 """
+
+from __future__ import annotations
+
+from vhmine.mine.ray.arrays import find_pairs_across_ray, find_pairs_ray
+from vhmine.mine.ray.engine import (
+    DEFAULT_TILE_MEMORY,
+    SCATTER_POINTS,
+    connect,
+    import_ray,
+    probe_nodes,
+    run_job,
+    slots,
+    tile_bytes,
+    tile_rows,
+)
+from vhmine.mine.ray.merge import Across, capped, ranked, scatter_points, shared_drops, without
+from vhmine.mine.ray.tilejob import TileJob, box_first, orient_by_id, ranked_dtype
+from vhmine.mine.ray.tileshapes import Band, Rectangle, Triangle
+from vhmine.mine.ray.tiletask import sample_tile
+
+__all__ = [
+    "DEFAULT_TILE_MEMORY",
+    "SCATTER_POINTS",
+    "Across",
+    "Band",
+    "Rectangle",
+    "TileJob",
+    "Triangle",
+    "box_first",
+    "capped",
+    "connect",
+    "find_pairs_across_ray",
+    "find_pairs_ray",
+    "import_ray",
+    "orient_by_id",
+    "probe_nodes",
+    "ranked",
+    "ranked_dtype",
+    "run_job",
+    "sample_tile",
+    "scatter_points",
+    "shared_drops",
+    "slots",
+    "tile_bytes",
+    "tile_rows",
+    "without",
+]

@@ -16,9 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from vhmine.errors import InputError
-from vhmine.mine.join.quantise import ALIGN
-from vhmine.mine.join.rowcheck import check_limits
-from vhmine.mine.join.simsearch import PairSet, check_rows, merge, no_pairs
+from vhmine.mine.join import ALIGN, PairSet, check_limits, check_rows, merge, no_pairs
 from vhmine.mine.ray.engine import DEFAULT_TILE_MEMORY, connect, import_ray, run_job, tile_rows
 from vhmine.mine.ray.scan import MAX_RETRIES
 

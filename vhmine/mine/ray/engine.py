@@ -40,8 +40,7 @@ import os
 import time
 
 from vhmine.errors import InputError, VhmineError
-from vhmine.mine.join.products import block_bytes
-from vhmine.mine.join.quantise import ALIGN
+from vhmine.mine.join import ALIGN, block_bytes
 from vhmine.mine.ray.scan import (  # noqa: F401
     MAX_RETRIES,
     PROBE_TIMEOUT,

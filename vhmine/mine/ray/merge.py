@@ -92,7 +92,7 @@ def shared_drops(job, tiles: Iterable[int], shared: np.ndarray, dino_max: float,
     """(the (id_a, id_b) of a rectangle's pairs that keep_across drops, how many of them are CLIP-alike, how
     many in the box): of pairs of two images both in `shared` (bytes ids), found in every stored row of the
     finished tiles (in the box or not: keep_across prefers the orientation in the box). Holds only those."""
-    from vhmine.mine.join.shared import keep_across
+    from vhmine.mine.join import keep_across
 
     id_a, id_b, box = [], [], []
     for k in sorted(tiles):
@@ -124,7 +124,7 @@ class Across:
     """A rectangle's image ids on each side (read from images.parquet by index.rows) and those in both."""
 
     def __init__(self, rows_a, rows_b):
-        from vhmine.mine.join.shared import shared_ids
+        from vhmine.mine.join import shared_ids
 
         self.ids_a, self.ids_b = (np.char.decode(r.ids(0, r.n), "utf-8").astype(object) for r in (rows_a, rows_b))
         both = shared_ids(self.ids_a, self.ids_b)
@@ -134,7 +134,7 @@ class Across:
 
     def kept(self, i, j):
         """Rows i of A, j of B less the pairs keep_across drops (the background sample's pairs)."""
-        from vhmine.mine.join.shared import keep_across
+        from vhmine.mine.join import keep_across
 
         if not self.shared:
             return i, j

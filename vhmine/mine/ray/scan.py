@@ -92,7 +92,7 @@ def scan(
     recorded Quantiser is kept (then only chunks whose digests are missing are scanned)."""
     from tqdm import tqdm
 
-    from vhmine.mine.join.blocks import Quantiser, choose_turn, sample_rows
+    from vhmine.mine.join import Quantiser, choose_turn, sample_rows
     from vhmine.mine.ray import tiletask
 
     sides = [("a", rows)] + ([("b", rows_b)] if rows_b is not None else [])
@@ -145,8 +145,7 @@ def scan(
 def prune_centres(rows, rows_b, local, local_b, qz, side: int, clip_min: float, prune):
     """The driver's pruning choice (mine.join.prune.tile_centres) on a sample of each side's rows, quantised
     as the tiles will be: (int8 centres or None, its record)."""
-    from vhmine.mine.join.blocks import quantise_block, sample_rows, threshold
-    from vhmine.mine.join.prune import tile_centres
+    from vhmine.mine.join import quantise_block, sample_rows, threshold, tile_centres
 
     if prune is False:
         return tile_centres(np.zeros((0, 8), np.int8), 0, side, 0, False)

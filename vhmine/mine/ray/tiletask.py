@@ -22,11 +22,12 @@ from collections import OrderedDict
 
 import numpy as np
 
-from vhmine.mine.join.blocks import (
+from vhmine.mine.join import (
     BlockStats,
     Quantiser,
     choose_turn,
     exact_pairs,
+    qmax_for,
     quantise_block,
     sample_rows,
     scan_block,
@@ -34,7 +35,6 @@ from vhmine.mine.join.blocks import (
     tile_candidates,
     tile_kernel,
 )
-from vhmine.mine.join.quantise import qmax_for
 
 CRASH_MARKER_ENV = "VHMINE_MINE_CRASH_MARKER"  # fault tests: the first tile task to start dies (os._exit)
 _CACHE_BLOCKS = 3  # quantised blocks kept per worker: tiles of one row share their row block
@@ -77,8 +77,7 @@ def scan_chunk(
     keeps exact (`kernel` when named, else the one measured fastest here; on a GPU every kernel keeps
     qmax_for's); with digests, also its rows' mine.join.row_digests (CLIP and DINOv2 rows). InputError
     for a row the fast pass cannot bound (rowcheck)."""
-    from vhmine.mine.join.kernels import levels_of
-    from vhmine.mine.join.rowcheck import check_norms, squared_norms
+    from vhmine.mine.join import check_norms, levels_of, squared_norms
 
     x = rows.clip.read(start, stop)
     check_norms("clip", x, squared_norms(x), first_row=start)
@@ -90,7 +89,7 @@ def scan_chunk(
         levels = qmax_for(x.shape[1])
     if not digests:
         return scan_block(x, dims), levels
-    from vhmine.mine.join.digests import row_digests
+    from vhmine.mine.join import row_digests
 
     return scan_block(x, dims), levels, row_digests(x, rows.dino.read(start, stop))
 
@@ -160,7 +159,7 @@ def _ordered(key, q: np.ndarray, n: int, prune, device, kernel, qz: Quantiser):
     """Block q (n real rows) ordered by the pruning's centres (prune.sort_block), cached beside the block."""
     import hashlib
 
-    from vhmine.mine.join.prune import sort_block
+    from vhmine.mine.join import sort_block
 
     k = (key, hashlib.sha256(prune.tobytes()).digest())
     choice = tile_kernel(device, q.shape[1], qz.qmax, kernel)
@@ -171,7 +170,7 @@ def _candidates(rows, rows_b, qz: Quantiser, tile, side: int, clip_min: float, d
     """(i, j, info) of one tile's candidates: rows i < j (a Triangle's), i < j touching a new row once (a
     Band's: (min, max) of a chunk's row and a block's), or i of A and j of B (a Rectangle's). prune: the
     centres the blocks are ordered by (prune.tile_centres), or None: no pruning."""
-    from vhmine.mine.join.blocks import cross_candidates
+    from vhmine.mine.join import cross_candidates
 
     n = rows.n
     if tile.kind == "band":

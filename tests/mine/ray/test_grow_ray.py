@@ -6,25 +6,29 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-
-from tests.helpers import make_index, unit_rows
-from tests.mine.test_grow import CLIP, DINO, brute, build, run_json, sorted_pairs, vectors
-from tests.mine.test_mine_across import A_KEYS, B_KEYS, SHARED, rectangle_brute, unordered_brute
+from helpers import make_index, unit_rows
+from mine_runs import (
+    A_KEYS,
+    B_KEYS,
+    CLIP,
+    DINO,
+    SHARED,
+    brute,
+    build,
+    rectangle_brute,
+    run_json,
+    sorted_pairs,
+    unordered_brute,
+    vectors,
+)
 
 ray = pytest.importorskip("ray", reason="the Ray engine needs the ray extra: pip install -e '.[ray]'")
 
 from vhmine import api  # noqa: E402
 from vhmine.mine.ray.engine import tile_bytes  # noqa: E402
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("cluster")]
 TILE = tile_bytes(64, 16, 12)  # tiles of 64 rows: a band of a few new rows still spans several column blocks
-
-
-@pytest.fixture(scope="module", autouse=True)
-def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 def mine(tmp_path, out="run", engine="ray", **kw):

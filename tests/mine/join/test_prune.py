@@ -11,6 +11,7 @@ import pytest
 from helpers import unit_rows
 from hypothesis import event, given
 from hypothesis import strategies as st
+from mine_sets import clip_shaped
 
 from vhmine.mine.join import products, prune
 from vhmine.mine.join.simsearch import assert_same_pairs, brute_force_pairs, find_pairs
@@ -31,17 +32,6 @@ def families(n, d, e, seed, topics=6, spread=0.35, tight=0.05):
     topic = rng.standard_normal((topics, d))[fam % topics]
     clip = topic + spread * rng.standard_normal((max(1, n // 4), d))[fam] + tight * rng.standard_normal((n, d))
     return unit_rows(clip), unit_rows(rng.standard_normal((n, e)))
-
-
-def clip_shaped(n, d, e, seed):
-    """A few dimensions far larger than the rest, of one sign in every row (as CLIP's), plus small clusters."""
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((n, d))
-    for s in range(0, n, 20):
-        x[s : s + 5] = x[s] + 0.2 * rng.standard_normal((len(x[s : s + 5]), d))
-    for k, f in zip((1, 3, 5, 7), (10, 10, 12, 25), strict=True):
-        x[:, k] = f * (1 + 0.3 * x[:, k])
-    return unit_rows(x), unit_rows(rng.standard_normal((n, e)))
 
 
 def ordered(q, n, seed=0):

@@ -7,11 +7,14 @@ workers' pieces are their own (GROUP 256 rows, pieces of 1024): tiles of 512 row
 import numpy as np
 import pytest
 from helpers import unit_rows
-from test_mine_ray import cluster, pytestmark, ray  # noqa: F401  (its local cluster: one per module)
-from test_prune import clip_shaped
+from mine_sets import clip_shaped
 
-from vhmine.mine.join.simsearch import assert_same_pairs, brute_force_across, brute_force_pairs, find_pairs
-from vhmine.mine.ray.arrays import find_pairs_across_ray, find_pairs_ray
+ray = pytest.importorskip("ray", reason="the Ray engine needs the ray extra: pip install -e '.[ray]'")
+
+from vhmine.mine.join.simsearch import assert_same_pairs, brute_force_across, brute_force_pairs, find_pairs  # noqa: E402
+from vhmine.mine.ray.arrays import find_pairs_across_ray, find_pairs_ray  # noqa: E402
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("cluster")]
 
 
 def topics_in_order(n, d, e, seed, topics=6):

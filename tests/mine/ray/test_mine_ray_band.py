@@ -11,14 +11,18 @@ import pytest
 from helpers import unit_rows
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from test_mine_ray import cluster, clustered, pytestmark, ray  # noqa: F401  (its local cluster: one per module)
+from mine_sets import clustered
 
-from vhmine.errors import VhmineError
-from vhmine.mine.join import row_digests
-from vhmine.mine.join.simsearch import PairSet, assert_same_pairs, brute_force_pairs
-from vhmine.mine.ray.arrays import find_pairs_across_ray, find_pairs_ray
-from vhmine.mine.ray.engine import run_job
-from vhmine.mine.ray.tilejob import SCAN, Band, Rectangle, TileJob, Triangle
+ray = pytest.importorskip("ray", reason="the Ray engine needs the ray extra: pip install -e '.[ray]'")
+
+from vhmine.errors import VhmineError  # noqa: E402
+from vhmine.mine.join import row_digests  # noqa: E402
+from vhmine.mine.join.simsearch import PairSet, assert_same_pairs, brute_force_pairs  # noqa: E402
+from vhmine.mine.ray.arrays import find_pairs_across_ray, find_pairs_ray  # noqa: E402
+from vhmine.mine.ray.engine import run_job  # noqa: E402
+from vhmine.mine.ray.tilejob import SCAN, Band, Rectangle, TileJob, Triangle  # noqa: E402
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("cluster")]
 
 
 def tied(n, seed, d=16, e=8):
@@ -295,7 +299,7 @@ def test_ranked_rectangle_tiles_keep_a_of_the_first_index_and_b_of_the_second(tm
 
 
 def test_a_job_folder_made_for_another_shape_or_other_new_rows_starts_over(tmp_path, caplog):
-    from test_tilejob import rows
+    from mine_sets import rows
 
     shapes = [
         Triangle(300, 64),

@@ -1,5 +1,5 @@
 """vhmine.mine.ray.merge: tiles' sorted lists merged in rank order (several passes when there are many) and
-capped as job.rank_pairs caps the whole list."""
+capped as rank.rank_pairs caps the whole list."""
 
 import tempfile
 from pathlib import Path
@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from vhmine.mine.rank import rank_pairs
 from vhmine.mine.ray.merge import capped, ranked
 from vhmine.mine.ray.tilejob import TileJob, rank_order, ranked_dtype
-from vhmine.mine.runfolder import rank_pairs
 
 
 def random_pairs(n, seed):

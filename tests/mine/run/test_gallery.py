@@ -34,7 +34,7 @@ def test_scatter_background_says_whether_it_is_every_pair_or_a_sample(tmp_path, 
     import numpy as np
     from helpers import make_index, unit_rows
 
-    from vhmine.mine.job import MineOptions, mine_index
+    from vhmine.mine import MineOptions, mine_index
 
     rng = np.random.default_rng(n)
     make_index(

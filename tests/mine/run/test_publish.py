@@ -1,4 +1,4 @@
-"""vhmine.mine.runfolder: a run folder that the disk cannot hold is one line, and leaves nothing behind
+"""vhmine.mine.publish: a run folder that the disk cannot hold is one line, and leaves nothing behind
 (a real full disk: a tiny tmpfs in a namespace of the command's own, helpers.on_a_full_disk)."""
 
 import sys

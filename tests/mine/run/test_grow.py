@@ -6,65 +6,19 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import make_index, unit_rows
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
+from mine_runs import CLIP, DINO, brute, build, run_json, sorted_pairs, vectors
 
-from tests.helpers import make_index, unit_rows
 from vhmine import api
-from vhmine.mine.join.simsearch import brute_force_pairs
-
-CLIP, DINO = 0.8, 0.5
-
-
-def vectors(keys):
-    """Each image's vectors follow from its key alone: images of one group of 5 keys are CLIP-alike, and in
-    every other group DINOv2 disagrees."""
-    clip, dino = [], []
-    for k in keys:
-        g = np.random.default_rng(1000 + k // 5)
-        r = np.random.default_rng(k)
-        clip.append(g.standard_normal(16) + 0.35 * r.standard_normal(16))
-        dino.append((g.standard_normal(12) if (k // 5) % 2 else 0.0) + 0.8 * r.standard_normal(12))
-    return unit_rows(clip), unit_rows(dino)
-
-
-def build(tmp_path, keys, name="col", **kw):
-    clip, dino = vectors(keys)
-    make_index(
-        tmp_path / "indexes",
-        name,
-        clip,
-        dino,
-        root=tmp_path / "images",
-        keys=keys,
-        created=kw.pop("created", "2026-11-01T00:00:00+0000"),
-        **kw,
-    )
 
 
 def mine(tmp_path, out="run", **kw):
     kw.setdefault("clip", CLIP)
     kw.setdefault("dino", DINO)
     return api.mine("col", indexes=tmp_path / "indexes", out=tmp_path / out, progress=False, gallery_size=0, **kw)
-
-
-def run_json(tmp_path, out="run"):
-    return json.loads((tmp_path / out / "run.json").read_text())
-
-
-def sorted_pairs(folder):
-    df = pd.read_parquet(folder / "pairs.parquet")
-    return df.sort_values(["image_id_a", "image_id_b"]).reset_index(drop=True)
-
-
-def brute(keys):
-    """The in-box pairs of these images by a float64 brute force, as sorted (id_a, id_b, clip, dino) tuples."""
-    clip, dino = vectors(keys)
-    ids = np.array([f"{k:016x}"[::-1] for k in keys], dtype=object)
-    ps = brute_force_pairs(clip, dino, CLIP, DINO)
-    a, b = ids[ps.i], ids[ps.j]
-    return sorted(zip(np.minimum(a, b), np.maximum(a, b), ps.clip_sim, ps.dino_sim))
 
 
 def assert_equals_full(tmp_path, keys, out="run", **kw):

@@ -5,36 +5,16 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import make_index
+from mine_runs import A_KEYS, B_KEYS, CLIP, DINO, SHARED, ids, rectangle_brute, unordered_brute, vectors
 
-from tests.helpers import make_index
-from tests.mine.test_grow import CLIP, DINO, vectors
 from vhmine import api
 from vhmine.errors import InputError
-from vhmine.mine.join.simsearch import brute_force_pairs
-
-A_KEYS = [k for k in range(60) if k % 5 < 3]  # 36 images
-B_KEYS = [k for k in range(70) if k % 5 >= 3]  # 28 other images of the same groups (and two groups of B alone)
 
 
 def build(tmp_path, name, keys, **kw):
     clip, dino = vectors(keys)
     make_index(tmp_path / "indexes", name, clip, dino, root=tmp_path / f"images-{name}", keys=keys, **kw)
-
-
-def ids(keys):
-    return np.array([f"{k:016x}"[::-1] for k in keys], dtype=object)
-
-
-def rectangle_brute(a_keys, b_keys, clip_min=CLIP, dino_max=DINO):
-    """(id from A, id from B, clip, dino) of every in-box pair across, by a float64 brute force over the
-    stacked rows, sorted."""
-    ca, da = vectors(a_keys)
-    cb, db = vectors(b_keys)
-    ps = brute_force_pairs(np.concatenate([ca, cb]), np.concatenate([da, db]), clip_min, dino_max)
-    cross = (ps.i < len(ca)) & (ps.j >= len(ca))
-    return sorted(
-        zip(ids(a_keys)[ps.i[cross]], ids(b_keys)[ps.j[cross] - len(ca)], ps.clip_sim[cross], ps.dino_sim[cross])
-    )
 
 
 def mine_across(tmp_path, out="run", **kw):
@@ -128,19 +108,6 @@ def test_against_default_run_folder_names_both_indexes(tmp_path, monkeypatch):
         "mine", against="ref", indexes=tmp_path / "indexes", clip=CLIP, dino=DINO, progress=False, gallery_size=0
     )
     assert res.run_dir.resolve() == tmp_path / "runs" / "mine-x-ref-clip0.8-dino0.5"
-
-
-SHARED = [0, 1, 5, 6, 10, 11, 15, 20, 21, 25]  # 10 images in both indexes: a group's images are alike
-
-
-def unordered_brute(a_keys, b_keys, clip_min, dino_max):
-    """{(lower id, higher id): (clip, dino)} of every in-box pair of two different images, one from A and one
-    from B, each unordered pair once (the brute force over the rectangle, then as a set)."""
-    out = {}
-    for x, y, c, d in rectangle_brute(a_keys, b_keys, clip_min, dino_max):
-        if x != y:
-            out.setdefault((min(x, y), max(x, y)), (c, d))
-    return out
 
 
 def test_against_with_images_in_both_indexes_pairs_no_image_with_itself_and_each_pair_once(tmp_path):

@@ -6,17 +6,14 @@ import math
 
 import numpy as np
 import pytest
-from helpers import row_directions, unit_rows
-from hypothesis import event, given
+from helpers import unit_rows
+from hypothesis import given
 from hypothesis import strategies as st
+from mine_sets import _scaled, check_exact_or_refused, vector_sets
 
 from vhmine.errors import InputError
+from vhmine.mine.join import assert_same_pairs, brute_force_pairs, find_pairs
 from vhmine.mine.join.rowcheck import NORM_MAX, NORM_MIN
-from vhmine.mine.join.simsearch import assert_same_pairs, brute_force_pairs, find_pairs, pair_sims
-
-
-def _scaled(rows, scales):
-    return (unit_rows(rows).astype(np.float64) * np.asarray(scales, np.float64)[:, None]).astype(np.float32)
 
 
 def test_rows_whose_norms_underflow_float32_are_refused_by_row_number():
@@ -98,63 +95,6 @@ def test_shrunk_huge_dino_rows_lost_a_pair_in_the_float32_screen():
 
 
 # --- the property -----------------------------------------------------------------------------------------
-
-
-@st.composite
-def vector_sets(draw, max_rows=160):
-    """(clip, dino, clip_min, dino_max): rows of random directions, or clusters of near copies, or exact
-    duplicates, or zero rows; each row scaled by 2**k (k drawn per set or per row, from in the accepted range
-    or out of it), and thresholds on a pair's own similarity (a tie), around the set's scale, 0 or +-inf."""
-    n = draw(st.integers(0, max_rows))
-    d, e = draw(st.integers(1, 24)), draw(st.integers(1, 12))
-    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    clip, dino = row_directions(draw, rng, n, d, e)
-    inside, outside = st.integers(-48, 48), st.one_of(st.integers(-130, -52), st.integers(52, 120))
-    out = draw(st.sampled_from(["none", "none", "none", "clip", "dino"]))  # mostly sets it must mine
-    if draw(st.booleans()):  # one scale for the set
-        k_clip, k_dino = (np.full(n, draw(outside if out == side else inside)) for side in ("clip", "dino"))
-    else:  # a scale per row (a few outside, where one side has some)
-        k_clip, k_dino = (
-            np.array(
-                draw(
-                    st.lists(
-                        st.one_of(inside, inside, inside, outside) if out == side else inside, min_size=n, max_size=n
-                    )
-                ),
-                np.float64,
-            )
-            for side in ("clip", "dino")
-        )
-    zero = rng.random(n) < draw(st.sampled_from([0.0, 0.1]))
-    clip = _scaled(clip, np.where(zero, 0.0, 2.0**k_clip * rng.uniform(0.5, 2, n)))
-    dino = _scaled(dino, np.where(zero, 0.0, 2.0**k_dino * rng.uniform(0.5, 2, n)))
-
-    def limit(x, k):
-        how = draw(st.sampled_from(["tie", "tie", "scaled", "zero", "inf"]))
-        if how == "tie" and n > 1:
-            i, j = rng.integers(0, n, 2)
-            return float(pair_sims(x, np.array([i]), np.array([j]))[0])
-        if how == "scaled":
-            return float(rng.uniform(-1, 1) * 4.0 ** np.median(k)) if n else 0.5
-        return draw(st.sampled_from([0.0, -math.inf, math.inf])) if how == "inf" else 0.0
-
-    return clip, dino, limit(clip, k_clip), limit(dino, k_dino)
-
-
-def refused(x: np.ndarray) -> bool:
-    """Whether rowcheck must refuse x: a row that is not all zeros with a norm outside [NORM_MIN, NORM_MAX]
-    (float64, on the stored float32 values; the sets keep clear of the edges)."""
-    norms = np.sqrt(np.sum(np.square(x.astype(np.float64)), axis=1))
-    return bool(np.any((x != 0).any(axis=1) & ~((norms >= NORM_MIN) & (norms <= NORM_MAX))))
-
-
-def check_exact_or_refused(mine, clip, dino, clip_min, dino_max):
-    event("refused" if refused(clip) or refused(dino) else "mined")
-    if refused(clip) or refused(dino):
-        with pytest.raises(InputError, match=r"(clip|dino) row \d+ has norm .* L2-normalise the rows"):
-            mine(clip, dino, clip_min, dino_max)
-        return
-    assert_same_pairs(mine(clip, dino, clip_min, dino_max), brute_force_pairs(clip, dino, clip_min, dino_max), atol=0.0)
 
 
 @given(vector_sets(), st.sampled_from([1, 64, 128, None]), st.sampled_from([1, 2]))

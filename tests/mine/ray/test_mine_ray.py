@@ -13,7 +13,7 @@ import pytest
 from helpers import unit_rows
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_rowcheck import check_exact_or_refused, vector_sets
+from mine_sets import check_exact_or_refused, clustered, vector_sets
 from typer.testing import CliRunner
 
 from vhmine.cli import app
@@ -25,34 +25,7 @@ ray = pytest.importorskip("ray", reason="the Ray engine needs the ray extra: pip
 from vhmine.mine.ray.arrays import find_pairs_ray  # noqa: E402
 from vhmine.mine.ray.engine import tile_bytes, tile_rows  # noqa: E402
 
-pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
-def clustered(n, d, e, seed, spiky=False):
-    """A third random rows, the rest in clusters of 2-40 rows in row order (so 64-row tiles cut through
-    them), CLIP cosines from about 0.6 to 0.99; DINOv2 agrees in half the clusters. spiky: three
-    dimensions 10-25x the rest and of one sign in every row, as in real CLIP embeddings."""
-    rng = np.random.default_rng(seed)
-    clip, dino = rng.standard_normal((n, d)), rng.standard_normal((n, e))
-    start = n // 3
-    while start < n:
-        rows = slice(start, start + int(rng.integers(2, 41)))
-        size = len(clip[rows])
-        clip[rows] = rng.standard_normal(d) + rng.uniform(0.1, 0.7) * rng.standard_normal((size, d))
-        if rng.random() < 0.5:
-            dino[rows] = rng.standard_normal(e) + 0.5 * rng.standard_normal((size, e))
-        start += size
-    if spiky:
-        for k, f in zip((1, 7, 20), (10, 15, 25)):
-            clip[:, k] = f * (1 + 0.3 * clip[:, k])
-    return unit_rows(clip), unit_rows(dino)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("cluster")]
 
 
 def tile_memory(rows, clip_dim, dino_dim):
@@ -229,7 +202,7 @@ def test_unreachable_cluster_is_named_in_seconds(tmp_path):
 
 
 def _mine(tmp_path, out, **kw):
-    from vhmine.mine.job import MineOptions, mine_index
+    from vhmine.mine import MineOptions, mine_index
 
     return mine_index(
         MineOptions(index="syn", indexes=tmp_path / "idx", out=tmp_path / "runs" / out, progress=False, **kw)
@@ -247,7 +220,7 @@ def _with_ties(n, seed):
 
 @pytest.mark.parametrize("caps", [{}, {"max_pairs": 25}, {"max_per_image": 2, "max_pairs": 40}, {"max_per_image": 1}])
 def test_caps_are_applied_across_tiles_as_the_local_engine_does(tmp_path, caps):
-    from test_mine import make_index
+    from helpers import make_index
 
     clip, dino = _with_ties(420, 9)
     make_index(tmp_path / "idx", "syn", clip, dino, root=tmp_path / "imgs")
@@ -269,7 +242,7 @@ def test_caps_are_applied_across_tiles_as_the_local_engine_does(tmp_path, caps):
 def test_a_large_result_is_written_as_parquet_shards_with_the_same_columns(tmp_path, monkeypatch):
     import json
 
-    from test_mine import make_index
+    from helpers import make_index
 
     from vhmine.mine import write
 
@@ -293,7 +266,7 @@ def test_a_large_result_is_written_as_parquet_shards_with_the_same_columns(tmp_p
 def test_workers_read_the_index_by_byte_range_from_an_fsspec_url(tmp_path):
     import shutil
 
-    from test_mine import make_index
+    from helpers import make_index
 
     clip, dino = clustered(400, 24, 12, 11, spiky=True)
     make_index(tmp_path / "idx", "syn", clip, dino, root=tmp_path / "imgs")
@@ -327,7 +300,7 @@ def test_an_index_url_must_hold_the_index_it_names_checked_before_any_tile(tmp_p
     with exit 0. Each mismatch is one line, and nothing is written (no run, no job folder)."""
     import shutil
 
-    from test_mine import make_index
+    from helpers import make_index
 
     clip, dino = clustered(300, 16, 12, 15)
     make_index(tmp_path / "idx", "syn", clip, dino, root=tmp_path / "imgs")
@@ -388,7 +361,7 @@ def test_a_node_that_cannot_read_the_index_is_named_in_seconds(tmp_path):
 
 
 def test_plan_sizes_the_job_from_a_measured_tile_and_mines_nothing(tmp_path, monkeypatch):
-    from test_mine import make_index
+    from helpers import make_index
 
     clip, dino = clustered(700, 16, 12, 12)
     make_index(tmp_path / "idx", "syn", clip, dino, root=tmp_path / "imgs")
@@ -415,7 +388,7 @@ def test_a_driver_killed_mid_job_resumes_and_skips_the_finished_tiles(tmp_path):
     import sys
     import time
 
-    from test_mine import make_index
+    from helpers import make_index
 
     clip, dino = _with_ties(1300, 13)
     make_index(tmp_path / "idx", "syn", clip, dino, root=tmp_path / "imgs")
@@ -468,7 +441,7 @@ def test_a_driver_killed_mid_job_resumes_and_skips_the_finished_tiles(tmp_path):
 
 
 def test_ray_refuses_rows_the_fast_pass_cannot_bound_and_nan_thresholds(tmp_path):
-    from test_mine import make_index
+    from helpers import make_index
 
     clip, dino = clustered(200, 16, 12, 14)
     with pytest.raises(InputError, match=r"^clip_min is NaN: give a number"):

@@ -7,15 +7,10 @@ import numpy as np
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
+from mine_sets import rows
 
 from vhmine.errors import InputError
-from vhmine.mine.ray.tilejob import LEDGER, PLAIN, SCAN, Band, Rectangle, TileJob, Triangle
-
-
-def rows(k):
-    out = np.zeros(k + 1, PLAIN)
-    out["i"], out["j"], out["clip"] = np.arange(k + 1), np.arange(k + 1) + 1, 0.5 + k
-    return out
+from vhmine.mine.ray.tilejob import LEDGER, SCAN, Band, Rectangle, TileJob, Triangle
 
 
 def test_triangle_numbers_tiles_row_by_row():
@@ -130,7 +125,9 @@ def test_a_full_disk_is_one_line_and_keeps_the_tiles_recorded_before_it(tmp_path
     code = """if True:
         import numpy as np
         from vhmine.errors import VhmineError
-        from vhmine.mine.ray.tilejob import PLAIN, TileJob
+        from mine_sets import rows
+
+from vhmine.mine.ray.tilejob import PLAIN, TileJob
         job = TileJob("full/job", {"clip": 0.9}).open()
         try:
             for k in range(100):

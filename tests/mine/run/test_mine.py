@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from vhmine.cli import app
 from vhmine.errors import IndexCorruptError, IndexMissingError, InputError
-from vhmine.mine.job import MineOptions, check_thresholds, mine_index
-from vhmine.mine.runfolder import rank_pairs
+from vhmine.mine import MineOptions, check_thresholds, mine_index
+from vhmine.mine.rank import rank_pairs
 
 
 @pytest.fixture()
