@@ -138,15 +138,15 @@ def library_floor(db: Path, copy: Path, items: int) -> dict[str, list[float]]:
         me = C.sign_in(store, token)
 
         def page_run(mode):  # what every run of the annotate page reads
-            C.check_session(store, me)
+            C.people.check_session(store, me)
             C.progress(store)
             C.progress(store)
             return C.pending_drafts(store, me, mode) or C.next_item(store, me, mode)
 
-        timed("sign in", lambda: (C.sign_in(store, token), C.chosen_mode(store, me), page_run("existence")))
+        timed("sign in", lambda: (C.sign_in(store, token), C.people.chosen_mode(store, me), page_run("existence")))
         for k in range(items):
             mode = SESSION_MODES[(k // 2) % len(SESSION_MODES)]
-            item = timed("mode switch", lambda m=mode: (C.choose_mode(store, me, m), page_run(m))[1])
+            item = timed("mode switch", lambda m=mode: (C.people.choose_mode(store, me, m), page_run(m))[1])
             timed("field edit", lambda m=mode: page_run(m))
             timed(
                 "save",
@@ -160,9 +160,9 @@ def library_floor(db: Path, copy: Path, items: int) -> dict[str, list[float]]:
                 "admin overview",
                 lambda: (
                     C.list_workers(store, by=me),
-                    C.log_mark(store),
+                    C.people.log_mark(store),
                     C.progress(store),
-                    C.worker_time(store, 150, by=me),
+                    C.people.worker_time(store, 150, by=me),
                 ),
             )
     return out

@@ -127,10 +127,16 @@ def prefill(store, done_share: float) -> None:
             if item is None:
                 break
             C.save_annotation(store, "w1", item.task_id, app_session.library_annotation(item, k))
-            C.confirm_drafts(store, "w1", [C.DraftDecision(d.instance_id, True) for d in C.pending_drafts(store, "w1")])
+            C.confirm_drafts(
+                store,
+                "w1",
+                [C.DraftDecision(d.instance_id, True) for d in C.pending_drafts(store, "w1")],
+            )
         for k, inst in enumerate(C.ready_instances(store, mode, locate=False)[::3][:n]):
             right = inst.answers[0] if inst.kind == "OEQ" else ("yes" if inst.truth else "no")
-            C.save_review(store, "w2", inst.id, right if k % 5 else {"yes": "no", "no": "yes"}.get(right, "purple"))
+            C.work.save_review(
+                store, "w2", inst.id, right if k % 5 else {"yes": "no", "no": "yes"}.get(right, "purple")
+            )
 
 
 def build_store(cache: Path, tasks: int, done_share: float) -> Path:

@@ -200,7 +200,7 @@ def make_published_store(tmp_path: Path):
             "answer_b": "a spoon",
         }
     )
-    did = C.record_draft(
+    did = C.work.record_draft(
         store,
         task_id,
         model="fake-vlm",
@@ -209,16 +209,16 @@ def make_published_store(tmp_path: Path):
         raw=raw,
         content=parse_draft(raw, "existence", images),
     )
-    assert C.next_verify_item(store, "bob", "existence") is not None
-    C.accept_draft(store, "bob", did)
+    assert C.work.next_verify_item(store, "bob", "existence") is not None
+    C.work.accept_draft(store, "bob", did)
     ids = {m: [r.id for r in C.ready_instances(store, m)] for m in ("counting", "color", "existence")}
     for k, r in enumerate(C.ready_instances(store, "counting")):
         said = ("yes" if r.truth else "no") if r.kind == "YNQ" else r.answers[0]
         if k == 0:  # one disagreement
             said = "7" if r.kind == "OEQ" else ("no" if r.truth else "yes")
-        C.save_review(store, "bob", r.id, said)
+        C.work.save_review(store, "bob", r.id, said)
         if r.kind == "YNQ":
-            C.record_blind_answer(
+            C.work.record_blind_answer(
                 store,
                 r.id,
                 model="blind-llm",
@@ -227,7 +227,7 @@ def make_published_store(tmp_path: Path):
                 answer="yes",
                 correct=bool(r.truth),
                 scorer="rule:vhtest",
-                group=C.blind_group_key(r.mode, r.kind, r.pair_id, r.question, r.id),
+                group=C.work.blind_group_key(r.mode, r.kind, r.pair_id, r.question, r.id),
             )
     return store, ids
 

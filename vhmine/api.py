@@ -30,7 +30,7 @@ def embed(images: PathLike, **options):
 
     Options are EmbedOptions' fields: name, coco_annotations, clip_model, dino_model, indexes, device,
     batch_size, workers, precision, shard_size, max_pixels, engine, ray_address, ray_actors."""
-    from vhmine.embed.job import EmbedOptions, embed_collection
+    from vhmine.embed import EmbedOptions, embed_collection
 
     return embed_collection(EmbedOptions(images=str(images), **options))
 
@@ -64,7 +64,7 @@ def export(out: PathLike, format: str = "vhtest", *, db: str | None = None, **op
     Options are ExportOptions' fields: kind, per_mode, allow_unbalanced, seed, replace, name, modes,
     with_provenance, drop_blind, near_dups (a vhmine.export.neardup.DupOptions, or None for off), version, since,
     license, description, citation (what croissant.json and the dataset card say; None: unspecified)."""
-    from vhmine.export.job import ExportOptions, export_benchmark
+    from vhmine.export import ExportOptions, export_benchmark
     from vhmine.store import open_store
 
     opts = ExportOptions(out=Path(out), format=format, **options)
@@ -77,8 +77,8 @@ def evaluate(bench: PathLike, out: PathLike = "eval", **options):
 
     Options are EvalOptions' fields: models (names to ask), predictions ((name, file) pairs), fmt, images,
     rule, oeq, judge, base_url, db, partial, judge_agreement, llm (further LLMOptions fields)."""
-    from vhmine.eval.job import EvalOptions
-    from vhmine.eval.job import evaluate as run
+    from vhmine.eval import EvalOptions
+    from vhmine.eval import evaluate as run
 
     if "predictions" in options:
         options["predictions"] = [(name, Path(path)) for name, path in options["predictions"]]

@@ -101,15 +101,14 @@ def own_folder_lines(clip_spec: str, dino_spec: str, *, offline: bool) -> list[s
 
 
 def run_demo(*, limit: int = 500, offline: bool = False, workdir: Path = Path(".")) -> DemoResult:
-    from vhmine.embed.encoders import HUB_HOST, host_reachable
-    from vhmine.embed.job import EmbedOptions, embed_collection
+    from vhmine.embed import HUB_HOST, EmbedOptions, embed_collection, host_reachable
     from vhmine.mine import MineOptions, mine_index
 
     workdir = Path(workdir)
     indexes = workdir / "indexes"
     online = not offline and host_reachable(HUB_HOST) and host_reachable(COCO_HOST, 80)
     if online:
-        from vhmine.data.coco import download_coco
+        from vhmine.data import download_coco
 
         coco = download_coco("val2017", workdir / "data" / "coco")
         eres = embed_collection(
@@ -131,7 +130,7 @@ def run_demo(*, limit: int = 500, offline: bool = False, workdir: Path = Path(".
             own_folder=own_folder_lines(DEFAULT_CLIP_MODEL, DEFAULT_DINO_MODEL, offline=False),
         )
 
-    from vhmine.embed import tiny
+    from vhmine.embed import build_clip, build_dino
 
     notes = [
         ("offline: --offline given" if offline else f"offline: {HUB_HOST} / {COCO_HOST} unreachable")
@@ -143,8 +142,8 @@ def run_demo(*, limit: int = 500, offline: bool = False, workdir: Path = Path(".
     photos = workdir / "data" / "demo-photos"
     write_sample_photos(photos)
     models = workdir / "data" / "demo-models"
-    clip_spec = tiny.build_clip(models / "tiny-clip")
-    dino_spec = tiny.build_dino(models / "tiny-dinov2")
+    clip_spec = build_clip(models / "tiny-clip")
+    dino_spec = build_dino(models / "tiny-dinov2")
     eres = embed_collection(
         EmbedOptions(
             images=photos,

@@ -25,10 +25,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vhmine import rules as R
 from vhmine.errors import InputError
 from vhmine.images import image_sha256
 from vhmine.index import locate_image
-from vhmine.rules import modes as M
 
 REQUIRED = (
     "rank",
@@ -180,10 +180,10 @@ def seed_pairs(
 ) -> SeedResult:
     """Load mined pairs into `store` (a vhmine.store.Store) and queue tasks for each mode; `table`: the pairs
     table as read_pairs read it already (else it is read here)."""
-    from vhmine.curate.stages.seeding import SeedRaced
+    from vhmine.curate.stages import SeedRaced
 
     pairs_path = Path(pairs_path).resolve()
-    mode_list = M.selected_modes(modes)
+    mode_list = R.selected_modes(modes)
     df = read_pairs(pairs_path) if table is None else table
     meta_file = pairs_path.parent / "run.json"
     try:
@@ -227,7 +227,7 @@ def seed_pairs(
 
 def _seed_once(store, run, pairs_path, meta, unique, n_read, per_mode, mode_list, index_folders) -> SeedResult:
     """Plan the run's new pairs against the store as it is now, check their image files, write them."""
-    from vhmine.curate.stages.seeding import add_mined_pairs, known_pairs
+    from vhmine.curate.stages import add_mined_pairs, known_pairs
 
     known, reseeded, latest = known_pairs(store, run, meta.get("run_id") if isinstance(meta, dict) else None)
     fresh = [u for u in unique if u[1] not in known]  # still in rank order: the new pairs are planned as a run alone

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from vhmine.outgrown import outgrown, outgrown_line, same_folder
-from vhmine.rules.sample_size import shortfall, shortfall_line
+from vhmine.rules import shortfall, shortfall_line
 
 WALK_DEPTH = 3  # how far below the working folder exports, evals and runs are looked for
 WALK_DIRS = 3000  # folders looked into at most: a huge tree is not walked whole
@@ -117,7 +117,7 @@ def _json(path: Path) -> dict:
 
 
 def _index(folder: Path) -> IndexInfo | None:
-    from vhmine.embed.work import unfinished_job
+    from vhmine.embed import unfinished_job
     from vhmine.index import manifest_sha256, read_manifest
 
     try:
@@ -415,7 +415,7 @@ def _next(st: Status) -> tuple[str, list[str]]:
         return _unless_grown(
             st, f"vhmine curate{db}   ({left} task(s) left to annotate; nothing ready to export yet)", also
         )
-    from vhmine.rules.balance import balanced_option
+    from vhmine.rules import balanced_option
 
     # an export with the option that balances yes/no, as the export would otherwise stop and ask for it
     per = balanced_option({m: tuple(v) for m, v in (s.get("ready_yes_no") or {}).items()})

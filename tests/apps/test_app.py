@@ -186,7 +186,7 @@ def test_images_are_drawn_at_their_own_width(env, monkeypatch):
     store, tokens = env
     item = C.next_item(store, "alice", "counting")
     saved = C.save_annotation(store, "alice", item.task_id, counting_annotation(item))
-    C.add_response(store, saved.instance_ids[0], "m", "How many cats?", "Seven cats.")
+    C.work.add_response(store, saved.instance_ids[0], "m", "How many cats?", "Seven cats.")
     at = _signed_in(tokens["bob"], page="Label answers", mode="counting")
     sent.clear()
     at.run()
@@ -277,7 +277,7 @@ def test_label_model_answers(env):
     store, tokens = env
     item = C.next_item(store, "alice", "counting")
     saved = C.save_annotation(store, "alice", item.task_id, counting_annotation(item))
-    rid = C.add_response(store, saved.instance_ids[0], "secret-model-name", "How many cats?", "Seven cats.")
+    rid = C.work.add_response(store, saved.instance_ids[0], "secret-model-name", "How many cats?", "Seven cats.")
     at = _signed_in(tokens["bob"], page="Label answers", mode="counting")
     assert "Seven cats." in [t.value for t in at.text] and not any("secret-model-name" in t for t in _texts(at))
     _by_label(at.button, "Hallucinated").click().run()
@@ -286,7 +286,7 @@ def test_label_model_answers(env):
         == "Verdict saved for the previous answer (hallucinated: How many cats are there in the picture?)."
     )
     assert _plain(at.info[0].value) == "No model answers to label in counting."
-    assert C.next_response(store, "bob") is None and C.next_response(store, "carol").response_id == rid
+    assert C.work.next_response(store, "bob") is None and C.work.next_response(store, "carol").response_id == rid
 
 
 def test_cli_curate_names_a_missing_app(tmp_path):

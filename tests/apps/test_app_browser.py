@@ -174,7 +174,7 @@ def test_rotated_token_signs_the_browser_out_at_its_next_click(app_server, tmp_p
             expect(page.get_by_label("Question", exact=True)).to_have_value("What is on the table?", timeout=60_000)
             idle.wait_for(timeout=60_000)
             with open_store(db) as store:  # the admin rotates alice's token while her browser is signed in
-                new = C.rotate_token(store, "alice")
+                new = C.people.rotate_token(store, "alice")
             page.get_by_role("button", name=SAVE).click()
             expect(page.get_by_text("You were signed out: the sign-in of 'alice' is no longer valid")).to_be_visible(
                 timeout=60_000
@@ -237,7 +237,9 @@ def layout_server(tmp_path):
             ),
         )
         for inst in C.ready_instances(store, "existence"):
-            C.add_response(store, inst.id, "m", inst.question, f"Model says: a red bicycle ({inst.answers[0]} truly)")
+            C.work.add_response(
+                store, inst.id, "m", inst.question, f"Model says: a red bicycle ({inst.answers[0]} truly)"
+            )
     with _serve(tmp_path, db) as (url, _log):
         yield url, token
 
@@ -345,7 +347,7 @@ def test_verify_a_draft_and_flag_an_item_in_chromium(app_server, tmp_path):
                 "answer_b": "a spoon",
             }
         )
-        did = C.record_draft(
+        did = C.work.record_draft(
             store,
             t.id,
             model="fake-vlm",
@@ -451,14 +453,14 @@ def laptop_server(tmp_path):
         C.confirm_drafts(store, "bob", [C.DraftDecision(d.instance_id, True) for d in C.pending_drafts(store, "bob")])
         C.add_worker(store, "carol")
         for k, inst in enumerate(C.ready_instances(store, "color")):
-            C.add_response(store, inst.id, "m", inst.question, "Model says: green")
+            C.work.add_response(store, inst.id, "m", inst.question, "Model says: green")
             right = inst.answers[0] if inst.kind == "OEQ" else ("yes" if inst.truth else "no")
-            C.save_review(store, "carol", inst.id, right if k else "purple")  # carol agrees on all but one
+            C.work.save_review(store, "carol", inst.id, right if k else "purple")  # carol agrees on all but one
         task = C.next_item(store, "bob", "counting")
         C.skip(store, "bob", task.task_id)
         ids = [v.id for v in task.images]
         raw = '{"template": "counting.how_many", "slots": {"object": "rockets"}, "answer_a": "1", "answer_b": "0"}'
-        C.record_draft(
+        C.work.record_draft(
             store,
             task.task_id,
             model="fake-vlm",

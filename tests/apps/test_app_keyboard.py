@@ -127,7 +127,7 @@ def test_an_item_by_keyboard_alone_and_every_action_lands_on_the_next(keyboard_s
         got = sorted((r.question, r.answers, r.created_by) for r in C.ready_instances(store, "existence", "OEQ"))
         assert got == [("What is on the table?", ("a cup",), "bob"), ("What is on the table?", ("a spoon",), "bob")]
         assert len(C.ready_instances(store, "existence", "YNQ")) == 4
-        assert C.chosen_mode(store, "bob") == "shape"
+        assert C.people.chosen_mode(store, "bob") == "shape"
 
 
 def test_an_empty_queue_names_the_items_other_workers_hold(keyboard_server, tmp_path):
@@ -143,7 +143,7 @@ def test_an_empty_queue_names_the_items_other_workers_hold(keyboard_server, tmp_
         held = {w: C.next_item(store, w, "counting", lease_s=3600) for w in ("alice", "dave")}
         last = C.next_item(store, "bob", "counting")
         C.discard(store, "bob", last.task_id, "no question fits")
-        C.choose_mode(store, "bob", "counting")
+        C.people.choose_mode(store, "bob", "counting")
     expect = sync_api.expect
     with sync_api.sync_playwright() as p:
         ctx, page = _browser(p, tmp_path)
@@ -183,7 +183,7 @@ def test_review_and_label_decisions_are_buttons_named_as_the_page_names_them(key
         C.confirm_drafts(
             store, "alice", [C.DraftDecision(d.instance_id, False) for d in C.pending_drafts(store, "alice")]
         )  # the open questions only
-        C.choose_mode(store, "bob", "color")
+        C.people.choose_mode(store, "bob", "color")
     expect = sync_api.expect
     with sync_api.sync_playwright() as p:
         ctx, page = _browser(p, tmp_path)
@@ -256,7 +256,7 @@ def test_the_errata_form_is_empty_after_a_flag(keyboard_server, tmp_path):
         finally:
             ctx.close()
     with open_store(db) as store:
-        [flag] = C.errata_list(store, "bob")
+        [flag] = C.decisions.errata_list(store, "bob")
         assert (flag.instance_id, flag.reason, flag.proposed) == (target.id, "there are four cats", "4")
 
 
@@ -269,7 +269,7 @@ def test_held_items_leave_the_queue_and_an_admin_brings_them_back(keyboard_serve
 
     url, db, tokens = keyboard_server
     with open_store(db) as store:
-        C.choose_mode(store, "bob", "counting")
+        C.people.choose_mode(store, "bob", "counting")
         with store.session(write=False) as s:
             first = s.query(Task).filter_by(mode="counting").order_by(Task.priority, Task.id).first()
             pair = s.get(Pair, first.pair_id)
@@ -287,7 +287,7 @@ def test_held_items_leave_the_queue_and_an_admin_brings_them_back(keyboard_serve
             _landed_on_item(page)  # the next good item, its images shown, no error beside them
             shown = page.get_by_text(re.compile(r"^item \S+; yours until")).inner_text().split(";")[0][5:]
             with open_store(db) as store:
-                held = C.held_tasks(store, "counting")
+                held = C.work.held_tasks(store, "counting")
             assert held and shown not in {h.task_id for h in held} and shown != first.id
             assert {h.reason for h in held} == {f"image missing: {gone_id}"}
             warning = page.get_by_text(re.compile(r"^\d+ item\(s\) held"))
@@ -303,7 +303,7 @@ def test_held_items_leave_the_queue_and_an_admin_brings_them_back(keyboard_serve
             page.get_by_test_id("stSidebar").get_by_text("Admin", exact=True).click()
             _settled(page)
             with open_store(db) as store:  # alice's own Annotate page held her mode's item of that image too
-                held = C.held_tasks(store)
+                held = C.work.held_tasks(store)
             expect(page.get_by_text(f"Held: {len(held)} item(s) whose image is missing or changed")).to_be_visible()
             body = page.get_by_test_id("stMain").inner_text()
             assert all(h.task_id in body for h in held) and f"image missing: {gone_id}" in body
@@ -316,4 +316,4 @@ def test_held_items_leave_the_queue_and_an_admin_brings_them_back(keyboard_serve
         finally:
             ctx.close()
     with open_store(db) as store:
-        assert C.held_tasks(store) == [] and first.id not in {h.task_id for h in C.held_tasks(store)}
+        assert C.work.held_tasks(store) == [] and first.id not in {h.task_id for h in C.work.held_tasks(store)}

@@ -53,7 +53,7 @@ def test_app_signs_a_worker_out_at_the_next_click_and_saves_nothing(env, how):
     _by_label(at.text_input, "{object}").input("cats").run()
     _by_label(at.text_area, "Reference answer(s) for image A, one per line").input("3")
     _by_label(at.text_area, "Reference answer(s) for image B, one per line").input("2")
-    C.rotate_token(store, "alice") if how == "rotate" else C.deactivate_worker(store, "alice")
+    C.people.rotate_token(store, "alice") if how == "rotate" else C.people.deactivate_worker(store, "alice")
     _by_label(at.button, "Save").click().run()
     assert not at.exception, at.exception
     msg = SIGNED_OUT if how == "rotate" else r"worker 'alice' is unknown or inactive: sign in again"
@@ -73,7 +73,7 @@ def test_app_undo_after_rotation_undoes_nothing(env):
     at = _signed_in(tokens["alice"])
     item = C.next_item(store, "alice", "counting")
     C.skip(store, "alice", item.task_id)  # alice's last action
-    C.rotate_token(store, "alice")
+    C.people.rotate_token(store, "alice")
     at.sidebar.button(key="undo").click().run()
     assert re.fullmatch("You were signed out: " + SIGNED_OUT, _plain(at.error[0].value))
     assert logged_actions(store, "alice", "skip")[-1].undone_at is None

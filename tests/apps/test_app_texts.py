@@ -31,10 +31,10 @@ def texts_server(tmp_path):
     cup_a = next(r for r in recs if r.kind == "OEQ" and r.answers[0] == "red")
     red_a = next(r for r in recs if r.question == "Is the cup red?" and r.image_id == cup_a.image_id)
     for iid, fix in ((red_a.id, dict(truth=False)), (cup_a.id, dict(answers=["red", "crimson"]))):
-        C.accept_erratum(store, "carol", C.flag_instance(store, "bob", iid, "wrong"), **fix)
+        C.decisions.accept_erratum(store, "carol", C.decisions.flag_instance(store, "bob", iid, "wrong"), **fix)
     oeq = next(r for r in C.ready_instances(store, "counting") if r.kind == "OEQ")
-    rid = C.add_response(store, oeq.id, "m", oeq.question, NO_ANSWER)
-    C.choose_mode(store, "bob", "counting")
+    rid = C.work.add_response(store, oeq.id, "m", oeq.question, NO_ANSWER)
+    C.people.choose_mode(store, "bob", "counting")
     with _serve(tmp_path, f"sqlite:///{tmp_path / 'store.db'}") as (url, _log):
         yield url, store, tokens, {"response": rid, "queued": red_a}
     store.close()
@@ -79,7 +79,7 @@ def test_an_answer_that_does_not_answer_is_labelled_so_by_its_shortcut(texts_ser
             sync_api.expect(page.get_by_text(said)).to_be_visible()
         finally:
             ctx.close()
-    assert C.response_verdicts(store, [facts["response"]])[facts["response"]].verdict == "no answer"
+    assert C.work.response_verdicts(store, [facts["response"]])[facts["response"]].verdict == "no answer"
 
 
 def test_a_decision_on_the_person_queue_names_the_question_by_its_text(texts_server, tmp_path):
@@ -99,7 +99,7 @@ def test_a_decision_on_the_person_queue_names_the_question_by_its_text(texts_ser
             assert queued.id not in page.get_by_test_id("stMain").inner_text()  # the id, which says nothing to people
         finally:
             ctx.close()
-    assert C.contradictions(store) == [] and C.get_instance(store, queued.id).truth is False
+    assert C.decisions.contradictions(store) == [] and C.get_instance(store, queued.id).truth is False
 
 
 def test_the_admin_overview_shows_worker_time_per_mode_and_the_hours_left(texts_server, tmp_path):
@@ -107,7 +107,7 @@ def test_the_admin_overview_shows_worker_time_per_mode_and_the_hours_left(texts_
     from vhmine import curate as C
 
     url, store, tokens, _ = texts_server
-    want = {m.mode: m.row() for m in C.worker_time(store, 150)}
+    want = {m.mode: m.row() for m in C.people.worker_time(store, 150)}
     assert want["color"]["worker hours"] is not None and want["all"]["target"] == 150 * 8
     with sync_api.sync_playwright() as p:
         ctx, page = _signed_in(p, tmp_path, url, tokens["carol"])

@@ -29,7 +29,7 @@ def test_an_admin_decides_the_person_queue_on_the_errata_page(tmp_path, monkeypa
     cup_a = next(r for (a, q, _), r in recs.items() if a == "red")
     red_a = next(r for (_, q, img), r in recs.items() if q == "Is the cup red?" and img == cup_a.image_id)
     for iid, fix in ((red_a.id, dict(truth=False)), (cup_a.id, dict(answers=["red", "crimson"]))):
-        C.accept_erratum(store, "carol", C.flag_instance(store, "bob", iid, "wrong"), **fix)
+        C.decisions.accept_erratum(store, "carol", C.decisions.flag_instance(store, "bob", iid, "wrong"), **fix)
     monkeypatch.setenv("VHMINE_DB", f"sqlite:///{tmp_path / 'store.db'}")
 
     at = AppTest.from_file(APP, default_timeout=60)
@@ -46,6 +46,6 @@ def test_an_admin_decides_the_person_queue_on_the_errata_page(tmp_path, monkeypa
     assert at.radio(key=f"cq_truth:{red_a.id}").value == "no"  # the decided truth stands until the admin chooses
     at.button(key=f"cq_ok:{red_a.id}").click().run()
     assert not at.exception, at.exception
-    assert C.contradictions(store) == [] and C.get_instance(store, red_a.id).truth is False
+    assert C.decisions.contradictions(store) == [] and C.get_instance(store, red_a.id).truth is False
     assert "Answers changed since a person decided (0)" in [s.value for s in at.subheader]
     store.close()

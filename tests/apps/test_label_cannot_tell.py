@@ -25,7 +25,7 @@ def test_an_answer_that_does_not_answer_has_its_own_label(tmp_path, monkeypatch)
     monkeypatch.setenv("VHMINE_DB", f"sqlite:///{tmp_path / 'app.db'}")
     item = C.next_item(store, "alice", "counting")
     saved = C.save_annotation(store, "alice", item.task_id, counting_annotation(item))
-    C.add_response(store, saved.instance_ids[0], "victim", "How many cats?", "I cannot tell from this image.")
+    C.work.add_response(store, saved.instance_ids[0], "victim", "How many cats?", "I cannot tell from this image.")
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
     at.text_input(key="token").input(tokens["bob"])
@@ -39,6 +39,6 @@ def test_an_answer_that_does_not_answer_has_its_own_label(tmp_path, monkeypatch)
     assert not at.exception, at.exception
     said = re.sub(r"\\(.)", r"\1", at.success[0].value)  # the app escapes Markdown
     assert said == "Verdict saved for the previous answer (no answer: How many cats are there in the picture?)."
-    [(rid, verdict)] = [(k, v.verdict) for k, v in C.response_verdicts(store).items()]
-    assert verdict == "no answer" and C.next_response(store, "bob") is None
+    [(rid, verdict)] = [(k, v.verdict) for k, v in C.work.response_verdicts(store).items()]
+    assert verdict == "no answer" and C.work.next_response(store, "bob") is None
     store.close()

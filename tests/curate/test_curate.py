@@ -243,9 +243,9 @@ def _ready_counting(store, worker="alice"):
 def test_review_is_blind_and_agreement_is_kappa(seeded):
     store, _ = seeded
     _ready_counting(store)  # 2 OEQ + 4 YNQ by alice
-    assert C.next_review(store, "alice", "counting") is None  # not her own
+    assert C.work.next_review(store, "alice", "counting") is None  # not her own
     seen = []
-    while (r := C.next_review(store, "bob", "counting")) is not None:
+    while (r := C.work.next_review(store, "bob", "counting")) is not None:
         assert not hasattr(r, "answers") and not hasattr(r, "truth")
         seen.append(r)
         # bob agrees on everything except the "exactly 2" question about image A (truth no)
@@ -257,34 +257,34 @@ def test_review_is_blind_and_agreement_is_kappa(seeded):
         else:
             ans = C.get_instance(store, r.instance_id).answers[0]
             ans = f"{ans}."  # normalized before comparing
-        C.save_review(store, "bob", r.instance_id, ans)
+        C.work.save_review(store, "bob", r.instance_id, ans)
     assert len(seen) == 6
     with pytest.raises(LeaseError, match="you already reviewed"):
-        C.save_review(store, "bob", seen[0].instance_id, "yes")
+        C.work.save_review(store, "bob", seen[0].instance_id, "yes")
     with pytest.raises(AuthError, match="reviews must come from another worker"):
-        C.save_review(store, "alice", seen[0].instance_id, "yes")
+        C.work.save_review(store, "alice", seen[0].instance_id, "yes")
     with pytest.raises(FormError, match=r"^answer 'maybe' is not yes, no or can't tell$"):
-        C.save_review(store, "carol", next(r for r in seen if r.kind == "YNQ").instance_id, "maybe")
-    [ag] = [a for a in C.agreement(store) if a.mode == "counting"]
+        C.work.save_review(store, "carol", next(r for r in seen if r.kind == "YNQ").instance_id, "maybe")
+    [ag] = [a for a in C.people.mode_agreement(store) if a.mode == "counting"]
     # labels alice/bob: OEQ 3/3, 2/2; YNQ yes/yes, no/yes, yes/yes, no/no
     # p_o = 5/6; alice: 3 1 yes1... -> counts alice {3:1, 2:1, yes:2, no:2}, bob {3:1, 2:1, yes:3, no:1}
     # p_e = (1 + 1 + 6 + 2) / 36 = 10/36 -> kappa = (5/6 - 10/36) / (26/36) = 20/26
     assert (ag.statistic, ag.items, ag.raters, ag.disagreements) == ("cohen", 6, 2, 1)
     assert ag.kappa == pytest.approx(20 / 26)
-    [dis] = C.disagreements(store, "counting")
+    [dis] = C.people.disagreements(store, "counting")
     assert dis.question == "Are there exactly 2 cats in the picture?" and dis.ratings == {"alice": "no", "bob": "yes"}
     # a third worker: Fleiss over all three
     for r in seen:
         inst = C.get_instance(store, r.instance_id)
-        C.save_review(
+        C.work.save_review(
             store, "carol", r.instance_id, inst.answers[0] if inst.kind == "OEQ" else ("yes" if inst.truth else "no")
         )
-    [ag] = [a for a in C.agreement(store) if a.mode == "counting"]
+    [ag] = [a for a in C.people.mode_agreement(store) if a.mode == "counting"]
     # per item P_i: five items all agree (1), one item {no, yes, no} -> 2/6; P = (5 + 1/3) / 6 = 8/9
     # shares over 18 ratings: 3:3, 2:3, yes:7, no:5 -> P_e = (9 + 9 + 49 + 25) / 324 = 92/324
     assert (ag.statistic, ag.raters) == ("fleiss", 3)
     assert ag.kappa == pytest.approx((8 / 9 - 92 / 324) / (1 - 92 / 324))
-    assert C.agreement(store)[0] == C.ModeAgreement("existence", None, None, 0, 0, 0)
+    assert C.people.mode_agreement(store)[0] == C.people.ModeAgreement("existence", None, None, 0, 0, 0)
     # undo is refused once others built on the annotation
     assert C.undo_last(store, "carol").startswith("review of ")
     with pytest.raises(LeaseError, match="cannot undo: the yes/no question .* was already reviewed"):
@@ -294,20 +294,22 @@ def test_review_is_blind_and_agreement_is_kappa(seeded):
 def test_model_responses_are_labelled_by_workers(seeded):
     store, _ = seeded
     saved = _ready_counting(store)
-    rid = C.add_response(store, saved.instance_ids[0], "tiny-vlm", "How many cats?", "There are 7 cats.", judge=None)
+    rid = C.work.add_response(
+        store, saved.instance_ids[0], "tiny-vlm", "How many cats?", "There are 7 cats.", judge=None
+    )
     with pytest.raises(InputError, match="verdict 'maybe' is not one of correct, hallucinated"):
-        C.add_response(store, saved.instance_ids[0], "m", "p", "a", verdict="maybe")
-    item = C.next_response(store, "bob", "counting")
+        C.work.add_response(store, saved.instance_ids[0], "m", "p", "a", verdict="maybe")
+    item = C.work.next_response(store, "bob", "counting")
     assert (item.response_id, item.model_answer, item.answers) == (rid, "There are 7 cats.", ("3",))
-    C.label_response(store, "bob", rid, "hallucinated")
-    assert C.next_response(store, "bob") is None
+    C.work.label_response(store, "bob", rid, "hallucinated")
+    assert C.work.next_response(store, "bob") is None
     with pytest.raises(FormError, match="choose one of: correct, hallucinated"):
-        C.label_response(store, "carol", rid, "")
-    C.label_response(store, "carol", rid, "hallucinated")
-    [ag] = [a for a in C.agreement(store, "responses") if a.mode == "counting"]
+        C.work.label_response(store, "carol", rid, "")
+    C.work.label_response(store, "carol", rid, "hallucinated")
+    [ag] = [a for a in C.people.mode_agreement(store, "responses") if a.mode == "counting"]
     assert (ag.statistic, ag.items, ag.disagreements, ag.kappa) == ("cohen", 1, 0, None)  # one category: undefined
     assert C.undo_last(store, "carol") == f"label of response {rid}"
-    assert C.next_response(store, "carol").response_id == rid
+    assert C.work.next_response(store, "carol").response_id == rid
     assert C.undo_last(store, "alice") == "confirmation of 4 yes/no question(s)"
     with pytest.raises(
         LeaseError, match=r"^cannot undo: item counting:\S+'s questions were already reviewed or answered by a model$"
@@ -318,11 +320,12 @@ def test_model_responses_are_labelled_by_workers(seeded):
 def test_generated_image_is_queued_alone_with_its_prompt(seeded, tmp_path):
     store, _ = seeded
     [png] = write_photos(tmp_path / "gen", ("clock",))
-    tid = C.add_generation(
+    tid = C.work.add_generation(
         store, png, "orientation", "a clock facing left", backend="diffusers", model="tiny-sd", seed=7, priority=-1
     )
     assert (
-        C.add_generation(store, png, "orientation", "a clock facing left", backend="diffusers", model="tiny-sd") == tid
+        C.work.add_generation(store, png, "orientation", "a clock facing left", backend="diffusers", model="tiny-sd")
+        == tid
     )
     item = C.next_item(store, "dave", "orientation")
     assert (item.task_id, item.prompt, [v.role for v in item.images], item.pair_id) == (
@@ -438,12 +441,12 @@ def test_undo_of_a_confirmation_is_refused_once_a_model_answered(seeded):
     store, _ = seeded
     saved = _ready_counting(store)  # alice's last action: confirming 4 drafts
     ynq = [r for r in C.ready_instances(store, "counting", "YNQ") if r.id in saved.draft_ids]
-    rid = C.add_response(store, ynq[0].id, "tiny-vlm", "Answer yes or no.", "Yes")
+    rid = C.work.add_response(store, ynq[0].id, "tiny-vlm", "Answer yes or no.", "Yes")
     with pytest.raises(
         LeaseError, match=rf"^cannot undo: the yes/no question {ynq[0].id} was already answered by a model$"
     ):
         C.undo_last(store, "alice")
-    assert C.get_instance(store, ynq[0].id).status == "ready" and C.next_response(store, "bob").response_id == rid
+    assert C.get_instance(store, ynq[0].id).status == "ready" and C.work.next_response(store, "bob").response_id == rid
 
 
 def test_skip_that_loses_a_race_logs_nothing(seeded, monkeypatch):
@@ -495,13 +498,13 @@ def test_the_chosen_mode_is_kept_per_worker_across_sign_ins(tmp_path):
 
     store, tokens = seed_store(tmp_path / "m.db", tmp_path, per_mode=1)
     alice = C.sign_in(store, tokens["alice"])
-    assert C.chosen_mode(store, alice) is None
-    C.choose_mode(store, alice, "Color")
-    assert C.chosen_mode(store, C.sign_in(store, tokens["alice"])) == "color"  # a new sign-in, any browser
-    assert C.chosen_mode(store, "bob") is None  # per worker
+    assert C.people.chosen_mode(store, alice) is None
+    C.people.choose_mode(store, alice, "Color")
+    assert C.people.chosen_mode(store, C.sign_in(store, tokens["alice"])) == "color"  # a new sign-in, any browser
+    assert C.people.chosen_mode(store, "bob") is None  # per worker
     with pytest.raises(InputError, match="unknown mode 'hue'"):
-        C.choose_mode(store, alice, "hue")
-    C.rotate_token(store, "alice")
+        C.people.choose_mode(store, alice, "hue")
+    C.people.rotate_token(store, "alice")
     with pytest.raises(AuthError):  # a signed-out session cannot change it
-        C.choose_mode(store, alice, "shape")
+        C.people.choose_mode(store, alice, "shape")
     store.close()

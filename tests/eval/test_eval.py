@@ -231,11 +231,11 @@ def test_oeq_scored_by_worker_labels_from_the_store(tmp_path):
         oeq[2]: ("correct", "hallucinated"),
     }
     for iid, (va, vb) in plan.items():
-        rid = C.add_response(store, iid, "m", "the prompt", "an answer")
-        C.label_response(store, "alice", rid, va)
-        C.label_response(store, "bob", rid, vb)
-    other = C.add_response(store, oeq[1], "other-model", "the prompt", "another answer")  # must not count for m
-    C.label_response(store, "alice", other, "correct")
+        rid = C.work.add_response(store, iid, "m", "the prompt", "an answer")
+        C.work.label_response(store, "alice", rid, va)
+        C.work.label_response(store, "bob", rid, vb)
+    other = C.work.add_response(store, oeq[1], "other-model", "the prompt", "another answer")  # must not count for m
+    C.work.label_response(store, "alice", other, "correct")
     store.close()
     preds = tmp_path / "m.jsonl"
     preds.write_text(
@@ -273,9 +273,9 @@ def test_an_answer_labelled_no_answer_is_scored_wrong_and_counted_apart(tmp_path
     oeq = sorted(it.id for it in bench if it.kind == "OEQ")
     C.add_worker(store, "bob")
     for iid, (va, vb) in {oeq[0]: ("no answer", "no answer"), oeq[1]: ("no answer", "correct")}.items():
-        rid = C.add_response(store, iid, "m", "the prompt", "I cannot tell from this image.")
-        C.label_response(store, "alice", rid, va)
-        C.label_response(store, "bob", rid, vb)
+        rid = C.work.add_response(store, iid, "m", "the prompt", "I cannot tell from this image.")
+        C.work.label_response(store, "alice", rid, va)
+        C.work.label_response(store, "bob", rid, vb)
     store.close()
     preds = tmp_path / "m.jsonl"
     preds.write_text(

@@ -257,8 +257,8 @@ def test_probe_and_eval_share_the_judge_and_eval_reports_its_agreement_with_work
         "red": ("hallucinated", "hallucinated"),
         "blue": ("correct", "hallucinated"),
     }.items():
-        C.label_response(store, "alice", by_ref[ref].response_id, va)
-        C.label_response(store, "bob", by_ref[ref].response_id, vb)
+        C.work.label_response(store, "alice", by_ref[ref].response_id, va)
+        C.work.label_response(store, "bob", by_ref[ref].response_id, vb)
     export_benchmark(store, ExportOptions(out=tmp_path / "b", format="hf"))
     store.close()
     bench = F.load(tmp_path / "b")

@@ -20,15 +20,15 @@ def test_eval_labels_scorer_uses_the_verdict_that_counts(tmp_path):
     oeq = sorted(it.id for it in bench if it.kind == "OEQ")
     C.add_worker(store, "bob")
     judge = "llm:some-judge judge_oeq@v1#00000000"
-    C.add_response(store, oeq[0], "m", "p", "an answer", "hallucinated", judge)  # judged only: the judge counts
-    r1 = C.add_response(store, oeq[1], "m", "p", "an answer", "hallucinated", judge)  # workers overturn the judge
-    C.label_response(store, "alice", r1, "correct")
-    C.label_response(store, "bob", r1, "correct")
-    r2 = C.add_response(store, oeq[2], "m", "p", "an answer", "correct", judge)  # tied workers: no verdict
-    C.label_response(store, "alice", r2, "correct")
-    C.label_response(store, "bob", r2, "hallucinated")
-    r3 = C.add_response(store, oeq[3], "m", "p", "other words", "correct", judge)  # another answer: does not apply
-    C.label_response(store, "alice", r3, "correct")
+    C.work.add_response(store, oeq[0], "m", "p", "an answer", "hallucinated", judge)  # judged only: the judge counts
+    r1 = C.work.add_response(store, oeq[1], "m", "p", "an answer", "hallucinated", judge)  # workers overturn the judge
+    C.work.label_response(store, "alice", r1, "correct")
+    C.work.label_response(store, "bob", r1, "correct")
+    r2 = C.work.add_response(store, oeq[2], "m", "p", "an answer", "correct", judge)  # tied workers: no verdict
+    C.work.label_response(store, "alice", r2, "correct")
+    C.work.label_response(store, "bob", r2, "hallucinated")
+    r3 = C.work.add_response(store, oeq[3], "m", "p", "other words", "correct", judge)  # another answer: does not apply
+    C.work.label_response(store, "alice", r3, "correct")
     store.close()
     preds = tmp_path / "m.jsonl"
     preds.write_text(

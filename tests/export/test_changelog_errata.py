@@ -61,15 +61,15 @@ def flagged(tmp_path):
     cats_a, cats_b = (_oeq(store, "How many cats are there in the picture?", i) for i in (0, 1))
     cup_a = _oeq(store, "What color is the cup?", 0)
     assert {cats_a.id, cats_b.id, cup_a.id} <= released
-    f1 = C.flag_instance(store, "bob", cats_a.id, "four cats, one behind the sofa", proposed="4")
-    C.accept_erratum(store, "carol", f1, answers="4")  # the flag's reason is the why
-    f2 = C.flag_instance(store, "dave", cup_a.id, "the cup looks orange to me")
-    C.reject_erratum(store, "carol", f2, "it is red under daylight; dave saw the shadow")
-    f3 = C.flag_instance(store, "dave", cats_b.id, "more cats than two")
-    C.accept_erratum(store, "carol", f3, answers="5", reason="five at a glance")
+    f1 = C.decisions.flag_instance(store, "bob", cats_a.id, "four cats, one behind the sofa", proposed="4")
+    C.decisions.accept_erratum(store, "carol", f1, answers="4")  # the flag's reason is the why
+    f2 = C.decisions.flag_instance(store, "dave", cup_a.id, "the cup looks orange to me")
+    C.decisions.reject_erratum(store, "carol", f2, "it is red under daylight; dave saw the shadow")
+    f3 = C.decisions.flag_instance(store, "dave", cats_b.id, "more cats than two")
+    C.decisions.accept_erratum(store, "carol", f3, answers="5", reason="five at a glance")
     assert "accept of flag" in C.undo_last(store, "carol")  # the 2 -> 5 decision taken back; the flag is open again
     assert C.get_instance(store, cats_b.id).answers == ("2",)
-    C.accept_erratum(store, "carol", f3, answers="3", reason="three cats, counted twice by bob")
+    C.decisions.accept_erratum(store, "carol", f3, answers="3", reason="three cats, counted twice by bob")
     key = pseudonym_key(store)
     store.close()
     return tmp_path, db, key, cats_a, cats_b, cup_a

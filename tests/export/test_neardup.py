@@ -86,7 +86,7 @@ def _setup(tmp_path, tiny_models):
         item = C.next_item(store, "alice", mode)
         a, b = (v.id for v in item.images)
         C.save_annotation(store, "alice", item.task_id, C.Annotation(tpl, slots, answers={a: a_ans, b: b_ans}))
-    C.add_generation(
+    C.work.add_generation(
         store, gen_dir / "astronaut-copy.jpg", "counting", "an astronaut", backend="openai", model="dall-e-3"
     )
     item = C.next_item(store, "alice", "counting")
@@ -277,16 +277,16 @@ def test_near_dups_on_by_default_and_overruled_by_a_worker(tmp_path, tiny_models
     dup_id = nd["within_export"][0]["id"]
     gen_id = nd["generated_against_source"][0]["id"]
     with open_store(tmp_path / "store.db") as store:
-        seen = {d.id: d for d in C.near_duplicate_list(store, "alice")}
+        seen = {d.id: d for d in C.work.near_duplicate_list(store, "alice")}
         assert set(seen) == {dup_id, gen_id}  # the store holds what the manifest lists, with what decided it
         d = seen[dup_id]
         assert (d.scope, tuple(sorted((d.a_image, d.b_image))), d.b_index) == ("within", pair, None)
         assert d.encoders["clip"]["spec"].startswith("local-dir:") and d.thresholds["clip"] == 0.999
         assert seen[gen_id].b_index == "home" and seen[gen_id].b_path.endswith("astronaut.png")
         with pytest.raises(FormError):
-            C.overrule_near_duplicate(store, "alice", dup_id, "  ")
-        C.overrule_near_duplicate(store, "alice", dup_id, "the copy is the generated counterpart; intended")
-        assert [d.id for d in C.near_duplicate_list(store, "alice", include_overruled=False)] == [gen_id]
+            C.work.overrule_near_duplicate(store, "alice", dup_id, "  ")
+        C.work.overrule_near_duplicate(store, "alice", dup_id, "the copy is the generated counterpart; intended")
+        assert [d.id for d in C.work.near_duplicate_list(store, "alice", include_overruled=False)] == [gen_id]
 
     nd, _ = _export(tmp_path, tmp_path / "b2", *TH)
     e = nd["within_export"][0]
@@ -299,7 +299,7 @@ def test_near_dups_on_by_default_and_overruled_by_a_worker(tmp_path, tiny_models
     assert nd["within_export"][0]["overruled"]["by"] == "alice"
 
     with open_store(tmp_path / "store.db") as store:
-        C.reinstate_near_duplicate(store, "alice", dup_id)
+        C.work.reinstate_near_duplicate(store, "alice", dup_id)
     nd, _ = _export(tmp_path, tmp_path / "b4", *TH)
     assert nd["within_export"][0]["overruled"] is None and nd["overruled"] == 0
 
@@ -354,13 +354,13 @@ def test_flags_page_shows_near_duplicates_side_by_side_and_overrules(tmp_path, m
         "clip": {"spec": "ViT-B-32:openai", "model": "ViT-B-32", "dim": 512},
         "dino": {"spec": "facebook/dinov2-small", "model": "dinov2-small", "dim": 384},
     }
-    C.record_near_duplicates(
+    C.work.record_near_duplicates(
         store,
         [{"scope": "within", "a_image": a, "b_image": b, "clip": 0.97, "dino": 0.93, "exact": False}],
         encoders=enc,
         thresholds={"clip": 0.95, "dino": 0.9},
     )
-    [d] = C.near_duplicate_list(store, "bob")
+    [d] = C.work.near_duplicate_list(store, "bob")
     monkeypatch.setenv("VHMINE_DB", f"sqlite:///{tmp_path / 'store.db'}")
     at = AppTest.from_file(
         str(Path(__file__).resolve().parents[2] / "vhmine" / "apps" / "curate.py"), default_timeout=60
@@ -378,10 +378,10 @@ def test_flags_page_shows_near_duplicates_side_by_side_and_overrules(tmp_path, m
     assert any("say why the pair is not a problem" in re.sub(r"\\", "", e.value) for e in at.error)
     at.text_input(key=f"ndwhy:{d.id}").input("two different cats; the questions differ").run()
     at.button(key=f"ndov:{d.id}").click().run()
-    [d] = C.near_duplicate_list(store, "bob")
+    [d] = C.work.near_duplicate_list(store, "bob")
     assert (d.overruled_by, d.overrule_reason) == ("bob", "two different cats; the questions differ")
     at.button(key=f"ndre:{d.id}").click().run()
-    assert not C.near_duplicate_list(store, "bob")[0].overruled
+    assert not C.work.near_duplicate_list(store, "bob")[0].overruled
     store.close()
 
 

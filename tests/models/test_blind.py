@@ -55,7 +55,7 @@ def _store(tmp_path):
         a, b = (v.id for v in item.images)
         saved = C.save_annotation(store, "alice", item.task_id, C.Annotation(tpl, slots, answers={a: a_ans, b: b_ans}))
         C.confirm_drafts(store, "alice", [C.DraftDecision(d, True) for d in saved.draft_ids])
-    C.add_generation(store, photos[3], "counting", "a horse in a field", backend="openai", model="dall-e-3")
+    C.work.add_generation(store, photos[3], "counting", "a horse in a field", backend="openai", model="dall-e-3")
     item = C.next_item(store, "alice", "counting")
     (img,) = (v.id for v in item.images)
     saved = C.save_annotation(
@@ -123,7 +123,7 @@ def test_blind_flags_only_questions_right_on_every_image(tmp_path, openai_server
     r = rows[qs["How many cats are there in the picture?"][0].id]
     assert (r.model, r.answer, r.correct, r.scorer) == ("text-only", "2", True, "match")
     assert r.prompt.startswith("blind@v1#") and r.endpoint == srv.base_url
-    flags = C.flag_list(store, "bob")
+    flags = C.work.flag_list(store, "bob")
     assert {f.question for f in flags} == {
         "How many cats are there in the picture?",
         "Are there exactly 2 cats in the picture?",
@@ -142,7 +142,10 @@ def test_blind_flags_only_questions_right_on_every_image(tmp_path, openai_server
     assert {i.instance_id for i in res2.items if i.flagged} == want | {
         r.id for r in qs["What is the shape of the clock?"]
     }
-    assert next(f for f in C.flag_list(store, "bob") if f.question.startswith("How many cats")).flag_id == cats.flag_id
+    assert (
+        next(f for f in C.work.flag_list(store, "bob") if f.question.startswith("How many cats")).flag_id
+        == cats.flag_id
+    )
 
 
 def test_drop_blind_export_and_overrule(tmp_path, openai_server):  # noqa: F811
@@ -222,19 +225,19 @@ def test_drop_blind_export_and_overrule(tmp_path, openai_server):  # noqa: F811
     }
 
     # a worker overrules one flag (with a reason): its questions come back, and the record says who and why
-    flag = next(f for f in C.flag_list(store, "bob") if f.question.startswith("How many cats"))
+    flag = next(f for f in C.work.flag_list(store, "bob") if f.question.startswith("How many cats"))
     with pytest.raises(FormError):
-        C.overrule_blind_flag(store, "bob", flag.flag_id, "  ")
-    C.overrule_blind_flag(store, "bob", flag.flag_id, "two cats is the usual guess; this pair is about counting")
+        C.work.overrule_blind_flag(store, "bob", flag.flag_id, "  ")
+    C.work.overrule_blind_flag(store, "bob", flag.flag_id, "two cats is the usual guess; this pair is about counting")
     back = {it.instance_id for it in flag.items}
     again = export("overruled", drop_blind=True)
     assert set(again["instances"]) == everything - flagged | back
     (solver,) = again["blind"]["solvers"]
     assert solver["per_mode"]["counting"]["overruled"] == 2 and solver["per_mode"]["counting"]["left_out"] == 4
-    seen = next(f for f in C.flag_list(store, "alice") if f.flag_id == flag.flag_id)
+    seen = next(f for f in C.work.flag_list(store, "alice") if f.flag_id == flag.flag_id)
     assert seen.overruled and seen.overruled_by == "bob" and seen.overrule_reason.startswith("two cats")
-    assert flag.flag_id not in {f.flag_id for f in C.flag_list(store, "alice", include_overruled=False)}
-    C.reinstate_blind_flag(store, "alice", flag.flag_id)
+    assert flag.flag_id not in {f.flag_id for f in C.work.flag_list(store, "alice", include_overruled=False)}
+    C.work.reinstate_blind_flag(store, "alice", flag.flag_id)
     assert set(export("reinstated", drop_blind=True)["instances"]) == everything - flagged
 
 
@@ -308,7 +311,7 @@ def test_open_answers_scored_by_the_judge(tmp_path, openai_server):  # noqa: F81
         rows = s.query(BlindAnswer).all()
     assert len(rows) == 2 and all(r.correct and r.flag_id for r in rows)
     assert {r.scorer for r in rows} == {"llm:judge-model " + judge_prompt().id}
-    (flag,) = C.flag_list(store, "alice")
+    (flag,) = C.work.flag_list(store, "alice")
     assert flag.question == "What color is the cup?" and flag.scorer.startswith("llm:judge-model judge_oeq@v1#")
 
 
@@ -334,7 +337,7 @@ def test_a_rerun_scores_stored_answers_against_the_current_reference(tmp_path, o
     first = blind(store, _opts(tmp_path, openai_server, modes=["counting", "color"], kinds=["OEQ"]))
     cats = {r.id for r in _by_question(store)["How many cats are there in the picture?"]}
     cups = {r.id for r in _by_question(store)["What color is the cup?"]}
-    assert cats <= {i.instance_id for i in first.items if i.flagged} and not cups & C.blind_dropped(store)
+    assert cats <= {i.instance_id for i in first.items if i.flagged} and not cups & C.work.blind_dropped(store)
     # the cup on the blue image was red after all; one image has 3 cats, not 2
     blue = next(r for r in C.ready_instances(store, "color", "OEQ") if r.answers == ("blue",))
     _set_answers(
@@ -350,7 +353,7 @@ def test_a_rerun_scores_stored_answers_against_the_current_reference(tmp_path, o
     assert len(openai_server.chats()) == n and again.sent == 0  # match scores stored answers without asking
     flagged = {i.instance_id for i in again.items if i.flagged}
     assert cups <= flagged and not cats & flagged  # "Probably red." right on both; "2" wrong on the 3-cat image
-    assert cups <= C.blind_dropped(store) and not cats & C.blind_dropped(store)
+    assert cups <= C.work.blind_dropped(store) and not cats & C.work.blind_dropped(store)
     assert again.rescored == 2 and "2 stored answer(s) scored again" in again.summary()  # the two references changed
     assert not again.partial
     # a third run finds nothing to score again
@@ -375,23 +378,23 @@ def test_an_erratum_leaves_a_judged_answer_for_the_rerun_to_judge_again(tmp_path
     openai_server.responder = judge
     opts = _opts(tmp_path, openai_server, judge="judge-model", modes=["color"], kinds=["OEQ"])
     blind(store, opts)
-    (flag,) = C.flag_list(store, "alice")
+    (flag,) = C.work.flag_list(store, "alice")
     blue = next(r for r in C.ready_instances(store, "color", "OEQ") if r.answers == ("blue",))
-    fid = C.flag_instance(store, "bob", blue.id, "the cup is green")
-    C.accept_erratum(store, "carol", fid, answers="green")
+    fid = C.decisions.flag_instance(store, "bob", blue.id, "the cup is green")
+    C.decisions.accept_erratum(store, "carol", fid, answers="green")
     with store.session(write=False) as s:  # the judge saw "blue": no score, no flag until it judges "green"
         assert s.query(BlindAnswer).filter_by(instance_id=blue.id).one().correct is None
-    assert C.flag_list(store, "alice") == [] and not C.blind_dropped(store)
+    assert C.work.flag_list(store, "alice") == [] and not C.work.blind_dropped(store)
     n = len(judged)
     again = blind(store, opts)
     assert len(judged) - n == 1 and "green" in judged[-1]  # only the answer whose reference changed is judged again
     with store.session(write=False) as s:
         row = s.query(BlindAnswer).filter_by(instance_id=blue.id).one()
         assert (row.correct, row.reference) == (False, {"answers": ["green"], "truth": None})
-    assert again.rescored == 1 and C.flag_list(store, "alice") == []
+    assert again.rescored == 1 and C.work.flag_list(store, "alice") == []
     # the undo of the erratum puts the judged score back: the flag is there again
     C.undo_last(store, "carol")
-    assert [f.flag_id for f in C.flag_list(store, "alice")] == [flag.flag_id]
+    assert [f.flag_id for f in C.work.flag_list(store, "alice")] == [flag.flag_id]
 
 
 def test_blind_accuracy_counts_each_question_once_per_solver_whatever_the_endpoint(tmp_path, openai_server):  # noqa: F811

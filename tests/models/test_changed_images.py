@@ -110,7 +110,7 @@ def test_draft_goes_on_past_a_changed_image_and_lists_it(openai_server, tmp_path
     assert len(openai_server.chats()) == 1 and not res.partial
     assert "image refused" in res.summary() and "partial run" not in res.summary()
     C.add_worker(store, "alice")
-    assert C.next_verify_item(store, "alice", "color") is not None  # the one drafted waits to be verified
+    assert C.work.next_verify_item(store, "alice", "color") is not None  # the one drafted waits to be verified
     store.close()
 
 

@@ -207,7 +207,7 @@ def test_describe_explains_only_what_the_workers_call_hallucinated(tmp_path, ope
     store = probed_store(tmp_path, srv)
     wrong = [rid for rid, v in mode_responses(store, "color") if v == "hallucinated"]
     for w in ("bob", "carol"):
-        C.label_response(store, w, wrong[0], "correct")
+        C.work.label_response(store, w, wrong[0], "correct")
     srv.responder = lambda body: "An explanation."
     res = describe(
         store,

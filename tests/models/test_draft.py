@@ -158,12 +158,12 @@ def test_accept_edit_reject_and_undo(drafted):
     # drafted pairs are in the verify queue, not the annotate queue; rule-rejected ones stay for annotating
     assert C.next_item(store, "alice", "color") is None
     assert C.next_item(store, "alice", "counting") is not None
-    item = C.next_verify_item(store, "alice", "color")
+    item = C.work.next_verify_item(store, "alice", "color")
     a, b = (v.id for v in item.images)
     assert item.answers == {a: ("red",), b: ("blue",)} and item.model == "fake-vlm"
     with pytest.raises(LeaseError, match="leased to alice"):
-        C.accept_draft(store, "bob", item.draft_id)
-    got = C.accept_draft(store, "alice", item.draft_id)
+        C.work.accept_draft(store, "bob", item.draft_id)
+    got = C.work.accept_draft(store, "alice", item.draft_id)
     assert got.decision == "accept" and len(got.instance_ids) == 6
     recs = {(r.image_id, r.question): r for r in C.ready_instances(store, "color")}
     assert recs[(a, "What color is the cup?")].answers == ("red",) and recs[(b, "Is the cup red?")].truth is False
@@ -175,14 +175,14 @@ def test_accept_edit_reject_and_undo(drafted):
         assert act.payload["decision"] == "accept" and sorted(act.payload["instances"]) == sorted(got.instance_ids)
         assert s.get(Task, item.task_id).status == "done"
     with pytest.raises(LeaseError, match="already decided"):
-        C.accept_draft(store, "alice", item.draft_id)
+        C.work.accept_draft(store, "alice", item.draft_id)
 
     # edit: a new answer for image B must come with yes/no variants that agree with it
-    item2 = C.next_verify_item(store, "bob", "color")
+    item2 = C.work.next_verify_item(store, "bob", "color")
     a2, b2 = (v.id for v in item2.images)
     with pytest.raises(FormError, match="contradicts the open-ended answer"):
-        C.edit_draft(store, "bob", item2.draft_id, answers={a2: "red", b2: "navy"})
-    got = C.edit_draft(
+        C.work.edit_draft(store, "bob", item2.draft_id, answers={a2: "red", b2: "navy"})
+    got = C.work.edit_draft(
         store,
         "bob",
         item2.draft_id,
@@ -195,10 +195,10 @@ def test_accept_edit_reject_and_undo(drafted):
     } == {("navy",)}
 
     # reject: a reason is needed; the pair goes back to the annotate queue
-    ex = C.next_verify_item(store, "alice", "existence")
+    ex = C.work.next_verify_item(store, "alice", "existence")
     with pytest.raises(FormError, match="say why"):
-        C.reject_draft(store, "alice", ex.draft_id, "  ")
-    C.reject_draft(store, "alice", ex.draft_id, "image B has no spoon")
+        C.work.reject_draft(store, "alice", ex.draft_id, "  ")
+    C.work.reject_draft(store, "alice", ex.draft_id, "image B has no spoon")
     with store.session(write=False) as s:
         assert s.get(Draft, ex.draft_id).status == "rejected" and s.get(Draft, ex.draft_id).decided_by == "alice"
     assert C.next_item(store, "bob", "existence").task_id == ex.task_id
@@ -214,7 +214,7 @@ def test_accept_edit_reject_and_undo(drafted):
     with store.session(write=False) as s:
         assert s.get(Draft, item.draft_id).status == "pending" and s.get(Task, item.task_id).status == "open"
     assert not [r for r in C.ready_instances(store, "color") if r.task_id == item.task_id]
-    again = C.next_verify_item(store, "alice", "color")
+    again = C.work.next_verify_item(store, "alice", "color")
     assert again.draft_id == item.draft_id
 
 
@@ -279,7 +279,7 @@ def test_savings_by_hand(tmp_path):
         from vhmine.store import Task
 
         tasks = {m: [t.id for t in s.query(Task).filter_by(mode=m).order_by(Task.id)] for m in ("counting", "color")}
-    C.record_draft(
+    C.work.record_draft(
         store, tasks["counting"][0], model="m", endpoint=None, prompt="draft@v1#x", raw="{}", reason="malformed"
     )
     t0 = dt.datetime(2025, 1, 1, 9, 0, 0)
@@ -309,7 +309,7 @@ def test_savings_by_hand(tmp_path):
                     undone_at=at if payload.get("undone") else None,
                 )
             )
-    rows = {r.mode: r for r in C.draft_savings(store)}
+    rows = {r.mode: r for r in C.people.draft_savings(store)}
     assert list(rows) == ["color", "counting", "all"]
     c = rows["counting"]
     assert (c.scratch_items, c.s_per_scratch, c.drafted, c.rule_rejected) == (2, 110.0, 1, 1)
@@ -320,9 +320,9 @@ def test_savings_by_hand(tmp_path):
     assert (rows["color"].scratch_items, rows["color"].s_per_scratch, rows["color"].decided) == (2, 50.0, 0)
     assert rows["all"].scratch_items == 4 and rows["all"].s_per_scratch == pytest.approx((110 + 50) / 2)
     with pytest.raises(AuthError, match="not an admin"):
-        C.draft_savings(store, by="alice")
-    assert C.draft_savings(store, by="carol") == list(rows.values())
-    assert "saving = 1 - s/kept / s/item" in C.savings_table(list(rows.values()))
+        C.people.draft_savings(store, by="alice")
+    assert C.people.draft_savings(store, by="carol") == list(rows.values())
+    assert "saving = 1 - s/kept / s/item" in C.people.savings_table(list(rows.values()))
 
 
 # --- the app's Verify drafts page (AppTest) ------------------------------------------------------------------
@@ -368,7 +368,7 @@ def test_verify_page_accept_edit_reject(tmp_path, monkeypatch):
     for tid, _ in tasks:
         content = parse_draft(CANNED['"color"'], "color", list(pairs[tid]))
         ids.append(
-            C.record_draft(
+            C.work.record_draft(
                 store, tid, model="fake-vlm", endpoint=None, prompt="draft@v1#test", raw="{}", content=content
             )
         )

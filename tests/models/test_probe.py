@@ -91,7 +91,7 @@ def test_without_a_judge_oeq_waits_for_workers_then_a_judge_fills_in(openai_serv
     oeq = [r for r in _responses(store) if r.verdict is None]
     assert len(oeq) == 2 and {r.judge for r in oeq} == {None}
     C.add_worker(store, "bob")
-    C.label_response(store, "bob", oeq[0].id, "hallucinated")  # a worker's label counts as a success
+    C.work.label_response(store, "bob", oeq[0].id, "hallucinated")  # a worker's label counts as a success
     assert len(hallucinations(store, "counting")) == 3
     n = len(srv.chats())
     probe(store, ProbeOptions(_opts(srv, tmp_path), modes=["counting"], judge="judge-llm"))
@@ -107,8 +107,8 @@ def test_an_answer_labelled_no_answer_is_counted_apart_and_is_no_hallucination(o
     probe(store, ProbeOptions(_opts(srv, tmp_path), modes=["counting"]))
     oeq = [r for r in _responses(store) if r.verdict is None]
     C.add_worker(store, "bob")
-    C.label_response(store, "bob", oeq[0].id, "no answer")
-    assert C.response_verdicts(store, [oeq[0].id])[oeq[0].id].verdict == "no answer"
+    C.work.label_response(store, "bob", oeq[0].id, "no answer")
+    assert C.work.response_verdicts(store, [oeq[0].id])[oeq[0].id].verdict == "no answer"
     res = probe(store, ProbeOptions(_opts(srv, tmp_path), modes=["counting"]))  # from the cache: the verdicts now
     want = Counter(instances=6, answered=6, hallucinated=2, correct=2, unjudged=1)
     want["no answer"] = 1
@@ -281,7 +281,7 @@ def test_an_unreadable_yes_no_answer_labelled_by_a_worker_keeps_its_words(openai
     res = probe(store, ProbeOptions(_opts(srv, tmp_path), modes=["color"], kinds=["YNQ"]))
     assert res.per_mode()["color"]["unjudged"] == 4  # unreadable: no verdict, not "no"
     rid = next(r.id for r in _responses(store) if r.verdict is None)
-    C.label_response(store, "alice", rid, "hallucinated")
+    C.work.label_response(store, "alice", rid, "hallucinated")
     [h] = hallucinations(store, "color")
     assert h.error.startswith("the model answered 'I cannot tell from this picture.', but the correct answer is ")
     store.close()
@@ -328,11 +328,11 @@ def test_probe_hallucinations_follow_the_workers(tmp_path, openai_server):
     right = [rid for rid, v in rows if v == "correct"]
     assert len(wrong) == 2 and len(right) == 2
     assert {h.response_id for h in hallucinations(store, "counting")} == set(wrong)
-    C.label_response(store, "bob", wrong[0], "correct")  # the rule said hallucinated; the workers say correct
-    C.label_response(store, "carol", wrong[0], "correct")
-    C.label_response(store, "bob", wrong[1], "correct")  # a tie: no verdict
-    C.label_response(store, "carol", wrong[1], "hallucinated")
-    C.label_response(store, "bob", right[0], "hallucinated")  # the rule said correct; one worker says hallucinated
+    C.work.label_response(store, "bob", wrong[0], "correct")  # the rule said hallucinated; the workers say correct
+    C.work.label_response(store, "carol", wrong[0], "correct")
+    C.work.label_response(store, "bob", wrong[1], "correct")  # a tie: no verdict
+    C.work.label_response(store, "carol", wrong[1], "hallucinated")
+    C.work.label_response(store, "bob", right[0], "hallucinated")  # the rule said correct; one worker says hallucinated
     assert {h.response_id for h in hallucinations(store, "counting")} == {right[0]}
     # probe's own summary of a rerun shows the verdicts that count
     again = probe(
@@ -364,9 +364,11 @@ def test_probe_adopts_a_response_stored_before_endpoints_were_recorded(tmp_path,
     store = make_ready_store(tmp_path)
     ynq = [r for r in C.ready_instances(store) if r.kind == "YNQ" and r.mode == "counting"]
     same, other = ynq[0], ynq[1]
-    old_same = C.add_response(store, same.id, "victim", probe_prompt("YNQ").render(question=same.question), "Yes")
-    old_other = C.add_response(store, other.id, "victim", probe_prompt("YNQ").render(question=other.question), "No")
-    C.label_response(store, "alice", old_same, "hallucinated")
+    old_same = C.work.add_response(store, same.id, "victim", probe_prompt("YNQ").render(question=same.question), "Yes")
+    old_other = C.work.add_response(
+        store, other.id, "victim", probe_prompt("YNQ").render(question=other.question), "No"
+    )
+    C.work.label_response(store, "alice", old_same, "hallucinated")
     res = probe(
         store,
         ProbeOptions(

@@ -64,11 +64,11 @@ def story(folder, errata=None, rederive=None):
     C.add_worker(store, "carol", admin=True)
     if has_errata() if errata is None else errata:
         iid = _ynq(store, "counting", "Are there exactly 3 cats in the picture?", True)
-        flag = C.flag_instance(store, "bob", iid, "image A shows four cats")
-        C.accept_erratum(store, "carol", flag, truth=False, reason="four cats on A")
+        flag = C.decisions.flag_instance(store, "bob", iid, "image A shows four cats")
+        C.decisions.accept_erratum(store, "carol", flag, truth=False, reason="four cats on A")
     if rederives() if rederive is None else rederive:
-        flag = C.flag_instance(store, "bob", _oeq(store, "color", "red"), "the cup on A is green")
-        C.accept_erratum(store, "carol", flag, answers=["green"], reason="green")
+        flag = C.decisions.flag_instance(store, "bob", _oeq(store, "color", "red"), "the cup on A is green")
+        C.decisions.accept_erratum(store, "carol", flag, answers=["green"], reason="green")
         # alice confirms the new draft on image B in her own words (the truth hers, checked on the image)
         with store.session() as s:
             from vhmine.store import Instance

@@ -134,7 +134,8 @@ def _old_store_rows(url: str, photos: list[Path]) -> dict:
 
 
 def test_store_from_schema_0001_opens_in_newer_vhmine_with_nothing_lost(tmp_path):
-    from vhmine.curate import add_response, progress, ready_instances
+    from vhmine.curate import progress, ready_instances
+    from vhmine.curate.work import add_response
     from vhmine.store import Response, open_store
 
     photos = write_photos(tmp_path / "photos", ("coffee", "rocket"))

@@ -152,10 +152,10 @@ def act(store, action: tuple) -> str:
             C.confirm_drafts(store, "alice", [dec])
             return "ok"
         if kind == "resolve":
-            queue = sorted(C.contradictions(store, "carol"), key=lambda c: (c.image_id, c.question))
+            queue = sorted(C.decisions.contradictions(store, "carol"), key=lambda c: (c.image_id, c.question))
             if not queue:
                 return "none"
-            C.resolve_contradiction(store, "carol", queue[k % len(queue)].instance_id, x, "decided")
+            C.decisions.resolve_contradiction(store, "carol", queue[k % len(queue)].instance_id, x, "decided")
             return "ok"
         image = _images(store, mode)[k % 2]
         if kind in ("alias", "answer", "remove_oeq", "reject"):
@@ -168,20 +168,22 @@ def act(store, action: tuple) -> str:
         if target is None:
             return "none"
         if kind == "label":  # a model answers "Yes"; bob labels the answer
-            rid = C.add_response(store, target.id, "vlm", "Answer yes or no.", "Yes")
-            C.label_response(store, "bob", rid, "correct" if target.truth == (x % 2 == 0) else "hallucinated")
+            rid = C.work.add_response(store, target.id, "vlm", "Answer yes or no.", "Yes")
+            C.work.label_response(store, "bob", rid, "correct" if target.truth == (x % 2 == 0) else "hallucinated")
             return "ok"
-        flag = C.flag_instance(store, "bob", target.id, f"{kind} please")
+        flag = C.decisions.flag_instance(store, "bob", target.id, f"{kind} please")
         if kind == "reject":
-            C.reject_erratum(store, "carol", flag, "it is right")
+            C.decisions.reject_erratum(store, "carol", flag, "it is right")
         elif kind == "alias":
-            C.accept_erratum(store, "carol", flag, answers=list(target.answers) + [ALIASES[target.answers[0]]])
+            C.decisions.accept_erratum(
+                store, "carol", flag, answers=list(target.answers) + [ALIASES[target.answers[0]]]
+            )
         elif kind == "answer":
-            C.accept_erratum(store, "carol", flag, answers=[NEW[mode][x % 3]])
+            C.decisions.accept_erratum(store, "carol", flag, answers=[NEW[mode][x % 3]])
         elif kind in ("remove_oeq", "remove_ynq"):
-            C.accept_erratum(store, "carol", flag, remove=True)
+            C.decisions.accept_erratum(store, "carol", flag, remove=True)
         else:  # flip
-            C.accept_erratum(store, "carol", flag, truth=not target.truth)
+            C.decisions.accept_erratum(store, "carol", flag, truth=not target.truth)
         return "ok"
     except (FormError, InputError, LeaseError) as err:
         return type(err).__name__

@@ -27,9 +27,13 @@ def _log_figures(_store, what: str, mark: tuple, target: int = 0):
     """A figure read from the whole action log, kept while `mark` (curate.log_mark) stays the same. The page checked
     the admin right before asking (the operator's call, by=None, reads what the admin may)."""
     if what == "worker time":
-        return C.worker_time(_store, target)
+        return C.people.worker_time(_store, target)
     if what == "agreement":
-        return C.agreement(_store), C.agreement(_store, "responses"), C.disagreements(_store)
+        return (
+            C.people.mode_agreement(_store),
+            C.people.mode_agreement(_store, "responses"),
+            C.people.disagreements(_store),
+        )
     raise ValueError(what)
 
 
@@ -118,7 +122,7 @@ def _agreement_chart(rows, what: str) -> None:
 def admin_page(store, me: C.WorkerInfo) -> None:
     try:  # the library checks the right again on every call: the page is not the guard
         workers = C.list_workers(store, by=me)
-        mark = C.log_mark(store)
+        mark = C.people.log_mark(store)
     except VhmineError as err:
         st.error(esc(err))
         return
@@ -141,7 +145,7 @@ def admin_page(store, me: C.WorkerInfo) -> None:
 
 def _held_section(store, me: C.WorkerInfo) -> None:
     """The tasks out of the queues while an image is missing or changed, with why, and a button to check again."""
-    held = C.held_tasks(store)
+    held = C.work.held_tasks(store)
     st.subheader(f"Held: {len(held)} item(s) whose image is missing or changed")
     st.caption(
         "They left the queues by themselves when a worker's lease found the image gone or changed, and come back by "
@@ -166,7 +170,7 @@ def _held_section(store, me: C.WorkerInfo) -> None:
         key="admin_recheck",
         on_click=run_action,
         args=(
-            lambda: C.recheck_held(store, me),
+            lambda: C.work.recheck_held(store, me),
             "info",
             lambda n: f"{n[0]} item(s) back in their queues; {n[1]} still held.",
             "held",

@@ -15,9 +15,9 @@ from __future__ import annotations
 import streamlit as st
 
 from vhmine import curate as C
+from vhmine import rules as R
 from vhmine.apps.page_helpers import ACTIONS, esc, image_row, land, run_action, show_flash, whole_page
 from vhmine.errors import VhmineError
-from vhmine.rules import modes as M
 
 # a shortcut with Ctrl or Alt works while the cursor is in a field (Streamlit takes the field's text first)
 SHORTCUTS = {"save": "Ctrl+Enter", "skip": "Alt+K", "discard": "Alt+D", "confirm": "Ctrl+Enter"}
@@ -27,7 +27,7 @@ CONFIRM = "[data-testid=stMain] [data-testid=stBaseButton-primary]"
 
 
 def annotate_page(store, worker: C.WorkerInfo, mode_name: str) -> None:
-    mode = M.get_mode(mode_name)
+    mode = R.get_mode(mode_name)
     st.header(f"Annotate: {mode.name}")
     head = st.empty()  # the counts, filled once the lease below has held what it found unavailable
     if drafts_form(store, worker, mode.name):
@@ -47,7 +47,7 @@ def annotate_page(store, worker: C.WorkerInfo, mode_name: str) -> None:
     _item(store, worker, mode, item)
 
 
-def _counts(box, store, mode: M.Mode) -> None:
+def _counts(box, store, mode: R.Mode) -> None:
     """The mode's counts under its definition; the items held while an image is missing or changed, and why."""
     p = next(p for p in C.progress(store) if p.mode == mode.name)
     with box.container():
@@ -58,7 +58,7 @@ def _counts(box, store, mode: M.Mode) -> None:
             )
         )
         if p.held:
-            why = ", ".join(f"{kind}: {n}" for kind, n in sorted(C.held_kinds(store, mode.name).items()))
+            why = ", ".join(f"{kind}: {n}" for kind, n in sorted(C.work.held_kinds(store, mode.name).items()))
             st.warning(
                 esc(
                     f"{p.held} item(s) held: an image missing or changed ({why}). They come back here by themselves "
@@ -69,7 +69,7 @@ def _counts(box, store, mode: M.Mode) -> None:
 
 def _nothing_left(store, worker: C.WorkerInfo, mode: str) -> None:
     """The queue is empty for this worker: say so, and which items others hold and when they come back."""
-    held = C.leased_to_others(store, worker, mode)
+    held = C.work.leased_to_others(store, worker, mode)
     if not held:
         st.info(f"Nothing left to annotate in {mode}.")
         return
@@ -82,7 +82,7 @@ def _nothing_left(store, worker: C.WorkerInfo, mode: str) -> None:
     )
 
 
-def _item(store, worker: C.WorkerInfo, mode: M.Mode, item: C.Item) -> None:
+def _item(store, worker: C.WorkerInfo, mode: R.Mode, item: C.Item) -> None:
     key = item.task_id
     # side by side at one capped height: the form's first field stays on a laptop screen
     image_row(
@@ -134,14 +134,14 @@ def _item(store, worker: C.WorkerInfo, mode: M.Mode, item: C.Item) -> None:
     )
 
 
-def _filled(tpl: M.Template, slots: dict) -> str:
+def _filled(tpl: R.Template, slots: dict) -> str:
     try:
-        return M.fill(tpl, slots)
+        return R.fill(tpl, slots)
     except VhmineError:
         return tpl.text
 
 
-def _question(key: str, tpl: M.Template, slots: dict) -> str:
+def _question(key: str, tpl: R.Template, slots: dict) -> str:
     """The question as it stands: the template as filled now, unless the worker reworded the one filled last.
     A field whose slots changed is offered the newly filled template; so is one whose state Streamlit dropped
     because it was not drawn in some run (skip, then undo): the ":filled" mark is no widget and outlives it."""
@@ -149,7 +149,7 @@ def _question(key: str, tpl: M.Template, slots: dict) -> str:
     return filled if qkey not in ss or ss.get(qkey + ":filled") != filled else ss[qkey]
 
 
-def _template(mode: M.Mode, key: str) -> M.Template:
+def _template(mode: R.Mode, key: str) -> R.Template:
     return mode.template(st.session_state.get(f"tpl:{key}") or mode.templates[0].id)
 
 
@@ -157,7 +157,7 @@ def _template(mode: M.Mode, key: str) -> M.Template:
 def _fields(mode_name: str, item: C.Item) -> None:
     """The item's template, slots, question and answers: committing a field reruns only these."""
     whole_page()
-    mode, key = M.get_mode(mode_name), item.task_id
+    mode, key = R.get_mode(mode_name), item.task_id
     tpl_id = st.selectbox(
         "Template",
         [t.id for t in mode.templates],
@@ -166,7 +166,7 @@ def _fields(mode_name: str, item: C.Item) -> None:
     )
     tpl = mode.template(tpl_id)
     slots = {
-        s: st.text_input(f"{{{s}}}", key=f"slot:{key}:{tpl.id}:{s}", placeholder=M.slot_hint(s)) for s in tpl.slots
+        s: st.text_input(f"{{{s}}}", key=f"slot:{key}:{tpl.id}:{s}", placeholder=R.slot_hint(s)) for s in tpl.slots
     }
     qkey, filled = f"q:{key}:{tpl.id}", _filled(tpl, slots)
     if qkey not in st.session_state or st.session_state.get(qkey + ":filled") != filled:
@@ -180,12 +180,12 @@ def _fields(mode_name: str, item: C.Item) -> None:
     )
     for role in chosen:
         label = f"image {role}" if role != "image" else "the image"
-        if tpl.kind == M.YNQ:
+        if tpl.kind == R.YNQ:
             st.radio(
                 f"Truth for {label}", ["not set", "yes", "no"], horizontal=True, key=f"truth:{key}:{tpl.id}:{role}"
             )
         st.text_area(
-            f"Reference answer(s) for {label}, one per line" + (" (optional)" if tpl.kind == M.YNQ else ""),
+            f"Reference answer(s) for {label}, one per line" + (" (optional)" if tpl.kind == R.YNQ else ""),
             key=f"ans:{key}:{tpl.id}:{role}",
         )
 
@@ -193,7 +193,7 @@ def _fields(mode_name: str, item: C.Item) -> None:
 def _save(store, worker: C.WorkerInfo, item: C.Item) -> None:
     """Save's on_click: the annotation as the fields hold it now."""
     ss, key = st.session_state, item.task_id
-    mode = M.get_mode(item.mode)
+    mode = R.get_mode(item.mode)
     tpl = _template(mode, key)
     slots = {s: ss.get(f"slot:{key}:{tpl.id}:{s}") or "" for s in tpl.slots}
     question = _question(key, tpl, slots)
@@ -201,7 +201,7 @@ def _save(store, worker: C.WorkerInfo, item: C.Item) -> None:
     chosen = ss.get(f"targets:{key}", list(roles)) if len(item.images) > 1 else list(roles)
     answers, truths = {}, {}
     for role in chosen:
-        if tpl.kind == M.YNQ:
+        if tpl.kind == R.YNQ:
             t = ss.get(f"truth:{key}:{tpl.id}:{role}", "not set")
             truths[roles[role]] = None if t == "not set" else t == "yes"
         answers[roles[role]] = ss.get(f"ans:{key}:{tpl.id}:{role}") or ""

@@ -25,7 +25,7 @@ def blind_page(store, me: C.WorkerInfo, mode: str) -> None:
         "`vhmine export --drop-blind` leaves them out unless overruled."
     )
     try:
-        flags = C.flag_list(store, me, mode=mode)
+        flags = C.work.flag_list(store, me, mode=mode)
     except VhmineError as err:
         st.error(esc(err))
         return
@@ -56,9 +56,9 @@ def blind_page(store, me: C.WorkerInfo, mode: str) -> None:
                 key="b",
                 why="Why it needs its image",
                 reinstate_label="Reinstate the flag",
-                reinstate=C.reinstate_blind_flag,
+                reinstate=C.work.reinstate_blind_flag,
                 reinstated=f"Flag {f.flag_id} counts again.",
-                overrule=C.overrule_blind_flag,
+                overrule=C.work.overrule_blind_flag,
                 overruled=f"Overruled flag {f.flag_id}: export keeps its questions.",
             )
     near_dup_section(store, me)
@@ -83,7 +83,7 @@ def near_dup_section(store, me: C.WorkerInfo) -> None:
         "(the next export lists it as overruled, with your reason)."
     )
     try:
-        dups = C.near_duplicate_list(store, me)
+        dups = C.work.near_duplicate_list(store, me)
     except VhmineError as err:
         st.error(esc(err))
         return
@@ -113,8 +113,8 @@ def near_dup_section(store, me: C.WorkerInfo) -> None:
                 key="nd",
                 why="Why it is no problem",
                 reinstate_label="Reinstate",
-                reinstate=C.reinstate_near_duplicate,
+                reinstate=C.work.reinstate_near_duplicate,
                 reinstated=f"Pair {d.id} counts again.",
-                overrule=C.overrule_near_duplicate,
+                overrule=C.work.overrule_near_duplicate,
                 overruled=f"Overruled pair {d.id}: the next export lists it as overruled.",
             )

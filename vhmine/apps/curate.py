@@ -7,7 +7,7 @@ that workers typed is shown with st.text or escaped in tables, never as Markdown
 beside the button that caused it (page_helpers.flash / show_flash). The mode menu remembers each worker's
 choice in the store (curate.choose_mode). Tokens are typed into a password field and never shown or logged. The session
 holds the signed-in `C.WorkerInfo` (name, token generation), never the token; every page run re-checks it
-(`C.check_session`) and every library call checks it again, so a rotated token or a deactivated worker
+(`C.people.check_session`) and every library call checks it again, so a rotated token or a deactivated worker
 is signed out at the next click, and admin data comes only from calls the library lets an admin make.
 """
 
@@ -18,6 +18,7 @@ import os
 import streamlit as st
 
 from vhmine import curate as C
+from vhmine import rules as R
 from vhmine.apps.admin_page import admin_page
 from vhmine.apps.annotate_page import FIRST_FIELD, annotate_page
 from vhmine.apps.blind_page import blind_page
@@ -35,8 +36,7 @@ from vhmine.apps.page_helpers import (
 from vhmine.apps.review_pages import label_page, review_page
 from vhmine.apps.verify_page import verify_page
 from vhmine.errors import VhmineError
-from vhmine.rules import modes as M
-from vhmine.store import open_store
+from vhmine.store import open_store, resolve_url
 
 st.set_page_config(page_title="vhmine curate", layout="wide")
 
@@ -70,7 +70,7 @@ def _sign_in(store) -> None:
     finally:
         st.session_state.pop("token", None)  # never kept in the session
     st.session_state["worker"] = w
-    st.session_state["mode"] = C.chosen_mode(store, w) or M.mode_names()[0]  # theirs, in any browser
+    st.session_state["mode"] = C.people.chosen_mode(store, w) or R.mode_names()[0]  # theirs, in any browser
     land(FIRST_FIELD)
 
 
@@ -85,7 +85,7 @@ def sidebar(store, me: C.WorkerInfo) -> tuple[str, str]:
         if st.session_state.get("page") not in (None, *pages):  # an admin page after the right was taken away
             st.session_state.pop("page")
         page = st.radio("Page", pages, key="page")
-        mode = st.selectbox("Mode", M.mode_names(), key="mode", on_change=_remember_mode, args=(store, me))
+        mode = st.selectbox("Mode", R.mode_names(), key="mode", on_change=_remember_mode, args=(store, me))
         st.button("Next mode", key="next_mode", shortcut=NEXT_MODE, on_click=_next_mode, args=(store, me))
         st.button(
             "Undo last action",
@@ -111,7 +111,7 @@ def sidebar(store, me: C.WorkerInfo) -> tuple[str, str]:
 def _remember_mode(store, me: C.WorkerInfo) -> None:
     """The mode menu changed: keep the choice in the store, so the next sign-in (any browser) starts there."""
     try:
-        C.choose_mode(store, me, st.session_state["mode"])
+        C.people.choose_mode(store, me, st.session_state["mode"])
     except VhmineError:  # signed out meanwhile: the page run that follows says so
         pass
     land(FIRST_FIELD)
@@ -119,7 +119,7 @@ def _remember_mode(store, me: C.WorkerInfo) -> None:
 
 def _next_mode(store, me: C.WorkerInfo) -> None:
     """Next mode's on_click: the mode after this one (the first after the last)."""
-    names = M.mode_names()
+    names = R.mode_names()
     now = st.session_state.get("mode")
     st.session_state["mode"] = names[(names.index(now) + 1) % len(names)] if now in names else names[0]
     _remember_mode(store, me)
@@ -128,13 +128,13 @@ def _next_mode(store, me: C.WorkerInfo) -> None:
 def main() -> None:
     url = os.environ.get("VHMINE_DB")
     try:
-        store = _store(C.resolve_url(url))
+        store = _store(resolve_url(url))
     except VhmineError as err:
         st.error(esc(err))
         return
     if "worker" in st.session_state:
         try:  # every run: a rotated token or a deactivation signs the browser out before any click acts
-            st.session_state["worker"] = C.check_session(store, st.session_state["worker"])
+            st.session_state["worker"] = C.people.check_session(store, st.session_state["worker"])
         except VhmineError as err:
             st.session_state.pop("worker")
             st.session_state.pop("flash", None)  # what a click said meanwhile (refused too) is not the next one's

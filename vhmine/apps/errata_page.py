@@ -15,13 +15,13 @@ from __future__ import annotations
 import streamlit as st
 
 from vhmine import curate as C
+from vhmine import rules as R
 from vhmine.apps.page_helpers import ACTIONS, act, esc, image, run_action, show_flash, table
 from vhmine.errors import VhmineError
-from vhmine.rules import modes as M
 
 
 def _answer_text(kind: str, answers, truth) -> str:
-    return ("yes" if truth else "no") if kind == M.YNQ else "; ".join(answers)
+    return ("yes" if truth else "no") if kind == R.YNQ else "; ".join(answers)
 
 
 PICK = 30  # ready items the picker lists at once
@@ -39,7 +39,7 @@ def _ready_labels(_store, mode: str, mark: tuple) -> dict[str, str]:
 def _flag_form(store, me: C.WorkerInfo, mode: str) -> None:
     st.subheader("Flag an item as wrong")
     typed = st.text_input("Instance id", key="er_id", help="The id field of the released export's instance.")
-    labels = _ready_labels(store, mode, C.log_mark(store))
+    labels = _ready_labels(store, mode, C.people.log_mark(store))
     words = (
         (st.text_input(f"Or find a ready {mode} item by words of its question or answer", key=f"er_find:{mode}") or "")
         .lower()
@@ -85,7 +85,7 @@ def _flag(store, me: C.WorkerInfo, mode: str) -> None:
     iid = (ss.get("er_id") or "").strip() or ss.get(f"er_pick:{mode}")
     reason, proposed = ss.get("er_reason") or "", ss.get("er_proposed") or ""
     got = run_action(
-        lambda: C.flag_instance(store, me, iid or "", reason, proposed),
+        lambda: C.decisions.flag_instance(store, me, iid or "", reason, proposed),
         "success",
         f"Flagged {iid}: an admin will accept or reject the flag.",
     )
@@ -105,7 +105,7 @@ def _item_box(store, image_id: str, caption: str, question: str):
     return right
 
 
-def _decide(store, me: C.WorkerInfo, e: C.ErratumView) -> None:
+def _decide(store, me: C.WorkerInfo, e: C.decisions.ErratumView) -> None:
     right = _item_box(
         store, e.image_id, f"flag {e.id} on {e.mode} {e.kind} {e.instance_id} by {e.flagged_by}", e.question
     )
@@ -114,7 +114,7 @@ def _decide(store, me: C.WorkerInfo, e: C.ErratumView) -> None:
     right.caption("What is wrong" + (" (proposed answer below)" if e.proposed else ""))
     right.text(e.reason + (f"\n{e.proposed}" if e.proposed else ""))
     remove = right.checkbox("Remove the item instead of fixing it", key=f"er_rm:{e.id}")
-    if e.kind == M.YNQ:
+    if e.kind == R.YNQ:
         truth = (
             right.radio(
                 "Right truth", ["yes", "no"], index=1 if e.truth else 0, horizontal=True, key=f"er_truth:{e.id}"
@@ -129,16 +129,18 @@ def _decide(store, me: C.WorkerInfo, e: C.ErratumView) -> None:
     c1, c2 = right.columns(2)
     if c1.button("Accept flag", type="primary", key=f"er_acc:{e.id}"):
         act(
-            lambda: C.accept_erratum(store, me, e.id, answers=answers, truth=truth, remove=remove, reason=note),
+            lambda: C.decisions.accept_erratum(
+                store, me, e.id, answers=answers, truth=truth, remove=remove, reason=note
+            ),
             "success",
             lambda ch: f"Accepted flag {e.id}: " + "; ".join(f"{k} {o} -> {n}" for k, (o, n) in ch.items()),
             f"er:{e.id}",
         )
     if c2.button("Reject flag", key=f"er_rej:{e.id}"):
-        act(lambda: C.reject_erratum(store, me, e.id, note), "info", f"Rejected flag {e.id}.", f"er:{e.id}")
+        act(lambda: C.decisions.reject_erratum(store, me, e.id, note), "info", f"Rejected flag {e.id}.", f"er:{e.id}")
 
 
-def _queued(store, me: C.WorkerInfo, c: C.Contradiction) -> None:
+def _queued(store, me: C.WorkerInfo, c: C.decisions.Contradiction) -> None:
     """One question of the person-queue: both sides, and the admin's choice of the truth that stands."""
     right = _item_box(
         store, c.image_id, f"{c.mode} yes/no question, waiting since {c.since} (item {c.instance_id}):", c.question
@@ -172,7 +174,7 @@ def _queued(store, me: C.WorkerInfo, c: C.Contradiction) -> None:
     note = right.text_input("Note (optional)", key=f"cq_note:{c.instance_id}")
     if right.button("Decide", type="primary", key=f"cq_ok:{c.instance_id}"):
         act(
-            lambda: C.resolve_contradiction(store, me, c.instance_id, truth, note),
+            lambda: C.decisions.resolve_contradiction(store, me, c.instance_id, truth, note),
             "success",
             f"Decided “{c.question}”: truth {'yes' if truth else 'no'}.",
             f"cq:{c.instance_id}",
@@ -186,10 +188,10 @@ def errata_page(store, me: C.WorkerInfo, mode: str) -> None:
     )
     _flag_form(store, me, mode)
     try:
-        flags = C.errata_list(store, me, status=None)  # one read: open flags are those of status open
+        flags = C.decisions.errata_list(store, me, status=None)  # one read: open flags are those of status open
         mine = [e for e in flags if e.flagged_by == me.name]
         open_flags = [e for e in flags if e.status == "open"] if me.is_admin else []
-        queue = C.contradictions(store, me) if me.is_admin else []
+        queue = C.decisions.contradictions(store, me) if me.is_admin else []
     except VhmineError as err:
         st.error(esc(err))
         return

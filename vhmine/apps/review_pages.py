@@ -11,8 +11,8 @@ from __future__ import annotations
 import streamlit as st
 
 from vhmine import curate as C
+from vhmine import rules as R
 from vhmine.apps.page_helpers import ACTIONS, image, run_action, show_flash
-from vhmine.rules import modes as M
 
 SHORTCUTS = {
     "yes": "Alt+Y",
@@ -39,9 +39,9 @@ def _image_beside_form(store, image_id: str, form) -> None:
 
 def review_page(store, worker: C.WorkerInfo, mode: str) -> None:
     st.header(f"Review: {mode}")
-    left = C.reviews_left(store, worker, mode)
+    left = C.work.reviews_left(store, worker, mode)
     st.caption(f"{left} item(s) left to review in {mode}. Answer without seeing the author's answer.")
-    item = C.next_review(store, worker, mode)
+    item = C.work.next_review(store, worker, mode)
     if item is None:
         show_flash(ACTIONS)
         st.info(f"Nothing to review in {mode}.")
@@ -54,22 +54,22 @@ def _save_review(store, worker: C.WorkerInfo, item, answer: str | None) -> None:
     answer = answer if answer is not None else (st.session_state.get(f"rv:{item.instance_id}") or "")
     # shown above the next item's buttons: it names the item saved, so it never reads as this one's
     run_action(
-        lambda: C.save_review(store, worker, item.instance_id, answer),
+        lambda: C.work.save_review(store, worker, item.instance_id, answer),
         "success",
         f"Answer “{answer}” saved for the previous item {item.instance_id} ({item.question}).",
         ACTIONS,
-        FIRST_BUTTON if item.kind == M.YNQ else ANSWER_FIELD,
+        FIRST_BUTTON if item.kind == R.YNQ else ANSWER_FIELD,
     )
 
 
 def _review_form(store, worker: C.WorkerInfo, item) -> None:
     st.text(item.question)
     st.caption(f"item {item.instance_id}")  # the id the message of a saved answer names: which item that was
-    if item.kind != M.YNQ:
+    if item.kind != R.YNQ:
         st.text_input("Your answer", key=f"rv:{item.instance_id}")
     show_flash(ACTIONS)
     # the choices as buttons, each a whole decision: "can't tell" is named as the messages name it
-    choices = ["yes", "no", "can't tell"] if item.kind == M.YNQ else [None, "can't tell"]
+    choices = ["yes", "no", "can't tell"] if item.kind == R.YNQ else [None, "can't tell"]
     for col, answer in zip(st.columns(len(choices)), choices, strict=True):
         label = "Save answer" if answer is None else answer[0].upper() + answer[1:]
         col.button(
@@ -84,7 +84,7 @@ def _review_form(store, worker: C.WorkerInfo, item) -> None:
 
 def label_page(store, worker: C.WorkerInfo, mode: str) -> None:
     st.header(f"Label model answers: {mode}")
-    item = C.next_response(store, worker, mode)
+    item = C.work.next_response(store, worker, mode)
     if item is None:
         show_flash(ACTIONS)
         st.info(f"No model answers to label in {mode}.")
@@ -109,7 +109,7 @@ def _label_form(store, worker: C.WorkerInfo, item) -> None:
             shortcut=SHORTCUTS[verdict],
             on_click=run_action,
             args=(
-                lambda v=verdict: C.label_response(store, worker, item.response_id, v),
+                lambda v=verdict: C.work.label_response(store, worker, item.response_id, v),
                 "success",
                 f"Verdict saved for the previous answer ({verdict}: {item.question}).",
                 ACTIONS,

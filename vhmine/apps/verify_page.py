@@ -24,7 +24,7 @@ def verify_page(store, me: C.WorkerInfo, mode: str) -> None:
     st.header(f"Verify drafts: {mode}")
     st.caption("A model drafted this question and its answers: accept them, fix them, or reject the draft.")
     try:
-        item = C.next_verify_item(store, me, mode)
+        item = C.work.next_verify_item(store, me, mode)
     except VhmineError as err:
         st.error(esc(err))
         return
@@ -106,7 +106,7 @@ def _decide(store, me: C.WorkerInfo, item, decision: str) -> None:
             )
     if decision == "accept":
         run_action(
-            lambda: C.accept_draft(store, me, item.draft_id, checked=checked),
+            lambda: C.work.accept_draft(store, me, item.draft_id, checked=checked),
             "success",
             lambda v: f"Accepted the draft: {len(v.instance_ids)} question(s) ready.",
             ACTIONS,
@@ -115,7 +115,7 @@ def _decide(store, me: C.WorkerInfo, item, decision: str) -> None:
     elif decision == "edit":
         answers = {img: ss.get(f"va:{key}:{roles[img]}", "\n".join(ans)) for img, ans in item.answers.items()}
         run_action(
-            lambda: C.edit_draft(
+            lambda: C.work.edit_draft(
                 store,
                 me,
                 item.draft_id,
@@ -134,7 +134,7 @@ def _decide(store, me: C.WorkerInfo, item, decision: str) -> None:
         )
     else:
         run_action(
-            lambda: C.reject_draft(store, me, item.draft_id, ss.get(f"vreason:{key}") or ""),
+            lambda: C.work.reject_draft(store, me, item.draft_id, ss.get(f"vreason:{key}") or ""),
             "info",
             f"Rejected the draft of {item.task_id}; the pair goes back to the annotate queue.",
             ACTIONS,
@@ -146,7 +146,7 @@ def savings_section(store, me: C.WorkerInfo) -> None:
     """For the admin page: what verifying drafts saves over writing items from scratch, per mode."""
     st.subheader("Drafts: time saved")
     try:
-        rows = C.draft_savings(store, by=me)
+        rows = C.people.draft_savings(store, by=me)
     except VhmineError as err:
         st.error(esc(err))
         return

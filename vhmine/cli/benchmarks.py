@@ -142,7 +142,7 @@ def export(
     groups)."""
     try:
         from vhmine import api
-        from vhmine.export.neardup import DupOptions
+        from vhmine.export import DupOptions
 
         if near_dups is False and against:
             raise InputError(

@@ -246,7 +246,7 @@ def data_coco(
     base_url: str | None = typer.Option(None, "--base-url", help="Mirror to download from [env VHMINE_COCO_URL]."),
 ) -> None:
     """Download COCO images (and annotations), verify checksums, unpack."""
-    from vhmine.data.coco import download_coco
+    from vhmine.data import download_coco
 
     try:
         result = download_coco(split, dest, annotations=annotations, base_url=base_url)

@@ -77,13 +77,14 @@ def workers_list(db: str | None = DbOpt) -> None:
 
 
 def _on_store(db: str | None, action: str, *args):
-    """`vhmine.curate.<action>(store, *args)` on the opened store; a VhmineError ends the command with its message."""
+    """`vhmine.curate.people.<action>(store, *args)` on the opened store; a VhmineError ends the command with its
+    message."""
     try:
-        from vhmine import curate
+        from vhmine.curate import people
         from vhmine.store import open_store
 
         with open_store(db, create=False) as store:
-            return getattr(curate, action)(store, *args)
+            return getattr(people, action)(store, *args)
     except VhmineError as err:
         _fail(err)
 

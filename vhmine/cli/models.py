@@ -77,8 +77,7 @@ def probe(
 ) -> None:
     """Ask a victim MLLM every ready instance, judge the answers, print hallucinations per mode (exit 3: partial)."""
     try:
-        from vhmine.models.probe import ProbeOptions, check_kinds
-        from vhmine.models.probe import probe as run_probe
+        from vhmine.models import ProbeOptions, check_kinds, run_probe
         from vhmine.store import open_store
 
         opts = ProbeOptions(
@@ -127,8 +126,7 @@ def describe(
 ) -> None:
     """Write one description per mode of what makes it hallucinate, from the successes (exit 3: partial)."""
     try:
-        from vhmine.models.describe import DescribeOptions
-        from vhmine.models.describe import describe as run_describe
+        from vhmine.models import DescribeOptions, run_describe
         from vhmine.store import open_store
 
         if old_modes is not None:  # the one way to pick modes is --mode, as in every other stage: say how
@@ -200,8 +198,7 @@ def generate(
 ) -> None:
     """Render images from each mode's description and queue them for curation (exit 3: partial)."""
     try:
-        from vhmine.models.generate import GenerateOptions, parse_backend
-        from vhmine.models.generate import generate as run_generate
+        from vhmine.models import GenerateOptions, parse_backend, run_generate
         from vhmine.store import open_store
 
         if parse_backend(backend).needs_rewrite and not prompt_model:
@@ -368,9 +365,7 @@ def blind(
     """Ask a text-only model every ready question without its image; flag those it gets right on every image (exit 3:
     partial)."""
     try:
-        from vhmine.models.blind import BlindOptions
-        from vhmine.models.blind import blind as run_blind
-        from vhmine.models.probe import check_kinds
+        from vhmine.models import BlindOptions, check_kinds, run_blind
         from vhmine.store import open_store
 
         opts = BlindOptions(
@@ -422,15 +417,14 @@ def draft(
         from vhmine.store import open_store
 
         if stats:
-            from vhmine.curate import draft_savings, savings_table
+            from vhmine.curate.people import draft_savings, savings_table
 
             with open_store(db, create=False) as store:
                 typer.echo(savings_table(draft_savings(store)))
             return
         if not model:
             raise InputError("give --model M (the vision model that drafts), or --stats to see what verifying saves")
-        from vhmine.models.draft import DraftOptions
-        from vhmine.models.draft import draft as run_draft
+        from vhmine.models import DraftOptions, run_draft
 
         opts = DraftOptions(
             llm=_llm_options(

@@ -14,8 +14,10 @@ differently (about 1e-6 at 768 dims): callers search a little below their thresh
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +34,7 @@ def gpus() -> int:
 
 def _flat(base: np.ndarray, on_gpus: bool):
     import faiss
+    import numpy as np
 
     index = faiss.IndexFlatIP(base.shape[1])
     index.add(np.ascontiguousarray(base, dtype=np.float32))
@@ -41,6 +44,8 @@ def _flat(base: np.ndarray, on_gpus: bool):
 def range_search(base: np.ndarray, queries: np.ndarray, radius: float, *, on_gpus: bool | None = None):
     """(lims, sims, ids) in faiss.range_search's layout: query q's neighbours are ids[lims[q]:lims[q + 1]].
     on_gpus: [default: whenever faiss has GPUs]."""
+    import numpy as np
+
     queries = np.ascontiguousarray(queries, dtype=np.float32)
     if on_gpus is None:
         on_gpus = gpus() > 0
@@ -53,6 +58,8 @@ def range_search(base: np.ndarray, queries: np.ndarray, radius: float, *, on_gpu
 def knn_range(index, queries: np.ndarray, radius: float, *, cpu=None, max_k: int | None = None, first_k: int = FIRST_K):
     """range_search's answer from k-nearest-neighbour searches of `index` (see the module docstring);
     cpu() gives a CPU index for the queries that need more than max_k neighbours."""
+    import numpy as np
+
     n, total = len(queries), index.ntotal
     if total == 0:
         return np.zeros(n + 1, np.int64), np.empty(0, np.float32), np.empty(0, np.int64)

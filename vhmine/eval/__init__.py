@@ -9,3 +9,7 @@ of two models (interval_text prints them), mmvp scores by MMVP's rule, predictio
 harness's result files. The yes/no reading rules, `match` and MMVP's grader are in vhmine.rules, below every
 stage.
 """
+
+from vhmine.eval.job import EvalOptions, evaluate
+
+__all__ = ["EvalOptions", "evaluate"]

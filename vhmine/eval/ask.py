@@ -25,7 +25,7 @@ def prompt_of(item: BenchItem, rule: str = "vhtest") -> str:
     what MMVP's evaluate_mllm.py shows (Question + " " + Options; a yes/no question as `(a) Yes (b) No`), which is
     the question its grader is told was asked."""
     if rule == MMVP:
-        from vhmine.rules.mmvp import grading_fields
+        from vhmine.rules import grading_fields
 
         return grading_fields(item)[0]
     return item.question + (YNQ_SUFFIX if item.kind == YNQ else "")
@@ -115,7 +115,7 @@ def judge_oeq(bench: Benchmark, ans: ModelAnswers, opts: EvalOptions, budget=Non
     not: its item moves to `ans.failures` and is left out of the score.
     """
     from vhmine.llm import LLM
-    from vhmine.rules.judge import JUDGED_RIGHT, judge_iter, judge_prompt
+    from vhmine.rules import JUDGED_RIGHT, judge_iter, judge_prompt
 
     if not opts.judge:
         raise EvalError("--oeq judge needs a judge model: pass --judge MODEL")

@@ -91,10 +91,10 @@ log = logging.getLogger(__name__)
 
 def _judge_record(model: str | None, scorer: str = "judge") -> dict:
     if scorer == MMVP:  # MMVP's grader: its system message and prompt, named by their hash
-        from vhmine.rules.mmvp import grader_id
+        from vhmine.rules import grader_id
 
         return {"judge": f"llm:{model or '?'} {grader_id()}", "grader": grader_id()}
-    from vhmine.rules.judge import judge_name, judge_prompt
+    from vhmine.rules import judge_name, judge_prompt
 
     return {"judge": judge_name(model or "?"), "judge_prompt": judge_prompt().id}
 
@@ -263,7 +263,7 @@ def _read_runs(bench: Benchmark, predictions: Sequence[tuple[str, Path]]) -> lis
 
 
 def evaluate(opts: EvalOptions) -> EvalResult:
-    from vhmine.rules.answers import get_rule
+    from vhmine.rules import get_rule
 
     if opts.rule == MMVP:  # MMVP's grader scores every answer, open or yes/no: it is the OEQ scorer too
         opts = _mmvp_options(opts)

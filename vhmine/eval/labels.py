@@ -24,8 +24,8 @@ def store_verdicts(
     other words (another prompt, another endpoint) does not score this answer; two matching responses
     with different verdicts give None.
     """
-    from vhmine.curate import response_verdicts
-    from vhmine.curate.stages.model_responses import responses_saying
+    from vhmine.curate.stages import responses_saying
+    from vhmine.curate.work import response_verdicts
     from vhmine.store import open_store
 
     with open_store(db, create=False) as store:

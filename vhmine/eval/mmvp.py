@@ -36,7 +36,7 @@ def cases(bench: Benchmark, answers: dict[str, str], lines: Sequence | None = No
     with its raw values."""
     if lines is not None:
         return [Case(a.item_id, a.prompt, a.answer, a.response, a.line) for a in lines]
-    from vhmine.rules.mmvp import grading_fields
+    from vhmine.rules import grading_fields
 
     out = []
     for it in bench:
@@ -52,7 +52,7 @@ def grade(
     """Ask `model` through `llm` (a vhmine.llm.LLM) to grade each case with MMVP's prompt. Yields (case index, the
     request's Outcome, right, MMVP's reading of the reply) as answers arrive; right and reading are None when the
     request failed."""
-    from vhmine.rules.mmvp import grading_request, read_grade
+    from vhmine.rules import grading_request, read_grade
 
     reqs = [grading_request(model, c.question, c.correct, c.response) for c in todo]
     for out in llm.chat_iter(reqs, desc=desc or f"mmvp grader {model}"):
@@ -85,7 +85,7 @@ def scored_rows(bench: Benchmark, right: dict[str, bool]) -> list[Scored]:
 def line_pairs(todo: Sequence[Case], right: dict[str, bool]) -> tuple[int, int]:
     """(pairs right, pairs) as gpt_grader.py counts them over the cases in order (rules.mmvp.pair_accuracy); a case
     without a grade (its request failed) counts as not right, as it cannot count as MMVP's "yes"."""
-    from vhmine.rules.mmvp import pair_accuracy
+    from vhmine.rules import pair_accuracy
 
     return pair_accuracy([right.get(c.item_id, False) for c in todo])
 
@@ -95,7 +95,7 @@ def check_run(bench: Benchmark, ans, partial: bool) -> list[tuple[int, int]]:
     MMVP answers file whose consecutive lines are not the benchmark's pairs (MMVP's grader would count other pairs
     than vhmine) unless `partial`, where both counts are reported. Returns those breaks ((line, line) pairs)."""
     from vhmine.errors import EvalError
-    from vhmine.eval.predictions.mmvp import order_breaks
+    from vhmine.eval.predictions import order_breaks
 
     missing = [it.id for it in bench if it.id not in ans.answers and it.id not in ans.failures]
     if missing and not partial:

@@ -21,7 +21,7 @@ from vhmine.eval import metrics as MT
 def match_oeq(answer: str, references: Sequence[str]) -> bool:
     """Any reference answer appears in the answer as whole words (case, punctuation, articles and number words
     aside): the one implementation, vhmine.rules.harness', which the harness exports embed as it is."""
-    from vhmine.rules.harness import match_oeq as match
+    from vhmine.rules import match_oeq as match
 
     return match(answer, references)
 
@@ -65,7 +65,7 @@ def score(
 ) -> tuple[list[MT.Scored], list[dict]]:
     """Scored rows for the metrics, and one detail record per item (`judge`: the judge's name, for verdicts;
     `no_answer`: the open answers whose store verdict is "no answer", scored wrong and read as "no answer")."""
-    from vhmine.rules.answers import get_rule
+    from vhmine.rules import get_rule
 
     parse = get_rule(rule).parse
     missing = [it.id for it in bench if it.id not in ans.answers and it.id not in ans.failures]
@@ -135,7 +135,7 @@ def judge_agreement(judge: dict[str, bool | None], workers: dict[str, bool | Non
     An "unclear" judge answer or a tie among workers (None) is no verdict: that item is not compared.
     kappa is None where it is undefined (every verdict of both in one category).
     """
-    from vhmine.curate.people.kappa import cohen_kappa
+    from vhmine.curate.people import cohen_kappa
 
     both = sorted(i for i in judge if judge[i] is not None and workers.get(i) is not None)
     a, b = [judge[i] for i in both], [workers[i] for i in both]

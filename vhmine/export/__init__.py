@@ -6,3 +6,8 @@ API's `vhmine.api.export`). changelog: versions, content hash, the `--since` cha
 near-duplicate check; privacy: pseudonyms and public paths, used by all three; sampling: the per-mode sample, the
 yes/no balance check and the counts.
 """
+
+from vhmine.export.job import ExportOptions, export_benchmark
+from vhmine.export.neardup import DupOptions
+
+__all__ = ["ExportOptions", "DupOptions", "export_benchmark"]

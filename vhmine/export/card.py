@@ -79,7 +79,9 @@ def license_yaml(pub: Publication) -> list[str]:
 
 
 def front_matter(folder: Path, bench: Benchmark, name: str, sheet: dict | None, pub: Publication) -> str:
-    from vhmine.formats.hf import DATA
+    from vhmine.formats import load_module
+
+    DATA = load_module("hf").DATA
 
     kinds = [k for k in (OEQ, YNQ) if (Path(folder) / DATA[k]).is_file()]
     configs = {"default": kinds, **{k.lower(): [k] for k in kinds}}
@@ -239,7 +241,9 @@ def made_section(sheet: dict | None, level: int = 2, pub: Publication | None = N
 
 def card(folder: Path, bench: Benchmark, info: dict, sheet: dict | None, pub: Publication) -> str:
     """The hf export's README.md (see the module docstring)."""
-    from vhmine.formats.hf import DATA
+    from vhmine.formats import load_module
+
+    DATA = load_module("hf").DATA
 
     name, version = info["name"], str(info.get("version", "1"))
     kinds = [k for k in (OEQ, YNQ) if (Path(folder) / DATA[k]).is_file()]

@@ -332,7 +332,10 @@ def _vhtest(folder: Path, bench: Benchmark) -> tuple[list, list, str]:
 
 
 def _mmvp(folder: Path, bench: Benchmark) -> tuple[list, list, str]:
-    from vhmine.formats.mmvp import EXTRA, FILE, IMAGE_FOLDER
+    from vhmine.formats import load_module
+
+    mmvp = load_module("mmvp")
+    EXTRA, FILE, IMAGE_FOLDER = mmvp.EXTRA, mmvp.FILE, mmvp.IMAGE_FOLDER
 
     fs, images = _image_files(folder, IMAGE_FOLDER)
     col = lambda n: _from_file(FILE, {"column": n})  # noqa: E731
@@ -356,13 +359,17 @@ def _mmvp(folder: Path, bench: Benchmark) -> tuple[list, list, str]:
 
 
 def _lmms_eval(folder: Path, bench: Benchmark) -> tuple[list, list, str]:
-    from vhmine.formats.lmms_eval import DATA
+    from vhmine.formats import load_module
+
+    DATA = load_module("lmms-eval").DATA
 
     return [], [_parquet(DATA[k], k.lower()) for k in (YNQ, OEQ) if (folder / DATA[k]).is_file()], ""
 
 
 def _hf(folder: Path, bench: Benchmark) -> tuple[list, list, str]:
-    from vhmine.formats.hf import DATA
+    from vhmine.formats import load_module
+
+    DATA = load_module("hf").DATA
 
     return [], [_parquet(DATA[k], k.lower()) for k in (OEQ, YNQ) if (folder / DATA[k]).is_file()], ""
 

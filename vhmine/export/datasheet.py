@@ -170,9 +170,9 @@ def _generators(rows: dict, public: bool) -> tuple[list, list]:
 
 
 def _annotation(store, bench: Benchmark, rows: dict, key: str, public: bool) -> dict:
-    from vhmine.curate import agreement
+    from vhmine import rules as R
+    from vhmine.curate.people import mode_agreement as agreement
     from vhmine.export.privacy import pseudonym
-    from vhmine.rules import modes as M
 
     who = (lambda n: pseudonym(n, key)) if public else (lambda n: n)  # noqa: E731
     inst = rows["instances"]
@@ -188,7 +188,7 @@ def _annotation(store, bench: Benchmark, rows: dict, key: str, public: bool) -> 
             )
             d["edited" if p.get("decision") == "edit" else "accepted"] += 1
             by_model.add(i.id)
-    own = {M.own_template_id(M.get_mode(m)) for m in M.mode_names()}
+    own = {R.own_template_id(R.get_mode(m)) for m in R.mode_names()}
     ids = {i.id for i in inst}
     modes = bench.modes()
     agree = [a for a in agreement(store, "instances", instance_ids=ids) if a.mode in modes]

@@ -49,8 +49,7 @@ def embed_images(
     import numpy as np
     from tqdm import tqdm
 
-    from vhmine.embed.encoders import load_clip, load_dino, resolve_device
-    from vhmine.embed.read import ShardReader, collate
+    from vhmine.embed import ShardReader, collate, load_clip, load_dino, resolve_device
 
     with tqdm(total=len(paths), desc="near duplicates: loading encoders", unit="img", disable=not progress) as bar:
         dev = resolve_device(device)
@@ -76,7 +75,7 @@ def embed_images(
 
 def encoders_key(idx) -> tuple:
     """What makes two indexes' vectors interchangeable: both encoders' specs and the precision they ran in."""
-    from vhmine.embed.precision import kept
+    from vhmine.embed import kept
 
     return (*encoder_specs(idx), kept(idx.manifest))
 
@@ -106,7 +105,7 @@ def exported_vectors(
     load only when some image is in no such index."""
     import numpy as np
 
-    from vhmine.embed.precision import kept
+    from vhmine.embed import kept
 
     found = index_vectors(shas, basis, indexes)
     todo = [k for k in range(len(files)) if k not in found]

@@ -62,7 +62,7 @@ from vhmine.export.privacy import collection_roots, private_removed, pseudonym_k
 from vhmine.export.sampling import balance, counts, group_counts, sample, unbalanced_message
 from vhmine.files import check_owned, replace_dir
 from vhmine.images import image_sha256, sha256_file
-from vhmine.rules.sample_size import shortfall, shortfall_line
+from vhmine.rules import shortfall, shortfall_line
 
 log = logging.getLogger(__name__)
 
@@ -317,8 +317,9 @@ def export_benchmark(store, opts: ExportOptions) -> ExportResult:
 
 
 def _export(store, opts: ExportOptions) -> ExportResult:
-    from vhmine.curate import blind_dropped, blind_summary, ready_instances
-    from vhmine.rules import modes as M
+    from vhmine import rules as R
+    from vhmine.curate import ready_instances
+    from vhmine.curate.work import blind_dropped, blind_summary
 
     spec = F.get_format(opts.format)
     if opts.kind is None:  # every kind the format holds: a yes/no-only format exports the yes/no questions
@@ -337,7 +338,7 @@ def _export(store, opts: ExportOptions) -> ExportResult:
     if opts.per_mode is not None and opts.per_mode < 1:
         raise ExportError("--per-mode must be at least 1")
     _check_out(opts.out, opts.replace)  # first: a refused export must not have recorded anything in the store
-    wanted = {M.get_mode(m).name for m in opts.modes} if opts.modes else None
+    wanted = {R.get_mode(m).name for m in opts.modes} if opts.modes else None
     ready = [r for r in ready_instances(store) if wanted is None or r.mode in wanted]
     recs = [r for r in ready if r.kind in kinds]
     other_kinds = sum(1 for r in ready if r.kind not in kinds) if implied else 0  # said in the summary
@@ -350,7 +351,9 @@ def _export(store, opts: ExportOptions) -> ExportResult:
     bench = from_records(recs, opts.name or Path(opts.out).name)
     unpaired = 0
     if spec.name == "mmvp":  # MMVP's layout holds pairs only (rows 2k-1 and 2k): the rest is left out, and said
-        from vhmine.formats.mmvp import pairs_only
+        from vhmine.formats import load_module
+
+        pairs_only = load_module("mmvp").pairs_only
 
         bench, unpaired = pairs_only(bench)
         if unpaired and not len(bench):

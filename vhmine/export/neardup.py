@@ -143,7 +143,7 @@ def _against(clip, dino, idx, o: DupOptions, rows: list[int]) -> list[tuple[int,
     runs on the GPUs where the installed faiss has them: embed.search)."""
     import numpy as np
 
-    from vhmine.embed.search import range_search
+    from vhmine.embed import range_search
 
     if not rows or not len(idx.clip):
         return []
@@ -165,7 +165,7 @@ def _against(clip, dino, idx, o: DupOptions, rows: list[int]) -> list[tuple[int,
 
 def check_near_duplicates(store, bench, o: DupOptions, *, public: bool = True) -> DupReport:
     """The `near_duplicates` manifest section and page for the images of `bench` (see the module docstring)."""
-    from vhmine.embed.precision import kept
+    from vhmine.embed import kept
     from vhmine.export.privacy import collection_roots, public_path
     from vhmine.images import image_sha256, sha256_file
     from vhmine.index import manifest_sha256
@@ -320,7 +320,7 @@ def check_near_duplicates(store, bench, o: DupOptions, *, public: bool = True) -
 def _record(store, found: dict[str, list[dict]], basis, decided_by: dict, public: bool) -> None:
     """Store every pair (vhmine.curate.work.neardups, with this machine's encoder specs) and mark each entry with
     its stored id and any worker's overrule (who: a pseudonym when `public`)."""
-    from vhmine.curate import near_duplicate_id, record_near_duplicates
+    from vhmine.curate.work import near_duplicate_id, record_near_duplicates
     from vhmine.export.privacy import pseudonym, pseudonym_key
 
     rows = [

@@ -12,7 +12,7 @@ import hashlib
 
 from vhmine.bench import OEQ, YNQ, Benchmark
 from vhmine.errors import UnbalancedError
-from vhmine.rules.balance import balance_hint
+from vhmine.rules import balance_hint
 
 
 def _order(seed: int, key: str) -> str:

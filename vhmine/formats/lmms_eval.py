@@ -9,13 +9,12 @@ the group `vhmine.yaml` (size-weighted accuracy over both tasks, i.e. the overal
 question), process_results and the aggregations: accuracy per task and per mode (`<mode>_acc`), and for yes/no
 precision, recall, F1, the yes ratio of the model's answers (lmms-eval's POPE task counts the truths
 instead) and the unreadable count, as vhmine.eval.metrics defines them; accuracy's records carry a 0/1 `score`,
-so lmms-eval prints accuracy's standard error (its Stderr_CLT column). utils.py embeds harness_rules (the
+so lmms-eval prints accuracy's standard error (its Stderr_CLT column). utils.py embeds vhmine.rules.harness (the
 default yes/no rule and the `match` scorer of vhmine eval) so it needs no vhmine.
 """
 
 from __future__ import annotations
 
-import inspect
 import json
 import re
 from pathlib import Path
@@ -23,7 +22,7 @@ from pathlib import Path
 from vhmine.bench import OEQ, YNQ, Benchmark
 from vhmine.errors import FormatError
 from vhmine.formats import hf
-from vhmine.rules import harness as harness_rules
+from vhmine.rules import harness_source
 
 GROUP = "vhmine"
 TASKS = {YNQ: "vhmine_ynq", OEQ: "vhmine_oeq"}
@@ -136,7 +135,7 @@ def mode_metrics(modes: list[str]) -> dict[str, str]:
 
 
 def _rules_source() -> str:
-    src = inspect.getsource(harness_rules)
+    src = harness_source()
     return src[src.index('"""', 3) + 3 :].lstrip("\n")  # without the module docstring: utils.py has its own
 
 

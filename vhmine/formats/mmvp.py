@@ -24,7 +24,7 @@ from pathlib import Path
 from vhmine.bench import OEQ, YNQ, BenchItem, Benchmark, with_items
 from vhmine.errors import FormatError
 from vhmine.formats import confined_image, image_ext, item_extras, item_from_extras
-from vhmine.rules.mmvp import LETTERS, YES_NO_OPTIONS
+from vhmine.rules import LETTERS, YES_NO_OPTIONS
 
 FILE = "Questions.csv"
 IMAGE_FOLDER = "MMVP Images"

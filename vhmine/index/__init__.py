@@ -66,4 +66,20 @@ __all__ = [
     "locate_image",
     "open_index",
     "open_named_index",
+    # rows (numpy): imported when first asked for, so importing the index's face stays light
+    "FlatWriter",
+    "IndexRows",
+    "VectorFile",
+    "image_rows",
+    "open_vectors",
 ]
+
+_ROWS = ("FlatWriter", "IndexRows", "VectorFile", "image_rows", "open_vectors")
+
+
+def __getattr__(name: str):
+    if name in _ROWS:
+        from vhmine.index import rows
+
+        return getattr(rows, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from vhmine import rules as R
 from vhmine.manipulate.prior import match_names
 from vhmine.manipulate.questions import Question
-from vhmine.models.probe import judge_verdict, rule_verdict
-from vhmine.rules import answers as A
+from vhmine.models import judge_verdict, rule_verdict
 
 
 @dataclass
@@ -63,7 +63,7 @@ def caption_conflict(q: Question, answer: str, caption: str | None, rule: str) -
     """The victim's caption names the object, and its answer says it is not there."""
     if q.family != "existence" or not caption:
         return False
-    return bool(match_names(caption, [q.obj])) and A.parse_yes_no(answer, rule) is False
+    return bool(match_names(caption, [q.obj])) and R.parse_yes_no(answer, rule) is False
 
 
 def judge_family(
@@ -90,7 +90,7 @@ def judge_family(
             it.unjudged = True
         else:
             it.verdict = correctness(it.question, it.answer, rule, jt)
-        yes = A.parse_yes_no(it.answer, rule)
+        yes = R.parse_yes_no(it.answer, rule)
         said.append(yes)
         for j in range(k - 1):
             other = items[j]

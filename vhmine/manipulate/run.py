@@ -209,7 +209,7 @@ def _record(store, case: Case, out: Path, opts: ManipulateOptions, params: dict)
     )
     for m in modes:
         case.tasks.append(
-            C.add_generation(
+            C.work.add_generation(
                 store,
                 path,
                 m,
@@ -305,7 +305,7 @@ def _add_case(result: ManipulateResult, edit: S.Edit, choice: PR.Choice, png: by
 
 def manipulate(store, opts: ManipulateOptions) -> ManipulateResult:
     """Make the edits, queue them, ask the victim and score the attacks (see the module docstring)."""
-    from vhmine.rules.judge import judge_prompt, judge_request
+    from vhmine.rules import judge_prompt, judge_request
 
     bad = [s for s in opts.strategies if s not in S.STRATEGIES]
     if bad or not opts.strategies:

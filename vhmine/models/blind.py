@@ -27,11 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from vhmine import prompts as P
+from vhmine import rules as R
 from vhmine.llm import LLM, ChatRequest, LLMOptions
 from vhmine.models.probe import rule_verdict
-from vhmine.rules import answers as A
-from vhmine.rules import judge as J
-from vhmine.rules import modes as M
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +41,9 @@ OK_STATUSES = ("answered", "cached", "rescored")
 class BlindOptions:
     llm: LLMOptions  # the text-only model and how to reach it (the judge uses the same endpoint)
     judge: str | None = None  # OEQ scored by this judge model; None: by match (a reference appears in the answer)
-    rule: str = A.DEFAULT_RULE  # the yes/no rule
+    rule: str = R.DEFAULT_RULE  # the yes/no rule
     modes: Sequence[str] | None = None  # None: all eight
-    kinds: Sequence[str] = M.KINDS
+    kinds: Sequence[str] = R.KINDS
 
 
 @dataclass
@@ -102,7 +100,7 @@ class BlindResult:
             c["right"] += bool(i.correct)
             c["flagged"] += i.flagged
             c["failed"] += i.status not in OK_STATUSES
-        for mode in M.mode_names():
+        for mode in R.mode_names():
             if mode in per:
                 c = per[mode]
                 n = c["asked"] - c["failed"]
@@ -130,21 +128,21 @@ def blind_prompt(version: int | None = None) -> P.Prompt:
 def blind(store, opts: BlindOptions) -> BlindResult:
     """Ask every selected ready instance once per (model, endpoint, prompt) without its image; flag."""
     from vhmine import curate as C
-    from vhmine.rules.harness import match_oeq  # the scorer eval uses for open answers
+    from vhmine.rules import match_oeq  # the scorer eval uses for open answers
 
-    A.get_rule(opts.rule)
-    modes = M.selected_modes(opts.modes)
+    R.get_rule(opts.rule)
+    modes = R.selected_modes(opts.modes)
     recs = [r for r in C.ready_instances(store) if r.mode in modes and r.kind in opts.kinds]
     prompt = blind_prompt()
-    judge_prompt = J.judge_prompt()
-    oeq_scorer = J.judge_name(opts.judge, judge_prompt) if opts.judge else "match"
+    judge_prompt = R.judge_prompt()
+    oeq_scorer = R.judge_name(opts.judge, judge_prompt) if opts.judge else "match"
     model = opts.llm.model
     result = BlindResult(model, prompt.id, oeq_scorer, db_option=store.db_option)
     items: dict[str, BlindItem] = {}
     with LLM(opts.llm) as llm:
         llm.check_prices([model] + ([opts.judge] if opts.judge else []))
         endpoint = llm.endpoint
-        stored = C.blind_stored_answers(store, model, endpoint, prompt.id)
+        stored = C.work.blind_stored_answers(store, model, endpoint, prompt.id)
         todo, again = [], []
         for r in recs:
             if r.id in stored:
@@ -165,29 +163,31 @@ def blind(store, opts: BlindOptions) -> BlindResult:
         verdicts: dict[str, tuple[bool, str]] = {}
         to_judge = []  # (record, answer text, stored answer or None)
         for r, text in answered:
-            if r.kind == M.YNQ:
+            if r.kind == R.YNQ:
                 verdicts[r.id] = (rule_verdict(text, r.truth, opts.rule) == "correct", f"rule:{opts.rule}")
             elif opts.judge:
                 to_judge.append((r, text, None))
             else:
                 verdicts[r.id] = (match_oeq(text, r.answers), "match")
         for r, st in again:  # stored answers, scored again against the reference they are scored against now
-            ref, scorer = C.blind_reference(r), f"rule:{opts.rule}" if r.kind == M.YNQ else oeq_scorer
-            if r.kind == M.OEQ and opts.judge:
+            ref, scorer = C.work.blind_reference(r), f"rule:{opts.rule}" if r.kind == R.YNQ else oeq_scorer
+            if r.kind == R.OEQ and opts.judge:
                 if st.correct is None or st.scorer != scorer or st.reference != ref:
                     to_judge.append((r, st.answer, st))
                 continue
-            right = C.score_stored(r.kind, st.answer, ref, scorer)
+            right = C.work.score_stored(r.kind, st.answer, ref, scorer)
             if (right, scorer, ref) != (st.correct, st.scorer, st.reference):
-                C.rescore_blind_answer(store, st.id, correct=right, scorer=scorer, reference=ref)
+                C.work.rescore_blind_answer(store, st.id, correct=right, scorer=scorer, reference=ref)
                 items[r.id].status = "rescored"
         if to_judge:
             cases = [(r.question, r.answers, text) for r, text, _ in to_judge]
-            for i, out, verdict in J.judge_iter(llm, opts.judge, cases, judge_prompt):
+            for i, out, verdict in R.judge_iter(llm, opts.judge, cases, judge_prompt):
                 r, _, st = to_judge[i]
                 if not out.ok:  # no verdict: no answer stored (or the stored one stays unscored), so no flag
-                    if st is not None and st.reference != C.blind_reference(r) and st.correct is not None:
-                        C.rescore_blind_answer(store, st.id, correct=None, scorer=st.scorer, reference=st.reference)
+                    if st is not None and st.reference != C.work.blind_reference(r) and st.correct is not None:
+                        C.work.rescore_blind_answer(
+                            store, st.id, correct=None, scorer=st.scorer, reference=st.reference
+                        )
                     items[r.id] = BlindItem(
                         r.id, r.mode, r.kind, out.status, reason=f"the judge {opts.judge} gave no verdict: {out.reason}"
                     )
@@ -195,8 +195,12 @@ def blind(store, opts: BlindOptions) -> BlindResult:
                 if st is None:
                     verdicts[r.id] = (verdict == "correct", oeq_scorer)  # unclear: not right
                 else:
-                    C.rescore_blind_answer(
-                        store, st.id, correct=verdict == "correct", scorer=oeq_scorer, reference=C.blind_reference(r)
+                    C.work.rescore_blind_answer(
+                        store,
+                        st.id,
+                        correct=verdict == "correct",
+                        scorer=oeq_scorer,
+                        reference=C.work.blind_reference(r),
                     )
                     items[r.id].status = "rescored"
             llm.raise_if_stopped(f"blind's judge {opts.judge}")
@@ -204,7 +208,7 @@ def blind(store, opts: BlindOptions) -> BlindResult:
             if r.id not in verdicts:
                 continue
             right, scorer = verdicts[r.id]
-            C.record_blind_answer(
+            C.work.record_blind_answer(
                 store,
                 r.id,
                 model=model,
@@ -213,10 +217,10 @@ def blind(store, opts: BlindOptions) -> BlindResult:
                 answer=text,
                 correct=right,
                 scorer=scorer,
-                group=C.blind_group_key(r.mode, r.kind, r.pair_id, r.question, r.id),
+                group=C.work.blind_group_key(r.mode, r.kind, r.pair_id, r.question, r.id),
             )
             items[r.id] = BlindItem(r.id, r.mode, r.kind, "answered", right)
-        flags = C.refresh_blind_flags(store, model, endpoint, prompt.id)
+        flags = C.work.refresh_blind_flags(store, model, endpoint, prompt.id)
         stored = _stored(store, model, endpoint, prompt.id)
         for r in recs:
             it = items[r.id]

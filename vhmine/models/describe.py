@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vhmine import prompts as P
+from vhmine import rules as R
 from vhmine.errors import InputError
 from vhmine.files import atomic_write_text, check_writable, write_failed
 from vhmine.llm import LLM, ChatRequest, LLMOptions
 from vhmine.models.probe import Hallucination, hallucinations
-from vhmine.rules import modes as M
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ class DescribeResult:
 def _add_description(
     store, did: str, mode: str, kind: str, text: str, model: str, hypothetical: bool, sources: list[str]
 ) -> None:
-    from vhmine.curate.stages.descriptions import add_description
+    from vhmine.curate.stages import add_description
 
     add_description(store, did, mode, kind, text, model, hypothetical, sources)
 
@@ -96,7 +96,7 @@ def describe(store, opts: DescribeOptions) -> DescribeResult:
     """One merged description per mode (see the module docstring)."""
     if opts.examples < 1 or opts.min_real < 0:
         raise InputError("--examples must be at least 1 and --min-real at least 0")
-    modes = [M.get_mode(m) for m in (opts.modes or M.mode_names())]
+    modes = [R.get_mode(m) for m in (opts.modes or R.mode_names())]
     if opts.out is not None:
         check_writable(Path(opts.out), flag="--out")  # one line, before any model is asked
     p_ex, p_hyp, p_merge = P.load("describe_example"), P.load("describe_hypothetical"), P.load("describe_merge")
@@ -105,7 +105,7 @@ def describe(store, opts: DescribeOptions) -> DescribeResult:
     with LLM(opts.llm) as llm:
         llm.check_prices([model])
         # examples of every mode in one concurrent batch: (mode, hallucination or None, request)
-        jobs: list[tuple[M.Mode, Hallucination | None, ChatRequest]] = []
+        jobs: list[tuple[R.Mode, Hallucination | None, ChatRequest]] = []
         per_mode: dict[str, ModeDescription] = {}
         for mode in modes:
             real = hallucinations(store, mode.name, opts.victim)[: opts.examples]
@@ -253,6 +253,6 @@ def read_manifest(folder: Path) -> dict:
 
 def latest_descriptions(store, modes: Sequence[str]) -> dict[str, tuple[str, str]]:
     """mode -> (description id, text) of its newest merged description (ties broken by id)."""
-    from vhmine.curate.stages.descriptions import latest_descriptions as latest
+    from vhmine.curate.stages import latest_descriptions as latest
 
     return latest(store, modes)

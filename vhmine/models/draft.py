@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from vhmine import prompts as P
+from vhmine import rules as R
 from vhmine.errors import FormError, VhmineError
 from vhmine.llm import LLM, ChatRequest, LLMOptions
-from vhmine.rules import modes as M
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class DraftResult:
         per: dict[str, Counter] = {}
         for i in self.items:
             per.setdefault(i.mode, Counter())[i.status if i.status in DONE else "failed"] += 1
-        for mode in M.mode_names():
+        for mode in R.mode_names():
             if mode in per:
                 c = per[mode]
                 lines.append(
@@ -104,8 +104,8 @@ def draft_prompt(version: int | None = None) -> P.Prompt:
 
 
 def render(prompt: P.Prompt, mode_name: str) -> str:
-    mode = M.get_mode(mode_name)
-    templates = "\n".join(f"- {t.id}: {t.text}" for t in mode.templates_of(M.OEQ))
+    mode = R.get_mode(mode_name)
+    templates = "\n".join(f"- {t.id}: {t.text}" for t in mode.templates_of(R.OEQ))
     return prompt.render(mode=mode.name, definition=mode.definition, look_for=mode.look_for, templates=templates)
 
 
@@ -141,10 +141,10 @@ def _located(store, files: dict, image_id: str):
 def draft(store, opts: DraftOptions) -> DraftResult:
     """Ask the model once per open pair task not yet drafted by it (model, endpoint, prompt); store every draft."""
     from vhmine import curate as C
-    from vhmine.curate.work.verify import drafted_tasks
-    from vhmine.rules.draft_check import parse_draft
+    from vhmine.curate.work import drafted_tasks
+    from vhmine.rules import parse_draft
 
-    modes = M.selected_modes(opts.modes)
+    modes = R.selected_modes(opts.modes)
     tasks = _open_pair_tasks(store, modes)
     if opts.limit is not None:
         tasks = tasks[: opts.limit]
@@ -178,7 +178,7 @@ def draft(store, opts: DraftOptions) -> DraftResult:
                 content, reason = parse_draft(text, mode, [a, b]), None
             except FormError as err:
                 content, reason = None, str(err)
-            C.record_draft(
+            C.work.record_draft(
                 store,
                 tid,
                 model=model,

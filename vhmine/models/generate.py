@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vhmine import prompts as P
+from vhmine import rules as R
 from vhmine.errors import InputError
 from vhmine.files import atomic_write
 from vhmine.llm import LLM, ChatRequest, ImageRequest, LLMOptions
-from vhmine.rules import modes as M
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ class GenerateResult:
             f"generate with {self.backend}: {len(self.items)} images asked, ${self.spent:.4f} spent; images in"
             f" {self.out}"
         ]
-        for mode in M.mode_names():
+        for mode in R.mode_names():
             its = [m for m in self.items if m.mode == mode]
             if its:
                 new = sum(m.status == "generated" for m in its)
@@ -162,7 +162,7 @@ def _descriptions(store, opts: GenerateOptions, modes: list[str]) -> dict[str, t
 
 def _description_texts(store, ids: Sequence[str]) -> dict[str, str]:
     """description id -> its text, for the ids the store holds."""
-    from vhmine.curate.stages.descriptions import description_texts
+    from vhmine.curate.stages import description_texts
 
     return description_texts(store, ids)
 
@@ -192,7 +192,7 @@ def _render_key(mode: str, prompt: str, seed: int | None, params: dict) -> tuple
 
 def _recorded(store, backend: Backend) -> set[tuple]:
     """`_render_key`s of the images this backend and model already made."""
-    from vhmine.curate.stages.generations import recorded_renders
+    from vhmine.curate.stages import recorded_renders
 
     return {
         _render_key(m, p, seed, params) for m, p, seed, params in recorded_renders(store, backend.kind, backend.model)
@@ -262,7 +262,7 @@ def generate(store, opts: GenerateOptions) -> GenerateResult:
     backend = parse_backend(opts.backend)
     if opts.per_mode < 1:
         raise InputError("--per-mode must be at least 1")
-    modes = M.selected_modes(opts.modes)
+    modes = R.selected_modes(opts.modes)
     descs = _descriptions(store, opts, modes)
     missing = [m for m in modes if m not in descs]
     if len(missing) == len(modes):
@@ -285,7 +285,7 @@ def generate(store, opts: GenerateOptions) -> GenerateResult:
         if backend.needs_rewrite:
             reqs = [
                 ChatRequest(
-                    p_img.render(mode=m, definition=M.get_mode(m).definition, description=descs[m][1], variant=k + 1),
+                    p_img.render(mode=m, definition=R.get_mode(m).definition, description=descs[m][1], variant=k + 1),
                     params={"temperature": 1.0},
                 )
                 for m, k in jobs
@@ -308,7 +308,7 @@ def generate(store, opts: GenerateOptions) -> GenerateResult:
                 params["description_text"] = text
             if backend.needs_rewrite:
                 params.update(rewrite_model=opts.llm.model, rewrite_prompt=p_img.id, variant=k + 1)
-            tid = C.add_generation(
+            tid = C.work.add_generation(
                 store,
                 path,
                 m,
@@ -361,6 +361,6 @@ def generate(store, opts: GenerateOptions) -> GenerateResult:
                         continue
                     result.items.append(record(m, k, png, prompts[(m, k)], seed, pipe.params()))
         result.spent = llm.spent
-    order = {m: i for i, m in enumerate(M.mode_names())}
+    order = {m: i for i, m in enumerate(R.mode_names())}
     result.items.sort(key=lambda x: (order[x.mode], x.index))
     return result

@@ -26,11 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vhmine import prompts as P
+from vhmine import rules as R
 from vhmine.errors import CostCapError, InputError, VhmineError
 from vhmine.llm import LLM, ChatRequest, LLMOptions
-from vhmine.rules import answers as A
-from vhmine.rules import judge as J
-from vhmine.rules import modes as M
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +39,9 @@ REFUSED = "image refused"  # an item's status when its image is missing or chang
 class ProbeOptions:
     llm: LLMOptions  # the victim model and how to reach it (the judge uses the same endpoint)
     judge: str | None = None  # model that judges OEQ answers; None: workers label them in the app
-    rule: str = A.DEFAULT_RULE  # the yes/no rule for YNQ answers
+    rule: str = R.DEFAULT_RULE  # the yes/no rule for YNQ answers
     modes: Sequence[str] | None = None  # None: all eight
-    kinds: Sequence[str] = M.KINDS
+    kinds: Sequence[str] = R.KINDS
     limit: int | None = None  # at most this many instances (smoke tests on a paid API)
 
 
@@ -104,7 +102,7 @@ class ProbeResult:
             f"{'failed':>6}",
         ]
         tot = Counter()
-        for mode in M.mode_names():
+        for mode in R.mode_names():
             c = self.per_mode().get(mode)
             if c is None:
                 continue
@@ -159,50 +157,50 @@ class ProbeResult:
 
 
 def probe_prompt(kind: str) -> P.Prompt:
-    return P.load("probe_ynq" if kind == M.YNQ else "probe_oeq")
+    return P.load("probe_ynq" if kind == R.YNQ else "probe_oeq")
 
 
 def rule_verdict(answer: str, truth: bool | None, rule: str) -> str | None:
     """A YNQ verdict by rule; None when the answer is neither yes nor no under the rule."""
-    return A.yes_no_verdict(answer, truth, rule)
+    return R.yes_no_verdict(answer, truth, rule)
 
 
 def judge_verdict(text: str) -> str | None:
     """A judge's answer as a response verdict: correct -> correct, incorrect -> hallucinated, else None."""
-    return J.RESPONSE_VERDICT.get(J.parse_verdict(text))
+    return R.RESPONSE_VERDICT.get(R.parse_verdict(text))
 
 
 def probe(store, opts: ProbeOptions) -> ProbeResult:
     """Ask every selected ready instance once per (model, prompt); judge; return per-item results."""
     from vhmine import curate as C
-    from vhmine.curate.stages import model_responses as CR
+    from vhmine.curate import stages as CR
 
-    A.get_rule(opts.rule)
-    modes = M.selected_modes(opts.modes)
+    R.get_rule(opts.rule)
+    modes = R.selected_modes(opts.modes)
     recs = [r for r in C.ready_instances(store) if r.mode in modes and r.kind in opts.kinds]
     if opts.limit is not None:
         recs = recs[: opts.limit]
     model = opts.llm.model
     result = ProbeResult(model, opts.judge, db_option=store.db_option)
-    judge_prompt = J.judge_prompt()
-    judge_name = J.judge_name(opts.judge, judge_prompt) if opts.judge else None
+    judge_prompt = R.judge_prompt()
+    judge_name = R.judge_name(opts.judge, judge_prompt) if opts.judge else None
     by_id = {r.id: r for r in recs}
     with LLM(opts.llm) as llm:
         llm.check_prices([model] + ([opts.judge] if opts.judge else []))
         have, legacy = CR.stored_responses(store, model, llm.endpoint), CR.stored_responses(store, model, None)
-        counts = C.response_verdicts(store, [v[0] for v in have.values()] + [v[0] for v in legacy.values()])
+        counts = C.work.response_verdicts(store, [v[0] for v in have.values()] + [v[0] for v in legacy.values()])
         todo, to_judge = [], []  # to_judge: (instance id, response id, answer)
         items: dict[str, ItemResult] = {}
 
         def reuse(r, rid: str, verdict: str | None, answer: str) -> None:
-            if r.kind == M.YNQ and rule_verdict(answer, r.truth, opts.rule) != verdict:  # the truth changed since
+            if r.kind == R.YNQ and rule_verdict(answer, r.truth, opts.rule) != verdict:  # the truth changed since
                 verdict = rule_verdict(answer, r.truth, opts.rule)
                 CR.set_automatic_verdict(store, rid, verdict, f"rule:{opts.rule}")
-                counts.update(C.response_verdicts(store, [rid]))
+                counts.update(C.work.response_verdicts(store, [rid]))
             # the verdict shown is the one that counts (workers' labels first); the judge fills in a missing automatic
             # one
             items[r.id] = ItemResult(r.id, r.mode, r.kind, "cached", counts[rid].verdict)
-            if r.kind == M.OEQ and verdict is None and opts.judge:
+            if r.kind == R.OEQ and verdict is None and opts.judge:
                 to_judge.append((r.id, rid, answer))
 
         files: dict[str, object] = {}  # image id -> where its recorded content is now, or why it cannot be sent
@@ -233,27 +231,27 @@ def probe(store, opts: ProbeOptions) -> ProbeResult:
                 CR.claim_endpoint(store, old[0], llm.endpoint)
                 reuse(r, *old)
                 continue
-            if r.kind == M.YNQ:
+            if r.kind == R.YNQ:
                 verdict = rule_verdict(text, r.truth, opts.rule)
-                rid = C.add_response(
+                rid = C.work.add_response(
                     store, r.id, model, prompt, text, verdict, judge=f"rule:{opts.rule}", endpoint=llm.endpoint
                 )
                 reason = "" if verdict else f"the answer is neither yes nor no under rule {opts.rule}: left for workers"
                 items[r.id] = ItemResult(r.id, r.mode, r.kind, "answered", verdict, reason)
             else:
-                rid = C.add_response(store, r.id, model, prompt, text, endpoint=llm.endpoint)
+                rid = C.work.add_response(store, r.id, model, prompt, text, endpoint=llm.endpoint)
                 items[r.id] = ItemResult(r.id, r.mode, r.kind, "answered")
                 if opts.judge:
                     to_judge.append((r.id, rid, text))
         llm.raise_if_stopped(f"probe of {model}")  # no key, a rejected one, endpoint down: one line, not one per item
         if to_judge:
             cases = [(by_id[iid].question, by_id[iid].answers, ans) for iid, _, ans in to_judge]
-            for k, out, said in J.judge_iter(llm, opts.judge, cases, judge_prompt):
+            for k, out, said in R.judge_iter(llm, opts.judge, cases, judge_prompt):
                 iid, rid, _ = to_judge[k]
                 if not out.ok:  # the answer stays, unjudged, for workers; the item is not a failure
                     items[iid].reason = f"judge failed ({out.status}): {out.reason}"
                     continue
-                verdict = J.RESPONSE_VERDICT.get(said)
+                verdict = R.RESPONSE_VERDICT.get(said)
                 CR.set_automatic_verdict(store, rid, verdict, judge_name)
                 if rid not in counts or not counts[rid].by_workers:  # workers' labels still override the judge
                     items[iid].verdict = verdict
@@ -285,7 +283,7 @@ class Hallucination:
 
 
 def _error_text(kind: str, truth: bool | None, refs: Sequence[str], answer: str) -> str:
-    if kind == M.YNQ and truth is not None:
+    if kind == R.YNQ and truth is not None:
         return f"the model answered {'no' if truth else 'yes'}, but the correct answer is {'yes' if truth else 'no'}"
     return f"the model answered {answer.strip()[:200]!r}, but the correct answer is {' / '.join(refs)}"
 
@@ -298,11 +296,11 @@ def hallucinations(store, mode: str, model: str | None = None) -> list[Hallucina
     models failed on it; `model` keeps only that model's responses.
     """
     from vhmine import curate as C
-    from vhmine.curate.stages.model_responses import mode_responses
+    from vhmine.curate.stages import mode_responses
 
-    mode = M.get_mode(mode).name
+    mode = R.get_mode(mode).name
     rows = mode_responses(store, mode, model)
-    counts = C.response_verdicts(store, [r.response_id for r in rows])
+    counts = C.work.response_verdicts(store, [r.response_id for r in rows])
     out: dict[str, Hallucination] = {}
     for r in rows:  # by instance id, then response id
         if counts[r.response_id].verdict != "hallucinated" or r.instance_id in out:
@@ -327,7 +325,7 @@ def hallucinations(store, mode: str, model: str | None = None) -> list[Hallucina
 
 def check_kinds(kinds: Sequence[str]) -> list[str]:
     """OEQ / YNQ in any case (`vhmine export --kind` takes them lower-case), as the store spells them."""
-    bad = [k for k in kinds if k.upper() not in M.KINDS]
+    bad = [k for k in kinds if k.upper() not in R.KINDS]
     if bad:
-        raise InputError(f"unknown kind {bad[0]!r}: choose from {', '.join(M.KINDS)}")
+        raise InputError(f"unknown kind {bad[0]!r}: choose from {', '.join(R.KINDS)}")
     return [k.upper() for k in kinds]

@@ -11,6 +11,7 @@ from vhmine.store.db import (  # noqa: F401  (first: it says which extra to inst
     MIGRATIONS,
     Store,
     display_url,
+    is_disconnect,
     make_engine,
     open_store,
     resolve_url,

@@ -14,7 +14,7 @@ import time
 from sqlalchemy.exc import DBAPIError
 
 from vhmine.errors import LeaseError, StoreConnectionError
-from vhmine.store.db import is_disconnect
+from vhmine.store import is_disconnect
 
 TRIES = 4  # attempts of a transition that PostgreSQL aborted to break a deadlock, or whose connection broke
 _ABORTED = {"40P01": "a deadlock", "40001": "a serialization conflict"}  # PostgreSQL SQLSTATEs worth a retry

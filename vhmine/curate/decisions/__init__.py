@@ -6,3 +6,28 @@ from it: re-drafted yes/no questions, `responses` verdicts, `response_labels`, `
 `errata`, and the action log, which undo reads back to revert a worker's last action. Stands on curate.work
 and curate.base.
 """
+
+from vhmine.curate.decisions.drafts import DraftDecision, DraftView, confirm_drafts, pending_drafts
+from vhmine.curate.decisions.errata import ErratumView, accept_erratum, errata_list, flag_instance, reject_erratum
+from vhmine.curate.decisions.person_queue import Contradiction, contradictions, resolve_contradiction
+from vhmine.curate.decisions.undo import undo_last
+
+__all__ = [
+    # drafts
+    "DraftDecision",
+    "DraftView",
+    "confirm_drafts",
+    "pending_drafts",
+    # errata
+    "ErratumView",
+    "accept_erratum",
+    "errata_list",
+    "flag_instance",
+    "reject_erratum",
+    # person_queue
+    "Contradiction",
+    "contradictions",
+    "resolve_contradiction",
+    # undo
+    "undo_last",
+]

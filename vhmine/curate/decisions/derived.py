@@ -32,9 +32,9 @@ import json
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from vhmine import rules as R
 from vhmine.curate.decisions.redraft import _redraft, _show, _template
 from vhmine.errors import InputError, LeaseError
-from vhmine.rules import modes as M
 from vhmine.store import (
     Action,
     BlindAnswer,
@@ -149,15 +149,15 @@ def rederive(s: Session, inst: Instance, *, cause: str, by: str, now: dt.datetim
 
 
 def _rescore(s: Session, inst: Instance, log: _Log, cause: str, what: str) -> None:
-    from vhmine.curate.work.blind import reference_of, score_stored
-    from vhmine.curate.work.review import UNANSWERABLE, review_label
-    from vhmine.rules.answers import get_rule, yes_no_verdict
+    from vhmine.curate.work import UNANSWERABLE, review_label, score_stored
+    from vhmine.curate.work import blind_reference as reference_of
+    from vhmine.rules import get_rule, yes_no_verdict
 
     for r in s.scalars(select(Response).where(Response.instance_id == inst.id).order_by(Response.id)):
         judge = r.judge or ""
         rule = judge[5:] if judge.startswith("rule:") else None
         try:
-            rule = get_rule(rule).name if rule and inst.kind == M.YNQ else None
+            rule = get_rule(rule).name if rule and inst.kind == R.YNQ else None
         except InputError:
             rule = None
         if rule:
@@ -202,7 +202,7 @@ def _rescore(s: Session, inst: Instance, log: _Log, cause: str, what: str) -> No
             "reference",
         )
         b.correct, b.reference = right, ref if right is not None else b.reference
-    if inst.kind == M.OEQ:
+    if inst.kind == R.OEQ:
         for rv in s.scalars(select(Review).where(Review.instance_id == inst.id)):
             if rv.label != UNANSWERABLE:
                 log.track("reviews", rv, f"{cause}: the review read again against the new answers ({what})", "label")
@@ -225,7 +225,8 @@ def _solvers(s: Session, ids: set[str]) -> list[tuple]:
 
 
 def _refresh(s: Session, solvers: list[tuple], log: _Log | None, why: str) -> None:
-    from vhmine.curate.work.blind import refresh_flags, solver_rows
+    from vhmine.curate.work import blind_solver_rows as solver_rows
+    from vhmine.curate.work import refresh_blind_flags_in as refresh_flags
 
     s.flush()
     for model, endpoint, prompt in solvers:
@@ -261,7 +262,7 @@ def apply(
     log = _Log()
     changed = {inst.id} if {"answers", "truth"} & set(changes) else set()
     gone: set[str] = set()
-    if inst.kind == M.OEQ:
+    if inst.kind == R.OEQ:
         flipped, gone = _redraft(s, inst, log, cause, what, by, now, (changes.get("answers") or [None])[0])
         changed |= flipped
     s.flush()
@@ -312,8 +313,9 @@ def _scores_since(s: Session, iids: list[str], entries: list[dict]) -> set[tuple
     """Responses and blind answers to `iids` stored since the erratum (not in its entries): a rule's verdict read
     again against the restored truth, a judge's cleared for `vhmine probe --judge`; a blind answer scored again
     (or left for `vhmine blind` to judge). Returns the solvers whose flags to recompute."""
-    from vhmine.curate.work.blind import reference_of, score_stored
-    from vhmine.rules.answers import get_rule, yes_no_verdict
+    from vhmine.curate.work import blind_reference as reference_of
+    from vhmine.curate.work import score_stored
+    from vhmine.rules import get_rule, yes_no_verdict
 
     tracked = {e["id"] for e in entries if e["table"] == "responses"}
     seen = {e["id"] for e in entries if e["table"] == "blind_answers"}
@@ -328,7 +330,7 @@ def _scores_since(s: Session, iids: list[str], entries: list[dict]) -> set[tuple
         for r in s.scalars(select(Response).where(Response.instance_id == iid, Response.id.not_in(tracked))):
             judge = r.judge or ""
             try:
-                rule = get_rule(judge[5:]).name if judge.startswith("rule:") and inst.kind == M.YNQ else None
+                rule = get_rule(judge[5:]).name if judge.startswith("rule:") and inst.kind == R.YNQ else None
             except InputError:
                 rule = None
             if rule:

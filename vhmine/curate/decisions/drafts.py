@@ -17,13 +17,10 @@ from dataclasses import dataclass
 
 from sqlalchemy import select
 
-from vhmine.curate.base.access import checked_worker
-from vhmine.curate.base.ids import derived_id
-from vhmine.curate.base.retry import retried
-from vhmine.curate.base.tasks import log_action
+from vhmine import rules as R
+from vhmine.curate.base import checked_worker, derived_id, log_action, retried
 from vhmine.errors import FormError, LeaseError
-from vhmine.rules import modes as M
-from vhmine.rules.variant import check_variant, undecided_message
+from vhmine.rules import check_variant, undecided_message
 from vhmine.store import (
     Instance,
     Pair,
@@ -51,7 +48,7 @@ def pending_drafts(store: Store, worker: str, mode: str | None = None) -> list[D
         worker = checked_worker(s, worker).name  # a signed-in WorkerInfo must still be current
         q = select(Instance).where(Instance.status == "draft", Instance.created_by == worker)
         if mode:
-            q = q.where(Instance.mode == M.get_mode(mode).name)
+            q = q.where(Instance.mode == R.get_mode(mode).name)
         out = []
         for d in s.scalars(q):
             src = s.get(Instance, d.derived_from)
@@ -78,15 +75,15 @@ def pending_drafts(store: Store, worker: str, mode: str | None = None) -> list[D
 
 def _match_edit(d: Instance, question: str, src: Instance) -> None:
     """A reworded draft keeps only the slot values its text still holds, and tests the value it now names."""
-    slots = M.slots_of(M.get_template(d.template_id), question, d.slots)
+    slots = R.slots_of(R.get_template(d.template_id), question, d.slots)
     if slots is None:  # the worker's own question: no template values, no value to check the truth against
         # but a draft made before ids were derived (schema 0011) keeps the value it was drafted to test: its id does
         # not name the question it was drafted as, so re-derivation (curate.decisions.redraft._same) finds it by
         # that value, as it finds a newer one by its id (the truth stays the worker's: an own question is never read)
         kept = d.draft_value if d.id != derived_id(src.id, d.question) else None
-        d.template_id, d.slots, d.draft_value = M.own_template_id(M.get_mode(d.mode)), {}, kept
+        d.template_id, d.slots, d.draft_value = R.own_template_id(R.get_mode(d.mode)), {}, kept
         return
-    oeq = M.get_template(src.template_id)
+    oeq = R.get_template(src.template_id)
     # the value the truth is checked against: the slot the OEQ answer filled, or for a choice the one
     # the question says is so (the first of `choices`), so that swapping the objects is caught too
     d.draft_value = slots[oeq.choices[0] if oeq.derive == "pick" else oeq.answer_slot]
@@ -101,14 +98,14 @@ def _agrees(s, d: Instance, src: Instance, question: str, truth: bool, where: st
     other = s.scalars(
         select(Instance).where(
             Instance.action_id == src.action_id,
-            Instance.kind == M.OEQ,
+            Instance.kind == R.OEQ,
             Instance.id != src.id,
             Instance.status == "ready",
         )
     ).all()
     return check_variant(
-        M.get_mode(d.mode),
-        M.get_template(src.template_id),
+        R.get_mode(d.mode),
+        R.get_template(src.template_id),
         src.slots,
         question,
         truth,
@@ -157,7 +154,7 @@ def confirm_drafts(store: Store, worker: str, decisions: Iterable[DraftDecision]
             if dec.keep:
                 truth = d.truth if dec.truth is None else dec.truth
                 where = f"the yes/no question {d.id}"
-                question = M.check_question(d.question if dec.question is None else dec.question)
+                question = R.check_question(d.question if dec.question is None else dec.question)
                 src = s.get(Instance, d.derived_from)
                 if question != d.question:
                     _match_edit(d, question, src)

@@ -22,15 +22,11 @@ from dataclasses import dataclass
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from vhmine.curate.base.access import WorkerInfo, checked_worker
-from vhmine.curate.base.ids import new_id
-from vhmine.curate.base.retry import retried
-from vhmine.curate.base.tasks import log_action
-from vhmine.curate.base.text import collapse_whitespace
+from vhmine import rules as R
+from vhmine.curate.base import WorkerInfo, checked_worker, collapse_whitespace, log_action, new_id, retried
 from vhmine.curate.decisions import derived as D
 from vhmine.curate.decisions.derived import _plain
 from vhmine.errors import FormError, InputError, LeaseError
-from vhmine.rules import modes as M
 from vhmine.store import (
     Action,
     Erratum,
@@ -126,7 +122,7 @@ def errata_list(
         if status:
             q = q.where(Erratum.status == status)
         if mode:
-            q = q.where(Instance.mode == M.get_mode(mode).name)
+            q = q.where(Instance.mode == R.get_mode(mode).name)
         return [_view(e, i) for e, i in s.execute(q.order_by(Erratum.created_at, Erratum.id))]
 
 
@@ -146,22 +142,22 @@ def _decide(s: Session, flag_id: str, admin: str, now: dt.datetime, status: str,
     return e
 
 
-def _fix(mode: M.Mode, inst: Instance, answers: Sequence[str] | str | None, truth: bool | None) -> dict:
+def _fix(mode: R.Mode, inst: Instance, answers: Sequence[str] | str | None, truth: bool | None) -> dict:
     """The changes {field: [old, new]} that put the admin's answer on the instance (checked as the annotate form
     checks)."""
     where = f"instance {inst.id}"
-    if inst.kind == M.YNQ:
+    if inst.kind == R.YNQ:
         if truth is None:
             raise FormError("truth", "a yes/no item is fixed by its truth: choose yes or no, or remove the item")
-        M.check_ynq(truth, [], where)
+        R.check_ynq(truth, [], where)
         new = {"truth": truth, "answers": ["Yes" if truth else "No"]}
     else:
-        clean = M.clean_answers(answers)
+        clean = R.clean_answers(answers)
         try:
             tpl = mode.template(inst.template_id)
         except FormError:  # the worker's own question (`<mode>.own`): no template form to check
             tpl = None
-        M.check_oeq_answers(mode, tpl if inst.slots else None, inst.slots or {}, clean, where)
+        R.check_oeq_answers(mode, tpl if inst.slots else None, inst.slots or {}, clean, where)
         new = {"answers": clean}
     return {k: [getattr(inst, k), v] for k, v in new.items() if getattr(inst, k) != v}
 
@@ -210,7 +206,7 @@ def accept_erratum(
         if remove:
             changes = {"status": ["ready", "discarded"]}
         else:
-            changes = _fix(M.get_mode(inst.mode), inst, answers, truth)
+            changes = _fix(R.get_mode(inst.mode), inst, answers, truth)
             if not changes:
                 raise FormError(
                     "answers", "that is the answer the item already has: give the right one, or remove the item"

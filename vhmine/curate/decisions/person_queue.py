@@ -18,10 +18,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from vhmine.curate.base.access import WorkerInfo, checked_worker
-from vhmine.curate.base.retry import retried
-from vhmine.curate.base.tasks import log_action
-from vhmine.curate.base.text import collapse_whitespace
+from vhmine.curate.base import WorkerInfo, checked_worker, collapse_whitespace, log_action, retried
 from vhmine.curate.decisions import derived as D
 from vhmine.curate.decisions.derived import _plain
 from vhmine.errors import FormError, LeaseError

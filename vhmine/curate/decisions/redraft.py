@@ -19,9 +19,9 @@ import datetime as dt
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from vhmine.curate.base.ids import derived_id
+from vhmine import rules as R
+from vhmine.curate.base import derived_id
 from vhmine.errors import FormError, InputError
-from vhmine.rules import modes as M
 from vhmine.store import Instance
 
 
@@ -33,30 +33,30 @@ def _show(values) -> str:
     return str(values)
 
 
-def _template(o: Instance) -> M.Template | None:
+def _template(o: Instance) -> R.Template | None:
     """The OEQ template to draft from; None for the worker's own question (or one that has no YNQ form)."""
     if not o.slots:
         return None
     try:
-        tpl = M.get_template(o.template_id)
+        tpl = R.get_template(o.template_id)
     except (FormError, InputError):
         return None
-    return tpl if tpl.kind == M.OEQ and tpl.ynq else None
+    return tpl if tpl.kind == R.OEQ and tpl.ynq else None
 
 
-def _same(d: Instance, n: M.YnqDraft) -> bool:
+def _same(d: Instance, n: R.YnqDraft) -> bool:
     """A stored YNQ is this new draft: the same question, or the same tested value (a reworded one)."""
     if " ".join(d.question.lower().split()).rstrip("?. ") == " ".join(n.question.lower().split()).rstrip("?. "):
         return True
     return (
         d.draft_value is not None
         and n.value is not None
-        and M.normalize_answer(d.draft_value) == M.normalize_answer(n.value)
+        and R.normalize_answer(d.draft_value) == R.normalize_answer(n.value)
     )
 
 
 def _answers_key(answers) -> list[str]:
-    return sorted({M.normalize_answer(a) for a in answers or ()})
+    return sorted({R.normalize_answer(a) for a in answers or ()})
 
 
 def contradicts(fact: dict, derived: bool | None, answers) -> bool:
@@ -82,7 +82,7 @@ def _implied(d: Instance, o: Instance) -> bool | None:
     """The truth the open question's answers imply for the drafted YNQ `d`; None where the rules cannot read it."""
     if _own(d) or d.draft_value is None:
         return None
-    return M.normalize_answer(d.draft_value) in set(_answers_key(o.answers))
+    return R.normalize_answer(d.draft_value) in set(_answers_key(o.answers))
 
 
 def _set_aside_by_person(d: Instance) -> bool:
@@ -141,7 +141,7 @@ def _redraft(
             select(Instance)
             .where(
                 Instance.task_id == inst.task_id,
-                Instance.kind == M.OEQ,
+                Instance.kind == R.OEQ,
                 Instance.mode == inst.mode,
                 Instance.status == "ready",
                 Instance.id != inst.id,
@@ -195,7 +195,7 @@ def _redraft(
                         _queue(d, fact, None, o, log, cause, what)
             continue
         wrong = [a for x in asked if x.id != o.id for a in x.answers]
-        fresh = M.draft_ynq(M.get_mode(o.mode), tpl, o.slots, o.answers, wrong)
+        fresh = R.draft_ynq(R.get_mode(o.mode), tpl, o.slots, o.answers, wrong)
         by_id = {d.id: d for d in rows}
         match = {
             k: by_id[derived_id(o.id, n.question)] for k, n in enumerate(fresh) if derived_id(o.id, n.question) in by_id
@@ -212,7 +212,7 @@ def _redraft(
                     task_id=o.task_id,
                     action_id=None,
                     mode=o.mode,
-                    kind=M.YNQ,
+                    kind=R.YNQ,
                     image_id=o.image_id,
                     pair_id=o.pair_id,
                     template_id=n.template_id,

@@ -18,12 +18,9 @@ import datetime as dt
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from vhmine.curate.base.access import WorkerInfo, checked_worker
-from vhmine.curate.base.retry import retried
-from vhmine.curate.base.tasks import built_on, compare_and_set
+from vhmine.curate.base import WorkerInfo, built_on, checked_worker, compare_and_set, retried
 from vhmine.curate.decisions.derived import rederive
-from vhmine.curate.work.holds import HOLD_KINDS
-from vhmine.curate.work.lease import LEASE_S
+from vhmine.curate.work import HOLD_KINDS, LEASE_S
 from vhmine.errors import InputError, LeaseError, StoreError
 from vhmine.store import (
     Action,
@@ -128,7 +125,7 @@ def undo_last(store: Store, worker: str | WorkerInfo, *, lease_s: float = LEASE_
                 s.delete(r)
             what = f"label of response {p['response_id']}"
         elif act.kind == "verify":  # a model draft accepted, edited or rejected (curate.work.verify)
-            from vhmine.curate.work.verify import undo_verify
+            from vhmine.curate.work import undo_verify
 
             what = undo_verify(s, act, worker, now, lease)
         elif act.kind == "resolve":  # an admin's decision on the person-queue (curate.decisions.person_queue)

@@ -4,3 +4,50 @@ Reads and writes the curation store's `workers` (tokens as sha256 hashes, token 
 reads `reviews`, `response_labels` and the action log (agreement, savings), which it never writes. Stands on
 curate.work and curate.base.
 """
+
+from vhmine.curate.people.agreement import Disagreement, ModeAgreement, disagreements
+from vhmine.curate.people.agreement import agreement as mode_agreement
+from vhmine.curate.people.kappa import cohen_kappa
+from vhmine.curate.people.savings import ModeSavings, draft_savings, savings_table
+from vhmine.curate.people.workers import (
+    activate_worker,
+    add_worker,
+    check_session,
+    choose_mode,
+    chosen_mode,
+    deactivate_worker,
+    hash_token,
+    list_workers,
+    rotate_token,
+    sign_in,
+)
+from vhmine.curate.people.workload import ModeTime, log_mark, worker_time
+
+__all__ = [
+    # agreement
+    "Disagreement",
+    "ModeAgreement",
+    "disagreements",
+    "mode_agreement",
+    # kappa
+    "cohen_kappa",
+    # savings
+    "ModeSavings",
+    "draft_savings",
+    "savings_table",
+    # workers
+    "activate_worker",
+    "add_worker",
+    "check_session",
+    "choose_mode",
+    "chosen_mode",
+    "deactivate_worker",
+    "hash_token",
+    "list_workers",
+    "rotate_token",
+    "sign_in",
+    # workload
+    "ModeTime",
+    "log_mark",
+    "worker_time",
+]

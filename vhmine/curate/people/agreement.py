@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from vhmine.curate.base.access import WorkerInfo, check_admin
+from vhmine import rules as R
+from vhmine.curate.base import WorkerInfo, check_admin
 from vhmine.curate.people.kappa import cohen_kappa, fleiss_kappa
-from vhmine.curate.work.review import author_label
-from vhmine.rules import modes as M
+from vhmine.curate.work import author_label
 from vhmine.store import (
     Instance,
     Response,
@@ -56,7 +56,7 @@ def _ratings(s: Session, what: str) -> dict[str, dict[str, dict[str, tuple[str, 
             d = out.setdefault(inst.mode, {}).setdefault(inst.id, {})
             d[inst.created_by] = (
                 author_label(inst),
-                "yes" if inst.kind == M.YNQ and inst.truth else "no" if inst.kind == M.YNQ else inst.answers[0],
+                "yes" if inst.kind == R.YNQ and inst.truth else "no" if inst.kind == R.YNQ else inst.answers[0],
             )
             d[r.worker] = (r.label, r.answer)
     else:
@@ -90,7 +90,7 @@ def agreement(
     if instance_ids is not None and what == "instances":
         data = {m: {i: r for i, r in items.items() if i in instance_ids} for m, items in data.items()}
     out = []
-    for m in M.mode_names():
+    for m in R.mode_names():
         items = data.get(m, {})
         raters = sorted({w for r in items.values() for w in r})
         dis = sum(1 for r in items.values() if len({lab for lab, _ in r.values()}) > 1)
@@ -131,8 +131,8 @@ def disagreements(
                     )
                 )
     out = []
-    for m in M.mode_names():
-        if mode and m != M.get_mode(mode).name:
+    for m in R.mode_names():
+        if mode and m != R.get_mode(mode).name:
             continue
         for iid in sorted(data.get(m, {})):
             r = data[m][iid]

@@ -11,8 +11,7 @@ from __future__ import annotations
 from sqlalchemy import Numeric, case, cast, func, select
 from sqlalchemy.orm import Session
 
-from vhmine.curate.work.holds import HOLD_KINDS
-from vhmine.curate.work.lease import LEASE_S
+from vhmine.curate.work import HOLD_KINDS, LEASE_S
 from vhmine.store import Action
 
 IDLE_S = LEASE_S  # a gap longer than a lease is a break, not work on the next item

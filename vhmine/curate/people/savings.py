@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from sqlalchemy import and_, case, func, select
 
-from vhmine.curate.base.access import WorkerInfo, check_admin
+from vhmine import rules as R
+from vhmine.curate.base import WorkerInfo, check_admin
 from vhmine.curate.people.gaps import IDLE_S, timed_actions
-from vhmine.rules import modes as M
 from vhmine.store import (
     Draft,
     Store,
@@ -117,7 +117,7 @@ def draft_savings(store: Store, *, by: str | WorkerInfo | None = None) -> list[M
             for m, st, n in s.execute(select(Draft.mode, Draft.status, func.count()).group_by(Draft.mode, Draft.status))
         }
     out = []
-    for m in list(M.mode_names()) + ["all"]:
+    for m in list(R.mode_names()) + ["all"]:
         mine: dict[str, tuple[int, int, float]] = {}
         for (im, what), v in items.items():
             if m in ("all", im):

@@ -17,7 +17,7 @@ import secrets
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from vhmine.curate.base.access import WorkerInfo, check_admin, checked_worker
+from vhmine.curate.base import WorkerInfo, check_admin, checked_worker
 from vhmine.errors import AuthError, InputError
 from vhmine.store import (
     Store,
@@ -78,18 +78,18 @@ def list_workers(store: Store, *, by: WorkerInfo | str | None = None) -> list[Wo
 
 def chosen_mode(store: Store, worker: str | WorkerInfo) -> str | None:
     """The mode `worker` last chose in the app (kept across sign-ins and browsers), or None."""
-    from vhmine.rules import modes as M
+    from vhmine import rules as R
 
     with store.session(write=False) as s:
         mode = checked_worker(s, worker).mode
-    return mode if mode in M.mode_names() else None  # a mode no longer offered: the first one
+    return mode if mode in R.mode_names() else None  # a mode no longer offered: the first one
 
 
 def choose_mode(store: Store, worker: str | WorkerInfo, mode: str) -> None:
     """Remember `mode` as the one `worker` works in (the app's mode menu)."""
-    from vhmine.rules import modes as M
+    from vhmine import rules as R
 
-    mode = M.get_mode(mode).name
+    mode = R.get_mode(mode).name
     with store.session() as s:
         w = checked_worker(s, worker)
         if w.mode != mode:

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 from sqlalchemy import case, func, select
 
-from vhmine.curate.base.access import WorkerInfo, check_admin
+from vhmine import rules as R
+from vhmine.curate.base import WorkerInfo, check_admin
 from vhmine.curate.people.gaps import timed_actions
-from vhmine.rules import modes as M
 from vhmine.store import (
     Action,
     Instance,
@@ -98,9 +98,9 @@ def worker_time(store: Store, target: int = 150, *, by: str | WorkerInfo | None 
                 select(Instance.mode, func.count()).where(Instance.status == "ready").group_by(Instance.mode)
             ).all()
         )
-    secs = {m: per_mode.get(m, (0.0, 0))[0] for m in M.mode_names()}
-    count = {m: per_mode.get(m, (0.0, 0))[1] for m in M.mode_names()}
-    out = [_mode_time(m, secs[m], count[m], ready.get(m, 0), target) for m in M.mode_names()]
+    secs = {m: per_mode.get(m, (0.0, 0))[0] for m in R.mode_names()}
+    count = {m: per_mode.get(m, (0.0, 0))[1] for m in R.mode_names()}
+    out = [_mode_time(m, secs[m], count[m], ready.get(m, 0), target) for m in R.mode_names()]
     left = [m.hours_left for m in out]
     total = _mode_time("all", sum(secs.values()), sum(count.values()), sum(ready.values()), target * len(out))
     out.append(

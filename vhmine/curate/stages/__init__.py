@@ -5,3 +5,53 @@ the models' `descriptions`, `generations` and `responses` (`model_responses`), e
 (`records`) and image files (`images`, found by sha256), `vhmine status`'s counts (`overview`); `app`
 launches the Streamlit app on the store. Stands on curate.work and curate.base.
 """
+
+from vhmine.curate.stages.app import default_app_path, run_app, streamlit_command
+from vhmine.curate.stages.descriptions import add_description, description_texts, latest_descriptions
+from vhmine.curate.stages.generations import recorded_renders
+from vhmine.curate.stages.images import image_bytes, image_file, image_stamp
+from vhmine.curate.stages.model_responses import (
+    claim_endpoint,
+    mode_responses,
+    responses_saying,
+    set_automatic_verdict,
+    stored_responses,
+)
+from vhmine.curate.stages.overview import ModeCounts, StoreOverview, store_overview
+from vhmine.curate.stages.records import InstanceRecord, get_instance, ready_instances
+from vhmine.curate.stages.seeding import SeedRaced, add_mined_pairs, known_pairs
+
+__all__ = [
+    # app
+    "default_app_path",
+    "run_app",
+    "streamlit_command",
+    # descriptions
+    "add_description",
+    "description_texts",
+    "latest_descriptions",
+    # generations
+    "recorded_renders",
+    # images
+    "image_bytes",
+    "image_file",
+    "image_stamp",
+    # model_responses
+    "claim_endpoint",
+    "mode_responses",
+    "responses_saying",
+    "set_automatic_verdict",
+    "stored_responses",
+    # overview
+    "ModeCounts",
+    "StoreOverview",
+    "store_overview",
+    # records
+    "InstanceRecord",
+    "get_instance",
+    "ready_instances",
+    # seeding
+    "SeedRaced",
+    "add_mined_pairs",
+    "known_pairs",
+]

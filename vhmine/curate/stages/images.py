@@ -14,7 +14,7 @@ import hashlib
 import re
 from pathlib import Path
 
-from vhmine.curate.base.located import file_stamp, index_folders_in
+from vhmine.curate.base import file_stamp, index_folders_in
 from vhmine.errors import InputError, StoreError
 from vhmine.images import image_sha256, read_image_bytes
 from vhmine.index import locate_image

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import select
 
-from vhmine.rules import modes as M
+from vhmine import rules as R
 from vhmine.store import (
     Instance,
     Response,
@@ -69,7 +69,7 @@ def mode_responses(store: Store, mode: str, model: str | None = None) -> list[Mo
         q = (
             select(Response, Instance)
             .join(Instance, Instance.id == Response.instance_id)
-            .where(Instance.mode == M.get_mode(mode).name, Instance.status == "ready")
+            .where(Instance.mode == R.get_mode(mode).name, Instance.status == "ready")
         )
         if model:
             q = q.where(Response.model == model)

@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import func, select
 
-from vhmine.curate.work.holds import held_kinds
-from vhmine.curate.work.queue import progress
+from vhmine.curate.work import held_kinds, progress
 from vhmine.store import (
     BlindAnswer,
     Draft,

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from sqlalchemy import select
 
+from vhmine import rules as R
 from vhmine.errors import InputError
-from vhmine.rules import modes as M
 from vhmine.store import (
     Generation,
     Image,
@@ -98,8 +98,8 @@ def ready_instances(
 ) -> list[InstanceRecord]:
     """Every ready instance (optionally of one mode / kind), sorted by mode order, kind, then id.
     `locate` False: image_path stays the recorded path (no image is hashed), for a caller that uses no image."""
-    if kind is not None and kind not in M.KINDS:
-        raise InputError(f"kind {kind!r} is not one of {', '.join(M.KINDS)}")
+    if kind is not None and kind not in R.KINDS:
+        raise InputError(f"kind {kind!r} is not one of {', '.join(R.KINDS)}")
     with store.session(write=False) as s:
         q = (
             select(Instance, Image, Pair, Generation)
@@ -109,11 +109,11 @@ def ready_instances(
             .where(Instance.status == "ready")
         )
         if mode:
-            q = q.where(Instance.mode == M.get_mode(mode).name)
+            q = q.where(Instance.mode == R.get_mode(mode).name)
         if kind:
             q = q.where(Instance.kind == kind)
         recs = [_record(i, img, p, g) for i, img, p, g in s.execute(q)]
-    order = {m: k for k, m in enumerate(M.mode_names())}
+    order = {m: k for k, m in enumerate(R.mode_names())}
     return sorted(_at_current_paths(store, recs) if locate else recs, key=lambda r: (order[r.mode], r.kind, r.id))
 
 

@@ -12,13 +12,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from vhmine.curate.base.access import checked_worker
-from vhmine.curate.base.ids import derived_id, new_id
-from vhmine.curate.base.items import Item, task_item
-from vhmine.curate.base.retry import retried
-from vhmine.curate.base.tasks import check_lease, close_task, log_action
+from vhmine import rules as R
+from vhmine.curate.base import (
+    Item,
+    check_lease,
+    checked_worker,
+    close_task,
+    derived_id,
+    log_action,
+    new_id,
+    retried,
+    task_item,
+)
 from vhmine.errors import FormError
-from vhmine.rules import modes as M
 from vhmine.store import Instance, Store, utcnow
 
 
@@ -42,11 +48,11 @@ class Saved:
 
 
 def _validate(item: Item, ann: Annotation):
-    mode = M.get_mode(item.mode)
+    mode = R.get_mode(item.mode)
     tpl = mode.template(ann.template_id)
-    filled = M.fill(tpl, ann.slots)
-    question = M.check_question(filled if ann.question is None else ann.question)
-    slots = M.slots_of(tpl, question, ann.slots)  # None: reworded past the template, its values dropped
+    filled = R.fill(tpl, ann.slots)
+    question = R.check_question(filled if ann.question is None else ann.question)
+    slots = R.slots_of(tpl, question, ann.slots)  # None: reworded past the template, its values dropped
     ids = [v.id for v in item.images]
     targets = list(dict.fromkeys(ann.targets)) if ann.targets is not None else ids  # each image once
     if not targets:
@@ -54,12 +60,12 @@ def _validate(item: Item, ann: Annotation):
     bad = [t for t in targets if t not in ids]
     if bad:
         raise FormError("targets", f"image {bad[0]} is not part of item {item.task_id}")
-    answers = {t: M.clean_answers(ann.answers.get(t)) for t in targets}
+    answers = {t: R.clean_answers(ann.answers.get(t)) for t in targets}
     for t in targets:
-        if tpl.kind == M.OEQ:
-            M.check_oeq_answers(mode, tpl if slots is not None else None, slots or {}, answers[t], item.where(t))
+        if tpl.kind == R.OEQ:
+            R.check_oeq_answers(mode, tpl if slots is not None else None, slots or {}, answers[t], item.where(t))
         else:
-            M.check_ynq(ann.truths.get(t), answers[t], item.where(t))
+            R.check_ynq(ann.truths.get(t), answers[t], item.where(t))
     return mode, tpl, question, slots, targets, answers
 
 
@@ -76,7 +82,7 @@ def save_annotation(store: Store, worker: str, task_id: str, ann: Annotation) ->
         t = check_lease(s, task_id, worker, now)
         item = task_item(s, t)
         mode, tpl, question, slots, targets, answers = _validate(item, ann)
-        tpl_id = tpl.id if slots is not None else M.own_template_id(mode)
+        tpl_id = tpl.id if slots is not None else R.own_template_id(mode)
         close_task(s, t, worker, now, "done")
         act = log_action(
             s,
@@ -110,19 +116,19 @@ def save_annotation(store: Store, worker: str, task_id: str, ann: Annotation) ->
                 slots=slots or {},
                 question=question,
                 answers=answers[img],
-                truth=ann.truths.get(img) if tpl.kind == M.YNQ else None,
+                truth=ann.truths.get(img) if tpl.kind == R.YNQ else None,
                 status="ready",
                 **common,
             )
             s.add(inst)
             ready.append(inst.id)
-            if tpl.kind != M.OEQ or slots is None:  # the worker's own question: no values to draft from
+            if tpl.kind != R.OEQ or slots is None:  # the worker's own question: no values to draft from
                 continue
             others = [a for o in targets if o != img for a in answers[o]]
-            for d in M.draft_ynq(mode, tpl, slots, answers[img], others):
+            for d in R.draft_ynq(mode, tpl, slots, answers[img], others):
                 di = Instance(
                     id=derived_id(inst.id, d.question),
-                    kind=M.YNQ,
+                    kind=R.YNQ,
                     template_id=d.template_id,
                     slots=d.slots,
                     question=d.question,

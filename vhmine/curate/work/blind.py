@@ -22,10 +22,9 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from vhmine.curate.base.access import WorkerInfo, checked_worker
-from vhmine.curate.base.ids import new_id
+from vhmine import rules as R
+from vhmine.curate.base import WorkerInfo, checked_worker, new_id
 from vhmine.errors import FormError, InputError
-from vhmine.rules import modes as M
 from vhmine.store import (
     BlindAnswer,
     Instance,
@@ -63,12 +62,12 @@ def score_stored(kind: str, answer: str, reference: dict, scorer: str) -> bool |
     """Whether a stored blind answer is right against `reference` (reference_of) under its scorer: `rule:<rule>`
     (yes/no), `match` (open answers, eval's match_oeq); None for a judge's scorer (`llm:...`): only the judge
     can say, so the answer waits for `vhmine blind --judge` to judge it again."""
-    from vhmine.rules.answers import yes_no_verdict
+    from vhmine.rules import yes_no_verdict
 
     if scorer.startswith("rule:"):
-        return yes_no_verdict(answer, reference.get("truth"), scorer[5:]) == "correct" if kind == M.YNQ else None
+        return yes_no_verdict(answer, reference.get("truth"), scorer[5:]) == "correct" if kind == R.YNQ else None
     if scorer == "match":
-        from vhmine.rules.harness import match_oeq
+        from vhmine.rules import match_oeq
 
         return bool(match_oeq(answer, reference.get("answers") or ()))
     return None
@@ -235,7 +234,7 @@ def flag_list(
             .where(BlindAnswer.flag_id.is_not(None), Instance.status == "ready")
         )
         if mode:
-            q = q.where(Instance.mode == M.get_mode(mode).name)
+            q = q.where(Instance.mode == R.get_mode(mode).name)
         rows = s.execute(q.order_by(BlindAnswer.created_at, BlindAnswer.flag_id, Instance.id)).all()
     grouped: dict[str, list] = defaultdict(list)
     for r, inst in rows:

@@ -19,10 +19,15 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from vhmine.curate.base.access import WorkerInfo, checked_worker
-from vhmine.curate.base.located import image_problem, problem_kind
-from vhmine.curate.base.retry import retried
-from vhmine.curate.base.tasks import compare_and_set, log_action
+from vhmine.curate.base import (
+    WorkerInfo,
+    checked_worker,
+    compare_and_set,
+    image_problem,
+    log_action,
+    problem_kind,
+    retried,
+)
 from vhmine.store import Action, Pair, Store, Task
 
 HOLD_KINDS = ("hold", "release")  # the system's actions: undo and the worker-time figures pass them over

@@ -13,7 +13,7 @@ import datetime as dt
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
-from vhmine.curate.base.tasks import compare_and_set
+from vhmine.curate.base import compare_and_set
 from vhmine.curate.work.holds import hold_if_unavailable, release_back
 from vhmine.store import Action, Draft, Task
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from sqlalchemy import select  # noqa: E402
 
-from vhmine.curate.base.access import WorkerInfo, checked_worker
+from vhmine import rules as R
+from vhmine.curate.base import WorkerInfo, checked_worker
 from vhmine.curate.work.lease import pending_draft_tasks
-from vhmine.rules import modes as M
 from vhmine.store import Store, Task, utcnow  # first: it says which extra to install when SQLAlchemy is missing
 
 
@@ -27,7 +27,7 @@ class Leased:
 
 def leased_to_others(store: Store, worker: str | WorkerInfo, mode: str) -> list[Leased]:
     """The open tasks of `mode` (of the annotate queue) that other workers hold, the soonest back first."""
-    mode = M.get_mode(mode).name
+    mode = R.get_mode(mode).name
     with store.session(write=False) as s:
         me = checked_worker(s, worker).name
         rows = s.execute(

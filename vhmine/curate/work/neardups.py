@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import select
 
-from vhmine.curate.base.access import WorkerInfo, checked_worker
+from vhmine.curate.base import WorkerInfo, checked_worker
 from vhmine.errors import FormError, InputError
 from vhmine.store import (
     NearDuplicate,

@@ -19,18 +19,25 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
-from vhmine.curate.base.access import WorkerInfo, checked_worker
-from vhmine.curate.base.ids import new_id
-from vhmine.curate.base.items import Item, task_item
-from vhmine.curate.base.retry import retried
-from vhmine.curate.base.tasks import check_lease, close_task, compare_and_set, log_action
-from vhmine.curate.base.text import collapse_whitespace
+from vhmine import rules as R
+from vhmine.curate.base import (
+    Item,
+    WorkerInfo,
+    check_lease,
+    checked_worker,
+    close_task,
+    collapse_whitespace,
+    compare_and_set,
+    log_action,
+    new_id,
+    retried,
+    task_item,
+)
 
 # LEASE_S: vhmine.curate re-exports it from here
 from vhmine.curate.work.lease import LEASE_S, lease_next, pending_draft_tasks  # noqa: F401
 from vhmine.errors import FormError, InputError, LeaseError
 from vhmine.images import sha256_file
-from vhmine.rules import modes as M
 from vhmine.store import (
     Generation,
     Image,
@@ -45,7 +52,7 @@ from vhmine.store import (
 def next_item(store: Store, worker: str | WorkerInfo, mode: str, *, lease_s: float = LEASE_S) -> Item | None:
     """Lease the next open task of `mode` to `worker` (their current lease first; skipped ones last; a task with
     a model draft waiting for a worker is left to the verify queue, curate.work.verify)."""
-    mode = M.get_mode(mode).name
+    mode = R.get_mode(mode).name
     with store.session() as s:
         worker = checked_worker(s, worker).name
         undrafted = Task.id.not_in(pending_draft_tasks())  # a pair with a model's draft goes to the verify queue
@@ -105,7 +112,7 @@ def progress(store: Store) -> list[Progress]:
             ).all()
         )
     out = []
-    for m in M.mode_names():
+    for m in R.mode_names():
         d, x, o = counts.get((m, "done"), 0), counts.get((m, "discarded"), 0), counts.get((m, "open"), 0)
         h = counts.get((m, "held"), 0)
         out.append(Progress(m, d + x + o + h, d, x, o, ready.get(m, 0), h))
@@ -126,7 +133,7 @@ def add_generation(
     priority: float = 0.0,
 ) -> str:
     """Record a generated image with its provenance and queue it in `mode`; returns the task id."""
-    mode = M.get_mode(mode).name
+    mode = R.get_mode(mode).name
     p = Path(path).resolve()
     if not p.is_file():
         raise InputError(f"generated image {p} does not exist")

@@ -19,12 +19,9 @@ from dataclasses import dataclass
 
 from sqlalchemy import func, select
 
-from vhmine.curate.base.access import WorkerInfo, checked_worker
-from vhmine.curate.base.ids import new_id
-from vhmine.curate.base.retry import retried
-from vhmine.curate.base.tasks import log_action
+from vhmine import rules as R
+from vhmine.curate.base import WorkerInfo, checked_worker, log_action, new_id, retried
 from vhmine.errors import FormError, InputError, LeaseError
-from vhmine.rules import modes as M
 from vhmine.store import (
     VERDICTS,
     Instance,
@@ -139,7 +136,7 @@ def next_response(store: Store, worker: str | WorkerInfo, mode: str | None = Non
             .where(Response.id.not_in(mine), Instance.status == "ready")
         )
         if mode:
-            q = q.where(Instance.mode == M.get_mode(mode).name)
+            q = q.where(Instance.mode == R.get_mode(mode).name)
         row = s.execute(q.order_by(func.coalesce(n.c.n, 0), Response.id).limit(1)).first()
         if row is None:
             return None

@@ -13,12 +13,9 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
-from vhmine.curate.base.access import WorkerInfo, checked_worker
-from vhmine.curate.base.retry import retried
-from vhmine.curate.base.tasks import log_action
-from vhmine.curate.base.text import collapse_whitespace
+from vhmine import rules as R
+from vhmine.curate.base import WorkerInfo, checked_worker, collapse_whitespace, log_action, retried
 from vhmine.errors import AuthError, FormError, InputError, LeaseError
-from vhmine.rules import modes as M
 from vhmine.store import (
     Instance,
     Review,
@@ -40,7 +37,7 @@ class ReviewItem:
 
 def next_review(store: Store, worker: str | WorkerInfo, mode: str) -> ReviewItem | None:
     """A ready instance of `mode` that someone else wrote and `worker` has not answered, fewest reviews first."""
-    mode = M.get_mode(mode).name
+    mode = R.get_mode(mode).name
     with store.session(write=False) as s:
         worker = checked_worker(s, worker).name
         mine = select(Review.instance_id).where(Review.worker == worker)
@@ -64,7 +61,7 @@ def next_review(store: Store, worker: str | WorkerInfo, mode: str) -> ReviewItem
 
 def reviews_left(store: Store, worker: str | WorkerInfo, mode: str) -> int:
     """How many ready instances of `mode` that someone else wrote `worker` has yet to answer (next_review's queue)."""
-    mode = M.get_mode(mode).name
+    mode = R.get_mode(mode).name
     with store.session(write=False) as s:
         worker = checked_worker(s, worker).name
         mine = select(Review.instance_id).where(Review.worker == worker)
@@ -84,17 +81,17 @@ def reviews_left(store: Store, worker: str | WorkerInfo, mode: str) -> int:
 
 
 def author_label(inst: Instance) -> str:
-    if inst.kind == M.YNQ:
+    if inst.kind == R.YNQ:
         return "yes" if inst.truth else "no"
-    return M.normalize_answer(inst.answers[0])
+    return R.normalize_answer(inst.answers[0])
 
 
 def review_label(inst: Instance, answer: str) -> str:
-    if inst.kind == M.YNQ:
-        yn = M.yes_no_of(answer)
+    if inst.kind == R.YNQ:
+        yn = R.yes_no_of(answer)
         return UNANSWERABLE if yn is None else ("yes" if yn else "no")
-    norm = M.normalize_answer(answer)
-    if norm in {M.normalize_answer(a) for a in inst.answers}:
+    norm = R.normalize_answer(answer)
+    if norm in {R.normalize_answer(a) for a in inst.answers}:
         return author_label(inst)  # any acceptable answer agrees with the author
     return norm
 
@@ -112,7 +109,7 @@ def save_review(store: Store, worker: str | WorkerInfo, instance_id: str, answer
             raise InputError(f"no ready instance {instance_id!r} to review")
         if inst.created_by == worker:
             raise AuthError(f"you wrote instance {instance_id}: reviews must come from another worker")
-        if inst.kind == M.YNQ and M.yes_no_of(answer) is None and answer.lower() != "can't tell":
+        if inst.kind == R.YNQ and R.yes_no_of(answer) is None and answer.lower() != "can't tell":
             raise FormError("answer", f"answer {answer!r} is not yes, no or can't tell")
         if s.get(Review, (instance_id, worker)) is not None:
             raise LeaseError(f"you already reviewed instance {instance_id}: undo it first to change it")

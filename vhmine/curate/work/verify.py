@@ -20,17 +20,25 @@ from dataclasses import dataclass
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from vhmine.curate.base.access import WorkerInfo, checked_worker
-from vhmine.curate.base.ids import derived_id, new_id
-from vhmine.curate.base.items import ImageView, task_item
-from vhmine.curate.base.retry import retried
-from vhmine.curate.base.tasks import built_on, check_lease, close_task, compare_and_set, log_action
-from vhmine.curate.base.text import collapse_whitespace
+from vhmine import rules as R
+from vhmine.curate.base import (
+    ImageView,
+    WorkerInfo,
+    built_on,
+    check_lease,
+    checked_worker,
+    close_task,
+    collapse_whitespace,
+    compare_and_set,
+    derived_id,
+    log_action,
+    new_id,
+    retried,
+    task_item,
+)
 from vhmine.curate.work.lease import LEASE_S, lease_next, pending_draft_tasks
 from vhmine.errors import FormError, InputError, LeaseError
-from vhmine.rules import modes as M
-from vhmine.rules.draft_check import DraftContent, check_content
-from vhmine.rules.variant import undecided_message
+from vhmine.rules import DraftContent, check_content, undecided_message
 from vhmine.store import (
     Action,
     Draft,
@@ -155,7 +163,7 @@ def next_verify_item(
     store: Store, worker: str | WorkerInfo, mode: str, *, lease_s: float = LEASE_S
 ) -> VerifyItem | None:
     """Lease the next open task of `mode` with a pending draft to `worker` (their current lease first)."""
-    mode = M.get_mode(mode).name
+    mode = R.get_mode(mode).name
     with store.session() as s:
         worker = checked_worker(s, worker).name
         t = lease_next(s, worker, mode, Task.id.in_(pending_draft_tasks()), utcnow(), lease_s, skipped_last=False)
@@ -274,7 +282,7 @@ def _edit_draft(
 
 
 def _instances(s: Session, t: Task, c: DraftContent, act: Action, worker: str, now: dt.datetime) -> list[str]:
-    mode = M.get_mode(t.mode)
+    mode = R.get_mode(t.mode)
     tpl = mode.template(c.template_id) if not c.template_id.endswith(".own") else None
     ynq = mode.template(tpl.ynq) if tpl is not None and tpl.ynq else None
     ids = []
@@ -291,7 +299,7 @@ def _instances(s: Session, t: Task, c: DraftContent, act: Action, worker: str, n
         )
         oeq = Instance(
             id=new_id(),
-            kind=M.OEQ,
+            kind=R.OEQ,
             template_id=c.template_id,
             slots=c.slots,
             question=c.question,
@@ -302,14 +310,14 @@ def _instances(s: Session, t: Task, c: DraftContent, act: Action, worker: str, n
         s.add(oeq)
         ids.append(oeq.id)
         for y in c.yes_no:
-            ys = M.slots_of(ynq, y.question, {}) if ynq is not None else None
+            ys = R.slots_of(ynq, y.question, {}) if ynq is not None else None
             value = ys.get(tpl.answer_slot) if ys is not None and tpl.derive == "value" else None
             truth = y.truths[img]
             yid = derived_id(oeq.id, y.question)
             yi = Instance(
                 id=yid if yid not in ids else new_id(),
-                kind=M.YNQ,  # the same question twice: its own id
-                template_id=ynq.id if ys is not None else M.own_template_id(mode),
+                kind=R.YNQ,  # the same question twice: its own id
+                template_id=ynq.id if ys is not None else R.own_template_id(mode),
                 slots=ys or {},
                 question=y.question,
                 answers=["Yes" if truth else "No"],

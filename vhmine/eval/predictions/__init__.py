@@ -19,6 +19,7 @@ from pathlib import Path
 from vhmine.bench import Benchmark
 from vhmine.errors import EvalError
 from vhmine.eval.predictions.ids import check_ids
+from vhmine.eval.predictions.mmvp import order_breaks
 
 
 @dataclass
@@ -99,3 +100,6 @@ def read_predictions(path: Path, bench: Benchmark) -> Predictions:
 def load_predictions(path: Path, bench: Benchmark) -> dict[str, str]:
     """item id -> answer text; FormatError naming the file, row and field for anything unreadable."""
     return read_predictions(path, bench).answers
+
+
+__all__ = ["Predictions", "detect", "read_predictions", "load_predictions", "order_breaks"]

@@ -52,7 +52,7 @@ def _position(value, where: str, size: int) -> int:
 
 
 def read_lines(path: Path, bench: Benchmark) -> list[AnswerLine]:
-    from vhmine.rules.mmvp import grading_fields
+    from vhmine.rules import grading_fields
 
     path = Path(path)
     out: list[AnswerLine] = []

@@ -53,7 +53,9 @@ def read(path: Path, bench: Benchmark) -> tuple[dict[str, str], dict[str, str]]:
                 and "model_prediction" in data[0]
                 and "category" in data[0]
             ):
-                from vhmine.formats.hallusionbench import read_predictions
+                from vhmine.formats import load_module
+
+                read_predictions = load_module("hallusionbench").read_predictions
 
                 return read_predictions(path), {}
             if isinstance(data, dict):
