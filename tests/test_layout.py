@@ -277,6 +277,68 @@ def test_across_packages_only_public_names_are_imported():
     assert not bad, "private modules or names imported from another package (make them public):\n" + "\n".join(bad)
 
 
+def _declared_all(path: Path) -> set[str] | None:
+    """The names a module's `__all__ = [...]` lists, or None when it has none."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return {e.value for e in node.value.elts if isinstance(e, ast.Constant)}
+    return None
+
+
+def face_bypasses(mods: dict[str, Path]) -> list[str]:
+    """Imports that reach past another package's face. A module imports another module of the package only when
+    that one is in the importer's own package, is a package's `__init__` (its face), or lies directly under the
+    top package (the shared vocabulary: errors, config, files, ...); and of a face that declares `__all__` it
+    imports only the names listed there (a package's own modules, which the face gathers from, aside)."""
+    top = next(iter(mods)).split(".")[0]
+    bad = []
+    for mod, path in mods.items():
+        for t, name in _imports(mod, path, mods):
+            if not (t == top or t.startswith(top + ".")):
+                continue
+            target = _resolve(t, mods)
+            if not target or target == mod or target.count(".") == 0:
+                continue
+            if mods[target].name == "__init__.py":
+                listed = _declared_all(mods[target])
+                if name and listed is not None and name not in listed and not mod.startswith(target + "."):
+                    bad.append(f"{mod} imports {target}.{name}, which its face does not list in __all__")
+            elif target.count(".") > 1 and package_of(target, mods) != package_of(mod, mods):
+                bad.append(f"{mod} imports {target}{'.' + name if name else ''}")
+    return sorted(set(bad))
+
+
+def test_face_finder_sees_imports_past_a_face(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "a" / "room").mkdir(parents=True)
+    (pkg / "b").mkdir()
+    for init in (pkg, pkg / "b"):
+        (init / "__init__.py").write_text("")
+    (pkg / "a" / "__init__.py").write_text("from pkg.a.job import run\n\n__all__ = ['run']\n")
+    (pkg / "a" / "room" / "__init__.py").write_text("from pkg.a.room.part import piece\n")
+    (pkg / "a" / "job.py").write_text("from pkg.a.room import piece\nfrom pkg.a import helper\nrun = 1\n")
+    (pkg / "a" / "helper.py").write_text("from pkg.a.room.part import piece\n")  # past its own room's face
+    (pkg / "a" / "room" / "part.py").write_text("from pkg import errors\npiece = 1\n")
+    (pkg / "errors.py").write_text("")
+    (pkg / "b" / "use.py").write_text("from pkg.a import run\nfrom pkg.a.job import run as r\nfrom pkg.a import job\n")
+    (pkg / "b" / "more.py").write_text("from pkg.a import helper_name\nfrom pkg.errors import x\n")
+    assert face_bypasses(module_files(pkg)) == [
+        "pkg.a.helper imports pkg.a.room.part.piece",
+        "pkg.b.more imports pkg.a.helper_name, which its face does not list in __all__",
+        "pkg.b.use imports pkg.a.job",
+        "pkg.b.use imports pkg.a.job.run",
+    ]
+
+
+def test_imports_go_through_package_faces():
+    # a package's __init__ is its interface (scikit-learn's neighbors/: _base.py behind __init__): moving a module
+    # inside a package breaks no caller outside it. Tests import internals freely; the package does not.
+    bad = face_bypasses(module_files())
+    assert not bad, "imports past another package's face (import from the package, and list the name there):\n" + (
+        "\n".join(bad)
+    )
+
+
 def test_a_folder_per_stage_each_saying_what_it_reads_and_writes():
     for stage in STAGES:
         init = PACKAGE / stage / "__init__.py"
@@ -291,15 +353,18 @@ def test_a_folder_per_stage_each_saying_what_it_reads_and_writes():
 
 
 def test_no_submodule_hides_a_name_its_package_exports():
-    # `from vhmine import curate as C; C.agreement(...)` must stay the function even once a module
-    # of that name would have been imported: so no submodule may share a name its package exports
+    # `from vhmine import curate as C; C.next_item(...)` must stay the function even once a module of that name
+    # would have been imported, and the face finder reads `from pkg import name` as the submodule when there is
+    # one: so no submodule of any package may share a name its package exports
     code = (
-        "import inspect, pkgutil\n"
-        "import vhmine.curate, vhmine.llm, vhmine.formats, vhmine.manipulate, vhmine.store, vhmine.cli\n"
-        "import vhmine.eval.predictions\n"
+        "import importlib, inspect, pathlib, pkgutil\n"
+        "import vhmine\n"
+        "root = pathlib.Path(vhmine.__file__).parent\n"
         "bad = []\n"
-        "for pkg in (vhmine.curate, vhmine.llm, vhmine.formats, vhmine.manipulate, vhmine.store, vhmine.cli,\n"
-        "            vhmine.eval.predictions):\n"
+        "for init in sorted(root.rglob('__init__.py')):\n"
+        "    if 'migrations' in init.parts:\n"
+        "        continue\n"
+        "    pkg = importlib.import_module('.'.join(('vhmine', *init.parent.relative_to(root).parts)))\n"
         "    exported = {n for n, o in vars(pkg).items() if not n.startswith('_') and not inspect.ismodule(o)}\n"
         "    bad += [pkg.__name__ + '.' + m.name for m in pkgutil.iter_modules(pkg.__path__) if m.name in exported]\n"
         "print('BAD', bad)\n"
