@@ -91,3 +91,9 @@ def unordered_brute(a_keys, b_keys, clip_min, dino_max):
         if x != y:
             out.setdefault((min(x, y), max(x, y)), (c, d))
     return out
+
+
+def build_named(tmp_path, name, keys, **kw):
+    """Index `name` of these keys' images (test_mine_across's two indexes)."""
+    clip, dino = vectors(keys)
+    make_index(tmp_path / "indexes", name, clip, dino, root=tmp_path / f"images-{name}", keys=keys, **kw)

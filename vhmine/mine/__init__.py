@@ -21,8 +21,8 @@ Importing this package is light (no numpy, pandas or torch): the modules are loa
 from __future__ import annotations
 
 from vhmine.mine.gallery import PAGE_HEAD, thumbnail_data_url
-from vhmine.mine.plan import MineOptions, RunContext, RunPlan, check_thresholds, default_run_name
-from vhmine.mine.run import mine_index
+from vhmine.mine.plan import RunContext, RunPlan, check_thresholds, default_run_name
+from vhmine.mine.run import MineOptions, mine_index
 
 __all__ = [
     "PAGE_HEAD",

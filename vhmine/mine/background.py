@@ -60,3 +60,10 @@ def file_sims(vf, i, j, step: int = 4096):
         uniq = np.unique(np.concatenate([a, b]))
         out[s : s + step] = pair_sims(vf.take(uniq), np.searchsorted(uniq, a), np.searchsorted(uniq, b))
     return out
+
+
+def array_sims(clip, dino, i, j):
+    """(clip sims, dino sims) of rows i, j of one collection's arrays (pair_sims: the miner's float64 bits)."""
+    from vhmine.mine.join import pair_sims
+
+    return pair_sims(clip, i, j), pair_sims(dino, i, j)

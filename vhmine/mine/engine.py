@@ -16,10 +16,6 @@ from pathlib import Path
 from typing import Protocol
 
 
-def _nothing() -> None:
-    return None
-
-
 @dataclass
 class Mined:
     """A shape's pairs, ranked and capped, and what the run folder says of them.
@@ -44,8 +40,8 @@ class Mined:
     cuts: dict = field(default_factory=dict)
     shared: int = 0
     job: dict = field(default_factory=dict)
-    done: Callable[[], None] = _nothing
-    failed: Callable[[], None] = _nothing
+    done: Callable[[], None] | None = None
+    failed: Callable[[], None] | None = None
 
 
 class Engine(Protocol):

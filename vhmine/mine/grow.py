@@ -107,7 +107,7 @@ def reusable(folder: Path, idx, opts) -> tuple[Earlier | None, str]:
     differ = [f"{k} {had[k]} there, {asked[k]} now" for k in asked if had[k] != asked[k]]
     if differ:
         return None, f"the run in {where} was mined with other options ({'; '.join(differ)}): mining in full"
-    from vhmine.mine.join.digests import DIGEST
+    from vhmine.mine.join import DIGEST
 
     if state.digest_kind(folder) != DIGEST:
         return None, (
@@ -177,12 +177,11 @@ def old_pairs(earlier: Earlier, ids: np.ndarray):
     return np.minimum(a, b), np.maximum(a, b), c, d
 
 
-def grown_pairs(earlier: Earlier, g: Growth, clip, dino, ids, clip_min: float, **find):
-    """Every CLIP-alike pair of the index now (a PairSet equal to find_pairs'), from the earlier run's pairs
-    and the new rows' (mine.join.find_new_pairs: `find` are its keywords; stats gets pairs_examined)."""
-    from vhmine.mine.join import find_new_pairs, merge
+def grown_pairs(earlier: Earlier, ids, new):
+    """Every CLIP-alike pair of the index now (a PairSet equal to find_pairs'): the earlier run's pairs between
+    rows still there, and `new`, the new rows' (mine.join.find_new_pairs' PairSet)."""
+    from vhmine.mine.join import merge
 
-    new = find_new_pairs(clip, dino, g.new_rows, clip_min, np.inf, **find)
     return merge([old_pairs(earlier, ids), (new.i, new.j, new.clip_sim, new.dino_sim)])
 
 

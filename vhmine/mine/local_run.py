@@ -11,9 +11,9 @@ is its sibling: neither imports the other; mine.run chooses.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
-from pathlib import Path
 
 from vhmine.mine.engine import Mined
 
@@ -41,101 +41,81 @@ def mine_one(plan) -> Mined:
     pairs (the union is the triangle's PairSet, exactly)."""
     import numpy as np
 
-    from vhmine.mine import state
-    from vhmine.mine.background import BACKGROUND_PAIRS, background_sample
-    from vhmine.mine.grow import changed_line, grown_pairs, growth, said
-    from vhmine.mine.join import find_pairs, pair_sims, row_digests
+    from vhmine.mine.background import BACKGROUND_PAIRS, array_sims, background_sample
+    from vhmine.mine.join import find_pairs, row_digests, small_pairs
     from vhmine.mine.rank import ranked
-    from vhmine.mine.write import pairs_frame, side, write_table
+    from vhmine.mine.write import pairs_frame, side, write_whole
 
-    idx, opts, earlier = plan.a, plan.ctx.opts, plan.earlier
-    n, images = len(plan.a.images), plan.a.images
+    idx, opts = plan.a, plan.ctx.opts
+    n, images = len(idx.images), idx.images
     ids = images["image_id"].to_numpy().astype(object)
     digests = row_digests(idx.clip, idx.dino, workers=2)  # what a later run of the grown index checks (mine.grow)
-    g = growth(earlier, ids, digests) if earlier is not None else None
-    if g is not None and g.changed:
-        log.warning("%s", changed_line(g, idx, earlier.folder))
-        earlier = g = None
-    # One search at the CLIP threshold gives every CLIP-alike pair with its DINOv2 sim: the pairs in
-    # the box, and the rest of the candidates for the scatter plot.
     st: dict = {}
     find = dict(device=opts.device, progress=opts.progress, kernel=opts.kernel, stats=st, prune=opts.prune)
-    incremental, reuse = None, ""
-    if earlier is not None:
-        found = grown_pairs(earlier, g, idx.clip, idx.dino, ids, opts.clip, **find)
-        products = int(st.get("pairs_examined", 0))
-        incremental, reuse = g.record(earlier, products), said(earlier, g, products, n)
-    else:
-        found = small_join(idx.clip, idx.dino, opts, st)
+    found, incremental, reuse = _grown(plan, ids, digests, st, find) if plan.earlier is not None else (None, None, "")
+    if found is None:
+        found = small_join(opts, st, n * (n - 1) // 2, small_pairs, idx.clip, idx.dino)
         if found is None:
             found = find_pairs(idx.clip, idx.dino, opts.clip, math.inf, **find)
     r = ranked(found, ids, ids, opts)
     sides = side(images, r.a, idx.location), side(images, r.b, idx.location)
     pairs = pairs_frame(1, *sides, r.clip_sim, r.dino_sim, r.gap)
-
-    def write_pairs(tmp: Path):
-        write_table(tmp, pairs)
-        lo, hi = ids[found.i], ids[found.j]
-        state.write_state(
-            tmp, ids, digests, np.where(lo < hi, lo, hi), np.where(lo < hi, hi, lo), found.clip_sim, found.dino_sim
-        )
-        return len(pairs), pairs.head(opts.gallery_size)
-
-    background = background_sample(
-        n, lambda i, j: (pair_sims(idx.clip, i, j), pair_sims(idx.dino, i, j)), size=BACKGROUND_PAIRS
-    )
-    mined = Mined(
+    lo, hi = ids[found.i], ids[found.j]
+    state = (ids, digests, np.where(lo < hi, lo, hi), np.where(lo < hi, hi, lo), found.clip_sim, found.dino_sim)
+    background = background_sample(n, functools.partial(array_sims, idx.clip, idx.dino), size=BACKGROUND_PAIRS)
+    counts = {"images": n, "clip_alike": len(found.i), "in_box": r.in_box}
+    relax, nearby = _relax(plan, found, background, n, len(pairs), all_pairs=n * (n - 1) // 2 <= BACKGROUND_PAIRS)
+    extra = {"products_kernel": st.get("kernel"), "pruning": st.get("prune"), **nearby}
+    return Mined(
         idx.name,
-        {"images": n, "clip_alike": int(len(found)), "in_box": r.in_box},
-        write_pairs,
+        counts,
+        functools.partial(write_whole, pairs=pairs, head_rows=opts.gallery_size, state=state),
         (found.clip_sim, found.dino_sim),
         background,
+        extra={**extra, **({"incremental": incremental} if incremental else {})},
         kernel=st.get("kernel_line", ""),
         reuse=reuse,
+        relax=relax,
         cuts=r.cuts,
     )
-    nearby = _relax(mined, plan, found, len(pairs), all_pairs=n * (n - 1) // 2 <= BACKGROUND_PAIRS)
-    mined.extra = {
-        "products_kernel": st.get("kernel"),
-        "pruning": st.get("prune"),
-        **nearby,
-        **({"incremental": incremental} if incremental else {}),
-    }
-    return mined
 
 
-def _relax(mined: Mined, plan, found, written: int, *, all_pairs: bool, pairs: int | None = None) -> dict:
-    """With no pair written: what to relax (mine.relax, from what the run holds) into mined.relax, and
-    run.json's `nearby`; else nothing."""
+def _grown(plan, ids, digests, st: dict, find: dict):
+    """A grown index's pairs from the earlier run's and its new rows' band (mine.grow): (the PairSet, run.json's
+    `incremental`, the console's line), or (None, None, "") when a kept row's vectors changed (said in one
+    line): then every pair is mined."""
+    from vhmine.mine.grow import changed_line, grown_pairs, growth, said
+    from vhmine.mine.join import find_new_pairs, small_new_pairs
+
+    idx, opts, earlier = plan.a, plan.ctx.opts, plan.earlier
+    g = growth(earlier, ids, digests)
+    if g.changed:
+        log.warning("%s", changed_line(g, idx, earlier.folder))
+        return None, None, ""
+    n, k = len(ids), len(g.new_rows)
+    new = small_join(opts, st, k * (k - 1) // 2 + k * (n - k), small_new_pairs, idx.clip, idx.dino, g.new_rows)
+    if new is None:
+        new = find_new_pairs(idx.clip, idx.dino, g.new_rows, opts.clip, math.inf, **find)
+    products = int(st.get("pairs_examined", 0))
+    incremental, reuse = g.record(earlier, products), said(earlier, g, products, n)
+    return grown_pairs(earlier, ids, new), incremental, reuse
+
+
+def _relax(plan, found, background, n_images: int, written: int, *, all_pairs: bool, pairs: int | None = None):
+    """With no pair written: what to relax (mine.relax, from what the run holds), as (lines, run.json's
+    `nearby`); else ([], {})."""
     if written:
-        return {}
-    from vhmine.mine.plan import rerun_command
-    from vhmine.mine.relax import nearby
+        return [], {}
+    from vhmine.mine.relax import for_run
 
-    opts = plan.ctx.opts
-    relax = nearby(
-        found,
-        mined.background,
-        mined.counts["images"],
-        opts.clip,
-        opts.dino,
-        all_pairs=all_pairs,
-        base_command=rerun_command(plan.a.name, opts),
-        pairs=pairs,
-    )
-    mined.relax = relax.lines
-    return {"nearby": relax.record()}
+    return for_run(found, background, n_images, plan.ctx.opts, plan.a.name, all_pairs=all_pairs, pairs=pairs)
 
 
-def small_join(clip, dino, opts, stats: dict):
-    """Every CLIP-alike pair of a small index (at most SMALL_PAIRS pairs, on the CPU, no --kernel named), all
-    of them multiplied in numpy float64 (mine.join.brute_force_pairs, the join's own definition: the pairs and
-    their similarities are find_pairs', bit for bit) without loading torch, whose import alone takes longer
-    than such a join; None for any other run. Refuses what find_pairs refuses (check_rows, check_limits)."""
-    from vhmine.mine.join import small_pairs
-
-    n = len(clip)
-    pairs = n * (n - 1) // 2
+def small_join(opts, stats: dict, pairs: int, join, *rows):
+    """join(*rows, --clip) when the run has at most SMALL_PAIRS pairs to look at, on the CPU, with no --kernel
+    named: each pair multiplied in numpy float64 (mine.join's small_pairs, small_new_pairs, small_pairs_across:
+    the pairs and their similarities are the int8 join's, bit for bit) without loading torch, whose import alone
+    takes longer than such a join; None for any other run. They refuse what the int8 join refuses."""
     if pairs > SMALL_PAIRS or opts.kernel not in (None, "auto") or str(opts.device or "cpu") != "cpu":
         return None
     line = f"products: every one of the {pairs:,} pairs in float64 (a run of at most {SMALL_PAIRS:,} pairs; no torch)"
@@ -144,21 +124,23 @@ def small_join(clip, dino, opts, stats: dict):
         kernel={"name": "float64", "chosen": f"small run: at most {SMALL_PAIRS} pairs"},
         kernel_line=line,
     )
-    return small_pairs(clip, dino, opts.clip, progress=opts.progress)
+    return join(*rows, opts.clip, progress=opts.progress)
 
 
 def mine_across(plan) -> Mined:
     """The rectangle A x B (two indexes loaded whole): side a always from A."""
     from vhmine.mine.background import BACKGROUND_PAIRS, background_sample, cross_sims
-    from vhmine.mine.join import PairSet, find_pairs_across, keep_across, shared_ids
+    from vhmine.mine.join import PairSet, find_pairs_across, keep_across, shared_ids, small_pairs_across
     from vhmine.mine.rank import ranked
-    from vhmine.mine.write import pairs_frame, side, write_table
+    from vhmine.mine.write import pairs_frame, side, write_whole
 
     a, b, opts = plan.a, plan.b, plan.ctx.opts
     na, nb = len(a.images), len(b.images)
     st: dict = {}
-    find = dict(device=opts.device, progress=opts.progress, kernel=opts.kernel, stats=st)
-    found = find_pairs_across(a.clip, a.dino, b.clip, b.dino, opts.clip, math.inf, **find)
+    found = small_join(opts, st, na * nb, small_pairs_across, a.clip, a.dino, b.clip, b.dino)
+    if found is None:
+        find = dict(device=opts.device, progress=opts.progress, kernel=opts.kernel, stats=st)
+        found = find_pairs_across(a.clip, a.dino, b.clip, b.dino, opts.clip, math.inf, **find)
     ids_a, ids_b = a.images["image_id"].to_numpy().astype(object), b.images["image_id"].to_numpy().astype(object)
     shared = len(shared_ids(ids_a, ids_b))
     if shared:  # no pair of an image with itself, each unordered pair once (mine.join.keep_across)
@@ -168,10 +150,6 @@ def mine_across(plan) -> Mined:
     sides = side(a.images, r.a, a.location), side(b.images, r.b, b.location)
     pairs = pairs_frame(1, *sides, r.clip_sim, r.dino_sim, r.gap)
     pairs["index_a"], pairs["index_b"] = a.name, b.name
-
-    def write_pairs(tmp: Path):
-        write_table(tmp, pairs)
-        return len(pairs), pairs.head(opts.gallery_size)
 
     def sims(x, y):
         if shared:  # the rectangle's pairs as the run counts them
@@ -183,12 +161,23 @@ def mine_across(plan) -> Mined:
         )
 
     counts = {"images": na + nb, "images_a": na, "images_b": nb, "shared_images": shared}
-    counts.update(clip_alike=int(len(found)), in_box=r.in_box)
+    counts.update(clip_alike=len(found.i), in_box=r.in_box)
     pairs_there = na * nb - shared - shared * (shared - 1) // 2  # of two different images, each once
-    title = f"{a.name} x {b.name}"
     background = background_sample(na, sims, size=BACKGROUND_PAIRS, across=nb)
-    mined = Mined(title, counts, write_pairs, (found.clip_sim, found.dino_sim), background, pairs=pairs_there)
-    mined.title, mined.kernel, mined.shared, mined.cuts = title, st.get("kernel_line", ""), shared, r.cuts
-    nearby = _relax(mined, plan, found, len(pairs), all_pairs=na * nb <= BACKGROUND_PAIRS, pairs=pairs_there)
-    mined.extra = {"products_kernel": st.get("kernel"), "pruning": st.get("prune"), **nearby}
-    return mined
+    all_pairs = na * nb <= BACKGROUND_PAIRS
+    relax, nearby = _relax(plan, found, background, na + nb, len(pairs), all_pairs=all_pairs, pairs=pairs_there)
+    title = f"{a.name} x {b.name}"
+    return Mined(
+        title,
+        counts,
+        functools.partial(write_whole, pairs=pairs, head_rows=opts.gallery_size),
+        (found.clip_sim, found.dino_sim),
+        background,
+        extra={"products_kernel": st.get("kernel"), "pruning": st.get("prune"), **nearby},
+        pairs=pairs_there,
+        title=title,
+        kernel=st.get("kernel_line", ""),
+        relax=relax,
+        cuts=r.cuts,
+        shared=shared,
+    )

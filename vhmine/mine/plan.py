@@ -1,4 +1,4 @@
-"""A mining run's plan: the options (MineOptions), checked into one typed run context (RunContext: the run
+"""A mining run's plan: the options (mine.run.MineOptions), checked into one typed run context (RunContext: the run
 folder, the folder the same command without --out writes, the warnings, the start time, the options), and
 the run's shape with the indexes it reads (RunPlan): the triangle of one index, the band of a grown index's
 new rows (an earlier run of the same command reused: mine.grow), or the rectangle of `--against`.
@@ -10,41 +10,18 @@ engines (mine.local_run, mine.ray_run) take a RunPlan and never see the run fold
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from vhmine.config import DEFAULT_CLIP_MIN, DEFAULT_DINO_MAX, indexes_root, runs_root
+from vhmine.config import indexes_root, runs_root
 from vhmine.errors import InputError
-from vhmine.files import check_owned, check_writable, shown_path
+from vhmine.files import check_writable
 
 log = logging.getLogger("vhmine.mine.job")  # (the logger's name predates this module: users filter on it)
-
-
-@dataclass
-class MineOptions:
-    index: str | None = None
-    clip: float = DEFAULT_CLIP_MIN
-    dino: float = DEFAULT_DINO_MAX
-    max_pairs: int | None = None
-    max_per_image: int | None = None
-    out: Path | None = None
-    indexes: Path | None = None
-    device: str | None = None
-    engine: str = "local"  # "local": mine.local_run (mine.join here); "ray": mine.ray_run (mine.ray on a cluster)
-    ray_address: str | None = None
-    tile_memory: int | None = None  # bytes per Ray tile [default: mine.ray.DEFAULT_TILE_MEMORY]
-    index_url: str | None = None  # where Ray workers read the index (fsspec URL or shared path) [default: its folder]
-    plan: bool = False  # Ray: size the job (tiles, memory, a measured rate, estimated time) instead of mining
-    tiles: list[int] | None = None  # Ray: mine only these tile numbers (sizing runs and benchmarks)
-    gallery_size: int = 100
-    progress: bool = True
-    kernel: str | None = None  # the products kernel (mine.join.KERNELS) [default: the fastest measured here / per node]
-    full: bool = False  # mine every pair even when an earlier run of the same command could be reused (mine.grow)
-    prune: bool | None = None  # skip products that provably hold no pair (mine.join.prune) [None: when it pays]
-    against: str | None = None  # a second index (name under --indexes, or folder): pairs with one image from each
 
 
 @dataclass(frozen=True)
@@ -53,7 +30,7 @@ class RunContext:
     name, the run folder, the folder the same command without --out writes (where a grown index's earlier run
     is looked for), the warnings (said once, kept in run.json) and the start time."""
 
-    opts: MineOptions
+    opts: object  # mine.run.MineOptions
     root: Path
     name: str
     run_dir: Path
@@ -109,7 +86,7 @@ def default_run_name(index: str, clip: float, dino: float, against: str | None =
     return f"{index}{f'-x-{Path(against).name}' if against else ''}-clip{clip:g}-dino{dino:g}"
 
 
-def context(opts: MineOptions) -> RunContext:
+def context(opts) -> RunContext:
     """The options checked (each refusal one line, before anything is read) into the run's context."""
     from vhmine.index import default_index_name
 
@@ -127,25 +104,22 @@ def context(opts: MineOptions) -> RunContext:
     warnings = check_thresholds(opts.clip, opts.dino)  # kept in run.json
     for w in warnings:  # said once, before the search (not after it, in the summary)
         log.warning("%s", w)
-    root = indexes_root(opts.indexes)
-    default_dir = runs_root()
+    root, runs = indexes_root(opts.indexes), runs_root()
     name = default_index_name(root, opts.index)
-    default_dir = default_dir / default_run_name(name, opts.clip, opts.dino, opts.against)
+    default_dir = runs / default_run_name(name, opts.clip, opts.dino, opts.against)
     run_dir = Path(opts.out) if opts.out else default_dir
-    if not opts.plan:
-        # its files go beside it first: said in one line, before the search
-        check_writable(run_dir.parent, flag="--out")
+    ctx = RunContext(opts, root, name, run_dir, default_dir, tuple(warnings), started)
     if opts.against and opts.plan:
         raise InputError("--plan sizes a triangle job; it does not size an --against one yet: leave out --plan")
-    return RunContext(opts, root, name, run_dir, default_dir, tuple(warnings), started)
+    if not opts.plan:  # its files go beside it first: said in one line, before the search
+        check_writable(ctx.run_dir.parent, flag="--out")
+    return ctx
 
 
 def plan_run(ctx: RunContext) -> RunPlan:
     """The run's shape, its indexes opened (whole for the local engine: the driver of a Ray job never loads the
     vectors or the image table) and checked, and the earlier run a grown index's band reuses."""
     opts = ctx.opts
-    if not opts.plan:  # (--plan writes nothing)
-        check_owned(ctx.run_dir, "vhmine mine")  # a run replaces its folder as a whole: only an earlier run
     load = opts.engine == "local"
     if opts.against:
         a, b = open_pair(ctx.root, ctx.name, opts, load=load)
@@ -153,7 +127,9 @@ def plan_run(ctx: RunContext) -> RunPlan:
     from vhmine.index import open_index
 
     a = usable_index(open_index(ctx.root, ctx.name, load_vectors=load, load_images=load))
-    return RunPlan(ctx, a, earlier=None if opts.plan else _earlier(ctx, a))
+    plan = RunPlan(ctx, a)
+    earlier = None if opts.plan else _earlier(ctx, a)
+    return plan if earlier is None else dataclasses.replace(plan, earlier=earlier)
 
 
 def _earlier(ctx: RunContext, idx):
@@ -213,14 +189,3 @@ def open_pair(root: Path, name: str, opts, *, load: bool = True, least: int = 1)
                 "encoders (vhmine embed --clip-model / --dino-model)"
             )
     return a, b
-
-
-def rerun_command(name: str, opts) -> str:
-    """`vhmine mine` naming this run's index (and --indexes, --engine) for a rerun with other thresholds."""
-    return (
-        "vhmine mine --index "
-        + name
-        + (f" --against {opts.against}" if opts.against else "")
-        + (f" --indexes {shown_path(opts.indexes)}" if opts.indexes else "")
-        + (f" --engine {opts.engine}" if opts.engine != "local" else "")
-    )

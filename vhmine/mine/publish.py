@@ -76,35 +76,27 @@ def publish(plan, mined) -> MineResult:
     """The run folder of the plan's run (mine.plan.RunPlan) from what its engine mined (mine.engine.Mined),
     written whole and swapped in; then the engine's done() (a Ray job folder goes), or its failed() when the
     folder could not be written. Returns the run's MineResult."""
-    ctx = plan.ctx
+    ctx, counts = plan.ctx, mined.counts
+    result = MineResult(ctx.run_dir, mined.name, counts["images"], counts["clip_alike"], counts["in_box"], 0, 0.0)
+    result.warnings, result.job, result.relax, result.kernel = list(ctx.warnings), mined.job, mined.relax, mined.kernel
+    result.reuse, result.cuts, result.shared = mined.reuse, mined.cuts, mined.shared
     try:
-        written = _write_folder(plan, mined)
+        result.written = _write_folder(plan, mined, _record(plan, mined))
     except BaseException:
-        mined.failed()
+        if mined.failed is not None:
+            mined.failed()
         raise
-    mined.done()
-    return MineResult(
-        ctx.run_dir,
-        mined.name,
-        mined.counts["images"],
-        mined.counts["clip_alike"],
-        mined.counts["in_box"],
-        written,
-        time.time() - ctx.started,
-        list(ctx.warnings),
-        job=mined.job,
-        relax=mined.relax,
-        kernel=mined.kernel,
-        reuse=mined.reuse,
-        cuts=mined.cuts,
-        shared=mined.shared,
-    )
+    if mined.done is not None:
+        mined.done()
+    result.seconds = time.time() - ctx.started
+    return result
 
 
-def _write_folder(plan, mined) -> int:
+def _write_folder(plan, mined, run: dict) -> int:
     """Write the run folder: mined.write_pairs(tmp) writes the pairs into the temporary folder and returns
     (pairs written, the gallery's rows); then the scatter of mined.alike over mined.background, the gallery,
-    run.json; the folder is swapped in whole."""
+    and run.json (`run`, with the written count, the scatter's legend and every file's checksum); the folder
+    is swapped in whole."""
     from vhmine.mine.gallery import write_gallery, write_scatter
 
     ctx, opts, idx, counts = plan.ctx, plan.ctx.opts, plan.a, mined.counts
@@ -127,7 +119,7 @@ def _write_folder(plan, mined) -> int:
             subtitle=f"CLIP >= {opts.clip:g}, DINOv2 <= {opts.dino:g}; ranked by gap = clip - dino",
             progress=opts.progress,
         )
-        run = _record(plan, mined, written, legend)
+        run["counts"]["written"], run["scatter_legend"] = int(written), legend
         run["files"] = {
             p.relative_to(tmp).as_posix(): {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
             for p in sorted(tmp.rglob("*"))
@@ -144,8 +136,9 @@ def _write_folder(plan, mined) -> int:
     return int(written)
 
 
-def _record(plan, mined, written: int, legend) -> dict:
-    """run.json (but its files' checksums)."""
+def _record(plan, mined) -> dict:
+    """run.json, but what writing the folder tells (the pairs written, the scatter's legend: None until then;
+    the files' checksums)."""
     opts, idx = plan.ctx.opts, plan.a
     return {
         "producer": "vhmine mine",
@@ -161,9 +154,9 @@ def _record(plan, mined, written: int, legend) -> dict:
         "thresholds_inclusive": True,
         "encoders": idx.manifest.get("encoders", {}),
         "options": {"max_pairs": opts.max_pairs, "max_per_image": opts.max_per_image, "engine": opts.engine},
-        "counts": {**mined.counts, "written": int(written)},
+        "counts": {**mined.counts, "written": None},
         "warnings": list(plan.ctx.warnings),
-        "scatter_legend": legend,
+        "scatter_legend": None,
         **({"against": against_record(plan.b)} if plan.b is not None else {}),
         **mined.extra,
     }

@@ -1,6 +1,6 @@
 """What to relax when a mining run finds no pair: pair counts at nearby thresholds.
 
-Reads only what the run already holds (vhmine.mine.job passes it in): every pair with CLIP >= --clip
+Reads only what the run already holds (the local engine, mine.local_run, passes it in): every pair with CLIP >= --clip
 and its DINOv2 similarity (the exact search's result), and the run's background sample (every pair of a
 small collection, else 20,000 random pairs, with the miner's own float64 similarities). Writes nothing.
 
@@ -109,3 +109,24 @@ def nearby(
             "images, or more images, gives more pairs"
         )
     return out
+
+
+def for_run(found, background, n_images: int, opts, index: str, *, all_pairs: bool, pairs: int | None = None):
+    """A run that wrote no pair: (the lines that say what to relax, run.json's `nearby`), from nearby with the
+    command that reruns the run (rerun_command)."""
+    base = rerun_command(index, opts)
+    out = nearby(found, background, n_images, opts.clip, opts.dino, all_pairs=all_pairs, base_command=base, pairs=pairs)
+    return out.lines, {"nearby": out.record()}
+
+
+def rerun_command(name: str, opts) -> str:
+    """`vhmine mine` naming this run's index (and --indexes, --engine) for a rerun with other thresholds."""
+    from vhmine.files import shown_path
+
+    return (
+        "vhmine mine --index "
+        + name
+        + (f" --against {opts.against}" if opts.against else "")
+        + (f" --indexes {shown_path(opts.indexes)}" if opts.indexes else "")
+        + (f" --engine {opts.engine}" if opts.engine != "local" else "")
+    )

@@ -1,6 +1,7 @@
 """One `vhmine mine` at a time per run folder: a second mine into the same --out would delete the first's
 temporary folder under it (and the first would then fail, saying to free some space). Both engines' runs
-hold this lock from before their search until the run folder is swapped in (mine.job).
+hold this lock from before their search until the run folder is swapped in (mine.run); holding it, a mine
+also checks that the folder is empty or an earlier run (files.check_owned), since it replaces it whole.
 
 Writes, beside the run folder, runs/.<run>.lock (the holder's process id) while a mine holds it, and
 removes it after; reads it when it is held, to say who holds it. Like embed's job lock (vhmine.embed.job),
@@ -14,7 +15,7 @@ import os
 from pathlib import Path
 
 from vhmine.errors import InputError
-from vhmine.files import flock_nowait, note_holder, shown_path
+from vhmine.files import check_owned, flock_nowait, note_holder, shown_path
 
 
 def lock_path(run_dir: Path) -> Path:
@@ -46,6 +47,7 @@ def run_lock(run_dir: Path):
         raise InputError(f"{shown_path(run_dir)}: its lock keeps changing; run the command again")
     try:
         note_holder(f)
+        check_owned(run_dir, "vhmine mine")  # a run replaces its folder as a whole: only an earlier run
         yield
     finally:
         with contextlib.suppress(OSError):

@@ -48,7 +48,7 @@ def write_rows_streamed(folder, id_parts, digest_parts, group: int | None = None
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from vhmine.mine.join.digests import DIGEST
+    from vhmine.mine.join import DIGEST
 
     group = int(group or ROW_GROUP)
     schema = pa.schema([("image_id", pa.string()), ("digest", pa.uint64())], metadata={DIGEST_KEY: DIGEST})

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vhmine.index.rows import image_rows
+from vhmine.index import image_rows
 
 SHARD_ROWS = 1_000_000
 IMAGE_COLUMNS = ["image_id", "sha256", "path", "coco_id", "categories"]  # what a pair shows of its images
@@ -45,6 +45,18 @@ def write_table(folder: Path, pairs) -> None:
     """A run's whole pairs table as pairs.parquet and pairs.csv (the local engine's; PairWriter writes shards)."""
     pairs.to_parquet(Path(folder) / "pairs.parquet", index=False)
     csv_frame(pairs).to_csv(Path(folder) / "pairs.csv", index=False)
+
+
+def write_whole(folder: Path, pairs, head_rows: int, state: tuple | None = None):
+    """A local run's Mined.write_pairs: its whole pairs table (write_table) and, for one index, the growth
+    state (state: mine.state.write_state's arrays after the folder); returns (pairs written, the gallery's
+    rows)."""
+    write_table(folder, pairs)
+    if state is not None:
+        from vhmine.mine.state import write_state
+
+        write_state(folder, *state)
+    return len(pairs), pairs.head(head_rows)
 
 
 def csv_frame(frame):

@@ -96,7 +96,7 @@ def test_ray_notices_kept_rows_with_other_vectors_after_its_scan_and_mines_in_fu
 
 
 def test_against_on_ray_is_the_local_engines_rectangle(tmp_path):
-    from tests.mine.test_mine_across import build as build_named
+    from mine_runs import build_named
 
     build_named(tmp_path, "mine", A_KEYS * 1)
     build_named(tmp_path, "ref", B_KEYS)
@@ -116,7 +116,7 @@ def test_against_on_ray_is_the_local_engines_rectangle(tmp_path):
 def test_against_on_ray_with_shared_images_is_the_local_engines_rectangle(tmp_path, caps):
     """Images in both indexes: no pair of an image with itself, each unordered pair once, pairs.csv equal to
     the local engine's (the rule applied before the ranking and the caps), the shared images said."""
-    from tests.mine.test_mine_across import build as build_named
+    from mine_runs import build_named
 
     a_keys, b_keys = A_KEYS + [k for k in SHARED if k not in A_KEYS], B_KEYS + [k for k in SHARED if k not in B_KEYS]
     build_named(tmp_path, "mine", a_keys)
@@ -211,7 +211,7 @@ def test_a_ray_runs_rows_parquet_is_streamed_row_group_by_row_group(tmp_path, mo
 
 @pytest.mark.parametrize("side", ["a", "b"])
 def test_against_on_ray_with_an_index_of_one_image_is_the_local_engines_1_x_n_rectangle(tmp_path, side):
-    from tests.mine.test_mine_across import build as build_named
+    from mine_runs import build_named
 
     one, many = [3], [k for k in range(40) if k != 3]
     build_named(tmp_path, "mine", one if side == "a" else many)

@@ -5,16 +5,11 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import make_index
-from mine_runs import A_KEYS, B_KEYS, CLIP, DINO, SHARED, ids, rectangle_brute, unordered_brute, vectors
+from mine_runs import A_KEYS, B_KEYS, CLIP, DINO, SHARED, ids, rectangle_brute, unordered_brute
+from mine_runs import build_named as build
 
 from vhmine import api
 from vhmine.errors import InputError
-
-
-def build(tmp_path, name, keys, **kw):
-    clip, dino = vectors(keys)
-    make_index(tmp_path / "indexes", name, clip, dino, root=tmp_path / f"images-{name}", keys=keys, **kw)
 
 
 def mine_across(tmp_path, out="run", **kw):

@@ -13,9 +13,10 @@ One public entry per shape:
 
 Beside them: `PairSet` (what they return), `pair_sims` (the float64 similarity every result carries),
 `merge`, the references `brute_force_pairs` / `brute_force_across` with `assert_same_pairs`, and
-`row_digests` (a digest of each row, to tell kept rows from changed ones), `small_pairs` (a small
-collection's triangle in float64, without torch), `keep_across` / `shared_ids` (a rectangle's pairs when the
-two collections share images), `levels_of` (a products kernel named, checked).
+`row_digests` (a digest of each row, to tell kept rows from changed ones; `DIGEST` names their
+kind), `small_pairs`, `small_new_pairs`, `small_pairs_across` (a small collection's triangle, band or
+rectangle in float64, without torch), `keep_across` / `shared_ids` (a rectangle's pairs when the two
+collections share images), `levels_of` (a products kernel named, checked).
 
 The tile interface (what mine.ray's tasks run, one block or tile at a time, quantised with one streaming
 pass's parameters): `Quantiser`, `BlockStats`, `choose_turn`, `sample_rows`, `scan_block`, `threshold`,
@@ -45,7 +46,7 @@ from vhmine.mine.join.blocks import (
     tile_candidates,
     tile_kernel,
 )
-from vhmine.mine.join.digests import row_digests
+from vhmine.mine.join.digests import DIGEST, row_digests
 from vhmine.mine.join.kernels import levels_of
 from vhmine.mine.join.products import block_bytes
 from vhmine.mine.join.prune import sort_block, tile_centres
@@ -64,11 +65,14 @@ from vhmine.mine.join.simsearch import (
     find_pairs_across,
     merge,
     no_pairs,
+    small_new_pairs,
     small_pairs,
+    small_pairs_across,
 )
 
 __all__ = [
     "ALIGN",
+    "DIGEST",
     "BlockStats",
     "PairSet",
     "Quantiser",
@@ -96,7 +100,9 @@ __all__ = [
     "sample_rows",
     "scan_block",
     "shared_ids",
+    "small_new_pairs",
     "small_pairs",
+    "small_pairs_across",
     "sort_block",
     "squared_norms",
     "threshold",

@@ -40,5 +40,8 @@ def row_digests(clip: np.ndarray, dino: np.ndarray, workers=None) -> np.ndarray:
             h.update(dm[r * db : (r + 1) * db])
             out[8 * r : 8 * r + 8] = h.digest()
 
-    in_threads(chunk, range(0, n, _DIGEST_ROWS), workers)
+    if n <= _DIGEST_ROWS:  # one chunk: no threads to share it
+        chunk(0)
+    else:
+        in_threads(chunk, range(0, n, _DIGEST_ROWS), workers)
     return np.frombuffer(bytes(out), "<u8").astype(np.uint64)

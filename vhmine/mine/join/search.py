@@ -156,21 +156,13 @@ def mine(
     i and j in any order) and the Shape. prepare(pool) -> ((clip, dino, clip_n2, dino_n2), shape): the
     checked rows. Options: simsearch.find_pairs'."""
     import torch
-    from tqdm import tqdm
 
     from vhmine.config import resolve_device
     from vhmine.mine.join import prune as pruning
 
     clip_min, dino_max = check_limits(clip_min, dino_max)  # NaN is named, not met as a bare ValueError later
     threads, torch_threads = max(1, workers or torch.get_num_threads()), torch.get_num_threads()
-    pool = None
-    if threads > 1:  # one pool for all of it, its threads' torch single-threaded (band.mine_in_threads),
-        from concurrent.futures import ThreadPoolExecutor
-
-        torch.set_num_threads(1)  # and this thread's too (torch's pool would spin beside them)
-        pool = ThreadPoolExecutor(
-            threads, thread_name_prefix="vhmine-mine", initializer=torch.set_num_threads, initargs=(1,)
-        )
+    pool = _pool(threads) if threads > 1 else None
     # numpy's BLAS in one thread throughout: beside find_pairs' own threads its pool spins (a busy 2-core machine
     # runs it 100x slower), and after each of the small products here (the turn's, the pruning's sample) its
     # idle threads spin for up to 0.1 s (0.1-0.2 CPU-s of a 2.5 CPU-s mine at N = 50,000)
@@ -196,50 +188,78 @@ def mine(
             chosen = pruning.choose(parts, qd, clip, shape, prune, choice, block, device)
             parts = chosen.parts
 
-            def miner(**kw):
-                return BlockMiner(
-                    clip,
-                    dino,
-                    clip_min,
-                    dino_max,
-                    qd.thresh,
-                    n,
-                    device=device,
-                    block=block,
-                    width=parts[0].x.shape[1],
-                    sure=qd.sure,
-                    norms=(clip_n2, dino_n2),
-                    kernel=choice.kernel,
-                    **kw,
-                )
-
             blocks = sum(len(p.tiles(block)) for p in parts)
-            # (numpy's BLAS as the products kernel, one block at a time: in torch's threads, as the others)
-            blas = choice.kernel.name == "blas-f32" and pool is None and device.type == "cpu"
-            with (
-                tqdm(total=blocks, desc=desc, unit="block", disable=not progress) as bar,
-                kernels.blas_threads(torch_threads) if blas else nullcontext(),
-            ):
-                if device.type == "cpu" and pool is not None:
-                    found, total = mine_in_threads(miner, parts, block, pool, threads, max_candidates, clip_min, bar)
-                else:
-                    found, total = mine_blocks(miner, parts, block, max_candidates, clip_min, bar)
+            rows = (clip, dino, clip_min, dino_max, (clip_n2, dino_n2))
+            how = (block, device, choice, pool, threads, torch_threads)
+            found, total = _mine_parts(rows, qd, parts, how, max_candidates, progress, desc, blocks)
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
         torch.set_num_threads(torch_threads)  # (the pool's threads set theirs, and torch's own count, to 1)
     log.debug("fast pass: margin %.4f, %d candidates", qd.margin, total)
     if stats is not None:
-        stats.update(
-            margin=qd.margin,
-            candidates=total,
-            rotated=qd.rotated,
-            blocks=blocks,
-            pairs_examined=sum(p.pairs() for p in parts),
-            kernel=choice.record(),
-            kernel_line=choice.line(),
-            prune=chosen.record(),
-            prune_line=chosen.line(),
-            quantised=qd.fp,
-        )
+        _record(stats, qd, total, blocks, parts, choice, chosen)
     return found, shape
+
+
+def _pool(threads: int):
+    """One pool for all of a join, its threads' torch single-threaded (band.mine_in_threads), and this thread's
+    too (torch's pool would spin beside them)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torch
+
+    torch.set_num_threads(1)
+    one = dict(initializer=torch.set_num_threads, initargs=(1,))
+    return ThreadPoolExecutor(threads, thread_name_prefix="vhmine-mine", **one)
+
+
+def _mine_parts(rows, qd, parts, how, max_candidates, progress, desc, blocks):
+    """(found, candidates): the parts' blocks through BlockMiners, in the pool's threads on a CPU (band's drivers)."""
+    from tqdm import tqdm
+
+    clip, dino, clip_min, dino_max, norms = rows
+    block, device, choice, pool, threads, torch_threads = how
+
+    def miner(**kw):
+        return BlockMiner(
+            clip,
+            dino,
+            clip_min,
+            dino_max,
+            qd.thresh,
+            len(clip),
+            device=device,
+            block=block,
+            width=parts[0].x.shape[1],
+            sure=qd.sure,
+            norms=norms,
+            kernel=choice.kernel,
+            **kw,
+        )
+
+    # (numpy's BLAS as the products kernel, one block at a time: in torch's threads, as the others)
+    blas = choice.kernel.name == "blas-f32" and pool is None and device.type == "cpu"
+    with (
+        tqdm(total=blocks, desc=desc, unit="block", disable=not progress) as bar,
+        kernels.blas_threads(torch_threads) if blas else nullcontext(),
+    ):
+        if device.type == "cpu" and pool is not None:
+            return mine_in_threads(miner, parts, block, pool, threads, max_candidates, clip_min, bar)
+        return mine_blocks(miner, parts, block, max_candidates, clip_min, bar)
+
+
+def _record(stats: dict, qd, total: int, blocks: int, parts, choice, chosen) -> None:
+    """find_pairs' stats (see its docstring)."""
+    stats.update(
+        margin=qd.margin,
+        candidates=total,
+        rotated=qd.rotated,
+        blocks=blocks,
+        pairs_examined=sum(p.pairs() for p in parts),
+        kernel=choice.record(),
+        kernel_line=choice.line(),
+        prune=chosen.record(),
+        prune_line=chosen.line(),
+        quantised=qd.fp,
+    )

@@ -53,7 +53,9 @@ __all__ = [
     "merge",
     "no_pairs",
     "pair_sims",
+    "small_new_pairs",
     "small_pairs",
+    "small_pairs_across",
 ]
 
 log = logging.getLogger(__name__)
@@ -107,6 +109,56 @@ def small_pairs(clip: np.ndarray, dino: np.ndarray, clip_min: float, *, progress
     clip, dino = check_rows(clip, dino)
     with tqdm(total=1, desc="mining pairs", unit="block", disable=not progress) as bar:
         found = brute_force_pairs(clip, dino, clip_min)
+        bar.update(1)
+    return found
+
+
+def small_new_pairs(
+    clip: np.ndarray, dino: np.ndarray, new_rows, clip_min: float, *, progress: bool = False
+) -> PairSet:
+    """find_new_pairs' band of a small collection (every pair with one or both rows among new_rows and clip_sim
+    >= clip_min), each pair multiplied in numpy float64 (pair_sims: find_new_pairs' pairs and similarities, bit
+    for bit) without loading torch. Refuses what find_new_pairs refuses (check_rows, check_limits)."""
+    from tqdm import tqdm
+
+    clip_min, _ = check_limits(clip_min, math.inf)
+    clip, dino = check_rows(clip, dino)
+    n = len(clip)
+    new = new_rows_of(new_rows, n)
+    old = np.setdiff1d(np.arange(n), new)
+    ii, jj = np.triu_indices(len(new), 1)
+    i = np.concatenate([np.repeat(new, len(old)), new[ii]]).astype(np.int64)
+    j = np.concatenate([np.tile(old, len(new)), new[jj]]).astype(np.int64)
+    i, j = np.minimum(i, j), np.maximum(i, j)
+    step = 1 << 18
+    with tqdm(total=1, desc="mining pairs", unit="block", disable=not progress) as bar:
+        found = merge(
+            [_recheck(clip, dino, i[s : s + step], j[s : s + step], clip_min, math.inf) for s in range(0, len(i), step)]
+        )
+        bar.update(1)
+    return found
+
+
+def small_pairs_across(
+    clip_a: np.ndarray, dino_a: np.ndarray, clip_b: np.ndarray, dino_b: np.ndarray, clip_min: float, *, progress=False
+) -> PairSet:
+    """find_pairs_across' rectangle of two small collections, each pair multiplied in numpy float64
+    (brute_force_across: the same pairs and similarities, bit for bit) without loading torch. Refuses what
+    find_pairs_across refuses, in its words (check_rows per collection, check_limits, the dimensions)."""
+    from tqdm import tqdm
+
+    clip_min, _ = check_limits(clip_min, math.inf)
+    sides = []
+    for side, (c, d) in (("A", (clip_a, dino_a)), ("B", (clip_b, dino_b))):
+        try:
+            sides.append(check_rows(c, d))
+        except InputError as err:
+            raise InputError(f"collection {side}: {err}") from None
+    (ca, da), (cb, db) = sides
+    check_same_dims("clip", ca, cb)
+    check_same_dims("dino", da, db)
+    with tqdm(total=1, desc="mining pairs", unit="block", disable=not progress) as bar:
+        found = brute_force_across(ca, da, cb, db, clip_min)
         bar.update(1)
     return found
 

@@ -31,6 +31,19 @@ def _options(device: str, clip_min, dino_max) -> tuple[str, float, float]:
     return device, float(clip_min), float(dino_max)
 
 
+def _written(sides: list, folder: Path) -> list:
+    """Each side's (clip, dino) arrays saved into folder as .npy files, and opened as the rows tasks read."""
+    from vhmine.index import IndexRows, open_vectors
+
+    views = []
+    for s, (clip, dino) in enumerate(sides):
+        for name, x in (("clip", clip), ("dino", dino)):
+            np.save(folder / f"{name}{s}.npy", x)
+        vectors = open_vectors(folder / f"clip{s}.npy"), open_vectors(folder / f"dino{s}.npy")
+        views.append(IndexRows(*vectors, None, version=uuid.uuid4().hex))
+    return views
+
+
 def _in_memory(
     sides: list,
     make_shape,
@@ -53,7 +66,6 @@ def _in_memory(
 ) -> PairSet:
     """A plain job over in-memory (clip, dino) arrays of one side, or two (a rectangle): they are written
     once to a temporary folder (`tmpdir`, which every node must read) and the tasks read them there."""
-    from vhmine.index.rows import IndexRows, open_vectors
     from vhmine.mine.ray.tilejob import TileJob
 
     ray = import_ray()
@@ -64,18 +76,7 @@ def _in_memory(
     if not len(shape):
         return no_pairs()
     with tempfile.TemporaryDirectory(prefix="vhmine-ray-", dir=tmpdir) as tmp:
-        views = []
-        for s, (clip, dino) in enumerate(sides):
-            for name, x in (("clip", clip), ("dino", dino)):
-                np.save(Path(tmp) / f"{name}{s}.npy", x)
-            views.append(
-                IndexRows(
-                    open_vectors(Path(tmp) / f"clip{s}.npy"),
-                    open_vectors(Path(tmp) / f"dino{s}.npy"),
-                    None,
-                    version=uuid.uuid4().hex,
-                )
-            )
+        views = _written(sides, Path(tmp))
         job = TileJob(Path(tmp) / "job", {"in_memory": True}).open()
         started = connect(ray, address)
         try:
@@ -107,16 +108,9 @@ def _in_memory(
     pairs = merge([(p["i"], p["j"], p["clip"], p["dino"]) for p in parts if len(p)])
     log.debug("ray: %d tiles of %d rows, %d candidates, %d pairs", info["tiles"], side, info["candidates"], len(pairs))
     if stats is not None:
-        stats.update(
-            margin=info["margin"],
-            candidates=info["candidates"],
-            rotated=info["quantiser"]["rotated"],
-            blocks=info["tiles"],
-            tile=side,
-            quantiser=info["quantiser"],
-            kernels=info["kernels"],
-            prune=info["prune"],
-        )
+        stats.update(margin=info["margin"], candidates=info["candidates"], rotated=info["quantiser"]["rotated"])
+        stats.update(blocks=info["tiles"], tile=side, quantiser=info["quantiser"], kernels=info["kernels"])
+        stats.update(prune=info["prune"])
     return pairs
 
 

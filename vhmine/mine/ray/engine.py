@@ -185,9 +185,6 @@ def run_job(
     tiletask.mine_tile). digests: the scan records every row's digest in the job (TileJob.digests). prune: order
     each tile's blocks and skip the pieces that provably hold no candidate (mine.join.prune) [default: when a
     sample of the rows, measured on the driver, says it pays; True: always; False: never]."""
-    from tqdm import tqdm
-
-    from vhmine.mine.ray import tiletask
     from vhmine.mine.ray.tilejob import Triangle, ranked_dtype
 
     t0 = time.time()
@@ -205,14 +202,7 @@ def run_job(
         ray, rows, job, side, rotate, progress, local, device, kernel, rows_b=rows_b, local_b=local_b, digests=digests
     )
     centres, pruning = prune_centres(rows, rows_b, local, local_b, qz, side, clip_min, prune)
-    host = tile_bytes(side, rows.clip.dim, rows.dino.dim)
-    if centres is not None:  # the ordered copies of the cached blocks
-        host += tiletask._CACHE_BLOCKS * side * (-(-rows.clip.dim // 8) * 8)
-    if device == "cuda":  # the product and its masks live in the GPU's memory
-        host -= math.ceil(4.25 * side * side)
-    task = ray.remote(tiletask.mine_tile).options(
-        max_retries=max_retries, num_cpus=1, num_gpus=1 if device == "cuda" else 0, memory=host
-    )
+    task = _tile_task(ray, rows, side, centres, device, max_retries)
     width = max(rows.id_width, rows_b.id_width if rows_b is not None else 0)
     kw = dict(
         device=device,
@@ -228,7 +218,33 @@ def run_job(
         prune=centres,
     )
     todo = [k for k in wanted if k not in job.done]
-    limit = 2 * slots(ray, device) + 2
+    tiles = (shape, wanted, before, todo)
+    _schedule(ray, task, job, tiles, (rows, qz, side, clip_min, dino_max), kw, max_retries, resumable, progress)
+    return {**_summary(job, shape, wanted, before, qz, nodes, t0), "prune": _pruned(job, wanted, before, pruning)}
+
+
+def _tile_task(ray, rows, side: int, centres, device: str, max_retries: int):
+    """mine_tile as a Ray task asking for a tile's memory (tile_bytes; on cuda the product is the GPU's)."""
+    from vhmine.mine.ray import tiletask
+
+    host = tile_bytes(side, rows.clip.dim, rows.dino.dim)
+    if centres is not None:  # the ordered copies of the cached blocks
+        host += tiletask._CACHE_BLOCKS * side * (-(-rows.clip.dim // 8) * 8)
+    if device == "cuda":  # the product and its masks live in the GPU's memory
+        host -= math.ceil(4.25 * side * side)
+    return ray.remote(tiletask.mine_tile).options(
+        max_retries=max_retries, num_cpus=1, num_gpus=1 if device == "cuda" else 0, memory=host
+    )
+
+
+def _schedule(ray, task, job, tiles, args, kw: dict, max_retries: int, resumable: bool, progress: bool) -> None:
+    """The tiles not done yet as tasks, at most a few per worker in flight, each recorded as it arrives."""
+    from tqdm import tqdm
+
+    shape, wanted, before, todo = tiles
+    rows, qz, side, clip_min, dino_max = args
+    max_candidates = kw["max_candidates"]
+    limit = 2 * slots(ray, kw["device"]) + 2
     inflight: dict = {}
 
     def resume() -> str:
@@ -264,7 +280,6 @@ def run_job(
             bar.set_postfix_str(
                 f"{info['examined'] / max(info['seconds'], 1e-9):.3g} pairs/s on {info['node']}", refresh=False
             )
-    return {**_summary(job, shape, wanted, before, qz, nodes, t0), "prune": _pruned(job, wanted, before, pruning)}
 
 
 def _pruned(job, wanted, before: set, pruning: dict) -> dict:
