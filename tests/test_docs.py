@@ -3,6 +3,8 @@ options, every path they name is in the repository, `mkdocs build --strict` pass
 left out of the nav), the CLI reference is what scripts/cli_reference.py generates now, and the import-layer
 table of docs/architecture.md holds for the real import graph."""
 
+import ast
+import importlib
 import importlib.util
 import os
 import re
@@ -281,3 +283,61 @@ def test_the_layer_check_catches_an_upward_import_and_a_module_in_no_row(tmp_pat
     assert "row 'vocabulary' (layer 0) may import 'high', which is not below it" in layer_violations(
         bad_claim, {"pkg": pkg / "__init__.py"}, {}
     )
+
+
+# --- every dotted vhmine path the docs and docstrings name exists -------------------------------------------------
+
+DOTTED = re.compile(r"(?<![\w./-])vhmine(?:\.[A-Za-z_]\w*)+")
+FILE_NAMES = ("db", "yaml", "yml", "json", "jsonl", "md", "py", "toml", "txt", "csv", "html", "log")  # vhmine.db
+
+
+def resolves(path: str) -> bool:
+    """Whether a dotted path names a module of the package, or an attribute of one (importlib, then getattr)."""
+    parts = path.split(".")
+    for i in range(len(parts), 0, -1):
+        name = ".".join(parts[:i])
+        try:
+            if importlib.util.find_spec(name) is None:
+                continue
+        except ModuleNotFoundError:
+            continue
+        obj = importlib.import_module(name)
+        for part in parts[i:]:
+            obj = getattr(obj, part, None)
+            if obj is None:
+                return False
+        return True
+    return False
+
+
+def stale_paths(texts) -> list[str]:
+    """`<where>: <path>` for every dotted `vhmine.` path in (where, text) pairs that names nothing."""
+    bad = set()
+    for where, text in texts:
+        for m in DOTTED.finditer(text):
+            path = m.group(0)
+            if path.rpartition(".")[2] not in FILE_NAMES and not resolves(path):
+                bad.add(f"{where}: {path}")
+    return sorted(bad)
+
+
+def _docstrings():
+    for path in sorted((ROOT / "vhmine").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                doc = ast.get_docstring(node)
+                if doc:
+                    yield _rel(path), doc
+
+
+def test_the_stale_path_check_catches_a_moved_module_and_a_missing_name():
+    texts = [
+        ("a", "the face (vhmine.curate.next_item), a room's (vhmine.curate.work.next_review), a module (vhmine.rules)"),
+        ("b", "gone: vhmine.curate.kappa, vhmine.rules.modes.no_such_rule; a file: vhmine.db."),
+    ]
+    assert stale_paths(texts) == ["b: vhmine.curate.kappa", "b: vhmine.rules.modes.no_such_rule"]
+
+
+def test_every_dotted_vhmine_path_in_the_docs_and_docstrings_exists():
+    bad = stale_paths([*_docstrings(), *((_rel(p), p.read_text()) for p in PAGES)])
+    assert not bad, "dotted paths that name no module or attribute (moved or renamed?):\n" + "\n".join(bad)

@@ -40,7 +40,7 @@ def mine(index: str | None = None, **options):
 
     Options are MineOptions' fields: clip, dino, max_pairs, max_per_image, out, indexes, device,
     gallery_size, engine, ray_address, tile_memory (bytes), index_url, plan (then a MinePlan comes back and
-    nothing is mined), tiles, kernel (the products kernel, mine.kernels.KERNELS; None: measured), against (a second
+    nothing is mined), tiles, kernel (the products kernel, mine.join.kernels.KERNELS; None: measured), against (a second
     index: pairs with one image from each), full (mine every pair even when an earlier run could be reused), prune
     (skip the products that provably hold no pair, mine.join.prune: None when measured to pay, True, False)."""
     from vhmine.mine import MineOptions, mine_index

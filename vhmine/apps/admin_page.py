@@ -24,8 +24,8 @@ VHTEST_PER_MODE = 150  # VHTest: 1,200 instances over 8 modes
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def _log_figures(_store, what: str, mark: tuple, target: int = 0):
-    """A figure read from the whole action log, kept while `mark` (curate.log_mark) stays the same. The page checked
-    the admin right before asking (the operator's call, by=None, reads what the admin may)."""
+    """A figure read from the whole action log, kept while `mark` (curate.people.log_mark) stays the same. The page
+    checked the admin right before asking (the operator's call, by=None, reads what the admin may)."""
     if what == "worker time":
         return C.people.worker_time(_store, target)
     if what == "agreement":

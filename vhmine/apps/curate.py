@@ -5,8 +5,8 @@ vhmine.store: no SQL and no file paths here; images come from `curate.image_byte
 files recorded in the store (a pair's images drawn in one row at one height by page_helpers.image_row). Text
 that workers typed is shown with st.text or escaped in tables, never as Markdown or HTML; a message appears
 beside the button that caused it (page_helpers.flash / show_flash). The mode menu remembers each worker's
-choice in the store (curate.choose_mode). Tokens are typed into a password field and never shown or logged. The session
-holds the signed-in `C.WorkerInfo` (name, token generation), never the token; every page run re-checks it
+choice in the store (curate.people.choose_mode). Tokens are typed into a password field and never shown or logged.
+The session holds the signed-in `C.WorkerInfo` (name, token generation), never the token; every page run re-checks it
 (`C.people.check_session`) and every library call checks it again, so a rotated token or a deactivated worker
 is signed out at the next click, and admin data comes only from calls the library lets an admin make.
 """

@@ -4,7 +4,7 @@ A worker types the instance id an export wrote (or finds a ready item of the mod
 once, however many the store holds), says what is wrong and,
 optionally, the right answer; they see their own flags and what became of them. An admin sees every open
 flag with the item, and accepts it (a new answer, a new yes/no truth, or removing the item) or rejects it
-with a reason; and decides the person-queue (curate.person_queue): yes/no questions whose open answers changed
+with a reason; and decides the person-queue (curate.decisions.person_queue): yes/no questions whose open answers changed
 since a person decided their truth, shown with both sides. Reads and writes only through vhmine.curate
 (flag_instance, errata_list, accept_erratum, reject_erratum, ready_instances, get_instance, contradictions,
 resolve_contradiction); the library checks the admin right on every call.
@@ -29,7 +29,8 @@ PICK = 30  # ready items the picker lists at once
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def _ready_labels(_store, mode: str, mark: tuple) -> dict[str, str]:
-    """The ready items of `mode` as the picker names them, read again only when the store changed (curate.log_mark)."""
+    """The ready items of `mode` as the picker names them, read again only when the store changed
+    (curate.people.log_mark)."""
     return {
         r.id: f"{r.id}: {r.question} ({_answer_text(r.kind, r.answers, r.truth)})"
         for r in C.ready_instances(_store, mode, locate=False)

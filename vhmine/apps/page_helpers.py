@@ -81,7 +81,7 @@ def show_leftover_flash(box) -> None:
 
 
 def _stamp(store, image_id: str) -> tuple:
-    """The recorded file's stamp (curate.image_stamp); an image with none (a tar member, a URL) is checked again
+    """The recorded file's stamp (curate.stages.image_stamp); an image with none (a tar member, a URL) is checked again
     each minute."""
     stamp = C.stages.image_stamp(store, image_id)
     return stamp if stamp[2] is not None else stamp + (int(time.time() // 60),)

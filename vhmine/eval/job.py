@@ -23,7 +23,7 @@ YNQ answers are read by a named rule (vhmine.rules.answers: vhtest, pope, strict
 read are counted and reported, never taken as "no". OEQ answers are scored by `match` (a reference
 answer appears in the answer, words normalized), by an LLM judge (`judge`), or by the verdicts on the
 model's responses in the curation store (`labels`: the workers' majority where they labelled the
-response, else probe's rule or judge; curate.response_verdicts, read by vhmine.eval.labels; an answer labelled
+response, else probe's rule or judge; curate.work.response_verdicts, read by vhmine.eval.labels; an answer labelled
 "no answer" is scored wrong and counted apart). With a judge, `judge_agreement`
 adds Cohen's kappa between the judge's verdicts and the workers' majority on the same answers. `--rule mmvp`
 instead grades every answer as MMVP's gpt_grader.py does (vhmine.eval.mmvp, vhmine.rules.mmvp).

@@ -1,7 +1,7 @@
 """eval's `labels` scorer: the curation store's verdicts on a model's open answers (vhmine eval --oeq labels).
 
 Reads the store's `responses` and workers' labels through vhmine.curate (the verdict that counts:
-curate.response_verdicts); writes nothing. A verdict judges one answer text, so only a response that says the same
+curate.work.response_verdicts); writes nothing. A verdict judges one answer text, so only a response that says the same
 as the answer being scored speaks for it.
 """
 
@@ -18,7 +18,7 @@ def store_verdicts(
     """instance id -> the store's verdict on `model`'s response that says the same as `answers[id]` ("correct",
     "hallucinated", "no answer"; None: none that counts).
 
-    The verdict that counts (curate.response_verdicts): the workers' majority where they labelled the
+    The verdict that counts (curate.work.response_verdicts): the workers' majority where they labelled the
     response, else probe's rule or judge; tied workers: None. `workers_only`: the workers' majority alone
     (responses no worker labelled are left out). A verdict judges one answer text, so a response with
     other words (another prompt, another endpoint) does not score this answer; two matching responses

@@ -4,7 +4,7 @@ Reads a Benchmark and one model's answers (ModelAnswers); writes nothing. `score
 vhmine.eval.metrics aggregates and one detail record per item (eval writes them as answers-<model>.jsonl),
 each with its `verdict`: who decided it (`rule:<rule>`, `match`, `judge:<judge>`, `labels`) and why, in words;
 an item whose request failed is listed, never scored. `judge_agreement` compares the judge's verdicts
-with the workers' majority on the same answers (Cohen's kappa, vhmine.curate.kappa).
+with the workers' majority on the same answers (Cohen's kappa, vhmine.curate.people.kappa).
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ Markdown (`CHANGELOG.md`), which vhmine.export.job writes into the new folder.
   the instance), and for removed items the instance's state now. An action made and undone since the
   earlier export is left out (it changed nothing); one made before and undone since shows as its undo.
   An errata decision's payload {"instance_id", "reason", "changes": {field: [old, new]}, "flag_id",
-  "flagged_by", "derived"} (curate.errata) gives the why (its reason) and the details. What an accepted
-  erratum changed beyond its instance (curate.derived: yes/no questions drafted again, retired or sent back,
+  "flagged_by", "derived"} (curate.decisions.errata) gives the why (its reason) and the details. What an accepted
+  erratum changed beyond its instance (curate.decisions.derived: yes/no questions drafted again, retired or sent back,
   pair groups rebuilt) shows on those items with the erratum's why for each; everything else it derived
   (new drafts waiting for a worker, model verdicts, workers' labels set aside, blind answers and flags,
   reviews) is listed under `derived` (changelog.json) and "Derived from errata" (CHANGELOG.md). Workers appear
@@ -155,7 +155,7 @@ def _parse_time(s) -> dt.datetime | None:
 
 
 def _derived_on(payload: dict) -> dict:
-    """instance id -> the derived entries (curate.derived) an errata decision's payload holds for it."""
+    """instance id -> the derived entries (curate.decisions.derived) an errata decision's payload holds for it."""
     out: dict = {}
     for e in (payload or {}).get("derived") or []:
         if isinstance(e, dict) and e.get("table") in ("instances", "groups") and isinstance(e.get("id"), str):

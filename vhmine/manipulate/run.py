@@ -2,7 +2,7 @@
 
 Reads an embedded collection (vhmine.manipulate.scenes), the prior (vhmine.manipulate.prior) and the
 victim / judge / prior models through vhmine.llm. Writes each edited image once as `<out>/<sha256>.png`
-and its edit mask as `<out>/masks/<sha256>.png`, records it with curate.add_generation (backend
+and its edit mask as `<out>/masks/<sha256>.png`, records it with curate.work.add_generation (backend
 `manipulate`, the strategy, source and donor image ids and sha256, the inserted or removed object, its
 box, the mask's file and sha256, the prior and its answer) and queues it in the existence mode (and
 in position when it has spatial questions), where workers verify it (an edit that failed is discarded

@@ -14,7 +14,7 @@ single image. A request or a judge call that failed leaves its instance without 
 group is never flagged (rerun to ask again; the cache makes that free for the answers already got).
 
 A rerun asks only what has no answer yet, and scores every stored answer again against the instance's
-current reference with this run's scorers (curate.score_stored): a reference changed since (an erratum) or
+current reference with this run's scorers (curate.work.score_stored): a reference changed since (an erratum) or
 another --rule changes the verdict, and the flags follow. The judge is asked again only for an open answer
 whose reference, or judge, differs from the one it was judged with (or that waits to be judged again).
 """

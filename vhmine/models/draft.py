@@ -3,7 +3,7 @@
 Reads the store's open pair tasks (vhmine.seed queues one per (pair, mode)) and their two image files;
 asks `--model` through vhmine.llm (cache, retries, cost cap) with the versioned prompt `draft`
 (vhmine/prompts/draft.v1.txt, the mode's open templates filled in), both images attached (A first).
-Each answer is checked by the draft rules (vhmine.rules.draft_check) and stored (vhmine.curate.record_draft)
+Each answer is checked by the draft rules (vhmine.rules.draft_check) and stored (vhmine.curate.work.record_draft)
 with the model, endpoint and prompt id: a draft that passes waits in the verify queue of the app (one
 holding a yes/no question the rules cannot read against its answers is listed "to check", and the
 verifier must mark that question checked); a malformed one, one with the same answer on both images, or

@@ -4,7 +4,7 @@ Reads the newest merged description of each mode from the curation store (or use
 `<folder>/<mode>.txt` with `descriptions.json`, as `vhmine describe --out` writes them); for any
 backend but DALL-E-3 an LLM first rewrites the description into a concrete image prompt (prompt file
 `image_prompt`, both texts kept). Writes each image once, as `<out>/<sha256>.png`, and records it
-through curate.add_generation (prompt, backend, model, seed, description id and the parameters), which
+through curate.work.add_generation (prompt, backend, model, seed, description id and the parameters), which
 queues it in its mode for workers. Backends (one resolver, `parse_backend`):
 
 - ``openai:<model>``: an OpenAI-compatible image endpoint (`dall-e-3`, `gpt-image-1`, ...), via vhmine.llm

@@ -7,14 +7,14 @@ its model and prompt recorded in the row's `judge` column) or left without a ver
 app. The endpoint (base URL without credentials) is part of what makes a response "already answered": two servers
 that serve one model name are two models. An instance is "hallucinated" (a success for VHTest) when the verdict that
 counts says so: the workers' majority where they labelled the response, else the rule's or judge's
-(curate.response_verdicts); an answer workers labelled "no answer" (it does not answer: "I cannot tell from this
+(curate.work.response_verdicts); an answer workers labelled "no answer" (it does not answer: "I cannot tell from this
 image.") is counted apart, neither correct nor a hallucination to describe. Failures are recorded per item in the
 request cache with their reason; the run goes on and the result says it was partial. An instance whose image is
 missing or changed since it was curated (no file with its recorded sha256 is left) is never sent: it is listed as
 left out, with the reason, and the run goes on (as the app, `vhmine draft` and `vhmine export` refuse such an
 image). A rerun reads a stored yes/no answer again by this run's rule against the instance's current truth (a truth
 fixed since, by an erratum, changes its verdict); a stored open answer whose judge's verdict was cleared
-(curate.derived) is judged again when a judge is given.
+(curate.decisions.derived) is judged again when a judge is given.
 """
 
 from __future__ import annotations
@@ -289,7 +289,7 @@ def _error_text(kind: str, truth: bool | None, refs: Sequence[str], answer: str)
 
 
 def hallucinations(store, mode: str, model: str | None = None) -> list[Hallucination]:
-    """Responses whose verdict that counts is "hallucinated", by instance id (curate.response_verdicts: the
+    """Responses whose verdict that counts is "hallucinated", by instance id (curate.work.response_verdicts: the
     workers' majority where they labelled the response, overriding the rule or judge; a tie: no verdict).
 
     One per instance (its first such response by id), so an instance counts once however many

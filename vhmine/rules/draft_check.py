@@ -1,4 +1,4 @@
-"""The rules a pair draft must pass, for a model's draft (vhmine.models.draft) and a worker's edit (curate.verify)
+"""The rules a pair draft must pass, for a model's draft (vhmine.models.draft) and a worker's edit (curate.work.verify)
 alike.
 
 Reads and writes nothing: pure functions over vhmine.rules.modes. A draft is an open question (OEQ) from one of
@@ -8,8 +8,8 @@ filled; the answers are of the mode's form (vhmine.rules.modes.check_oeq_answers
 differ (the pair is a difference CLIP misses: a question with one answer for both tells the images
 apart no better than a guess); each yes/no variant is yes on one image and no on the other, and does not
 contradict what the open answers imply, however it is worded (vhmine.rules.variant); a variant the check
-cannot read is listed in `unchecked`, for the verifying worker to check (curate.verify). `parse_draft` reads a model's
-JSON into the same form, raising FormError with the reason when it is malformed or its question does not fit its
+cannot read is listed in `unchecked`, for the verifying worker to check (curate.work.verify). `parse_draft` reads a
+model's JSON into the same form, raising FormError with the reason when it is malformed or its question does not fit its
 template (a worker's edit may be their own wording; a model's draft may not).
 """
 

@@ -6,7 +6,7 @@ or, for a choice template (size.which_larger), which object it calls larger, and
 answers give it on one image; None where the text cannot be read that surely (a negation or a quantifier
 the template does not have, no value or two at once, a value only part of an answer, objects in an order
 it cannot tell). `check_variant` turns a contradiction into a FormError and returns whether the check
-decided: a variant it could not decide goes to a worker to check (rules.draft_check, curate.drafts).
+decided: a variant it could not decide goes to a worker to check (rules.draft_check, curate.decisions.drafts).
 """
 
 from __future__ import annotations

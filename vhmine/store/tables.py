@@ -139,7 +139,8 @@ class Instance(Base):
     created_at: Mapped[dt.datetime]
     updated_by: Mapped[str | None] = mapped_column(ForeignKey("workers.name"))
     updated_at: Mapped[dt.datetime | None]
-    # revision 0011 (curate.derived): a drafted YNQ that derivation set aside, from this status (it comes back to it)
+    # revision 0011 (curate.decisions.derived): a drafted YNQ that derivation set aside, from this status (it comes
+    # back to it)
     retired_from: Mapped[str | None] = mapped_column(String(16))
     # None is SQL NULL (not JSON null): "IS NULL" finds the rows without a fact, the queue's rows are "IS NOT NULL"
     truth_fact: Mapped[dict | None] = mapped_column(
@@ -241,7 +242,7 @@ class BlindAnswer(Base):
     flagged, not overruled, instances out.
 
     Revision 0009: `reference` is the instance's {"answers", "truth"} the answer was scored against; `correct`
-    None is an answer waiting to be scored again against a changed reference (curate.derived, vhmine blind):
+    None is an answer waiting to be scored again against a changed reference (curate.decisions.derived, vhmine blind):
     it counts nowhere and makes no flag until then."""
 
     __tablename__ = "blind_answers"

@@ -2,7 +2,7 @@
 
 Reads and writes nothing: pure functions over nominal labels (any hashable values). Both return
 NaN when chance agreement is 1 (every rating in one category), where kappa is undefined.
-`vhmine.curate.agreement` (curate.people.agreement) applies them per mode to the store's reviews and
+`vhmine.curate.people.mode_agreement` (curate.people.agreement) applies them per mode to the store's reviews and
 response labels.
 """
 

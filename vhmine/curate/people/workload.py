@@ -2,8 +2,8 @@
 
 Reads the action log (its gaps summed per mode in SQL, curate.people.gaps: no action is loaded), ready instances
 per mode and tasks; writes nothing. A worker's time on an action is the gap since their previous action when it is
-at most `IDLE_S` (a longer gap is a break), as curate.savings measures it; the system's holds and releases of tasks
-(curate.work.holds) are no worker's actions.
+at most `IDLE_S` (a longer gap is a break), as curate.people.savings measures it; the system's holds and releases of
+tasks (curate.work.holds) are no worker's actions.
 Every action that names a task counts for that task's mode (annotate, confirm, skip, discard, verify, review,
 errata); a confirm of drafted yes/no questions names none and counts for the mode of the worker's action before it;
 a label of a model's answer counts for no mode. Seconds per ready instance are a mode's worker seconds over its

@@ -1,4 +1,4 @@
-"""Derived state as a function of its sources and of people's decisions (curate.derived): on a yes/no question
+"""Derived state as a function of its sources and of people's decisions (curate.decisions.derived): on a yes/no question
 drafted from an open one, `retired_from` is the status it had when derivation set it aside (its status is then
 discarded; it comes back to that status when drafted again), `truth_fact` a truth a person decided
 ({"truth", "by", "source": the open answers it was decided against}; derivation never overwrites it), and
