@@ -67,3 +67,17 @@ def array_sims(clip, dino, i, j):
     from vhmine.mine.join import pair_sims
 
     return pair_sims(clip, i, j), pair_sims(dino, i, j)
+
+
+def across_sims(a, b, ids_a, ids_b, shared: bool, i, j):
+    """(clip sims, dino sims) of row i of index a and row j of index b (opened whole), only the rectangle's pairs
+    as the run counts them when the two share images (mine.join.keep_across)."""
+    if shared:
+        from vhmine.mine.join import keep_across
+
+        kept = keep_across(ids_a[i], ids_b[j])
+        i, j = i[kept], j[kept]
+    return (
+        cross_sims(a.clip.__getitem__, b.clip.__getitem__, i, j),
+        cross_sims(a.dino.__getitem__, b.dino.__getitem__, i, j),
+    )

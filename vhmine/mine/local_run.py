@@ -49,14 +49,15 @@ def mine_one(plan) -> Mined:
     idx, opts = plan.a, plan.ctx.opts
     n, images = len(idx.images), idx.images
     ids = images["image_id"].to_numpy().astype(object)
-    digests = row_digests(idx.clip, idx.dino, workers=2)  # what a later run of the grown index checks (mine.grow)
     st: dict = {}
     find = dict(device=opts.device, progress=opts.progress, kernel=opts.kernel, stats=st, prune=opts.prune)
-    found, incremental, reuse = _grown(plan, ids, digests, st, find) if plan.earlier is not None else (None, None, "")
+    found, incremental, reuse, digests = _grown(plan, ids, st, find) if plan.earlier else (None, None, "", None)
     if found is None:
         found = small_join(opts, st, n * (n - 1) // 2, small_pairs, idx.clip, idx.dino)
         if found is None:
             found = find_pairs(idx.clip, idx.dino, opts.clip, math.inf, **find)
+    if digests is None:  # what a later run of the grown index checks (mine.grow)
+        digests = row_digests(idx.clip, idx.dino, workers=2)
     r = ranked(found, ids, ids, opts)
     sides = side(images, r.a, idx.location), side(images, r.b, idx.location)
     pairs = pairs_frame(1, *sides, r.clip_sim, r.dino_sim, r.gap)
@@ -64,7 +65,8 @@ def mine_one(plan) -> Mined:
     state = (ids, digests, np.where(lo < hi, lo, hi), np.where(lo < hi, hi, lo), found.clip_sim, found.dino_sim)
     background = background_sample(n, functools.partial(array_sims, idx.clip, idx.dino), size=BACKGROUND_PAIRS)
     counts = {"images": n, "clip_alike": len(found.i), "in_box": r.in_box}
-    relax, nearby = _relax(plan, found, background, n, len(pairs), all_pairs=n * (n - 1) // 2 <= BACKGROUND_PAIRS)
+    all_pairs = n * (n - 1) // 2 <= BACKGROUND_PAIRS
+    relax, nearby = ([], {}) if len(pairs) else _relax(plan, found, background, n, all_pairs=all_pairs)
     extra = {"products_kernel": st.get("kernel"), "pruning": st.get("prune"), **nearby}
     return Mined(
         idx.name,
@@ -80,32 +82,31 @@ def mine_one(plan) -> Mined:
     )
 
 
-def _grown(plan, ids, digests, st: dict, find: dict):
+def _grown(plan, ids, st: dict, find: dict):
     """A grown index's pairs from the earlier run's and its new rows' band (mine.grow): (the PairSet, run.json's
-    `incremental`, the console's line), or (None, None, "") when a kept row's vectors changed (said in one
-    line): then every pair is mined."""
+    `incremental`, the console's line, the rows' digests), or (None, None, "", digests) when a kept row's
+    vectors changed (said in one line): then every pair is mined."""
     from vhmine.mine.grow import changed_line, grown_pairs, growth, said
-    from vhmine.mine.join import find_new_pairs, small_new_pairs
+    from vhmine.mine.join import find_new_pairs, row_digests, small_new_pairs
 
     idx, opts, earlier = plan.a, plan.ctx.opts, plan.earlier
+    digests = row_digests(idx.clip, idx.dino, workers=2)
     g = growth(earlier, ids, digests)
     if g.changed:
         log.warning("%s", changed_line(g, idx, earlier.folder))
-        return None, None, ""
+        return None, None, "", digests
     n, k = len(ids), len(g.new_rows)
     new = small_join(opts, st, k * (k - 1) // 2 + k * (n - k), small_new_pairs, idx.clip, idx.dino, g.new_rows)
     if new is None:
         new = find_new_pairs(idx.clip, idx.dino, g.new_rows, opts.clip, math.inf, **find)
     products = int(st.get("pairs_examined", 0))
     incremental, reuse = g.record(earlier, products), said(earlier, g, products, n)
-    return grown_pairs(earlier, ids, new), incremental, reuse
+    return grown_pairs(earlier, ids, new), incremental, reuse, digests
 
 
-def _relax(plan, found, background, n_images: int, written: int, *, all_pairs: bool, pairs: int | None = None):
-    """With no pair written: what to relax (mine.relax, from what the run holds), as (lines, run.json's
-    `nearby`); else ([], {})."""
-    if written:
-        return [], {}
+def _relax(plan, found, background, n_images: int, all_pairs: bool, pairs: int | None = None):
+    """A run that wrote no pair: what to relax (mine.relax, from what the run holds), as (lines, run.json's
+    `nearby`)."""
     from vhmine.mine.relax import for_run
 
     return for_run(found, background, n_images, plan.ctx.opts, plan.a.name, all_pairs=all_pairs, pairs=pairs)
@@ -129,7 +130,7 @@ def small_join(opts, stats: dict, pairs: int, join, *rows):
 
 def mine_across(plan) -> Mined:
     """The rectangle A x B (two indexes loaded whole): side a always from A."""
-    from vhmine.mine.background import BACKGROUND_PAIRS, background_sample, cross_sims
+    from vhmine.mine.background import BACKGROUND_PAIRS, across_sims, background_sample
     from vhmine.mine.join import PairSet, find_pairs_across, keep_across, shared_ids, small_pairs_across
     from vhmine.mine.rank import ranked
     from vhmine.mine.write import pairs_frame, side, write_whole
@@ -151,21 +152,13 @@ def mine_across(plan) -> Mined:
     pairs = pairs_frame(1, *sides, r.clip_sim, r.dino_sim, r.gap)
     pairs["index_a"], pairs["index_b"] = a.name, b.name
 
-    def sims(x, y):
-        if shared:  # the rectangle's pairs as the run counts them
-            kept = keep_across(ids_a[x], ids_b[y])
-            x, y = x[kept], y[kept]
-        return (
-            cross_sims(a.clip.__getitem__, b.clip.__getitem__, x, y),
-            cross_sims(a.dino.__getitem__, b.dino.__getitem__, x, y),
-        )
-
     counts = {"images": na + nb, "images_a": na, "images_b": nb, "shared_images": shared}
     counts.update(clip_alike=len(found.i), in_box=r.in_box)
     pairs_there = na * nb - shared - shared * (shared - 1) // 2  # of two different images, each once
+    sims = functools.partial(across_sims, a, b, ids_a, ids_b, bool(shared))
     background = background_sample(na, sims, size=BACKGROUND_PAIRS, across=nb)
     all_pairs = na * nb <= BACKGROUND_PAIRS
-    relax, nearby = _relax(plan, found, background, na + nb, len(pairs), all_pairs=all_pairs, pairs=pairs_there)
+    relax, nearby = ([], {}) if len(pairs) else _relax(plan, found, background, na + nb, all_pairs, pairs_there)
     title = f"{a.name} x {b.name}"
     return Mined(
         title,

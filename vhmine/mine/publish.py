@@ -81,7 +81,7 @@ def publish(plan, mined) -> MineResult:
     result.warnings, result.job, result.relax, result.kernel = list(ctx.warnings), mined.job, mined.relax, mined.kernel
     result.reuse, result.cuts, result.shared = mined.reuse, mined.cuts, mined.shared
     try:
-        result.written = _write_folder(plan, mined, _record(plan, mined))
+        result.written = _write_folder(plan, mined)
     except BaseException:
         if mined.failed is not None:
             mined.failed()
@@ -92,13 +92,14 @@ def publish(plan, mined) -> MineResult:
     return result
 
 
-def _write_folder(plan, mined, run: dict) -> int:
+def _write_folder(plan, mined) -> int:
     """Write the run folder: mined.write_pairs(tmp) writes the pairs into the temporary folder and returns
     (pairs written, the gallery's rows); then the scatter of mined.alike over mined.background, the gallery,
-    and run.json (`run`, with the written count, the scatter's legend and every file's checksum); the folder
+    and run.json (_record's, with the written count, the scatter's legend and every file's checksum); the folder
     is swapped in whole."""
     from vhmine.mine.gallery import write_gallery, write_scatter
 
+    run = _record(plan, mined)
     ctx, opts, idx, counts = plan.ctx, plan.ctx.opts, plan.a, mined.counts
     name = mined.title or idx.name
     pairs = mined.pairs if mined.pairs is not None else counts["images"] * (counts["images"] - 1) // 2
@@ -120,11 +121,9 @@ def _write_folder(plan, mined, run: dict) -> int:
             progress=opts.progress,
         )
         run["counts"]["written"], run["scatter_legend"] = int(written), legend
-        run["files"] = {
-            p.relative_to(tmp).as_posix(): {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
-            for p in sorted(tmp.rglob("*"))
-            if p.is_file()
-        }
+        run["files"] = {}
+        for p in filter(Path.is_file, sorted(tmp.rglob("*"))):
+            run["files"][p.relative_to(tmp).as_posix()] = {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
         (tmp / "run.json").write_text(json.dumps(run, indent=2, default=str), encoding="utf-8")
         replace_dir(tmp, run_dir, producer="vhmine mine")
     except OSError as err:  # a full disk, say: one line, as export says it

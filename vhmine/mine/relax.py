@@ -74,15 +74,15 @@ def nearby(
     for c in lower_clip(clip):
         hits = int(np.count_nonzero((bc >= c) & (bd <= dino)))
         clip_counts[c] = hits if all_pairs else (round(hits / len(bc) * total) if len(bc) else 0)
-    out = Nearby(clip, dino, dino_counts, clip_counts, all_pairs, len(bc), len(found))
+    out = Nearby(clip, dino, dino_counts, clip_counts, all_pairs, len(bc), len(found.i))
     why = (
         f"no pair has CLIP >= {clip:g} at all"
-        if not len(found)
-        else f"{len(found)} pair(s) have CLIP >= {clip:g}, but every one has DINOv2 > {dino:g} "
+        if not len(found.i)
+        else f"{len(found.i)} pair(s) have CLIP >= {clip:g}, but every one has DINOv2 > {dino:g} "
         f"(the least DINOv2-alike: {float(found.dino_sim.min()):.3f})"
     )
     out.lines.append(f"0 pairs: {why}. Pairs at nearby thresholds:")
-    if dino_counts and len(found):  # with no CLIP-alike pair, no --dino helps
+    if dino_counts and len(found.i):  # with no CLIP-alike pair, no --dino helps
         out.lines.append(
             "  " + " / ".join(f"--dino {d:g}: {k}" for d, k in dino_counts.items()) + f"  (with --clip {clip:g}; exact)"
         )

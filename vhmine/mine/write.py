@@ -73,9 +73,9 @@ def side(images, rows, location) -> dict:
     return {
         "image_id": images["image_id"].to_numpy()[rows],
         "sha256": images["sha256"].to_numpy()[rows],
-        "path": np.asarray([location(p) for p in images["path"].to_numpy()[rows]], dtype=object),
+        "path": np.asarray(list(map(location, images["path"].to_numpy()[rows])), dtype=object),
         "coco_id": images["coco_id"].array[rows],
-        "categories": [list(images["categories"].iat[k]) for k in rows],
+        "categories": list(map(list, images["categories"].to_numpy()[rows])),
     }
 
 

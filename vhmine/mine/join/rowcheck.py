@@ -102,12 +102,12 @@ def _checked(
     for name, x in (("clip", clip), ("dino", dino)):
         # one read of the rows: a NaN or infinite value makes its row's sum of squares NaN or infinite;
         # the rows flagged so (also finite rows whose squares overflow) are then looked at value by value
-        n2 = np.concatenate(
-            [np.empty(0, np.float32)]
-            + in_threads(
-                lambda s, x=x: np.einsum("ij,ij->i", x[s : s + 8192], x[s : s + 8192]), range(0, len(x), 8192), workers
+        if len(x) <= 8192:  # one chunk: no threads to share it
+            n2 = squared_norms(x)
+        else:
+            n2 = np.concatenate(
+                in_threads(lambda s, x=x: squared_norms(x[s : s + 8192]), range(0, len(x), 8192), workers)
             )
-        )
         bad = np.flatnonzero(~np.isfinite(n2))
         if len(bad):
             bad = bad[~np.isfinite(x[bad]).all(axis=1)]

@@ -103,14 +103,7 @@ def small_pairs(clip: np.ndarray, dino: np.ndarray, clip_min: float, *, progress
     float64 (brute_force_pairs, the join's own definition: the pairs and their similarities are find_pairs',
     bit for bit) without loading torch, whose import alone takes longer than such a join. Refuses what
     find_pairs refuses (check_rows, check_limits). progress: a one-step bar, as find_pairs shows."""
-    from tqdm import tqdm
-
-    clip_min, _ = check_limits(clip_min, math.inf)
-    clip, dino = check_rows(clip, dino)
-    with tqdm(total=1, desc="mining pairs", unit="block", disable=not progress) as bar:
-        found = brute_force_pairs(clip, dino, clip_min)
-        bar.update(1)
-    return found
+    return _small("triangle", (clip, dino), clip_min, progress)
 
 
 def small_new_pairs(
@@ -119,24 +112,7 @@ def small_new_pairs(
     """find_new_pairs' band of a small collection (every pair with one or both rows among new_rows and clip_sim
     >= clip_min), each pair multiplied in numpy float64 (pair_sims: find_new_pairs' pairs and similarities, bit
     for bit) without loading torch. Refuses what find_new_pairs refuses (check_rows, check_limits)."""
-    from tqdm import tqdm
-
-    clip_min, _ = check_limits(clip_min, math.inf)
-    clip, dino = check_rows(clip, dino)
-    n = len(clip)
-    new = new_rows_of(new_rows, n)
-    old = np.setdiff1d(np.arange(n), new)
-    ii, jj = np.triu_indices(len(new), 1)
-    i = np.concatenate([np.repeat(new, len(old)), new[ii]]).astype(np.int64)
-    j = np.concatenate([np.tile(old, len(new)), new[jj]]).astype(np.int64)
-    i, j = np.minimum(i, j), np.maximum(i, j)
-    step = 1 << 18
-    with tqdm(total=1, desc="mining pairs", unit="block", disable=not progress) as bar:
-        found = merge(
-            [_recheck(clip, dino, i[s : s + step], j[s : s + step], clip_min, math.inf) for s in range(0, len(i), step)]
-        )
-        bar.update(1)
-    return found
+    return _small("band", (clip, dino), clip_min, progress, new_rows)
 
 
 def small_pairs_across(
@@ -145,22 +121,48 @@ def small_pairs_across(
     """find_pairs_across' rectangle of two small collections, each pair multiplied in numpy float64
     (brute_force_across: the same pairs and similarities, bit for bit) without loading torch. Refuses what
     find_pairs_across refuses, in its words (check_rows per collection, check_limits, the dimensions)."""
+    return _small("across", (clip_a, dino_a, clip_b, dino_b), clip_min, progress)
+
+
+def _small(kind: str, rows: tuple, clip_min: float, progress: bool, new_rows=None) -> PairSet:
+    """The small_* entries: the rows checked, the shape's pairs listed, each multiplied in float64 (recheck:
+    pair_sims) and kept when clip_sim >= clip_min, sorted, under a one-step progress bar."""
     from tqdm import tqdm
 
     clip_min, _ = check_limits(clip_min, math.inf)
-    sides = []
-    for side, (c, d) in (("A", (clip_a, dino_a)), ("B", (clip_b, dino_b))):
-        try:
-            sides.append(check_rows(c, d))
-        except InputError as err:
-            raise InputError(f"collection {side}: {err}") from None
-    (ca, da), (cb, db) = sides
-    check_same_dims("clip", ca, cb)
-    check_same_dims("dino", da, db)
+    if kind == "across":
+        sides = []
+        for side, (c, d) in (("A", rows[:2]), ("B", rows[2:])):
+            try:
+                sides.append(check_rows(c, d))
+            except InputError as err:
+                raise InputError(f"collection {side}: {err}") from None
+        (ca, da), (cb, db) = sides
+        check_same_dims("clip", ca, cb)
+        check_same_dims("dino", da, db)
+        clip, dino, na = np.concatenate([ca, cb]), np.concatenate([da, db]), len(ca)
+        i, j = np.meshgrid(np.arange(na), np.arange(na, len(clip)), indexing="ij")
+        i, j = i.ravel(), j.ravel()
+    else:
+        clip, dino = check_rows(*rows)
+    if kind == "triangle":
+        i, j = np.triu_indices(len(clip), k=1)
+    elif kind == "band":  # the new rows against the others, and among themselves (never the whole triangle)
+        new = new_rows_of(new_rows, len(clip))
+        old = np.setdiff1d(np.arange(len(clip)), new)
+        ii, jj = np.triu_indices(len(new), 1)
+        i = np.concatenate([np.repeat(new, len(old)), new[ii]]).astype(np.int64)
+        j = np.concatenate([np.tile(old, len(new)), new[jj]]).astype(np.int64)
+        i, j = np.minimum(i, j), np.maximum(i, j)
+    parts, step = [], 1 << 18
     with tqdm(total=1, desc="mining pairs", unit="block", disable=not progress) as bar:
-        found = brute_force_across(ca, da, cb, db, clip_min)
+        for s in range(0, len(i), step):
+            parts.append(_recheck(clip, dino, i[s : s + step], j[s : s + step], clip_min, math.inf))
         bar.update(1)
-    return found
+    pairs = merge(parts)
+    if kind == "across":  # (brute_force_across' numbers: j counts B's rows)
+        return PairSet(pairs.i, pairs.j - na, pairs.clip_sim, pairs.dino_sim)
+    return pairs
 
 
 def brute_force_across(
