@@ -45,7 +45,6 @@ import statistics
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import numpy as np
@@ -140,8 +139,7 @@ def kernel_floor(clip, clip_min: float, rotated: bool, device: str | None, block
     """(the kernel, a function that times the floor): find_pairs' blocks (block size, upper
     triangle, device) as the products of the kernel find_pairs chooses (or `kernel`) on the rows
     fast_pass quantised for it (as the miner did, quantised here untimed), into one reused buffer, and
-    nothing else, in the library's own threads (a fused kernel's, thresholded and not written, as the miner
-    runs it, its blocks in a thread a core). The function returns seconds. (On a CPU the miner
+    nothing else, in the library's own threads. The function returns seconds. (On a CPU the miner
     computes the same blocks in pieces, and skips the pieces of a diagonal block that hold only pairs
     below the diagonal: at N = 50,000 and 8192-row blocks it computes 90% of the floor's products.)"""
     import torch
@@ -163,12 +161,8 @@ def kernel_floor(clip, clip_min: float, rotated: bool, device: str | None, block
             torch.cuda.synchronize(dev)
         t0 = time.perf_counter()
         with torch.inference_mode():
-            if k.search is not None:  # a fused kernel runs in the calling thread: the blocks in a thread each core
-                with ThreadPoolExecutor(torch.get_num_threads()) as pool:
-                    list(pool.map(one, blocks))
-            else:
-                for rc in blocks:
-                    one(rc)
+            for rc in blocks:
+                one(rc)
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
         return time.perf_counter() - t0

@@ -32,8 +32,8 @@ _BUDGET = 0.04  # seconds a candidate's timing may take, about
 def rate(kernel: Kernel, device, d: int, budget: float = _BUDGET) -> float:
     """GMAC/s of the kernel on a _CAL_ROWS x d x _CAL_COLS block (on a GPU _GPU_SCALE times larger a
     side; a slow kernel on a quarter of it, so one candidate never takes much over `budget`), operands
-    converted beforehand, as in a block, and what the miner's candidate search needs of it (`products`: a
-    fused kernel's threshold, another's segment maxima)."""
+    converted beforehand, as in a block, and what the miner's candidate search needs of it (`products`: the
+    segment maxima)."""
     import torch
 
     cpu = torch.device(device).type == "cpu"
@@ -72,11 +72,10 @@ def rate(kernel: Kernel, device, d: int, budget: float = _BUDGET) -> float:
 
 def best_rate(kernel: Kernel, device, d: int, seconds: float = 0.6, window: float = 0.05) -> float:
     """The kernel's best sustained rate in GMAC/s: on a CPU in one thread (this thread's CPU time), on a GPU
-    in wall time, as the miner computes them (`products`: a fused kernel thresholds them, writing none). Products
-    of random rows at its levels (1024 x d by 1024 rows, a CPU's piece, and 2048 by
-    2048; on a GPU 8192 and 16384 a side) back to back for `window` seconds at a time, for about `seconds`;
-    the best window's rate. What scripts/bench_mine.py divides the unique pairs' products (n (n - 1) / 2 x d
-    MACs) by for the miner's floor in CPU time."""
+    in wall time, as the miner computes them (`products`). Products of random rows at its levels (1024 x d by
+    1024 rows, a CPU's piece, and 2048 by 2048; on a GPU 8192 and 16384 a side) back to back for `window`
+    seconds at a time, for about `seconds`; the best window's rate. What scripts/bench_mine.py divides the
+    unique pairs' products (n (n - 1) / 2 x d MACs) by for the miner's floor in CPU time."""
     import torch
 
     cpu = torch.device(device).type == "cpu"
@@ -111,18 +110,10 @@ def best_rate(kernel: Kernel, device, d: int, seconds: float = 0.6, window: floa
         torch.set_num_threads(threads)
 
 
-_NO_PAIR = 2**31 - 1  # a threshold no product of int8 rows reaches (|product| < 2^24)
-
-
 def products(kernel: Kernel, x, y, out, maxima=None) -> None:
-    """The kernel's products of converted rows x and y as the miner uses them: a fused kernel's products and
-    threshold in one pass, no product written (its threshold one no product reaches), another's into out, and
-    with maxima (a tensor of out's rows by its columns / 64) also their segment maxima, the first look of the
-    miner's candidate search (BlockMiner._piece) that a fused kernel does not need: so the calibration compares
-    kernels by what each costs the miner."""
-    if kernel.search is not None:
-        kernel.search(x, y, _NO_PAIR)
-        return
+    """The kernel's products of converted rows x and y as the miner uses them: into out, and with maxima (a
+    tensor of out's rows by its columns / 64) also their segment maxima, the first look of the miner's
+    candidate search (BlockMiner._piece): so the calibration compares kernels by what each costs the miner."""
     prod = kernel.mm(x, y, out)
     if maxima is not None:
         import torch

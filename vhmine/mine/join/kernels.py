@@ -5,8 +5,6 @@ Every kernel gives the exact integer products of rows with integers in [-L, L], 
 min(quantise.qmax_for(d), cap), so quantise's error bound holds as it is: the kernel adds no error, and
 a narrower range (a coarser step) enters that bound through the scale.
 
-- vnni: vhmine.mine.join.vnni's fused kernel (C, AVX512-VNNI): u8 (q XOR 0x80, that is q + 128) by s8 into int32,
-  less 128 times each right row's sum: integer arithmetic, as int-mm; the threshold compared in the same pass.
 - int-mm: torch._int_mm, int8 x int8 into int32: integer arithmetic, |sum| <= L^2 d < 2^24.
 - fbgemm: torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32, scales 1.0, the input's
   zero point L: fbgemm multiplies u8 (q + L, in [0, 2L]) by s8 (in [-L, L]), sums in int32, subtracts
@@ -38,7 +36,7 @@ from vhmine.errors import InputError
 from vhmine.mine.join.quantise import qmax_for
 
 # every name --kernel takes, in ranking ties' order
-KERNELS = ("vnni", "int-mm", "fbgemm", "blas-f32", "torch-f32", "bf16")
+KERNELS = ("int-mm", "fbgemm", "blas-f32", "torch-f32", "bf16")
 FBGEMM_CAP = 90  # 2 * (2 * 90) * 90 = 32,400: a pair of u8 x s8 products never saturates int16
 CAPS = {"fbgemm": FBGEMM_CAP}  # the largest |q| each kernel keeps exact: 127 (int8's) unless named here
 
@@ -56,9 +54,6 @@ class Kernel:
     left: Callable
     right: Callable
     mm: Callable
-    # search(left, right, thresh) -> (flat, products) of the products >= thresh, none written
-    # (flat: row * len(right) + column); a fused kernel's, where BlockMiner needs no candidate search of its own
-    search: Callable | None = None
 
     def levels(self, d: int) -> int:
         """The quantisation levels for rows of width d: |q| <= this keeps this kernel exact."""
@@ -90,16 +85,6 @@ def build(name: str, device) -> Kernel:
 
     dev = torch.device(device)
     cpu, cuda = dev.type == "cpu", dev.type == "cuda"
-    if name == "vnni":
-        from vhmine.mine.join import vnni
-
-        if not cpu:
-            raise Unavailable("the fused VNNI kernel runs on CPUs")
-        try:
-            vnni.library()
-        except vnni.NotBuilt as why:
-            raise Unavailable(str(why)) from None
-        return Kernel(name, "cpu", 127, "int32", vnni.pack_left, vnni.pack, vnni.mm, vnni.search)
     if name == "int-mm":
         if not hasattr(torch, "_int_mm"):
             raise Unavailable("this torch has no _int_mm")

@@ -44,34 +44,6 @@ def block_bytes(block: int, width: int) -> int:
 _DIAG = 256  # rows of a strip where a CPU's piece reaches the diagonal (only its columns right of it computed)
 
 
-class Operands:
-    """A fused kernel's packed operands, kept while they are reused (a thread's chunk of rows against each
-    column piece of a block, the next chunk against the same pieces): at most `limit` bytes, the least
-    recently used dropped first; shared by the threads of one search (each piece packed once, not once a
-    chunk). Keyed by the rows' memory (a tensor's address, length and width), and holding the rows themselves
-    (no other rows can take that memory while their entry is held): one per search, whose rows stay as they are."""
-
-    def __init__(self, limit: int = 32 << 20):
-        import threading
-
-        self.limit, self.held, self.bytes, self.lock = limit, {}, 0, threading.Lock()
-
-    def get(self, convert, side: str, rows):
-        key = (side, rows.data_ptr(), len(rows), rows.shape[1])
-        with self.lock:
-            if key in self.held:
-                self.held[key] = self.held.pop(key)  # (a dict keeps order: now the most recent)
-                return self.held[key][0]
-        packed = convert(rows)  # (outside the lock: two threads may pack the same piece once each)
-        size = rows.shape[0] * rows.shape[1]
-        with self.lock:
-            if key not in self.held:
-                self.held[key], self.bytes = (packed, rows, size), self.bytes + size
-                while self.bytes > self.limit and len(self.held) > 1:
-                    self.bytes -= self.held.pop(next(iter(self.held)))[2]
-        return packed
-
-
 _NONE = {t: (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, t)) for t in (np.int32, np.float32)}
 
 
@@ -106,7 +78,6 @@ class BlockMiner:
         chunk=None,
         cols=None,
         kernel: Kernel | None = None,
-        operands: Operands | None = None,
     ):
         import torch
 
@@ -138,13 +109,6 @@ class BlockMiner:
         self.maxima_out = self.maxima.view(self.chunk, -1)
         if self.cpu:
             self.out_np, self.maxima_np = self.buf.numpy(), self.maxima.numpy()
-        self.fused = self.kernel.search if self.cpu else None
-        self.operands = operands  # (None: each search call keeps its own)
-
-    def _operand(self, ops: Operands | None, side: str, rows):
-        """The kernel's form of rows (left or right): a fused kernel's packing kept while it is reused."""
-        convert = getattr(self.kernel, side)
-        return convert(rows) if ops is None else ops.get(convert, side, rows)
 
     def candidates(self, x, y, r: int, c: int) -> tuple[np.ndarray, np.ndarray]:
         """Pairs (i, j), i < j < n, of rows r + row of x and c + row of y whose product reaches thresh."""
@@ -159,15 +123,14 @@ class BlockMiner:
         when given: True for a piece (those rows by those columns, numbered as i and j) that provably holds
         no product at or above thresh (vhmine.mine.join.prune); it is not computed."""
         parts = []
-        ops = None if self.fused is None else (self.operands or Operands())
         ends = (upper, math.inf if rows_end is None else rows_end, self.n if cols_end is None else cols_end)
-        xk = self._operand(ops, "left", x)  # the kernel's operands, converted (or packed) once for all pieces
+        xk = self.kernel.left(x)  # the kernel's operands, converted once for all pieces
         for c0 in range(0, len(y), self.cols):
             col, ny = c + c0, min(self.cols, len(y) - c0)
             if (upper and col + ny <= r) or col >= ends[2]:  # columns all left of the first row (j < i), or padding
                 continue
             y0 = y[c0 : c0 + ny]
-            yk = self._operand(ops, "right", y0)
+            yk = self.kernel.right(y0)
             for s in range(0, len(x), self.chunk):
                 row, nx = r + s, min(self.chunk, len(x) - s)
                 if (upper and col + ny <= row) or row >= ends[1] or (skip is not None and skip(row, nx, col, ny)):
@@ -177,10 +140,7 @@ class BlockMiner:
                         cut = max(0, (row + t - col) // _SEG * _SEG)
                         if cut < ny:
                             piece = xk[s + t : s + min(t + _DIAG, nx)]
-                            if not cut:
-                                yt = yk
-                            else:  # (a fused kernel's packed rows are cut at a panel's edge: no packing again)
-                                yt = yk[cut:] if self.fused is not None else self._operand(ops, "right", y0[cut:])
+                            yt = self.kernel.right(y0[cut:]) if cut else yk
                             self._piece(piece, yt, ny - cut, row + t, col + cut, parts)
                 else:
                     self._piece(xk[s : s + nx], yk, ny, row, col, parts)
@@ -216,11 +176,6 @@ class BlockMiner:
         """The candidates among the products of rows r.. (x) and the ny rows c.. (y), one piece: appended to
         parts as (flat index in the piece, product, r, c, ny) for _numbered."""
         torch, thresh, nx = self.torch, self.thresh, len(x)
-        if self.fused is not None:  # products and threshold in one pass: nothing to search afterwards
-            flat, vals = self.fused(x, y, thresh)
-            if len(flat):
-                parts.append((flat, vals, r, c, ny))
-            return
         full = nx == self.chunk and ny == self.cols
         out = self.out if full else self.buf[: nx * ny].view(nx, ny)
         prod = self.kernel.mm(x, y, out)

@@ -13,8 +13,6 @@ import math
 
 import numpy as np
 
-from vhmine.mine.join import native
-
 _CHUNK = 256  # pairs per batch in pair_sims and _screen: small enough to stay in a core's cache
 _U32, _U64 = 2.0**-24, 2.0**-53  # unit roundoff of float32 and float64
 
@@ -42,17 +40,11 @@ def pair_sims(x: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
     out = np.empty(len(i))
     _check_rows(x, i, j)
     a64 = np.empty((min(_CHUNK, len(i)), x.shape[1]))  # (the same buffer each chunk: it stays in cache)
-    if native.reads_in_place(x):  # the exact element products in C, from the rows where they lie
-        for s in range(0, len(i), _CHUNK):
-            m = len(i[s : s + _CHUNK])
-            native.pair_products(x, i[s : s + _CHUNK], j[s : s + _CHUNK], a64[:m])
-            np.add.reduce(a64[:m], axis=1, out=out[s : s + m])  # (the one summation: the same bits either way)
-    else:
-        for s, xi, xj in _copied_rows(x, i, j):
-            m = len(xi)
-            np.copyto(a64[:m], xi)
-            np.multiply(a64[:m], xj, out=a64[:m])
-            np.add.reduce(a64[:m], axis=1, out=out[s : s + m])
+    for s, xi, xj in _copied_rows(x, i, j):
+        m = len(xi)
+        np.copyto(a64[:m], xi)
+        np.multiply(a64[:m], xj, out=a64[:m])  # the exact element products (a float32 product fits in float64)
+        np.add.reduce(a64[:m], axis=1, out=out[s : s + m])
     return out
 
 
@@ -70,11 +62,9 @@ def _copied_rows(x: np.ndarray, i: np.ndarray, j: np.ndarray):
 
 def _dots32(x: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
     """Float32 products of rows x[i] and x[j] (checked row numbers), in some summation order."""
-    v = native.pair_dots(x, i, j)
-    if v is None:
-        v = np.empty(len(i), np.float32)
-        for s, xi, xj in _copied_rows(x, i, j):
-            np.einsum("ij,ij->i", xi, xj, out=v[s : s + len(xi)])
+    v = np.empty(len(i), np.float32)
+    for s, xi, xj in _copied_rows(x, i, j):
+        np.einsum("ij,ij->i", xi, xj, out=v[s : s + len(xi)])
     return v
 
 

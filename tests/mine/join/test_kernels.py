@@ -23,7 +23,7 @@ HERE = sorted(available("cpu"))  # the kernels this machine's libraries offer on
 def test_the_cpu_offers_the_portable_kernels_and_names_the_rest():
     assert {"fbgemm", "blas-f32", "torch-f32"} <= set(HERE) or "fbgemm" not in HERE
     assert {"blas-f32", "torch-f32"} <= set(HERE)
-    with pytest.raises(InputError, match=r"--kernel nope: not a products kernel; use one of auto, vnni, int-mm, fbg"):
+    with pytest.raises(InputError, match=r"--kernel nope: not a products kernel; use one of auto, int-mm, fbg"):
         build("nope", "cpu")
     with pytest.raises(kernels.Unavailable):
         build("blas-f32", "meta")  # numpy's BLAS only on the CPU

@@ -159,4 +159,4 @@ def test_cli_mine_forces_a_kernel_and_run_json_names_it(tmp_path, monkeypatch):
     assert auto["gmac_per_s"][auto["name"]] == max(v for v in auto["gmac_per_s"].values() if v is not None)
     assert runs["auto"]["counts"] == runs["torch-f32"]["counts"]
     r = CliRunner().invoke(app, base + ["--kernel", "int9"])
-    assert r.exit_code == 2 and "--kernel int9: not a products kernel; use one of auto, vnni, int-mm" in r.output
+    assert r.exit_code == 2 and "--kernel int9: not a products kernel; use one of auto, int-mm, fbgemm" in r.output
