@@ -32,7 +32,7 @@ def background_sample(n: int, sims, *, seed: int = 0, size: int = 20_000, across
 
 
 def cross_sims(take_x, take_y, i, j, step: int = 4096):
-    """recheck.pair_sims of row i of one collection and row j of another (the miner's float64 bits), rows
+    """mine.join.pair_sims of row i of one collection and row j of another (the miner's float64 bits), rows
     fetched a batch at a time by take_x(rows) / take_y(rows) (sorted unique row numbers -> float32 rows)."""
     import numpy as np
 

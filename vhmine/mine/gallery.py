@@ -1,6 +1,6 @@
 """Pictures of a mining run: the CLIP-vs-DINOv2 scatter plot and a self-contained HTML gallery.
 
-Written by mine.py into the run folder. The gallery embeds small JPEG thumbnails (each image decoded once,
+Written into the run folder by mine.publish. The gallery embeds small JPEG thumbnails (each image decoded once,
 in a few threads, a JPEG at a fraction of its size), so it can be mailed or opened anywhere; every text in it
 is HTML-escaped. Images are read where the index says they are (a file, or a WebDataset tar member:
 images.read_image_bytes). A `vhmine mine --against` run's pairs

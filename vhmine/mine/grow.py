@@ -8,9 +8,9 @@ provably can be: a finished run of the same index (its manifest's `created`) wit
 row it shares with the index now has the same vectors (mine.join.row_digests, of the kind used now: a run
 whose rows.parquet keeps an older kind is not reused). Then its CLIP-alike pairs
 between rows still there are the pairs a full mine finds between those rows, with the same float64 sims
-(recheck.pair_sims is a function of the two rows' bits alone), and the rest are the new rows' pairs: the
+(mine.join.pair_sims is a function of the two rows' bits alone), and the rest are the new rows' pairs: the
 union is a full mine's PairSet, exactly. Anything else is a full mine, and `reusable` says why in one line.
-Writes nothing: job.py writes the new run (with its own rows.parquet and alike.parquet).
+Writes nothing: the engines write the new run's (with its own rows.parquet and alike.parquet; mine.state).
 """
 
 from __future__ import annotations

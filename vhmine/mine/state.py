@@ -3,14 +3,14 @@ the rows it mined, each by image id with a digest of its vectors, and every CLIP
 
     runs/<run>/rows.parquet    image_id, digest (uint64): one line per row of the index mined,
                                in its row order (mine.join.row_digests); the schema's metadata
-                               `vhmine.digest` names the digests' kind (digests.DIGEST; none: an
+                               key DIGEST_KEY names the digests' kind (mine.join.DIGEST; none: an
                                older vhmine's, which mine.grow does not trust)
     runs/<run>/alike.parquet   image_id_a, image_id_b, clip_sim, dino_sim: every pair with CLIP cosine >=
                                the run's --clip (in the box or not), oriented by image id (a < b)
 
-The digests are mine.join.row_digests'; the files are written by the engines' runs (mine.local_run from
-its arrays, mine.ray_run from streams: write_rows_streamed holds one row group at a time, whatever N) and
-read by mine.grow.
+The digests are mine.join.row_digests'; the files are written by the engines (mine.local_run from its
+arrays, through mine.write.write_whole; mine.ray_run from streams: write_rows_streamed holds one row group
+at a time, whatever N) and read by mine.grow.
 """
 
 from __future__ import annotations

@@ -1,25 +1,25 @@
-"""`vhmine mine --engine ray`: simsearch.find_pairs' exact pair set, tile by tile on a Ray cluster, with
+"""`vhmine mine --engine ray`: mine.join.find_pairs' exact pair set, tile by tile on a Ray cluster, with
 memory that does not grow with the collection, and a job that resumes where it stopped.
 
-Reads nothing itself but the index's headers and a sample of 4,096 rows; the tasks (mine.tiletask) read
+Reads nothing itself but the index's headers and a sample of 4,096 rows; the tasks (mine.ray.tiletask) read
 their rows from the index by row range, a band's new rows by row number (vhmine.index.rows: positioned reads on a
 shared filesystem, or byte ranges of an fsspec URL given as --index-url). Writes the job folder
-(mine.tilejob) through TileJob.record and TileJob.record_chunk.
+(mine.ray.tilejob) through TileJob.record and TileJob.record_chunk.
 
 In memory (tests, benchmarks): mine.ray.arrays.find_pairs_ray (every pair, or with new_rows those touching new
 rows) and find_pairs_across_ray (the pairs across two sets of rows), through run_job.
 
-The job, on the driver (`run_job`), for a shape of tiles (mine.tileshapes: the upper triangle of one
+The job, on the driver (`run_job`), for a shape of tiles (mine.ray.tileshapes: the upper triangle of one
 index, the band of its pairs that touch new rows, or the rectangle of two indexes' pairs):
 1. probe: one task pinned to each node reads the index; a node that cannot is named within seconds.
-2. scan (mine.ray_scan): one streaming pass over every row (a task per chunk; both indexes of a rectangle)
+2. scan (mine.ray.scan): one streaming pass over every row (a task per chunk; both indexes of a rectangle)
    gives max |x| and max |R x|, and when asked each row's digest; with the sample they fix the
    quantisation (blocks.Quantiser), recorded in job.json, so every tile quantises the same way. A
    resumed job reads it back.
 3. tiles: the shape's tiles not done yet, at most a few per worker in flight (the driver's
    memory is bookkeeping per tile, never per vector); each result is recorded as it arrives, with a
    tqdm bar of tiles done across all nodes.
-The driver never holds the vectors; the merge (mine.merge) and the writer (mine.write) stream.
+The driver never holds the vectors; the merge (mine.ray.merge) and the writer (mine.write) stream.
 
 Memory per task: `tile_bytes(side, clip_dim, dino_dim)`: the product and its masks (4.25 bytes a cell),
 the int8 blocks and the worker's cache of them, the float32 rows a block is quantised from, and the rows

@@ -1,20 +1,21 @@
-"""The finished tiles of a ranked job (mine.tilejob) merged into the run's pairs, in rank order, with
+"""The finished tiles of a ranked job (mine.ray.tilejob) merged into the run's pairs, in rank order, with
 --max-per-image and --max-pairs applied, without any one process holding every pair.
 
-Reads the tile files (each holds its in-box pairs in rank order, then a sample of the other CLIP-alike
-pairs); writes only intermediate merge files under the job folder's `merge/` when there are more tiles
-than one pass merges (FAN_IN), removed once read. Memory: FAN_IN x CHUNK rows, plus one entry per image
-that has a kept pair when --max-per-image is given (the greedy cap needs that count).
+Reads the tile files (each holds its in-box pairs in rank order, then a sample of the other CLIP-alike pairs);
+writes only intermediate merge files under the job folder's `merge/` when there are more tiles than one pass
+merges (FAN_IN), removed once read. Memory: FAN_IN x CHUNK rows, plus one entry per image that has a kept pair
+when --max-per-image is given (the greedy cap needs that count).
 
-The merge is exact: keys are (-gap, id_a, id_b, lo, hi), a total order equal to runfolder.rank_pairs' (gap
-descending, ties by image ids, then row order), and the greedy per-image cap visits pairs in that order
-as rank_pairs does. Tiles can only pre-cut to their own top `max_pairs` when no per-image cap is given:
-with one, a tile's later pairs may be needed once other tiles use up its images.
+The merge is exact: keys are (-gap, id_a, id_b, lo, hi), a total order equal to mine.rank.rank_pairs' (gap
+descending, ties by image ids, then row order), and the greedy per-image cap visits pairs in that order as
+rank_pairs does. Tiles can only pre-cut to their own top `max_pairs` when no per-image cap is given: with one,
+a tile's later pairs may be needed once other tiles use up its images.
 
 A rectangle with images in both indexes (`--against`) drops, before the ranking and the caps, the pairs
 mine.join.shared.keep_across drops (shared_drops: read from every stored row of the tiles, which keep every
-CLIP-alike pair; then `without` in the merged stream), as mine.local_run.mine_across does; its tiles do not
-pre-cut then (a tile's top list may lose pairs to the rule). Across reads both indexes' image ids (index.rows).
+CLIP-alike pair; then `without` in the merged stream), as the local engine's rectangle
+(mine.local_run.mine_across) does; its tiles do not pre-cut then (a tile's top list may lose pairs to the
+rule). Across reads both indexes' image ids (index.rows).
 """
 
 from __future__ import annotations

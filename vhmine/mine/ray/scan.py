@@ -4,7 +4,7 @@ when asked, gives each row's digest (mine.join.row_digests); a sample of the row
 (`prune_centres`: mine.join.prune's centres every tile's blocks are ordered by, or none).
 
 Reads the index's headers and a sample of 4,096 rows of each side (the turn is chosen on them); the tasks
-(tiletask.probe, tiletask.scan_chunk) read the rest. Writes through the job (mine.tilejob): each scanned
+(tiletask.probe, tiletask.scan_chunk) read the rest. Writes through the job (mine.ray.tilejob): each scanned
 chunk's line and digests as it arrives (so a stopped scan resumes from the chunks done, and the driver
 holds bookkeeping per chunk, never per row), the turn, and the Quantiser once every chunk is in.
 """

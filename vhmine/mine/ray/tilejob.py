@@ -14,10 +14,10 @@
 A tile is done when its line is there and its file still has that size and checksum; any other tile is
 mined (again). A job folder made for another command (other thresholds, caps, tile side or index) is
 started over. A write the system refuses (a full disk) is one line (files.write_failed), the tiles
-recorded before it kept. job.py deletes the folder once the run folder is written. Only the driver writes here:
-tasks return their pairs, so the folder needs no shared filesystem.
+recorded before it kept. The Ray engine (mine.ray_run) deletes the folder once the run folder is written.
+Only the driver writes here: tasks return their pairs, so the folder needs no shared filesystem.
 
-The tiles' shapes and numbers are mine.tileshapes' (Triangle, Band, Rectangle); a shape's record() belongs
+The tiles' shapes and numbers are mine.ray.tileshapes' (Triangle, Band, Rectangle); a shape's record() belongs
 in the identity. A scanned chunk is kept like a tile (so a resumed scan reads only the chunks not yet done,
 and a job's digests survive a stop); `digests(side)` gives them back in row order.
 """
@@ -67,7 +67,7 @@ def ranked_dtype(id_width: int) -> np.dtype:
 
 
 def rank_order(rows: np.ndarray) -> np.ndarray:
-    """The order of ranked rows: gap descending, then image ids, then rows (job.rank_pairs' order)."""
+    """The order of ranked rows: gap descending, then image ids, then rows (mine.rank.rank_pairs' order)."""
     return np.lexsort((rows["hi"], rows["lo"], rows["id_b"], rows["id_a"], -rows["gap"]))
 
 
@@ -76,7 +76,8 @@ def rank_key(row) -> tuple:
 
 
 def orient_by_id(out: np.ndarray, i, j, id_i, id_j) -> None:
-    """A ranked table's a, b, id_a, id_b: each pair (i, j) oriented so that id_a < id_b, as job.py orients it."""
+    """A ranked table's a, b, id_a, id_b: each pair (i, j) oriented so that id_a < id_b (as mine.rank.ranked
+    orients it)."""
     swap = id_i > id_j
     out["a"], out["b"] = np.where(swap, j, i), np.where(swap, i, j)
     out["id_a"], out["id_b"] = np.where(swap, id_j, id_i), np.where(swap, id_i, id_j)

@@ -9,7 +9,7 @@ bookkeeping on the driver (a few numbers per shape, the new rows for a band); re
 - Rectangle(n_a, n_b, side): every pair (row of A, row of B) of two indexes, tile (row block of A, row
   block of B), numbered a * blocks_b + b.
 
-`tile(k)` is what a task needs (a Tile: mine.tiletask.mine_tile reads its rows from it); `record()` goes
+`tile(k)` is what a task needs (a Tile: mine.ray.tiletask.mine_tile reads its rows from it); `record()` goes
 into the job's identity, so a job folder made for another shape or other new rows starts over.
 """
 

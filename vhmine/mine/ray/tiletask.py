@@ -1,10 +1,10 @@
 """What one Ray task of `vhmine mine --engine ray` does, in the worker: read its rows from the index by
 row range or by row number (vhmine.index.rows.IndexRows: positioned reads on a shared filesystem, or byte ranges
 of an fsspec URL), compute (mine.blocks), and return its result to the driver. Writes no files; the driver records
-results (mine.tilejob). Nothing here holds more than two row blocks, so a task's memory does not grow with N.
+results (mine.ray.tilejob). Nothing here holds more than two row blocks, so a task's memory does not grow with N.
 
 - scan_chunk: the streaming pass over one chunk of rows (their largest turned component, the levels
-  this node's products kernel keeps exact: mine.kernels, and when asked their row digests: mine.state;
+  this node's products kernel keeps exact: mine.join.levels_of, and when asked their row digests: mine.join.row_digests;
   rows whose norms the fast pass cannot bound are refused, rowcheck);
 - mine_tile: one tile's pairs (of any tileshapes shape: a triangle's, a band's of new rows, a rectangle's
   across two indexes), ranked (oriented by image id, sorted in rank order, cut to the tile's own top list
