@@ -6,9 +6,6 @@ test files are in helpers.py.
 """
 
 import glob
-import gzip
-import inspect
-import json
 import os
 import shutil
 import subprocess
@@ -21,6 +18,11 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # Ray clusters the tests start stay on 127.0.0.1 (Ray otherwise picks the machine's outward address); Ray
 # reads this once, when it is first imported, so it is set here before any test module imports it
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+# the Ray embed worker exits mid-shard once this file names its shard (vhmine.embed.run.EXIT_MARKER_ENV; the
+# `ray_exit_marker` fixture): set before any cluster starts, as its workers take the environment it started in
+os.environ.setdefault(
+    "VHMINE_TEST_EXIT_MARKER", os.path.join(tempfile.mkdtemp(prefix="vhmine-ray-exit-"), "exit-at-shard")
+)
 # the miner's kernel rates are cached per machine; the tests (and the processes they start) keep theirs in a
 # folder of their own, never in the user's ~/.cache
 os.environ.setdefault("VHMINE_KERNEL_CACHE", os.path.join(tempfile.mkdtemp(prefix="vhmine-kernels-"), "kernels.json"))
@@ -53,8 +55,61 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("VHMINE_HYPOTHESIS", "ci"))
 
-from helpers import copy_photos, embed_options, free_port, make_ready_store, ready_store_from_run  # noqa: E402
+from helpers import (  # noqa: E402
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    copy_photos,
+    embed_options,
+    free_port,
+    make_ready_store,
+    ready_store_from_run,
+    tiny_sd_pipeline,
+)
 from openai_server import openai_server  # noqa: E402,F401  (the loopback server: a fixture for every test)
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """One headless Debian chromium per test session (per pytest-xdist worker), driven by Playwright: a test opens
+    its own context on it (`with chromium.new_context(viewport=...) as ctx:`, a fresh profile: no cookies, storage
+    or cache shared with another test) instead of launching a browser of its own."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"chromium not found at {CHROMIUM}: install Debian's chromium (scripts/ci_services.sh)")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture(scope="session")
+def ray_exit_marker():
+    """The file that makes the Ray embed worker exit mid-shard (vhmine.embed.run.EXIT_MARKER_ENV, set above before any
+    Ray cluster starts, so whichever fixture starts it, its workers know the file): a test writes the shard's number
+    into it; the worker removes it as it exits. Absent, nothing happens."""
+    from vhmine.embed.run import EXIT_MARKER_ENV
+
+    assert EXIT_MARKER_ENV == "VHMINE_TEST_EXIT_MARKER", EXIT_MARKER_ENV  # the name set at the top of this file
+    return Path(os.environ[EXIT_MARKER_ENV])
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """One local Ray cluster (2 CPUs, no dashboard, on 127.0.0.1) for the test session, shut down at its end; yields
+    the `ray` module. Every test that uses it runs on one pytest-xdist worker (the "ray" group: see
+    pytest_collection_modifyitems), so the cluster starts once. A cluster already started in this process is used
+    as it is (and left to whoever started it)."""
+    ray = pytest.importorskip("ray", reason="the Ray engine needs the ray extra: pip install -e '.[ray]'")
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield ray
+    finally:
+        if started:
+            ray.shutdown()
 
 
 @pytest.fixture(scope="session")
@@ -74,113 +129,6 @@ def photos_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("photos")
     write_sample_photos(folder)
     return folder
-
-
-def _bytes_to_unicode() -> dict[int, str]:
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, [chr(c) for c in cs]))
-
-
-def clip_tokenizer(folder: Path):
-    """The real CLIP BPE tokenizer, built offline from the vocabulary file open_clip ships."""
-    import open_clip
-    from transformers import CLIPTokenizer
-
-    bpe = Path(open_clip.__file__).parent / "bpe_simple_vocab_16e6.txt.gz"
-    merges = gzip.open(bpe).read().decode("utf-8").split("\n")[1 : 49152 - 256 - 2 + 1]
-    vocab = list(_bytes_to_unicode().values())
-    vocab = (
-        vocab
-        + [v + "</w>" for v in vocab]
-        + ["".join(m.split()) for m in merges]
-        + ["<|startoftext|>", "<|endoftext|>"]
-    )
-    if "vocab" in inspect.signature(CLIPTokenizer.__init__).parameters:  # transformers 5: vocab and merges in memory
-        return CLIPTokenizer(
-            vocab={v: i for i, v in enumerate(vocab)}, merges=[tuple(m.split()) for m in merges], model_max_length=77
-        )
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "vocab.json").write_text(json.dumps({v: i for i, v in enumerate(vocab)}))
-    (folder / "merges.txt").write_text("#version: 0.2\n" + "\n".join(merges) + "\n")
-    return CLIPTokenizer(
-        vocab_file=str(folder / "vocab.json"), merges_file=str(folder / "merges.txt"), model_max_length=77
-    )
-
-
-def tiny_sd_pipeline(root: Path, inpaint: bool = False) -> Path:
-    """A random-weight Stable Diffusion pipeline (tiny UNet, VAE and CLIP text model) saved into root/pipe;
-    `inpaint`: the inpainting one (a 9-channel UNet: latents, mask and masked image)."""
-    import torch
-    from diffusers import (
-        AutoencoderKL,
-        DDIMScheduler,
-        StableDiffusionInpaintPipeline,
-        StableDiffusionPipeline,
-        UNet2DConditionModel,
-    )
-    from transformers import CLIPTextConfig, CLIPTextModel
-
-    torch.manual_seed(0)
-    tok = clip_tokenizer(root / "tok")
-    unet = UNet2DConditionModel(
-        block_out_channels=(32, 64),
-        layers_per_block=1 if inpaint else 2,
-        sample_size=16 if inpaint else 32,
-        in_channels=9 if inpaint else 4,
-        out_channels=4,
-        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
-        up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
-        cross_attention_dim=32,
-    )
-    vae = AutoencoderKL(
-        block_out_channels=[32, 64],
-        in_channels=3,
-        out_channels=3,
-        latent_channels=4,
-        down_block_types=["DownEncoderBlock2D"] * 2,
-        up_block_types=["UpDecoderBlock2D"] * 2,
-    )
-    text = CLIPTextModel(
-        CLIPTextConfig(
-            bos_token_id=49406,
-            eos_token_id=49407,
-            pad_token_id=49407,
-            hidden_size=32,
-            intermediate_size=37,
-            num_attention_heads=4,
-            num_hidden_layers=2,
-            vocab_size=len(tok),
-            max_position_embeddings=77,
-        )
-    )
-    sched = DDIMScheduler(
-        beta_start=0.00085,
-        beta_end=0.012,
-        beta_schedule="scaled_linear",
-        clip_sample=False,
-        set_alpha_to_one=False,
-        steps_offset=1,
-    )
-    cls = StableDiffusionInpaintPipeline if inpaint else StableDiffusionPipeline
-    pipe = cls(
-        vae=vae,
-        text_encoder=text,
-        tokenizer=tok,
-        unet=unet,
-        scheduler=sched,
-        safety_checker=None,
-        feature_extractor=None,
-        requires_safety_checker=False,
-    )
-    pipe.save_pretrained(root / "pipe")
-    return root / "pipe"
 
 
 @pytest.fixture(scope="session")
@@ -351,3 +299,42 @@ def two_servers(monkeypatch):
     for s in (a, b):
         s.shutdown()
         s.server_close()
+
+
+# --- running side by side (pytest-xdist, `-n N --dist loadgroup`: scripts/test.sh) ---------------------------------
+# A worker takes a whole test file at a time, so a file's module-scoped fixtures are built once and its tests keep
+# their order; the tests of one xdist_group go to one worker together (the "ray" group: every test that uses the
+# session's `ray_cluster`, so that cluster starts once). Files with slow tests are handed out first, so that the
+# longest ones do not start last and keep one worker busy after the others have finished.
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "ray_cluster" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group("ray"))
+    if config.getoption("numprocesses", None) or hasattr(config, "workerinput"):
+        first: dict[str, int] = {}
+        slow: set[str] = set()
+        for k, item in enumerate(items):
+            first.setdefault(item.nodeid.split("::")[0], k)
+            if item.get_closest_marker("slow"):
+                slow.add(item.nodeid.split("::")[0])
+        items.sort(key=lambda it: (it.nodeid.split("::")[0] not in slow, first[it.nodeid.split("::")[0]]))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class FileOrGroup(LoadGroupScheduling):
+        """loadgroup's groups; every other test with the rest of its file (as --dist loadfile)."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.rfind("@") > nodeid.rfind("]"):
+                return nodeid.split("@")[-1]
+            return nodeid.split("::", 1)[0]
+
+    return FileOrGroup(config, log)

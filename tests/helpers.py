@@ -23,16 +23,28 @@
 - `canned_lmms(answers)`: an lmms-eval model answering each document from `answers` by its id.
 - `unit_rows(rows)`: rows scaled to unit length (in float64), as float32.
 - `row_directions(draw, rng, n, d, e)`: (clip, dino) rows for a hypothesis strategy: random, clustered or duplicated.
+- `clip_tokenizer(folder)`, `tiny_sd_pipeline(root, inpaint=False)`: the real CLIP BPE tokenizer built offline, and
+  a random-weight Stable Diffusion (or inpainting) pipeline saved with save_pretrained (conftest's `tiny_sd`).
+- `CHROMIUM`, `CHROMIUM_ARGS`: Debian's chromium and its flags (conftest's `chromium`, one browser per session).
+- `NO_APP_EXTRA`: a sitecustomize.py that hides the app extra from the Python that loads it.
+- `Workdir(root, base_url)`: a folder where `vhmine` runs through its real command line (test_pipeline, test_tars).
 - `tiny_owlvit(folder)`: a random-weight Owl-ViT (seeded, 64 px input, small weights so that its boxes sit
   near the patches they come from) and its processor, saved with save_pretrained into `folder`.
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
+import inspect
 import itertools
 import json
+import os
+import shutil
 import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 PHOTOS = ("astronaut", "coffee", "chelsea", "rocket", "camera", "coins", "moon", "page", "clock", "horse")
@@ -297,7 +309,6 @@ def write_tiny_bench(tmp_path: Path, questions: dict | None = None) -> Path:
 def tiny_owlvit(folder: Path) -> Path:
     """A random-weight Owl-ViT (2 layers, 64 px input, seeded) and its processor, saved into `folder`."""
     import torch
-    from conftest import clip_tokenizer
     from transformers import OwlViTConfig, OwlViTForObjectDetection, OwlViTImageProcessor, OwlViTProcessor
 
     tok = clip_tokenizer(folder.parent / f"{folder.name}-tok")
@@ -449,7 +460,9 @@ def ready_store_from_run(db: Path, run_dir: Path, per_mode=3):
             C.Annotation("counting.how_many", {"object": "cats"}, answers=dict(zip(ids, ["3", "2"]))),
         )
         C.confirm_drafts(
-            store, "alice", [C.DraftDecision(d.instance_id, True) for d in C.pending_drafts(store, "alice", "counting")]
+            store,
+            "alice",
+            [C.DraftDecision(d.instance_id, True) for d in C.pending_drafts(store, "alice", "counting")],
         )
     return store
 
@@ -804,3 +817,177 @@ def without_intervals(text: str) -> str:
     import re
 
     return re.sub(r" \[[-+0-9.]+, [-+0-9.]+\]", "", text)
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, [chr(c) for c in cs]))
+
+
+def clip_tokenizer(folder: Path):
+    """The real CLIP BPE tokenizer, built offline from the vocabulary file open_clip ships."""
+    import open_clip
+    from transformers import CLIPTokenizer
+
+    bpe = Path(open_clip.__file__).parent / "bpe_simple_vocab_16e6.txt.gz"
+    merges = gzip.open(bpe).read().decode("utf-8").split("\n")[1 : 49152 - 256 - 2 + 1]
+    vocab = list(_bytes_to_unicode().values())
+    vocab = (
+        vocab
+        + [v + "</w>" for v in vocab]
+        + ["".join(m.split()) for m in merges]
+        + ["<|startoftext|>", "<|endoftext|>"]
+    )
+    if "vocab" in inspect.signature(CLIPTokenizer.__init__).parameters:  # transformers 5: vocab and merges in memory
+        return CLIPTokenizer(
+            vocab={v: i for i, v in enumerate(vocab)}, merges=[tuple(m.split()) for m in merges], model_max_length=77
+        )
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "vocab.json").write_text(json.dumps({v: i for i, v in enumerate(vocab)}))
+    (folder / "merges.txt").write_text("#version: 0.2\n" + "\n".join(merges) + "\n")
+    return CLIPTokenizer(
+        vocab_file=str(folder / "vocab.json"), merges_file=str(folder / "merges.txt"), model_max_length=77
+    )
+
+
+def tiny_sd_pipeline(root: Path, inpaint: bool = False) -> Path:
+    """A random-weight Stable Diffusion pipeline (tiny UNet, VAE and CLIP text model) saved into root/pipe;
+    `inpaint`: the inpainting one (a 9-channel UNet: latents, mask and masked image)."""
+    import torch
+    from diffusers import (
+        AutoencoderKL,
+        DDIMScheduler,
+        StableDiffusionInpaintPipeline,
+        StableDiffusionPipeline,
+        UNet2DConditionModel,
+    )
+    from transformers import CLIPTextConfig, CLIPTextModel
+
+    torch.manual_seed(0)
+    tok = clip_tokenizer(root / "tok")
+    unet = UNet2DConditionModel(
+        block_out_channels=(32, 64),
+        layers_per_block=1 if inpaint else 2,
+        sample_size=16 if inpaint else 32,
+        in_channels=9 if inpaint else 4,
+        out_channels=4,
+        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+        up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
+        cross_attention_dim=32,
+    )
+    vae = AutoencoderKL(
+        block_out_channels=[32, 64],
+        in_channels=3,
+        out_channels=3,
+        latent_channels=4,
+        down_block_types=["DownEncoderBlock2D"] * 2,
+        up_block_types=["UpDecoderBlock2D"] * 2,
+    )
+    text = CLIPTextModel(
+        CLIPTextConfig(
+            bos_token_id=49406,
+            eos_token_id=49407,
+            pad_token_id=49407,
+            hidden_size=32,
+            intermediate_size=37,
+            num_attention_heads=4,
+            num_hidden_layers=2,
+            vocab_size=len(tok),
+            max_position_embeddings=77,
+        )
+    )
+    sched = DDIMScheduler(
+        beta_start=0.00085,
+        beta_end=0.012,
+        beta_schedule="scaled_linear",
+        clip_sample=False,
+        set_alpha_to_one=False,
+        steps_offset=1,
+    )
+    cls = StableDiffusionInpaintPipeline if inpaint else StableDiffusionPipeline
+    pipe = cls(
+        vae=vae,
+        text_encoder=text,
+        tokenizer=tok,
+        unet=unet,
+        scheduler=sched,
+        safety_checker=None,
+        feature_extractor=None,
+        requires_safety_checker=False,
+    )
+    pipe.save_pretrained(root / "pipe")
+    return root / "pipe"
+
+
+# Debian's chromium, which the browser tests drive through Playwright (the `chromium` fixture of conftest.py)
+CHROMIUM = os.environ.get("VHMINE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+# a sitecustomize.py that hides the app extra (sqlalchemy, alembic, streamlit, psycopg) from the Python that loads it:
+# what the base install lacks (README: `pip install vhmine`): a module that raises as a missing package does
+NO_APP_EXTRA = """
+import sys
+class _NoAppExtra:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("sqlalchemy", "alembic", "streamlit", "psycopg"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, _NoAppExtra())
+"""
+
+
+class Workdir:
+    """A working folder in which `vhmine` runs through its real command line, as a user would (test_pipeline,
+    test_tars): the loopback server's key, its own indexes, a log per command."""
+
+    def __init__(self, root: Path, base_url: str):
+        self.root = root
+        self.db = root / "vhmine.db"
+        self.base_url = base_url
+        self.logs = root / "logs"
+        self.logs.mkdir(parents=True)
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "VHMINE_"))}
+        from openai_server import API_KEY
+
+        self.env.update(
+            HF_HUB_OFFLINE="1",
+            TRANSFORMERS_OFFLINE="1",
+            OPENAI_API_KEY=API_KEY,
+            VHMINE_INDEXES=str(root / "indexes"),
+            OMP_NUM_THREADS="2",
+            PYTHONUNBUFFERED="1",
+        )
+        self.n = 0
+
+    def vhmine(self, *args: str, db: bool = True, timeout: int = 120) -> subprocess.CompletedProcess:
+        """Run `vhmine ARGS` in the workdir; keep its output in logs/ (scanned for the key later)."""
+        cmd = [sys.executable, "-m", "vhmine.cli", *args] + (["--db", str(self.db)] if db else [])
+        t0 = time.time()
+        r = subprocess.run(cmd, cwd=self.root, env=self.env, capture_output=True, text=True, timeout=timeout)
+        self.n += 1
+        (self.logs / f"{self.n:02d}-{args[0]}.log").write_text(
+            f"$ {' '.join(cmd)}\n# rc {r.returncode}, {time.time() - t0:.1f} s\n{r.stdout}\n--- stderr\n{r.stderr}"
+        )
+        assert r.returncode == 0, f"vhmine {' '.join(args)} -> {r.returncode}\n{r.stdout}\n{r.stderr}"
+        return r
+
+    def store(self):
+        from vhmine.store import open_store
+
+        return open_store(self.db)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from helpers import run_vhmine
 
 
+@pytest.mark.slow
 def test_offline_demo_says_how_many_pairs_its_box_holds(tmp_path):
     """The demo drew its box around 5 pairs and said "the box holds the 5 pairs", then wrote 31; each
     note was printed twice (logged, then in the summary)."""

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import typer.main
 import yaml
-from test_layout import import_graph, module_files
+from package_imports import import_graph, module_files
 
 from vhmine.cli import app
 

@@ -11,6 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from package_imports import _imports, _resolve, import_graph, module_files
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "vhmine"
@@ -29,56 +30,6 @@ STAGES = (
     "cli",
     "apps",
 )
-
-
-def module_files(root: Path = PACKAGE) -> dict[str, Path]:
-    """Dotted module name -> file, for every .py file of the package (a package is its __init__.py)."""
-    out = {}
-    for path in sorted(root.rglob("*.py")):
-        parts = list(path.relative_to(root.parent).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        out[".".join(parts)] = path
-    return out
-
-
-def _imports(mod: str, path: Path, mods: dict[str, Path]):
-    """(target module, names imported from it or None for a plain import) for every import of `mod`."""
-    is_pkg = path.name == "__init__.py"
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                yield a.name, None
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = mod.split(".") if is_pkg else mod.split(".")[:-1]
-                base = base[: len(base) - (node.level - 1)]
-                source = ".".join(base + ([node.module] if node.module else []))
-            else:
-                source = node.module or ""
-            for a in node.names:
-                # `from pkg import sub` imports the submodule; `from mod import name` imports name from mod
-                sub = f"{source}.{a.name}"
-                yield (sub, None) if sub in mods else (source, a.name)
-
-
-def _resolve(name: str, mods: dict[str, Path]) -> str:
-    while name and name not in mods:
-        name = name.rpartition(".")[0]
-    return name
-
-
-def import_graph(mods: dict[str, Path]) -> dict[str, set[str]]:
-    """Module -> the package modules it imports anywhere in its source (top level or inside functions)."""
-    top = next(iter(mods)).split(".")[0]
-    edges: dict[str, set[str]] = defaultdict(set)
-    for mod, path in mods.items():
-        for t, _ in _imports(mod, path, mods):
-            if t == top or t.startswith(top + "."):
-                target = _resolve(t, mods)
-                if target and target != mod:
-                    edges[mod].add(target)
-    return edges
 
 
 def package_of(mod: str, mods: dict[str, Path]) -> str:
@@ -466,9 +417,9 @@ def test_every_ruff_exception_says_why():
 def test_a_missing_app_extra_is_named_whichever_curation_module_is_imported(tmp_path):
     # sorted imports put `from sqlalchemy import ...` above `from vhmine.store import ...` in a module: the curate
     # package imports vhmine.store first of all, so a missing extra is still said in vhmine.store's words
-    from test_status import _NO_APP_EXTRA
+    from helpers import NO_APP_EXTRA
 
-    (tmp_path / "sitecustomize.py").write_text(_NO_APP_EXTRA)
+    (tmp_path / "sitecustomize.py").write_text(NO_APP_EXTRA)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
     for mod in ("vhmine.curate", "vhmine.curate.decisions.derived", "vhmine.curate.work.queue", "vhmine.store"):
         run = subprocess.run([sys.executable, "-c", f"import {mod}"], capture_output=True, text=True, env=env)

@@ -435,6 +435,7 @@ def test_an_endpoint_that_does_not_answer_in_time_stops_after_the_time_outs_it_s
     assert all("Error" not in o.reason and "is down" not in o.reason for o in outs), outs[0].reason
 
 
+@pytest.mark.slow
 @settings(max_examples=8)
 @given(n=st.integers(1, 12), concurrency=st.integers(1, 6), max_retries=st.integers(0, 3))
 def test_property_time_outs_bound_the_run_whatever_the_number_of_requests(

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from openai_server import API_KEY
@@ -112,6 +113,7 @@ def check_request(srv, cache_dir, kind: str, timeout_s: float, max_retries: int,
     assert [(f["status"], f["reason"]) for f in failures] == [(got.status, str(got))]
 
 
+@pytest.mark.slow
 @settings(max_examples=400 if LONG else 28)
 @given(
     kind=st.sampled_from(["chat", "image"]),
@@ -225,6 +227,7 @@ def test_a_retry_after_never_waits_past_the_most_back_off(tmp_path):
         assert max(llm._retry_wait(0, Err()) for _ in range(200)) <= 2.0
 
 
+@pytest.mark.slow
 def test_cli_eval_against_a_trickling_server_ends_in_bounded_time_and_says_what_failed(openai_server, tmp_path):
     """`vhmine eval --timeout 2 --max-retries 0` against a server that sends its headers and then about one byte a
     second was at 0 of 12 after 240 s; now the four requests in flight end 2 s after they were sent, and the run

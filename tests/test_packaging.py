@@ -52,6 +52,7 @@ def _env(target: Path, **extra) -> dict:
     return env
 
 
+@pytest.mark.slow
 def test_installed_package_has_the_app_and_uses_it(installed, tmp_path):
     code = (
         "import json, vhmine, vhmine.curate.stages.app as a; "

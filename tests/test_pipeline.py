@@ -16,17 +16,13 @@ derived from those rules and the annotations this test makes.
 from __future__ import annotations
 
 import json
-import os
 import re
 import sqlite3
-import subprocess
-import sys
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from helpers import without_intervals
+from helpers import Workdir, without_intervals
 from openai_server import API_KEY, chat_images, chat_text
 
 MODES = ("counting", "color")
@@ -78,42 +74,6 @@ def _victim_right(kind: str, mode: str, answers, truth) -> bool:
 
 
 # --- running the CLI -----------------------------------------------------------------------------
-
-
-class Workdir:
-    def __init__(self, root: Path, base_url: str):
-        self.root = root
-        self.db = root / "vhmine.db"
-        self.base_url = base_url
-        self.logs = root / "logs"
-        self.logs.mkdir(parents=True)
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "VHMINE_"))}
-        self.env.update(
-            HF_HUB_OFFLINE="1",
-            TRANSFORMERS_OFFLINE="1",
-            OPENAI_API_KEY=API_KEY,
-            VHMINE_INDEXES=str(root / "indexes"),
-            OMP_NUM_THREADS="2",
-            PYTHONUNBUFFERED="1",
-        )
-        self.n = 0
-
-    def vhmine(self, *args: str, db: bool = True, timeout: int = 120) -> subprocess.CompletedProcess:
-        """Run `vhmine ARGS` in the workdir; keep its output in logs/ (scanned for the key later)."""
-        cmd = [sys.executable, "-m", "vhmine.cli", *args] + (["--db", str(self.db)] if db else [])
-        t0 = time.time()
-        r = subprocess.run(cmd, cwd=self.root, env=self.env, capture_output=True, text=True, timeout=timeout)
-        self.n += 1
-        (self.logs / f"{self.n:02d}-{args[0]}.log").write_text(
-            f"$ {' '.join(cmd)}\n# rc {r.returncode}, {time.time() - t0:.1f} s\n{r.stdout}\n--- stderr\n{r.stderr}"
-        )
-        assert r.returncode == 0, f"vhmine {' '.join(args)} -> {r.returncode}\n{r.stdout}\n{r.stderr}"
-        return r
-
-    def store(self):
-        from vhmine.store import open_store
-
-        return open_store(self.db)
 
 
 def _rows(w: Workdir, table):
@@ -566,6 +526,7 @@ def _no_key_anywhere(root: Path) -> None:
     assert {"vhmine.db", "llm-cache.db"} <= names  # the files most likely to hold it were looked at
 
 
+@pytest.mark.slow
 def test_whole_pipeline_through_the_cli(tmp_path, openai_server, tiny_sd):
     srv = openai_server
     srv.responder = _respond

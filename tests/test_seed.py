@@ -147,6 +147,7 @@ def test_cli_seed_and_workers(tmp_path, photos):
     assert r.exit_code == 2 and "error: pairs file" in r.output
 
 
+@pytest.mark.slow
 def test_seed_given_the_csv_names_the_parquet_file_beside_it(tmp_path):
     import pandas as pd
     from helpers import write_pairs, write_photos
@@ -166,6 +167,7 @@ def test_seed_given_the_csv_names_the_parquet_file_beside_it(tmp_path):
     assert r.returncode == 0, r.stderr
 
 
+@pytest.mark.slow
 def test_seed_and_workers_add_name_the_next_commands_with_the_store(tmp_path, photos, monkeypatch):
     import subprocess
     import sys

@@ -221,6 +221,7 @@ def _clock(offset_s: float):
         yield
 
 
+@pytest.mark.slow
 def test_property_seeding_runs_that_share_pairs_queues_each_pair_once_in_the_modes_of_its_first_seeding(pool):
     """Any sequence of seedings (runs cut from one pool, re-ranked; some seeded again), each on a machine whose
     clock is right, an hour ahead or two hours behind: a pair's modes are fixed by the seeding that first put it

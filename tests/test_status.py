@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from helpers import counting_annotation, run_vhmine, write_pairs, write_photos
+import pytest
+from helpers import NO_APP_EXTRA, counting_annotation, run_vhmine, write_pairs, write_photos
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
@@ -117,7 +118,9 @@ def test_the_next_step_follows_the_project_from_an_empty_folder_to_an_eval(tmp_p
         item = C.next_item(store, "alice", "counting")
         C.save_annotation(store, "alice", item.task_id, counting_annotation(item))
         C.confirm_drafts(
-            store, "alice", [C.DraftDecision(d.instance_id, True) for d in C.pending_drafts(store, "alice")]
+            store,
+            "alice",
+            [C.DraftDecision(d.instance_id, True) for d in C.pending_drafts(store, "alice")],
         )
         ready = len(C.ready_instances(store))
     st = collect()
@@ -149,6 +152,7 @@ def test_the_next_step_follows_the_project_from_an_empty_folder_to_an_eval(tmp_p
     assert "  benchmarks/vh-v1: vhtest, version 1," in text and "evals/e1/report.md" in text
 
 
+@pytest.mark.slow
 def test_status_reads_only_and_is_fast_on_a_store_of_10000_tasks(tmp_path):
     sys.path.insert(0, str(SCRIPTS))
     try:
@@ -251,17 +255,6 @@ def test_status_leaves_a_rollback_journal_store_a_wal_store_and_an_empty_file_as
     assert all(r.returncode == 0 for r in runs.values()), {f: r.stderr for f, r in runs.items()}
 
 
-# what the base install lacks (README: `pip install vhmine`): a module that raises as a missing package does
-_NO_APP_EXTRA = """
-import sys
-class _NoAppExtra:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("sqlalchemy", "alembic", "streamlit", "psycopg"):
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-sys.meta_path.insert(0, _NoAppExtra())
-"""
-
-
 def test_status_without_the_app_extra_shows_indexes_runs_exports_and_evals_and_what_the_store_needs(
     tmp_path, monkeypatch
 ):
@@ -281,7 +274,9 @@ def test_status_without_the_app_extra_shows_indexes_runs_exports_and_evals_and_w
         item = C.next_item(store, "alice", "counting")
         C.save_annotation(store, "alice", item.task_id, counting_annotation(item))
         C.confirm_drafts(
-            store, "alice", [C.DraftDecision(d.instance_id, True) for d in C.pending_drafts(store, "alice")]
+            store,
+            "alice",
+            [C.DraftDecision(d.instance_id, True) for d in C.pending_drafts(store, "alice")],
         )
     api.export("benchmarks/vh-v1", "vhtest", near_dups=None)
     (tmp_path / "p.jsonl").write_text(
@@ -290,7 +285,7 @@ def test_status_without_the_app_extra_shows_indexes_runs_exports_and_evals_and_w
     api.evaluate("benchmarks/vh-v1", "evals/e1", predictions=[("m", "p.jsonl")])
     blocker = tmp_path / "no-app-extra"
     blocker.mkdir()
-    (blocker / "sitecustomize.py").write_text(_NO_APP_EXTRA)
+    (blocker / "sitecustomize.py").write_text(NO_APP_EXTRA)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(blocker), os.environ.get("PYTHONPATH", "")]))
     check = subprocess.run([sys.executable, "-c", "import sqlalchemy"], capture_output=True, text=True)
     assert check.returncode == 1 and "No module named 'sqlalchemy'" in check.stderr  # the blocker works
@@ -324,6 +319,7 @@ def _damaged_pages(db: Path, keep: set[int]) -> None:
     db.write_bytes(bytes(data))
 
 
+@pytest.mark.slow
 def test_a_damaged_store_is_one_line_naming_the_file_for_status_and_every_command_that_opens_it(tmp_path):
     import sqlite3
 
@@ -589,6 +585,7 @@ def _run_printed(step: str, cwd: Path):
     return run_vhmine(*words[1:], cwd=cwd)
 
 
+@pytest.mark.slow
 def test_every_command_status_and_export_suggest_works_as_printed(tmp_path, monkeypatch):
     """Issue 33: status's next seed skips a run mine warned about (reversed thresholds) for the one it did not;
     its next export, and export's own hints (unbalanced, an odd --per-mode), are run as printed and succeed."""

@@ -19,10 +19,9 @@ import tarfile
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import embed_options, jpeg_bytes, wds_sample, write_photos, write_tar
+from helpers import Workdir, embed_options, jpeg_bytes, wds_sample, write_photos, write_tar
 from openai_server import chat_images
 from PIL import Image
-from test_pipeline import Workdir
 
 from vhmine.embed.job import embed_collection
 from vhmine.images import read_image_bytes
@@ -48,6 +47,7 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+@pytest.mark.slow
 def test_tar_images_go_through_mine_seed_curate_export_probe_and_eval(tmp_path, tiny_models, openai_server):
     from vhmine import curate as C
     from vhmine.rules import modes as M
@@ -108,7 +108,9 @@ def test_tar_images_go_through_mine_seed_curate_export_probe_and_eval(tmp_path, 
         tpl = M.get_mode("counting").template("counting.how_many")
         C.save_annotation(store, me, item.task_id, C.Annotation(tpl.id, {"object": "cats"}, answers={a: "3", b: "2"}))
         C.confirm_drafts(
-            store, me, [C.DraftDecision(d.instance_id, True) for d in C.pending_drafts(store, me, "counting")]
+            store,
+            me,
+            [C.DraftDecision(d.instance_id, True) for d in C.pending_drafts(store, me, "counting")],
         )
         recs = C.ready_instances(store)
     assert len(recs) == 6 and {r.image_id for r in recs} == {a, b}

@@ -4,66 +4,17 @@ screenshot under test-artifacts/."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
-import signal
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from helpers import free_port, write_pairs, write_photos
+from curate_server import _serve
+from helpers import CHROMIUM, write_pairs, write_photos
 
-CHROMIUM = os.environ.get("VHMINE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 SAVE = re.compile(r"^Save( |$)")  # the button's name: its label, then its keyboard shortcut
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-@contextlib.contextmanager
-def _serve(tmp_path, db: str):
-    """(url, log path) of `vhmine curate` serving the store at `db` until the block ends."""
-    port = free_port()
-    log = open(tmp_path / "streamlit.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vhmine.cli", "curate", "--db", db, "--host", "127.0.0.1", "--port", str(port)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok":
-                    break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError("the app did not start:\n" + (tmp_path / "streamlit.log").read_text()[-3000:])
-            time.sleep(0.5)
-        yield url, tmp_path / "streamlit.log"
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)  # our own process group: vhmine and its streamlit child
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-        log.close()
 
 
 @pytest.fixture
@@ -85,7 +36,8 @@ def app_server(tmp_path):
         yield url, db, token, log
 
 
-def test_sign_in_and_annotate_in_chromium(app_server, tmp_path):
+@pytest.mark.slow
+def test_sign_in_and_annotate_in_chromium(app_server, tmp_path, chromium):
     sync_api = pytest.importorskip("playwright.sync_api")
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"chromium not found at {CHROMIUM}: install Debian's chromium (scripts/ci_services.sh)")
@@ -95,14 +47,7 @@ def test_sign_in_and_annotate_in_chromium(app_server, tmp_path):
     url, db, token, log = app_server
     ARTIFACTS.mkdir(exist_ok=True)
     expect = sync_api.expect
-    with sync_api.sync_playwright() as p:
-        ctx = p.chromium.launch_persistent_context(
-            str(tmp_path / "profile"),
-            executable_path=CHROMIUM,
-            headless=True,
-            args=ARGS,
-            viewport={"width": 1400, "height": 1400},
-        )
+    with chromium.new_context(viewport={"width": 1400, "height": 1400}) as ctx:
         try:
             page = ctx.new_page()
             page.goto(url, timeout=60_000)
@@ -136,7 +81,8 @@ def test_sign_in_and_annotate_in_chromium(app_server, tmp_path):
     assert (ARTIFACTS / "curate_browser.png").stat().st_size > 10_000
 
 
-def test_rotated_token_signs_the_browser_out_at_its_next_click(app_server, tmp_path):
+@pytest.mark.slow
+def test_rotated_token_signs_the_browser_out_at_its_next_click(app_server, tmp_path, chromium):
     sync_api = pytest.importorskip("playwright.sync_api")
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"chromium not found at {CHROMIUM}: install Debian's chromium (scripts/ci_services.sh)")
@@ -145,14 +91,7 @@ def test_rotated_token_signs_the_browser_out_at_its_next_click(app_server, tmp_p
 
     url, db, token, log = app_server
     expect = sync_api.expect
-    with sync_api.sync_playwright() as p:
-        ctx = p.chromium.launch_persistent_context(
-            str(tmp_path / "profile"),
-            executable_path=CHROMIUM,
-            headless=True,
-            args=ARGS,
-            viewport={"width": 1400, "height": 1400},
-        )
+    with chromium.new_context(viewport={"width": 1400, "height": 1400}) as ctx:
         try:
             page = ctx.new_page()
             page.set_default_timeout(60_000)  # a loaded machine reruns slowly; widgets wait disabled meanwhile
@@ -253,7 +192,8 @@ def _inside(inner, outer) -> bool:
     )
 
 
-def test_layout_at_1400x1000(layout_server, tmp_path):
+@pytest.mark.slow
+def test_layout_at_1400x1000(layout_server, tmp_path, chromium):
     """Images at natural size (never stretched), the whole progress table inside the sidebar, and on
     "Label answers" the question and the model's answer on screen without scrolling."""
     sync_api = pytest.importorskip("playwright.sync_api")
@@ -263,14 +203,7 @@ def test_layout_at_1400x1000(layout_server, tmp_path):
     ARTIFACTS.mkdir(exist_ok=True)
     expect = sync_api.expect
     viewport = {"x": 0, "y": 0, "width": 1400, "height": 1000}
-    with sync_api.sync_playwright() as p:
-        ctx = p.chromium.launch_persistent_context(
-            str(tmp_path / "profile"),
-            executable_path=CHROMIUM,
-            headless=True,
-            args=ARGS,
-            viewport={"width": 1400, "height": 1000},
-        )
+    with chromium.new_context(viewport={"width": 1400, "height": 1000}) as ctx:
         try:
             page = ctx.new_page()
             page.set_default_timeout(60_000)
@@ -322,7 +255,8 @@ def test_layout_at_1400x1000(layout_server, tmp_path):
             ctx.close()
 
 
-def test_verify_a_draft_and_flag_an_item_in_chromium(app_server, tmp_path):
+@pytest.mark.slow
+def test_verify_a_draft_and_flag_an_item_in_chromium(app_server, tmp_path, chromium):
     """The verify queue and the errata flag: alice accepts a model's draft of the existence pair, then flags one
     of the questions it made, by the id an export writes, as wrong."""
     sync_api = pytest.importorskip("playwright.sync_api")
@@ -358,14 +292,7 @@ def test_verify_a_draft_and_flag_an_item_in_chromium(app_server, tmp_path):
         )
     expect = sync_api.expect
     ARTIFACTS.mkdir(exist_ok=True)
-    with sync_api.sync_playwright() as pw:
-        ctx = pw.chromium.launch_persistent_context(
-            str(tmp_path / "profile"),
-            executable_path=CHROMIUM,
-            headless=True,
-            args=ARGS,
-            viewport={"width": 1400, "height": 1600},
-        )
+    with chromium.new_context(viewport={"width": 1400, "height": 1600}) as ctx:
         try:
             page = ctx.new_page()
             page.set_default_timeout(60_000)
@@ -450,7 +377,11 @@ def laptop_server(tmp_path):
             item.task_id,
             C.Annotation("color.what_color", {"object": "cup"}, answers={a: "red", b: "white"}),
         )
-        C.confirm_drafts(store, "bob", [C.DraftDecision(d.instance_id, True) for d in C.pending_drafts(store, "bob")])
+        C.confirm_drafts(
+            store,
+            "bob",
+            [C.DraftDecision(d.instance_id, True) for d in C.pending_drafts(store, "bob")],
+        )
         C.add_worker(store, "carol")
         for k, inst in enumerate(C.ready_instances(store, "color")):
             C.work.add_response(store, inst.id, "m", inst.question, "Model says: green")
@@ -478,7 +409,8 @@ def _in_view(box, viewport=None) -> bool:
     return box is not None and _inside(box, v)
 
 
-def test_every_page_fits_a_laptop_screen(laptop_server, tmp_path):
+@pytest.mark.slow
+def test_every_page_fits_a_laptop_screen(laptop_server, tmp_path, chromium):
     """At 1280 x 800: the first field of the annotate, review and verify forms on screen without scrolling, a
     pair's images side by side at one height (the 48 px one scaled up), messages beside their button (the error
     of Save with an empty slot on screen, just above the button row: it was below the row, off the screen's
@@ -494,10 +426,7 @@ def test_every_page_fits_a_laptop_screen(laptop_server, tmp_path):
     shots.mkdir()
     ARTIFACTS.mkdir(exist_ok=True)
     expect = sync_api.expect
-    with sync_api.sync_playwright() as p:
-        ctx = p.chromium.launch_persistent_context(
-            str(tmp_path / "profile"), executable_path=CHROMIUM, headless=True, args=ARGS, viewport=LAPTOP
-        )
+    with chromium.new_context(viewport=LAPTOP) as ctx:
         try:
             page = ctx.new_page()
             page.set_default_timeout(60_000)

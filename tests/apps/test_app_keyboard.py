@@ -10,8 +10,8 @@ import os
 import re
 
 import pytest
-from helpers import write_pairs, write_photos
-from test_app_browser import ARGS, CHROMIUM, _serve
+from curate_server import _serve
+from helpers import CHROMIUM, write_pairs, write_photos
 
 LAPTOP = {"width": 1280, "height": 800}
 FIRST_SLOT = "[data-testid=stMain] [data-testid=stTextInput] input"
@@ -33,13 +33,10 @@ def keyboard_server(tmp_path):
         yield url, db, tokens
 
 
-def _browser(p, tmp_path):
-    ctx = p.chromium.launch_persistent_context(
-        str(tmp_path / "profile"), executable_path=CHROMIUM, headless=True, args=ARGS, viewport=LAPTOP
-    )
+def _page(ctx):
     page = ctx.new_page()
     page.set_default_timeout(60_000)
-    return ctx, page
+    return page
 
 
 def _in_view(page, locator) -> bool:
@@ -68,7 +65,8 @@ def _item_id(page) -> str:
     return text.split(";")[0]
 
 
-def test_an_item_by_keyboard_alone_and_every_action_lands_on_the_next(keyboard_server, tmp_path):
+@pytest.mark.slow
+def test_an_item_by_keyboard_alone_and_every_action_lands_on_the_next(keyboard_server, tmp_path, chromium):
     sync_api = pytest.importorskip("playwright.sync_api")
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"chromium not found at {CHROMIUM}: install Debian's chromium (scripts/ci_services.sh)")
@@ -77,8 +75,8 @@ def test_an_item_by_keyboard_alone_and_every_action_lands_on_the_next(keyboard_s
 
     url, db, tokens = keyboard_server
     expect = sync_api.expect
-    with sync_api.sync_playwright() as p:
-        ctx, page = _browser(p, tmp_path)
+    with chromium.new_context(viewport=LAPTOP) as ctx:
+        page = _page(ctx)
         try:
             page.goto(url, timeout=60_000)
             page.get_by_label("Token", exact=True).fill(tokens["bob"])
@@ -130,7 +128,8 @@ def test_an_item_by_keyboard_alone_and_every_action_lands_on_the_next(keyboard_s
         assert C.people.chosen_mode(store, "bob") == "shape"
 
 
-def test_an_empty_queue_names_the_items_other_workers_hold(keyboard_server, tmp_path):
+@pytest.mark.slow
+def test_an_empty_queue_names_the_items_other_workers_hold(keyboard_server, tmp_path, chromium):
     sync_api = pytest.importorskip("playwright.sync_api")
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"chromium not found at {CHROMIUM}: install Debian's chromium (scripts/ci_services.sh)")
@@ -145,8 +144,8 @@ def test_an_empty_queue_names_the_items_other_workers_hold(keyboard_server, tmp_
         C.discard(store, "bob", last.task_id, "no question fits")
         C.people.choose_mode(store, "bob", "counting")
     expect = sync_api.expect
-    with sync_api.sync_playwright() as p:
-        ctx, page = _browser(p, tmp_path)
+    with chromium.new_context(viewport=LAPTOP) as ctx:
+        page = _page(ctx)
         try:
             page.goto(url, timeout=60_000)
             page.get_by_label("Token", exact=True).fill(tokens["bob"])
@@ -163,7 +162,8 @@ def test_an_empty_queue_names_the_items_other_workers_hold(keyboard_server, tmp_
             ctx.close()
 
 
-def test_review_and_label_decisions_are_buttons_named_as_the_page_names_them(keyboard_server, tmp_path):
+@pytest.mark.slow
+def test_review_and_label_decisions_are_buttons_named_as_the_page_names_them(keyboard_server, tmp_path, chromium):
     sync_api = pytest.importorskip("playwright.sync_api")
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"chromium not found at {CHROMIUM}: install Debian's chromium (scripts/ci_services.sh)")
@@ -181,12 +181,14 @@ def test_review_and_label_decisions_are_buttons_named_as_the_page_names_them(key
             C.Annotation("color.what_color", {"object": "cup"}, answers={a: "red", b: "blue"}),
         )
         C.confirm_drafts(
-            store, "alice", [C.DraftDecision(d.instance_id, False) for d in C.pending_drafts(store, "alice")]
+            store,
+            "alice",
+            [C.DraftDecision(d.instance_id, False) for d in C.pending_drafts(store, "alice")],
         )  # the open questions only
         C.people.choose_mode(store, "bob", "color")
     expect = sync_api.expect
-    with sync_api.sync_playwright() as p:
-        ctx, page = _browser(p, tmp_path)
+    with chromium.new_context(viewport=LAPTOP) as ctx:
+        page = _page(ctx)
         try:
             page.goto(url, timeout=60_000)
             page.get_by_label("Token", exact=True).fill(tokens["bob"])
@@ -214,7 +216,8 @@ def test_review_and_label_decisions_are_buttons_named_as_the_page_names_them(key
             assert [(r.worker, r.answer) for r in s.query(Review)] == [("bob", "can't tell")]
 
 
-def test_the_errata_form_is_empty_after_a_flag(keyboard_server, tmp_path):
+@pytest.mark.slow
+def test_the_errata_form_is_empty_after_a_flag(keyboard_server, tmp_path, chromium):
     sync_api = pytest.importorskip("playwright.sync_api")
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"chromium not found at {CHROMIUM}: install Debian's chromium (scripts/ci_services.sh)")
@@ -233,8 +236,8 @@ def test_the_errata_form_is_empty_after_a_flag(keyboard_server, tmp_path):
         )
         target = C.ready_instances(store, "counting", "OEQ")[0]
     expect = sync_api.expect
-    with sync_api.sync_playwright() as p:
-        ctx, page = _browser(p, tmp_path)
+    with chromium.new_context(viewport=LAPTOP) as ctx:
+        page = _page(ctx)
         try:
             page.goto(url, timeout=60_000)
             page.get_by_label("Token", exact=True).fill(tokens["bob"])
@@ -260,7 +263,8 @@ def test_the_errata_form_is_empty_after_a_flag(keyboard_server, tmp_path):
         assert (flag.instance_id, flag.reason, flag.proposed) == (target.id, "there are four cats", "4")
 
 
-def test_held_items_leave_the_queue_and_an_admin_brings_them_back(keyboard_server, tmp_path):
+@pytest.mark.slow
+def test_held_items_leave_the_queue_and_an_admin_brings_them_back(keyboard_server, tmp_path, chromium):
     sync_api = pytest.importorskip("playwright.sync_api")
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"chromium not found at {CHROMIUM}: install Debian's chromium (scripts/ci_services.sh)")
@@ -277,8 +281,8 @@ def test_held_items_leave_the_queue_and_an_admin_brings_them_back(keyboard_serve
     kept = open(gone, "rb").read()
     os.unlink(gone)
     expect = sync_api.expect
-    with sync_api.sync_playwright() as p:
-        ctx, page = _browser(p, tmp_path)
+    with chromium.new_context(viewport=LAPTOP) as ctx:
+        page = _page(ctx)
         try:
             page.goto(url, timeout=60_000)
             page.get_by_label("Token", exact=True).fill(tokens["bob"])

@@ -46,6 +46,7 @@ def _by_label(widgets, label):
     return w
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["rotate", "deactivate"])
 def test_app_signs_a_worker_out_at_the_next_click_and_saves_nothing(env, how):
     store, tokens = env

@@ -6,11 +6,10 @@ mode (worker-seconds per ready question, the hours left to the export's target),
 
 from __future__ import annotations
 
-import os
 import re
 
 import pytest
-from test_app_browser import ARGS, CHROMIUM, _serve
+from curate_server import _serve
 
 LAPTOP = {"width": 1280, "height": 800}
 NO_ANSWER = "I cannot tell from this image."
@@ -40,33 +39,29 @@ def texts_server(tmp_path):
     store.close()
 
 
-def _signed_in(p, tmp_path, url, token):
+def _signed_in(ctx, url, token):
     sync_api = pytest.importorskip("playwright.sync_api")
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"chromium not found at {CHROMIUM}: install Debian's chromium (scripts/ci_services.sh)")
-    ctx = p.chromium.launch_persistent_context(
-        str(tmp_path / "profile"), executable_path=CHROMIUM, headless=True, args=ARGS, viewport=LAPTOP
-    )
     page = ctx.new_page()
     page.set_default_timeout(60_000)
     page.goto(url, timeout=60_000)
     page.get_by_label("Token", exact=True).fill(token)
     page.keyboard.press("Enter")
     sync_api.expect(page.get_by_text("Signed in as")).to_be_visible()
-    return ctx, page
+    return page
 
 
 def _idle(page) -> None:
     page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]').wait_for()
 
 
-def test_an_answer_that_does_not_answer_is_labelled_so_by_its_shortcut(texts_server, tmp_path):
+@pytest.mark.slow
+def test_an_answer_that_does_not_answer_is_labelled_so_by_its_shortcut(texts_server, tmp_path, chromium):
     sync_api = pytest.importorskip("playwright.sync_api")
     from vhmine import curate as C
 
     url, store, tokens, facts = texts_server
-    with sync_api.sync_playwright() as p:
-        ctx, page = _signed_in(p, tmp_path, url, tokens["bob"])
+    with chromium.new_context(viewport=LAPTOP) as ctx:
+        page = _signed_in(ctx, url, tokens["bob"])
         try:
             page.get_by_test_id("stSidebar").get_by_text("Label answers", exact=True).click()
             sync_api.expect(page.get_by_text(NO_ANSWER)).to_be_visible()
@@ -82,14 +77,15 @@ def test_an_answer_that_does_not_answer_is_labelled_so_by_its_shortcut(texts_ser
     assert C.work.response_verdicts(store, [facts["response"]])[facts["response"]].verdict == "no answer"
 
 
-def test_a_decision_on_the_person_queue_names_the_question_by_its_text(texts_server, tmp_path):
+@pytest.mark.slow
+def test_a_decision_on_the_person_queue_names_the_question_by_its_text(texts_server, tmp_path, chromium):
     sync_api = pytest.importorskip("playwright.sync_api")
     from vhmine import curate as C
 
     url, store, tokens, facts = texts_server
     queued = facts["queued"]
-    with sync_api.sync_playwright() as p:
-        ctx, page = _signed_in(p, tmp_path, url, tokens["carol"])
+    with chromium.new_context(viewport=LAPTOP) as ctx:
+        page = _signed_in(ctx, url, tokens["carol"])
         try:
             page.get_by_test_id("stSidebar").get_by_text("Errata", exact=True).click()
             sync_api.expect(page.get_by_text("Answers changed since a person decided (1)")).to_be_visible()
@@ -102,15 +98,16 @@ def test_a_decision_on_the_person_queue_names_the_question_by_its_text(texts_ser
     assert C.decisions.contradictions(store) == [] and C.get_instance(store, queued.id).truth is False
 
 
-def test_the_admin_overview_shows_worker_time_per_mode_and_the_hours_left(texts_server, tmp_path):
+@pytest.mark.slow
+def test_the_admin_overview_shows_worker_time_per_mode_and_the_hours_left(texts_server, tmp_path, chromium):
     sync_api = pytest.importorskip("playwright.sync_api")
     from vhmine import curate as C
 
     url, store, tokens, _ = texts_server
     want = {m.mode: m.row() for m in C.people.worker_time(store, 150)}
     assert want["color"]["worker hours"] is not None and want["all"]["target"] == 150 * 8
-    with sync_api.sync_playwright() as p:
-        ctx, page = _signed_in(p, tmp_path, url, tokens["carol"])
+    with chromium.new_context(viewport=LAPTOP) as ctx:
+        page = _signed_in(ctx, url, tokens["carol"])
         try:
             page.get_by_test_id("stSidebar").get_by_text("Admin", exact=True).click()
             heading = page.get_by_role("heading", name="Worker time", exact=True)

@@ -6,7 +6,6 @@ says gather_usage_stats false. A home folder of the test's own, so no ~/.streaml
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,8 +17,6 @@ import pytest
 from helpers import free_port
 
 REPO = Path(__file__).resolve().parents[2]
-CHROMIUM = os.environ.get("VHMINE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu"]
 
 
 def _gather_usage_stats(page, url: str) -> bool:
@@ -74,17 +71,14 @@ def _serve(cwd: Path, home: Path, log: Path):
         time.sleep(0.3)
 
 
-def test_streamlit_run_apps_curate_sends_no_usage_statistics(tmp_path):
-    sync_api = pytest.importorskip("playwright.sync_api")
+@pytest.mark.slow
+def test_streamlit_run_apps_curate_sends_no_usage_statistics(tmp_path, chromium):
     pytest.importorskip("streamlit")
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"chromium not found at {CHROMIUM}: install Debian's chromium (scripts/ci_services.sh)")
     home, elsewhere = tmp_path / "home", tmp_path / "elsewhere"
     home.mkdir()
     elsewhere.mkdir()
     said = {}
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    with chromium.new_context() as browser:
         try:
             for name, cwd in (("the checkout", REPO), ("another folder", elsewhere)):
                 proc, url = _serve(cwd, home, tmp_path / f"{cwd.name}.log")

@@ -7,6 +7,7 @@ import sys
 import time
 
 import pandas as pd
+import pytest
 from typer.testing import CliRunner
 
 from vhmine.cli import app
@@ -37,6 +38,7 @@ def test_help_imports_nothing_heavy():
     assert "embed" in out and "mine" in out
 
 
+@pytest.mark.slow
 def test_every_command_has_help():
     import typer.main
 
@@ -62,6 +64,7 @@ def test_every_command_has_help():
                 assert param.help, f"`vhmine {' '.join(path)}` option {param.opts[0]} has no help"
 
 
+@pytest.mark.slow
 def test_offline_demo_end_to_end(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     t0 = time.time()
@@ -178,6 +181,7 @@ def test_a_mistyped_db_never_creates_a_store(tmp_path):
     assert "no store at" not in r.output
 
 
+@pytest.mark.slow
 def test_offline_demo_names_its_encoders_and_the_embed_line_for_ones_own_folder(tmp_path):
     """The printed `vhmine embed` line is run as printed, on another folder: it embeds with the demo's encoders."""
     import shlex

@@ -395,6 +395,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_several_processes_write_one_store_and_every_write_lands(tmp_path, backend, request):
     from vhmine.store import Instance, Task

@@ -46,6 +46,7 @@ def collection(tmp_path, photos_dir):
     return folder
 
 
+@pytest.mark.slow
 def test_embed_writes_aligned_index_and_records_duplicates_once(tmp_path, collection, tiny_models):
     res = embed_collection(_opts(collection, tmp_path / "idx", tiny_models, name="photos"))
     n_files = len(list(collection.glob("*.png")))
@@ -95,6 +96,7 @@ def test_bad_images_are_skipped_with_reasons(tmp_path, collection, tiny_models):
     assert "skipped" in res.summary() and "skipped.csv" in res.summary()
 
 
+@pytest.mark.slow
 def test_rerun_embeds_only_new_images_and_keeps_old_rows(tmp_path, collection, tiny_models, caplog):
     opts = _opts(collection, tmp_path / "idx", tiny_models, name="c")
     embed_collection(opts)
@@ -209,6 +211,7 @@ def test_missing_half_written_and_corrupt_indexes_are_refused(tmp_path, collecti
         open_index(tmp_path / "idx", "c")
 
 
+@pytest.mark.slow
 def test_killed_job_resumes_to_the_same_rows(tmp_path, tiny_models):
     """SIGKILL a real `vhmine embed` once some shards are done; the rerun equals an uninterrupted run."""
     rng = np.random.default_rng(0)
@@ -270,6 +273,7 @@ def _holds_flock(pid: int) -> bool:
     )
 
 
+@pytest.mark.slow
 def test_two_embed_processes_on_one_index_never_interleave(tmp_path, collection, tiny_models):
     """A real `vhmine embed` holds the index's lock (stopped with SIGSTOP while it does, so the overlap is certain);
     a second real one on the same index is refused in one line naming the first, and writes nothing; once the
@@ -529,6 +533,7 @@ def test_a_collection_moved_as_a_whole_is_found_at_its_new_place_after_a_rerun(t
     assert all(Path(p).is_file() and Path(p).is_relative_to(new) for p in after.abs_paths())
 
 
+@pytest.mark.slow
 def test_ctrl_c_says_how_many_shards_are_kept_and_the_same_command_resumes(tmp_path, tiny_models):
     rng = np.random.default_rng(1)
     images = tmp_path / "imgs"

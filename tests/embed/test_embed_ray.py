@@ -2,7 +2,6 @@
 local engine's row for row and vector for vector, also when a worker process dies mid-shard, and a
 rerun skips the finished shards."""
 
-import os
 import shutil
 from pathlib import Path
 
@@ -15,7 +14,6 @@ ray = pytest.importorskip("ray")
 from helpers import free_port, write_photos  # noqa: E402
 
 from vhmine.embed.job import EmbedOptions, embed_collection  # noqa: E402
-from vhmine.embed.run import EXIT_MARKER_ENV  # noqa: E402
 from vhmine.errors import EncoderError, InputError  # noqa: E402
 from vhmine.index import open_index  # noqa: E402
 
@@ -23,19 +21,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    """A 2-CPU Ray cluster for this module; yields the marker file that makes one worker exit mid-shard."""
-    marker = tmp_path_factory.mktemp("ray") / "exit-at-shard"
-    saved = {k: os.environ.get(k) for k in (EXIT_MARKER_ENV, "PYTHONPATH")}
-    os.environ[EXIT_MARKER_ENV] = str(marker)  # the actors inherit the environment of this process
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [saved["PYTHONPATH"]])])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        yield marker
-    finally:
-        ray.shutdown()
-        for k, v in saved.items():
-            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+def cluster(ray_cluster, ray_exit_marker):
+    """The session's 2-CPU Ray cluster; yields the marker file that makes one worker exit mid-shard."""
+    yield ray_exit_marker
+    ray_exit_marker.unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="module")

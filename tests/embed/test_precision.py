@@ -54,6 +54,7 @@ def test_auto_keeps_fp32_unless_a_lower_precision_is_min_gain_times_faster():
     assert P.fastest({"fp32": 10.0, "fp16": 31.0}) == "fp16"
 
 
+@pytest.mark.slow
 def test_auto_measures_once_per_machine_and_shapes_then_reads_the_cache(tmp_path, tiny_models):
     from vhmine.embed.encoders import load_clip, load_dino
     from vhmine.embed.tiny import build_dino

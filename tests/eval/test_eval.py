@@ -105,6 +105,7 @@ def test_hallusionbench_result_file_is_scored_with_its_measures(tmp_path):
     assert "## HallusionBench" in (tmp_path / "hb" / "report.md").read_text()
 
 
+@pytest.mark.slow
 def test_model_on_a_loopback_server_with_a_judge(bench_dir, tmp_path, openai_server):
     srv = openai_server
     bench = F.load(bench_dir)
@@ -552,6 +553,7 @@ def test_eval_ends_by_saying_where_the_report_is(bench_dir, tmp_path, monkeypatc
         assert (tmp_path / "evals" / "run1" / name).is_file()
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_asking_keeps_the_answers_and_the_rerun_asks_only_the_rest(bench_dir, tmp_path, openai_server):
     import subprocess
     import sys

@@ -126,6 +126,7 @@ def ready(tmp_path_factory):
     return tmp
 
 
+@pytest.mark.slow
 def test_pope_export_and_eval_report_groups_through_the_cli(ready):
     db = str(ready / "store.db")
     _vhmine(ready, "export", "--db", db, "--out", "pope", "--format", "pope", "--kind", "ynq")

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -23,9 +21,7 @@ from vhmine.eval import html_report
 from vhmine.eval.job import EvalOptions, evaluate
 from vhmine.export.job import write_benchmark
 
-CHROMIUM = os.environ.get("VHMINE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu"]
 EVIL = '<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>'
 
 # three models' answers (see the expected failures below)
@@ -185,16 +181,8 @@ def test_beyond_the_budget_the_thumbnails_are_files_too(tmp_path, monkeypatch):
 # --- in a real browser ---------------------------------------------------------------------------------
 
 
-def _browser():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"chromium not found at {CHROMIUM}: install Debian's chromium (scripts/ci_services.sh)")
-    return sync_api
-
-
-def _open(pw, path: Path, attempted: list):
-    browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+def _open(browser, path: Path, attempted: list):
+    page = browser.new_page()
     errors: list = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on("request", lambda r: attempted.append(r.url) if not r.url.startswith(("file:", "data:")) else None)
@@ -204,19 +192,19 @@ def _open(pw, path: Path, attempted: list):
     )
     page.goto(path.resolve().as_uri())
     page.wait_for_function("document.getElementById('shown').textContent !== ''")
-    return browser, page, errors
+    return page, errors
 
 
 def _visible(page) -> list[str]:
     return page.eval_on_selector_all("#items tbody tr:not([hidden]) .id", "els => els.map(e => e.textContent)")
 
 
-def test_filters_images_and_no_network_in_chromium(evaluated):
-    sync_api = _browser()
+@pytest.mark.slow
+def test_filters_images_and_no_network_in_chromium(evaluated, chromium):
     out, _ = evaluated
     attempted: list = []
-    with sync_api.sync_playwright() as pw:
-        browser, page, errors = _open(pw, out / "report.html", attempted)
+    with chromium.new_context(viewport={"width": 1400, "height": 1000}) as browser:
+        page, errors = _open(browser, out / "report.html", attempted)
         assert _visible(page) == ORDER
         widths = page.eval_on_selector_all("img[data-img]", "els => els.map(e => e.complete ? e.naturalWidth : -1)")
         assert widths and all(w > 0 for w in widths), widths
@@ -257,14 +245,13 @@ def test_filters_images_and_no_network_in_chromium(evaluated):
     assert errors == [] and attempted == []
 
 
-def test_linked_images_load_in_chromium(tmp_path, monkeypatch):
-    sync_api = _browser()
+def test_linked_images_load_in_chromium(tmp_path, monkeypatch, chromium):
     bench, preds = _big(tmp_path, 6, 1, 2)
     monkeypatch.setattr(html_report, "MAX_BYTES", 20_000)
     evaluate(EvalOptions(bench=bench, out=tmp_path / "ev", predictions=preds))
     attempted: list = []
-    with sync_api.sync_playwright() as pw:
-        browser, page, errors = _open(pw, tmp_path / "ev" / "report.html", attempted)
+    with chromium.new_context(viewport={"width": 1400, "height": 1000}) as browser:
+        page, errors = _open(browser, tmp_path / "ev" / "report.html", attempted)
         page.wait_for_function("Array.from(document.querySelectorAll('img[data-img]')).every(e => e.complete)")
         widths = page.eval_on_selector_all("img[data-img]", "els => els.map(e => e.naturalWidth)")
         assert len(widths) >= 6 and all(w > 0 for w in widths), widths  # the rows, and the items that fool both
@@ -349,11 +336,10 @@ def test_the_charts_legend_is_inside_the_chart_beside_the_bars(evaluated):
     assert bars and max(bars) < x_legend < max(bars) + 60  # right of the last bar, not below the chart
 
 
-def test_the_figures_table_fits_a_1280_px_window_in_chromium(tmp_path):
+def test_the_figures_table_fits_a_1280_px_window_in_chromium(tmp_path, chromium):
     """Its column per figure made it 1,371 px wide in a 1280 px window, the source column cut off (issue 33): now a
     row per figure and a column per model, long names and sources wrapped; four models with long names and long
     predictions file names fit, every cell inside the window, and the page scrolls no sideways."""
-    sync_api = _browser()
     bench = _bench(tmp_path)
     answers = {"o1": "3", "o2": "4", "y1": "Yes", "y2": "No", "y3": "yes", "y4": "maybe"}
     names = ["llava-v1.6-vicuna-13b-hf", "gpt-4o-2024-08-06", "Qwen/Qwen2.5-VL-72B-Instruct", "InternVL2_5-78B-MPO"]
@@ -363,9 +349,8 @@ def test_the_figures_table_fits_a_1280_px_window_in_chromium(tmp_path):
         p.write_text("".join(json.dumps({"id": i, "answer": a}) + "\n" for i, a in answers.items()))
         preds.append((name, p))
     evaluate(EvalOptions(bench=bench, out=tmp_path / "ev", predictions=preds))
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
+    with chromium.new_context(viewport={"width": 1280, "height": 900}) as browser:
+        page = browser.new_page()
         page.goto((tmp_path / "ev" / "report.html").resolve().as_uri())
         table, cells, page_width = page.evaluate(
             """() => { const t = document.querySelector('table.figures');

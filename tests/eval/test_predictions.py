@@ -214,6 +214,7 @@ def test_lmms_eval_samples_of_another_benchmark_or_broken_are_named(bench_dir, t
 # --- judges: one judge for probe and eval, on any OpenAI-compatible server; agreement with workers ----------
 
 
+@pytest.mark.slow
 def test_probe_and_eval_share_the_judge_and_eval_reports_its_agreement_with_workers(openai_server, tmp_path):
     """probe and eval send the judge the same requests (judge.py) at a vLLM-style base URL (http://host:port/v1);
     `--judge-agreement` gives Cohen's kappa between the judge and the workers' majority where both exist."""

@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 
+import pytest
 from helpers import ANSWER_FATES, answer_text, bench_from_spec, make_ready_store
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -41,6 +42,7 @@ def _tables(md: str) -> list[list[dict]]:
     return out
 
 
+@pytest.mark.slow
 def test_console_report_md_and_report_json_name_each_figure_alike(tmp_path):
     make_ready_store(tmp_path).close()
     db = str(tmp_path / "store.db")
@@ -117,8 +119,6 @@ def test_no_complete_pairs_is_said_in_words_not_as_a_dash_percent_over_0(tmp_pat
 
 # --- properties: one report whatever the file's order; one figure per name in every output ------------------
 
-import pytest  # noqa: E402
-
 GEN_SPEC = [
     ("counting", "YNQ", True, True, False),
     ("counting", "OEQ", True, True, False),
@@ -162,6 +162,7 @@ def _evaluate(folder, out, rows, layout):
 FATES = st.lists(st.sampled_from(ANSWER_FATES), min_size=9, max_size=9)
 
 
+@pytest.mark.slow
 @settings(max_examples=15)  # two evaluate runs an example
 @given(fates=FATES, order=st.permutations(range(9)), layout=st.sampled_from([".jsonl", ".csv"]))
 def test_property_any_permutation_of_a_predictions_file_gives_the_same_report(
@@ -216,6 +217,7 @@ def shown_figures(console: str, md: str, page: str, model: str) -> dict:
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=15)
 @given(fates=FATES)
 def test_property_console_report_md_json_and_html_give_the_same_figure_for_every_name(

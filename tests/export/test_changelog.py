@@ -83,6 +83,7 @@ def workdir(tmp_path):
     return tmp_path, first
 
 
+@pytest.mark.slow
 def test_changelog_since_an_earlier_export(workdir):
     from vhmine import curate as C
     from vhmine.export.privacy import pseudonym, pseudonym_key
@@ -154,6 +155,7 @@ def test_changelog_since_an_earlier_export(workdir):
     assert not (tmp / "v-bad").exists()
 
 
+@pytest.mark.slow
 def test_integer_versions_count_up_and_the_hash_ignores_format_and_provenance(workdir):
     tmp, first = workdir
     db = str(tmp / "store.db")
@@ -172,6 +174,7 @@ def test_integer_versions_count_up_and_the_hash_ignores_format_and_provenance(wo
     assert bad.returncode == 2 and "--since photos: no manifest.json there" in bad.stderr
 
 
+@pytest.mark.slow
 def test_names_are_whole_tokens_and_a_name_that_is_a_content_word_stays_a_word(workdir):
     """Workers called "ann." and "lee-" (registered before names had to end with a letter or digit) and "red":
     without --with-provenance no name is left in CHANGELOG.md or changelog.json, and the colour "red" in the

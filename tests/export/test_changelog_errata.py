@@ -75,6 +75,7 @@ def flagged(tmp_path):
     return tmp_path, db, key, cats_a, cats_b, cup_a
 
 
+@pytest.mark.slow
 def test_errata_reach_the_changelog_with_who_and_why(flagged):
     from vhmine.export.privacy import pseudonym
 

@@ -80,6 +80,7 @@ def _records(folder) -> dict[str, list[dict]]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", WITH_IMAGES)
 def test_croissant_yields_every_item_with_its_image(exports, fmt):
     tmp, _ = exports
@@ -108,6 +109,7 @@ def test_croissant_yields_every_item_with_its_image(exports, fmt):
     assert seen == dict.fromkeys(want, 1)
 
 
+@pytest.mark.slow
 def test_vlmevalkit_croissant_reads_the_rows_and_says_why_not_the_images(exports):
     tmp, _ = exports
     folder = tmp / "vlmevalkit"
@@ -121,6 +123,7 @@ def test_vlmevalkit_croissant_reads_the_rows_and_says_why_not_the_images(exports
     assert "base64" in doc["description"] and "cannot decode" in doc["description"]
 
 
+@pytest.mark.slow
 def test_vhtest_croissant_describes_its_images_and_lists_its_sheets(exports):
     tmp, _ = exports
     folder = tmp / "vhtest"
@@ -137,6 +140,7 @@ def test_vhtest_croissant_describes_its_images_and_lists_its_sheets(exports):
     assert "xlsx" in doc["description"]
 
 
+@pytest.mark.slow
 def test_mmvp_croissant_reads_the_rows_and_the_images_apart_and_says_why(exports):
     tmp, _ = exports
     folder = tmp / "mmvp"
@@ -243,6 +247,7 @@ def test_the_publishers_licence_description_and_citation(tmp_path):
     store.close()
 
 
+@pytest.mark.slow
 def test_an_export_without_a_store_says_what_is_not_recorded(tmp_path):
     from helpers import write_tiny_bench
 

@@ -83,6 +83,7 @@ def test_every_export_names_the_modes_short_of_the_items_that_tell_two_models_ap
     assert (man["sample_size"]["accuracy"], man["sample_size"]["difference"]) == (0.6, 0.05)
 
 
+@pytest.mark.slow
 def test_the_cli_exports_mmvp_and_scores_it_back_by_mmvps_rule(store, tmp_path, openai_server):
     """The round trip a user makes: `vhmine export --format mmvp`, MMVP's evaluate_mllm.py writes the answers file (its
     lines restated here), `vhmine eval --rule mmvp` grades it through a judge as gpt_grader.py does."""

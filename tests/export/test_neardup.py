@@ -10,6 +10,8 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from helpers import interrupt_when, write_pairs, write_photos  # noqa: E402
@@ -385,6 +387,7 @@ def test_flags_page_shows_near_duplicates_side_by_side_and_overrules(tmp_path, m
     store.close()
 
 
+@pytest.mark.slow
 def test_the_check_shows_a_bar_and_ctrl_c_leaves_no_export(tmp_path, tiny_models):
     """A real `vhmine export` stopped by SIGINT (to its process group, as a terminal's Ctrl-C) while the
     near-duplicate check loads its encoders: one line, exit 130, no folder; the rerun shows the check's bar."""

@@ -4,6 +4,7 @@ pseudonyms are per store."""
 import json
 from pathlib import Path
 
+import pytest
 from helpers import make_ready_store, readable_bytes
 
 from vhmine.export.job import ExportOptions, export_benchmark
@@ -76,6 +77,7 @@ def test_pseudonyms_are_per_store(tmp_path):
     b.close()
 
 
+@pytest.mark.slow
 def test_cli_export_with_provenance(tmp_path):
     from typer.testing import CliRunner
 
@@ -107,6 +109,7 @@ def _tree(folder: Path) -> dict[str, bytes]:
     return out
 
 
+@pytest.mark.slow
 def test_an_export_is_the_same_byte_for_byte_from_any_working_folder_paths_relative_to_the_collection_root(mined):
     """Run from /, source_path, the encoders, manifest.json, questions and croissant.json held the machine's full
     paths; from two folders the data files differed. Now: relative to the root the index records, from anywhere."""

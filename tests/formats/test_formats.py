@@ -355,6 +355,7 @@ def photo_files(tmp_path_factory):
     return [str(p) for p in write_photos(tmp_path_factory.mktemp("genimgs"), ("astronaut", "coffee"))]
 
 
+@pytest.mark.slow
 @settings(max_examples=8)  # seven exports and seven reads an example
 @given(data=st.data())
 def test_property_every_format_reads_back_the_same_items_from_any_working_folder_with_no_machine_path(

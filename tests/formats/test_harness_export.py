@@ -12,71 +12,21 @@ right classes, and score like vhmine.
 
 import base64
 import csv
-import importlib.util
 import json
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+from harness_standins import CANNED, _load_py
 from helpers import canned_lmms
 from PIL import Image
 
 from vhmine import formats as F
-from vhmine.bench import BenchItem, Benchmark
 from vhmine.eval.job import YNQ_SUFFIX, match_oeq, prompt_of
 from vhmine.export.job import write_benchmark
 from vhmine.rules import harness as harness_rules
 from vhmine.rules.answers import parse_yes_no
-
-# the model's canned answers: readable, unreadable, VHTest's edge cases, number words, wrong answers
-CANNED = {
-    "c-oeq-a": "There are four cats.",
-    "c-oeq-b": "I see 3 cats",
-    "p-oeq": "The cat is to the left of the dog.",
-    "c-ynq-a": "Yes.",
-    "c-ynq-b": "Yesterday I saw cats",
-    "c-ynq-c": "no",
-    "c-ynq-d": "Nope",
-    "o-ynq-1": " - yes",
-    "o-ynq-2": "No, it says SHOP",
-    "o-ynq-3": "yes",
-    "o-ynq-4": "Maybe",
-}
-
-
-@pytest.fixture(scope="module")
-def bench(tmp_path_factory):
-    d = tmp_path_factory.mktemp("imgs")
-    rng = np.random.default_rng(1)
-    p = []
-    for i in range(3):
-        p.append(d / f"im{i}.png")
-        Image.fromarray(rng.integers(0, 255, (12, 10, 3), dtype=np.uint8)).save(p[-1])
-    q = "Are there exactly 4 cats in the picture?"
-    items = [
-        BenchItem("c-oeq-a", "counting", "OEQ", "How many cats are there?", ("4",), None, str(p[0]), "i0", "p:O"),
-        BenchItem("c-oeq-b", "counting", "OEQ", "How many cats are there?", ("2", "two"), None, str(p[1]), "i1", "p:O"),
-        BenchItem(
-            "p-oeq",
-            "position",
-            "OEQ",
-            "Where is the cat relative to the dog?",
-            ("to the left of",),
-            None,
-            str(p[2]),
-            "i2",
-        ),
-        BenchItem("c-ynq-a", "counting", "YNQ", q, ("Yes",), True, str(p[0]), "i0", "p:Y"),
-        BenchItem("c-ynq-b", "counting", "YNQ", q, ("No",), False, str(p[1]), "i1", "p:Y"),
-        BenchItem("c-ynq-c", "counting", "YNQ", "Are there 2 cats?", ("Yes",), True, str(p[1]), "i1"),
-        BenchItem("c-ynq-d", "counting", "YNQ", "Are there 9 cats?", ("No",), False, str(p[0]), "i0"),
-        BenchItem("o-ynq-1", "ocr", "YNQ", 'Does the sign say "STOP"?', ("Yes",), True, str(p[2]), "i2"),
-        BenchItem("o-ynq-2", "ocr", "YNQ", 'Does the sign say "SHOP"?', ("No",), False, str(p[2]), "i2"),
-        BenchItem("o-ynq-3", "ocr", "YNQ", 'Does the sign say "EXIT"?', ("No",), False, str(p[0]), "i0"),
-        BenchItem("o-ynq-4", "ocr", "YNQ", 'Does the sign say "OPEN"?', ("Yes",), True, str(p[1]), "i1"),
-    ]
-    return Benchmark("tiny", items)
 
 
 def _vhmine_eval(folder, answers, out, partial=False):
@@ -98,13 +48,6 @@ def _vhmine_eval(folder, answers, out, partial=False):
     r = subprocess.run(cmd + (["--partial"] if partial else []), capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     return json.loads((out / "report.json").read_text())["models"]["m"]["metrics"]
-
-
-def _load_py(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 # --- the rules harness users get are vhmine's ---------------------------------------------------------
@@ -194,6 +137,7 @@ def lmms_run(bench, tmp_path_factory):
     return folder, res["results"], lm.seen
 
 
+@pytest.mark.slow
 def test_lmms_eval_folder_layout(lmms_run, bench):
     folder, results, seen = lmms_run
     assert sorted(p.name for p in folder.iterdir()) == [
@@ -215,6 +159,7 @@ def test_lmms_eval_folder_layout(lmms_run, bench):
         assert np.array_equal(np.asarray(visuals[0]), np.asarray(Image.open(it.image).convert("RGB")))
 
 
+@pytest.mark.slow
 def test_lmms_eval_numbers_equal_vhmine_eval(lmms_run, bench, tmp_path):
     folder, results, _ = lmms_run
     ynq_ids = {it.id for it in bench if it.kind == "YNQ"}
@@ -255,207 +200,6 @@ def test_lmms_eval_export_reads_back(bench, tmp_path):
 
 
 # --- VLMEvalKit ---------------------------------------------------------------------------------------------
-
-# A stand-in `vlmeval`, transcribing VLMEvalKit (open-compass/VLMEvalKit, vlmeval/dataset/image_base.py,
-# image_yorn.py, image_vqa.py, __init__.py build_dataset, smp/file.py load/md5, smp/vlm.py decode) where
-# the registration file and the TSV meet it; evaluation helpers it does not need are left out.
-STAND_IN = {
-    "vlmeval/__init__.py": "",
-    "vlmeval/smp.py": (
-        """
-import hashlib, os, os.path as osp, base64, io
-import pandas as pd
-from PIL import Image
-
-def LMUDataRoot():
-    return os.environ["LMUData"]
-
-def load(f):
-    return {"tsv": lambda f: pd.read_csv(f, sep="\\t"), "xlsx": pd.read_excel, "csv": pd.read_csv}[f.split(".")[-1]](f)
-
-def dump(data, f):
-    {"xlsx": lambda: data.to_excel(f, index=False), "csv": lambda: data.to_csv(f, index=False)}[f.split(".")[-1]]()
-
-def md5(s):
-    h = hashlib.new("md5")
-    with open(s, "rb") as f:
-        for chunk in iter(lambda: f.read(2**20), b""):
-            h.update(chunk)
-    return str(h.hexdigest())
-
-def get_intermediate_file_path(eval_file, suffix, target_format=None):
-    stem, ext = eval_file.rsplit(".", 1)
-    return f"{stem}{suffix}.{target_format or ext}"
-
-def toliststr(s):
-    if isinstance(s, str) and len(s) > 1 and (s[0] == "[") and (s[-1] == "]"):
-        return [str(x) for x in eval(s)]
-    elif isinstance(s, str):
-        return [s]
-    return [str(x) for x in s]
-
-def decode_base64_to_image_file(base64_string, image_path):
-    image = Image.open(io.BytesIO(base64.b64decode(base64_string)))
-    if image.mode in ("RGBA", "P", "LA"):
-        image = image.convert("RGB")
-    image.save(image_path)
-"""
-    ),
-    "vlmeval/dataset/__init__.py": (
-        """
-import os.path as osp
-from .image_yorn import ImageYORNDataset
-from .image_vqa import ImageVQADataset
-DATASET_CLASSES = [ImageYORNDataset, ImageVQADataset]
-SUPPORTED_DATASETS = []
-for DATASET_CLS in DATASET_CLASSES:
-    SUPPORTED_DATASETS.extend(DATASET_CLS.supported_datasets())
-
-def build_dataset(dataset_name, **kwargs):
-    for cls in DATASET_CLASSES:
-        if dataset_name in cls.supported_datasets():
-            return cls(dataset=dataset_name, **kwargs)
-    return None  # VLMEvalKit then guesses a Custom VQA dataset, whose evaluate raises NotImplementedError
-"""
-    ),
-    "vlmeval/dataset/image_base.py": (
-        """
-import os, os.path as osp
-import numpy as np
-import pandas as pd
-from vlmeval.smp import LMUDataRoot, decode_base64_to_image_file, load, md5, toliststr
-
-class ImageBaseDataset:
-    MODALITY = "IMAGE"
-    DATASET_URL = {}
-    DATASET_MD5 = {}
-
-    def __init__(self, dataset="MMBench", skip_noimg=True):
-        self.dataset_name = dataset
-        self.img_root = osp.join(LMUDataRoot(), "images", dataset)
-        data = self.load_data(dataset)
-        self.skip_noimg = skip_noimg
-        if skip_noimg and "image" in data:
-            data = data[~pd.isna(data["image"])]
-        data["index"] = [str(x) for x in data["index"]]
-        self.meta_only = True
-        if "image" in data:
-            data["image"] = [str(x) if not pd.isna(x) else "" for x in data["image"]]
-            image_map = {x: y for x, y in zip(data["index"], data["image"])}
-            for k in image_map:
-                if len(image_map[k]) <= 64 and len(image_map[k]) > 0:
-                    idx = image_map[k]
-                    assert idx in image_map and len(image_map[idx]) > 64
-                    image_map[k] = image_map[idx]
-            images = [toliststr(image_map[k]) for k in data["index"]]
-            data["image"] = [x[0] if len(x) == 1 else x for x in images]
-            self.meta_only = False
-        if np.all([isinstance(x, int) or str(x).isdigit() for x in data["index"]]):
-            data["index"] = [int(x) for x in data["index"]]
-        self.data = data
-
-    @classmethod
-    def supported_datasets(cls):
-        return list(cls.DATASET_URL)
-
-    def load_data(self, dataset):
-        raise AssertionError("the registration file must read its own TSV (VLMEvalKit would download DATASET_URL)")
-
-    def dump_image(self, line):
-        os.makedirs(self.img_root, exist_ok=True)
-        tgt_path = osp.join(self.img_root, f"{line['index']}.png")
-        if not osp.exists(tgt_path):
-            decode_base64_to_image_file(line["image"], tgt_path)
-        return [tgt_path]
-
-    def build_prompt(self, line):
-        if isinstance(line, int):
-            line = self.data.iloc[line]
-        tgt_path = self.dump_image(line)
-        msgs = [dict(type="image", value=p) for p in tgt_path]
-        msgs.append(dict(type="text", value=line["question"]))
-        return msgs
-"""
-    ),
-    "vlmeval/dataset/image_yorn.py": (
-        """
-import re
-import numpy as np
-import pandas as pd
-from vlmeval.smp import load
-from .image_base import ImageBaseDataset
-
-def process_punctuation(inText):  # vlmeval/smp/misc.py
-    outText = inText
-    punct = [";", r"/", "[", "]", \'"\', "{", "}", "(", ")", "=", "+", "\\\\", "_", "-", ">", "<", "@", "`", ",",
-             "?", "!"]
-    commaStrip = re.compile(r"(\\d)(,)(\\d)")
-    periodStrip = re.compile(r"(?<!\\d)\\.(?!\\d)")
-    for p in punct:
-        if (p + " " in inText or " " + p in inText) or (re.search(commaStrip, inText) is not None):
-            outText = outText.replace(p, "")
-        else:
-            outText = outText.replace(p, " ")
-    outText = periodStrip.sub("", outText, count=32)  # VLMEvalKit passes re.UNICODE (32) as the count, positionally
-    return outText
-
-def YOrN_Extraction(output):  # vlmeval/dataset/utils/yorn.py
-    s = output.lower()
-    words = process_punctuation(s).split()
-    if "yes" in words and "no" not in words:
-        return "Yes"
-    if "yes" not in words and "no" in words:
-        return "No"
-    return "Unknown"
-
-class ImageYORNDataset(ImageBaseDataset):
-    TYPE = "Y/N"
-    DATASET_URL = {"POPE": "https://opencompass.openxlab.space/utils/VLMEval/POPE.tsv"}
-    DATASET_MD5 = {"POPE": "c12f5acb142f2ef1f85a26ba2fbe41d5"}
-
-    def evaluate(self, eval_file, **judge_kwargs):
-        # image_yorn.py with exact matching (no judge) and yorn.py default_rating: a plain VLMEvalKit run's figures
-        data = load(eval_file)
-        data["prediction"] = [str(x) for x in data["prediction"]]
-        data["extracted"] = [YOrN_Extraction(x) for x in data["prediction"]]
-        data["score"] = data["answer"] == data["extracted"]
-        res = {"Overall": np.mean(data["score"]) * 100}
-        if "category" in data:
-            for c in sorted(set(x for x in data["category"] if not pd.isna(x))):
-                res[c] = np.mean(data[data["category"] == c]["score"]) * 100
-        return pd.DataFrame({k: [v] for k, v in res.items()})
-"""
-    ),
-    "vlmeval/dataset/image_vqa.py": (
-        """
-from .image_base import ImageBaseDataset
-
-class ImageVQADataset(ImageBaseDataset):
-    TYPE = "VQA"
-    DATASET_URL = {"TextVQA_VAL": "https://opencompass.openxlab.space/utils/VLMEval/TextVQA_VAL.tsv"}
-    DATASET_MD5 = {"TextVQA_VAL": "b233b31f551bbf4056f2f955da3a92cd"}
-
-    def build_prompt(self, line):
-        msgs = super().build_prompt(line)
-        msgs[-1]["value"] += "\\nAnswer the question using a single word or phrase."
-        return msgs
-"""
-    ),
-}
-
-
-@pytest.fixture
-def vlmeval(tmp_path, monkeypatch):
-    """The stand-in `vlmeval` importable, LMUData in tmp_path; removed from sys.modules afterwards."""
-    root = tmp_path / "standin"
-    for rel, text in STAND_IN.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    monkeypatch.syspath_prepend(str(root))
-    monkeypatch.setenv("LMUData", str(tmp_path / "LMUData"))
-    yield root
-    for name in [m for m in sys.modules if m == "vlmeval" or m.startswith("vlmeval.") or m == "vhmine_vlmevalkit"]:
-        del sys.modules[name]
 
 
 def _tsv_rows(path):

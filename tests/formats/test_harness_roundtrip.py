@@ -17,8 +17,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import canned_lmms
-from test_harness_export import CANNED, _load_py, bench, vlmeval  # noqa: F401  (fixtures)
+from harness_standins import CANNED, _load_py, _run_lmms_eval
 
 from vhmine.eval.job import EvalOptions, evaluate
 from vhmine.export.job import write_benchmark
@@ -52,42 +51,6 @@ def _own_eval(folder, answers, out, partial=False):
     return entry, read
 
 
-def _run_lmms_eval(folder, out, predict_only=False, answers=None):
-    """`lmms-eval --tasks vhmine --include_path FOLDER --log_samples --output_path OUT [--predict_only]` with a canned
-    model: evaluator.evaluate with the task setup simple_evaluate makes, then the EvaluationTracker calls of
-    lmms_eval/__main__.py cli_evaluate_single. (simple_evaluate itself is not called: 0.7.3's imports
-    `filelock._api`, which filelock 4 removed; the samples it logs come from evaluate and the tracker alone.)"""
-    from lmms_eval import evaluator
-    from lmms_eval.loggers import EvaluationTracker
-    from lmms_eval.tasks import TaskManager, get_task_dict
-    from lmms_eval.utils import get_datetime_str
-
-    lm = canned_lmms(CANNED if answers is None else answers)  # item id -> the canned model's answer
-    task_dict = get_task_dict(["vhmine"], TaskManager(include_path=str(folder)))
-    for task in (t for group in task_dict.values() for t in group.values()):  # simple_evaluate's _adjust_config
-        lm.task_dict[task.config.task] = task.dataset
-        if predict_only:
-            task.override_metric(metric_name="bypass")
-        if task.get_config("num_fewshot") is None:
-            task.set_config(key="num_fewshot", value=0)
-        task.set_fewshot_seed(seed=1234)
-    tracker = EvaluationTracker(output_path=str(out))
-    tracker.general_config_tracker.log_experiment_args(
-        model_source="canned",
-        model_args="pretrained=acme/canned-vlm",
-        system_instruction=None,
-        chat_template=None,
-        fewshot_as_multiturn=False,
-    )
-    datetime_str = get_datetime_str()
-    results = evaluator.evaluate(lm=lm, task_dict=task_dict, log_samples=True)
-    samples = results.pop("samples")
-    tracker.save_results_aggregated(results=results, samples=samples, datetime_str=datetime_str)
-    for task_name in results["configs"]:  # __main__: for task_name, config in results["configs"].items()
-        tracker.save_results_samples(task_name=task_name, samples=samples[task_name])
-    return results
-
-
 # --- lmms-eval ---------------------------------------------------------------------------------------------
 
 
@@ -107,6 +70,7 @@ def _samples_files(logs):
     return files
 
 
+@pytest.mark.slow
 def test_lmms_eval_log_samples_score_as_lmms_eval_and_as_own_predictions(lmms_logged, bench):
     root, results = lmms_logged
     folder, files = root / "vh", _samples_files(root / "logs")
@@ -140,6 +104,7 @@ def test_lmms_eval_log_samples_score_as_lmms_eval_and_as_own_predictions(lmms_lo
     assert results["vhmine_ynq"]["f1,none"] == pytest.approx(2 / 7)  # the numbers compared are not all zero
 
 
+@pytest.mark.slow
 def test_lmms_eval_predict_only_samples_are_read_by_doc_id(bench, tmp_path):
     """`--predict_only` logs no metric (so no item id): the reader places each line by doc_id within the task's
     kind and checks its logged input holds the item's question; the numbers are those of the same answers."""

@@ -9,8 +9,8 @@ import math
 
 import numpy as np
 import pytest
+from harness_standins import _run_lmms_eval
 from PIL import Image
-from test_harness_roundtrip import _run_lmms_eval
 
 from vhmine.bench import BenchItem, Benchmark
 from vhmine.eval import intervals as I
@@ -37,6 +37,7 @@ def lmms_results(tmp_path_factory):
     return _run_lmms_eval(root / "vh", root / "logs", answers=answers)["results"]
 
 
+@pytest.mark.slow
 def test_lmms_eval_prints_accuracys_standard_error_as_sd_over_sqrt_n(lmms_results):
     task = lmms_results["vhmine_ynq"]
     p, n = task["accuracy,none"], 60

@@ -15,8 +15,8 @@ import sys
 
 import numpy as np
 import pytest
+from harness_standins import _load_py
 from PIL import Image
-from test_harness_export import _load_py, vlmeval  # noqa: F401  (fixture)
 
 from vhmine.bench import BenchItem, Benchmark
 from vhmine.eval.job import EvalOptions, evaluate
@@ -154,6 +154,7 @@ def test_failed_rows_are_counted_never_scored(tmp_path, vlmeval):  # noqa: F811
     assert got["Overall"] == pytest.approx(100 * m["accuracy"]) == pytest.approx(100 * 6 / 11)
 
 
+@pytest.mark.slow
 def test_the_readme_steps_work_as_written(tmp_path, vlmeval):  # noqa: F811
     folder = tmp_path / "vl"
     write_benchmark(_bench(tmp_path / "img"), folder, "vlmevalkit")

@@ -16,8 +16,8 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from helpers import tiny_owlvit, write_photos  # noqa: E402
+from manipulate_scenes import OBJECTS, _opts, _victim  # noqa: E402
 from openai_server import chat_text  # noqa: E402
-from test_manipulate import OBJECTS, _opts, _victim, collection  # noqa: E402,F401  (a COCO-annotated collection)
 
 from vhmine.llm import LLM, Cache, LLMOptions  # noqa: E402
 
@@ -286,6 +286,7 @@ def plain(tmp_path_factory, tiny_models):
     return root, tiny_owlvit(root / "owl")
 
 
+@pytest.mark.slow
 def test_owlvit_finds_the_objects_of_a_collection_without_annotations_through_the_whole_stage(
     plain, openai_server, tmp_path
 ):

@@ -112,6 +112,7 @@ def test_describe_merges_real_and_hypothetical_examples_and_reruns_free(openai_s
     store.close()
 
 
+@pytest.mark.slow
 def test_describe_cli_failure_of_one_mode_is_partial(openai_server, tmp_path):
     srv = openai_server
     srv.responder = _answer

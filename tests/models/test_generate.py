@@ -129,6 +129,7 @@ def test_gpt_image_gets_an_llm_written_prompt_and_both_texts_are_kept(openai_ser
     store.close()
 
 
+@pytest.mark.slow
 def test_diffusers_folder_renders_seeded_images_from_edited_descriptions(openai_server, tiny_sd, tmp_path):
     from PIL import Image
 
@@ -213,6 +214,7 @@ def test_a_description_folder_is_matched_by_id_not_by_being_the_newest(openai_se
     store.close()
 
 
+@pytest.mark.slow
 def test_backends_and_cli_errors_say_what_to_do(openai_server, tmp_path):
     with pytest.raises(
         InputError,

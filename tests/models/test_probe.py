@@ -141,6 +141,7 @@ def _cli(tmp_path, srv, *args, extra_env=None):
     return cmd, env
 
 
+@pytest.mark.slow
 def test_probe_ends_by_naming_the_next_step(openai_server, tmp_path):
     """Judged: describe the hallucinations; open answers left unjudged: label them first (the app's page)."""
     make_ready_store(tmp_path).close()
@@ -161,6 +162,7 @@ def test_probe_ends_by_naming_the_next_step(openai_server, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_cli_records_a_refusal_goes_on_exits_3_and_writes_no_key(openai_server, tmp_path):
     srv = openai_server
     make_ready_store(tmp_path).close()
@@ -188,6 +190,7 @@ def test_cli_records_a_refusal_goes_on_exits_3_and_writes_no_key(openai_server, 
     assert "counting         6        6       4       2       0        0      0" in r3.stdout
 
 
+@pytest.mark.slow
 def test_a_killed_probe_resumes_where_it_stopped(openai_server, tmp_path):
     srv = openai_server
     make_ready_store(tmp_path).close()
@@ -214,6 +217,7 @@ def test_a_killed_probe_resumes_where_it_stopped(openai_server, tmp_path):
     assert len(rows) == 8 and len({r.instance_id for r in rows}) == 8  # one response per instance
 
 
+@pytest.mark.slow
 def test_cli_cost_cap_stops_cleanly(openai_server, tmp_path):
     srv = openai_server
     srv.usage = (1000, 0)

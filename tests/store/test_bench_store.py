@@ -63,6 +63,7 @@ def _start(args: list[str], tmp: Path, **kw):
     )
 
 
+@pytest.mark.slow
 def test_bench_store_runs_workers_on_sqlite_and_postgresql_and_every_check_passes(script_tmp):
     if not _have_postgres():
         pytest.fail(
@@ -104,6 +105,7 @@ def _actions_logged(port: int) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_the_workers_and_removes_the_postgresql_server(script_tmp):
     if not _have_postgres():
         pytest.fail(

@@ -316,6 +316,7 @@ def test_open_store_without_create_refuses_a_store_that_does_not_exist(any_url, 
 # --- a PostgreSQL restart under workers --------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_postgresql_restart_mid_session_loses_nothing_and_applies_nothing_twice(tmp_path, pg_own_server):
     """Workers of the curation library on a server of the test's own, restarted three ways: (1) while alice's
     save waits on a row lock inside its transaction (the server cuts it: retried, and saved once); (2) between

@@ -53,6 +53,7 @@ def test_every_earlier_revision_has_a_fixture():
     assert REVISIONS == [f"{r:04d}" for r in range(2, head)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rev", REVISIONS)
 def test_an_upgraded_store_decides_as_one_made_at_head_property(built, rev):
     machine = type("Machine", (UpgradeMachine,), {"files": staticmethod(lambda: built(rev))})
@@ -178,6 +179,7 @@ def _to_postgresql(db, url: str, rev: str) -> None:
     src.dispose(), dst.dispose()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rev", ["0007", "0010"])
 def test_the_upgrade_on_postgresql_decides_as_on_sqlite(built, rev, tmp_path, pg_url):
     from helpers import write_photos

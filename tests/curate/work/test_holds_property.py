@@ -15,12 +15,13 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 from PIL import Image as PILImage
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from helpers import write_pairs, write_photos  # noqa: E402
 
@@ -180,6 +181,7 @@ class HoldMachine(RuleBasedStateMachine):
             assert not s.query(Action).filter(Action.kind.in_(("hold", "release")), Action.undone_at.is_not(None)).all()
 
 
+@pytest.mark.slow
 def test_the_queue_never_hands_out_an_unavailable_image_and_gives_back_what_returns(tmp_path_factory):
     HoldMachine.photos_from = tmp_path_factory.mktemp("photos")
     write_photos(HoldMachine.photos_from, NAMES)

@@ -34,10 +34,10 @@ def _every_action(store, me, task_id, review_id, response_id):
         ("undo", lambda: C.undo_last(store, me)),
         ("drafts", lambda: C.pending_drafts(store, me)),
         ("confirm", lambda: C.confirm_drafts(store, me, [])),
-        ("next review", lambda: C.next_review(store, me, "counting")),
-        ("review", lambda: C.save_review(store, me, review_id, "yes")),
-        ("next label", lambda: C.next_response(store, me)),
-        ("label", lambda: C.label_response(store, me, response_id, "correct")),
+        ("next review", lambda: C.work.next_review(store, me, "counting")),
+        ("review", lambda: C.work.save_review(store, me, review_id, "yes")),
+        ("next label", lambda: C.work.next_response(store, me)),
+        ("label", lambda: C.work.label_response(store, me, response_id, "correct")),
     ]
 
 
@@ -54,6 +54,7 @@ def _state(store):
         )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["rotate", "deactivate"])
 def test_a_rotated_or_deactivated_worker_can_take_save_skip_or_undo_nothing(seeded, how):
     store, tokens = seeded
@@ -64,14 +65,14 @@ def test_a_rotated_or_deactivated_worker_can_take_save_skip_or_undo_nothing(seed
         bob_item.task_id,
         C.Annotation("color.what_color", {"object": "cup"}, answers={v.id: "red" for v in bob_item.images}),
     )
-    rid = C.add_response(store, saved.instance_ids[0], "tiny-vlm", "What color?", "red")
+    rid = C.work.add_response(store, saved.instance_ids[0], "tiny-vlm", "What color?", "red")
     me = C.sign_in(store, tokens["alice"])
     item = C.next_item(store, me, "counting")  # signed in: every action works
     C.skip(store, me, item.task_id)
     assert C.undo_last(store, me) == f"skip of item {item.task_id}"
-    assert C.check_session(store, me) == me
+    assert C.people.check_session(store, me) == me
 
-    new = C.rotate_token(store, "alice") if how == "rotate" else C.deactivate_worker(store, "alice")
+    new = C.people.rotate_token(store, "alice") if how == "rotate" else C.people.deactivate_worker(store, "alice")
     before = _state(store)
     for _name, call in _every_action(store, me, item.task_id, saved.instance_ids[0], rid):
         with pytest.raises(
@@ -82,7 +83,7 @@ def test_a_rotated_or_deactivated_worker_can_take_save_skip_or_undo_nothing(seed
         ):
             call()
     with pytest.raises(AuthError):
-        C.check_session(store, me)
+        C.people.check_session(store, me)
     assert _state(store) == before  # nothing saved, skipped, undone or leased
     with pytest.raises(AuthError, match=r"^unknown or inactive token"):
         C.sign_in(store, tokens["alice"])  # the old token signs in no more
@@ -93,12 +94,12 @@ def test_a_rotated_or_deactivated_worker_can_take_save_skip_or_undo_nothing(seed
         assert (me2.name, me2.generation) == ("alice", me.generation + 1)
         assert C.next_item(store, me2, "counting").task_id == item.task_id  # still hers: leases are untouched
     else:
-        C.activate_worker(store, "alice")
+        C.people.activate_worker(store, "alice")
         me2 = C.sign_in(store, tokens["alice"])  # back in with the same token ...
         assert C.next_item(store, me2, "counting").task_id == item.task_id
         with pytest.raises(AuthError, match="^" + SIGNED_OUT + "$"):
             C.next_item(store, me, "counting")  # ... but the session from before stays ended
-        C.deactivate_worker(store, "alice")
+        C.people.deactivate_worker(store, "alice")
         with pytest.raises(AuthError, match=r"^worker 'alice' is unknown or inactive"):
             C.next_item(store, "alice", "counting")  # callers that pass a bare name are stopped too
 
@@ -110,14 +111,14 @@ def test_admin_functions_check_the_right_in_the_store(seeded):
     alice, carol = C.sign_in(store, tokens["alice"]), C.sign_in(store, tokens["carol"])
     not_admin = r"^worker 'alice' is not an admin: ask an admin \(`vhmine workers add NAME --admin`\)$"
     admin_calls = [
-        lambda by: C.agreement(store, by=by),
-        lambda by: C.agreement(store, "responses", by=by),
-        lambda by: C.disagreements(store, by=by),
+        lambda by: C.people.mode_agreement(store, by=by),
+        lambda by: C.people.mode_agreement(store, "responses", by=by),
+        lambda by: C.people.disagreements(store, by=by),
         lambda by: C.list_workers(store, by=by),
         lambda by: C.add_worker(store, "erin", by=by),
-        lambda by: C.rotate_token(store, "dave", by=by),
-        lambda by: C.deactivate_worker(store, "dave", by=by),
-        lambda by: C.activate_worker(store, "dave", by=by),
+        lambda by: C.people.rotate_token(store, "dave", by=by),
+        lambda by: C.people.deactivate_worker(store, "dave", by=by),
+        lambda by: C.people.activate_worker(store, "dave", by=by),
     ]
     before = _state(store), [(w.name, w.active, w.generation) for w in C.list_workers(store)]
     for call in admin_calls:
@@ -132,11 +133,11 @@ def test_admin_functions_check_the_right_in_the_store(seeded):
     assert {w.name for w in C.list_workers(store, by=carol)} == {"alice", "bob", "carol", "dave", "erin"}
     with store.session() as s:  # carol loses the right while signed in: her session says admin, the store does not
         s.get(Worker, "carol").is_admin = False
-    assert carol.is_admin and not C.check_session(store, carol).is_admin
+    assert carol.is_admin and not C.people.check_session(store, carol).is_admin
     with pytest.raises(AuthError, match=r"^worker 'carol' is not an admin"):
-        C.agreement(store, by=carol)
+        C.people.mode_agreement(store, by=carol)
     with pytest.raises(InputError, match=r"^no worker 'zed' in sqlite:///\S+: `vhmine workers list` shows them$"):
-        C.rotate_token(store, "zed")
+        C.people.rotate_token(store, "zed")
 
 
 def test_a_store_from_0002_keeps_its_workers_and_their_tokens(tmp_path):
@@ -152,14 +153,14 @@ def test_a_store_from_0002_keeps_its_workers_and_their_tokens(tmp_path):
                 "INSERT INTO workers (name, token_hash, is_admin, active, created_at) "
                 "VALUES ('ann', :h, true, true, '2024-01-02 03:04:05')"
             ),
-            {"h": C.hash_token("vhm_old")},
+            {"h": C.people.hash_token("vhm_old")},
         )
     old.close()
     with open_store(db) as store:
         assert store.revision() == schema_head()
         ann = C.sign_in(store, "vhm_old")
-        assert ann == C.WorkerInfo("ann", True, True, 0) and C.agreement(store, by=ann)
-        C.rotate_token(store, "ann")
+        assert ann == C.WorkerInfo("ann", True, True, 0) and C.people.mode_agreement(store, by=ann)
+        C.people.rotate_token(store, "ann")
         with pytest.raises(AuthError):
             C.sign_in(store, "vhm_old")
 
@@ -182,11 +183,11 @@ def test_cli_rotate_prints_a_new_token_and_the_old_one_fails(seeded, tmp_path):
     with pytest.raises(AuthError):
         C.sign_in(store, tokens["alice"])
     assert C.sign_in(store, new).name == "alice"
-    assert C.hash_token(new) not in r.stderr  # and the store keeps only the hash
+    assert C.people.hash_token(new) not in r.stderr  # and the store keeps only the hash
     from vhmine.store import Worker
 
     with store.session() as s:
-        assert s.get(Worker, "alice").token_hash == C.hash_token(new)
+        assert s.get(Worker, "alice").token_hash == C.people.hash_token(new)
 
     r = CliRunner().invoke(app, ["workers", "deactivate", "alice", "--db", db])
     assert r.exit_code == 0 and "worker alice deactivated" in r.stdout

@@ -4,10 +4,11 @@ again (the skipped ones were leased by priority, so the one just skipped came fi
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from helpers import write_pairs, write_photos  # noqa: E402
 
@@ -50,6 +51,7 @@ def test_skip_shows_every_item_in_turn(tmp_path):
     assert set(_shown_after_skips(store, "alice", 3)) == set(shown[:3])
 
 
+@pytest.mark.slow
 @settings(max_examples=8)
 @given(n=st.integers(1, 5), rounds=st.integers(1, 3), first=st.integers(0, 4))
 def test_any_window_of_skips_shows_every_item(tmp_path_factory, n, rounds, first):

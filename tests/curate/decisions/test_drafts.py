@@ -79,10 +79,10 @@ def test_a_model_draft_the_rules_cannot_read_waits_for_the_verifiers_check(store
     )
     content = parse_draft(text, "color", [a, b])
     assert content.unchecked == ("Is the cup any colour but red?",)
-    C.record_draft(store, item.task_id, model="m", endpoint=None, prompt="draft@v1#x", raw=text, content=content)
-    v = C.next_verify_item(store, "bob", "color")
+    C.work.record_draft(store, item.task_id, model="m", endpoint=None, prompt="draft@v1#x", raw=text, content=content)
+    v = C.work.next_verify_item(store, "bob", "color")
     assert v.draft_id and v.unchecked == ("Is the cup any colour but red?",)
     with pytest.raises(FormError, match=r"cannot tell whether the yes/no question 'Is the cup any colour but red\?'"):
-        C.accept_draft(store, "bob", v.draft_id)
-    got = C.accept_draft(store, "bob", v.draft_id, checked=["Is the cup any colour but red?"])
+        C.work.accept_draft(store, "bob", v.draft_id)
+    got = C.work.accept_draft(store, "bob", v.draft_id, checked=["Is the cup any colour but red?"])
     assert got.decision == "accept" and len(got.instance_ids) == 6

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from helpers import write_pairs, write_photos  # noqa: E402
 
@@ -117,12 +117,12 @@ def _check_against_reference(store) -> None:
     from vhmine import curate as C
 
     want = reference_worker_time(store)
-    for m in C.worker_time(store, 10):
+    for m in C.people.worker_time(store, 10):
         if m.mode in MODES:
             secs, n = want.get(m.mode, (0.0, 0))
             assert (m.worker_s, m.actions) == (pytest.approx(secs, abs=1e-3), n), m
     items = reference_items(store)
-    for row in C.draft_savings(store):
+    for row in C.people.draft_savings(store):
         mine = [it for it in items if row.mode in ("all", it[0])]
         scratch = [t for _, w, t in mine if w == "scratch"]
         ver = [(w, t) for _, w, t in mine if w != "scratch"]
@@ -193,13 +193,13 @@ def _check_hand(store, tasks) -> None:
     from vhmine.errors import AuthError
 
     _hand_log(store, tasks)
-    rows = {m.mode: m for m in C.worker_time(store, 4, by="carol")}
+    rows = {m.mode: m for m in C.people.worker_time(store, 4, by="carol")}
     assert (rows["counting"].worker_s, rows["counting"].actions) == (90.0, 3)
     assert (rows["color"].worker_s, rows["color"].actions) == (75.0, 4)
     assert rows["counting"].s_per_instance is None and rows["counting"].hours_left is None  # nothing ready yet
     assert (rows["all"].worker_s, rows["all"].actions, rows["all"].target) == (165.0, 7, 4 * 8)
     with pytest.raises(AuthError, match="not an admin"):
-        C.worker_time(store, 4, by="alice")
+        C.people.worker_time(store, 4, by="alice")
     _check_against_reference(store)
 
 

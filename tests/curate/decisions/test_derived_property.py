@@ -50,6 +50,7 @@ def _machine(ready_db, folder):
     )
 
 
+@pytest.mark.slow
 def test_derived_state_is_a_function_of_sources_and_decisions_property(ready_db, tmp_path):
     machine = _machine(ready_db, tmp_path)
     machine.totals = {}
@@ -87,7 +88,7 @@ def test_a_blind_answer_given_after_an_erratum_is_scored_again_when_it_is_undone
     store = reviewed_store
     blue_b = color_questions(store)[("B", "Is the cup blue?")]
     erratum(store, blue_b.id, truth=False)
-    bid = C.record_blind_answer(
+    bid = C.work.record_blind_answer(
         store,
         blue_b.id,
         model="m",
@@ -96,7 +97,7 @@ def test_a_blind_answer_given_after_an_erratum_is_scored_again_when_it_is_undone
         answer="Yes.",
         correct=False,
         scorer="rule:vhtest",
-        group=C.blind_group_key("color", "YNQ", blue_b.pair_id, blue_b.question, blue_b.id),
+        group=C.work.blind_group_key("color", "YNQ", blue_b.pair_id, blue_b.question, blue_b.id),
     )
     C.undo_last(store, "carol")
     with store.session(write=False) as s:  # was False: scored against the truth the undo took back
@@ -112,15 +113,15 @@ def test_a_queued_question_leaves_the_queue_when_its_source_or_itself_is_removed
     red_a, cup_a = q[("A", "Is the cup red?")], q[("A", "What color is the cup?")]
     erratum(store, red_a.id, truth=False)
     erratum(store, cup_a.id, answers=["red", "crimson"])
-    assert [c.instance_id for c in C.contradictions(store)] == [red_a.id]
+    assert [c.instance_id for c in C.decisions.contradictions(store)] == [red_a.id]
     erratum(store, red_a.id, remove=True)  # was: still queued, though removed
-    assert C.contradictions(store) == []
+    assert C.decisions.contradictions(store) == []
     C.undo_last(store, "carol")
-    assert [c.instance_id for c in C.contradictions(store)] == [red_a.id]
+    assert [c.instance_id for c in C.decisions.contradictions(store)] == [red_a.id]
     erratum(store, cup_a.id, remove=True)  # was: still queued, though its open question is gone
-    assert C.contradictions(store) == [] and not _live(store, red_a.id)
+    assert C.decisions.contradictions(store) == [] and not _live(store, red_a.id)
     C.undo_last(store, "carol")
-    assert [c.instance_id for c in C.contradictions(store)] == [red_a.id] and _live(store, red_a.id)
+    assert [c.instance_id for c in C.decisions.contradictions(store)] == [red_a.id] and _live(store, red_a.id)
 
 
 def test_undoing_a_confirmation_never_revives_a_question_the_answers_no_longer_draft(reviewed_store):
@@ -163,9 +164,11 @@ def test_a_label_its_worker_took_back_stays_taken_back_when_the_erratum_that_set
     store = reviewed_store
     C.add_worker(store, "dave")
     blue_b = color_questions(store)[("B", "Is the cup blue?")]
-    rid = C.add_response(store, blue_b.id, "vlm", "p", "Yes.", "correct", judge="rule:vhtest")
-    C.label_response(store, "dave", rid, "hallucinated")
+    rid = C.work.add_response(store, blue_b.id, "vlm", "p", "Yes.", "correct", judge="rule:vhtest")
+    C.work.label_response(store, "dave", rid, "hallucinated")
     erratum(store, blue_b.id, truth=False)  # dave's label set aside
     C.undo_last(store, "dave")  # dave takes his label back
     C.undo_last(store, "carol")
-    assert C.response_verdicts(store)[rid] == C.ResponseVerdict("correct", "rule:vhtest")  # was dave's label again
+    assert C.work.response_verdicts(store)[rid] == C.work.ResponseVerdict(
+        "correct", "rule:vhtest"
+    )  # was dave's label again

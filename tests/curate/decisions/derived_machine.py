@@ -107,7 +107,7 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
 
     @invariant()
     def every_contradiction_is_in_the_person_queue(self):
-        got, want = {c.instance_id for c in self.C.contradictions(self.store)}, self.queued()
+        got, want = {c.instance_id for c in self.C.decisions.contradictions(self.store)}, self.queued()
         assert got == want, f"queued {sorted(got)}, should be {sorted(want)}"
         self.counts["queued"] += bool(got)
 
@@ -200,7 +200,7 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
 
     def _flag(self, iid):
         """bob flags the item (his own action: his undo withdraws it while it is open)."""
-        fid = self.C.flag_instance(self.store, "bob", iid, "wrong")
+        fid = self.C.decisions.flag_instance(self.store, "bob", iid, "wrong")
         self.stack["bob"].append(lambda: None)
         return fid
 
@@ -238,7 +238,7 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
 
         fid = self._flag(oid)
         before = snapshot(self.store)
-        self._step(ADMIN, lambda: self.C.accept_erratum(self.store, ADMIN, fid, **fix), model)
+        self._step(ADMIN, lambda: self.C.decisions.accept_erratum(self.store, ADMIN, fid, **fix), model)
 
     @rule(data=st.data(), remove=st.sampled_from([False, False, True]))
     def erratum_on_a_yes_no_question(self, data, remove):
@@ -276,7 +276,7 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
         before = snapshot(self.store)
         self._step(
             ADMIN,
-            lambda: self.C.accept_erratum(
+            lambda: self.C.decisions.accept_erratum(
                 self.store, ADMIN, fid, **(dict(remove=True) if remove else dict(truth=not truth))
             ),
             model,
@@ -333,7 +333,7 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
     def admin_decides_a_queued_question(self, data):
         from vhmine.store import Instance
 
-        queue = self.C.contradictions(self.store, ADMIN)
+        queue = self.C.decisions.contradictions(self.store, ADMIN)
         if not queue:
             return
         order = {iid: n for n, iid in enumerate(self._stable(c.instance_id for c in queue))}
@@ -357,7 +357,9 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
             self.undo_of[depth] = (before, snapshot(self.store))
             return lambda: self.facts.update({c.instance_id: old})
 
-        self._step(ADMIN, lambda: self.C.resolve_contradiction(self.store, ADMIN, c.instance_id, truth), model)
+        self._step(
+            ADMIN, lambda: self.C.decisions.resolve_contradiction(self.store, ADMIN, c.instance_id, truth), model
+        )
 
     @rule(data=st.data(), answer=st.sampled_from(["Yes.", "No."]))
     def a_model_answers(self, data, answer):
@@ -368,7 +370,7 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
             return
         iid = data.draw(st.sampled_from(ready))
         truth = self.C.get_instance(self.store, iid).truth
-        self.C.add_response(
+        self.C.work.add_response(
             self.store, iid, "vlm", "p", answer, yes_no_verdict(answer, truth, "vhtest"), judge="rule:vhtest"
         )
 
@@ -381,7 +383,7 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
             return
         iid = data.draw(st.sampled_from(ready))
         r = self.C.get_instance(self.store, iid)
-        self.C.record_blind_answer(
+        self.C.work.record_blind_answer(
             self.store,
             iid,
             model="text-only",
@@ -390,7 +392,7 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
             answer=answer,
             correct=yes_no_verdict(answer, r.truth, "vhtest") == "correct",
             scorer="rule:vhtest",
-            group=self.C.blind_group_key(r.mode, r.kind, r.pair_id, r.question, r.id),
+            group=self.C.work.blind_group_key(r.mode, r.kind, r.pair_id, r.question, r.id),
         )
 
     @rule(data=st.data(), worker=st.sampled_from(["bob", "dave"]), verdict=st.sampled_from(["correct", "hallucinated"]))
@@ -416,7 +418,7 @@ class DerivedMachine(PlainModel, RuleBasedStateMachine):
             self.labels.setdefault(key, []).append({"verdict": verdict, "truth": truth, "moved": False})
             return lambda: self.labels[key].pop()
 
-        self._step(worker, lambda: self.C.label_response(self.store, worker, rid, verdict), model)
+        self._step(worker, lambda: self.C.work.label_response(self.store, worker, rid, verdict), model)
 
     @rule(worker=st.sampled_from(WORKERS))
     @precondition(lambda self: any(self.stack.values()))

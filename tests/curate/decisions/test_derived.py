@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 @pytest.fixture
@@ -63,8 +63,10 @@ def test_the_issues_colour_fix_redrafts_its_yes_no_questions_rebuilds_groups_and
     cup_b = before[("B", "What color is the cup?")]
     blue_b, red_b = before[("B", "Is the cup blue?")], before[("B", "Is the cup red?")]
     assert (blue_b.truth, red_b.truth) == (True, False)
-    fid = C.flag_instance(store, "bob", cup_b.id, "the cup on B is red, the light made it look blue", proposed="red")
-    C.accept_erratum(store, "carol", fid, answers="red")
+    fid = C.decisions.flag_instance(
+        store, "bob", cup_b.id, "the cup on B is red, the light made it look blue", proposed="red"
+    )
+    C.decisions.accept_erratum(store, "carol", fid, answers="red")
 
     # today, before the fix: "Is the cup blue? -> Yes" and "Is the cup red? -> No" stayed ready for image B
     after = _mode(store, "color")
@@ -120,8 +122,8 @@ def test_a_new_count_drafts_new_questions_for_the_author_and_retires_the_old(sto
         before[("B", "Are there exactly 3 cats in the picture?")],
         before[("B", "Are there exactly 2 cats in the picture?")],
     )
-    fid = C.flag_instance(store, "bob", cats_a.id, "four cats, one behind the sofa")
-    C.accept_erratum(store, "carol", fid, answers="4")
+    fid = C.decisions.flag_instance(store, "bob", cats_a.id, "four cats, one behind the sofa")
+    C.decisions.accept_erratum(store, "carol", fid, answers="4")
     # A: "exactly 3" (yes) is no longer a question drafted from "4"; B: "exactly 3" (no) took its "3" from A
     for iid in (three_a.id, three_b.id):
         status, _, reason = _instance(store, iid)
@@ -161,7 +163,7 @@ def test_a_new_count_drafts_new_questions_for_the_author_and_retires_the_old(sto
 def _blind(store, inst, answer, correct, scorer, model="text-only"):
     from vhmine import curate as C
 
-    return C.record_blind_answer(
+    return C.work.record_blind_answer(
         store,
         inst.id,
         model=model,
@@ -170,7 +172,7 @@ def _blind(store, inst, answer, correct, scorer, model="text-only"):
         answer=answer,
         correct=correct,
         scorer=scorer,
-        group=C.blind_group_key(inst.mode, inst.kind, inst.pair_id, inst.question, inst.id),
+        group=C.work.blind_group_key(inst.mode, inst.kind, inst.pair_id, inst.question, inst.id),
     )
 
 
@@ -186,6 +188,7 @@ def _rows(store):
         )
 
 
+@pytest.mark.slow
 def test_verdicts_labels_blind_answers_and_reviews_are_scored_again_and_restored_by_undo(store, tmp_path):
     from vhmine import curate as C
     from vhmine.export.privacy import pseudonym, pseudonym_key
@@ -194,32 +197,32 @@ def test_verdicts_labels_blind_answers_and_reviews_are_scored_again_and_restored
     cup_b, blue_b = q[("B", "What color is the cup?")], q[("B", "Is the cup blue?")]
     red_a, red_b = q[("A", "Is the cup red?")], q[("B", "Is the cup red?")]
     # a probe run: a rule's verdict on a yes/no answer, a judge's on an open one; a worker's label on each
-    r_yn = C.add_response(store, blue_b.id, "vlm", "p", "Yes, it is blue.", "correct", judge="rule:vhtest")
-    r_oe = C.add_response(store, cup_b.id, "vlm", "p", "A blue cup.", "correct", judge="llm:judge judge_oeq@v1#x")
-    C.label_response(store, "bob", r_yn, "correct")
+    r_yn = C.work.add_response(store, blue_b.id, "vlm", "p", "Yes, it is blue.", "correct", judge="rule:vhtest")
+    r_oe = C.work.add_response(store, cup_b.id, "vlm", "p", "A blue cup.", "correct", judge="llm:judge judge_oeq@v1#x")
+    C.work.label_response(store, "bob", r_yn, "correct")
     # blind answers: right on both images of "Is the cup red?" would flag it; here "Yes" on A (right), on B (wrong)
     b_yn_a = _blind(store, red_a, "Yes.", True, "rule:vhtest")
     b_yn_b = _blind(store, red_b, "Yes.", False, "rule:vhtest")
     b_match = _blind(store, cup_b, "red", False, "match")
     b_judge = _blind(store, cup_b, "blue", True, "llm:judge judge_oeq@v1#x", model="other")
-    C.refresh_blind_flags(store, "text-only", "http://127.0.0.1:1/v1", "blind@v1#x")
-    C.save_review(store, "bob", cup_b.id, "crimson")  # not an answer of the item: its own label
+    C.work.refresh_blind_flags(store, "text-only", "http://127.0.0.1:1/v1", "blind@v1#x")
+    C.work.save_review(store, "bob", cup_b.id, "crimson")  # not an answer of the item: its own label
     old = _rows(store)
     assert old[2][b_yn_a][1] is None and old[3][(cup_b.id, "bob")] == "crimson"
     _export(store, tmp_path / "v1")
 
-    fid = C.flag_instance(store, "bob", cup_b.id, "red, not blue")
-    C.accept_erratum(store, "carol", fid, answers=["red", "crimson"])
+    fid = C.decisions.flag_instance(store, "bob", cup_b.id, "red, not blue")
+    C.decisions.accept_erratum(store, "carol", fid, answers=["red", "crimson"])
     verdicts, labels, blind, reviews = _rows(store)
     assert verdicts[r_yn] == ("hallucinated", "rule:vhtest")  # "Yes" to "Is the cup blue?" on B is now wrong
     assert verdicts[r_oe] == (None, None)  # the judge saw "blue": cleared for `vhmine probe --judge`
     assert labels == {}  # bob's label judged the old truth: set aside, the response is his to label again
-    assert C.next_response(store, "bob").response_id in {r_yn, r_oe}
+    assert C.work.next_response(store, "bob").response_id in {r_yn, r_oe}
     assert blind[b_yn_b][0] is True and blind[b_match][0] is True  # "Yes" and "red" are right now
     assert blind[b_judge][0] is None  # only the judge can say: unscored until `vhmine blind` judges it again
     # "Is the cup red?" is now answered right blind on both images: the flag follows
     assert blind[b_yn_a][1] is not None and blind[b_yn_a][1] == blind[b_yn_b][1]
-    assert red_a.id in C.blind_dropped(store)
+    assert red_a.id in C.work.blind_dropped(store)
     assert reviews[(cup_b.id, "bob")] == "red"  # "crimson" is an accepted answer now: agrees with the author
     derived = [p for w, p in _payloads(store, "errata_accept")][0]["derived"]
     tables = sorted({e["table"] for e in derived})
@@ -243,7 +246,7 @@ def test_verdicts_labels_blind_answers_and_reviews_are_scored_again_and_restored
 
     C.undo_last(store, "carol")
     assert _rows(store) == old
-    assert red_a.id not in C.blind_dropped(store)
+    assert red_a.id not in C.work.blind_dropped(store)
 
 
 def _payloads(store, kind):
@@ -258,8 +261,8 @@ def test_removing_a_question_takes_its_yes_no_questions_along(store):
 
     q = _mode(store, "color")
     cup_a = q[("A", "What color is the cup?")]
-    fid = C.flag_instance(store, "bob", cup_a.id, "no cup in this picture")
-    C.accept_erratum(store, "carol", fid, remove=True)
+    fid = C.decisions.flag_instance(store, "bob", cup_a.id, "no cup in this picture")
+    C.decisions.accept_erratum(store, "carol", fid, remove=True)
     for k in (("A", "Is the cup red?"), ("A", "Is the cup blue?")):
         status, _, reason = _instance(store, q[k].id)
         assert status == "discarded" and reason == f"erratum {fid}: the open question it was drafted from was removed"
@@ -277,11 +280,11 @@ def test_a_reworded_questions_yes_no_questions_wait_ready_in_the_person_queue(st
     cup_b, blue_b, red_b = q[("B", "What color is the cup?")], q[("B", "Is the cup blue?")], q[("B", "Is the cup red?")]
     with store.session() as s:  # a question reworded past its template: nothing to draft its variants from
         s.get(Instance, cup_b.id).template_id, s.get(Instance, cup_b.id).slots = "color.own", {}
-    fid = C.flag_instance(store, "bob", cup_b.id, "red")
-    C.accept_erratum(store, "carol", fid, answers="red")
+    fid = C.decisions.flag_instance(store, "bob", cup_b.id, "red")
+    C.decisions.accept_erratum(store, "carol", fid, answers="red")
     # each truth was its author's and cannot be drafted again: it stands, ready, until an admin decides (issue 23)
     assert _instance(store, blue_b.id) == ("ready", True, None)
-    queue = {c.instance_id: c for c in C.contradictions(store, "carol")}
+    queue = {c.instance_id: c for c in C.decisions.contradictions(store, "carol")}
     assert set(queue) == {blue_b.id, red_b.id} and _instance(store, red_b.id) == ("ready", False, None)
     c = queue[blue_b.id]
     assert (c.truth, c.derived, c.decided_against, c.source_answers, c.since) == (
@@ -291,14 +294,14 @@ def test_a_reworded_questions_yes_no_questions_wait_ready_in_the_person_queue(st
         ("red",),
         f"erratum {fid}",
     )
-    assert C.resolve_contradiction(store, "carol", blue_b.id, False) == {
+    assert C.decisions.resolve_contradiction(store, "carol", blue_b.id, False) == {
         "truth": [True, False],
         "answers": [["Yes"], ["No"]],
     }
-    assert C.get_instance(store, blue_b.id).truth is False and [c.instance_id for c in C.contradictions(store)] == [
-        red_b.id
-    ]
+    assert C.get_instance(store, blue_b.id).truth is False and [
+        c.instance_id for c in C.decisions.contradictions(store)
+    ] == [red_b.id]
     C.undo_last(store, "carol")  # the decision back: the question waits again, with the truth it had
-    assert C.get_instance(store, blue_b.id).truth is True and {c.instance_id for c in C.contradictions(store)} == set(
-        queue
-    )
+    assert C.get_instance(store, blue_b.id).truth is True and {
+        c.instance_id for c in C.decisions.contradictions(store)
+    } == set(queue)

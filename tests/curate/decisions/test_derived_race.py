@@ -17,6 +17,7 @@ import os
 import threading
 import uuid
 
+import pytest
 from derived_machine import DerivedMachine
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -46,15 +47,17 @@ def _base(pg_url, tmp_path):
     recs = C.ready_instances(store, "color", locate=False)
     cup_b = next(r for r in recs if r.kind == "OEQ" and r.answers == ("blue",))
     red_b = next(r for r in recs if r.question == "Is the cup red?" and r.image_id == cup_b.image_id)
-    C.accept_erratum(store, "frank", C.flag_instance(store, "bob", cup_b.id, "green under daylight"), answers="green")
+    C.decisions.accept_erratum(
+        store, "frank", C.decisions.flag_instance(store, "bob", cup_b.id, "green under daylight"), answers="green"
+    )
     ids = {
         "cup_b": cup_b.id,
         "red_b": red_b.id,
         "flags": {
-            k: C.flag_instance(store, "bob", iid, "wrong")
+            k: C.decisions.flag_instance(store, "bob", iid, "wrong")
             for k, iid in (("answer", cup_b.id), ("alias", cup_b.id), ("flip", red_b.id))
         },
-        "response": C.add_response(store, red_b.id, "vlm", "p", "No.", "correct", judge="rule:vhtest"),
+        "response": C.work.add_response(store, red_b.id, "vlm", "p", "No.", "correct", judge="rule:vhtest"),
     }
     store.close()
     return ids
@@ -65,11 +68,11 @@ def _transition(store, name, ids):
 
     f = ids["flags"]
     if name == "answer":
-        return C.accept_erratum(store, "carol", f["answer"], answers="blue")
+        return C.decisions.accept_erratum(store, "carol", f["answer"], answers="blue")
     if name == "alias":
-        return C.accept_erratum(store, "dave", f["alias"], answers=["green", "lime"])
+        return C.decisions.accept_erratum(store, "dave", f["alias"], answers=["green", "lime"])
     if name == "flip":
-        return C.accept_erratum(store, "erin", f["flip"], truth=True)
+        return C.decisions.accept_erratum(store, "erin", f["flip"], truth=True)
     if name == "confirm":
         drafts = C.pending_drafts(store, "alice", "color")
         return C.confirm_drafts(
@@ -86,7 +89,7 @@ def _transition(store, name, ids):
             ],
         )
     if name == "label":
-        return C.label_response(store, "bob", ids["response"], "correct")
+        return C.work.label_response(store, "bob", ids["response"], "correct")
     return C.undo_last(store, "frank")
 
 
@@ -139,6 +142,7 @@ def _order(store, committed):
     return sorted(committed, key=at.get)
 
 
+@pytest.mark.slow
 def test_two_workers_racing_on_a_question_and_what_it_derives_property(pg_url, tmp_path):
     from vhmine import curate as C
     from vhmine.errors import FormError, LeaseError

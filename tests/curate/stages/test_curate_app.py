@@ -23,6 +23,7 @@ def _health(port: int) -> str | None:
         return None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGINT])
 def test_stopping_vhmine_curate_stops_its_streamlit_server(tmp_path, how):
     pytest.importorskip("streamlit")

@@ -7,6 +7,7 @@ import multiprocessing as mp
 import random
 import time
 
+import pytest
 from helpers import counting_annotation, logged_actions, seed_store, stored_task
 
 from vhmine import curate as C
@@ -171,6 +172,7 @@ def _stresser(url, idx, go, out):  # runs in a spawned process
     out.put((done, errors))
 
 
+@pytest.mark.slow
 def test_many_workers_on_postgresql_hit_nothing_but_lease_conflicts(tmp_path, pg_url):
     """16 processes take, skip, save, undo and discard the same six items with 0.2 s leases, for 5 s and at least
     5 takes each (a loaded machine runs them slowly: on one at load 20 a 5 s race held 2-3 takes per worker and

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from helpers import make_ready_store  # noqa: E402
 
@@ -49,28 +49,32 @@ def test_flag_then_accept_fixes_the_answer_in_place(store, tmp_path):
     oeq = _rec(store, "How many cats are there in the picture?")
     assert oeq.id in released
     with pytest.raises(FormError, match="say what is wrong"):
-        C.flag_instance(store, "bob", oeq.id, " ")
+        C.decisions.flag_instance(store, "bob", oeq.id, " ")
     with pytest.raises(InputError, match="no ready instance 'nope'"):
-        C.flag_instance(store, "bob", "nope", "wrong count")
-    fid = C.flag_instance(store, "bob", f"  {oeq.id} ", "there are four cats, one behind the sofa", proposed="4")
+        C.decisions.flag_instance(store, "bob", "nope", "wrong count")
+    fid = C.decisions.flag_instance(
+        store, "bob", f"  {oeq.id} ", "there are four cats, one behind the sofa", proposed="4"
+    )
     assert _actions(store, "errata_flag") == [
         ("bob", {"instance_id": oeq.id, "reason": "there are four cats, one behind the sofa", "flag_id": fid})
     ]
     # bob sees his flag; only an admin sees everyone's and decides
-    assert [e.id for e in C.errata_list(store, "bob")] == [fid] and C.errata_list(store, "alice") == []
-    [view] = C.errata_list(store, "carol")
+    assert [e.id for e in C.decisions.errata_list(store, "bob")] == [fid] and C.decisions.errata_list(
+        store, "alice"
+    ) == []
+    [view] = C.decisions.errata_list(store, "carol")
     assert (view.instance_id, view.answers, view.proposed, view.flagged_by) == (oeq.id, oeq.answers, "4", "bob")
     with pytest.raises(AuthError, match="not an admin"):
-        C.accept_erratum(store, "bob", fid, answers="4")
+        C.decisions.accept_erratum(store, "bob", fid, answers="4")
     with pytest.raises(FormError, match="not a whole number"):
-        C.accept_erratum(store, "carol", fid, answers="four-ish")
+        C.decisions.accept_erratum(store, "carol", fid, answers="four-ish")
     with pytest.raises(FormError, match="already has"):
-        C.accept_erratum(store, "carol", fid, answers=list(oeq.answers))
-    changes = C.accept_erratum(store, "carol", fid, answers="4\nfour")
+        C.decisions.accept_erratum(store, "carol", fid, answers=list(oeq.answers))
+    changes = C.decisions.accept_erratum(store, "carol", fid, answers="4\nfour")
     assert changes == {"answers": [list(oeq.answers), ["4"]]}  # "four" is the same answer as "4"
     assert C.get_instance(store, oeq.id).answers == ("4",) and C.get_instance(store, oeq.id).status == "ready"
     [(who, payload)] = _actions(store, "errata_accept")
-    # what the fix carried through to (curate.decisions.derived, tests/curate/test_derived.py)
+    # what the fix carried through to (curate.decisions.derived, tests/curate/decisions/test_derived.py)
     derived = payload.pop("derived")
     assert (who, payload) == (
         "carol",
@@ -84,16 +88,23 @@ def test_flag_then_accept_fixes_the_answer_in_place(store, tmp_path):
     )
     assert {e["table"] for e in derived} >= {"instances"}  # "exactly 3 cats" retired, "exactly 4" drafted
     with pytest.raises(LeaseError, match="already accepted by carol"):
-        C.reject_erratum(store, "carol", fid, "no")
+        C.decisions.reject_erratum(store, "carol", fid, "no")
     assert (
-        C.errata_list(store, "carol") == [] and C.errata_list(store, "carol", status="accepted")[0].changes == changes
+        C.decisions.errata_list(store, "carol") == []
+        and C.decisions.errata_list(store, "carol", status="accepted")[0].changes == changes
     )
 
     # undo: carol's decision is taken back (the answer restored, the flag open again), then bob withdraws his flag
     assert C.undo_last(store, "carol").startswith("accept of flag")
-    assert C.get_instance(store, oeq.id).answers == oeq.answers and C.errata_list(store, "carol")[0].status == "open"
+    assert (
+        C.get_instance(store, oeq.id).answers == oeq.answers
+        and C.decisions.errata_list(store, "carol")[0].status == "open"
+    )
     assert C.undo_last(store, "bob").startswith("flag of instance")
-    assert C.errata_list(store, "carol") == [] and C.errata_list(store, "bob", status="withdrawn")[0].id == fid
+    assert (
+        C.decisions.errata_list(store, "carol") == []
+        and C.decisions.errata_list(store, "bob", status="withdrawn")[0].id == fid
+    )
 
 
 def test_yes_no_fix_remove_and_reject(store):
@@ -101,10 +112,10 @@ def test_yes_no_fix_remove_and_reject(store):
     from vhmine.errors import FormError
 
     ynq = next(r for r in C.ready_instances(store) if r.question == "Is the cup red?" and r.truth)  # image A
-    f1 = C.flag_instance(store, "alice", ynq.id, "the cup is orange")
+    f1 = C.decisions.flag_instance(store, "alice", ynq.id, "the cup is orange")
     with pytest.raises(FormError, match="choose yes or no"):
-        C.accept_erratum(store, "carol", f1, answers="No")
-    assert C.accept_erratum(store, "carol", f1, truth=False, reason="orange, not red") == {
+        C.decisions.accept_erratum(store, "carol", f1, answers="No")
+    assert C.decisions.accept_erratum(store, "carol", f1, truth=False, reason="orange, not red") == {
         "truth": [True, False],
         "answers": [["Yes"], ["No"]],
     }
@@ -113,14 +124,14 @@ def test_yes_no_fix_remove_and_reject(store):
     assert _actions(store, "errata_accept")[0][1]["reason"] == "orange, not red"
 
     other = _rec(store, "What color is the cup?", 1)
-    f2 = C.flag_instance(store, "bob", other.id, "you cannot tell the color in this light")
-    assert C.accept_erratum(store, "carol", f2, remove=True) == {"status": ["ready", "discarded"]}
+    f2 = C.decisions.flag_instance(store, "bob", other.id, "you cannot tell the color in this light")
+    assert C.decisions.accept_erratum(store, "carol", f2, remove=True) == {"status": ["ready", "discarded"]}
     assert other.id not in {r.id for r in C.ready_instances(store)}
 
-    f3 = C.flag_instance(store, "bob", _rec(store, "Is the cup blue?").id, "looks blue-green")
+    f3 = C.decisions.flag_instance(store, "bob", _rec(store, "Is the cup blue?").id, "looks blue-green")
     with pytest.raises(FormError, match="say why"):
-        C.reject_erratum(store, "carol", f3, "")
-    C.reject_erratum(store, "carol", f3, "blue under the house's color names")
+        C.decisions.reject_erratum(store, "carol", f3, "")
+    C.decisions.reject_erratum(store, "carol", f3, "blue under the house's color names")
     [(who, payload)] = _actions(store, "errata_reject")
     assert who == "carol" and payload == {
         "instance_id": _rec(store, "Is the cup blue?").id,
@@ -129,7 +140,10 @@ def test_yes_no_fix_remove_and_reject(store):
         "flag_id": f3,
         "flagged_by": "bob",
     }
-    assert C.errata_list(store, "bob", status="rejected")[0].decision_reason == "blue under the house's color names"
+    assert (
+        C.decisions.errata_list(store, "bob", status="rejected")[0].decision_reason
+        == "blue under the house's color names"
+    )
 
 
 # --- the app's Errata page (AppTest) -------------------------------------------------------------------------
@@ -145,7 +159,7 @@ def _app(token, page):
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(
-        str(Path(__file__).resolve().parents[2] / "vhmine" / "apps" / "curate.py"), default_timeout=60
+        str(Path(__file__).resolve().parents[3] / "vhmine" / "apps" / "curate.py"), default_timeout=60
     )
     at.run()
     at.text_input(key="token").input(token)
@@ -156,6 +170,7 @@ def _app(token, page):
     return at
 
 
+@pytest.mark.slow
 def test_errata_page_flag_then_admin_accepts(tmp_path, monkeypatch):
     pytest.importorskip("streamlit")
     from vhmine import curate as C
@@ -185,7 +200,7 @@ def test_errata_page_flag_then_admin_accepts(tmp_path, monkeypatch):
 
     admin = _app(tokens["carol"], "Errata")
     assert "Open flags (1)" in [h.value for h in admin.subheader]
-    [flag] = C.errata_list(store, "carol")
+    [flag] = C.decisions.errata_list(store, "carol")
     assert admin.text_area(key=f"er_ans:{flag.id}").value == "4"  # the flagger's proposal, to accept or change
     admin.button(key=f"er_acc:{flag.id}").click().run()
     assert any(f"Accepted flag {flag.id}" in _plain(m.value) for m in admin.success), [e.value for e in admin.error]
@@ -194,11 +209,11 @@ def test_errata_page_flag_then_admin_accepts(tmp_path, monkeypatch):
     assert _actions(store, "errata_accept")[0][1]["changes"] == {"answers": [list(oeq.answers), ["4"]]}
     with store.session() as s:  # the right is checked by the library, not the page: a demoted admin cannot decide
         s.get(Worker, "carol").is_admin = False
-    f2 = C.flag_instance(store, "bob", oeq.id, "still wrong")
+    f2 = C.decisions.flag_instance(store, "bob", oeq.id, "still wrong")
     from vhmine.errors import AuthError
 
     with pytest.raises(AuthError):
-        C.reject_erratum(store, "carol", f2, "no")
+        C.decisions.reject_erratum(store, "carol", f2, "no")
     store.close()
 
 
@@ -213,7 +228,7 @@ def test_blind_flags_page_overrule_and_reinstate(tmp_path, monkeypatch):
     token = C.add_worker(store, "bob")
     monkeypatch.setenv("VHMINE_DB", f"sqlite:///{tmp_path / 'store.db'}")
     for r in C.ready_instances(store, "counting", "OEQ"):  # right on both images of the pair: flagged
-        C.record_blind_answer(
+        C.work.record_blind_answer(
             store,
             r.id,
             model="text-only",
@@ -222,10 +237,10 @@ def test_blind_flags_page_overrule_and_reinstate(tmp_path, monkeypatch):
             answer=r.answers[0],
             correct=True,
             scorer="match",
-            group=C.blind_group_key(r.mode, r.kind, r.pair_id, r.question, r.id),
+            group=C.work.blind_group_key(r.mode, r.kind, r.pair_id, r.question, r.id),
         )
-    C.refresh_blind_flags(store, "text-only", None, "blind@v1#x")
-    [flag] = C.flag_list(store, "bob")
+    C.work.refresh_blind_flags(store, "text-only", None, "blind@v1#x")
+    [flag] = C.work.flag_list(store, "bob")
     at = _app(token, "Blind flags")
     assert [h.value for h in at.header] == ["Blind flags: counting"]
     assert "How many cats are there in the picture?" in [t.value for t in at.text]
@@ -233,9 +248,9 @@ def test_blind_flags_page_overrule_and_reinstate(tmp_path, monkeypatch):
     assert any("say why the question needs its image" in _plain(e.value) for e in at.error)
     at.text_input(key=f"bwhy:{flag.flag_id}").input("the model guessed; count differs per image").run()
     at.button(key=f"bov:{flag.flag_id}").click().run()
-    [flag] = C.flag_list(store, "bob")
+    [flag] = C.work.flag_list(store, "bob")
     assert (flag.overruled_by, flag.overrule_reason) == ("bob", "the model guessed; count differs per image")
     assert "the model guessed; count differs per image" in [t.value for t in at.text]
     at.button(key=f"bre:{flag.flag_id}").click().run()
-    assert not C.flag_list(store, "bob")[0].overruled and C.blind_dropped(store)
+    assert not C.work.flag_list(store, "bob")[0].overruled and C.work.blind_dropped(store)
     store.close()

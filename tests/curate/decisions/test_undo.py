@@ -7,6 +7,7 @@ import multiprocessing as mp
 import random
 import time
 
+import pytest
 from helpers import logged_actions, seed_store, stored_task
 
 from vhmine import curate as C
@@ -70,6 +71,7 @@ def _race(url, jobs, setup, check, rounds=ROUNDS):
                 p.terminate()
 
 
+@pytest.mark.slow
 def test_undo_and_take_racing_on_postgresql_never_both_win(tmp_path, pg_url):
     """Each round alice undoes her skip of the only counting item while bob takes it: the item ends with
     exactly one of them, in one state reached by one transition, and the loser knows it lost."""
@@ -104,6 +106,7 @@ def test_undo_and_take_racing_on_postgresql_never_both_win(tmp_path, pg_url):
     store.close()
 
 
+@pytest.mark.slow
 def test_two_undos_of_one_action_on_postgresql_never_both_apply(tmp_path, pg_url):
     """Two tabs of alice undo her discard at the same moment: one undo applies, the other changes nothing."""
     store, _ = seed_store(pg_url, tmp_path, per_mode=1)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image as PILImage
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from helpers import write_pairs, write_photos  # noqa: E402
 
@@ -97,10 +97,10 @@ def test_a_held_task_is_counted_with_its_reason_and_refused_to_whoever_still_has
     _change(next(p for p in photos if _id(p) == image))
     while (item := C.next_item(store, "alice", "color")) is not None:
         C.discard(store, "alice", item.task_id, "nothing fits")
-    assert C.held_kinds(store, "color") == {"image changed": 1}  # the other pair of that image; bob's is his
+    assert C.work.held_kinds(store, "color") == {"image changed": 1}  # the other pair of that image; bob's is his
     assert C.next_item(store, "bob", "color") is None  # his own lease is checked when he asks for his next item
-    assert C.held_kinds(store, "color") == {"image changed": 2} and C.held_kinds(store, "counting") == {}
-    held = C.held_tasks(store)
+    assert C.work.held_kinds(store, "color") == {"image changed": 2} and C.work.held_kinds(store, "counting") == {}
+    held = C.work.held_tasks(store)
     assert [h.reason for h in held] == [f"image changed: {image}"] * 2 and all(h.since for h in held)
     with pytest.raises(LeaseError, match=rf"item {first.task_id} is held \(image changed: {image}\)"):
         C.skip(store, "bob", first.task_id)
@@ -120,7 +120,7 @@ def test_undo_passes_over_a_hold(tmp_path):
     third.unlink()
     assert C.next_item(store, "alice", "color") is None  # both held, logged under alice's name
     assert C.undo_last(store, "alice") == f"discard of item {item.task_id}"  # her own last action, not a hold
-    assert len(C.held_tasks(store)) == 2
+    assert len(C.work.held_tasks(store)) == 2
     with store.session(write=False) as s:
         assert [a.undone_at for a in s.query(Action).filter(Action.kind == "hold")] == [None, None]
 
@@ -133,10 +133,10 @@ def test_an_admin_check_brings_back_what_is_back_and_says_what_is_still_held(tmp
     photos[0].unlink()
     assert C.next_item(store, "alice", "color") is not None
     assert _color(store).held == 2
-    assert C.recheck_held(store, "alice") == (0, 2)
+    assert C.work.recheck_held(store, "alice") == (0, 2)
     photos[0].write_bytes(original)
-    assert C.recheck_held(store, "alice") == (2, 0)
-    assert C.held_tasks(store) == [] and _color(store).remaining == 3
+    assert C.work.recheck_held(store, "alice") == (2, 0)
+    assert C.work.held_tasks(store) == [] and _color(store).remaining == 3
 
 
 def test_the_verify_queue_holds_a_drafted_task_whose_image_changed(tmp_path):
@@ -159,14 +159,14 @@ def test_the_verify_queue_holds_a_drafted_task_whose_image_changed(tmp_path):
         }
     )
     content = parse_draft(text, "color", [a, b])
-    C.record_draft(store, item.task_id, model="m", endpoint=None, prompt="draft@v1#x", raw=text, content=content)
+    C.work.record_draft(store, item.task_id, model="m", endpoint=None, prompt="draft@v1#x", raw=text, content=content)
     changed = next(p for p in photos if _id(p) == a)
     original = changed.read_bytes()
     _change(changed)
-    assert C.next_verify_item(store, "alice", "color") is None
-    assert [h.task_id for h in C.held_tasks(store)] == [item.task_id]
+    assert C.work.next_verify_item(store, "alice", "color") is None
+    assert [h.task_id for h in C.work.held_tasks(store)] == [item.task_id]
     changed.write_bytes(original)
-    assert C.next_verify_item(store, "alice", "color").task_id == item.task_id
+    assert C.work.next_verify_item(store, "alice", "color").task_id == item.task_id
 
 
 def test_a_worker_with_two_leases_gets_the_other_when_one_image_goes(tmp_path):
@@ -183,4 +183,4 @@ def test_a_worker_with_two_leases_gets_the_other_when_one_image_goes(tmp_path):
     gone = next(p for p in photos if _id(p) in _images(first) - _images(second))
     gone.unlink()
     assert C.next_item(store, "bob", "color").task_id == second.task_id
-    assert [h.task_id for h in C.held_tasks(store)] == [first.task_id]
+    assert [h.task_id for h in C.work.held_tasks(store)] == [first.task_id]

@@ -130,8 +130,8 @@ def erratum(store, iid, **fix) -> str:
     """bob flags the item, carol accepts the flag with `fix` (answers=, truth= or remove=); returns the flag's id."""
     from vhmine import curate as C
 
-    fid = C.flag_instance(store, "bob", iid, "wrong")
-    C.accept_erratum(store, "carol", fid, **fix)
+    fid = C.decisions.flag_instance(store, "bob", iid, "wrong")
+    C.decisions.accept_erratum(store, "carol", fid, **fix)
     return fid
 
 

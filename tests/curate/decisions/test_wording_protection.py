@@ -6,7 +6,7 @@ person. Stored as the worker's own wording, the changed answers put it in the pe
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from helpers import seed_store  # noqa: E402
 
@@ -42,9 +42,9 @@ def test_a_reworded_negation_reaches_the_person_queue_after_an_erratum(tmp_path)
         assert (mine.template_id, mine.slots, mine.truth) == ("color.own", {}, False)
         assert mine.truth_fact == {"truth": False, "by": "worker alice", "source": ["white"]}
     source = next(r for r in C.ready_instances(store, "color") if r.kind == "OEQ" and r.image_id == a)
-    fid = C.flag_instance(store, "bob", source.id, "it is light blue, not white", proposed="light blue")
-    C.accept_erratum(store, "carol", fid, answers="light blue")
-    [queued] = C.contradictions(store, "carol")
+    fid = C.decisions.flag_instance(store, "bob", source.id, "it is light blue, not white", proposed="light blue")
+    C.decisions.accept_erratum(store, "carol", fid, answers="light blue")
+    [queued] = C.decisions.contradictions(store, "carol")
     assert (queued.instance_id, queued.question, queued.truth) == (
         target.instance_id,
         "Is the mug any colour other than white?",

@@ -53,7 +53,7 @@ def test_an_alias_on_the_source_never_overturns_an_accepted_truth_flip(reviewed_
     fid = erratum(store, cup_a.id, answers=["red", "crimson"])
     # the first admin's decision stands, ready; the alias says "yes", so an admin is asked, with both sides
     assert (C.get_instance(store, red_a.id).truth, C.get_instance(store, red_a.id).status) == (False, "ready")
-    [c] = C.contradictions(store, "carol")
+    [c] = C.decisions.contradictions(store, "carol")
     assert (c.instance_id, c.truth, c.derived, c.decided_against, c.source_answers, c.since) == (
         red_a.id,
         False,
@@ -68,12 +68,14 @@ def test_an_alias_on_the_source_never_overturns_an_accepted_truth_flip(reviewed_
     st = collect(tmp_path / "elsewhere", db=str(store.url))
     assert "person-queue: 1 contradiction(s)" in st.text()
     assert any(a.startswith("1 yes/no question(s) whose open answers now contradict") for a in st.also), st.also
-    assert C.resolve_contradiction(store, "carol", red_a.id, False) == {}  # kept: the queue is empty, the truth stays
-    assert C.contradictions(store) == [] and C.get_instance(store, red_a.id).truth is False
+    assert (
+        C.decisions.resolve_contradiction(store, "carol", red_a.id, False) == {}
+    )  # kept: the queue is empty, the truth stays
+    assert C.decisions.contradictions(store) == [] and C.get_instance(store, red_a.id).truth is False
     assert C.store_overview(store).contradictions_open == 0
     # another alias implies the same "yes" the admin kept the truth against: not asked again
     erratum(store, cup_a.id, answers=["red", "crimson", "scarlet"])
-    assert C.contradictions(store) == [] and C.get_instance(store, red_a.id).truth is False
+    assert C.decisions.contradictions(store) == [] and C.get_instance(store, red_a.id).truth is False
 
 
 def test_a_workers_own_wording_survives_an_alias_on_its_source(reviewed_store):
@@ -100,10 +102,12 @@ def test_a_workers_own_wording_survives_an_alias_on_its_source(reviewed_store):
         True,
         "ready",
     )  # still true: every answer it was checked against holds
-    assert C.contradictions(store) == []
+    assert C.decisions.contradictions(store) == []
     # a change of the answer itself may make it false: it stays ready and waits for an admin
     erratum(store, cup_a.id, answers="orange")
-    assert C.get_instance(store, mine).status == "ready" and [c.instance_id for c in C.contradictions(store)] == [mine]
+    assert C.get_instance(store, mine).status == "ready" and [
+        c.instance_id for c in C.decisions.contradictions(store)
+    ] == [mine]
 
 
 def test_undo_of_an_erratum_sets_aside_the_labels_given_since_against_the_truth_it_takes_back(reviewed_store):
@@ -112,13 +116,15 @@ def test_undo_of_an_erratum_sets_aside_the_labels_given_since_against_the_truth_
     store = reviewed_store
     C.add_worker(store, "dave")
     blue_b = color_questions(store)[("B", "Is the cup blue?")]
-    rid = C.add_response(store, blue_b.id, "vlm", "p", "Yes.", "correct", judge="rule:vhtest")
-    C.label_response(store, "bob", rid, "correct")
+    rid = C.work.add_response(store, blue_b.id, "vlm", "p", "Yes.", "correct", judge="rule:vhtest")
+    C.work.label_response(store, "bob", rid, "correct")
     erratum(store, blue_b.id, truth=False)
-    assert C.response_verdicts(store)[rid] == C.ResponseVerdict("hallucinated", "rule:vhtest")  # bob's label set aside
-    C.label_response(store, "dave", rid, "hallucinated")  # right, against the erratum's truth
+    assert C.work.response_verdicts(store)[rid] == C.work.ResponseVerdict(
+        "hallucinated", "rule:vhtest"
+    )  # bob's label set aside
+    C.work.label_response(store, "dave", rid, "hallucinated")  # right, against the erratum's truth
     said = C.undo_last(store, "carol")
     # bob's label judged the restored truth and counts again; dave's judged the one undo took back: set aside
-    assert C.response_verdicts(store)[rid] == C.ResponseVerdict("correct", "workers", 1)  # was "workers tied"
+    assert C.work.response_verdicts(store)[rid] == C.work.ResponseVerdict("correct", "workers", 1)  # was "workers tied"
     assert f"{rid} by dave" in said and "set aside" in said  # undo names what it set aside
-    assert C.next_response(store, "dave").response_id == rid  # dave labels it again, against the truth now
+    assert C.work.next_response(store, "dave").response_id == rid  # dave labels it again, against the truth now
