@@ -162,8 +162,7 @@ def mine(
         "--kernel",
         help=(
             "Products kernel: auto (the fastest exact one, measured on the machine that runs the blocks: each Ray node"
-            " its own), vnni (AVX512-VNNI CPUs, built with the C compiler on first use), int-mm, fbgemm, blas-f32,"
-            " torch-f32 or bf16."
+            " its own), int-mm, fbgemm, blas-f32, torch-f32 or bf16."
         ),
     ),
     prune: str = typer.Option(
