@@ -3,7 +3,8 @@
 Read the curation store (through vhmine.curate) and models through vhmine.llm (OpenAI-compatible) or local
 diffusers pipelines; write model responses, verdicts, descriptions, generated images, drafts and blind
 answers back into the store. One module per stage, each with its entry of the same name: `probe`,
-`describe`, `generate`, `draft`, `blind`. The rules they share with the curation library and eval (the
+`describe`, `generate`, `draft`, `blind`; this face names them `run_probe` ... `run_blind`, with their options, so
+the modules keep their names. The rules they share with the curation library and eval (the
 draft and variant checks, the LLM judge's request) are in vhmine.rules.
 """
 

@@ -8,6 +8,9 @@ Reads workers and tasks (with the pair, images and generation a task shows) from
 (`WorkerInfo`, and who may act: active workers, admins), `tasks` (lease checks, the compare-and-set, closing a
 task, the action log, what already built on an instance), `items` (the queue `Item` a task is shown as) and
 `located` (whether a recorded image's bytes are still there, from a stamp of its file kept per process).
+
+Its face: the names in `__all__` below, grouped by the module that holds them; the other rooms and stages import
+them from here, never from one of its modules.
 """
 
 from vhmine.curate.base.access import WorkerInfo, check_admin, checked_worker

@@ -5,6 +5,9 @@ Reads and writes the curation store's `instances` (drafts confirmed or rejected;
 from it: re-drafted yes/no questions, `responses` verdicts, `response_labels`, `blind_answers`, `reviews`),
 `errata`, and the action log, which undo reads back to revert a worker's last action. Stands on curate.work
 and curate.base.
+
+Its face: the names in `__all__` below, grouped by the module that holds them; the other rooms and stages import
+them from here, never from one of its modules.
 """
 
 from vhmine.curate.decisions.drafts import DraftDecision, DraftView, confirm_drafts, pending_drafts

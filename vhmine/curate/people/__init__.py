@@ -3,6 +3,9 @@
 Reads and writes the curation store's `workers` (tokens as sha256 hashes, token generations, chosen modes);
 reads `reviews`, `response_labels` and the action log (agreement, savings), which it never writes. Stands on
 curate.work and curate.base.
+
+Its face: the names in `__all__` below, grouped by the module that holds them; the other rooms and stages import
+them from here, never from one of its modules.
 """
 
 from vhmine.curate.people.agreement import Disagreement, ModeAgreement, disagreements

@@ -4,6 +4,9 @@ Reads and writes the curation store for them: seed's mined pairs (`seeding`: run
 the models' `descriptions`, `generations` and `responses` (`model_responses`), export's ready instances
 (`records`) and image files (`images`, found by sha256), `vhmine status`'s counts (`overview`); `app`
 launches the Streamlit app on the store. Stands on curate.work and curate.base.
+
+Its face: the names in `__all__` below, grouped by the module that holds them; the other rooms and stages import
+them from here, never from one of its modules.
 """
 
 from vhmine.curate.stages.app import default_app_path, run_app, streamlit_command

@@ -5,6 +5,9 @@ Reads and writes the curation store's `tasks` (leased and closed through curate.
 and `response_labels`, `blind_answers` (blind-solver flags and their overrules), `near_duplicates` (and their
 overrules), and the action log. Imports only curate.base; curate.decisions, curate.people and curate.stages
 stand on it.
+
+Its face: the names in `__all__` below, grouped by the module that holds them; the other rooms and stages import
+them from here, never from one of its modules.
 """
 
 from vhmine.curate.work.annotate import Annotation, Saved, save_annotation
