@@ -104,7 +104,10 @@ def reusable(folder: Path, idx, opts) -> tuple[Earlier | None, str]:
         "--max-pairs": (run.get("options") or {}).get("max_pairs"),
         "--max-per-image": (run.get("options") or {}).get("max_per_image"),
     }
-    differ = [f"{k} {had[k]} there, {asked[k]} now" for k in asked if had[k] != asked[k]]
+    differ = []
+    for k in asked:
+        if had[k] != asked[k]:
+            differ.append(f"{k} {had[k]} there, {asked[k]} now")
     if differ:
         return None, f"the run in {where} was mined with other options ({'; '.join(differ)}): mining in full"
     from vhmine.mine.join import DIGEST

@@ -19,7 +19,6 @@ from pathlib import Path
 
 from vhmine.config import indexes_root, runs_root
 from vhmine.errors import InputError
-from vhmine.files import check_writable
 
 log = logging.getLogger("vhmine.mine.job")  # (the logger's name predates this module: users filter on it)
 
@@ -111,8 +110,6 @@ def context(opts) -> RunContext:
     ctx = RunContext(opts, root, name, run_dir, default_dir, tuple(warnings), started)
     if opts.against and opts.plan:
         raise InputError("--plan sizes a triangle job; it does not size an --against one yet: leave out --plan")
-    if not opts.plan:  # its files go beside it first: said in one line, before the search
-        check_writable(ctx.run_dir.parent, flag="--out")
     return ctx
 
 

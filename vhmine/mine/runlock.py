@@ -1,7 +1,8 @@
 """One `vhmine mine` at a time per run folder: a second mine into the same --out would delete the first's
 temporary folder under it (and the first would then fail, saying to free some space). Both engines' runs
-hold this lock from before their search until the run folder is swapped in (mine.run); holding it, a mine
-also checks that the folder is empty or an earlier run (files.check_owned), since it replaces it whole.
+hold this lock from before their search until the run folder is swapped in (mine.run). A mine checks first
+that --out's folder can be written (files.check_writable: one line, before the search) and, holding the
+lock, that the folder is empty or an earlier run (files.check_owned), since it replaces it whole.
 
 Writes, beside the run folder, runs/.<run>.lock (the holder's process id) while a mine holds it, and
 removes it after; reads it when it is held, to say who holds it. Like embed's job lock (vhmine.embed.job),
@@ -15,7 +16,7 @@ import os
 from pathlib import Path
 
 from vhmine.errors import InputError
-from vhmine.files import check_owned, flock_nowait, note_holder, shown_path
+from vhmine.files import check_owned, check_writable, flock_nowait, note_holder, shown_path
 
 
 def lock_path(run_dir: Path) -> Path:
@@ -29,6 +30,7 @@ def run_lock(run_dir: Path):
 
     path = lock_path(run_dir)
     made = [p for p in (path.parent, *path.parent.parents) if not p.exists()]  # removed again when left empty
+    check_writable(Path(run_dir).parent, flag="--out")  # its files go beside it first: said in one line
     path.parent.mkdir(parents=True, exist_ok=True)
     for _ in range(100):
         f, who = flock_nowait(path)

@@ -156,16 +156,16 @@ def _set(n, d=24, e=16, seed=0):
 def test_new_rows_compute_only_the_band_of_their_row_group(monkeypatch, workers):
     """n = 1000, 64-row blocks, 10 new rows: the 16 blocks of the first row group's band, 10 x 9 / 2 +
     10 x 990 row pairs; a full mine: 16 x 17 / 2 blocks, 1000 x 999 / 2 pairs; and each block searched once."""
-    import vhmine.mine.join.search as search
+    import vhmine.mine.join.products as products  # (band.mine_parts makes the BlockMiners)
 
     searched = []
 
-    class Counting(search.BlockMiner):
+    class Counting(products.BlockMiner):
         def search(self, x, y, r, c, **kw):
             searched.append((r, c, len(x)))
             return super().search(x, y, r, c, **kw)
 
-    monkeypatch.setattr(search, "BlockMiner", Counting)
+    monkeypatch.setattr(products, "BlockMiner", Counting)
     clip, dino = _set(1000)
     new = np.random.default_rng(1).choice(1000, 10, replace=False)
     st_band, st_full = {}, {}

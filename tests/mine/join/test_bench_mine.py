@@ -12,7 +12,7 @@ import pytest
 
 from vhmine.mine.join.kernels import KERNELS
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.slow

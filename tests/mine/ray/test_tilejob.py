@@ -125,9 +125,7 @@ def test_a_full_disk_is_one_line_and_keeps_the_tiles_recorded_before_it(tmp_path
     code = """if True:
         import numpy as np
         from vhmine.errors import VhmineError
-        from mine_sets import rows
-
-from vhmine.mine.ray.tilejob import PLAIN, TileJob
+        from vhmine.mine.ray.tilejob import PLAIN, TileJob
         job = TileJob("full/job", {"clip": 0.9}).open()
         try:
             for k in range(100):

@@ -265,3 +265,45 @@ def mine_in_threads(miner, parts: list[Part], block: int, pool, threads: int, ma
         for f in running:
             f.cancel()
     return found, batches.total
+
+
+def mine_parts(rows, qd, parts, how, max_candidates, progress, desc, blocks):
+    """(found, candidates): the parts' blocks through BlockMiners (products), in the pool's threads on a CPU
+    (mine_in_threads) or one at a time (mine_blocks). rows: (clip, dino, clip_min, dino_max, their squared
+    norms' bounds); how: (block, device, the calibrated choice, pool, threads, torch's threads)."""
+    from contextlib import nullcontext
+
+    from tqdm import tqdm
+
+    from vhmine.mine.join import kernels
+    from vhmine.mine.join.products import BlockMiner
+
+    clip, dino, clip_min, dino_max, norms = rows
+    block, device, choice, pool, threads, torch_threads = how
+
+    def miner(**kw):
+        return BlockMiner(
+            clip,
+            dino,
+            clip_min,
+            dino_max,
+            qd.thresh,
+            len(clip),
+            device=device,
+            block=block,
+            width=parts[0].x.shape[1],
+            sure=qd.sure,
+            norms=norms,
+            kernel=choice.kernel,
+            **kw,
+        )
+
+    # (numpy's BLAS as the products kernel, one block at a time: in torch's threads, as the others)
+    blas = choice.kernel.name == "blas-f32" and pool is None and device.type == "cpu"
+    with (
+        tqdm(total=blocks, desc=desc, unit="block", disable=not progress) as bar,
+        kernels.blas_threads(torch_threads) if blas else nullcontext(),
+    ):
+        if device.type == "cpu" and pool is not None:
+            return mine_in_threads(miner, parts, block, pool, threads, max_candidates, clip_min, bar)
+        return mine_blocks(miner, parts, block, max_candidates, clip_min, bar)

@@ -10,16 +10,14 @@ then B, stacked).
 from __future__ import annotations
 
 import logging
-from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
 
 from vhmine.errors import InputError
 from vhmine.mine.join import calibrate, kernels
-from vhmine.mine.join.band import Part, gather, mine_blocks, mine_in_threads, up
+from vhmine.mine.join.band import Part, gather, mine_parts, up
 from vhmine.mine.join.blocks import Quantiser, quantise_block, thresholds_of
-from vhmine.mine.join.products import BlockMiner
 from vhmine.mine.join.quantise import ALIGN, FastPass, fast_pass
 from vhmine.mine.join.rowcheck import check_limits
 
@@ -108,11 +106,11 @@ def quantise_shape(clip, shape: Shape, clip_min: float, rotate, levels: int, poo
 
 def parts_of(shape: Shape, qd: Quantised, n: int, device) -> list[Part]:
     """The parts the shape's pairs are searched in (band.Part)."""
+    import functools
+
     import torch
 
-    def t(a):
-        return torch.from_numpy(a).to(device)
-
+    t = functools.partial(torch.as_tensor, device=device)  # (numpy's memory itself on a CPU, as from_numpy's)
     if shape.kind == "triangle":
         x = t(qd.fp.q)
         return [Part(x, x, n, n, True)]
@@ -160,13 +158,13 @@ def mine(
     from vhmine.config import resolve_device
     from vhmine.mine.join import prune as pruning
 
-    clip_min, dino_max = check_limits(clip_min, dino_max)  # NaN is named, not met as a bare ValueError later
     threads, torch_threads = max(1, workers or torch.get_num_threads()), torch.get_num_threads()
     pool = _pool(threads) if threads > 1 else None
     # numpy's BLAS in one thread throughout: beside find_pairs' own threads its pool spins (a busy 2-core machine
     # runs it 100x slower), and after each of the small products here (the turn's, the pruning's sample) its
     # idle threads spin for up to 0.1 s (0.1-0.2 CPU-s of a 2.5 CPU-s mine at N = 50,000)
     try:
+        clip_min, dino_max = check_limits(clip_min, dino_max)  # NaN is named, not met as a bare ValueError later
         with kernels.blas_threads(1):
             (clip, dino, clip_n2, dino_n2), shape = prepare(pool)
             clip_min, dino_max, n = float(clip_min), float(dino_max), len(clip)
@@ -181,24 +179,25 @@ def mine(
             block_rows(block_size, "cpu")  # a bad size is named before the device is looked at
             device = resolve_device(device or None)  # a bad name or absent CUDA says so, not torch's traceback
             choice = calibrate.choose(device, -(-clip.shape[1] // 8) * 8, kernel=kernel)
-            log.debug("%s", choice.line())  # (the caller says it once: stats' kernel_line, in mine's summary)
+            said = choice.line(), choice.record()  # (the caller says the line once: stats' kernel_line)
+            log.debug("%s", said[0])
             qd = quantise_shape(clip, shape, clip_min, rotate, choice.kernel.levels(clip.shape[1]), pool, quantised)
-            block = min(block_rows(block_size, device.type), up(n))
             parts = parts_of(shape, qd, n, device)
+            block = min(block_rows(block_size, device.type), up(n))
             chosen = pruning.choose(parts, qd, clip, shape, prune, choice, block, device)
-            parts = chosen.parts
-
-            blocks = sum(len(p.tiles(block)) for p in parts)
+            parts, blocks, examined = chosen.parts, 0, 0
+            for p in parts:
+                blocks, examined = blocks + len(p.tiles(block)), examined + p.pairs()
             rows = (clip, dino, clip_min, dino_max, (clip_n2, dino_n2))
             how = (block, device, choice, pool, threads, torch_threads)
-            found, total = _mine_parts(rows, qd, parts, how, max_candidates, progress, desc, blocks)
+            found, total = mine_parts(rows, qd, parts, how, max_candidates, progress, desc, blocks)
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
         torch.set_num_threads(torch_threads)  # (the pool's threads set theirs, and torch's own count, to 1)
     log.debug("fast pass: margin %.4f, %d candidates", qd.margin, total)
     if stats is not None:
-        _record(stats, qd, total, blocks, parts, choice, chosen)
+        _record(stats, qd, total, blocks, examined, said + (chosen.record(), chosen.line()))  # (pruning: as mined)
     return found, shape
 
 
@@ -214,52 +213,8 @@ def _pool(threads: int):
     return ThreadPoolExecutor(threads, thread_name_prefix="vhmine-mine", **one)
 
 
-def _mine_parts(rows, qd, parts, how, max_candidates, progress, desc, blocks):
-    """(found, candidates): the parts' blocks through BlockMiners, in the pool's threads on a CPU (band's drivers)."""
-    from tqdm import tqdm
-
-    clip, dino, clip_min, dino_max, norms = rows
-    block, device, choice, pool, threads, torch_threads = how
-
-    def miner(**kw):
-        return BlockMiner(
-            clip,
-            dino,
-            clip_min,
-            dino_max,
-            qd.thresh,
-            len(clip),
-            device=device,
-            block=block,
-            width=parts[0].x.shape[1],
-            sure=qd.sure,
-            norms=norms,
-            kernel=choice.kernel,
-            **kw,
-        )
-
-    # (numpy's BLAS as the products kernel, one block at a time: in torch's threads, as the others)
-    blas = choice.kernel.name == "blas-f32" and pool is None and device.type == "cpu"
-    with (
-        tqdm(total=blocks, desc=desc, unit="block", disable=not progress) as bar,
-        kernels.blas_threads(torch_threads) if blas else nullcontext(),
-    ):
-        if device.type == "cpu" and pool is not None:
-            return mine_in_threads(miner, parts, block, pool, threads, max_candidates, clip_min, bar)
-        return mine_blocks(miner, parts, block, max_candidates, clip_min, bar)
-
-
-def _record(stats: dict, qd, total: int, blocks: int, parts, choice, chosen) -> None:
-    """find_pairs' stats (see its docstring)."""
-    stats.update(
-        margin=qd.margin,
-        candidates=total,
-        rotated=qd.rotated,
-        blocks=blocks,
-        pairs_examined=sum(p.pairs() for p in parts),
-        kernel=choice.record(),
-        kernel_line=choice.line(),
-        prune=chosen.record(),
-        prune_line=chosen.line(),
-        quantised=qd.fp,
-    )
+def _record(stats: dict, qd, total: int, blocks: int, examined: int, said: tuple) -> None:
+    """find_pairs' stats (see its docstring); said: the kernel's line and record, the pruning's record and line."""
+    kernel_line, kernel, prune, prune_line = said
+    stats.update(margin=qd.margin, candidates=total, rotated=qd.rotated, blocks=blocks, pairs_examined=examined)
+    stats.update(kernel=kernel, kernel_line=kernel_line, prune=prune, prune_line=prune_line, quantised=qd.fp)
