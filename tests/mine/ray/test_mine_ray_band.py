@@ -22,7 +22,7 @@ from vhmine.mine.ray.arrays import find_pairs_across_ray, find_pairs_ray  # noqa
 from vhmine.mine.ray.engine import run_job  # noqa: E402
 from vhmine.mine.ray.tilejob import SCAN, Band, Rectangle, TileJob, Triangle  # noqa: E402
 
-pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("cluster")]
+pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("ray_cluster")]
 
 
 def tied(n, seed, d=16, e=8):
