@@ -72,6 +72,7 @@ def test_installed_package_has_the_app_and_uses_it(installed, tmp_path):
     assert Path(app_path).resolve().is_relative_to(installed.resolve()) and exists
 
 
+@pytest.mark.slow
 def test_installed_app_renders_sign_in_from_outside_the_source_tree(installed, tmp_path):
     store, _ = seed_store(tmp_path / "app.db", tmp_path, per_mode=1)
     store.close()
@@ -95,6 +96,7 @@ print("signed-out page ok")
     assert res.returncode == 0 and "signed-out page ok" in res.stdout, res.stdout + res.stderr
 
 
+@pytest.mark.slow
 def test_installed_vhmine_curate_serves(installed, tmp_path):
     store, _ = seed_store(tmp_path / "app.db", tmp_path, per_mode=1)
     store.close()

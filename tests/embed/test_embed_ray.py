@@ -69,6 +69,7 @@ def _assert_same(idx, ref):
         assert idx.manifest[key] == ref.manifest[key], key
 
 
+@pytest.mark.slow
 def test_ray_engine_writes_the_local_index(cluster, folder, tiny_models, local_index, tmp_path):
     res = embed_collection(_opts(folder, tmp_path, tiny_models, engine="ray", ray_actors=2))
     idx = open_index(tmp_path, "c")
@@ -77,6 +78,7 @@ def test_ray_engine_writes_the_local_index(cluster, folder, tiny_models, local_i
     assert len(list((tmp_path / "c" / "work" / "shards").glob("part-*.parquet"))) == 5
 
 
+@pytest.mark.slow
 def test_auto_precision_is_measured_by_one_actor_and_run_by_every_one(cluster, folder, tiny_models, tmp_path):
     """--precision auto on Ray: the first actor measures (or reads the node's cache), the others run its choice,
     so every shard is in one precision: the index equals the local engine's in that precision, named."""
@@ -92,6 +94,7 @@ def test_auto_precision_is_measured_by_one_actor_and_run_by_every_one(cluster, f
     }
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_shard_is_retried(cluster, folder, tiny_models, local_index, tmp_path):
     cluster.write_text("2")  # the worker that embeds shard 2 exits after its first batch, once
     embed_collection(_opts(folder, tmp_path, tiny_models, engine="ray", ray_actors=1))
@@ -99,6 +102,7 @@ def test_a_worker_killed_mid_shard_is_retried(cluster, folder, tiny_models, loca
     _assert_same(open_index(tmp_path, "c"), local_index)
 
 
+@pytest.mark.slow
 def test_rerun_skips_finished_shards(cluster, folder, tiny_models, local_index, tmp_path):
     opts = _opts(folder, tmp_path, tiny_models, engine="ray", ray_actors=1)
     embed_collection(opts)
@@ -121,6 +125,7 @@ def test_an_unreachable_cluster_address_is_a_clear_error(folder, tiny_models, tm
         embed_collection(_opts(folder, tmp_path, tiny_models, engine="ray", ray_address=f"127.0.0.1:{port}"))
 
 
+@pytest.mark.slow
 def test_cluster_errors_say_what_to_do(cluster, folder, tiny_models, tmp_path):
     with pytest.raises(InputError, match="--ray-actors 3: the Ray cluster has 2 CPUs"):
         embed_collection(_opts(folder, tmp_path, tiny_models, engine="ray", ray_actors=3))
