@@ -324,6 +324,7 @@ def test_a_grown_run_reseeded_after_a_first_seeding_on_a_clock_an_hour_ahead_add
         assert again.reseeded and set(_tasks(store)) == set(before) | {_pid(pool, i) for i in (12, 14, 16, 18)}
 
 
+@pytest.mark.slow
 def test_a_grown_index_mined_into_the_same_run_folder_seeds_only_its_new_pairs(tmp_path, photos_dir, tiny_models):
     """The real sequence: embed, mine, seed; the collection grows, embed and the same `vhmine mine` again (its
     run reused, written into the same folder: the same run name, another run_id); seed again: only the

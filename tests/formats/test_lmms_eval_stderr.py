@@ -48,6 +48,7 @@ def test_lmms_eval_prints_accuracys_standard_error_as_sd_over_sqrt_n(lmms_result
     assert task["precision_stderr_clt,none"] == "N/A" and task["accuracy_stderr,none"] == "N/A"
 
 
+@pytest.mark.slow
 def test_wilson_against_lmms_evals_normal_interval(lmms_results):
     p, s, n = lmms_results["vhmine_ynq"]["accuracy,none"], lmms_results["vhmine_ynq"]["accuracy_stderr_clt,none"], 60
     normal = (p - Z * s, p + Z * s)

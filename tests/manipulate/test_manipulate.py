@@ -69,6 +69,7 @@ def test_abnormal_insertion_caught_by_both_and_queued_with_provenance(collection
     )
 
 
+@pytest.mark.slow
 def test_paired_insertion_caught_by_correctness_only_through_the_judge(collection, openai_server):
     openai_server.responder = _victim(
         [
@@ -230,6 +231,7 @@ def test_owlvit_detector_finds_boxes_in_scenes_without_annotations(tmp_path):
     assert all(0 <= o.box[0] < o.box[2] <= w and 0 <= o.box[1] < o.box[3] <= h for o in objs)
 
 
+@pytest.mark.slow
 def test_cli_run_then_a_verified_edit_exports_with_its_provenance(collection, openai_server, tmp_path):
     from typer.testing import CliRunner
 
