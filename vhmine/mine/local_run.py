@@ -1,7 +1,8 @@
 """The local engine (LocalEngine, mine.engine's interface): the exact join (mine.join) in this process, over
 indexes loaded whole: the triangle of one index, only the new rows' band of a grown index when the plan holds
-an earlier run of the same command (mine.grow), or the rectangle of two (`--against`). A small index
-(SMALL_PAIRS) is joined by multiplying every pair in numpy float64, without loading torch (small_join).
+an earlier run of the same command (mine.grow), or the rectangle of two (`--against`). A run of any shape
+with at most SMALL_PAIRS pairs to look at multiplies every one in numpy float64, without loading torch
+(small_join: mine.join's small_pairs, small_new_pairs, small_pairs_across).
 
 Reads the plan's opened index(es) and, for a band, the earlier run's alike.parquet (mine.grow); writes only
 into the temporary folder the publish step hands to Mined.write_pairs: pairs.parquet / pairs.csv

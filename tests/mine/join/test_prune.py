@@ -146,6 +146,7 @@ def row_sets(draw):
     return clip, dino, clip_min, draw(st.sampled_from([math.inf, 0.3])), kind
 
 
+@pytest.mark.slow
 @given(row_sets(), st.sampled_from([1, 2]))
 def test_property_pruned_find_pairs_is_brute_force(data, workers):
     clip, dino, clip_min, dino_max, kind = data
@@ -172,6 +173,7 @@ def test_families_are_pruned_and_clip_shaped_rows_are_not():
         assert_same_pairs(got, brute_force_pairs(clip, dino, 0.95), atol=0.0)
 
 
+@pytest.mark.slow
 def test_the_choice_is_measured_on_a_sample(monkeypatch):
     """40,000 rows in families: a sample says many products can be skipped, enough to pay for ordering the
     rows; CLIP-shaped rows: a sample says none (6,000 rows); at 3,000 rows the families' saving would not pay.

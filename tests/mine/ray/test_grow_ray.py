@@ -43,6 +43,7 @@ def mine(tmp_path, out="run", engine="ray", **kw):
 START = [k for k in range(260) if k % 5 != 4]  # 208 rows: 4 column blocks of 64
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("first", ["ray", "local"])
 def test_a_grown_index_mines_only_the_band_of_its_new_rows_on_ray(tmp_path, first):
     build(tmp_path, START)

@@ -263,6 +263,7 @@ def test_a_large_result_is_written_as_parquet_shards_with_the_same_columns(tmp_p
     ).read_text()
 
 
+@pytest.mark.slow
 def test_workers_read_the_index_by_byte_range_from_an_fsspec_url(tmp_path):
     import shutil
 
@@ -380,6 +381,7 @@ def test_plan_sizes_the_job_from_a_measured_tile_and_mines_nothing(tmp_path, mon
     assert r.exit_code == 2 and "--plan sizes a Ray job: add --engine ray" in r.output
 
 
+@pytest.mark.slow
 def test_a_driver_killed_mid_job_resumes_and_skips_the_finished_tiles(tmp_path):
     import json
     import os
@@ -440,6 +442,7 @@ def test_a_driver_killed_mid_job_resumes_and_skips_the_finished_tiles(tmp_path):
 # --- exact at every scale it accepts (vhmine.mine.join.rowcheck) ------------------------------------------
 
 
+@pytest.mark.slow
 def test_ray_refuses_rows_the_fast_pass_cannot_bound_and_nan_thresholds(tmp_path):
     from helpers import make_index
 

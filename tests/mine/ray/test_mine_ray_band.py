@@ -326,6 +326,7 @@ def test_a_job_folder_made_for_another_shape_or_other_new_rows_starts_over(tmp_p
     job.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["band", "rectangle"])
 def test_a_job_stopped_by_a_killed_task_resumes_and_mines_only_the_missing_tiles(tmp_path, kind):
     from vhmine.index.rows import IndexRows, open_vectors

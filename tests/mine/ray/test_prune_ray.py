@@ -65,6 +65,7 @@ def test_pruned_band_and_rectangle_tiles_keep_every_pair(clip_min):
     assert st_["prune"]["chosen"]
 
 
+@pytest.mark.slow
 def test_the_driver_measures_the_choice_on_a_sample():
     """Tiles of 15,000 rows in topic order: a sample says pruning pays, and it skips products; at 2,048 rows
     a tile's products are too few to pay for ordering its blocks; CLIP-shaped rows: nothing to skip."""

@@ -332,6 +332,7 @@ def test_no_clip_alike_pair_points_at_a_lower_clip(clustered):
     assert f"relax: vhmine mine --index syn --indexes {tmp / 'idx'} --clip " in text
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_the_search_leaves_no_run_and_says_so(tmp_path):
     """SIGINT to the process group (a terminal's Ctrl-C) while `vhmine mine` multiplies its blocks."""
     import subprocess
