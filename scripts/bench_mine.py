@@ -50,17 +50,18 @@ from contextlib import contextmanager
 import numpy as np
 
 from vhmine.config import resolve_device
-from vhmine.mine.join import calibrate, kernels
-from vhmine.mine.join.products import BlockMiner, tiles
-from vhmine.mine.join.quantise import choose_turn, fast_pass, sample_rows
-from vhmine.mine.join.search import block_rows
-from vhmine.mine.join.simsearch import (
+from vhmine.mine.join import (
     PairSet,
     assert_same_pairs,
+    calibrate,
     find_pairs,
+    kernels,
     merge,
     pair_sims,
 )
+from vhmine.mine.join.products import BlockMiner, tiles
+from vhmine.mine.join.quantise import choose_turn, fast_pass, sample_rows
+from vhmine.mine.join.search import block_rows
 
 
 def make_vectors(n: int, dim: int, dino_dim: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from vhmine.mine.join.simsearch import PairSet, assert_same_pairs, find_pairs, find_pairs_across, merge
+from vhmine.mine.join import PairSet, assert_same_pairs, find_pairs, find_pairs_across, merge
 
 
 def _same(got: PairSet, want: PairSet, across: bool = False) -> bool:
@@ -204,7 +204,7 @@ def pruning_lines(args, make, ray: bool = False) -> bool:
 
 def ray_line(clip, dino, clip_min: float, args, want: PairSet, name: str) -> bool:
     """find_pairs_ray at clip_min, its choice measured and forced on, against the local pairs (want)."""
-    from vhmine.mine.ray.arrays import find_pairs_ray
+    from vhmine.mine.ray import find_pairs_ray
 
     lines, ok = [], True
     for prune in (None, True):

@@ -118,8 +118,7 @@ def sample_tiles(n: int, tile_memory: int, dino_dim: int, count: int) -> tuple[l
     """A fixed sample at any N: the first diagonal tile, then full (off-diagonal) tiles at fixed relative
     places of the triangle (a diagonal tile's product covers its whole square but holds half the pairs, so
     the rate is taken from the full ones). Returns (tile numbers, tiles in all, tile side)."""
-    from vhmine.mine.ray.engine import tile_rows
-    from vhmine.mine.ray.tilejob import Triangle
+    from vhmine.mine.ray import Triangle, tile_rows
 
     side = min(tile_rows(tile_memory, 768, dino_dim), -(-n // 64) * 64)
     tri = Triangle(n, side)
