@@ -20,32 +20,42 @@ Importing this package is light (no numpy, pandas or torch): the modules are loa
 
 from __future__ import annotations
 
-from vhmine.mine.gallery import PAGE_HEAD, thumbnail_data_url
-from vhmine.mine.plan import RunContext, RunPlan, check_thresholds, default_run_name
-from vhmine.mine.run import MineOptions, mine_index
+# Each name is loaded from the step that makes it on first use (PEP 562), so importing the join or the Ray
+# engine below (vhmine.mine.join, vhmine.mine.ray) runs none of the run's modules above them.
+_WHERE = {
+    "PAGE_HEAD": "gallery",
+    "thumbnail_data_url": "gallery",
+    "RunContext": "plan",
+    "RunPlan": "plan",
+    "check_thresholds": "plan",
+    "default_run_name": "plan",
+    "MineOptions": "run",
+    "mine_index": "run",
+    "MineResult": "publish",
+    "MinePlan": "sizing",
+}
 
 __all__ = [
-    "PAGE_HEAD",
     "MineOptions",
     "MinePlan",
     "MineResult",
+    "PAGE_HEAD",
     "RunContext",
     "RunPlan",
     "check_thresholds",
     "default_run_name",
     "mine_index",
     "thumbnail_data_url",
-]
+]  # the keys of _WHERE
 
 
 def __getattr__(name: str):
-    # MineResult and MinePlan live with the step that makes them (publish, sizing): loaded when asked for
-    if name == "MineResult":
-        from vhmine.mine.publish import MineResult
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
 
-        return MineResult
-    if name == "MinePlan":
-        from vhmine.mine.sizing import MinePlan
+    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
 
-        return MinePlan
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return [*globals(), *__all__]
