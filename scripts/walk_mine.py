@@ -73,7 +73,9 @@ def walk(call) -> list[str]:
             return
         code = frame.f_code
         mod = frame.f_globals.get("__name__", "")
-        if not mod.startswith("vhmine") or code in seen:
+        # a comprehension, generator expression or lambda is part of the function that holds it (Python 3.12
+        # inlines comprehensions: no frame of their own)
+        if not mod.startswith("vhmine") or code in seen or code.co_name.startswith("<"):
             return
         seen.add(code)
         order.append(mod)

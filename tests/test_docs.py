@@ -366,3 +366,16 @@ def test_the_stale_path_check_catches_a_moved_module_and_a_missing_name():
 def test_every_dotted_vhmine_path_in_the_docs_and_docstrings_exists():
     bad = stale_paths([*_docstrings(), *((_rel(p), p.read_text()) for p in PAGES)])
     assert not bad, "dotted paths that name no module or attribute (moved or renamed?):\n" + "\n".join(bad)
+
+
+def test_the_architecture_page_names_every_top_level_package_face():
+    # docs/architecture.md's "Faces" table: one row for each package directly under vhmine/ that callers use
+    text = (DOCS / "architecture.md").read_text(encoding="utf-8")
+    faces = text.split("## Faces", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"`(vhmine\.[\w.]+)`", faces))
+    packages = {
+        f"vhmine.{p.parent.name}"
+        for p in (ROOT / "vhmine").glob("*/__init__.py")
+        if p.parent.name not in ("apps", "prompts")
+    }
+    assert packages - named == set(), f"packages whose face the page does not show: {sorted(packages - named)}"
