@@ -206,7 +206,7 @@ def test_across_drops_the_pairs_within_one_side_at_a_threshold_everything_meets(
 def test_a_band_from_kept_rows_quantises_only_the_new_ones(monkeypatch):
     """The earlier join's quantisation of the old rows, reused: only the new rows are quantised (with its
     quantiser), no row is laid out again, and the pairs are the band's, bit for bit."""
-    import vhmine.mine.join.search as search
+    import vhmine.mine.join.blocks as blocks  # (search's quantise_shape calls fast_pass there)
 
     clip, dino = _set(3000, d=48)
     new = np.sort(np.random.default_rng(3).choice(3000, 40, replace=False))
@@ -214,7 +214,7 @@ def test_a_band_from_kept_rows_quantises_only_the_new_ones(monkeypatch):
     kept, st_ = {}, {}
     find_pairs(clip[old], dino[old], 0.7, 0.5, stats=kept)
     quantised = []
-    monkeypatch.setattr(search, "fast_pass", lambda x, *a, **k: quantised.append(len(x)) or fast_pass(x, *a, **k))
+    monkeypatch.setattr(blocks, "fast_pass", lambda x, *a, **k: quantised.append(len(x)) or fast_pass(x, *a, **k))
     got = find_pairs(clip, dino, 0.7, 0.5, new_rows=new, quantised=kept["quantised"], stats=st_)
     assert quantised == [] and st_["quantised"] is None
     assert st_["pairs_examined"] == 40 * 39 // 2 + 40 * 2960

@@ -19,7 +19,7 @@ import pytest
 from helpers import unit_rows
 
 import vhmine
-from vhmine.mine.join import kernels
+from vhmine.mine.join import rowcheck
 from vhmine.mine.join.simsearch import assert_same_pairs, brute_force_pairs, find_pairs
 
 PACKAGE = Path(vhmine.__file__).resolve().parent
@@ -54,8 +54,9 @@ def _loader_calls() -> dict:
 
 def test_the_package_holds_no_native_source_or_library_and_loads_none_of_its_own():
     assert not [p for p in PACKAGE.rglob("*") if p.suffix in (".c", ".h", ".so", ".dll", ".dylib", ".pyd")]
-    # the one loader: OpenBLAS's thread setters, found among the libraries already mapped (kernels._openblas)
-    assert _loader_calls() == {("vhmine/mine/join/kernels.py", "_openblas"): ["CDLL"]}
+    # the one loader: OpenBLAS's thread setters, found among the libraries already mapped (rowcheck._openblas,
+    # behind blas_threads)
+    assert _loader_calls() == {("vhmine/mine/join/rowcheck.py", "_openblas"): ["CDLL"]}
     for path in PACKAGE.rglob("*.py"):
         text = path.read_text()
         assert "VHMINE_VNNI_LIB" not in text and "-shared" not in text, path  # no env-named library, no build
@@ -76,7 +77,7 @@ def test_the_only_library_vhmine_opens_during_a_mine_is_one_already_mapped(monke
         return real(self, name, *a, **k)
 
     monkeypatch.setattr(ctypes.CDLL, "__init__", spy)
-    kernels._openblas.cache_clear()
+    rowcheck._openblas.cache_clear()
     try:
         rng = np.random.default_rng(3)
         base = rng.normal(size=(200, 24))
@@ -86,9 +87,9 @@ def test_the_only_library_vhmine_opens_during_a_mine_is_one_already_mapped(monke
             got = find_pairs(clip, dino, 0.95, 0.5, device="cpu", kernel=kernel, workers=1)
             assert_same_pairs(got, brute_force_pairs(clip, dino, 0.95, 0.5))
     finally:
-        kernels._openblas.cache_clear()
+        rowcheck._openblas.cache_clear()
     assert set(opened) <= mapped, set(opened) - mapped
-    assert opened or not any("openblas" in Path(m).name.lower() for m in mapped)  # (the spy saw kernels' ctypes)
+    assert opened or not any("openblas" in Path(m).name.lower() for m in mapped)  # (the spy saw rowcheck's ctypes)
 
 
 PLANTED = r"""

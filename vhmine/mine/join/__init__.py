@@ -22,13 +22,15 @@ The tile interface (what mine.ray's tasks run, one block or tile at a time, quan
 pass's parameters): `Quantiser`, `BlockStats`, `choose_turn`, `sample_rows`, `scan_block`, `threshold`,
 `quantise_block`, `tile_candidates`, `cross_candidates`, `tile_kernel`, `exact_pairs`, `block_bytes`,
 `qmax_for`, `ALIGN`; the checks a task makes of its rows (`check_rows`, `check_limits`, `check_norms`,
-`squared_norms`) and the pruning of a tile (`tile_centres`, `sort_block`). Inside: quantise (the int8 fast
-pass and its proven error bound), kernels and calibrate (the products kernels and the measured choice),
-products (one block's products and candidates), search (the checks, the quantisation, a shape's parts and
-the threads behind each entry), band (the parts: rows against rows, and the drivers that run their blocks),
-prune (exact pruning of products before they are computed), blocks (blocks quantised with one streaming
-pass's parameters: the Ray engine's tiles), recheck (the exact re-check), rowcheck (what is refused before
-starting), simsearch (the entries), digests.
+`squared_norms`) and the pruning of a tile (`tile_centres`, `sort_block`). Inside, a join passes down them
+once: simsearch (the entries), search (the orchestrator: one call to each part below, in turn), rowcheck
+(what is refused before starting, the shape and rows the search is given, the block size, and what the
+checks share with the layers above: the unit roundoff, the threads), calibrate and kernels (the products
+kernels and the measured choice; kernels.qmax_for, the levels they keep exact), blocks (a shape's
+quantisation, and blocks quantised with one streaming pass's parameters: the Ray engine's tiles), quantise
+(the int8 fast pass and its proven error bound), band (the parts: rows against rows, and the drivers that
+run their blocks), prune (exact pruning of products before they are computed), products (one block's
+products and candidates), recheck (the exact re-check), pairset (what the entries return), digests.
 """
 
 from __future__ import annotations

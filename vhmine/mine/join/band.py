@@ -2,7 +2,7 @@
 searched against quantised rows, a triangle or a rectangle), and the two drivers that take every part's blocks
 through a BlockMiner (mine_blocks: one block at a time; mine_in_threads: chunks of rows in a pool of threads,
 with the re-checks batched). Reads the arrays and quantised rows it is given; writes nothing.
-vhmine.mine.join.search builds the parts of each shape:
+parts_of builds the parts of each shape (for vhmine.mine.join.search):
 
 - the upper triangle of all rows (a full mine): one triangle part, in the caller's row order (or, pruned,
   in vhmine.mine.join.prune's order);
@@ -23,7 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from vhmine.errors import InputError
-from vhmine.mine.join.quantise import ALIGN
+from vhmine.mine.join.quantise import ALIGN, Quantised
+from vhmine.mine.join.rowcheck import blas_threads
 
 
 def up(n: int) -> int:
@@ -86,29 +87,6 @@ def _numbers(p: np.ndarray, m) -> np.ndarray:
     if m is None:
         return p
     return p + m if isinstance(m, int) else m[p]
-
-
-def new_rows_of(new_rows, n: int) -> np.ndarray:
-    """new_rows as the sorted distinct row numbers; InputError when not a 1-D array of integers in [0, n)."""
-    a = np.asarray(new_rows)
-    if a.ndim != 1 or not (a.size == 0 or np.issubdtype(a.dtype, np.integer)):
-        raise InputError(f"new_rows must be a 1-D array of row numbers, got {a.dtype} with shape {a.shape}")
-    a = np.unique(a.astype(np.int64))
-    if len(a) and (a[0] < 0 or a[-1] >= n):
-        bad = int(a[0] if a[0] < 0 else a[-1])
-        raise InputError(
-            f"new_rows holds row {bad}, outside the {n:,} rows [0, {n}); "
-            "give the row numbers of the new rows among all of them"
-        )
-    return a
-
-
-def check_same_dims(name: str, a: np.ndarray, b: np.ndarray) -> None:
-    if a.shape[1:] != b.shape[1:]:
-        raise InputError(
-            f"{name} vectors of the two collections differ in dimension: {a.shape} against {b.shape}; "
-            "mine across collections embedded by the same encoders"
-        )
 
 
 def too_many_candidates(total: int, clip_min: float, done: int, blocks: int, limit: int) -> InputError:
@@ -275,7 +253,6 @@ def mine_parts(rows, qd, parts, how, max_candidates, progress, desc, blocks):
 
     from tqdm import tqdm
 
-    from vhmine.mine.join import kernels
     from vhmine.mine.join.products import BlockMiner
 
     clip, dino, clip_min, dino_max, norms = rows
@@ -302,8 +279,44 @@ def mine_parts(rows, qd, parts, how, max_candidates, progress, desc, blocks):
     blas = choice.kernel.name == "blas-f32" and pool is None and device.type == "cpu"
     with (
         tqdm(total=blocks, desc=desc, unit="block", disable=not progress) as bar,
-        kernels.blas_threads(torch_threads) if blas else nullcontext(),
+        blas_threads(torch_threads) if blas else nullcontext(),
     ):
         if device.type == "cpu" and pool is not None:
             return mine_in_threads(miner, parts, block, pool, threads, max_candidates, clip_min, bar)
         return mine_blocks(miner, parts, block, max_candidates, clip_min, bar)
+
+
+def others(n: int, rows: np.ndarray) -> np.ndarray:
+    """The row numbers in [0, n) not in rows, ascending (a mask: setdiff1d sorts, 100x slower at 200,000)."""
+    keep = np.ones(n, bool)
+    keep[rows] = False
+    return np.flatnonzero(keep)
+
+
+def parts_of(shape, qd: Quantised, n: int, device) -> list[Part]:
+    """The parts the shape's (search.Shape's) pairs are searched in."""
+    import functools
+
+    import torch
+
+    t = functools.partial(torch.as_tensor, device=device)  # (numpy's memory itself on a CPU, as from_numpy's)
+    if shape.kind == "triangle":
+        x = t(qd.fp.q)
+        return [Part(x, x, n, n, True)]
+    if shape.kind == "across":
+        na, nb, q = shape.na, n - shape.na, qd.fp.q
+        if not na or not nb:
+            return []
+        y = q[na:] if na % ALIGN == 0 else np.concatenate([q[na:n], np.zeros((up(nb) - nb, q.shape[1]), q.dtype)])
+        return [Part(t(q[: up(na)]), t(y), na, nb, False, ymap=na)]
+    new, k = shape.new_rows, len(shape.new_rows)
+    if not k:
+        return []
+    if qd.kept is not None:  # the new rows against the kept rows, and against each other
+        x = t(qd.new_q)
+        old = others(n, new)
+        return [Part(x, t(qd.kept.q), k, len(old), False, new, old), Part(x, x, k, k, True, new, new)]
+    x = gather(qd.fp.q, new)
+    is_new = np.zeros(n, bool)
+    is_new[new] = True
+    return [Part(t(x), t(qd.fp.q), k, n, False, new, None, is_new)]

@@ -12,21 +12,30 @@ tile and on whichever node it is. quantise._quantise's error bound is measured p
 integer threshold follows from its two blocks' stats (quantise.thresholds): it provably reaches every
 pair at or above clip_min. Candidates get the float64 re-check through recheck.pair_sims, so a tile's
 pairs are bit for bit those of find_pairs.
+
+Also the quantisation of a whole shape for search (`quantise_shape`): fast_pass over every row, or for a band
+the new rows with an earlier join's Quantiser (`reusable` says when it can be), as quantise.Quantised.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
 
+from vhmine.errors import InputError
+from vhmine.mine.join.band import others
 from vhmine.mine.join.products import BlockMiner
 from vhmine.mine.join.quantise import (
     ALIGN,
     ChunkStats,
+    FastPass,
+    Quantised,
     choose_turn,
     chunk_rows,
     error_bound,
+    fast_pass,
     largest,
     qmax_for,
     quantise_chunk,
@@ -37,6 +46,8 @@ from vhmine.mine.join.quantise import (
     turned,
 )
 from vhmine.mine.join.recheck import pair_sims
+
+log = logging.getLogger("vhmine.mine.join.simsearch")  # (search's: the lines a join logs come from one name)
 
 __all__ = [
     "BlockStats",
@@ -253,3 +264,46 @@ def exact_pairs(clip_rows, dino_rows, i, j, clip_min: float, dino_max: float, cl
     d = sims(dino_rows, dino_rows_b, i, j) if len(i) else np.empty(0)
     keep = d <= dino_max
     return i[keep], j[keep], c[keep], d[keep]
+
+
+def reusable(kept: FastPass | None, clip, new_rows, rotate, levels: int) -> str:
+    """Why an earlier join's quantisation of the rows other than new_rows cannot be reused here ("" if it
+    can): for a band only, of those very rows (their count and width), with levels the kernel keeps exact,
+    turned as `rotate` asks."""
+    if kept is None:
+        return "none kept"
+    n, d = clip.shape
+    if kept.n != n - len(new_rows) or kept.q.shape[1] != -(-d // 8) * 8:
+        raise InputError(
+            f"quantised holds {kept.n:,} rows of width {kept.q.shape[1]}, not the {n - len(new_rows):,} rows "
+            f"other than new_rows of width {d}: give the earlier join's quantisation of exactly those rows"
+        )
+    if kept.qmax > levels:
+        return f"its {kept.qmax} levels are more than this products kernel keeps exact ({levels})"
+    if rotate is not None and bool(kept.dims) != bool(rotate):
+        return f"it was {'' if kept.dims else 'not '}turned, and rotate={rotate} asks otherwise"
+    return ""
+
+
+def quantise_shape(clip, shape, clip_min: float, rotate, levels: int, pool, kept) -> Quantised:
+    """The shape's (search.Shape's) quantisation: all rows (fast_pass), or for a band with an earlier join's
+    quantisation of the other rows (kept, reusable), only the new rows with that same quantiser; the thresholds
+    follow from the error measures of every row either way (thresholds_of), so the search stays exact."""
+    why = reusable(kept, clip, shape.new_rows, rotate, levels) if shape.kind == "band" else "not a band"
+    if why:
+        if kept is not None:
+            log.info("the kept quantisation is not reused: %s", why)
+        fp = fast_pass(clip, clip_min, rotate, workers=pool, qmax=levels)
+        return Quantised(fp.thresh, fp.sure, fp.margin, fp.rotated, fp=fp)
+    qz = Quantiser(clip.shape[1], kept.scale, kept.qmax, kept.dims)
+    old = others(len(clip), shape.new_rows)
+    at = np.linspace(0, len(old) - 1, min(len(old), 64)).astype(np.int64)
+    q_at, _ = quantise_block(clip[old[at]], qz)  # a guard against another collection's quantisation (a turned
+    if np.abs(q_at[: len(at)].astype(np.int16) - kept.q[at]).max(initial=0) > 1:  # row may round 1 apart)
+        raise InputError(
+            "quantised does not match these rows (its quantisation of a sample of them differs): give the earlier "
+            "join's quantisation of the same rows, or none"
+        )
+    new_q, new_stats = quantise_block(clip[shape.new_rows], qz)
+    thresh, sure, err = thresholds_of(qz, kept.stats | new_stats, clip_min)
+    return Quantised(thresh, sure, err, bool(kept.dims), new_q=new_q, kept=kept)

@@ -20,7 +20,8 @@ import numpy as np
 from vhmine.config import cache_file, cpu
 from vhmine.errors import InputError
 from vhmine.files import entry_key, read_entries, write_entries
-from vhmine.mine.join.kernels import Kernel, Unavailable, available, blas_threads, build, exact
+from vhmine.mine.join.kernels import Kernel, Unavailable, available, build, exact
+from vhmine.mine.join.rowcheck import blas_threads
 
 CACHE_ENV = "VHMINE_KERNEL_CACHE"
 _SCHEMA = 2  # raise when what is measured changes: old cache entries are then measured again

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vhmine.mine.join.quantise import in_threads
+from vhmine.mine.join.rowcheck import in_threads
 
 DIGEST = "blake2b-64"  # the kind of digest row_digests gives (mine.state records it in rows.parquet)
 _DIGEST_ROWS = 8192  # rows hashed at a time (one thread's share)
@@ -22,7 +22,7 @@ def row_digests(clip: np.ndarray, dino: np.ndarray, workers=None) -> np.ndarray:
     """A uint64 digest of each row's float32 bits, CLIP's then DINOv2's: BLAKE2b with an 8-byte digest
     (little-endian). Equal rows give equal digests on any machine; rows that differ in any bits get equal
     digests with a chance of about 2^-64. hashlib releases the GIL while it hashes a row of 2 KiB or more,
-    so `workers` threads (quantise.in_threads) hash chunks of rows side by side."""
+    so `workers` threads (rowcheck.in_threads) hash chunks of rows side by side."""
     import hashlib
 
     clip, dino = np.ascontiguousarray(clip, np.float32), np.ascontiguousarray(dino, np.float32)

@@ -2,7 +2,7 @@
 `available`); the choice among them by measurement is vhmine.mine.join.calibrate's. Reads and writes nothing.
 
 Every kernel gives the exact integer products of rows with integers in [-L, L], L = levels(d) =
-min(quantise.qmax_for(d), cap), so quantise's error bound holds as it is: the kernel adds no error, and
+min(qmax_for(d), cap), so quantise's error bound holds as it is: the kernel adds no error, and
 a narrower range (a coarser step) enters that bound through the scale.
 
 - int-mm: torch._int_mm, int8 x int8 into int32: integer arithmetic, |sum| <= L^2 d < 2^24.
@@ -25,15 +25,20 @@ whose library breaks the reasoning above is never used.
 
 from __future__ import annotations
 
-import functools
+import math
 from collections.abc import Callable
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
 from vhmine.errors import InputError
-from vhmine.mine.join.quantise import qmax_for
+
+
+def qmax_for(d: int) -> int:
+    """Quantisation levels (quantise.fast_pass's default and ceiling): qmax^2 * d below 2**24 keeps the
+    float32 fallback exact as well as int32."""
+    return min(127, math.isqrt((2**24 - 1) // max(d, 1)))
+
 
 # every name --kernel takes, in ranking ties' order
 KERNELS = ("int-mm", "fbgemm", "blas-f32", "torch-f32", "bf16")
@@ -145,54 +150,6 @@ def _torch():
     import torch
 
     return torch
-
-
-_BLAS_SYMBOLS = (
-    ("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
-    ("scipy_openblas_get_num_threads", "scipy_openblas_set_num_threads"),
-    ("openblas_get_num_threads64_", "openblas_set_num_threads64_"),
-    ("openblas_get_num_threads", "openblas_set_num_threads"),
-)
-
-
-@functools.lru_cache(maxsize=1)
-def _openblas() -> tuple:
-    """(get, set) of the thread count of every OpenBLAS loaded in this process (numpy's; faiss brings
-    its own), or none (another BLAS, or no /proc to find them in)."""
-    import ctypes
-
-    try:
-        with open("/proc/self/maps") as f:
-            libs = sorted({line.split()[-1] for line in f if "openblas" in line.rsplit("/", 1)[-1].lower()})
-    except OSError:
-        return ()
-    found = []
-    for path in libs:
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        found += [
-            (getattr(lib, get), getattr(lib, put))
-            for get, put in _BLAS_SYMBOLS
-            if hasattr(lib, get) and hasattr(lib, put)
-        ][:1]
-    return tuple(found)
-
-
-@contextmanager
-def blas_threads(n: int):
-    """Every loaded OpenBLAS in n threads meanwhile: blas-f32 runs in find_pairs' own threads, and a
-    BLAS pool beside them spins (on a busy 2-core machine 100x slower than one thread)."""
-    libs = _openblas()
-    before = [get() for get, _ in libs]
-    for _, put in libs:
-        put(n)
-    try:
-        yield
-    finally:
-        for (_, put), k in zip(libs, before):
-            put(k)
 
 
 def _numpy_mm(a, b, out):

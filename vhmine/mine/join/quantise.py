@@ -18,25 +18,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vhmine.mine.join.recheck import _U32, _U64, _gamma
+from vhmine.mine.join.kernels import qmax_for  # (the kernels' exact range: their module's)
+from vhmine.mine.join.rowcheck import _U32, _U64, ALIGN, _gamma, in_threads
 
-ALIGN = 64  # rows padded and blocks rounded to this: int8 GEMMs want rows > 16 and multiples of 8
 _SPREAD = 32  # at most this many dominant dimensions are spread out before quantising
 SAMPLE_ROWS = 4096  # rows the turn is judged on
-
-
-def in_threads(fn, items, workers) -> list:
-    """[fn(s) for s in items], in threads (numpy releases the GIL in the work): workers is a thread
-    count (a pool just for this call) or a concurrent.futures.Executor, or None."""
-    items = list(items)
-    if len(items) < 2 or workers is None or (isinstance(workers, int) and workers <= 1):
-        return [fn(s) for s in items]
-    if isinstance(workers, int):
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(min(workers, len(items))) as pool:
-            return list(pool.map(fn, items))
-    return list(workers.map(fn, items))
 
 
 @functools.lru_cache(maxsize=4)
@@ -182,11 +168,6 @@ class ChunkStats:
 
     def __or__(self, other: ChunkStats) -> ChunkStats:
         return ChunkStats(max(self.h2, other.h2), max(self.r2, other.r2), max(self.xn2, other.xn2))
-
-
-def qmax_for(d: int) -> int:
-    """Quantisation levels: qmax^2 * d below 2**24 keeps the float32 fallback exact as well as int32."""
-    return min(127, math.isqrt((2**24 - 1) // max(d, 1)))
 
 
 def scale_for(amax: float, qmax: int) -> float:
@@ -365,3 +346,18 @@ def fast_pass(
     qz = _quantised(clip, qmax, -(-n // ALIGN) * ALIGN, turn, workers)
     thresh, sure = thresholds(clip_min, qz.err, qz.norm2, qz.scale, d, qmax)
     return FastPass(qz.q, thresh, qz.err, turn is not None, n, qz.scale, sure, qmax, tuple(dims), qz.stats)
+
+
+@dataclass(frozen=True, eq=False)
+class Quantised:
+    """The quantised rows every part reads, and the thresholds: thresh (every pair with float64 CLIP sim
+    >= clip_min reaches it), sure (a product there proves clip_min), margin; fp: the FastPass of all rows
+    in the caller's order when there is one (stats["quantised"]), kept: the earlier join's, when reused."""
+
+    thresh: int
+    sure: int | None
+    margin: float
+    rotated: bool
+    fp: FastPass | None = None
+    new_q: np.ndarray | None = None  # a band's new rows, from the kept quantiser (kept is not None)
+    kept: FastPass | None = None

@@ -13,13 +13,9 @@ import math
 
 import numpy as np
 
+from vhmine.mine.join.rowcheck import _U32, _U64, _gamma
+
 _CHUNK = 256  # pairs per batch in pair_sims and _screen: small enough to stay in a core's cache
-_U32, _U64 = 2.0**-24, 2.0**-53  # unit roundoff of float32 and float64
-
-
-def _gamma(n: int, unit: float) -> float:
-    """Relative bound on a rounded sum of n rounded products (a dot product), in any summation order."""
-    return n * unit / (1 - n * unit)
 
 
 def _check_rows(x: np.ndarray, i: np.ndarray, j: np.ndarray) -> None:

@@ -1,6 +1,11 @@
 """What the exact miner refuses before it starts: a threshold that is not a number, rows that are not 2-D
 float32 or hold NaN or infinite values (check_rows), and rows whose size float32 arithmetic cannot screen
-exactly. Reads the arrays it is given; writes nothing.
+exactly; and what the search is given, checked: its shape (`Shape`; `prepared`, `prepared_across`:
+find_pairs' and find_pairs_across' rows with new_rows_of, check_same_dims), its block size (block_rows,
+ALIGN). Below the rest of the join (it imports none of it), so also what its checks share with the bounds
+above them: the unit roundoff (_U32, _U64, _gamma: the quantisation's and the re-check's bounds too) and
+the threads (in_threads; blas_threads, numpy's BLAS held to n threads). Reads the arrays it is given;
+writes nothing.
 
 find_pairs (simsearch) screens candidates with float32 products whose proven error bound is relative to the
 largest squared row norm, and the fast pass (quantise) bounds its error the same way. Float32 underflows
@@ -15,16 +20,101 @@ pass (tiletask.scan_chunk: its DINOv2 rows are only ever re-checked in float64, 
 
 from __future__ import annotations
 
+import functools
 import math
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 
 from vhmine.errors import InputError
-from vhmine.mine.join.band import new_rows_of
-from vhmine.mine.join.quantise import in_threads
-from vhmine.mine.join.recheck import _U32, _gamma
 
 NORM_MIN, NORM_MAX = 2.0**-50, 2.0**50  # about 8.9e-16 and 1.1e15
+
+
+ALIGN = 64  # rows padded and blocks rounded to this: int8 GEMMs want rows > 16 and multiples of 8
+_DEFAULT_BLOCK = {"cpu": 8192, "cuda": 16384}
+_U32, _U64 = 2.0**-24, 2.0**-53  # unit roundoff of float32 and float64
+
+
+def _gamma(n: int, unit: float) -> float:
+    """Relative bound on a rounded sum of n rounded products (a dot product), in any summation order."""
+    return n * unit / (1 - n * unit)
+
+
+def in_threads(fn, items, workers) -> list:
+    """[fn(s) for s in items], in threads (numpy releases the GIL in the work): workers is a thread
+    count (a pool just for this call) or a concurrent.futures.Executor, or None."""
+    items = list(items)
+    if len(items) < 2 or workers is None or (isinstance(workers, int) and workers <= 1):
+        return [fn(s) for s in items]
+    if isinstance(workers, int):
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(workers, len(items))) as pool:
+            return list(pool.map(fn, items))
+    return list(workers.map(fn, items))
+
+
+_BLAS_SYMBOLS = (
+    ("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
+    ("scipy_openblas_get_num_threads", "scipy_openblas_set_num_threads"),
+    ("openblas_get_num_threads64_", "openblas_set_num_threads64_"),
+    ("openblas_get_num_threads", "openblas_set_num_threads"),
+)
+
+
+@functools.lru_cache(maxsize=1)
+def _openblas() -> tuple:
+    """(get, set) of the thread count of every OpenBLAS loaded in this process (numpy's; faiss brings
+    its own), or none (another BLAS, or no /proc to find them in)."""
+    import ctypes
+
+    try:
+        with open("/proc/self/maps") as f:
+            libs = sorted({line.split()[-1] for line in f if "openblas" in line.rsplit("/", 1)[-1].lower()})
+    except OSError:
+        return ()
+    found = []
+    for path in libs:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        found += [
+            (getattr(lib, get), getattr(lib, put))
+            for get, put in _BLAS_SYMBOLS
+            if hasattr(lib, get) and hasattr(lib, put)
+        ][:1]
+    return tuple(found)
+
+
+@contextmanager
+def blas_threads(n: int):
+    """Every loaded OpenBLAS in n threads meanwhile: blas-f32 runs in find_pairs' own threads, and a
+    BLAS pool beside them spins (on a busy 2-core machine 100x slower than one thread)."""
+    libs = _openblas()
+    before = [get() for get, _ in libs]
+    for _, put in libs:
+        put(n)
+    try:
+        yield
+    finally:
+        for (_, put), k in zip(libs, before):
+            put(k)
+
+
+@dataclass(frozen=True, eq=False)
+class Shape:
+    kind: str  # "triangle", "band" or "across"
+    new_rows: np.ndarray | None = None  # a band's, sorted and distinct
+    na: int = 0  # across: rows of A (then B's)
+
+
+def block_rows(block_size: int | None, device_type: str) -> int:
+    if block_size is not None and block_size < 1:
+        raise InputError(f"block size must be at least 1, got {block_size}")
+    return -(-(block_size or _DEFAULT_BLOCK.get(device_type, 4096)) // ALIGN) * ALIGN
 
 
 def check_limits(clip_min, dino_max) -> tuple[float, float]:
@@ -83,7 +173,7 @@ def _checked(
 ) -> tuple[np.ndarray, np.ndarray, float | None, float | None]:
     """check_rows, plus a bound on the largest squared row norm of each (workers: see in_threads). screened:
     rows are refused whose norms float32 screening cannot handle (rowcheck; float64 alone handles any).
-    only: row numbers (band.new_rows_of's) whose values alone are checked, the others having been checked
+    only: row numbers (new_rows_of's) whose values alone are checked, the others having been checked
     by the earlier join that quantised them; then no bounds (None: the re-check measures its rows')."""
     clip, dino = np.ascontiguousarray(clip), np.ascontiguousarray(dino)
     norms = []
@@ -102,12 +192,9 @@ def _checked(
     for name, x in (("clip", clip), ("dino", dino)):
         # one read of the rows: a NaN or infinite value makes its row's sum of squares NaN or infinite;
         # the rows flagged so (also finite rows whose squares overflow) are then looked at value by value
-        if len(x) <= 8192:  # one chunk: no threads to share it
-            n2 = squared_norms(x)
-        else:
-            n2 = np.concatenate(
-                in_threads(lambda s, x=x: squared_norms(x[s : s + 8192]), range(0, len(x), 8192), workers)
-            )
+        # (chunks of 8192 rows; one chunk, an empty one for no rows, without threads)
+        chunks = range(0, max(len(x), 1), 8192)
+        n2 = np.concatenate(in_threads(lambda s, x=x: squared_norms(x[s : s + 8192]), chunks, workers))
         bad = np.flatnonzero(~np.isfinite(n2))
         if len(bad):
             bad = bad[~np.isfinite(x[bad]).all(axis=1)]
@@ -128,8 +215,54 @@ def _checked(
     return clip, dino, norms[0], norms[1]
 
 
+def prepared(clip, dino, new_rows, quantised, pool) -> tuple[tuple, Shape]:
+    """find_pairs' rows checked (with the pool's threads) and its shape: the triangle, or with new_rows the
+    band (only the new rows' values checked when an earlier join quantised the others)."""
+    rows = _checked(clip, dino, pool, only=None if quantised is None else new_rows)
+    n = len(rows[0])
+    return rows, (Shape("triangle") if new_rows is None else Shape("band", new_rows_of(new_rows, n)))
+
+
+def prepared_across(clip_a, dino_a, clip_b, dino_b, pool) -> tuple[tuple, Shape]:
+    """find_pairs_across' rows checked (with the pool's threads), laid out A then B, and its shape."""
+    sides = []
+    for side, (c, d) in (("A", (clip_a, dino_a)), ("B", (clip_b, dino_b))):
+        try:
+            sides.append(_checked(c, d, pool))
+        except InputError as err:
+            raise InputError(f"collection {side}: {err}") from None
+    (ca, da, ca2, da2), (cb, db, cb2, db2) = sides
+    check_same_dims("clip", ca, cb)
+    check_same_dims("dino", da, db)
+    rows = (np.concatenate([ca, cb]), np.concatenate([da, db]), max(ca2, cb2), max(da2, db2))
+    return rows, Shape("across", na=len(ca))
+
+
 def _renumbered(message: str, rows: np.ndarray) -> str:
     """An InputError's text about a subset's row k, about rows[k] instead."""
     import re
 
     return re.sub(r"^(clip|dino) row (\d+)", lambda m: f"{m[1]} row {rows[int(m[2])]}", message)
+
+
+def new_rows_of(new_rows, n: int) -> np.ndarray:
+    """new_rows as the sorted distinct row numbers; InputError when not a 1-D array of integers in [0, n)."""
+    a = np.asarray(new_rows)
+    if a.ndim != 1 or not (a.size == 0 or np.issubdtype(a.dtype, np.integer)):
+        raise InputError(f"new_rows must be a 1-D array of row numbers, got {a.dtype} with shape {a.shape}")
+    a = np.unique(a.astype(np.int64))
+    if len(a) and (a[0] < 0 or a[-1] >= n):
+        bad = int(a[0] if a[0] < 0 else a[-1])
+        raise InputError(
+            f"new_rows holds row {bad}, outside the {n:,} rows [0, {n}); "
+            "give the row numbers of the new rows among all of them"
+        )
+    return a
+
+
+def check_same_dims(name: str, a: np.ndarray, b: np.ndarray) -> None:
+    if a.shape[1:] != b.shape[1:]:
+        raise InputError(
+            f"{name} vectors of the two collections differ in dimension: {a.shape} against {b.shape}; "
+            "mine across collections embedded by the same encoders"
+        )

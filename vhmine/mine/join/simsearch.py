@@ -26,19 +26,25 @@ vhmine.mine.ray.engine runs the same BlockMiner, one Ray task per tile.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from vhmine.errors import InputError
 from vhmine.mine.join import search
-from vhmine.mine.join.band import check_same_dims, new_rows_of
+from vhmine.mine.join.pairset import _EMPTY, PairSet, _pairset, merge, no_pairs
 from vhmine.mine.join.quantise import fast_pass
 from vhmine.mine.join.recheck import _recheck, pair_sims
-from vhmine.mine.join.rowcheck import _checked, check_limits, check_rows
-from vhmine.mine.join.search import Shape
+from vhmine.mine.join.rowcheck import (
+    check_limits,
+    check_rows,
+    check_same_dims,
+    new_rows_of,
+    prepared,
+    prepared_across,
+)
 
 __all__ = [
     "PairSet",
@@ -59,34 +65,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, eq=False)  # arrays have no truth value: compare with assert_same_pairs
-class PairSet:
-    """Pairs (i[k], j[k]) with i < j, sorted by (i, j), and their float64 similarities."""
-
-    i: np.ndarray
-    j: np.ndarray
-    clip_sim: np.ndarray
-    dino_sim: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.i)
-
-
-def _pairset(i, j, clip_sim, dino_sim) -> PairSet:
-    # one int64 key, i then j (numpy's vectorised argsort: 8x lexsort's speed); pairs are distinct, so the
-    # order is lexsort((j, i))'s
-    width = int(j.max()) + 1 if len(j) else 1
-    order = np.argsort(i.astype(np.int64) * width + j)
-    return PairSet(i[order], j[order], clip_sim[order], dino_sim[order])
-
-
-_EMPTY = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0), np.empty(0))
-
-
-def no_pairs() -> PairSet:
-    return PairSet(*_EMPTY)
 
 
 def brute_force_pairs(clip: np.ndarray, dino: np.ndarray, clip_min: float, dino_max: float = math.inf) -> PairSet:
@@ -186,11 +164,6 @@ def brute_force_across(
     return PairSet(pairs.i, pairs.j - len(ca), pairs.clip_sim, pairs.dino_sim)
 
 
-def merge(found: list) -> PairSet:
-    """One PairSet, sorted, from the (i, j, clip_sim, dino_sim) parts of blocks in any order."""
-    return _pairset(*(np.concatenate(p) for p in zip(*found))) if found else PairSet(*_EMPTY)
-
-
 def find_pairs(
     clip: np.ndarray,
     dino: np.ndarray,
@@ -237,13 +210,8 @@ def find_pairs(
     if quantised is not None and new_rows is None:
         raise TypeError("find_pairs(quantised=...) takes new_rows too: the kept rows are the others")
 
-    def prepare(pool):
-        rows = _checked(clip, dino, pool, only=None if quantised is None else new_rows)
-        n = len(rows[0])
-        return rows, (Shape("triangle") if new_rows is None else Shape("band", new_rows_of(new_rows, n)))
-
     found, _ = search.mine(
-        prepare,
+        functools.partial(prepared, clip, dino, new_rows, quantised),
         clip_min,
         dino_max,
         device=device,
@@ -288,19 +256,7 @@ def find_pairs_across(
         if name in options:
             raise TypeError(f"find_pairs_across() takes no {name}")
 
-    def prepare(pool):
-        sides = []
-        for side, (c, d) in (("A", (clip_a, dino_a)), ("B", (clip_b, dino_b))):
-            try:
-                sides.append(_checked(c, d, pool))
-            except InputError as err:
-                raise InputError(f"collection {side}: {err}") from None
-        (ca, da, ca2, da2), (cb, db, cb2, db2) = sides
-        check_same_dims("clip", ca, cb)
-        check_same_dims("dino", da, db)
-        rows = (np.concatenate([ca, cb]), np.concatenate([da, db]), max(ca2, cb2), max(da2, db2))
-        return rows, Shape("across", na=len(ca))
-
+    prepare = functools.partial(prepared_across, clip_a, dino_a, clip_b, dino_b)
     found, shape = search.mine(prepare, clip_min, dino_max, **options)
     i, j, c, d = (np.concatenate(p) for p in zip(*found)) if found else _EMPTY
     return _pairset(i, j - shape.na, c, d)
