@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The test command (README and .ci/run call this same script): installs everything the suite needs
 # on a fresh Debian machine, checks the code with ruff, then runs pytest. Extra arguments go to pytest.
-# pytest runs in VHMINE_TEST_WORKERS worker processes (pytest-xdist; default 3 on 2 cores: many tests wait on a
-# subprocess, a server or a browser, so a third worker fills the time the other two wait); `-n 0` runs it in one.
-# The inner loop: `bash scripts/test.sh -m "not slow"` (or `python -m pytest -m "not slow" -n 3`).
+# pytest runs in VHMINE_TEST_WORKERS worker processes (pytest-xdist; default 2, a worker a core: measured on 2 shared
+# cores, a third worker ran the suite no faster and spent 7-30% more CPU); `-n 0` runs it in one.
+# The inner loop: `bash scripts/test.sh -m "not slow"` (or `python -m pytest -m "not slow" -n 2`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ci_services.sh                       # Debian packages: chromium, postgresql (browser / PostgreSQL tests)
@@ -12,4 +12,4 @@ python -m pip install -q --no-deps "lmms-eval==0.7.3"  # the lmms-eval export te
 python -m ruff check --quiet .                    # lint: pyflakes, pycodestyle, isort, bugbear, pyupgrade (pyproject.toml)
 python -m ruff format --check --quiet .           # the code is as ruff formats it
 export HF_HUB_OFFLINE=1                           # tests build tiny models locally; never ask the hub
-exec python -m pytest -n "${VHMINE_TEST_WORKERS:-3}" "$@"   # --dist loadgroup: pyproject.toml's addopts
+exec python -m pytest -n "${VHMINE_TEST_WORKERS:-2}" "$@"   # --dist loadgroup: pyproject.toml's addopts
