@@ -27,7 +27,8 @@ ray = pytest.importorskip("ray", reason="the Ray engine needs the ray extra: pip
 from vhmine import api  # noqa: E402
 from vhmine.mine.ray.engine import tile_bytes  # noqa: E402
 
-pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("ray_cluster")]
+# every test here starts (or shares) the session's Ray cluster: the slow tier, so the inner loop starts none
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300), pytest.mark.usefixtures("ray_cluster")]
 TILE = tile_bytes(64, 16, 12)  # tiles of 64 rows: a band of a few new rows still spans several column blocks
 
 

@@ -25,7 +25,8 @@ ray = pytest.importorskip("ray", reason="the Ray engine needs the ray extra: pip
 from vhmine.mine.ray.arrays import find_pairs_ray  # noqa: E402
 from vhmine.mine.ray.engine import tile_bytes, tile_rows  # noqa: E402
 
-pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("ray_cluster")]
+# every test here starts (or shares) the session's Ray cluster: the slow tier, so the inner loop starts none
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300), pytest.mark.usefixtures("ray_cluster")]
 
 
 def tile_memory(rows, clip_dim, dino_dim):

@@ -22,7 +22,8 @@ from vhmine.mine.ray.arrays import find_pairs_across_ray, find_pairs_ray  # noqa
 from vhmine.mine.ray.engine import run_job  # noqa: E402
 from vhmine.mine.ray.tilejob import SCAN, Band, Rectangle, TileJob, Triangle  # noqa: E402
 
-pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("ray_cluster")]
+# every test here starts (or shares) the session's Ray cluster: the slow tier, so the inner loop starts none
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300), pytest.mark.usefixtures("ray_cluster")]
 
 
 def tied(n, seed, d=16, e=8):

@@ -14,7 +14,8 @@ ray = pytest.importorskip("ray", reason="the Ray engine needs the ray extra: pip
 from vhmine.mine.join.simsearch import assert_same_pairs, brute_force_across, brute_force_pairs, find_pairs  # noqa: E402
 from vhmine.mine.ray.arrays import find_pairs_across_ray, find_pairs_ray  # noqa: E402
 
-pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("ray_cluster")]
+# every test here starts (or shares) the session's Ray cluster: the slow tier, so the inner loop starts none
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300), pytest.mark.usefixtures("ray_cluster")]
 
 
 def topics_in_order(n, d, e, seed, topics=6):

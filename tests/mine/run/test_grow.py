@@ -261,7 +261,7 @@ class GrowingCollection(RuleBasedStateMachine):
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-TestGrowingCollectionProperty = GrowingCollection.TestCase
+TestGrowingCollectionProperty = pytest.mark.slow(GrowingCollection.TestCase)  # ~20 s: the slow tier
 TestGrowingCollectionProperty.settings = settings(max_examples=6, stateful_step_count=8)
 
 
