@@ -320,7 +320,15 @@ def pytest_collection_modifyitems(config, items):
             first.setdefault(item.nodeid.split("::")[0], k)
             if item.get_closest_marker("slow"):
                 slow.add(item.nodeid.split("::")[0])
-        items.sort(key=lambda it: (it.nodeid.split("::")[0] not in slow, first[it.nodeid.split("::")[0]]))
+        # the Ray group first of all: one worker holds it the longest, so it must not start late
+        ray_group = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("xdist_group")}
+        items.sort(
+            key=lambda it: (
+                it.nodeid.split("::")[0] not in ray_group,
+                it.nodeid.split("::")[0] not in slow,
+                first[it.nodeid.split("::")[0]],
+            )
+        )
 
 
 @pytest.hookimpl(optionalhook=True)
