@@ -320,11 +320,15 @@ def pytest_collection_modifyitems(config, items):
             first.setdefault(item.nodeid.split("::")[0], k)
             if item.get_closest_marker("slow"):
                 slow.add(item.nodeid.split("::")[0])
-        # the Ray group first of all: one worker holds it the longest, so it must not start late
+        # the Ray group first of all, then the files that hold the longest tests (test_gpu's CPU dry run of
+        # scripts/gpu_check.sh, 162 s; the whole pipeline, 53 s): started last, they kept one worker busy for
+        # minutes after the other had finished
         ray_group = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("xdist_group")}
+        longest = ("tests/test_gpu.py", "tests/test_pipeline.py")
         items.sort(
             key=lambda it: (
                 it.nodeid.split("::")[0] not in ray_group,
+                it.nodeid.split("::")[0] not in longest,
                 it.nodeid.split("::")[0] not in slow,
                 first[it.nodeid.split("::")[0]],
             )
