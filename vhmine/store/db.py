@@ -5,7 +5,8 @@ SQLAlchemy URL given by `--db` / VHMINE_DB (PostgreSQL included). Opening a stor
 up to date through the migrations shipped in `vhmine/store/migrations/` (a SQLite file is first copied to
 `<file>.bak-<revision>`), and refuses a store written by a newer vhmine. `open_store(migrate=False)` (what
 `vhmine status` uses) only reads: a SQLite file is opened read-only (SQLite's mode=ro URI, no pragma that
-writes), so its bytes, its journal mode and its folder stay as they were.
+writes), so its bytes, its journal mode and its folder stay as they were. An existing file that is empty or
+not a SQLite database is refused before any connection, by every command (vhmine.store.sqlite_file).
 
 A server database may restart under its users: pooled connections are checked before use (pool_pre_ping),
 a session waits up to RECONNECT_S for the server to take a connection again, and a connection lost while
@@ -31,7 +32,6 @@ from typing import Any
 
 from vhmine.errors import (
     StoreConnectionError,
-    StoreCorruptError,
     StoreError,
     StoreExtraMissingError,
     StoreMissingError,
@@ -57,6 +57,17 @@ from vhmine.store.revisions import (  # noqa: F401  (importable from here as bef
     _known_revisions,
     _revisions,
     schema_head,
+)
+from vhmine.store.sqlite_file import (  # noqa: F401  (CREATORS importable from here as before)
+    CREATORS,
+    _corrupt,
+    _missing,
+    _no_store,
+    _not_sqlite,
+    _read_only_uri,
+    _sqlite_file,
+    _unwritable_folder,
+    is_corrupt,
 )
 from vhmine.store.tables import (  # noqa: F401  (the table classes, importable from here as before)
     DRAFT_STATUSES,
@@ -113,23 +124,6 @@ def _reason(err: DBAPIError, url: str = "") -> str:
     return without_secrets(" ".join(str(err.orig).split())[:160], url)
 
 
-def is_corrupt(err: BaseException) -> bool:
-    """Whether `err` says a SQLite file is not a database or is damaged ("file is not a database",
-    "database disk image is malformed"): sqlite3 raises those as DatabaseError itself, not a subclass."""
-    import sqlite3
-
-    orig = getattr(err, "orig", err)
-    return type(orig) is sqlite3.DatabaseError
-
-
-def _corrupt(file) -> StoreCorruptError:
-    return StoreCorruptError(
-        f"the store {file} is not a SQLite database vhmine can read (damaged, or another kind of "
-        f"file): check --db / VHMINE_DB, or restore it from a copy (vhmine keeps {Path(file).name}"
-        ".bak-<revision> beside it when it migrates)"
-    )
-
-
 # --- opening a store -----------------------------------------------------------------------------
 
 
@@ -151,16 +145,6 @@ def _sqlite_hooks(engine: Engine, read_only: bool = False) -> None:
         conn.exec_driver_sql(
             "BEGIN" if read_only or conn.get_execution_options().get("vhmine_read") else "BEGIN IMMEDIATE"
         )
-
-
-def _read_only_uri(file: Path) -> str:
-    """SQLite's URI that opens `file` without writing anything: mode=ro; and, when no -wal file lies beside
-    it (no writer has it open, the file holds every commit), immutable=1 too, because a read-only
-    connection to a WAL store would otherwise create its -wal and -shm files (and leave them there)."""
-    from urllib.parse import quote
-
-    uri = f"file:{quote(str(file.resolve()))}?mode=ro"
-    return uri if Path(f"{file}-wal").exists() else uri + "&immutable=1"
 
 
 def make_engine(url: str, read_only: bool = False) -> Engine:
@@ -303,47 +287,6 @@ def _backup_sqlite(engine: Engine, rev: str) -> Path | None:
     return dest
 
 
-CREATORS = ("seed", "generate", "manipulate", "workers add")  # the commands that put the first things into a store
-
-
-def _missing(url: str) -> str | None:
-    """A SQLite file that does not exist: its path (opening it would create it); else None."""
-    u = make_url(url)
-    if u.get_backend_name() == "sqlite" and u.database and u.database != ":memory:" and not Path(u.database).exists():
-        return u.database
-    return None
-
-
-def _no_store(where: str) -> StoreError:
-    return StoreError(
-        f"no store at {where}: check --db / VHMINE_DB (only "
-        + ", ".join(f"`vhmine {c}`" for c in CREATORS)
-        + " make a new one)"
-    )
-
-
-def _sqlite_file(url: str) -> Path | None:
-    u = make_url(url)
-    if (
-        u.get_backend_name() == "sqlite"
-        and u.database
-        and u.database != ":memory:"
-        and not u.database.startswith("file:")
-    ):
-        return Path(u.database)
-    return None
-
-
-def _unwritable_folder(file: Path) -> Path | None:
-    """The folder that keeps SQLite from writing `file` (or its -wal and -shm files beside it), if one does."""
-    folder = file.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    if not os.access(folder, os.W_OK | os.X_OK) or (file.exists() and not os.access(file, os.W_OK)):
-        return folder
-    return None
-
-
 def _cannot_open(url: str, err: Exception) -> StoreError:
     file = _sqlite_file(url)
     if file is not None:  # a file, not a server: say what about the file or its folder is wrong
@@ -397,6 +340,10 @@ def open_store(
         raise StoreMissingError(f"no store at {file} yet: `vhmine seed --pairs runs/<run>/pairs.parquet` creates it")
     if not create and _missing(url):
         raise _no_store(_missing(url))
+    if file is not None and file.is_file():  # read before a connection writes to it (sqlite_file)
+        bad = _not_sqlite(file, reading=not migrate)
+        if bad is not None:
+            raise bad
     if migrate and file is not None and _unwritable_folder(file) is not None:  # before anything tries to create it
         raise _cannot_open(url, PermissionError("not writable"))
     try:
