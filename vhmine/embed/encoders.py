@@ -3,8 +3,9 @@
 Each is given by name or local path (never fetched in tests) and loads into an `Encoder`:
 the model on a device, the preprocessing it was trained with (as a picklable transform the
 loader workers run), and a `describe()` record that the index manifest keeps, so what is
-recorded is what actually ran. The weights are cast to one precision (fp32, bf16, fp16: named, or
-measured by embed.precision); embeddings are L2-normalised float32 whatever it is: CLIP's
+recorded is what actually ran (local weights with their files' checksums, `weights_sha256`, so an index
+names its encoder whatever path it was given by). The weights are cast to one precision (fp32, bf16,
+fp16: named, or measured by embed.precision); embeddings are L2-normalised float32 whatever it is: CLIP's
 `encode_image` output, DINOv2's CLS token.
 
 Spec syntax
@@ -135,6 +136,22 @@ def _dino_forward(model, x):
     return model(pixel_values=x).last_hidden_state[:, 0]
 
 
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pth", ".pt")
+
+
+def _weight_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.suffix in _WEIGHT_SUFFIXES)
+
+
+def weights_sha256(files) -> dict[str, str]:
+    """{file name: sha256} of the local files an encoder is made of (weights, config): the manifest's
+    `weights_sha256`, by which vhmine.index knows one encoder under two paths, and a folder whose weights were
+    replaced as another encoder. Hashed once per load (about a second per GB), only for local weights."""
+    from vhmine.images import sha256_file
+
+    return {Path(f).name: sha256_file(f) for f in files if Path(f).is_file()}
+
+
 # --- CLIP ----------------------------------------------------------------------------------------
 
 
@@ -159,10 +176,11 @@ def load_clip(spec: str, device=None, precision: str = "fp32") -> Encoder:
                 f"--clip-model {spec}: {folder}/open_clip_config.json not found (a local-dir: folder needs the config"
                 " and the weights)"
             )
-        weights = sorted(p for p in folder.iterdir() if p.suffix in (".safetensors", ".bin", ".pth", ".pt"))
+        weights = _weight_files(folder)
         if not weights:  # open_clip would only warn and carry on with random weights
             raise EncoderError(f"--clip-model {spec}: no weights (*.safetensors, *.bin, *.pth) in {folder}")
         info["weights"] = str(folder.resolve())
+        info["weights_sha256"] = weights_sha256([*weights, folder / "open_clip_config.json"])
     elif pretrained is None and not name.startswith("hf-hub:"):
         raise EncoderError(
             f"--clip-model {spec}: no pretrained weights named; use NAME:TAG (e.g. ViT-L-14:openai), "
@@ -172,6 +190,7 @@ def load_clip(spec: str, device=None, precision: str = "fp32") -> Encoder:
         if not Path(pretrained).is_file():
             raise EncoderError(f"--clip-model {spec}: checkpoint file {pretrained} not found")
         info["weights"] = str(Path(pretrained).resolve())
+        info["weights_sha256"] = weights_sha256([Path(pretrained)])
     else:
         info["weights"] = pretrained or name
         if hub_offline():
@@ -302,6 +321,7 @@ def load_dino(spec: str, device=None, precision: str = "fp32") -> Encoder:
         "library": "transformers",
         "model": config.model_type,
         "weights": str(local.resolve()) if is_local else spec,
+        **({"weights_sha256": weights_sha256(_weight_files(local) + [local / "config.json"])} if is_local else {}),
         "preprocess": {
             k: pp_cfg.get(k)
             for k in (

@@ -11,7 +11,9 @@ Reads and writes `indexes/<name>/`: `manifest.json` (encoders, counts, checksums
   its row-range reader (`index_rows`), images found through indexes by content (`locate_image`);
 - rows: vectors and image ids read by row range, locally or from an fsspec URL, without loading the index
   (`IndexRows`, `open_vectors`), a flat file written row chunk by row chunk (`FlatWriter`), the image columns
-  of chosen rows (`image_rows`).
+  of chosen rows (`image_rows`);
+- comparable: whether two indexes' encoders are one, by what they are (`encoder_differences`: encoder, width,
+  precision, preprocessing), whatever path their specs were typed with.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from vhmine.index.collection import (
     open_index,
     open_named_index,
 )
+from vhmine.index.comparable import encoder_differences, precision_of, same_encoder
 from vhmine.index.layout import (
     FORMAT_VERSION,
     IMAGES,
@@ -66,6 +69,9 @@ __all__ = [
     "locate_image",
     "open_index",
     "open_named_index",
+    "encoder_differences",
+    "precision_of",
+    "same_encoder",
     # rows (numpy): imported when first asked for, so importing the index's face stays light
     "FlatWriter",
     "IndexRows",

@@ -162,9 +162,11 @@ def usable_index(idx, least: int = 2):
 
 def open_pair(root: Path, name: str, opts, *, load: bool = True, least: int = 1):
     """`--against`: index A (a name under root) and index B (opts.against: a name under root, or a folder),
-    refusing a pair that does not share encoders, in one line naming both. least: the fewest images either may
-    have (one: a 1 x N rectangle has pairs). An image in both (the same image id) is never paired with itself,
-    and a pair of two such images is written once (mine.join.keep_across)."""
+    refusing a pair whose vectors cannot be compared (other encoders, widths, precisions: vhmine.index's
+    encoder_differences, which knows one encoder by two spellings of its path) in one line naming both and what
+    differs. least: the fewest images either may have (one: a 1 x N rectangle has pairs). An image in both (the
+    same image id) is never paired with itself, and a pair of two such images is written once
+    (mine.join.keep_across)."""
     from vhmine.index import open_index, open_named_index
 
     a = usable_index(open_index(root, name, load_vectors=load, load_images=load), least)
@@ -173,16 +175,40 @@ def open_pair(root: Path, name: str, opts, *, load: bool = True, least: int = 1)
         raise InputError(
             f"--against {opts.against} is index {name!r} itself: leave out --against to mine the pairs within one index"
         )
-    ea, eb = a.manifest.get("encoders") or {}, b.manifest.get("encoders") or {}
-    for enc in ("clip", "dino"):
-        if (ea.get(enc) or {}) != (eb.get(enc) or {}):
-
-            def spec(e, enc=enc):
-                return (e.get(enc) or {}).get("spec") or (e.get(enc) or {}).get("model") or "unknown"
-
-            raise InputError(
-                f"index {a.name!r} and index {b.name!r} were embedded with other {enc} encoders ({spec(ea)} and "
-                f"{spec(eb)}): their vectors cannot be compared; embed one collection again with the other's "
-                "encoders (vhmine embed --clip-model / --dino-model)"
-            )
+    why = _incomparable(a, b)
+    if why:
+        raise InputError(why)
     return a, b
+
+
+def _incomparable(a, b) -> str | None:
+    """Why the vectors of indexes a and b cannot be compared, in one line naming both and what differs; None when
+    they can. Other encoders are said first (their width and preprocessing differ with them)."""
+    from vhmine.index import encoder_differences
+
+    diffs = encoder_differences(a.manifest, b.manifest)
+    if not diffs:
+        return None
+    head = f"index {a.name!r} and index {b.name!r}"
+    other = [d for d in diffs if d[1] == "encoder"]
+    if other:
+        kinds = " and ".join(d[0] for d in other)
+        return (
+            f"{head} were embedded with other {kinds} encoders ({'; '.join(f'{x} and {y}' for _, _, x, y in other)}):"
+            " their vectors cannot be compared; embed one collection again with the other's encoders"
+            " (vhmine embed --clip-model / --dino-model)"
+        )
+    said: dict[tuple, list[str]] = {}  # clip and dino that differ alike are said once: "clip and dino precision"
+    for kind, what, x, y in diffs:
+        said.setdefault((what, x, y), []).append(kind)
+    parts = [f"{' and '.join(kinds)} {what} ({x} and {y})" for (what, x, y), kinds in said.items()]
+    if all(d[1] == "precision" for d in diffs):  # one encoder in two precisions: comparable only approximately
+        return (
+            f"{head} differ in {', '.join(parts)}: their vectors agree only approximately, so a pair near a "
+            "threshold would pass or fail by the precision alone; embed one collection again in the other's "
+            f"precision under another --name (vhmine embed --precision {diffs[0][3]}: an index keeps its precision)"
+        )
+    return (
+        f"{head} differ in {', '.join(parts)}: their vectors cannot be compared; embed one collection again with "
+        "the other's encoders (vhmine embed --clip-model / --dino-model)"
+    )
