@@ -411,7 +411,7 @@ def test_verify_page_accept_edit_reject(tmp_path, monkeypatch):
     [counts] = [records(t) for t in admin.table if "verified" in t.value.columns]
     [rates] = [records(t) for t in admin.table if "s/kept draft" in t.value.columns]
     color = {**next(r for r in counts if r["mode"] == "color"), **next(r for r in rates if r["mode"] == "color")}
-    assert (color["verified"], float(color["edit rate"]), float(color["reject rate"])) == (2, 0.5, 0.5)
+    assert (color["verified"], color["edit rate"], color["reject rate"]) == (2, "50.0%", "50.0%")  # as the CLI
     assert all(v is not None and str(v) != "None" for r in counts + rates for v in r.values())
     store.close()
 

@@ -7,7 +7,7 @@ library before the page runs (page_helpers.run_action), reading the fields from 
 click starts already shows the next item; the fields are a fragment (st.fragment), so committing one reruns only
 them, not the images and the sidebar. After every action the page lands on the next item (its top in view, the
 keyboard on its first field, or on Confirm); every decision has a keyboard shortcut, shown on its button
-(SHORTCUTS).
+(SHORTCUTS). Above the item: how many items are left here for the worker (curate.work.work_left).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def annotate_page(store, worker: C.WorkerInfo, mode_name: str) -> None:
     st.header(f"Annotate: {mode.name}")
     head = st.empty()  # the counts, filled once the lease below has held what it found unavailable
     if drafts_form(store, worker, mode.name):
-        _counts(head, store, mode)
+        _counts(head, store, worker, mode)
         return
     try:
         item = C.next_item(store, worker, mode.name)
@@ -39,7 +39,7 @@ def annotate_page(store, worker: C.WorkerInfo, mode_name: str) -> None:
         st.error(esc(err))
         return
     finally:
-        _counts(head, store, mode)
+        _counts(head, store, worker, mode)
     if item is None:
         show_flash(ACTIONS)
         _nothing_left(store, worker, mode.name)
@@ -47,15 +47,22 @@ def annotate_page(store, worker: C.WorkerInfo, mode_name: str) -> None:
     _item(store, worker, mode, item)
 
 
-def _counts(box, store, mode: R.Mode) -> None:
-    """The mode's counts under its definition; the items held while an image is missing or changed, and why."""
+def _counts(box, store, worker: C.WorkerInfo, mode: R.Mode) -> None:
+    """The mode's counts under its definition, and what is left here for this worker (the mode's "left" also counts
+    pairs whose draft waits on Verify drafts and items other workers hold); the items held while an image is missing
+    or changed, and why."""
     p = next(p for p in C.progress(store) if p.mode == mode.name)
+    left = C.work.work_left(store, worker, mode.name)[mode.name]
     with box.container():
         st.caption(
             esc(
                 f"{mode.definition} Look for: {mode.look_for} ({p.done} done, {p.remaining} left, "
                 f"{p.discarded} discarded)"
             )
+        )
+        st.caption(
+            f"{left.annotate} item(s) left to annotate in {mode.name}"
+            + (f"; {left.verify} drafted pair(s) wait on Verify drafts." if left.verify else ".")
         )
         if p.held:
             why = ", ".join(f"{kind}: {n}" for kind, n in sorted(C.work.held_kinds(store, mode.name).items()))

@@ -187,6 +187,7 @@ def errata_page(store, me: C.WorkerInfo, mode: str) -> None:
     st.caption(
         "Found a wrong item in a released benchmark? Flag it here; the fix goes into the next export's changelog."
     )
+    left = st.empty()  # what is left, said at the top once the flags below are read
     _flag_form(store, me, mode)
     try:
         flags = C.decisions.errata_list(store, me, status=None)  # one read: open flags are those of status open
@@ -196,6 +197,13 @@ def errata_page(store, me: C.WorkerInfo, mode: str) -> None:
     except VhmineError as err:
         st.error(esc(err))
         return
+    waiting = sum(e.status == "open" for e in mine)
+    left.caption(
+        f"{len(open_flags)} flag(s) and {len(queue)} changed answer(s) left to decide; "
+        f"{waiting} of your flags wait for an admin."
+        if me.is_admin
+        else f"{waiting} of your flags wait for an admin."
+    )
     st.subheader("Your flags")
     if mine:
         table(

@@ -4,6 +4,7 @@ Reads and writes only through vhmine.curate (reviews_left, next_review, save_rev
 text a worker or a model wrote is shown with st.text. Each decision is one button with a keyboard shortcut shown on
 it (Yes, No, Can't tell; Correct, Hallucinated, No answer; Save answer for an open question), run before the page reruns
 (page_helpers.run_action): one run per decision, and the page lands on the next item's first control.
+Both say how many items are left (reviews_left; work_left).
 """
 
 from __future__ import annotations
@@ -84,6 +85,8 @@ def _review_form(store, worker: C.WorkerInfo, item) -> None:
 
 def label_page(store, worker: C.WorkerInfo, mode: str) -> None:
     st.header(f"Label model answers: {mode}")
+    left = C.work.work_left(store, worker, mode)[mode].label
+    st.caption(f"{left} model answer(s) left to label in {mode}.")
     item = C.work.next_response(store, worker, mode)
     if item is None:
         show_flash(ACTIONS)

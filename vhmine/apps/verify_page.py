@@ -4,7 +4,7 @@ A worker sees a pair a vision model drafted (`vhmine draft`): both images, the q
 image and the yes/no variants with their truth on each image, and the model and prompt that made them;
 they accept it as drafted, save their edit, or reject it with a reason (each a button with a keyboard shortcut, acting
 before the page runs: one run per decision). Reads and writes only through
-vhmine.curate (next_verify_item, accept_draft, edit_draft, reject_draft, draft_savings); text the model
+vhmine.curate (work_left, next_verify_item, accept_draft, edit_draft, reject_draft, draft_savings); text the model
 or a worker wrote is shown with st.text or in escaped Markdown.
 """
 
@@ -25,9 +25,11 @@ def verify_page(store, me: C.WorkerInfo, mode: str) -> None:
     st.caption("A model drafted this question and its answers: accept them, fix them, or reject the draft.")
     try:
         item = C.work.next_verify_item(store, me, mode)
+        left = C.work.work_left(store, me, mode)[mode].verify  # after the lease, which may have held some
     except VhmineError as err:
         st.error(esc(err))
         return
+    st.caption(f"{left} draft(s) left to verify in {mode}.")
     if item is None:
         show_flash(ACTIONS)
         st.info(f"No drafts to verify in {mode}.")

@@ -31,7 +31,7 @@ the faces of the ones before it in this list:
   only when its file's stamp changed);
 - `work/`: the work itself: `lease` (how every queue hands out its next task), `holds` (tasks held out of the
   queues while an image is missing or changed, and back with it), `leased` (the items of a mode other workers
-  hold, and until when), `queue` (discard, skip,
+  hold, and until when), `left` (what each work page has left for a worker), `queue` (discard, skip,
   progress, generated images entering the queue), `annotate` (saving questions and answers), `verify`
   (model drafts of pair tasks: accept, edit, reject), `review` (blind review), `responses` (model responses
   and their labels), `blind` (blind-solver flags), `neardups` (near duplicates export found, and their
@@ -42,7 +42,8 @@ the faces of the ones before it in this list:
   `undo`;
 - `people/`: `workers` (sign-in, tokens, (de)activation), `agreement` (between workers, with `kappa`),
   `savings` (time per verified against per scratch item), `workload` (worker seconds per ready instance and
-  the hours left to a target, per mode);
+  the hours left to a target, per mode), `figures` (their figures as people read them), `opening` (the mode a
+  worker opens on);
 - `stages/`: what the other stages and commands read and write through curate: `records` (ready instances
   for export), `images` (serving recorded image bytes), `model_responses`, `descriptions`, `generations`,
   `seeding` (mined pairs entering the store), `overview` (the store's counts for `vhmine status`), `app`

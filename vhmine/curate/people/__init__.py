@@ -1,7 +1,9 @@
 """The people who curate: workers and their sign-in, how far they agree, and what verifying drafts saves them.
 
 Reads and writes the curation store's `workers` (tokens as sha256 hashes, token generations, chosen modes);
-reads `reviews`, `response_labels` and the action log (agreement, savings), which it never writes. Stands on
+reads `reviews`, `response_labels` and the action log (agreement, savings), which it never writes, and the
+queues' counts (curate.work.work_left) to pick the mode a worker opens on (`opening_mode`); `figures` writes their
+figures as people read them (the app's tables, `vhmine draft --stats`). Stands on
 curate.work and curate.base.
 
 Its face: the names in `__all__` below, grouped by the module that holds them; the other rooms and stages import
@@ -10,7 +12,9 @@ them from here, never from one of its modules.
 
 from vhmine.curate.people.agreement import Disagreement, ModeAgreement, disagreements
 from vhmine.curate.people.agreement import agreement as mode_agreement
+from vhmine.curate.people.figures import duration, number, percent
 from vhmine.curate.people.kappa import cohen_kappa
+from vhmine.curate.people.opening import opening_mode
 from vhmine.curate.people.savings import ModeSavings, draft_savings, savings_table
 from vhmine.curate.people.workers import (
     activate_worker,
@@ -32,8 +36,14 @@ __all__ = [
     "ModeAgreement",
     "disagreements",
     "mode_agreement",
+    # figures
+    "duration",
+    "number",
+    "percent",
     # kappa
     "cohen_kappa",
+    # opening
+    "opening_mode",
     # savings
     "ModeSavings",
     "draft_savings",

@@ -17,6 +17,7 @@ from sqlalchemy import and_, case, func, select
 
 from vhmine import rules as R
 from vhmine.curate.base import WorkerInfo, check_admin
+from vhmine.curate.people.figures import number, percent
 from vhmine.curate.people.gaps import IDLE_S, timed_actions
 from vhmine.store import (
     Draft,
@@ -48,6 +49,10 @@ class ModeSavings:
         return self.edited / self.decided if self.decided else None
 
     @property
+    def reject_rate(self) -> float | None:
+        return self.rejected / self.decided if self.decided else None
+
+    @property
     def saving(self) -> float | None:
         """1 - s_per_kept / s_per_scratch: the share of a worker's time per item that drafts save."""
         if not self.s_per_kept or not self.s_per_scratch:
@@ -55,22 +60,21 @@ class ModeSavings:
         return 1.0 - self.s_per_kept / self.s_per_scratch
 
     def row(self) -> dict:
-        def r(x, n=1):
-            return None if x is None else round(x, n)
-
+        """The row as the app's table shows it: shares as `vhmine draft --stats` writes them (figures.percent),
+        seconds without trailing zeros (figures.number)."""
         return {
             "mode": self.mode,
             "scratch items": self.scratch_items,
-            "s/scratch item": r(self.s_per_scratch),
+            "s/scratch item": number(self.s_per_scratch),
             "drafts": self.drafted,
             "rule-rejected": self.rule_rejected,
             "verified": self.decided,
-            "accept rate": r(self.accept_rate, 3),
-            "edit rate": r(self.edit_rate, 3),
-            "reject rate": r(self.rejected / self.decided if self.decided else None, 3),
-            "s/verify decision": r(self.s_per_decision),
-            "s/kept draft": r(self.s_per_kept),
-            "saving": r(self.saving, 3),
+            "accept rate": percent(self.accept_rate),
+            "edit rate": percent(self.edit_rate),
+            "reject rate": percent(self.reject_rate),
+            "s/verify decision": number(self.s_per_decision),
+            "s/kept draft": number(self.s_per_kept),
+            "saving": percent(self.saving),
         }
 
 
@@ -122,7 +126,10 @@ def draft_savings(store: Store, *, by: str | WorkerInfo | None = None) -> list[M
         for (im, what), v in items.items():
             if m in ("all", im):
                 mine[what] = tuple(x + y for x, y in zip(mine.get(what, (0, 0, 0.0)), v, strict=True))
-        nd = {st: n for (dm, st), n in drafts.items() if m in ("all", dm)}
+        nd: dict[str, int] = {}  # status -> drafts; "all" sums each status over the modes
+        for (dm, st), n in drafts.items():
+            if m in ("all", dm):
+                nd[st] = nd.get(st, 0) + n
         if not mine and not nd:
             continue
 
@@ -159,7 +166,7 @@ def savings_table(rows: list[ModeSavings]) -> str:
     )
 
     def pct(x):
-        return "     -" if x is None else f"{100 * x:5.1f}%"
+        return f"{percent(x):>6}"  # as the app writes it
 
     def sec(x):
         return "      -" if x is None else f"{x:7.1f}"
@@ -169,7 +176,7 @@ def savings_table(rows: list[ModeSavings]) -> str:
         lines.append(
             f"{r.mode:<12} {r.scratch_items:>7} {sec(r.s_per_scratch)} {r.drafted:>6} {r.rule_rejected:>7} "
             f"{r.decided:>8} {pct(r.accept_rate)} {pct(r.edit_rate)} "
-            f"{pct(r.rejected / r.decided if r.decided else None)} {sec(r.s_per_kept)} {pct(r.saving)}"
+            f"{pct(r.reject_rate)} {sec(r.s_per_kept)} {pct(r.saving)}"
         )
     lines.append(
         f"seconds are gaps between a worker's actions (a gap over {IDLE_S:.0f} s is a break); s/kept counts "

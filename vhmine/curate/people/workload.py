@@ -19,6 +19,7 @@ from sqlalchemy import case, func, select
 
 from vhmine import rules as R
 from vhmine.curate.base import WorkerInfo, check_admin
+from vhmine.curate.people.figures import duration, number
 from vhmine.curate.people.gaps import timed_actions
 from vhmine.store import (
     Action,
@@ -39,16 +40,15 @@ class ModeTime:
     hours_left: float | None  # worker-hours to the target at the rate so far; 0 once reached; None: no rate yet
 
     def row(self) -> dict:
-        def r(x, n=1):
-            return None if x is None else round(x, n)
-
+        """The row as the app's table shows it: times in hours and minutes (figures.duration), seconds without
+        trailing zeros (figures.number)."""
         return {
             "mode": self.mode,
             "ready": self.ready,
             "target": self.target,
-            "worker hours": r(self.worker_s / 3600, 2),
-            "s/ready instance": r(self.s_per_instance),
-            "hours left": r(self.hours_left, 1),
+            "worker time": duration(self.worker_s / 3600),
+            "s/ready instance": number(self.s_per_instance),
+            "time left": duration(self.hours_left),
         }
 
 

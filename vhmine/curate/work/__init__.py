@@ -17,6 +17,7 @@ from vhmine.curate.work.blind import (
     blind_answered,
     blind_dropped,
     blind_summary,
+    flag_count,
     flag_list,
     overrule_blind_flag,
     record_blind_answer,
@@ -33,8 +34,10 @@ from vhmine.curate.work.blind import stored_answers as blind_stored_answers
 from vhmine.curate.work.holds import HOLD_KINDS, HeldTask, held_kinds, held_tasks, recheck_held
 from vhmine.curate.work.lease import LEASE_S
 from vhmine.curate.work.leased import Leased, leased_to_others
+from vhmine.curate.work.left import WorkLeft, work_left
 from vhmine.curate.work.neardups import (
     NearDuplicateView,
+    near_duplicate_count,
     near_duplicate_id,
     near_duplicate_list,
     overrule_near_duplicate,
@@ -88,6 +91,7 @@ __all__ = [
     "blind_solver_rows",
     "blind_stored_answers",
     "blind_summary",
+    "flag_count",
     "flag_list",
     "overrule_blind_flag",
     "record_blind_answer",
@@ -107,8 +111,12 @@ __all__ = [
     # leased
     "Leased",
     "leased_to_others",
+    # left
+    "WorkLeft",
+    "work_left",
     # neardups
     "NearDuplicateView",
+    "near_duplicate_count",
     "near_duplicate_id",
     "near_duplicate_list",
     "overrule_near_duplicate",

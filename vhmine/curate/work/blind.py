@@ -7,9 +7,10 @@ question group (`group_key`) is flagged when every ready instance of it has a sc
 was right, so a failed request (or an answer waiting to be scored again, `correct` NULL) never makes a flag.
 `score_stored` scores a stored answer against an instance's current reference, as `vhmine blind` and
 curate.decisions.derived (an accepted erratum) re-score them; `stored_answers` and `rescore_blind_answer` are the
-rerun's reads and writes. `flag_list` shows flags to a worker; `overrule_blind_flag` records who overruled one and why
-(and `reinstate_blind_flag` takes that back); `blind_dropped` and `blind_summary` are what export reads:
-blind accuracy counts each question once per solver (model and prompt), whatever endpoints it was asked through.
+rerun's reads and writes. `flag_list` shows flags to a worker, a page at a time (`flag_count` counts them);
+`overrule_blind_flag` records who overruled one and why (and `reinstate_blind_flag` takes that back); `blind_dropped`
+and `blind_summary` are what export reads: blind accuracy counts each question once per solver (model and prompt),
+whatever endpoints it was asked through.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
 from vhmine import rules as R
@@ -222,28 +223,65 @@ class BlindFlag:
         return self.overruled_by is not None
 
 
-def flag_list(
-    store: Store, worker: str | WorkerInfo, *, mode: str | None = None, include_overruled: bool = True
-) -> list[BlindFlag]:
-    """Every blind flag (of `mode`), newest model run last, for a worker to look through."""
+def _flagged(mode: str | None, include_overruled: bool):
+    """The conditions on (BlindAnswer, Instance) rows of the flags a worker looks through."""
+    where = [BlindAnswer.flag_id.is_not(None), Instance.status == "ready"]
+    if mode:
+        where.append(Instance.mode == R.get_mode(mode).name)
+    if not include_overruled:
+        where.append(BlindAnswer.overruled_by.is_(None))
+    return where
+
+
+def flag_count(store: Store, worker: str | WorkerInfo, *, mode: str | None = None) -> tuple[int, int]:
+    """(flags, of which overruled) of `mode` (or all): what flag_list pages through, counted in one query."""
     with store.session(write=False) as s:
         checked_worker(s, worker)
-        q = (
-            select(BlindAnswer, Instance)
+        flags, overruled = s.execute(
+            select(
+                func.count(BlindAnswer.flag_id.distinct()),
+                func.count(case((BlindAnswer.overruled_by.is_not(None), BlindAnswer.flag_id)).distinct()),
+            )
             .join(Instance, Instance.id == BlindAnswer.instance_id)
-            .where(BlindAnswer.flag_id.is_not(None), Instance.status == "ready")
-        )
-        if mode:
-            q = q.where(Instance.mode == R.get_mode(mode).name)
+            .where(*_flagged(mode, True))
+        ).one()
+    return flags, overruled
+
+
+def flag_list(
+    store: Store,
+    worker: str | WorkerInfo,
+    *,
+    mode: str | None = None,
+    include_overruled: bool = True,
+    offset: int = 0,
+    limit: int | None = None,
+) -> list[BlindFlag]:
+    """Every blind flag (of `mode`), newest model run last, for a worker to look through; `offset` and `limit`: one
+    page of them (only that page's answers are read)."""
+    with store.session(write=False) as s:
+        checked_worker(s, worker)
+        where = _flagged(mode, include_overruled)
+        q = select(BlindAnswer, Instance).join(Instance, Instance.id == BlindAnswer.instance_id).where(*where)
+        if offset or limit is not None:  # the page's flags, in the order the whole list has them
+            first = func.min(BlindAnswer.created_at)
+            page = (
+                select(BlindAnswer.flag_id)
+                .join(Instance, Instance.id == BlindAnswer.instance_id)
+                .where(*where)
+                .group_by(BlindAnswer.flag_id)
+                .order_by(first, BlindAnswer.flag_id)
+                .offset(offset)
+                .limit(limit)
+            )
+            q = q.where(BlindAnswer.flag_id.in_(page.scalar_subquery()))
         rows = s.execute(q.order_by(BlindAnswer.created_at, BlindAnswer.flag_id, Instance.id)).all()
     grouped: dict[str, list] = defaultdict(list)
     for r, inst in rows:
         grouped[r.flag_id].append((r, inst))
     out = []
     for fid, rs in grouped.items():
-        r0, i0 = rs[0]
-        if r0.overruled_by and not include_overruled:
-            continue
+        r0, i0 = rs[0]  # the rows of a flag share its overrule
         items = tuple(FlaggedItem(inst.id, inst.image_id, tuple(inst.answers), r.answer) for r, inst in rs)
         out.append(
             BlindFlag(
