@@ -13,6 +13,7 @@ is signed out at the next click, and admin data comes only from calls the librar
 
 from __future__ import annotations
 
+import json
 import os
 
 import streamlit as st
@@ -23,7 +24,9 @@ from vhmine.apps.admin_page import admin_page
 from vhmine.apps.annotate_page import FIRST_FIELD, annotate_page
 from vhmine.apps.blind_page import blind_page
 from vhmine.apps.errata_page import errata_page
+from vhmine.apps.keyboard import keep_keys
 from vhmine.apps.page_helpers import (
+    NEXT_KEYS,
     esc,
     fit_screen,
     land,
@@ -41,6 +44,7 @@ from vhmine.store import open_store, resolve_url
 st.set_page_config(page_title="vhmine curate", layout="wide")
 
 NEXT_MODE = "Alt+M"
+TICKET_COOKIE = "vhmine_session"
 
 
 @st.cache_resource
@@ -69,16 +73,61 @@ def _sign_in(store) -> None:
         return
     finally:
         st.session_state.pop("token", None)  # never kept in the session
+    _signed_in(store, w, C.people.session_ticket(store, w))
+
+
+def _signed_in(store, w: C.WorkerInfo, ticket: str | None) -> None:
+    """The session holds `w` from now on, on the mode they chose (in any browser). A new `ticket` goes into the tab's
+    cookie and keeps them signed in when the page is reloaded, until it expires (curate.people.session_ticket: no
+    token, never in the URL); a reload keeps the ticket it came with, so reloading never prolongs a session."""
     st.session_state["worker"] = w
-    st.session_state["mode"] = C.people.chosen_mode(store, w) or R.mode_names()[0]  # theirs, in any browser
+    st.session_state["mode"] = C.people.chosen_mode(store, w) or R.mode_names()[0]
+    if ticket is not None:
+        st.session_state["ticket"] = ticket
+    st.session_state.pop("forget_ticket", None)
     land(FIRST_FIELD)
+
+
+def _sign_out() -> None:
+    st.session_state.pop("worker", None)
+    st.session_state["forget_ticket"] = True  # and this tab's cookie is cleared (keep_ticket), never read again
+
+
+def _resume(store) -> None:
+    """A reloaded page (a new Streamlit session): sign in again from the tab's ticket cookie, if it is still good."""
+    ticket = st.context.cookies.get(TICKET_COOKIE)
+    if not isinstance(ticket, str) or not ticket or st.session_state.get("forget_ticket"):
+        return
+    try:
+        _signed_in(store, C.people.resume_session(store, ticket), None)
+    except VhmineError as err:
+        st.session_state["forget_ticket"] = True
+        st.session_state["signed_out"] = f"You were signed out: {err}"
+
+
+def keep_ticket() -> None:
+    """Write the session's new ticket into the tab's cookie, or clear it after Sign out (a script: Streamlit reads
+    cookies but does not set them)."""
+    ticket = st.session_state.pop("ticket", None)
+    if ticket is not None:
+        age = C.people.TICKET_S
+    elif st.session_state.get("forget_ticket"):  # drawn each run while signed out: clearing twice is harmless
+        ticket, age = "", 0
+    else:
+        return
+    cookie = f"{TICKET_COOKIE}={ticket}; Path=/; Max-Age={age}; SameSite=Strict"
+    st.html(
+        f"<script>document.cookie = {json.dumps(cookie)} + (location.protocol === 'https:' ? '; Secure' : '');"
+        "</script>",
+        unsafe_allow_javascript=True,
+    )
 
 
 def sidebar(store, me: C.WorkerInfo) -> tuple[str, str]:
     with st.sidebar:
         who, out = st.columns([3, 2], vertical_alignment="center")  # Sign out at the top: in view on a laptop
         who.write(f"Signed in as **{esc(me.name)}**" + (" (admin)" if me.is_admin else ""))
-        out.button("Sign out", key="signout", on_click=lambda: st.session_state.pop("worker", None))
+        out.button("Sign out", key="signout", on_click=_sign_out)
         pages = ["Annotate", "Review", "Label answers", "Verify drafts", "Errata", "Blind flags"] + (
             ["Admin"] if me.is_admin else []
         )
@@ -91,7 +140,8 @@ def sidebar(store, me: C.WorkerInfo) -> tuple[str, str]:
             "Undo last action",
             key="undo",
             on_click=run_action,
-            args=(lambda: C.undo_last(store, me), "info", lambda what: "Undone: " + what, "sidebar"),
+            # the keyboard goes back to the page's item (the one undone, if it came back), not the Undo button
+            args=(lambda: C.undo_last(store, me), "info", lambda what: "Undone: " + what, "sidebar", NEXT_KEYS),
         )
         show_flash("sidebar")  # beside the Undo button
         st.subheader("Progress")
@@ -126,6 +176,7 @@ def _next_mode(store, me: C.WorkerInfo) -> None:
 
 
 def main() -> None:
+    keep_keys()  # first of all: the sign-in page's Enter already starts a run whose keys must be kept
     url = os.environ.get("VHMINE_DB")
     try:
         store = _store(resolve_url(url))
@@ -139,6 +190,10 @@ def main() -> None:
             st.session_state.pop("worker")
             st.session_state.pop("flash", None)  # what a click said meanwhile (refused too) is not the next one's
             st.session_state["signed_out"] = f"You were signed out: {err}"
+            st.session_state["forget_ticket"] = True
+    if "worker" not in st.session_state:
+        _resume(store)
+    keep_ticket()
     if "worker" not in st.session_state:
         sign_in_page(store)
         return

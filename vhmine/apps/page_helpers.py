@@ -163,6 +163,14 @@ def image_row(store, views, height: int = ROW_HEIGHT) -> None:
     )
 
 
+# where the next keystroke belongs on any page: the item's first field, else its first decision button (never the
+# image's Fullscreen button, which sits in a column block before them)
+NEXT_KEYS = ", ".join(
+    f"[data-testid=stMain] {x}"
+    for x in ("[data-testid=stTextInput] input", "[data-testid=stTextArea] textarea", "[data-testid=stButton] button")
+)
+
+
 def land(target: str) -> None:
     """After an action: the page's next run shows its top and puts the keyboard on `target` (a CSS selector, e.g.
     the next item's first field), so that a worker goes on without scrolling or reaching for the mouse."""
@@ -184,6 +192,7 @@ def show_landing() -> None:
     const top = document.querySelector('[data-testid=stMain] h2') || document.querySelector('[data-testid=stMain]');
     if (top) top.scrollIntoView({{block: 'start'}});
     if (el) el.focus({{preventScroll: true}});
+    if (window.vhLanded) window.vhLanded(el);  // keys typed while the page ran go into it (apps/keyboard.py)
   }};
   go();
 }})();</script>""",

@@ -13,7 +13,7 @@ import streamlit as st
 
 from vhmine import curate as C
 from vhmine import rules as R
-from vhmine.apps.page_helpers import ACTIONS, image, run_action, show_flash
+from vhmine.apps.page_helpers import ACTIONS, NEXT_KEYS, image, run_action, show_flash
 
 SHORTCUTS = {
     "yes": "Alt+Y",
@@ -24,8 +24,6 @@ SHORTCUTS = {
     "hallucinated": "Alt+2",
     "no answer": "Alt+3",
 }
-FIRST_BUTTON = "[data-testid=stMain] [data-testid=stHorizontalBlock] button"
-ANSWER_FIELD = "[data-testid=stMain] [data-testid=stTextInput] input"
 
 
 def _image_beside_form(store, image_id: str, form) -> None:
@@ -59,7 +57,7 @@ def _save_review(store, worker: C.WorkerInfo, item, answer: str | None) -> None:
         "success",
         f"Answer “{answer}” saved for the previous item {item.instance_id} ({item.question}).",
         ACTIONS,
-        FIRST_BUTTON if item.kind == R.YNQ else ANSWER_FIELD,
+        NEXT_KEYS,  # the next item's answer field, or its Yes button: whichever kind it is
     )
 
 
@@ -116,6 +114,6 @@ def _label_form(store, worker: C.WorkerInfo, item) -> None:
                 "success",
                 f"Verdict saved for the previous answer ({verdict}: {item.question}).",
                 ACTIONS,
-                FIRST_BUTTON,
+                NEXT_KEYS,
             ),
         )

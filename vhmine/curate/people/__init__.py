@@ -16,6 +16,7 @@ from vhmine.curate.people.figures import duration, number, percent
 from vhmine.curate.people.kappa import cohen_kappa
 from vhmine.curate.people.opening import opening_mode
 from vhmine.curate.people.savings import ModeSavings, draft_savings, savings_table
+from vhmine.curate.people.tickets import TICKET_S, resume_session, session_ticket
 from vhmine.curate.people.workers import (
     activate_worker,
     add_worker,
@@ -48,6 +49,10 @@ __all__ = [
     "ModeSavings",
     "draft_savings",
     "savings_table",
+    # tickets
+    "TICKET_S",
+    "resume_session",
+    "session_ticket",
     # workers
     "activate_worker",
     "add_worker",
