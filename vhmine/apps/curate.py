@@ -77,11 +77,16 @@ def _sign_in(store) -> None:
 
 
 def _signed_in(store, w: C.WorkerInfo, ticket: str | None) -> None:
-    """The session holds `w` from now on, on the mode they chose (in any browser). A new `ticket` goes into the tab's
+    """The session holds `w` from now on, on the mode they chose (in any browser) if it has work for them, else the
+    first that has, and on the first page with work there. A new `ticket` goes into the tab's
     cookie and keeps them signed in when the page is reloaded, until it expires (curate.people.session_ticket: no
     token, never in the URL); a reload keeps the ticket it came with, so reloading never prolongs a session."""
     st.session_state["worker"] = w
-    st.session_state["mode"] = C.people.chosen_mode(store, w) or R.mode_names()[0]
+    mode = st.session_state["mode"] = C.people.opening_mode(store, w)  # theirs, unless another has work and it not
+    left = C.work.work_left(store, w, mode)[mode]
+    # the first page with something to do there (a mode with only answers to review opens on Review)
+    work = [("Annotate", left.annotate), ("Verify drafts", left.verify), ("Review", left.review)]
+    st.session_state["page"] = next((p for p, n in work + [("Label answers", left.label)] if n), "Annotate")
     if ticket is not None:
         st.session_state["ticket"] = ticket
     st.session_state.pop("forget_ticket", None)
