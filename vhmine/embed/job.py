@@ -294,13 +294,15 @@ def _run_shards(
             differ = sorted(
                 f"{enc}.{k}"
                 for enc in set(described) | set(job["encoders"])
-                for k in set(described.get(enc) or {}) | set(job["encoders"].get(enc) or {})
+                # what both hold: a newer vhmine records more of the same encoder (weights_sha256)
+                for k in set(described.get(enc) or {}) & set(job["encoders"].get(enc) or {})
                 if (described.get(enc) or {}).get(k) != (job["encoders"].get(enc) or {}).get(k)
             )
-            log.warning(
-                "encoder details differ from the ones this index started with (%s; device or dtype changed?)",
-                ", ".join(differ) or "their layout",
-            )
+            if differ or set(described) != set(job["encoders"]):
+                log.warning(
+                    "encoder details differ from the ones this index started with (%s; device or dtype changed?)",
+                    ", ".join(differ) or "their layout",
+                )
         job["encoders"] = described
         atomic_write_text(work / JOB, json.dumps(job, indent=2))
         loaded["at"] = time.time()

@@ -79,15 +79,15 @@ def reusable(folder: Path, idx, opts) -> tuple[Earlier | None, str]:
             else f"index {idx.name!r} as it was before it was built again (created {run.get('index_created')})"
         )
         return None, f"the run in {where} mined {what}, not this one: mining in full"
-    if run.get("encoders") != idx.manifest.get("encoders", {}):
-        differ = sorted(
-            f"{e}.{k}"
-            for e in ("clip", "dino")
-            for k in set((run.get("encoders") or {}).get(e) or {})
-            | set((idx.manifest.get("encoders") or {}).get(e) or {})
-            if ((run.get("encoders") or {}).get(e) or {}).get(k)
-            != ((idx.manifest.get("encoders") or {}).get(e) or {}).get(k)
-        )
+    then, now = run.get("encoders") or {}, idx.manifest.get("encoders") or {}
+    # only what both records hold: a newer vhmine records more of the same encoder (weights_sha256)
+    differ = sorted(
+        f"{e}.{k}"
+        for e in ("clip", "dino")
+        for k in set(then.get(e) or {}) & set(now.get(e) or {})
+        if (then.get(e) or {}).get(k) != (now.get(e) or {}).get(k)
+    )
+    if differ or set(then) != set(now):
         return None, (
             f"the run in {where} was mined with other encoders than index {idx.name!r} has now "
             f"({', '.join(differ) or 'encoders'} differ): mining in full"
