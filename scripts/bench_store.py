@@ -183,8 +183,9 @@ def undid(what: str, kind: str, task_id: str) -> bool:
 # --- seeding -------------------------------------------------------------------------------------
 
 
-def write_pairs(folder: Path, n_pairs: int) -> Path:
-    """runs/bench/pairs.parquet over `n_pairs` pairs of tiny distinct PNGs (a made-up ranking)."""
+def write_pairs(folder: Path, n_pairs: int, *, seed: int = 0, run: str = "bench") -> Path:
+    """runs/<run>/pairs.parquet over `n_pairs` pairs of tiny distinct PNGs (a made-up ranking); another `seed`
+    draws other images."""
     import hashlib
 
     import numpy as np
@@ -192,7 +193,7 @@ def write_pairs(folder: Path, n_pairs: int) -> Path:
     from PIL import Image
 
     k = math.ceil((1 + math.sqrt(1 + 8 * n_pairs)) / 2)  # k images give k(k-1)/2 pairs
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     imgs = []
     (folder / "images").mkdir(parents=True, exist_ok=True)
     for i in range(k):
@@ -220,7 +221,7 @@ def write_pairs(folder: Path, n_pairs: int) -> Path:
                 "categories_b": [],
             }
         )
-    out = folder / "runs" / "bench" / "pairs.parquet"
+    out = folder / "runs" / run / "pairs.parquet"
     out.parent.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_parquet(out)
     return out
@@ -457,6 +458,13 @@ def main() -> int:
         "default: a throw-away server started here",
     )
     ap.add_argument("--seed", type=int, default=0, help="random seed of the workers' choices")
+    ap.add_argument(
+        "--held",
+        type=int,
+        metavar="N",
+        help="instead: the next item with N tasks of one mode whose image folder was moved away, while another "
+        "process saves (scripts/bench_held.py; issue 42 used 10000)",
+    )
     args = ap.parse_args()
     per_mode = max(1, math.ceil(args.tasks / 8))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(130))  # run the clean-up below on kill too
@@ -464,20 +472,23 @@ def main() -> int:
     pg = None
     failed = False
     try:
-        pairs = write_pairs(tmp, per_mode)
-        print(
-            f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; {8 * per_mode} tasks, "
-            f"lease {args.lease_s:g} s, at most {args.seconds:g} s per run"
-        )
-        print(
-            f"{'backend':<10} {'workers':>7} {'secs':>6} {'takes':>6} {'annot':>6} {'skip':>5} {'undo':>5} {'disc':>5} "
-            f"{'actions/s':>9} {'conflicts':>9} done/disc/open  " + "  ".join(CHECKS)
-        )
+        if args.held:
+            print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+        else:
+            pairs = write_pairs(tmp, per_mode)
+            print(
+                f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; {8 * per_mode} tasks, "
+                f"lease {args.lease_s:g} s, at most {args.seconds:g} s per run"
+            )
+            print(
+                f"{'backend':<10} {'workers':>7} {'secs':>6} {'takes':>6} {'annot':>6} {'skip':>5} {'undo':>5} "
+                f"{'disc':>5} {'actions/s':>9} {'conflicts':>9} done/disc/open  " + "  ".join(CHECKS)
+            )
         for backend in args.backends:
-            for n in args.workers:
+            for n in [None] if args.held else args.workers:
                 drop = None
                 if backend == "sqlite":
-                    url = f"sqlite:///{tmp / f'store-{n}.db'}"
+                    url = f"sqlite:///{tmp / ('store-held.db' if args.held else f'store-{n}.db')}"
                 elif args.pg_url:
                     url, drop = database_on(args.pg_url)
                 else:
@@ -485,6 +496,13 @@ def main() -> int:
                         pg = ThrowawayPostgres(max_connections=max(100, 2 * max(args.workers) + 20)).start()
                     url = pg.new_database()
                 try:
+                    if args.held:  # issue 42's figure instead (scripts/bench_held.py)
+                        from bench_held import held_line, run_held
+
+                        line, ok = held_line(backend, run_held(url, tmp, args.held))
+                        print(line, flush=True)
+                        failed |= not ok
+                        continue
                     r = run_once(url, pairs, per_mode, n, args)
                 finally:
                     if drop:
@@ -498,11 +516,14 @@ def main() -> int:
         if pg is not None:
             pg.stop()
         shutil.rmtree(tmp, ignore_errors=True)
-    print(
-        "FAIL"
-        if failed
-        else "PASS: no double annotation, no action lost, every task in one state, one holder per lease"
-    )
+    if args.held:
+        print("FAIL" if failed else "PASS: the next item within the bound, no other process's save refused")
+    else:
+        print(
+            "FAIL"
+            if failed
+            else "PASS: no double annotation, no action lost, every task in one state, one holder per lease"
+        )
     return 1 if failed else 0
 
 

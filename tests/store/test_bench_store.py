@@ -225,3 +225,23 @@ def test_an_undone_skip_whose_item_another_worker_took_is_the_undo_the_worker_ex
     )
     assert bench.undid(C.undo_last(store, "w001"), "annotate", saved.task_id)
     store.close()
+
+
+def test_the_held_line_times_the_next_item_with_the_folder_moved_while_another_process_saves(tmp_path, bench):
+    """Issue 42's figure at a small size (bench_store.py --held N): every lease within the bound, every task held
+    with the folder moved and back with it, the other process's saves all done, none refused."""
+    import re
+
+    import bench_held  # beside bench_store: the fixture put scripts/ on the path
+
+    line, passed = bench_held.held_line("sqlite", bench_held.run_held(f"sqlite:///{tmp_path / 's.db'}", tmp_path, 60))
+    assert passed, line
+    m = re.fullmatch(
+        r"held tasks \(sqlite\): next item in ([\d.]+) s with 60 tasks and the folder moved \(bound 1 s; it held "
+        r"(\d+), (\d+) more leases the rest\), with the folder back [\d.]+ s \((\d+) back, all after \d+ more\); "
+        r"slowest lease ([\d.]+) s; other process's saves: (\d+) ok, 0 refused \(longest [\d.]+ s\)  PASS",
+        line,
+    )
+    assert m is not None, line
+    assert float(m[1]) <= float(m[5]) <= 1.0 and m[2] == m[4] == "60" and m[3] == "0" and int(m[6]) > 0, line
+    assert not (tmp_path / "held").exists() and not (tmp_path / "kept").exists()  # the folders it made are gone
