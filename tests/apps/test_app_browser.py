@@ -300,9 +300,7 @@ def test_verify_a_draft_and_flag_an_item_in_chromium(app_server, tmp_path, chrom
             page.goto(url, timeout=60_000)
             page.get_by_label("Token", exact=True).fill(token)
             page.get_by_role("button", name="Sign in").click()
-            expect(page.get_by_text("Annotate: existence")).to_be_visible(timeout=60_000)
-            idle.wait_for()
-            page.get_by_text("Verify drafts", exact=True).click()
+            # the existence pair's only work is the model's draft: sign-in opens on Verify drafts
             expect(page.get_by_text("Verify drafts: existence")).to_be_visible(timeout=60_000)
             expect(page.get_by_label("Question", exact=True)).to_have_value("What is on the table?")
             expect(page.get_by_label("Answer(s) for image B, one per line", exact=True)).to_have_value("a spoon")
@@ -421,6 +419,9 @@ def test_every_page_fits_a_laptop_screen(laptop_server, tmp_path, chromium):
     sync_api = pytest.importorskip("playwright.sync_api")
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"chromium not found at {CHROMIUM}: install Debian's chromium (scripts/ci_services.sh)")
+    from vhmine import curate as C
+    from vhmine.store import open_store
+
     url, db, tokens = laptop_server
     shots = tmp_path / "screenshots"
     shots.mkdir()
@@ -609,12 +610,18 @@ def test_every_page_fits_a_laptop_screen(laptop_server, tmp_path, chromium):
             idle = page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]')
             page.goto(url, timeout=60_000)
             sign_in(tokens["alice"])
-            expect(page.get_by_text("Annotate: counting")).to_be_visible()
+            with open_store(db) as store:  # her choice is kept; she opens on it if it still has work for her
+                assert C.people.chosen_mode(store, "alice") == "counting"
+                opening = C.people.opening_mode(store, "alice")
+            expect(page.get_by_test_id("stMain").locator("h2").first).to_contain_text(f": {opening}")
             shot("signed_in_again")
             page.get_by_test_id("stSidebar").get_by_role("button", name="Sign out").click()
             expect(page.get_by_label("Token", exact=True)).to_be_visible()
             sign_in(tokens["bob"])
-            expect(page.get_by_text("Annotate: existence")).to_be_visible()
+            with open_store(db) as store:  # bob never chose: the first mode with work for him
+                assert C.people.chosen_mode(store, "bob") is None
+                opening = C.people.opening_mode(store, "bob")
+            expect(page.get_by_test_id("stMain").locator("h2").first).to_contain_text(f": {opening}")
         finally:
             ctx.close()
     assert {p.name for p in shots.iterdir()} >= {

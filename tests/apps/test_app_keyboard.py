@@ -150,7 +150,10 @@ def test_an_empty_queue_names_the_items_other_workers_hold(keyboard_server, tmp_
             page.goto(url, timeout=60_000)
             page.get_by_label("Token", exact=True).fill(tokens["bob"])
             page.keyboard.press("Enter")
-            expect(page.get_by_text("Annotate: counting")).to_be_visible()  # bob's mode, kept in the store
+            expect(page.get_by_text("Signed in as")).to_be_visible()  # on a mode with work for him: not counting
+            page.get_by_test_id("stSidebar").get_by_test_id("stSelectbox").click()
+            page.get_by_role("option", name="counting", exact=True).click()
+            expect(page.get_by_text("Annotate: counting")).to_be_visible()
             said = page.get_by_text(re.compile(r"^Nothing for you to annotate in counting now"))
             expect(said).to_be_visible()
             text = said.inner_text()
