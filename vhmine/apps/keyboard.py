@@ -34,6 +34,7 @@ KEYS_SCRIPT = r"""<script>(() => {
       // Ctrl+Enter, or Enter in a form: the field sends its text itself; it gives up the keyboard just after, so
       // that what is typed next waits for the page's landing instead of going into a field about to be replaced
       setTimeout(() => { if (document.activeElement === el) el.blur(); }, 0);
+      held.from = el;  // keys that reach it before it lets go (input comes before timers) are kept too
       held.since = Date.now();
       return;
     }
@@ -43,7 +44,7 @@ KEYS_SCRIPT = r"""<script>(() => {
     held.since = Date.now();
   }, true);
   // 2. keys typed on no field while the page runs (or just ran an action) are kept for the field it lands on
-  const held = {text: '', since: 0};
+  const held = {text: '', since: 0, from: null};
   const note = () => {
     let box = document.getElementById('vh-keys-note');
     if (!box) {
@@ -69,7 +70,7 @@ KEYS_SCRIPT = r"""<script>(() => {
   window.addEventListener('keydown', e => {
     if (e.altKey || e.ctrlKey || e.metaKey || e.key.length !== 1) return;
     const el = document.activeElement;
-    if (editable(el)) return;  // a field has the keyboard: the key is its own
+    if (editable(el) && !(el === held.from && waiting())) return;  // a field has the keyboard: the key is its own
     if (e.key === ' ' && el && el.closest('button, [role=button], label')) return;  // Space presses what has focus
     if (!waiting() && !held.text) return;
     e.preventDefault();
@@ -81,6 +82,7 @@ KEYS_SCRIPT = r"""<script>(() => {
   window.addEventListener('click', () => { held.since = Date.now(); }, true);
   window.addEventListener('keydown', e => { if (e.key === 'Enter') held.since = Date.now(); }, true);
   window.vhLanded = el => {
+    held.from = null;
     if (!held.text) return;
     if (editable(el) && document.activeElement === el) {
       const text = held.text;
@@ -94,11 +96,12 @@ KEYS_SCRIPT = r"""<script>(() => {
       refuse();
     }
   };
-  // keys kept while no landing came (an error, a page that lands nowhere): refused once the page is idle
+  // keys kept while no landing came (an error, a page that lands nowhere): refused once the page is idle, never
+  // typed into whatever field happens to have the keyboard
   setInterval(() => {
     if (held.text && !waiting()) {
-      const el = document.activeElement;
-      if (editable(el)) window.vhLanded(el); else refuse();
+      held.from = null;
+      refuse();
     }
   }, 250);
 })();</script>"""
