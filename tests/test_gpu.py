@@ -190,7 +190,9 @@ def test_check_script_dry_run_runs_the_faiss_and_ray_parts_on_the_cpu():
     """Parts 4 and 5 at toy sizes: the k-NN search equals range_search, and a Ray mine through the tile
     reading equals the float64 brute force of its tiles (the plumbing of what runs on the GPU machine)."""
     pytest.importorskip("ray")
-    env = {**os.environ, "PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
+    # part 2 at 16 images (48 by default): its real-size encoders' forward passes were a third of this test's time
+    env = {**os.environ, "PYTHON": sys.executable, "PYTHONPATH": str(ROOT), "GPU_CHECK_EMBED_N": "16"}
+    env["GPU_CHECK_PREC_N"] = "16"
     res = subprocess.run(
         ["bash", str(ROOT / "scripts" / "gpu_check.sh"), "--cpu-dry-run"],
         capture_output=True,
@@ -200,6 +202,7 @@ def test_check_script_dry_run_runs_the_faiss_and_ray_parts_on_the_cpu():
     )
     out = res.stdout + res.stderr
     assert "the same neighbours as the CPU: True" in out and "DRY 4 faiss-gpu:" in out, out
+    assert re.search(r"DRY 2 embed: [0-9]+ images/s end to end on cpu .* 16 images;", out), out  # ran to its end
     for name in ("random", "clip-shaped"):  # part 1: pairs exact, and the miner timed against its floors
         m = re.search(
             rf"DRY 1 mine \({name}\): .*identical to the float64 brute force: (\w+); floor "
