@@ -230,18 +230,35 @@ def make_published_store(tmp_path: Path):
             said = "7" if r.kind == "OEQ" else ("no" if r.truth else "yes")
         C.work.save_review(store, "bob", r.id, said)
         if r.kind == "YNQ":
-            C.work.record_blind_answer(
-                store,
-                r.id,
-                model="blind-llm",
-                endpoint=None,
-                prompt="blind@v1#abcd1234",
-                answer="yes",
-                correct=bool(r.truth),
-                scorer="rule:vhtest",
-                group=C.work.blind_group_key(r.mode, r.kind, r.pair_id, r.question, r.id),
-            )
+            record_blind(store, r, "yes", bool(r.truth))
     return store, ids
+
+
+def record_blind(store, r, answer: str, correct: bool) -> None:
+    """blind-llm's answer to the ready instance `r` without its image (prompt blind@v1#abcd1234, scored by rule)."""
+    from vhmine import curate as C
+
+    group = C.work.blind_group_key(r.mode, r.kind, r.pair_id, r.question, r.id)
+    C.work.record_blind_answer(
+        store,
+        r.id,
+        model="blind-llm",
+        endpoint=None,
+        prompt="blind@v1#abcd1234",
+        answer=answer,
+        correct=correct,
+        scorer="rule:vhtest",
+        group=group,
+    )
+
+
+def flag_color_questions(store) -> None:
+    """blind-llm right without the image on every color yes/no question: every one of them flagged."""
+    from vhmine import curate as C
+
+    for r in C.ready_instances(store, "color", "YNQ"):
+        record_blind(store, r, "yes" if r.truth else "no", True)
+    C.work.refresh_blind_flags(store, "blind-llm", None, "blind@v1#abcd1234")
 
 
 TINY_BENCH_QUESTIONS = {

@@ -6,18 +6,16 @@ admin page writes its figures for people: no trailing zeros ("18.9", not "18.900
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("streamlit")
 
-from helpers import make_published_store  # noqa: E402
-from streamlit.testing.v1 import AppTest  # noqa: E402
+from app_session import signed_in  # noqa: E402
+from helpers import flag_color_questions, make_published_store  # noqa: E402
 
 from vhmine import curate as C  # noqa: E402
 
-APP = str(Path(__file__).resolve().parents[2] / "vhmine" / "apps" / "curate.py")
 DURATION = re.compile(r"^(\d+ h( \d+ min)?|\d+ min|under 1 min)$")
 PERCENT = re.compile(r"^-?\d+\.\d%$")
 
@@ -34,31 +32,10 @@ def published(tmp_path, monkeypatch):
     tokens = {w: C.people.rotate_token(store, w) for w in ("alice", "bob", "carol", "dave")}
     for iid in ids["color"][:2]:
         C.work.add_response(store, iid, "some-vlm", "probe@v1", "yes")
-    for r in C.ready_instances(store, "color", "YNQ"):  # right without the image: every color question flagged
-        C.work.record_blind_answer(
-            store,
-            r.id,
-            model="blind-llm",
-            endpoint=None,
-            prompt="blind@v1#abcd1234",
-            answer="yes" if r.truth else "no",
-            correct=True,
-            scorer="rule:vhtest",
-            group=C.work.blind_group_key(r.mode, r.kind, r.pair_id, r.question, r.id),
-        )
-    C.work.refresh_blind_flags(store, "blind-llm", None, "blind@v1#abcd1234")
+    flag_color_questions(store)  # right without the image: every color question flagged
     monkeypatch.setenv("VHMINE_DB", f"sqlite:///{tmp_path / 'published.db'}")
     yield store, tokens, ids
     store.close()
-
-
-def _signed_in(token: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.run()
-    at.text_input(key="token").input(token)
-    at.button[0].click().run()
-    assert not at.exception, at.exception
-    return at
 
 
 def _go(at, page: str, mode: str | None = None) -> list[str]:
@@ -72,7 +49,7 @@ def _go(at, page: str, mode: str | None = None) -> list[str]:
 
 def test_every_work_page_says_how_many_items_are_left(published):
     store, tokens, ids = published
-    at = _signed_in(tokens["bob"])
+    at = signed_in(tokens["bob"])
     assert "1 item(s) left to annotate in shape." in _go(at, "Annotate", "shape")  # shape's one pair, now his
     assert "0 item(s) left to annotate in color." in _go(at, "Annotate", "color")
     assert [_plain(i.value) for i in at.info] == ["Nothing left to annotate in color."]  # the count agrees
@@ -92,7 +69,7 @@ def test_every_work_page_says_how_many_items_are_left(published):
     assert flags == len(C.work.flag_list(store, "bob", mode="color")) > 0
     assert f"{flags} blind flag(s) in color (0 overruled); all shown." in _go(at, "Blind flags", "color")
 
-    admin = _signed_in(tokens["carol"])
+    admin = signed_in(tokens["carol"])
     assert "1 flag(s) and 0 changed answer(s) left to decide; 0 of your flags wait for an admin." in _go(
         admin, "Errata"
     )
@@ -106,7 +83,7 @@ def _cells(at, column: str) -> dict[str, str]:
 
 def test_the_admin_page_writes_its_figures_for_people(published):
     store, tokens, _ = published
-    at = _signed_in(tokens["carol"])
+    at = signed_in(tokens["carol"])
     _go(at, "Admin")
     want = {m.mode: m for m in C.people.worker_time(store, 150)}
     left, spent = _cells(at, "time left"), _cells(at, "worker time")

@@ -4,19 +4,15 @@ but answers to review opens on Review), never on "Nothing left to annotate" whil
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("streamlit")
 
+from app_session import signed_in  # noqa: E402
 from helpers import counting_annotation, seed_store  # noqa: E402
-from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from vhmine import curate as C  # noqa: E402
 from vhmine import rules as R  # noqa: E402
-
-APP = str(Path(__file__).resolve().parents[2] / "vhmine" / "apps" / "curate.py")
 
 
 @pytest.fixture
@@ -25,15 +21,6 @@ def store(tmp_path, monkeypatch):
     monkeypatch.setenv("VHMINE_DB", f"sqlite:///{tmp_path / 'app.db'}")
     yield store, tokens
     store.close()
-
-
-def _signed_in(token: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.run()
-    at.text_input(key="token").input(token)
-    at.button[0].click().run()
-    assert not at.exception, at.exception
-    return at
 
 
 def _empty(store, worker: str, mode: str) -> None:
@@ -46,7 +33,7 @@ def test_a_chosen_mode_with_nothing_left_opens_on_the_next_mode_with_work(store)
     first, second = R.mode_names()[:2]
     _empty(store, "bob", first)
     C.people.choose_mode(store, "bob", first)
-    at = _signed_in(tokens["bob"])
+    at = signed_in(tokens["bob"])
     assert at.session_state["mode"] == second
     assert at.header[0].value == f"Annotate: {second}"
     assert not [i for i in at.info if "Nothing left" in i.value]
@@ -59,7 +46,7 @@ def test_a_mode_with_only_answers_to_review_opens_on_review(store):
     C.confirm_drafts(store, "alice", [C.DraftDecision(d.instance_id, True) for d in C.pending_drafts(store, "alice")])
     _empty(store, "bob", "counting")  # and nothing left to annotate there
     C.people.choose_mode(store, "bob", "counting")
-    at = _signed_in(tokens["bob"])
+    at = signed_in(tokens["bob"])
     assert at.session_state["mode"] == "counting"
     assert at.session_state["page"] == "Review"
     assert at.header[0].value == "Review: counting"

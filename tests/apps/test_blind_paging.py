@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("streamlit")
 
-from helpers import seed_store  # noqa: E402
+from helpers import flag_color_questions, seed_store  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from vhmine import curate as C  # noqa: E402
@@ -71,19 +71,7 @@ def test_blind_flag_pages_are_slices_of_the_whole_list(tmp_path):
     from helpers import make_published_store
 
     store, _ = make_published_store(tmp_path)
-    for r in C.ready_instances(store, "color", "YNQ"):  # right on every image: every color question flagged
-        C.work.record_blind_answer(
-            store,
-            r.id,
-            model="blind-llm",
-            endpoint=None,
-            prompt="blind@v1#abcd1234",
-            answer="yes" if r.truth else "no",
-            correct=True,
-            scorer="rule:vhtest",
-            group=C.work.blind_group_key(r.mode, r.kind, r.pair_id, r.question, r.id),
-        )
-    C.work.refresh_blind_flags(store, "blind-llm", None, "blind@v1#abcd1234")
+    flag_color_questions(store)  # right on every image: every color question flagged
     whole = C.work.flag_list(store, "bob", mode="color")
     assert len(whole) >= 2
     C.work.overrule_blind_flag(store, "bob", whole[0].flag_id, "needs the image")
