@@ -148,6 +148,17 @@ def seed_store(url, tmp_path, per_mode=2, photos=("astronaut", "coffee", "rocket
     return store, tokens
 
 
+def annotate_color(store, worker: str) -> None:
+    """`worker` writes the next color item (a cup: red on image A, white on B) and confirms its yes/no drafts."""
+    from vhmine import curate as C
+
+    item = C.next_item(store, worker, "color")
+    a, b = (v.id for v in item.images)
+    answers = {a: "red", b: "white"}
+    C.save_annotation(store, worker, item.task_id, C.Annotation("color.what_color", {"object": "cup"}, answers=answers))
+    C.confirm_drafts(store, worker, [C.DraftDecision(d.instance_id, True) for d in C.pending_drafts(store, worker)])
+
+
 def counting_annotation(item, a="3", b="2"):
     from vhmine import curate as C
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from curate_server import _serve
-from helpers import CHROMIUM, write_pairs, write_photos
+from helpers import CHROMIUM, annotate_color, write_pairs, write_photos
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 SAVE = re.compile(r"^Save( |$)")  # the button's name: its label, then its keyboard shortcut
@@ -367,19 +367,7 @@ def laptop_server(tmp_path):
     with open_store(db) as store:
         seed_pairs(store, write_pairs(tmp_path / "runs" / "l", photos), per_mode=1)
         tokens = {"alice": C.add_worker(store, "alice", admin=True), "bob": C.add_worker(store, "bob")}
-        item = C.next_item(store, "bob", "color")
-        a, b = (v.id for v in item.images)
-        C.save_annotation(
-            store,
-            "bob",
-            item.task_id,
-            C.Annotation("color.what_color", {"object": "cup"}, answers={a: "red", b: "white"}),
-        )
-        C.confirm_drafts(
-            store,
-            "bob",
-            [C.DraftDecision(d.instance_id, True) for d in C.pending_drafts(store, "bob")],
-        )
+        annotate_color(store, "bob")
         C.add_worker(store, "carol")
         for k, inst in enumerate(C.ready_instances(store, "color")):
             C.work.add_response(store, inst.id, "m", inst.question, "Model says: green")

@@ -11,7 +11,7 @@ import re
 
 import pytest
 from curate_server import _serve
-from helpers import write_pairs, write_photos
+from helpers import annotate_color, write_pairs, write_photos
 
 LAPTOP = {"width": 1280, "height": 800}
 IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
@@ -33,15 +33,7 @@ def hand_server(tmp_path):
     with open_store(db) as store:
         seed_pairs(store, write_pairs(tmp_path / "runs" / "h", photos), per_mode=3)
         tokens = {"alice": C.add_worker(store, "alice", admin=True), "bob": C.add_worker(store, "bob")}
-        item = C.next_item(store, "bob", "color")
-        a, b = (v.id for v in item.images)
-        C.save_annotation(
-            store,
-            "bob",
-            item.task_id,
-            C.Annotation("color.what_color", {"object": "cup"}, answers={a: "red", b: "white"}),
-        )
-        C.confirm_drafts(store, "bob", [C.DraftDecision(d.instance_id, True) for d in C.pending_drafts(store, "bob")])
+        annotate_color(store, "bob")
         raw = json.dumps(
             {
                 "template": "existence.what_is",
