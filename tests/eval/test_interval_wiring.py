@@ -11,7 +11,7 @@ from helpers import write_group_bench
 
 from vhmine.eval import intervals as I
 from vhmine.eval import metrics as MT
-from vhmine.eval.interval_text import compare_lines, with_ci
+from vhmine.eval.interval_text import compare_header, compare_lines, with_ci
 from vhmine.eval.units import summary_figures
 
 # item -> each model's answer (write_group_bench: o1/o2 open, y1-y4 yes/no; truths y1 yes, y2 no, y3 yes, y4 no)
@@ -49,6 +49,7 @@ def test_every_figure_in_report_json_has_n_ci95_and_ci_method(evaluated):
     assert report["intervals"] == {
         "level": 0.95,
         "bootstrap": {"resamples": 10_000, "seed": 0, "generator": "numpy PCG64", "percentiles": "linear"},
+        "verdict_rule": "mcnemar-exact p < 0.05 where there is a p, else the paired 95% interval leaves out 0",
     }
     for m, entry in report["models"].items():
         met = entry["metrics"]
@@ -95,7 +96,13 @@ def test_every_two_models_are_compared_overall_and_per_mode(evaluated):
         else:
             assert c["p_value"] is None
         lo, hi = c["ci95"]
-        assert lo <= c["diff"] <= hi and c["distinguishable"] == (lo > 0 or hi < 0)
+        assert lo <= c["diff"] <= hi  # one rule: McNemar's p where there is one, else the interval leaves out 0
+        told = c["p_value"] < 0.05 if c["p_value"] is not None else (lo > 0 or hi < 0)
+        assert c["distinguishable"] == told and c["verdict_rule"] == (
+            "mcnemar-exact p < 0.05"
+            if c["p_value"] is not None
+            else "paired-bootstrap-percentile 95% interval leaves out 0"
+        )
     assert not any(c["figure"] == "truth_yes_ratio" for c in comps)  # the benchmark's own, the same for all
     # color has no pair: nothing to compare on pair accuracy there (no record over no unit)
     assert not any(c["mode"] == "color" and c["figure"] == "pair_accuracy" for c in comps)
@@ -159,7 +166,7 @@ def test_report_html_draws_each_interval_and_greys_what_it_cannot_tell_apart(eva
 
 def test_compare_prints_a_minus_b_either_way_round(evaluated):
     _, _, report, output = evaluated
-    said = output.split("b - a (95% intervals, a paired bootstrap; McNemar's exact p for accuracy):\n", 1)[1]
+    said = output.split(compare_header("b", "a") + "\n", 1)[1]
     want = compare_lines(report["comparisons"], "b", "a")  # the report holds a - b: turned round
     assert said.splitlines()[: len(want)] == want and len(want) == sum(
         (c["a"], c["b"]) == ("a", "b") for c in report["comparisons"]

@@ -90,6 +90,32 @@ def test_mcnemar_exact_is_scipys_two_sided_binomial_test():
     assert I.mcnemar_exact(480, 560) == pytest.approx(st.binomtest(480, 1040, 0.5).pvalue, rel=1e-9)
 
 
+LARGE = [
+    *[(20_000, 20_000), (20_000, 19_999), (19_900, 20_000), (16_000, 0), (0, 16_000), (1, 39_999), (100, 40_000)],
+    *[(7_000, 9_000), (30_000, 29_500), (35_289, 35_396), (5, 100_000), (600, 420), (500, 501), (1_001, 0)],
+]
+
+
+@pytest.mark.timeout(20)
+def test_mcnemar_exact_is_scipys_binomtest_to_1e_12_small_large_and_lopsided():
+    rng = np.random.default_rng(43)
+    pairs = [(b, c) for b in range(0, 70) for c in range(0, 70) if b + c] + LARGE
+    pairs += [tuple(int(x) for x in rng.integers(0, 50_000, 2)) for _ in range(200)]
+    pairs += [(int(x), int(x) + int(d)) for x, d in zip(rng.integers(900, 30_000, 100), rng.integers(0, 400, 100))]
+    for b, c in pairs:
+        assert abs(I.mcnemar_exact(b, c) - st.binomtest(b, b + c, 0.5).pvalue) <= 1e-12, (b, c)
+
+
+@pytest.mark.timeout(5)
+def test_mcnemar_exact_at_twenty_thousand_each_way_takes_well_under_a_second():
+    import time
+
+    start = time.perf_counter()
+    ps = [I.mcnemar_exact(b, c) for b, c in LARGE]
+    assert time.perf_counter() - start < 0.25
+    assert ps[0] == 1.0 and ps[3] == 0.0 and 0.9 < ps[1] <= 1.0
+
+
 @given(hs.integers(0, 300), hs.integers(0, 300))
 def test_mcnemar_is_symmetric_and_falls_as_the_discordance_grows(b, c):
     p = I.mcnemar_exact(b, c)

@@ -2,15 +2,18 @@
 
 Reads the records report.json holds (a figure's `{"n", "ci95", "ci_method"}`, vhmine.eval.units; `comparisons`);
 writes nothing. `with_ci` is a figure with its interval in the figure's unit (vhmine.eval.metrics.UNITS);
-`comparison_lines` report.md's section of paired comparisons, a difference whose interval holds 0 marked "not
-distinguishable"; `compare_lines` the console's lines for `vhmine eval --compare A B`; for report.html, `ci_bar` the
-inline SVG of a share and its interval, `ci_title` its words, `comparisons_html` the table of comparisons.
+`comparison_lines` report.md's section of paired comparisons, a difference not told apart marked "not
+distinguishable" (one rule, `distinguishable`: McNemar's p < 0.05 where there is one, else the interval leaves
+out 0); `compare_lines` the console's lines for `vhmine eval --compare A B` (`compare_header` their first line, naming
+the rule); for report.html, `ci_bar` the inline SVG of a share and its interval, `ci_title` its words,
+`comparisons_html` the table of comparisons.
 """
 
 from __future__ import annotations
 
 from html import escape
 
+from vhmine.eval.intervals import told_apart
 from vhmine.eval.metrics import label, unit
 
 NOT_DISTINGUISHABLE = "not distinguishable"
@@ -39,8 +42,15 @@ def with_ci(key: str, value: float | None, record: dict | None) -> str:
 
 
 def distinguishable(comparison: dict) -> bool:
-    ci = comparison.get("ci95")
-    return bool(ci) and (ci[0] > 0 or ci[1] < 0)
+    """The one verdict (vhmine.eval.intervals.told_apart): McNemar's p < 0.05 where the record has a p, else its
+    interval leaves out 0; either way round of the two models it is the same."""
+    return told_apart(comparison.get("p_value"), comparison.get("ci95"))
+
+
+RULE_WORDS = (
+    "Told apart: where a figure has an exact test (McNemar's, for accuracy and aAcc) its p < 0.05; elsewhere the "
+    "paired 95% interval leaves out 0"
+)
 
 
 def _p(p: float | None) -> str:
@@ -69,12 +79,20 @@ def comparison_lines(comparisons: list[dict]) -> list[str]:
         "## Paired comparisons (A - B)",
         "",
         "The difference on the units both models were scored on, its 95% interval (a paired bootstrap over those "
-        "units) and, for accuracy, the exact McNemar p-value. A difference whose interval holds 0 is "
-        f"{NOT_DISTINGUISHABLE}: this benchmark does not tell the two models apart on that figure.",
+        f"units) and, for accuracy, the exact McNemar p-value. {RULE_WORDS} (report.json's `verdict_rule`); "
+        f"otherwise {NOT_DISTINGUISHABLE}: this benchmark does not tell the two models apart on that figure.",
         "",
         "| A | B | mode | figure | A - B | 95% interval | p (McNemar) | units | |",
         "|---|---|---|---|---|---|---|---|---|",
     ] + [_row(c) for c in comparisons]
+
+
+def compare_header(a: str, b: str) -> str:
+    """The first line of `vhmine eval --compare A B`: what the figures are and the rule that tells the two apart."""
+    return (
+        f"{a} - {b} (95% intervals, a paired bootstrap; McNemar's exact p for accuracy; told apart: McNemar's "
+        "p < 0.05 where there is one, else the interval leaves out 0):"
+    )
 
 
 def compare_lines(comparisons: list[dict], a: str, b: str) -> list[str]:
@@ -130,7 +148,7 @@ def ci_title(key: str, record: dict | None) -> str:
 
 def comparisons_html(comparisons: list[dict]) -> str:
     """report.html's table of paired comparisons (every figure, overall and per mode), filterable by mode; a row
-    whose interval holds 0 is greyed and says "not distinguishable". "" with fewer than two models."""
+    not told apart (`distinguishable`) is greyed and says "not distinguishable". "" with fewer than two models."""
     if not comparisons:
         return ""
     modes = list(dict.fromkeys(c.get("mode") or "overall" for c in comparisons))
@@ -150,8 +168,8 @@ def comparisons_html(comparisons: list[dict]) -> str:
     options = "".join(f'<option value="{escape(m)}">{escape(m)}</option>' for m in modes)
     return (
         '<p class="note">A - B on the units both models were scored on, its 95% interval (a paired bootstrap over '
-        "those units) and, for accuracy, the exact McNemar p-value. Greyed: the interval holds 0, so this benchmark "
-        f"does not tell the two apart on that figure ({NOT_DISTINGUISHABLE}).</p>"
+        f"those units) and, for accuracy, the exact McNemar p-value. {escape(RULE_WORDS)}. Greyed: not told apart, "
+        f"so this benchmark does not tell the two apart on that figure ({NOT_DISTINGUISHABLE}).</p>"
         f'<div class="cfilters"><label>mode <select id="c-mode"><option value="">all</option>{options}</select>'
         '</label> <label><input type="checkbox" id="c-told"> told apart only</label></div>'
         '<table class="small" id="comparisons"><thead><tr><th>A</th><th>B</th><th>mode</th><th>figure</th>'

@@ -131,10 +131,10 @@ class EvalResult:
 
     def compared(self, a: str, b: str) -> str:
         """`vhmine eval --compare A B`'s lines: A - B on every figure, overall and per mode, with its interval."""
-        from vhmine.eval.interval_text import compare_lines
+        from vhmine.eval.interval_text import compare_header, compare_lines
 
         lines = compare_lines(self.report.get("comparisons") or [], a, b)
-        return "\n".join([f"{a} - {b} (95% intervals, a paired bootstrap; McNemar's exact p for accuracy):", *lines])
+        return "\n".join([compare_header(a, b), *lines])
 
     def summary(self) -> str:
         lines = []
