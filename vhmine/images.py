@@ -8,7 +8,8 @@ reader records as data; a bad image never stops a job.
 `read_image_bytes` is the one place the stages after embed (gallery, seed, the curation app, export,
 probe, eval, describe) open an image where an index or the store records it: a file, a member of a
 WebDataset tar (`<folder>/00000.tar/<member>`, read through vhmine.tars.read_member), or either behind an
-fsspec URL (`s3://bucket/shards/00000.tar/<member>`). Reads those bytes; writes nothing.
+fsspec URL (`s3://bucket/shards/00000.tar/<member>`). Reads those bytes; writes nothing. `encode_as` is how
+every export format that re-encodes an image gets bytes its file type holds (`image_for`: any mode PIL reads).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ _FORMATS = ("JPEG", "PNG", "WEBP", "GIF", "BMP", "TIFF")
 _PIL_LIMIT_LOCK = threading.Lock()
 
 _WHITE = (255, 255, 255)
+_KEEPS_ALPHA = ("PNG", "WEBP")  # output formats whose files hold an alpha channel (image_for)
 
 
 def list_images(root: Path) -> list[Path]:
@@ -183,6 +185,28 @@ def decode_rgb(data: bytes, *, max_pixels: int = 89_478_485, at_least: int | Non
     at_least: the longer side wanted (a thumbnail's): a JPEG is then decoded at 1/2, 1/4 or 1/8 scale
     where that still leaves a picture this large (libjpeg's scaled decoding: a few times faster).
     """
+    return _decode(data, _to_rgb, max_pixels, at_least)
+
+
+def image_for(im: Image.Image, fmt: str) -> Image.Image:
+    """`im`, of any mode PIL reads, in a mode the output format `fmt` holds: RGBA where `fmt` keeps alpha
+    (PNG, WebP) and `im` has any, else 8-bit RGB as decode_rgb makes it (CMYK through its profile, 16-bit
+    and float scaled, alpha laid on white)."""
+    alpha = im.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in im.info
+    if fmt.upper() in _KEEPS_ALPHA and alpha and im.mode[0] not in "IF":
+        return im.convert("RGBA")
+    return _to_rgb(im)
+
+
+def encode_as(data: bytes, fmt: str, **options) -> bytes:
+    """Image bytes (any format and mode PIL reads) re-encoded as `fmt` ("PNG", "JPEG", "WEBP") in a mode it
+    holds (image_for), upright; `options` go to PIL's save. Raises BadImage as decode_rgb does."""
+    buf = io.BytesIO()
+    _decode(data, lambda im: image_for(im, fmt), 89_478_485, None).save(buf, format=fmt.upper(), **options)
+    return buf.getvalue()
+
+
+def _decode(data: bytes, convert, max_pixels: int, at_least: int | None) -> Image.Image:
     from PIL import ImageOps
 
     if not data:
@@ -201,7 +225,7 @@ def decode_rgb(data: bytes, *, max_pixels: int = 89_478_485, at_least: int | Non
             ImageOps.exif_transpose(im, in_place=True)
         except Exception:  # a broken EXIF block does not make the pixels bad: keep them as stored
             pass
-        return _to_rgb(im)
+        return convert(im)
     except BadImage:
         raise
     except Exception as err:  # any decoder failure is a property of this file, not of the job

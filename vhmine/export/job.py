@@ -60,7 +60,7 @@ from vhmine.export.datasheet import Publication
 from vhmine.export.neardup import DupOptions, home_indexes, not_run
 from vhmine.export.privacy import collection_roots, private_removed, pseudonym_key, public_store
 from vhmine.export.sampling import balance, counts, group_counts, sample, unbalanced_message
-from vhmine.files import check_owned, replace_dir
+from vhmine.files import check_owned, check_writable, replace_dir
 from vhmine.images import image_sha256, sha256_file
 from vhmine.rules import shortfall, shortfall_line
 
@@ -165,6 +165,9 @@ def _check_out(out, replace: bool) -> None:
     if Path(out).exists() and not replace:
         raise ExportError(f"{out} already exists: choose another --out, or pass --replace")
     check_owned(Path(out), "vhmine export")
+    # the export is built beside `out` and renamed into place: a folder that cannot be written there is
+    # said in one line now, not after the work as a disk failure
+    check_writable(Path(out).parent if Path(out).exists() else Path(out), flag="--out")
 
 
 def write_benchmark(

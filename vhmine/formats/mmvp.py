@@ -63,11 +63,9 @@ def _jpeg(data: bytes) -> bytes:
     """The image as JPEG: JPEG bytes kept as they are (checksums match the source), others converted."""
     if image_ext(data) == ".jpg":
         return data
-    from vhmine.images import decode_rgb
+    from vhmine.images import encode_as
 
-    buf = io.BytesIO()
-    decode_rgb(data).save(buf, format="JPEG", quality=JPEG_QUALITY, subsampling=0)  # 4:4:4: no colour blur
-    return buf.getvalue()
+    return encode_as(data, "JPEG", quality=JPEG_QUALITY, subsampling=0)  # 4:4:4: no colour blur
 
 
 def write(bench: Benchmark, folder: Path) -> None:

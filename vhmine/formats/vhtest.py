@@ -14,7 +14,6 @@ reference answer) and any other column is kept in the item's meta under `extras`
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
@@ -54,12 +53,9 @@ def _needs_openpyxl() -> None:
 def _png(data: bytes) -> bytes:
     if data[:8] == b"\x89PNG\r\n\x1a\n":
         return data  # already PNG: the bytes are kept, so checksums match the source
-    from PIL import Image
+    from vhmine.images import encode_as
 
-    buf = io.BytesIO()
-    with Image.open(io.BytesIO(data)) as im:
-        im.save(buf, format="PNG")
-    return buf.getvalue()
+    return encode_as(data, "PNG")  # CMYK, 16-bit, float...: as RGB, or RGBA where it has alpha
 
 
 def write(bench: Benchmark, folder: Path) -> None:
