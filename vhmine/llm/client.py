@@ -28,6 +28,7 @@ from vhmine.errors import (
 )
 from vhmine.llm.cache import Cache, cache_path, legacy_request_key, request_key
 from vhmine.llm.deadline import Clients, RequestDeadline
+from vhmine.llm.flights import Flights
 from vhmine.llm.image_urls import _read_image, encode_image
 from vhmine.llm.images import ImageCalls
 from vhmine.llm.prices import _IMAGE_TOKENS_GUESS, Budget, load_prices, price_of
@@ -72,8 +73,7 @@ class LLM(ImageCalls):
         self.stats = Stats()
         self._clients = Clients(self._new_client)  # an attempt past its deadline closes its own client
         self._stops = Stops(self.endpoint, opts.timeout_s, opts.concurrency)
-        self._inflight: dict[str, threading.Event] = {}
-        self._inflight_lock = threading.Lock()
+        self._flights = Flights()  # single flight: identical requests in flight share one outcome
 
     # context manager and lifetime
     def __enter__(self) -> LLM:
@@ -254,28 +254,10 @@ class LLM(ImageCalls):
             raise
 
     def _cached_or_claim(self, key: str, legacy_key):
-        """The cached answer for `key`, or None once this thread has claimed the right to send it.
-
-        Identical requests in flight at once (the same judge prompt twice in a batch) are sent once:
-        a twin waits for the first and then reads its answer from the cache; if the first failed,
-        the twin tries itself. `legacy_key`: as `Cache.get` (a function: computed only on a miss).
-        """
-        while True:
-            hit = self.cache.get(key, legacy_key, self.endpoint)
-            if hit is not None:
-                return hit
-            with self._inflight_lock:
-                twin = self._inflight.get(key)
-                if twin is None:
-                    self._inflight[key] = threading.Event()
-                    return None
-            twin.wait()
-
-    def _release(self, key: str) -> None:
-        with self._inflight_lock:
-            done = self._inflight.pop(key, None)
-        if done is not None:
-            done.set()
+        """The cached answer for `key`, or None once this thread has claimed the right to send it (then
+        `self._flights.sent`): identical requests in flight share one outcome (`flights`). `legacy_key`: as
+        `Cache.get` (a function: computed only on a miss)."""
+        return self._flights.cached_or_claim(key, lambda: self.cache.get(key, legacy_key, self.endpoint))
 
     def chat(self, req: ChatRequest) -> Answer:
         """Ask one chat request (cached); raises LLMError on failure."""
@@ -294,10 +276,7 @@ class LLM(ImageCalls):
         if hit is not None:
             self.stats.add("cached")
             return _answer_from(hit, model, key, cached=True)
-        try:
-            return self._chat_send(req, model, key, sent, params, payload)
-        finally:
-            self._release(key)
+        return self._flights.sent(key, lambda: self._chat_send(req, model, key, sent, params, payload))
 
     def _chat_send(self, req: ChatRequest, model: str, key: str, sent: list, params: dict, payload: dict) -> Answer:
         content: list[dict] = [{"type": "text", "text": req.prompt}]

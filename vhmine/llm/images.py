@@ -64,10 +64,9 @@ class ImageCalls:
             self.stats.add("cached")
             return _image_from(hit, model, key, cached=True)
         extra = {"response_format": "b64_json"} if model.startswith("dall-e") else {}  # gpt-image-* always sends b64
-        try:
-            return self._image_send(kind, model, key, payload, lambda client: call(client, extra))
-        finally:
-            self._release(key)
+        return self._flights.sent(
+            key, lambda: self._image_send(kind, model, key, payload, lambda client: call(client, extra))
+        )
 
     def _image_send(self, kind: str, model: str, key: str, payload: dict, call) -> ImageAnswer:
         import PIL.Image  # noqa: F401  (the check of each answer needs it: imported here, not within a try's deadline)
