@@ -260,7 +260,8 @@ class _Handler(BaseHTTPRequestHandler):
                 "created": int(time.time()),
                 "data": [
                     {
-                        "b64_json": base64.b64encode(png_bytes(seed)).decode(),
+                        # srv.image_png: one picture for every request (a model that draws the same twice)
+                        "b64_json": base64.b64encode(getattr(srv, "image_png", None) or png_bytes(seed)).decode(),
                         "revised_prompt": f"revised: {prompt[:40]}",
                     }
                 ],

@@ -24,6 +24,7 @@ from pathlib import Path
 from vhmine.outgrown import outgrown, outgrown_line, same_folder
 from vhmine.rules import shortfall, shortfall_line
 
+EVALS_SHOWN = 3  # the newest evals the text lists (--json lists every one)
 WALK_DEPTH = 3  # how far below the working folder exports, evals and runs are looked for
 WALK_DIRS = 3000  # folders looked into at most: a huge tree is not walked whole
 _SKIP = {"node_modules", "__pycache__", "site-packages", "work", "shards", "Images", "images"}
@@ -529,8 +530,12 @@ def _lines(st: Status) -> list[str]:
     out.append("exports:" if st.exports else "exports: none")
     for e in st.exports:
         out.append(f"  {e.folder}: {e.format}, version {e.version}, {e.items} items ({e.created})")
-    out.append("evals:" if st.evals else "evals: none")
-    for e in st.evals[-3:]:
+    shown = st.evals[-EVALS_SHOWN:]
+    if len(st.evals) > len(shown):  # say so: a list cut short must not read as all there is
+        out.append(f"evals: the last {len(shown)} of {len(st.evals)} (`vhmine status --json` lists all):")
+    else:
+        out.append("evals:" if st.evals else "evals: none")
+    for e in shown:
         scores = ", ".join(
             f"{m} {100 * v['accuracy']:.1f}%" if isinstance(v.get("accuracy"), (int, float)) else f"{m} -"
             for m, v in e.models.items()

@@ -196,3 +196,58 @@ def test_a_folder_without_a_manifest_is_named_by_every_files_checksum(bench_dir,
     tsv = next(copy.glob("*_YNQ.tsv"))
     tsv.write_bytes(tsv.read_bytes() + b"\n")
     assert F.identity(copy, F.load(copy, "vlmevalkit"), "vlmevalkit")["sha256"] != one["sha256"]
+
+
+def test_a_judge_whose_replies_are_no_verdicts_stops_the_run_or_leaves_those_items_unjudged(
+    bench_dir, tmp_path, openai_server
+):
+    """A judge answering with an HTML page: on every open answer, the run stops in one line (exit 2 from the CLI),
+    where it scored them all wrong (OEQ accuracy 0.0%, exit 0: issue 43); on one of two, that one is "unjudged":
+    named with the reply, left out of the figure and its n, never scored wrong."""
+    from openai_server import chat_text
+
+    from vhmine.errors import EvalError
+    from vhmine.eval.job import EvalOptions, evaluate
+
+    broken = {"all": True}
+
+    def judge(body):
+        text = chat_text(body)
+        if "correct, incorrect or unclear" in text:
+            if broken["all"] or "correct: 3\n" in text:
+                return "<!DOCTYPE html><html><body>502 Bad Gateway</body></html>"
+            return "correct"
+        return "3"
+
+    openai_server.responder = judge
+    p = _preds(tmp_path / "p.jsonl")
+
+    def run(name):
+        opts = EvalOptions(
+            bench=bench_dir,
+            out=tmp_path / name,
+            predictions=[("m", p)],
+            judge="j",
+            base_url=openai_server.base_url,
+            llm={"cache": tmp_path / f"{name}.db", "progress": False},
+        )
+        return evaluate(opts)
+
+    with pytest.raises(EvalError, match=r"the judge j gave no verdict on any of m's 2 open answer\(s\)") as err:
+        run("all")
+    assert "<!DOCTYPE html>" in str(err.value) and "\n" not in str(err.value)
+    assert not (tmp_path / "all" / "report.json").exists()
+    broken["all"] = False
+    res = run("one")
+    m = res.report["models"]["m"]
+    assert (m["failed"], m["oeq_unjudged"]) == (1, 0), m
+    [item] = m["failed_items"]
+    assert item["why"].startswith("unjudged: the judge j's reply is no verdict: '<!DOCTYPE html>")
+    assert m["answered"] == 5  # the unjudged one is in no figure's n
+    broken["all"] = True
+    r = run_vhmine(
+        "eval", "--bench", str(bench_dir), "--predictions", f"m={p}", "--judge", "j", "--base-url",
+        openai_server.base_url, "--out", str(tmp_path / "cli"), cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 2 and "gave no verdict on any" in r.stderr, (r.returncode, r.stderr[-500:])
+    assert [x for x in r.stderr.splitlines() if x.startswith("error:")] == [r.stderr.strip().splitlines()[-1]]

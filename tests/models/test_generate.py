@@ -243,3 +243,25 @@ def test_backends_and_cli_errors_say_what_to_do(openai_server, tmp_path):
         base + ["--backend", "openai:dall-e-3", "--mode", "shape"], env=env, capture_output=True, text=True, timeout=60
     )
     assert r.returncode == 2 and "error: no description for shape: run `vhmine describe` first" in r.stderr
+
+
+def test_the_same_picture_twice_is_one_new_image_and_said_so(openai_server, tmp_path):
+    """A model that draws the same bytes for both variants adds one image: the summary says 1 new, 1 already there
+    (it said 2 new, issue 43), and the store holds one generation."""
+    from openai_server import png_bytes
+
+    srv = openai_server
+    srv.image_png = png_bytes(7)
+    store = _store_with_descriptions(tmp_path, {"counting": "Many cups, some hidden behind others."})
+    opts = GenerateOptions(
+        backend="openai:dall-e-3",
+        llm=_llm(srv, tmp_path, "dall-e-3"),
+        per_mode=2,
+        modes=["counting"],
+        out=tmp_path / "g",
+    )
+    res = generate(store, opts)
+    assert sorted(m.status for m in res.items) == ["existing", "generated"], res.items
+    assert "counting     1 new, 1 already there, 0 failed" in res.summary(), res.summary()
+    gens, _tasks = _generations(store)
+    assert len(gens) == 1 and len(list((tmp_path / "g").iterdir())) == 1

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -64,6 +65,7 @@ from vhmine.index import (
 )
 
 log = logging.getLogger(__name__)
+_PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")  # an index name given with --name
 
 
 @dataclass
@@ -160,8 +162,10 @@ def embed_collection(opts: EmbedOptions) -> EmbedResult:
     requested(opts.precision)  # a word that is no precision is said before anything is read
     source = open_source(opts.images)
     name = opts.name or source.location.rstrip("/").rsplit("/", 1)[-1].removesuffix(".tar")
-    if not name or "/" in name or name.startswith("."):
-        raise InputError(f"--name {name!r}: use a plain folder name (letters, digits, - and _)")
+    if opts.name is not None and not _PLAIN_NAME.match(name):  # what the message says is what is accepted
+        raise InputError(f"--name {name!r}: use letters, digits, '.', '-' and '_', starting with a letter or digit")
+    if not name or "/" in name or name.startswith("."):  # a name taken from the folder: any the file system keeps
+        raise InputError(f"the folder's name {name!r} cannot name an index: give one with --name (letters, digits, -)")
     coco = read_coco_annotations(opts.coco_annotations) if opts.coco_annotations else None
     listing = source.list()
     on_disk = list(listing)

@@ -112,7 +112,10 @@ def judge_oeq(bench: Benchmark, ans: ModelAnswers, opts: EvalOptions, budget=Non
     """OEQ verdicts from the LLM judge: the same prompt and parser as `vhmine probe` (judge.py).
 
     "unclear" is a verdict (none: scored wrong, counted as unjudged); a judge request that failed is
-    not: its item moves to `ans.failures` and is left out of the score.
+    not: its item moves to `ans.failures` and is left out of the score. Nor is a reply that cannot be read as a
+    verdict (an HTML page, a sentence): its item is "unjudged", moved to `ans.failures` with that word, left out of
+    the figure and its n and never scored wrong; where no reply at all can be read, the judge is broken and the run
+    stops (EvalError: exit 2), as for a dead endpoint.
     """
     from vhmine.llm import LLM
     from vhmine.rules import JUDGED_RIGHT, judge_iter, judge_prompt
@@ -133,12 +136,23 @@ def judge_oeq(bench: Benchmark, ans: ModelAnswers, opts: EvalOptions, budget=Non
                 interrupted_message(llm, len(cases), f"judging {ans.model}'s answers with {opts.judge}")
             ) from None
         stop_if_fatal(llm, [o for _, o, _ in outcomes], f"the judge {opts.judge}")
+        unread = []
         for k, o, said in outcomes:
             iid = items[k].id
             if not o.ok:
                 ans.failures[iid] = f"{o.status}: the judge {opts.judge} gave no verdict: {o.reason}"
-                continue
-            out[iid] = JUDGED_RIGHT.get(said)  # unclear: no verdict
+            elif said is None:  # neither correct, incorrect nor unclear: no verdict at all
+                unread.append((iid, " ".join(o.answer.text.split())[:60]))
+            else:
+                out[iid] = JUDGED_RIGHT.get(said)  # unclear: no verdict
+        if unread and not out:
+            raise EvalError(
+                f"the judge {opts.judge} gave no verdict on any of {ans.model}'s {len(unread)} open answer(s) (its "
+                f"replies cannot be read as correct, incorrect or unclear, e.g. {unread[0][1]!r}): nothing scored; "
+                "check --judge and --base-url"
+            )
+        for iid, said in unread:
+            ans.failures[iid] = f"unjudged: the judge {opts.judge}'s reply is no verdict: {said!r}"
     return out
 
 

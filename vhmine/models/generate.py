@@ -167,8 +167,9 @@ def _description_texts(store, ids: Sequence[str]) -> dict[str, str]:
     return description_texts(store, ids)
 
 
-def _save_png(png: bytes, folder: Path) -> Path:
-    """`<folder>/<sha256>.png`, written once (temp file and rename); PNG re-encoded if it is not one."""
+def _save_png(png: bytes, folder: Path) -> tuple[Path, bool]:
+    """`<folder>/<sha256>.png`, written once (temp file and rename), and whether it was new (no file of these bytes
+    was there: a model that draws the same picture twice adds one image); PNG re-encoded if it is not one."""
     if not png.startswith(b"\x89PNG"):
         from PIL import Image
 
@@ -178,9 +179,10 @@ def _save_png(png: bytes, folder: Path) -> Path:
     sha = hashlib.sha256(png).hexdigest()
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{sha}.png"
-    if not path.exists():
-        atomic_write(path, lambda tmp: tmp.write_bytes(png))
-    return path
+    if path.exists():
+        return path, False
+    atomic_write(path, lambda tmp: tmp.write_bytes(png))
+    return path, True
 
 
 RENDER_KEYS = ("steps", "guidance", "width", "height")  # diffusers settings that change the picture
@@ -301,7 +303,7 @@ def generate(store, opts: GenerateOptions) -> GenerateResult:
             prompts = {(m, k): descs[m][1] for m, k in jobs}
 
         def record(m: str, k: int, png: bytes, prompt: str, seed: int | None, params: dict) -> Made:
-            path = _save_png(png, out_dir)
+            path, fresh = _save_png(png, out_dir)
             did, text, edited = descs[m]
             params = dict(params, description_edited=edited)
             if edited:
@@ -319,7 +321,8 @@ def generate(store, opts: GenerateOptions) -> GenerateResult:
                 description_id=did,
                 params=params,
             )
-            return Made(m, k, "generated", tid, path.stem[:16], prompt)
+            # the same bytes as an image already there (this run's or an earlier one's): stored once, counted so
+            return Made(m, k, "generated" if fresh else "existing", tid, path.stem[:16], prompt)
 
         todo = [j for j in jobs if j in prompts]
         # 2. the images
@@ -338,7 +341,8 @@ def generate(store, opts: GenerateOptions) -> GenerateResult:
                     None,
                     {"size": opts.size, "revised_prompt": o.answer.revised_prompt},
                 )
-                made.status = "existing" if o.answer.cached else "generated"
+                if o.answer.cached:
+                    made.status = "existing"
                 result.items.append(made)
             llm.raise_if_stopped(f"generate with {backend.model}")  # no key, a rejected one: one line
         elif todo:

@@ -423,3 +423,15 @@ def test_block_search_finds_every_product_at_or_above_thresh_however_the_block_i
         assert sorted(zip(i.tolist(), j.tolist())) == sorted(zip(a[keep].tolist(), b[keep].tolist()))
         assert np.array_equal(p, full[i, j])
         assert len(i) > 0
+
+
+@pytest.mark.parametrize("width", [1, 2, 3])
+def test_turned_rows_of_width_one_to_three_give_the_brute_force_pairs(width):
+    """rotate=True on rows so narrow that a reflection of the spread already lies on its share (width 1: every one)
+    had fewer reflections than dimensions and crashed (issue 43); now the turn keeps the reflections it has."""
+    rng = np.random.default_rng(width)
+    clip, dino = (rng.standard_normal((600, width)).astype(np.float32) for _ in range(2))
+    got = find_pairs(clip, dino, 0.9, 0.55, rotate=True)
+    want = brute_force_pairs(clip, dino, 0.9, 0.55)
+    assert sorted(zip(got.i.tolist(), got.j.tolist())) == sorted(zip(want.i.tolist(), want.j.tolist()))
+    assert len(want) > 0

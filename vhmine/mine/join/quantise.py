@@ -284,7 +284,8 @@ def _quantised(x: np.ndarray, qmax: int, rows: int, m=None, workers=1) -> _Quant
     step = chunk_rows(d)
 
     # z is turned twice, chunk by chunk, never all stored; a Spread keeps its k coefficients a row
-    coef = np.empty((n, len(turn.dims)), np.float32) if isinstance(turn, Spread) else None
+    # (k: its reflections, fewer than its dims where one already lay on its share, as in rows of width 1)
+    coef = np.empty((n, len(turn.pt)), np.float32) if isinstance(turn, Spread) else None
 
     def rows_z(s: int, first: bool = False) -> np.ndarray:  # z for the rows of the chunk from s
         xc = x[s : s + step]
