@@ -265,3 +265,22 @@ def test_the_same_picture_twice_is_one_new_image_and_said_so(openai_server, tmp_
     assert "counting     1 new, 1 already there, 0 failed" in res.summary(), res.summary()
     gens, _tasks = _generations(store)
     assert len(gens) == 1 and len(list((tmp_path / "g").iterdir())) == 1
+
+
+def test_an_unwritable_out_is_refused_before_any_model_is_asked(openai_server, tmp_path):
+    """Every writing command checks its --out first (issue 43): generate names the folder in one line and asks
+    nothing of the model."""
+    from helpers import unwritable_folders
+
+    from vhmine.errors import InputError
+
+    srv = openai_server
+    store = _store_with_descriptions(tmp_path, {"counting": "Many cups, some hidden behind others."})
+    for folder in unwritable_folders(tmp_path):
+        opts = GenerateOptions(
+            backend="openai:dall-e-3", llm=_llm(srv, tmp_path, "dall-e-3"), per_mode=1, modes=["counting"], out=folder
+        )
+        with pytest.raises(InputError, match=r"^--out: cannot write in ") as err:
+            generate(store, opts)
+        assert "\n" not in str(err.value)
+    assert srv.requests == []

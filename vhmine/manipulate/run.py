@@ -23,7 +23,7 @@ from pathlib import Path
 
 from vhmine import prompts as P
 from vhmine.errors import InputError, LLMError
-from vhmine.files import atomic_write, atomic_write_text
+from vhmine.files import atomic_write, atomic_write_text, check_writable
 from vhmine.images import open_scene_image, sha256_file
 from vhmine.llm import LLM, ChatRequest, LLMOptions
 from vhmine.manipulate import prior as PR
@@ -320,6 +320,7 @@ def manipulate(store, opts: ManipulateOptions) -> ManipulateResult:
             "pipeline) or --inpaint openai:<model> (an image edit, e.g. openai:gpt-image-1), or leave it "
             "out with --strategy abnormal --strategy paired"
         )
+    check_writable(Path(opts.out or DEFAULT_OUT), flag="--out")  # before the detector and the models, in one line
     scenes, coco = collection_scenes(opts.index, opts.indexes, opts.coco_annotations)
     if opts.detector:
         vocab = list(opts.vocabulary) or sorted({o.name for s in scenes for o in s.objects})

@@ -28,7 +28,7 @@ from pathlib import Path
 from vhmine import prompts as P
 from vhmine import rules as R
 from vhmine.errors import InputError
-from vhmine.files import atomic_write
+from vhmine.files import atomic_write, check_writable
 from vhmine.llm import LLM, ChatRequest, ImageRequest, LLMOptions
 
 log = logging.getLogger(__name__)
@@ -264,6 +264,7 @@ def generate(store, opts: GenerateOptions) -> GenerateResult:
     backend = parse_backend(opts.backend)
     if opts.per_mode < 1:
         raise InputError("--per-mode must be at least 1")
+    check_writable(Path(opts.out or DEFAULT_OUT), flag="--out")  # before any model is asked, in one line
     modes = R.selected_modes(opts.modes)
     descs = _descriptions(store, opts, modes)
     missing = [m for m in modes if m not in descs]
