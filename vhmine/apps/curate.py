@@ -82,11 +82,11 @@ def _signed_in(store, w: C.WorkerInfo, ticket: str | None) -> None:
     cookie and keeps them signed in when the page is reloaded, until it expires (curate.people.session_ticket: no
     token, never in the URL); a reload keeps the ticket it came with, so reloading never prolongs a session."""
     st.session_state["worker"] = w
-    mode = st.session_state["mode"] = C.people.opening_mode(store, w)  # theirs, unless another has work and it not
-    left = C.work.work_left(store, w, mode)[mode]
+    left = C.people.opening_work(store, w)  # theirs, unless another mode has work and it has none
+    st.session_state["mode"] = left.mode
     # the first page with something to do there (a mode with only answers to review opens on Review)
-    work = [("Annotate", left.annotate), ("Verify drafts", left.verify), ("Review", left.review)]
-    st.session_state["page"] = next((p for p, n in work + [("Label answers", left.label)] if n), "Annotate")
+    pages = (("Annotate", left.annotate), ("Verify drafts", left.verify), ("Review", left.review))
+    st.session_state["page"] = next((p for p, n in (*pages, ("Label answers", left.label)) if n), "Annotate")
     if ticket is not None:
         st.session_state["ticket"] = ticket
     st.session_state.pop("forget_ticket", None)

@@ -14,7 +14,7 @@ from vhmine.curate.people.agreement import Disagreement, ModeAgreement, disagree
 from vhmine.curate.people.agreement import agreement as mode_agreement
 from vhmine.curate.people.figures import duration, number, percent
 from vhmine.curate.people.kappa import cohen_kappa
-from vhmine.curate.people.opening import opening_mode
+from vhmine.curate.people.opening import opening_mode, opening_work
 from vhmine.curate.people.savings import ModeSavings, draft_savings, savings_table
 from vhmine.curate.people.tickets import TICKET_S, resume_session, session_ticket
 from vhmine.curate.people.workers import (
@@ -45,6 +45,7 @@ __all__ = [
     "cohen_kappa",
     # opening
     "opening_mode",
+    "opening_work",
     # savings
     "ModeSavings",
     "draft_savings",
