@@ -304,7 +304,12 @@ def test_two_embed_processes_on_one_index_never_interleave(tmp_path, collection,
     first = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 120
-        while not _holds_flock(first.pid) and first.poll() is None and time.time() < deadline:
+        lock = tmp_path / "idx" / "c" / "work" / "lock"
+
+        def holds_and_said() -> bool:  # the flock, and its id written in the file (a moment after: note_holder)
+            return _holds_flock(first.pid) and lock.is_file() and lock.read_text().strip() == str(first.pid)
+
+        while not holds_and_said() and first.poll() is None and time.time() < deadline:
             time.sleep(0.002)
         os.kill(first.pid, signal.SIGSTOP)
         assert first.poll() is None and _holds_flock(first.pid), "the first job must hold the lock"
