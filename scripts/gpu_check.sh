@@ -39,7 +39,8 @@
 #   on the GPU machine:          pip install --no-index --find-links wheels/ open_clip_torch ftfy wcwidth regex faiss-cpu
 # Sizes can be changed: GPU_CHECK_N (mining rows, 118287), GPU_CHECK_EMBED_N (images, 10000),
 # GPU_CHECK_PREC_N (images per precision, 1024), GPU_CHECK_BATCH (256), GPU_CHECK_WORKERS (decode workers,
-# default vhmine's choice).
+# default vhmine's choice), GPU_CHECK_PRESET (part 2's encoder shapes: large, small or tiny; large, or small in a
+# dry run), GPU_CHECK_RAY_N (part 5's rows, 1,000,000; 30,000 in a dry run).
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
@@ -185,16 +186,15 @@ import os, sys, tempfile, time
 from multiprocessing import Pool
 from pathlib import Path
 sys.path.insert(0, "scripts")
-from bench_embed import PRESETS, auto_line, make_jpegs, precision_rows, report
+from bench_embed import auto_line, build_encoders, describe_preset, make_jpegs, precision_rows, report
 from photo_variants import make_variants
-from vhmine.embed import tiny
 from vhmine.embed.job import EmbedOptions, embed_collection
 
 dev, dry = os.environ["GPU_CHECK_DEVICE"], os.environ["GPU_CHECK_DRY"] == "1"
 n = int(os.environ.get("GPU_CHECK_EMBED_N", 48 if dry else 10_000))
 batch = int(os.environ.get("GPU_CHECK_BATCH", 16 if dry else 256))
 workers = int(os.environ["GPU_CHECK_WORKERS"]) if os.environ.get("GPU_CHECK_WORKERS") else None
-arch, hidden, layers, heads = PRESETS["small" if dry else "large"]
+preset = os.environ.get("GPU_CHECK_PRESET") or ("small" if dry else "large")
 TARGET = 1000
 
 def part(args):  # one folder per process: bench_embed.make_jpegs names files from 000000 on
@@ -210,9 +210,8 @@ with tempfile.TemporaryDirectory() as tmp:
         pool.map(part, [(tmp / "imgs" / f"p{k:02d}", n // procs + (k < n % procs), k) for k in range(procs)])
     print(f"  made {n:,} 640x480 JPEGs in {time.perf_counter() - t:.1f} s")
     t = time.perf_counter()
-    clip = tiny.build_clip(tmp / "clip", like=arch)
-    dino = tiny.build_dino(tmp / "dino", hidden_size=hidden, layers=layers, heads=heads, image_size=224)
-    print(f"  built random-weight {arch} + DINOv2 ({hidden}d x {layers} layers) in {time.perf_counter() - t:.1f} s")
+    clip, dino = build_encoders(tmp, preset)
+    print(f"  built random-weight encoders, {describe_preset(preset)}, in {time.perf_counter() - t:.1f} s")
     runs = []
     for k in range(2):  # the first run pays cuDNN / allocator warm-up; the better one counts
         res = embed_collection(EmbedOptions(images=tmp / "imgs", name=f"check{k}", indexes=tmp / "idx",
@@ -234,7 +233,7 @@ with tempfile.TemporaryDirectory() as tmp:
     for line in report(rows) + [auto_line((clip, dino), dev)]:
         print(f"  {line}")
     verdict = "DRY" if dry else ("PASS" if rate >= TARGET else "FAIL")
-    print(f"{verdict} 2 embed: {rate:,.0f} images/s end to end on {dev} ({arch} + DINOv2 {hidden}d, 224 px, "
+    print(f"{verdict} 2 embed: {rate:,.0f} images/s end to end on {dev} ({describe_preset(preset)}, "
           f"batch {batch}, {n:,} images; target >= {TARGET:,} images/s)", flush=True)
     sys.exit(1 if verdict == "FAIL" else 0)
 EOF
@@ -333,7 +332,8 @@ EOF
 fi
 
 # --- 3. the CUDA tests -------------------------------------------------------------------------------
-out=$(timeout 100 $PY -m pytest -m gpu tests/test_gpu.py -q -rs -p no:cacheprovider 2>&1); rc=$?
+# -o addopts=: one process (the project's addopts start xdist workers: a few CUDA tests gain nothing from them)
+out=$(timeout 100 $PY -m pytest -o addopts= -m gpu tests/test_gpu.py -q -rs -p no:cacheprovider 2>&1); rc=$?
 echo "$out" | tail -n 15
 summary=$(echo "$out" | tail -n 1)
 if [ $rc = 0 ] && ! echo "$summary" | grep -q skipped; then

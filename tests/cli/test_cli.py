@@ -4,9 +4,7 @@ import json
 import os
 import subprocess
 import sys
-import time
 
-import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -62,32 +60,6 @@ def test_every_command_has_help():
         for param in cmd.params:
             if getattr(param, "param_type_name", "") == "option" and param.name != "help":
                 assert param.help, f"`vhmine {' '.join(path)}` option {param.opts[0]} has no help"
-
-
-@pytest.mark.slow
-def test_offline_demo_end_to_end(tmp_path):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    t0 = time.time()
-    r = subprocess.run(
-        [sys.executable, "-m", "vhmine.cli", "demo", "--workdir", str(tmp_path)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stderr
-    assert "Pairs from untrained encoders mean nothing" in r.stdout
-    assert time.time() - t0 < 240
-    run = tmp_path / "runs" / "demo-offline"
-    pairs = pd.read_parquet(run / "pairs.parquet")
-    assert len(pairs) >= 5  # the demo's box holds at least the 5 pairs it was drawn around
-    meta = json.loads((run / "run.json").read_text())
-    assert meta["counts"]["in_box"] == len(pairs) and meta["index"] == "demo-skimage"
-    assert (tmp_path / "indexes" / "demo-skimage" / "manifest.json").is_file()
-    assert "motorcycle_left.png" in set(
-        pd.read_parquet(tmp_path / "indexes" / "demo-skimage" / "images.parquet")["path"]
-    )
-    assert str(run / "gallery.html") in r.stdout
 
 
 def _help(*words: str) -> str:
@@ -179,50 +151,6 @@ def test_a_mistyped_db_never_creates_a_store(tmp_path):
         app, ["blind", "--model", "m", "--db", str(tmp_path / "new.db"), "--base-url", "http://127.0.0.1:9/v1"]
     )
     assert "no store at" not in r.output
-
-
-@pytest.mark.slow
-def test_offline_demo_names_its_encoders_and_the_embed_line_for_ones_own_folder(tmp_path):
-    """The printed `vhmine embed` line is run as printed, on another folder: it embeds with the demo's encoders."""
-    import shlex
-
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    r = subprocess.run(
-        [sys.executable, "-m", "vhmine.cli", "demo", "--offline"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stderr
-    lines = r.stdout.splitlines()
-    assert (
-        f"encoders of this demo (random weights, built here): CLIP {tmp_path / 'data/demo-models/tiny-clip'}, "
-        f"DINOv2 {tmp_path / 'data/demo-models/tiny-dinov2'}" in lines
-    )
-    line = next(ln for ln in lines if ln.startswith("your own images, offline: "))
-    cmd = line.removeprefix("your own images, offline: ")
-    assert cmd == (
-        "vhmine embed FOLDER --name NAME --clip-model local-dir:data/demo-models/tiny-clip "
-        "--dino-model data/demo-models/tiny-dinov2"
-    )
-    assert "next: vhmine seed --pairs runs/demo-offline/pairs.parquet" in lines
-    from helpers import write_photos
-
-    write_photos(tmp_path / "mine", ("coffee", "rocket", "horse"))
-    words = shlex.split(cmd.replace("FOLDER", "mine").replace("NAME", "own"))
-    r = subprocess.run(
-        [sys.executable, "-m", "vhmine.cli", *words[1:]],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stderr
-    man = json.loads((tmp_path / "indexes" / "own" / "manifest.json").read_text())
-    assert man["counts"]["images"] == 3 and "tiny-clip" in json.dumps(man["encoders"]["clip"])
 
 
 def test_usage_lines_read_as_people_write_them():
