@@ -62,18 +62,23 @@ def test_every_figure_in_report_json_has_n_ci95_and_ci_method(evaluated):
                 value = s["pair_groups"][key] if key in ("q_acc", "i_acc", "g_acc") else s[key]
                 if key == "unreadable":
                     assert (rec["ci95"], rec["ci_method"], rec["n"]) == (None, "count", s["n"])
+                elif key == "truth_yes_ratio":  # the benchmark's own: the same for every model, no interval
+                    assert (rec["ci95"], rec["ci_method"]) == (None, "none (the benchmark's own)"), (m, rec)
                 elif value is not None:
                     lo, hi = rec["ci95"]
                     assert 0 <= lo <= value <= hi <= 1, (m, key, rec, value)
-                    assert rec["ci_method"] == "wilson" or rec["ci_method"].startswith("bootstrap-percentile over ")
+                    assert rec["ci_method"].startswith("wilson") or rec["ci_method"].startswith(
+                        "bootstrap-percentile over "
+                    )
             # item accuracy: Wilson's interval on the summary's own counts
             assert s["intervals"]["accuracy"] == I.wilson(s["correct"], s["n"]).record()
         for kind in met["kinds"].values():
             assert kind["intervals"] == {"accuracy": I.wilson(kind["correct"], kind["n"]).record()}
         o = met["overall"]
         assert o["intervals"]["pair_accuracy"]["n"] == o["pairs"] == 2
-        assert o["intervals"]["pair_accuracy"]["ci_method"] == "bootstrap-percentile over pairs"
-        assert o["intervals"]["g_acc"]["ci_method"] == "bootstrap-percentile over pair groups"
+        assert o["intervals"]["pair_accuracy"]["ci_method"] == "wilson over pairs"
+        assert o["intervals"]["g_acc"]["ci_method"] == "wilson over pair groups"
+        assert o["intervals"]["q_acc"]["ci_method"] == "bootstrap-percentile over pair groups"  # a ratio over groups
 
 
 def test_every_two_models_are_compared_overall_and_per_mode(evaluated):
@@ -162,6 +167,23 @@ def test_report_html_draws_each_interval_and_greys_what_it_cannot_tell_apart(eva
     assert table.count("<tr data-mode=") == len(report["comparisons"])
     assert table.count(' class="nd"') == sum(not c["distinguishable"] for c in report["comparisons"])
     assert '<select id="c-mode">' in page and 'id="c-told"' in page
+
+
+def test_a_share_of_none_right_has_wilsons_interval_and_the_truth_yes_ratio_none_in_every_report(evaluated):
+    tmp, _, report, output = evaluated
+    o = report["models"]["c"]["metrics"]["overall"]  # c: every answer wrong, so no image and no pair right
+    want = I.wilson(0, o["images"])
+    assert o["intervals"]["image_accuracy"] == {**want.record(), "ci_method": "wilson over images"}
+    assert f"image accuracy 0.0% [0.0, {100 * want.hi:.1f}] over {o['images']} image(s)" in output  # not [0.0, 0.0]
+    md = (tmp / "ev" / "report.md").read_text()
+    ynq = ("precision", "recall", "f1", "yes_ratio", "truth_yes_ratio", "unreadable")
+    row = "| c | " + " | ".join(with_ci(k, o[k], o["intervals"][k]) for k in ynq) + " |"
+    assert row in md and row.endswith(" | 50.0 | 1 |"), row  # the truth yes ratio's value alone, as the count's
+    assert "| `truth_yes_ratio` | % | yes/no: truth-yes items / items | none (the benchmark's own) |" in md
+    assert not re.search(r"\b(nan|None)\b", md)  # no [nan] and no None where a bound would be
+    page = (tmp / "ev" / "report.html").read_text()
+    cell = re.search(r'<td class="num" title="([^"]*)" data-model="c" data-figure="truth_yes_ratio">([^<]*)</td>', page)
+    assert cell and cell.groups() == ("no interval: the benchmark&#x27;s own", "50.0%")  # no bar, no [nan]
 
 
 def test_compare_prints_a_minus_b_either_way_round(evaluated):

@@ -1,6 +1,7 @@
 """vhmine.eval.units: the statistic on every figure's units IS the figure metrics computes (over any rows, with
 pairs, images, pair groups and HallusionBench keys scored in full or in part); intervals take Wilson's for item
-rates and the bootstrap for the rest; comparisons pair two models on the units both were scored on."""
+rates and shares of units, none for the benchmark's own truth yes ratio and the bootstrap for the rest;
+comparisons pair two models on the units both were scored on."""
 
 import math
 
@@ -102,7 +103,7 @@ def _rows(correct, said=None, kind="YNQ", pairs=True):
     return out
 
 
-def test_intervals_are_wilsons_for_item_rates_and_the_bootstrap_for_the_rest():
+def test_intervals_are_wilsons_for_item_rates_and_shares_of_units_and_the_bootstrap_for_the_rest():
     rows = _rows([True] * 14 + [False] * 6)
     units = U.figure_units(rows)
     got = U.figure_intervals(units, n_items=20, resamples=2000)
@@ -110,11 +111,12 @@ def test_intervals_are_wilsons_for_item_rates_and_the_bootstrap_for_the_rest():
     # precision: right yes / said yes; said yes = the right yes-truths (7) and the wrong no-truths (3)
     assert got["precision"] == I.wilson(7, 10).record()
     assert got["recall"] == I.wilson(7, 10).record()
-    assert got["pair_accuracy"]["ci_method"] == "bootstrap-percentile over pairs" and got["pair_accuracy"]["n"] == 10
+    # shares of units: Wilson's over them (7 of 10 pairs right, 14 of 20 images)
+    assert got["pair_accuracy"] == {**I.wilson(7, 10).record(), "ci_method": "wilson over pairs"}
+    assert got["image_accuracy"] == {**I.wilson(14, 20).record(), "ci_method": "wilson over images"}
     assert got["f1"]["ci_method"] == "bootstrap-percentile over items"
     assert got["unreadable"] == {"n": 20, "ci95": None, "ci_method": "count"}
-    lo, hi = got["pair_accuracy"]["ci95"]
-    assert lo < 0.7 < hi  # 7 of 10 pairs right
+    assert got["truth_yes_ratio"] == {"n": 20, "ci95": None, "ci_method": U.OWN}
 
 
 def test_comparisons_pair_two_models_on_the_units_both_were_scored_on():
@@ -200,5 +202,5 @@ def test_hallusionbench_figures_get_their_intervals_too():
     U.attach_intervals(entry, rows, ["VD/s"], items, hallusionbench=True, resamples=500)
     got = entry["hallusionbench"]["intervals"]
     assert got["aAcc"] == I.wilson(8, 12).record()
-    assert got["qAcc"]["ci_method"] == "bootstrap-percentile over question pairs" and got["qAcc"]["n"] == 6
+    assert got["qAcc"]["ci_method"] == "wilson over question pairs" and got["qAcc"]["n"] == 6
     assert got["fp_ratio"]["n"] == 4 and got["yes_pct_diff"]["ci_method"] == "bootstrap-percentile over items"

@@ -139,10 +139,11 @@ def ci_bar(value: float | None, record: dict | None, width: int = 90) -> str:
 
 def ci_title(key: str, record: dict | None) -> str:
     """A figure's interval in words, for a report.html cell's tooltip: `95% interval 53.4 to 68.7 over 150 (wilson)`;
-    "" without one."""
+    why there is none where the record says (`no interval: the benchmark's own`); else ""."""
     ci = (record or {}).get("ci95")
-    if not ci:
-        return ""
+    if not ci:  # the truth yes ratio's "none (the benchmark's own)" (vhmine.eval.units.OWN) gives its reason
+        why = str((record or {}).get("ci_method") or "")
+        return f"no interval: {why.removeprefix('none (').removesuffix(')')}" if why.startswith("none (") else ""
     return f"95% interval {_num(key, ci[0])} to {_num(key, ci[1])} over {record.get('n')} ({record.get('ci_method')})"
 
 

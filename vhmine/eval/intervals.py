@@ -3,14 +3,15 @@
 Reads and writes nothing: pure functions over counts and per-unit values (numpy, imported where it is used; no
 scipy). What report.json gives every figure (`n`, `ci95`, `ci_method`) and its `comparisons` come from here:
 
-- `wilson(right, n)`: the Wilson score interval of an item-level rate (accuracy, yes ratio, a mode's accuracy):
+- `wilson(right, n)`: the Wilson score interval of a share: of items (accuracy, yes ratio, a mode's accuracy) or
+  of units each right or not (pair and image accuracy, G-Acc, qAcc, fAcc; vhmine.eval.units.is_share):
   (p + z^2/2n +- z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n), z the normal quantile at 0.975. Unlike the normal
   interval p +- z sqrt(p(1-p)/n) (what lmms-eval's `mean_stderr` gives, times 1.96) it stays inside [0, 1] and
   is not empty at 0% or 100%.
-- `bootstrap(data, statistic)`: the percentile bootstrap over the units a metric counts (pairs, images, figures,
-  question groups, or items for a ratio such as precision): `resamples` (10,000) draws of as many units with
-  replacement, from numpy's Generator (PCG64) seeded with a recorded `seed`; the interval is the 2.5th and
-  97.5th percentiles (linear interpolation) of the statistic over the draws. The draws are the ones
+- `bootstrap(data, statistic)`: the percentile bootstrap over the units a figure that is not a share counts (pair
+  groups for a ratio over them, items for F1 or a difference of rates): `resamples` (10,000) draws of as many
+  units with replacement, from numpy's Generator (PCG64) seeded with a recorded `seed`; the interval is the 2.5th
+  and 97.5th percentiles (linear interpolation) of the statistic over the draws. The draws are the ones
   `scipy.stats.bootstrap(..., method="percentile", rng=numpy.random.default_rng(seed))` makes, so the two give
   the same interval (tests/eval/test_intervals.py).
 - `paired_bootstrap(a, b, statistic)`: the difference statistic(a) - statistic(b) of two models on the same

@@ -5,7 +5,8 @@ files' contents (`markdown`) and the chart (`bar_chart`, matplotlib). Where the 
 groups, `markdown` adds their question, image and group accuracy per mode (NaturalBench's Q-Acc, I-Acc,
 G-Acc, vhmine.eval.metrics.pair_groups) beside the per-item accuracy VHTest reports. Items whose request failed are
 not in any figure; `markdown` lists how many per model and why. Every figure is printed with its 95% interval,
-`61.3 [53.4, 68.7]` (report.json's `intervals`, vhmine.eval.units), and with two models or more the paired
+`61.3 [53.4, 68.7]` (report.json's `intervals`, vhmine.eval.units; a count and the benchmark's own truth yes
+ratio have none and print their value alone), and with two models or more the paired
 comparisons follow (report.json's `comparisons`: every figure overall, accuracy per mode; vhmine.eval.interval_text).
 The chart's bars carry their intervals as error bars. Every figure is printed under its one label
 (vhmine.eval.metrics.FIGURES), here, in the console summary (`model_lines`) and as report.json's key.
@@ -274,10 +275,13 @@ def markdown(report: dict) -> str:
         ),
         "",
         (
-            "Intervals: Wilson's score interval for a share of items (accuracy, precision, recall, the yes ratios,"
-            f" aAcc); for the others a percentile bootstrap over the units the figure counts (pairs, images, pair"
-            f" groups, question pairs, figures; items for F1 and HallusionBench's ratios), {_resampling(report)}."
-            " report.json gives every figure's `n`, `ci95` and `ci_method` (docs/eval.md)."
+            "Intervals: Wilson's score interval for a share of items (accuracy, precision, recall, the yes ratio,"
+            " aAcc) and for a share of units, over the units it counts (pair and image accuracy, G-Acc, qAcc, fAcc:"
+            " n is the pairs, images, groups, question pairs or figures); for the figures that are not a share (F1,"
+            " Q-Acc and I-Acc, ratios over pair groups; HallusionBench's yes-percentage difference and"
+            f" false-positive ratio) a percentile bootstrap over the units the figure counts, {_resampling(report)}."
+            " The truth yes ratio is the benchmark's own and has none. report.json gives every figure's `n`, `ci95`"
+            " and `ci_method` (docs/eval.md)."
         ),
         "",
         "| name | report.json key | unit | counts | 95% interval |",

@@ -4,31 +4,35 @@ Reads Scored rows and the benchmark's items (vhmine.eval.metrics); writes nothin
 figure vhmine.eval.metrics computes (FIGURES keys), its `Units`: unit id -> the values a statistic takes, chosen so
 that the statistic on all units IS the figure (tests/eval/test_units.py holds every figure to metrics' own value):
 
-- item rates (accuracy, yes ratio, truth yes ratio, HallusionBench's aAcc; precision and recall, rates over the
-  items said yes / truly yes): per item, `mean` of 0/1 or a `ratio` of 0/1 sums; `rate` is set: the figure's
-  interval is Wilson's;
+- item rates (accuracy, yes ratio, HallusionBench's aAcc; precision and recall, rates over the items said yes /
+  truly yes): per item, `mean` of 0/1 or a `ratio` of 0/1 sums; `rate` is set: Wilson's interval, "wilson";
+- the truth yes ratio: per item, 0/1, but the benchmark's own (`own`): no interval, no comparison;
 - F1 (2 TP / (said yes + truth yes)), the false-positive ratio: a `ratio` over items, bootstrapped;
 - HallusionBench's yes-percentage difference: per item (said yes, truth yes), the `difference` of their means;
 - pair and image accuracy, G-Acc, qAcc, fAcc: per complete pair, image, group, question pair or figure, 0/1;
 - NaturalBench's Q-Acc and I-Acc count questions and images, which share their pair group's answers: per group,
   the `ratio` of its right questions (images) to its complete ones, so a bootstrap draws whole groups.
 
+`interval` decides by the units, not by the figure's name: a share of units (`is_share`: one 0/1 value per unit,
+statistic "mean": pair and image accuracy, G-Acc, qAcc, fAcc) gets Wilson's interval over its units ("wilson
+over pairs"); any other figure the percentile bootstrap over its units ("bootstrap-percentile over items").
 `figure_intervals` turns them into report.json's records (`n`, `ci95`, `ci_method`); `comparisons` pairs every
-two models on the units both were scored on, on every figure but the truth yes ratio (the benchmark's own)
+two models on the units both were scored on, on every figure but the benchmark's own
 (vhmine.eval.intervals.compare; McNemar's p for accuracy and aAcc).
-The unreadable count has no interval (`ci_method` "count").
+The unreadable count has no interval (`ci_method` "count"), nor has the truth yes ratio (`OWN`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations
 
 from vhmine.eval import intervals as I
 from vhmine.eval import metrics as MT
 
 COUNT = "count"
+OWN = "none (the benchmark's own)"  # a property of the benchmark, the same for every model: nothing to estimate
 ITEM_LEVEL = ("accuracy", "aAcc")  # item accuracy: their comparisons also get McNemar's exact p
 HB_FIGURES = ("aAcc", "qAcc", "fAcc", "yes_pct_diff", "fp_ratio")  # metrics.hallusionbench's, in its own record
 
@@ -38,8 +42,9 @@ class Units:
     values: dict  # unit id -> tuple of floats, one per argument of the statistic
     statistic: str  # "mean", "ratio" (sum / sum) or "difference" (mean - mean)
     n: int  # what the figure counts: items, items said yes, pairs, questions, ...
-    over: str  # what a bootstrap draws: items, pairs, images, pair groups, question pairs, figures
+    over: str  # the units Wilson's n counts or a bootstrap draws: items, pairs, images, pair groups, figures, ...
     rate: bool = False  # an item rate: its interval is Wilson's
+    own: bool = False  # the benchmark's own property (truth yes ratio): no interval and no comparison
 
 
 def _difference(a, b, axis=-1):
@@ -89,7 +94,7 @@ def _ynq(y: Sequence) -> dict[str, Units]:
         "recall": _items(y, lambda r: (tp(r), bool(r.truth)), statistic="ratio", n=sum(bool(r.truth) for r in y)),
         "f1": _items(y, lambda r: (2 * tp(r), said_yes(r) + bool(r.truth)), rate=False, statistic="ratio"),
         "yes_ratio": _items(y, lambda r: (said_yes(r),)),
-        "truth_yes_ratio": _items(y, lambda r: (bool(r.truth),)),
+        "truth_yes_ratio": replace(_items(y, lambda r: (bool(r.truth),), rate=False), own=True),
     }
     return out
 
@@ -181,12 +186,25 @@ def arrays_of(units: Units, ids: Sequence) -> tuple:
     return tuple(np.array([units.values[u][j] for u in ids], dtype=float) for j in range(width))
 
 
+def is_share(units: Units) -> bool:
+    """A share of units: each unit holds one 0/1 value and the figure is their mean (a pair right or not)."""
+    return units.statistic == "mean" and all(len(v) == 1 and v[0] in (0.0, 1.0) for v in units.values.values())
+
+
 def interval(units: Units, resamples: int = I.RESAMPLES, seed: int = I.SEED) -> I.Interval:
-    """The figure's interval: Wilson's for an item rate, else the percentile bootstrap over its units."""
+    """The figure's interval: none for the benchmark's own; Wilson's for an item rate or a share of units (over
+    the units: a percentile bootstrap cannot reach past what they hold, [0, 0] at 0 of 18); else the percentile
+    bootstrap over its units."""
+    if units.own:  # the figure as it is, no bounds
+        est = float(STATISTICS[units.statistic](*arrays_of(units, list(units.values)))) if units.values else None
+        return I.Interval(est, None, None, units.n, OWN)
     if units.rate:
         num, *den = arrays_of(units, list(units.values))
         total = int(den[0].sum()) if den else len(num)
         return I.wilson(int(num.sum()), total)
+    if is_share(units):
+        iv = I.wilson(int(sum(v[0] for v in units.values.values())), len(units.values))
+        return replace(iv, method=f"{I.WILSON} over {units.over}")
     iv = I.bootstrap(arrays_of(units, list(units.values)), STATISTICS[units.statistic], resamples, seed)
     return I.Interval(iv.estimate, iv.lo, iv.hi, units.n, f"{I.BOOTSTRAP} over {units.over}", iv.level, iv.undefined)
 
@@ -213,10 +231,8 @@ def comparisons(
     out = []
     for a, b in combinations(per_model, 2):
         for key in MT.FIGURES:
-            if key == "truth_yes_ratio":  # the benchmark's, not the model's: two models differ only in what was scored
-                continue
             ua, ub = per_model[a].get(key), per_model[b].get(key)
-            if ua is None or ub is None:
+            if ua is None or ub is None or ua.own:  # the benchmark's own: two models differ only in what was scored
                 continue
             ids = [u for u in ua.values if u in ub.values]  # a's order: the benchmark's
             if not ids:  # no unit both were scored on (no complete pair in this mode): nothing to compare
