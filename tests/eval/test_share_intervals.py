@@ -14,8 +14,8 @@ from vhmine.eval import units as U
 
 # what the issue names a share (one 0/1 value per unit, their mean) and what it names not one
 SHARES = {"accuracy", "yes_ratio", "pair_accuracy", "image_accuracy", "g_acc", "aAcc", "qAcc", "fAcc"}
-NOT_SHARES = {"f1", "q_acc", "i_acc", "yes_pct_diff", "fp_ratio"}
-ITEM_RATES = {"precision", "recall"}  # Wilson over the items said yes / truly yes, as before
+NOT_SHARES = {"f1", "q_acc", "i_acc", "yes_pct_diff"}
+ITEM_RATES = {"precision", "recall", "fp_ratio"}  # Wilson over the items said yes / truly yes / answered wrong
 OWN = {"truth_yes_ratio"}
 
 

@@ -203,4 +203,5 @@ def test_hallusionbench_figures_get_their_intervals_too():
     got = entry["hallusionbench"]["intervals"]
     assert got["aAcc"] == I.wilson(8, 12).record()
     assert got["qAcc"]["ci_method"] == "wilson over question pairs" and got["qAcc"]["n"] == 6
-    assert got["fp_ratio"]["n"] == 4 and got["yes_pct_diff"]["ci_method"] == "bootstrap-percentile over items"
+    assert got["fp_ratio"] == I.wilson(2, 4).record()  # of the 4 wrong answers, 2 said yes: a share of them
+    assert got["yes_pct_diff"]["ci_method"] == "bootstrap-percentile over items"

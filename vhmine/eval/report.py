@@ -276,10 +276,10 @@ def markdown(report: dict) -> str:
         "",
         (
             "Intervals: Wilson's score interval for a share of items (accuracy, precision, recall, the yes ratio,"
-            " aAcc) and for a share of units, over the units it counts (pair and image accuracy, G-Acc, qAcc, fAcc:"
-            " n is the pairs, images, groups, question pairs or figures); for the figures that are not a share (F1,"
-            " Q-Acc and I-Acc, ratios over pair groups; HallusionBench's yes-percentage difference and"
-            f" false-positive ratio) a percentile bootstrap over the units the figure counts, {_resampling(report)}."
+            " aAcc, the false-positive ratio) and for a share of units, over the units it counts (pair and image"
+            " accuracy, G-Acc, qAcc, fAcc: n is the pairs, images, groups, question pairs or figures); for the figures"
+            " that are not a share (F1; Q-Acc and I-Acc, ratios over pair groups; HallusionBench's yes-percentage"
+            f" difference) a percentile bootstrap over the units the figure counts, {_resampling(report)}."
             " The truth yes ratio is the benchmark's own and has none. report.json gives every figure's `n`, `ci95`"
             " and `ci_method` (docs/eval.md)."
         ),

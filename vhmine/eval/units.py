@@ -4,10 +4,11 @@ Reads Scored rows and the benchmark's items (vhmine.eval.metrics); writes nothin
 figure vhmine.eval.metrics computes (FIGURES keys), its `Units`: unit id -> the values a statistic takes, chosen so
 that the statistic on all units IS the figure (tests/eval/test_units.py holds every figure to metrics' own value):
 
-- item rates (accuracy, yes ratio, HallusionBench's aAcc; precision and recall, rates over the items said yes /
-  truly yes): per item, `mean` of 0/1 or a `ratio` of 0/1 sums; `rate` is set: Wilson's interval, "wilson";
+- item rates (accuracy, yes ratio, HallusionBench's aAcc; precision, recall and HallusionBench's false-positive
+  ratio, rates over the items said yes / truly yes / answered wrong): per item, `mean` of 0/1 or a `ratio` of 0/1
+  sums; `rate` is set: Wilson's interval, "wilson";
 - the truth yes ratio: per item, 0/1, but the benchmark's own (`own`): no interval, no comparison;
-- F1 (2 TP / (said yes + truth yes)), the false-positive ratio: a `ratio` over items, bootstrapped;
+- F1 (2 TP / (said yes + truth yes)): a `ratio` over items, bootstrapped;
 - HallusionBench's yes-percentage difference: per item (said yes, truth yes), the `difference` of their means;
 - pair and image accuracy, G-Acc, qAcc, fAcc: per complete pair, image, group, question pair or figure, 0/1;
 - NaturalBench's Q-Acc and I-Acc count questions and images, which share their pair group's answers: per group,
@@ -171,7 +172,7 @@ def hallusionbench_units(rows: Sequence, expected: Sequence | None = None) -> di
         "fp_ratio": _items(
             rows,
             lambda r: (r.said is True and not right[r.id], not right[r.id]),
-            rate=False,
+            rate=True,  # a share of the wrong items, as precision is of the items said yes: Wilson's
             statistic="ratio",
             n=sum(not v for v in right.values()),
         ),
