@@ -117,7 +117,8 @@ def _every_kind(store) -> None:
         )  # fmt: skip
 
 
-@pytest.mark.parametrize("db", ["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
+@pytest.mark.slow  # twelve round trips, ~0.25 s each
+@pytest.mark.parametrize("db", ["sqlite", "postgresql"])
 def test_every_row_survives_a_round_trip_through_each_earlier_revision(head_file, db, tmp_path, request):
     # before: the secret (every pseudonym) was made anew, labels, drafts, errata, overrules, endpoints, the chosen
     # mode and the token generation (back at 0: a ticket signed before bob's rotation was good again) were dropped,
