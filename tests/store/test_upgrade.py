@@ -4,7 +4,9 @@ created at head by the same story: right after the upgrade, and after any sequen
 (errata on open questions: alias, new answer, removal, rejection; truth flips and removals of yes/no questions;
 confirming, rewording in own words or rejecting drafts; a model's answer and a worker's label on it; undo; the
 person-queue's decisions), a property per
-revision (upgrade_machine.UpgradeMachine). Bounded and derandomised for CI; VHMINE_HYPOTHESIS=long runs it longer.
+revision (upgrade_machine.UpgradeMachine); and with, between those actions, either store taken down to a random
+earlier revision and up again, which must leave every row of it as it was (issue 43; tests/store/test_round_trip.py
+holds the named cases). Bounded and derandomised for CI; VHMINE_HYPOTHESIS=long runs it longer.
 The counterexamples it found, shrunk, are kept below as named tests, with the issue's two reproductions.
 """
 
@@ -15,7 +17,17 @@ import os
 import pytest
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
-from upgrade_machine import PHOTOS, REVISIONS, UpgradeMachine, compare, copy_of, decisions, head_story, unpack
+from upgrade_machine import (
+    PHOTOS,
+    REVISIONS,
+    UpgradeMachine,
+    compare,
+    copy_of,
+    decisions,
+    head_story,
+    to_postgresql,
+    unpack,
+)
 
 LONG = os.environ.get("VHMINE_HYPOTHESIS") == "long"
 
@@ -62,6 +74,25 @@ def test_an_upgraded_store_decides_as_one_made_at_head_property(built, rev):
         settings=settings(
             # the revisions before errata (0007) hold no decision an upgrade could lose: fewer examples there
             max_examples=int(os.environ.get("VHMINE_UPGRADE_EXAMPLES", 100 if LONG else 6 if rev >= "0007" else 2)),
+            stateful_step_count=int(os.environ.get("VHMINE_UPGRADE_STEPS", 20 if LONG else 6)),
+        ),
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rev", REVISIONS if LONG else ["0010"])
+def test_a_store_taken_down_and_up_between_actions_keeps_every_row_property(built, rev):
+    # issue 43: the property above, where once per example (twice on the long profile) the upgraded store or the one
+    # made at head goes down to a random earlier revision and up again, and must hold every row it held (then both go
+    # on deciding alike). In CI one revision, 0010 (the whole old story: errata, re-derivation, own words), and a few
+    # examples: each round trip migrates the store down and up (about 0.4 s)
+    machine = type(
+        "Machine", (UpgradeMachine,), {"files": staticmethod(lambda: built(rev)), "round_trips": 2 if LONG else 1}
+    )
+    run_state_machine_as_test(
+        machine,
+        settings=settings(
+            max_examples=int(os.environ.get("VHMINE_ROUND_TRIP_EXAMPLES", 100 if LONG else 3)),
             stateful_step_count=int(os.environ.get("VHMINE_UPGRADE_STEPS", 20 if LONG else 6)),
         ),
     )
@@ -151,34 +182,6 @@ def test_a_question_confirmed_in_own_words_before_the_upgrade_is_found_again_by_
         old.close(), new.close()
 
 
-def _to_postgresql(db, url: str, rev: str) -> None:
-    """The rows of the SQLite store `db` (at `rev`) copied into a PostgreSQL store made at `rev`."""
-    from sqlalchemy import MetaData, create_engine, text
-
-    from vhmine.store import open_store
-
-    open_store(url, target=rev).close()
-    src, dst = create_engine(f"sqlite:///{db}"), create_engine(url)
-    meta_src, meta_dst = MetaData(), MetaData()
-    meta_src.reflect(src)
-    meta_dst.reflect(dst)
-    with src.connect() as a, dst.begin() as b:
-        for t in reversed(meta_dst.sorted_tables):  # what the migrations wrote themselves (the store's secret)
-            if t.name != "alembic_version":
-                b.execute(t.delete())
-        for t in meta_dst.sorted_tables:
-            if t.name == "alembic_version":
-                continue
-            rows = [dict(r._mapping) for r in a.execute(meta_src.tables[t.name].select())]
-            if rows:
-                b.execute(t.insert(), rows)
-            if "id" in t.c and t.c.id.autoincrement is True and str(t.c.id.type) == "INTEGER":
-                b.execute(
-                    text(f"SELECT setval(pg_get_serial_sequence('{t.name}', 'id'), (SELECT MAX(id) FROM {t.name}))")
-                )
-    src.dispose(), dst.dispose()
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("rev", ["0007", "0010"])
 def test_the_upgrade_on_postgresql_decides_as_on_sqlite(built, rev, tmp_path, pg_url):
@@ -187,7 +190,7 @@ def test_the_upgrade_on_postgresql_decides_as_on_sqlite(built, rev, tmp_path, pg
     from vhmine.store import open_store
 
     db = unpack(rev, tmp_path / "old", write_photos(tmp_path / "photos", PHOTOS)[0].parent)
-    _to_postgresql(db, pg_url, rev)
+    to_postgresql(db, pg_url, rev)
     upgraded, new = copy_of(built(rev)[0]), copy_of(built(rev)[1])
     with open_store(pg_url) as pg:
         try:

@@ -6,7 +6,8 @@ in temporary folders. `decisions(store)` is what must match: every instance by i
 question) with its status, truth, answers, discard reason, `retired_from`, truth fact and person-queue entry (ids
 of rows, flags and actions, random in old eras, read as "<id>"), every task's status, and the model answers with
 their verdicts and workers' labels. `UpgradeMachine` applies each action to both stores by natural key and checks
-that both did the same (or refused alike) and ended alike.
+that both did the same (or refused alike) and ended alike; between actions it may take either store down to an
+earlier revision and up again (`down_and_up`, issue 43), which must leave every row of it as it was (`rows`).
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from pathlib import Path
 
 from hypothesis import note
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "stores"
 REVISIONS = sorted(p.name[6:10] for p in FIXTURES.glob("store-*.db.gz"))
+EARLIER = ["0001", *REVISIONS]  # where a store at head can be taken down to (and up again)
 PHOTOS = ("astronaut", "coffee", "rocket")
 ALIASES = {"red": "crimson", "blue": "navy", "green": "lime", "2": "3", "3": "4", "4": "5"}
 NEW = {"color": ["red", "blue", "green"], "counting": ["2", "3", "4"]}
@@ -90,6 +92,37 @@ def decisions(store) -> dict:
     return {"instances": inst, "tasks": tasks, "model answers and labels": answers}
 
 
+def rows(store) -> dict:
+    """Every row of every table of `store` (but Alembic's own) as vhmine reads it (JSON parsed: a JSON null and SQL
+    NULL are both None), sorted: what a round trip must leave as it was."""
+    from sqlalchemy import column, inspect, select, table
+
+    with store.engine.connect() as c:
+        found = inspect(c)
+        names = sorted(set(found.get_table_names()) - {"alembic_version"})
+        tables = [table(n, *(column(col["name"], col["type"]) for col in found.get_columns(n))) for n in names]
+        return {t.name: sorted((tuple(r) for r in c.execute(select(t))), key=repr) for t in tables}
+
+
+def down_and_up(store, rev: str):
+    """`store` (closed) taken down to revision `rev` with Alembic's downgrade, then opened again: upgraded to head."""
+    from alembic import command
+    from sqlalchemy import create_engine
+
+    from vhmine.store import open_store
+    from vhmine.store.db import _alembic_config
+
+    url = store.url
+    store.close()
+    engine = create_engine(url)
+    cfg = _alembic_config()
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, rev)
+    engine.dispose()
+    return open_store(url)
+
+
 def unpack(rev: str, folder: Path, photos: Path) -> Path:
     """The fixture of `rev` as a SQLite file in `folder`, its images pointing at `photos` (the same bytes)."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -107,6 +140,34 @@ def head_story(folder: Path, rev: str) -> Path:
 
     story(folder, **era(rev)).close()
     return folder / "store.db"
+
+
+def to_postgresql(db, url: str, rev: str) -> None:
+    """The rows of the SQLite store `db` (at `rev`) copied into a PostgreSQL store made at `rev`."""
+    from sqlalchemy import MetaData, create_engine, text
+
+    from vhmine.store import open_store
+
+    open_store(url, target=rev).close()
+    src, dst = create_engine(f"sqlite:///{db}"), create_engine(url)
+    meta_src, meta_dst = MetaData(), MetaData()
+    meta_src.reflect(src)
+    meta_dst.reflect(dst)
+    with src.connect() as a, dst.begin() as b:
+        for t in reversed(meta_dst.sorted_tables):  # what the migrations wrote themselves (the store's secret)
+            if t.name != "alembic_version":
+                b.execute(t.delete())
+        for t in meta_dst.sorted_tables:
+            if t.name == "alembic_version":
+                continue
+            rows = [dict(r._mapping) for r in a.execute(meta_src.tables[t.name].select())]
+            if rows:
+                b.execute(t.insert(), rows)
+            if "id" in t.c and t.c.id.autoincrement is True and str(t.c.id.type) == "INTEGER":
+                b.execute(
+                    text(f"SELECT setval(pg_get_serial_sequence('{t.name}', 'id'), (SELECT MAX(id) FROM {t.name}))")
+                )
+    src.dispose(), dst.dispose()
 
 
 def copy_of(db: Path):
@@ -219,14 +280,17 @@ def _diff(a: dict, b: dict) -> str:
 
 
 class UpgradeMachine(RuleBasedStateMachine):
-    """Subclasses set `files`: callable () -> (upgraded db, head db), the template files to copy per example."""
+    """Subclasses set `files`: callable () -> (upgraded db, head db), the template files to copy per example, and
+    may set `round_trips`: how many times an example may take a store down and up (each costs a migration each way)."""
 
     files = None
+    round_trips = 0
 
     def __init__(self):
         super().__init__()
         old, new = type(self).files()
         self.old, self.new = copy_of(old), copy_of(new)
+        self.trips = 0
 
     def teardown(self):
         self.old.close()
@@ -237,6 +301,20 @@ class UpgradeMachine(RuleBasedStateMachine):
         note(f"step {step}")
         a, b = act(self.old, step), act(self.new, step)
         assert a == b, f"{step}: upgraded store {a}, store made at head {b}"
+
+    @precondition(lambda self: self.trips < self.round_trips)
+    @rule(rev=st.sampled_from(EARLIER), upgraded=st.booleans())
+    def round_trip(self, rev, upgraded):
+        note(f"round trip of the {'upgraded store' if upgraded else 'store made at head'} through {rev}")
+        self.trips += 1
+        store = self.old if upgraded else self.new
+        before = rows(store)
+        store = down_and_up(store, rev)
+        if upgraded:
+            self.old = store
+        else:
+            self.new = store
+        assert rows(store) == before, f"the round trip through {rev} changed the store"
 
     @invariant()
     def same_decisions(self):

@@ -6,6 +6,8 @@ Revision ID: 0001
 import sqlalchemy as sa
 from alembic import op
 
+from vhmine.store.migrations import drop_kept
+
 revision = "0001"
 down_revision = None
 branch_labels = None
@@ -115,5 +117,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    drop_kept(op.get_bind())  # no store left to put back into
     for name in ("reviews", "instances", "actions", "tasks", "workers", "pairs", "runs", "images"):
         op.drop_table(name)

@@ -7,10 +7,14 @@ Revises: 0001
 import sqlalchemy as sa
 from alembic import op
 
+from vhmine.store.migrations import keep_rows, put_rows
+
 revision = "0002"
 down_revision = "0001"
 branch_labels = None
 depends_on = None
+
+_TABLES = ("responses", "response_labels", "descriptions", "generations")  # parents first
 
 
 def upgrade() -> None:
@@ -59,8 +63,11 @@ def upgrade() -> None:
         sa.Column("params", sa.JSON()),
         sa.Column("created_at", sa.DateTime(), nullable=False),
     )
+    for name in _TABLES:  # what a downgrade kept
+        put_rows(op.get_bind(), revision, name)
 
 
 def downgrade() -> None:
-    for name in ("generations", "descriptions", "response_labels", "responses"):
+    for name in reversed(_TABLES):  # workers' labels, model answers, descriptions: the upgrade cannot make them again
+        keep_rows(op.get_bind(), revision, name)
         op.drop_table(name)

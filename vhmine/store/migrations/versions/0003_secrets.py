@@ -10,6 +10,8 @@ import secrets
 import sqlalchemy as sa
 from alembic import op
 
+from vhmine.store.migrations import keep_rows, put_rows
+
 revision = "0003"
 down_revision = "0002"
 branch_labels = None
@@ -23,6 +25,8 @@ def upgrade() -> None:
         sa.Column("value", sa.String(128), nullable=False),
         sa.Column("created_at", sa.DateTime(), nullable=False),
     )
+    if put_rows(op.get_bind(), revision, "secrets"):  # a downgrade kept the store's own: the same pseudonyms
+        return
     # made here, once per store, so every export of this store gives a worker the same pseudonym
     op.bulk_insert(
         table,
@@ -37,4 +41,5 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    keep_rows(op.get_bind(), revision, "secrets")  # a new key would give every worker a new pseudonym
     op.drop_table("secrets")

@@ -9,6 +9,8 @@ Revises: 0005
 import sqlalchemy as sa
 from alembic import op
 
+from vhmine.store.migrations import keep_rows, put_rows
+
 revision = "0006"
 down_revision = "0005"
 branch_labels = None
@@ -35,9 +37,11 @@ def upgrade() -> None:
     )
     op.create_index("ix_blind_answers_instance_id", "blind_answers", ["instance_id"])
     op.create_index("ix_blind_answers_flag_id", "blind_answers", ["flag_id"])
+    put_rows(op.get_bind(), revision, "blind_answers")
 
 
 def downgrade() -> None:
+    keep_rows(op.get_bind(), revision, "blind_answers")  # the workers' overrules of its flags among them
     op.drop_index("ix_blind_answers_flag_id", "blind_answers")
     op.drop_index("ix_blind_answers_instance_id", "blind_answers")
     op.drop_table("blind_answers")

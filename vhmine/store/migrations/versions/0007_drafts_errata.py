@@ -9,6 +9,8 @@ Revises: 0006
 import sqlalchemy as sa
 from alembic import op
 
+from vhmine.store.migrations import keep_rows, put_rows
+
 revision = "0007"
 down_revision = "0006"
 branch_labels = None
@@ -54,9 +56,13 @@ def upgrade() -> None:
         sa.Column("created_at", sa.DateTime(), nullable=False),
     )
     op.create_index("ix_errata_instance_id", "errata", ["instance_id"])
+    for name in ("drafts", "errata"):  # what a downgrade kept
+        put_rows(op.get_bind(), revision, name)
 
 
 def downgrade() -> None:
+    for name in ("errata", "drafts"):  # flags, the admins' decisions on them, the drafts workers decided
+        keep_rows(op.get_bind(), revision, name)
     op.drop_index("ix_errata_instance_id", "errata")
     op.drop_table("errata")
     op.drop_index("ix_drafts_task_id", "drafts")

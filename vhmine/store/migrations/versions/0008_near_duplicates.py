@@ -8,6 +8,8 @@ Revises: 0007
 import sqlalchemy as sa
 from alembic import op
 
+from vhmine.store.migrations import keep_rows, put_rows
+
 revision = "0008"
 down_revision = "0007"
 branch_labels = None
@@ -36,7 +38,9 @@ def upgrade() -> None:
         sa.Column("created_at", sa.DateTime(), nullable=False),
         sa.Column("seen_at", sa.DateTime(), nullable=False),
     )
+    put_rows(op.get_bind(), revision, "near_duplicates")
 
 
 def downgrade() -> None:
+    keep_rows(op.get_bind(), revision, "near_duplicates")  # the workers' overrules among them
     op.drop_table("near_duplicates")

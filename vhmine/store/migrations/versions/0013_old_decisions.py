@@ -19,7 +19,9 @@ Errata actions written before 0011 are read (theirs lack the "fact" key and `ret
 whose decision is backfilled gets in its payload what the code records since ("fact" and "contradiction"; the
 derived entry's "retired_from"), so that undoing it takes the backfilled values back as it would at head. What
 people discarded stays theirs; ids and everything else stay as they are. The downgrade keeps what it recorded
-(valid at 0012).
+(valid at 0012) and how far it read the log (vhmine.store.migrations.kept): taken down and up again, the upgrade
+reads only the actions logged since (by code before 0011, where the store went below it), as the earlier ones were
+read once and what they decided is kept (0011's downgrade).
 
 Revision ID: 0013
 Revises: 0012
@@ -30,6 +32,8 @@ import json
 
 import sqlalchemy as sa
 from alembic import op
+
+from vhmine.store.migrations import keep, take
 
 revision = "0013"
 down_revision = "0012"
@@ -53,9 +57,10 @@ _I = sa.table(
 _A = sa.table("actions", sa.column("id"), sa.column("kind"), sa.column("payload", sa.JSON), sa.column("undone_at"))
 
 
-def _old_accepts(conn) -> list[tuple[int, dict, bool]]:
-    """(action id, payload, undone) of the accepted errata written before 0011, oldest first."""
-    rows = conn.execute(sa.select(_A.c.id, _A.c.payload, _A.c.undone_at).where(_A.c.kind == "errata_accept"))
+def _old_accepts(conn, after: int) -> list[tuple[int, dict, bool]]:
+    """(action id, payload, undone) of the accepted errata written before 0011 (after action `after`), oldest first."""
+    where = (_A.c.kind == "errata_accept") & (_A.c.id > after)
+    rows = conn.execute(sa.select(_A.c.id, _A.c.payload, _A.c.undone_at).where(where))
     out = []
     for aid, p, undone in sorted(rows, key=lambda r: r[0]):
         p = p or {}
@@ -145,9 +150,11 @@ def _derived_id(source_id: str, question: str) -> str:  # curate.base.ids.derive
     return hashlib.sha256(f"{source_id}\n{key}".encode()).hexdigest()[:16]
 
 
-def _values(conn, inst) -> dict[str, str]:
-    """id -> the value an own-worded yes/no question drafted before 0011 was drafted to test."""
-    rows = conn.execute(sa.select(_A.c.id, _A.c.payload).where(_A.c.kind == "confirm", _A.c.undone_at.is_(None)))
+def _values(conn, inst, after: int) -> dict[str, str]:
+    """id -> the value an own-worded yes/no question drafted before 0011 was drafted to test (confirmed after action
+    `after`)."""
+    where = (_A.c.kind == "confirm") & _A.c.undone_at.is_(None) & (_A.c.id > after)
+    rows = conn.execute(sa.select(_A.c.id, _A.c.payload).where(where))
     out = {}
     for _aid, p in sorted(rows, key=lambda r: r[0]):
         for d in (p or {}).get("drafts") or []:
@@ -167,10 +174,12 @@ def _values(conn, inst) -> dict[str, str]:
 
 def upgrade() -> None:
     conn = op.get_bind()
+    # after a downgrade, only what was logged since: the log up to there was read once, and what it read is kept
+    after = max((r["up_to"] for r in take(conn, revision, "actions read")), default=0)
     inst = {r.id: r for r in conn.execute(sa.select(_I))}
-    for iid, value in sorted(_values(conn, inst).items()):
+    for iid, value in sorted(_values(conn, inst, after).items()):
         conn.execute(sa.update(_I).where(_I.c.id == iid).values(draft_value=value))
-    accepts = _old_accepts(conn)
+    accepts = _old_accepts(conn, after)
     facts, fact_edits = _truths(accepts, inst)
     retired, retired_edits = _retired(accepts, inst)
     for iid, fact in sorted(facts.items()):
@@ -187,4 +196,9 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    pass  # what it recorded (facts, retired_from, tested values) is valid at 0012: kept
+    # what it recorded (facts, retired_from, tested values) is valid at 0012: left as it is. How far the log was
+    # read is kept (vhmine.store.migrations.kept), so that the upgrade back reads only what older code logs meanwhile
+    conn = op.get_bind()
+    up_to = conn.execute(sa.select(sa.func.max(_A.c.id))).scalar()
+    if up_to is not None:
+        keep(conn, revision, "actions read", [{"up_to": up_to}])
