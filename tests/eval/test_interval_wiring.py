@@ -81,6 +81,9 @@ def test_every_figure_in_report_json_has_n_ci95_and_ci_method(evaluated):
         assert o["intervals"]["q_acc"]["ci_method"] == "bootstrap-percentile over pair groups"  # a ratio over groups
 
 
+SHARES = {"yes_ratio", "pair_accuracy", "image_accuracy", "g_acc"}  # besides accuracy
+
+
 def test_every_two_models_are_compared_overall_and_per_mode(evaluated):
     _, bench, report, _ = evaluated
     comps = report["comparisons"]
@@ -98,6 +101,8 @@ def test_every_two_models_are_compared_overall_and_per_mode(evaluated):
             only_a = sum(right[c["a"]][i] and not right[c["b"]][i] for i, _ in items)
             only_b = sum(right[c["b"]][i] and not right[c["a"]][i] for i, _ in items)
             assert c["p_value"] == I.mcnemar_exact(only_a, only_b) and c["n"] == len(items)
+        elif c["figure"] in SHARES:  # a share of units, each right (or yes) or not for both: McNemar's p too
+            assert c["p_value"] is not None and 0 < c["p_value"] <= 1
         else:
             assert c["p_value"] is None
         lo, hi = c["ci95"]

@@ -127,7 +127,7 @@ def test_mcnemar_is_symmetric_and_falls_as_the_discordance_grows(b, c):
 def test_compare_gives_mcnemar_for_item_accuracy_only():
     a = [1] * 10 + [0] * 2 + [1] * 8  # a right, b wrong on 10 items; b right, a wrong on 2
     b = [0] * 10 + [1] * 2 + [1] * 8
-    c = I.compare("A", "B", "accuracy", a, b, item_level=True, resamples=2000)
+    c = I.compare("A", "B", "accuracy", a, b, binary=True, resamples=2000)
     assert c.p_value == I.mcnemar_exact(10, 2) and c.diff == pytest.approx(0.4)
     assert c.method == "paired-bootstrap-percentile; mcnemar-exact"
     rec = c.record()
@@ -216,5 +216,5 @@ def test_paired_difference_turns_over_when_the_models_swap(units, seed):
     ab, ba = I.paired_bootstrap(a, b, resamples=500, seed=seed), I.paired_bootstrap(b, a, resamples=500, seed=seed)
     assert ab.estimate == pytest.approx(-ba.estimate, abs=1e-12)
     assert (ab.lo, ab.hi) == (pytest.approx(-ba.hi, abs=1e-12), pytest.approx(-ba.lo, abs=1e-12))
-    same = I.compare("A", "A", "accuracy", a, a, item_level=True, resamples=200, seed=seed)
+    same = I.compare("A", "A", "accuracy", a, a, binary=True, resamples=200, seed=seed)
     assert (same.diff, same.lo, same.hi, same.p_value, same.distinguishable) == (0.0, 0.0, 0.0, 1.0, False)

@@ -132,7 +132,10 @@ def test_comparisons_pair_two_models_on_the_units_both_were_scored_on():
     # on the 19 common items: A right & B wrong on i0..i9 (10), B right & A wrong on i16..i18 (3)
     assert acc["p_value"] == I.mcnemar_exact(10, 3)
     assert acc["diff"] == pytest.approx((16 - 9) / 19)
-    assert got["pair_accuracy"]["p_value"] is None and got["pair_accuracy"]["n"] == 9  # b's pair p9 is incomplete
+    assert got["pair_accuracy"]["n"] == 9  # b's pair p9 is incomplete
+    # a share of pairs: McNemar on them too; A alone has p0..p4 right, B alone p8 (p5..p7 both, none neither)
+    assert got["pair_accuracy"]["p_value"] == I.mcnemar_exact(5, 1)
+    assert got["precision"]["p_value"] is None and got["f1"]["p_value"] is None  # not shares: no exact test
     assert "unreadable" not in got
     assert np.isclose(got["precision"]["diff"], 8 / 9 - 5 / 10)  # A said yes on 9, 8 right; B on 10, 5 right
 

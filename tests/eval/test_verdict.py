@@ -1,5 +1,6 @@
 """One rule for "told apart" (vhmine.eval.intervals.told_apart, report.json's `verdict_rule`): McNemar's exact p
-< 0.05 where a figure has one (accuracy, aAcc), else the paired interval leaves out 0; report.json, report.md,
+< 0.05 where a figure has one (every share of units: accuracy, aAcc, the yes ratio, pair and image accuracy, G-Acc,
+qAcc, fAcc), else the paired interval leaves out 0; report.json, report.md,
 report.html and `vhmine eval --compare` all say what that rule says (issue 43)."""
 
 import pytest
@@ -13,7 +14,7 @@ from vhmine.eval.interval_text import compare_lines, comparison_lines, compariso
 def test_twelve_pope_questions_a_right_on_all_b_wrong_on_five_are_not_told_apart():
     # the issue's case: McNemar's p is 2 / 2^5 = 0.0625 >= 0.05, though the bootstrap interval leaves out 0
     a, b = [1] * 12, [0] * 5 + [1] * 7
-    c = I.compare("a", "b", "accuracy", a, b, item_level=True)
+    c = I.compare("a", "b", "accuracy", a, b, binary=True)
     assert c.p_value == 0.0625 and c.lo > 0  # the interval alone would have told them apart
     rec = c.record()
     assert rec["distinguishable"] is False and rec["verdict_rule"] == "mcnemar-exact p < 0.05"
@@ -24,17 +25,34 @@ def test_twelve_pope_questions_a_right_on_all_b_wrong_on_five_are_not_told_apart
     row = comparison_lines([{**rec, "mode": None}])[-1]
     assert row.endswith("| 0.062 | 12 | not distinguishable |"), row
     assert comparisons_html([rec]).count(' class="nd"') == 1
-    # a figure without an exact test keeps the interval: pair accuracy over the same units is told apart
-    pairs = I.compare("a", "b", "pair_accuracy", a, b).record()
-    assert pairs["p_value"] is None and pairs["distinguishable"] is True
-    assert pairs["verdict_rule"] == "paired-bootstrap-percentile 95% interval leaves out 0"
+    # a figure without an exact test keeps the interval (the call the report makes for F1, ratios...)
+    plain = I.compare("a", "b", "f1", a, b).record()
+    assert plain["p_value"] is None and plain["distinguishable"] is True
+    assert plain["verdict_rule"] == "paired-bootstrap-percentile 95% interval leaves out 0"
+
+
+def test_image_accuracy_over_images_of_one_question_gets_accuracys_verdict():
+    """The twelve questions, each on an image of its own: image accuracy is accuracy, and was "told apart" by its
+    bootstrap where accuracy was not by McNemar. Every share of units has McNemar's test: one verdict for both."""
+    from vhmine.eval import metrics as MT
+    from vhmine.eval import units as U
+
+    def rows(right):
+        return [MT.Scored(f"q{k}", "existence", "YNQ", r, r, True, None, f"img{k}") for k, r in enumerate(right)]
+
+    per = {"a": U.figure_units(rows([True] * 12)), "b": U.figure_units(rows([False] * 5 + [True] * 7))}
+    got = {c["figure"]: c for c in U.comparisons(per, resamples=2000)}
+    acc, img = got["accuracy"], got["image_accuracy"]
+    assert acc["p_value"] == img["p_value"] == 0.0625
+    assert acc["distinguishable"] is img["distinguishable"] is False
+    assert img["verdict_rule"] == "mcnemar-exact p < 0.05"
 
 
 @settings(derandomize=True, max_examples=60, deadline=None)
 @given(hs.lists(hs.tuples(hs.booleans(), hs.booleans()), min_size=1, max_size=60), hs.integers(0, 1000))
 def test_the_verdict_is_mcnemar_at_five_percent_wherever_there_is_a_p(units, seed):
     a, b = [int(x) for x, _ in units], [int(y) for _, y in units]
-    c = I.compare("a", "b", "accuracy", a, b, item_level=True, resamples=300, seed=seed)
+    c = I.compare("a", "b", "accuracy", a, b, binary=True, resamples=300, seed=seed)
     rec = c.record()
     assert rec["p_value"] is not None
     assert rec["distinguishable"] == (rec["p_value"] < 0.05) == distinguishable(rec) == c.distinguishable

@@ -265,7 +265,8 @@ def eval_(
         metavar="A B",
         help=(
             "Print model A minus model B on every figure (overall and per mode) with its 95% interval (a paired"
-            " bootstrap), McNemar's exact p for accuracy, and whether the benchmark tells them apart (report.json's"
+            " bootstrap), McNemar's exact p for every share (accuracy, pair and image accuracy...), and whether the"
+            " benchmark tells them apart (report.json's"
             " comparisons hold every two models)."
         ),
     ),

@@ -48,8 +48,8 @@ def distinguishable(comparison: dict) -> bool:
 
 
 RULE_WORDS = (
-    "Told apart: where a figure has an exact test (McNemar's, for accuracy and aAcc) its p < 0.05; elsewhere the "
-    "paired 95% interval leaves out 0"
+    "Told apart: where a figure has an exact test (McNemar's, for every share: accuracy, aAcc, the yes ratio, pair "
+    "and image accuracy, G-Acc, qAcc, fAcc) its p < 0.05; elsewhere the paired 95% interval leaves out 0"
 )
 
 
@@ -71,7 +71,7 @@ def _row(c: dict) -> str:
 
 def comparison_lines(comparisons: list[dict]) -> list[str]:
     """report.md's paired comparisons: A minus B per figure (and mode), its 95% interval (a paired bootstrap over the
-    figure's units), McNemar's exact p for accuracy; [] with fewer than two models."""
+    figure's units), McNemar's exact p for every share; [] with fewer than two models."""
     if not comparisons:
         return []
     return [
@@ -79,7 +79,7 @@ def comparison_lines(comparisons: list[dict]) -> list[str]:
         "## Paired comparisons (A - B)",
         "",
         "The difference on the units both models were scored on, its 95% interval (a paired bootstrap over those "
-        f"units) and, for accuracy, the exact McNemar p-value. {RULE_WORDS} (report.json's `verdict_rule`); "
+        f"units) and, for every share, the exact McNemar p-value. {RULE_WORDS} (report.json's `verdict_rule`); "
         f"otherwise {NOT_DISTINGUISHABLE}: this benchmark does not tell the two models apart on that figure.",
         "",
         "| A | B | mode | figure | A - B | 95% interval | p (McNemar) | units | |",
@@ -90,7 +90,7 @@ def comparison_lines(comparisons: list[dict]) -> list[str]:
 def compare_header(a: str, b: str) -> str:
     """The first line of `vhmine eval --compare A B`: what the figures are and the rule that tells the two apart."""
     return (
-        f"{a} - {b} (95% intervals, a paired bootstrap; McNemar's exact p for accuracy; told apart: McNemar's "
+        f"{a} - {b} (95% intervals, a paired bootstrap; McNemar's exact p for every share; told apart: McNemar's "
         "p < 0.05 where there is one, else the interval leaves out 0):"
     )
 
@@ -169,7 +169,7 @@ def comparisons_html(comparisons: list[dict]) -> str:
     options = "".join(f'<option value="{escape(m)}">{escape(m)}</option>' for m in modes)
     return (
         '<p class="note">A - B on the units both models were scored on, its 95% interval (a paired bootstrap over '
-        f"those units) and, for accuracy, the exact McNemar p-value. {escape(RULE_WORDS)}. Greyed: not told apart, "
+        f"those units) and, for every share, the exact McNemar p-value. {escape(RULE_WORDS)}. Greyed: not told apart, "
         f"so this benchmark does not tell the two apart on that figure ({NOT_DISTINGUISHABLE}).</p>"
         f'<div class="cfilters"><label>mode <select id="c-mode"><option value="">all</option>{options}</select>'
         '</label> <label><input type="checkbox" id="c-told"> told apart only</label></div>'

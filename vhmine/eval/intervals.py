@@ -20,9 +20,10 @@ scipy). What report.json gives every figure (`n`, `ci95`, `ci_method`) and its `
   at 1/2 on the discordant items (b: A right and B wrong; c: the reverse): min(1, 2 P(X <= min(b, c))). In floats,
   in time linear in min(b, c) at most: the point probability P(X = min(b, c)) by Loader's saddle-point form (what
   R's dbinom computes; no cancellation of large log-factorials), the tail by the ratio of neighbouring terms.
-- `compare(...)`: one figure of two models: the difference, its paired interval, McNemar's p for an item rate.
+- `compare(...)`: one figure of two models: the difference, its paired interval, McNemar's p for a share of units.
 - `told_apart(p, ci)`: the one rule for "told apart" (`VERDICT_RULE`): where a figure has an exact test
-  (McNemar's, accuracy and aAcc) its p < `ALPHA`; elsewhere the paired interval leaves out 0.
+  (McNemar's, for every share: accuracy, aAcc, the yes ratio, pair and image accuracy, G-Acc, qAcc, fAcc) its
+  p < `ALPHA`; elsewhere the paired interval leaves out 0.
 
 How many items a benchmark needs to tell two models apart is vhmine.rules.sample_size (status and export read it).
 """
@@ -77,7 +78,7 @@ class Comparison:
     lo: float | None
     hi: float | None
     n: int
-    p_value: float | None  # exact McNemar, for item-level accuracy only
+    p_value: float | None  # exact McNemar, for a share of units only (0/1 per unit)
     method: str
 
     @property
@@ -315,18 +316,18 @@ def compare(
     a_values,
     b_values,
     statistic: Statistic = mean,
-    item_level: bool = False,
+    binary: bool = False,
     resamples: int = RESAMPLES,
     seed: int = SEED,
     level: float = LEVEL,
 ) -> Comparison:
     """Model `a` against model `b` on `figure`: the paired bootstrap interval of the difference over the units both
-    were scored on (values in the same unit order) and, for an item-level rate (`item_level`: values are 0/1
-    right per item), the exact McNemar p-value of its discordant items."""
+    were scored on (values in the same unit order) and, for a share (`binary`: one 0/1 value per unit, the figure
+    their mean: an item, pair or image right or not), the exact McNemar p-value of its discordant units."""
     iv = paired_bootstrap(a_values, b_values, statistic, resamples, seed, level)
     p = None
     method = PAIRED
-    if item_level:
+    if binary:
         xs, ys = _arrays(a_values)[0], _arrays(b_values)[0]
         p = mcnemar_exact(int(((xs == 1) & (ys == 0)).sum()), int(((xs == 0) & (ys == 1)).sum()))
         method = f"{PAIRED}; {MCNEMAR}"

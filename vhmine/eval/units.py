@@ -19,7 +19,8 @@ statistic "mean": pair and image accuracy, G-Acc, qAcc, fAcc) gets Wilson's inte
 over pairs"); any other figure the percentile bootstrap over its units ("bootstrap-percentile over items").
 `figure_intervals` turns them into report.json's records (`n`, `ci95`, `ci_method`); `comparisons` pairs every
 two models on the units both were scored on, on every figure but the benchmark's own
-(vhmine.eval.intervals.compare; McNemar's p for accuracy and aAcc).
+(vhmine.eval.intervals.compare; McNemar's p for every share: accuracy, aAcc, the yes ratio, pair and image
+accuracy, G-Acc, qAcc, fAcc).
 The unreadable count has no interval (`ci_method` "count"), nor has the truth yes ratio (`OWN`).
 """
 
@@ -34,7 +35,6 @@ from vhmine.eval import metrics as MT
 
 COUNT = "count"
 OWN = "none (the benchmark's own)"  # a property of the benchmark, the same for every model: nothing to estimate
-ITEM_LEVEL = ("accuracy", "aAcc")  # item accuracy: their comparisons also get McNemar's exact p
 HB_FIGURES = ("aAcc", "qAcc", "fAcc", "yes_pct_diff", "fp_ratio")  # metrics.hallusionbench's, in its own record
 
 
@@ -245,7 +245,8 @@ def comparisons(
                 arrays_of(ua, ids),
                 arrays_of(ub, ids),
                 STATISTICS[ua.statistic],
-                item_level=key in ITEM_LEVEL,
+                # a share (0/1 per unit) for both: paired right/wrong outcomes, McNemar's exact test applies
+                binary=is_share(ua) and is_share(ub),
                 resamples=resamples,
                 seed=seed,
             )
