@@ -20,7 +20,9 @@ the same store: what the store itself costs), and with --baseline PATH another c
 each of its passes right before this tree's, on the same store, so both see the same load. Prints p50 / p95 / max
 per action kind, the reruns, the server CPU, the ratio of the app's p95 to the library's (and to the baseline
 tree's), the load (os.getloadavg) before and after, a scripted worker's seconds of waiting per ready instance,
-and last: `app p95 at 10000 tasks: save A ms, skip B ms, switch C ms`.
+and last: `app p95 at 10000 tasks: save A ms, skip B ms, switch C ms`. Every figure here, its ratios included
+(the app's p95 over the library's, over the baseline tree's), is wall time by nature: a page's response time as
+the worker in the browser waits for it (the server's CPU time is printed for information).
 
     python scripts/bench_app.py --tasks 100 10000 --passes 3 --baseline ../main
 """

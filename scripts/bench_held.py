@@ -6,7 +6,8 @@ images that give that many pairs (142 for 10,000), and 20 tasks of another mode 
 own; one worker takes a "counting" item and skips it (the process warmed up, its images checked once); the
 counting folder is moved away. Then, while a spawned process takes, saves and undoes "color" items (a write every
 PACE_S at most), it times that worker's leases in "counting" until every task is held, then, the folder back,
-until every one is back. Reads and writes only the throw-away store and folders it makes.
+until every one is back. Reads and writes only the throw-away store and folders it makes. Its figures are wall
+time by nature: how long a worker waits for the next item (the bound, BOUND_S), with a writer beside it.
 """
 
 from __future__ import annotations

@@ -17,16 +17,23 @@ blocked products alone with the fastest kernel (the one find_pairs uses; --kerne
 upper-triangle blocks, same device and block size, on the same already-quantised rows, into one reused
 buffer, in the library's own threads; no candidate extraction, no re-check), right before and after each
 run of vhmine's miner (the median of those is the floor: the load of a shared machine drifts). And the
-unique-pair floor in CPU time: n (n - 1) / 2 x d MACs at the kernel's best sustained rate in one thread
-(calibrate.best_rate, measured before and after each run; on a GPU in wall time), against the miner's median
-CPU time (every thread of the process): `vs unique-pair floor (KERNEL, CPU time): R x`, the miner's whole
-overhead (quantisation, candidate search, re-check, its threads) over the products it cannot avoid. The line
-names the miner's threads (--workers; default one a core): two cores that share caches and memory each run
-the same work a few per cent slower than one alone, and --workers 1 shows the miner without that.
+unique-pair floor: n (n - 1) / 2 x d MACs at the instruction peak of one core measured here by a hand loop
+(scripts/bench_peak.py: the fastest of int8, bf16 and fp32, each of which computes the quantised products
+exactly), i.e. MACs / peak CPU seconds on however many cores, against the miner's median CPU time (every
+thread of the process): `vs unique-pair floor (KERNEL, CPU time): R x`, the miner's whole overhead
+(quantisation, candidate search, re-check, its threads, the kernel's distance from the peak) over the
+products it cannot avoid. The line names the miner's threads (--workers; default one a core): two cores that
+share caches and memory each run the same work a few per cent slower than one alone, and --workers 1 shows
+the miner without that. On a GPU the unique-pair floor is the kernel's best rate there (calibrate.best_rate,
+before and after each run), in wall time.
+
+Every ratio is CPU time over CPU time measured in the same run (scripts/bench_timing.py: on a shared machine
+the load stretches wall time, not CPU time), with the wall-time ratio beside it for information; on a GPU
+(--device cuda) the ratios are in wall time, the device's time.
 
 Prints, per data set, each method's time (and the miner's CPU time), pairs and peak RSS growth, vhmine's
 candidate count and margin, the ratios, and whether all pair sets are identical. Reads and writes no files
-(but the kernel calibration's cache, mine.join.kernels).
+(but the kernel calibration's cache, mine.join.kernels, and the peak's, bench_peak).
 
 --incremental N, --against N and --pruning add the lines of scripts/bench_mine_lines.py (growth by 1% new
 rows in wall and CPU time, two collections across, and the pruning's shares at --clip 0.9 and 0.95); each says
@@ -62,6 +69,10 @@ from vhmine.mine.join import (
 from vhmine.mine.join.products import BlockMiner, tiles
 from vhmine.mine.join.quantise import choose_turn, fast_pass, sample_rows
 from vhmine.mine.join.search import block_rows
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # (its sibling modules, when imported from elsewhere)
+from bench_peak import floor_peak  # noqa: E402
+from bench_timing import clock  # noqa: E402
 
 
 def make_vectors(n: int, dim: int, dino_dim: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -140,7 +151,8 @@ def kernel_floor(clip, clip_min: float, rotated: bool, device: str | None, block
     """(the kernel, a function that times the floor): find_pairs' blocks (block size, upper
     triangle, device) as the products of the kernel find_pairs chooses (or `kernel`) on the rows
     fast_pass quantised for it (as the miner did, quantised here untimed), into one reused buffer, and
-    nothing else, in the library's own threads. The function returns seconds. (On a CPU the miner
+    nothing else, in the library's own threads. The function returns (CPU seconds of this process, every
+    thread; wall seconds): on a GPU the wall time is the measure, on a CPU the CPU time. (On a CPU the miner
     computes the same blocks in pieces, and skips the pieces of a diagonal block that hold only pairs
     below the diagonal: at N = 50,000 and 8192-row blocks it computes 90% of the floor's products.)"""
     import torch
@@ -157,17 +169,18 @@ def kernel_floor(clip, clip_min: float, rotated: bool, device: str | None, block
         x, y = q[rc[0] : rc[0] + block], q[rc[1] : rc[1] + block]
         calibrate.products(k, k.left(x), k.right(y), buf[: len(x) * len(y)].view(len(x), len(y)))
 
-    def run() -> float:
+    def run() -> tuple[float, float]:
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
-        t0 = time.perf_counter()
-        with torch.inference_mode():
+        with clock() as c, torch.inference_mode():
             for rc in blocks:
                 one(rc)
-        if dev.type == "cuda":
-            torch.cuda.synchronize(dev)
-        return time.perf_counter() - t0
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+        return c.cpu_s, c.wall_s
 
+    # the blocks' MACs (the floor line sets them against the instruction peak)
+    run.macs = sum(min(block, len(q) - r) * min(block, len(q) - c) for r, c in blocks) * q.shape[1]
     return k, run
 
 
@@ -250,9 +263,9 @@ def timed(label: str, fn, cpu: list | None = None):
     time.sleep(_SETTLE_S)
     mem: dict = {}
     with peak_rss(mem):
-        c0, t0 = time.process_time(), time.perf_counter()
-        out = fn()
-        secs, used = time.perf_counter() - t0, time.process_time() - c0
+        with clock() as c:
+            out = fn()
+        secs, used = c.wall_s, c.cpu_s
     grew = mem["growth"] / 2**20
     print(f"{label}: {secs:.2f} s ({used:.2f} CPU-s), {len(out):,} pairs, peak RSS growth {grew:.0f} MiB", flush=True)
     if cpu is not None:
@@ -274,24 +287,31 @@ def unique_floor_line(
     kernel, device, n: int, d: int, rates: list, cpu: list, walls: list, workers: int | None = None
 ) -> tuple[str, float]:
     """`vs unique-pair floor (KERNEL, CPU time): R x`: the miner's median CPU seconds over the unique pairs'
-    products (n (n - 1) / 2 x d MACs) at the kernel's best rate measured in this run (on a CPU its best in
-    one thread, calibrate.best_rate, before and after each run of the miner; on a GPU wall time). workers:
-    the miner's threads (find_pairs' workers; None: its default, torch's thread count)."""
+    products (n (n - 1) / 2 x d MACs) at the instruction peak of one core measured here by a hand loop
+    (bench_peak.floor_peak): MACs / peak is the floor's CPU seconds, on one core or spread over many. On a GPU
+    (rates: the kernel's best rates there, calibrate.best_rate) the miner's median wall time over the MACs at
+    the best of them. workers: the miner's threads (find_pairs' workers; None: its default, torch's thread
+    count)."""
     import torch
 
-    rate = max(rates)
     macs = n * (n - 1) / 2 * d
-    floor = macs / rate / 1e9
-    gpu = str(device).startswith("cuda")
-    used = statistics.median(walls if gpu else cpu)
     threads = workers or torch.get_num_threads()
-    clock = "GPU wall time" if gpu else "CPU time"
-    spent = "s" if gpu else f"CPU-s in {threads} thread{'s' * (threads > 1)}"
+    load = f"load average {os.getloadavg()[0]:.2f}"
+    if str(device).startswith("cuda"):
+        rate = max(rates)
+        floor, used = macs / rate / 1e9, statistics.median(walls)
+        return (
+            f"vs unique-pair floor ({kernel.name}, GPU wall time): {used / floor:.2f} x (vhmine {used:.2f} s, median "
+            f"of {len(walls)}; {macs / 1e9:,.0f} GMAC at {rate:.0f} GMAC/s, the kernel's best on the device of "
+            f"{len(rates)} measures: {floor:.2f} s; {load})"
+        ), used / floor
+    rate, precision, name = floor_peak()
+    floor, used, wall = macs / rate / 1e9, statistics.median(cpu), statistics.median(walls)
     return (
-        f"vs unique-pair floor ({kernel.name}, {clock}): {used / floor:.2f} x (vhmine {used:.2f} {spent}, median of "
-        f"{len(cpu)}; {macs / 1e9:,.0f} GMAC at {rate:.0f} GMAC/s, the kernel's best "
-        f"{'on the device' if gpu else 'in one thread'} of {len(rates)} measures: {floor:.2f} s; load average "
-        f"{os.getloadavg()[0]:.2f})"
+        f"vs unique-pair floor ({kernel.name}, CPU time): {used / floor:.2f} x (vhmine {used:.2f} CPU-s in {threads} "
+        f"thread{'s' * (threads > 1)}, median of {len(cpu)}; {macs / 1e9:,.0f} GMAC at {rate:.0f} GMAC/s a core, "
+        f"the {precision} peak ({name}, measured here): {floor:.2f} CPU-s; wall time "
+        f"{wall / (floor / threads):.2f} x against it on {threads} core{'s' * (threads > 1)}; {load})"
     ), used / floor
 
 
@@ -310,8 +330,12 @@ def run(name: str, clip, dino, args) -> dict:
     turned = bool(choose_turn(clip[sample_rows(len(clip))]))  # find_pairs' choice, without quantising twice
     kern, floor = kernel_floor(clip, args.clip, turned, args.device, args.block_size, args.kernel)
     kname, dev = kern.name, resolve_device(args.device)
+    gpu = dev.type == "cuda"
+    # on a GPU the kernel's best rate there is the unique-pair floor (no hand loop for it here): measured
+    # like the floor, around each run
+    rate = (lambda: [calibrate.best_rate(kern, dev, clip.shape[1])]) if gpu else list
     floor()  # warm: the miner below runs on a warm kernel too (its first block is no warmer than this)
-    floors, mines, cpus, rates = [floor()], [], [], [calibrate.best_rate(kern, dev, clip.shape[1])]
+    floors, mines, cpus, rates = [floor()], [], [], rate()
     for _ in range(args.repeat):  # the floor right before and after each run of the miner
         mine, t = timed(
             "vhmine find_pairs",
@@ -330,13 +354,24 @@ def run(name: str, clip, dino, args) -> dict:
         )
         mines.append(t)
         floors.append(floor())
-        rates.append(calibrate.best_rate(kern, dev, clip.shape[1]))
+        rates += rate()
     unique_line, unique_ratio = unique_floor_line(kern, dev, len(clip), clip.shape[1], rates, cpus, mines, args.workers)
-    t_mine, t_floor = statistics.median(mines), statistics.median(floors)
+    t_mine, t_floor = statistics.median(mines), statistics.median(w for _, w in floors)
+    c_mine, c_floor = statistics.median(cpus), statistics.median(c for c, _ in floors)
+    # the ratios' measure: CPU time on a CPU (the load stretches wall time), the device's wall time on a GPU
+    m_mine, m_floor = (t_mine, t_floor) if gpu else (c_mine, c_floor)
     print(f"  {st['kernel_line']}")
+    peak_rate, peak_precision, _ = (None, None, None) if gpu else floor_peak()
+    at_peak = (  # how near the kernel alone comes to the instruction peak, in CPU time
+        ""
+        if gpu
+        else f"; {floor.macs / 1e9:,.0f} GMAC, {floor.macs / c_floor / 1e9:.0f} GMAC per CPU-s: "
+        f"{100 * floor.macs / c_floor / 1e9 / peak_rate:.0f}% of the {peak_precision} peak"
+    )
     print(
-        f"floor (the same blocks' products alone, kernel {kname}): {t_floor:.2f} s (median of "
-        f"{', '.join(f'{f:.2f}' for f in floors)} s; load average {os.getloadavg()[0]:.2f})",
+        f"floor (the same blocks' products alone, kernel {kname}): {c_floor:.2f} CPU-s (median of "
+        f"{', '.join(f'{c:.2f}' for c, _ in floors)} CPU-s; wall {t_floor:.2f} s{at_peak}; load average "
+        f"{os.getloadavg()[0]:.2f})",
         flush=True,
     )
     other = fast_pass(clip, args.clip, rotate=not st["rotated"])  # what the other choice would give (untimed)
@@ -344,18 +379,38 @@ def run(name: str, clip, dino, args) -> dict:
         f"  fast pass: {st['candidates']:,} candidates, margin {st['margin']:.4f}, rotated: {st['rotated']} "
         f"(margin {'without' if st['rotated'] else 'with'} rotation: {other.margin:.4f})"
     )
-    out = {"data": name, "vhmine_s": t_mine, "floor_s": t_floor, "floor_kernel": kname, "unique": unique_ratio, **st}
+    out = {
+        "data": name,
+        "vhmine_s": t_mine,
+        "vhmine_cpu_s": c_mine,
+        "floor_s": t_floor,
+        "floor_cpu_s": c_floor,
+        "floor_kernel": kname,
+        "unique": unique_ratio,
+        **st,
+    }
+    clock_name = "GPU wall time" if gpu else f"CPU time; wall time {t_mine / t_floor:.2f} x"
     if args.no_baselines:
-        print(f"ratio (vhmine {t_mine:.2f} s, floor {t_floor:.2f} s), vs floor: {t_mine / t_floor:.2f} x", flush=True)
+        print(
+            f"ratio (vhmine {t_mine:.2f} s, {c_mine:.2f} CPU-s; floor {t_floor:.2f} s, {c_floor:.2f} CPU-s; "
+            f"{clock_name}), vs floor: {m_mine / m_floor:.2f} x",
+            flush=True,
+        )
         print(unique_line, flush=True)
         return out
     fst: dict = {}
+    c_f32: list = []
     f32, t_f32 = timed(
         "blocked float32 products",
         lambda: float32_pairs(clip, dino, args.clip, args.dino, args.device, args.block_size, fst),
+        c_f32,
     )
     print(f"  float32 pass: {fst['candidates']:,} candidates, margin {2 * clip.shape[1] * 2**-24:.6f}")
-    base, t_base = timed("faiss IndexFlatIP.range_search", lambda: faiss_pairs(clip, dino, args.clip, args.dino))
+    c_base: list = []
+    base, t_base = timed(
+        "faiss IndexFlatIP.range_search", lambda: faiss_pairs(clip, dino, args.clip, args.dino), c_base
+    )
+    m_f32, m_base = (t_f32, t_base) if gpu else (c_f32[0], c_base[0])
     same = True
     for label, other in (("blocked float32", f32), ("faiss", base)):
         try:
@@ -363,14 +418,27 @@ def run(name: str, clip, dino, args) -> dict:
         except AssertionError as err:
             print(f"pair sets differ (vhmine vs {label}): {err}")
             same = False
+    walls = (  # beside the CPU-time ratios, for information
+        f"; wall time: vs faiss {t_base / t_mine:.2f}x, vs blocked float32 {t_f32 / t_mine:.2f}x, "
+        f"vs floor {t_mine / t_floor:.2f} x"
+    )
     print(
-        f"ratio vs faiss: {t_base / t_mine:.2f}x, vs blocked float32: {t_f32 / t_mine:.2f}x "
-        f"(vhmine {t_mine:.2f} s, float32 {t_f32:.2f} s, faiss {t_base:.2f} s, floor {t_floor:.2f} s), "
-        f"pairs identical: {same}, vs floor ({kname}): {t_mine / t_floor:.2f} x",
+        f"ratio vs faiss: {m_base / m_mine:.2f}x, vs blocked float32: {m_f32 / m_mine:.2f}x "
+        f"({'GPU wall time' if gpu else 'CPU time'}: vhmine {t_mine:.2f} s, {c_mine:.2f} CPU-s; float32 "
+        f"{t_f32:.2f} s, {c_f32[0]:.2f} CPU-s; faiss {t_base:.2f} s, {c_base[0]:.2f} CPU-s; floor {t_floor:.2f} s, "
+        f"{c_floor:.2f} CPU-s{'' if gpu else walls}), pairs identical: {same}, "
+        f"vs floor ({kname}): {m_mine / m_floor:.2f} x",
         flush=True,
     )
     print(unique_line, flush=True)
-    return {**out, "float32_s": t_f32, "faiss_s": t_base, "identical": same}
+    return {
+        **out,
+        "float32_s": t_f32,
+        "float32_cpu_s": c_f32[0],
+        "faiss_s": t_base,
+        "faiss_cpu_s": c_base[0],
+        "identical": same,
+    }
 
 
 def main() -> None:

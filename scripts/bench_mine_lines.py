@@ -3,22 +3,23 @@
 - --incremental N: 1% new rows of N CLIP-shaped rows mined against a full mine of all N, in wall and CPU time;
   the other rows' mine is done before the clock, and its quantisation kept (find_pairs(quantised=...)), so
   the band quantises and lays out only the new rows;
-- --against N: N x N rows across two collections against the same 2N rows as one triangle;
+- --against N: N x N rows across two collections against the same 2N rows as one triangle, in wall and CPU time;
 - --pruning: vhmine.mine.join.prune at --clip 0.9 and 0.95 on CLIP-shaped rows and on rows in families of
   near copies (made here): what the measure on a sample chose, the share of products skipped when forced on,
   its CPU time against the unpruned search, and the share an oracle that knew every piece's largest product
   would skip (what no bound can beat); with --pruning-ray, the same through the Ray engine (a local cluster).
 
 Each line says `pairs identical` only when the pair sets and their float64 similarities are equal bit for bit
-(else `pairs DIFFER`, and bench_mine.py exits 1). Writes nothing.
+(else `pairs DIFFER`, and bench_mine.py exits 1). Every time ratio is CPU time over CPU time measured in the
+same run (scripts/bench_timing.py), the wall time's beside it. Writes nothing.
 """
 
 from __future__ import annotations
 
 import os
-import time
 
 import numpy as np
+from bench_timing import measure
 
 from vhmine.mine.join import PairSet, assert_same_pairs, find_pairs, find_pairs_across, merge
 
@@ -39,9 +40,8 @@ def _verdict(same: bool) -> str:
 
 def clocked(fn, *args, **kw):
     """(fn(*args, **kw), wall seconds, CPU seconds of every thread of this process)."""
-    c0, t0 = time.process_time(), time.perf_counter()
-    out = fn(*args, **kw)
-    return out, time.perf_counter() - t0, time.process_time() - c0
+    out, cpu, wall = measure(fn, *args, **kw)
+    return out, wall, cpu
 
 
 def incremental(n: int, args, full_mine, make) -> bool:
@@ -67,7 +67,7 @@ def incremental(n: int, args, full_mine, make) -> bool:
     same = _same(grown, full)
     print(
         f"incremental: +1% rows at N={n}: {t_inc:.2f} s ({c_inc:.2f} CPU-s) against a full mine {t_full:.2f} s "
-        f"({c_full:.2f} CPU-s) (ratio {t_inc / t_full:.4f}, CPU time {c_inc / c_full:.4f}), {_verdict(same)}",
+        f"({c_full:.2f} CPU-s) (CPU time ratio {c_inc / c_full:.4f}, wall time {t_inc / t_full:.4f}), {_verdict(same)}",
         flush=True,
     )
     print(
@@ -86,13 +86,16 @@ def against(n: int, args, full_mine, make) -> bool:
     clip, dino = make(2 * n, args.dim, args.dino_dim, args.seed)
     st: dict = {}
     kw = dict(device=args.device, block_size=args.block_size, kernel=args.kernel, stats=st)
-    rect, t_rect, _ = clocked(find_pairs_across, clip[:n], dino[:n], clip[n:], dino[n:], args.clip, args.dino, **kw)
-    full, t_full, _, fst = full_mine(clip, dino)
+    rect, t_rect, c_rect = clocked(
+        find_pairs_across, clip[:n], dino[:n], clip[n:], dino[n:], args.clip, args.dino, **kw
+    )
+    full, t_full, c_full, fst = full_mine(clip, dino)
     keep = (full.i < n) & (full.j >= n)
     same = _same(rect, PairSet(full.i[keep], full.j[keep] - n, full.clip_sim[keep], full.dino_sim[keep]), across=True)
     print(
-        f"against: {n:,} x {n:,} in {t_rect:.2f} s against the same {2 * n:,} rows as one triangle in "
-        f"{t_full:.2f} s (products ratio {st['pairs_examined'] / fst['pairs_examined']:.4f}, time ratio "
+        f"against: {n:,} x {n:,} in {t_rect:.2f} s ({c_rect:.2f} CPU-s) against the same {2 * n:,} rows as one "
+        f"triangle in {t_full:.2f} s ({c_full:.2f} CPU-s) (products ratio "
+        f"{st['pairs_examined'] / fst['pairs_examined']:.4f}, CPU time ratio {c_rect / c_full:.4f}, wall time "
         f"{t_rect / t_full:.4f}), {_verdict(same)}",
         flush=True,
     )

@@ -13,7 +13,9 @@ ru_maxrss: Linux carries the parent's peak over a fork and exec into the child's
     python scripts/bench_mine_ray.py                         # N = 200,000 and 2,000,000, 6 tiles each
     python scripts/bench_mine_ray.py --sizes 20000 200000 --tiles 2
 
-The last line is exactly `memory: driver A MiB at N=200000, B MiB at N=2000000; worker C / D MiB`.
+The last line is exactly `memory: driver A MiB at N=200000, B MiB at N=2000000; worker C / D MiB`. Its ratios
+are of memory, not time; the tile rate is pairs per second of a worker's tile time as its ledger records it (a
+rate, no ratio: compare it across runs only at a like load).
 Writes only under --workdir (a temporary folder, removed at the end unless --keep).
 """
 

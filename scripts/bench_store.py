@@ -16,7 +16,9 @@ what succeeded. Then the store itself is checked:
 - one holder: no worker is refused an item as "leased to" someone else while its own lease runs;
 - no errors: no worker hit anything but the library's LeaseError (a conflict) or "nothing to undo".
 
-It prints actions per second, lease conflicts and PASS/FAIL per check, and exits 1 on any FAIL.
+It prints actions per second, lease conflicts and PASS/FAIL per check, and exits 1 on any FAIL. Actions per
+second are by wall time by nature (N processes contending for one store's locks: the waits are what is measured),
+and no ratio is printed.
 Without --pg-url it runs a throw-away PostgreSQL server (scripts/throwaway_pg.py) and removes it at
 the end, Ctrl-C included; with --pg-url it creates (and drops) one database per run on that server.
 Leases are short by default (--lease-s 1) so that they run out while workers act and others take over.

@@ -13,7 +13,8 @@
 #             against simsearch.brute_force_pairs on the CPU over a subsample. Target: < 1 s per data set.
 #             Also prints the miner's time over its floor on CUDA (bench_mine.kernel_floor: the same blocks'
 #             products alone with the kernel find_pairs chose, median of 3), `vs floor (KERNEL): R x`, and over
-#             the unique pairs' products at the kernel's best rate there (calibrate.best_rate, GPU wall time).
+#             the unique pairs' products at the kernel's best rate there (calibrate.best_rate, GPU wall time;
+#             in the CPU dry run both in CPU time, the unique pairs' at the instruction peak, bench_peak).
 #   2. embed: vhmine embed (embed_collection, as the CLI calls it) end to end on synthetic 640x480 JPEGs with
 #             ViT-L/14 + DINOv2-L/14 shapes at 224 px, random weights built locally (vhmine/embed/tiny.py,
 #             scripts/bench_embed.py's "large" preset), in the precision `--precision auto` chooses there.
@@ -106,6 +107,8 @@ import numpy as np
 import torch
 sys.path.insert(0, "scripts")
 from bench_mine import kernel_floor, make_clip_like, make_vectors
+from bench_peak import floor_peak
+from bench_timing import clock
 from vhmine.mine.join import calibrate
 from vhmine.mine.join.simsearch import PairSet, assert_same_pairs, brute_force_pairs, find_pairs, pair_sims
 
@@ -137,16 +140,21 @@ ok = True
 for name, make in (("random", make_vectors), ("clip-shaped", make_clip_like)):
     clip, dino = make(n, 768, 1024, 0)
     find_pairs(clip[:4096], dino[:4096], CLIP, DINO, device=dev)  # warm-up: CUDA context, cuBLAS, int8 probe
-    sync(); t = time.perf_counter()
     st = {}
-    got = find_pairs(clip, dino, CLIP, DINO, device=dev, stats=st)
-    sync(); secs = time.perf_counter() - t
+    sync()
+    with clock() as c:
+        got = find_pairs(clip, dino, CLIP, DINO, device=dev, stats=st)
+        sync()
+    secs = c.wall_s
     kern, floor = kernel_floor(clip, CLIP, st["rotated"], dev, None, None)  # the same blocks' products alone
     kname = kern.name
     floor()  # warm
-    t_floor = sorted(floor() for _ in range(3))[1]
-    # the unique pairs' products (n (n - 1) / 2 x d MACs) at the kernel's best rate on the device
-    rate = calibrate.best_rate(kern, torch.device(dev), clip.shape[1])
+    # the ratios in the device's wall time on a GPU; in the CPU dry run in CPU time (the load stretches wall time)
+    pick = (lambda cw: cw[1]) if dev == "cuda" else (lambda cw: cw[0])
+    t_floor, used = sorted(pick(floor()) for _ in range(3))[1], pick((c.cpu_s, c.wall_s))
+    # the unique pairs' products (n (n - 1) / 2 x d MACs): on a GPU at the kernel's best rate there, on a CPU
+    # at the instruction peak of a core measured by a hand loop (CPU seconds, on however many cores)
+    rate = calibrate.best_rate(kern, torch.device(dev), clip.shape[1]) if dev == "cuda" else floor_peak()[0]
     t_unique = n * (n - 1) / 2 * clip.shape[1] / rate / 1e9
     sync(); t = time.perf_counter()
     ref, alike = float64_reference(clip, dino)
@@ -173,9 +181,10 @@ for name, make in (("random", make_vectors), ("clip-shaped", make_clip_like)):
     verdict = "DRY" if dry else ("PASS" if same and sub_ok and secs < TARGET else "FAIL")
     ok &= verdict != "FAIL" and same and sub_ok
     print(f"{verdict} 1 mine ({name}): {secs:.3f} s at N={n:,} on {dev} (target < {TARGET:g} s), "
-          f"pairs identical to the float64 brute force: {same and sub_ok}; floor {t_floor:.3f} s, "
-          f"vs floor ({kname}): {secs / t_floor:.2f} x; vs unique-pair floor ({kname}, "
-          f"{'GPU wall' if dev == 'cuda' else 'wall'} time): {secs / t_unique:.2f} x ({rate:.0f} GMAC/s); "
+          f"pairs identical to the float64 brute force: {same and sub_ok}; floor {t_floor:.3f} "
+          f"{'s' if dev == 'cuda' else 'CPU-s'}, "
+          f"vs floor ({kname}): {used / t_floor:.2f} x; vs unique-pair floor ({kname}, "
+          f"{'GPU wall' if dev == 'cuda' else 'CPU'} time): {used / t_unique:.2f} x ({rate:.0f} GMAC/s); "
           f"{st['kernel_line']}", flush=True)
 sys.exit(0 if ok else 1)
 EOF

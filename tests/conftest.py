@@ -31,6 +31,8 @@ os.environ.setdefault("VHMINE_KERNEL_CACHE", os.path.join(tempfile.mkdtemp(prefi
 # rounding moves one, so a measured choice would make their thresholds a matter of the machine's speed
 os.environ.setdefault("VHMINE_PRECISION_CACHE", os.path.join(tempfile.mkdtemp(prefix="vhmine-precision-"), "p.json"))
 os.environ.setdefault("VHMINE_PRECISION", "fp32")
+# and the benches' instruction peak (scripts/bench_peak.py), with its compiled hand loop beside it
+os.environ.setdefault("VHMINE_PEAK_CACHE", os.path.join(tempfile.mkdtemp(prefix="vhmine-peak-"), "peak.json"))
 
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402

@@ -207,7 +207,7 @@ def test_check_script_dry_run_runs_the_faiss_and_ray_parts_on_the_cpu():
     for name in ("random", "clip-shaped"):  # part 1: pairs exact, and the miner timed against its floors
         m = re.search(
             rf"DRY 1 mine \({name}\): .*identical to the float64 brute force: (\w+); floor "
-            rf"([0-9.]+) s, vs floor \([a-z0-9-]+\): ([0-9.]+) x; vs unique-pair floor \([a-z0-9-]+, wall time\): "
+            rf"([0-9.]+) CPU-s, vs floor \([a-z0-9-]+\): ([0-9.]+) x; vs unique-pair floor \([a-z0-9-]+, CPU time\): "
             rf"([0-9.]+) x \(([0-9]+) GMAC/s\); products kernel: ",
             out,
         )

@@ -1,6 +1,6 @@
 """scripts/bench_mine.py at a toy size: the three pair sets agree, the kernels' rates are printed, and every
-data set's ratio line ends with the miner's time over its floor, the fastest kernel's products alone (the
-timing itself is the script's, not a test's)."""
+data set's ratio line, in CPU time with the wall time's beside, ends with the miner's over its floor, the
+fastest kernel's products alone (the timing itself is the script's, not a test's)."""
 
 import os
 import re
@@ -50,8 +50,8 @@ def test_bench_mine_checks_the_pairs_and_prints_the_floor_ratio():
     rates = re.findall(r"products kernels, GMAC/s in one thread, measured now: (.*)", out)
     assert len(rates) == 2 and all("blas-f32 " in r and "torch-f32 " in r for r in rates), out
     floors = re.findall(
-        r"floor \(the same blocks' products alone, kernel ([a-z0-9-]+)\): [0-9.]+ s \(median of "
-        r"[0-9.]+, [0-9.]+, [0-9.]+ s",
+        r"floor \(the same blocks' products alone, kernel ([a-z0-9-]+)\): [0-9.]+ CPU-s \(median of "
+        r"[0-9.]+, [0-9.]+, [0-9.]+ CPU-s; wall [0-9.]+ s",
         out,
     )
     assert len(floors) == 2, out  # the floor before and after each run
@@ -59,18 +59,30 @@ def test_bench_mine_checks_the_pairs_and_prints_the_floor_ratio():
     assert re.findall(r"  products kernel: ([a-z0-9-]+) \(", out) == floors, out
     pairs = re.findall(r"vhmine find_pairs: [0-9.]+ s \(([0-9.]+) CPU-s\), ([0-9,]+) pairs", out)
     assert len(pairs) == 4 and int(pairs[0][1].replace(",", "")) > 0, out
-    # the miner's median CPU time over the unique pairs' products at the kernel's best rate in one thread
+    # the miner's median CPU time over the unique pairs' products at the instruction peak measured here
     unique = re.findall(
         r"^vs unique-pair floor \(([a-z0-9-]+), CPU time\): ([0-9.]+) x \(vhmine ([0-9.]+) CPU-s in 1 thread, "
-        r"median of 2; "
-        r"([0-9,]+) GMAC at ([0-9]+) GMAC/s, the kernel's best in one thread of 3 measures: ([0-9.]+) s; load",
+        r"median of 2; ([0-9,]+) GMAC at ([0-9]+) GMAC/s a core, the (int8|bf16|fp32) peak \(.+, measured here\): "
+        r"([0-9.]+) CPU-s; wall time ([0-9.]+) x against it on 1 core; load",
         out,
         re.M,
     )
     assert [u[0] for u in unique] == floors, out
-    for k, (_, ratio, used, _, rate, _) in enumerate(unique):  # used: the median of that data set's two runs
+    for k, (_, ratio, used, _, rate, _, _, _) in enumerate(unique):  # used: the median of that data set's two runs
         runs = [float(c) for c, _ in pairs[2 * k : 2 * k + 2]]
         assert float(ratio) > 0 and float(rate) > 0 and abs(float(used) - sum(runs) / 2) <= 0.011, out
+    # every ratio is CPU time over CPU time, the wall time's beside it
+    for line in lines:
+        m = re.search(
+            r"^ratio vs faiss: ([0-9.]+)x, vs blocked float32: ([0-9.]+)x \(CPU time: vhmine [0-9.]+ s, ([0-9.]+) "
+            r"CPU-s; float32 [0-9.]+ s, ([0-9.]+) CPU-s; faiss [0-9.]+ s, ([0-9.]+) CPU-s; floor [0-9.]+ s, [0-9.]+ "
+            r"CPU-s; wall time: vs faiss [0-9.]+x, vs blocked float32 [0-9.]+x, vs floor [0-9.]+ x\)",
+            line,
+        )
+        assert m, line
+        # to the printed CPU seconds' rounding: the miner's median against the baselines' runs
+        lo, hi = (float(m[5]) - 0.005) / (float(m[3]) + 0.005), (float(m[5]) + 0.005) / max(float(m[3]) - 0.005, 1e-9)
+        assert lo <= float(m[1]) * 1.01 and float(m[1]) <= hi * 1.01, line
     assert re.search(r"^CPU: .*, \d+ cores, flags .*; load average [0-9.]+ [0-9.]+ [0-9.]+$", out, re.M), out
 
 
@@ -114,25 +126,25 @@ def test_bench_mine_growth_lines_say_the_pairs_are_identical_and_give_their_rati
     assert "ratio vs faiss" not in out  # --only-growth: the data sets' runs are left out
     inc = re.findall(
         r"^incremental: \+1% rows at N=3000: ([0-9.]+) s \(([0-9.]+) CPU-s\) against a full mine ([0-9.]+) s "
-        r"\(([0-9.]+) CPU-s\) \(ratio ([0-9.]+), CPU time ([0-9.]+)\), pairs identical$",
+        r"\(([0-9.]+) CPU-s\) \(CPU time ratio ([0-9.]+), wall time ([0-9.]+)\), pairs identical$",
         out,
         re.M,
     )
     assert len(inc) == 1, out
-    wall, cpu, full_wall, full_cpu, ratio, cpu_ratio = inc[0]
+    wall, cpu, full_wall, full_cpu, cpu_ratio, ratio = inc[0]
     assert ratio_of(wall, full_wall, ratio) and ratio_of(cpu, full_cpu, cpu_ratio), out
     products = re.findall(r"^  products ratio ([0-9.]+) \(([0-9,]+) of ([0-9,]+) row pairs", out, re.M)
     # 30 new rows of 3000: 30 x 29 / 2 + 30 x 2970 of 3000 x 2999 / 2
     assert products == [("0.0199", "89,535", "4,498,500")], out
     ac = re.findall(
-        r"^against: 1,500 x 1,500 in ([0-9.]+) s against the same 3,000 rows as one triangle in "
-        r"([0-9.]+) s \(products ratio ([0-9.]+), time ratio ([0-9.]+)\), pairs identical$",
+        r"^against: 1,500 x 1,500 in ([0-9.]+) s \(([0-9.]+) CPU-s\) against the same 3,000 rows as one triangle in "
+        r"([0-9.]+) s \(([0-9.]+) CPU-s\) \(products ratio ([0-9.]+), CPU time ratio ([0-9.]+), wall time ([0-9.]+)\), "
+        r"pairs identical$",
         out,
         re.M,
     )
-    assert len(ac) == 1 and ac[0][2] == "0.5002" and ratio_of(ac[0][0], ac[0][1], ac[0][3]), (
-        out
-    )  # 1500^2 / (3000 x 2999 / 2)
+    assert len(ac) == 1 and ac[0][4] == "0.5002", out  # 1500^2 / (3000 x 2999 / 2)
+    assert ratio_of(ac[0][1], ac[0][3], ac[0][5]) and ratio_of(ac[0][0], ac[0][2], ac[0][6]), out
     prunes = re.findall(
         r"^pruning at --clip (0.9|0.95) \((CLIP-shaped|families)\): pruning: (on|off) \((.*)\), [0-9.]+ CPU-s; forced "
         r"on: ([0-9.]+)% of the products skipped \(an oracle: ([0-9.]+)%\), [0-9.]+ CPU-s against [0-9.]+ off "
