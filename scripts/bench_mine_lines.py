@@ -2,7 +2,9 @@
 
 - --incremental N: 1% new rows of N CLIP-shaped rows mined against a full mine of all N, in wall and CPU time;
   the other rows' mine is done before the clock, and its quantisation kept (find_pairs(quantised=...)), so
-  the band quantises and lays out only the new rows;
+  the band quantises and lays out only the new rows; the clock also holds the rows' digests as the local
+  engine takes them (vhmine.index.digests: the old rows' from the file kept by the earlier run, in a
+  temporary folder, the new rows appended as `vhmine embed` appends them), beside every row hashed again;
 - --against N: N x N rows across two collections against the same 2N rows as one triangle, in wall and CPU time;
 - --pruning: vhmine.mine.join.prune at --clip 0.9 and 0.95 on CLIP-shaped rows and on rows in families of
   near copies (made here): what the measure on a sample chose, the share of products skipped when forced on,
@@ -11,11 +13,13 @@
 
 Each line says `pairs identical` only when the pair sets and their float64 similarities are equal bit for bit
 (else `pairs DIFFER`, and bench_mine.py exits 1). Every time ratio is CPU time over CPU time measured in the
-same run (scripts/bench_timing.py), the wall time's beside it. Writes nothing.
+same run (scripts/bench_timing.py), the wall time's beside it. Writes nothing but the --incremental line's
+temporary folder.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
@@ -47,8 +51,9 @@ def clocked(fn, *args, **kw):
 def incremental(n: int, args, full_mine, make) -> bool:
     """The incremental line: 1% of n CLIP-shaped rows (random rows) are new; the other rows' full mine,
     renumbered into the grown set, is done before the clock, its quantisation kept; timed:
-    find_pairs(new_rows=..., quantised=...) plus the merge with those pairs, against a full mine of all n
-    (full_mine(clip, dino): it, its wall and CPU seconds, its stats)."""
+    find_pairs(new_rows=..., quantised=...) plus the merge with those pairs and the rows' digests from the kept
+    file (_kept_digests), against a full mine of all n (full_mine(clip, dino): it, its wall and CPU seconds, its
+    stats); then every row's digest taken again, as before the file, and whether the two agree."""
     clip, dino = make(n, args.dim, args.dino_dim, args.seed)
     new = np.sort(np.random.default_rng(args.seed + 2).choice(n, max(1, n // 100), replace=False))
     old = np.setdiff1d(np.arange(n), new)
@@ -57,14 +62,18 @@ def incremental(n: int, args, full_mine, make) -> bool:
     earlier = find_pairs(clip[old], dino[old], args.clip, args.dino, stats=kept, **kw)
     earlier = PairSet(old[earlier.i], old[earlier.j], earlier.clip_sim, earlier.dino_sim)
     st: dict = {}
+    digests_of, stored, tmp = _kept_digests(clip, dino, old, new)
 
     def grow():
         band = find_pairs(clip, dino, args.clip, args.dino, new_rows=new, quantised=kept["quantised"], stats=st, **kw)
-        return band, merge([(p.i, p.j, p.clip_sim, p.dino_sim) for p in (earlier, band)])
+        return band, merge([(p.i, p.j, p.clip_sim, p.dino_sim) for p in (earlier, band)]), digests_of()
 
-    (band, grown), t_inc, c_inc = clocked(grow)  # (grow's names are bound once: no loop)
+    (band, grown, dig), t_inc, c_inc = clocked(grow)  # (grow's names are bound once: no loop)
+    tmp.cleanup()
     full, t_full, c_full, fst = full_mine(clip, dino)
     same = _same(grown, full)
+    from vhmine.mine.join import row_digests
+
     print(
         f"incremental: +1% rows at N={n}: {t_inc:.2f} s ({c_inc:.2f} CPU-s) against a full mine {t_full:.2f} s "
         f"({c_full:.2f} CPU-s) (CPU time ratio {c_inc / c_full:.4f}, wall time {t_inc / t_full:.4f}), {_verdict(same)}",
@@ -76,7 +85,39 @@ def incremental(n: int, args, full_mine, make) -> bool:
         f"{len(band):,} new pairs of {len(full):,}; load average {os.getloadavg()[0]:.2f}",
         flush=True,
     )
+    every, t_all, c_all = clocked(row_digests, stored[0], stored[1], workers=2)
+    same_digests = bool((every == dig[0]).all())
+    print(
+        f"  digests: {dig[1]['rows_digested']:,} rows hashed, {dig[1]['rows_stored']:,} read from the kept file, "
+        f"in {dig[2]:.3f} s ({dig[3]:.3f} CPU-s) of the above; every row hashed again (as before the file): "
+        f"{t_all:.2f} s ({c_all:.2f} CPU-s); digests {'identical' if same_digests else 'DIFFER'}",
+        flush=True,
+    )
+    same &= same_digests
     return same
+
+
+def _kept_digests(clip, dino, old, new):
+    """(a function giving the grown index's row digests as the local engine takes them, with its stats and
+    its wall and CPU seconds; the grown index's rows; the temporary folder): the old rows first and the new
+    ones after them (as `vhmine embed` appends), the old rows' digests kept there before the clock."""
+    import tempfile
+
+    from vhmine.index.digests import stored_digests
+    from vhmine.mine.join import DIGEST, row_digests
+
+    tmp = tempfile.TemporaryDirectory(prefix="bench-digests-")
+    digest = functools.partial(row_digests, workers=2)
+    stored_digests(tmp.name, clip[old], dino[old], DIGEST, digest)  # what the earlier run kept
+    order = np.concatenate([old, new])
+    rows = clip[order], dino[order]
+
+    def digests_of():
+        info: dict = {}
+        got, t, c = clocked(stored_digests, tmp.name, *rows, DIGEST, digest, stats=info)
+        return got, info, t, c
+
+    return digests_of, rows, tmp
 
 
 def against(n: int, args, full_mine, make) -> bool:

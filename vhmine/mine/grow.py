@@ -6,7 +6,9 @@ Reads the earlier run's run.json, rows.parquet and alike.parquet (mine.state). I
 provably can be: a finished run of the same index (its manifest's `created`) with the same encoders,
 --clip, --dino, --max-pairs and --max-per-image, whose files are as run.json's checksums say, and every
 row it shares with the index now has the same vectors (mine.join.row_digests, of the kind used now: a run
-whose rows.parquet keeps an older kind is not reused). Then its CLIP-alike pairs
+whose rows.parquet keeps an older kind is not reused; the index's rows' digests are taken through the copy
+kept with the index, vhmine.index.digests, which hashes only the chunks of rows it does not vouch for:
+`index_digests`). Then its CLIP-alike pairs
 between rows still there are the pairs a full mine finds between those rows, with the same float64 sims
 (mine.join.pair_sims is a function of the two rows' bits alone), and the rest are the new rows' pairs: the
 union is a full mine's PairSet, exactly. Anything else is a full mine, and `reusable` says why in one line.
@@ -155,6 +157,20 @@ def growth(earlier: Earlier, ids: np.ndarray, digests: np.ndarray) -> Growth:
     seen = at >= 0
     kept = int((seen & (earlier.digests[at] == digests)).sum())
     return Growth(np.flatnonzero(~seen), kept, len(earlier.ids) - int(seen.sum()), int(seen.sum()) - kept)
+
+
+def index_digests(idx, workers=2, stats: dict | None = None) -> np.ndarray:
+    """mine.join.row_digests of an opened index's rows (its vectors loaded), from the copy kept in its folder
+    where that still checks (vhmine.index.stored_digests), hashing only the chunks it does not vouch for:
+    what a run of the index keeps in rows.parquet and a grown index's run compares. stats gets rows_digested
+    and rows_stored."""
+    import functools
+
+    from vhmine.index import stored_digests
+    from vhmine.mine.join import DIGEST, row_digests
+
+    digest = functools.partial(row_digests, workers=workers)
+    return stored_digests(idx.folder, idx.clip, idx.dino, DIGEST, digest, stats)
 
 
 def new_rows(earlier: Earlier, ids: np.ndarray) -> np.ndarray:

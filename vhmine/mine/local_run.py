@@ -43,7 +43,8 @@ def mine_one(plan) -> Mined:
     import numpy as np
 
     from vhmine.mine.background import BACKGROUND_PAIRS, array_sims, background_sample
-    from vhmine.mine.join import find_pairs, row_digests, small_pairs
+    from vhmine.mine.grow import index_digests
+    from vhmine.mine.join import find_pairs, small_pairs
     from vhmine.mine.rank import ranked
     from vhmine.mine.write import pairs_frame, side, write_whole
 
@@ -57,8 +58,8 @@ def mine_one(plan) -> Mined:
         found = small_join(opts, st, n * (n - 1) // 2, small_pairs, idx.clip, idx.dino)
         if found is None:
             found = find_pairs(idx.clip, idx.dino, opts.clip, math.inf, **find)
-    if digests is None:  # what a later run of the grown index checks (mine.grow)
-        digests = row_digests(idx.clip, idx.dino, workers=2)
+    if digests is None:  # what a later run of the grown index checks (mine.grow); kept with the index
+        digests = index_digests(idx)
     r = ranked(found, ids, ids, opts)
     sides = side(images, r.a, idx.location), side(images, r.b, idx.location)
     pairs = pairs_frame(1, *sides, r.clip_sim, r.dino_sim, r.gap)
@@ -87,11 +88,11 @@ def _grown(plan, ids, st: dict, find: dict):
     """A grown index's pairs from the earlier run's and its new rows' band (mine.grow): (the PairSet, run.json's
     `incremental`, the console's line, the rows' digests), or (None, None, "", digests) when a kept row's
     vectors changed (said in one line): then every pair is mined."""
-    from vhmine.mine.grow import changed_line, grown_pairs, growth, said
-    from vhmine.mine.join import find_new_pairs, row_digests, small_new_pairs
+    from vhmine.mine.grow import changed_line, grown_pairs, growth, index_digests, said
+    from vhmine.mine.join import find_new_pairs, small_new_pairs
 
     idx, opts, earlier = plan.a, plan.ctx.opts, plan.earlier
-    digests = row_digests(idx.clip, idx.dino, workers=2)
+    digests = index_digests(idx)  # the old rows' from the copy kept with the index, where it still checks
     g = growth(earlier, ids, digests)
     if g.changed:
         log.warning("%s", changed_line(g, idx, earlier.folder))

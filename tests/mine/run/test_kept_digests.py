@@ -1,0 +1,153 @@
+"""The row digests kept with an index (vhmine.index.digests): a grown index's run hashes only its new rows
+(the chunks the kept file does not vouch for), an index without the file grows all the same and gets it, and
+a changed bit of an old row's stored vectors is still caught, whatever its file's size and mtime say."""
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from mine_runs import CLIP, DINO, build, run_json
+
+import vhmine.mine.join as join
+from vhmine import api
+from vhmine.index import digests as kept
+from vhmine.index.rows import open_vectors
+from vhmine.mine.join import DIGEST, row_digests
+
+START = [k for k in range(50) if k % 5 != 4]  # 40 images, as tests/mine/run/test_grow.py's
+GROWN = START + [4, 19, 60]  # appended, as `vhmine embed` appends a grown collection's new files
+
+
+def mine(tmp_path, out="run", **kw):
+    return api.mine(
+        "col",
+        indexes=tmp_path / "indexes",
+        out=tmp_path / out,
+        progress=False,
+        gallery_size=0,
+        clip=CLIP,
+        dino=DINO,
+        **kw,
+    )
+
+
+@pytest.fixture
+def hashed(monkeypatch):
+    """Chunks of 8 rows (so 40 rows are 5 whole chunks), and the rows each row_digests call hashed."""
+    monkeypatch.setattr(kept, "CHUNK_ROWS", 8)
+    calls: list[int] = []
+    real = join.row_digests
+
+    def spy(clip, dino, workers=None):
+        calls.append(len(clip))
+        return real(clip, dino, workers=workers)
+
+    monkeypatch.setattr(join, "row_digests", spy)  # (mine.grow.index_digests takes it from there)
+    return calls
+
+
+def _stored(tmp_path) -> np.ndarray:
+    with np.load(tmp_path / "indexes" / "col" / kept.ROW_DIGESTS) as z:
+        return z["digests"]
+
+
+def _all_digests(tmp_path) -> np.ndarray:
+    folder = tmp_path / "indexes" / "col"
+    c, d = (open_vectors(folder / f"{k}.faiss") for k in ("clip", "dino"))
+    return row_digests(c.read(0, c.rows), d.read(0, d.rows))
+
+
+def test_a_grown_index_hashes_only_its_new_rows(tmp_path, hashed):
+    build(tmp_path, START)
+    mine(tmp_path)
+    assert sum(hashed) == 40  # the first run digests every row, once, and keeps them
+    assert (_stored(tmp_path) == _all_digests(tmp_path)).all()
+    hashed.clear()
+    build(tmp_path, GROWN)
+    res = mine(tmp_path)
+    assert hashed == [3]  # the 5 whole chunks of old rows are read from the kept file, not hashed again
+    assert run_json(tmp_path)["incremental"]["new_rows"] == 3 and res.reuse
+    assert (_stored(tmp_path) == _all_digests(tmp_path)).all()
+    hashed.clear()
+    mine(tmp_path)  # nothing changed: nothing hashed
+    assert hashed == []
+
+
+def test_an_index_without_kept_digests_grows_and_gets_them(tmp_path, hashed):
+    build(tmp_path, START)
+    mine(tmp_path)
+    (tmp_path / "indexes" / "col" / kept.ROW_DIGESTS).unlink()  # an index from before the file
+    build(tmp_path, GROWN)
+    hashed.clear()
+    res = mine(tmp_path)
+    assert sum(hashed) == len(GROWN) and res.reuse  # every row hashed once, the earlier run reused
+    assert run_json(tmp_path)["incremental"]["old_rows"] == 40
+    assert (_stored(tmp_path) == _all_digests(tmp_path)).all()
+
+
+def _flip_in_place(path: Path, row: int, col: int, bit: int) -> None:
+    """One bit of one stored float32 changed in place, the file's size and mtime kept."""
+    vf, st_ = open_vectors(path), os.stat(path)
+    with open(path, "r+b") as f:
+        f.seek(vf.offset + row * vf.row_bytes + 4 * col + bit // 8)
+        byte = f.read(1)[0] ^ (1 << (bit % 8))
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte]))
+    os.utime(path, ns=(st_.st_atime_ns, st_.st_mtime_ns))
+
+
+@pytest.mark.parametrize("kind, col, bit", [("clip", 3, 31), ("dino", 0, 0)])
+def test_a_flipped_bit_in_an_old_rows_stored_vectors_is_caught(tmp_path, caplog, hashed, kind, col, bit):
+    build(tmp_path, START)
+    mine(tmp_path)
+    build(tmp_path, GROWN)
+    _flip_in_place(tmp_path / "indexes" / "col" / f"{kind}.faiss", 5, col, bit)
+    with caplog.at_level("WARNING", logger="vhmine"):
+        res = mine(tmp_path)
+    said = [r.getMessage() for r in caplog.records if "mining in full" in r.getMessage()]
+    assert len(said) == 1 and "1 row(s) of index 'col' have other vectors" in said[0], said
+    assert "incremental" not in run_json(tmp_path) and not res.reuse
+    assert (_stored(tmp_path) == _all_digests(tmp_path)).all()  # the kept file follows the rows as they are
+
+
+def test_a_kept_file_that_is_unreadable_or_of_another_kind_is_digested_again(tmp_path, hashed):
+    build(tmp_path, START)
+    mine(tmp_path)
+    path = tmp_path / "indexes" / "col" / kept.ROW_DIGESTS
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 1  # a zip member's CRC-32 no longer matches
+    path.write_bytes(bytes(data))
+    hashed.clear()
+    mine(tmp_path)
+    assert sum(hashed) == 40 and (_stored(tmp_path) == _all_digests(tmp_path)).all()
+    got = kept.stored_digests(tmp_path / "indexes" / "col", *_vectors(tmp_path), "another-kind", row_digests)
+    assert (got == _all_digests(tmp_path)).all() and sum(hashed) == 40  # (row_digests itself, not the spy)
+
+
+def _vectors(tmp_path):
+    folder = tmp_path / "indexes" / "col"
+    c, d = (open_vectors(folder / f"{k}.faiss") for k in ("clip", "dino"))
+    return c.read(0, c.rows), d.read(0, d.rows)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    row=st.integers(0, 49),
+    side=st.sampled_from(["clip", "dino"]),
+    col=st.integers(0, 8),
+    bits=st.integers(1, 2**32 - 1),
+)
+def test_property_a_change_of_one_value_after_the_digests_were_kept_changes_its_digest_only(row, side, col, bits):
+    rng = np.random.default_rng(2)
+    clip, dino = rng.standard_normal((50, 12)).astype(np.float32), rng.standard_normal((50, 9)).astype(np.float32)
+    with tempfile.TemporaryDirectory() as folder:
+        before = kept.stored_digests(folder, clip, dino, DIGEST, row_digests)
+        x = clip if side == "clip" else dino
+        x.view(np.uint32)[row, col] ^= np.uint32(bits)  # any other bits of one float32 (NaNs too)
+        after = kept.stored_digests(folder, clip, dino, DIGEST, row_digests)
+        assert np.flatnonzero(after != before).tolist() == [row]
+        assert (after == row_digests(clip, dino)).all()

@@ -1,0 +1,135 @@
+"""Each row's digest kept with the index, so a grown index's old rows are not hashed again by every run
+that needs their digests (vhmine.mine: a grown index's run proves its kept rows unchanged by them).
+
+Reads and writes `indexes/<name>/row_digests.npz` (ROW_DIGESTS), one file, written whole by
+temp-file-and-rename (files.atomic_write), never half:
+
+    kind        the per-row digest's kind (the caller's: mine.join.DIGEST)
+    check       the kind of the chunk checks (CHECK)
+    chunk_rows  rows per chunk (CHUNK_ROWS when written)
+    dims        the CLIP and DINOv2 widths the digests were taken at
+    digests     uint64, one per row of the index, in row order
+    checks      uint8 (chunks, 16): XXH3-128 of each chunk's CLIP float32 bytes followed by its DINOv2 ones
+
+The file is trusted only where it provably still describes the rows: a chunk's stored digests are used when
+that chunk's bytes now have the stored check (hashed here at memory speed on every use); any chunk that
+differs (a bit changed, rows added, removed or moved) and rows past the file are digested again, so the
+digests returned are always those of the rows as they are now. That makes the file safe with no lock: a
+concurrent `vhmine embed` that rewrites the vectors leaves a file that no longer checks, never a wrong one
+taken as right. A run writes the file when it had to digest any chunk (an index from before this file,
+or a grown one), and not while an embed holds the index's job lock (its vectors are about to change);
+a folder it may not write into is only read. Why XXH3 for the checks and not the digest: docs/mine.md.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger("vhmine.index")
+
+ROW_DIGESTS = "row_digests.npz"
+CHECK = "xxh3-128"  # the chunk checks' kind
+CHUNK_ROWS = 4096  # rows one check covers: a grown index digests its last old chunk and its new rows again
+
+
+def chunk_checks(clip: np.ndarray, dino: np.ndarray, chunk_rows: int) -> np.ndarray:
+    """XXH3-128 of each chunk of `chunk_rows` rows' bytes, CLIP's then DINOv2's: (chunks, 16) uint8."""
+    import xxhash
+
+    clip, dino = np.ascontiguousarray(clip, np.float32), np.ascontiguousarray(dino, np.float32)
+    n = len(clip)
+    out = np.zeros((-(-n // chunk_rows), 16), np.uint8)
+    for k, s in enumerate(range(0, n, chunk_rows)):
+        h = xxhash.xxh3_128(memoryview(clip[s : s + chunk_rows]).cast("B"))
+        h.update(memoryview(dino[s : s + chunk_rows]).cast("B"))
+        out[k] = np.frombuffer(h.digest(), np.uint8)
+    return out
+
+
+def _read(path: Path, kind: str, dims: tuple[int, int]) -> dict | None:
+    """The stored file's arrays, or None when there is none, it is unreadable or of another kind or shape."""
+    import zipfile
+
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            got = {k: z[k] for k in ("kind", "check", "chunk_rows", "dims", "digests", "checks")}
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as err:  # (a member's CRC-32 is checked too)
+        if path.exists():
+            log.info("%s is unreadable (%s): digesting every row again", path, type(err).__name__)
+        return None
+    if str(got["kind"]) != kind or str(got["check"]) != CHECK or tuple(got["dims"].tolist()) != tuple(dims):
+        return None
+    if int(got["chunk_rows"]) != CHUNK_ROWS or got["checks"].shape[1:] != (16,):
+        return None
+    if len(got["checks"]) != -(-len(got["digests"]) // CHUNK_ROWS):
+        return None
+    return got
+
+
+def stored_digests(folder, clip: np.ndarray, dino: np.ndarray, kind: str, digest, stats: dict | None = None):
+    """The digest of every row of (clip, dino), the vectors of the index at `folder`: `digest(clip, dino)`
+    (its per-row function, of `kind`) for the chunks the stored file does not vouch for, the stored digests
+    for the rest; the file is written again when any chunk was digested. stats (when given) gets
+    rows_digested and rows_stored."""
+    folder = Path(folder)
+    n = len(clip)
+    if len(dino) != n:
+        raise ValueError(f"clip has {n} rows, dino {len(dino)}")
+    dims = (clip.shape[1], dino.shape[1])
+    checks = chunk_checks(clip, dino, CHUNK_ROWS)
+    had = _read(folder / ROW_DIGESTS, kind, dims)
+    out = np.zeros(n, np.uint64)
+    same = np.zeros(len(checks), bool)
+    if had is not None:
+        k = min(len(had["checks"]), len(checks))
+        # a stored chunk of fewer rows (the index's last, before it grew) hashed other bytes: it differs
+        same[:k] = (had["checks"][:k] == checks[:k]).all(axis=1)
+        for c in np.flatnonzero(same):
+            out[c * CHUNK_ROWS : (c + 1) * CHUNK_ROWS] = had["digests"][c * CHUNK_ROWS : (c + 1) * CHUNK_ROWS]
+    todo, digested = np.flatnonzero(~same), 0
+    for lo, hi in _runs(todo):  # runs of adjacent chunks digested in one call (its threads share them)
+        a, b = lo * CHUNK_ROWS, min(hi * CHUNK_ROWS, n)
+        out[a:b] = digest(clip[a:b], dino[a:b])
+        digested += b - a
+    if stats is not None:
+        stats.update(rows_digested=digested, rows_stored=n - digested)
+    if len(todo) or (had is not None and len(had["digests"]) != n):
+        _store(folder, kind, dims, out, checks)
+    return out
+
+
+def _runs(chunks: np.ndarray):
+    """Runs of consecutive chunk numbers as (first, past the last)."""
+    if not len(chunks):
+        return []
+    cut = np.flatnonzero(np.diff(chunks) != 1) + 1
+    return [(int(r[0]), int(r[-1]) + 1) for r in np.split(chunks, cut)]
+
+
+def _store(folder: Path, kind: str, dims, digests: np.ndarray, checks: np.ndarray) -> None:
+    """row_digests.npz written whole (atomically), unless an embed holds the index or it may not be written."""
+    from vhmine.files import atomic_write
+    from vhmine.index.layout import embed_running
+
+    if embed_running(folder) is not None:  # its vectors are about to change: the next run stores them
+        return
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as f:  # (np.savez given a name adds .npz to it)
+            np.savez(
+                f,
+                kind=np.array(kind),
+                check=np.array(CHECK),
+                chunk_rows=np.array(CHUNK_ROWS),
+                dims=np.array(dims, np.int64),
+                digests=np.asarray(digests, np.uint64),
+                checks=np.asarray(checks, np.uint8),
+            )
+
+    try:
+        atomic_write(folder / ROW_DIGESTS, write)
+    except OSError as err:  # a read-only index: mined all the same, its digests taken again next time
+        log.info("could not keep the row digests in %s (%s)", folder, err)
