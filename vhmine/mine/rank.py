@@ -68,8 +68,15 @@ def rank_pairs(
     if max_pairs:
         order = order[:max_pairs]
     if cuts is not None:
-        if per_image:
-            cuts[f"--max-per-image {max_per_image}"] = per_image
-        if total - per_image > len(order):
-            cuts[f"--max-pairs {max_pairs}"] = total - per_image - len(order)
+        record_cuts(cuts, total, per_image, len(order), max_per_image, max_pairs)
     return order
+
+
+def record_cuts(cuts: dict, total: int, per_image: int, kept: int, max_per_image, max_pairs) -> dict:
+    """What each cap left out of `total` in-box pairs, into `cuts` (rank_pairs' `cuts`; the Ray engine's merge
+    counts the same): `per_image` refused by --max-per-image, the rest not `kept` past --max-pairs."""
+    if per_image:
+        cuts[f"--max-per-image {max_per_image}"] = per_image
+    if total - per_image > kept:
+        cuts[f"--max-pairs {max_pairs}"] = total - per_image - kept
+    return cuts

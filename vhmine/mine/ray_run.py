@@ -10,7 +10,9 @@ Mined.write_pairs the pairs merged in rank order and capped (mine.ray's merge), 
 (mine.write.PairWriter), with rows.parquet and alike.parquet streamed (mine.state); the job folder goes once
 the run folder is in place (Mined.done). Knows no run folder; the local engine (mine.local_run) is its sibling.
 
-The pairs equal `--engine local`'s, row for row: the same pair set (exact), the same ranking and caps.
+The pairs equal `--engine local`'s, row for row: the same pair set (exact), the same ranking and caps; so do the
+summary's lines (the caps' cuts, mine.rank.record_cuts; a run with no pair in the box: mine.relax's nearby counts,
+when the tiles hold every CLIP-alike pair) and the scatter's points (less a rectangle's dropped pairs).
 """
 
 from __future__ import annotations
@@ -206,17 +208,21 @@ def _mined(plan, s: _Setup, job, info) -> Mined:
     record.update(kernels=info["kernels"], pruning=info["prune"])
     kernels = ", ".join(f"{k} ({v['tiles']} tiles)" for k, v in info["kernels"].items())
     b = plan.b
+    background, cuts = _background(s), {}  # (cuts: filled as the pairs are written, as the local engine's)
+    relax, nearby = _relax(plan, s, job, merged, drop, counts, background)
     return Mined(
         plan.a.name if b is None else f"{plan.a.name} x {b.name}",
         counts,
-        _pairs_writer(plan, s, job, merged, drop),
-        scatter_points(job, merged, SCATTER_POINTS),
-        _background(s),
-        extra={"ray": record, **extra},
+        _pairs_writer(plan, s, job, merged, drop, cuts, counts["in_box"]),
+        scatter_points(job, merged, SCATTER_POINTS, drop),
+        background,
+        extra={"ray": record, **extra, **nearby},
         pairs=across.pairs if across else None,
         title=f"{plan.a.name} x {b.name}" if b is not None else None,
         kernel=f"products kernels the nodes chose: {kernels}" if kernels else "",
         reuse=reuse,
+        relax=relax,
+        cuts=cuts,
         shared=across.shared if across else 0,
         job=info,
         done=job.remove,
@@ -241,9 +247,33 @@ def _band(plan, s: _Setup, job):
     return said(earlier, g, products, s.rows.n), {"incremental": g.record(earlier, products)}, old
 
 
-def _pairs_writer(plan, s: _Setup, job, merged: list, drop: set):
-    """Mined.write_pairs: the merged tiles' pairs, capped, in shards (and one index's growth state, streamed)."""
+def _relax(plan, s: _Setup, job, merged: list, drop: set, counts: dict, background):
+    """A run with no pair in the box: what to relax (mine.relax, as the local engine says it), as (lines,
+    run.json's `nearby`), when the job's files hold every CLIP-alike pair (a tile keeps only a sample of those
+    outside the box when they are many: then ([], {}))."""
+    from vhmine.mine.background import BACKGROUND_PAIRS
+    from vhmine.mine.join import PairSet
+    from vhmine.mine.ray import scatter_points
+    from vhmine.mine.relax import for_run
+
+    every = all(job.done[k]["kept"] + job.done[k]["sample"] == job.done[k]["clip_alike"] for k in merged)
+    if counts["in_box"] or not every:
+        return [], {}
+    c, d = scatter_points(job, merged, max(1, counts["clip_alike"]) * max(1, len(merged)), drop)
+    none = np.zeros(len(c), np.int64)
+    found = PairSet(none, none, c, d)
+    opts, name, n = plan.ctx.opts, plan.a.name, s.rows.n
+    if s.across is None:
+        return for_run(found, background, n, opts, name, all_pairs=n * (n - 1) // 2 <= BACKGROUND_PAIRS)
+    nb = s.rows_b.n
+    return for_run(found, background, n + nb, opts, name, all_pairs=n * nb <= BACKGROUND_PAIRS, pairs=s.across.pairs)
+
+
+def _pairs_writer(plan, s: _Setup, job, merged: list, drop: set, cuts: dict, in_box: int):
+    """Mined.write_pairs: the merged tiles' pairs, capped, in shards (and one index's growth state, streamed);
+    `cuts` gets what each cap left out of the `in_box` pairs (mine.rank.record_cuts)."""
     from vhmine.mine import state
+    from vhmine.mine.rank import record_cuts
     from vhmine.mine.ray import capped, ranked, without
     from vhmine.mine.write import PairWriter
 
@@ -255,12 +285,16 @@ def _pairs_writer(plan, s: _Setup, job, merged: list, drop: set):
         writer = PairWriter(
             tmp, idx.images_file, idx.location, head_rows=opts.gallery_size, side_b=side_b, columns=columns
         )
+        tally, kept = {}, 0
         for chunk in capped(
             without(ranked(job, merged, plan.job_dir / "merge"), drop),
             max_per_image=opts.max_per_image,
             max_pairs=opts.max_pairs,
+            tally=tally,
         ):
             writer.add(chunk)
+            kept += len(chunk)
+        record_cuts(cuts, in_box, tally["per_image"], kept, opts.max_per_image, opts.max_pairs)
         if against is None:
             state.write_rows_streamed(tmp, _id_parts(s.local), job.digest_parts("a", s.rows.n))
             with state.AlikeWriter(tmp) as w:

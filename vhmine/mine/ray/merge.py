@@ -143,11 +143,16 @@ class Across:
         return i[keep], j[keep]
 
 
-def capped(chunks: Iterable[np.ndarray], *, max_per_image: int | None, max_pairs: int | None) -> Iterator[np.ndarray]:
+def capped(
+    chunks: Iterable[np.ndarray], *, max_per_image: int | None, max_pairs: int | None, tally: dict | None = None
+) -> Iterator[np.ndarray]:
     """The rows rank_pairs keeps, in order: at most max_per_image pairs per image (greedy, in rank order:
-    a pair is kept while both its images have fewer), then the first max_pairs."""
+    a pair is kept while both its images have fewer), then the first max_pairs. tally (when given) gets
+    per_image: the pairs --max-per-image refused, as rank_pairs counts them (mine.rank.record_cuts)."""
     left = max_pairs
     used: dict[bytes, int] = {}
+    if tally is not None:
+        tally["per_image"] = 0
     for rows in chunks:
         if max_per_image:
             keep = []
@@ -158,6 +163,8 @@ def capped(chunks: Iterable[np.ndarray], *, max_per_image: int | None, max_pairs
                     keep.append(t)
                     if left is not None and len(keep) >= left:
                         break
+                elif tally is not None:
+                    tally["per_image"] += 1
             rows = rows[np.asarray(keep, dtype=np.int64)]
         if left is not None:
             rows = rows[:left]
@@ -168,9 +175,11 @@ def capped(chunks: Iterable[np.ndarray], *, max_per_image: int | None, max_pairs
             return
 
 
-def scatter_points(job, tiles: Iterable[int], limit: int) -> tuple[np.ndarray, np.ndarray]:
+def scatter_points(job, tiles: Iterable[int], limit: int, drop: set = frozenset()) -> tuple[np.ndarray, np.ndarray]:
     """(clip, dino) of at most about `limit` CLIP-alike pairs for the scatter plot: every stored pair of
-    each tile when they fit (then the plot is the local engine's), else an even sample of each tile's."""
+    each tile when they fit (then the plot is the local engine's), else an even sample of each tile's; less
+    the pairs in `drop` (shared_drops: a rectangle's pairs of images in both indexes, which the local engine
+    drops before its scatter too)."""
     tiles = sorted(tiles)
     per_tile = max(1, limit // max(1, len(tiles)))
     clips, dinos = [], []
@@ -182,6 +191,7 @@ def scatter_points(job, tiles: Iterable[int], limit: int) -> tuple[np.ndarray, n
                 part = rows.at(lo + np.unique(np.linspace(0, hi - lo - 1, per_tile).astype(np.int64)))
             else:
                 part = rows[lo:hi]
+            part = next(iter(without([part], drop)), part[:0])
             clips.append(part["clip"])
             dinos.append(part["dino"])
     if not clips:
