@@ -8,7 +8,8 @@ Reads and writes `indexes/<name>/`: `manifest.json` (encoders, counts, checksums
 - layout: the files' names, a row's image id, writing the vector files and manifest.json, which indexes a
   folder holds (`list_indexes`, `default_index_name`), the manifest's checksum;
 - collection: one finished index opened and checked (`open_index`, `open_named_index`, `CollectionIndex`),
-  its row-range reader (`index_rows`), images found through indexes by content (`locate_image`);
+  its row-range reader (`index_rows`), images found through indexes by content (`locate_image`), where many
+  images are at once (`join_locations`: what a run writes for its pairs);
 - rows: vectors and image ids read by row range, locally or from an fsspec URL, without loading the index
   (`IndexRows`, `open_vectors`), a flat file written row chunk by row chunk (`FlatWriter`), the image columns
   of chosen rows (`image_rows`);
@@ -24,6 +25,7 @@ from vhmine.index.collection import (
     CollectionIndex,
     image_paths_by_sha,
     index_rows,
+    join_locations,
     locate_image,
     open_index,
     open_named_index,
@@ -68,6 +70,7 @@ __all__ = [
     "CollectionIndex",
     "image_paths_by_sha",
     "index_rows",
+    "join_locations",
     "locate_image",
     "open_index",
     "open_named_index",

@@ -73,8 +73,40 @@ class CollectionIndex:
         """Where the image at `rel` (a `path` of images.parquet) is: a local path, or an fsspec URL."""
         return join_location(self._root_text(), rel)
 
+    def locations(self, rels):
+        """`location` of each of `rels` (strs: a sequence, numpy or pyarrow array), as an object array, joined
+        in pyarrow (join_locations): what a run writes for each of its pairs' images."""
+        return join_locations(self._root_text(), rels)
+
     def abs_paths(self) -> list[str]:
         return [self.location(p) for p in self.images["path"]]
+
+
+# a path that Path would change when joined to a folder (absolute, empty, a `.` part, a doubled or trailing
+# slash): join_locations joins each of those as join_location does, one by one
+_UNCLEAN = r"^/|^$|//|/$|(^|/)\.(/|$)"
+
+
+def join_locations(root: str, rels):
+    """join_location(root, rel) of each of `rels`, the same strs, as an object array: the root's prefix worked
+    out once (join_location asks the file system whether the root exists, and builds a Path, for each) and
+    joined to every rel in pyarrow; only a rel that Path would change is joined one by one."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not isinstance(rels, (pa.Array, pa.ChunkedArray)):  # a pandas str array hands over its arrow data
+        rels = pa.array(rels) if hasattr(rels, "__arrow_array__") else pa.array(np.asarray(rels, object), pa.string())
+    url = remote_url(root)
+    # a clean rel's parts follow the root's: Path(root) / rel is the root's own text for "x" with rel for x
+    prefix = f"{url.rstrip('/')}/" if url else str(Path(local_path(root)) / "x")[:-1]
+    joined = pc.binary_join_element_wise(pa.scalar(prefix, rels.type), rels, pa.scalar("", rels.type))
+    unclean = _UNCLEAN if os.sep == "/" else "^"  # (another separator: Path writes its own; each rel alone)
+    odd = pc.fill_null(pc.match_substring_regex(rels, unclean), False) if url is None else None
+    if odd is not None and pc.any(odd).as_py():
+        fixed = [join_location(root, r) for r in rels.filter(odd).to_pylist()]
+        joined = pc.replace_with_mask(joined, odd, pa.array(fixed, rels.type))
+    return joined.to_numpy(zero_copy_only=False)
 
 
 def open_index(root: Path, name: str, *, load_vectors: bool = True, load_images: bool = True) -> CollectionIndex:

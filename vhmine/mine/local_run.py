@@ -61,7 +61,7 @@ def mine_one(plan) -> Mined:
     if digests is None:  # what a later run of the grown index checks (mine.grow); kept with the index
         digests = index_digests(idx)
     r = ranked(found, ids, ids, opts)
-    sides = side(images, r.a, idx.location), side(images, r.b, idx.location)
+    sides = side(images, r.a, idx.locations), side(images, r.b, idx.locations)
     pairs = pairs_frame(1, *sides, r.clip_sim, r.dino_sim, r.gap)
     lo, hi = ids[found.i], ids[found.j]
     state = (ids, digests, np.where(lo < hi, lo, hi), np.where(lo < hi, hi, lo), found.clip_sim, found.dino_sim)
@@ -150,7 +150,7 @@ def mine_across(plan) -> Mined:
         kept = keep_across(ids_a[found.i], ids_b[found.j], prefer=found.dino_sim <= opts.dino)
         found = PairSet(found.i[kept], found.j[kept], found.clip_sim[kept], found.dino_sim[kept])
     r = ranked(found, ids_a, ids_b, opts, orient=False)
-    sides = side(a.images, r.a, a.location), side(b.images, r.b, b.location)
+    sides = side(a.images, r.a, a.locations), side(b.images, r.b, b.locations)
     pairs = pairs_frame(1, *sides, r.clip_sim, r.dino_sim, r.gap)
     pairs["index_a"], pairs["index_b"] = a.name, b.name
 

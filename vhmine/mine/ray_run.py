@@ -280,10 +280,10 @@ def _pairs_writer(plan, s: _Setup, job, merged: list, drop: set, cuts: dict, in_
     opts, idx, against = plan.ctx.opts, plan.a, plan.b
 
     def write_pairs(tmp: Path):
-        side_b = (against.images_file, against.location) if against is not None else None
+        side_b = (against.images_file, against.locations) if against is not None else None
         columns = {"index_a": idx.name, "index_b": against.name} if against is not None else None
         writer = PairWriter(
-            tmp, idx.images_file, idx.location, head_rows=opts.gallery_size, side_b=side_b, columns=columns
+            tmp, idx.images_file, idx.locations, head_rows=opts.gallery_size, side_b=side_b, columns=columns
         )
         tally, kept = {}, 0
         for chunk in capped(
