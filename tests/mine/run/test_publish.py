@@ -57,3 +57,26 @@ def test_mine_on_a_full_disk_says_so_in_one_line_and_leaves_nothing(tmp_path, si
     ]
     assert "Traceback" not in r.stdout + r.stderr
     assert r.left == []  # no temporary folder, no half run
+
+
+def test_the_objects_frozen_while_the_folder_is_written_are_handed_back(tmp_path):
+    """publish leaves the objects alive before it out of the collector's passes while it writes the run folder
+    (gc.freeze), and hands them back after, also when the writing fails; a caller's own freeze is left alone."""
+    import gc
+
+    from vhmine.mine import publish
+
+    with publish._settled():
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0
+    with pytest.raises(OSError), publish._settled():
+        raise OSError("disk full")
+    assert gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with publish._settled():
+            pass
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
