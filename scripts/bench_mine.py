@@ -35,6 +35,10 @@ Prints, per data set, each method's time (and the miner's CPU time), pairs and p
 candidate count and margin, the ratios, and whether all pair sets are identical. Reads and writes no files
 (but the kernel calibration's cache, mine.join.kernels, and the peak's, bench_peak).
 
+--end-to-end times the real `vhmine mine` command on an on-disk index of --n CLIP-shaped rows against its join
+alone (import, open the index, find_pairs), each in a fresh process, in CPU time (scripts/bench_mine_e2e.py),
+and prints only that.
+
 --incremental N, --against N and --pruning add the lines of scripts/bench_mine_lines.py (growth by 1% new
 rows in wall and CPU time, two collections across, and the pruning's shares at --clip 0.9 and 0.95); each says
 whether its pairs are identical (bit for bit), and the script exits 1 where they are not.
@@ -42,6 +46,7 @@ whether its pairs are identical (bit for bit), and the script exits 1 where they
     python scripts/bench_mine.py --n 50000
     python scripts/bench_mine.py --only-growth --incremental 200000 --against 100000
     python scripts/bench_mine.py --only-growth --pruning --n 50000
+    python scripts/bench_mine.py --end-to-end --n 50000 --repeat 3
 """
 
 from __future__ import annotations
@@ -499,7 +504,17 @@ def main() -> None:
         help="also the pruning lines: --clip 0.9 and 0.95 on CLIP-shaped rows and on families, N=--n [default: off]",
     )
     ap.add_argument("--pruning-ray", action="store_true", help="with --pruning: the Ray engine's too (a local cluster)")
+    ap.add_argument(
+        "--end-to-end",
+        action="store_true",
+        help="only time `vhmine mine --full` on an on-disk index of --n rows against its join alone (CPU time)",
+    )
     args = ap.parse_args()
+    if args.end_to_end:  # child processes only: nothing of faiss or torch is loaded here
+        from bench_mine_e2e import end_to_end_line
+
+        end_to_end_line(args)
+        return
 
     import faiss  # noqa: F401  (imported before the clocks start: import time is not search time)
     import torch

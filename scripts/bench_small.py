@@ -7,9 +7,12 @@ timed) with random-weight encoders of real architectures' shapes (--preset small
 about --in-box pairs are in the box (a full gallery of 100 pairs and a scatter of every CLIP-alike pair, as a
 real run has: random weights put every pair at other similarities than trained ones); a store is seeded from
 the run, every task annotated, and the export writes 12 instances of it (vhtest), near-duplicate check on (it
-reuses the index's vectors: their encoders are the index's). The three commands alternate, --repeat times;
-the best of each counts, and each ratio is that command's time over the torch import's: wall time, and CPU
-time (user + system, the process's and its children's: less moved by a busy machine).
+reuses the index's vectors: their encoders are the index's). The mine is timed on each of its paths, each on
+its own folder: a fresh mine into a new folder each time, and a re-run of the same command into the folder
+already mined from the unchanged index (the reuse path, mine.grow: nothing new to mine); their ratio is printed
+too (re-run over fresh). The four commands alternate, --repeat times; the best of each counts, and each ratio
+is that command's time over the torch import's: wall time, and CPU time (user + system, the process's and its
+children's: less moved by a busy machine).
 
 Also printed: the heavy libraries each command imported (from a run with the same arguments that lists them
 at exit), and the machine's load (uptime) before and after.
@@ -151,13 +154,17 @@ def main() -> None:
         seed_and_annotate(tmp / "data" / "vhmine.db", tmp / "run" / "pairs.parquet", per_mode=args.items // 2)
         export = ["export", "--out", "bench", "--replace", "--per-mode", str(args.items // 2)]
         said = vhmine(export, tmp)[1]  # the export the timed ones repeat
-        times: dict[str, list[tuple[float, float]]] = {"import torch": [], "mine": [], "export": []}
-        for _ in range(args.repeat):  # alternated: a change in the machine's load meets all three alike
+        times: dict[str, list[tuple[float, float]]] = {"import torch": [], "mine": [], "mine re-run": [], "export": []}
+        for r in range(args.repeat):  # alternated: a change in the machine's load meets all four alike
             times["import torch"].append(import_torch())
-            times["mine"].append(vhmine([*mine[:-1], "run2"], tmp)[0])
+            times["mine"].append(vhmine([*mine[:-1], f"fresh{r}"], tmp)[0])  # a new folder: a fresh mine
+            (wall, cpu), out = vhmine(mine, tmp)  # the folder mined above, the index unchanged: the reuse path
+            if "reused the run" not in out:
+                sys.exit(f"the re-run did not reuse the run in {tmp / 'run'}:\n{out}")
+            times["mine re-run"].append((wall, cpu))
             times["export"].append(vhmine(export, tmp)[0])
         heavy = {}
-        for name, cmd in (("mine", [*mine[:-1], "run3"]), ("export", export)):
+        for name, cmd in (("mine", [*mine[:-1], "fresh"]), ("mine re-run", mine), ("export", export)):
             out = vhmine(cmd, tmp, {"LIST_HEAVY": "1"})[1]
             heavy[name] = [ln.split()[1:] for ln in out.splitlines() if ln.startswith("HEAVY")][0]
         summary = [ln for ln in said.splitlines() if re.match(r"exported |near duplicates: \d", ln)]
@@ -165,12 +172,18 @@ def main() -> None:
         best = {k: (min(w for w, _ in v), min(c for _, c in v)) for k, v in times.items()}
         base = best["import torch"]
         print(f"python -c 'import torch': {base[0]:.2f} s, {base[1]:.2f} CPU s (best of {args.repeat})")
-        for name, what in (("mine", f"{args.rows} rows"), ("export", f"{args.items} items")):
+        shown = (("mine", f"{args.rows} rows, a fresh mine"), ("mine re-run", "the same, run again"))
+        for name, what in (*shown, ("export", f"{args.items} items")):
             (wall, cpu), imported = best[name], ", ".join(heavy[name]) or "none of " + ", ".join(HEAVY)
             print(
                 f"vhmine {name} ({what}): {wall:.2f} s, {wall / base[0]:.2f} x the torch import; {cpu:.2f} CPU s, "
                 f"{cpu / base[1]:.2f} x its CPU time; imported: {imported}"
             )
+        (fw, fc), (rw, rc) = best["mine"], best["mine re-run"]
+        print(
+            f"mine re-run against a fresh mine: {rc / fc:.2f} x in CPU time ({rc:.2f} and {fc:.2f} CPU s), "
+            f"{rw / fw:.2f} x in wall time"
+        )
     print(f"load after: {os.getloadavg()[0]:.2f}")
 
 

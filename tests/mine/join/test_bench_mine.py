@@ -157,3 +157,28 @@ def test_bench_mine_growth_lines_say_the_pairs_are_identical_and_give_their_rati
     assert all(p[3].startswith("a sample says ") for p in prunes), out
     pairs = re.findall(r"([0-9,]+) pairs across of ([0-9,]+)", out)
     assert len(pairs) == 1 and 0 < int(pairs[0][0].replace(",", "")) < int(pairs[0][1].replace(",", "")), out
+
+
+@pytest.mark.slow
+def test_bench_mine_end_to_end_times_the_command_against_its_join_alone():
+    """--end-to-end at a toy size: an index on disk, `vhmine mine` and the join alone each in their own process,
+    the ratio of their CPU times as printed."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    args = ["--end-to-end", "--n", "1500", "--dim", "64", "--dino-dim", "32", "--clip", "0.8", "--repeat", "1"]
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bench_mine.py"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out
+    assert "ratio vs faiss" not in out and re.search(r"^  [0-9]+ pairs written to ", out, re.M), out
+    line = re.findall(
+        r"^mine end to end at N=1500: ([0-9.]+) CPU-s against the join alone ([0-9.]+) CPU-s \(([0-9.]+) x\); "
+        r"wall [0-9.]+ s against [0-9.]+ s \(medians of 1; ",
+        out,
+        re.M,
+    )
+    assert len(line) == 1 and ratio_of(*line[0]), out

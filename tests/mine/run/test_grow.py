@@ -212,6 +212,36 @@ def test_nothing_changed_mines_no_products_and_writes_the_same_pairs(tmp_path):
     assert (tmp_path / "run" / "pairs.csv").read_bytes() == before
 
 
+def test_a_rerun_imports_no_torch_where_a_fresh_mine_needs_it(tmp_path):
+    """600 rows (past local_run.SMALL_PAIRS: a fresh mine runs find_pairs' int8 kernel, torch's): the same
+    command run again, with nothing changed and then with 3 new images, reuses the run in a process that never
+    imports torch (nothing to multiply, then the band's 1,803 pairs in numpy float64) and writes a full mine's
+    pairs (issue 45: the re-run of an unchanged index had imported torch, and cost 2.3x a fresh small mine)."""
+    import subprocess
+    import sys
+
+    keys = list(range(600))
+    build(tmp_path, keys)
+    assert "products kernel" in mine(tmp_path).kernel
+    code = (
+        "import sys\nfrom vhmine.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n"
+        "    assert not e.code, e.code\nprint('torch imported:', 'torch' in sys.modules)"
+    )
+    args = ["mine", "--index", "col", "--indexes", "indexes", "--clip", str(CLIP), "--dino", str(DINO)]
+    for grown, said in ((keys, "mined 0 new rows against 600"), (keys + [600, 601, 602], "mined 3 new rows")):
+        build(tmp_path, grown)
+        r = subprocess.run(
+            [sys.executable, "-c", code, *args, "--out", "run", "--gallery-size", "0"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert r.returncode == 0 and "torch imported: False" in r.stdout, r.stdout + r.stderr
+        assert said in r.stdout + r.stderr
+    assert_equals_full(tmp_path, grown)
+
+
 class GrowingCollection(RuleBasedStateMachine):
     """Any sequence of additions, removals and changes, each followed by the same `vhmine mine`, gives the
     pairs of a float64 brute force over the index as it is then; each run after the first reuses the last."""
