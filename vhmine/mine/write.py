@@ -12,7 +12,8 @@ Writes, into the run's temporary folder:
 
 Reads the image columns of each shard's pairs from the index (index.rows.image_rows, batch by batch): the
 writer's memory follows the shard, not the index. Every column is built by numpy / pyarrow operations over
-the whole shard: no Python runs per pair (a 50,000-row run's pairs in a few hundredths of a second).
+the whole shard: no Python runs per pair (a 50,000-row run's 53,574 pairs: their columns and both files in
+0.15 CPU-s, against 1.5 when each path, categories list and csv field was made one at a time).
 """
 
 from __future__ import annotations
