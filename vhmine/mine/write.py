@@ -18,6 +18,7 @@ the whole shard: no Python runs per pair (a 50,000-row run's 53,574 pairs: their
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -81,17 +82,30 @@ def write_whole(folder: Path, pairs, head_rows: int, state: tuple | None = None)
 
 def side(images, rows, locations) -> dict:
     """The image columns of `rows` of a DataFrame of images.parquet's columns; locations(paths) -> absolute, of
-    an array of paths at once (index.CollectionIndex.locations). Each column a take of the whole column, in
-    its own dtype; the categories stay the arrays images.parquet's reader made (pyarrow writes them as the
-    lists they are)."""
+    an array of paths at once (index.CollectionIndex.locations). Each column a take of the whole column; the
+    categories stay the arrays images.parquet's reader made (pyarrow writes them as the lists they are)."""
     rows = np.asarray(rows, dtype=np.int64)
     return {
-        "image_id": images["image_id"].array.take(rows),
-        "sha256": images["sha256"].array.take(rows),
-        "path": locations(images["path"].array.take(rows)),
+        "image_id": _taken(images["image_id"], rows),
+        "sha256": _taken(images["sha256"], rows),
+        "path": locations(_taken(images["path"], rows)),
         "coco_id": images["coco_id"].array[rows],
         "categories": images["categories"].to_numpy()[rows],
     }
+
+
+def _taken(col, rows):
+    """A text column's values at rows: taken in its own dtype where that is the one pandas gives such values
+    anyway (its str dtype: pandas 3; object: 2), else as numpy objects (which pairs_frame's DataFrame types as
+    it always has)."""
+    return col.array.take(rows) if col.dtype == _text_dtype() else col.to_numpy()[rows]
+
+
+@functools.cache
+def _text_dtype():
+    import pandas as pd
+
+    return pd.Series(np.array(["x"], dtype=object)).dtype
 
 
 class PairWriter:

@@ -180,6 +180,16 @@ def test_edge_tables_are_the_per_row_codes_bytes(tmp_path, case):
     assert new == old
 
 
+@pytest.mark.parametrize("dtype", [object, "string[pyarrow]", "string[python]"])
+def test_an_image_table_of_other_text_dtypes_gives_the_per_row_codes_bytes(tmp_path, dtype):
+    """An images table whose text columns are not pandas' default str (an index written by pandas 2, a table
+    built in memory): the pairs' columns are typed as the per-row code typed them."""
+    _, images = images_file(tmp_path)
+    images = images.astype({"image_id": dtype, "sha256": dtype, "path": dtype})
+    new, old = both(tmp_path, images, "/data/images", pair_rows(len(images), 60, seed=7))
+    assert new == old
+
+
 def test_the_ray_engines_shards_are_the_per_row_codes_bytes(tmp_path):
     """PairWriter: shards of 7 rows (pairs.parquet a folder of them, pairs.csv appended shard by shard), and the
     --against form (each side from its own images.parquet, constant columns)."""
