@@ -10,7 +10,7 @@ fresh process, alternated --repeat times:
 - the join alone: a process that imports vhmine.index and vhmine.mine.join, opens the index (open_index) and
   runs find_pairs with the same thresholds (what the mine runs: --clip, every DINOv2 similarity kept).
 
-Time is CPU time (user + system of the child, resource.getrusage(RUSAGE_CHILDREN)): the medians, and their
+Time is CPU time (user + system of the child: scripts/bench_timing.py's clock): the medians, and their
 ratio; wall times beside, for information. Prints the CPU and the load before, the kernel the mine used, the
 heavy libraries the join alone imported (torch where its kernel is torch's, as `_int_mm` is: then torch's
 import is the join's cost as much as the mine's), and the load after.
@@ -20,7 +20,6 @@ Reads and writes nothing outside its temporary folder (but the kernel calibratio
 from __future__ import annotations
 
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -28,6 +27,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # (its sibling modules, when imported from elsewhere)
+from bench_timing import clock, load_text  # noqa: E402
 
 HEAVY = ("torch", "matplotlib", "pandas", "pyarrow", "faiss")
 # the join alone, as `vhmine mine` runs it: import, open the index, find_pairs with --clip and no DINOv2 cut
@@ -77,13 +79,13 @@ def write_synthetic_index(folder: Path, n: int, dim: int = 768, dino_dim: int = 
 
 
 def _timed(cmd: list[str], cwd: Path) -> tuple[float, float, str]:
-    """(CPU seconds: user + system of the child, wall seconds, what it printed) of a command run to its end."""
-    before, t = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
-    res = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
-    wall, after = time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN)
+    """(CPU seconds, wall seconds, what it printed) of a command run to its end (bench_timing.clock: the child's
+    user + system time, waited for; this process only waits meanwhile)."""
+    with clock() as c:
+        res = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
     if res.returncode:
         sys.exit(f"{' '.join(cmd)} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}")
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), wall, res.stdout + res.stderr
+    return c.cpu_s, c.wall_s, res.stdout + res.stderr
 
 
 def console_script() -> list[str]:
@@ -124,7 +126,7 @@ def end_to_end_line(args) -> float:
         f"mine end to end at N={n}: {a:.2f} CPU-s against the join alone {b:.2f} CPU-s ({a / b:.2f} x); "
         f"wall {wa:.2f} s against {wb:.2f} s (medians of {repeat}; CPU-s of each run: mine "
         f"{', '.join(f'{c:.2f}' for c, _ in times['mine'])}; join {', '.join(f'{c:.2f}' for c, _ in times['join'])}; "
-        f"load average after {os.getloadavg()[0]:.2f})",
+        f"after: {load_text()})",
         flush=True,
     )
     return a / b
