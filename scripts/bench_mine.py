@@ -46,7 +46,7 @@ whether its pairs are identical (bit for bit), and the script exits 1 where they
     python scripts/bench_mine.py --n 50000
     python scripts/bench_mine.py --only-growth --incremental 200000 --against 100000
     python scripts/bench_mine.py --only-growth --pruning --n 50000
-    python scripts/bench_mine.py --end-to-end --n 50000 --repeat 3
+    python scripts/bench_mine.py --end-to-end --n 50000 --repeat 7
 """
 
 from __future__ import annotations

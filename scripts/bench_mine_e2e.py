@@ -6,7 +6,9 @@ train2017/, a coco_id on two rows of three, 0-3 category names a row); the image
 so the gallery shows no thumbnails (a real run also decodes up to 2 x --gallery-size images). Then, each in a
 fresh process, alternated --repeat times:
 
-- the real command line, `vhmine mine --full` (the console script next to this Python), into a new folder;
+- the real command line, `vhmine mine --full` (the console script next to this Python), into a new folder (the
+  first of them digests every row (BLAKE2b) and keeps the digests with the index, row_digests.npz: the others
+  only check them, XXH3 at memory speed; its CPU time is the first of those listed);
 - the join alone: a process that imports vhmine.index and vhmine.mine.join, opens the index (open_index) and
   runs find_pairs with the same thresholds (what the mine runs: --clip, every DINOv2 similarity kept).
 
