@@ -17,7 +17,7 @@ import re
 import numpy as np
 
 # where a float's shortest repr is positional and pyarrow's cast writes the same digits (with no ".0" for an
-# integral one): checked against numpy's str over millions of values (test_write); the rest through numpy
+# integral one): checked against numpy's str over 4.6 million values (test_write: 350,000); the rest through numpy
 _PLAIN = (1e-4, 1e6)
 
 

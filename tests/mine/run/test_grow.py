@@ -212,6 +212,7 @@ def test_nothing_changed_mines_no_products_and_writes_the_same_pairs(tmp_path):
     assert (tmp_path / "run" / "pairs.csv").read_bytes() == before
 
 
+@pytest.mark.slow  # two command lines in their own processes, and a full mine of 600 rows
 def test_a_rerun_imports_no_torch_where_a_fresh_mine_needs_it(tmp_path):
     """600 rows (past local_run.SMALL_PAIRS: a fresh mine runs find_pairs' int8 kernel, torch's): the same
     command run again, with nothing changed and then with 3 new images, reuses the run in a process that never
