@@ -284,3 +284,21 @@ def test_an_unwritable_out_is_refused_before_any_model_is_asked(openai_server, t
             generate(store, opts)
         assert "\n" not in str(err.value)
     assert srv.requests == []
+
+
+def test_a_picture_the_backend_returns_as_cmyk_jpeg_is_stored_as_png(tmp_path):
+    """An image API that answers with a CMYK JPEG: stored as an RGB PNG, as the export formats re-encode it
+    (PIL cannot write CMYK as PNG: the old re-encoding raised)."""
+    import io
+
+    from PIL import Image
+
+    from vhmine.models.generate import _save_png
+
+    buf = io.BytesIO()
+    Image.new("RGB", (8, 6), (200, 30, 40)).convert("CMYK").save(buf, format="JPEG")
+    path, new = _save_png(buf.getvalue(), tmp_path)
+    assert new and path.suffix == ".png"
+    with Image.open(path) as im:
+        assert im.format == "PNG" and im.mode == "RGB" and im.size == (8, 6)
+    assert _save_png(buf.getvalue(), tmp_path) == (path, False)  # the same bytes: the same file, not a new one

@@ -79,7 +79,7 @@ class CollectionIndex:
         return join_locations(self._root_text(), rels)
 
     def abs_paths(self) -> list[str]:
-        return [self.location(p) for p in self.images["path"]]
+        return list(self.locations(self.images["path"]))
 
 
 # a path that Path would change when joined to a folder (absolute, empty, a `.` part, a doubled or trailing

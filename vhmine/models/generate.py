@@ -169,13 +169,12 @@ def _description_texts(store, ids: Sequence[str]) -> dict[str, str]:
 
 def _save_png(png: bytes, folder: Path) -> tuple[Path, bool]:
     """`<folder>/<sha256>.png`, written once (temp file and rename), and whether it was new (no file of these bytes
-    was there: a model that draws the same picture twice adds one image); PNG re-encoded if it is not one."""
+    was there: a model that draws the same picture twice adds one image); PNG re-encoded if it is not one, as
+    the export formats re-encode (vhmine.images.encode_as: a CMYK or 16-bit picture too)."""
     if not png.startswith(b"\x89PNG"):
-        from PIL import Image
+        from vhmine.images import encode_as
 
-        buf = io.BytesIO()
-        Image.open(io.BytesIO(png)).save(buf, format="PNG")
-        png = buf.getvalue()
+        png = encode_as(png, "PNG")
     sha = hashlib.sha256(png).hexdigest()
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{sha}.png"
