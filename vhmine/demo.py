@@ -186,7 +186,7 @@ def _demo_thresholds(indexes: Path, name: str, k: int = DEMO_TOP) -> tuple[float
     import numpy as np
 
     from vhmine.index import open_index
-    from vhmine.mine.join import pair_sims
+    from vhmine.mine import pair_sims
 
     idx = open_index(indexes, name)
     i, j = np.triu_indices(len(idx.clip), 1)

@@ -180,7 +180,7 @@ def seed_pairs(
 ) -> SeedResult:
     """Load mined pairs into `store` (a vhmine.store.Store) and queue tasks for each mode; `table`: the pairs
     table as read_pairs read it already (else it is read here)."""
-    from vhmine.curate.stages import SeedRaced
+    from vhmine import curate
 
     pairs_path = Path(pairs_path).resolve()
     mode_list = R.selected_modes(modes)
@@ -218,7 +218,7 @@ def seed_pairs(
     for _attempt in range(RACE_TRIES):  # another machine's seeding between planning and writing: plan again
         try:
             return _seed_once(store, run, pairs_path, meta, unique, len(df), per_mode, mode_list, index_folders)
-        except SeedRaced:
+        except curate.stages.SeedRaced:
             continue
     raise InputError(
         f"other seedings of the store kept coming while seeding run {run} ({RACE_TRIES} tries): run `vhmine seed` again"
@@ -227,9 +227,11 @@ def seed_pairs(
 
 def _seed_once(store, run, pairs_path, meta, unique, n_read, per_mode, mode_list, index_folders) -> SeedResult:
     """Plan the run's new pairs against the store as it is now, check their image files, write them."""
-    from vhmine.curate.stages import add_mined_pairs, known_pairs
+    from vhmine import curate
 
-    known, reseeded, latest = known_pairs(store, run, meta.get("run_id") if isinstance(meta, dict) else None)
+    known, reseeded, latest = curate.stages.known_pairs(
+        store, run, meta.get("run_id") if isinstance(meta, dict) else None
+    )
     fresh = [u for u in unique if u[1] not in known]  # still in rank order: the new pairs are planned as a run alone
     plan = assign(len(fresh), per_mode, mode_list)
     used = sorted({i for idx in plan.values() for i in idx})
@@ -243,7 +245,7 @@ def _seed_once(store, run, pairs_path, meta, unique, n_read, per_mode, mode_list
             key = (r[f"sha256_{side}"], r[f"path_{side}"])
             if key not in files:
                 files[key] = _image_file(pairs_path, r, side, index_folders)
-    counts = add_mined_pairs(
+    counts = curate.stages.add_mined_pairs(
         store, run, pairs_path, meta, fresh, {m: plan[m] for m in mode_list}, files, not reseeded, latest
     )
     from vhmine.curate import list_workers

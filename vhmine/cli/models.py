@@ -417,10 +417,10 @@ def draft(
         from vhmine.store import open_store
 
         if stats:
-            from vhmine.curate.people import draft_savings, savings_table
+            from vhmine import curate
 
             with open_store(db, create=False) as store:
-                typer.echo(savings_table(draft_savings(store)))
+                typer.echo(curate.people.savings_table(curate.people.draft_savings(store)))
             return
         if not model:
             raise InputError("give --model M (the vision model that drafts), or --stats to see what verifying saves")

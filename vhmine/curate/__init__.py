@@ -22,8 +22,8 @@ who acts (`WorkerInfo`, `add_worker`, `list_workers`, `sign_in`), the queue's wo
 `Annotation`, `save_annotation`, the yes/no drafts it makes (`pending_drafts`, `DraftDecision`,
 `confirm_drafts`), `skip`, `discard`, `progress`, `undo_last`), and what the other stages read
 (`InstanceRecord`, `ready_instances`, `get_instance`, `image_bytes`, `image_file`, `store_overview`,
-`run_app`). Everything else is behind the face of one of its five rooms (`C.work.next_review(...)`, `from
-vhmine.curate.stages import add_mined_pairs`), whose modules stay private to the room; each room imports only
+`run_app`). Everything else is behind the face of one of its five rooms (`C.work.next_review(...)`,
+`C.stages.add_mined_pairs(...)`), whose modules stay private to the room; each room imports only
 the faces of the ones before it in this list:
 - `base/`: what every curation module needs: `retry` (transitions retried), `ids`, `text`, `access`
   (`WorkerInfo`, worker and admin checks), `tasks` (lease checks, the compare-and-set on a task's version,

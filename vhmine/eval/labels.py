@@ -24,13 +24,12 @@ def store_verdicts(
     other words (another prompt, another endpoint) does not score this answer; two matching responses
     with different verdicts give None.
     """
-    from vhmine.curate.stages import responses_saying
-    from vhmine.curate.work import response_verdicts
+    from vhmine import curate
     from vhmine.store import open_store
 
     with open_store(db, create=False) as store:
-        rows = responses_saying(store, model, answers)
-        counts = response_verdicts(store, [rid for rid, _ in rows])
+        rows = curate.stages.responses_saying(store, model, answers)
+        counts = curate.work.response_verdicts(store, [rid for rid, _ in rows])
     found: dict[str, set] = {}
     for rid, iid in rows:
         if not workers_only or counts[rid].by_workers:

@@ -135,11 +135,11 @@ def judge_agreement(judge: dict[str, bool | None], workers: dict[str, bool | Non
     An "unclear" judge answer or a tie among workers (None) is no verdict: that item is not compared.
     kappa is None where it is undefined (every verdict of both in one category).
     """
-    from vhmine.curate.people import cohen_kappa
+    from vhmine import curate
 
     both = sorted(i for i in judge if judge[i] is not None and workers.get(i) is not None)
     a, b = [judge[i] for i in both], [workers[i] for i in both]
-    k = cohen_kappa(a, b)
+    k = curate.people.cohen_kappa(a, b)
     return {
         "items": len(both),
         "agree": sum(x == y for x, y in zip(a, b)),

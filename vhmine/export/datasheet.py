@@ -170,8 +170,8 @@ def _generators(rows: dict, public: bool) -> tuple[list, list]:
 
 
 def _annotation(store, bench: Benchmark, rows: dict, key: str, public: bool) -> dict:
+    from vhmine import curate
     from vhmine import rules as R
-    from vhmine.curate.people import mode_agreement as agreement
     from vhmine.export.privacy import pseudonym
 
     who = (lambda n: pseudonym(n, key)) if public else (lambda n: n)  # noqa: E731
@@ -191,7 +191,7 @@ def _annotation(store, bench: Benchmark, rows: dict, key: str, public: bool) -> 
     own = {R.own_template_id(R.get_mode(m)) for m in R.mode_names()}
     ids = {i.id for i in inst}
     modes = bench.modes()
-    agree = [a for a in agreement(store, "instances", instance_ids=ids) if a.mode in modes]
+    agree = [a for a in curate.people.mode_agreement(store, "instances", instance_ids=ids) if a.mode in modes]
     reviewed = Counter(i.mode for i in inst if i.id in rows["reviewed"])
     return {
         "workers": len({i.created_by for i in inst}),

@@ -320,9 +320,9 @@ def export_benchmark(store, opts: ExportOptions) -> ExportResult:
 
 
 def _export(store, opts: ExportOptions) -> ExportResult:
+    from vhmine import curate
     from vhmine import rules as R
     from vhmine.curate import ready_instances
-    from vhmine.curate.work import blind_dropped, blind_summary
 
     spec = F.get_format(opts.format)
     if opts.kind is None:  # every kind the format holds: a yes/no-only format exports the yes/no questions
@@ -348,7 +348,7 @@ def _export(store, opts: ExportOptions) -> ExportResult:
     unavailable = unavailable_images(recs)  # missing or changed since curated: left out, said below, not a stop
     no_image = [r for r in recs if r.id in unavailable]
     recs = [r for r in recs if r.id not in unavailable]
-    flagged = blind_dropped(store) if opts.drop_blind else set()
+    flagged = curate.work.blind_dropped(store) if opts.drop_blind else set()
     left_out = [r for r in recs if r.id in flagged]  # answerable without the image (vhmine blind)
     recs = [r for r in recs if r.id not in flagged]
     bench = from_records(recs, opts.name or Path(opts.out).name)
@@ -403,7 +403,7 @@ def _export(store, opts: ExportOptions) -> ExportResult:
         "sample_size": shortfall({m: c[OEQ] + c[YNQ] for m, c in counts(bench).items()}),
         **version_info,
     }
-    blind = blind_summary(store, bench, dropped=left_out, with_endpoint=opts.with_provenance)
+    blind = curate.work.blind_summary(store, bench, dropped=left_out, with_endpoint=opts.with_provenance)
     if blind or opts.drop_blind:  # blind accuracy per mode whenever blind answers exist
         info["blind"] = {"drop_blind": opts.drop_blind, "left_out": len(left_out), "solvers": blind}
     info["near_duplicates"] = dups.manifest

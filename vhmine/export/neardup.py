@@ -118,7 +118,7 @@ SMALL_WITHIN = 512
 
 
 def _within(clip, dino, o: DupOptions) -> list[tuple[int, int, float, float]]:
-    from vhmine.mine.join import brute_force_pairs, find_pairs
+    from vhmine.mine import brute_force_pairs, find_pairs
 
     if len(clip) < 2:
         return []
@@ -320,7 +320,7 @@ def check_near_duplicates(store, bench, o: DupOptions, *, public: bool = True) -
 def _record(store, found: dict[str, list[dict]], basis, decided_by: dict, public: bool) -> None:
     """Store every pair (vhmine.curate.work.neardups, with this machine's encoder specs) and mark each entry with
     its stored id and any worker's overrule (who: a pseudonym when `public`)."""
-    from vhmine.curate.work import near_duplicate_id, record_near_duplicates
+    from vhmine import curate
     from vhmine.export.privacy import pseudonym, pseudonym_key
 
     rows = [
@@ -339,13 +339,13 @@ def _record(store, found: dict[str, list[dict]], basis, decided_by: dict, public
         for scope, lst in found.items()
         for e in lst
     ]
-    overrules = record_near_duplicates(
+    overrules = curate.work.record_near_duplicates(
         store, rows, encoders=_encoder_record(basis, False), thresholds=decided_by["thresholds"]
     )
     key = pseudonym_key(store) if public and any(overrules.values()) else None
     for scope, lst in found.items():
         for e in lst:
-            e["id"] = near_duplicate_id(scope, e["a"]["image_id"], e["b"].get("index"), e["b"]["image_id"])
+            e["id"] = curate.work.near_duplicate_id(scope, e["a"]["image_id"], e["b"].get("index"), e["b"]["image_id"])
             o = overrules.get(e["id"])
             e["overruled"] = (
                 None

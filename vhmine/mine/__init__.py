@@ -34,6 +34,10 @@ _WHERE = {
     "mine_index": "run",
     "MineResult": "publish",
     "MinePlan": "sizing",
+    # the join's entries other stages use (the near-duplicate check, the demo): its own face, vhmine.mine.join
+    "find_pairs": "join",
+    "brute_force_pairs": "join",
+    "pair_sims": "join",
 }
 
 __all__ = [
@@ -47,6 +51,9 @@ __all__ = [
     "default_run_name",
     "mine_index",
     "thumbnail_data_url",
+    "find_pairs",
+    "brute_force_pairs",
+    "pair_sims",
 ]  # the keys of _WHERE
 
 

@@ -87,9 +87,9 @@ class DescribeResult:
 def _add_description(
     store, did: str, mode: str, kind: str, text: str, model: str, hypothetical: bool, sources: list[str]
 ) -> None:
-    from vhmine.curate.stages import add_description
+    from vhmine import curate
 
-    add_description(store, did, mode, kind, text, model, hypothetical, sources)
+    curate.stages.add_description(store, did, mode, kind, text, model, hypothetical, sources)
 
 
 def describe(store, opts: DescribeOptions) -> DescribeResult:
@@ -253,6 +253,6 @@ def read_manifest(folder: Path) -> dict:
 
 def latest_descriptions(store, modes: Sequence[str]) -> dict[str, tuple[str, str]]:
     """mode -> (description id, text) of its newest merged description (ties broken by id)."""
-    from vhmine.curate.stages import latest_descriptions as latest
+    from vhmine import curate
 
-    return latest(store, modes)
+    return curate.stages.latest_descriptions(store, modes)

@@ -141,7 +141,6 @@ def _located(store, files: dict, image_id: str):
 def draft(store, opts: DraftOptions) -> DraftResult:
     """Ask the model once per open pair task not yet drafted by it (model, endpoint, prompt); store every draft."""
     from vhmine import curate as C
-    from vhmine.curate.work import drafted_tasks
     from vhmine.rules import parse_draft
 
     modes = R.selected_modes(opts.modes)
@@ -154,7 +153,7 @@ def draft(store, opts: DraftOptions) -> DraftResult:
     items: dict[str, DraftItem] = {}
     with LLM(opts.llm) as llm:
         llm.check_prices([model])
-        done = drafted_tasks(store, model, llm.endpoint, prompt.id)
+        done = C.work.drafted_tasks(store, model, llm.endpoint, prompt.id)
         todo, files = [], {}
         for t in tasks:
             if t[0] in done:

@@ -162,9 +162,9 @@ def _descriptions(store, opts: GenerateOptions, modes: list[str]) -> dict[str, t
 
 def _description_texts(store, ids: Sequence[str]) -> dict[str, str]:
     """description id -> its text, for the ids the store holds."""
-    from vhmine.curate.stages import description_texts
+    from vhmine import curate
 
-    return description_texts(store, ids)
+    return curate.stages.description_texts(store, ids)
 
 
 def _save_png(png: bytes, folder: Path) -> tuple[Path, bool]:
@@ -193,10 +193,11 @@ def _render_key(mode: str, prompt: str, seed: int | None, params: dict) -> tuple
 
 def _recorded(store, backend: Backend) -> set[tuple]:
     """`_render_key`s of the images this backend and model already made."""
-    from vhmine.curate.stages import recorded_renders
+    from vhmine import curate
 
     return {
-        _render_key(m, p, seed, params) for m, p, seed, params in recorded_renders(store, backend.kind, backend.model)
+        _render_key(m, p, seed, params)
+        for m, p, seed, params in curate.stages.recorded_renders(store, backend.kind, backend.model)
     }
 
 

@@ -296,10 +296,9 @@ def hallucinations(store, mode: str, model: str | None = None) -> list[Hallucina
     models failed on it; `model` keeps only that model's responses.
     """
     from vhmine import curate as C
-    from vhmine.curate.stages import mode_responses
 
     mode = R.get_mode(mode).name
-    rows = mode_responses(store, mode, model)
+    rows = C.stages.mode_responses(store, mode, model)
     counts = C.work.response_verdicts(store, [r.response_id for r in rows])
     out: dict[str, Hallucination] = {}
     for r in rows:  # by instance id, then response id
