@@ -65,8 +65,9 @@ def clip_like_chunks(n: int, dim: int, dino_dim: int, seed: int):
         yield x, dino
 
 
-def write_synthetic_index(folder: Path, n: int, dino_dim: int, seed: int) -> float:
-    """An index `vhmine mine` opens as any other: flat faiss files, images.parquet, skipped.csv, manifest."""
+def write_synthetic_index(folder: Path, n: int, dino_dim: int, seed: int, on_chunk=None) -> float:
+    """An index `vhmine mine` opens as any other: flat faiss files, images.parquet, skipped.csv, manifest.
+    on_chunk(clip, dino): called with each chunk of rows as it is written."""
     import pandas as pd
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -80,6 +81,8 @@ def write_synthetic_index(folder: Path, n: int, dino_dim: int, seed: int) -> flo
     for clip, dino in clip_like_chunks(n, 768, dino_dim, seed):
         clip_w.add(clip)
         dino_w.add(dino)
+        if on_chunk is not None:
+            on_chunk(clip, dino)
     clip_w.close()
     dino_w.close()
     writer = None
@@ -131,16 +134,82 @@ def sample_tiles(n: int, tile_memory: int, dino_dim: int, count: int) -> tuple[l
     return tiles, len(tri), side
 
 
+def sample_band_tiles(n: int, old: int, tile_memory: int, dino_dim: int, count: int):
+    """A fixed sample of a growth's band tiles (its chunks of new rows x column blocks), spread evenly: (tile
+    numbers, tiles in all, tile side)."""
+    from vhmine.mine.ray import Band, tile_rows
+
+    side = min(tile_rows(tile_memory, 768, dino_dim), -(-n // 64) * 64)
+    band = Band(n, side, np.arange(old, n))
+    return sorted({int(k) for k in np.linspace(0, len(band) - 1, max(1, count))}), len(band), side
+
+
+def write_earlier_run(folder: Path, index: Path, old: int, digests: np.ndarray, seed: int) -> None:
+    """The run of the index's first `old` rows that a growth reuses, as `vhmine mine` writes it (run.json with
+    its files' checksums, rows.parquet with the rows' real digests, alike.parquet), without its full mine (hours
+    at N = 2,000,000 on 2 cores): its CLIP-alike pairs are drawn at random, one a row (the CLIP-shaped rows' full
+    mine finds about one a row: 53,574 at N = 50,000), and the growth's pairs are not compared with a full
+    mine's here (tests/mine/ray/test_grow_ray.py does that)."""
+    import uuid
+
+    from vhmine.config import DEFAULT_CLIP_MIN, DEFAULT_DINO_MAX
+    from vhmine.images import sha256_file
+    from vhmine.index import MANIFEST
+    from vhmine.mine import state
+
+    folder.mkdir(parents=True)
+    hexes = lambda k: np.array([f"{v:016x}" for v in k], dtype=object)  # noqa: E731  (the index's ids)
+    state.write_rows_streamed(
+        folder, (hexes(range(s, min(old, s + CHUNK))) for s in range(0, old, CHUNK)), [digests], group=state.ROW_GROUP
+    )
+    rng = np.random.default_rng(seed + 7)
+    with state.AlikeWriter(folder) as w:
+        for s in range(0, old, CHUNK):
+            a = np.arange(s, min(old, s + CHUNK))
+            b = rng.integers(0, old, len(a))
+            a, b = a[a != b], b[a != b]
+            lo, hi = np.minimum(a, b), np.maximum(a, b)
+            w.add(hexes(lo), hexes(hi), rng.uniform(DEFAULT_CLIP_MIN, 1, len(a)), rng.uniform(0, 1, len(a)))
+    manifest = json.loads((index / MANIFEST).read_text())
+    run = {
+        "producer": "vhmine mine",
+        "run_id": uuid.uuid4().hex,
+        "index": manifest["name"],
+        "index_created": manifest.get("created"),
+        "clip_threshold": DEFAULT_CLIP_MIN,
+        "dino_threshold": DEFAULT_DINO_MAX,
+        "encoders": manifest.get("encoders", {}),
+        "options": {"max_pairs": None, "max_per_image": None, "engine": "ray"},
+        "files": {
+            name: {"bytes": (folder / name).stat().st_size, "sha256": sha256_file(folder / name)}
+            for name in (state.ROWS, state.ALIKE)
+        },
+    }
+    (folder / "run.json").write_text(json.dumps(run, indent=2))
+
+
+JOINED = " the join by image id with the earlier run, its pairs renumbered,"
+
+
 def measure(n: int, args, work: Path) -> dict:
     import ray
 
     idx = work / f"n{n}"
-    secs = write_synthetic_index(idx / "synthetic", n, args.dino_dim, args.seed)
+    digests = []
+    keep = (lambda clip, dino: digests.append(row_digests(clip, dino, workers=2))) if args.grow else None
+    if args.grow:
+        from vhmine.mine.join import row_digests
+    secs = write_synthetic_index(idx / "synthetic", n, args.dino_dim, args.seed, on_chunk=keep)
     size = sum(p.stat().st_size for p in (idx / "synthetic").iterdir())
-    tiles, total, side = sample_tiles(n, args.tile_memory << 20, args.dino_dim, args.tiles)
+    if args.grow:
+        old = n - n // 100  # the earlier run mined the first 99%: the last 1% are new
+        write_earlier_run(work / f"run{n}", idx / "synthetic", old, np.concatenate(digests)[:old], args.seed)
+        tiles, total, side = sample_band_tiles(n, old, args.tile_memory << 20, args.dino_dim, args.tiles)
+    else:
+        tiles, total, side = sample_tiles(n, args.tile_memory << 20, args.dino_dim, args.tiles)
     print(
-        f"N={n:,}: index written in {secs:.0f} s ({size / 1e9:.1f} GB); tiles {tiles} of {total:,} "
-        f"(side {side:,} rows)",
+        f"N={n:,}: index written in {secs:.0f} s ({size / 1e9:.1f} GB); {'band ' if args.grow else ''}tiles "
+        f"{tiles} of {total:,} (side {side:,} rows)",
         flush=True,
     )
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)  # fresh workers for each N
@@ -168,6 +237,17 @@ def measure(n: int, args, work: Path) -> dict:
     if status != 0 or "JOB " not in out:
         sys.exit(f"the driver failed (status {status}):\n{out}")
     job = json.loads(out.split("JOB ", 1)[1].splitlines()[0])
+    run = json.loads((work / f"run{n}" / "run.json").read_text())
+    if args.grow and (run.get("incremental") or {}).get("new_rows") != n // 100:
+        sys.exit(f"N={n:,}: the run did not grow the earlier one: {run.get('incremental')} ({out[-2000:]})")
+    if args.grow:
+        j = run["incremental"]["join"]
+        print(
+            f"N={n:,}: the join by image id on the driver: {j['buckets']} bucket(s), {j['cpu_seconds']:.2f} CPU-s "
+            f"({j['cpu_seconds'] / n * 1e6:.2f} us a row), scratch folder at most "
+            f"{j['scratch_peak_bytes'] / 2**20:.0f} MiB ({j['scratch_peak_bytes'] / n:.0f} bytes a row)",
+            flush=True,
+        )
     workers = job["workers_peak_rss"]
     res = {
         "n": n,
@@ -178,7 +258,7 @@ def measure(n: int, args, work: Path) -> dict:
     }
     print(
         f"N={n:,}: {len(tiles)} tiles in {job['seconds']:.1f} s of driver time (probe, streaming pass over every "
-        f"row, tiles); driver peak RSS {res['driver']:.0f} MiB; worker peak RSS "
+        f"row,{JOINED if args.grow else ''} tiles); driver peak RSS {res['driver']:.0f} MiB; worker peak RSS "
         f"{', '.join(f'{v:.0f}' for v in res['workers'].values())} MiB; tile rate {res['rate']:,.3g} pairs/s "
         f"per worker (full tiles after each worker's first: {job['rate_tiles']}); {job['written']} pairs written",
         flush=True,
@@ -211,6 +291,11 @@ def main() -> None:
         default="auto",
         help="products kernel of every tile [default: each worker's fastest, measured on its node]",
     )
+    ap.add_argument(
+        "--grow",
+        action="store_true",
+        help="grow each index by 1%% against an earlier run of its first 99%% (the band job) instead of a full mine",
+    )
     ap.add_argument("--workdir", type=Path, default=None, help="[default: a temporary folder under $TMPDIR]")
     ap.add_argument("--keep", action="store_true", help="keep the workdir (runs) at the end")
     args = ap.parse_args()
@@ -234,9 +319,12 @@ def main() -> None:
         f"ratios: driver {small['driver'] and large['driver'] / small['driver']:.2f}x, worker {d / c:.2f}x "
         "(target <= 1.5x each)"
     )
+    if args.grow:
+        flat = large["driver"] <= 1.15 * small["driver"] + 64
+        print(f"growth's driver at N={large['n']} within 1.15 x its N={small['n']} figure + 64 MiB: {flat}")
     print(
-        f"memory: driver {small['driver']:.0f} MiB at N={small['n']}, {large['driver']:.0f} MiB at N={large['n']}; "
-        f"worker {c:.0f} / {d:.0f} MiB"
+        f"memory{' (growth)' if args.grow else ''}: driver {small['driver']:.0f} MiB at N={small['n']}, "
+        f"{large['driver']:.0f} MiB at N={large['n']}; worker {c:.0f} / {d:.0f} MiB"
     )
 
 

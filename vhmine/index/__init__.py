@@ -84,12 +84,25 @@ __all__ = [
     "image_rows",
     "open_vectors",
     # digests (numpy): likewise
+    "CHUNK_ROWS",
     "ROW_DIGESTS",
+    "checked_digests",
+    "chunk_checks",
     "stored_digests",
+    "stored_range",
+    "store_streamed",
 ]
 
 _ROWS = ("FlatWriter", "IndexRows", "VectorFile", "image_rows", "open_vectors")
-_DIGESTS = ("ROW_DIGESTS", "stored_digests")
+_DIGESTS = (
+    "CHUNK_ROWS",
+    "ROW_DIGESTS",
+    "checked_digests",
+    "chunk_checks",
+    "stored_digests",
+    "stored_range",
+    "store_streamed",
+)
 
 
 def __getattr__(name: str):

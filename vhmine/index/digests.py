@@ -81,24 +81,33 @@ def stored_digests(folder, clip: np.ndarray, dino: np.ndarray, kind: str, digest
     dims = (clip.shape[1], dino.shape[1])
     checks = chunk_checks(clip, dino, CHUNK_ROWS)
     had = _read(folder / ROW_DIGESTS, kind, dims)
+    out, digested = checked_digests(clip, dino, checks, had and (had["digests"], had["checks"]), digest)
+    if stats is not None:
+        stats.update(rows_digested=digested, rows_stored=n - digested)
+    if digested or (had is not None and len(had["digests"]) != n):
+        _store(folder, kind, dims, out, checks)
+    return out
+
+
+def checked_digests(clip, dino, checks, had, digest) -> tuple[np.ndarray, int]:
+    """(the digest of each row, how many were digested): the stored ones of each chunk whose check `had`
+    (stored digests and checks of these rows' chunks, from their first: None, or fewer, where none) equals its
+    check now, `digest(clip, dino)` of the others."""
+    n = len(clip)
     out = np.zeros(n, np.uint64)
     same = np.zeros(len(checks), bool)
     if had is not None:
-        k = min(len(had["checks"]), len(checks))
+        k = min(len(had[1]), len(checks))
         # a stored chunk of fewer rows (the index's last, before it grew) hashed other bytes: it differs
-        same[:k] = (had["checks"][:k] == checks[:k]).all(axis=1)
+        same[:k] = (had[1][:k] == checks[:k]).all(axis=1)
         for c in np.flatnonzero(same):
-            out[c * CHUNK_ROWS : (c + 1) * CHUNK_ROWS] = had["digests"][c * CHUNK_ROWS : (c + 1) * CHUNK_ROWS]
-    todo, digested = np.flatnonzero(~same), 0
-    for lo, hi in _runs(todo):  # runs of adjacent chunks digested in one call (its threads share them)
+            out[c * CHUNK_ROWS : (c + 1) * CHUNK_ROWS] = had[0][c * CHUNK_ROWS : (c + 1) * CHUNK_ROWS]
+    digested = 0
+    for lo, hi in _runs(np.flatnonzero(~same)):  # runs of adjacent chunks digested in one call (its threads share them)
         a, b = lo * CHUNK_ROWS, min(hi * CHUNK_ROWS, n)
         out[a:b] = digest(clip[a:b], dino[a:b])
         digested += b - a
-    if stats is not None:
-        stats.update(rows_digested=digested, rows_stored=n - digested)
-    if len(todo) or (had is not None and len(had["digests"]) != n):
-        _store(folder, kind, dims, out, checks)
-    return out
+    return out, digested
 
 
 def _runs(chunks: np.ndarray):
@@ -132,4 +141,115 @@ def _store(folder: Path, kind: str, dims, digests: np.ndarray, checks: np.ndarra
     try:
         atomic_write(folder / ROW_DIGESTS, write)
     except OSError as err:  # a read-only index: mined all the same, its digests taken again next time
+        log.info("could not keep the row digests in %s (%s)", folder, err)
+
+
+def stored_range(location: str, start: int, stop: int, kind: str, dims) -> tuple[np.ndarray, np.ndarray] | None:
+    """Rows [start, stop) of a kept file's digests and the checks of the chunks they fall in (start a multiple of
+    CHUNK_ROWS; as many of them as the file holds), read by byte range (a local path or an fsspec URL: what a
+    Ray task reads, never the whole file), or None when there is none, it is unreadable, of another kind or
+    shape, or holds none of them. The caller checks each chunk against the rows' bytes before it uses its
+    digests (checked_digests)."""
+    import zipfile
+
+    from vhmine.index.rows import _fs, is_url
+
+    try:
+        f = _fs(location)[0].open(_fs(location)[1], "rb") if is_url(location) else open(location, "rb")
+    except OSError:
+        return None
+    try:
+        with f, zipfile.ZipFile(f) as z:
+            small = {k: _member(z, k) for k in ("kind", "check", "chunk_rows", "dims")}
+            if (str(small["kind"]), str(small["check"]), int(small["chunk_rows"])) != (kind, CHECK, CHUNK_ROWS):
+                return None
+            if tuple(small["dims"].tolist()) != tuple(dims):
+                return None
+            digests, checks = (_member_rows(z, f, k) for k in ("digests", "checks"))
+            stop = min(stop, digests[1])  # (a file of fewer rows: its rows in the range)
+            a, b = start // CHUNK_ROWS, min(-(-stop // CHUNK_ROWS), checks[1])
+            if stop <= start or b <= a or checks[2] != (16,) or checks[1] != -(-digests[1] // CHUNK_ROWS):
+                return None
+            return _rows_of(f, digests, start, stop), _rows_of(f, checks, a, b).reshape(b - a, 16)
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+        return None
+
+
+def _member(z, name: str) -> np.ndarray:
+    import io
+
+    return np.load(io.BytesIO(z.read(f"{name}.npy")), allow_pickle=False)
+
+
+def _member_rows(z, f, name: str):
+    """(where the member's array data starts in the file, its rows, the shape of a row, its dtype): a stored
+    (uncompressed) member, as np.savez writes them."""
+    import struct
+    import zipfile
+
+    info = z.getinfo(f"{name}.npy")
+    if info.compress_type != zipfile.ZIP_STORED:
+        raise ValueError(f"{name}.npy is compressed")
+    f.seek(info.header_offset)
+    head = f.read(30)
+    if head[:4] != b"PK\x03\x04":
+        raise ValueError("not a local file header")
+    f.seek(info.header_offset + 30 + sum(struct.unpack("<HH", head[26:30])))
+    version = np.lib.format.read_magic(f)
+    read = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}[version]
+    shape, fortran, dtype = read(f)
+    if fortran or not shape:
+        raise ValueError(f"{name}.npy is not rows")
+    return f.tell(), int(shape[0]), tuple(shape[1:]), dtype
+
+
+def _rows_of(f, member, start: int, stop: int) -> np.ndarray:
+    at, _, row, dtype = member
+    width = dtype.itemsize * int(np.prod(row, dtype=np.int64))
+    f.seek(at + start * width)
+    return np.frombuffer(f.read((stop - start) * width), dtype)
+
+
+def store_streamed(folder, kind: str, dims, n: int, digest_parts, check_parts) -> None:
+    """row_digests.npz (the file `stored_digests` reads, as np.savez writes it) from two streams in row order: the
+    digests of n rows and their chunks' checks, each cut anywhere; holds one part at a time (a Ray run's
+    driver writes it from the scan's chunks). Not written while an embed holds the index, nor where it may not
+    be (as stored_digests)."""
+    import zipfile
+
+    from vhmine.files import atomic_write
+    from vhmine.index.layout import embed_running
+
+    folder = Path(folder)
+    if embed_running(folder) is not None:
+        return
+    chunks = -(-n // CHUNK_ROWS)
+
+    def member(z, name: str, dtype, shape, parts=None, value=None) -> None:
+        with z.open(f"{name}.npy", "w", force_zip64=True) as m:
+            if value is not None:
+                np.lib.format.write_array(m, value, allow_pickle=False)
+                return
+            head = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": shape}
+            np.lib.format.write_array_header_1_0(m, head)
+            rows = 0
+            for p in parts:
+                p = np.ascontiguousarray(p, dtype)
+                m.write(p.tobytes())
+                rows += len(p)
+            if rows != shape[0]:
+                raise ValueError(f"{name}: {rows} rows written, {shape[0]} announced")
+
+    def write(tmp: Path) -> None:
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
+            member(z, "kind", None, None, value=np.array(kind))
+            member(z, "check", None, None, value=np.array(CHECK))
+            member(z, "chunk_rows", None, None, value=np.array(CHUNK_ROWS))
+            member(z, "dims", None, None, value=np.array(dims, np.int64))
+            member(z, "digests", np.uint64, (n,), digest_parts)
+            member(z, "checks", np.uint8, (chunks, 16), (np.asarray(c, np.uint8).reshape(-1, 16) for c in check_parts))
+
+    try:
+        atomic_write(folder / ROW_DIGESTS, write)
+    except OSError as err:
         log.info("could not keep the row digests in %s (%s)", folder, err)

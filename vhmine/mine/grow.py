@@ -17,6 +17,7 @@ Writes nothing: the engines write the new run's (with its own rows.parquet and a
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,12 +30,23 @@ from vhmine.mine import state
 
 @dataclass
 class Earlier:
-    """An earlier run that may be reused: its folder, run.json and the rows it mined."""
+    """An earlier run that may be reused: its folder, run.json and the rows it mined (ids and digests: read
+    from rows.parquet when first asked for, by the local engine; the Ray engine joins the file from disk)."""
 
     folder: Path
     run: dict
-    ids: np.ndarray
-    digests: np.ndarray
+
+    @functools.cached_property
+    def _rows(self) -> tuple[np.ndarray, np.ndarray]:
+        return state.read_rows(self.folder)
+
+    @property
+    def ids(self) -> np.ndarray:
+        return self._rows[0]
+
+    @property
+    def digests(self) -> np.ndarray:
+        return self._rows[1]
 
 
 def earlier_run(run_dir: Path, default_dir: Path) -> Path | None:
@@ -119,8 +131,7 @@ def reusable(folder: Path, idx, opts) -> tuple[Earlier | None, str]:
             f"the run in {where} keeps row digests of an older kind (an older vhmine wrote it; they can miss "
             "changed vectors): mining in full; the run written now keeps digests of the kind used now"
         )
-    ids, digests = state.read_rows(folder)
-    return Earlier(folder, run, ids, digests), ""
+    return Earlier(folder, run), ""
 
 
 @dataclass
@@ -164,19 +175,11 @@ def index_digests(idx, workers=2, stats: dict | None = None) -> np.ndarray:
     where that still checks (vhmine.index.stored_digests), hashing only the chunks it does not vouch for:
     what a run of the index keeps in rows.parquet and a grown index's run compares. stats gets rows_digested
     and rows_stored."""
-    import functools
-
     from vhmine.index import stored_digests
     from vhmine.mine.join import DIGEST, row_digests
 
     digest = functools.partial(row_digests, workers=workers)
     return stored_digests(idx.folder, idx.clip, idx.dino, DIGEST, digest, stats)
-
-
-def new_rows(earlier: Earlier, ids: np.ndarray) -> np.ndarray:
-    """Rows of the index now whose image the earlier run did not mine (by id alone: what a Ray job knows
-    before its scan has read the rows' digests)."""
-    return np.flatnonzero(_positions(earlier.ids, ids) < 0)
 
 
 def changed_line(g: Growth, idx, folder: Path) -> str:

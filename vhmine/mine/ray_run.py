@@ -3,8 +3,10 @@ Ray tasks over tiles (mine.ray) of the plan's shape: the triangle of one index, 
 rows (the plan holds an earlier run of the same command: mine.grow), or the rectangle of `--against`.
 
 Reads the index by row range (vhmine.index rows; the driver reads headers, a row sample, the rows of random
-pairs for the scatter's background and, batch by batch, images.parquet), never whole (only a band holds every
-image id and digest, to find its new rows). Writes the job folder (RunPlan.job_dir, `runs/.<run>.job/`) while
+pairs for the scatter's background and, batch by batch, images.parquet), never whole: a band's rows are joined
+with the earlier run's, and `--against`'s two indexes' images with each other, by image id in buckets on disk
+(mine.ray.idjoin, under `runs/.<run>.job.ids/`, removed when the engine is done), so the driver's memory does
+not grow with the collection. Writes the job folder (RunPlan.job_dir, `runs/.<run>.job/`) while
 the job runs (mine.ray.TileJob: a stopped job resumes from it), and into the temporary folder publish hands to
 Mined.write_pairs the pairs merged in rank order and capped (mine.ray's merge), written in shards
 (mine.write.PairWriter), with rows.parquet and alike.parquet streamed (mine.state); the job folder goes once
@@ -20,11 +22,15 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from vhmine.errors import InputError
 from vhmine.mine.engine import Mined
+
+if TYPE_CHECKING:
+    from vhmine.mine.ray.idjoin import GrowthJoin
 
 FORMAT = 1
 OLD_PAIRS = -1  # the job's entry for the earlier run's pairs that a band job reuses (a tile file like the others)
@@ -40,15 +46,19 @@ class RayEngine:
     def mine(self, plan) -> Mined:
         """The plan's pairs (mine.plan.RunPlan), ranked and capped by the merge of the job's tiles."""
         setup = _setup(plan)
-        job, info = _run(plan, setup)
         try:
-            return _mined(plan, setup, job, info)
-        except _Changed:  # the band was mined on a basis that does not hold: mine everything
-            job.remove()
-            return self.mine(plan.full())
-        except BaseException:
-            job.close()
-            raise
+            job, info = _run(plan, setup)
+            try:
+                return _mined(plan, setup, job, info)
+            except _Changed:  # the band was mined on a basis that does not hold: mine everything
+                job.remove()
+                return self.mine(plan.full())
+            except BaseException:
+                job.close()
+                raise
+        finally:
+            if setup.grown is not None:
+                setup.grown.remove()
 
 
 class _Changed(Exception):
@@ -68,7 +78,7 @@ class _Setup:
     shape: object
     across: object
     top: int | None
-    ids: np.ndarray | None
+    grown: GrowthJoin | None
 
 
 def device_of(opts) -> str:
@@ -95,25 +105,26 @@ def tile_side(opts, rows, rows_b=None) -> int:
 
 def _setup(plan) -> _Setup:
     from vhmine.index import index_rows
-    from vhmine.mine.grow import new_rows
     from vhmine.mine.ray import Across, Band, Rectangle, Triangle
+    from vhmine.mine.ray.idjoin import GrowthJoin
 
     opts, against, earlier = plan.ctx.opts, plan.b, plan.earlier
     device = device_of(opts)
     rows, local = rows_of(plan.a, opts)
     rows_b = index_rows(against.folder) if against is not None else None  # (--index-url names A's copy)
     side = tile_side(opts, rows, rows_b)
-    across = Across(local, rows_b) if against is not None else None  # (images in both: mine.join.shared)
+    scratch = plan.job_dir.with_name(plan.job_dir.name + ".ids")  # the streamed joins' buckets (mine.ray.idjoin)
+    across = Across(local, rows_b, scratch) if against is not None else None  # (images in both: mine.join.shared)
     # only then may a tile cut its own list (not when pairs of images in both indexes are dropped after it)
     top = opts.max_pairs if not opts.max_per_image and not (across and across.shared) else None
-    ids = _text(local.ids(0, local.n)) if earlier is not None else None
-    if earlier is not None:
-        shape = Band(rows.n, side, new_rows(earlier, ids))  # (its kept rows' digests are checked after the scan)
+    grown = GrowthJoin(earlier, local, scratch) if earlier is not None else None
+    if grown is not None:
+        shape = Band(rows.n, side, grown.new_rows)  # (its kept rows' digests are checked after the scan)
     elif against is not None:
         shape = Rectangle(rows.n, rows_b.n, side)
     else:
         shape = Triangle(rows.n, side)
-    return _Setup(device, rows, local, rows_b, side, shape, across, top, ids)
+    return _Setup(device, rows, local, rows_b, side, shape, across, top, grown)
 
 
 def _identity(plan, s: _Setup) -> dict:
@@ -167,6 +178,8 @@ def _run(plan, s: _Setup):
             digests=plan.b is None,
             prune=opts.prune,
         )
+        if plan.b is None:
+            info["digests"] = _keep_digests(plan, s, job)
     except BaseException as err:
         # scanned chunks are kept for a rerun after a stop, not after a refusal (a row, say): it would refuse again
         kept = job is not None and (
@@ -183,16 +196,32 @@ def _run(plan, s: _Setup):
     return job, info
 
 
+def _keep_digests(plan, s: _Setup, job) -> dict:
+    """The index's kept row digests (vhmine.index.store_streamed: what the local engine keeps, so either engine
+    reads them next time) written again from the scan's chunks, a chunk at a time, when the scan hashed any row
+    (the others it read from the kept file where their chunk's check held). Returns run.json's ray.digests."""
+    from vhmine.index import store_streamed
+    from vhmine.mine.join import DIGEST
+
+    entries = sorted((e for (side, _), e in job.chunks.items() if side == "a"), key=lambda e: e["start"])
+    digested = sum(int(e.get("digested", e["stop"] - e["start"])) for e in entries)
+    if digested and all("checks" in e for e in entries):
+        checks = (np.frombuffer(bytes.fromhex(c), np.uint8) for e in entries for c in e["checks"])
+        dims = (s.rows.clip.dim, s.rows.dino.dim)
+        store_streamed(plan.a.folder, DIGEST, dims, s.rows.n, job.digest_parts("a", s.rows.n), checks)
+    return {"rows_digested": digested, "rows_stored": s.rows.n - digested}
+
+
 def _mined(plan, s: _Setup, job, info) -> Mined:
     """What the finished job holds, as Mined: its tiles (and a band's earlier pairs) merged in rank order."""
     from vhmine.mine.ray import SCATTER_POINTS, scatter_points, shared_drops
 
     opts, earlier, across = plan.ctx.opts, plan.earlier, s.across
-    reuse, extra, old = "", {}, {"clip_alike": 0, "in_box": 0}
+    reuse, extra, old = "", {}, {"clip_alike": 0, "in_box": 0, "entries": []}
     if earlier is not None:
         reuse, extra, old = _band(plan, s, job)
     wanted = [k for k in (range(len(s.shape)) if opts.tiles is None else sorted(set(opts.tiles))) if k in job.done]
-    merged = wanted + ([OLD_PAIRS] if earlier is not None else [])
+    merged = wanted + old["entries"]
     drop, less_alike, less_box = set(), 0, 0
     if across and across.shared:  # no pair of an image with itself, each unordered pair once
         drop, less_alike, less_box = shared_drops(job, wanted, across.shared_bytes, opts.dino)
@@ -205,7 +234,7 @@ def _mined(plan, s: _Setup, job, info) -> Mined:
     }
     record = {"tiles": info["tiles"], "tiles_mined": len(wanted), "tile_rows": s.side, "shape": s.shape.kind}
     record.update(quantiser=info["quantiser"], nodes=len(info["nodes"]), tiles_done_before=info["tiles_done_before"])
-    record.update(kernels=info["kernels"], pruning=info["prune"])
+    record.update(kernels=info["kernels"], pruning=info["prune"], digests=info.get("digests"))
     kernels = ", ".join(f"{k} ({v['tiles']} tiles)" for k, v in info["kernels"].items())
     b = plan.b
     background, cuts = _background(s), {}  # (cuts: filled as the pairs are written, as the local engine's)
@@ -234,17 +263,18 @@ def _band(plan, s: _Setup, job):
     """A band's growth checked against the rows' digests the scan recorded (_Changed when a kept row's vectors
     changed), and the earlier run's pairs recorded as one more entry of the job: (the reuse line, run.json's
     `incremental`, the earlier pairs' counts)."""
-    from vhmine.mine.grow import changed_line, growth, said
+    from vhmine.mine.grow import changed_line, said
 
     earlier = plan.earlier
-    g = growth(earlier, s.ids, job.digests("a", s.rows.n))
+    g = s.grown.growth(job.digest_parts("a", s.rows.n))
     if g.changed:
         log.warning("%s", changed_line(g, plan.a, earlier.folder))
         raise _Changed
-    old = _record_old_pairs(job, earlier, s.ids, s.local, plan.ctx.opts, s.top)
+    old = _record_old_pairs(job, s.grown, s.local, plan.ctx.opts, s.top)
     k_new = len(g.new_rows)
     products = k_new * (k_new - 1) // 2 + k_new * g.kept
-    return said(earlier, g, products, s.rows.n), {"incremental": g.record(earlier, products)}, old
+    record = {**g.record(earlier, products), "join": s.grown.stats}  # (the streamed join's cost: docs/scaling.md)
+    return said(earlier, g, products, s.rows.n), {"incremental": record}, old
 
 
 def _relax(plan, s: _Setup, job, merged: list, drop: set, counts: dict, background):
@@ -313,14 +343,12 @@ def _background(s: _Setup):
     local, rows_b, across = s.local, s.rows_b, s.across
     if across is None:
         return background_sample(local.n, lambda i, j: (file_sims(local.clip, i, j), file_sims(local.dino, i, j)))
-    return background_sample(
-        local.n,
-        lambda i, j: (
-            cross_sims(local.clip.take, rows_b.clip.take, *across.kept(i, j)),
-            cross_sims(local.dino.take, rows_b.dino.take, *across.kept(i, j)),
-        ),
-        across=rows_b.n,
-    )
+
+    def sims(i, j):
+        i, j = across.kept(i, j)  # (reads the sampled rows' ids: once for both encoders)
+        return cross_sims(local.clip.take, rows_b.clip.take, i, j), cross_sims(local.dino.take, rows_b.dino.take, i, j)
+
+    return background_sample(local.n, sims, across=rows_b.n)
 
 
 def _id_parts(rows, batch: int = 65_536):
@@ -342,19 +370,23 @@ def _tile_chunks(job, k: int, step: int = 1 << 20):
         yield rows[s : s + step]
 
 
-def _record_old_pairs(job, earlier, ids: np.ndarray, local, opts, top: int | None) -> dict:
-    """The earlier run's CLIP-alike pairs between rows still there, as one more ranked entry of the job (its
-    in-box pairs in rank order, cut to `top` as a tile's are, then the rest): the merge and the scatter read it
-    as a tile. Returns its counts."""
-    from vhmine.mine.grow import old_pairs
+def _record_old_pairs(job, grown, local, opts, top: int | None) -> dict:
+    """The earlier run's CLIP-alike pairs between rows still there, as more ranked entries of the job, one per
+    bucket of the streamed join (OLD_PAIRS, OLD_PAIRS - 1, ...: each its in-box pairs in rank order, cut to
+    `top` as a tile's are, then the rest): the merge and the scatter read them as tiles. Returns their counts
+    and entries."""
     from vhmine.mine.ray import box_first, orient_by_id, ranked_dtype
 
-    i, j, c, d = old_pairs(earlier, ids)
-    width = local.id_width
-    out = np.empty(len(i), ranked_dtype(width))
-    orient_by_id(out, i, j, np.asarray(ids[i], dtype=f"S{width}"), np.asarray(ids[j], dtype=f"S{width}"))
-    out["clip"], out["dino"], out["gap"], out["lo"], out["hi"] = c, d, c - d, i, j
-    box = d <= opts.dino
-    rows, kept, others = box_first(out, box, top)
-    job.record(OLD_PAIRS, rows, {"kept": kept, "sample": others, "clip_alike": len(out), "in_box": int(box.sum())})
-    return {"clip_alike": len(out), "in_box": int(box.sum())}
+    width, counts = local.id_width, {"clip_alike": 0, "in_box": 0, "entries": []}
+    for q, (i, j, c, d, id_i, id_j) in enumerate(grown.old_pairs()):
+        out = np.empty(len(i), ranked_dtype(width))
+        orient_by_id(out, i, j, np.asarray(id_i, dtype=f"S{width}"), np.asarray(id_j, dtype=f"S{width}"))
+        out["clip"], out["dino"], out["gap"], out["lo"], out["hi"] = c, d, c - d, i, j
+        box = d <= opts.dino
+        rows, kept, others = box_first(out, box, top)
+        info = {"kept": kept, "sample": others, "clip_alike": len(out), "in_box": int(box.sum())}
+        job.record(OLD_PAIRS - q, rows, info)
+        counts["clip_alike"] += len(out)
+        counts["in_box"] += info["in_box"]
+        counts["entries"].append(OLD_PAIRS - q)
+    return counts

@@ -35,7 +35,7 @@ TILE = tile_bytes(64, 16, 12)  # tiles of 64 rows: a band of a few new rows stil
 def mine(tmp_path, out="run", engine="ray", **kw):
     kw.setdefault("clip", CLIP)
     kw.setdefault("dino", DINO)
-    extra = {"engine": "ray", "tile_memory": TILE} if engine == "ray" else {}
+    extra = {"engine": "ray", "tile_memory": kw.pop("tile_memory", TILE)} if engine == "ray" else {}
     return api.mine(
         "col", indexes=tmp_path / "indexes", out=tmp_path / out, progress=False, gallery_size=0, **extra, **kw
     )
@@ -226,3 +226,115 @@ def test_against_on_ray_with_an_index_of_one_image_is_the_local_engines_1_x_n_re
     df = pd.read_parquet(tmp_path / "ray" / "pairs.parquet")
     assert want and res.written == len(want)
     assert sorted(zip(df.image_id_a, df.image_id_b, df.clip_sim, df.dino_sim)) == want
+
+
+def _no_side_whole(monkeypatch):
+    """The driver may not read a side of a join whole: rows.parquet and alike.parquet only through the streamed
+    join, the index's ids only a few rows at a time (tile tasks run in Ray's workers, not patched here)."""
+    from vhmine.index.rows import IndexRows
+    from vhmine.mine import state
+
+    def whole(*a, **k):
+        raise AssertionError("the driver read a side of the join whole")
+
+    read_ids = IndexRows.ids
+
+    def few(self, start, stop):
+        assert stop - start <= 64, f"the driver read the ids of rows [{start}, {stop})"
+        return read_ids(self, start, stop)
+
+    monkeypatch.setattr(state, "read_rows", whole)
+    monkeypatch.setattr(state, "read_alike", whole)
+    monkeypatch.setattr(IndexRows, "ids", few)
+
+
+def test_a_band_joined_in_many_buckets_holds_no_side_and_is_the_local_engines_run(tmp_path, monkeypatch):
+    from vhmine.mine.ray import idjoin
+
+    caps = {"max_per_image": 2, "max_pairs": 40}
+    build(tmp_path, START)
+    mine(tmp_path, **caps)
+    now = [k for k in START if k not in (0, 1, 77)] + [4, 9, 99, 300, 301]
+    now[10] = 900 + now[10] % 5
+    build(tmp_path, now)
+    with monkeypatch.context() as m:
+        m.setattr(idjoin, "BUCKET_ROWS", 16)  # 14 buckets of each side
+        _no_side_whole(m)
+        res = mine(tmp_path, **caps)
+    meta = run_json(tmp_path)
+    inc = meta["incremental"]
+    assert (inc["old_rows"], inc["new_rows"], inc["removed_rows"]) == (204, 6, 4)
+    assert inc["join"]["buckets"] == 14 and inc["join"]["scratch_peak_bytes"] > 208 * 16
+    assert "mined 6 new rows against 204" in res.summary()
+    assert not list(tmp_path.glob(".*.ids")) and not list(tmp_path.glob(".run.job*"))
+    full = mine(tmp_path, out="full", engine="local", full=True, **caps)
+    assert (tmp_path / "run" / "pairs.csv").read_bytes() == (tmp_path / "full" / "pairs.csv").read_bytes()
+    assert meta["counts"] == run_json(tmp_path, "full")["counts"]
+    assert res.cuts == full.cuts and res.cuts  # (the caps' cut line: both caps left pairs out)
+
+
+def test_against_with_shared_images_joined_in_many_buckets_is_the_local_engines_rectangle(tmp_path, monkeypatch):
+    from mine_runs import build_named
+
+    from vhmine.mine.ray import idjoin
+
+    a_keys, b_keys = A_KEYS + [k for k in SHARED if k not in A_KEYS], B_KEYS + [k for k in SHARED if k not in B_KEYS]
+    build_named(tmp_path, "mine", a_keys)
+    build_named(tmp_path, "ref", b_keys)
+    kw = dict(against="ref", indexes=tmp_path / "indexes", clip=CLIP, dino=1.0, progress=False, gallery_size=0)
+    local = api.mine("mine", out=tmp_path / "local", max_per_image=2, **kw)
+    with monkeypatch.context() as m:
+        m.setattr(idjoin, "BUCKET_ROWS", 8)
+        _no_side_whole(m)
+        res = api.mine("mine", out=tmp_path / "ray", engine="ray", tile_memory=TILE, max_per_image=2, **kw)
+    assert (tmp_path / "ray" / "pairs.csv").read_bytes() == (tmp_path / "local" / "pairs.csv").read_bytes()
+    meta, meta_local = (json.loads((tmp_path / d / "run.json").read_text()) for d in ("ray", "local"))
+    assert meta["counts"] == meta_local["counts"] and meta["counts"]["shared_images"] == 10
+    assert (res.written, res.clip_alike, res.in_box) == (local.written, local.clip_alike, local.in_box)
+
+
+def test_a_ray_run_reads_the_kept_digests_and_keeps_them_for_either_engine(tmp_path, caplog):
+    """The scan hashes only the rows of chunks (vhmine.index.CHUNK_ROWS) the index's kept file does not vouch
+    for, writes the file when it hashed any (what the local engine reads too), and still catches a changed bit
+    of an old row whose chunk the file vouched for."""
+    from mine_runs import vectors
+
+    from vhmine.index import ROW_DIGESTS, chunk_checks
+    from vhmine.index.rows import open_vectors
+    from vhmine.mine.join import row_digests
+
+    def kept():
+        with np.load(tmp_path / "indexes" / "col" / ROW_DIGESTS) as z:
+            return z["digests"], z["checks"]
+
+    keys = list(range(4200))  # a whole kept chunk of 4,096 rows and part of another
+    build(tmp_path, keys)
+    mine(tmp_path, tile_memory=None)
+    assert run_json(tmp_path)["ray"]["digests"] == {"rows_digested": 4200, "rows_stored": 0}
+    clip, dino = vectors(keys)
+    np.testing.assert_array_equal(kept()[0], row_digests(clip, dino))
+    np.testing.assert_array_equal(kept()[1], chunk_checks(clip, dino, 4096))
+    grown = keys + [5000, 5001, 5002]  # appended, as `vhmine embed` appends a grown collection's new files
+    build(tmp_path, grown)
+    res = mine(tmp_path, tile_memory=None)
+    meta = run_json(tmp_path)
+    assert meta["ray"]["digests"] == {"rows_digested": 4203 - 4096, "rows_stored": 4096}
+    assert meta["incremental"]["new_rows"] == 3 and "mined 3 new rows against 4,200" in res.summary()
+    np.testing.assert_array_equal(kept()[0], row_digests(*vectors(grown)))
+    # then a bit of an old row changed in place (its file's size kept): its chunk no longer checks, and the
+    # growth falls back to a full mine
+    build(tmp_path, grown + [5003])
+    path = tmp_path / "indexes" / "col" / "clip.faiss"
+    vf = open_vectors(path)
+    with open(path, "r+b") as f:
+        f.seek(vf.offset + 17 * vf.row_bytes + 5)
+        byte = f.read(1)[0] ^ 0x01
+        f.seek(-1, 1)
+        f.write(bytes([byte]))
+    with caplog.at_level("WARNING", logger="vhmine"):
+        mine(tmp_path, tile_memory=None)
+    assert any("1 row(s) of index 'col' have other vectors" in r.getMessage() for r in caplog.records)
+    meta = run_json(tmp_path)
+    assert meta["ray"]["shape"] == "triangle" and "incremental" not in meta
+    now = [open_vectors(tmp_path / "indexes" / "col" / f"{k}.faiss") for k in ("clip", "dino")]
+    np.testing.assert_array_equal(kept()[0], row_digests(*(v.read(0, v.rows) for v in now)))

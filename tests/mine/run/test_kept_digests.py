@@ -151,3 +151,35 @@ def test_property_a_change_of_one_value_after_the_digests_were_kept_changes_its_
         after = kept.stored_digests(folder, clip, dino, DIGEST, row_digests)
         assert np.flatnonzero(after != before).tolist() == [row]
         assert (after == row_digests(clip, dino)).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 40), first=st.integers(0, 5), span=st.integers(1, 50), cuts=st.integers(1, 6))
+def test_property_a_streamed_file_reads_back_whole_and_by_range(n, first, span, cuts):
+    """store_streamed (a Ray driver's writer, parts cut anywhere) writes the file stored_digests reads with no
+    row hashed again, and stored_range gives any whole-chunk range of it: the rows the file holds."""
+    rng = np.random.default_rng(n)
+    clip, dino = rng.standard_normal((n, 6)).astype(np.float32), rng.standard_normal((n, 5)).astype(np.float32)
+    chunk = kept.CHUNK_ROWS
+    try:
+        kept.CHUNK_ROWS = 8
+        d, c = row_digests(clip, dino), kept.chunk_checks(clip, dino, 8)
+        with tempfile.TemporaryDirectory() as folder:
+            kept.store_streamed(folder, DIGEST, (6, 5), n, np.array_split(d, cuts), np.array_split(c, cuts))
+            calls: list[int] = []
+            got = kept.stored_digests(
+                folder, clip, dino, DIGEST, lambda a, b: calls.append(len(a)) or row_digests(a, b)
+            )
+            assert (got == d).all() and calls == []
+            start = 8 * first
+            r = kept.stored_range(str(Path(folder) / kept.ROW_DIGESTS), start, start + span, DIGEST, (6, 5))
+            if start >= n:
+                assert r is None
+            else:
+                stop = min(n, start + span)
+                assert (r[0] == d[start:stop]).all() and (r[1] == c[first : -(-stop // 8)]).all()
+            assert kept.stored_range(str(Path(folder) / kept.ROW_DIGESTS), 0, n, "another-kind", (6, 5)) is None
+            assert kept.stored_range(str(Path(folder) / kept.ROW_DIGESTS), 0, n, DIGEST, (6, 4)) is None
+            assert kept.stored_range(str(Path(folder) / "none.npz"), 0, n, DIGEST, (6, 5)) is None
+    finally:
+        kept.CHUNK_ROWS = chunk

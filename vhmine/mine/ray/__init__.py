@@ -7,7 +7,9 @@ Reads the index by row range (positioned reads on a shared filesystem or byte ra
 writes the job folder `runs/.<run>.job/` (tilejob: every finished tile as a file, so a stopped job
 resumes). Modules: engine (the driver: tile size from a memory bound, scheduling, retries), arrays
 (`find_pairs_ray` over arrays for tests and benchmarks), scan (the probe of every node, the streaming scan
-that fixes the quantiser and records row digests, and the pruning's choice on a sample), tileshapes (the
+that fixes the quantiser and records row digests, read from the index's kept ones where they still check, and
+the pruning's choice on a sample), idjoin (the driver's joins by image id, in buckets on disk: a grown
+index's rows against the earlier run's, the images in both indexes of a rectangle), tileshapes (the
 tiles of a triangle, of the band of pairs touching new rows, of a rectangle across two indexes), tiletask
 (what one task does), tilejob (the job folder) and merge (the tiles' sorted lists merged in rank order,
 capped).

@@ -85,19 +85,22 @@ def scan(
     digests: bool = False,
 ):
     """The Quantiser of every row of rows (and of rows_b, a rectangle's second index: one for all tiles),
-    from one task per chunk of `side` rows, with the fewest levels that the nodes' products kernels keep
-    exact (each task's node chooses its own). The turn is chosen by the driver on a sample of each side,
-    read from `local` / `local_b` (its own view of the index). Each chunk is recorded in `job` as it
-    arrives (with its row digests when `digests`): chunks already recorded are not scanned again, and a
-    recorded Quantiser is kept (then only chunks whose digests are missing are scanned)."""
+    from one task per chunk of `side` rows (with digests: rounded up to whole chunks of the index's kept
+    digests, vhmine.index.CHUNK_ROWS, which the tasks read where they still check), with the fewest levels
+    that the nodes' products kernels keep exact (each task's node chooses its own). The turn is chosen by the
+    driver on a sample of each side, read from `local` / `local_b` (its own view of the index). Each chunk is
+    recorded in `job` as it arrives (with its row digests when `digests`): chunks already recorded are not
+    scanned again, and a recorded Quantiser is kept (then only chunks whose digests are missing are scanned)."""
     from tqdm import tqdm
 
+    from vhmine.index import CHUNK_ROWS
     from vhmine.mine.join import Quantiser, choose_turn, sample_rows
     from vhmine.mine.ray import tiletask
 
+    step = -(-side // CHUNK_ROWS) * CHUNK_ROWS if digests else side  # (a chunk of kept digests is in one task)
     sides = [("a", rows)] + ([("b", rows_b)] if rows_b is not None else [])
     done = Quantiser.from_dict(job.job["quantiser"]) if "quantiser" in job.job else None
-    every = [(name, r, s) for name, r in sides for s in range(0, r.n, side)]
+    every = [(name, r, s) for name, r in sides for s in range(0, r.n, step)]
 
     def needed(name: str, s: int) -> bool:  # its digests are wanted and missing, or the quantiser needs it
         e = job.chunks.get((name, s))
@@ -114,25 +117,25 @@ def scan(
         job.save(turn=list(dims))
     dim = rows.clip.dim
     task = ray.remote(tiletask.scan_chunk).options(
-        num_cpus=1, max_retries=MAX_RETRIES, memory=16 * side * (dim + rows.dino.dim)
+        num_cpus=1, max_retries=MAX_RETRIES, memory=16 * step * (dim + rows.dino.dim)
     )
     inflight, at = {}, 0
     with tqdm(total=len(chunks), desc="scanning rows (ray)", unit="chunk", disable=not progress) as bar:
         while at < len(chunks) or inflight:
             while at < len(chunks) and len(inflight) < 2 * slots(ray, "cpu") + 2:
                 name, r, s = chunks[at]
-                inflight[task.remote(r, s, s + side, dims, kernel, device, digests)] = (name, s, min(s + side, r.n))
+                inflight[task.remote(r, s, s + step, dims, kernel, device, digests)] = (name, s, min(s + step, r.n))
                 at += 1
             ready, _ = ray.wait(list(inflight), num_returns=1)
             name, s, e = inflight.pop(ready[0])
             try:
-                a, lv, *dg = ray.get(ready[0])
+                a, lv, *dg = ray.get(ready[0])  # (with digests: the rows' digests, and what they cost)
             except ray.exceptions.RayTaskError as err:  # a row the chunk refused (rowcheck): its own line
                 _cancel(ray, list(inflight))
                 if isinstance(getattr(err, "cause", None), VhmineError):
                     raise type(err.cause)(str(err.cause)) from None
                 raise
-            job.record_chunk(name, s, e, {"amax": float(a), "levels": int(lv)}, dg[0] if dg else None)
+            job.record_chunk(name, s, e, {"amax": float(a), "levels": int(lv), **(dg[1] if dg else {})}, *dg[:1])
             bar.update(1)
     if done is not None:
         return done

@@ -75,8 +75,10 @@ def scan_chunk(
 ):
     """The chunk's largest turned component, and the quantisation levels that this node's products kernel
     keeps exact (`kernel` when named, else the one measured fastest here; on a GPU every kernel keeps
-    qmax_for's); with digests, also its rows' mine.join.row_digests (CLIP and DINOv2 rows). InputError
-    for a row the fast pass cannot bound (rowcheck)."""
+    qmax_for's); with digests, also its rows' mine.join.row_digests (CLIP and DINOv2 rows: the index's kept
+    ones (vhmine.index.stored_range, read by range) for each chunk of rows whose check still holds, hashed for
+    the others; start a multiple of the kept chunks' rows) and {"digested": rows hashed, "checks": the chunks'
+    checks}. InputError for a row the fast pass cannot bound (rowcheck)."""
     from vhmine.mine.join import check_norms, levels_of, squared_norms
 
     x = rows.clip.read(start, stop)
@@ -89,9 +91,14 @@ def scan_chunk(
         levels = qmax_for(x.shape[1])
     if not digests:
         return scan_block(x, dims), levels
-    from vhmine.mine.join import row_digests
+    from vhmine.index import CHUNK_ROWS, checked_digests, chunk_checks, stored_range
+    from vhmine.mine.join import DIGEST, row_digests
 
-    return scan_block(x, dims), levels, row_digests(x, rows.dino.read(start, stop))
+    d = rows.dino.read(start, stop)
+    checks = chunk_checks(x, d, CHUNK_ROWS)
+    had = stored_range(rows.kept_digests, start, stop, DIGEST, (x.shape[1], d.shape[1])) if rows.images else None
+    out, digested = checked_digests(x, d, checks, had, row_digests)
+    return scan_block(x, dims), levels, out, {"digested": digested, "checks": [c.hex() for c in map(bytes, checks)]}
 
 
 def _cached(key, read, cache: OrderedDict = _BLOCKS):
