@@ -81,6 +81,8 @@ __all__ = [
     "FlatWriter",
     "IndexRows",
     "VectorFile",
+    "image_frame",
+    "image_ranges",
     "image_rows",
     "open_vectors",
     # digests (numpy): likewise
@@ -93,7 +95,7 @@ __all__ = [
     "store_streamed",
 ]
 
-_ROWS = ("FlatWriter", "IndexRows", "VectorFile", "image_rows", "open_vectors")
+_ROWS = ("FlatWriter", "IndexRows", "VectorFile", "image_frame", "image_ranges", "image_rows", "open_vectors")
 _DIGESTS = (
     "CHUNK_ROWS",
     "ROW_DIGESTS",

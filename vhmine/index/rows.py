@@ -297,9 +297,40 @@ def image_rows(images_parquet: str | os.PathLike, rows: np.ndarray, columns: lis
             parts.append(batch.take(pa.array(rows[lo:hi] - at)))
         at += batch.num_rows
     table = pa.Table.from_batches(parts, schema=parts[0].schema if parts else pf.schema_arrow.remove_metadata())
-    frame = table.replace_schema_metadata(pf.schema_arrow.metadata).to_pandas()
+    return image_frame(table, pf.schema_arrow.metadata)
+
+
+def image_frame(table, metadata):
+    """image_rows' DataFrame of an arrow table of images.parquet's columns (metadata: the file's schema
+    metadata, so pandas types the columns as it types the file's)."""
+    frame = table.replace_schema_metadata(metadata).to_pandas()
     if "coco_id" not in frame:
         import pandas as pd
 
         frame["coco_id"] = pd.array([None] * len(frame), dtype="Int64")
     return frame
+
+
+def image_ranges(images_parquet: str | os.PathLike, columns: list[str], size: int):
+    """(the file's schema metadata, and an iterator of `columns` (those the table has) of images.parquet's rows
+    [r * size, (r + 1) * size) as arrow tables, r = 0, 1, ...): one pass over the file, a range at a time."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(images_parquet, buffer_size=1 << 20, pre_buffer=False)
+    names = [c for c in columns if c in pf.schema_arrow.names]
+
+    def ranges():
+        held, count = [], 0
+        for batch in pf.iter_batches(batch_size=65_536, columns=names):
+            while batch.num_rows:
+                take = min(batch.num_rows, size - count)
+                held.append(batch.slice(0, take))
+                batch, count = batch.slice(take), count + take
+                if count == size:
+                    yield pa.Table.from_batches(held)
+                    held, count = [], 0
+        if held:
+            yield pa.Table.from_batches(held)
+
+    return pf.schema_arrow.metadata, ranges()

@@ -9,7 +9,7 @@ with the earlier run's, and `--against`'s two indexes' images with each other, b
 not grow with the collection. Writes the job folder (RunPlan.job_dir, `runs/.<run>.job/`) while
 the job runs (mine.ray.TileJob: a stopped job resumes from it), and into the temporary folder publish hands to
 Mined.write_pairs the pairs merged in rank order and capped (mine.ray's merge), written in shards
-(mine.write.PairWriter), with rows.parquet and alike.parquet streamed (mine.state); the job folder goes once
+(mine.pairwriter.PairWriter), with rows.parquet and alike.parquet streamed (mine.state); the job folder goes once
 the run folder is in place (Mined.done). Knows no run folder; the local engine (mine.local_run) is its sibling.
 
 The pairs equal `--engine local`'s, row for row: the same pair set (exact), the same ranking and caps; so do the
@@ -303,9 +303,9 @@ def _pairs_writer(plan, s: _Setup, job, merged: list, drop: set, cuts: dict, in_
     """Mined.write_pairs: the merged tiles' pairs, capped, in shards (and one index's growth state, streamed);
     `cuts` gets what each cap left out of the `in_box` pairs (mine.rank.record_cuts)."""
     from vhmine.mine import state
+    from vhmine.mine.pairwriter import PairWriter
     from vhmine.mine.rank import record_cuts
     from vhmine.mine.ray import capped, ranked, without
-    from vhmine.mine.write import PairWriter
 
     opts, idx, against = plan.ctx.opts, plan.a, plan.b
 

@@ -1,6 +1,6 @@
 """The pairs table of a run, as both engines write it: `pairs_frame` builds the columns, `write_table`
-writes a whole table (the local engine's), and `PairWriter` writes ranked pairs that arrive in chunks
-(the Ray engine's merge) without holding them all.
+writes a whole table (the local engine's), and mine.pairwriter's PairWriter writes ranked pairs that arrive in
+chunks (the Ray engine's merge) without holding them all, a rank range at a time.
 
 Writes, into the run's temporary folder:
 
@@ -10,10 +10,11 @@ Writes, into the run's temporary folder:
     pairs.csv       one file, appended shard by shard (categories joined with |): the bytes pandas'
                     to_csv writes for the table, built column by column in pyarrow (mine.csvtext)
 
-Reads the image columns of each shard's pairs from the index (index.rows.image_rows, batch by batch): the
-writer's memory follows the shard, not the index. Every column is built by numpy / pyarrow operations over
-the whole shard: no Python runs per pair (a 50,000-row run's 53,574 pairs: their columns and both files in
-0.15 CPU-s, against 1.5 when each path, categories list and csv field was made one at a time).
+The local engine holds its pairs' image columns (its index's images table); the Ray engine's writer joins
+them from images.parquet on disk (mine.pairwriter), so its memory follows neither the index nor the pairs.
+Every column is built by numpy / pyarrow operations over the whole table (or rank range): no Python runs per
+pair (a 50,000-row run's 53,574 pairs: their columns and both files in 0.15 CPU-s, against 1.5 when each path,
+categories list and csv field was made one at a time).
 """
 
 from __future__ import annotations
@@ -22,8 +23,6 @@ import functools
 from pathlib import Path
 
 import numpy as np
-
-from vhmine.index import image_rows
 
 SHARD_ROWS = 1_000_000
 IMAGE_COLUMNS = ["image_id", "sha256", "path", "coco_id", "categories"]  # what a pair shows of its images
@@ -106,82 +105,3 @@ def _text_dtype():
     import pandas as pd
 
     return pd.Series(np.array(["x"], dtype=object)).dtype
-
-
-class PairWriter:
-    """pairs.parquet (a file, or a folder of shards) and pairs.csv from ranked row chunks (tilejob's
-    ranked dtype: a, b, clip, dino, gap), in order. `head` keeps the first rows for the gallery."""
-
-    def __init__(
-        self,
-        folder: Path,
-        images_parquet: Path,
-        locations,
-        *,
-        shard_rows: int | None = None,
-        head_rows: int = 100,
-        side_b: tuple | None = None,
-        columns: dict | None = None,
-    ):
-        """locations: index.CollectionIndex.locations of the index; side_b: (images.parquet, locations) of the
-        index side b comes from, when not the same (--against);
-        columns: constant columns added after the others (--against: index_a, index_b)."""
-        self.folder, self.images, self.locations = Path(folder), Path(images_parquet), locations
-        self.side_b = (Path(side_b[0]), side_b[1]) if side_b else None
-        self.columns = columns or {}
-        self.shard_rows = shard_rows or SHARD_ROWS
-        self.head_rows = head_rows
-        self.pending: list[np.ndarray] = []
-        self.pending_rows = self.written = self.shards = 0
-        self.head = None
-
-    def add(self, rows: np.ndarray) -> None:
-        while len(rows):
-            room = self.shard_rows - self.pending_rows
-            self.pending.append(rows[:room])
-            self.pending_rows += len(rows[:room])
-            rows = rows[room:]
-            if self.pending_rows == self.shard_rows:
-                self._flush(final=False)
-
-    def close(self) -> int:
-        if self.pending_rows or not self.shards:
-            self._flush(final=True)
-        return self.written
-
-    def _flush(self, *, final: bool) -> None:
-        rows = (
-            np.concatenate(self.pending)
-            if self.pending
-            else np.empty(0, [("a", "<i8"), ("b", "<i8"), ("clip", "<f8"), ("dino", "<f8"), ("gap", "<f8")])
-        )
-        self.pending, self.pending_rows = [], 0
-        if self.side_b is None:
-            need = np.unique(np.concatenate([rows["a"], rows["b"]]))
-            meta = image_rows(self.images, need, IMAGE_COLUMNS)
-            sides = (
-                side(meta, np.searchsorted(need, rows["a"]), self.locations),
-                side(meta, np.searchsorted(need, rows["b"]), self.locations),
-            )
-        else:  # each side from its own index
-            sides = tuple(
-                side(image_rows(images, need, IMAGE_COLUMNS), np.searchsorted(need, rows[key]), locations)
-                for key, images, locations in (("a", self.images, self.locations), ("b", *self.side_b))
-                for need in (np.unique(rows[key]),)
-            )
-        frame = pairs_frame(
-            self.written + 1, *sides, np.asarray(rows["clip"]), np.asarray(rows["dino"]), np.asarray(rows["gap"])
-        )
-        for col, value in self.columns.items():
-            frame[col] = value
-        if self.head is None:
-            self.head = frame.head(self.head_rows)
-        single = self.folder / "pairs.parquet"
-        if final and not self.shards:
-            target = single  # the whole run in one shard: the local engine's file
-        else:
-            single.mkdir(exist_ok=True)
-            target = single / f"part-{self.shards:05d}.parquet"
-        write_frame(frame, target, self.folder / "pairs.csv", append=bool(self.shards))
-        self.shards += 1
-        self.written += len(frame)

@@ -15,8 +15,10 @@ from hypothesis import strategies as st
 
 from vhmine.images import join_location
 from vhmine.index import CollectionIndex, join_locations
-from vhmine.mine import write
+from vhmine.mine import pairwriter, write
 from vhmine.mine.csvtext import csv_fields, write_csv
+from vhmine.mine.pairwriter import PairWriter
+from vhmine.mine.ray import idjoin
 
 COLUMNS = [
     "rank",
@@ -204,7 +206,7 @@ def test_the_ray_engines_shards_are_the_per_row_codes_bytes(tmp_path):
         folder.mkdir()
         side_b = (path_b, ib.locations) if across else None
         columns = {"index_a": "a", "index_b": "b"} if across else None
-        w = write.PairWriter(folder, path_a, ia.locations, shard_rows=7, side_b=side_b, columns=columns)
+        w = PairWriter(folder, path_a, ia.locations, shard_rows=7, side_b=side_b, columns=columns)
         for s in range(0, 30, 4):  # arrivals cut other than the shards
             w.add(rows[s : s + 4])
         assert w.close() == 30
@@ -226,6 +228,49 @@ def test_the_ray_engines_shards_are_the_per_row_codes_bytes(tmp_path):
         assert (folder / "pairs.csv").read_bytes() == (ref / "pairs.csv").read_bytes()
         for part in sorted((ref / "pairs.parquet").iterdir()):
             assert (folder / "pairs.parquet" / part.name).read_bytes() == part.read_bytes(), part.name
+
+
+def test_pairs_joined_with_their_images_in_many_small_steps_are_the_same_table(tmp_path, monkeypatch):
+    """PairWriter's join on disk cut small: ranges of 3 pairs (row groups of a shard), images in ranges of 4
+    rows, buckets read 5 entries at a time and flushed every 2: pairs.csv the same bytes, pairs.parquet the
+    same table, for one index and --against, a shard and several."""
+    path_a, images_a = images_file(tmp_path, name="a.parquet")
+    path_b, images_b = images_file(tmp_path, n=25, categories=["x, y"], name="b.parquet")
+    a, b, clip, dino, gap = pair_rows(25, 30, seed=5)
+    rows = np.empty(30, [("a", "<i8"), ("b", "<i8"), ("clip", "<f8"), ("dino", "<f8"), ("gap", "<f8")])
+    rows["a"], rows["b"], rows["clip"], rows["dino"], rows["gap"] = a, b, clip, dino, gap
+    ia, ib = index_of(images_a, "/data/a"), index_of(images_b, "s3://bucket/b")
+    for across in (False, True):
+        for shard_rows in (7, 100):
+            kw = dict(side_b=(path_b, ib.locations) if across else None, columns={"k": "v"} if across else None)
+            folders = []
+            for small in (False, True):
+                folder = tmp_path / f"{across}-{shard_rows}-{small}"
+                folder.mkdir()
+                with monkeypatch.context() as m:
+                    if small:
+                        m.setattr(pairwriter, "RANK_ROWS", 3)
+                        m.setattr(pairwriter, "READ_ROWS", 5)
+                        m.setattr(idjoin, "BUCKET_ROWS", 4)
+                        m.setattr(idjoin, "FLUSH_ROWS", 2)
+                    w = PairWriter(folder, path_a, ia.locations, shard_rows=shard_rows, **kw)
+                    for s in range(0, 30, 4):
+                        w.add(rows[s : s + 4])
+                    assert w.close() == 30 and len(w.head) == 30
+                folders.append(folder)
+            big, small = folders
+            assert (small / "pairs.csv").read_bytes() == (big / "pairs.csv").read_bytes()
+            pd.testing.assert_frame_equal(
+                pd.read_parquet(small / "pairs.parquet"), pd.read_parquet(big / "pairs.parquet")
+            )
+            assert sorted(p.name for p in small.iterdir()) == ["pairs.csv", "pairs.parquet"]  # (no scratch left)
+
+
+def test_no_pairs_write_the_empty_table_as_before(tmp_path):
+    path_a, images_a = images_file(tmp_path, name="a.parquet")
+    w = PairWriter(tmp_path, path_a, index_of(images_a, "/data/a").locations)
+    assert w.close() == 0 and len(w.head) == 0
+    assert list(pd.read_parquet(tmp_path / "pairs.parquet").columns)[:3] == ["rank", "image_id_a", "image_id_b"]
 
 
 @given(st.lists(st.text(alphabet='ab/.,é漢 "\n', max_size=8), max_size=12), st.sampled_from(ROOTS))
