@@ -12,4 +12,8 @@ python -m pip install -q --no-deps "lmms-eval==0.7.3"  # the lmms-eval export te
 python -m ruff check --quiet .                    # lint: pyflakes, pycodestyle, isort, bugbear, pyupgrade (pyproject.toml)
 python -m ruff format --check --quiet .           # the code is as ruff formats it
 export HF_HUB_OFFLINE=1                           # tests build tiny models locally; never ask the hub
+# vhmine compiled once here: the suite starts a few hundred Python processes that import it (the CLI, the app's
+# servers, spawned workers), and where PYTHONDONTWRITEBYTECODE is set, each compiled every module it imported again
+# (0.2-0.3 CPU-s a process); compileall writes the .pyc files whatever that says, and imports read them
+python -m compileall -q vhmine
 exec python -m pytest -n "${VHMINE_TEST_WORKERS:-2}" "$@"   # --dist loadgroup: pyproject.toml's addopts
