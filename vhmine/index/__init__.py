@@ -50,6 +50,18 @@ from vhmine.index.layout import (
     write_manifest,
 )
 
+_ROWS = ("FlatWriter", "IndexRows", "VectorFile", "image_frame", "image_ranges", "image_rows", "open_vectors")
+_DIGESTS = (
+    "CHUNK_ROWS",
+    "ROW_DIGESTS",
+    "checked_digests",
+    "chunk_checks",
+    "stored_digests",
+    "stored_range",
+    "store_streamed",
+)
+
+
 __all__ = [
     "FORMAT_VERSION",
     "IMAGES",
@@ -77,34 +89,10 @@ __all__ = [
     "encoder_differences",
     "precision_of",
     "same_encoder",
-    # rows (numpy): imported when first asked for, so importing the index's face stays light
-    "FlatWriter",
-    "IndexRows",
-    "VectorFile",
-    "image_frame",
-    "image_ranges",
-    "image_rows",
-    "open_vectors",
-    # digests (numpy): likewise
-    "CHUNK_ROWS",
-    "ROW_DIGESTS",
-    "checked_digests",
-    "chunk_checks",
-    "stored_digests",
-    "stored_range",
-    "store_streamed",
+    # rows and digests (numpy): imported when first asked for, so importing the index's face stays light
+    *_ROWS,
+    *_DIGESTS,
 ]
-
-_ROWS = ("FlatWriter", "IndexRows", "VectorFile", "image_frame", "image_ranges", "image_rows", "open_vectors")
-_DIGESTS = (
-    "CHUNK_ROWS",
-    "ROW_DIGESTS",
-    "checked_digests",
-    "chunk_checks",
-    "stored_digests",
-    "stored_range",
-    "store_streamed",
-)
 
 
 def __getattr__(name: str):

@@ -192,15 +192,21 @@ def test_an_image_table_of_other_text_dtypes_gives_the_per_row_codes_bytes(tmp_p
     assert new == old
 
 
-def test_the_ray_engines_shards_are_the_per_row_codes_bytes(tmp_path):
-    """PairWriter: shards of 7 rows (pairs.parquet a folder of them, pairs.csv appended shard by shard), and the
-    --against form (each side from its own images.parquet, constant columns)."""
+def two_sides(tmp_path):
+    """Two images tables (a's, and b's for --against: (path, table, index)) and 30 ranked pairs over 25 rows."""
     path_a, images_a = images_file(tmp_path, name="a.parquet")
     path_b, images_b = images_file(tmp_path, n=25, categories=["x, y"], name="b.parquet")
     a, b, clip, dino, gap = pair_rows(25, 30, seed=5)
     rows = np.empty(30, [("a", "<i8"), ("b", "<i8"), ("clip", "<f8"), ("dino", "<f8"), ("gap", "<f8")])
     rows["a"], rows["b"], rows["clip"], rows["dino"], rows["gap"] = a, b, clip, dino, gap
     ia, ib = index_of(images_a, "/data/a"), index_of(images_b, "s3://bucket/b")
+    return (path_a, images_a, ia), (path_b, images_b, ib), rows
+
+
+def test_the_ray_engines_shards_are_the_per_row_codes_bytes(tmp_path):
+    """PairWriter: shards of 7 rows (pairs.parquet a folder of them, pairs.csv appended shard by shard), and the
+    --against form (each side from its own images.parquet, constant columns)."""
+    (path_a, images_a, ia), (path_b, images_b, ib), rows = two_sides(tmp_path)
     for across in (False, True):
         folder = tmp_path / f"new{across}"
         folder.mkdir()
@@ -234,12 +240,7 @@ def test_pairs_joined_with_their_images_in_many_small_steps_are_the_same_table(t
     """PairWriter's join on disk cut small: ranges of 3 pairs (row groups of a shard), images in ranges of 4
     rows, buckets read 5 entries at a time and flushed every 2: pairs.csv the same bytes, pairs.parquet the
     same table, for one index and --against, a shard and several."""
-    path_a, images_a = images_file(tmp_path, name="a.parquet")
-    path_b, images_b = images_file(tmp_path, n=25, categories=["x, y"], name="b.parquet")
-    a, b, clip, dino, gap = pair_rows(25, 30, seed=5)
-    rows = np.empty(30, [("a", "<i8"), ("b", "<i8"), ("clip", "<f8"), ("dino", "<f8"), ("gap", "<f8")])
-    rows["a"], rows["b"], rows["clip"], rows["dino"], rows["gap"] = a, b, clip, dino, gap
-    ia, ib = index_of(images_a, "/data/a"), index_of(images_b, "s3://bucket/b")
+    (path_a, images_a, ia), (path_b, images_b, ib), rows = two_sides(tmp_path)
     for across in (False, True):
         for shard_rows in (7, 100):
             kw = dict(side_b=(path_b, ib.locations) if across else None, columns={"k": "v"} if across else None)
