@@ -17,7 +17,7 @@ ru_maxrss: Linux carries the parent's peak over a fork and exec into the child's
 --grow: each index's first 99% were mined by an earlier run that the script writes as `vhmine mine` does
 (write_earlier_run: its rows' real digests, one CLIP-alike pair a row drawn at random, since their full mine
 would take hours at 2,000,000 rows on 2 cores), so the run is a growth (checked: run.json's incremental),
-with the driver's joins by image id (mine.ray.idjoin; their cost printed from run.json's incremental.join),
+with the driver's joins by image id (mine.growjoin; their cost printed from run.json's incremental.join),
 the earlier pairs renumbered, the scan, a sample of the band's tiles and the pairs table written. The last
 line is then `memory (growth): driver A MiB at N=200000, B MiB at N=2000000; worker C / D MiB`, after a line
 saying whether B <= 1.15 A + 64.

@@ -56,6 +56,7 @@ _DIGESTS = (
     "ROW_DIGESTS",
     "checked_digests",
     "chunk_checks",
+    "kept_location",
     "stored_digests",
     "stored_range",
     "store_streamed",
@@ -89,9 +90,23 @@ __all__ = [
     "encoder_differences",
     "precision_of",
     "same_encoder",
-    # rows and digests (numpy): imported when first asked for, so importing the index's face stays light
-    *_ROWS,
-    *_DIGESTS,
+    # rows (numpy): imported when first asked for, so importing the index's face stays light
+    "FlatWriter",
+    "IndexRows",
+    "VectorFile",
+    "image_frame",
+    "image_ranges",
+    "image_rows",
+    "open_vectors",
+    # digests (numpy): likewise
+    "CHUNK_ROWS",
+    "ROW_DIGESTS",
+    "checked_digests",
+    "chunk_checks",
+    "kept_location",
+    "stored_digests",
+    "stored_range",
+    "store_streamed",
 ]
 
 

@@ -144,6 +144,12 @@ def _store(folder: Path, kind: str, dims, digests: np.ndarray, checks: np.ndarra
         log.info("could not keep the row digests in %s (%s)", folder, err)
 
 
+def kept_location(rows) -> str:
+    """Where an index's rows (index.rows.IndexRows, as a task reads them: a path or a URL) keep their digests:
+    ROW_DIGESTS beside the vector files."""
+    return f"{str(rows.clip.location).rsplit('/', 1)[0]}/{ROW_DIGESTS}"
+
+
 def stored_range(location: str, start: int, stop: int, kind: str, dims) -> tuple[np.ndarray, np.ndarray] | None:
     """Rows [start, stop) of a kept file's digests and the checks of the chunks they fall in (start a multiple of
     CHUNK_ROWS; as many of them as the file holds), read by byte range (a local path or an fsspec URL: what a

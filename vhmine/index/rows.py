@@ -258,13 +258,6 @@ class IndexRows:
     def ids(self, start: int, stop: int) -> np.ndarray:
         return read_ids(self.images, start, stop, self.id_width, self.version)
 
-    @property
-    def kept_digests(self) -> str:
-        """Where the index keeps its rows' digests (index.digests' ROW_DIGESTS, beside the vector files)."""
-        from vhmine.index.digests import ROW_DIGESTS
-
-        return f"{str(self.clip.location).rsplit('/', 1)[0]}/{ROW_DIGESTS}"
-
     def probe(self) -> str:
         """Read a row at each end of both files and the parquet footer: raises what a reader would."""
         for vf in (self.clip, self.dino):

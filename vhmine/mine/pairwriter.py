@@ -7,7 +7,7 @@ and the pairs come in rank order while the images are in row order. So the pairs
 on disk, in a scratch folder under the run's temporary folder (removed by close):
 
     ranked.bin      the pairs (a, b, clip, dino, gap) in rank order, as they arrive
-    a-NNNNNN.bin    (rank, row) of each pair, filed by the row range (mine.ray.idjoin.BUCKET_ROWS rows) of its
+    a-NNNNNN.bin    (rank, row) of each pair, filed by the row range (mine.idjoin.BUCKET_ROWS rows) of its
     b-NNNNNN.bin    image a, and of its image b
     a-NNNNNN.arrows the image columns of side a (b) of the pairs of one rank range (RANK_ROWS pairs), with
     b-NNNNNN.arrows each pair's rank: one pass over images.parquet (each side's), a row range at a time
@@ -135,7 +135,7 @@ def _side_columns(work: Path, name: str, images: Path, count: int, ranks: int):
     import pyarrow as pa
 
     from vhmine.index import image_frame, image_ranges
-    from vhmine.mine.ray.idjoin import BUCKET_ROWS, Buckets
+    from vhmine.mine.idjoin import BUCKET_ROWS, Buckets
 
     rows_of = np.dtype([("k", "<i8"), ("row", "<i8")])
     buckets = Buckets(work, name, rows_of, _range_count(images))
@@ -196,6 +196,6 @@ def _chunks(path: Path, dtype: np.dtype):
 def _range_count(images: Path) -> int:
     import pyarrow.parquet as pq
 
-    from vhmine.mine.ray.idjoin import BUCKET_ROWS
+    from vhmine.mine.idjoin import BUCKET_ROWS
 
     return max(1, -(-pq.ParquetFile(images).metadata.num_rows // BUCKET_ROWS))

@@ -5,8 +5,8 @@ rows (the plan holds an earlier run of the same command: mine.grow), or the rect
 Reads the index by row range (vhmine.index rows; the driver reads headers, a row sample, the rows of random
 pairs for the scatter's background and, batch by batch, images.parquet), never whole: a band's rows are joined
 with the earlier run's, and `--against`'s two indexes' images with each other, by image id in buckets on disk
-(mine.ray.idjoin, under `runs/.<run>.job.ids/`, removed when the engine is done), so the driver's memory does
-not grow with the collection. Writes the job folder (RunPlan.job_dir, `runs/.<run>.job/`) while
+(mine.growjoin and mine.idjoin, under `runs/.<run>.job.ids/`, removed when the engine is done), so the
+driver's memory does not grow with the collection. Writes the job folder (RunPlan.job_dir, `runs/.<run>.job/`) while
 the job runs (mine.ray.TileJob: a stopped job resumes from it), and into the temporary folder publish hands to
 Mined.write_pairs the pairs merged in rank order and capped (mine.ray's merge), written in shards
 (mine.pairwriter.PairWriter), with rows.parquet and alike.parquet streamed (mine.state); the job folder goes once
@@ -30,7 +30,7 @@ from vhmine.errors import InputError
 from vhmine.mine.engine import Mined
 
 if TYPE_CHECKING:
-    from vhmine.mine.ray.idjoin import GrowthJoin
+    from vhmine.mine.growjoin import GrowthJoin
 
 FORMAT = 1
 OLD_PAIRS = -1  # the job's entry for the earlier run's pairs that a band job reuses (a tile file like the others)
@@ -105,15 +105,16 @@ def tile_side(opts, rows, rows_b=None) -> int:
 
 def _setup(plan) -> _Setup:
     from vhmine.index import index_rows
-    from vhmine.mine.ray import Across, Band, Rectangle, Triangle
-    from vhmine.mine.ray.idjoin import GrowthJoin
+    from vhmine.mine.growjoin import GrowthJoin
+    from vhmine.mine.idjoin import Across
+    from vhmine.mine.ray import Band, Rectangle, Triangle
 
     opts, against, earlier = plan.ctx.opts, plan.b, plan.earlier
     device = device_of(opts)
     rows, local = rows_of(plan.a, opts)
     rows_b = index_rows(against.folder) if against is not None else None  # (--index-url names A's copy)
     side = tile_side(opts, rows, rows_b)
-    scratch = plan.job_dir.with_name(plan.job_dir.name + ".ids")  # the streamed joins' buckets (mine.ray.idjoin)
+    scratch = plan.job_dir.with_name(plan.job_dir.name + ".ids")  # the streamed joins' buckets (mine.idjoin)
     across = Across(local, rows_b, scratch) if against is not None else None  # (images in both: mine.join.shared)
     # only then may a tile cut its own list (not when pairs of images in both indexes are dropped after it)
     top = opts.max_pairs if not opts.max_per_image and not (across and across.shared) else None

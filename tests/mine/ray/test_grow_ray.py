@@ -249,7 +249,7 @@ def _no_side_whole(monkeypatch):
 
 
 def test_a_band_joined_in_many_buckets_holds_no_side_and_is_the_local_engines_run(tmp_path, monkeypatch):
-    from vhmine.mine.ray import idjoin
+    from vhmine.mine import idjoin
 
     caps = {"max_per_image": 2, "max_pairs": 40}
     build(tmp_path, START)
@@ -276,7 +276,7 @@ def test_a_band_joined_in_many_buckets_holds_no_side_and_is_the_local_engines_ru
 def test_against_with_shared_images_joined_in_many_buckets_is_the_local_engines_rectangle(tmp_path, monkeypatch):
     from mine_runs import build_named
 
-    from vhmine.mine.ray import idjoin
+    from vhmine.mine import idjoin
 
     a_keys, b_keys = A_KEYS + [k for k in SHARED if k not in A_KEYS], B_KEYS + [k for k in SHARED if k not in B_KEYS]
     build_named(tmp_path, "mine", a_keys)

@@ -15,10 +15,9 @@ from hypothesis import strategies as st
 
 from vhmine.images import join_location
 from vhmine.index import CollectionIndex, join_locations
-from vhmine.mine import pairwriter, write
+from vhmine.mine import idjoin, pairwriter, write
 from vhmine.mine.csvtext import csv_fields, write_csv
 from vhmine.mine.pairwriter import PairWriter
-from vhmine.mine.ray import idjoin
 
 COLUMNS = [
     "rank",

@@ -8,8 +8,7 @@ writes the job folder `runs/.<run>.job/` (tilejob: every finished tile as a file
 resumes). Modules: engine (the driver: tile size from a memory bound, scheduling, retries), arrays
 (`find_pairs_ray` over arrays for tests and benchmarks), scan (the probe of every node, the streaming scan
 that fixes the quantiser and records row digests, read from the index's kept ones where they still check, and
-the pruning's choice on a sample), idjoin (the driver's joins by image id, in buckets on disk: a grown
-index's rows against the earlier run's, the images in both indexes of a rectangle), tileshapes (the
+the pruning's choice on a sample), tileshapes (the
 tiles of a triangle, of the band of pairs touching new rows, of a rectangle across two indexes), tiletask
 (what one task does), tilejob (the job folder) and merge (the tiles' sorted lists merged in rank order,
 capped).
@@ -29,7 +28,7 @@ from vhmine.mine.ray.engine import (
     tile_bytes,
     tile_rows,
 )
-from vhmine.mine.ray.merge import Across, capped, ranked, scatter_points, shared_drops, without
+from vhmine.mine.ray.merge import capped, ranked, scatter_points, shared_drops, without
 from vhmine.mine.ray.tilejob import TileJob, box_first, orient_by_id, ranked_dtype
 from vhmine.mine.ray.tileshapes import Band, Rectangle, Triangle
 from vhmine.mine.ray.tiletask import sample_tile
@@ -37,7 +36,6 @@ from vhmine.mine.ray.tiletask import sample_tile
 __all__ = [
     "DEFAULT_TILE_MEMORY",
     "SCATTER_POINTS",
-    "Across",
     "Band",
     "Rectangle",
     "TileJob",

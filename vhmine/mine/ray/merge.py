@@ -15,7 +15,7 @@ A rectangle with images in both indexes (`--against`) drops, before the ranking 
 mine.join.shared.keep_across drops (shared_drops: read from every stored row of the tiles, which keep every
 CLIP-alike pair; then `without` in the merged stream), as the local engine's rectangle
 (mine.local_run.mine_across) does; its tiles do not pre-cut then (a tile's top list may lose pairs to the
-rule). Across finds the images in both indexes by mine.ray.idjoin's join streamed from disk.
+rule). The images in both indexes are mine.idjoin.Across's.
 """
 
 from __future__ import annotations
@@ -119,36 +119,6 @@ def without(chunks: Iterable[np.ndarray], drop: set) -> Iterator[np.ndarray]:
             rows = rows[np.fromiter((p not in drop for p in pairs), bool, len(rows))]
         if len(rows):
             yield rows
-
-
-class Across:
-    """A rectangle's images in both indexes (mine.ray.idjoin's streamed join of the two images.parquet files:
-    held only for those images), and the pairs of the background sample keep_across keeps."""
-
-    def __init__(self, rows_a, rows_b, scratch):
-        from vhmine.mine.ray.idjoin import shared_ids_streamed
-
-        try:
-            self.shared_bytes = shared_ids_streamed(rows_a, rows_b, scratch)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-        self.rows_a, self.rows_b, self.shared = rows_a, rows_b, len(self.shared_bytes)
-        n = self.shared  # the rectangle's pairs of two different images, each once
-        self.pairs = rows_a.n * rows_b.n - n - n * (n - 1) // 2
-
-    def kept(self, i, j):
-        """Rows i of A, j of B less the pairs keep_across drops (the background sample's pairs)."""
-        from vhmine.mine.join import keep_across
-        from vhmine.mine.ray.idjoin import ids_at
-
-        if not self.shared:
-            return i, j
-        ids = [
-            np.char.decode(ids_at(r.images, x, r.id_width), "utf-8").astype(object)
-            for r, x in ((self.rows_a, i), (self.rows_b, j))
-        ]
-        keep = keep_across(*ids)
-        return i[keep], j[keep]
 
 
 def capped(

@@ -91,12 +91,12 @@ def scan_chunk(
         levels = qmax_for(x.shape[1])
     if not digests:
         return scan_block(x, dims), levels
-    from vhmine.index import CHUNK_ROWS, checked_digests, chunk_checks, stored_range
+    from vhmine.index import CHUNK_ROWS, checked_digests, chunk_checks, kept_location, stored_range
     from vhmine.mine.join import DIGEST, row_digests
 
     d = rows.dino.read(start, stop)
     checks = chunk_checks(x, d, CHUNK_ROWS)
-    had = stored_range(rows.kept_digests, start, stop, DIGEST, (x.shape[1], d.shape[1])) if rows.images else None
+    had = stored_range(kept_location(rows), start, stop, DIGEST, (x.shape[1], d.shape[1])) if rows.images else None
     out, digested = checked_digests(x, d, checks, had, row_digests)
     return scan_block(x, dims), levels, out, {"digested": digested, "checks": [c.hex() for c in map(bytes, checks)]}
 

@@ -1,6 +1,7 @@
-"""mine.ray.idjoin: the Ray driver's joins by image id, streamed from disk in buckets, give what mine.grow's and
-mine.join.shared's in-memory joins give (the new rows, the kept / removed / changed counts, the earlier pairs
-renumbered, the images in both indexes), whatever the number of buckets; ids hash alike at any width."""
+"""mine.idjoin and mine.growjoin: the Ray driver's joins by image id, streamed from disk in buckets, give what
+mine.grow's and mine.join.shared's in-memory joins give (the new rows, the kept / removed / changed counts, the
+earlier pairs renumbered, the images in both indexes), whatever the number of buckets; ids hash alike at any
+width."""
 
 from types import SimpleNamespace
 
@@ -11,9 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vhmine.mine import grow, state
+from vhmine.mine import grow, growjoin, idjoin, state
 from vhmine.mine.join import shared_ids
-from vhmine.mine.ray import idjoin
 
 ID = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=12)
 
@@ -62,7 +62,7 @@ def _check_growth(tmp_path, earlier_ids, now, digest, changed, pairs, bucket_row
     now_digests = np.array([changed[x] for x in now], np.uint64)
     ids = np.array(now, dtype=object)
     want = grow.growth(earlier, ids, now_digests)
-    join = idjoin.GrowthJoin(earlier, rows, tmp_path / "scratch")
+    join = growjoin.GrowthJoin(earlier, rows, tmp_path / "scratch")
     try:
         np.testing.assert_array_equal(join.new_rows, want.new_rows)  # (known before the scan)
         parts = np.array_split(now_digests, 3)  # (the scan's chunks: cut anywhere)
