@@ -50,19 +50,6 @@ from vhmine.index.layout import (
     write_manifest,
 )
 
-_ROWS = ("FlatWriter", "IndexRows", "VectorFile", "image_frame", "image_ranges", "image_rows", "open_vectors")
-_DIGESTS = (
-    "CHUNK_ROWS",
-    "ROW_DIGESTS",
-    "checked_digests",
-    "chunk_checks",
-    "kept_location",
-    "stored_digests",
-    "stored_range",
-    "store_streamed",
-)
-
-
 __all__ = [
     "FORMAT_VERSION",
     "IMAGES",
@@ -111,12 +98,11 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    if name in _ROWS:
-        from vhmine.index import rows
+    # the names of rows and digests (numpy), listed in __all__ but not imported above: from their module
+    if name in __all__:
+        from vhmine.index import digests, rows
 
-        return getattr(rows, name)
-    if name in _DIGESTS:
-        from vhmine.index import digests
-
-        return getattr(digests, name)
+        for module in (rows, digests):
+            if hasattr(module, name):
+                return getattr(module, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
