@@ -1,6 +1,13 @@
-"""Benchmark: the embedding precisions (vhmine.embed.precision) and `vhmine embed` end to end, in one process.
+"""Benchmark: the embedding precisions (vhmine.embed.precision), runtimes (vhmine.embed.backend) and `vhmine
+embed` end to end, in one process.
 
-For each precision (--precisions; default fp32 and bf16, fp16 too on a GPU) on the same images:
+On a CPU, first the runtime table (scripts/embed_runtimes.py): both encoders' forward passes in each precision
+on torch eager, OpenVINO and ONNX Runtime where installed (--backends; add `compile` for torch.compile), at
+--table-batch-sizes and --threads, in GMAC per CPU second of the process (MACs counted, the fused attention
+included); then for each precision its best row against the instruction peak measured here by a hand loop
+(scripts/bench_peak.py): `P: G GMAC per CPU-s, S% of the PEAKNAME peak (K GMAC/s a core, measured here)`.
+
+Then for each precision (--precisions; default fp32 and bf16, fp16 too on a GPU) on the same images:
 
 - forward passes alone: both encoders on batches preprocessed beforehand (untimed), all torch threads;
   images/s by wall time and CPU seconds an image (the process's, every thread: the load of a shared machine
@@ -9,13 +16,14 @@ For each precision (--precisions; default fp32 and bf16, fp16 too on a GPU) on t
   writes; model loading apart in wall time, a fixed cost, but inside its CPU time): images/s and CPU seconds an
   image, and their ratios to the forward passes alone (target: at least 0.85 on a CPU, by CPU time; by wall time
   beside it: the device's time on a GPU);
-- agreement with fp32 on what matters downstream: the largest change of any CLIP and any DINOv2 similarity
+- (each precision on the runtime --backend names: auto, vhmine's own choice, by default)
+- agreement with torch fp32 on what matters downstream: the largest change of any CLIP and any DINOv2 similarity
   over every pair of images, and the Jaccard overlap of the mined pair sets (CLIP >= c and DINOv2 <= d) at
   the default thresholds (0.9, 0.55) and, since random weights put similarities elsewhere than trained ones
   do, at thresholds set from fp32's similarities so that the box holds about --box-share of the pairs (a box
   with pairs in it); also of the CLIP-alike sets (CLIP >= c alone).
 
-Then what `--precision auto` chooses here (measured afresh, in one thread: embed.precision). The measurements
+Then what `--precision auto --backend auto` choose here (measured afresh, in one thread). The measurements
 alternate between the precisions, --repeat times; the best of each counts.
 
 Images (--images photos, the default): JPEG variants of scikit-image's photos (scripts/photo_variants.py: crops,
