@@ -89,10 +89,13 @@ def _vectors(encoders, batch):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("precision, bound", [("fp32", 0.9999), ("bf16", 0.99)])
-def test_openvino_embeddings_are_torch_fp32s_within_the_precisions_rounding(tiny_models, tmp_path, precision, bound):
-    pytest.importorskip("openvino")
+def test_openvino_embeddings_are_torch_fp32s_within_the_precisions_rounding(
+    tiny_models, tmp_path, monkeypatch, precision, bound
+):
+    ov_package = pytest.importorskip("openvino")
     import torch
 
+    monkeypatch.setenv(B.CACHE_ENV, str(tmp_path / "b.json"))
     from vhmine.embed.precision import _input
 
     ref = _encoders(tiny_models, "fp32")
@@ -112,13 +115,28 @@ def test_openvino_embeddings_are_torch_fp32s_within_the_precisions_rounding(tiny
         assert cos.min() >= bound, (precision, cos)
     # batches of another size run on the same converted model (its batch is dynamic)
     assert [v.shape[0] for v in _vectors(ov, {k: v[:2] for k, v in batch.items()})] == [2, 2]
+    # the converted encoders were kept: a second load reads them, converts nothing and gives the same vectors
+    kept = sorted(p.name.split("-")[0] for p in (tmp_path / "openvino").glob("*.xml"))
+    assert kept == ["clip", "dino"] and all(
+        p.with_suffix(".bin").is_file() for p in (tmp_path / "openvino").glob("*.xml")
+    )
+
+    def no_conversion(*args, **kw):
+        raise AssertionError("converted again")
+
+    monkeypatch.setattr(ov_package, "convert_model", no_conversion)
+    again = _encoders(tiny_models, precision)
+    B.choose(again, torch.device("cpu"), "openvino", precision)
+    for w, g in zip(_vectors(ov, batch), _vectors(again, batch)):
+        assert np.array_equal(w, g)
 
 
 @pytest.mark.slow
-def test_auto_measures_both_runtimes_once_then_reads_the_cache(tiny_models, tmp_path):
+def test_auto_measures_both_runtimes_once_then_reads_the_cache(tiny_models, tmp_path, monkeypatch):
     pytest.importorskip("openvino")
     import torch
 
+    monkeypatch.setenv(B.CACHE_ENV, str(tmp_path / "b.json"))
     cache = tmp_path / "b.json"
     first = B.choose(_encoders(tiny_models, "fp32"), torch.device("cpu"), "auto", "fp32", cache=cache)
     assert first.source == "measured" and set(first.rates) == {"torch", "openvino"} and min(first.rates.values()) > 0

@@ -11,7 +11,9 @@ and goes on in torch. On a GPU it is torch.
 
 Reads and writes one small JSON, the measurement cache (VHMINE_BACKEND_CACHE [default:
 $XDG_CACHE_HOME/vhmine/backend.json, else ~/.cache/vhmine/backend.json]), keyed by the machine
-(embed.precision.machine), the encoders' shapes, the precision and openvino's version. `requested` reads
+(embed.precision.machine), the encoders' shapes, the precision and openvino's version; and beside it, in
+openvino/, the converted encoders (OpenVINO IR, keyed by their weights' bytes: the newest KEEP_CONVERTED),
+which a later load reads instead of converting again. `requested` reads
 what was asked (the option, else VHMINE_EMBED_BACKEND, else auto). The choice's `record()` is what
 manifest.json and job.json keep under `backend` (name, how chosen, rates, threads, batch size).
 """
@@ -37,6 +39,7 @@ MIN_GAIN = 1.05  # OpenVINO must be this much faster than torch to be chosen by 
 _SCHEMA = 1
 _BUDGET = 0.5  # seconds the timed passes of one runtime may take, about (at least one pass is timed)
 _HINTS = {"fp32": "f32", "bf16": "bf16", "fp16": "f16"}
+KEEP_CONVERTED = 4  # converted encoders kept in the cache folder's openvino/ (two CLIP + DINOv2 pairs)
 
 
 def requested(value: str | None) -> str:
@@ -118,9 +121,41 @@ def _openvino_forward(model, x):
     return model(x)
 
 
+def _converted_folder() -> Path:
+    return cache_path().parent / "openvino"
+
+
+def _key(enc, model, precision: str, shape) -> str:
+    """What a converted model depends on: the runtimes' versions, the precision, the encoder's forward and input
+    shape, and every weight's bytes (hashed: about a second a GB)."""
+    import hashlib
+
+    import openvino
+    import torch
+
+    ident = (
+        f"{_SCHEMA}|{openvino.__version__}|{torch.__version__}|{precision}|{enc.kind}|{type(model).__name__}|{shape}"
+    )
+    h = hashlib.sha256(ident.encode())
+    for name, t in model.state_dict().items():
+        h.update(f"{name}:{tuple(t.shape)}:{t.dtype};".encode())
+        h.update(t.detach().contiguous().reshape(-1).view(torch.uint8).numpy())
+    return h.hexdigest()[:24]
+
+
+def _keep_newest(folder: Path, keep: int = KEEP_CONVERTED) -> None:
+    """Delete all but the `keep` most recently used converted models in folder (each an .xml and its .bin)."""
+    xmls = sorted(folder.glob("*.xml"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for xml in xmls[keep:]:
+        for f in (xml, xml.with_suffix(".bin")):
+            f.unlink(missing_ok=True)
+
+
 def convert(enc, precision: str, threads: int) -> OpenVINOModel:
     """The torch encoder `enc` (its model, in the precision's dtype, and forward) converted to an
-    OpenVINOModel, batch dynamic: from an fp32 copy of its weights (a bf16 model's weights as rounded)."""
+    OpenVINOModel, batch dynamic: from an fp32 copy of its weights (a bf16 model's weights as rounded). The
+    converted model is kept in the cache folder's openvino/ (KEEP_CONVERTED of them, the most recently used)
+    and read back by a later load of the same weights, which then skips the trace and the conversion."""
     import copy
 
     import openvino as ov
@@ -137,8 +172,27 @@ def convert(enc, precision: str, threads: int) -> OpenVINOModel:
             return enc.forward(self.model, x)
 
     x, shape = _input(enc)
+    forward = Forward().eval()
+    folder = _converted_folder()
+    xml = folder / f"{enc.kind}-{_key(enc, forward.model, precision, shape)}.xml"
+    if xml.is_file() and xml.with_suffix(".bin").is_file():
+        try:
+            ov_model = ov.Core().read_model(str(xml))
+            os.utime(xml)  # (most recently used)
+            return OpenVINOModel(ov_model, precision, threads)
+        except (RuntimeError, OSError) as err:
+            log.warning("%s: unreadable (%s); converting the encoder again", xml, err)
     with torch.no_grad():
-        ov_model = ov.convert_model(Forward().eval(), example_input=x, input=[ov.PartialShape([-1, *shape])])
+        ov_model = ov.convert_model(forward, example_input=x, input=[ov.PartialShape([-1, *shape])])
+    try:  # by rename, the .xml last: a reader that sees it sees its .bin
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".{xml.stem}.{os.getpid()}.xml"
+        ov.save_model(ov_model, str(tmp), compress_to_fp16=False)
+        os.replace(tmp.with_suffix(".bin"), xml.with_suffix(".bin"))
+        os.replace(tmp, xml)
+        _keep_newest(folder)
+    except (OSError, RuntimeError) as err:
+        log.info("could not keep the converted encoder in %s (%s): converted again at the next load", folder, err)
     return OpenVINOModel(ov_model, precision, threads)
 
 
