@@ -44,11 +44,9 @@ KEEP_CONVERTED = 4  # converted encoders kept in the cache folder's openvino/ (t
 
 def requested(value: str | None) -> str:
     """The runtime asked for: `value`, else VHMINE_EMBED_BACKEND, else auto; InputError for another word."""
-    wanted = (value or os.environ.get(ENV) or "auto").strip().lower()
-    if wanted not in (*BACKENDS, "auto"):
-        source = "--backend" if value else ENV
-        raise InputError(f"{source} {wanted}: use torch, openvino or auto")
-    return wanted
+    from vhmine.embed.precision import asked
+
+    return asked(value, "--backend", ENV, BACKENDS)
 
 
 def openvino_version() -> str | None:
