@@ -296,37 +296,6 @@ def auto_line(specs, device) -> str:
                     os.environ[env] = value
 
 
-def instruction(name: str) -> str:
-    """The instruction of a bench_peak family name ("avx512_bf16 VDPBF16PS zmm, a C hand loop" -> VDPBF16PS),
-    else the family ("amx_bf16, torch mm in cache" -> amx_bf16)."""
-    words = name.replace(",", " ").split()
-    return next((w for w in words if w.isupper() and w[0].isalpha()), words[0])
-
-
-def peak_lines(rows: list[dict], precisions, macs_gmac: float) -> list[str]:
-    """For each precision, its best row of the runtime table against the instruction peak measured here:
-    `P: G GMAC per CPU-s, S% of the PEAKNAME peak (K GMAC/s a core, measured here)`, then which way ran it."""
-    from bench_peak import peak
-
-    lines = []
-    for p in precisions:
-        mine = [r for r in rows if r["precision"] == p]
-        if not mine or p not in ("fp32", "bf16"):
-            continue
-        best = max(mine, key=lambda r: r["gmac_per_cpu_s"])
-        rate, name = peak(p)
-        g = best["gmac_per_cpu_s"]
-        lines.append(
-            f"{p}: {g:.1f} GMAC per CPU-s, {100 * g / rate:.1f}% of the {instruction(name)} peak "
-            f"({rate:.1f} GMAC/s a core, measured here)"
-        )
-        lines.append(
-            f"  ({best['backend']}, batch {best['batch']}, threads {best['threads']}: {best['images_per_s']:.2f} "
-            f"images/s; {macs_gmac:.3g} GMAC an image; peak by {name})"
-        )
-    return lines
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", choices=["tiny", *sorted(PRESETS)], default="small")
@@ -388,7 +357,7 @@ def main() -> None:
             macs = sum(counted.values())
             shown = ", ".join(f"{k} {v / 1e9:.3g}" for k, v in counted.items())
             print(f"MACs an image (counted, the fused attention included): {shown}, together {macs / 1e9:.3g} G")
-            for line in peak_lines(table, precisions, macs / 1e9):
+            for line in embed_runtimes.peak_lines(table, precisions, macs / 1e9):
                 print(line)
         rows = precision_rows(
             specs,

@@ -8,7 +8,8 @@ is not installed is left out and said so.
 MACs are counted once by torch's FlopCounterMode over one image, with torch's fused attention fast path
 turned off (nn.MultiheadAttention's native kernel is invisible to the counter: CLIP's attention projections
 and products would be left out) and the CPU flash-attention kernel counted (QK^T and AV: the counter has no
-formula for it). Reads the encoders' files; writes ONNX files in a temporary folder only.
+formula for it). Reads the encoders' files; writes ONNX files in a temporary folder only. `peak_lines` states
+each precision's best row against the instruction peak (bench_peak.peak).
 """
 
 from __future__ import annotations
@@ -174,3 +175,34 @@ def table(specs, precisions, backends, batch_sizes, threads, repeat: int = 2, lo
                     finally:
                         torch.set_num_threads(all_threads)
     return rows
+
+
+def instruction(name: str) -> str:
+    """The instruction of a bench_peak family name ("avx512_bf16 VDPBF16PS zmm, a C hand loop" -> VDPBF16PS),
+    else the family ("amx_bf16, torch mm in cache" -> amx_bf16)."""
+    words = name.replace(",", " ").split()
+    return next((w for w in words if w.isupper() and w[0].isalpha()), words[0])
+
+
+def peak_lines(rows: list[dict], precisions, macs_gmac: float) -> list[str]:
+    """For each precision, its best row of the runtime table against the instruction peak measured here:
+    `P: G GMAC per CPU-s, S% of the PEAKNAME peak (K GMAC/s a core, measured here)`, then which way ran it."""
+    from bench_peak import peak
+
+    lines = []
+    for p in precisions:
+        mine = [r for r in rows if r["precision"] == p]
+        if not mine or p not in ("fp32", "bf16"):
+            continue
+        best = max(mine, key=lambda r: r["gmac_per_cpu_s"])
+        rate, name = peak(p)
+        g = best["gmac_per_cpu_s"]
+        lines.append(
+            f"{p}: {g:.1f} GMAC per CPU-s, {100 * g / rate:.1f}% of the {instruction(name)} peak "
+            f"({rate:.1f} GMAC/s a core, measured here)"
+        )
+        lines.append(
+            f"  ({best['backend']}, batch {best['batch']}, threads {best['threads']}: {best['images_per_s']:.2f} "
+            f"images/s; {macs_gmac:.3g} GMAC an image; peak by {name})"
+        )
+    return lines
