@@ -1,6 +1,13 @@
-"""Benchmark: the embedding precisions (vhmine.embed.precision) and `vhmine embed` end to end, in one process.
+"""Benchmark: the embedding precisions (vhmine.embed.precision), runtimes (vhmine.embed.backend) and `vhmine
+embed` end to end, in one process.
 
-For each precision (--precisions; default fp32 and bf16, fp16 too on a GPU) on the same images:
+On a CPU, first the runtime table (scripts/embed_runtimes.py): both encoders' forward passes in each precision
+on torch eager, OpenVINO and ONNX Runtime where installed (--backends; add `compile` for torch.compile), at
+--table-batch-sizes and --threads, in GMAC per CPU second of the process (MACs counted, the fused attention
+included); then for each precision its best row against the instruction peak measured here by a hand loop
+(scripts/bench_peak.py): `P: G GMAC per CPU-s, S% of the PEAKNAME peak (K GMAC/s a core, measured here)`.
+
+Then for each precision (--precisions; default fp32 and bf16, fp16 too on a GPU) on the same images:
 
 - forward passes alone: both encoders on batches preprocessed beforehand (untimed), all torch threads;
   images/s by wall time and CPU seconds an image (the process's, every thread: the load of a shared machine
@@ -9,13 +16,14 @@ For each precision (--precisions; default fp32 and bf16, fp16 too on a GPU) on t
   writes; model loading apart in wall time, a fixed cost, but inside its CPU time): images/s and CPU seconds an
   image, and their ratios to the forward passes alone (target: at least 0.85 on a CPU, by CPU time; by wall time
   beside it: the device's time on a GPU);
-- agreement with fp32 on what matters downstream: the largest change of any CLIP and any DINOv2 similarity
+- (each precision on the runtime --backend names: auto, vhmine's own choice, by default)
+- agreement with torch fp32 on what matters downstream: the largest change of any CLIP and any DINOv2 similarity
   over every pair of images, and the Jaccard overlap of the mined pair sets (CLIP >= c and DINOv2 <= d) at
   the default thresholds (0.9, 0.55) and, since random weights put similarities elsewhere than trained ones
   do, at thresholds set from fp32's similarities so that the box holds about --box-share of the pairs (a box
   with pairs in it); also of the CLIP-alike sets (CLIP >= c alone).
 
-Then what `--precision auto` chooses here (measured afresh, in one thread: embed.precision). The measurements
+Then what `--precision auto --backend auto` choose here (measured afresh, in one thread). The measurements
 alternate between the precisions, --repeat times; the best of each counts.
 
 Images (--images photos, the default): JPEG variants of scikit-image's photos (scripts/photo_variants.py: crops,
@@ -164,8 +172,12 @@ def agreement(ref: tuple, got: tuple, thresholds: dict) -> dict:
     return out
 
 
-def precision_rows(specs, paths, precisions, *, device, batch_size, repeat, workers, tmp: Path, box_share) -> dict:
-    """{precision: measured figures} for the images at `paths` (see the module docstring); fp32 first."""
+def precision_rows(
+    specs, paths, precisions, *, device, batch_size, repeat, workers, tmp: Path, box_share, backend="auto"
+) -> dict:
+    """{precision: measured figures} for the images at `paths` (see the module docstring), each precision on
+    the runtime `backend` (torch, openvino, or auto: vhmine's choice, embed.backend); agreement against torch
+    fp32's vectors."""
     import numpy as np
     import torch
 
@@ -175,7 +187,10 @@ def precision_rows(specs, paths, precisions, *, device, batch_size, repeat, work
 
     dev = resolve_device(device)
     batches = preprocessed(specs, paths, batch_size)
-    pairs = {p: load_pair(*specs, dev, p) for p in precisions}
+    ref_pair = load_pair(*specs, dev, "fp32", backend="torch")
+    ref = forward(ref_pair, batches, dev)[2]  # torch fp32: what every precision and runtime is held to
+    del ref_pair
+    pairs = {p: load_pair(*specs, dev, p, backend=backend) for p in precisions}
     for p in precisions:  # warm: the first pass of each batch shape packs weights and allocates
         for c, d in {tuple(c.shape): (c, d) for c, d in batches}.values():
             pairs[p].encode(c, d)
@@ -198,22 +213,23 @@ def precision_rows(specs, paths, precisions, *, device, batch_size, repeat, work
                     batch_size=batch_size,
                     workers=workers,
                     precision=p,
+                    backend=backend,
                     progress=False,
                 )
             )
             rows[p]["e2e"].append(res.timings["encode"] + res.timings["finalize"])
             rows[p]["e2e_cpu"].append(time.process_time() - c0)  # (the models' loading included: a few seconds)
-    ref = rows["fp32"]["vectors"] if "fp32" in rows else None
     thresholds = {"default": (DEFAULT_CLIP_MIN, DEFAULT_DINO_MAX)}
-    if ref is not None:
-        thresholds["box"] = box_thresholds(similarities(ref[0]), similarities(ref[1]), box_share)
+    thresholds["box"] = box_thresholds(similarities(ref[0]), similarities(ref[1]), box_share)
     for p, r in rows.items():
         r.update(
             n=len(paths), forward=min(r["forward"]), cpu=min(r["cpu"]), e2e=min(r["e2e"]), e2e_cpu=min(r["e2e_cpu"])
         )
-        r["agree"] = agreement(ref, r["vectors"], thresholds) if ref is not None and p != "fp32" else None
+        same = p == "fp32" and pairs[p].backend.name == "torch"  # the reference itself
+        r["agree"] = None if same else agreement(ref, r["vectors"], thresholds)
         r["thresholds"] = thresholds
         r["dtype"] = str(pairs[p].clip.dtype).replace("torch.", "")
+        r["backend"] = pairs[p].backend.name
     del pairs
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
@@ -236,7 +252,8 @@ def report(rows: dict) -> list[str]:
                 f"{rate * base['forward'] / n:.2f}x fp32's rate)"
             )
         lines.append(
-            f"{p} ({r['dtype']}): forward passes alone {rate:.1f} images/s, {per:.3f} CPU s an image{vs}; "
+            f"{p} ({r['dtype']}, {r['backend']}): forward passes alone {rate:.1f} images/s, "
+            f"{per:.3f} CPU s an image{vs}; "
             f"vhmine embed {n / r['e2e']:.1f} images/s, {r['e2e_cpu'] / n:.3f} CPU s an image (model load included): "
             f"{r['cpu'] / r['e2e_cpu']:.2f} of the forward passes alone by CPU time (target >= 0.85), "
             f"{r['forward'] / r['e2e']:.2f} by wall time"
@@ -255,25 +272,28 @@ def report(rows: dict) -> list[str]:
                 f"{label} (CLIP >= {c:.4f}, DINOv2 <= {d:.4f}): Jaccard of the mined pairs {box} ({nb} in fp32's box), "
                 f"of the CLIP-alike pairs {alike} ({na})"
             )
-        lines.append(f"{p} vs fp32: " + "; ".join(parts))
+        lines.append(f"{p} on {r['backend']} vs torch fp32: " + "; ".join(parts))
     return lines
 
 
 def auto_line(specs, device) -> str:
-    """What `--precision auto` chooses on this machine, measured afresh (a cache of its own)."""
+    """What `--precision auto --backend auto` choose on this machine, measured afresh (caches of their own)."""
+    from vhmine.embed import backend, precision
     from vhmine.embed.encoders import load_pair
-    from vhmine.embed.precision import CACHE_ENV
 
     with tempfile.TemporaryDirectory() as tmp:
-        saved = os.environ.get(CACHE_ENV)
-        os.environ[CACHE_ENV] = str(Path(tmp) / "precision.json")
+        saved = {env: os.environ.get(env) for env in (precision.CACHE_ENV, backend.CACHE_ENV)}
+        for env in saved:
+            os.environ[env] = str(Path(tmp) / f"{env}.json")
         try:
-            return "auto: " + load_pair(*specs, device, "auto").precision.line()
+            pair = load_pair(*specs, device, "auto", backend="auto")
+            return f"auto: {pair.precision.line()}; {pair.backend.line()}"
         finally:
-            if saved is None:
-                del os.environ[CACHE_ENV]
-            else:
-                os.environ[CACHE_ENV] = saved
+            for env, value in saved.items():
+                if value is None:
+                    del os.environ[env]
+                else:
+                    os.environ[env] = value
 
 
 def main() -> None:
@@ -287,6 +307,13 @@ def main() -> None:
     ap.add_argument("--device", default=None)
     ap.add_argument("--repeat", type=int, default=2, help="alternate the measurements this often; best of each counts")
     ap.add_argument("--box-share", type=float, default=0.002, help="share of all pairs in the fitted box, about")
+    ap.add_argument("--backend", default="auto", help="the runtime of the precision rows and vhmine embed [auto]")
+    ap.add_argument(
+        "--backends", default="torch,openvino,onnxruntime", help="the runtime table's (add compile: torch.compile)"
+    )
+    ap.add_argument("--table-batch-sizes", default="8,32", help="the runtime table's batch sizes")
+    ap.add_argument("--threads", default="1,0", help="the runtime table's thread counts (0: torch's default, all)")
+    ap.add_argument("--no-table", action="store_true", help="skip the runtime table and the peak lines")
     args = ap.parse_args()
 
     import torch
@@ -311,6 +338,27 @@ def main() -> None:
             f"preset {describe_preset(args.preset)}, {args.n} images, batch {args.batch_size}, torch threads "
             f"{torch.get_num_threads()}, device {args.device or ('cuda' if gpu else 'cpu')}, best of {args.repeat}"
         )
+        if not args.no_table and not gpu:
+            import embed_runtimes
+
+            print(f"runtime table (CPU time of the process, every thread; best of {args.repeat}):", flush=True)
+            table = embed_runtimes.table(
+                specs,
+                precisions,
+                args.backends.split(","),
+                [int(b) for b in args.table_batch_sizes.split(",")],
+                [int(t) for t in args.threads.split(",")],
+                args.repeat,
+                log=lambda line: print(line, flush=True),
+            )
+            from vhmine.embed.encoders import load_clip, load_dino
+
+            counted = embed_runtimes.macs_per_image((load_clip(specs[0], "cpu"), load_dino(specs[1], "cpu")))
+            macs = sum(counted.values())
+            shown = ", ".join(f"{k} {v / 1e9:.3g}" for k, v in counted.items())
+            print(f"MACs an image (counted, the fused attention included): {shown}, together {macs / 1e9:.3g} G")
+            for line in embed_runtimes.peak_lines(table, precisions, macs / 1e9):
+                print(line)
         rows = precision_rows(
             specs,
             paths,
@@ -321,6 +369,7 @@ def main() -> None:
             workers=args.workers,
             tmp=tmp,
             box_share=args.box_share,
+            backend=args.backend,
         )
         for line in report(rows):
             print(line)

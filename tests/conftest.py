@@ -31,6 +31,10 @@ os.environ.setdefault("VHMINE_KERNEL_CACHE", os.path.join(tempfile.mkdtemp(prefi
 # rounding moves one, so a measured choice would make their thresholds a matter of the machine's speed
 os.environ.setdefault("VHMINE_PRECISION_CACHE", os.path.join(tempfile.mkdtemp(prefix="vhmine-precision-"), "p.json"))
 os.environ.setdefault("VHMINE_PRECISION", "fp32")
+# and the runtime (vhmine.embed.backend): torch unless a test names one, so that where openvino is installed an
+# embed does not convert its encoders (seconds); its measurements, too, in a folder of their own
+os.environ.setdefault("VHMINE_BACKEND_CACHE", os.path.join(tempfile.mkdtemp(prefix="vhmine-backend-"), "b.json"))
+os.environ.setdefault("VHMINE_EMBED_BACKEND", "torch")
 # and the benches' instruction peak (scripts/bench_peak.py), with its compiled hand loop beside it
 os.environ.setdefault("VHMINE_PEAK_CACHE", os.path.join(tempfile.mkdtemp(prefix="vhmine-peak-"), "peak.json"))
 

@@ -29,7 +29,7 @@ def embed(images: PathLike, **options):
     """`vhmine embed IMAGES`: embed a folder, COCO or WebDataset tars into `indexes/<name>/` (an EmbedResult).
 
     Options are EmbedOptions' fields: name, coco_annotations, clip_model, dino_model, indexes, device,
-    batch_size, workers, precision, shard_size, max_pixels, engine, ray_address, ray_actors."""
+    batch_size, workers, precision, backend, shard_size, max_pixels, engine, ray_address, ray_actors."""
     from vhmine.embed import EmbedOptions, embed_collection
 
     return embed_collection(EmbedOptions(images=str(images), **options))

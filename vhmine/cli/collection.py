@@ -64,6 +64,15 @@ def embed(
             " keeps its own; naming another is refused."
         ),
     ),
+    backend: str | None = typer.Option(
+        None,
+        "--backend",
+        help=(
+            "The encoders' runtime on a CPU: torch, openvino (pip install 'vhmine[cpu]'), or auto (the faster"
+            " measured on this machine, cached; torch where openvino is not installed) [env VHMINE_EMBED_BACKEND;"
+            " default auto]. Recorded in the index manifest's `backend`."
+        ),
+    ),
     shard_size: int = typer.Option(1024, "--shard-size", min=1, help="Images per resumable shard."),
     max_pixels: int = typer.Option(
         89_478_485, "--max-pixels", min=1, help="Skip images larger than this (decompression-bomb guard)."
@@ -98,6 +107,7 @@ def embed(
             batch_size=batch_size,
             workers=workers,
             precision=precision,
+            backend=backend,
             shard_size=shard_size,
             max_pixels=max_pixels,
             engine=engine,

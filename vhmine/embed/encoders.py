@@ -27,6 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from vhmine.config import resolve_device
+from vhmine.embed.backend import Backend
+from vhmine.embed.backend import choose as choose_backend
+from vhmine.embed.backend import requested as requested_backend
 from vhmine.embed.precision import Choice, choose, torch_dtype
 from vhmine.errors import EncoderError
 
@@ -354,6 +357,7 @@ class EncoderPair:
     clip: Encoder
     dino: Encoder
     precision: Choice
+    backend: Backend | None = None  # the runtime (embed.backend); None: torch, not chosen
 
     @property
     def dims(self) -> tuple[int, int]:
@@ -372,11 +376,19 @@ class EncoderPair:
 
 
 def load_pair(
-    clip_spec: str, dino_spec: str, device=None, precision: str = "auto", *, kept: bool = False
+    clip_spec: str,
+    dino_spec: str,
+    device=None,
+    precision: str = "auto",
+    *,
+    kept: bool = False,
+    backend: str | None = "torch",
 ) -> EncoderPair:
     """Both encoders on `device` in `precision` (fp32, bf16, fp16, or auto: measured, embed.precision);
-    kept: the precision is an index's own (recorded so)."""
+    kept: the precision is an index's own (recorded so); backend: the runtime (torch, openvino, or auto:
+    measured, embed.backend; None: VHMINE_EMBED_BACKEND, else auto)."""
     dev = resolve_device(device) if not hasattr(device, "type") else device
     clip, dino = load_clip(clip_spec, dev), load_dino(dino_spec, dev)  # fp32, as stored: then cast once
     choice = choose((clip, dino), dev, precision, source="index" if kept else "forced")
-    return EncoderPair(clip, dino, choice)
+    runtime = choose_backend((clip, dino), dev, requested_backend(backend), choice.name)
+    return EncoderPair(clip, dino, choice, runtime)

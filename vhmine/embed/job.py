@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vhmine.config import DEFAULT_CLIP_MODEL, DEFAULT_DINO_MODEL, indexes_root, mine_command
+from vhmine.embed.backend import requested as requested_backend
 from vhmine.embed.precision import kept, precision_line, requested
 from vhmine.embed.read import open_source, read_coco_annotations
 from vhmine.embed.work import (
@@ -84,6 +85,7 @@ class EmbedOptions:
     limit: int | None = None  # embed only the first N files (sorted by path)
     progress: bool = True
     precision: str | None = None  # fp32, bf16, fp16 or auto [default: VHMINE_PRECISION, else auto]; embed.precision
+    backend: str | None = None  # torch, openvino or auto [default: VHMINE_EMBED_BACKEND, else auto]; embed.backend
     engine: str = "local"  # "local": this process; "ray": a Ray cluster (ray_engine.py)
     ray_address: str | None = None  # None: RAY_ADDRESS, a running local cluster, else start one
     ray_actors: int | None = None  # None: one per GPU of the cluster, else one per CPU
@@ -160,6 +162,7 @@ def embed_collection(opts: EmbedOptions) -> EmbedResult:
     if opts.engine not in ("local", "ray"):
         raise InputError(f"--engine {opts.engine}: use local or ray")
     requested(opts.precision)  # a word that is no precision is said before anything is read
+    requested_backend(opts.backend)
     source = open_source(opts.images)
     name = opts.name or source.location.rstrip("/").rsplit("/", 1)[-1].removesuffix(".tar")
     if opts.name is not None and not _PLAIN_NAME.match(name):  # what the message says is what is accepted
@@ -293,6 +296,8 @@ def _run_shards(
     def record_encoders(described: dict) -> None:
         described = json.loads(json.dumps(described))  # as job.json holds it: tuples are lists there
         job.setdefault("precision", described["precision"])  # as first chosen: later runs keep it
+        if described.get("backend"):  # the runtime of the latest run (the machine's choice, not the index's)
+            job["backend"] = described["backend"]
         described = described["encoders"]
         if job.get("encoders") and job["encoders"] != described:
             differ = sorted(
@@ -336,9 +341,11 @@ def _run_shards(
             max_pixels=job.get("max_pixels", opts.max_pixels),
             precision=precision,
             kept=bool(kept(job)),
+            backend=opts.backend,
         )
         record_encoders(embedder.describe())
         log.info("%s", embedder.encoders.precision.line())
+        log.info("%s", embedder.encoders.backend.line())
         run_local(embedder, source, shards, opts.progress)
     t_loaded = loaded.get("at", t0)
     return len(todo), {"load": t_loaded - t0, "encode": time.time() - t_loaded}
@@ -459,6 +466,7 @@ def _finalize(
             },
             "encoders": job["encoders"],
             "precision": job.get("precision") or {"name": kept(job), "chosen": "index"},
+            **({"backend": job["backend"]} if job.get("backend") else {}),  # the runtime: embed.backend
             "counts": {
                 "files": int(len(present)),
                 "images": int(len(images)),

@@ -54,13 +54,18 @@ def name_of(dtype) -> str | None:
     return _DTYPE_NAMES.get(str(dtype).replace("torch.", ""))
 
 
+def asked(value: str | None, option: str, env: str, words) -> str:
+    """The word asked for: `value` (the option), else the variable `env`, else auto, lower case; InputError
+    naming where it came from for a word not in `words` (nor auto)."""
+    wanted = (value or os.environ.get(env) or "auto").strip().lower()
+    if wanted not in (*words, "auto"):
+        raise InputError(f"{option if value else env} {wanted}: use {', '.join(words)} or auto")
+    return wanted
+
+
 def requested(value: str | None) -> str:
     """The precision asked for: `value`, else VHMINE_PRECISION, else auto; InputError for another word."""
-    wanted = (value or os.environ.get(ENV) or "auto").strip().lower()
-    if wanted not in (*PRECISIONS, "auto"):
-        source = "--precision" if value else ENV
-        raise InputError(f"{source} {wanted}: use fp32, bf16, fp16 or auto")
-    return wanted
+    return asked(value, "--precision", ENV, PRECISIONS)
 
 
 def kept(record: dict | None) -> str | None:

@@ -45,6 +45,7 @@ class ShardEmbedder:
         max_pixels: int = 89_478_485,
         precision: str = "auto",
         kept: bool = False,
+        backend: str | None = None,
     ):
         from vhmine.embed.encoders import load_pair
         from vhmine.errors import InputError
@@ -55,7 +56,7 @@ class ShardEmbedder:
                 f"{self.work}: the job folder is not visible on this machine; put --indexes on a "
                 "filesystem every node mounts, at the same path"
             )
-        self.encoders = load_pair(clip_model, dino_model, device, precision, kept=kept)
+        self.encoders = load_pair(clip_model, dino_model, device, precision, kept=kept, backend=backend)
         device = self.encoders.clip.device
         self.batch_size = batch_size
         self.workers = workers if workers is not None else auto_workers(device)
@@ -63,8 +64,10 @@ class ShardEmbedder:
         self.pin_memory = device.type == "cuda"
 
     def describe(self) -> dict:
-        """The encoders as they run (manifest.json's `encoders`) and the precision's record (its `precision`)."""
-        return {"encoders": self.encoders.describe(), "precision": self.encoders.precision.record()}
+        """The encoders as they run (manifest.json's `encoders`), the precision's record (its `precision`) and
+        the runtime's (its `backend`: embed.backend, with the batch size)."""
+        runtime = self.encoders.backend.record(self.batch_size) if self.encoders.backend else None
+        return {"encoders": self.encoders.describe(), "precision": self.encoders.precision.record(), "backend": runtime}
 
     def embed_shards(
         self, source, shards: list[tuple[int, list[dict]]], progress=None, precision: str | None = None
