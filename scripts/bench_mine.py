@@ -36,8 +36,9 @@ candidate count and margin, the ratios, and whether all pair sets are identical.
 (but the kernel calibration's cache, mine.join.kernels, and the peak's, bench_peak).
 
 --end-to-end times the real `vhmine mine` command on an on-disk index of --n CLIP-shaped rows against its join
-alone (import, open the index, find_pairs), each in a fresh process, in CPU time (scripts/bench_mine_e2e.py),
-and prints only that.
+alone (import, open the index, find_pairs, and exit as the command line does: gc.freeze at exit), each in a fresh
+process, in CPU time (scripts/bench_mine_e2e.py), and prints only that (and, beside it, the ratio against the
+join exiting as a plain script).
 
 --incremental N, --against N and --pruning add the lines of scripts/bench_mine_lines.py (growth by 1% new
 rows in wall and CPU time, two collections across, and the pruning's shares at --clip 0.9 and 0.95); each says

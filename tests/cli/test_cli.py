@@ -186,3 +186,20 @@ def test_describe_takes_its_modes_as_the_other_stages_do():
         r.returncode == 2
         and "--modes was replaced by --mode, as the other stages take it: --mode shape --mode ocr" in r.stderr
     )
+
+
+def test_the_command_line_leaves_its_objects_out_of_the_collections_at_exit():
+    # a probe registered before main runs after main's hook (atexit runs the last registered first): by then
+    # every object is frozen, so the shutdown's collections walk none of them; main twice registers it once
+    code = (
+        "import atexit, gc, sys\n"
+        "atexit.register(lambda: print('AT EXIT frozen', gc.get_freeze_count() > 1000, flush=True))\n"
+        "from vhmine.cli import main\n"
+        "hooks = []\n"
+        "for _ in range(2):\n    try:\n        main(['--help'])\n    except SystemExit:\n        pass\n"
+        "    hooks.append(atexit._ncallbacks())\n"
+        "print('BEFORE EXIT frozen', gc.get_freeze_count(), 'hooks added by the second main', hooks[1] - hooks[0])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "BEFORE EXIT frozen 0 hooks added by the second main 0" in out, out  # nothing frozen while it works
+    assert "AT EXIT frozen True" in out, out

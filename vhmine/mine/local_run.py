@@ -45,26 +45,29 @@ def mine_one(plan) -> Mined:
     from vhmine.mine.background import BACKGROUND_PAIRS, array_sims, background_sample
     from vhmine.mine.grow import index_digests
     from vhmine.mine.join import find_pairs, small_pairs
-    from vhmine.mine.rank import ranked
+    from vhmine.mine.rank import id_ranks, ranked
+    from vhmine.mine.state import id_column
     from vhmine.mine.write import pairs_frame, side, write_whole
 
     idx, opts = plan.a, plan.ctx.opts
     n, images = len(idx.images), idx.images
-    ids = images["image_id"].to_numpy().astype(object)
     st: dict = {}
     find = dict(device=opts.device, progress=opts.progress, kernel=opts.kernel, stats=st, prune=opts.prune)
-    found, incremental, reuse, digests = _grown(plan, ids, st, find) if plan.earlier else (None, None, "", None)
+    found, incremental, reuse, digests = _grown(plan, st, find) if plan.earlier else (None, None, "", None)
     if found is None:
         found = small_join(opts, st, n * (n - 1) // 2, small_pairs, idx.clip, idx.dino)
         if found is None:
             found = find_pairs(idx.clip, idx.dino, opts.clip, math.inf, **find)
     if digests is None:  # what a later run of the grown index checks (mine.grow); kept with the index
         digests = index_digests(idx)
-    r = ranked(found, ids, ids, opts)
+    ids = id_column(images)  # (pyarrow strings; ranked and the alike pairs order them by their ranks)
+    rank = id_ranks(ids)
+    r = ranked(found, rank, rank, opts)
     sides = side(images, r.a, idx.locations), side(images, r.b, idx.locations)
     pairs = pairs_frame(1, *sides, r.clip_sim, r.dino_sim, r.gap)
-    lo, hi = ids[found.i], ids[found.j]
-    state = (ids, digests, np.where(lo < hi, lo, hi), np.where(lo < hi, hi, lo), found.clip_sim, found.dino_sim)
+    turn = rank[found.i] > rank[found.j]  # each CLIP-alike pair by its image ids, a < b
+    lo, hi = np.where(turn, found.j, found.i), np.where(turn, found.i, found.j)
+    state = (ids, digests, ids.take(lo), ids.take(hi), found.clip_sim, found.dino_sim)
     background = background_sample(n, functools.partial(array_sims, idx.clip, idx.dino), size=BACKGROUND_PAIRS)
     counts = {"images": n, "clip_alike": len(found.i), "in_box": r.in_box}
     all_pairs = n * (n - 1) // 2 <= BACKGROUND_PAIRS
@@ -84,7 +87,7 @@ def mine_one(plan) -> Mined:
     )
 
 
-def _grown(plan, ids, st: dict, find: dict):
+def _grown(plan, st: dict, find: dict):
     """A grown index's pairs from the earlier run's and its new rows' band (mine.grow): (the PairSet, run.json's
     `incremental`, the console's line, the rows' digests), or (None, None, "", digests) when a kept row's
     vectors changed (said in one line): then every pair is mined."""
@@ -92,6 +95,7 @@ def _grown(plan, ids, st: dict, find: dict):
     from vhmine.mine.join import find_new_pairs, small_new_pairs
 
     idx, opts, earlier = plan.a, plan.ctx.opts, plan.earlier
+    ids = idx.images["image_id"].to_numpy().astype(object)
     digests = index_digests(idx)  # the old rows' from the copy kept with the index, where it still checks
     g = growth(earlier, ids, digests)
     if g.changed:

@@ -1,7 +1,9 @@
 """A run's ranking and caps: the in-box pairs ordered by gap (clip - dino) descending, ties by image ids
 (never row order), then --max-per-image (greedy, in that order) and --max-pairs; what each cap left out.
 The local engine ranks its PairSet here (ranked); the Ray engine's merge (mine.ray) keeps the same total
-order over its tiles' files. Reads and writes nothing.
+order over its tiles' files. `id_ranks` turns one collection's image ids into integers that order and tie
+as the ids do, so the local engine ranks and orients pairs by numbers, not by Python strings. Reads and writes
+nothing.
 """
 
 from __future__ import annotations
@@ -38,6 +40,16 @@ def ranked(found, ids_a, ids_b, opts, *, orient: bool = True) -> Ranked:
     gap, cuts = clip_sim - dino_sim, {}
     order = rank_pairs(ids_a[i], ids_b[j], gap, max_per_image=opts.max_per_image, max_pairs=opts.max_pairs, cuts=cuts)
     return Ranked(i[order], j[order], clip_sim[order], dino_sim[order], gap[order], int(in_box.sum()), cuts)
+
+
+def id_ranks(ids):
+    """Dense ranks (int64) of image ids (a pyarrow string array): equal ids one rank, a < b as strings exactly
+    when rank a < rank b. pyarrow orders by UTF-8 bytes, which is the order of code points Python compares by.
+    Passed to ranked in place of the ids, they give the same order and the same ties (one collection's ids:
+    --max-per-image counts an image by its rank)."""
+    import pyarrow.compute as pc
+
+    return pc.rank(ids, sort_keys="ascending", tiebreaker="dense").to_numpy().astype("int64")
 
 
 def rank_pairs(

@@ -34,6 +34,24 @@ def write_state(
         w.add(id_a, id_b, clip_sim, dino_sim)
 
 
+def id_column(images):
+    """The image_id column of images.parquet's table (a DataFrame) as a pyarrow string array: what write_state
+    writes, and what the local engine takes its pairs' ids from (pyarrow's take: no Python string a pair)."""
+    import pyarrow as pa
+
+    return pa.array(images["image_id"]).cast(pa.string())
+
+
+def _strings(values):
+    """A pyarrow string array of image ids: pyarrow arrays as they are (cast to string), numpy or lists through
+    Python objects."""
+    import pyarrow as pa
+
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return values.cast(pa.string())
+    return pa.array(np.asarray(values, dtype=object), pa.string())
+
+
 def write_rows(folder, ids: np.ndarray, digests: np.ndarray) -> None:
     """rows.parquet from whole arrays (the local engine holds its rows anyway); digests are
     mine.join.row_digests' (their kind is recorded with them)."""
@@ -53,12 +71,7 @@ def write_rows_streamed(folder, id_parts, digest_parts, group: int | None = None
     group = int(group or ROW_GROUP)
     schema = pa.schema([("image_id", pa.string()), ("digest", pa.uint64())], metadata={DIGEST_KEY: DIGEST})
 
-    def text(part):
-        if isinstance(part, (pa.Array, pa.ChunkedArray)):
-            return part.cast(pa.string())
-        return pa.array(np.asarray(part, dtype=object), pa.string())
-
-    ids = _regrouped((text(p) for p in id_parts), group, lambda xs: pa.concat_arrays(_chunks(xs)))
+    ids = _regrouped((_strings(p) for p in id_parts), group, lambda xs: pa.concat_arrays(_chunks(xs)))
     digests = _regrouped((np.asarray(d, np.uint64) for d in digest_parts), group, np.concatenate)
     n = 0
     with pq.ParquetWriter(Path(folder) / ROWS, schema) as w:
@@ -118,8 +131,8 @@ class AlikeWriter:
         self.writer.write_table(
             pa.table(
                 [
-                    pa.array(np.asarray(id_a, dtype=object), pa.string()),
-                    pa.array(np.asarray(id_b, dtype=object), pa.string()),
+                    _strings(id_a),
+                    _strings(id_b),
                     pa.array(np.asarray(clip_sim, np.float64)),
                     pa.array(np.asarray(dino_sim, np.float64)),
                 ],

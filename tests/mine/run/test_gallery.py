@@ -105,3 +105,45 @@ def test_gallery_head_of_sides_with_several_index_names_names_none(tmp_path):
     write_gallery(tmp_path / "g.html", df, title="t")
     page = (tmp_path / "g.html").read_text()
     assert "<th>image A (coco)</th><th>image B</th>" in page and "index other<br>b1<br>" in page
+
+
+def test_scatter_png_is_the_bytes_of_matplotlibs_own_import_and_pyplot_stays_out(tmp_path):
+    # figure_classes imports matplotlib's figure without building the Artist classes' `set` docstrings; the
+    # picture must be the one a process that imported matplotlib as usual draws, and pyplot is never loaded
+    import subprocess
+    import sys
+
+    draw = (
+        "import sys\n"
+        "import numpy as np\n"
+        "{before}\n"
+        "from vhmine.mine.gallery import write_scatter\n"
+        "rng = np.random.default_rng(0)\n"
+        "bg = rng.uniform(-0.2, 0.8, 3000), rng.uniform(-0.2, 0.8, 3000)\n"
+        "clip, dino = rng.uniform(0.9, 1, 2000), rng.uniform(0.2, 1, 2000)\n"
+        "write_scatter(sys.argv[1], clip, dino, bg, 0.9, 0.55, title='t: 2000 pairs', written=700, pairs=10**6)\n"
+        "print('pyplot' if 'matplotlib.pyplot' in sys.modules else 'no pyplot')\n"
+    )
+    outs = {}
+    for name, before in (("ours", ""), ("usual", "import matplotlib.figure, matplotlib.backends.backend_agg")):
+        r = subprocess.run(
+            [sys.executable, "-c", draw.format(before=before), str(tmp_path / f"{name}.png")],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        outs[name] = r.stdout.strip()
+    assert outs == {"ours": "no pyplot", "usual": "no pyplot"}
+    assert (tmp_path / "ours.png").read_bytes() == (tmp_path / "usual.png").read_bytes()
+    assert (tmp_path / "ours.png").stat().st_size > 10_000  # a picture with the points in it
+
+
+def test_figure_classes_leave_matplotlibs_kwdoc_as_it_was():
+    import matplotlib.artist
+
+    from vhmine.mine.gallery import figure_classes
+
+    kwdoc = matplotlib.artist.kwdoc
+    canvas, figure, rectangle = figure_classes()
+    assert matplotlib.artist.kwdoc is kwdoc
+    assert figure.__name__ == "Figure" and rectangle.__name__ == "Rectangle" and canvas.__name__ == "FigureCanvasAgg"
