@@ -25,7 +25,7 @@ def macs_per_image(encoders) -> dict:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from vhmine.embed.precision import _input
+    from vhmine.embed.precision import example_input
 
     def sdpa_cpu(q_shape, k_shape, v_shape, *args, **kw):  # flops of QK^T and AV, 2 a MAC
         b, h, s, d = q_shape
@@ -38,7 +38,7 @@ def macs_per_image(encoders) -> dict:
     try:
         for enc in encoders:
             with FlopCounterMode(display=False, custom_mapping=mapping) as fc, torch.no_grad():
-                enc.forward(enc.model, _input(enc)[0].to(enc.dtype))
+                enc.forward(enc.model, example_input(enc)[0].to(enc.dtype))
             out[enc.kind] = fc.get_total_flops() / 2
     finally:
         torch.backends.mha.set_fastpath_enabled(fast)
@@ -76,7 +76,7 @@ def _onnxruntime_runs(encoders, threads: int, folder: Path):
     import onnxruntime as ort
     import torch
 
-    from vhmine.embed.precision import _input
+    from vhmine.embed.precision import example_input
 
     runs = {}
     for enc in encoders:
@@ -91,7 +91,7 @@ def _onnxruntime_runs(encoders, threads: int, folder: Path):
                 def forward(self, x):
                     return self.enc.forward(self.model, x)
 
-            x = _input(enc)[0].expand(2, -1, -1, -1).contiguous()
+            x = example_input(enc)[0].expand(2, -1, -1, -1).contiguous()
             batch = torch.export.Dim("batch", min=1)
             torch.onnx.export(
                 Forward().eval(), (x,), str(path), dynamo=True, dynamic_shapes=({0: batch},), verbose=False
@@ -126,7 +126,7 @@ def table(specs, precisions, backends, batch_sizes, threads, repeat: int = 2, lo
     import torch
 
     from vhmine.embed.encoders import load_clip, load_dino
-    from vhmine.embed.precision import _input, choose
+    from vhmine.embed.precision import choose, example_input
 
     available = {
         "torch": True,
@@ -163,7 +163,7 @@ def table(specs, precisions, backends, batch_sizes, threads, repeat: int = 2, lo
                             runs = _onnxruntime_runs(encoders, t, Path(tmp))
                         setup = time.process_time() - c0
                         for bs in batch_sizes:
-                            inputs = {e.kind: _input(e)[0].expand(bs, -1, -1, -1).contiguous() for e in encoders}
+                            inputs = {e.kind: example_input(e)[0].expand(bs, -1, -1, -1).contiguous() for e in encoders}
                             cpu_s, wall_s = _time(runs, inputs, repeat)
                             row = dict(precision=precision, backend=backend, batch=bs, threads=t, setup_cpu_s=setup)
                             row.update(gmac_per_cpu_s=bs * macs / cpu_s / 1e9, images_per_s=bs / wall_s)

@@ -96,14 +96,14 @@ def test_openvino_embeddings_are_torch_fp32s_within_the_precisions_rounding(
     import torch
 
     monkeypatch.setenv(B.CACHE_ENV, str(tmp_path / "b.json"))
-    from vhmine.embed.precision import _input
+    from vhmine.embed.precision import example_input
 
     ref = _encoders(tiny_models, "fp32")
     rng = np.random.default_rng(0)
-    batch = {
-        e.kind: _input(e)[0].repeat(5, 1, 1, 1) + torch.from_numpy(rng.normal(0, 0.5, (5, *_input(e)[1])).astype("f4"))
-        for e in ref
-    }
+    batch = {}
+    for e in ref:
+        x, shape = example_input(e)
+        batch[e.kind] = x.repeat(5, 1, 1, 1) + torch.from_numpy(rng.normal(0, 0.5, (5, *shape)).astype("f4"))
     want = _vectors(ref, batch)
     ov = _encoders(tiny_models, precision)
     choice = B.choose(ov, torch.device("cpu"), "openvino", precision)

@@ -28,7 +28,6 @@ from pathlib import Path
 
 from vhmine.config import cache_file
 from vhmine.errors import InputError
-from vhmine.files import entry_key, read_entries, write_entries
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +158,7 @@ def convert(enc, precision: str, threads: int) -> OpenVINOModel:
     import openvino as ov
     import torch
 
-    from vhmine.embed.precision import _input
+    from vhmine.embed.precision import example_input
 
     class Forward(torch.nn.Module):
         def __init__(self):
@@ -169,7 +168,7 @@ def convert(enc, precision: str, threads: int) -> OpenVINOModel:
         def forward(self, x):
             return enc.forward(self.model, x)
 
-    x, shape = _input(enc)
+    x, shape = example_input(enc)
     forward = Forward().eval()
     folder = _converted_folder()
     xml = folder / f"{enc.kind}-{_key(enc, forward.model, precision, shape)}.xml"
@@ -198,14 +197,12 @@ def measure(encoders, precision: str, names: list[str], budget: float = _BUDGET)
     """({runtime: images/s of every encoder's forward pass, one after the other}, {"openvino": {kind:
     OpenVINOModel}} where measured) for `encoders` already cast to `precision`, each runtime in one thread,
     timed by this process's CPU time: warmed once, then the best of the passes that fit in `budget`."""
-    import math
-
     import torch
 
-    from vhmine.embed.precision import _input
+    from vhmine.embed.precision import best_pass, example_input
 
     batch = 2
-    inputs = {enc.kind: _input(enc)[0].expand(batch, -1, -1, -1).contiguous() for enc in encoders}
+    inputs = {enc.kind: example_input(enc)[0].expand(batch, -1, -1, -1).contiguous() for enc in encoders}
     threads = torch.get_num_threads()
     rates, converted = {}, {}
     torch.set_num_threads(1)
@@ -225,13 +222,7 @@ def measure(encoders, precision: str, names: list[str], budget: float = _BUDGET)
                 return max(time.process_time() - t0, 1e-9)
 
             once()  # warm: the first pass packs weights and allocates
-            best, spent = math.inf, 0.0
-            while spent < budget or best == math.inf:
-                t = once()
-                best, spent = min(best, t), spent + t
-                if spent > budget / 3 and t > budget / 3:
-                    break
-            rates[name] = batch / best
+            rates[name] = batch / best_pass(once, budget)
     finally:
         torch.set_num_threads(threads)
     return rates, converted
@@ -268,23 +259,18 @@ def choose(encoders, device, wanted: str, precision: str, *, cache: Path | None 
     if wanted == "openvino":
         choice = Backend("openvino", "forced", threads=threads)
     else:
-        from vhmine.embed.precision import machine, shapes
+        from vhmine.embed.precision import cached_rates, machine, shapes
 
         names = list(BACKENDS)
         ident = {**machine(device), "encoders": shapes(encoders), "precision": precision, "openvino": version}
         ident["backend_schema"] = _SCHEMA
-        key = entry_key(ident)
-        path = cache or cache_path()
-        data = read_entries(path)
-        entry = data["entries"].get(key)
-        rates = entry.get("rates") if isinstance(entry, dict) else None
-        source = "cached"
-        if not (isinstance(rates, dict) and set(rates) == set(names)):
-            log.info("measuring the encoders' speed on torch and openvino in %s (once per machine)", precision)
-            rates, converted = measure(encoders, precision, names)
-            source = "measured"
-            data["entries"][key] = {"machine": ident, "rates": rates, "measured": time.strftime("%Y-%m-%d")}
-            write_entries(path, data)
+        rates, source, converted = cached_rates(
+            cache or cache_path(),
+            ident,
+            names,
+            lambda: measure(encoders, precision, names),
+            f"on torch and openvino in {precision} (once per machine)",
+        )
         best = "openvino" if rates["openvino"] >= MIN_GAIN * rates["torch"] else "torch"
         choice = Backend(best, source, {k: rates[k] for k in names}, threads=threads)
     if choice.name == "openvino":

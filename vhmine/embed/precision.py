@@ -152,11 +152,15 @@ def shapes(encoders) -> dict:
         h = hashlib.sha256()
         for name, p in enc.model.named_parameters():
             h.update(f"{name}:{tuple(p.shape)};".encode())
-        out[enc.kind] = {"model": type(enc.model).__name__, "params": h.hexdigest()[:16], "input": _input(enc)[1]}
+        out[enc.kind] = {
+            "model": type(enc.model).__name__,
+            "params": h.hexdigest()[:16],
+            "input": example_input(enc)[1],
+        }
     return out
 
 
-def _input(enc):
+def example_input(enc):
     """A preprocessed batch of one synthetic photo-sized picture, and its shape."""
     import numpy as np
     from PIL import Image
@@ -176,7 +180,7 @@ def measure(encoders, device, names: list[str], budget: float = _BUDGET) -> tupl
 
     cpu = device.type == "cpu"
     batch = 2 if cpu else 16
-    inputs = {enc.kind: _input(enc)[0].expand(batch, -1, -1, -1).contiguous().to(device) for enc in encoders}
+    inputs = {enc.kind: example_input(enc)[0].expand(batch, -1, -1, -1).contiguous().to(device) for enc in encoders}
     threads = torch.get_num_threads()
     rates, cast = {}, {}
     if cpu:
@@ -200,17 +204,40 @@ def measure(encoders, device, names: list[str], budget: float = _BUDGET) -> tupl
                 return max(time.thread_time() - t0 if cpu else time.perf_counter() - w0, 1e-9)
 
             once(1)  # warm: the first pass packs weights and allocates
-            best, spent = math.inf, 0.0
-            while spent < budget or best == math.inf:
-                t = once(batch)
-                best, spent = min(best, t), spent + t
-                if spent > budget / 3 and t > budget / 3:  # a slow model: one more pass would not say more
-                    break
-            rates[name] = batch / best
+            rates[name] = batch / best_pass(lambda once=once: once(batch), budget)
             cast[name] = models
     finally:
         torch.set_num_threads(threads)
     return rates, cast
+
+
+def best_pass(once, budget: float) -> float:
+    """The least time `once()` took over the passes that fit in `budget` seconds, at least one (the caller warms
+    it first); a slow model stops after a pass of a third of the budget: one more would not say more."""
+    best, spent = math.inf, 0.0
+    while spent < budget or best == math.inf:
+        t = once()
+        best, spent = min(best, t), spent + t
+        if spent > budget / 3 and t > budget / 3:
+            break
+    return best
+
+
+def cached_rates(path: Path, ident: dict, names: list[str], measure, doing: str) -> tuple[dict, str, object]:
+    """(images/s of each of `names`, "cached" or "measured", what `measure` gave beside its rates, else None):
+    the rates kept in the cache file at `path` for `ident` (the machine and what else they depend on) when they
+    cover `names`, else `measure()`'s (rates, extra), kept there; `doing` is said in the log before measuring."""
+    key = entry_key(ident)
+    data = read_entries(path)
+    entry = data["entries"].get(key)
+    rates = entry.get("rates") if isinstance(entry, dict) else None
+    if isinstance(rates, dict) and set(rates) == set(names):
+        return rates, "cached", None
+    log.info("measuring the encoders' speed %s", doing)
+    rates, extra = measure()
+    data["entries"][key] = {"machine": ident, "rates": rates, "measured": time.strftime("%Y-%m-%d")}
+    write_entries(path, data)
+    return rates, "measured", extra
 
 
 def fastest(rates: dict) -> str:
@@ -231,20 +258,13 @@ def choose(encoders, device, wanted: str, *, source: str = "forced", cache: Path
     else:
         names = candidates(device)
         ident = {**machine(device), "encoders": shapes(encoders), "candidates": names}
-        key_of_entry = entry_key(ident)
-        path = cache or cache_path()
-        data = read_entries(path)
-        entry = data["entries"].get(key_of_entry)
-        rates = entry.get("rates") if isinstance(entry, dict) else None
-        models = None
-        if isinstance(rates, dict) and set(rates) == set(names):
-            source = "cached"
-        else:
-            log.info("measuring the encoders' speed in %s (once per machine and encoders)", " and ".join(names))
-            rates, models = measure(encoders, device, names)
-            source = "measured"
-            data["entries"][key_of_entry] = {"machine": ident, "rates": rates, "measured": time.strftime("%Y-%m-%d")}
-            write_entries(path, data)
+        rates, source, models = cached_rates(
+            cache or cache_path(),
+            ident,
+            names,
+            lambda: measure(encoders, device, names),
+            f"in {' and '.join(names)} (once per machine and encoders)",
+        )
         choice = Choice(fastest(rates), source, {k: rates[k] for k in names})
     for enc in encoders:
         enc.model = models[choice.name][enc.kind] if models else enc.model.to(choice.dtype)
