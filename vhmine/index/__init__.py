@@ -81,6 +81,7 @@ __all__ = [
     "FlatWriter",
     "IndexRows",
     "VectorFile",
+    "id_width",
     "image_frame",
     "image_ranges",
     "image_rows",

@@ -158,10 +158,10 @@ def stored_range(location: str, start: int, stop: int, kind: str, dims) -> tuple
     digests (checked_digests)."""
     import zipfile
 
-    from vhmine.index.rows import _fs, is_url
+    from vhmine.index.rows import open_location
 
     try:
-        f = _fs(location)[0].open(_fs(location)[1], "rb") if is_url(location) else open(location, "rb")
+        f = open_location(location)
     except OSError:
         return None
     try:

@@ -47,6 +47,14 @@ def _fs(location: str):
     return fsspec.core.url_to_fs(location)
 
 
+def open_location(location: str):
+    """A local file or an fsspec URL opened for binary reading (a seekable file object)."""
+    if is_url(location):
+        fs, path = _fs(location)
+        return fs.open(path, "rb")
+    return open(location, "rb")
+
+
 def read_bytes(location: str, start: int, stop: int) -> bytes:
     """Bytes [start, stop) of a local file or an fsspec URL."""
     if is_url(location):
@@ -215,16 +223,18 @@ def _group_ids(location: str, group: int, width: int, version: str = "") -> np.n
     return np.asarray(col.to_pylist(), dtype=f"S{width}")
 
 
-def id_width(location: str) -> int:
-    """The longest image id in images.parquet, in UTF-8 bytes (one pass over the column, by row group)."""
+def id_width(location: str, columns: tuple[str, ...] = ("image_id",)) -> int:
+    """The longest image id in images.parquet (or in the given id columns of another parquet file of ids: a
+    run's rows.parquet), in UTF-8 bytes, at least 1: one pass over the columns, a batch at a time."""
     import pyarrow.compute as pc
+    import pyarrow.parquet as pq
 
-    pf, starts = _parquet(location)
     width = 1
-    for g in range(len(starts) - 1):
-        col = pf.read_row_group(g, columns=["image_id"]).column(0)
-        if len(col):
-            width = max(width, int(pc.max(pc.binary_length(col.cast("binary"))).as_py()))
+    with open_location(str(location)) as f:
+        for batch in pq.ParquetFile(f).iter_batches(batch_size=65_536, columns=list(columns)):
+            for col in batch.columns:
+                if len(col):
+                    width = max(width, int(pc.max(pc.binary_length(col.cast("binary"))).as_py()))
     return width
 
 

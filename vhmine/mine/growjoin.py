@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from vhmine.mine import idjoin
-from vhmine.mine.idjoin import Buckets, IndexIds, buckets_for, fixed_ids, id_hash, parquet_width
+from vhmine.mine.idjoin import Buckets, IndexIds, buckets_for, fixed_ids, id_hash
 
 
 def new_rows_and_matches(index: IndexIds, earlier_rows: Path, scratch: Path, measure=lambda: None):
@@ -55,10 +55,10 @@ def new_rows_and_matches(index: IndexIds, earlier_rows: Path, scratch: Path, mea
 def compare_digests(matches: Buckets, digest_parts, n: int) -> tuple[int, int]:
     """(kept, changed): of the rows both hold, those whose digest now (digest_parts: every row's, in row order,
     cut anywhere; the scan's) equals the earlier one, and the others; a row range at a time."""
-    from vhmine.mine.state import _regrouped
+    from vhmine.mine.state import regrouped
 
     kept = changed = 0
-    ranges = _regrouped(digest_parts, idjoin.BUCKET_ROWS, np.concatenate)
+    ranges = regrouped(digest_parts, idjoin.BUCKET_ROWS, np.concatenate)
     for r in range(-(-n // idjoin.BUCKET_ROWS)):
         now = next(ranges)
         m = matches.read(r) if r < matches.count else np.zeros(0, matches.dtype)
@@ -122,15 +122,17 @@ class GrowthJoin:
     def __init__(self, earlier, rows, scratch):
         import pyarrow.parquet as pq
 
+        from vhmine.index import id_width
         from vhmine.mine.state import ROWS
 
         self.folder, self.scratch, self.n = Path(earlier.folder), Path(scratch), rows.n
+        self.stats = {"buckets": 0, "cpu_seconds": 0.0, "scratch_peak_bytes": 0}
         self.remove()
         try:
             with self._timed():
-                width = max(rows.id_width, parquet_width(self.folder / ROWS, ["image_id"]))
+                width = max(rows.id_width, id_width(self.folder / ROWS))
                 count = buckets_for(rows.n, pq.ParquetFile(self.folder / ROWS).metadata.num_rows)
-                self.stats = {"buckets": count, "cpu_seconds": 0.0, "scratch_peak_bytes": 0}
+                self.stats["buckets"] = count
                 self.index = IndexIds(rows.images, rows.n, width, self.scratch, count)
                 self.new_rows, self.removed, self.matches = new_rows_and_matches(
                     self.index, self.folder / ROWS, self.scratch, self._measure
@@ -160,11 +162,10 @@ class GrowthJoin:
             if part is None:
                 return
             yield part
-        self._measure()
 
     def _measure(self) -> None:
         size = sum(p.stat().st_size for p in self.scratch.iterdir() if p.is_file())
-        self.stats["scratch_peak_bytes"] = max(self.stats.get("scratch_peak_bytes", 0), size)
+        self.stats["scratch_peak_bytes"] = max(self.stats["scratch_peak_bytes"], size)
 
     @contextlib.contextmanager
     def _timed(self):
@@ -172,8 +173,7 @@ class GrowthJoin:
         try:
             yield
         finally:
-            if hasattr(self, "stats"):
-                self.stats["cpu_seconds"] = round(self.stats["cpu_seconds"] + time.process_time() - t0, 3)
+            self.stats["cpu_seconds"] = round(self.stats["cpu_seconds"] + time.process_time() - t0, 3)
 
     def remove(self) -> None:
         import shutil

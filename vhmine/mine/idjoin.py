@@ -68,20 +68,6 @@ def fixed_ids(col, width: int) -> np.ndarray:
     return out.view(f"S{width}").reshape(n)
 
 
-def parquet_width(path, columns: list[str]) -> int:
-    """The longest id in the given columns of a parquet file, in bytes (a pass over the columns)."""
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    width = 1
-    pf = pq.ParquetFile(path)
-    for b in pf.iter_batches(batch_size=BATCH, columns=columns):
-        for col in b.columns:
-            if len(col):
-                width = max(width, int(pc.max(pc.binary_length(col.cast("binary"))).as_py() or 0))
-    return width
-
-
 class Buckets:
     """`count` files of records of one dtype, appended by bucket number (their ids' hash mod count). Records
     are held until FLUSH_ROWS of them are, then each bucket's appended to its file (opened for that write
@@ -147,7 +133,7 @@ class IndexIds:
     def __init__(self, images, n: int, width: int, scratch: Path, count: int):
         import pyarrow.parquet as pq
 
-        self.width, self.count = width, count
+        self.width, self.count, self._sorted = width, count, set()
         self.dtype = np.dtype([("id", f"S{width}"), ("row", "<i8")])
         out, at = Buckets(scratch, "index", self.dtype, count), 0
         pf = pq.ParquetFile(images, buffer_size=1 << 20, pre_buffer=False)
@@ -161,8 +147,13 @@ class IndexIds:
         self.buckets = out.close()
 
     def bucket(self, p: int) -> np.ndarray:
-        """Bucket p's (id, row) records sorted by id."""
-        return sorted_by_id(self.buckets.read(p))
+        """Bucket p's (id, row) records sorted by id (sorted once: the file is written back in that order)."""
+        rec = self.buckets.read(p)
+        if p not in self._sorted:
+            rec = sorted_by_id(rec)
+            rec.tofile(self.buckets.path(p))
+            self._sorted.add(p)
+        return rec
 
 
 def shared_ids_streamed(rows_a, rows_b, scratch: Path) -> np.ndarray:

@@ -53,8 +53,8 @@ class PairWriter:
         index side b comes from, when not the same (--against); columns: constant columns added after the others
         (--against: index_a, index_b)."""
         self.folder = Path(folder)
-        self.sides = {"a": (Path(images_parquet), locations), "b": (Path(side_b[0]), side_b[1]) if side_b else None}
-        self.sides["b"] = self.sides["b"] or self.sides["a"]
+        a = (Path(images_parquet), locations)
+        self.sides = {"a": a, "b": (Path(side_b[0]), side_b[1]) if side_b else a}  # side: (images.parquet, locations)
         self.columns = columns or {}
         self.shard_rows = shard_rows or write.SHARD_ROWS
         self.head_rows = head_rows
@@ -77,7 +77,7 @@ class PairWriter:
         self._ranked.close()
         try:
             ranks = min(RANK_ROWS, self.shard_rows)
-            metas = {s: _side_columns(self.work, s, *self.sides[s][:1], self.count, ranks) for s in ("a", "b")}
+            metas = {s: _side_columns(self.work, s, self.sides[s][0], self.count, ranks) for s in ("a", "b")}
             self._write(ranks, metas)
         finally:
             shutil.rmtree(self.work, ignore_errors=True)

@@ -71,8 +71,8 @@ def write_rows_streamed(folder, id_parts, digest_parts, group: int | None = None
     group = int(group or ROW_GROUP)
     schema = pa.schema([("image_id", pa.string()), ("digest", pa.uint64())], metadata={DIGEST_KEY: DIGEST})
 
-    ids = _regrouped((_strings(p) for p in id_parts), group, lambda xs: pa.concat_arrays(_chunks(xs)))
-    digests = _regrouped((np.asarray(d, np.uint64) for d in digest_parts), group, np.concatenate)
+    ids = regrouped((_strings(p) for p in id_parts), group, lambda xs: pa.concat_arrays(_chunks(xs)))
+    digests = regrouped((np.asarray(d, np.uint64) for d in digest_parts), group, np.concatenate)
     n = 0
     with pq.ParquetWriter(Path(folder) / ROWS, schema) as w:
         for a in ids:
@@ -93,7 +93,7 @@ def _chunks(parts):
         yield from (p.chunks if hasattr(p, "chunks") else [p])
 
 
-def _regrouped(parts, size: int, concat):
+def regrouped(parts, size: int, concat):
     """The rows of `parts` (sliceable, in order) again, as pieces of exactly `size` rows (the last shorter)."""
     held, count = [], 0
     for p in parts:

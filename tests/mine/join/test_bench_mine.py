@@ -15,32 +15,21 @@ from vhmine.mine.join.kernels import KERNELS
 ROOT = Path(__file__).resolve().parents[3]
 
 
+def run_bench(*args: str, timeout: int = 600) -> str:
+    """What scripts/bench_mine.py printed with these arguments (stdout, then stderr), in its own process; it
+    must exit 0."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, str(ROOT / "scripts" / "bench_mine.py"), *args]
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out
+    return out
+
+
 @pytest.mark.slow
 def test_bench_mine_checks_the_pairs_and_prints_the_floor_ratio():
     pytest.importorskip("faiss")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    res = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "scripts" / "bench_mine.py"),
-            "--n",
-            "3000",
-            "--repeat",
-            "2",
-            "--block-size",
-            "1024",
-            "--clip",
-            "0.85",
-            "--workers",
-            "1",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    out = res.stdout + res.stderr
-    assert res.returncode == 0, out
+    out = run_bench("--n", "3000", "--repeat", "2", "--block-size", "1024", "--clip", "0.85", "--workers", "1")
     lines = [line for line in out.splitlines() if line.startswith("ratio vs faiss")]
     assert len(lines) == 2, out  # random, then CLIP-shaped
     for line in lines:
@@ -94,35 +83,25 @@ def ratio_of(a: str, b: str, r: str) -> bool:
 
 def test_bench_mine_growth_lines_say_the_pairs_are_identical_and_give_their_ratios():
     """--incremental and --against at a toy size: each line says its pairs equal the full mine's, with its ratios."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    res = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "scripts" / "bench_mine.py"),
-            "--only-growth",
-            "--incremental",
-            "3000",
-            "--against",
-            "1500",
-            "--dim",
-            "256",
-            "--dino-dim",
-            "32",
-            "--block-size",
-            "256",
-            "--clip",
-            "0.9",
-            "--pruning",
-            "--n",
-            "3000",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    out = res.stdout + res.stderr
-    assert res.returncode == 0, out
+    args = [
+        "--only-growth",
+        "--incremental",
+        "3000",
+        "--against",
+        "1500",
+        "--dim",
+        "256",
+        "--dino-dim",
+        "32",
+        "--block-size",
+        "256",
+        "--clip",
+        "0.9",
+        "--pruning",
+        "--n",
+        "3000",
+    ]
+    out = run_bench(*args, timeout=300)
     assert "ratio vs faiss" not in out  # --only-growth: the data sets' runs are left out
     inc = re.findall(
         r"^incremental: \+1% rows at N=3000: ([0-9.]+) s \(([0-9.]+) CPU-s\) against a full mine ([0-9.]+) s "
@@ -163,17 +142,7 @@ def test_bench_mine_growth_lines_say_the_pairs_are_identical_and_give_their_rati
 def test_bench_mine_end_to_end_times_the_command_against_its_join_alone():
     """--end-to-end at a toy size: an index on disk, `vhmine mine` and the join alone each in their own process,
     the ratio of their CPU times as printed."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    args = ["--end-to-end", "--n", "1500", "--dim", "64", "--dino-dim", "32", "--clip", "0.8", "--repeat", "1"]
-    res = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "bench_mine.py"), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    out = res.stdout + res.stderr
-    assert res.returncode == 0, out
+    out = run_bench("--end-to-end", "--n", "1500", "--dim", "64", "--dino-dim", "32", "--clip", "0.8", "--repeat", "1")
     assert "ratio vs faiss" not in out and re.search(r"^  [0-9]+ pairs written to ", out, re.M), out
     line = re.findall(
         r"^mine end to end at N=1500: ([0-9.]+) CPU-s against the join alone ([0-9.]+) CPU-s \(([0-9.]+) x\); "
