@@ -10,10 +10,11 @@ fresh process, alternated --repeat times:
   first of them digests every row (BLAKE2b) and keeps the digests with the index, row_digests.npz: the others
   only check them, XXH3 at memory speed; its CPU time is the first of those listed);
 - the join alone: a process that imports vhmine.index and vhmine.mine.join, opens the index (open_index) and
-  runs find_pairs with the same thresholds (what the mine runs: --clip, every DINOv2 similarity kept), and
-  exits as the command line does (vhmine.cli.exit_without_collecting: gc.freeze at exit, so that Python's
-  shutdown does not walk torch's objects; 0.5-0.7 CPU-s): the strongest baseline, the one the line's ratio is
-  against;
+  runs find_pairs with the same thresholds (what the mine runs: --clip, every DINOv2 similarity kept), with
+  fresh memory in 4 KiB pages and exiting as the command line does (vhmine.cli.small_pages: numpy's and
+  pyarrow's huge pages off, 0.5-2 system CPU-s here; exit_without_collecting: gc.freeze at exit, so that
+  Python's shutdown does not walk torch's objects, 0.5-0.7 CPU-s): the strongest baseline, the one the
+  line's ratio is against;
 - the same join exiting as a plain script does (its shutdown collections walk every object), for information:
   the ratio against it is printed beside.
 
@@ -44,7 +45,8 @@ HEAVY = ("torch", "matplotlib", "pandas", "pyarrow", "faiss")
 # the join alone, as `vhmine mine` runs it: import, open the index, find_pairs with --clip and no DINOv2 cut;
 # {exit} is EXIT_AS_CLI (the baseline) or nothing (a plain script's exit)
 JOIN = """
-import math, sys
+import math, os, sys
+[os.environ.setdefault(key, value) for key, value in {pages!r}.items()]
 {exit}
 from vhmine.index import open_index
 from vhmine.mine.join import find_pairs
@@ -53,7 +55,9 @@ found = find_pairs(idx.clip, idx.dino, float(sys.argv[3]), math.inf, progress=Fa
 print("pairs", len(found.i))
 print("heavy", *[m for m in {heavy!r} if m in sys.modules])
 """
-# what vhmine.cli.main does before the command (exit_without_collecting), without importing the command line
+# what vhmine.cli.main does before the command (small_pages, exit_without_collecting), without importing the
+# command line (typer); tests/mine/join/test_bench_mine.py checks that these are vhmine.cli's own
+SMALL_PAGES = {"NUMPY_MADVISE_HUGEPAGE": "0", "ARROW_DEFAULT_MEMORY_POOL": "system"}
 EXIT_AS_CLI = "import atexit, gc; atexit.register(gc.freeze)"
 
 
@@ -121,8 +125,8 @@ def end_to_end_line(args) -> float:
         write_synthetic_index(tmp / "indexes" / "synthetic", n, args.dim, args.dino_dim, args.seed)
         print(f"index of {n:,} CLIP-shaped rows written in {time.perf_counter() - t:.0f} s (not timed)", flush=True)
         where = [str(tmp / "indexes"), "synthetic", str(clip)]
-        join = [sys.executable, "-c", JOIN.format(heavy=HEAVY, exit=EXIT_AS_CLI), *where]
-        plain = [sys.executable, "-c", JOIN.format(heavy=HEAVY, exit=""), *where]
+        join = [sys.executable, "-c", JOIN.format(heavy=HEAVY, pages=SMALL_PAGES, exit=EXIT_AS_CLI), *where]
+        plain = [sys.executable, "-c", JOIN.format(heavy=HEAVY, pages=SMALL_PAGES, exit=""), *where]
         mine = [*console_script(), "mine", "--indexes", str(tmp / "indexes"), "--index", "synthetic"]
         mine += ["--clip", str(clip), "--dino", str(dino), "--full"]
         said = _timed(join, tmp)[2]  # warm: the page cache, and the kernel's calibration when not cached yet

@@ -24,6 +24,7 @@ __all__ = ["app", "main"]
 
 
 def main(argv: list[str] | None = None) -> None:
+    small_pages()
     exit_without_collecting()
     app(args=argv, prog_name="vhmine")
 
@@ -42,4 +43,24 @@ def exit_without_collecting() -> None:
         _AT_EXIT.append(gc.freeze)
 
 
-_AT_EXIT: list = []  # the hook exit_without_collecting registered, once
+_AT_EXIT: list = []
+
+
+# what small_pages sets where the user has not: numpy's and pyarrow's own switches
+SMALL_PAGES = {"NUMPY_MADVISE_HUGEPAGE": "0", "ARROW_DEFAULT_MEMORY_POOL": "system"}
+
+
+def small_pages() -> None:
+    """Have numpy and pyarrow take fresh memory in the kernel's 4 KiB pages, not transparent huge pages:
+    numpy advises the kernel to back each large array with 2 MiB pages, and pyarrow's default pool
+    (mimalloc) its whole arena; where the kernel zeroes (and first compacts memory for) a 2 MiB page at the
+    fault, as defrag=madvise has it, a command paid far more system time for them than for the pages it
+    used, and that cost swung with how fragmented the machine's memory was. `vhmine mine` at N = 50,000:
+    2.2-3.7 system CPU-s with numpy's advice, 0.8-1.7 without, and 0.9 once pyarrow's pool is the system
+    allocator, for the same user time (docs/benchmarks.md). Read when each library loads, so set first; a
+    value the user set is kept (NUMPY_MADVISE_HUGEPAGE=1, ARROW_DEFAULT_MEMORY_POOL=mimalloc bring theirs
+    back). Ray workers started by this process inherit it."""
+    import os
+
+    for key, value in SMALL_PAGES.items():
+        os.environ.setdefault(key, value)

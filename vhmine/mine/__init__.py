@@ -13,7 +13,7 @@ Reads `indexes/<name>/` (vhmine.index); writes `pairs.parquet`, `pairs.csv`, `ru
   each other nor know the run folder), rank (ranking and caps), background (the scatter's random pairs),
   relax (what to relax when a run finds nothing), grow and state (reusing an earlier run of a grown index),
   write (the pairs table, sharded when large; csvtext: pairs.csv's bytes, a column at a time), publish (the
-  run folder, written and swapped in whole, with gallery's scatter and gallery); sizing (`--plan`: a Ray job
+  run folder, written and swapped in whole, with scatter's plot and gallery's page); sizing (`--plan`: a Ray job
   sized before it runs).
 
 Importing this package is light (no numpy, pandas or torch): the modules are loaded on first use.

@@ -1,4 +1,4 @@
-"""Pictures of a mining run: the CLIP-vs-DINOv2 scatter plot and a self-contained HTML gallery.
+"""The HTML gallery of a mining run: its top pairs, self-contained (the scatter plot: mine.scatter).
 
 Written into the run folder by mine.publish. The gallery embeds small JPEG thumbnails (each image decoded once,
 in a few threads, a JPEG at a fraction of its size), so it can be mailed or opened anywhere; every text in it
@@ -13,102 +13,6 @@ import base64
 import html
 import io
 from pathlib import Path
-
-
-def box_label(in_box: int, written: int | None = None) -> str:
-    """The legend of the pairs in the box: how many are in it and, when --max-pairs / --max-per-image kept
-    fewer, how many of them pairs.parquet holds."""
-    if written is None or written == in_box:
-        return f"in the box: mined and written ({in_box})"
-    return f"in the box ({in_box}); {written} of them written (--max-pairs / --max-per-image)"
-
-
-def background_label(shown: int, pairs: int | None = None) -> str:
-    """The legend of the background: every pair of the collection (`pairs` of them), or a random sample."""
-    if pairs is not None and shown == pairs:
-        return f"all pairs ({shown:,})"
-    return f"a random sample of {shown:,} pairs" + (f" (of {pairs:,})" if pairs is not None else "")
-
-
-def write_scatter(
-    path: Path,
-    clip_sim,
-    dino_sim,
-    background,
-    clip_min: float,
-    dino_max: float,
-    *,
-    title: str,
-    written: int | None = None,
-    pairs: int | None = None,
-) -> list[str]:
-    """Scatter of candidate pairs (and a random background sample), with the threshold box drawn; `written`:
-    the pairs of the box that the run wrote; `pairs`: every pair of the collection (the background is all of
-    them when it holds that many). Returns the legend's labels."""
-    import numpy as np
-
-    FigureCanvasAgg, Figure, Rectangle = figure_classes()
-    fig = Figure(figsize=(7, 6), dpi=110)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    bg_c, bg_d = background
-    ax.scatter(bg_c, bg_d, s=2, c="#bbbbbb", alpha=0.5, label=background_label(len(bg_c), pairs), rasterized=True)
-    clip_sim, dino_sim = np.asarray(clip_sim), np.asarray(dino_sim)
-    n_in = int((dino_sim <= dino_max).sum())  # counted before any sampling: the legend gives the run's numbers
-    n_out = len(dino_sim) - n_in
-    if len(clip_sim) > 200_000:  # keep the PNG readable and quick to draw
-        pick = np.random.default_rng(0).choice(len(clip_sim), 200_000, replace=False)
-        clip_sim, dino_sim = clip_sim[pick], dino_sim[pick]
-    inside = dino_sim <= dino_max
-    ax.scatter(clip_sim[~inside], dino_sim[~inside], s=6, c="#4c72b0", label=f"CLIP-alike, DINOv2-alike ({n_out})")
-    ax.scatter(clip_sim[inside], dino_sim[inside], s=8, c="#dd3333", label=box_label(n_in, written))
-    lo = min(-0.1, float(np.min(bg_d)) if len(bg_d) else 0.0, float(dino_sim.min()) if len(dino_sim) else 0.0) - 0.02
-    ax.add_patch(
-        Rectangle(
-            (clip_min, lo),
-            1.0 - clip_min,
-            dino_max - lo,
-            fill=False,
-            edgecolor="#dd3333",
-            linewidth=1.5,
-            linestyle="--",
-        )
-    )
-    ax.axvline(clip_min, color="#dd3333", linewidth=0.6)
-    ax.axhline(dino_max, color="#dd3333", linewidth=0.6)
-    ax.set_xlabel("CLIP cosine similarity")
-    ax.set_ylabel("DINOv2 cosine similarity")
-    ax.set_title(title, fontsize=10)
-    labels = [t.get_text() for t in ax.legend(loc="upper left", fontsize=8).get_texts()]
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path)
-    return labels
-
-
-def figure_classes():
-    """(FigureCanvasAgg, Figure, Rectangle): a Figure on an Agg canvas, not pyplot (no global state, and pyplot's
-    import is a good part of a small run). Where matplotlib's figure is not imported yet, it is imported with
-    matplotlib.artist.kwdoc answering "" meanwhile: each Artist class matplotlib defines builds its `set`
-    method's docstring with it, listing every property from the setters' own docstrings, a quarter of the
-    import's CPU time (0.08 of 0.34 CPU-s here), for a help text nobody reads in this process; the classes,
-    their signatures and what they draw are matplotlib's own (scatter.png's bytes are the same)."""
-    import sys
-
-    if "matplotlib.figure" not in sys.modules:
-        import matplotlib.artist
-
-        kwdoc = matplotlib.artist.kwdoc
-        matplotlib.artist.kwdoc = lambda artist: ""
-        try:
-            import matplotlib.figure  # noqa: F401
-        finally:
-            matplotlib.artist.kwdoc = kwdoc
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.patches import Rectangle
-
-    return FigureCanvasAgg, Figure, Rectangle
 
 
 def thumbnail_data_url(path: str, size: int = 256) -> str | None:

@@ -117,7 +117,8 @@ def _write_folder(plan, mined) -> int:
     (pairs written, the gallery's rows); then the scatter of mined.alike over mined.background, the gallery,
     and run.json (_record's, with the written count, the scatter's legend and every file's checksum); the folder
     is swapped in whole."""
-    from vhmine.mine.gallery import write_gallery, write_scatter
+    from vhmine.mine.gallery import write_gallery
+    from vhmine.mine.scatter import write_scatter
 
     run = _record(plan, mined)
     ctx, opts, idx, counts = plan.ctx, plan.ctx.opts, plan.a, mined.counts

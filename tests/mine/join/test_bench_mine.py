@@ -151,3 +151,25 @@ def test_bench_mine_end_to_end_times_the_command_against_its_join_alone():
         re.M,
     )
     assert len(line) == 1 and ratio_of(*line[0]), out
+
+
+def test_the_end_to_end_baseline_takes_memory_as_the_command_line_does():
+    """The join alone runs with the command line's own memory settings (vhmine.cli.small_pages), written out in
+    the bench so that its baseline need not import the command line; both keep a value the user set."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import bench_mine_e2e
+
+    import vhmine.cli
+
+    assert bench_mine_e2e.SMALL_PAGES == vhmine.cli.SMALL_PAGES
+    show = f"\nimport os\nprint(sorted((k, os.environ.get(k)) for k in {list(vhmine.cli.SMALL_PAGES)!r}))"
+    bench = bench_mine_e2e.JOIN.split("from vhmine.index")[0].format(pages=bench_mine_e2e.SMALL_PAGES, exit="")
+    cli = "import vhmine.cli\nvhmine.cli.small_pages()"
+    env = {k: v for k, v in os.environ.items() if k not in vhmine.cli.SMALL_PAGES}
+    for user in ({}, {"ARROW_DEFAULT_MEMORY_POOL": "mimalloc"}):
+        want = sorted({**vhmine.cli.SMALL_PAGES, **user}.items())
+        for setup in (bench, cli):
+            out = subprocess.run(
+                [sys.executable, "-c", setup + show], env={**env, **user}, capture_output=True, text=True, check=True
+            )
+            assert out.stdout.strip() == str(want), (setup, out.stdout)

@@ -21,15 +21,15 @@ KEYS = [k for k in range(260) if k % 5 != 4]  # 208 rows: 4 column blocks of 64
 @pytest.fixture
 def scatters(monkeypatch):
     """The (clip, dino) points each run's scatter.png drew, in the order the runs were written."""
-    from vhmine.mine import gallery
+    from vhmine.mine import scatter
 
-    got, real = [], gallery.write_scatter
+    got, real = [], scatter.write_scatter
 
     def spy(path, clip_sim, dino_sim, *a, **kw):
         got.append(np.sort(np.stack([np.asarray(clip_sim, float), np.asarray(dino_sim, float)], 1), axis=0))
         return real(path, clip_sim, dino_sim, *a, **kw)
 
-    monkeypatch.setattr(gallery, "write_scatter", spy)
+    monkeypatch.setattr(scatter, "write_scatter", spy)
     return got
 
 

@@ -1,54 +1,6 @@
-"""mine.gallery: the scatter plot's legend says how many pairs of the box were written, and whether its grey
-background is every pair of the collection or a random sample of them."""
+"""mine.gallery: the HTML page of a run's top pairs."""
 
 from __future__ import annotations
-
-import pytest
-
-
-def test_scatter_legend_says_how_many_of_the_box_were_written(tmp_path):
-    import numpy as np
-
-    from vhmine.mine.gallery import write_scatter
-
-    clip, dino = np.array([0.95, 0.94, 0.93, 0.92, 0.91]), np.array([0.1, 0.2, 0.3, 0.9, 0.95])
-    background = (np.array([0.1, 0.2]), np.array([0.1, 0.3]))
-    labels = write_scatter(tmp_path / "a.png", clip, dino, background, 0.9, 0.5, title="t", written=2)  # --max-pairs 2
-    assert labels[1:] == [
-        "CLIP-alike, DINOv2-alike (2)",
-        "in the box (3); 2 of them written (--max-pairs / --max-per-image)",
-    ]
-    labels = write_scatter(tmp_path / "b.png", clip, dino, background, 0.9, 0.5, title="t", written=3)
-    assert labels[2] == "in the box: mined and written (3)"
-    assert (tmp_path / "a.png").stat().st_size > 1000
-
-
-@pytest.mark.parametrize(
-    "n, legend", [(40, r"all pairs \(780\)"), (260, "a random sample of 19,92\\d pairs \\(of 33,670\\)")]
-)
-def test_scatter_background_says_whether_it_is_every_pair_or_a_sample(tmp_path, n, legend):
-    """It said "all pairs, or a random sample (741)" either way."""
-    import json
-    import re
-
-    import numpy as np
-    from helpers import make_index, unit_rows
-
-    from vhmine.mine import MineOptions, mine_index
-
-    rng = np.random.default_rng(n)
-    make_index(
-        tmp_path / "idx",
-        "syn",
-        unit_rows(rng.normal(size=(n, 8))),
-        unit_rows(rng.normal(size=(n, 4))),
-        root=tmp_path / "imgs",
-    )
-    mine_index(
-        MineOptions(index="syn", indexes=tmp_path / "idx", clip=0.9, dino=0.2, out=tmp_path / "r", progress=False)
-    )
-    labels = json.loads((tmp_path / "r" / "run.json").read_text())["scatter_legend"]
-    assert re.fullmatch(legend, labels[0]), labels
 
 
 def _pairs_frame(tmp_path, across: bool):
@@ -105,45 +57,3 @@ def test_gallery_head_of_sides_with_several_index_names_names_none(tmp_path):
     write_gallery(tmp_path / "g.html", df, title="t")
     page = (tmp_path / "g.html").read_text()
     assert "<th>image A (coco)</th><th>image B</th>" in page and "index other<br>b1<br>" in page
-
-
-def test_scatter_png_is_the_bytes_of_matplotlibs_own_import_and_pyplot_stays_out(tmp_path):
-    # figure_classes imports matplotlib's figure without building the Artist classes' `set` docstrings; the
-    # picture must be the one a process that imported matplotlib as usual draws, and pyplot is never loaded
-    import subprocess
-    import sys
-
-    draw = (
-        "import sys\n"
-        "import numpy as np\n"
-        "{before}\n"
-        "from vhmine.mine.gallery import write_scatter\n"
-        "rng = np.random.default_rng(0)\n"
-        "bg = rng.uniform(-0.2, 0.8, 3000), rng.uniform(-0.2, 0.8, 3000)\n"
-        "clip, dino = rng.uniform(0.9, 1, 2000), rng.uniform(0.2, 1, 2000)\n"
-        "write_scatter(sys.argv[1], clip, dino, bg, 0.9, 0.55, title='t: 2000 pairs', written=700, pairs=10**6)\n"
-        "print('pyplot' if 'matplotlib.pyplot' in sys.modules else 'no pyplot')\n"
-    )
-    outs = {}
-    for name, before in (("ours", ""), ("usual", "import matplotlib.figure, matplotlib.backends.backend_agg")):
-        r = subprocess.run(
-            [sys.executable, "-c", draw.format(before=before), str(tmp_path / f"{name}.png")],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        outs[name] = r.stdout.strip()
-    assert outs == {"ours": "no pyplot", "usual": "no pyplot"}
-    assert (tmp_path / "ours.png").read_bytes() == (tmp_path / "usual.png").read_bytes()
-    assert (tmp_path / "ours.png").stat().st_size > 10_000  # a picture with the points in it
-
-
-def test_figure_classes_leave_matplotlibs_kwdoc_as_it_was():
-    import matplotlib.artist
-
-    from vhmine.mine.gallery import figure_classes
-
-    kwdoc = matplotlib.artist.kwdoc
-    canvas, figure, rectangle = figure_classes()
-    assert matplotlib.artist.kwdoc is kwdoc
-    assert figure.__name__ == "Figure" and rectangle.__name__ == "Rectangle" and canvas.__name__ == "FigureCanvasAgg"
