@@ -3,8 +3,9 @@
 - --incremental N: 1% new rows of N CLIP-shaped rows mined against a full mine of all N, in wall and CPU time;
   the other rows' mine is done before the clock, and its quantisation kept (find_pairs(quantised=...)), so
   the band quantises and lays out only the new rows; the clock also holds the rows' digests as the local
-  engine takes them (vhmine.index.digests: the old rows' from the file kept by the earlier run, in a
-  temporary folder, the new rows appended as `vhmine embed` appends them), beside every row hashed again;
+  engine takes them (vhmine.index.digests: every row's from the file `vhmine embed` kept as it wrote the
+  grown index, the new rows appended after the old ones, in a temporary folder: each chunk checked against
+  the rows' bytes, none hashed), beside every row hashed again;
 - --against N: N x N rows across two collections against the same 2N rows as one triangle, in wall and CPU time;
 - --pruning: vhmine.mine.join.prune at --clip 0.9 and 0.95 on CLIP-shaped rows and on rows in families of
   near copies (made here): what the measure on a sample chose, the share of products skipped when forced on,
@@ -72,7 +73,7 @@ def incremental(n: int, args, full_mine, make) -> bool:
     tmp.cleanup()
     full, t_full, c_full, fst = full_mine(clip, dino)
     same = _same(grown, full)
-    from vhmine.mine.join import row_digests
+    from vhmine.index import row_digests
 
     print(
         f"incremental: +1% rows at N={n}: {t_inc:.2f} s ({c_inc:.2f} CPU-s) against a full mine {t_full:.2f} s "
@@ -100,17 +101,20 @@ def incremental(n: int, args, full_mine, make) -> bool:
 def _kept_digests(clip, dino, old, new):
     """(a function giving the grown index's row digests as the local engine takes them, with its stats and
     its wall and CPU seconds; the grown index's rows; the temporary folder): the old rows first and the new
-    ones after them (as `vhmine embed` appends), the old rows' digests kept there before the clock."""
+    ones after them (as `vhmine embed` appends), their digests kept there before the clock as `vhmine embed`
+    keeps them (embed.job.keep_row_digests: the old rows' file of the earlier embed read where it checks,
+    the new rows and the old rows' last chunk hashed)."""
     import tempfile
 
+    from vhmine.index import DIGEST, row_digests
     from vhmine.index.digests import stored_digests
-    from vhmine.mine.join import DIGEST, row_digests
 
     tmp = tempfile.TemporaryDirectory(prefix="bench-digests-")
     digest = functools.partial(row_digests, workers=2)
-    stored_digests(tmp.name, clip[old], dino[old], DIGEST, digest)  # what the earlier run kept
+    stored_digests(tmp.name, clip[old], dino[old], DIGEST, digest)  # what the earlier embed kept
     order = np.concatenate([old, new])
     rows = clip[order], dino[order]
+    stored_digests(tmp.name, *rows, DIGEST, digest)  # what the embed that grew the index kept
 
     def digests_of():
         info: dict = {}

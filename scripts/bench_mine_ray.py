@@ -207,7 +207,7 @@ def measure(n: int, args, work: Path) -> dict:
     digests = []
     keep = (lambda clip, dino: digests.append(row_digests(clip, dino, workers=2))) if args.grow else None
     if args.grow:
-        from vhmine.mine.join import row_digests
+        from vhmine.index import row_digests
     secs = write_synthetic_index(idx / "synthetic", n, args.dino_dim, args.seed, on_chunk=keep)
     size = sum(p.stat().st_size for p in (idx / "synthetic").iterdir())
     if args.grow:

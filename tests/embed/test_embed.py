@@ -609,3 +609,26 @@ def test_a_grown_embed_says_what_was_new_changed_and_deleted_and_its_hint_quotes
     assert last == "next: vhmine mine --index 'My Photos' --indexes 'my indexes'", r.output
     r = CliRunner().invoke(app, shlex.split(last.removeprefix("next: vhmine ")))
     assert r.exit_code == 0, r.output
+
+
+def test_embed_keeps_each_rows_digest_so_the_next_mine_of_the_grown_index_hashes_none(
+    tmp_path, photos_dir, tiny_models
+):
+    from vhmine.index import ROW_DIGESTS, row_digests
+    from vhmine.mine.grow import index_digests
+
+    photos = copy_photos(tmp_path / "photos", photos_dir, names=("astronaut", "cat", "coffee", "rocket"))
+    opts = embed_options(photos, tmp_path / "idx", tiny_models, name="c")
+    rows = []
+    for grown in (False, True):
+        if grown:  # a new file: its row appended, the old rows' digests read back from the kept file
+            PILImage.fromarray(np.full((40, 50, 3), 90, np.uint8)).save(photos / "new.png")
+        embed_collection(opts)
+        idx = open_index(tmp_path / "idx", "c")
+        with np.load(tmp_path / "idx" / "c" / ROW_DIGESTS) as z:
+            kept = z["digests"]
+        rows.append(len(idx.images))
+        assert len(kept) == rows[-1] == rows[0] + grown
+        assert np.array_equal(kept, row_digests(idx.clip, idx.dino))
+        st: dict = {}
+        assert np.array_equal(index_digests(idx, stats=st), kept) and st["rows_digested"] == 0  # what mine takes

@@ -3,7 +3,7 @@ export and outgrown (which read it). No module outside this package reads or wri
 
 Reads and writes `indexes/<name>/`: `manifest.json` (encoders, counts, checksums; written last),
 `images.parquet` (row i: image_id, path, sha256, ...), `clip.faiss` and `dino.faiss` (faiss flat files, row i
-= images.parquet row i), `skipped.csv` and, once a run needed them, `row_digests.npz`. One module per concern:
+= images.parquet row i), `skipped.csv` and `row_digests.npz` (each row's digest). One module per concern:
 
 - layout: the files' names, a row's image id, writing the vector files and manifest.json, which indexes a
   folder holds (`list_indexes`, `default_index_name`), the manifest's checksum;
@@ -13,8 +13,9 @@ Reads and writes `indexes/<name>/`: `manifest.json` (encoders, counts, checksums
 - rows: vectors and image ids read by row range, locally or from an fsspec URL, without loading the index
   (`IndexRows`, `open_vectors`), a flat file written row chunk by row chunk (`FlatWriter`), the image columns
   of chosen rows (`image_rows`);
-- digests: each row's digest kept with the index (`row_digests.npz`), checked against the rows on every use
-  and taken again only for the chunks it does not vouch for (`stored_digests`);
+- digests: each row's digest (`row_digests`, of kind `DIGEST`: BLAKE2b of its bits), and the digests kept with
+  the index (`row_digests.npz`, by `vhmine embed` as it writes the index), checked against the rows on every
+  use and taken again only for the chunks it does not vouch for (`stored_digests`);
 - comparable: whether two indexes' encoders are one, by what they are (`encoder_differences`: encoder, width,
   precision, preprocessing), whatever path their specs were typed with.
 """
@@ -88,10 +89,12 @@ __all__ = [
     "open_vectors",
     # digests (numpy): likewise
     "CHUNK_ROWS",
+    "DIGEST",
     "ROW_DIGESTS",
     "checked_digests",
     "chunk_checks",
     "kept_location",
+    "row_digests",
     "stored_digests",
     "stored_range",
     "store_streamed",

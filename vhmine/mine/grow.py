@@ -5,7 +5,7 @@ a full mine's products.
 Reads the earlier run's run.json, rows.parquet and alike.parquet (mine.state). It is reused only when it
 provably can be: a finished run of the same index (its manifest's `created`) with the same encoders,
 --clip, --dino, --max-pairs and --max-per-image, whose files are as run.json's checksums say, and every
-row it shares with the index now has the same vectors (mine.join.row_digests, of the kind used now: a run
+row it shares with the index now has the same vectors (index.row_digests, of the kind used now: a run
 whose rows.parquet keeps an older kind is not reused; the index's rows' digests are taken through the copy
 kept with the index, vhmine.index.digests, which hashes only the chunks of rows it does not vouch for:
 `index_digests`). Then its CLIP-alike pairs
@@ -124,7 +124,7 @@ def reusable(folder: Path, idx, opts) -> tuple[Earlier | None, str]:
             differ.append(f"{k} {had[k]} there, {asked[k]} now")
     if differ:
         return None, f"the run in {where} was mined with other options ({'; '.join(differ)}): mining in full"
-    from vhmine.mine.join import DIGEST
+    from vhmine.index import DIGEST
 
     if state.digest_kind(folder) != DIGEST:
         return None, (
@@ -171,12 +171,11 @@ def growth(earlier: Earlier, ids: np.ndarray, digests: np.ndarray) -> Growth:
 
 
 def index_digests(idx, workers=2, stats: dict | None = None) -> np.ndarray:
-    """mine.join.row_digests of an opened index's rows (its vectors loaded), from the copy kept in its folder
+    """index.row_digests of an opened index's rows (its vectors loaded), from the copy kept in its folder
     where that still checks (vhmine.index.stored_digests), hashing only the chunks it does not vouch for:
     what a run of the index keeps in rows.parquet and a grown index's run compares. stats gets rows_digested
     and rows_stored."""
-    from vhmine.index import stored_digests
-    from vhmine.mine.join import DIGEST, row_digests
+    from vhmine.index import DIGEST, row_digests, stored_digests
 
     digest = functools.partial(row_digests, workers=workers)
     return stored_digests(idx.folder, idx.clip, idx.dino, DIGEST, digest, stats)

@@ -201,8 +201,7 @@ def _keep_digests(plan, s: _Setup, job) -> dict:
     """The index's kept row digests (vhmine.index.store_streamed: what the local engine keeps, so either engine
     reads them next time) written again from the scan's chunks, a chunk at a time, when the scan hashed any row
     (the others it read from the kept file where their chunk's check held). Returns run.json's ray.digests."""
-    from vhmine.index import store_streamed
-    from vhmine.mine.join import DIGEST
+    from vhmine.index import DIGEST, store_streamed
 
     entries = sorted((e for (side, _), e in job.chunks.items() if side == "a"), key=lambda e: e["start"])
     digested = sum(int(e.get("digested", e["stop"] - e["start"])) for e in entries)

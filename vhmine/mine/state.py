@@ -2,13 +2,13 @@
 the rows it mined, each by image id with a digest of its vectors, and every CLIP-alike pair it found.
 
     runs/<run>/rows.parquet    image_id, digest (uint64): one line per row of the index mined,
-                               in its row order (mine.join.row_digests); the schema's metadata
-                               key DIGEST_KEY names the digests' kind (mine.join.DIGEST; none: an
+                               in its row order (index.row_digests); the schema's metadata
+                               key DIGEST_KEY names the digests' kind (index.DIGEST; none: an
                                older vhmine's, which mine.grow does not trust)
     runs/<run>/alike.parquet   image_id_a, image_id_b, clip_sim, dino_sim: every pair with CLIP cosine >=
                                the run's --clip (in the box or not), oriented by image id (a < b)
 
-The digests are mine.join.row_digests'; the files are written by the engines (mine.local_run from its
+The digests are index.row_digests'; the files are written by the engines (mine.local_run from its
 arrays, through mine.write.write_whole; mine.ray_run from streams: write_rows_streamed holds one row group
 at a time, whatever N) and read by mine.grow.
 """
@@ -54,7 +54,7 @@ def _strings(values):
 
 def write_rows(folder, ids: np.ndarray, digests: np.ndarray) -> None:
     """rows.parquet from whole arrays (the local engine holds its rows anyway); digests are
-    mine.join.row_digests' (their kind is recorded with them)."""
+    index.row_digests' (their kind is recorded with them)."""
     write_rows_streamed(folder, [ids], [digests])
 
 
@@ -66,7 +66,7 @@ def write_rows_streamed(folder, id_parts, digest_parts, group: int | None = None
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from vhmine.mine.join import DIGEST
+    from vhmine.index import DIGEST
 
     group = int(group or ROW_GROUP)
     schema = pa.schema([("image_id", pa.string()), ("digest", pa.uint64())], metadata={DIGEST_KEY: DIGEST})
@@ -148,7 +148,7 @@ class AlikeWriter:
 
 
 def digest_kind(folder) -> str | None:
-    """The kind of rows.parquet's digests (mine.join.digests.DIGEST), or None: an older vhmine's."""
+    """The kind of rows.parquet's digests (index.DIGEST), or None: an older vhmine's."""
     import pyarrow.parquet as pq
 
     meta = pq.read_schema(Path(folder) / ROWS).metadata or {}

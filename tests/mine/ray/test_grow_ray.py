@@ -299,9 +299,8 @@ def test_a_ray_run_reads_the_kept_digests_and_keeps_them_for_either_engine(tmp_p
     of an old row whose chunk the file vouched for."""
     from mine_runs import vectors
 
-    from vhmine.index import ROW_DIGESTS, chunk_checks
+    from vhmine.index import ROW_DIGESTS, chunk_checks, row_digests
     from vhmine.index.rows import open_vectors
-    from vhmine.mine.join import row_digests
 
     def kept():
         with np.load(tmp_path / "indexes" / "col" / ROW_DIGESTS) as z:

@@ -16,7 +16,7 @@ from mine_sets import clustered
 ray = pytest.importorskip("ray", reason="the Ray engine needs the ray extra: pip install -e '.[ray]'")
 
 from vhmine.errors import VhmineError  # noqa: E402
-from vhmine.mine.join import row_digests  # noqa: E402
+from vhmine.index import row_digests  # noqa: E402
 from vhmine.mine.join.simsearch import PairSet, assert_same_pairs, brute_force_pairs  # noqa: E402
 from vhmine.mine.ray.arrays import find_pairs_across_ray, find_pairs_ray  # noqa: E402
 from vhmine.mine.ray.engine import run_job  # noqa: E402

@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from mine_runs import CLIP, DINO, build, run_json
 
-import vhmine.mine.join as join
+import vhmine.index as index_face
 from vhmine import api
+from vhmine.index import DIGEST, row_digests
 from vhmine.index import digests as kept
 from vhmine.index.rows import open_vectors
-from vhmine.mine.join import DIGEST, row_digests
 
 START = [k for k in range(50) if k % 5 != 4]  # 40 images, as tests/mine/run/test_grow.py's
 GROWN = START + [4, 19, 60]  # appended, as `vhmine embed` appends a grown collection's new files
@@ -40,13 +40,13 @@ def hashed(monkeypatch):
     """Chunks of 8 rows (so 40 rows are 5 whole chunks), and the rows each row_digests call hashed."""
     monkeypatch.setattr(kept, "CHUNK_ROWS", 8)
     calls: list[int] = []
-    real = join.row_digests
+    real = index_face.row_digests
 
     def spy(clip, dino, workers=None):
         calls.append(len(clip))
         return real(clip, dino, workers=workers)
 
-    monkeypatch.setattr(join, "row_digests", spy)  # (mine.grow.index_digests takes it from there)
+    monkeypatch.setattr(index_face, "row_digests", spy)  # (mine.grow.index_digests takes it from there)
     return calls
 
 

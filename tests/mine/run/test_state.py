@@ -5,7 +5,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from vhmine.mine.join import row_digests
+from vhmine.index import row_digests
 
 
 def _rows(seed, n=50, d=(12, 9)):
@@ -88,7 +88,7 @@ def _reference(path, ids, digests, group=None):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from vhmine.mine.join.digests import DIGEST
+    from vhmine.index import DIGEST
     from vhmine.mine.state import DIGEST_KEY
 
     table = pa.table(

@@ -12,9 +12,8 @@ One public entry per shape:
   rows against another's.
 
 Beside them: `PairSet` (what they return), `pair_sims` (the float64 similarity every result carries),
-`merge`, the references `brute_force_pairs` / `brute_force_across` with `assert_same_pairs`, and
-`row_digests` (a digest of each row, to tell kept rows from changed ones; `DIGEST` names their
-kind), `small_pairs`, `small_new_pairs`, `small_pairs_across` (a small collection's triangle, band or
+`merge`, the references `brute_force_pairs` / `brute_force_across` with `assert_same_pairs`,
+`small_pairs`, `small_new_pairs`, `small_pairs_across` (a small collection's triangle, band or
 rectangle in float64, without torch), `keep_across` / `shared_ids` (a rectangle's pairs when the two
 collections share images), `levels_of` (a products kernel named, checked).
 
@@ -48,7 +47,6 @@ from vhmine.mine.join.blocks import (
     tile_candidates,
     tile_kernel,
 )
-from vhmine.mine.join.digests import DIGEST, row_digests
 from vhmine.mine.join.kernels import levels_of
 from vhmine.mine.join.products import block_bytes
 from vhmine.mine.join.prune import sort_block, tile_centres
@@ -74,7 +72,6 @@ from vhmine.mine.join.simsearch import (
 
 __all__ = [
     "ALIGN",
-    "DIGEST",
     "BlockStats",
     "PairSet",
     "Quantiser",
@@ -98,7 +95,6 @@ __all__ = [
     "pair_sims",
     "qmax_for",
     "quantise_block",
-    "row_digests",
     "sample_rows",
     "scan_block",
     "shared_ids",

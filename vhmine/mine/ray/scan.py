@@ -1,6 +1,6 @@
 """The first steps of a `vhmine mine --engine ray` job, on the driver: every node reads the index
 (`probe_nodes`), then one streaming pass over every row (`scan`) fixes the quantisation of every tile and,
-when asked, gives each row's digest (mine.join.row_digests); a sample of the rows decides the pruning
+when asked, gives each row's digest (index.row_digests); a sample of the rows decides the pruning
 (`prune_centres`: mine.join.prune's centres every tile's blocks are ordered by, or none).
 
 Reads the index's headers and a sample of 4,096 rows of each side (the turn is chosen on them); the tasks

@@ -8,7 +8,7 @@
     runs/.<run>.job/scan.jsonl    one line per scanned row chunk (side "a", or "b" for a rectangle's second
                                   index): its rows, largest turned component, levels and, when asked, its
                                   digests file (below) with byte count and sha256
-    runs/.<run>.job/digests/S-NNNNNNNNN.npy   one chunk's mine.join.row_digests (uint64), side S
+    runs/.<run>.job/digests/S-NNNNNNNNN.npy   one chunk's index.row_digests (uint64), side S
     runs/.<run>.job/lock          held while a driver runs the job
 
 A tile is done when its line is there and its file still has that size and checksum; any other tile is

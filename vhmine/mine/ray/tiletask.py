@@ -4,7 +4,7 @@ of an fsspec URL), compute (mine.blocks), and return its result to the driver. W
 results (mine.ray.tilejob). Nothing here holds more than two row blocks, so a task's memory does not grow with N.
 
 - scan_chunk: the streaming pass over one chunk of rows (their largest turned component, the levels
-  this node's products kernel keeps exact: mine.join.levels_of, and when asked their row digests: mine.join.row_digests;
+  this node's products kernel keeps exact: mine.join.levels_of, and when asked their row digests: index.row_digests;
   rows whose norms the fast pass cannot bound are refused, rowcheck);
 - mine_tile: one tile's pairs (of any tileshapes shape: a triangle's, a band's of new rows, a rectangle's
   across two indexes), ranked (oriented by image id, sorted in rank order, cut to the tile's own top list
@@ -75,7 +75,7 @@ def scan_chunk(
 ):
     """The chunk's largest turned component, and the quantisation levels that this node's products kernel
     keeps exact (`kernel` when named, else the one measured fastest here; on a GPU every kernel keeps
-    qmax_for's); with digests, also its rows' mine.join.row_digests (CLIP and DINOv2 rows: the index's kept
+    qmax_for's); with digests, also its rows' index.row_digests (CLIP and DINOv2 rows: the index's kept
     ones (vhmine.index.stored_range, read by range) for each chunk of rows whose check still holds, hashed for
     the others; start a multiple of the kept chunks' rows) and {"digested": rows hashed, "checks": the chunks'
     checks}. InputError for a row the fast pass cannot bound (rowcheck)."""
@@ -91,8 +91,7 @@ def scan_chunk(
         levels = qmax_for(x.shape[1])
     if not digests:
         return scan_block(x, dims), levels
-    from vhmine.index import CHUNK_ROWS, checked_digests, chunk_checks, kept_location, stored_range
-    from vhmine.mine.join import DIGEST, row_digests
+    from vhmine.index import CHUNK_ROWS, DIGEST, checked_digests, chunk_checks, kept_location, row_digests, stored_range
 
     d = rows.dino.read(start, stop)
     checks = chunk_checks(x, d, CHUNK_ROWS)
