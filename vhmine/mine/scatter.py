@@ -7,8 +7,8 @@ box in blue, those in the box in red; the box (CLIP >= --clip, DINOv2 <= --dino)
 lines, a legend whose labels say the run's own counts (returned, for run.json's scatter_legend).
 
 Why not matplotlib: importing its figure and drawing 180,000 markers took 0.45 CPU-s of a 50,000-row mine
-whose join takes 7; the markers here are stamped into a 2x canvas by numpy indexing and averaged down
-(anti-aliased), about 0.05 CPU-s (docs/benchmarks.md).
+whose join takes 7; here each layer's discs are dilated from their centres on a boolean canvas at twice the
+resolution and averaged down (anti-aliased): 0.04 CPU-s (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -159,8 +159,8 @@ def _plot_area(axes: Axes, xticks, yticks, layers) -> np.ndarray:
             continue
         col, row = axes.pixel(x, y, scale=s)
         fine = stamp_discs(np.round(row).astype(np.int64), np.round(col).astype(np.int64), h * s, w * s, radius * s)
-        cover = sum(fine[i::s, j::s].view(np.uint8) for i in range(s) for j in range(s)).ravel()  # (a strided
-        # add: numpy's sum over two axes of the reshaped canvas took 20 times as long)
+        # each pixel's sub-pixels added as strided views (numpy's sum over two axes of a reshape: 20x the time)
+        cover = sum(fine[i::s, j::s].view(np.uint8) for i in range(s) for j in range(s)).ravel()
         at = np.flatnonzero(cover)
         share = (cover[at] * (alpha / (s * s))).astype(np.float32)[:, None]
         flat[at] = np.round(flat[at] * (1 - share) + np.asarray(colour, np.float32) * share).astype(np.uint8)
@@ -207,12 +207,12 @@ def _ticks(draw, axes: Axes, xticks, yticks) -> None:
     left, top, right, bottom = FRAME
     font = _font(13)
     step_x, step_y = (t[1] - t[0] if len(t) > 1 else 1.0 for t in (xticks, yticks))
-    for value, (x, _) in zip(xticks, zip(*axes.pixel(xticks, np.zeros(len(xticks))))):
-        x = round(float(x))
+    xs, _ = axes.pixel(xticks, np.zeros(len(xticks)))
+    _, ys = axes.pixel(np.zeros(len(yticks)), yticks)
+    for value, x in zip(xticks, np.round(xs).astype(int).tolist()):
         draw.line([(x, bottom), (x, bottom + 4)], fill=INK)
         draw.text((x, bottom + 6), tick_label(value, step_x), fill=INK, font=font, anchor="mt")
-    for value, (_, y) in zip(yticks, zip(*axes.pixel(np.zeros(len(yticks)), yticks))):
-        y = round(float(y))
+    for value, y in zip(yticks, np.round(ys).astype(int).tolist()):
         draw.line([(left - 4, y), (left, y)], fill=INK)
         draw.text((left - 6, y), tick_label(value, step_y), fill=INK, font=font, anchor="rm")
 
