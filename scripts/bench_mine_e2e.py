@@ -46,7 +46,7 @@ HEAVY = ("torch", "matplotlib", "pandas", "pyarrow", "faiss")
 # {exit} is EXIT_AS_CLI (the baseline) or nothing (a plain script's exit)
 JOIN = """
 import math, os, sys
-[os.environ.setdefault(key, value) for key, value in {pages!r}.items()]
+for key, value in {pages!r}.items(): os.environ.setdefault(key, value)
 {exit}
 from vhmine.index import open_index
 from vhmine.mine.join import find_pairs

@@ -43,7 +43,7 @@ def exit_without_collecting() -> None:
         _AT_EXIT.append(gc.freeze)
 
 
-_AT_EXIT: list = []
+_AT_EXIT: list = []  # the hook exit_without_collecting registered, once
 
 
 # what small_pages sets where the user has not: numpy's and pyarrow's own switches
