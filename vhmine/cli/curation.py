@@ -80,11 +80,11 @@ def _on_store(db: str | None, action: str, *args):
     """`vhmine.curate.people.<action>(store, *args)` on the opened store; a VhmineError ends the command with its
     message."""
     try:
-        from vhmine.curate import people
+        from vhmine import curate
         from vhmine.store import open_store
 
         with open_store(db, create=False) as store:
-            return getattr(people, action)(store, *args)
+            return getattr(curate.people, action)(store, *args)
     except VhmineError as err:
         _fail(err)
 

@@ -173,7 +173,8 @@ def judge_verdict(text: str) -> str | None:
 def probe(store, opts: ProbeOptions) -> ProbeResult:
     """Ask every selected ready instance once per (model, prompt); judge; return per-item results."""
     from vhmine import curate as C
-    from vhmine.curate import stages as CR
+
+    CR = C.stages  # (a room of curate, through its face)
 
     R.get_rule(opts.rule)
     modes = R.selected_modes(opts.modes)
