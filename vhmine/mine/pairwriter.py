@@ -133,19 +133,20 @@ def _side_columns(work: Path, name: str, images: Path, count: int, ranks: int):
     """The image columns of side `name` of every pair, filed by rank range: a function of the rank range q
     giving its DataFrame (index.image_frame), one row per pair of the range in rank order."""
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
     from vhmine.index import image_frame, image_ranges
-    from vhmine.mine.idjoin import BUCKET_ROWS, Buckets
+    from vhmine.mine.idjoin import BUCKET_ROWS, Buckets, buckets_for
 
     rows_of = np.dtype([("k", "<i8"), ("row", "<i8")])
-    buckets = Buckets(work, name, rows_of, _range_count(images))
-    with open(work / "ranked.bin", "rb") as f:
-        at = 0
-        while len(part := np.fromfile(f, PAIR, READ_ROWS)):
-            rec = np.empty(len(part), rows_of)
-            rec["k"], rec["row"] = np.arange(at, at + len(part)), part[name]
-            buckets.add(rec, (rec["row"] // BUCKET_ROWS).astype(np.uint64))
-            at += len(part)
+    # one bucket a row range of BUCKET_ROWS rows of images.parquet
+    buckets = Buckets(work, name, rows_of, buckets_for(pq.ParquetFile(images).metadata.num_rows))
+    at = 0
+    for part in _chunks(work / "ranked.bin", PAIR):
+        rec = np.empty(len(part), rows_of)
+        rec["k"], rec["row"] = np.arange(at, at + len(part)), part[name]
+        buckets.add(rec, (rec["row"] // BUCKET_ROWS).astype(np.uint64))
+        at += len(part)
     buckets.close()
     metadata, ranges = image_ranges(images, IMAGE_COLUMNS, BUCKET_ROWS)
     files: set[int] = set()
@@ -164,8 +165,6 @@ def _side_columns(work: Path, name: str, images: Path, count: int, ranks: int):
                 files.add(int(g))
         buckets.remove(r)
     if schema is None:  # no pairs: the file's own columns
-        import pyarrow.parquet as pq
-
         schema = pq.read_schema(images).remove_metadata()
         schema = pa.schema([schema.field(c) for c in IMAGE_COLUMNS if c in schema.names])
 
@@ -191,11 +190,3 @@ def _chunks(path: Path, dtype: np.dtype):
     with open(path, "rb") as f:
         while len(part := np.fromfile(f, dtype, READ_ROWS)):
             yield part
-
-
-def _range_count(images: Path) -> int:
-    import pyarrow.parquet as pq
-
-    from vhmine.mine.idjoin import BUCKET_ROWS
-
-    return max(1, -(-pq.ParquetFile(images).metadata.num_rows // BUCKET_ROWS))

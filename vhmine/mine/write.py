@@ -49,22 +49,18 @@ def pairs_frame(first_rank: int, side_a: dict, side_b: dict, clip_sim, dino_sim,
 
 
 def write_table(folder: Path, pairs) -> None:
-    """A run's whole pairs table as pairs.parquet and pairs.csv (the local engine's; PairWriter writes shards)."""
-    write_frame(pairs, Path(folder) / "pairs.parquet", Path(folder) / "pairs.csv")
-
-
-def write_frame(frame, parquet: Path, csv: Path, *, append: bool = False) -> None:
-    """The frame as a parquet file (DataFrame.to_parquet's bytes: its arrow table, written as pandas writes it)
-    and as csv lines (mine.csvtext.write_csv: to_csv's bytes), appended without the header when `append`."""
+    """A run's whole pairs table (the local engine's; PairWriter writes ranked chunks) as pairs.parquet
+    (DataFrame.to_parquet's bytes: its arrow table, written as pandas writes it) and pairs.csv
+    (mine.csvtext.write_csv: to_csv's bytes)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from vhmine.mine.csvtext import write_csv
 
-    table = pa.Table.from_pandas(frame, preserve_index=False)  # what to_parquet writes, converted once for both
-    pq.write_table(table, parquet, compression="snappy")
-    with open(csv, "ab" if append else "wb") as f:
-        write_csv(table, f, header=not append)
+    table = pa.Table.from_pandas(pairs, preserve_index=False)  # what to_parquet writes, converted once for both
+    pq.write_table(table, Path(folder) / "pairs.parquet", compression="snappy")
+    with open(Path(folder) / "pairs.csv", "wb") as f:
+        write_csv(table, f, header=True)
 
 
 def write_whole(folder: Path, pairs, head_rows: int, state: tuple | None = None):
