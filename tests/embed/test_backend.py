@@ -138,8 +138,11 @@ def test_auto_measures_both_runtimes_once_then_reads_the_cache(tiny_models, tmp_
 
     monkeypatch.setenv(B.CACHE_ENV, str(tmp_path / "b.json"))
     cache = tmp_path / "b.json"
+    converted, convert = [], B.convert
+    monkeypatch.setattr(B, "convert", lambda enc, *a: converted.append(enc.kind) or convert(enc, *a))
     first = B.choose(_encoders(tiny_models, "fp32"), torch.device("cpu"), "auto", "fp32", cache=cache)
     assert first.source == "measured" and set(first.rates) == {"torch", "openvino"} and min(first.rates.values()) > 0
+    assert converted == ["clip", "dino"]  # the measured conversions run the encoders: none converted twice
     want = "openvino" if first.rates["openvino"] >= B.MIN_GAIN * first.rates["torch"] else "torch"
     assert first.name == want
     encoders = _encoders(tiny_models, "fp32")

@@ -229,7 +229,8 @@ def measure(encoders, precision: str, names: list[str], budget: float = _BUDGET)
 
 
 def _use_openvino(encoders, precision: str, threads: int, converted: dict | None) -> None:
-    """Run the encoders on OpenVINO in `threads` threads (converted now unless measured already)."""
+    """Run the encoders on OpenVINO in `threads` threads (converted now unless measured already: `converted`,
+    {kind: OpenVINOModel})."""
     for enc in encoders:
         done = (converted or {}).get(enc.kind)
         enc.model = OpenVINOModel(done.ov_model, precision, threads) if done else convert(enc, precision, threads)
@@ -273,6 +274,6 @@ def choose(encoders, device, wanted: str, precision: str, *, cache: Path | None 
         )
         best = "openvino" if rates["openvino"] >= MIN_GAIN * rates["torch"] else "torch"
         choice = Backend(best, source, {k: rates[k] for k in names}, threads=threads)
-    if choice.name == "openvino":
-        _use_openvino(encoders, precision, threads, converted)
+    if choice.name == "openvino":  # (measure's conversions, by runtime, reused: not converted again)
+        _use_openvino(encoders, precision, threads, (converted or {}).get("openvino"))
     return choice
