@@ -131,7 +131,7 @@ def stored_digests(folder, clip: np.ndarray, dino: np.ndarray, kind: str, digest
     if stats is not None:
         stats.update(rows_digested=digested, rows_stored=n - digested)
     if digested or (had is not None and len(had["digests"]) != n):
-        _store(folder, kind, dims, out, checks)
+        store_streamed(folder, kind, dims, n, [out], [checks])  # (whole: one part each)
     return out
 
 
@@ -162,32 +162,6 @@ def _runs(chunks: np.ndarray):
         return []
     cut = np.flatnonzero(np.diff(chunks) != 1) + 1
     return [(int(r[0]), int(r[-1]) + 1) for r in np.split(chunks, cut)]
-
-
-def _store(folder: Path, kind: str, dims, digests: np.ndarray, checks: np.ndarray) -> None:
-    """row_digests.npz written whole (atomically), unless an embed holds the index or it may not be written."""
-    from vhmine.files import atomic_write
-    from vhmine.index.layout import embed_running
-
-    if embed_running(folder) is not None:  # its vectors are about to change: the next run stores them
-        return
-
-    def write(tmp: Path) -> None:
-        with open(tmp, "wb") as f:  # (np.savez given a name adds .npz to it)
-            np.savez(
-                f,
-                kind=np.array(kind),
-                check=np.array(CHECK),
-                chunk_rows=np.array(CHUNK_ROWS),
-                dims=np.array(dims, np.int64),
-                digests=np.asarray(digests, np.uint64),
-                checks=np.asarray(checks, np.uint8),
-            )
-
-    try:
-        atomic_write(folder / ROW_DIGESTS, write)
-    except OSError as err:  # a read-only index: mined all the same, its digests taken again next time
-        log.info("could not keep the row digests in %s (%s)", folder, err)
 
 
 def kept_location(rows) -> str:
