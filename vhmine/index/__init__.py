@@ -12,7 +12,7 @@ Reads and writes `indexes/<name>/`: `manifest.json` (encoders, counts, checksums
   images are at once (`join_locations`: what a run writes for its pairs);
 - rows: vectors and image ids read by row range, locally or from an fsspec URL, without loading the index
   (`IndexRows`, `open_vectors`), a flat file written row chunk by row chunk (`FlatWriter`), the image columns
-  of chosen rows (`image_rows`);
+  of chosen rows (`image_rows`) and of row ranges (`image_ranges`), parts of rows re-cut to one size (`regrouped`);
 - digests: each row's digest (`row_digests`, of kind `DIGEST`: BLAKE2b of its bits), and the digests kept with
   the index (`row_digests.npz`, by `vhmine embed` as it writes the index), checked against the rows on every
   use and taken again only for the chunks it does not vouch for (`stored_digests`);
@@ -87,6 +87,7 @@ __all__ = [
     "image_ranges",
     "image_rows",
     "open_vectors",
+    "regrouped",
     # digests (numpy): likewise
     "CHUNK_ROWS",
     "DIGEST",

@@ -322,18 +322,20 @@ def image_ranges(images_parquet: str | os.PathLike, columns: list[str], size: in
 
     pf = pq.ParquetFile(images_parquet, buffer_size=1 << 20, pre_buffer=False)
     names = [c for c in columns if c in pf.schema_arrow.names]
+    batches = pf.iter_batches(batch_size=65_536, columns=names)
+    return pf.schema_arrow.metadata, regrouped(batches, size, pa.Table.from_batches)
 
-    def ranges():
-        held, count = [], 0
-        for batch in pf.iter_batches(batch_size=65_536, columns=names):
-            while batch.num_rows:
-                take = min(batch.num_rows, size - count)
-                held.append(batch.slice(0, take))
-                batch, count = batch.slice(take), count + take
-                if count == size:
-                    yield pa.Table.from_batches(held)
-                    held, count = [], 0
-        if held:
-            yield pa.Table.from_batches(held)
 
-    return pf.schema_arrow.metadata, ranges()
+def regrouped(parts, size: int, concat):
+    """The rows of `parts` (sliceable, in order) again, as pieces of exactly `size` rows (the last shorter)."""
+    held, count = [], 0
+    for p in parts:
+        while len(p):
+            take = min(len(p), size - count)
+            held.append(p[:take])
+            count, p = count + take, p[take:]
+            if count == size:
+                yield concat(held)
+                held, count = [], 0
+    if count:
+        yield concat(held)

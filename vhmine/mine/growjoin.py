@@ -55,7 +55,7 @@ def new_rows_and_matches(index: IndexIds, earlier_rows: Path, scratch: Path, mea
 def compare_digests(matches: Buckets, digest_parts, n: int) -> tuple[int, int]:
     """(kept, changed): of the rows both hold, those whose digest now (digest_parts: every row's, in row order,
     cut anywhere; the scan's) equals the earlier one, and the others; a row range at a time."""
-    from vhmine.mine.state import regrouped
+    from vhmine.index import regrouped
 
     kept = changed = 0
     ranges = regrouped(digest_parts, idjoin.BUCKET_ROWS, np.concatenate)

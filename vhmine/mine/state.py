@@ -66,7 +66,7 @@ def write_rows_streamed(folder, id_parts, digest_parts, group: int | None = None
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from vhmine.index import DIGEST
+    from vhmine.index import DIGEST, regrouped
 
     group = int(group or ROW_GROUP)
     schema = pa.schema([("image_id", pa.string()), ("digest", pa.uint64())], metadata={DIGEST_KEY: DIGEST})
@@ -91,21 +91,6 @@ def write_rows_streamed(folder, id_parts, digest_parts, group: int | None = None
 def _chunks(parts):
     for p in parts:
         yield from (p.chunks if hasattr(p, "chunks") else [p])
-
-
-def regrouped(parts, size: int, concat):
-    """The rows of `parts` (sliceable, in order) again, as pieces of exactly `size` rows (the last shorter)."""
-    held, count = [], 0
-    for p in parts:
-        while len(p):
-            take = min(len(p), size - count)
-            held.append(p[:take])
-            count, p = count + take, p[take:]
-            if count == size:
-                yield concat(held)
-                held, count = [], 0
-    if count:
-        yield concat(held)
 
 
 class AlikeWriter:
