@@ -204,10 +204,11 @@ def measure(n: int, args, work: Path) -> dict:
     import ray
 
     idx = work / f"n{n}"
-    digests = []
-    keep = (lambda clip, dino: digests.append(row_digests(clip, dino, workers=2))) if args.grow else None
-    if args.grow:
+    digests, keep = [], None
+    if args.grow:  # the rows' digests taken as they are written: the earlier run's rows.parquet holds them
         from vhmine.index import row_digests
+
+        keep = lambda clip, dino: digests.append(row_digests(clip, dino, workers=2))  # noqa: E731
     secs = write_synthetic_index(idx / "synthetic", n, args.dino_dim, args.seed, on_chunk=keep)
     size = sum(p.stat().st_size for p in (idx / "synthetic").iterdir())
     if args.grow:
