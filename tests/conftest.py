@@ -19,10 +19,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # reads this once, when it is first imported, so it is set here before any test module imports it
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 # the Ray embed worker exits mid-shard once this file names its shard (vhmine.embed.run.EXIT_MARKER_ENV; the
-# `ray_exit_marker` fixture): set before any cluster starts, as its workers take the environment it started in
-os.environ.setdefault(
-    "VHMINE_TEST_EXIT_MARKER", os.path.join(tempfile.mkdtemp(prefix="vhmine-ray-exit-"), "exit-at-shard")
-)
+# `ray_exit_marker` fixture): set before any cluster starts, as its workers take the environment it started in.
+# One file a pytest process, set here in each (not inherited from the xdist controller): a local `vhmine embed`
+# that a test on another xdist worker runs meanwhile must not find the shard named and exit (status 17)
+os.environ["VHMINE_TEST_EXIT_MARKER"] = os.path.join(tempfile.mkdtemp(prefix="vhmine-ray-exit-"), "exit-at-shard")
 # the miner's kernel rates are cached per machine; the tests (and the processes they start) keep theirs in a
 # folder of their own, never in the user's ~/.cache
 os.environ.setdefault("VHMINE_KERNEL_CACHE", os.path.join(tempfile.mkdtemp(prefix="vhmine-kernels-"), "kernels.json"))

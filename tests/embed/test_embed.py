@@ -632,3 +632,4 @@ def test_embed_keeps_each_rows_digest_so_the_next_mine_of_the_grown_index_hashes
         assert np.array_equal(kept, row_digests(idx.clip, idx.dino))
         st: dict = {}
         assert np.array_equal(index_digests(idx, stats=st), kept) and st["rows_digested"] == 0  # what mine takes
+        assert st["rows_checked"] == 0  # the vector files as the embed checked and recorded them: no byte read

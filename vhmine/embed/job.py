@@ -381,15 +381,16 @@ def _count_reasons(reasons) -> dict[str, int]:
     return dict(Counter(r.split(":")[0].split("(")[0].strip() for r in reasons))
 
 
-def keep_row_digests(folder: Path, clip, dino) -> None:
-    """Each row's digest kept with the index as it is written (vhmine.index.stored_digests: the chunks the kept
-    file still vouches for read, the others hashed, the new rows among them), so that a later `vhmine mine`
-    of the grown index hashes none (a row's BLAKE2b is microseconds beside its encoders' forward passes)."""
+def keep_row_digests(folder: Path) -> None:
+    """Each row's digest kept with the index as it is written (vhmine.index.keep_for_files: the chunks the kept
+    file still vouches for read, the others hashed, the new rows among them, and the vector files' states
+    recorded once they settle), so that a later `vhmine mine` of the grown index hashes none and, while the
+    files keep those states, checks none (a row's BLAKE2b is microseconds beside its encoders' forward passes)."""
     import functools
 
-    from vhmine.index import DIGEST, row_digests, stored_digests
+    from vhmine.index import DIGEST, keep_for_files, row_digests
 
-    stored_digests(folder, clip, dino, DIGEST, functools.partial(row_digests, workers=2))
+    keep_for_files(folder, DIGEST, functools.partial(row_digests, workers=2))
 
 
 def _finalize(
@@ -489,7 +490,7 @@ def _finalize(
             "removed": removed,  # files embedded earlier that are gone, or whose content changed
         },
     )
-    keep_row_digests(folder, clip, dino)
+    keep_row_digests(folder)
     result = EmbedResult(name, folder, len(images), len(skipped), len(dups), 0, 0.0, _count_reasons(skipped["reason"]))
     result.precision = job.get("precision") or {}
     return result

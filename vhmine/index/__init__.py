@@ -14,8 +14,9 @@ Reads and writes `indexes/<name>/`: `manifest.json` (encoders, counts, checksums
   (`IndexRows`, `open_vectors`), a flat file written row chunk by row chunk (`FlatWriter`), the image columns
   of chosen rows (`image_rows`) and of row ranges (`image_ranges`), parts of rows re-cut to one size (`regrouped`);
 - digests: each row's digest (`row_digests`, of kind `DIGEST`: BLAKE2b of its bits), and the digests kept with
-  the index (`row_digests.npz`, by `vhmine embed` as it writes the index), checked against the rows on every
-  use and taken again only for the chunks it does not vouch for (`stored_digests`);
+  the index (`row_digests.npz`, by `vhmine embed` as it writes the index: `keep_for_files`), checked against
+  the rows where the vector files changed since they were checked (`file_states`) and taken again only for the
+  chunks it does not vouch for (`stored_digests`);
 - comparable: whether two indexes' encoders are one, by what they are (`encoder_differences`: encoder, width,
   precision, preprocessing), whatever path their specs were typed with.
 """
@@ -92,8 +93,11 @@ __all__ = [
     "CHUNK_ROWS",
     "DIGEST",
     "ROW_DIGESTS",
+    "FileStates",
     "checked_digests",
     "chunk_checks",
+    "file_states",
+    "keep_for_files",
     "kept_location",
     "row_digests",
     "stored_digests",

@@ -46,6 +46,7 @@ class CollectionIndex:
     images: Any  # pandas.DataFrame, row i = vector row i
     clip: Any  # (n, d_clip) float32
     dino: Any  # (n, d_dino) float32
+    vector_states: Any = None  # index.digests.FileStates of the vector files, taken before clip and dino were read
 
     @property
     def root(self) -> Path:
@@ -182,7 +183,7 @@ def _open_index(root: Path, name: str, *, load_vectors: bool, load_images: bool)
         ) from err
     if rows != n:
         raise IndexCorruptError(f"index {name!r}: {IMAGES} has {rows} rows, the manifest says {n}")
-    clip = dino = None
+    clip = dino = states = None
     if not load_vectors:
         from vhmine.index.rows import open_vectors
 
@@ -194,8 +195,10 @@ def _open_index(root: Path, name: str, *, load_vectors: bool, load_images: bool)
                     f"index {name!r}: {fname} holds {vf.rows} x {vf.dim} vectors, expected {n} x {want_dim}"
                 )
     else:
+        from vhmine.index.digests import file_states
         from vhmine.index.rows import open_vectors
 
+        states = file_states(folder)  # (before the rows are read: the kept digests vouch for these states' bytes)
         vecs = {}
         for kind, fname in VECTOR_FILES.items():
             # the flat file's rows read straight into numpy (index.rows): no faiss import for a small run
@@ -215,7 +218,7 @@ def _open_index(root: Path, name: str, *, load_vectors: bool, load_images: bool)
                     f"expected {n} x {want_dim}"
                 )
         clip, dino = vecs["clip"], vecs["dino"]
-    return CollectionIndex(name, folder, manifest, images, clip, dino)
+    return CollectionIndex(name, folder, manifest, images, clip, dino, states)
 
 
 def open_named_index(

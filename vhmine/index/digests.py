@@ -18,19 +18,33 @@ temp-file-and-rename (files.atomic_write), never half:
     digests     uint64, one per row of the index, in row order
     checks      uint8 (chunks, 16): XXH3-128 of each chunk's CLIP float32 bytes followed by its DINOv2 ones
 
+    files       (optional) int64 (2, 5): the states of clip.faiss and dino.faiss (device, inode, size,
+                mtime_ns, ctime_ns) whose bytes the checks were last compared with (FileStates)
+
 The file is trusted only where it provably still describes the rows: a chunk's stored digests are used when
-that chunk's bytes now have the stored check (hashed here at memory speed on every use); any chunk that
-differs (a bit changed, rows added, removed or moved) and rows past the file are digested again, so the
-digests returned are always those of the rows as they are now. That makes the file safe with no lock: a
-concurrent `vhmine embed` that rewrites the vectors leaves a file that no longer checks, never a wrong one
-taken as right. A run writes the file when it had to digest any chunk (an index from before this file,
-or a grown one), and not while an embed holds the index's job lock (its vectors are about to change);
-a folder it may not write into is only read. Why XXH3 for the checks and not the digest: docs/mine.md.
+that chunk's bytes now have the stored check (hashed here at memory speed); any chunk that differs (a bit
+changed, rows added, removed or moved) and rows past the file are digested again, so the digests returned
+are always those of the rows as they are now. That makes the file safe with no lock: a concurrent `vhmine
+embed` that rewrites the vectors leaves a file that no longer checks, never a wrong one taken as right. A run
+writes the file when it had to digest any chunk (an index from before this file, or a grown one), and not
+while an embed holds the index's job lock (its vectors are about to change); a folder it may not write into
+is only read. Why XXH3 for the checks and not the digest: docs/mine.md.
+
+The bytes are not hashed again while the vector files provably have not changed since they were: `files`
+records their states once their bytes matched every check and their ctimes were settled (older than the
+clock when the states were taken by more than a tick of the filesystem's clock), and a reader whose files
+had those states before it read their rows, and still have them after, takes the stored digests with no
+check. Every write to a file (its bytes through write or a memory map, a rename over it, even a `touch -r`
+that puts its mtime back) sets its ctime to the clock's now, which a settled ctime is not: such a file
+no longer has its recorded states and is checked as above. `keep_for_files` (what `vhmine embed` calls)
+waits for its new files to settle, checks them once and records them.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -102,6 +116,7 @@ def _read(path: Path, kind: str, dims: tuple[int, int]) -> dict | None:
     try:
         with np.load(path, allow_pickle=False) as z:
             got = {k: z[k] for k in ("kind", "check", "chunk_rows", "dims", "digests", "checks")}
+            files = z["files"] if "files" in z.files else None
     except (OSError, ValueError, KeyError, zipfile.BadZipFile) as err:  # (a member's CRC-32 is checked too)
         if path.exists():
             log.info("%s is unreadable (%s): digesting every row again", path, type(err).__name__)
@@ -112,27 +127,106 @@ def _read(path: Path, kind: str, dims: tuple[int, int]) -> dict | None:
         return None
     if len(got["checks"]) != -(-len(got["digests"]) // CHUNK_ROWS):
         return None
+    got["files"] = files if files is not None and files.shape == (2, 5) and files.dtype == np.int64 else None
     return got
 
 
-def stored_digests(folder, clip: np.ndarray, dino: np.ndarray, kind: str, digest, stats: dict | None = None):
+def stored_digests(folder, clip, dino, kind: str, digest, stats: dict | None = None, seen=None):
     """The digest of every row of (clip, dino), the vectors of the index at `folder`: `digest(clip, dino)`
     (its per-row function, of `kind`) for the chunks the stored file does not vouch for, the stored digests
-    for the rest; the file is written again when any chunk was digested. stats (when given) gets
-    rows_digested and rows_stored."""
+    for the rest; the file is written again when any chunk was digested, or to record the files' states.
+    seen: the vector files' FileStates taken before these rows were read from them (file_states), or None
+    (rows from elsewhere: every chunk checked). stats (when given) gets rows_digested, rows_stored and
+    rows_checked (0 where the files' states vouched for every row)."""
     folder = Path(folder)
     n = len(clip)
     if len(dino) != n:
         raise ValueError(f"clip has {n} rows, dino {len(dino)}")
     dims = (clip.shape[1], dino.shape[1])
-    checks = chunk_checks(clip, dino, CHUNK_ROWS)
     had = _read(folder / ROW_DIGESTS, kind, dims)
+    if had is not None and len(had["digests"]) == n and seen is not None and seen.vouched_by(had.get("files")):
+        if seen.unchanged(folder):  # (and none was written while the rows were read)
+            if stats is not None:
+                stats.update(rows_digested=0, rows_stored=n, rows_checked=0)
+            return had["digests"]
+    checks = chunk_checks(clip, dino, CHUNK_ROWS)
     out, digested = checked_digests(clip, dino, checks, had and (had["digests"], had["checks"]), digest)
     if stats is not None:
-        stats.update(rows_digested=digested, rows_stored=n - digested)
-    if digested or (had is not None and len(had["digests"]) != n):
-        store_streamed(folder, kind, dims, n, [out], [checks])  # (whole: one part each)
+        stats.update(rows_digested=digested, rows_stored=n - digested, rows_checked=n)
+    files = seen.states if seen is not None and seen.settled() and seen.unchanged(folder) else None
+    recorded = had is not None and files is not None and seen.vouched_by(had.get("files"))
+    if digested or (had is not None and len(had["digests"]) != n) or (files is not None and not recorded):
+        store_streamed(folder, kind, dims, n, [out], [checks], files=files)  # (whole: one part each)
     return out
+
+
+_SETTLE_NS = 50_000_000  # a filesystem with sub-second timestamps: its clock ticks at least this often (Linux: 1-10 ms)
+_SETTLE_WHOLE_NS = 2_000_000_000  # one whose timestamps are whole seconds (ext3, HFS+; FAT's are 2 s)
+
+
+@dataclass(frozen=True)
+class FileStates:
+    """The index's vector files' states, (device, inode, size, mtime_ns, ctime_ns) a file (`states`, int64
+    (2, 5)), and the clock just before they were taken (`taken_ns`)."""
+
+    taken_ns: int
+    states: np.ndarray
+
+    def wait_ns(self) -> int:
+        ctime = self.states[:, 4]
+        margin = np.where(ctime % 10**9 == 0, _SETTLE_WHOLE_NS, _SETTLE_NS)
+        return int((ctime + margin - self.taken_ns).max())
+
+    def settled(self) -> bool:
+        """Whether any write after these states were taken gives its file another ctime: each file's ctime was
+        older than the clock by more than a tick of its filesystem's clock."""
+        return self.wait_ns() <= 0
+
+    def unchanged(self, folder) -> bool:
+        """Whether the files have these states now."""
+        now = file_states(folder)
+        return now is not None and np.array_equal(now.states, self.states)
+
+    def vouched_by(self, recorded) -> bool:
+        """Whether the kept file recorded these states (its `files`, or None)."""
+        return recorded is not None and np.array_equal(recorded, self.states)
+
+
+def file_states(folder) -> FileStates | None:
+    """The states of the vector files of the index at `folder` now, or None where one cannot be read."""
+    import time
+
+    from vhmine.index.layout import VECTOR_FILES
+
+    taken = time.time_ns()
+    try:
+        found = [os.stat(Path(folder) / name) for name in VECTOR_FILES.values()]
+    except OSError:
+        return None
+    as_int64 = [[s.st_dev, s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns] for s in found]
+    return FileStates(taken, np.array([[v - 2**64 if v >= 2**63 else v for v in r] for r in as_int64], np.int64))
+
+
+def keep_for_files(folder, kind: str, digest) -> np.ndarray:
+    """stored_digests of the index's vector files as they are on disk (mapped, not loaded), with their states:
+    once their ctimes have settled (a few milliseconds after they were written; 2 s on a filesystem of whole
+    seconds), so the next reader that finds them so takes the digests with no check."""
+    import time
+
+    from vhmine.index.layout import VECTOR_FILES
+    from vhmine.index.rows import open_vectors
+
+    folder = Path(folder)
+    seen = file_states(folder)
+    if seen is not None and seen.wait_ns() > 0:
+        time.sleep(seen.wait_ns() / 1e9)
+        seen = file_states(folder)
+    rows = []
+    for name in VECTOR_FILES.values():
+        v = open_vectors(folder / name)
+        empty = np.zeros((0, v.dim), np.float32)
+        rows.append(np.memmap(v.location, np.float32, "r", v.offset, (v.rows, v.dim)) if v.rows else empty)
+    return stored_digests(folder, *rows, kind, digest, seen=seen)
 
 
 def checked_digests(clip, dino, checks, had, digest) -> tuple[np.ndarray, int]:
@@ -236,11 +330,11 @@ def _rows_of(f, member, start: int, stop: int) -> np.ndarray:
     return np.frombuffer(f.read((stop - start) * width), dtype)
 
 
-def store_streamed(folder, kind: str, dims, n: int, digest_parts, check_parts) -> None:
+def store_streamed(folder, kind: str, dims, n: int, digest_parts, check_parts, files=None) -> None:
     """row_digests.npz (the file `stored_digests` reads, as np.savez writes it) from two streams in row order: the
     digests of n rows and their chunks' checks, each cut anywhere; holds one part at a time (a Ray run's
     driver writes it from the scan's chunks). Not written while an embed holds the index, nor where it may not
-    be (as stored_digests)."""
+    be (as stored_digests). files: the vector files' states to record (FileStates.states), or None."""
     import zipfile
 
     from vhmine.files import atomic_write
@@ -274,6 +368,8 @@ def store_streamed(folder, kind: str, dims, n: int, digest_parts, check_parts) -
             member(z, "dims", None, None, value=np.array(dims, np.int64))
             member(z, "digests", np.uint64, (n,), digest_parts)
             member(z, "checks", np.uint8, (chunks, 16), (np.asarray(c, np.uint8).reshape(-1, 16) for c in check_parts))
+            if files is not None:
+                member(z, "files", None, None, value=np.asarray(files, np.int64))
 
     try:
         atomic_write(folder / ROW_DIGESTS, write)

@@ -10,7 +10,8 @@ manifest.json, and which indexes a folder of indexes holds.
     indexes/<name>/dino.faiss      IndexFlatIP, row i = images.parquet row i
     indexes/<name>/skipped.csv     path, reason for every image that could not be used
     indexes/<name>/row_digests.npz each row's digest, kept by the embed that wrote the index (or the first run
-                                   that needed them) and checked against the rows on every use (index.digests)
+                                   that needed them), and the vector files' states it vouches for; checked
+                                   against the rows where the files' states changed (index.digests)
     indexes/<name>/work/           the embed job's plan and finished shards (vhmine.embed.work)
 
 Writes those files (`write_index`, or `write_manifest` over files a writer wrote row chunk by row chunk:

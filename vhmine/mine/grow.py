@@ -172,13 +172,14 @@ def growth(earlier: Earlier, ids: np.ndarray, digests: np.ndarray) -> Growth:
 
 def index_digests(idx, workers=2, stats: dict | None = None) -> np.ndarray:
     """index.row_digests of an opened index's rows (its vectors loaded), from the copy kept in its folder
-    where that still checks (vhmine.index.stored_digests), hashing only the chunks it does not vouch for:
+    where its vector files are as that copy recorded them or it still checks (vhmine.index.stored_digests),
+    hashing only the chunks it does not vouch for:
     what a run of the index keeps in rows.parquet and a grown index's run compares. stats gets rows_digested
     and rows_stored."""
     from vhmine.index import DIGEST, row_digests, stored_digests
 
     digest = functools.partial(row_digests, workers=workers)
-    return stored_digests(idx.folder, idx.clip, idx.dino, DIGEST, digest, stats)
+    return stored_digests(idx.folder, idx.clip, idx.dino, DIGEST, digest, stats, seen=idx.vector_states)
 
 
 def changed_line(g: Growth, idx, folder: Path) -> str:

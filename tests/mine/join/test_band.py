@@ -223,6 +223,31 @@ def test_a_band_from_kept_rows_quantises_only_the_new_ones(monkeypatch):
     assert quantised == [3000]
 
 
+def test_a_cpu_multiplies_no_padding_row(monkeypatch):
+    """40 new rows (padded to 64 for the layout) against 2,960 kept rows (padded to 3,008) and against each
+    other: every piece the kernel multiplies holds the 40 real rows only, so the band computes 40 x (3,008 + 64)
+    products, not 64 x (3,008 + 64), and its pairs are still the band's."""
+    import vhmine.mine.join.products as products
+
+    pieces = []
+    real_piece = products.BlockMiner._piece
+    monkeypatch.setattr(
+        products.BlockMiner,
+        "_piece",
+        lambda self, x, y, ny, r, c, parts: pieces.append((len(x), ny)) or real_piece(self, x, y, ny, r, c, parts),
+    )
+    clip, dino = _set(3000, d=48)
+    new = np.sort(np.random.default_rng(4).choice(3000, 40, replace=False))
+    old = np.setdiff1d(np.arange(3000), new)
+    kept: dict = {}
+    find_pairs(clip[old], dino[old], 0.7, 0.5, stats=kept)
+    pieces.clear()
+    got = find_pairs(clip, dino, 0.7, 0.5, new_rows=new, quantised=kept["quantised"], device="cpu")
+    assert max(rows for rows, _ in pieces) == 40
+    assert sum(rows * cols for rows, cols in pieces) == 40 * (3008 + 64)
+    assert_same_pairs(got, touching(brute_force_pairs(clip, dino, 0.7, 0.5), new), atol=0.0)
+
+
 def test_kept_rows_of_other_rows_or_too_many_levels_are_refused_or_quantised_again():
     clip, dino = _set(800, d=32)
     new = np.arange(0, 800, 20)

@@ -112,6 +112,17 @@ def test_bench_mine_growth_lines_say_the_pairs_are_identical_and_give_their_rati
     assert len(inc) == 1, out
     wall, cpu, full_wall, full_cpu, cpu_ratio, ratio = inc[0]
     assert ratio_of(wall, full_wall, ratio) and ratio_of(cpu, full_cpu, cpu_ratio), out
+    runs = re.findall(
+        r"^  the growth's median of 10 runs \(5 before the full mine, 5 after it\); their CPU time ratios ([0-9.]+) "
+        r"to ([0-9.]+)$",
+        out,
+        re.M,
+    )
+    assert len(runs) == 1 and float(runs[0][0]) <= float(cpu_ratio) <= float(runs[0][1]), out
+    digests = re.findall(
+        r"^  digests: 0 rows hashed, 3,000 read from the kept file, 0 rows' bytes checked .*identical$", out, re.M
+    )
+    assert len(digests) == 1, out  # the vector files as the embed recorded them: nothing hashed or read
     products = re.findall(r"^  products ratio ([0-9.]+) \(([0-9,]+) of ([0-9,]+) row pairs", out, re.M)
     # 30 new rows of 3000: 30 x 29 / 2 + 30 x 2970 of 3000 x 2999 / 2
     assert products == [("0.0199", "89,535", "4,498,500")], out

@@ -114,6 +114,32 @@ def test_a_flipped_bit_in_an_old_rows_stored_vectors_is_caught(tmp_path, caplog,
     assert (_stored(tmp_path) == _all_digests(tmp_path)).all()  # the kept file follows the rows as they are
 
 
+def test_a_run_records_settled_files_and_the_next_reads_none_of_their_bytes_until_one_changes(
+    tmp_path, caplog, hashed, monkeypatch
+):
+    """The first run checks every chunk and records the vector files' states (they settled before it read
+    them); the next run of the same files checks none; a bit flipped in place after that, mtime put back,
+    is still caught."""
+    import time
+
+    checked: list[int] = []
+    real = kept.chunk_checks
+    monkeypatch.setattr(kept, "chunk_checks", lambda c, d, rows: checked.append(len(c)) or real(c, d, rows))
+    build(tmp_path, START)
+    time.sleep(kept.file_states(tmp_path / "indexes" / "col").wait_ns() / 1e9)
+    mine(tmp_path)
+    assert checked == [40] and sum(hashed) == 40
+    checked.clear()
+    hashed.clear()
+    assert mine(tmp_path).reuse and checked == [] and hashed == []  # the same files: no byte read again
+    _flip_in_place(tmp_path / "indexes" / "col" / "clip.faiss", 9, 1, 22)
+    with caplog.at_level("WARNING", logger="vhmine"):
+        res = mine(tmp_path)
+    assert checked == [40] and not res.reuse
+    assert any("1 row(s) of index 'col' have other vectors" in r.getMessage() for r in caplog.records)
+    assert (_stored(tmp_path) == _all_digests(tmp_path)).all()
+
+
 def test_a_kept_file_that_is_unreadable_or_of_another_kind_is_digested_again(tmp_path, hashed):
     build(tmp_path, START)
     mine(tmp_path)

@@ -21,11 +21,18 @@ class PairSet:
         return len(self.i)
 
 
+_RUNS = 8  # sorted runs, at most, that _pairset merges rather than sorts
+
+
 def _pairset(i, j, clip_sim, dino_sim) -> PairSet:
     # one int64 key, i then j (numpy's vectorised argsort: 8x lexsort's speed); pairs are distinct, so the
     # order is lexsort((j, i))'s
     width = int(j.max()) + 1 if len(j) else 1
-    order = np.argsort(i.astype(np.int64) * width + j)
+    key = i.astype(np.int64) * width + j
+    # parts each sorted already (merge of PairSets: a grown index's earlier pairs and its band's): numpy's
+    # stable sort (timsort) merges their runs in linear time, 30x its quicksort of 200,000 pairs
+    sorted_runs = np.count_nonzero(key[1:] < key[:-1]) < _RUNS
+    order = np.argsort(key, kind="stable" if sorted_runs else None)
     return PairSet(i[order], j[order], clip_sim[order], dino_sim[order])
 
 

@@ -135,6 +135,8 @@ class BlockMiner:
                 row, nx = r + s, min(self.chunk, len(x) - s)
                 if (upper and col + ny <= row) or row >= ends[1] or (skip is not None and skip(row, nx, col, ny)):
                     continue  # below the diagonal, padding, or pruned
+                if self.cpu and row + nx > ends[1]:  # its last rows are padding: a CPU's kernels take any
+                    nx = int(ends[1]) - row  # count of rows (a band's 2,000 new rows pad to 2,048: 2% of its products)
                 if upper and row + nx > col and self.cpu and nx > _DIAG:  # it reaches the diagonal: its rows
                     for t in range(0, nx, _DIAG):  # in strips whose columns start at their first row's group
                         cut = max(0, (row + t - col) // _SEG * _SEG)
