@@ -160,7 +160,7 @@ def stored_digests(folder, clip, dino, kind: str, digest, stats: dict | None = N
     return out
 
 
-_SETTLE_NS = 50_000_000  # a filesystem with sub-second timestamps: its clock ticks at least this often (Linux: 1-10 ms)
+_SETTLE_NS = 20_000_000  # a filesystem with sub-second timestamps: its clock ticks at least this often (Linux: 1-10 ms)
 _SETTLE_WHOLE_NS = 2_000_000_000  # one whose timestamps are whole seconds (ext3, HFS+; FAT's are 2 s)
 
 
