@@ -1,6 +1,7 @@
 """Indexes and runs the miner's run tests share (tests/mine/run/, tests/mine/ray/): each image's vectors from its
 key alone, an index of chosen keys, a run's run.json and sorted pairs, the float64 brute-force references of a
-triangle and of a rectangle (from test_grow and test_mine_across). Imported by name (`from mine_runs import
+triangle and of a rectangle (from test_grow and test_mine_across), a bit flipped in a vector file in place (from
+test_kept_digests and test_kept_states). Imported by name (`from mine_runs import
 ...`): tests/mine/conftest.py puts this folder on the path."""
 
 import json
@@ -97,3 +98,19 @@ def build_named(tmp_path, name, keys, **kw):
     """Index `name` of these keys' images (test_mine_across's two indexes)."""
     clip, dino = vectors(keys)
     make_index(tmp_path / "indexes", name, clip, dino, root=tmp_path / f"images-{name}", keys=keys, **kw)
+
+
+def flip_in_place(path, row: int, col: int, bit: int) -> None:
+    """One bit of one stored float32 of a vector file changed in place, the file's size and mtime put back
+    (its ctime, which no program sets, moves on)."""
+    import os
+
+    from vhmine.index.rows import open_vectors
+
+    vf, was = open_vectors(path), os.stat(path)
+    with open(path, "r+b") as f:
+        f.seek(vf.offset + row * vf.row_bytes + 4 * col + bit // 8)
+        byte = f.read(1)[0] ^ (1 << (bit % 8))
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte]))
+    os.utime(path, ns=(was.st_atime_ns, was.st_mtime_ns))

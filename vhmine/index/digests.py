@@ -173,6 +173,7 @@ class FileStates:
     states: np.ndarray
 
     def wait_ns(self) -> int:
+        """Nanoseconds still to wait, from when the states were taken, until they would be settled (<= 0: they are)."""
         ctime = self.states[:, 4]
         margin = np.where(ctime % 10**9 == 0, _SETTLE_WHOLE_NS, _SETTLE_NS)
         return int((ctime + margin - self.taken_ns).max())

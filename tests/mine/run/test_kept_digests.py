@@ -2,7 +2,6 @@
 (the chunks the kept file does not vouch for), an index without the file grows all the same and gets it, and
 a changed bit of an old row's stored vectors is still caught, whatever its file's size and mtime say."""
 
-import os
 import tempfile
 from pathlib import Path
 
@@ -10,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mine_runs import CLIP, DINO, build, run_json
+from mine_runs import CLIP, DINO, build, flip_in_place, run_json
 
 import vhmine.index as index_face
 from vhmine import api
@@ -89,23 +88,12 @@ def test_an_index_without_kept_digests_grows_and_gets_them(tmp_path, hashed):
     assert (_stored(tmp_path) == _all_digests(tmp_path)).all()
 
 
-def _flip_in_place(path: Path, row: int, col: int, bit: int) -> None:
-    """One bit of one stored float32 changed in place, the file's size and mtime kept."""
-    vf, st_ = open_vectors(path), os.stat(path)
-    with open(path, "r+b") as f:
-        f.seek(vf.offset + row * vf.row_bytes + 4 * col + bit // 8)
-        byte = f.read(1)[0] ^ (1 << (bit % 8))
-        f.seek(-1, os.SEEK_CUR)
-        f.write(bytes([byte]))
-    os.utime(path, ns=(st_.st_atime_ns, st_.st_mtime_ns))
-
-
 @pytest.mark.parametrize("kind, col, bit", [("clip", 3, 31), ("dino", 0, 0)])
 def test_a_flipped_bit_in_an_old_rows_stored_vectors_is_caught(tmp_path, caplog, hashed, kind, col, bit):
     build(tmp_path, START)
     mine(tmp_path)
     build(tmp_path, GROWN)
-    _flip_in_place(tmp_path / "indexes" / "col" / f"{kind}.faiss", 5, col, bit)
+    flip_in_place(tmp_path / "indexes" / "col" / f"{kind}.faiss", 5, col, bit)
     with caplog.at_level("WARNING", logger="vhmine"):
         res = mine(tmp_path)
     said = [r.getMessage() for r in caplog.records if "mining in full" in r.getMessage()]
@@ -132,7 +120,7 @@ def test_a_run_records_settled_files_and_the_next_reads_none_of_their_bytes_unti
     checked.clear()
     hashed.clear()
     assert mine(tmp_path).reuse and checked == [] and hashed == []  # the same files: no byte read again
-    _flip_in_place(tmp_path / "indexes" / "col" / "clip.faiss", 9, 1, 22)
+    flip_in_place(tmp_path / "indexes" / "col" / "clip.faiss", 9, 1, 22)
     with caplog.at_level("WARNING", logger="vhmine"):
         res = mine(tmp_path)
     assert checked == [40] and not res.reuse

@@ -4,7 +4,6 @@ that (a bit in place with its mtime put back, a grown or rewritten file) is read
 returned are always those of the files' rows as they are: a RuleBasedStateMachine over such sequences, a
 property over any bit of any value, and the `vhmine mine` that follows an embed."""
 
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from mine_runs import flip_in_place
 
 from vhmine.index import DIGEST, row_digests, write_faiss
 from vhmine.index import digests as kept
@@ -40,17 +40,6 @@ def _read(folder: Path, stats: dict | None = None):
     return kept.stored_digests(folder, clip, dino, DIGEST, row_digests, stats, seen=seen), clip, dino
 
 
-def _flip(path: Path, row: int, col: int, bit: int) -> None:
-    """One bit of one stored float32 changed in place, the file's size and mtime put back."""
-    vf, was = open_vectors(path), os.stat(path)
-    with open(path, "r+b") as f:
-        f.seek(vf.offset + row * vf.row_bytes + 4 * col + bit // 8)
-        byte = f.read(1)[0] ^ (1 << (bit % 8))
-        f.seek(-1, os.SEEK_CUR)
-        f.write(bytes([byte]))
-    os.utime(path, ns=(was.st_atime_ns, was.st_mtime_ns))
-
-
 def _recorded(folder: Path):
     with np.load(folder / kept.ROW_DIGESTS) as z:
         return z["files"] if "files" in z.files else None
@@ -65,7 +54,7 @@ def test_settled_files_are_read_with_no_check_until_a_bit_changes_in_place(tmp_p
     st_: dict = {}
     got, *_ = _read(tmp_path, st_)
     assert (got == first).all() and st_ == {"rows_digested": 0, "rows_stored": 40, "rows_checked": 0}
-    _flip(tmp_path / "dino.faiss", 7, 2, 30)  # its ctime is now the clock's: not the state recorded
+    flip_in_place(tmp_path / "dino.faiss", 7, 2, 30)  # its ctime is now the clock's: not the state recorded
     got, c, d = _read(tmp_path, st_)
     assert st_["rows_checked"] == 40 and st_["rows_digested"] > 0
     assert np.flatnonzero(got != first).tolist() == [7] and (got == row_digests(c, d)).all()
@@ -90,7 +79,7 @@ def test_property_any_bit_changed_after_the_states_were_recorded_is_caught(row, 
         clip, dino = _rows(folder, 2, 30)
         _write(folder, clip, dino)
         before = kept.keep_for_files(folder, DIGEST, row_digests)
-        _flip(folder / f"{side}.faiss", row, col, bit)
+        flip_in_place(folder / f"{side}.faiss", row, col, bit)
         got, c, d = _read(folder)
         assert np.flatnonzero(got != before).tolist() == [row]
         assert (got == row_digests(c, d)).all()
@@ -112,7 +101,7 @@ class KeptStates(RuleBasedStateMachine):
         row=st.integers(0, 10**6), side=st.sampled_from(["clip", "dino"]), col=st.integers(0, 8), bit=st.integers(0, 31)
     )
     def flip_in_place(self, row, side, col, bit):
-        _flip(self.folder / f"{side}.faiss", row % len(self.clip), col, bit)
+        flip_in_place(self.folder / f"{side}.faiss", row % len(self.clip), col, bit)
 
     @rule(k=st.integers(1, 9), seed=st.integers(0, 99))
     def grow(self, k, seed):
