@@ -1,6 +1,7 @@
 """Where artifacts live: the roots of indexes and runs and the store's URL, and the measurement caches' files
 (`cache_file`); the shared defaults; the device torch work runs on (`resolve_device`) and the CPU's model and
-instruction sets (`cpu`, what those caches are keyed by). Reads environment variables, and /proc/cpuinfo.
+instruction sets (`cpu`, what those caches are keyed by); work over items in a pool of threads (`in_threads`).
+Reads environment variables, and /proc/cpuinfo.
 
 Resolved at call time, never at import, so tests and users can move them with
 flags or environment variables (`--indexes` / VHMINE_INDEXES, VHMINE_RUNS, VHMINE_DB). Which index a
@@ -109,3 +110,18 @@ def cpu(wanted) -> tuple[str, list[str]]:
     except OSError:
         pass
     return model, sorted(flags & set(wanted))
+
+
+def in_threads(fn, items, workers) -> list:
+    """[fn(s) for s in items], in threads (numpy and hashlib release the GIL in the work): workers is a
+    thread count (a pool just for this call) or a concurrent.futures.Executor, or None. Shared by the join
+    (its checks and quantiser) and the index (its row digests), which may not import each other."""
+    items = list(items)
+    if len(items) < 2 or workers is None or (isinstance(workers, int) and workers <= 1):
+        return [fn(s) for s in items]
+    if isinstance(workers, int):
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(workers, len(items))) as pool:
+            return list(pool.map(fn, items))
+    return list(workers.map(fn, items))

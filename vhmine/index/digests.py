@@ -60,8 +60,10 @@ def row_digests(clip: np.ndarray, dino: np.ndarray, workers=None) -> np.ndarray:
     """A uint64 digest of each row's float32 bits, CLIP's then DINOv2's: BLAKE2b with an 8-byte digest
     (little-endian). Equal rows give equal digests on any machine; rows that differ in any bits get equal
     digests with a chance of about 2^-64. hashlib releases the GIL while it hashes a row of 2 KiB or more,
-    so `workers` threads hash chunks of rows side by side."""
+    so `workers` threads (config.in_threads) hash chunks of rows side by side."""
     import hashlib
+
+    from vhmine.config import in_threads
 
     clip, dino = np.ascontiguousarray(clip, np.float32), np.ascontiguousarray(dino, np.float32)
     if len(clip) != len(dino):
@@ -78,15 +80,7 @@ def row_digests(clip: np.ndarray, dino: np.ndarray, workers=None) -> np.ndarray:
             h.update(dm[r * db : (r + 1) * db])
             out[8 * r : 8 * r + 8] = h.digest()
 
-    starts = range(0, n, _DIGEST_ROWS)
-    if len(starts) < 2 or not workers or workers <= 1:  # one chunk (or one thread): no pool to share it
-        for s in starts:
-            chunk(s)
-    else:
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(min(workers, len(starts))) as pool:
-            list(pool.map(chunk, starts))
+    in_threads(chunk, range(0, n, _DIGEST_ROWS), workers)
     return np.frombuffer(bytes(out), "<u8").astype(np.uint64)
 
 

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from vhmine.config import in_threads
 from vhmine.mine.join.kernels import qmax_for  # (the kernels' exact range: their module's)
-from vhmine.mine.join.rowcheck import _U32, _U64, ALIGN, _gamma, in_threads
+from vhmine.mine.join.rowcheck import _U32, _U64, ALIGN, _gamma
 
 _SPREAD = 32  # at most this many dominant dimensions are spread out before quantising
 SAMPLE_ROWS = 4096  # rows the turn is judged on
@@ -269,7 +270,7 @@ def _quantise(x: np.ndarray, qmax: int, rows: int, m=None) -> tuple[np.ndarray, 
 
 
 def _quantised(x: np.ndarray, qmax: int, rows: int, m=None, workers=1) -> _Quantised:
-    """_quantise, plus the bound on the squared row norms (workers: see in_threads). The work is float32,
+    """_quantise, plus the bound on the squared row norms (workers: see config.in_threads). The work is float32,
     in chunks of rows that stay in cache, and every rounding in it is bounded:
 
     - scale is a float32 number, so xh = scale * q is exact in float64; q = rint(z / scale), which

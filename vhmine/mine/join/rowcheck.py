@@ -4,8 +4,8 @@ exactly; and what the search is given, checked: its shape (`Shape`; `prepared`, 
 find_pairs' and find_pairs_across' rows with new_rows_of, check_same_dims), its block size (block_rows,
 ALIGN). Below the rest of the join (it imports none of it), so also what its checks share with the bounds
 above them: the unit roundoff (_U32, _U64, _gamma: the quantisation's and the re-check's bounds too) and
-the threads (in_threads; blas_threads, numpy's BLAS held to n threads). Reads the arrays it is given;
-writes nothing.
+the threads (blas_threads, numpy's BLAS held to n threads; the pool of threads is config.in_threads). Reads
+the arrays it is given; writes nothing.
 
 find_pairs (simsearch) screens candidates with float32 products whose proven error bound is relative to the
 largest squared row norm, and the fast pass (quantise) bounds its error the same way. Float32 underflows
@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from vhmine.config import in_threads
 from vhmine.errors import InputError
 
 NORM_MIN, NORM_MAX = 2.0**-50, 2.0**50  # about 8.9e-16 and 1.1e15
@@ -40,20 +41,6 @@ _U32, _U64 = 2.0**-24, 2.0**-53  # unit roundoff of float32 and float64
 def _gamma(n: int, unit: float) -> float:
     """Relative bound on a rounded sum of n rounded products (a dot product), in any summation order."""
     return n * unit / (1 - n * unit)
-
-
-def in_threads(fn, items, workers) -> list:
-    """[fn(s) for s in items], in threads (numpy releases the GIL in the work): workers is a thread
-    count (a pool just for this call) or a concurrent.futures.Executor, or None."""
-    items = list(items)
-    if len(items) < 2 or workers is None or (isinstance(workers, int) and workers <= 1):
-        return [fn(s) for s in items]
-    if isinstance(workers, int):
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(min(workers, len(items))) as pool:
-            return list(pool.map(fn, items))
-    return list(workers.map(fn, items))
 
 
 _BLAS_SYMBOLS = (
@@ -171,7 +158,7 @@ def check_rows(clip: np.ndarray, dino: np.ndarray, *, screened: bool = True) -> 
 def _checked(
     clip: np.ndarray, dino: np.ndarray, workers=1, *, screened: bool = True, only=None
 ) -> tuple[np.ndarray, np.ndarray, float | None, float | None]:
-    """check_rows, plus a bound on the largest squared row norm of each (workers: see in_threads). screened:
+    """check_rows, plus a bound on the largest squared row norm of each (workers: see config.in_threads). screened:
     rows are refused whose norms float32 screening cannot handle (rowcheck; float64 alone handles any).
     only: row numbers (new_rows_of's) whose values alone are checked, the others having been checked
     by the earlier join that quantised them; then no bounds (None: the re-check measures its rows')."""
